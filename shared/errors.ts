@@ -1,0 +1,59 @@
+/**
+ * Errors that cross a boundary carry a stable `code` (clients branch on it) and a message a
+ * person can act on. HTTP status and WebSocket close codes are derived from the code, never
+ * chosen ad hoc at the throw site.
+ */
+export const ERROR_CODES = {
+  invalid_json: 400,
+  invalid_patch: 400,
+  invalid_content: 422,
+  invalid_path: 400,
+  invalid_request: 400,
+  invalid_node_type: 422,
+  unauthorized: 401,
+  invalid_credentials: 401,
+  forbidden: 403,
+  forbidden_field: 403,
+  not_found: 404,
+  already_exists: 409,
+  email_taken: 409,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  protocol_error: 400,
+  internal: 500,
+  unavailable: 503,
+} as const
+
+export type ErrorCode = keyof typeof ERROR_CODES
+
+export class WeftError extends Error {
+  readonly code: ErrorCode
+  readonly details: unknown
+  constructor(code: ErrorCode, message: string, details?: unknown) {
+    super(message)
+    this.name = 'WeftError'
+    this.code = code
+    this.details = details
+  }
+  get httpStatus(): number {
+    return ERROR_CODES[this.code]
+  }
+  toJSON(): { error: { code: ErrorCode; message: string } } {
+    return { error: { code: this.code, message: this.message } }
+  }
+}
+
+export function isWeftError(e: unknown): e is WeftError {
+  return e instanceof WeftError
+}
+
+/** Invariant check: a failure here is a bug in Weft, not bad input. */
+export function assert(condition: unknown, message = 'assertion failed'): asserts condition {
+  if (!condition) throw new Error(`Invariant: ${message}`)
+}
+
+export function must<T>(value: T | null | undefined, message = 'value is missing'): T {
+  if (value === null || value === undefined) throw new Error(`Invariant: ${message}`)
+  return value
+}

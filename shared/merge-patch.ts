@@ -1,0 +1,122 @@
+import * as Y from 'yjs'
+import { WeftError } from './errors.js'
+import { isJsonObject, jsonEqual, type JsonObject, type JsonValue } from './json.js'
+
+/**
+ * RFC 7396 JSON merge patch, and its mapping onto a Y.Doc.
+ *
+ * Document layout: the node's content is the root map `content`. JSON objects are nested
+ * Y.Maps, so two writers patching different fields (at any depth) both survive. Arrays and
+ * scalars are stored as plain values: RFC 7396 replaces them whole, and so do we.
+ */
+export const CONTENT_MAP = 'content'
+
+export type MergePatch = JsonObject
+
+/** Reference RFC 7396 on plain JSON; used for validation before a patch touches a doc. */
+export function applyMergePatch(target: JsonValue | undefined, patch: JsonValue): JsonValue {
+  if (!isJsonObject(patch)) return patch
+  const result: JsonObject = isJsonObject(target) ? { ...target } : {}
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) delete result[key]
+    else result[key] = applyMergePatch(result[key], value)
+  }
+  return result
+}
+
+/** Rejects anything JSON.parse could not have produced (undefined, NaN, functions, class instances). */
+export function assertMergePatch(patch: unknown): asserts patch is MergePatch {
+  if (!isJsonObject(patch)) {
+    throw new WeftError('invalid_patch', 'A merge patch of a node\'s content must be a JSON object.')
+  }
+  const check = (v: unknown, where: string): void => {
+    if (v === null || typeof v === 'string' || typeof v === 'boolean') return
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) throw new WeftError('invalid_patch', `Non-finite number at ${where}.`)
+      return
+    }
+    if (Array.isArray(v)) return v.forEach((x, i) => check(x, `${where}[${i}]`))
+    if (isJsonObject(v) && Object.getPrototypeOf(v) === Object.prototype) {
+      for (const [k, x] of Object.entries(v)) check(x, `${where}.${k}`)
+      return
+    }
+    throw new WeftError('invalid_patch', `Value at ${where} is not JSON.`)
+  }
+  check(patch, 'content')
+}
+
+/** The smallest merge patch that turns `from` into `to` (both objects). */
+export function diffToMergePatch(from: JsonObject, to: JsonObject): MergePatch {
+  const patch: MergePatch = {}
+  for (const key of Object.keys(from)) {
+    if (!Object.prototype.hasOwnProperty.call(to, key)) patch[key] = null
+  }
+  for (const [key, value] of Object.entries(to)) {
+    const before = from[key]
+    if (jsonEqual(before, value)) continue
+    if (isJsonObject(value) && isJsonObject(before) && Object.keys(value).length > 0) {
+      patch[key] = diffToMergePatch(before, value)
+    } else if (isJsonObject(value) && Object.keys(value).length === 0 && isJsonObject(before)) {
+      // An empty object cannot be expressed as a merge of an object: delete every key instead.
+      patch[key] = Object.fromEntries(Object.keys(before).map((k) => [k, null]))
+    } else {
+      patch[key] = value
+    }
+  }
+  return patch
+}
+
+function toYValue(value: JsonValue): unknown {
+  if (isJsonObject(value)) {
+    const map = new Y.Map<unknown>()
+    for (const [k, v] of Object.entries(value)) map.set(k, toYValue(v))
+    return map
+  }
+  return value
+}
+
+function patchMap(map: Y.Map<unknown>, patch: JsonObject): void {
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) {
+      if (map.has(key)) map.delete(key)
+      continue
+    }
+    const current = map.get(key)
+    if (isJsonObject(value)) {
+      if (current instanceof Y.Map) patchMap(current, value)
+      else map.set(key, toYValue(applyMergePatch(undefined, value) as JsonValue))
+      continue
+    }
+    if (!(current instanceof Y.AbstractType) && jsonEqual(current as JsonValue, value)) continue
+    map.set(key, value)
+  }
+}
+
+/** Applies an RFC 7396 patch to the doc's content as ONE Yjs transaction. */
+export function applyPatchToDoc(doc: Y.Doc, patch: MergePatch, origin: unknown = null): void {
+  assertMergePatch(patch)
+  doc.transact(() => patchMap(doc.getMap(CONTENT_MAP), patch), origin)
+}
+
+/** Replaces the whole content (PUT): a diff, so unchanged fields keep their Yjs items. */
+export function replaceDocContent(doc: Y.Doc, content: JsonObject, origin: unknown = null): void {
+  applyPatchToDoc(doc, diffToMergePatch(docToJson(doc), content), origin)
+}
+
+function yToJson(value: unknown): JsonValue {
+  if (value instanceof Y.Map) {
+    const out: JsonObject = {}
+    value.forEach((v, k) => {
+      out[k] = yToJson(v)
+    })
+    return out
+  }
+  if (value instanceof Y.Array) return value.toArray().map(yToJson)
+  if (value instanceof Y.Text) return value.toString()
+  if (value instanceof Y.AbstractType) return value.toJSON() as JsonValue
+  return value as JsonValue
+}
+
+export function docToJson(doc: Y.Doc): JsonObject {
+  return yToJson(doc.getMap(CONTENT_MAP)) as JsonObject
+}

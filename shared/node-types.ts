@@ -1,0 +1,149 @@
+import { z } from 'zod'
+import { WeftError } from './errors.js'
+import {
+  ActivityStatus,
+  EventSubscriptionStatus,
+  Role,
+  type Permission,
+} from './enums.js'
+import type { JsonObject } from './json.js'
+
+/**
+ * Who may write a top-level content field (or create/delete a node) of a node type.
+ *  - `system`: only the engines' principal.
+ *  - `admin`: system, or a caller holding ManageAccess (the Admin role) on the node.
+ *  - a Permission: system, or a caller holding that permission on the node.
+ */
+export type WriteRule = 'system' | 'admin' | Permission
+
+export interface NodeTypeDef {
+  readonly name: string
+  /** Validates the whole content after a write; unknown fields are kept (additive evolution). */
+  readonly content: z.ZodType<unknown>
+  /** Rule for fields without an entry in `fields`. */
+  readonly defaultWrite: WriteRule
+  readonly fields: Readonly<Record<string, WriteRule>>
+  /** Who may create a node of this type (checked on the node's own path, i.e. inherited from its parent). */
+  readonly create: WriteRule
+  readonly delete: WriteRule
+}
+
+const anyObject = z.looseObject({})
+const isoDate = z.string().min(1)
+
+function def(
+  name: string,
+  content: z.ZodType<unknown>,
+  opts: Partial<Omit<NodeTypeDef, 'name' | 'content'>> = {},
+): NodeTypeDef {
+  return {
+    name,
+    content,
+    defaultWrite: opts.defaultWrite ?? 'Update',
+    fields: opts.fields ?? {},
+    create: opts.create ?? 'Create',
+    delete: opts.delete ?? 'Delete',
+  }
+}
+
+const enumName = <T extends readonly [string, ...string[]]>(members: T) => z.enum(members)
+
+export const EventDeliverySchema = z.looseObject({
+  SubscriptionId: z.string(),
+  SubjectId: z.string().nullable().optional(),
+  At: isoDate,
+  CreatedBy: z.string().nullable().optional(),
+})
+
+const builtins: NodeTypeDef[] = [
+  def(
+    'User',
+    z.looseObject({
+      Email: z.string().email().optional(),
+      FullName: z.string().max(500).optional(),
+      PinnedPaths: z.array(z.string()).optional(),
+    }),
+    { fields: { Email: 'system' }, create: 'system', delete: 'system' },
+  ),
+  def('Space', anyObject, { delete: 'admin' }),
+  def('Group', anyObject, { create: 'Create', delete: 'admin' }),
+  // A membership grants whatever the group holds: only a group's admins write it.
+  def('Membership', anyObject, { defaultWrite: 'admin', create: 'admin', delete: 'admin' }),
+  def(
+    'AccessAssignment',
+    z.looseObject({
+      Subject: z.string().min(1),
+      Role: enumName(Role.members as unknown as [string, ...string[]]),
+      Denied: z.boolean().optional(),
+    }),
+    { defaultWrite: 'admin', create: 'admin', delete: 'admin' },
+  ),
+  def('Document', anyObject),
+  def('Invitation', anyObject, { defaultWrite: 'admin', create: 'admin', delete: 'admin' }),
+  def(
+    'EventSubscription',
+    z.looseObject({
+      Id: z.string().optional(),
+      TriggerType: z.string().optional(),
+      ContinuationType: z.string().optional(),
+      // Unknown members are kept as strings on purpose: the runner ends them Failed by name.
+      Status: z.string().optional(),
+    }),
+    { defaultWrite: 'admin', create: 'admin', delete: 'admin' },
+  ),
+  def(
+    'ActivityLog',
+    z.looseObject({
+      Status: enumName(ActivityStatus.members as unknown as [string, ...string[]]).optional(),
+      RequestedStatus: enumName(ActivityStatus.members as unknown as [string, ...string[]]).nullable().optional(),
+      Messages: z.array(z.unknown()).optional(),
+      End: isoDate.nullable().optional(),
+    }),
+    // The owner (engine) is the sole writer of Status; callers only request (activity seed).
+    { fields: { Status: 'system', Messages: 'system', End: 'system', RequestedStatus: 'Update' } },
+  ),
+  def('Code', z.looseObject({ Source: z.string().optional(), Language: z.string().optional() })),
+  def('Thread', anyObject, { fields: { ExecutionStatus: 'system' } }),
+  def('Post', anyObject),
+]
+
+const registry = new Map<string, NodeTypeDef>(builtins.map((d) => [d.name, d]))
+
+/** Node types a module registers at start-up; a name can be claimed once. */
+export function registerNodeType(defn: NodeTypeDef): void {
+  if (registry.has(defn.name)) throw new Error(`Node type ${defn.name} is already registered.`)
+  registry.set(defn.name, defn)
+}
+
+const NODE_TYPE_NAME = /^[A-Za-z][A-Za-z0-9_.]{0,99}$/
+
+/** Unknown types behave like `Document` (any JSON object): modules may bring their own. */
+export function nodeTypeDef(nodeType: string): NodeTypeDef {
+  const known = registry.get(nodeType)
+  if (known) return known
+  if (!NODE_TYPE_NAME.test(nodeType)) {
+    throw new WeftError('invalid_node_type', `Invalid node type ${JSON.stringify(nodeType)}: use letters, digits, _ and . (start with a letter).`)
+  }
+  return { ...def(nodeType, anyObject), name: nodeType }
+}
+
+export function knownNodeTypes(): string[] {
+  return [...registry.keys()]
+}
+
+/** Throws `invalid_content` naming the first offending field. */
+export function validateContent(nodeType: string, content: JsonObject): void {
+  const result = nodeTypeDef(nodeType).content.safeParse(content)
+  if (!result.success) {
+    const issue = result.error.issues[0]
+    const where = issue && issue.path.length ? issue.path.join('.') : 'content'
+    throw new WeftError('invalid_content', `Content of a ${nodeType} is invalid at ${where}: ${issue?.message ?? 'invalid'}.`)
+  }
+}
+
+export function fieldRule(nodeType: string, field: string): WriteRule {
+  const d = nodeTypeDef(nodeType)
+  return d.fields[field] ?? d.defaultWrite
+}
+
+export const SUBSCRIPTION_STATUS_NAMES = EventSubscriptionStatus.members

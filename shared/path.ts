@@ -1,0 +1,103 @@
+import { WeftError } from './errors.js'
+
+declare const brand: unique symbol
+export type Brand<T, B extends string> = T & { readonly [brand]: B }
+
+/** A validated node path: `/`-separated segments of `[A-Za-z0-9_.@-]`, no leading or trailing slash. */
+export type NodePath = Brand<string, 'NodePath'>
+export type UserId = Brand<string, 'UserId'>
+
+const SEGMENT = /^[A-Za-z0-9_.@-]+$/
+export const MAX_PATH_LENGTH = 1024
+export const MAX_SEGMENTS = 32
+
+export function isValidSegment(segment: string): boolean {
+  return SEGMENT.test(segment) && segment !== '.' && segment !== '..'
+}
+
+/** The one parser for paths. Tolerates one leading and trailing slash (URLs), rejects everything else. */
+export function parseNodePath(raw: unknown): NodePath {
+  if (typeof raw !== 'string') throw new WeftError('invalid_path', 'A node path must be a string.')
+  const trimmed = raw.replace(/^\/+/, '').replace(/\/+$/, '')
+  if (trimmed.length === 0) throw new WeftError('invalid_path', 'A node path must not be empty.')
+  if (trimmed.length > MAX_PATH_LENGTH) {
+    throw new WeftError('invalid_path', `A node path may be at most ${MAX_PATH_LENGTH} characters long.`)
+  }
+  const segments = trimmed.split('/')
+  if (segments.length > MAX_SEGMENTS) {
+    throw new WeftError('invalid_path', `A node path may have at most ${MAX_SEGMENTS} segments.`)
+  }
+  for (const segment of segments) {
+    if (!isValidSegment(segment)) {
+      throw new WeftError(
+        'invalid_path',
+        `Invalid path segment ${JSON.stringify(segment)} in ${JSON.stringify(raw)}: segments use only letters, digits and _ . @ - and are not empty.`,
+      )
+    }
+  }
+  return trimmed as NodePath
+}
+
+export function tryParseNodePath(raw: unknown): NodePath | null {
+  try {
+    return parseNodePath(raw)
+  } catch {
+    return null
+  }
+}
+
+export function pathSegments(path: NodePath): string[] {
+  return path.split('/')
+}
+
+export function parentPath(path: NodePath): NodePath | null {
+  const i = path.lastIndexOf('/')
+  return i < 0 ? null : (path.slice(0, i) as NodePath)
+}
+
+export function lastSegment(path: NodePath): string {
+  const i = path.lastIndexOf('/')
+  return i < 0 ? path : path.slice(i + 1)
+}
+
+export function joinPath(parent: NodePath, ...segments: string[]): NodePath {
+  return parseNodePath([parent, ...segments].join('/'))
+}
+
+/** The path itself and its ancestors, closest first. */
+export function selfAndAncestors(path: NodePath): NodePath[] {
+  const out: NodePath[] = []
+  let p: NodePath | null = path
+  while (p) {
+    out.push(p)
+    p = parentPath(p)
+  }
+  return out
+}
+
+export function topLevel(path: NodePath): NodePath {
+  const i = path.indexOf('/')
+  return (i < 0 ? path : path.slice(0, i)) as NodePath
+}
+
+export function isDescendantOrSelf(path: NodePath, ancestor: NodePath): boolean {
+  return path === ancestor || path.startsWith(ancestor + '/')
+}
+
+/** Segments starting with `_` are reserved for system children (`_Access`, `_Activity`, `_Pin`, ...). */
+export function isReservedSegment(segment: string): boolean {
+  return segment.startsWith('_')
+}
+
+export function parseUserId(raw: unknown): UserId {
+  const path = parseNodePath(raw)
+  if (path.includes('/')) throw new WeftError('invalid_path', 'A user id is a single path segment.')
+  return path as string as UserId
+}
+
+export const ADMIN_PARTITION = 'Admin' as NodePath
+
+/** Slug per the invite contract: trim, lower-case, every character that is not a letter or digit becomes `_`. */
+export function slug(value: string): string {
+  return value.trim().toLowerCase().replace(/[^\p{L}\p{N}]/gu, '_')
+}

@@ -1,0 +1,62 @@
+import type { Observable } from 'rxjs'
+import type {
+  ChangeRecord,
+  JsonObject,
+  MergePatch,
+  MeshNode,
+  NodePath,
+  NodeQuery,
+  Principal,
+} from '../../shared/index.js'
+
+/** What an update function may return. */
+export interface NodeDraft {
+  nodeType: string
+  name?: string
+  content: JsonObject
+}
+
+/**
+ * `update(principal, path, fn)`: `fn` sees the node's current state (null when absent) and runs
+ * while no other write to that node can interleave (one writer per node, serialised per path),
+ * so a claim is a re-check INSIDE fn. Return:
+ *  - `undefined`, or the very node object it was given: nothing is written;
+ *  - `null` (for an existing node): the node is deleted;
+ *  - a NodeDraft: the node is created, or its content is changed by the minimal merge patch.
+ */
+export type UpdateFn = (current: MeshNode | null) => NodeDraft | MeshNode | null | undefined
+
+/** Where a change came from; behaviour branches on it exhaustively (STYLE.md "Tag every change"). */
+export type ChangeOrigin = 'http' | 'sync' | 'mux' | 'engine' | 'system'
+
+export interface LiveChange extends ChangeRecord {
+  /** The node after the change; null when Deleted. */
+  node: MeshNode | null
+  /** Who wrote it. */
+  by: string
+  origin: ChangeOrigin
+}
+
+/**
+ * The server-side node API every transport and engine uses. Every method checks access for the
+ * given principal (system passes everything), validates content against the node type, and
+ * acknowledges only durable writes.
+ */
+export interface NodeApi {
+  get(principal: Principal, path: NodePath): Promise<MeshNode | null>
+  query(principal: Principal, query: NodeQuery): Promise<MeshNode[]>
+  /** Emits the current node (null when absent), then every committed change. Never errors for absence. */
+  node$(path: NodePath): Observable<MeshNode | null>
+  /** Every committed change, live, in version order. */
+  readonly changes$: Observable<LiveChange>
+  changesSince(principal: Principal, version: number, limit?: number): Promise<ChangeRecord[]>
+
+  /** Create or replace (PUT). Returns the node and whether it was created. */
+  put(principal: Principal, path: NodePath, draft: NodeDraft, origin?: ChangeOrigin): Promise<{ node: MeshNode; created: boolean }>
+  /** Create; fails with `already_exists` when present. */
+  create(principal: Principal, path: NodePath, draft: NodeDraft, origin?: ChangeOrigin): Promise<MeshNode>
+  patch(principal: Principal, path: NodePath, patch: MergePatch, origin?: ChangeOrigin): Promise<MeshNode>
+  update(principal: Principal, path: NodePath, fn: UpdateFn, origin?: ChangeOrigin): Promise<MeshNode | null>
+  /** Deletes the node and its descendants. */
+  delete(principal: Principal, path: NodePath, origin?: ChangeOrigin): Promise<void>
+}

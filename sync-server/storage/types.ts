@@ -1,0 +1,63 @@
+import type { ChangeRecord, JsonObject, MeshChangeKind, MeshNode, NodePath, NodeQuery } from '../../shared/index.js'
+
+/**
+ * The narrow storage interface every adapter (SQLite, PostgreSQL) implements. One contract
+ * suite (`test/integration/storage-contract.ts`) runs against each adapter.
+ *
+ * Invariants:
+ *  - `commit` is atomic: the node's update-log entry, its materialised row and its change-feed
+ *    record are written in one transaction, or none of them is.
+ *  - A promise returned by `commit` resolves only once the transaction is durable (fsync'd).
+ *    Adapters may group concurrent commits into one transaction (group commit); each caller
+ *    still gets its own version.
+ *  - Versions are one global, strictly increasing sequence across all nodes.
+ */
+export interface CommitInput {
+  path: NodePath
+  kind: MeshChangeKind
+  nodeType: string
+  name: string
+  /** Materialised content after this change (ignored for Deleted). */
+  content: JsonObject
+  /** The principal that created the node (kept from the first commit on updates). */
+  createdBy: string
+  /** ISO time of the change. */
+  at: string
+  /** The Yjs update of this change; null for Deleted (the log is dropped with the node). */
+  update: Uint8Array | null
+}
+
+export interface StoredDoc {
+  /** Compacted state (a Yjs update) or null, followed by the updates logged since. */
+  snapshot: Uint8Array | null
+  updates: Uint8Array[]
+}
+
+export interface Account {
+  userId: string
+  email: string
+  passwordHash: string
+  createdAt: string
+}
+
+export interface StorageAdapter {
+  readonly kind: 'sqlite' | 'postgres'
+  commit(input: CommitInput): Promise<ChangeRecord>
+  getNode(path: NodePath): Promise<MeshNode | null>
+  loadDoc(path: NodePath): Promise<StoredDoc | null>
+  queryNodes(query: NodeQuery): Promise<MeshNode[]>
+  /** Children and all descendants of `path`, excluding itself (for recursive delete). */
+  descendants(path: NodePath): Promise<NodePath[]>
+  changesSince(version: number, limit: number): Promise<ChangeRecord[]>
+  lastVersion(): Promise<number>
+
+  createAccount(account: Account): Promise<void>
+  findAccountByEmail(email: string): Promise<Account | null>
+  /** Tokens are stored as hashes only. */
+  saveToken(tokenHash: string, userId: string, expiresAt: string): Promise<void>
+  findToken(tokenHash: string): Promise<{ userId: string; expiresAt: string } | null>
+  revokeToken(tokenHash: string): Promise<void>
+
+  /** Waits for pending commits, then closes. */
+  close(): Promise<void>
+}
