@@ -1,0 +1,24 @@
+import type { Logger } from 'pino'
+import type { NodeApi } from '../nodes/types.js'
+import type { Route } from '../http/route.js'
+import type { UserDirectory } from '../auth/types.js'
+
+/** What the server hands every engine. Engines act as SYSTEM and re-check callers where the seeds say so. */
+export interface EngineContext {
+  nodes: NodeApi
+  users: UserDirectory
+  log: Logger
+  /** Aborted when the server shuts down. */
+  signal: AbortSignal
+}
+
+export interface Engine {
+  readonly name: string
+  /** Reconcile on boot: resolves once the engine has caught up with current state (gates /healthz). */
+  start(): Promise<void>
+  stop(): Promise<void>
+  /** HTTP routes the engine serves under /api. */
+  readonly routes?: readonly Route[]
+}
+
+export type EngineFactory = (ctx: EngineContext) => Engine
