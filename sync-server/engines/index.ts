@@ -1,0 +1,6 @@
+import type { EngineFactory } from './types.js'
+
+export type { Engine, EngineContext, EngineFactory } from './types.js'
+
+/** Engines the server starts, in order. Each reconciles on boot before /healthz turns ok. */
+export const defaultEngines: EngineFactory[] = []
