@@ -1,0 +1,50 @@
+/**
+ * Polling wait. Tests never `sleep` to wait for sync (STYLE.md, Tests): they wait for the
+ * condition they care about, so a fast machine is not slowed down and a slow one does not flake.
+ */
+export interface WaitForOptions {
+  /** Give up after this many milliseconds (default 5,000). */
+  timeoutMs?: number
+  /** Poll interval in milliseconds (default 5). */
+  intervalMs?: number
+  /** Shown in the timeout error, e.g. 'reader sees Title'. */
+  description?: string
+}
+
+/**
+ * Resolves with the condition's first truthy value; rejects with a descriptive error after the
+ * timeout. A condition that throws counts as "not yet" (the last error is reported on timeout).
+ */
+export async function waitFor<T>(
+  condition: () => T | Promise<T>,
+  timeoutOrOptions: number | WaitForOptions = {},
+): Promise<NonNullable<T>> {
+  const opts = typeof timeoutOrOptions === 'number' ? { timeoutMs: timeoutOrOptions } : timeoutOrOptions
+  const timeoutMs = opts.timeoutMs ?? 5_000
+  const intervalMs = opts.intervalMs ?? 5
+  const deadline = Date.now() + timeoutMs
+  let lastError: unknown
+  for (;;) {
+    try {
+      const value = await condition()
+      if (value) return value as NonNullable<T>
+    } catch (e) {
+      lastError = e
+    }
+    if (Date.now() >= deadline) {
+      const what = opts.description ? ` (${opts.description})` : ''
+      const why = lastError ? `; last error: ${(lastError as Error).message ?? String(lastError)}` : ''
+      throw new Error(`waitFor timed out after ${timeoutMs} ms${what}${why}`)
+    }
+    await new Promise((resolve) => setTimeout(resolve, intervalMs))
+  }
+}
+
+/** Races `promise` against a timer: rejects with a named error when the timer wins. */
+export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, description = 'operation'): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${description} timed out after ${timeoutMs} ms`)), timeoutMs)
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
+}
