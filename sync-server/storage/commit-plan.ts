@@ -1,0 +1,98 @@
+import {
+  MeshChangeKind,
+  WeftError,
+  isJsonObject,
+  parseNodePath,
+  type NodePath,
+} from '../../shared/index.js'
+import type { CommitInput } from './types.js'
+import type { ItemResult } from './group-commit.js'
+
+/** What a batch needs to know about a node that already exists. */
+export interface ExistingNode {
+  nodeType: string
+  createdBy: string
+  createdAt: string
+}
+
+/** A commit that passed validation against the state the batch sees, ready to write. */
+export interface PlannedCommit {
+  input: CommitInput
+  /** The row before this commit (null for Created). */
+  existing: ExistingNode | null
+  /** The node type recorded in the change feed: kept from creation for Updated and Deleted. */
+  nodeType: string
+}
+
+/**
+ * Refuses malformed input synchronously, before it is queued: a bad input must never join (and
+ * fail) a batch of good ones.
+ */
+export function validateCommitInput(input: CommitInput): void {
+  if (parseNodePath(input.path) !== input.path) {
+    throw new WeftError('invalid_path', `Storage expects a normalised path, got ${JSON.stringify(input.path)}.`)
+  }
+  if (!MeshChangeKind.isMember(input.kind)) {
+    throw new WeftError('invalid_request', `Unknown change kind ${JSON.stringify(input.kind)}.`)
+  }
+  if (typeof input.nodeType !== 'string' || input.nodeType.length === 0) {
+    throw new WeftError('invalid_request', 'A commit needs a node type.')
+  }
+  if (typeof input.at !== 'string' || Number.isNaN(Date.parse(input.at))) {
+    throw new WeftError('invalid_request', 'A commit needs an ISO time `at`.')
+  }
+  if (input.kind === 'Deleted') return
+  if (!isJsonObject(input.content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
+  if (input.update !== null && !(input.update instanceof Uint8Array)) {
+    throw new WeftError('invalid_request', 'A commit update must be a Uint8Array or null.')
+  }
+}
+
+/**
+ * Decides each commit of a batch against the stored rows and the commits before it in the same
+ * batch (a Created then Updated of one path in one batch is fine; two Created are not). Refused
+ * items get their own error and write nothing; the rest of the batch proceeds. `stored` holds the
+ * rows of the batch's paths as read inside the batch's transaction.
+ */
+export function planBatch(
+  batch: readonly CommitInput[],
+  stored: ReadonlyMap<NodePath, ExistingNode>,
+): { plans: (PlannedCommit | null)[]; results: (ItemResult<never> | null)[] } {
+  const state = new Map<NodePath, ExistingNode | null>(stored)
+  const plans: (PlannedCommit | null)[] = []
+  const results: (ItemResult<never> | null)[] = []
+  for (const input of batch) {
+    const existing = state.has(input.path) ? (state.get(input.path) ?? null) : null
+    const refuse = (error: WeftError): void => {
+      plans.push(null)
+      results.push({ ok: false, error })
+    }
+    switch (input.kind) {
+      case 'Created':
+        if (existing) {
+          refuse(new WeftError('already_exists', `A node already exists at ${input.path}.`))
+          continue
+        }
+        state.set(input.path, { nodeType: input.nodeType, createdBy: input.createdBy, createdAt: input.at })
+        plans.push({ input, existing: null, nodeType: input.nodeType })
+        break
+      case 'Updated':
+      case 'Deleted':
+        if (!existing) {
+          refuse(new WeftError('not_found', `No node at ${input.path}.`))
+          continue
+        }
+        if (input.kind === 'Deleted') state.set(input.path, null)
+        plans.push({ input, existing, nodeType: existing.nodeType })
+        break
+      default:
+        input.kind satisfies never
+    }
+    results.push(null)
+  }
+  return { plans, results }
+}
+
+export function batchPaths(batch: readonly CommitInput[]): NodePath[] {
+  return [...new Set(batch.map((c) => c.path))]
+}

@@ -1,0 +1,82 @@
+/**
+ * Group commit: callers that arrive while a flush is pending share ONE transaction, so one fsync
+ * acknowledges many writes. At most one batch is in flight; the next batch gathers while the
+ * current one commits (for PostgreSQL, where the write is asynchronous).
+ */
+export type ItemResult<R> = { ok: true; value: R } | { ok: false; error: unknown }
+
+/** Writes a batch in one transaction. Per-item results are for inputs refused before any write;
+ * a throw means the transaction rolled back and every caller of the batch gets the error. */
+export type BatchWriter<I, R> = (batch: readonly I[]) => Promise<ItemResult<R>[]> | ItemResult<R>[]
+
+interface Pending<I, R> {
+  input: I
+  resolve: (value: R) => void
+  reject: (error: unknown) => void
+}
+
+export class GroupCommitter<I, R> {
+  private queue: Pending<I, R>[] = []
+  private isScheduled = false
+  private isFlushing = false
+  private idleWaiters: (() => void)[] = []
+
+  constructor(
+    private readonly write: BatchWriter<I, R>,
+    /** Bounds one transaction's size (and the event-loop time a synchronous writer takes). */
+    private readonly maxBatch = 1000,
+  ) {}
+
+  get pending(): number {
+    return this.queue.length
+  }
+
+  submit(input: I): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      this.queue.push({ input, resolve, reject })
+      this.schedule()
+    })
+  }
+
+  /** Resolves once every submitted item has been written (or refused). */
+  drain(): Promise<void> {
+    if (this.isIdle()) return Promise.resolve()
+    return new Promise((resolve) => this.idleWaiters.push(resolve))
+  }
+
+  private isIdle(): boolean {
+    return this.queue.length === 0 && !this.isScheduled && !this.isFlushing
+  }
+
+  private schedule(): void {
+    if (this.isScheduled || this.isFlushing) return
+    this.isScheduled = true
+    // setImmediate (not a microtask): lets callers woken by the same I/O turn join the batch.
+    setImmediate(() => void this.flush())
+  }
+
+  private async flush(): Promise<void> {
+    this.isScheduled = false
+    this.isFlushing = true
+    const batch = this.queue.splice(0, this.maxBatch)
+    try {
+      const results = await this.write(batch.map((p) => p.input))
+      batch.forEach((p, i) => {
+        const r = results[i]
+        if (!r) p.reject(new Error('Invariant: batch writer returned too few results'))
+        else if (r.ok) p.resolve(r.value)
+        else p.reject(r.error)
+      })
+    } catch (error) {
+      for (const p of batch) p.reject(error)
+    } finally {
+      this.isFlushing = false
+    }
+    if (this.queue.length > 0) this.schedule()
+    else if (this.isIdle()) {
+      const waiters = this.idleWaiters
+      this.idleWaiters = []
+      for (const w of waiters) w()
+    }
+  }
+}

@@ -1,0 +1,362 @@
+import pg from 'pg'
+import type { Logger } from 'pino'
+import {
+  WeftError,
+  type ChangeRecord,
+  type MeshChangeKind,
+  type MeshNode,
+  type NodePath,
+  type NodeQuery,
+} from '../../shared/index.js'
+import { batchPaths, planBatch, validateCommitInput, type ExistingNode } from './commit-plan.js'
+import { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
+import { GroupCommitter, type ItemResult } from './group-commit.js'
+import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
+import { clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
+import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
+import type { Account, CommitInput, StorageAdapter, StoredDoc } from './types.js'
+
+export interface PostgresStorageOptions {
+  connectionString: string
+  /** Schema holding Weft's tables (created if missing); tests use a fresh one per run. */
+  schema?: string
+  log?: Logger
+  poolSize?: number
+  maxBatch?: number
+}
+
+interface PreparedCommit {
+  input: CommitInput
+  contentJson: string
+}
+
+const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/**
+ * PostgreSQL storage. Commits are grouped like SQLite's (one transaction, one WAL flush per batch,
+ * one batch in flight per instance); across instances the `version_counter` row lock serialises
+ * writers, which keeps versions in commit order (see postgres-schema.ts).
+ */
+export class PostgresStorage implements StorageAdapter {
+  readonly kind = 'postgres' as const
+  private readonly pool: pg.Pool
+  private readonly log: Logger | undefined
+  private readonly committer: GroupCommitter<PreparedCommit, ChangeRecord>
+  private readonly toCompact = new Set<NodePath>()
+  private compacting: Promise<void> | null = null
+  private isClosing = false
+  private closed: Promise<void> | null = null
+
+  private constructor(pool: pg.Pool, options: PostgresStorageOptions) {
+    this.pool = pool
+    this.log = options.log
+    this.committer = new GroupCommitter((batch) => this.writeBatch(batch), options.maxBatch ?? 1000)
+  }
+
+  static async open(options: PostgresStorageOptions): Promise<PostgresStorage> {
+    const schema = options.schema
+    if (schema !== undefined && !SCHEMA_NAME.test(schema)) {
+      throw new WeftError('invalid_request', `Invalid PostgreSQL schema name ${JSON.stringify(schema)}.`)
+    }
+    // Session settings for every pooled connection: our schema first, and durable commits even if
+    // the server default says otherwise.
+    const settings = ['-c synchronous_commit=on']
+    if (schema) settings.push(`-c search_path=${schema}`)
+    const pool = new pg.Pool({ connectionString: options.connectionString, max: options.poolSize ?? 10, options: settings.join(' ') })
+    pool.on('error', (err) => options.log?.error({ err }, 'storage: idle PostgreSQL client failed'))
+    try {
+      await withTransaction(pool, async (client) => {
+        await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK_KEY])
+        if (schema) await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`)
+        await client.query(POSTGRES_SCHEMA)
+      })
+    } catch (error) {
+      await pool.end()
+      throw error
+    }
+    return new PostgresStorage(pool, options)
+  }
+
+  commit(input: CommitInput): Promise<ChangeRecord> {
+    try {
+      if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
+      validateCommitInput(input)
+      const contentJson = input.kind === 'Deleted' ? '{}' : JSON.stringify(input.content)
+      // jsonb cannot hold NUL characters; refusing here keeps the batch this commit joins intact.
+      if (contentJson.includes('\\u0000')) {
+        throw new WeftError('invalid_content', 'Node content must not contain NUL characters.')
+      }
+      return this.committer.submit({ input, contentJson })
+    } catch (error) {
+      return Promise.reject(error)
+    }
+  }
+
+  private async writeBatch(batch: readonly PreparedCommit[]): Promise<ItemResult<ChangeRecord>[]> {
+    const compactCandidates: NodePath[] = []
+    const results = await withTransaction(this.pool, async (client) => {
+      const counter = await client.query<{ value: string }>('SELECT value FROM version_counter WHERE id = 1 FOR UPDATE')
+      let version = Number(counter.rows[0]?.value ?? 0)
+      const inputs = batch.map((p) => p.input)
+      const existing = await client.query<{ path: string; node_type: string; created_by: string; created_at: string }>(
+        'SELECT path, node_type, created_by, created_at FROM nodes WHERE path = ANY($1::text[])',
+        [batchPaths(inputs)],
+      )
+      const stored = new Map<NodePath, ExistingNode>(
+        existing.rows.map((r) => [r.path as NodePath, { nodeType: r.node_type, createdBy: r.created_by, createdAt: r.created_at }]),
+      )
+      const { plans, results: refused } = planBatch(inputs, stored)
+
+      const changes = { version: [] as number[], path: [] as string[], nodeType: [] as string[], kind: [] as string[] }
+      const logged: { path: string; seq: number; data: Buffer }[] = []
+      const out: ItemResult<ChangeRecord>[] = []
+      for (const [i, plan] of plans.entries()) {
+        const prepared = batch[i]
+        if (!plan || !prepared) {
+          out.push(refused[i] ?? { ok: false, error: new Error('Invariant: unplanned commit') })
+          continue
+        }
+        const { input } = plan
+        version += 1
+        switch (input.kind) {
+          case 'Created': {
+            const { parent, lastSegment } = pathColumns(input.path)
+            await client.query(
+              `INSERT INTO nodes (path, node_type, name, parent, last_segment, content, created_by, created_at, updated_at, version, state, update_count)
+               VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, 'Active', $10)`,
+              [input.path, input.nodeType, input.name, parent, lastSegment, prepared.contentJson, input.createdBy, input.at, version, input.update ? 1 : 0],
+            )
+            if (input.update) logged.push({ path: input.path, seq: version, data: toBuffer(input.update) })
+            break
+          }
+          case 'Updated': {
+            const row = await client.query<{ update_count: number }>(
+              `UPDATE nodes SET name = $2, content = $3::jsonb, updated_at = $4, version = $5, update_count = update_count + $6
+               WHERE path = $1 RETURNING update_count`,
+              [input.path, input.name, prepared.contentJson, input.at, version, input.update ? 1 : 0],
+            )
+            if (input.update) logged.push({ path: input.path, seq: version, data: toBuffer(input.update) })
+            if ((row.rows[0]?.update_count ?? 0) > COMPACT_AFTER_UPDATES) compactCandidates.push(input.path)
+            break
+          }
+          case 'Deleted': {
+            // The log is inserted at the end of the batch: drop what this batch queued for the path too.
+            for (let j = logged.length - 1; j >= 0; j--) if (logged[j]?.path === input.path) logged.splice(j, 1)
+            await client.query('DELETE FROM node_updates WHERE path = $1', [input.path])
+            await client.query('DELETE FROM nodes WHERE path = $1', [input.path])
+            break
+          }
+          default:
+            input.kind satisfies never
+        }
+        changes.version.push(version)
+        changes.path.push(input.path)
+        changes.nodeType.push(plan.nodeType)
+        changes.kind.push(input.kind)
+        out.push({ ok: true, value: { version, path: input.path, nodeType: plan.nodeType, kind: input.kind } })
+      }
+      if (changes.version.length > 0) {
+        await client.query(
+          'INSERT INTO changes (version, path, node_type, kind) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])',
+          [changes.version, changes.path, changes.nodeType, changes.kind],
+        )
+        await client.query('UPDATE version_counter SET value = $1 WHERE id = 1', [version])
+      }
+      if (logged.length > 0) {
+        await client.query('INSERT INTO node_updates (path, seq, data) SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])', [
+          logged.map((u) => u.path),
+          logged.map((u) => u.seq),
+          logged.map((u) => u.data),
+        ])
+      }
+      return out
+    })
+    if (compactCandidates.length > 0) this.scheduleCompaction(compactCandidates)
+    return results
+  }
+
+  private scheduleCompaction(paths: NodePath[]): void {
+    for (const p of paths) this.toCompact.add(p)
+    if (this.compacting) return
+    this.compacting = (async () => {
+      while (this.toCompact.size > 0 && !this.isClosing) {
+        const [path] = this.toCompact
+        if (path === undefined) break
+        this.toCompact.delete(path)
+        try {
+          await this.compactNode(path)
+        } catch (error) {
+          this.log?.error({ err: error, path }, 'storage: compaction failed; the log stays as it is')
+        }
+      }
+    })().finally(() => {
+      this.compacting = null
+    })
+  }
+
+  /**
+   * Folds the node's snapshot and logged updates into a new snapshot. The node row lock makes a
+   * concurrent commit to the same node (from any instance) wait, so no logged update is lost
+   * between reading the log and dropping it.
+   */
+  async compactNode(path: NodePath): Promise<void> {
+    await withTransaction(this.pool, async (client) => {
+      const node = await client.query<{ snapshot: Buffer | null; update_count: number }>(
+        'SELECT snapshot, update_count FROM nodes WHERE path = $1 FOR UPDATE',
+        [path],
+      )
+      const row = node.rows[0]
+      if (!row || row.update_count <= 1) return
+      const logged = await client.query<{ seq: string; data: Buffer }>('SELECT seq, data FROM node_updates WHERE path = $1 ORDER BY seq', [path])
+      const last = logged.rows.at(-1)
+      if (!last) return
+      const snapshot = compactUpdates(row.snapshot ? toBytes(row.snapshot) : null, logged.rows.map((u) => toBytes(u.data)))
+      await client.query('UPDATE nodes SET snapshot = $2, update_count = update_count - $3 WHERE path = $1', [
+        path,
+        toBuffer(snapshot),
+        logged.rows.length,
+      ])
+      await client.query('DELETE FROM node_updates WHERE path = $1 AND seq <= $2', [path, last.seq])
+    })
+  }
+
+  async getNode(path: NodePath): Promise<MeshNode | null> {
+    const r = await this.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS} FROM nodes WHERE path = $1`, [path])
+    const row = r.rows[0]
+    return row ? rowToNode(row) : null
+  }
+
+  async loadDoc(path: NodePath): Promise<StoredDoc | null> {
+    // REPEATABLE READ: the snapshot and the log must come from the same moment (a compaction
+    // between the two reads would otherwise lose the folded updates).
+    return withTransaction(
+      this.pool,
+      async (client) => {
+        const node = await client.query<{ snapshot: Buffer | null }>('SELECT snapshot FROM nodes WHERE path = $1', [path])
+        const row = node.rows[0]
+        if (!row) return null
+        const logged = await client.query<{ data: Buffer }>('SELECT data FROM node_updates WHERE path = $1 ORDER BY seq', [path])
+        return { snapshot: row.snapshot ? toBytes(row.snapshot) : null, updates: logged.rows.map((u) => toBytes(u.data)) }
+      },
+      'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
+    )
+  }
+
+  async queryNodes(query: NodeQuery): Promise<MeshNode[]> {
+    const q = normaliseQuery(query)
+    const clauses: string[] = []
+    const params: unknown[] = []
+    const param = (value: unknown): string => {
+      params.push(value)
+      return `$${params.length}`
+    }
+    if (q.parent !== undefined) clauses.push(`parent = ${param(q.parent)}`)
+    if (q.nodeType !== undefined) clauses.push(`node_type = ${param(q.nodeType)}`)
+    for (const { field, value } of q.where) {
+      // Field names match case-insensitively (NodeQuery), hence jsonb_each_text rather than ->>.
+      clauses.push(
+        `EXISTS (SELECT 1 FROM jsonb_each_text(nodes.content) AS f WHERE lower(f.key) = ${param(field)} AND lower(f.value) = ${param(value)})`,
+      )
+    }
+    const sql = `SELECT ${NODE_COLUMNS} FROM nodes ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY path LIMIT ${param(q.limit)}`
+    const r = await this.pool.query<NodeRow>(sql, params)
+    return r.rows.map(rowToNode)
+  }
+
+  async descendants(path: NodePath): Promise<NodePath[]> {
+    const [from, to] = descendantRange(path)
+    const r = await this.pool.query<{ path: string }>('SELECT path FROM nodes WHERE path >= $1 AND path < $2 ORDER BY path', [from, to])
+    return r.rows.map((row) => row.path as NodePath)
+  }
+
+  async changesSince(version: number, limit: number): Promise<ChangeRecord[]> {
+    const r = await this.pool.query<{ version: string; path: string; node_type: string; kind: MeshChangeKind }>(
+      'SELECT version, path, node_type, kind FROM changes WHERE version > $1 ORDER BY version LIMIT $2',
+      [Math.floor(version), clampLimit(limit, 1000, MAX_CHANGES_LIMIT)],
+    )
+    return r.rows.map((row) => ({ version: Number(row.version), path: row.path as NodePath, nodeType: row.node_type, kind: row.kind }))
+  }
+
+  async lastVersion(): Promise<number> {
+    const r = await this.pool.query<{ value: string }>('SELECT value FROM version_counter WHERE id = 1')
+    return Number(r.rows[0]?.value ?? 0)
+  }
+
+  async createAccount(account: Account): Promise<void> {
+    try {
+      await this.pool.query('INSERT INTO accounts (user_id, email, password_hash, created_at) VALUES ($1, $2, $3, $4)', [
+        account.userId,
+        account.email.toLowerCase(),
+        account.passwordHash,
+        account.createdAt,
+      ])
+    } catch (error) {
+      if (error instanceof pg.DatabaseError && error.code === '23505') {
+        if (error.constraint === 'accounts_email_key') throw new WeftError('email_taken', 'An account with this email already exists.')
+        throw new WeftError('already_exists', `An account already exists for user ${account.userId}.`)
+      }
+      throw error
+    }
+  }
+
+  async findAccountByEmail(email: string): Promise<Account | null> {
+    const r = await this.pool.query<{ user_id: string; email: string; password_hash: string; created_at: string }>(
+      'SELECT user_id, email, password_hash, created_at FROM accounts WHERE email = $1',
+      [email.toLowerCase()],
+    )
+    const row = r.rows[0]
+    return row ? { userId: row.user_id, email: row.email, passwordHash: row.password_hash, createdAt: row.created_at } : null
+  }
+
+  async saveToken(tokenHash: string, userId: string, expiresAt: string): Promise<void> {
+    await this.pool.query(
+      `INSERT INTO tokens (hash, user_id, expires_at) VALUES ($1, $2, $3)
+       ON CONFLICT (hash) DO UPDATE SET user_id = excluded.user_id, expires_at = excluded.expires_at`,
+      [tokenHash, userId, expiresAt],
+    )
+  }
+
+  async findToken(tokenHash: string): Promise<{ userId: string; expiresAt: string } | null> {
+    const r = await this.pool.query<{ user_id: string; expires_at: string }>('SELECT user_id, expires_at FROM tokens WHERE hash = $1', [tokenHash])
+    const row = r.rows[0]
+    return row ? { userId: row.user_id, expiresAt: row.expires_at } : null
+  }
+
+  async revokeToken(tokenHash: string): Promise<void> {
+    await this.pool.query('DELETE FROM tokens WHERE hash = $1', [tokenHash])
+  }
+
+  close(): Promise<void> {
+    this.closed ??= (async () => {
+      this.isClosing = true
+      await this.committer.drain()
+      await this.compacting
+      await this.pool.end()
+    })()
+    return this.closed
+  }
+}
+
+export function openPostgresStorage(options: PostgresStorageOptions): Promise<PostgresStorage> {
+  return PostgresStorage.open(options)
+}
+
+async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
+  const client = await pool.connect()
+  let isBroken = false
+  try {
+    await client.query(begin)
+    const result = await fn(client)
+    await client.query('COMMIT')
+    return result
+  } catch (error) {
+    try {
+      await client.query('ROLLBACK')
+    } catch {
+      isBroken = true
+    }
+    throw error
+  } finally {
+    client.release(isBroken)
+  }
+}

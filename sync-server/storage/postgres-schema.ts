@@ -1,0 +1,69 @@
+/**
+ * PostgreSQL schema, created idempotently at open (under an advisory lock, because concurrent
+ * `CREATE TABLE IF NOT EXISTS` from several instances can still collide in the catalog).
+ *
+ * Paths use the "C" collation: ordering is bytewise like SQLite's, and the descendants range
+ * `[path/, path0)` is only a prefix range under a bytewise order.
+ *
+ * Versions come from the single `version_counter` row rather than a sequence: a writer locks the
+ * row for the whole transaction, so versions are handed out in commit order and a reader of the
+ * change feed never sees version N+1 while N is still uncommitted (with a sequence it could, and
+ * a consumer that remembers "last seen N+1" would skip N forever).
+ */
+export const POSTGRES_SCHEMA = `
+CREATE TABLE IF NOT EXISTS nodes (
+  path text COLLATE "C" PRIMARY KEY,
+  node_type text NOT NULL,
+  name text NOT NULL,
+  parent text COLLATE "C",
+  last_segment text NOT NULL,
+  content jsonb NOT NULL,
+  created_by text NOT NULL,
+  created_at text NOT NULL,
+  updated_at text NOT NULL,
+  version bigint NOT NULL,
+  state text NOT NULL DEFAULT 'Active',
+  snapshot bytea,
+  update_count integer NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS nodes_parent ON nodes (parent, path);
+CREATE INDEX IF NOT EXISTS nodes_type ON nodes (node_type, path);
+CREATE INDEX IF NOT EXISTS nodes_last_segment ON nodes (last_segment);
+
+CREATE TABLE IF NOT EXISTS node_updates (
+  path text COLLATE "C" NOT NULL,
+  seq bigint NOT NULL,
+  data bytea NOT NULL,
+  PRIMARY KEY (path, seq)
+);
+
+CREATE TABLE IF NOT EXISTS changes (
+  version bigint PRIMARY KEY,
+  path text NOT NULL,
+  node_type text NOT NULL,
+  kind text NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS version_counter (
+  id integer PRIMARY KEY CHECK (id = 1),
+  value bigint NOT NULL
+);
+INSERT INTO version_counter (id, value) VALUES (1, 0) ON CONFLICT (id) DO NOTHING;
+
+CREATE TABLE IF NOT EXISTS accounts (
+  user_id text PRIMARY KEY,
+  email text NOT NULL UNIQUE,
+  password_hash text NOT NULL,
+  created_at text NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS tokens (
+  hash text PRIMARY KEY,
+  user_id text NOT NULL,
+  expires_at text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tokens_user ON tokens (user_id);
+`
+
+/** Arbitrary constant key for the schema-creation advisory lock. */
+export const SCHEMA_LOCK_KEY = 0x57_45_46_54 // "WEFT"

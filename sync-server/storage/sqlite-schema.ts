@@ -1,0 +1,54 @@
+/**
+ * SQLite schema. `changes.version` is AUTOINCREMENT so a version is never reused, even after the
+ * newest change rows are rolled back or deleted: it is the mesh-wide commit sequence.
+ * `node_updates.seq` is the version of the commit that logged the update, so the log replays in
+ * commit order.
+ */
+export const SQLITE_SCHEMA = `
+CREATE TABLE IF NOT EXISTS nodes (
+  path TEXT PRIMARY KEY,
+  node_type TEXT NOT NULL,
+  name TEXT NOT NULL,
+  parent TEXT,
+  last_segment TEXT NOT NULL,
+  content TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  state TEXT NOT NULL DEFAULT 'Active',
+  snapshot BLOB,
+  update_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS nodes_parent ON nodes (parent, path);
+CREATE INDEX IF NOT EXISTS nodes_type ON nodes (node_type, path);
+CREATE INDEX IF NOT EXISTS nodes_last_segment ON nodes (last_segment);
+
+CREATE TABLE IF NOT EXISTS node_updates (
+  path TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY (path, seq)
+);
+
+CREATE TABLE IF NOT EXISTS changes (
+  version INTEGER PRIMARY KEY AUTOINCREMENT,
+  path TEXT NOT NULL,
+  node_type TEXT NOT NULL,
+  kind TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS accounts (
+  user_id TEXT PRIMARY KEY,
+  email TEXT NOT NULL UNIQUE,
+  password_hash TEXT NOT NULL,
+  created_at TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS tokens (
+  hash TEXT PRIMARY KEY,
+  user_id TEXT NOT NULL,
+  expires_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tokens_user ON tokens (user_id);
+`
