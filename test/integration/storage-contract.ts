@@ -1,0 +1,362 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import * as Y from 'yjs'
+import {
+  applyPatchToDoc,
+  docToJson,
+  isWeftError,
+  type JsonObject,
+  type MeshChangeKind,
+  type MergePatch,
+  type NodePath,
+} from '../../shared/index.js'
+import { COMPACT_AFTER_UPDATES, type CommitInput, type StorageAdapter, type StoredDoc } from '../../sync-server/storage/index.js'
+
+export interface OpenedStorage {
+  adapter: StorageAdapter
+  /** Removes everything the store left behind (files, schema). Called after the adapter is closed. */
+  cleanup: () => Promise<void>
+  /** Opens the same store again (after `adapter.close()`), to check what was persisted. */
+  reopen: () => Promise<StorageAdapter>
+}
+
+const P = (s: string): NodePath => s as NodePath
+
+/** A real Y.Doc per node, so that the stored updates are what the sync layer will store. */
+class NodeWriter {
+  readonly doc = new Y.Doc()
+  constructor(
+    readonly path: NodePath,
+    readonly nodeType = 'Document',
+  ) {}
+
+  /** The Yjs update of one merge patch, and the materialised content after it. */
+  patch(patch: MergePatch): { update: Uint8Array; content: JsonObject } {
+    let update: Uint8Array | null = null
+    const capture = (u: Uint8Array): void => {
+      update = update ? Y.mergeUpdates([update, u]) : u
+    }
+    this.doc.on('update', capture)
+    applyPatchToDoc(this.doc, patch)
+    this.doc.off('update', capture)
+    if (!update) throw new Error('patch produced no update')
+    return { update, content: docToJson(this.doc) }
+  }
+
+  input(kind: MeshChangeKind, patch: MergePatch = {}, extra: Partial<CommitInput> = {}): CommitInput {
+    const { update, content } = kind === 'Deleted' ? { update: null, content: {} } : this.patch(patch)
+    return {
+      path: this.path,
+      kind,
+      nodeType: this.nodeType,
+      name: this.path.split('/').at(-1) ?? '',
+      content,
+      createdBy: 'alice',
+      at: new Date().toISOString(),
+      update,
+      ...extra,
+    }
+  }
+}
+
+function rebuild(stored: StoredDoc): Y.Doc {
+  const doc = new Y.Doc()
+  if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
+  for (const u of stored.updates) Y.applyUpdate(doc, u)
+  return doc
+}
+
+async function expectCode(promise: Promise<unknown>, code: string): Promise<void> {
+  const error = await promise.then(
+    () => null,
+    (e: unknown) => e,
+  )
+  expect(error, `expected a WeftError ${code}`).not.toBeNull()
+  expect(isWeftError(error) ? error.code : error).toBe(code)
+}
+
+async function waitFor(condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error('condition not met in time')
+    await new Promise((r) => setTimeout(r, 10))
+  }
+}
+
+/** The storage contract (types.ts): every adapter runs this suite. */
+export function runStorageContract(name: string, open: () => Promise<OpenedStorage>): void {
+  describe(`storage contract: ${name}`, () => {
+    let opened: OpenedStorage
+    let store: StorageAdapter
+
+    beforeEach(async () => {
+      opened = await open()
+      store = opened.adapter
+    })
+    afterEach(async () => {
+      await store.close()
+      await opened.cleanup()
+    })
+
+    it('round-trips create, get, update and delete', async () => {
+      const w = new NodeWriter(P('space/doc1'))
+      const created = await store.commit(w.input('Created', { Title: 'Hello', Tags: ['a'] }, { at: '2026-01-01T00:00:00.000Z' }))
+      expect(created).toMatchObject({ path: 'space/doc1', nodeType: 'Document', kind: 'Created' })
+      expect(await store.getNode(P('space/doc1'))).toEqual({
+        path: 'space/doc1',
+        nodeType: 'Document',
+        name: 'doc1',
+        content: { Title: 'Hello', Tags: ['a'] },
+        createdBy: 'alice',
+        createdAt: '2026-01-01T00:00:00.000Z',
+        updatedAt: '2026-01-01T00:00:00.000Z',
+        version: created.version,
+        state: 'Active',
+      })
+
+      const updated = await store.commit(
+        w.input('Updated', { Title: 'World', Body: { x: 1 } }, { name: 'Renamed', createdBy: 'bob', at: '2026-01-02T00:00:00.000Z' }),
+      )
+      expect(updated.version).toBeGreaterThan(created.version)
+      expect(updated.kind).toBe('Updated')
+      const node = await store.getNode(P('space/doc1'))
+      expect(node).toMatchObject({
+        name: 'Renamed',
+        content: { Title: 'World', Tags: ['a'], Body: { x: 1 } },
+        createdBy: 'alice',
+        createdAt: '2026-01-01T00:00:00.000Z',
+        updatedAt: '2026-01-02T00:00:00.000Z',
+        version: updated.version,
+      })
+
+      const deleted = await store.commit(w.input('Deleted'))
+      expect(deleted).toMatchObject({ kind: 'Deleted', nodeType: 'Document', path: 'space/doc1' })
+      expect(await store.getNode(P('space/doc1'))).toBeNull()
+      expect(await store.loadDoc(P('space/doc1'))).toBeNull()
+      expect(await store.changesSince(0, 100)).toEqual([created, updated, deleted])
+      expect(await store.lastVersion()).toBe(deleted.version)
+
+      // A path can be created again after a delete, with a fresh log.
+      const again = new NodeWriter(P('space/doc1'))
+      await store.commit(again.input('Created', { Fresh: true }))
+      expect((await store.loadDoc(P('space/doc1')))?.updates).toHaveLength(1)
+    })
+
+    it('refuses a duplicate Created and writes nothing of it', async () => {
+      const w = new NodeWriter(P('dup'))
+      await store.commit(w.input('Created', { A: 1 }))
+      const before = await store.lastVersion()
+      await expectCode(store.commit(new NodeWriter(P('dup')).input('Created', { B: 2 })), 'already_exists')
+      expect(await store.lastVersion()).toBe(before)
+      expect((await store.getNode(P('dup')))?.content).toEqual({ A: 1 })
+      expect((await store.loadDoc(P('dup')))?.updates).toHaveLength(1)
+      expect(await store.changesSince(0, 100)).toHaveLength(1)
+    })
+
+    it('refuses only the bad commit of a group-committed batch', async () => {
+      const results = await Promise.allSettled([
+        store.commit(new NodeWriter(P('batch/a')).input('Created', { V: 1 })),
+        store.commit(new NodeWriter(P('batch/a')).input('Created', { V: 2 })),
+        store.commit(new NodeWriter(P('batch/missing')).input('Updated', { V: 3 })),
+        store.commit(new NodeWriter(P('batch/b')).input('Created', { V: 4 })),
+      ])
+      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'fulfilled'])
+      expect(results[1]?.status === 'rejected' && isWeftError(results[1].reason) && results[1].reason.code).toBe('already_exists')
+      expect(results[2]?.status === 'rejected' && isWeftError(results[2].reason) && results[2].reason.code).toBe('not_found')
+      expect((await store.getNode(P('batch/a')))?.content).toEqual({ V: 1 })
+      expect(await store.getNode(P('batch/missing'))).toBeNull()
+      expect((await store.changesSince(0, 100)).map((c) => c.path)).toEqual(['batch/a', 'batch/b'])
+    })
+
+    it('refuses malformed input before it joins a batch', async () => {
+      const w = new NodeWriter(P('bad'))
+      await expectCode(store.commit({ ...w.input('Created', { A: 1 }), path: P('/bad//x') }), 'invalid_path')
+      await expectCode(store.commit({ ...w.input('Created', { A: 2 }), kind: 'Exploded' as MeshChangeKind }), 'invalid_request')
+      await expectCode(store.commit({ ...w.input('Created', { A: 3 }), at: 'yesterday' }), 'invalid_request')
+      await expectCode(store.commit(new NodeWriter(P('nope')).input('Deleted')), 'not_found')
+      expect(await store.lastVersion()).toBe(0)
+    })
+
+    it('gives strictly increasing versions across nodes', async () => {
+      const versions: number[] = []
+      for (let i = 0; i < 10; i++) {
+        const w = new NodeWriter(P(`n${i % 3}/c${i}`))
+        versions.push((await store.commit(w.input('Created', { I: i }))).version)
+      }
+      for (let i = 1; i < versions.length; i++) expect(versions[i]).toBeGreaterThan(versions[i - 1] ?? Infinity)
+      expect(await store.lastVersion()).toBe(versions.at(-1))
+    })
+
+    it('pages through the change feed in ascending order', async () => {
+      const w = new NodeWriter(P('feed'))
+      await store.commit(w.input('Created', { N: 0 }))
+      for (let i = 1; i < 25; i++) await store.commit(w.input('Updated', { N: i }))
+      const all = await store.changesSince(0, 1000)
+      expect(all).toHaveLength(25)
+      const pages: number[][] = []
+      let since = 0
+      for (;;) {
+        const page = await store.changesSince(since, 10)
+        if (page.length === 0) break
+        pages.push(page.map((c) => c.version))
+        since = page.at(-1)?.version ?? since
+      }
+      expect(pages.map((p) => p.length)).toEqual([10, 10, 5])
+      expect(pages.flat()).toEqual(all.map((c) => c.version))
+      expect(all.every((c, i) => i === 0 || c.version > (all[i - 1]?.version ?? Infinity))).toBe(true)
+      expect(all[0]?.kind).toBe('Created')
+      expect(all.slice(1).every((c) => c.kind === 'Updated' && c.nodeType === 'Document')).toBe(true)
+      expect(await store.changesSince(all.at(-1)?.version ?? 0, 10)).toEqual([])
+    })
+
+    it('queries by parent, node type and content fields, case-insensitively', async () => {
+      const put = (path: string, nodeType: string, content: MergePatch) =>
+        store.commit(new NodeWriter(P(path), nodeType).input('Created', content))
+      await put('org', 'Space', { Title: 'Org' })
+      await put('org/a', 'Document', { Status: 'Pending', Priority: 2, Done: false })
+      await put('org/b', 'Document', { Status: 'FIRED', Priority: 10, Done: true })
+      await put('org/c', 'Thread', { Status: 'pending' })
+      await put('org/a/deep', 'Document', { Status: 'Pending' })
+      await put('other/x', 'Document', { Status: 'Pending' })
+
+      const paths = (nodes: { path: string }[]) => nodes.map((n) => n.path)
+      expect(paths(await store.queryNodes({ parent: P('org') }))).toEqual(['org/a', 'org/b', 'org/c'])
+      expect(paths(await store.queryNodes({ nodeType: 'Document' }))).toEqual(['org/a', 'org/a/deep', 'org/b', 'other/x'])
+      expect(paths(await store.queryNodes({ parent: P('org'), nodeType: 'Document' }))).toEqual(['org/a', 'org/b'])
+      expect(paths(await store.queryNodes({ parent: P('org'), where: { Status: 'PENDING' } }))).toEqual(['org/a', 'org/c'])
+      expect(paths(await store.queryNodes({ parent: P('org'), where: { status: 'fired' } }))).toEqual(['org/b'])
+      expect(paths(await store.queryNodes({ where: { Priority: '10' } }))).toEqual(['org/b'])
+      expect(paths(await store.queryNodes({ where: { Done: 'TRUE' } }))).toEqual(['org/b'])
+      expect(paths(await store.queryNodes({ where: { Done: 'false', Status: 'pending' } }))).toEqual(['org/a'])
+      expect(paths(await store.queryNodes({ where: { Missing: 'x' } }))).toEqual([])
+      expect(paths(await store.queryNodes({ nodeType: 'Document', limit: 2 }))).toEqual(['org/a', 'org/a/deep'])
+      expect(await store.queryNodes({ parent: P('org'), nodeType: 'Document', where: { Status: 'Pending' } })).toEqual([
+        await store.getNode(P('org/a')),
+      ])
+
+      await expectCode(store.queryNodes({ where: { "Status') OR 1=1 --": 'x' } }), 'invalid_request')
+      await expectCode(store.queryNodes({ where: { 'a.b': 'x' } }), 'invalid_request')
+    })
+
+    it('applies the default and maximum query limits', async () => {
+      await Promise.all(
+        Array.from({ length: 1005 }, (_, i) =>
+          store.commit(new NodeWriter(P(`many/n${String(i).padStart(4, '0')}`)).input('Created', { I: i })),
+        ),
+      )
+      expect(await store.queryNodes({ parent: P('many') })).toHaveLength(100)
+      expect(await store.queryNodes({ parent: P('many'), limit: 5000 })).toHaveLength(1000)
+    })
+
+    it('lists descendants by path range, not by pattern', async () => {
+      for (const p of ['a', 'a/b', 'a/b/c', 'a/_Access', 'a-b', 'a0', 'ab', 'a.x', 'a_', 'b', 'a@', 'a@/x', 'a.x/y']) {
+        await store.commit(new NodeWriter(P(p)).input('Created', { P: p }))
+      }
+      expect(await store.descendants(P('a'))).toEqual(['a/_Access', 'a/b', 'a/b/c'])
+      expect(await store.descendants(P('a/b'))).toEqual(['a/b/c'])
+      expect(await store.descendants(P('a@'))).toEqual(['a@/x'])
+      expect(await store.descendants(P('a/b/c'))).toEqual([])
+      expect(await store.descendants(P('zzz'))).toEqual([])
+    })
+
+    it('loads a doc whose updates rebuild the Y.Doc', async () => {
+      const w = new NodeWriter(P('doc'))
+      await store.commit(w.input('Created', { Title: 'T', Nested: { a: 1 } }))
+      await store.commit(w.input('Updated', { Nested: { b: 2 } }))
+      await store.commit(w.input('Updated', { Title: null, List: [1, 2, 3] }))
+      const stored = await store.loadDoc(P('doc'))
+      expect(stored?.snapshot).toBeNull()
+      expect(stored?.updates).toHaveLength(3)
+      for (const u of stored?.updates ?? []) expect(u).toBeInstanceOf(Uint8Array)
+      const doc = rebuild(stored ?? { snapshot: null, updates: [] })
+      expect(docToJson(doc)).toEqual({ Nested: { a: 1, b: 2 }, List: [1, 2, 3] })
+      expect(docToJson(doc)).toEqual((await store.getNode(P('doc')))?.content)
+      expect(await store.loadDoc(P('absent'))).toBeNull()
+    })
+
+    it(`compacts the update log past ${COMPACT_AFTER_UPDATES} updates without changing the state`, async () => {
+      const w = new NodeWriter(P('hot'))
+      await store.commit(w.input('Created', { Counter: 0, Text: 'x' }))
+      for (let chunk = 0; chunk < 10; chunk++) {
+        await Promise.all(
+          Array.from({ length: 100 }, (_, i) => {
+            const n = chunk * 100 + i + 1
+            return store.commit(w.input('Updated', n % 7 === 0 ? { Text: `t${n}`, [`F${n % 13}`]: n } : { Counter: n }))
+          }),
+        )
+      }
+      await waitFor(async () => ((await store.loadDoc(P('hot')))?.updates.length ?? Infinity) <= COMPACT_AFTER_UPDATES)
+      const stored = await store.loadDoc(P('hot'))
+      expect(stored?.snapshot).toBeInstanceOf(Uint8Array)
+      expect(stored?.updates.length).toBeLessThanOrEqual(COMPACT_AFTER_UPDATES)
+      const doc = rebuild(stored ?? { snapshot: null, updates: [] })
+      expect(docToJson(doc)).toEqual(docToJson(w.doc))
+      expect(docToJson(doc)).toMatchObject({ Counter: 1000 })
+      expect(Y.encodeStateVector(doc)).toEqual(Y.encodeStateVector(w.doc))
+      expect((await store.getNode(P('hot')))?.content).toEqual(docToJson(w.doc))
+      // The writer's later updates still apply on top of the compacted state.
+      const next = w.input('Updated', { Counter: 1001 })
+      Y.applyUpdate(doc, next.update ?? new Uint8Array())
+      expect(docToJson(doc)).toEqual(docToJson(w.doc))
+    })
+
+    it('gives 500 concurrent commits distinct versions and persists them all', async () => {
+      const writers = Array.from({ length: 50 }, (_, i) => new NodeWriter(P(`conc/n${i}`)))
+      await Promise.all(writers.map((w) => store.commit(w.input('Created', { Seq: 0 }))))
+      const base = await store.lastVersion()
+      const commits = Array.from({ length: 500 }, (_, i) => {
+        const w = writers[i % writers.length]
+        if (!w) throw new Error('writer')
+        return store.commit(w.input('Updated', { Seq: Math.floor(i / writers.length) + 1, [`F${i}`]: i }))
+      })
+      const records = await Promise.all(commits)
+      const versions = records.map((r) => r.version)
+      expect(new Set(versions).size).toBe(500)
+      expect(versions.every((v) => v > base)).toBe(true)
+      // Submission order is commit order.
+      expect(versions).toEqual([...versions].sort((a, b) => a - b))
+      expect(await store.changesSince(base, 1000)).toHaveLength(500)
+      await store.close()
+      store = await opened.reopen()
+      for (const w of writers) {
+        const stored = await store.loadDoc(w.path)
+        expect(docToJson(rebuild(stored ?? { snapshot: null, updates: [] }))).toEqual(docToJson(w.doc))
+        expect((await store.getNode(w.path))?.content).toEqual(docToJson(w.doc))
+      }
+    })
+
+    it('stores accounts with a case-insensitive unique email', async () => {
+      const account = { userId: 'u1', email: 'Alice@Example.COM', passwordHash: 'h1', createdAt: '2026-01-01T00:00:00.000Z' }
+      await store.createAccount(account)
+      expect(await store.findAccountByEmail('alice@example.com')).toEqual({ ...account, email: 'alice@example.com' })
+      expect(await store.findAccountByEmail('ALICE@EXAMPLE.COM')).toMatchObject({ userId: 'u1' })
+      await expectCode(store.createAccount({ ...account, userId: 'u2', email: 'ALICE@example.com' }), 'email_taken')
+      await expectCode(store.createAccount({ ...account, email: 'other@example.com' }), 'already_exists')
+      expect(await store.findAccountByEmail('nobody@example.com')).toBeNull()
+    })
+
+    it('saves, finds and revokes tokens', async () => {
+      await store.saveToken('hash1', 'u1', '2030-01-01T00:00:00.000Z')
+      await store.saveToken('hash2', 'u2', '2030-01-02T00:00:00.000Z')
+      expect(await store.findToken('hash1')).toEqual({ userId: 'u1', expiresAt: '2030-01-01T00:00:00.000Z' })
+      await store.revokeToken('hash1')
+      expect(await store.findToken('hash1')).toBeNull()
+      expect(await store.findToken('hash2')).toEqual({ userId: 'u2', expiresAt: '2030-01-02T00:00:00.000Z' })
+      await store.revokeToken('never-saved')
+    })
+
+    it('waits for pending commits on close, then refuses new ones', async () => {
+      const w = new NodeWriter(P('closing'))
+      const settled: boolean[] = []
+      const pending = [store.commit(w.input('Created', { N: 0 }))]
+      for (let i = 1; i < 100; i++) pending.push(store.commit(w.input('Updated', { N: i })))
+      pending.forEach((p, i) => void p.then(() => (settled[i] = true)))
+      await store.close()
+      await Promise.resolve()
+      expect(settled.filter(Boolean)).toHaveLength(100)
+      await expectCode(store.commit(w.input('Updated', { N: 100 })), 'unavailable')
+      store = await opened.reopen()
+      expect((await store.getNode(P('closing')))?.content).toEqual({ N: 99 })
+      expect(await store.changesSince(0, 1000)).toHaveLength(100)
+    })
+  })
+}

@@ -1,0 +1,14 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { openStorage } from '../../sync-server/storage/index.js'
+import { runStorageContract } from './storage-contract.js'
+
+runStorageContract('sqlite', async () => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'weft-storage-'))
+  return {
+    adapter: await openStorage({ dataDir }),
+    reopen: () => openStorage({ dataDir }),
+    cleanup: () => rm(dataDir, { recursive: true, force: true }),
+  }
+})
