@@ -1,0 +1,109 @@
+import type { JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
+
+export interface AuthResult {
+  userId: string
+  token: string
+}
+
+export interface Me {
+  userId: string
+  email: string
+  name: string
+  pinnedPaths: string[]
+}
+
+/** An HTTP answer with an error body `{ error: { code, message } }`. */
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message)
+    this.name = 'HttpError'
+  }
+}
+
+/** The request never got an answer (offline, server down): the caller may queue and retry. */
+export class NetworkError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'NetworkError'
+  }
+}
+
+function encodePath(path: string): string {
+  return path.split('/').map(encodeURIComponent).join('/')
+}
+
+/** The sync server's HTTP API (DESIGN.md "Public contract"). */
+export class HttpApi {
+  constructor(
+    private readonly baseUrl: string,
+    private readonly token: () => string | null,
+  ) {}
+
+  private async request<T>(method: string, url: string, body?: unknown, contentType = 'application/json'): Promise<T> {
+    const headers: Record<string, string> = {}
+    const token = this.token()
+    if (token) headers.Authorization = `Bearer ${token}`
+    if (body !== undefined) headers['Content-Type'] = contentType
+    let res: Response
+    try {
+      res = await fetch(this.baseUrl + url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+    } catch (e) {
+      throw new NetworkError((e as Error).message)
+    }
+    if (res.status === 204) return undefined as T
+    const text = await res.text()
+    let json: unknown = null
+    try {
+      json = text ? JSON.parse(text) : null
+    } catch {
+      // not JSON (e.g. a proxy's error page)
+    }
+    if (!res.ok) {
+      const err = (json as { error?: { code?: string; message?: string } } | null)?.error
+      throw new HttpError(res.status, err?.code ?? 'http_' + res.status, err?.message ?? `${method} ${url} failed with ${res.status}`)
+    }
+    return json as T
+  }
+
+  signup(email: string, password: string, name: string): Promise<AuthResult> {
+    return this.request('POST', '/api/auth/signup', { email, password, name })
+  }
+
+  login(email: string, password: string): Promise<AuthResult> {
+    return this.request('POST', '/api/auth/login', { email, password })
+  }
+
+  logout(): Promise<void> {
+    return this.request('POST', '/api/auth/logout', {})
+  }
+
+  me(): Promise<Me> {
+    return this.request('GET', '/api/me')
+  }
+
+  getNode(path: string): Promise<MeshNode> {
+    return this.request('GET', `/api/nodes/${encodePath(path)}`)
+  }
+
+  /** `parent` '' lists the top-level nodes the caller can read. */
+  async listChildren(parent: string, limit = 500): Promise<MeshNode[]> {
+    const res = await this.request<{ items: MeshNode[] }>('GET', `/api/nodes?parent=${encodeURIComponent(parent)}&limit=${limit}`)
+    return res.items
+  }
+
+  putNode(path: string, body: { nodeType: string; name?: string; content: JsonObject }): Promise<MeshNode> {
+    return this.request('PUT', `/api/nodes/${encodePath(path)}`, body)
+  }
+
+  patchNode(path: string, patch: MergePatch): Promise<MeshNode> {
+    return this.request('PATCH', `/api/nodes/${encodePath(path)}`, patch, 'application/merge-patch+json')
+  }
+
+  deleteNode(path: string): Promise<void> {
+    return this.request('DELETE', `/api/nodes/${encodePath(path)}`)
+  }
+}

@@ -1,0 +1,83 @@
+import { Dexie, type Table } from 'dexie'
+import type { JsonObject, MergePatch } from '../../shared/index.js'
+
+/**
+ * One IndexedDB database per signed-in user holds every node (y-indexeddb opens one database per
+ * document; opening thousands of those is what makes a cold start slow).
+ *
+ *  - `updates`: the node's Yjs updates, appended as they happen and compacted into one row.
+ *  - `nodes`: the local index (path, type, name, parent, updatedAt, pending count) so lists and
+ *    search work offline without opening any document.
+ *  - `outbox`: the client's intent — every merge patch it made that the server has not yet
+ *    acknowledged, with the Yjs update it produced. Refused entries stay until the author
+ *    discards them (DESIGN.md, "A refused update poisons the client's doc").
+ *  - `ops`: node creations and deletions made while offline, replayed in order over HTTP.
+ *  - `meta`: small key/value facts (e.g. the last change version seen).
+ */
+export interface UpdateRow {
+  id?: number
+  path: string
+  update: Uint8Array
+}
+
+export interface IndexRow {
+  path: string
+  /** '' for a top-level node, so it stays indexable (IndexedDB does not index null). */
+  parent: string
+  nodeType: string
+  name: string
+  updatedAt: string
+  version: number
+  /** Outbox entries of this node not yet acknowledged (refused ones excluded). */
+  pending: number
+  /** Refused outbox entries waiting for the author. */
+  refused: number
+  /** Created locally and not yet on the server. */
+  localOnly?: 0 | 1
+}
+
+export type OutboxStatus = 'pending' | 'refused'
+
+export interface OutboxRow {
+  /** Also the `seq` of the Update frame that carries it, so an Ack names the entry. */
+  id?: number
+  path: string
+  patch: MergePatch
+  update: Uint8Array
+  status: OutboxStatus
+  code?: string
+  message?: string
+  at: string
+}
+
+export type OpRow =
+  | { id?: number; kind: 'create'; path: string; nodeType: string; name: string; at: string }
+  | { id?: number; kind: 'delete'; path: string; at: string }
+
+export interface MetaRow {
+  key: string
+  value: JsonObject | string | number
+}
+
+export class WeftDb extends Dexie {
+  updates!: Table<UpdateRow, number>
+  nodes!: Table<IndexRow, string>
+  outbox!: Table<OutboxRow, number>
+  ops!: Table<OpRow, number>
+  meta!: Table<MetaRow, string>
+
+  constructor(name: string) {
+    super(name)
+    this.version(1).stores({
+      updates: '++id, path',
+      nodes: 'path, parent, nodeType, updatedAt, pending, refused',
+      outbox: '++id, path, status, [path+status]',
+      ops: '++id, path',
+      meta: 'key',
+    })
+  }
+}
+
+export function dbNameFor(userId: string): string {
+  return `weft-${userId}`
+}

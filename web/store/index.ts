@@ -1,0 +1,2 @@
+export { NodeStore, type LocalQuery } from './node-store.js'
+export { WeftDb, dbNameFor, type IndexRow, type OutboxRow, type OpRow, type OutboxStatus, type UpdateRow } from './db.js'

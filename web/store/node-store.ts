@@ -1,0 +1,297 @@
+import * as Y from 'yjs'
+import { Dexie } from 'dexie'
+import type { MergePatch, MeshNode } from '../../shared/index.js'
+import { parentPath, type NodePath } from '../../shared/index.js'
+import { WeftDb, type IndexRow, type OpRow, type OutboxRow } from './db.js'
+
+/** Rows of one node after which its updates are merged into one (keeps loads to one small read). */
+const COMPACT_AFTER_ROWS = 64
+
+export interface LocalQuery {
+  /** '' lists top-level nodes. */
+  parent?: string
+  nodeType?: string
+  /** Case-insensitive substring of the name or path. */
+  text?: string
+  /** Only nodes with unsent or refused changes. */
+  pendingOnly?: boolean
+  limit?: number
+}
+
+function parentOf(path: string): string {
+  return parentPath(path as NodePath) ?? ''
+}
+
+/**
+ * The browser store: every read and write of IndexedDB goes through here. Writes of remote
+ * updates are batched into one transaction per tick; a local patch is written with its outbox
+ * entry in one transaction, so the intent and its effect are durable together.
+ */
+export class NodeStore {
+  readonly db: WeftDb
+  private queue: { path: string; update: Uint8Array }[] = []
+  private flushing: Promise<void> | null = null
+  private rowsSinceCompact = new Map<string, number>()
+
+  constructor(dbName: string) {
+    this.db = new WeftDb(dbName)
+  }
+
+  async open(): Promise<void> {
+    await this.db.open()
+  }
+
+  close(): void {
+    this.db.close()
+  }
+
+  /** The node's stored state as one update, or null when nothing is stored. */
+  async loadState(path: string): Promise<Uint8Array | null> {
+    const rows = await this.db.updates.where('path').equals(path).toArray()
+    if (rows.length === 0) return null
+    if (rows.length === 1) return rows[0]!.update
+    return Y.mergeUpdates(rows.map((r) => r.update))
+  }
+
+  async loadDoc(path: string): Promise<Y.Doc> {
+    const doc = new Y.Doc()
+    const state = await this.loadState(path)
+    if (state) Y.applyUpdate(doc, state, 'load')
+    return doc
+  }
+
+  /** Queues a remote update for the next batched write; resolves once it is durable. */
+  appendUpdate(path: string, update: Uint8Array): Promise<void> {
+    this.queue.push({ path, update })
+    return this.flushSoon()
+  }
+
+  private flushSoon(): Promise<void> {
+    if (this.flushing) return this.flushing
+    this.flushing = new Promise<void>((resolve) => setTimeout(resolve, 0)).then(async () => {
+      const batch = this.queue
+      this.queue = []
+      this.flushing = null
+      if (batch.length === 0) return
+      const now = new Date().toISOString()
+      const paths = new Set(batch.map((b) => b.path))
+      await this.db.transaction('rw', this.db.updates, this.db.nodes, async () => {
+        await this.db.updates.bulkAdd(batch)
+        for (const path of paths) await this.db.nodes.update(path, { updatedAt: now })
+      })
+      for (const b of batch) this.noteRows(b.path, 1)
+    })
+    return this.flushing
+  }
+
+  private noteRows(path: string, n: number): void {
+    const count = (this.rowsSinceCompact.get(path) ?? 0) + n
+    this.rowsSinceCompact.set(path, count)
+    if (count >= COMPACT_AFTER_ROWS) {
+      this.rowsSinceCompact.set(path, 0)
+      void this.compact(path)
+    }
+  }
+
+  /** Merges a node's rows into one. One transaction, so another tab's append is never lost. */
+  async compact(path: string): Promise<void> {
+    await this.db.transaction('rw', this.db.updates, async () => {
+      const rows = await this.db.updates.where('path').equals(path).toArray()
+      if (rows.length < 2) return
+      const merged = Y.mergeUpdates(rows.map((r) => r.update))
+      await this.db.updates.bulkDelete(rows.map((r) => r.id!))
+      await this.db.updates.add({ path, update: merged })
+    })
+  }
+
+  /** Replaces every stored update of a node by one state (after a rebuild from the server's state). */
+  async replaceState(path: string, state: Uint8Array, outboxUpdates: Map<number, Uint8Array>): Promise<void> {
+    await this.db.transaction('rw', this.db.updates, this.db.outbox, async () => {
+      await this.db.updates.where('path').equals(path).delete()
+      await this.db.updates.add({ path, update: state })
+      for (const [id, update] of outboxUpdates) await this.db.outbox.update(id, { update })
+    })
+    this.rowsSinceCompact.set(path, 0)
+  }
+
+  /** Records a local edit: its update, its outbox entry and the pending count, atomically. */
+  async recordLocalPatch(path: string, patch: MergePatch, update: Uint8Array): Promise<number> {
+    const at = new Date().toISOString()
+    const id = await this.db.transaction('rw', this.db.updates, this.db.outbox, this.db.nodes, async () => {
+      await this.db.updates.add({ path, update })
+      const id = await this.db.outbox.add({ path, patch, update, status: 'pending', at })
+      await this.refreshCounts(path, at)
+      return id
+    })
+    this.noteRows(path, 1)
+    return id
+  }
+
+  private async refreshCounts(path: string, updatedAt?: string): Promise<void> {
+    const pending = await this.db.outbox.where('[path+status]').equals([path, 'pending']).count()
+    const refused = await this.db.outbox.where('[path+status]').equals([path, 'refused']).count()
+    const changes: Partial<IndexRow> = { pending, refused }
+    if (updatedAt) changes.updatedAt = updatedAt
+    const updated = await this.db.nodes.update(path, changes)
+    if (updated === 0) {
+      await this.db.nodes.put({
+        path,
+        parent: parentOf(path),
+        nodeType: 'Document',
+        name: path.split('/').pop() ?? path,
+        updatedAt: updatedAt ?? new Date().toISOString(),
+        version: 0,
+        pending,
+        refused,
+      })
+    }
+  }
+
+  async pendingEntries(path: string): Promise<OutboxRow[]> {
+    return this.db.outbox.where('[path+status]').equals([path, 'pending']).sortBy('id')
+  }
+
+  async outboxFor(path: string): Promise<OutboxRow[]> {
+    return this.db.outbox.where('path').equals(path).sortBy('id')
+  }
+
+  async pathsWithPending(): Promise<string[]> {
+    const rows = await this.db.outbox.where('status').equals('pending').toArray()
+    return [...new Set(rows.map((r) => r.path))]
+  }
+
+  /** The server made the entry durable: the intent is fulfilled. */
+  async ack(id: number): Promise<string | null> {
+    return this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
+      const row = await this.db.outbox.get(id)
+      if (!row || row.status !== 'pending') return null
+      await this.db.outbox.delete(id)
+      await this.refreshCounts(row.path)
+      return row.path
+    })
+  }
+
+  async refuse(id: number, code: string, message: string): Promise<OutboxRow | null> {
+    return this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
+      const row = await this.db.outbox.get(id)
+      if (!row || row.status !== 'pending') return null
+      await this.db.outbox.update(id, { status: 'refused', code, message })
+      await this.refreshCounts(row.path)
+      return { ...row, status: 'refused' as const, code, message }
+    })
+  }
+
+  /** The author has seen a refused edit and lets it go. */
+  async discard(id: number): Promise<void> {
+    await this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
+      const row = await this.db.outbox.get(id)
+      if (!row) return
+      await this.db.outbox.delete(id)
+      await this.refreshCounts(row.path)
+    })
+  }
+
+  // ---- index ----
+
+  async upsertNodes(nodes: readonly MeshNode[]): Promise<void> {
+    if (nodes.length === 0) return
+    await this.db.transaction('rw', this.db.nodes, async () => {
+      const existing = await this.db.nodes.bulkGet(nodes.map((n) => n.path))
+      await this.db.nodes.bulkPut(
+        nodes.map((n, i) => ({
+          path: n.path,
+          parent: parentOf(n.path),
+          nodeType: n.nodeType,
+          name: n.name || n.path.split('/').pop() || n.path,
+          updatedAt: n.updatedAt,
+          version: n.version,
+          pending: existing[i]?.pending ?? 0,
+          refused: existing[i]?.refused ?? 0,
+        })),
+      )
+    })
+  }
+
+  /** A server listing of `parent` is the truth for it: forget children the server no longer lists. */
+  async reconcileChildren(parent: string, nodes: readonly MeshNode[], fullListing: boolean): Promise<void> {
+    await this.upsertNodes(nodes)
+    if (!fullListing) return
+    const listed = new Set<string>(nodes.map((n) => n.path))
+    await this.db.transaction('rw', this.db.nodes, this.db.ops, async () => {
+      const localOps = new Set((await this.db.ops.toArray()).map((o) => o.path))
+      const gone = (await this.db.nodes.where('parent').equals(parent).toArray()).filter(
+        (r) => !listed.has(r.path) && !localOps.has(r.path) && r.pending === 0 && !r.localOnly,
+      )
+      await this.db.nodes.bulkDelete(gone.map((r) => r.path))
+    })
+  }
+
+  async getIndexRow(path: string): Promise<IndexRow | undefined> {
+    return this.db.nodes.get(path)
+  }
+
+  async query(q: LocalQuery): Promise<IndexRow[]> {
+    let coll = q.parent !== undefined ? this.db.nodes.where('parent').equals(q.parent) : this.db.nodes.toCollection()
+    if (q.nodeType) {
+      const t = q.nodeType
+      coll = coll.filter((r) => r.nodeType === t)
+    }
+    if (q.text) {
+      const t = q.text.toLowerCase()
+      coll = coll.filter((r) => r.name.toLowerCase().includes(t) || r.path.toLowerCase().includes(t))
+    }
+    if (q.pendingOnly) coll = coll.filter((r) => r.pending > 0 || r.refused > 0)
+    if (q.limit !== undefined) coll = coll.limit(q.limit)
+    const rows = await coll.toArray()
+    return rows.sort((a, b) => a.name.localeCompare(b.name))
+  }
+
+  async countChildren(parent: string): Promise<number> {
+    return this.db.nodes.where('parent').equals(parent).count()
+  }
+
+  // ---- offline create / delete ----
+
+  async queueCreate(path: string, nodeType: string, name: string): Promise<void> {
+    const at = new Date().toISOString()
+    await this.db.transaction('rw', this.db.ops, this.db.nodes, async () => {
+      await this.db.ops.add({ kind: 'create', path, nodeType, name, at })
+      await this.db.nodes.put({ path, parent: parentOf(path), nodeType, name, updatedAt: at, version: 0, pending: 0, refused: 0, localOnly: 1 })
+    })
+  }
+
+  /** Removes the node and its descendants locally; `queue` records the delete for the server. */
+  async removeLocal(path: string, queue: boolean): Promise<void> {
+    const at = new Date().toISOString()
+    await this.db.transaction('rw', [this.db.ops, this.db.nodes, this.db.updates, this.db.outbox], async () => {
+      const under = (p: string) => p === path || p.startsWith(path + '/')
+      const created = (await this.db.ops.toArray()).filter((o) => o.kind === 'create' && under(o.path))
+      const createdHere = created.some((o) => o.path === path)
+      await this.db.ops.bulkDelete(created.map((o) => o.id!))
+      // A node created and deleted while offline never reaches the server.
+      if (queue && !createdHere) await this.db.ops.add({ kind: 'delete', path, at })
+      await this.db.nodes.where('path').between(path, path + '/\uffff', true, true).filter((r) => under(r.path)).delete()
+      await this.db.updates.where('path').between(path, path + '/\uffff', true, true).filter((r) => under(r.path)).delete()
+      await this.db.outbox.where('path').between(path, path + '/\uffff', true, true).filter((r) => under(r.path)).delete()
+    })
+  }
+
+  async pendingOps(): Promise<OpRow[]> {
+    return this.db.ops.orderBy('id').toArray()
+  }
+
+  async completeOp(op: OpRow): Promise<void> {
+    await this.db.transaction('rw', this.db.ops, this.db.nodes, async () => {
+      await this.db.ops.delete(op.id!)
+      if (op.kind === 'create') await this.db.nodes.update(op.path, { localOnly: 0 })
+    })
+  }
+
+  async totalPending(): Promise<number> {
+    return (await this.db.outbox.where('status').equals('pending').count()) + (await this.db.ops.count())
+  }
+
+  static async deleteDatabase(name: string): Promise<void> {
+    await Dexie.delete(name)
+  }
+}

@@ -1,0 +1,388 @@
+import * as Y from 'yjs'
+import * as encoding from 'lib0/encoding'
+import * as decoding from 'lib0/decoding'
+import * as syncProtocol from 'y-protocols/sync'
+import * as awarenessProtocol from 'y-protocols/awareness'
+import { BehaviorSubject, Subject } from 'rxjs'
+import {
+  applyPatchToDoc,
+  docToJson,
+  MuxType,
+  permissionsFromMask,
+  YMessage,
+  type JsonObject,
+  type MergePatch,
+  type MuxFrame,
+  type PermissionSet,
+} from '../../shared/index.js'
+import type { NodeStore } from '../store/index.js'
+import type { MuxConnection, RoomHandler } from './mux-connection.js'
+
+/**
+ * Where a change to a replica's doc came from (STYLE.md: tag every change with its origin).
+ *  - local: this tab's own merge patch (already written with its outbox entry);
+ *  - remote: from the server (persisted here);
+ *  - tab: another tab of this app, which persisted it already;
+ *  - load: read from IndexedDB;
+ *  - rebuild: a replayed outbox patch on a doc rebuilt from the server's state.
+ */
+export type ChangeOrigin = 'local' | 'remote' | 'tab' | 'load' | 'rebuild'
+
+export interface PresenceUser {
+  id: string
+  name: string
+}
+
+export interface RoomDenial {
+  closeCode: number
+  code: string
+  message: string
+}
+
+export interface ReplicaState {
+  joined: boolean
+  permissions: PermissionSet | null
+  denied: RoomDenial | null
+  rebuilding: boolean
+}
+
+/** Messages between tabs of the same user (BroadcastChannel). */
+export type TabMessage =
+  | { kind: 'update'; path: string; update: Uint8Array }
+  /** The sender rebuilt the node: reload it from IndexedDB. */
+  | { kind: 'reload'; path: string }
+
+export interface ReplicaDeps {
+  store: NodeStore
+  conn: MuxConnection
+  broadcast: (msg: TabMessage) => void
+  /** Called when the replica may be disposable (pending reached zero, room denied). */
+  onIdle: (path: string) => void
+}
+
+type Step2Tag = 'normal' | 'rebuild'
+
+const REBUILD_KEY = (path: string) => `rebuild:${path}`
+
+/**
+ * One node, kept in sync over the shared socket. The doc is the server's state plus the
+ * outbox patches applied optimistically. Every local patch travels as its own `Update` frame
+ * (seq = outbox id) and is acked or refused individually. After a refusal the doc is rebuilt
+ * from the server's full state and the surviving outbox patches are replayed on it, because
+ * later updates may reference structs the server never accepted (DESIGN.md).
+ */
+export class NodeReplica implements RoomHandler {
+  doc: Y.Doc = new Y.Doc()
+  readonly awareness: awarenessProtocol.Awareness
+  readonly changed$ = new Subject<void>()
+  readonly state$ = new BehaviorSubject<ReplicaState>({ joined: false, permissions: null, denied: null, rebuilding: false })
+  readonly presence$ = new BehaviorSubject<PresenceUser[]>([])
+  readonly ready: Promise<void>
+  private syncing = false
+  private disposed = false
+  private readonly inFlight = new Set<number>()
+  private step2Queue: Step2Tag[] = []
+  private rebuildDoc: Y.Doc | null = null
+  private needsRebuild = false
+  private selfUserId: string | null = null
+
+  constructor(
+    readonly path: string,
+    private readonly deps: ReplicaDeps,
+  ) {
+    this.awareness = new awarenessProtocol.Awareness(new Y.Doc())
+    this.awareness.setLocalState(null)
+    this.awareness.on('update', this.onAwarenessUpdate)
+    this.ready = this.load()
+  }
+
+  private async load(): Promise<void> {
+    const doc = await this.deps.store.loadDoc(this.path)
+    const flag = await this.deps.store.db.meta.get(REBUILD_KEY(this.path))
+    this.needsRebuild = !!flag
+    if (this.disposed) return
+    this.swapDoc(doc)
+  }
+
+  get content(): JsonObject {
+    return docToJson(this.doc)
+  }
+
+  /** Starts syncing over the socket (the coordinator holds it back while a create is queued). */
+  startSync(): void {
+    if (this.syncing || this.disposed || this.state$.value.denied) return
+    this.syncing = true
+    void this.ready.then(() => {
+      if (!this.disposed) this.deps.conn.join(this.path, this)
+    })
+  }
+
+  get isSyncing(): boolean {
+    return this.syncing
+  }
+
+  setPresence(user: PresenceUser | null): void {
+    this.selfUserId = user?.id ?? this.selfUserId
+    this.awareness.setLocalState(user ? { user } : null)
+  }
+
+  /** Applies a merge patch locally and records it as intent; it is sent when the room is joined. */
+  async patch(patch: MergePatch): Promise<void> {
+    await this.ready
+    let captured: Uint8Array | null = null
+    const capture = (update: Uint8Array, origin: unknown) => {
+      if (origin === 'local') captured = update
+    }
+    const doc = this.doc
+    doc.on('update', capture)
+    try {
+      applyPatchToDoc(doc, patch, 'local')
+    } finally {
+      doc.off('update', capture)
+    }
+    if (!captured) return // a no-op patch is not an intent
+    const update: Uint8Array = captured
+    const id = await this.deps.store.recordLocalPatch(this.path, patch, update)
+    this.deps.broadcast({ kind: 'update', path: this.path, update })
+    if (this.canSend()) this.sendEntry(id, update)
+  }
+
+  applyFromTab(msg: TabMessage): void {
+    if (msg.kind === 'update') {
+      Y.applyUpdate(this.doc, msg.update, 'tab')
+      if (this.rebuildDoc) Y.applyUpdate(this.rebuildDoc, msg.update, 'tab')
+    } else {
+      void this.deps.store.loadDoc(this.path).then((doc) => {
+        if (!this.disposed) this.swapDoc(doc)
+      })
+    }
+  }
+
+  dispose(): void {
+    if (this.disposed) return
+    this.awareness.setLocalState(null)
+    this.disposed = true
+    this.deps.conn.leave(this.path)
+    this.awareness.off('update', this.onAwarenessUpdate)
+    this.awareness.destroy()
+    this.doc.off('update', this.onDocUpdate)
+    this.changed$.complete()
+  }
+
+  // ---- RoomHandler ----
+
+  onSocketOpen(): void {
+    this.inFlight.clear()
+    this.step2Queue = []
+  }
+
+  onSocketClose(): void {
+    this.inFlight.clear()
+    this.step2Queue = []
+    if (this.rebuildDoc) {
+      this.rebuildDoc = null
+      this.needsRebuild = true
+    }
+    const others = [...this.awareness.getStates().keys()].filter((c) => c !== this.awareness.clientID)
+    awarenessProtocol.removeAwarenessStates(this.awareness, others, 'remote')
+    this.setState({ joined: false, rebuilding: false })
+  }
+
+  onFrame(frame: MuxFrame): void {
+    switch (frame.type) {
+      case MuxType.Joined:
+        this.setState({ joined: true, permissions: permissionsFromMask(frame.permissions), denied: null })
+        this.requestState('normal')
+        this.sendAwareness([this.awareness.clientID])
+        if (this.needsRebuild) this.startRebuild()
+        return
+      case MuxType.Denied:
+        this.setState({ joined: false, denied: { closeCode: frame.closeCode, code: frame.code, message: frame.message } })
+        this.syncing = false
+        this.deps.conn.leave(this.path)
+        this.deps.onIdle(this.path)
+        return
+      case MuxType.Sync:
+        this.onSyncMessage(frame.message)
+        return
+      case MuxType.Ack:
+        this.inFlight.delete(frame.seq)
+        void this.deps.store.ack(frame.seq).then(() => this.deps.onIdle(this.path))
+        return
+      case MuxType.Refused:
+        this.inFlight.delete(frame.seq)
+        void this.onRefused(frame.seq, frame.code, frame.message)
+        return
+      case MuxType.Join:
+      case MuxType.Leave:
+      case MuxType.Update:
+      case MuxType.Error:
+        return // not sent by a server to a room
+      default:
+        frame satisfies never
+    }
+  }
+
+  // ---- internals ----
+
+  private readonly onDocUpdate = (update: Uint8Array, origin: unknown) => {
+    if (origin === 'remote') {
+      void this.deps.store.appendUpdate(this.path, update)
+      this.deps.broadcast({ kind: 'update', path: this.path, update })
+    }
+    this.changed$.next()
+  }
+
+  private swapDoc(doc: Y.Doc): void {
+    this.doc.off('update', this.onDocUpdate)
+    this.doc = doc
+    doc.on('update', this.onDocUpdate)
+    this.changed$.next()
+  }
+
+  private setState(patch: Partial<ReplicaState>): void {
+    this.state$.next({ ...this.state$.value, ...patch })
+  }
+
+  private canSend(): boolean {
+    return this.state$.value.joined && !this.rebuildDoc && !this.needsRebuild
+  }
+
+  private sendEntry(id: number, update: Uint8Array): void {
+    if (this.inFlight.has(id)) return
+    if (this.deps.conn.send({ type: MuxType.Update, path: this.path, seq: id, update })) this.inFlight.add(id)
+  }
+
+  private async sendPending(): Promise<void> {
+    if (!this.canSend()) return
+    const entries = await this.deps.store.pendingEntries(this.path)
+    if (!this.canSend()) return
+    for (const e of entries) this.sendEntry(e.id!, e.update)
+  }
+
+  private sendSync(write: (e: encoding.Encoder) => void): void {
+    const e = encoding.createEncoder()
+    write(e)
+    this.deps.conn.send({ type: MuxType.Sync, path: this.path, message: encoding.toUint8Array(e) })
+  }
+
+  /** Asks the server for what this doc lacks (rebuild: for everything). Step 2s answer in order. */
+  private requestState(tag: Step2Tag): void {
+    this.step2Queue.push(tag)
+    this.sendSync((e) => {
+      encoding.writeVarUint(e, YMessage.Sync)
+      syncProtocol.writeSyncStep1(e, tag === 'rebuild' ? new Y.Doc() : this.doc)
+    })
+  }
+
+  private onSyncMessage(message: Uint8Array): void {
+    const d = decoding.createDecoder(message)
+    const kind = decoding.readVarUint(d)
+    if (kind === YMessage.Awareness) {
+      awarenessProtocol.applyAwarenessUpdate(this.awareness, decoding.readVarUint8Array(d), 'remote')
+      return
+    }
+    if (kind === YMessage.QueryAwareness) {
+      this.sendAwareness([...this.awareness.getStates().keys()])
+      return
+    }
+    if (kind !== YMessage.Sync) return // auth messages: the Denied frame carries the refusal
+    const syncType = decoding.readVarUint(d)
+    switch (syncType) {
+      case syncProtocol.messageYjsSyncStep1:
+        // Our reply to the server's step 1 is the outbox, one acked Update frame per patch.
+        void this.sendPending()
+        return
+      case syncProtocol.messageYjsSyncStep2:
+      case syncProtocol.messageYjsUpdate: {
+        const update = decoding.readVarUint8Array(d)
+        if (this.rebuildDoc) Y.applyUpdate(this.rebuildDoc, update, 'remote')
+        Y.applyUpdate(this.doc, update, 'remote')
+        if (syncType === syncProtocol.messageYjsSyncStep2 && this.step2Queue.shift() === 'rebuild') void this.finishRebuild()
+        return
+      }
+      default:
+        console.warn(`[weft] unknown sync message ${syncType} on ${this.path}`)
+    }
+  }
+
+  private async onRefused(seq: number, code: string, message: string): Promise<void> {
+    const row = await this.deps.store.refuse(seq, code, message)
+    if (!row) return // not ours (another tab sent it) or already settled
+    await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
+    this.needsRebuild = true
+    // Several refusals often arrive together (later updates depend on the refused one):
+    // let them land before rebuilding once.
+    setTimeout(() => this.startRebuild(), 20)
+  }
+
+  private startRebuild(): void {
+    if (this.rebuildDoc || !this.state$.value.joined || this.disposed) return
+    this.rebuildDoc = new Y.Doc()
+    this.setState({ rebuilding: true })
+    this.requestState('rebuild')
+  }
+
+  private async finishRebuild(): Promise<void> {
+    const fresh = this.rebuildDoc
+    if (!fresh) return
+    const replayed = new Map<number, Uint8Array>()
+    // Loop: a patch made while we replay must be replayed too.
+    for (;;) {
+      const entries = (await this.deps.store.pendingEntries(this.path)).filter((e) => !replayed.has(e.id!))
+      if (entries.length === 0) break
+      for (const e of entries) {
+        let captured: Uint8Array = new Uint8Array()
+        const capture = (u: Uint8Array) => {
+          captured = u
+        }
+        fresh.on('update', capture)
+        applyPatchToDoc(fresh, e.patch, 'rebuild')
+        fresh.off('update', capture)
+        replayed.set(e.id!, captured)
+      }
+    }
+    if (this.rebuildDoc !== fresh) return // the socket dropped meanwhile; redone on the next join
+    for (const [id, u] of replayed) if (u.length === 0) replayed.delete(id)
+    await this.deps.store.replaceState(this.path, Y.encodeStateAsUpdate(fresh), replayed)
+    await this.deps.store.db.meta.delete(REBUILD_KEY(this.path))
+    if (this.rebuildDoc !== fresh) return
+    this.rebuildDoc = null
+    this.needsRebuild = false
+    this.swapDoc(fresh)
+    this.deps.broadcast({ kind: 'reload', path: this.path })
+    this.setState({ rebuilding: false })
+    this.inFlight.clear()
+    // Entries whose replay was a no-op (the server already has that value) are fulfilled.
+    const pending = await this.deps.store.pendingEntries(this.path)
+    for (const e of pending) if (!replayed.has(e.id!)) await this.deps.store.ack(e.id!)
+    await this.sendPending()
+    this.deps.onIdle(this.path)
+  }
+
+  private sendAwareness(clients: number[]): void {
+    if (!this.state$.value.joined) return
+    const update = awarenessProtocol.encodeAwarenessUpdate(this.awareness, clients)
+    this.sendSync((e) => {
+      encoding.writeVarUint(e, YMessage.Awareness)
+      encoding.writeVarUint8Array(e, update)
+    })
+  }
+
+  private readonly onAwarenessUpdate = (
+    { added, updated, removed }: { added: number[]; updated: number[]; removed: number[] },
+    origin: unknown,
+  ) => {
+    const changed = [...added, ...updated, ...removed]
+    if (origin === 'local' && changed.includes(this.awareness.clientID)) this.sendAwareness([this.awareness.clientID])
+    const users = new Map<string, PresenceUser>()
+    for (const [clientId, state] of this.awareness.getStates()) {
+      if (clientId === this.awareness.clientID) continue
+      const user = (state as { user?: PresenceUser }).user
+      if (user && typeof user.id === 'string' && user.id !== this.selfUserId) users.set(user.id, { id: user.id, name: String(user.name ?? user.id) })
+    }
+    const next = [...users.values()].sort((a, b) => a.name.localeCompare(b.name))
+    const prev = this.presence$.value
+    if (next.length !== prev.length || next.some((u, i) => u.id !== prev[i]!.id || u.name !== prev[i]!.name)) this.presence$.next(next)
+  }
+}

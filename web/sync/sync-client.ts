@@ -1,0 +1,289 @@
+import { BehaviorSubject, combineLatest, distinctUntilChanged, map, Observable, type Subscription } from 'rxjs'
+import { liveQuery } from 'dexie'
+import type { JsonObject, MergePatch } from '../../shared/index.js'
+import { HttpApi, HttpError, NetworkError } from '../api/http-client.js'
+import { dbNameFor, NodeStore, type OpRow } from '../store/index.js'
+import { MuxConnection, type ConnectionStatus, type FinalClose } from './mux-connection.js'
+import { NodeReplica, type TabMessage } from './node-replica.js'
+
+export interface Session {
+  userId: string
+  token: string
+  name: string
+}
+
+export type SyncStatusKind = 'offline' | 'connecting' | 'syncing' | 'saved' | 'final'
+
+export interface SyncStatus {
+  kind: SyncStatusKind
+  online: boolean
+  /** Unsent changes: outbox patches plus queued creations/deletions. */
+  pending: number
+  refused: number
+  final: FinalClose | null
+}
+
+export interface SyncClientOptions {
+  session: Session
+  /** http(s) origin of the server; the app uses its own origin. */
+  baseUrl: string
+  dbName?: string
+  WebSocketImpl?: typeof WebSocket
+}
+
+/** Wraps a Dexie live query as an RxJS observable (unsubscribing ends the live query). */
+export function fromLiveQuery<T>(query: () => Promise<T>): Observable<T> {
+  return new Observable<T>((sub) => {
+    const s = liveQuery(query).subscribe({ next: (v) => sub.next(v), error: (e) => sub.error(e) })
+    return () => s.unsubscribe()
+  })
+}
+
+interface Held {
+  replica: NodeReplica
+  refs: number
+}
+
+/**
+ * The coordinator of a session: one store, one socket, one replica per node in use or with
+ * unsent changes. After every (re)connect it replays queued creations and deletions over HTTP,
+ * then resyncs every node that still has pending changes.
+ */
+export class SyncClient {
+  readonly store: NodeStore
+  readonly api: HttpApi
+  readonly conn: MuxConnection
+  readonly status$: Observable<SyncStatus>
+  /** Queued operations the server refused for good (shown to the user). */
+  readonly opErrors$ = new BehaviorSubject<{ path: string; message: string }[]>([])
+  private readonly replicas = new Map<string, Held>()
+  private readonly channel: BroadcastChannel | null
+  private readonly subs: Subscription[] = []
+  private flushingOps: Promise<void> | null = null
+
+  constructor(readonly opts: SyncClientOptions) {
+    const { session, baseUrl } = opts
+    this.store = new NodeStore(opts.dbName ?? dbNameFor(session.userId))
+    this.api = new HttpApi(baseUrl, () => session.token)
+    const wsBase = baseUrl.replace(/^http/, 'ws')
+    this.conn = new MuxConnection({
+      url: () => `${wsBase}/mux?token=${encodeURIComponent(session.token)}`,
+      WebSocketImpl: opts.WebSocketImpl,
+    })
+    this.channel = typeof BroadcastChannel === 'undefined' ? null : new BroadcastChannel(`weft-tabs-${session.userId}`)
+    if (this.channel) this.channel.onmessage = (ev: MessageEvent<TabMessage>) => this.replicas.get(ev.data.path)?.replica.applyFromTab(ev.data)
+
+    const totals$ = fromLiveQuery(async () => ({
+      pending: (await this.store.db.outbox.where('status').equals('pending').count()) + (await this.store.db.ops.count()),
+      refused: await this.store.db.outbox.where('status').equals('refused').count(),
+    }))
+    this.status$ = combineLatest([this.conn.status$, totals$, this.conn.final$]).pipe(
+      map(([conn, totals, final]) => ({ kind: statusKind(conn, totals.pending), online: conn === 'open', ...totals, final })),
+      distinctUntilChanged((a, b) => a.kind === b.kind && a.pending === b.pending && a.refused === b.refused && a.final === b.final),
+    )
+  }
+
+  get session(): Session {
+    return this.opts.session
+  }
+
+  async start(): Promise<void> {
+    await this.store.open()
+    this.subs.push(
+      this.conn.status$.pipe(distinctUntilChanged()).subscribe((s) => {
+        if (s === 'open') void this.onConnected()
+      }),
+    )
+    this.conn.start()
+  }
+
+  stop(): void {
+    for (const s of this.subs) s.unsubscribe()
+    for (const { replica } of this.replicas.values()) replica.dispose()
+    this.replicas.clear()
+    this.conn.stop()
+    this.channel?.close()
+    this.store.close()
+  }
+
+  private async onConnected(): Promise<void> {
+    await this.flushOps()
+    for (const path of await this.store.pathsWithPending()) this.hold(path, 0)
+  }
+
+  /** A replica for `path`, held by a view until `release`. */
+  acquire(path: string): NodeReplica {
+    const replica = this.hold(path, 1)
+    replica.setPresence({ id: this.session.userId, name: this.session.name })
+    return replica
+  }
+
+  release(path: string): void {
+    const held = this.replicas.get(path)
+    if (!held) return
+    held.refs = Math.max(0, held.refs - 1)
+    if (held.refs === 0) {
+      held.replica.setPresence(null)
+      this.disposeIfIdle(path)
+    }
+  }
+
+  private hold(path: string, refs: number): NodeReplica {
+    let held = this.replicas.get(path)
+    if (!held) {
+      const replica = new NodeReplica(path, {
+        store: this.store,
+        conn: this.conn,
+        broadcast: (msg) => this.channel?.postMessage(msg),
+        onIdle: (p) => this.disposeIfIdle(p),
+      })
+      held = { replica, refs: 0 }
+      this.replicas.set(path, held)
+      void this.store.getIndexRow(path).then((row) => {
+        // A node created offline joins once its creation reached the server.
+        if (!row?.localOnly) replica.startSync()
+      })
+    }
+    held.refs += refs
+    return held.replica
+  }
+
+  private disposeIfIdle(path: string): void {
+    const held = this.replicas.get(path)
+    if (!held || held.refs > 0) return
+    void this.store.getIndexRow(path).then((row) => {
+      const current = this.replicas.get(path)
+      if (current !== held || held.refs > 0 || held.replica.state$.value.rebuilding) return
+      if (row && row.pending > 0 && !held.replica.state$.value.denied) return
+      held.replica.dispose()
+      this.replicas.delete(path)
+    })
+  }
+
+  /** One field edit = one merge patch on the node. */
+  async patch(path: string, patch: MergePatch): Promise<void> {
+    const replica = this.hold(path, 1)
+    try {
+      await replica.patch(patch)
+    } finally {
+      this.release(path)
+    }
+  }
+
+  async discardRefused(id: number): Promise<void> {
+    await this.store.discard(id)
+  }
+
+  /** PUT when online; queued (and shown as pending) when the network is not there. */
+  async createNode(path: string, nodeType: string, name: string, content: JsonObject = {}): Promise<void> {
+    try {
+      if (typeof navigator !== 'undefined' && navigator.onLine === false) throw new NetworkError('offline')
+      const node = await this.api.putNode(path, { nodeType, name, content })
+      await this.store.upsertNodes([node])
+    } catch (e) {
+      if (!(e instanceof NetworkError)) throw e
+      await this.store.queueCreate(path, nodeType, name)
+      if (Object.keys(content).length > 0) await this.patch(path, content)
+    }
+  }
+
+  async deleteNode(path: string): Promise<void> {
+    let queue = false
+    try {
+      if (typeof navigator !== 'undefined' && navigator.onLine === false) throw new NetworkError('offline')
+      await this.api.deleteNode(path)
+    } catch (e) {
+      if (e instanceof HttpError && e.status === 404) queue = false
+      else if (e instanceof NetworkError) queue = true
+      else throw e
+    }
+    for (const [p, held] of this.replicas) {
+      if (p === path || p.startsWith(path + '/')) {
+        held.replica.dispose()
+        this.replicas.delete(p)
+      }
+    }
+    await this.store.removeLocal(path, queue)
+  }
+
+  /** Refreshes the local index of `parent` ('' = top level) from the server; offline it is a no-op. */
+  async refreshChildren(parent: string): Promise<void> {
+    const limit = 500
+    try {
+      const items = await this.api.listChildren(parent, limit)
+      await this.store.reconcileChildren(parent, items, items.length < limit)
+    } catch (e) {
+      if (!(e instanceof NetworkError || e instanceof HttpError)) throw e
+    }
+  }
+
+  async refreshNode(path: string): Promise<void> {
+    try {
+      await this.store.upsertNodes([await this.api.getNode(path)])
+    } catch (e) {
+      if (e instanceof HttpError && e.status === 404) {
+        const row = await this.store.getIndexRow(path)
+        if (row && !row.localOnly && row.pending === 0) await this.store.removeLocal(path, false)
+        return
+      }
+      if (!(e instanceof NetworkError || e instanceof HttpError)) throw e
+    }
+  }
+
+  private flushOps(): Promise<void> {
+    this.flushingOps ??= this.runOps().finally(() => {
+      this.flushingOps = null
+    })
+    return this.flushingOps
+  }
+
+  private async runOps(): Promise<void> {
+    for (const op of await this.store.pendingOps()) {
+      try {
+        await this.runOp(op)
+      } catch (e) {
+        if (e instanceof NetworkError) return // retried on the next connect
+        const message = e instanceof Error ? e.message : String(e)
+        this.opErrors$.next([...this.opErrors$.value, { path: op.path, message: `${op.kind} ${op.path}: ${message}` }])
+      }
+      await this.store.completeOp(op)
+      if (op.kind === 'create') this.replicas.get(op.path)?.replica.startSync()
+    }
+  }
+
+  private async runOp(op: OpRow): Promise<void> {
+    switch (op.kind) {
+      case 'create':
+        try {
+          await this.store.upsertNodes([await this.api.putNode(op.path, { nodeType: op.nodeType, name: op.name, content: {} })])
+        } catch (e) {
+          if (!(e instanceof HttpError && e.code === 'already_exists')) throw e
+        }
+        return
+      case 'delete':
+        try {
+          await this.api.deleteNode(op.path)
+        } catch (e) {
+          if (!(e instanceof HttpError && e.status === 404)) throw e
+        }
+        return
+      default:
+        op satisfies never
+    }
+  }
+}
+
+function statusKind(conn: ConnectionStatus, pending: number): SyncStatusKind {
+  switch (conn) {
+    case 'open':
+      return pending > 0 ? 'syncing' : 'saved'
+    case 'connecting':
+      return 'connecting'
+    case 'offline':
+      return 'offline'
+    case 'final':
+      return 'final'
+    default:
+      return conn satisfies never
+  }
+}
