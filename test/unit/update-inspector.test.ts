@@ -1,0 +1,396 @@
+import { describe, expect, it } from 'vitest'
+import fc from 'fast-check'
+import * as Y from 'yjs'
+import * as encoding from 'lib0/encoding'
+import {
+  applyPatchToDoc,
+  CONTENT_MAP,
+  docToJson,
+  jsonEqual,
+  type JsonObject,
+  type JsonValue,
+} from '../../shared/index.js'
+import { inspectUpdate } from '../../sync-server/sync/update-inspector.js'
+
+/** Everything `to` lacks from `from`, as one update. */
+function syncInto(from: Y.Doc, to: Y.Doc): void {
+  Y.applyUpdate(to, Y.encodeStateAsUpdate(from, Y.encodeStateVector(to)))
+}
+
+/** The update(s) `fn` makes on `doc`, merged into one. */
+function capture(doc: Y.Doc, fn: () => void): Uint8Array {
+  const updates: Uint8Array[] = []
+  const onUpdate = (u: Uint8Array): void => {
+    updates.push(u)
+  }
+  doc.on('update', onUpdate)
+  try {
+    fn()
+  } finally {
+    doc.off('update', onUpdate)
+  }
+  return Y.mergeUpdates(updates)
+}
+
+/** A server doc holding `initial`, and a client doc synced with it. */
+function setup(initial: JsonObject = {}): { server: Y.Doc; client: Y.Doc } {
+  const server = new Y.Doc()
+  applyPatchToDoc(server, initial)
+  const client = new Y.Doc()
+  syncInto(server, client)
+  return { server, client }
+}
+
+function inspect(server: Y.Doc, update: Uint8Array) {
+  const sv = Y.encodeStateVector(server)
+  const result = inspectUpdate(server, update)
+  // Inspection never applies anything.
+  expect(Y.encodeStateVector(server)).toEqual(sv)
+  return { fields: [...result.fields].sort(), unattributable: result.unattributable, empty: result.empty }
+}
+
+/** An update (v1) of hand-made items of one client, starting at clock 0 (for malformed input). */
+function craftUpdate(client: number, items: Y.Item[]): Uint8Array {
+  const enc = new Y.UpdateEncoderV1()
+  encoding.writeVarUint(enc.restEncoder, 1)
+  encoding.writeVarUint(enc.restEncoder, items.length)
+  enc.writeClient(client)
+  encoding.writeVarUint(enc.restEncoder, 0)
+  for (const item of items) item.write(enc, 0)
+  encoding.writeVarUint(enc.restEncoder, 0) // empty delete set
+  return enc.toUint8Array()
+}
+
+function clientContent(client: Y.Doc): Y.Map<unknown> {
+  return client.getMap(CONTENT_MAP)
+}
+
+describe('inspectUpdate: map fields', () => {
+  it('a single new field', () => {
+    const { server, client } = setup({ Title: 'a' })
+    const u = capture(client, () => applyPatchToDoc(client, { Body: 'hello' }))
+    expect(inspect(server, u)).toEqual({ fields: ['Body'], unattributable: false, empty: false })
+  })
+
+  it('overwriting an existing field (encoded through its left origin, without parentSub)', () => {
+    const { server, client } = setup({ Title: 'a', Body: 'b' })
+    const u = capture(client, () => applyPatchToDoc(client, { Title: 'c' }))
+    const item = Y.decodeUpdate(u).structs[0] as Y.Item
+    expect(item.parentSub).toBeNull() // the case that needs the origin walk
+    expect(inspect(server, u)).toEqual({ fields: ['Title'], unattributable: false, empty: false })
+  })
+
+  it('a change deep inside a nested map is attributed to the top-level key', () => {
+    const { server, client } = setup({ Meta: { Author: { Name: 'x' } }, Other: 1 })
+    const overwrite = capture(client, () => applyPatchToDoc(client, { Meta: { Author: { Name: 'y' } } }))
+    expect(inspect(server, overwrite)).toEqual({ fields: ['Meta'], unattributable: false, empty: false })
+    Y.applyUpdate(server, overwrite)
+    const added = capture(client, () => applyPatchToDoc(client, { Meta: { Author: { Age: 3 } } }))
+    // A new key: the item names its parent, the Author map the server already holds.
+    expect(inspect(server, added)).toEqual({ fields: ['Meta'], unattributable: false, empty: false })
+  })
+
+  it('deleting a field (delete set only)', () => {
+    const { server, client } = setup({ Title: 'a', Meta: { x: 1 } })
+    const u = capture(client, () => applyPatchToDoc(client, { Title: null }))
+    expect(Y.decodeUpdate(u).structs).toHaveLength(0)
+    expect(inspect(server, u)).toEqual({ fields: ['Title'], unattributable: false, empty: false })
+    const nested = capture(client, () => applyPatchToDoc(client, { Meta: { x: null } }))
+    expect(inspect(server, nested)).toEqual({ fields: ['Meta'], unattributable: false, empty: false })
+  })
+
+  it('a new nested map with children created in one update', () => {
+    const { server, client } = setup({ Title: 'a' })
+    const u = capture(client, () => applyPatchToDoc(client, { Meta: { Author: { Name: 'n', Tags: ['t'] }, Rev: 1 } }))
+    expect(Y.decodeUpdate(u).structs.length).toBeGreaterThan(1)
+    expect(inspect(server, u)).toEqual({ fields: ['Meta'], unattributable: false, empty: false })
+  })
+
+  it('an edit 5,000 maps deep', () => {
+    const { server, client } = setup({})
+    let innermost = new Y.Map<unknown>()
+    const create = capture(client, () =>
+      client.transact(() => {
+        clientContent(client).set('Deep', innermost)
+        for (let i = 0; i < 5000; i++) {
+          const child = new Y.Map<unknown>()
+          innermost.set('n', child)
+          innermost = child
+        }
+      }),
+    )
+    expect(inspect(server, create).fields).toEqual(['Deep'])
+    Y.applyUpdate(server, create)
+    const edit = capture(client, () => innermost.set('leaf', 1))
+    expect(inspect(server, edit)).toEqual({ fields: ['Deep'], unattributable: false, empty: false })
+  })
+
+  it('replacing a nested map by a scalar touches only that field', () => {
+    const { server, client } = setup({ Meta: { a: { b: 1 } }, Keep: { c: 2 } })
+    const u = capture(client, () => applyPatchToDoc(client, { Meta: 5 }))
+    expect(inspect(server, u)).toEqual({ fields: ['Meta'], unattributable: false, empty: false })
+  })
+})
+
+describe('inspectUpdate: typed content inserted by client libraries', () => {
+  it('Y.Text edits inside a field: append (origin), prepend (right origin), delete, format', () => {
+    const { server, client } = setup({ Title: 'a' })
+    const create = capture(client, () => {
+      const text = new Y.Text()
+      clientContent(client).set('Notes', text)
+      text.insert(0, 'hello world')
+    })
+    expect(inspect(server, create)).toEqual({ fields: ['Notes'], unattributable: false, empty: false })
+    Y.applyUpdate(server, create)
+
+    const text = clientContent(client).get('Notes') as Y.Text
+    // A second server that only got the creation, to receive everything at once afterwards.
+    const offline = new Y.Doc()
+    Y.applyUpdate(offline, Y.encodeStateAsUpdate(server))
+    const edits: Uint8Array[] = []
+    for (const edit of [
+      () => text.insert(text.length, '!'), // origin only
+      () => text.insert(0, '>'), // right origin only
+      () => text.insert(5, ','), // both
+      () => text.delete(0, 3), // delete set only
+      () => text.format(2, 3, { bold: true }),
+    ]) {
+      const u = capture(client, edit)
+      expect(inspect(server, u)).toEqual({ fields: ['Notes'], unattributable: false, empty: false })
+      Y.applyUpdate(server, u)
+      edits.push(u)
+    }
+    // All of it at once, as a client that was offline would send it.
+    const all = Y.mergeUpdates(edits)
+    expect(inspect(offline, all)).toEqual({ fields: ['Notes'], unattributable: false, empty: false })
+    Y.applyUpdate(offline, all)
+    expect((offline.getMap(CONTENT_MAP).get('Notes') as Y.Text).toString()).toBe(text.toString())
+  })
+
+  it('Y.Array edits inside a nested map', () => {
+    const { server, client } = setup({ Meta: { Title: 'x' }, Other: 1 })
+    const create = capture(client, () => {
+      const list = new Y.Array<unknown>()
+      ;(clientContent(client).get('Meta') as Y.Map<unknown>).set('List', list)
+      list.push([1, 2, 3])
+    })
+    expect(inspect(server, create).fields).toEqual(['Meta'])
+    Y.applyUpdate(server, create)
+    const list = (clientContent(client).get('Meta') as Y.Map<unknown>).get('List') as Y.Array<unknown>
+    for (const edit of [
+      () => list.push([4]),
+      () => list.insert(0, [0]),
+      () => list.delete(1, 2),
+      () => list.insert(1, [new Y.Map()]),
+    ]) {
+      const u = capture(client, edit)
+      expect(inspect(server, u)).toEqual({ fields: ['Meta'], unattributable: false, empty: false })
+      Y.applyUpdate(server, u)
+    }
+  })
+
+  it('a long chain of right origins in one update', () => {
+    const { server, client } = setup({})
+    const text = new Y.Text()
+    Y.applyUpdate(server, capture(client, () => clientContent(client).set('Log', text)))
+    // Typed backwards, one character per transaction, sent after reconnecting: yjs cannot merge
+    // the items and each one's right origin is the previous one, so attribution follows a
+    // 20,000-long chain (it must not recurse).
+    for (let i = 0; i < 20_000; i++) text.insert(0, 'x')
+    const resend = Y.encodeStateAsUpdate(client, Y.encodeStateVector(server))
+    const t0 = performance.now()
+    expect(inspect(server, resend)).toEqual({ fields: ['Log'], unattributable: false, empty: false })
+    expect(performance.now() - t0).toBeLessThan(1000)
+    expect(Y.decodeUpdate(resend).structs.length).toBeGreaterThan(10_000)
+  })
+})
+
+describe('inspectUpdate: what must be refused', () => {
+  it('an update that depends on state the server lacks is unattributable', () => {
+    const { server, client } = setup({ Title: 'a' })
+    const first = capture(client, () => applyPatchToDoc(client, { Meta: { x: 1 } }))
+    // Both depend on `first` (a nested map and an overwrite the server never saw).
+    const nested = capture(client, () => applyPatchToDoc(client, { Meta: { y: 2 } }))
+    const overwrite = capture(client, () => applyPatchToDoc(client, { Meta: { x: 3 } }))
+    expect(inspect(server, nested).unattributable).toBe(true)
+    expect(inspect(server, overwrite).unattributable).toBe(true)
+    // A deletion of something the server never saw.
+    const del = capture(client, () => applyPatchToDoc(client, { Meta: null }))
+    expect(inspect(server, del).unattributable).toBe(true)
+    // Once `first` is there, they are fine.
+    Y.applyUpdate(server, first)
+    expect(inspect(server, nested)).toEqual({ fields: ['Meta'], unattributable: false, empty: false })
+  })
+
+  it('a gap in a client\'s own clock (the server would keep the rest pending)', () => {
+    const { server, client } = setup({})
+    capture(client, () => applyPatchToDoc(client, { A: 1 }))
+    const second = capture(client, () => applyPatchToDoc(client, { B: 2 }))
+    const r = inspect(server, second)
+    expect(r.unattributable).toBe(true)
+  })
+
+  it('a merged update with a hole (Skip) is unattributable; the Skip itself is ignored', () => {
+    const { server, client } = setup({})
+    const u1 = capture(client, () => applyPatchToDoc(client, { A: 1 }))
+    capture(client, () => applyPatchToDoc(client, { B: 2 }))
+    const u3 = capture(client, () => applyPatchToDoc(client, { C: 3 }))
+    const merged = Y.mergeUpdates([u1, u3])
+    expect(Y.decodeUpdate(merged).structs.some((s) => s instanceof Y.Skip)).toBe(true)
+    expect(inspect(server, merged).unattributable).toBe(true)
+    expect(inspect(server, merged).fields).toContain('A')
+  })
+
+  it('updates to another root type are unattributable', () => {
+    const { server, client } = setup({ Title: 'a' })
+    const other = capture(client, () => client.getMap('other').set('x', 1))
+    expect(inspect(server, other)).toEqual({ fields: [], unattributable: true, empty: false })
+    const text = capture(client, () => client.getText('notes').insert(0, 'hi'))
+    expect(inspect(server, text).unattributable).toBe(true)
+    // Deleting from another root the server holds.
+    Y.applyUpdate(server, other)
+    const del = capture(client, () => client.getMap('other').delete('x'))
+    expect(inspect(server, del).unattributable).toBe(true)
+    // Mixed with a content change: still refused, the content field is still reported.
+    const mixed = capture(client, () =>
+      client.transact(() => {
+        client.getMap('other').set('y', 1)
+        applyPatchToDoc(client, { Title: 'b' })
+      }),
+    )
+    expect(inspect(server, mixed)).toEqual({ fields: ['Title'], unattributable: true, empty: false })
+  })
+
+  it('an unknown GC struct is unattributable (offline create-then-replace of a nested map)', () => {
+    const { server, client } = setup({})
+    applyPatchToDoc(client, { Meta: { a: 1 } })
+    applyPatchToDoc(client, { Meta: 5 })
+    const full = Y.encodeStateAsUpdate(client, Y.encodeStateVector(server))
+    expect(Y.decodeUpdate(full).structs.some((s) => s instanceof Y.GC)).toBe(true)
+    expect(inspect(server, full).unattributable).toBe(true)
+  })
+
+  it('crafted updates: an origin cycle is unattributable, a 100,000-long chain does not recurse', () => {
+    const any = (v: number) => new Y.ContentAny([v])
+    const cycle = craftUpdate(7, [
+      new Y.Item(Y.createID(7, 0), null, Y.createID(7, 1), null, null, null, null, any(0)),
+      new Y.Item(Y.createID(7, 1), null, Y.createID(7, 0), null, null, null, null, any(1)),
+    ])
+    expect(inspect(new Y.Doc(), cycle)).toEqual({ fields: [], unattributable: true, empty: false })
+
+    const n = 100_000
+    const chain = Array.from({ length: n }, (_, i) =>
+      i === n - 1
+        ? new Y.Item(Y.createID(7, i), null, null, null, null, null, null, any(i))
+        : new Y.Item(Y.createID(7, i), null, Y.createID(7, i + 1), null, null, null, null, any(i)),
+    )
+    // The last item names its place: content.F (the constructor takes a root name as parent).
+    chain[n - 1]!.parent = CONTENT_MAP as unknown as Y.ID
+    chain[n - 1]!.parentSub = 'F'
+    expect(inspect(new Y.Doc(), craftUpdate(7, chain))).toEqual({ fields: ['F'], unattributable: false, empty: false })
+  })
+
+  it('garbage bytes are unattributable', () => {
+    expect(inspect(new Y.Doc(), new Uint8Array([200, 1, 2, 3, 4])).unattributable).toBe(true)
+  })
+})
+
+describe('inspectUpdate: what the server already knows', () => {
+  it('an empty update', () => {
+    const { server } = setup({ Title: 'a' })
+    expect(inspect(server, Y.encodeStateAsUpdate(new Y.Doc()))).toEqual({ fields: [], unattributable: false, empty: true })
+    expect(inspect(server, Y.mergeUpdates([]))).toEqual({ fields: [], unattributable: false, empty: true })
+  })
+
+  it('a full-state resend (sync step 2) repeats history without touching anything', () => {
+    const { server, client } = setup({ Email: 'a@x.io', Name: 'a' })
+    // system overwrote Email twice on the server: the client's full state repeats those deletions.
+    applyPatchToDoc(server, { Email: 'b@x.io' })
+    applyPatchToDoc(server, { Email: 'c@x.io' })
+    syncInto(server, client)
+    const full = Y.encodeStateAsUpdate(client)
+    expect(inspect(server, full)).toEqual({ fields: [], unattributable: false, empty: false })
+    // With one new edit on top, only that edit counts.
+    applyPatchToDoc(client, { Name: 'b' })
+    expect(inspect(server, Y.encodeStateAsUpdate(client))).toEqual({ fields: ['Name'], unattributable: false, empty: false })
+  })
+
+  it('merged multi-field updates', () => {
+    const { server, client } = setup({ A: 1, B: { x: 1 }, C: 'c' })
+    const u1 = capture(client, () => applyPatchToDoc(client, { A: 2 }))
+    const u2 = capture(client, () => applyPatchToDoc(client, { B: { y: 2 } }))
+    const u3 = capture(client, () => applyPatchToDoc(client, { C: null, D: [1] }))
+    const merged = Y.mergeUpdates([u3, u1, u2])
+    expect(inspect(server, merged)).toEqual({ fields: ['A', 'B', 'C', 'D'], unattributable: false, empty: false })
+    // A partly known merged update: only the unknown part counts.
+    Y.applyUpdate(server, u1)
+    expect(inspect(server, merged).fields).toEqual(['B', 'C', 'D'])
+  })
+
+  it('a concurrent edit inside a field another writer deleted (and the server garbage-collected)', () => {
+    const { server, client } = setup({ Meta: { y: 1 }, Keep: 1 })
+    applyPatchToDoc(server, { Meta: null })
+    const before = docToJson(server)
+    // The client still sees Meta: overwriting Meta.y has the GC'd old y as its left origin.
+    const overwrite = capture(client, () => applyPatchToDoc(client, { Meta: { y: 2 } }))
+    const r = inspect(server, overwrite)
+    expect(r.unattributable).toBe(false)
+    expect(r.fields.every((f) => f === 'Meta')).toBe(true)
+    Y.applyUpdate(server, overwrite)
+    // A new key under the deleted map is attributed to Meta.
+    const added = capture(client, () => applyPatchToDoc(client, { Meta: { z: 3 } }))
+    expect(inspect(server, added)).toEqual({ fields: ['Meta'], unattributable: false, empty: false })
+    // Neither has any effect on the server: the deletion wins (CRDT semantics).
+    Y.applyUpdate(server, added)
+    expect(docToJson(server)).toEqual(before)
+  })
+})
+
+// ---- property test ------------------------------------------------------------------------
+
+const key = fc.constantFrom('a', 'b', 'c', 'd')
+const scalar = fc.oneof(fc.integer({ min: -3, max: 3 }), fc.constantFrom('', 'x', 'y'), fc.boolean())
+const { json } = fc.letrec<{ json: JsonValue; object: JsonObject }>((tie) => ({
+  json: fc.oneof({ depthSize: 'small', withCrossShrink: true }, scalar, fc.array(tie('json'), { maxLength: 2 }), tie('object')),
+  object: fc.dictionary(key, tie('json'), { maxKeys: 3, noNullPrototype: true }),
+}))
+const { patch: patchArb } = fc.letrec<{ patchValue: JsonValue; patch: JsonObject }>((tie) => ({
+  patchValue: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    fc.constant(null),
+    scalar,
+    fc.array(json, { maxLength: 2 }),
+    tie('patch'),
+  ),
+  patch: fc.dictionary(key, tie('patchValue'), { maxKeys: 4, noNullPrototype: true }),
+}))
+const contentArb = fc.dictionary(key, json, { maxKeys: 4, noNullPrototype: true })
+
+describe('inspectUpdate: property', () => {
+  it('fields are exactly the top-level keys whose value a merge patch changed', () => {
+    fc.assert(
+      fc.property(contentArb, fc.array(patchArb, { minLength: 1, maxLength: 3 }), (initial, patches) => {
+        const { server, client } = setup(initial)
+        const before = docToJson(client)
+        const updates = patches.map((p) => capture(client, () => applyPatchToDoc(client, p)))
+        const after = docToJson(client)
+        const changed = new Set<string>()
+        for (const k of new Set([...Object.keys(before), ...Object.keys(after)])) {
+          if (!jsonEqual(before[k], after[k])) changed.add(k)
+        }
+        // Keys that changed and changed back still count: their items were written.
+        const mentioned = new Set(patches.flatMap((p) => Object.keys(p)))
+        const merged = Y.mergeUpdates(updates)
+        const r = inspectUpdate(server, merged)
+        expect(r.unattributable).toBe(false)
+        for (const f of r.fields) expect(mentioned.has(f)).toBe(true)
+        for (const f of changed) expect(r.fields.has(f)).toBe(true)
+        if (patches.length === 1) expect([...r.fields].sort()).toEqual([...changed].sort())
+        // And applying it really makes the server equal to the client.
+        Y.applyUpdate(server, merged)
+        expect(docToJson(server)).toEqual(after)
+      }),
+      { numRuns: 500 },
+    )
+  })
+})
