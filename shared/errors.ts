@@ -18,6 +18,8 @@ export const ERROR_CODES = {
   already_exists: 409,
   email_taken: 409,
   conflict: 409,
+  last_admin: 409,
+  invalid_update: 400,
   payload_too_large: 413,
   unsupported_media_type: 415,
   protocol_error: 400,

@@ -127,6 +127,11 @@ export function nodeTypeDef(nodeType: string): NodeTypeDef {
   return { ...def(nodeType, anyObject), name: nodeType }
 }
 
+/** True when any JSON object is valid content: a Yjs update then needs no trial application. */
+export function isPermissiveContent(nodeType: string): boolean {
+  return nodeTypeDef(nodeType).content === anyObject
+}
+
 export function knownNodeTypes(): string[] {
   return [...registry.keys()]
 }

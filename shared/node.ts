@@ -31,6 +31,8 @@ export interface NodeQuery {
   /** Equality on top-level content fields; values compare as strings, field names and values case-insensitively. */
   where?: Record<string, string>
   limit?: number
+  /** Keyset paging: only paths sorting after this one (results are ordered by path). */
+  after?: string
 }
 
 export const PutNodeBody = z.object({

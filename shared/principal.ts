@@ -13,6 +13,6 @@ export function principalName(p: Principal): string {
   return p.kind === 'system' ? 'system' : p.userId
 }
 
-export function isSystem(p: Principal): p is { kind: 'system' } {
+export function isSystem(p: Principal): p is Extract<Principal, { kind: 'system' }> {
   return p.kind === 'system'
 }

@@ -1,0 +1,160 @@
+import {
+  ALL_PERMISSIONS,
+  NO_PERMISSIONS,
+  Role,
+  isSystem,
+  lastSegment,
+  parentPath,
+  permissionsOf,
+  selfAndAncestors,
+  topLevel,
+  type MeshNode,
+  type NodePath,
+  type Permission,
+  type PermissionSet,
+  type Principal,
+  type UserId,
+} from '../../shared/index.js'
+
+interface Assignment {
+  path: NodePath
+  role: Role
+  denied: boolean
+}
+
+export const ACCESS_SEGMENT = '_Access'
+const MEMBERSHIP_SUFFIX = '_Membership'
+
+/**
+ * The one access check for every transport and engine (DESIGN.md "Identity and access").
+ *
+ * Effective permissions of a user on a path:
+ *  - `system` holds everything; a user is Admin of their home (`{userId}` and below).
+ *  - Subjects are the user and every group they are a member of (`{group}/{userId}_Membership`).
+ *  - [ACC1] For each subject, the CLOSEST assignment on the path or its ancestors counts; a
+ *    Denied one gives nothing and blocks what that subject inherits from further up.
+ *  - [ACC2] The result is the union over subjects.
+ *
+ * The assignment and membership indexes are a cache of durable nodes, updated synchronously as
+ * writes are applied (before they are acknowledged), and rebuilt from storage at boot.
+ */
+export class AccessService {
+  /** scope path → subject → assignment */
+  private readonly assignments = new Map<NodePath, Map<string, Assignment>>()
+  /** userId → group paths */
+  private readonly memberships = new Map<string, Set<NodePath>>()
+  private readonly listeners = new Set<() => void>()
+  /** Bumped on every change of an assignment or membership; caches key on it. */
+  generation = 0
+
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener)
+    return () => this.listeners.delete(listener)
+  }
+
+  /** Feed every AccessAssignment and Membership node at boot, and every change after. */
+  observe(before: MeshNode | null, after: MeshNode | null): void {
+    const node = after ?? before
+    if (!node) return
+    if (node.nodeType !== 'AccessAssignment' && node.nodeType !== 'Membership') return
+    if (before) this.remove(before)
+    if (after) this.add(after)
+    this.generation++
+    for (const l of this.listeners) l()
+  }
+
+  private add(node: MeshNode): void {
+    if (node.nodeType === 'AccessAssignment') {
+      const scope = assignmentScope(node.path)
+      const subject = node.content.Subject
+      const role = node.content.Role
+      if (!scope || typeof subject !== 'string' || !Role.isMember(role)) return
+      let bySubject = this.assignments.get(scope)
+      if (!bySubject) this.assignments.set(scope, (bySubject = new Map()))
+      bySubject.set(subject, { path: node.path, role, denied: node.content.Denied === true })
+    } else {
+      const m = membershipOf(node.path)
+      if (!m) return
+      let groups = this.memberships.get(m.userId)
+      if (!groups) this.memberships.set(m.userId, (groups = new Set()))
+      groups.add(m.group)
+    }
+  }
+
+  private remove(node: MeshNode): void {
+    if (node.nodeType === 'AccessAssignment') {
+      const scope = assignmentScope(node.path)
+      const bySubject = scope && this.assignments.get(scope)
+      if (!bySubject) return
+      for (const [subject, a] of bySubject) if (a.path === node.path) bySubject.delete(subject)
+      if (bySubject.size === 0) this.assignments.delete(scope)
+    } else {
+      const m = membershipOf(node.path)
+      if (m) this.memberships.get(m.userId)?.delete(m.group)
+    }
+  }
+
+  groupsOf(userId: string): NodePath[] {
+    return [...(this.memberships.get(userId) ?? [])]
+  }
+
+  permissions(principal: Principal, path: NodePath): PermissionSet {
+    if (isSystem(principal)) return ALL_PERMISSIONS
+    return this.userPermissions(principal.userId, path)
+  }
+
+  userPermissions(userId: UserId | string, path: NodePath): PermissionSet {
+    if (topLevel(path) === userId) return ALL_PERMISSIONS
+    const subjects = [userId, ...this.groupsOf(userId)]
+    const chain = selfAndAncestors(path)
+    let result: Set<Permission> | null = null
+    for (const subject of subjects) {
+      for (const scope of chain) {
+        const a = this.assignments.get(scope)?.get(subject)
+        if (!a) continue
+        if (!a.denied) {
+          result ??= new Set()
+          for (const p of permissionsOf(a.role)) result.add(p)
+        }
+        break
+      }
+    }
+    return result ?? NO_PERMISSIONS
+  }
+
+  has(principal: Principal, path: NodePath, permission: Permission): boolean {
+    return this.permissions(principal, path).has(permission)
+  }
+
+  /** Admin assignments (not denied) directly on a scope; a Space must always keep one. */
+  adminsOf(scope: NodePath): string[] {
+    const bySubject = this.assignments.get(scope)
+    if (!bySubject) return []
+    return [...bySubject.entries()].filter(([, a]) => a.role === 'Admin' && !a.denied).map(([s]) => s)
+  }
+
+  /** Subjects with a direct assignment on the scope. */
+  assignmentsAt(scope: NodePath): { subject: string; role: Role; denied: boolean; path: NodePath }[] {
+    return [...(this.assignments.get(scope) ?? new Map<string, Assignment>()).entries()].map(([subject, a]) => ({
+      subject,
+      role: a.role,
+      denied: a.denied,
+      path: a.path,
+    }))
+  }
+}
+
+/** `{scope}/_Access/{subject}_Access` → scope. */
+export function assignmentScope(path: NodePath): NodePath | null {
+  const parent = parentPath(path)
+  if (!parent || lastSegment(parent) !== ACCESS_SEGMENT) return null
+  return parentPath(parent)
+}
+
+/** `{group}/{userId}_Membership` → { group, userId }. */
+export function membershipOf(path: NodePath): { group: NodePath; userId: string } | null {
+  const seg = lastSegment(path)
+  const group = parentPath(path)
+  if (!group || !seg.endsWith(MEMBERSHIP_SUFFIX) || seg.length === MEMBERSHIP_SUFFIX.length) return null
+  return { group, userId: seg.slice(0, -MEMBERSHIP_SUFFIX.length) }
+}

@@ -1,0 +1,1 @@
+export { AccessService, assignmentScope, membershipOf, ACCESS_SEGMENT } from './access-service.js'

@@ -1,0 +1,155 @@
+import { createHash, randomBytes, scrypt as scryptCb, timingSafeEqual } from 'node:crypto'
+import { promisify } from 'node:util'
+import { z } from 'zod'
+import { SYSTEM, WeftError, parseUserId, type NodePath, type UserId } from '../../shared/index.js'
+import type { StorageAdapter } from '../storage/types.js'
+import type { NodeService } from '../nodes/node-service.js'
+import type { UserDirectory } from './types.js'
+
+const scrypt = promisify(scryptCb) as (password: string, salt: Buffer, keylen: number, opts: { N: number; r: number; p: number; maxmem: number }) => Promise<Buffer>
+
+// scrypt N=2^14, r=8: ~16 MiB and ~40 ms per hash here; the OWASP floor for scrypt.
+const SCRYPT = { N: 16384, r: 8, p: 1, maxmem: 64 * 1024 * 1024 }
+const KEY_LEN = 32
+const TOKEN_CACHE_MAX = 10_000
+
+export const SignupBody = z.object({
+  email: z.string().trim().toLowerCase().email().max(320),
+  password: z.string().min(8, 'Use a password of at least 8 characters.').max(1024),
+  name: z.string().trim().min(1).max(200),
+})
+export const LoginBody = z.object({
+  email: z.string().trim().toLowerCase().max(320),
+  password: z.string().max(1024),
+})
+
+async function hashPassword(password: string): Promise<string> {
+  const salt = randomBytes(16)
+  const key = await scrypt(password, salt, KEY_LEN, SCRYPT)
+  return `scrypt$${SCRYPT.N}$${SCRYPT.r}$${SCRYPT.p}$${salt.toString('base64')}$${key.toString('base64')}`
+}
+
+async function verifyPassword(password: string, stored: string): Promise<boolean> {
+  const [kind, n, r, p, salt, key] = stored.split('$')
+  if (kind !== 'scrypt' || !salt || !key) return false
+  const expected = Buffer.from(key, 'base64')
+  const actual = await scrypt(password, Buffer.from(salt, 'base64'), expected.length, { N: Number(n), r: Number(r), p: Number(p), maxmem: SCRYPT.maxmem })
+  return timingSafeEqual(expected, actual)
+}
+
+function hashToken(token: string): string {
+  return createHash('sha256').update(token).digest('hex')
+}
+
+/**
+ * Accounts and bearer tokens. Tokens are random 256-bit strings; only their SHA-256 is stored,
+ * so a leaked database holds no usable token. Revocation deletes the hash (and the cache entry).
+ */
+export class AuthService implements UserDirectory {
+  private readonly tokenCache = new Map<string, { userId: UserId; expiresAt: number }>()
+
+  constructor(
+    private readonly storage: StorageAdapter,
+    private readonly nodes: NodeService,
+    private readonly tokenTtlMs: number,
+  ) {}
+
+  async signup(raw: unknown): Promise<{ userId: UserId; token: string }> {
+    const body = parse(SignupBody, raw)
+    if (await this.storage.findAccountByEmail(body.email)) {
+      throw new WeftError('email_taken', `An account for ${body.email} already exists; log in instead.`)
+    }
+    const passwordHash = await hashPassword(body.password)
+    let userId: UserId | null = null
+    for (let attempt = 0; attempt < 5 && !userId; attempt++) {
+      const candidate = await this.freeUserId(body.email, attempt)
+      try {
+        await this.storage.createAccount({ userId: candidate, email: body.email, passwordHash, createdAt: new Date().toISOString() })
+        userId = candidate
+      } catch (e) {
+        // Either the email was taken meanwhile, or a concurrent signup took the same id: retry.
+        if (await this.storage.findAccountByEmail(body.email)) {
+          throw new WeftError('email_taken', `An account for ${body.email} already exists; log in instead.`)
+        }
+        if (attempt === 4) throw e
+      }
+    }
+    if (!userId) throw new WeftError('internal', 'Could not allocate a user id.')
+    // Creating the User node is what fires matching subscriptions (invites).
+    await this.nodes.create(SYSTEM, userId as string as NodePath, {
+      nodeType: 'User',
+      name: body.name,
+      content: { Email: body.email, FullName: body.name, PinnedPaths: [] },
+    }, 'system')
+    return { userId, token: await this.issueToken(userId) }
+  }
+
+  async login(raw: unknown): Promise<{ userId: UserId; token: string }> {
+    const body = parse(LoginBody, raw)
+    const account = await this.storage.findAccountByEmail(body.email)
+    // Hash anyway when the account is missing, so timing does not reveal which emails exist.
+    const ok = account ? await verifyPassword(body.password, account.passwordHash) : (await hashPassword(body.password), false)
+    if (!account || !ok) throw new WeftError('invalid_credentials', 'Email or password is wrong.')
+    const userId = parseUserId(account.userId)
+    return { userId, token: await this.issueToken(userId) }
+  }
+
+  async logout(token: string): Promise<void> {
+    const hash = hashToken(token)
+    this.tokenCache.delete(hash)
+    await this.storage.revokeToken(hash)
+  }
+
+  /** The user behind a token, or null when it is unknown, revoked or expired. */
+  async authenticate(token: string | null | undefined): Promise<UserId | null> {
+    if (!token || token.length > 200) return null
+    const hash = hashToken(token)
+    const now = Date.now()
+    const cached = this.tokenCache.get(hash)
+    if (cached) return cached.expiresAt > now ? cached.userId : null
+    const row = await this.storage.findToken(hash)
+    if (!row) return null
+    const expiresAt = Date.parse(row.expiresAt)
+    if (!(expiresAt > now)) return null
+    if (this.tokenCache.size >= TOKEN_CACHE_MAX) this.tokenCache.clear()
+    const userId = parseUserId(row.userId)
+    this.tokenCache.set(hash, { userId, expiresAt })
+    return userId
+  }
+
+  async findUserIdByEmail(email: string): Promise<UserId | null> {
+    const account = await this.storage.findAccountByEmail(email.trim().toLowerCase())
+    return account ? parseUserId(account.userId) : null
+  }
+
+  private async issueToken(userId: UserId): Promise<string> {
+    const token = randomBytes(32).toString('base64url')
+    await this.storage.saveToken(hashToken(token), userId, new Date(Date.now() + this.tokenTtlMs).toISOString())
+    return token
+  }
+
+  /** A readable id from the email's local part; a suffix when taken (ids are top-level paths). */
+  private async freeUserId(email: string, attempt: number): Promise<UserId> {
+    if (attempt > 0) {
+      const local = (email.split('@')[0] ?? 'user').toLowerCase().replace(/[^a-z0-9]+/g, '-').slice(0, 40)
+      return parseUserId(`${local || 'user'}-${randomBytes(3).toString('hex')}`)
+    }
+    const base = (email.split('@')[0] ?? 'user').toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40) || 'user'
+    for (let i = 1; i < 1000; i++) {
+      const candidate = i === 1 ? base : `${base}-${i}`
+      if (candidate === 'admin' || candidate === 'api') continue
+      if (!(await this.storage.getNode(candidate as NodePath))) return parseUserId(candidate)
+    }
+    return parseUserId(`${base}-${randomBytes(4).toString('hex')}`)
+  }
+}
+
+export function parse<T>(schema: z.ZodType<T>, raw: unknown): T {
+  const result = schema.safeParse(raw)
+  if (!result.success) {
+    const issue = result.error.issues[0]
+    const where = issue?.path.length ? `${issue.path.join('.')}: ` : ''
+    throw new WeftError('invalid_request', `${where}${issue?.message ?? 'invalid request'}`)
+  }
+  return result.data
+}

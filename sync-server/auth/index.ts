@@ -1,0 +1,2 @@
+export { AuthService, parse } from './auth-service.js'
+export type { UserDirectory } from './types.js'

@@ -1,0 +1,60 @@
+import path from 'node:path'
+
+export interface ServerConfig {
+  port: number
+  host: string
+  /** SQLite lives in `${dataDir}/weft.db`. */
+  dataDir: string
+  /** postgres://... switches storage to PostgreSQL. */
+  databaseUrl?: string
+  redisUrl?: string
+  logLevel: string
+  /** Largest HTTP body or WebSocket frame accepted, in bytes. */
+  maxPayloadBytes: number
+  /** A document nobody has used for this long is unloaded from memory. */
+  idleUnloadMs: number
+  /** Built web app (vite build output) served at `/`; absent folder = API only. */
+  staticDir: string
+  tokenTtlMs: number
+  /** Most rooms one /mux socket may hold at once. */
+  maxRoomsPerSocket: number
+}
+
+function int(value: string | undefined, fallback: number, name: string): number {
+  if (value === undefined || value === '') return fallback
+  const n = Number(value)
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got ${JSON.stringify(value)}`)
+  return n
+}
+
+export function defaultConfig(): ServerConfig {
+  return {
+    port: 8787,
+    host: '0.0.0.0',
+    dataDir: path.resolve('data'),
+    logLevel: 'info',
+    maxPayloadBytes: 1024 * 1024,
+    idleUnloadMs: 30_000,
+    staticDir: path.resolve('dist'),
+    tokenTtlMs: 30 * 24 * 3600 * 1000,
+    maxRoomsPerSocket: 20_000,
+  }
+}
+
+/** Configuration from the environment (12-factor); every variable is optional. */
+export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfig {
+  const d = defaultConfig()
+  return {
+    port: int(env.PORT, d.port, 'PORT'),
+    host: env.HOST || d.host,
+    dataDir: path.resolve(env.DATA_DIR || d.dataDir),
+    databaseUrl: env.DATABASE_URL || undefined,
+    redisUrl: env.REDIS_URL || undefined,
+    logLevel: env.LOG_LEVEL || d.logLevel,
+    maxPayloadBytes: int(env.MAX_PAYLOAD_BYTES, d.maxPayloadBytes, 'MAX_PAYLOAD_BYTES'),
+    idleUnloadMs: int(env.IDLE_UNLOAD_MS, d.idleUnloadMs, 'IDLE_UNLOAD_MS'),
+    staticDir: path.resolve(env.STATIC_DIR || d.staticDir),
+    tokenTtlMs: int(env.TOKEN_TTL_MS, d.tokenTtlMs, 'TOKEN_TTL_MS'),
+    maxRoomsPerSocket: int(env.MAX_ROOMS_PER_SOCKET, d.maxRoomsPerSocket, 'MAX_ROOMS_PER_SOCKET'),
+  }
+}

@@ -1,0 +1,160 @@
+import {
+  PutNodeBody,
+  WeftError,
+  assertMergePatch,
+  must,
+  parseNodePath,
+  type NodePath,
+  type NodeQuery,
+  type Principal,
+} from '../../shared/index.js'
+import type { AuthService } from '../auth/auth-service.js'
+import { parse } from '../auth/auth-service.js'
+import type { NodeService } from '../nodes/node-service.js'
+import { bearerToken } from './http-server.js'
+import type { Route, RouteRequest } from './route.js'
+
+export interface ApiDeps {
+  nodes: NodeService
+  auth: AuthService
+  isHealthy(): boolean
+}
+
+const NODE = /^\/api\/nodes\/(?<path>.+)$/
+
+function caller(r: RouteRequest): Principal {
+  return must(r.principal, 'route requires auth')
+}
+
+function nodePath(r: RouteRequest): NodePath {
+  return parseNodePath(r.params.path)
+}
+
+/** The HTTP API of DESIGN.md's contract table. */
+export function apiRoutes(deps: ApiDeps): Route[] {
+  const { nodes, auth } = deps
+  return [
+    {
+      method: 'GET',
+      pattern: /^\/healthz$/,
+      auth: false,
+      handler: async () => {
+        if (!deps.isHealthy()) throw new WeftError('unavailable', 'Starting: storage or engines are not ready yet.')
+        return { status: 200, body: { ok: true } }
+      },
+    },
+    {
+      method: 'POST',
+      pattern: /^\/api\/auth\/signup$/,
+      auth: false,
+      handler: async (r) => ({ status: 201, body: await auth.signup(await r.json()) }),
+    },
+    {
+      method: 'POST',
+      pattern: /^\/api\/auth\/login$/,
+      auth: false,
+      handler: async (r) => ({ status: 200, body: await auth.login(await r.json()) }),
+    },
+    {
+      method: 'POST',
+      pattern: /^\/api\/auth\/logout$/,
+      handler: async (r) => {
+        await auth.logout(must(bearerToken(r.req, new URL(r.req.url ?? '/', 'http://x'))))
+        return { status: 204 }
+      },
+    },
+    {
+      method: 'GET',
+      pattern: /^\/api\/me$/,
+      handler: async (r) => {
+        const p = caller(r)
+        if (p.kind !== 'user') throw new WeftError('forbidden', 'Only users have a profile.')
+        const node = await nodes.get(p, p.userId as string as NodePath)
+        const content = node?.content ?? {}
+        return {
+          status: 200,
+          body: {
+            userId: p.userId,
+            email: content.Email ?? null,
+            name: content.FullName ?? node?.name ?? p.userId,
+            pinnedPaths: Array.isArray(content.PinnedPaths) ? content.PinnedPaths : [],
+          },
+        }
+      },
+    },
+    {
+      method: 'GET',
+      pattern: /^\/api\/nodes$/,
+      handler: async (r) => {
+        const query: NodeQuery = {}
+        const parent = r.query.get('parent')
+        if (parent !== null) query.parent = parent === '' ? ('' as NodePath) : parseNodePath(parent)
+        const nodeType = r.query.get('nodeType')
+        if (nodeType) query.nodeType = nodeType
+        const limit = r.query.get('limit')
+        if (limit !== null) {
+          const n = Number(limit)
+          if (!Number.isInteger(n) || n < 1) throw new WeftError('invalid_request', 'limit must be a positive integer.')
+          query.limit = n
+        }
+        const where: Record<string, string> = {}
+        for (const [k, v] of r.query) if (k.startsWith('where.')) where[k.slice('where.'.length)] = v
+        if (Object.keys(where).length) query.where = where
+        return { status: 200, body: { items: await nodes.query(caller(r), query) } }
+      },
+    },
+    {
+      method: 'GET',
+      pattern: NODE,
+      handler: async (r) => {
+        const path = nodePath(r)
+        const node = await nodes.get(caller(r), path)
+        if (!node) throw new WeftError('not_found', `No node at ${path}.`)
+        return { status: 200, body: node }
+      },
+    },
+    {
+      method: 'PUT',
+      pattern: NODE,
+      handler: async (r) => {
+        const path = nodePath(r)
+        const body = parse(PutNodeBody, await r.json())
+        const { node, created } = await nodes.put(caller(r), path, { nodeType: body.nodeType, name: body.name, content: body.content as never }, 'http')
+        return { status: created ? 201 : 200, body: node }
+      },
+    },
+    {
+      method: 'PATCH',
+      pattern: NODE,
+      handler: async (r) => {
+        const path = nodePath(r)
+        const type = (r.req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase()
+        if (type !== 'application/merge-patch+json' && type !== 'application/json') {
+          throw new WeftError('unsupported_media_type', 'Send the patch as Content-Type: application/merge-patch+json (RFC 7396).')
+        }
+        const patch = await r.json()
+        assertMergePatch(patch)
+        return { status: 200, body: await nodes.patch(caller(r), path, patch, 'http') }
+      },
+    },
+    {
+      method: 'DELETE',
+      pattern: NODE,
+      handler: async (r) => {
+        await nodes.delete(caller(r), nodePath(r), 'http')
+        return { status: 204 }
+      },
+    },
+    {
+      method: 'GET',
+      pattern: /^\/api\/changes$/,
+      handler: async (r) => {
+        const since = Number(r.query.get('since') ?? 0)
+        if (!Number.isInteger(since) || since < 0) throw new WeftError('invalid_request', 'since must be a non-negative integer version.')
+        const limit = Number(r.query.get('limit') ?? 1000)
+        const items = await nodes.changesSince(caller(r), since, Number.isInteger(limit) ? limit : 1000)
+        return { status: 200, body: { items } }
+      },
+    },
+  ]
+}

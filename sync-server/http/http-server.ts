@@ -1,0 +1,179 @@
+import { createReadStream, promises as fs } from 'node:fs'
+import path from 'node:path'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { Logger } from 'pino'
+import { WeftError, isWeftError, userPrincipal, type Principal, type UserId } from '../../shared/index.js'
+import type { Route, RouteRequest, RouteResult } from './route.js'
+
+export interface HttpHandlerOptions {
+  routes: () => readonly Route[]
+  authenticate(token: string | null): Promise<UserId | null>
+  maxPayloadBytes: number
+  staticDir: string
+  log: Logger
+}
+
+const MIME: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.json': 'application/json',
+  '.webmanifest': 'application/manifest+json',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.map': 'application/json',
+  '.txt': 'text/plain; charset=utf-8',
+}
+
+export function bearerToken(req: IncomingMessage, url: URL): string | null {
+  const h = req.headers.authorization
+  if (h && /^Bearer\s+/i.test(h)) return h.replace(/^Bearer\s+/i, '').trim()
+  return url.searchParams.get('token')
+}
+
+/** Reads the body within the limit; a larger body is refused before it is buffered whole. */
+export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length'] ?? 0)
+    if (declared > limit) {
+      req.resume()
+      reject(new WeftError('payload_too_large', `The body is ${declared} bytes; the limit is ${limit}.`))
+      return
+    }
+    const chunks: Buffer[] = []
+    let size = 0
+    let failed = false
+    req.on('data', (chunk: Buffer) => {
+      if (failed) return
+      size += chunk.length
+      if (size > limit) {
+        failed = true
+        reject(new WeftError('payload_too_large', `The body is over the limit of ${limit} bytes.`))
+        return
+      }
+      chunks.push(chunk)
+    })
+    req.on('end', () => failed || resolve(Buffer.concat(chunks)))
+    req.on('error', (e) => failed || reject(e))
+  })
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  if (res.headersSent) return
+  if (status === 204 || body === undefined) {
+    res.writeHead(status, headers)
+    res.end()
+    return
+  }
+  const payload = JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload), ...headers })
+  res.end(payload)
+}
+
+export function sendError(res: ServerResponse, err: WeftError): void {
+  sendJson(res, err.httpStatus, err.toJSON())
+}
+
+/** The request handler: API routes, then the built web app with an SPA fallback. */
+export function createHttpHandler(opts: HttpHandlerOptions) {
+  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    let url: URL
+    try {
+      url = new URL(req.url ?? '/', 'http://localhost')
+    } catch {
+      return sendError(res, new WeftError('invalid_request', 'Malformed URL.'))
+    }
+    const method = (req.method ?? 'GET').toUpperCase()
+    try {
+      if (url.pathname.startsWith('/api/') || url.pathname === '/healthz') {
+        const result = await dispatch(opts, req, res, url, method)
+        if (result) sendJson(res, result.status, result.body, result.headers)
+        return
+      }
+      if (method === 'GET' || method === 'HEAD') return await serveStatic(opts.staticDir, url.pathname, res)
+      throw new WeftError('not_found', `Nothing at ${method} ${url.pathname}.`)
+    } catch (e) {
+      const err = isWeftError(e) ? e : new WeftError('internal', 'Something went wrong on the server; the change was not applied.')
+      if (!isWeftError(e)) opts.log.error({ err: e, method, path: url.pathname }, 'request failed')
+      else if (err.code === 'payload_too_large') res.setHeader('connection', 'close')
+      sendError(res, err)
+    }
+  }
+}
+
+async function dispatch(opts: HttpHandlerOptions, req: IncomingMessage, res: ServerResponse, url: URL, method: string): Promise<RouteResult | null> {
+  let pathMatched = false
+  for (const route of opts.routes()) {
+    const m = route.pattern.exec(url.pathname)
+    if (!m) continue
+    pathMatched = true
+    if (route.method !== method) continue
+    let principal: Principal | null = null
+    const userId = await opts.authenticate(bearerToken(req, url))
+    if (userId) principal = userPrincipal(userId)
+    if (route.auth !== false && !principal) {
+      throw new WeftError('unauthorized', 'Sign in first: send Authorization: Bearer <token>.')
+    }
+    const params: Record<string, string> = {}
+    for (const [k, v] of Object.entries(m.groups ?? {})) {
+      try {
+        params[k] = v === undefined ? '' : decodeURIComponent(v)
+      } catch {
+        throw new WeftError('invalid_path', `Malformed percent-encoding in ${url.pathname}.`)
+      }
+    }
+    const request: RouteRequest = {
+      req,
+      res,
+      params,
+      query: url.searchParams,
+      principal,
+      json: async () => {
+        const body = await readBody(req, opts.maxPayloadBytes)
+        if (body.length === 0) throw new WeftError('invalid_json', 'The request needs a JSON body.')
+        try {
+          return JSON.parse(body.toString('utf8')) as unknown
+        } catch (e) {
+          throw new WeftError('invalid_json', `The body is not valid JSON: ${(e as Error).message}`)
+        }
+      },
+    }
+    return route.handler(request)
+  }
+  if (pathMatched) throw new WeftError('invalid_request', `${method} is not supported on ${url.pathname}.`)
+  throw new WeftError('not_found', `No API at ${url.pathname}.`)
+}
+
+async function serveStatic(root: string, pathname: string, res: ServerResponse): Promise<void> {
+  let rel: string
+  try {
+    rel = decodeURIComponent(pathname)
+  } catch {
+    throw new WeftError('invalid_path', 'Malformed URL.')
+  }
+  const resolved = path.resolve(root, '.' + path.posix.normalize('/' + rel))
+  if (!resolved.startsWith(path.resolve(root))) throw new WeftError('not_found', 'Not found.')
+  let file = resolved
+  let stat = await fs.stat(file).catch(() => null)
+  if (!stat || stat.isDirectory()) {
+    // SPA fallback: the client router owns every non-file path.
+    if (path.extname(rel) && !stat) throw new WeftError('not_found', `No file ${pathname}.`)
+    file = path.join(root, 'index.html')
+    stat = await fs.stat(file).catch(() => null)
+    if (!stat) {
+      sendJson(res, 200, { name: 'weft', message: 'The web app is not built; run `npm run build`. The API is at /api.' })
+      return
+    }
+  }
+  const ext = path.extname(file)
+  const immutable = /\/assets\//.test(file)
+  res.writeHead(200, {
+    'content-type': MIME[ext] ?? 'application/octet-stream',
+    'content-length': stat.size,
+    // Hashed assets never change; the shell and the service worker must always be revalidated.
+    'cache-control': immutable ? 'public, max-age=31536000, immutable' : 'no-cache',
+  })
+  createReadStream(file).pipe(res)
+}

@@ -1,0 +1,28 @@
+import { configFromEnv, startServer } from './server.js'
+import { createLogger } from './log.js'
+
+// `npm start`: configuration from the environment, graceful shutdown on SIGTERM / SIGINT.
+const config = configFromEnv()
+const log = createLogger(config.logLevel)
+
+try {
+  const server = await startServer({ ...config, logger: log })
+  let stopping = false
+  const stop = (signal: string) => {
+    if (stopping) return
+    stopping = true
+    log.info({ signal }, 'shutting down')
+    server.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'shutdown failed')
+        process.exit(1)
+      },
+    )
+  }
+  process.on('SIGTERM', () => stop('SIGTERM'))
+  process.on('SIGINT', () => stop('SIGINT'))
+} catch (err) {
+  log.fatal({ err }, 'failed to start')
+  process.exit(1)
+}

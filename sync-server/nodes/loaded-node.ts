@@ -1,0 +1,124 @@
+import * as Y from 'yjs'
+import * as encoding from 'lib0/encoding'
+import * as awarenessProtocol from 'y-protocols/awareness'
+import * as syncProtocol from 'y-protocols/sync'
+import { YMessage, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
+
+/** One client's presence in a room (a /sync socket, or one room of a /mux socket). */
+export interface RoomConnection {
+  readonly id: number
+  readonly principal: Principal
+  /** Sends one y-websocket message (sync / awareness / auth) to the client. */
+  send(message: Uint8Array): void
+  /** Ends the client's membership of the room: node deleted, access lost. */
+  evict(closeCode: number, code: string, message: string): void
+  /** Awareness client ids this connection controls (removed when it leaves). */
+  readonly awarenessIds: Set<number>
+}
+
+/**
+ * A node whose Y.Doc is in server memory. The doc is authoritative: it only ever receives
+ * updates that passed the access and schema checks. Every update, whatever its origin, is
+ * relayed to the room's connections except the one it came from.
+ */
+export class LoadedNode {
+  readonly path: NodePath
+  doc: Y.Doc
+  node: MeshNode | null
+  readonly awareness: awarenessProtocol.Awareness
+  readonly connections = new Set<RoomConnection>()
+  /** Commits applied in memory whose durability is not yet confirmed; unloading waits for 0. */
+  pendingCommits = 0
+  lastUsed = Date.now()
+
+  constructor(path: NodePath, doc: Y.Doc, node: MeshNode | null) {
+    this.path = path
+    this.node = node
+    this.doc = doc
+    this.awareness = new awarenessProtocol.Awareness(new Y.Doc())
+    // The server has no presence of its own.
+    this.awareness.setLocalState(null)
+    this.awareness.on('update', this.onAwarenessUpdate)
+    this.attachDoc(doc)
+  }
+
+  private attachDoc(doc: Y.Doc): void {
+    doc.on('update', this.onDocUpdate)
+  }
+
+  /** After a delete the room starts over with an empty doc. */
+  resetDoc(): void {
+    this.doc.off('update', this.onDocUpdate)
+    this.doc.destroy()
+    this.doc = new Y.Doc()
+    this.attachDoc(this.doc)
+  }
+
+  private readonly onDocUpdate = (update: Uint8Array, origin: unknown): void => {
+    if (this.connections.size === 0) return
+    const e = encoding.createEncoder()
+    encoding.writeVarUint(e, YMessage.Sync)
+    syncProtocol.writeUpdate(e, update)
+    const message = encoding.toUint8Array(e)
+    for (const c of this.connections) if (c !== origin) c.send(message)
+  }
+
+  private readonly onAwarenessUpdate = (
+    { added, updated, removed }: { added: number[]; updated: number[]; removed: number[] },
+    origin: unknown,
+  ): void => {
+    const changed = added.concat(updated, removed)
+    if (origin && typeof origin === 'object' && 'awarenessIds' in origin) {
+      const ids = (origin as RoomConnection).awarenessIds
+      for (const id of added) ids.add(id)
+      for (const id of removed) ids.delete(id)
+    }
+    if (this.connections.size === 0) return
+    const e = encoding.createEncoder()
+    encoding.writeVarUint(e, YMessage.Awareness)
+    encoding.writeVarUint8Array(e, awarenessProtocol.encodeAwarenessUpdate(this.awareness, changed))
+    const message = encoding.toUint8Array(e)
+    for (const c of this.connections) c.send(message)
+  }
+
+  /** Messages a client gets on joining: the server's sync step 1 and the room's presence. */
+  greeting(): Uint8Array[] {
+    const out: Uint8Array[] = []
+    const e = encoding.createEncoder()
+    encoding.writeVarUint(e, YMessage.Sync)
+    syncProtocol.writeSyncStep1(e, this.doc)
+    out.push(encoding.toUint8Array(e))
+    const states = this.awareness.getStates()
+    if (states.size > 0) {
+      const a = encoding.createEncoder()
+      encoding.writeVarUint(a, YMessage.Awareness)
+      encoding.writeVarUint8Array(a, awarenessProtocol.encodeAwarenessUpdate(this.awareness, [...states.keys()]))
+      out.push(encoding.toUint8Array(a))
+    }
+    return out
+  }
+
+  join(conn: RoomConnection): void {
+    this.connections.add(conn)
+    this.lastUsed = Date.now()
+  }
+
+  leave(conn: RoomConnection): void {
+    if (!this.connections.delete(conn)) return
+    if (conn.awarenessIds.size > 0) {
+      awarenessProtocol.removeAwarenessStates(this.awareness, [...conn.awarenessIds], 'leave')
+    }
+    this.lastUsed = Date.now()
+  }
+
+  isIdle(now: number, idleMs: number): boolean {
+    return this.connections.size === 0 && this.pendingCommits === 0 && now - this.lastUsed >= idleMs
+  }
+
+  destroy(): void {
+    this.doc.off('update', this.onDocUpdate)
+    this.awareness.off('update', this.onAwarenessUpdate)
+    this.awareness.destroy()
+    this.doc.destroy()
+  }
+}

@@ -1,0 +1,552 @@
+import * as Y from 'yjs'
+import { Observable, Subject } from 'rxjs'
+import type { Logger } from 'pino'
+import {
+  ADMIN_PARTITION,
+  WeftError,
+  applyMergePatch,
+  applyPatchToDoc,
+  assertMergePatch,
+  diffToMergePatch,
+  docToJson,
+  fieldRule,
+  isJsonObject,
+  isPermissiveContent,
+  isReservedSegment,
+  isSystem,
+  jsonEqual,
+  lastSegment,
+  nodeTypeDef,
+  parentPath,
+  principalName,
+  SYSTEM,
+  validateContent,
+  type ChangeRecord,
+  type JsonObject,
+  type MergePatch,
+  type MeshChangeKind,
+  type MeshNode,
+  type NodePath,
+  type NodeQuery,
+  type Permission,
+  type Principal,
+  type WriteRule,
+} from '../../shared/index.js'
+import type { StorageAdapter } from '../storage/types.js'
+import { ACCESS_SEGMENT, assignmentScope, type AccessService } from '../access/access-service.js'
+import { inspectUpdate } from '../sync/update-inspector.js'
+import { LoadedNode, type RoomConnection } from './loaded-node.js'
+import type { ChangeOrigin, LiveChange, NodeApi, NodeDraft, UpdateFn } from './types.js'
+
+export interface NodeServiceOptions {
+  idleUnloadMs: number
+  log: Logger
+}
+
+/** The result of a write: the node after it, once durable. */
+type Written = Promise<MeshNode | null>
+
+const QUERY_DEFAULT_LIMIT = 100
+const QUERY_MAX_LIMIT = 1000
+
+/**
+ * The authoritative node store of one server: loads Y.Docs on demand, runs every write through
+ * the same checks (access, field rules, schema, invariants), commits durably and publishes the
+ * change feed.
+ *
+ * Concurrency: a write's checks, its application to the doc and its enqueueing in storage run
+ * in ONE synchronous stretch after the node is loaded, so no other write to the node can
+ * interleave: an update function's re-check is a real claim. Storage keeps commits in call
+ * order, so versions follow application order.
+ */
+export class NodeService implements NodeApi {
+  private readonly loaded = new Map<NodePath, LoadedNode>()
+  private readonly loading = new Map<NodePath, Promise<LoadedNode>>()
+  private readonly changesSubject = new Subject<LiveChange>()
+  readonly changes$: Observable<LiveChange> = this.changesSubject.asObservable()
+  private sweepTimer: NodeJS.Timeout | null = null
+  private closed = false
+
+  constructor(
+    private readonly storage: StorageAdapter,
+    private readonly access: AccessService,
+    private readonly opts: NodeServiceOptions,
+  ) {
+    const every = Math.max(50, Math.min(5_000, Math.floor(opts.idleUnloadMs / 2)))
+    this.sweepTimer = setInterval(() => this.unloadIdle(), every)
+    this.sweepTimer.unref()
+  }
+
+  /** Rebuilds the access indexes from storage and makes sure the Admin partition exists. */
+  async boot(): Promise<void> {
+    for (const nodeType of ['AccessAssignment', 'Membership']) {
+      for await (const node of this.scan({ nodeType })) this.access.observe(null, node)
+    }
+    await this.update(SYSTEM, ADMIN_PARTITION, (current) => current ?? { nodeType: 'Space', name: 'Admin', content: {} }, 'system')
+  }
+
+  /** Every node matching the query, paged by path (no limit). System use only. */
+  async *scan(query: Omit<NodeQuery, 'limit' | 'after'>): AsyncGenerator<MeshNode> {
+    let after: string | undefined
+    for (;;) {
+      const page = await this.storage.queryNodes({ ...query, limit: QUERY_MAX_LIMIT, after })
+      for (const node of page) yield node
+      if (page.length < QUERY_MAX_LIMIT) return
+      after = page[page.length - 1]!.path
+    }
+  }
+
+  stats(): { loadedDocs: number } {
+    return { loadedDocs: this.loaded.size }
+  }
+
+  // ---------------------------------------------------------------- loading
+
+  /** The node in memory, loading it (and its doc) from storage once. */
+  async acquire(path: NodePath): Promise<LoadedNode> {
+    if (this.closed) throw new WeftError('unavailable', 'The server is shutting down.')
+    const hit = this.loaded.get(path)
+    if (hit) {
+      hit.lastUsed = Date.now()
+      return hit
+    }
+    let pending = this.loading.get(path)
+    if (!pending) {
+      pending = this.load(path).finally(() => this.loading.delete(path))
+      this.loading.set(path, pending)
+    }
+    return pending
+  }
+
+  private async load(path: NodePath): Promise<LoadedNode> {
+    const [node, stored] = await Promise.all([this.storage.getNode(path), this.storage.loadDoc(path)])
+    const doc = new Y.Doc()
+    if (stored) {
+      if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
+      for (const u of stored.updates) Y.applyUpdate(doc, u)
+    }
+    const ln = new LoadedNode(path, doc, node)
+    this.loaded.set(path, ln)
+    return ln
+  }
+
+  private unloadIdle(): void {
+    const now = Date.now()
+    for (const [path, ln] of this.loaded) {
+      if (ln.isIdle(now, this.opts.idleUnloadMs)) {
+        this.loaded.delete(path)
+        ln.destroy()
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- reads
+
+  async get(principal: Principal, path: NodePath): Promise<MeshNode | null> {
+    this.requirePermission(principal, path, 'Read')
+    const ln = this.loaded.get(path)
+    if (ln) return ln.node
+    return this.storage.getNode(path)
+  }
+
+  async query(principal: Principal, query: NodeQuery): Promise<MeshNode[]> {
+    const limit = Math.min(Math.max(1, query.limit ?? QUERY_DEFAULT_LIMIT), isSystem(principal) ? Number.MAX_SAFE_INTEGER : QUERY_MAX_LIMIT)
+    if (isSystem(principal) && limit > QUERY_MAX_LIMIT) {
+      const out: MeshNode[] = []
+      for await (const n of this.scan(query)) {
+        out.push(n)
+        if (out.length >= limit) break
+      }
+      return out
+    }
+    const rows = await this.storage.queryNodes({ ...query, limit })
+    return rows.filter((n) => this.access.has(principal, n.path, 'Read'))
+  }
+
+  node$(path: NodePath): Observable<MeshNode | null> {
+    return new Observable<MeshNode | null>((subscriber) => {
+      // Subscribe to the feed first so no change between the read and the subscription is lost.
+      let current: MeshNode | null | undefined
+      const buffered: LiveChange[] = []
+      const emit = (c: LiveChange) => {
+        if (current && c.node && c.version <= current.version) return
+        current = c.node
+        subscriber.next(c.node)
+      }
+      const sub = this.changes$.subscribe((c) => {
+        if (c.path !== path) return
+        if (current === undefined) buffered.push(c)
+        else emit(c)
+      })
+      this.get(SYSTEM, path).then(
+        (node) => {
+          current = node
+          subscriber.next(node)
+          for (const c of buffered.splice(0)) emit(c)
+        },
+        (err) => subscriber.error(err),
+      )
+      return () => sub.unsubscribe()
+    })
+  }
+
+  async changesSince(principal: Principal, version: number, limit = 1000): Promise<ChangeRecord[]> {
+    const rows = await this.storage.changesSince(version, Math.min(Math.max(1, limit), 10_000))
+    return isSystem(principal) ? rows : rows.filter((c) => this.access.has(principal, c.path, 'Read'))
+  }
+
+  // ---------------------------------------------------------------- access helpers
+
+  permissions(principal: Principal, path: NodePath) {
+    return this.access.permissions(principal, path)
+  }
+
+  private requirePermission(principal: Principal, path: NodePath, permission: Permission): void {
+    if (!this.access.has(principal, path, permission)) {
+      throw new WeftError('forbidden', `${principalName(principal)} lacks ${permission} on ${path}.`)
+    }
+  }
+
+  private allows(principal: Principal, path: NodePath, rule: WriteRule): boolean {
+    if (isSystem(principal)) return true
+    if (rule === 'system') return false
+    const perms = this.access.permissions(principal, path)
+    return perms.has(rule === 'admin' ? 'ManageAccess' : rule)
+  }
+
+  // ---------------------------------------------------------------- writes
+
+  async put(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http'): Promise<{ node: MeshNode; created: boolean }> {
+    await this.requireParent(principal, path)
+    const ln = await this.acquire(path)
+    if (!ln.node) return { node: (await this.createIn(ln, principal, draft, origin))!, created: true }
+    return { node: (await this.replaceIn(ln, principal, draft, origin))!, created: false }
+  }
+
+  async create(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
+    await this.requireParent(principal, path)
+    const ln = await this.acquire(path)
+    if (ln.node) throw new WeftError('already_exists', `A node already exists at ${path}.`)
+    return (await this.createIn(ln, principal, draft, origin))!
+  }
+
+  async patch(principal: Principal, path: NodePath, patch: MergePatch, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
+    assertMergePatch(patch)
+    const ln = await this.acquire(path)
+    const before = this.existing(ln, principal)
+    const next = applyMergePatch(before.content, patch) as JsonObject
+    return (await this.writeContent(ln, principal, before, before.name, next, patch, origin))!
+  }
+
+  async update(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin = 'engine'): Promise<MeshNode | null> {
+    const ln = await this.acquire(path)
+    const current = ln.node
+    const result = fn(current)
+    if (result === undefined || result === current) return current
+    if (result === null) {
+      if (!current) return null
+      await this.deleteIn(ln, principal, origin, false)
+      return null
+    }
+    if (!current) return this.createIn(ln, principal, result, origin)
+    return this.replaceIn(ln, principal, result, origin)
+  }
+
+  async delete(principal: Principal, path: NodePath, origin: ChangeOrigin = 'http'): Promise<void> {
+    const ln = await this.acquire(path)
+    this.existing(ln, principal)
+    await this.deleteIn(ln, principal, origin, false)
+  }
+
+  /** A client's Yjs update (sockets): inspected before it may touch the authoritative doc. */
+  async applyClientUpdate(principal: Principal, path: NodePath, update: Uint8Array, conn: RoomConnection | null, origin: ChangeOrigin): Promise<MeshNode | null> {
+    return this.applyClientUpdateLoaded(await this.acquire(path), principal, update, conn, origin)
+  }
+
+  /**
+   * The synchronous part (checks, application, enqueueing) happens before this returns, so a
+   * socket's updates apply in arrival order; the returned promise settles once durable.
+   */
+  applyClientUpdateLoaded(ln: LoadedNode, principal: Principal, update: Uint8Array, conn: RoomConnection | null, origin: ChangeOrigin): Written {
+    const before = this.existing(ln, principal)
+    let inspection: ReturnType<typeof inspectUpdate>
+    try {
+      inspection = inspectUpdate(ln.doc, update)
+    } catch {
+      throw new WeftError('protocol_error', 'The Yjs update could not be decoded.')
+    }
+    if (inspection.empty) return Promise.resolve(before)
+    if (inspection.unattributable) {
+      throw new WeftError('invalid_update', `The update to ${ln.path} touches state outside the node's content or depends on changes the server never accepted; reload the node.`)
+    }
+    this.authorizeFields(principal, before, inspection.fields)
+    if (!isPermissiveContent(before.nodeType)) {
+      // Trial run on a copy: the authoritative doc only ever sees updates that keep the schema.
+      const trial = new Y.Doc()
+      try {
+        Y.applyUpdate(trial, Y.encodeStateAsUpdate(ln.doc))
+        Y.applyUpdate(trial, update)
+        const next = docToJson(trial)
+        validateContent(before.nodeType, next)
+        this.checkInvariants(before, { ...before, content: next })
+      } finally {
+        trial.destroy()
+      }
+    }
+    let applied: Uint8Array | null = null
+    const capture = (u: Uint8Array) => {
+      applied = applied ? Y.mergeUpdates([applied, u]) : u
+    }
+    ln.doc.on('update', capture)
+    try {
+      Y.applyUpdate(ln.doc, update, conn)
+    } finally {
+      ln.doc.off('update', capture)
+    }
+    if (!applied) return Promise.resolve(before)
+    const next = docToJson(ln.doc)
+    return this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', applied, origin)
+  }
+
+  // ---------------------------------------------------------------- write internals
+
+  /** A caller creates under an existing node (reserved segments like `_Access` are not nodes). */
+  private async requireParent(principal: Principal, path: NodePath): Promise<void> {
+    if (isSystem(principal)) return
+    let parent = parentPath(path)
+    while (parent && isReservedSegment(lastSegment(parent))) parent = parentPath(parent)
+    if (!parent) return
+    const loaded = this.loaded.get(parent)
+    const exists = loaded ? loaded.node !== null : (await this.storage.getNode(parent)) !== null
+    if (!exists) {
+      this.requirePermission(principal, parent, 'Read')
+      throw new WeftError('not_found', `Cannot create ${path}: its parent ${parent} does not exist.`)
+    }
+  }
+
+  private existing(ln: LoadedNode, principal: Principal): MeshNode {
+    if (!ln.node) {
+      // Never reveal absence to someone who could not read the node anyway.
+      this.requirePermission(principal, ln.path, 'Read')
+      throw new WeftError('not_found', `No node at ${ln.path}.`)
+    }
+    this.requirePermission(principal, ln.path, 'Read')
+    return ln.node
+  }
+
+  private createIn(ln: LoadedNode, principal: Principal, draft: NodeDraft, origin: ChangeOrigin): Written {
+    const path = ln.path
+    const def = nodeTypeDef(draft.nodeType)
+    const content = draft.content ?? {}
+    if (!isJsonObject(content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
+    this.checkPlacement(principal, path, draft.nodeType)
+    const parent = parentPath(path)
+    if (!parent) {
+      if (!isSystem(principal) && draft.nodeType !== 'Space') {
+        throw new WeftError('forbidden', `Only a Space may be created at the top level (${path} is a ${draft.nodeType}).`)
+      }
+    } else if (!this.allows(principal, path, def.create)) {
+      throw new WeftError('forbidden', `${principalName(principal)} may not create a ${draft.nodeType} at ${path}.`)
+    }
+    validateContent(draft.nodeType, content)
+    const doc = ln.doc
+    let update: Uint8Array | null = null
+    const capture = (u: Uint8Array) => {
+      update = update ? Y.mergeUpdates([update, u]) : u
+    }
+    doc.on('update', capture)
+    try {
+      applyPatchToDoc(doc, diffToMergePatch(docToJson(doc), content), 'system')
+    } finally {
+      doc.off('update', capture)
+    }
+    const at = now()
+    const node: MeshNode = {
+      path,
+      nodeType: draft.nodeType,
+      name: draft.name ?? lastSegment(path),
+      content: docToJson(doc),
+      createdBy: principalName(principal),
+      createdAt: at,
+      updatedAt: at,
+      version: 0,
+      state: 'Active',
+    }
+    const written = this.commitChange(ln, principal, null, node, 'Created', update ?? Y.encodeStateAsUpdate(doc), origin)
+    if (!parent && draft.nodeType === 'Space' && !isSystem(principal)) {
+      // The creator of a space becomes its Admin (DESIGN.md "Identity and access").
+      const grant = this.update(
+        SYSTEM,
+        `${path}/${ACCESS_SEGMENT}/${principal.userId}_Access` as NodePath,
+        () => ({ nodeType: 'AccessAssignment', content: { Subject: principal.userId, Role: 'Admin' } }),
+        'system',
+      )
+      return Promise.all([written, grant]).then(([n]) => n)
+    }
+    return written
+  }
+
+  /** Structural rules of reserved places. */
+  private checkPlacement(principal: Principal, path: NodePath, nodeType: string): void {
+    const parent = parentPath(path)
+    const inAccess = parent !== null && lastSegment(parent) === ACCESS_SEGMENT
+    if (inAccess !== (nodeType === 'AccessAssignment')) {
+      throw new WeftError('invalid_path', `An AccessAssignment lives at {scope}/_Access/{subject}_Access and nothing else does (${path}).`)
+    }
+    if (nodeType === 'Membership' && !lastSegment(path).endsWith('_Membership')) {
+      throw new WeftError('invalid_path', `A Membership lives at {group}/{userId}_Membership (${path}).`)
+    }
+    if (!isSystem(principal) && isReservedSegment(lastSegment(path))) {
+      throw new WeftError('invalid_path', `Segments starting with _ are reserved for system children (${path}).`)
+    }
+  }
+
+  private replaceIn(ln: LoadedNode, principal: Principal, draft: NodeDraft | MeshNode, origin: ChangeOrigin): Written {
+    const before = this.existing(ln, principal)
+    if (draft.nodeType !== before.nodeType) {
+      throw new WeftError('conflict', `${ln.path} is a ${before.nodeType}; it cannot become a ${draft.nodeType} (delete it first).`)
+    }
+    const content = draft.content ?? {}
+    if (!isJsonObject(content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
+    return this.writeContent(ln, principal, before, draft.name ?? before.name, content, diffToMergePatch(before.content, content), origin)
+  }
+
+  private writeContent(ln: LoadedNode, principal: Principal, before: MeshNode, name: string, next: JsonObject, patch: MergePatch, origin: ChangeOrigin): Written {
+    const changed = new Set(Object.keys({ ...before.content, ...next }).filter((k) => !jsonEqual(before.content[k], next[k])))
+    if (changed.size === 0 && name === before.name) return Promise.resolve(before)
+    this.authorizeFields(principal, before, changed)
+    if (name !== before.name && !this.allows(principal, ln.path, 'Update')) {
+      throw new WeftError('forbidden', `${principalName(principal)} may not rename ${ln.path}.`)
+    }
+    validateContent(before.nodeType, next)
+    this.checkInvariants(before, { ...before, content: next })
+    let update: Uint8Array | null = null
+    const capture = (u: Uint8Array) => {
+      update = update ? Y.mergeUpdates([update, u]) : u
+    }
+    ln.doc.on('update', capture)
+    try {
+      applyPatchToDoc(ln.doc, patch, origin)
+    } finally {
+      ln.doc.off('update', capture)
+    }
+    const after: MeshNode = { ...before, name, content: docToJson(ln.doc), updatedAt: now() }
+    return this.commitChange(ln, principal, before, after, 'Updated', update, origin)
+  }
+
+  private authorizeFields(principal: Principal, node: MeshNode, fields: Iterable<string>): void {
+    if (isSystem(principal)) return
+    const perms = this.access.permissions(principal, node.path)
+    if (!perms.has('Read')) throw new WeftError('forbidden', `${principalName(principal)} cannot read ${node.path}.`)
+    for (const field of fields) {
+      const rule = fieldRule(node.nodeType, field)
+      const ok = rule !== 'system' && perms.has(rule === 'admin' ? 'ManageAccess' : rule)
+      if (!ok) {
+        if (!perms.has('Update') && rule !== 'system') {
+          throw new WeftError('forbidden', `${principalName(principal)} may not change ${node.path} (no Update permission).`)
+        }
+        const who = rule === 'system' ? 'only the system' : rule === 'admin' ? 'Admins' : `holders of ${rule}`
+        throw new WeftError('forbidden_field', `Field ${field} of a ${node.nodeType} is written by ${who}; your change to ${node.path} was not applied.`)
+      }
+    }
+  }
+
+  /** Invariants across nodes: a Space keeps at least one Admin. */
+  private checkInvariants(before: MeshNode | null, after: MeshNode | null, cascading = false): void {
+    const node = before ?? after
+    if (!node || node.nodeType !== 'AccessAssignment' || cascading) return
+    const scope = assignmentScope(node.path)
+    if (!scope || scope.includes('/')) return
+    const wasAdmin = before && before.content.Role === 'Admin' && before.content.Denied !== true
+    const isAdmin = after && after.content.Role === 'Admin' && after.content.Denied !== true
+    if (!wasAdmin || isAdmin) return
+    const subject = before.content.Subject
+    const remaining = this.access.adminsOf(scope).filter((s) => s !== subject)
+    if (remaining.length === 0) {
+      throw new WeftError('last_admin', `${scope} must keep at least one Admin; grant Admin to someone else first.`)
+    }
+  }
+
+  private async deleteIn(ln: LoadedNode, principal: Principal, origin: ChangeOrigin, cascading: boolean): Promise<void> {
+    const before = ln.node
+    if (!before) return
+    if (!cascading && !this.allows(principal, ln.path, nodeTypeDef(before.nodeType).delete)) {
+      throw new WeftError('forbidden', `${principalName(principal)} may not delete ${ln.path}.`)
+    }
+    this.checkInvariants(before, null, cascading)
+    // Children first, so a crash half-way never leaves orphans under a deleted parent.
+    const children = await this.storage.descendants(ln.path)
+    children.sort((a, b) => b.length - a.length)
+    for (const child of children) {
+      const cl = await this.acquire(child)
+      await this.deleteIn(cl, principal, origin, true)
+    }
+    const current = ln.node
+    if (!current) return
+    const written = this.commitChange(ln, principal, current, null, 'Deleted', null, origin)
+    for (const conn of [...ln.connections]) conn.evict(4404, 'not_found', `${ln.path} was deleted.`)
+    ln.resetDoc()
+    await written
+  }
+
+  /**
+   * The one place a change is committed: memory first (so the next write sees it), storage
+   * enqueued in the same synchronous stretch, the feed published once durable.
+   */
+  private commitChange(
+    ln: LoadedNode,
+    principal: Principal,
+    before: MeshNode | null,
+    after: MeshNode | null,
+    kind: MeshChangeKind,
+    update: Uint8Array | null,
+    origin: ChangeOrigin,
+  ): Written {
+    const target = after ?? before!
+    ln.node = after
+    ln.lastUsed = Date.now()
+    this.access.observe(before, after)
+    ln.pendingCommits++
+    const committed = this.storage.commit({
+      path: ln.path,
+      kind,
+      nodeType: target.nodeType,
+      name: target.name,
+      content: target.content,
+      createdBy: target.createdBy,
+      at: target.updatedAt,
+      update,
+    })
+    return committed.then(
+      (record) => {
+        ln.pendingCommits--
+        const versioned = after ? { ...after, version: record.version } : null
+        if (ln.node === after) ln.node = versioned
+        this.changesSubject.next({ ...record, node: versioned, by: principalName(principal), origin })
+        return versioned
+      },
+      (err: unknown) => {
+        ln.pendingCommits--
+        // Memory is ahead of storage now: drop the node so the next use reloads the durable state.
+        this.opts.log.error({ err, path: ln.path }, 'commit failed; unloading node')
+        this.access.observe(after, before)
+        for (const conn of [...ln.connections]) conn.evict(1011, 'internal', 'The server could not save a change; reconnect.')
+        this.loaded.delete(ln.path)
+        ln.destroy()
+        throw err instanceof WeftError ? err : new WeftError('internal', 'The change could not be saved.')
+      },
+    )
+  }
+
+  async close(): Promise<void> {
+    this.closed = true
+    if (this.sweepTimer) clearInterval(this.sweepTimer)
+    this.changesSubject.complete()
+    for (const ln of this.loaded.values()) ln.destroy()
+    this.loaded.clear()
+  }
+}
+
+function now(): string {
+  return new Date().toISOString()
+}

@@ -1,0 +1,105 @@
+import { createServer as createHttpServer, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { Logger } from 'pino'
+import { AccessService } from './access/access-service.js'
+import { AuthService } from './auth/auth-service.js'
+import { configFromEnv, defaultConfig, type ServerConfig } from './config.js'
+import { defaultEngines, type Engine, type EngineFactory } from './engines/index.js'
+import { apiRoutes } from './http/api-routes.js'
+import { createHttpHandler } from './http/http-server.js'
+import type { Route } from './http/route.js'
+import { createLogger } from './log.js'
+import { NodeService } from './nodes/node-service.js'
+import { openStorage } from './storage/index.js'
+import type { StorageAdapter } from './storage/types.js'
+import { SocketServer } from './sync/socket-server.js'
+
+export interface StartOptions extends Partial<ServerConfig> {
+  engines?: EngineFactory[]
+  logger?: Logger
+}
+
+export interface RunningServer {
+  /** http://HOST:PORT (127.0.0.1 when bound to every interface). */
+  url: string
+  port: number
+  config: ServerConfig
+  nodes: NodeService
+  users: AuthService
+  access: AccessService
+  storage: StorageAdapter
+  engines: Engine[]
+  stats(): { loadedDocs: number }
+  /** Graceful: stop accepting, close sockets, stop engines, flush storage. */
+  close(): Promise<void>
+}
+
+/**
+ * Opens storage, rebuilds indexes, starts the engines (each reconciles before /healthz is ok),
+ * then serves HTTP, /sync and /mux on one port.
+ */
+export async function startServer(options: StartOptions = {}): Promise<RunningServer> {
+  const { engines: factories = defaultEngines, logger, ...overrides } = options
+  const config: ServerConfig = { ...defaultConfig(), host: '127.0.0.1', ...overrides }
+  const log = logger ?? createLogger(config.logLevel)
+  const storage = await openStorage({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, log })
+  const access = new AccessService()
+  const nodes = new NodeService(storage, access, { idleUnloadMs: config.idleUnloadMs, log })
+  await nodes.boot()
+  const auth = new AuthService(storage, nodes, config.tokenTtlMs)
+  const abort = new AbortController()
+  let healthy = false
+
+  const engines = factories.map((f) => f({ nodes, users: auth, log: log.child({ engine: f.name }), signal: abort.signal }))
+  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...apiRoutes({ nodes, auth, isHealthy: () => healthy })]
+  const authenticate = (token: string | null) => auth.authenticate(token)
+  const sockets = new SocketServer({ nodes, access, authenticate, maxPayloadBytes: config.maxPayloadBytes, maxRoomsPerSocket: config.maxRoomsPerSocket, log })
+  const http: Server = createHttpServer(createHttpHandler({ routes: () => routes, authenticate, maxPayloadBytes: config.maxPayloadBytes, staticDir: config.staticDir, log }))
+  http.on('upgrade', (req, socket, head) => {
+    if (!sockets.handleUpgrade(req, socket, head)) socket.destroy()
+  })
+  http.keepAliveTimeout = 5_000
+
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject)
+    http.listen(config.port, config.host, () => resolve())
+  })
+  const port = (http.address() as AddressInfo).port
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host
+  const url = `http://${host}:${port}`
+
+  for (const engine of engines) await engine.start()
+  healthy = true
+  log.info({ port, url, storage: storage.kind, dataDir: config.dataDir }, 'listening')
+
+  let closing: Promise<void> | null = null
+  return {
+    url,
+    port,
+    config,
+    nodes,
+    users: auth,
+    access,
+    storage,
+    engines,
+    stats: () => nodes.stats(),
+    close() {
+      closing ??= (async () => {
+        healthy = false
+        abort.abort()
+        await sockets.close()
+        await new Promise<void>((resolve) => {
+          http.close(() => resolve())
+          http.closeAllConnections()
+        })
+        for (const engine of [...engines].reverse()) await engine.stop().catch((err: unknown) => log.error({ err }, 'engine stop failed'))
+        await nodes.close()
+        await storage.close()
+        log.info('closed')
+      })()
+      return closing
+    },
+  }
+}
+
+export { configFromEnv }

@@ -1,0 +1,363 @@
+import type { IncomingMessage } from 'node:http'
+import type { Duplex } from 'node:stream'
+import { WebSocketServer, type RawData, type WebSocket } from 'ws'
+import type { Logger } from 'pino'
+import {
+  CloseCode,
+  MuxType,
+  WeftError,
+  decodeMuxFrame,
+  encodeMuxFrame,
+  isWeftError,
+  parseNodePath,
+  permissionMask,
+  userPrincipal,
+  type MuxFrame,
+  type NodePath,
+  type Principal,
+  type UserId,
+} from '../../shared/index.js'
+import type { LoadedNode, RoomConnection } from '../nodes/loaded-node.js'
+import type { NodeService } from '../nodes/node-service.js'
+import type { AccessService } from '../access/access-service.js'
+import { handleRoomMessage, permissionDeniedMessage } from './room-protocol.js'
+
+export interface SocketServerOptions {
+  nodes: NodeService
+  access: AccessService
+  authenticate(token: string | null): Promise<UserId | null>
+  maxPayloadBytes: number
+  maxRoomsPerSocket: number
+  log: Logger
+}
+
+const PING_INTERVAL_MS = 30_000
+let nextConnectionId = 1
+
+function toBytes(data: RawData): Uint8Array {
+  if (Array.isArray(data)) return new Uint8Array(Buffer.concat(data))
+  if (data instanceof ArrayBuffer) return new Uint8Array(data)
+  return new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
+}
+
+/** Why a principal may not join a room, as a close code, or null when it may. */
+async function refusal(nodes: NodeService, principal: Principal, path: NodePath): Promise<{ closeCode: number; code: string; message: string } | null> {
+  if (!nodes.permissions(principal, path).has('Read')) {
+    return { closeCode: CloseCode.Forbidden, code: 'forbidden', message: `You cannot read ${path}.` }
+  }
+  const room = await nodes.acquire(path)
+  if (!room.node) return { closeCode: CloseCode.NotFound, code: 'not_found', message: `No node at ${path}; create it over HTTP first.` }
+  return null
+}
+
+/**
+ * `/sync/{path}` (one stock y-websocket room per socket) and `/mux` (many rooms per socket),
+ * both through the same room protocol and the same access checks as HTTP.
+ */
+export class SocketServer {
+  private readonly wss: WebSocketServer
+  /** Every live room membership, for access re-checks when assignments change. */
+  private readonly memberships = new Set<{ conn: RoomConnection; room: LoadedNode }>()
+  private recheckScheduled = false
+  private readonly pingTimer: NodeJS.Timeout
+  private readonly unsubscribeAccess: () => void
+
+  constructor(private readonly opts: SocketServerOptions) {
+    this.wss = new WebSocketServer({ noServer: true, maxPayload: opts.maxPayloadBytes, perMessageDeflate: false })
+    this.unsubscribeAccess = opts.access.onChange(() => this.scheduleRecheck())
+    this.pingTimer = setInterval(() => {
+      for (const ws of this.wss.clients) {
+        const w = ws as WebSocket & { isAlive?: boolean }
+        if (w.isAlive === false) {
+          w.terminate()
+          continue
+        }
+        w.isAlive = false
+        w.ping()
+      }
+    }, PING_INTERVAL_MS)
+    this.pingTimer.unref()
+  }
+
+  /** Routes an HTTP upgrade; returns false when the URL is not ours. */
+  handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
+    const url = new URL(req.url ?? '/', 'http://localhost')
+    const isMux = url.pathname === '/mux'
+    const isSync = url.pathname.startsWith('/sync/')
+    if (!isMux && !isSync) return false
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      const w = ws as WebSocket & { isAlive?: boolean }
+      w.isAlive = true
+      ws.on('pong', () => (w.isAlive = true))
+      ws.on('error', (err) => this.opts.log.debug({ err }, 'socket error'))
+      if (isMux) this.acceptMux(ws, url)
+      else this.acceptSync(ws, url)
+    })
+    return true
+  }
+
+  private scheduleRecheck(): void {
+    if (this.recheckScheduled) return
+    this.recheckScheduled = true
+    queueMicrotask(() => {
+      this.recheckScheduled = false
+      for (const m of this.memberships) {
+        if (!this.opts.nodes.permissions(m.conn.principal, m.room.path).has('Read')) {
+          m.conn.evict(CloseCode.Forbidden, 'forbidden', `Your access to ${m.room.path} was removed.`)
+        }
+      }
+    })
+  }
+
+  // ------------------------------------------------------------------ /sync/{path}
+
+  private acceptSync(ws: WebSocket, url: URL): void {
+    const queue: Uint8Array[] = []
+    let ready: ((m: Uint8Array) => void) | null = null
+    ws.on('message', (data, isBinary) => {
+      if (!isBinary) return ws.close(CloseCode.ProtocolError, 'binary frames only')
+      const bytes = toBytes(data)
+      if (ready) ready(bytes)
+      else queue.push(bytes)
+    })
+    void (async () => {
+      const userId = await this.opts.authenticate(url.searchParams.get('token'))
+      if (!userId) return ws.close(CloseCode.Unauthorized, 'unauthorized: sign in and pass ?token=')
+      let path: NodePath
+      try {
+        path = parseNodePath(decodeURIComponent(url.pathname.slice('/sync/'.length)))
+      } catch (e) {
+        return ws.close(4400, `invalid_path: ${(e as Error).message}`.slice(0, 120))
+      }
+      const principal = userPrincipal(userId)
+      const refused = await refusal(this.opts.nodes, principal, path)
+      if (refused) {
+        ws.send(permissionDeniedMessage(refused.code, refused.message))
+        return ws.close(refused.closeCode, `${refused.code}: ${refused.message}`.slice(0, 120))
+      }
+      if (ws.readyState !== ws.OPEN) return
+      const room = await this.opts.nodes.acquire(path)
+      const conn: RoomConnection = {
+        id: nextConnectionId++,
+        principal,
+        awarenessIds: new Set(),
+        send: (m) => ws.readyState === ws.OPEN && ws.send(m),
+        evict: (closeCode, code, message) => {
+          if (ws.readyState === ws.OPEN) ws.send(permissionDeniedMessage(code, message))
+          ws.close(closeCode, `${code}: ${message}`.slice(0, 120))
+        },
+      }
+      const membership = { conn, room }
+      room.join(conn)
+      this.memberships.add(membership)
+      ws.on('close', () => {
+        room.leave(conn)
+        this.memberships.delete(membership)
+      })
+      for (const m of room.greeting()) conn.send(m)
+      ready = (m) => {
+        try {
+          handleRoomMessage({ nodes: this.opts.nodes, room, conn, principal, origin: 'sync' }, m)
+        } catch (e) {
+          this.closeOnError(ws, e)
+        }
+      }
+      for (const m of queue.splice(0)) ready(m)
+    })().catch((e) => this.closeOnError(ws, e))
+  }
+
+  private closeOnError(ws: WebSocket, e: unknown): void {
+    if (isWeftError(e) && e.code === 'protocol_error') {
+      ws.close(CloseCode.ProtocolError, e.message.slice(0, 120))
+      return
+    }
+    this.opts.log.error({ err: e }, 'socket handler failed')
+    ws.close(CloseCode.InternalError, 'internal error')
+  }
+
+  // ------------------------------------------------------------------ /mux
+
+  private acceptMux(ws: WebSocket, url: URL): void {
+    const early: Uint8Array[] = []
+    let onFrame: ((bytes: Uint8Array) => void) | null = null
+    ws.on('message', (data, isBinary) => {
+      if (!isBinary) return ws.close(CloseCode.ProtocolError, 'binary frames only')
+      const bytes = toBytes(data)
+      if (onFrame) onFrame(bytes)
+      else early.push(bytes)
+    })
+    void (async () => {
+      const userId = await this.opts.authenticate(url.searchParams.get('token'))
+      if (!userId) return ws.close(CloseCode.Unauthorized, 'unauthorized: sign in and pass ?token=')
+      const session = new MuxSession(ws, userPrincipal(userId), this.opts, this.memberships)
+      ws.on('close', () => session.closeAll())
+      onFrame = (bytes) => {
+        try {
+          session.handle(decodeMuxFrame(bytes))
+        } catch (e) {
+          this.closeOnError(ws, e)
+        }
+      }
+      for (const b of early.splice(0)) onFrame(b)
+    })().catch((e) => this.closeOnError(ws, e))
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.pingTimer)
+    this.unsubscribeAccess()
+    for (const ws of this.wss.clients) ws.close(CloseCode.GoingAway, 'server shutting down')
+    await new Promise<void>((resolve) => this.wss.close(() => resolve()))
+  }
+}
+
+interface MuxRoom {
+  path: NodePath
+  conn: RoomConnection
+  room: LoadedNode | null
+  /** Frames for this room run after its join settles, in order. */
+  chain: Promise<void>
+  membership?: { conn: RoomConnection; room: LoadedNode }
+}
+
+/** One /mux socket: rooms joined and authorised one by one; a refusal ends that room only. */
+class MuxSession {
+  private readonly rooms = new Map<string, MuxRoom>()
+
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly principal: Principal,
+    private readonly opts: SocketServerOptions,
+    private readonly memberships: Set<{ conn: RoomConnection; room: LoadedNode }>,
+  ) {}
+
+  private sendFrame(frame: MuxFrame): void {
+    if (this.ws.readyState === this.ws.OPEN) this.ws.send(encodeMuxFrame(frame))
+  }
+
+  handle(frame: MuxFrame): void {
+    switch (frame.type) {
+      case MuxType.Join:
+        return this.join(frame.path)
+      case MuxType.Leave:
+        return this.leave(frame.path)
+      case MuxType.Sync:
+        return this.inRoom(frame.path, (r, room) => {
+          handleRoomMessage({ nodes: this.opts.nodes, room, conn: r.conn, principal: this.principal, origin: 'mux' }, frame.message)
+        })
+      case MuxType.Update:
+        return this.inRoom(frame.path, (r, room) => this.update(r, room, frame.seq, frame.update))
+      case MuxType.Denied:
+      case MuxType.Ack:
+      case MuxType.Refused:
+      case MuxType.Error:
+      case MuxType.Joined:
+        throw new WeftError('protocol_error', `Frame type ${frame.type} is sent by the server only.`)
+      default:
+        frame satisfies never
+    }
+  }
+
+  private join(rawPath: string): void {
+    if (this.rooms.has(rawPath)) return
+    let path: NodePath
+    try {
+      path = parseNodePath(rawPath)
+    } catch (e) {
+      return this.sendFrame({ type: MuxType.Denied, path: rawPath, closeCode: 4400, code: 'invalid_path', message: (e as Error).message })
+    }
+    if (this.rooms.size >= this.opts.maxRoomsPerSocket) {
+      return this.sendFrame({ type: MuxType.Denied, path: rawPath, closeCode: 4429, code: 'too_many_rooms', message: `One socket holds at most ${this.opts.maxRoomsPerSocket} nodes.` })
+    }
+    const r: MuxRoom = {
+      path,
+      room: null,
+      chain: Promise.resolve(),
+      conn: {
+        id: nextConnectionId++,
+        principal: this.principal,
+        awarenessIds: new Set(),
+        send: (message) => this.sendFrame({ type: MuxType.Sync, path, message }),
+        evict: (closeCode, code, message) => {
+          this.sendFrame({ type: MuxType.Denied, path, closeCode, code, message })
+          this.leave(path)
+        },
+      },
+    }
+    this.rooms.set(path, r)
+    r.chain = (async () => {
+      const refused = await refusal(this.opts.nodes, this.principal, path)
+      if (this.rooms.get(path) !== r) return
+      if (refused) {
+        this.rooms.delete(path)
+        this.sendFrame({ type: MuxType.Denied, path, ...refused })
+        return
+      }
+      const room = await this.opts.nodes.acquire(path)
+      if (this.rooms.get(path) !== r) return
+      r.room = room
+      room.join(r.conn)
+      r.membership = { conn: r.conn, room }
+      this.memberships.add(r.membership)
+      this.sendFrame({ type: MuxType.Joined, path, permissions: permissionMask(this.opts.nodes.permissions(this.principal, path)) })
+      for (const m of room.greeting()) r.conn.send(m)
+    })().catch((e) => {
+      this.rooms.delete(path)
+      this.opts.log.error({ err: e, path }, 'mux join failed')
+      this.sendFrame({ type: MuxType.Denied, path, closeCode: 1011, code: 'internal', message: 'Joining failed; retry.' })
+    })
+  }
+
+  private inRoom(rawPath: string, fn: (r: MuxRoom, room: LoadedNode) => void): void {
+    const r = this.rooms.get(rawPath)
+    if (!r) {
+      // Not joined (or refused): say so for this room only.
+      this.sendFrame({ type: MuxType.Denied, path: rawPath, closeCode: 4409, code: 'not_joined', message: 'Join the node before syncing it.' })
+      return
+    }
+    const run = () => {
+      if (this.rooms.get(rawPath) !== r || !r.room) return
+      try {
+        fn(r, r.room)
+      } catch (e) {
+        if (isWeftError(e) && e.code === 'protocol_error') {
+          this.ws.close(CloseCode.ProtocolError, e.message.slice(0, 120))
+          return
+        }
+        throw e
+      }
+    }
+    if (r.room) run()
+    else r.chain = r.chain.then(run)
+  }
+
+  private update(r: MuxRoom, room: LoadedNode, seq: number, update: Uint8Array): void {
+    const path = r.path
+    let written: Promise<unknown>
+    try {
+      written = this.opts.nodes.applyClientUpdateLoaded(room, this.principal, update, r.conn, 'mux')
+    } catch (e) {
+      if (!isWeftError(e) || e.code === 'protocol_error') throw e
+      this.sendFrame({ type: MuxType.Refused, path, seq, code: e.code, message: e.message })
+      return
+    }
+    written.then(
+      (node) => this.sendFrame({ type: MuxType.Ack, path, seq, version: (node as { version?: number } | null)?.version ?? 0 }),
+      (e: unknown) => {
+        const err = isWeftError(e) ? e : new WeftError('internal', 'The change could not be saved.')
+        this.sendFrame({ type: MuxType.Refused, path, seq, code: err.code, message: err.message })
+      },
+    )
+  }
+
+  private leave(path: string): void {
+    const r = this.rooms.get(path)
+    if (!r) return
+    this.rooms.delete(path)
+    if (r.room) r.room.leave(r.conn)
+    if (r.membership) this.memberships.delete(r.membership)
+  }
+
+  closeAll(): void {
+    for (const path of [...this.rooms.keys()]) this.leave(path)
+  }
+}
