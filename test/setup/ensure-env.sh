@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Makes a fresh machine ready for the test suite: Debian's Chromium for Playwright, and the
+# local PostgreSQL and Redis started when they are installed but stopped. Idempotent and quiet
+# when everything is already there.
+set -u
+if [ ! -x /usr/bin/chromium ] && ! ls "${HOME}/.cache/ms-playwright"/chromium* >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "ensure-env: installing Debian chromium for the browser tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "ensure-env: no Chromium found; install it (apt-get install chromium) or run 'npx playwright install chromium'" >&2
+  fi
+fi
+if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  echo "ensure-env: starting PostgreSQL"
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start || true
+  for _ in $(seq 1 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
+fi
+if command -v redis-server >/dev/null && ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  echo "ensure-env: starting Redis"
+  mkdir -p /var/lib/redis /var/log/redis
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log || true
+fi
+exit 0
