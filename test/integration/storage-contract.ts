@@ -167,6 +167,23 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       expect((await store.changesSince(0, 100)).map((c) => c.path)).toEqual(['batch/a', 'batch/b'])
     })
 
+    it('applies create, update, delete and re-create of one path in one batch in order', async () => {
+      const first = new NodeWriter(P('cycle'))
+      const second = new NodeWriter(P('cycle'))
+      const records = await Promise.all([
+        store.commit(first.input('Created', { Gen: 1 })),
+        store.commit(first.input('Updated', { Gen: 1, More: true })),
+        store.commit(first.input('Deleted')),
+        store.commit(second.input('Created', { Gen: 2 })),
+        store.commit(second.input('Updated', { Extra: 'x' })),
+      ])
+      expect(records.map((r) => r.kind)).toEqual(['Created', 'Updated', 'Deleted', 'Created', 'Updated'])
+      const stored = await store.loadDoc(P('cycle'))
+      expect(stored?.updates).toHaveLength(2)
+      expect(docToJson(rebuild(stored ?? { snapshot: null, updates: [] }))).toEqual({ Gen: 2, Extra: 'x' })
+      expect(await store.getNode(P('cycle'))).toMatchObject({ content: { Gen: 2, Extra: 'x' }, version: records[4]?.version })
+    })
+
     it('refuses malformed input before it joins a batch', async () => {
       const w = new NodeWriter(P('bad'))
       await expectCode(store.commit({ ...w.input('Created', { A: 1 }), path: P('/bad//x') }), 'invalid_path')
