@@ -34,6 +34,8 @@ const MEMBERSHIP_SUFFIX = '_Membership'
  *  - [ACC1] For each subject, the CLOSEST assignment on the path or its ancestors counts; a
  *    Denied one gives nothing and blocks what that subject inherits from further up.
  *  - [ACC2] The result is the union over subjects.
+ *  - [ACC3] A Denied assignment of the user themselves also blocks every role their groups
+ *    inherit from above it.
  *
  * The assignment and membership indexes are a cache of durable nodes, updated synchronously as
  * writes are applied (before they are acknowledged), and rebuilt from storage at boot.
@@ -106,18 +108,22 @@ export class AccessService {
   userPermissions(userId: UserId | string, path: NodePath): PermissionSet {
     if (topLevel(path) === userId) return ALL_PERMISSIONS
     const subjects = [userId, ...this.groupsOf(userId)]
-    const chain = selfAndAncestors(path)
+    const resolved = new Set<string>()
     let result: Set<Permission> | null = null
-    for (const subject of subjects) {
-      for (const scope of chain) {
-        const a = this.assignments.get(scope)?.get(subject)
+    for (const scope of selfAndAncestors(path)) {
+      const here = this.assignments.get(scope)
+      if (!here) continue
+      for (const subject of subjects) {
+        if (resolved.has(subject)) continue
+        const a = here.get(subject)
         if (!a) continue
-        if (!a.denied) {
-          result ??= new Set()
-          for (const p of permissionsOf(a.role)) result.add(p)
-        }
-        break
+        resolved.add(subject)
+        if (a.denied) continue
+        result ??= new Set()
+        for (const p of permissionsOf(a.role)) result.add(p)
       }
+      // [ACC3] A user's own Denied is a barrier: nothing inherited from further up counts.
+      if (here.get(userId)?.denied) break
     }
     return result ?? NO_PERMISSIONS
   }
