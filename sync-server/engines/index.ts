@@ -1,6 +1,7 @@
 import type { EngineFactory } from './types.js'
+import { subscriptionsEngine } from './subscriptions/index.js'
 
 export type { Engine, EngineContext, EngineFactory } from './types.js'
 
 /** Engines the server starts, in order. Each reconciles on boot before /healthz turns ok. */
-export const defaultEngines: EngineFactory[] = []
+export const defaultEngines: EngineFactory[] = [subscriptionsEngine]

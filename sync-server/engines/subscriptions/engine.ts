@@ -1,0 +1,70 @@
+import type { Observable } from 'rxjs'
+import type { Engine, EngineContext, EngineFactory } from '../types.js'
+import type { LiveChange } from '../../nodes/types.js'
+import { ContinuationRegistry } from './continuation-registry.js'
+import { registerPlatformContinuations } from './continuations.js'
+import type { SubscriptionModule } from './module.js'
+import { socialModule } from './modules/social-post.js'
+import { registerTierInviteType, tierInviteModule } from './modules/tier-invite.js'
+import { inviteRoutes } from './routes.js'
+import { SubscriptionRunner } from './runner.js'
+
+export interface SubscriptionsEngineOptions {
+  /** Modules claiming continuation types or receiving deliveries (default: social + tier invites). */
+  modules?: readonly SubscriptionModule[]
+  /** Replaces the change feed the runner listens to (tests drop events through it). */
+  changes$?: (ctx: EngineContext) => Observable<LiveChange>
+  reconcileIntervalMs?: number | null
+  concurrency?: number
+}
+
+export interface SubscriptionsEngine extends Engine {
+  readonly runner: SubscriptionRunner
+  readonly registry: ContinuationRegistry
+}
+
+export const DEFAULT_MODULES: readonly SubscriptionModule[] = [socialModule, tierInviteModule]
+
+/**
+ * The event-subscriptions engine: one runner per server, acting as system. Continuation claims
+ * are made when the engine is built, so a doubly-claimed type fails server start-up, naming both
+ * claimants.
+ */
+export function createSubscriptionsEngine(options: SubscriptionsEngineOptions = {}): EngineFactory {
+  return (ctx: EngineContext): SubscriptionsEngine => {
+    registerTierInviteType()
+    const modules = options.modules ?? DEFAULT_MODULES
+    const registry = new ContinuationRegistry()
+    registerPlatformContinuations(registry)
+    for (const m of modules) {
+      for (const [type, handler] of Object.entries(m.continuations ?? {})) registry.claim(type, m.name, handler)
+    }
+    const log = ctx.log.child({ engine: 'subscriptions' })
+    const changes$ = options.changes$?.(ctx) ?? ctx.nodes.changes$
+    const runner = new SubscriptionRunner({
+      nodes: ctx.nodes,
+      log,
+      registry,
+      changes$,
+      reconcileIntervalMs: options.reconcileIntervalMs,
+      concurrency: options.concurrency,
+    })
+    const stops: Array<() => void> = []
+    return {
+      name: 'subscriptions',
+      runner,
+      registry,
+      routes: inviteRoutes({ nodes: ctx.nodes, users: ctx.users }),
+      async start() {
+        for (const m of modules) if (m.start) stops.push(await m.start({ nodes: ctx.nodes, log: log.child({ module: m.name }), changes$ }))
+        await runner.start()
+      },
+      async stop() {
+        for (const s of stops.splice(0)) s()
+        await runner.stop()
+      },
+    }
+  }
+}
+
+export const subscriptionsEngine: EngineFactory = createSubscriptionsEngine()

@@ -1,0 +1,275 @@
+import { z } from 'zod'
+import {
+  Role,
+  SUBSCRIPTIONS_PARENT,
+  SYSTEM,
+  WeftError,
+  groupInviteSubscriptionId,
+  invitationPath,
+  isSystem,
+  readSubscriptionStatus,
+  spaceInviteSubscriptionId,
+  subscriptionPath,
+  tryParseNodePath,
+  type JsonObject,
+  type NodePath,
+  type Principal,
+} from '../../../shared/index.js'
+import type { UserDirectory } from '../../auth/types.js'
+import type { NodeApi } from '../../nodes/types.js'
+import { ALL, isAdminOf } from './access.js'
+import { addMembership, grantAccess, pinForUser } from './continuations.js'
+
+/**
+ * Invites by email (event-subscriptions seed, "Trigger 1"): grant now when the person has an
+ * account, otherwise write a deterministic-id subscription that grants the moment a User with
+ * that email is created. Authorized as the caller here (Admins only); the runner re-checks the
+ * inviter's right again when the subscription fires.
+ */
+export interface InviteDeps {
+  nodes: NodeApi
+  users: UserDirectory
+  now?: () => number
+}
+
+export type InviteOutcome =
+  | { email: string; status: 'Granted'; userId: string }
+  | { email: string; status: 'Invited'; subscriptionId: string }
+
+const Email = z.string().trim().toLowerCase().pipe(z.email())
+
+export const SpaceInviteBody = z.object({
+  email: z.string(),
+  role: z.enum(Role.members as unknown as [Role, ...Role[]]).default('Editor'),
+  pin: z.boolean().default(true),
+})
+
+export const GroupInviteBody = z.object({
+  emails: z.union([z.array(z.string()), z.string()]),
+  role: z.enum(Role.members as unknown as [Role, ...Role[]]).nullable().optional(),
+})
+
+export function parseEmail(raw: string): string {
+  const r = Email.safeParse(raw)
+  if (!r.success) throw new WeftError('invalid_request', `${JSON.stringify(raw)} is not an email address.`)
+  return r.data
+}
+
+/** Bulk paste: commas, semicolons, whitespace or new lines; duplicates removed. */
+export function splitEmails(raw: string | string[]): string[] {
+  const parts = (Array.isArray(raw) ? raw : [raw]).flatMap((s) => s.split(/[\s,;]+/)).map((s) => s.trim()).filter(Boolean)
+  return [...new Set(parts.map((p) => p.toLowerCase()))]
+}
+
+export async function requireAdmin(nodes: NodeApi, caller: Principal, scope: NodePath): Promise<void> {
+  if (isSystem(caller)) return
+  if (!(await isAdminOf(nodes, caller.userId, scope))) {
+    throw new WeftError('forbidden', `Only an Admin of ${scope} may invite or revoke invites.`)
+  }
+}
+
+async function requireNode(nodes: NodeApi, path: NodePath, nodeType: string | null): Promise<void> {
+  const node = await nodes.get(SYSTEM, path)
+  if (!node || (nodeType !== null && node.nodeType !== nodeType)) {
+    throw new WeftError('not_found', `No ${nodeType ?? 'node'} at ${path}.`)
+  }
+}
+
+function callerName(caller: Principal): string | null {
+  return isSystem(caller) ? null : caller.userId
+}
+
+/** Upserts the subscription at a deterministic id: a re-invite makes the same one Pending again. */
+async function upsertSubscription(nodes: NodeApi, id: string, fields: JsonObject, at: string): Promise<void> {
+  await nodes.update(SYSTEM, subscriptionPath(id) as NodePath, (current) => {
+    const content: JsonObject = { ...(current?.content ?? {}), ...fields, Id: id, Status: 'Pending', CreatedAt: at }
+    delete content.FiredAt
+    delete content.LastError
+    delete content.ObservedActiveAt
+    return { nodeType: 'EventSubscription', name: current?.name ?? id, content }
+  }, 'engine')
+}
+
+async function recordInvitation(nodes: NodeApi, email: string, subscriptionId: string, by: string | null, at: string): Promise<void> {
+  await nodes.update(SYSTEM, invitationPath(email) as NodePath, (current) => {
+    const ids = Array.isArray(current?.content.SubscriptionIds) ? (current.content.SubscriptionIds as string[]) : []
+    if (current && ids.includes(subscriptionId) && current.content.Email === email) return undefined
+    return {
+      nodeType: 'Invitation',
+      name: current?.name ?? email,
+      content: {
+        ...(current?.content ?? {}),
+        Email: email,
+        SubscriptionIds: ids.includes(subscriptionId) ? ids : [...ids, subscriptionId],
+        InvitedBy: by,
+        InvitedAt: at,
+      },
+    }
+  }, 'engine')
+}
+
+export async function inviteToSpace(
+  deps: InviteDeps,
+  caller: Principal,
+  space: NodePath,
+  body: z.infer<typeof SpaceInviteBody>,
+): Promise<InviteOutcome> {
+  await requireAdmin(deps.nodes, caller, space)
+  await requireNode(deps.nodes, space, null)
+  const email = parseEmail(body.email)
+  const existing = await deps.users.findUserIdByEmail(email)
+  if (existing) {
+    await grantAccess(deps.nodes, space, existing, body.role)
+    if (body.pin) await pinForUser(deps.nodes, existing, space)
+    return { email, status: 'Granted', userId: existing }
+  }
+  const at = new Date((deps.now ?? Date.now)()).toISOString()
+  const id = spaceInviteSubscriptionId(email, space)
+  await upsertSubscription(deps.nodes, id, {
+    TriggerType: 'NodeChange',
+    TriggerNodeType: 'User',
+    TriggerKind: 'Created',
+    MatchField: 'Email',
+    MatchValue: email,
+    ContinuationType: 'GrantSpaceAccess',
+    TargetPath: space,
+    Role: body.role,
+    Pin: body.pin,
+    CreatedBy: callerName(caller),
+  }, at)
+  await recordInvitation(deps.nodes, email, id, callerName(caller), at)
+  return { email, status: 'Invited', subscriptionId: id }
+}
+
+export async function inviteToGroup(
+  deps: InviteDeps,
+  caller: Principal,
+  group: NodePath,
+  body: z.infer<typeof GroupInviteBody>,
+): Promise<InviteOutcome[]> {
+  await requireAdmin(deps.nodes, caller, group)
+  await requireNode(deps.nodes, group, 'Group')
+  const emails = splitEmails(body.emails).map(parseEmail)
+  if (emails.length === 0) throw new WeftError('invalid_request', 'No email address to invite.')
+  const role = body.role ?? null
+  const out: InviteOutcome[] = []
+  for (const email of emails) {
+    const existing = await deps.users.findUserIdByEmail(email)
+    if (existing) {
+      await addMembership(deps.nodes, group, existing)
+      if (role) await grantAccess(deps.nodes, group, existing, role)
+      out.push({ email, status: 'Granted', userId: existing })
+      continue
+    }
+    const at = new Date((deps.now ?? Date.now)()).toISOString()
+    const id = groupInviteSubscriptionId(email, group)
+    await upsertSubscription(deps.nodes, id, {
+      TriggerType: 'NodeChange',
+      TriggerNodeType: 'User',
+      TriggerKind: 'Created',
+      MatchField: 'Email',
+      MatchValue: email,
+      ContinuationType: 'AddToGroup',
+      TargetPath: group,
+      Role: role,
+      CreatedBy: callerName(caller),
+    }, at)
+    await recordInvitation(deps.nodes, email, id, callerName(caller), at)
+    out.push({ email, status: 'Invited', subscriptionId: id })
+  }
+  return out
+}
+
+export interface MemberView {
+  subject: string
+  role: string
+  denied: boolean
+  email: string | null
+  name: string | null
+}
+
+export interface InviteView {
+  subscriptionId: string
+  email: string | null
+  role: string | null
+  pin: boolean
+  status: string
+  lastError: string | null
+  createdBy: string | null
+  createdAt: string | null
+  firedAt: string | null
+}
+
+/** Members and roles of a space plus its invites; any reader of the space may list them. */
+export async function listSpaceMembers(
+  deps: InviteDeps,
+  caller: Principal,
+  space: NodePath,
+): Promise<{ members: MemberView[]; invites: InviteView[] }> {
+  const node = await deps.nodes.get(caller, space)
+  if (!node) throw new WeftError('not_found', `No node at ${space}.`)
+  const assignments = await deps.nodes.query(SYSTEM, { parent: `${space}/_Access` as NodePath, nodeType: 'AccessAssignment', limit: ALL })
+  const members: MemberView[] = []
+  for (const a of assignments) {
+    const subject = String(a.content.Subject ?? '')
+    const userPath = tryParseNodePath(subject)
+    const user = userPath && !userPath.includes('/') ? await deps.nodes.get(SYSTEM, userPath) : null
+    members.push({
+      subject,
+      role: String(a.content.Role ?? ''),
+      denied: a.content.Denied === true,
+      email: user?.nodeType === 'User' && typeof user.content.Email === 'string' ? user.content.Email : null,
+      name: user?.nodeType === 'User' && typeof user.content.FullName === 'string' ? user.content.FullName : null,
+    })
+  }
+  members.sort((x, y) => (x.email ?? x.subject).localeCompare(y.email ?? y.subject))
+  const subs = await deps.nodes.query(SYSTEM, {
+    parent: SUBSCRIPTIONS_PARENT as NodePath,
+    nodeType: 'EventSubscription',
+    where: { TargetPath: space, ContinuationType: 'GrantSpaceAccess' },
+    limit: ALL,
+  })
+  const invites: InviteView[] = subs
+    .filter((s) => s.content.TargetPath === space)
+    .map((s) => {
+      const c = s.content
+      const str = (v: unknown) => (typeof v === 'string' ? v : null)
+      return {
+        subscriptionId: str(c.Id) ?? s.path.slice(SUBSCRIPTIONS_PARENT.length + 1),
+        email: str(c.MatchValue),
+        role: str(c.Role),
+        pin: c.Pin === true,
+        status: String(c.Status ?? 'Pending'),
+        lastError: str(c.LastError),
+        createdBy: str(c.CreatedBy),
+        createdAt: str(c.CreatedAt),
+        firedAt: str(c.FiredAt),
+      }
+    })
+    .sort((x, y) => (y.createdAt ?? '').localeCompare(x.createdAt ?? ''))
+  return { members, invites }
+}
+
+/** Revoke = Cancelled, only while Pending (a fired invite is undone by removing the access). */
+export async function revokeSpaceInvite(deps: InviteDeps, caller: Principal, space: NodePath, subscriptionId: string): Promise<{ status: string }> {
+  await requireAdmin(deps.nodes, caller, space)
+  const path = tryParseNodePath(subscriptionPath(subscriptionId))
+  if (!path || subscriptionId.includes('/')) throw new WeftError('invalid_request', `Invalid subscription id ${JSON.stringify(subscriptionId)}.`)
+  let outcome = 'missing' as string
+  await deps.nodes.update(SYSTEM, path, (current) => {
+    if (!current || current.content.TargetPath !== space) {
+      outcome = 'missing'
+      return undefined
+    }
+    const s = readSubscriptionStatus(current.content.Status ?? 'Pending')
+    if (!s.known || s.value !== 'Pending') {
+      outcome = String(current.content.Status)
+      return undefined
+    }
+    outcome = 'cancelled'
+    return { nodeType: current.nodeType, name: current.name, content: { ...current.content, Status: 'Cancelled' } }
+  }, 'engine')
+  if (outcome === 'missing') throw new WeftError('not_found', `No invite ${subscriptionId} on ${space}.`)
+  if (outcome !== 'cancelled') throw new WeftError('conflict', `Invite ${subscriptionId} is already ${outcome}; only a Pending invite can be revoked.`)
+  return { status: 'Cancelled' }
+}

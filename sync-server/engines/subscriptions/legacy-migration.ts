@@ -1,0 +1,110 @@
+import type { Logger } from 'pino'
+import {
+  LEGACY_SCHEDULED_ACTIONS_PARENT,
+  SUBSCRIPTIONS_PARENT,
+  SYSTEM,
+  readChangeKind,
+  readContinuationType,
+  readSubscriptionStatus,
+  readTriggerType,
+  type EnumRead,
+  type JsonObject,
+  type JsonValue,
+  type MeshNode,
+  type NodePath,
+} from '../../../shared/index.js'
+import type { NodeApi } from '../../nodes/types.js'
+import { ALL } from './access.js'
+import { scheduleAt, type CancelTimer } from './long-timer.js'
+import { idFromPath } from './model.js'
+
+const MAX_RETRY_MS = 60_000
+
+/**
+ * Back-compat: legacy `Admin/ScheduledAction/{id}` nodes (the NodeChange + GrantSpaceAccess case,
+ * same field names) become `Admin/EventSubscription/{id}`; the legacy node is removed only after
+ * the new one is durable. A failed migration releases its id and is retried with back-off, so
+ * no in-flight invite is dropped. An EventSubscription that already exists at the id wins (a
+ * half-done earlier migration, or a newer write): migration never overwrites it.
+ */
+export class LegacyMigrator {
+  private readonly inFlight = new Set<string>()
+  private readonly retries = new Map<string, { attempt: number; cancel: CancelTimer }>()
+  private stopped = false
+
+  constructor(
+    private readonly nodes: NodeApi,
+    private readonly log: Logger,
+  ) {}
+
+  async migrateAll(): Promise<void> {
+    const legacy = await this.nodes.query(SYSTEM, { parent: LEGACY_SCHEDULED_ACTIONS_PARENT as NodePath, limit: ALL })
+    await Promise.all(legacy.map((node) => this.migrateOne(node)))
+  }
+
+  /** Fire-and-forget form for the live path. */
+  migrate(node: MeshNode): void {
+    void this.migrateOne(node)
+  }
+
+  stop(): void {
+    this.stopped = true
+    for (const r of this.retries.values()) r.cancel()
+    this.retries.clear()
+  }
+
+  private async migrateOne(legacy: MeshNode): Promise<boolean> {
+    const id = idFromPath(legacy.path)
+    if (this.stopped || this.inFlight.has(id)) return false
+    this.inFlight.add(id)
+    try {
+      const target = `${SUBSCRIPTIONS_PARENT}/${id}` as NodePath
+      await this.nodes.update(SYSTEM, target, (current) => {
+        if (current) return undefined
+        return { nodeType: 'EventSubscription', name: legacy.name || id, content: toSubscriptionContent(id, legacy) }
+      }, 'engine')
+      await this.nodes.update(SYSTEM, legacy.path, () => null, 'engine')
+      this.retries.delete(id)
+      this.log.info({ id }, 'migrated legacy ScheduledAction to EventSubscription')
+      return true
+    } catch (err) {
+      const attempt = (this.retries.get(id)?.attempt ?? 0) + 1
+      const delay = Math.min(MAX_RETRY_MS, 500 * 2 ** (attempt - 1))
+      this.log.warn({ err, id, attempt, retryInMs: delay }, 'legacy ScheduledAction migration failed; will retry')
+      if (!this.stopped) {
+        const cancel = scheduleAt(Date.now() + delay, () => {
+          void this.nodes.get(SYSTEM, legacy.path).then(
+            (node) => (node ? this.migrateOne(node) : undefined),
+            (e) => this.log.warn({ err: e, id }, 'legacy migration retry could not read the node'),
+          )
+        })
+        this.retries.set(id, { attempt, cancel })
+      }
+      return false
+    } finally {
+      this.inFlight.delete(id)
+    }
+  }
+}
+
+export function toSubscriptionContent(id: string, legacy: MeshNode): JsonObject {
+  const c = legacy.content
+  return {
+    ...c,
+    Id: typeof c.Id === 'string' && c.Id ? c.Id : id,
+    // The legacy shape only ever meant "grant when a matching node is created".
+    TriggerType: byName(readTriggerType, c.TriggerType ?? 'NodeChange'),
+    TriggerKind: byName(readChangeKind, c.TriggerKind ?? 'Created'),
+    ContinuationType: byName(readContinuationType, c.ContinuationType ?? 'GrantSpaceAccess'),
+    Status: byName(readSubscriptionStatus, c.Status ?? 'Pending'),
+    CreatedAt: c.CreatedAt ?? legacy.createdAt,
+    CreatedBy: c.CreatedBy ?? (legacy.createdBy === 'system' ? null : legacy.createdBy),
+    MigratedFrom: legacy.path,
+  }
+}
+
+/** Enums persist by name: a legacy number this build knows becomes its name; anything else is kept as text. */
+function byName(read: (raw: unknown) => EnumRead<string>, raw: JsonValue): JsonValue {
+  const r = read(raw)
+  return r.known ? r.value : typeof raw === 'number' ? String(raw) : raw
+}

@@ -1,0 +1,138 @@
+import {
+  EventSubscriptionContent,
+  readChangeKind,
+  readSubscriptionStatus,
+  readTriggerType,
+  type EventSubscription,
+  type JsonObject,
+  type MeshChangeKind,
+  type MeshNode,
+} from '../../../shared/index.js'
+
+/**
+ * The runner's in-memory view of one PENDING subscription: only what the live paths need to
+ * route an event to it (index key, timer, watch). The node stays the source of truth: the
+ * content is re-read inside the claim before anything is written.
+ */
+export type Trigger =
+  | { type: 'NodeChange'; nodeType: string; kind: MeshChangeKind; field: string | null; value: string | null }
+  | { type: 'Timer'; fireAt: number }
+  | {
+      type: 'NodeStatus'
+      watchPath: string
+      statusField: string
+      restingValues: readonly string[]
+      requireActiveFirst: boolean
+      observedActive: boolean
+    }
+
+export interface PendingEntry {
+  id: string
+  path: string
+  trigger: Trigger
+  /** ms since epoch; NaN when the node does not say. */
+  createdAt: number
+}
+
+/** What a subscription node means to the runner right now. */
+export type Classified =
+  | { state: 'pending'; entry: PendingEntry }
+  | { state: 'terminal' }
+  /** Pending, but something this build cannot run: end it Failed with the reason. */
+  | { state: 'invalid'; reason: string }
+
+const DEFAULT_STATUS_FIELD = 'Status'
+
+export function triggerSignature(t: Trigger): string {
+  switch (t.type) {
+    case 'NodeChange':
+      return `NC|${t.nodeType}|${t.kind}|${t.field ?? ''}|${t.value ?? ''}`
+    case 'Timer':
+      return `T|${t.fireAt}`
+    case 'NodeStatus':
+      return `NS|${t.watchPath}|${t.statusField}|${t.restingValues.join(',')}|${t.requireActiveFirst}`
+    default:
+      return t satisfies never
+  }
+}
+
+export function classifySubscription(node: MeshNode): Classified {
+  const content = node.content as JsonObject
+  const status = readSubscriptionStatus(content.Status ?? 'Pending')
+  if (!status.known) return { state: 'invalid', reason: `Unknown ${status.described}.` }
+  if (status.value !== 'Pending') return { state: 'terminal' }
+  const parsed = EventSubscriptionContent.safeParse({ Id: idFromPath(node.path), ...content })
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]
+    return { state: 'invalid', reason: `Invalid subscription field ${issue?.path.join('.') || 'content'}: ${issue?.message ?? 'invalid'}.` }
+  }
+  const sub = parsed.data
+  const trigger = readTrigger(sub)
+  if ('reason' in trigger) return { state: 'invalid', reason: trigger.reason }
+  return {
+    state: 'pending',
+    entry: { id: idFromPath(node.path), path: node.path, trigger, createdAt: Date.parse(sub.CreatedAt ?? '') },
+  }
+}
+
+function readTrigger(sub: EventSubscription): Trigger | { reason: string } {
+  const type = readTriggerType(sub.TriggerType)
+  if (!type.known) return { reason: `Unknown ${type.described}: this build cannot run that trigger.` }
+  switch (type.value) {
+    case 'NodeChange': {
+      if (!sub.TriggerNodeType) return { reason: 'A NodeChange subscription needs TriggerNodeType.' }
+      const kind = readChangeKind(sub.TriggerKind ?? 'Created')
+      if (!kind.known) return { reason: `Unknown ${kind.described}.` }
+      const field = sub.MatchField ? sub.MatchField : null
+      if (field !== null && (sub.MatchValue === null || sub.MatchValue === undefined)) {
+        return { reason: `MatchField ${field} needs a MatchValue.` }
+      }
+      return { type: 'NodeChange', nodeType: sub.TriggerNodeType, kind: kind.value, field, value: field === null ? null : String(sub.MatchValue) }
+    }
+    case 'Timer': {
+      const fireAt = Date.parse(sub.FireAt ?? '')
+      if (!Number.isFinite(fireAt)) return { reason: `A Timer subscription needs a valid FireAt (got ${JSON.stringify(sub.FireAt ?? null)}).` }
+      return { type: 'Timer', fireAt }
+    }
+    case 'NodeStatus': {
+      if (!sub.WatchPath) return { reason: 'A NodeStatus subscription needs WatchPath.' }
+      const resting = sub.RestingValues ?? []
+      if (resting.length === 0) return { reason: 'A NodeStatus subscription needs RestingValues.' }
+      return {
+        type: 'NodeStatus',
+        watchPath: sub.WatchPath,
+        statusField: sub.StatusField || DEFAULT_STATUS_FIELD,
+        restingValues: resting,
+        requireActiveFirst: sub.RequireActiveFirst === true,
+        observedActive: Boolean(sub.ObservedActiveAt),
+      }
+    }
+    default:
+      return type.value satisfies never
+  }
+}
+
+export function idFromPath(path: string): string {
+  const i = path.lastIndexOf('/')
+  return i < 0 ? path : path.slice(i + 1)
+}
+
+/** Field names compare case-insensitively (the seed's `MatchField = "email"` meets `Email`). */
+export function readFieldInsensitive(content: JsonObject, field: string): unknown {
+  if (Object.prototype.hasOwnProperty.call(content, field)) return content[field]
+  const lower = field.toLowerCase()
+  for (const key of Object.keys(content)) if (key.toLowerCase() === lower) return content[key]
+  return undefined
+}
+
+/** Scalars match by their string form, case-insensitively; objects and arrays never match. */
+export function matchKey(value: unknown): string | null {
+  if (typeof value === 'string') return value.trim().toLowerCase()
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value).toLowerCase()
+  return null
+}
+
+export function isResting(value: unknown, restingValues: readonly string[]): boolean {
+  const key = matchKey(value)
+  return key !== null && restingValues.some((r) => r.trim().toLowerCase() === key)
+}

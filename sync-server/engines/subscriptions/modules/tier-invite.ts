@@ -1,0 +1,114 @@
+import { z } from 'zod'
+import { filter } from 'rxjs'
+import {
+  EventDeliverySchema,
+  Role,
+  SYSTEM,
+  isJsonObject,
+  knownNodeTypes,
+  registerNodeType,
+  tryParseNodePath,
+  type EventDelivery,
+  type JsonObject,
+  type MeshNode,
+} from '../../../../shared/index.js'
+import type { NodeApi } from '../../../nodes/types.js'
+import { ALL, isAdminOf } from '../access.js'
+import { grantAccess } from '../continuations.js'
+import type { ModuleContext, SubscriptionModule } from '../module.js'
+
+/**
+ * `TierInvite`: the first DeliverToNode receiver. An Admin of a space writes a TierInvite
+ * (`{ Space, Tier, Email }`) and a DeliverToNode subscription pointing at it; when the runner
+ * delivers (the invitee signed up), this receiver re-checks that the inviter (the delivery's
+ * CreatedBy) is STILL Admin of the space — the firing may come long after the request — and only
+ * then grants the tier; otherwise it records the refusal on the node. Outcomes are on the node:
+ * `Status` (Waiting | Granted | Refused), `Reason`, `HandledDeliveries`.
+ */
+export const TIER_INVITE = 'TierInvite'
+
+export function registerTierInviteType(): void {
+  if (knownNodeTypes().includes(TIER_INVITE)) return
+  registerNodeType({
+    name: TIER_INVITE,
+    content: z.looseObject({ Space: z.string().optional(), Tier: z.string().optional() }),
+    defaultWrite: 'admin',
+    // Deliveries and outcomes are the system's to write: nobody can forge a firing or a grant.
+    fields: { EventDelivery: 'system', EventDeliveries: 'system', Status: 'system', Reason: 'system', HandledDeliveries: 'system', GrantedTo: 'system' },
+    create: 'Create',
+    delete: 'admin',
+  })
+}
+
+function deliveriesOf(node: MeshNode): EventDelivery[] {
+  const raw = [...(Array.isArray(node.content.EventDeliveries) ? node.content.EventDeliveries : []), node.content.EventDelivery]
+  const out = new Map<string, EventDelivery>()
+  for (const d of raw) {
+    const parsed = EventDeliverySchema.safeParse(d)
+    if (parsed.success) out.set(parsed.data.SubscriptionId, parsed.data)
+  }
+  return [...out.values()]
+}
+
+function handledOf(node: MeshNode): string[] {
+  return Array.isArray(node.content.HandledDeliveries) ? node.content.HandledDeliveries.filter((x): x is string => typeof x === 'string') : []
+}
+
+/** Decide and act on every unhandled delivery of one TierInvite node. Idempotent. */
+export async function processTierInvite(nodes: NodeApi, node: MeshNode): Promise<void> {
+  const handled = new Set(handledOf(node))
+  for (const delivery of deliveriesOf(node)) {
+    if (handled.has(delivery.SubscriptionId)) continue
+    const outcome = await decide(nodes, node, delivery)
+    await nodes.update(SYSTEM, node.path, (current) => {
+      if (!current || handledOf(current).includes(delivery.SubscriptionId)) return undefined
+      const content: JsonObject = {
+        ...current.content,
+        HandledDeliveries: [...handledOf(current), delivery.SubscriptionId],
+        Status: outcome.granted ? 'Granted' : 'Refused',
+        Reason: outcome.reason,
+      }
+      if (outcome.granted && delivery.SubjectId) content.GrantedTo = delivery.SubjectId
+      return { nodeType: current.nodeType, name: current.name, content }
+    }, 'engine')
+  }
+}
+
+async function decide(nodes: NodeApi, node: MeshNode, delivery: EventDelivery): Promise<{ granted: boolean; reason: string | null }> {
+  const space = tryParseNodePath(node.content.Space)
+  const tier = node.content.Tier ?? 'Viewer'
+  const subject = delivery.SubjectId
+  if (!space) return { granted: false, reason: `TierInvite names no valid Space (${JSON.stringify(node.content.Space ?? null)}).` }
+  if (!Role.isMember(tier)) return { granted: false, reason: `Unknown tier ${JSON.stringify(tier)}.` }
+  if (!subject || subject.includes('/') || !tryParseNodePath(subject)) return { granted: false, reason: 'The delivery names no user to grant.' }
+  const inviter = delivery.CreatedBy
+  if (!inviter) return { granted: false, reason: 'The delivery records no inviter, so nobody vouches for the grant.' }
+  if (inviter !== 'system' && !(await isAdminOf(nodes, inviter, space))) {
+    return { granted: false, reason: `${inviter} is no longer Admin of ${space}.` }
+  }
+  await grantAccess(nodes, space, subject, tier)
+  return { granted: true, reason: null }
+}
+
+async function startTierInvites(ctx: ModuleContext): Promise<() => void> {
+  const busy = new Set<string>()
+  const run = (node: MeshNode) => {
+    if (busy.has(node.path)) return
+    busy.add(node.path)
+    processTierInvite(ctx.nodes, node)
+      .catch((err) => ctx.log.warn({ err, path: node.path }, 'TierInvite receiver failed; the next change or boot retries'))
+      .finally(() => busy.delete(node.path))
+  }
+  const sub = ctx.changes$
+    .pipe(filter((c) => c.nodeType === TIER_INVITE && c.node !== null && isJsonObject(c.node.content)))
+    .subscribe((c) => run(c.node as MeshNode))
+  // Reconcile: deliveries written while the receiver was down are acted on now.
+  const all = await ctx.nodes.query(SYSTEM, { nodeType: TIER_INVITE, limit: ALL })
+  await Promise.all(all.map((n) => processTierInvite(ctx.nodes, n).catch((err) => ctx.log.warn({ err, path: n.path }, 'TierInvite reconcile failed'))))
+  return () => sub.unsubscribe()
+}
+
+export const tierInviteModule: SubscriptionModule = {
+  name: 'store.tier-invite',
+  start: startTierInvites,
+}

@@ -1,0 +1,416 @@
+import type { Observable, Subscription } from 'rxjs'
+import type { Logger } from 'pino'
+import {
+  EventSubscriptionContent,
+  LEGACY_SCHEDULED_ACTIONS_PARENT,
+  SUBSCRIPTIONS_PARENT,
+  SYSTEM,
+  readContinuationType,
+  readSubscriptionStatus,
+  type JsonObject,
+  type MeshChangeKind,
+  type MeshNode,
+  type NodePath,
+} from '../../../shared/index.js'
+import type { LiveChange, NodeApi } from '../../nodes/types.js'
+import { ALL } from './access.js'
+import { ContinuationFailure, type ContinuationRegistry } from './continuation-registry.js'
+import { scheduleAt, type CancelTimer } from './long-timer.js'
+import { MatchIndex } from './match-index.js'
+import { classifySubscription, idFromPath, matchKey, readFieldInsensitive, triggerSignature, type PendingEntry, type Trigger } from './model.js'
+import { LegacyMigrator } from './legacy-migration.js'
+import { watchStatus } from './status-watch.js'
+import { WorkQueue } from './work-queue.js'
+
+export interface RunnerOptions {
+  nodes: NodeApi
+  log: Logger
+  registry: ContinuationRegistry
+  /** The change feed to react to; defaults to `nodes.changes$` (tests drop events through it). */
+  changes$?: Observable<LiveChange>
+  /** Firings in flight at once (default 32): enough to fill a group commit, not a stampede. */
+  concurrency?: number
+  /** Safety-net reconcile of every pending subscription; null disables it (default 5 minutes). */
+  reconcileIntervalMs?: number | null
+  /** Transient continuation errors are retried this many times before the subscription fails. */
+  maxAttempts?: number
+  /** Above this many NodeChange subscriptions on one node type, reconcile scans the type once. */
+  scanThreshold?: number
+  now?: () => number
+}
+
+type NodeChangeTrigger = Extract<Trigger, { type: 'NodeChange' }>
+
+const SUBSCRIPTION_PREFIX = `${SUBSCRIPTIONS_PARENT}/`
+const LEGACY_PREFIX = `${LEGACY_SCHEDULED_ACTIONS_PARENT}/`
+
+/**
+ * The one EventSubscription runner of a server. Two complementary paths drive every pending
+ * subscription (event-subscriptions seed):
+ *  - live: the change feed (NodeChange), one timer per Timer subscription, one status watch per
+ *    NodeStatus subscription;
+ *  - reconcile: at boot and whenever a subscription becomes pending, it is re-evaluated against
+ *    current state, so a trigger that happened while the runner was down still fires.
+ *
+ * [SUB3] A subscription fires at most once: Pending → Fired | Failed is written inside
+ * `nodes.update` after re-reading the node, so when the live and reconcile paths race (or a
+ * replay follows a kill -9) only one terminal write happens. Continuations run BEFORE that write
+ * and are idempotent create-or-updates: a crash between the two replays the continuation, which
+ * finds its work done. The in-memory maps only route and coalesce; none decides correctness.
+ */
+export class SubscriptionRunner {
+  private readonly nodes: NodeApi
+  private readonly log: Logger
+  private readonly registry: ContinuationRegistry
+  private readonly changes$: Observable<LiveChange>
+  private readonly now: () => number
+  private readonly maxAttempts: number
+  private readonly scanThreshold: number
+  private readonly reconcileIntervalMs: number | null
+
+  private readonly entries = new Map<string, PendingEntry>()
+  private readonly signatures = new Map<string, string>()
+  private readonly index = new MatchIndex()
+  private readonly timers = new Map<string, CancelTimer>()
+  private readonly watches = new Map<string, Subscription>()
+  /** Coalesces a subscription's concurrent firings (live + reconcile) into one attempt. */
+  private readonly inFlight = new Set<string>()
+  private readonly attempts = new Map<string, number>()
+  private readonly retryTimers = new Set<CancelTimer>()
+  private readonly queue: WorkQueue
+  private readonly migrator: LegacyMigrator
+  private feed: Subscription | null = null
+  private interval: ReturnType<typeof setInterval> | null = null
+  private stopped = false
+
+  constructor(opts: RunnerOptions) {
+    this.nodes = opts.nodes
+    this.log = opts.log
+    this.registry = opts.registry
+    this.changes$ = opts.changes$ ?? opts.nodes.changes$
+    this.now = opts.now ?? Date.now
+    this.maxAttempts = opts.maxAttempts ?? 3
+    this.scanThreshold = opts.scanThreshold ?? 32
+    this.reconcileIntervalMs = opts.reconcileIntervalMs === undefined ? 5 * 60_000 : opts.reconcileIntervalMs
+    this.queue = new WorkQueue(opts.concurrency ?? 32, (e) => this.log.error({ err: e }, 'subscription firing crashed'))
+    this.migrator = new LegacyMigrator(opts.nodes, opts.log)
+  }
+
+  /** Number of pending subscriptions the runner currently routes events to. */
+  get pendingCount(): number {
+    return this.entries.size
+  }
+
+  /** Resolves once the boot reconcile is done and the firings it started have settled. */
+  async start(): Promise<void> {
+    // Feed first, then read state: a change between the read and the subscription is not lost.
+    this.feed = this.changes$.subscribe({
+      next: (change) => this.onChange(change),
+      error: (err) => this.log.error({ err }, 'subscription runner: change feed failed; reconcile remains the safety net'),
+    })
+    await this.migrator.migrateAll()
+    const started = this.now()
+    const subs = await this.nodes.query(SYSTEM, { parent: SUBSCRIPTIONS_PARENT as NodePath, nodeType: 'EventSubscription', limit: ALL })
+    for (const node of subs) this.upsert(node, false)
+    await this.reconcileNodeChanges()
+    await this.queue.onIdle()
+    this.log.info({ pending: this.entries.size, loaded: subs.length, ms: this.now() - started }, 'subscription runner reconciled')
+    if (this.reconcileIntervalMs !== null) {
+      this.interval = setInterval(() => void this.reconcile(), this.reconcileIntervalMs)
+      this.interval.unref()
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    this.feed?.unsubscribe()
+    if (this.interval) clearInterval(this.interval)
+    for (const cancel of this.timers.values()) cancel()
+    for (const w of this.watches.values()) w.unsubscribe()
+    for (const cancel of this.retryTimers) cancel()
+    this.timers.clear()
+    this.watches.clear()
+    this.migrator.stop()
+    await this.queue.onIdle()
+  }
+
+  /** The safety net: re-evaluate every pending NodeChange subscription against current state. */
+  async reconcile(): Promise<void> {
+    if (this.stopped) return
+    try {
+      await this.migrator.migrateAll()
+      await this.reconcileNodeChanges()
+    } catch (err) {
+      this.log.warn({ err }, 'subscription reconcile failed; the next one retries')
+    }
+  }
+
+  /** Waits until no firing is queued or running (tests and benchmarks). */
+  idle(): Promise<void> {
+    return this.queue.onIdle()
+  }
+
+  // ------------------------------------------------------------------ live path
+
+  private onChange(change: LiveChange): void {
+    if (this.stopped) return
+    if (change.path.startsWith(SUBSCRIPTION_PREFIX) && !change.path.slice(SUBSCRIPTION_PREFIX.length).includes('/')) {
+      if (change.kind === 'Deleted' || !change.node) this.removeEntry(idFromPath(change.path))
+      else if (change.node.nodeType === 'EventSubscription') this.upsert(change.node, true)
+      return
+    }
+    if (change.path.startsWith(LEGACY_PREFIX) && change.kind !== 'Deleted' && change.node) {
+      this.migrator.migrate(change.node)
+      return
+    }
+    const candidates = this.index.candidates(change.nodeType, change.kind, change.node?.content ?? null)
+    for (const id of candidates) this.fire(id, change.path)
+  }
+
+  /** A subscription node appeared or changed: route it, and (live) reconcile just this one. */
+  private upsert(node: MeshNode, reconcileNow: boolean): void {
+    const id = idFromPath(node.path)
+    const c = classifySubscription(node)
+    if (c.state === 'terminal') {
+      this.removeEntry(id)
+      return
+    }
+    if (c.state === 'invalid') {
+      this.removeEntry(id)
+      this.queue.push(() => this.finish(node.path as NodePath, 'Failed', c.reason))
+      return
+    }
+    const signature = triggerSignature(c.entry.trigger)
+    if (this.signatures.get(id) === signature) {
+      // Same trigger (e.g. the runner's own ObservedActiveAt write): keep the timer or watch.
+      this.entries.set(id, c.entry)
+      return
+    }
+    this.removeEntry(id)
+    this.addEntry(c.entry, signature)
+    if (reconcileNow && c.entry.trigger.type === 'NodeChange') {
+      const entry = c.entry
+      this.queue.push(() => this.reconcileOne(entry, entry.trigger as NodeChangeTrigger))
+    }
+  }
+
+  private addEntry(entry: PendingEntry, signature: string): void {
+    this.entries.set(entry.id, entry)
+    this.signatures.set(entry.id, signature)
+    const t = entry.trigger
+    switch (t.type) {
+      case 'NodeChange':
+        this.index.add(entry.id, t)
+        break
+      case 'Timer':
+        // A past-due FireAt fires at once: at-least-once across restarts, no external scheduler.
+        this.timers.set(entry.id, scheduleAt(t.fireAt, () => this.fire(entry.id, null), this.now))
+        break
+      case 'NodeStatus':
+        this.startWatch(entry, t)
+        break
+      default:
+        t satisfies never
+    }
+  }
+
+  private removeEntry(id: string): void {
+    this.entries.delete(id)
+    this.signatures.delete(id)
+    this.index.remove(id)
+    this.timers.get(id)?.()
+    this.timers.delete(id)
+    this.watches.get(id)?.unsubscribe()
+    this.watches.delete(id)
+  }
+
+  private startWatch(entry: PendingEntry, trigger: Extract<Trigger, { type: 'NodeStatus' }>): void {
+    const watchPath = trigger.watchPath as NodePath
+    const subscription = watchStatus(this.nodes.node$(watchPath), trigger, {
+      onActive: () => {
+        this.queue.push(() => this.recordObservedActive(entry.path as NodePath))
+      },
+      onResting: () => {
+        this.watches.delete(entry.id)
+        this.fire(entry.id, null, watchPath)
+      },
+      onGone: (reason) => {
+        this.watches.delete(entry.id)
+        this.log.warn({ subscription: entry.id, watchPath }, reason)
+        this.queue.push(() => this.finish(entry.path as NodePath, 'Failed', reason))
+      },
+      onFault: (err, attempt) => {
+        this.log.warn({ err, subscription: entry.id, watchPath, attempt }, 'status watch faulted; re-establishing')
+      },
+    })
+    if (!subscription.closed) this.watches.set(entry.id, subscription)
+  }
+
+  private async recordObservedActive(path: NodePath): Promise<void> {
+    await this.nodes.update(SYSTEM, path, (current) => {
+      if (!current || current.content.ObservedActiveAt || !isPending(current)) return undefined
+      return { nodeType: current.nodeType, name: current.name, content: { ...current.content, ObservedActiveAt: new Date(this.now()).toISOString() } }
+    }, 'engine')
+  }
+
+  // ------------------------------------------------------------------ reconcile path
+
+  /**
+   * Boot / periodic reconcile of NodeChange subscriptions. Per node type: few subscriptions →
+   * one indexed query each; many (100,000 pending invites) → one scan of that type's nodes, each
+   * routed through the match index. Either way O(nodes + subscriptions), never their product.
+   */
+  private async reconcileNodeChanges(): Promise<void> {
+    const byType = new Map<string, PendingEntry[]>()
+    for (const entry of this.entries.values()) {
+      const t = entry.trigger
+      if (t.type !== 'NodeChange' || t.kind === 'Deleted') continue
+      let list = byType.get(t.nodeType)
+      if (!list) byType.set(t.nodeType, (list = []))
+      list.push(entry)
+    }
+    for (const [nodeType, list] of byType) {
+      if (list.length <= this.scanThreshold) {
+        for (const entry of list) await this.reconcileOne(entry, entry.trigger as NodeChangeTrigger)
+        continue
+      }
+      const nodes = await this.nodes.query(SYSTEM, { nodeType, limit: ALL })
+      for (const node of nodes) {
+        for (const kind of ['Created', 'Updated'] as const) {
+          for (const id of this.index.candidates(nodeType, kind, node.content)) {
+            const entry = this.entries.get(id)
+            if (entry && happenedSince(entry, kind, node)) this.fire(id, node.path)
+          }
+        }
+      }
+    }
+  }
+
+  private async reconcileOne(entry: PendingEntry, t: NodeChangeTrigger): Promise<void> {
+    if (t.kind === 'Deleted' || this.entries.get(entry.id) !== entry) return
+    const where = t.field === null ? undefined : { [t.field]: String(t.value) }
+    const found = await this.nodes.query(SYSTEM, { nodeType: t.nodeType, where, limit: t.field === null ? ALL : 100 })
+    const wanted = t.value === null ? null : matchKey(t.value)
+    for (const node of found) {
+      if (t.field !== null && matchKey(readFieldInsensitive(node.content, t.field)) !== wanted) continue
+      if (!happenedSince(entry, t.kind, node)) continue
+      this.fire(entry.id, node.path)
+      return
+    }
+  }
+
+  // ------------------------------------------------------------------ firing
+
+  /** Queue a firing unless one is already in flight for this subscription. */
+  private fire(id: string, subjectPath: string | null, fallbackSubject: string | null = null): void {
+    if (this.stopped || this.inFlight.has(id)) return
+    this.inFlight.add(id)
+    this.queue.push(async () => {
+      try {
+        await this.runFiring(id, subjectPath, fallbackSubject)
+      } finally {
+        this.inFlight.delete(id)
+      }
+    })
+  }
+
+  private async runFiring(id: string, subjectPath: string | null, fallbackSubject: string | null): Promise<void> {
+    const path = `${SUBSCRIPTION_PREFIX}${id}` as NodePath
+    const node = await this.nodes.get(SYSTEM, path)
+    if (!node || !isPending(node)) {
+      this.removeEntry(id)
+      return
+    }
+    const parsed = EventSubscriptionContent.safeParse({ Id: id, ...node.content })
+    if (!parsed.success) {
+      await this.finish(path, 'Failed', `Invalid subscription: ${parsed.error.issues[0]?.message ?? 'invalid'}.`)
+      return
+    }
+    const sub = parsed.data
+    const type = readContinuationType(sub.ContinuationType)
+    const key = type.known ? type.value : String(sub.ContinuationType)
+    const handler = this.registry.resolve(key)
+    if (!handler) {
+      const named = type.known ? `EventContinuationType ${JSON.stringify(key)}` : type.described
+      const reason = `No handler claims ${named}: the continuation was not run.`
+      this.log.warn({ subscription: id }, reason)
+      await this.finish(path, 'Failed', reason)
+      return
+    }
+    const subjectId = subjectPath ?? sub.SubjectId ?? fallbackSubject
+    try {
+      await handler({ nodes: this.nodes, log: this.log, node, subscription: sub, subjectId, now: new Date(this.now()) })
+    } catch (err) {
+      if (err instanceof ContinuationFailure) {
+        this.log.warn({ subscription: id, continuation: key }, err.message)
+        await this.finish(path, 'Failed', err.message)
+        return
+      }
+      const attempt = (this.attempts.get(id) ?? 0) + 1
+      this.attempts.set(id, attempt)
+      const message = `${key} failed: ${(err as Error).message ?? String(err)}`
+      if (attempt >= this.maxAttempts) {
+        this.attempts.delete(id)
+        await this.finish(path, 'Failed', `${message} (after ${attempt} attempts)`)
+        return
+      }
+      this.log.warn({ err, subscription: id, attempt }, 'continuation failed; retrying')
+      const cancel = scheduleAt(this.now() + 200 * 2 ** attempt, () => {
+        this.retryTimers.delete(cancel)
+        this.fire(id, subjectPath, fallbackSubject)
+      }, this.now)
+      this.retryTimers.add(cancel)
+      return
+    }
+    this.attempts.delete(id)
+    await this.finish(path, 'Fired', null, subjectId)
+  }
+
+  /** The claim: only a subscription that is still Pending (or has an unknown status) ends. */
+  private async finish(path: NodePath, status: 'Fired' | 'Failed', lastError: string | null, subjectId?: string | null): Promise<void> {
+    const at = new Date(this.now()).toISOString()
+    await this.nodes.update(SYSTEM, path, (current) => {
+      if (!current) return undefined
+      const s = readSubscriptionStatus(current.content.Status ?? 'Pending')
+      if (s.known && s.value !== 'Pending') return undefined
+      const content: JsonObject = { ...current.content, Status: status }
+      if (status === 'Fired') {
+        content.FiredAt = at
+        delete content.LastError
+        if (subjectId && !content.SubjectId) content.SubjectId = subjectId
+      } else {
+        content.LastError = lastError ?? 'Failed.'
+      }
+      return { nodeType: current.nodeType, name: current.name, content }
+    }, 'engine')
+    this.removeEntry(idFromPath(path))
+  }
+}
+
+function isPending(node: MeshNode): boolean {
+  const s = readSubscriptionStatus(node.content.Status ?? 'Pending')
+  return s.known && s.value === 'Pending'
+}
+
+/**
+ * What reconcile may conclude from current state:
+ *  - Created with a MatchField: the matching node exists → exact replay of the missed event.
+ *  - Created without a MatchField ("any node of the type"): only nodes created after the
+ *    subscription count, or every pre-existing node would fire it at once.
+ *  - Updated: the node changed after the subscription was written.
+ *  - Deleted: a deleted node leaves nothing to match; live path only.
+ */
+function happenedSince(entry: PendingEntry, kind: MeshChangeKind, node: MeshNode): boolean {
+  const t = entry.trigger
+  if (t.type !== 'NodeChange' || t.kind !== kind) return false
+  switch (kind) {
+    case 'Created':
+      return t.field !== null || !(Date.parse(node.createdAt) < entry.createdAt)
+    case 'Updated':
+      return node.updatedAt !== node.createdAt && !(Date.parse(node.updatedAt) < entry.createdAt)
+    case 'Deleted':
+      return false
+    default:
+      return kind satisfies never
+  }
+}

@@ -1,0 +1,71 @@
+import { defer, retry, Subscription, timer, type Observable } from 'rxjs'
+import type { MeshNode } from '../../../shared/index.js'
+import { isResting, readFieldInsensitive, type Trigger } from './model.js'
+
+type StatusTrigger = Extract<Trigger, { type: 'NodeStatus' }>
+
+export interface StatusWatchHandlers {
+  /** First non-resting value seen: persist it, so RequireActiveFirst survives a restart. */
+  onActive(node: MeshNode): void
+  /** The status entered a resting value (after an active one when required). */
+  onResting(node: MeshNode): void
+  /** The watched node is gone (or never existed): the watch has stopped for good. */
+  onGone(reason: string): void
+  /** A transient fault; the watch re-establishes itself after a back-off. */
+  onFault(error: unknown, attempt: number): void
+}
+
+const MAX_BACKOFF_MS = 30_000
+
+/**
+ * A self-healing watch of one node's status field. A fault re-subscribes (with back-off, reset on
+ * the next emission) and replays the current state; a node that is gone stops the watch without
+ * re-subscribing (the anti-storm rule). It fires at most once.
+ */
+export function watchStatus(node$: Observable<MeshNode | null>, trigger: StatusTrigger, handlers: StatusWatchHandlers): Subscription {
+  const subscription = new Subscription()
+  let sawNode = false
+  let sawActive = trigger.observedActive
+  let done = false
+  const finish = () => {
+    done = true
+    subscription.unsubscribe()
+  }
+  const inner = defer(() => node$)
+    .pipe(
+      retry({
+        resetOnSuccess: true,
+        delay: (error, attempt) => {
+          handlers.onFault(error, attempt)
+          return timer(Math.min(MAX_BACKOFF_MS, 100 * 2 ** (attempt - 1)))
+        },
+      }),
+    )
+    .subscribe((node) => {
+      if (done) return
+      if (node === null) {
+        finish()
+        handlers.onGone(
+          sawNode
+            ? `Watched node ${trigger.watchPath} was deleted before reaching a resting ${trigger.statusField}.`
+            : `Watched node ${trigger.watchPath} does not exist.`,
+        )
+        return
+      }
+      sawNode = true
+      const value = readFieldInsensitive(node.content, trigger.statusField)
+      if (isResting(value, trigger.restingValues)) {
+        if (trigger.requireActiveFirst && !sawActive) return
+        finish()
+        handlers.onResting(node)
+        return
+      }
+      // Only a present, non-resting value counts as "it ran"; a missing field proves nothing.
+      if (value !== undefined && value !== null && !sawActive) {
+        sawActive = true
+        handlers.onActive(node)
+      }
+    })
+  subscription.add(inner)
+  return subscription
+}
