@@ -13,13 +13,26 @@ export const CONTENT_MAP = 'content'
 
 export type MergePatch = JsonObject
 
+/**
+ * JSON.parse makes `__proto__` an ordinary member; plain `obj[key]` would read or replace the
+ * prototype instead. These two keep such a member a field like any other.
+ */
+function getMember(obj: JsonObject, key: string): JsonValue | undefined {
+  return Object.prototype.hasOwnProperty.call(obj, key) ? obj[key] : undefined
+}
+
+function setMember(obj: JsonObject, key: string, value: JsonValue): void {
+  if (key === '__proto__') Object.defineProperty(obj, key, { value, writable: true, enumerable: true, configurable: true })
+  else obj[key] = value
+}
+
 /** Reference RFC 7396 on plain JSON; used for validation before a patch touches a doc. */
 export function applyMergePatch(target: JsonValue | undefined, patch: JsonValue): JsonValue {
   if (!isJsonObject(patch)) return patch
   const result: JsonObject = isJsonObject(target) ? { ...target } : {}
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) delete result[key]
-    else result[key] = applyMergePatch(result[key], value)
+    else setMember(result, key, applyMergePatch(getMember(result, key), value))
   }
   return result
 }
@@ -49,18 +62,18 @@ export function assertMergePatch(patch: unknown): asserts patch is MergePatch {
 export function diffToMergePatch(from: JsonObject, to: JsonObject): MergePatch {
   const patch: MergePatch = {}
   for (const key of Object.keys(from)) {
-    if (!Object.prototype.hasOwnProperty.call(to, key)) patch[key] = null
+    if (!Object.prototype.hasOwnProperty.call(to, key)) setMember(patch, key, null)
   }
   for (const [key, value] of Object.entries(to)) {
-    const before = from[key]
+    const before = getMember(from, key)
     if (jsonEqual(before, value)) continue
     if (isJsonObject(value) && isJsonObject(before) && Object.keys(value).length > 0) {
-      patch[key] = diffToMergePatch(before, value)
+      setMember(patch, key, diffToMergePatch(before, value))
     } else if (isJsonObject(value) && Object.keys(value).length === 0 && isJsonObject(before)) {
       // An empty object cannot be expressed as a merge of an object: delete every key instead.
-      patch[key] = Object.fromEntries(Object.keys(before).map((k) => [k, null]))
+      setMember(patch, key, Object.fromEntries(Object.keys(before).map((k) => [k, null])))
     } else {
-      patch[key] = value
+      setMember(patch, key, value)
     }
   }
   return patch
@@ -107,7 +120,7 @@ function yToJson(value: unknown): JsonValue {
   if (value instanceof Y.Map) {
     const out: JsonObject = {}
     value.forEach((v, k) => {
-      out[k] = yToJson(v)
+      setMember(out, k, yToJson(v))
     })
     return out
   }

@@ -1,0 +1,368 @@
+import { describe, expect, it } from 'vitest'
+import fc from 'fast-check'
+import * as Y from 'yjs'
+import {
+  applyMergePatch,
+  applyPatchToDoc,
+  assertMergePatch,
+  CONTENT_MAP,
+  diffToMergePatch,
+  docToJson,
+  isWeftError,
+  replaceDocContent,
+  type JsonObject,
+  type JsonValue,
+  type MergePatch,
+} from '../../shared/index.js'
+
+// ---- arbitraries ----------------------------------------------------------------------------
+// Few keys, so patches hit existing fields often; plus arbitrary strings now and then.
+const key = fc.oneof({ weight: 4, arbitrary: fc.constantFrom('a', 'b', 'c', 'Status') }, { weight: 1, arbitrary: fc.string({ maxLength: 4 }) })
+const scalar = fc.oneof(
+  fc.integer({ min: -1000, max: 1000 }),
+  fc.double({ noNaN: true, noDefaultInfinity: true }).filter((d) => !Object.is(d, -0)),
+  fc.string({ maxLength: 5 }),
+  fc.boolean(),
+)
+/** Any JSON (nulls allowed, e.g. inside arrays). */
+const { anyJson } = fc.letrec<{ anyJson: JsonValue; anyObject: JsonObject }>((tie) => ({
+  anyJson: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    fc.constant(null),
+    scalar,
+    fc.array(tie('anyJson'), { maxLength: 3 }),
+    tie('anyObject'),
+  ),
+  anyObject: fc.dictionary(key, tie('anyJson'), { maxKeys: 3, noNullPrototype: true }),
+}))
+/**
+ * Content a merge patch can produce: no `null` as an object member (RFC 7396 reads it as
+ * "delete"), anything inside arrays.
+ */
+const { content: contentValue, contentObject } = fc.letrec<{ content: JsonValue; contentObject: JsonObject }>((tie) => ({
+  content: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    scalar,
+    fc.array(anyJson, { maxLength: 3 }),
+    tie('contentObject'),
+  ),
+  contentObject: fc.dictionary(key, tie('content'), { maxKeys: 4, noNullPrototype: true }),
+}))
+const { patch: patchArb } = fc.letrec<{ patchValue: JsonValue; patch: MergePatch }>((tie) => ({
+  patchValue: fc.oneof(
+    { depthSize: 'small', withCrossShrink: true },
+    fc.constant(null),
+    scalar,
+    fc.array(anyJson, { maxLength: 3 }),
+    tie('patch'),
+  ),
+  patch: fc.dictionary(key, tie('patchValue'), { maxKeys: 4, noNullPrototype: true }),
+}))
+
+function docWith(content: JsonObject): Y.Doc {
+  const doc = new Y.Doc()
+  applyPatchToDoc(doc, content)
+  return doc
+}
+
+function expectInvalidPatch(fn: () => unknown): void {
+  try {
+    fn()
+  } catch (e) {
+    expect(isWeftError(e) && e.code).toBe('invalid_patch')
+    return
+  }
+  expect.fail('expected a WeftError invalid_patch')
+}
+
+// ---- RFC 7396 -------------------------------------------------------------------------------
+
+/** RFC 7396, Appendix A: [target, patch, result]. */
+const RFC_7396_EXAMPLES: [JsonValue, JsonValue, JsonValue][] = [
+  [{ a: 'b' }, { a: 'c' }, { a: 'c' }],
+  [{ a: 'b' }, { b: 'c' }, { a: 'b', b: 'c' }],
+  [{ a: 'b' }, { a: null }, {}],
+  [{ a: 'b', b: 'c' }, { a: null }, { b: 'c' }],
+  [{ a: ['b'] }, { a: 'c' }, { a: 'c' }],
+  [{ a: 'c' }, { a: ['b'] }, { a: ['b'] }],
+  [{ a: { b: 'c' } }, { a: { b: 'd', c: null } }, { a: { b: 'd' } }],
+  [{ a: [{ b: 'c' }] }, { a: [1] }, { a: [1] }],
+  [['a', 'b'], ['c', 'd'], ['c', 'd']],
+  [{ a: 'b' }, ['c'], ['c']],
+  [{ a: 'foo' }, null, null],
+  [{ a: 'foo' }, 'bar', 'bar'],
+  [{ e: null }, { a: 1 }, { e: null, a: 1 }],
+  [[1, 2], { a: 'b', c: null }, { a: 'b' }],
+  [{}, { a: { bb: { ccc: null } } }, { a: { bb: {} } }],
+]
+
+describe('applyMergePatch (reference RFC 7396)', () => {
+  it.each(RFC_7396_EXAMPLES)('[PATCH1] RFC 7396 appendix A: %j + %j = %j', (target, patch, result) => {
+    expect(applyMergePatch(target, patch)).toEqual(result)
+  })
+
+  it('[PATCH1] RFC 7396 appendix A on a Y.Doc (rows whose target and patch are objects the doc can hold)', () => {
+    for (const [target, patch, result] of RFC_7396_EXAMPLES) {
+      const isObject = (v: JsonValue): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v)
+      if (!isObject(target) || !isObject(patch) || Object.values(target).includes(null)) continue
+      const doc = docWith(target)
+      applyPatchToDoc(doc, patch)
+      expect(docToJson(doc)).toEqual(result)
+    }
+  })
+
+  it('does not mutate its inputs', () => {
+    fc.assert(
+      fc.property(contentObject, patchArb, (target, patch) => {
+        const t = structuredClone(target)
+        const p = structuredClone(patch)
+        applyMergePatch(target, patch)
+        expect(target).toEqual(t)
+        expect(patch).toEqual(p)
+      }),
+    )
+  })
+})
+
+describe('applyPatchToDoc', () => {
+  it('[PATCH1] docToJson(doc after the patch) equals the RFC 7396 reference (property)', () => {
+    fc.assert(
+      fc.property(contentObject, patchArb, (initial, patch) => {
+        const doc = docWith(initial)
+        expect(docToJson(doc)).toEqual(initial)
+        applyPatchToDoc(doc, patch)
+        expect(docToJson(doc)).toEqual(applyMergePatch(initial, patch))
+      }),
+      { numRuns: 500 },
+    )
+  })
+
+  it('[PATCH1] a sequence of patches equals the reference applied in order (property)', () => {
+    fc.assert(
+      fc.property(contentObject, fc.array(patchArb, { maxLength: 5 }), (initial, patches) => {
+        const doc = docWith(initial)
+        let expected: JsonValue = initial
+        for (const p of patches) {
+          applyPatchToDoc(doc, p)
+          expected = applyMergePatch(expected, p)
+        }
+        expect(docToJson(doc)).toEqual(expected)
+      }),
+    )
+  })
+
+  it('[PATCH2] one patch is exactly one Yjs transaction, and at most one update (property)', () => {
+    fc.assert(
+      fc.property(contentObject, patchArb, (initial, patch) => {
+        const doc = docWith(initial)
+        let transactions = 0
+        let updates = 0
+        doc.on('afterTransaction', () => transactions++)
+        doc.on('update', () => updates++)
+        applyPatchToDoc(doc, patch, 'test-origin')
+        expect(transactions).toBe(1)
+        expect(updates).toBeLessThanOrEqual(1)
+        const changed = JSON.stringify(docToJson(docWith(initial))) !== JSON.stringify(docToJson(doc))
+        if (changed) expect(updates).toBe(1)
+      }),
+    )
+  })
+
+  it('[PATCH2] the update carries the origin it was given', () => {
+    const doc = docWith({ a: 1 })
+    const origins: unknown[] = []
+    doc.on('update', (_u: Uint8Array, origin: unknown) => origins.push(origin))
+    applyPatchToDoc(doc, { a: 2, b: { c: [1] } }, 'system')
+    expect(origins).toEqual(['system'])
+  })
+
+  it('a no-op patch writes nothing (unchanged scalars, arrays and nested objects keep their items)', () => {
+    const doc = docWith({ a: 1, b: [1, { x: 2 }], c: { d: 'e' } })
+    let updates = 0
+    doc.on('update', () => updates++)
+    applyPatchToDoc(doc, { a: 1, b: [1, { x: 2 }], c: { d: 'e' }, missing: null })
+    expect(updates).toBe(0)
+  })
+
+  it('[PATCH3] two docs patching different top-level fields concurrently converge with both changes (property)', () => {
+    fc.assert(
+      fc.property(
+        contentObject,
+        fc.uniqueArray(fc.constantFrom('a', 'b', 'c', 'Status', 'x', 'y'), { minLength: 2, maxLength: 2 }),
+        fc.constantFrom(null, 1, 'v', [1, 2]).chain((v) => fc.constant(v as JsonValue)),
+        contentValue,
+        (initial, [fieldA, fieldB], valueA, valueB) => {
+          const a = docWith(initial)
+          const b = new Y.Doc()
+          Y.applyUpdate(b, Y.encodeStateAsUpdate(a))
+          const patchA: MergePatch = { [fieldA!]: valueA }
+          const patchB: MergePatch = { [fieldB!]: valueB }
+          const ua = captureOne(a, () => applyPatchToDoc(a, patchA))
+          const ub = captureOne(b, () => applyPatchToDoc(b, patchB))
+          Y.applyUpdate(a, ub)
+          Y.applyUpdate(b, ua)
+          const expected = applyMergePatch(applyMergePatch(initial, patchA), patchB)
+          expect(docToJson(a)).toEqual(expected)
+          expect(docToJson(b)).toEqual(expected)
+        },
+      ),
+    )
+  })
+
+  it('[PATCH3] two docs patching different nested fields of one object concurrently converge with both changes (property)', () => {
+    fc.assert(
+      fc.property(
+        contentObject,
+        fc.uniqueArray(fc.constantFrom('p', 'q', 'r', 's'), { minLength: 2, maxLength: 2 }),
+        contentValue,
+        contentValue,
+        fc.boolean(),
+        (siblings, [keyA, keyB], valueA, valueB, deleteA) => {
+          // The shared parent object exists on both sides before the concurrent edits.
+          const initial: JsonObject = { M: { Deep: siblings, p: 0, q: 0 }, Other: 1 }
+          const a = docWith(initial)
+          const b = new Y.Doc()
+          Y.applyUpdate(b, Y.encodeStateAsUpdate(a))
+          const patchA: MergePatch = { M: { Deep: { [keyA!]: deleteA ? null : valueA } } }
+          const patchB: MergePatch = { M: { Deep: { [keyB!]: valueB } } }
+          const ua = captureOne(a, () => applyPatchToDoc(a, patchA))
+          const ub = captureOne(b, () => applyPatchToDoc(b, patchB))
+          Y.applyUpdate(b, ua)
+          Y.applyUpdate(a, ub)
+          const expected = applyMergePatch(applyMergePatch(initial, patchA), patchB)
+          expect(docToJson(a)).toEqual(expected)
+          expect(docToJson(b)).toEqual(expected)
+        },
+      ),
+    )
+  })
+
+  it('[PATCH3] the seed scenario: a writer of RequestedStatus and the owner writing Status both survive', () => {
+    const owner = docWith({ Status: 'Running', RequestedStatus: null as unknown as JsonValue, Messages: [] })
+    const caller = new Y.Doc()
+    Y.applyUpdate(caller, Y.encodeStateAsUpdate(owner))
+    const u1 = captureOne(owner, () => applyPatchToDoc(owner, { Status: 'Succeeded', Messages: ['done'] }))
+    const u2 = captureOne(caller, () => applyPatchToDoc(caller, { RequestedStatus: 'Cancelled' }))
+    Y.applyUpdate(owner, u2)
+    Y.applyUpdate(caller, u1)
+    const expected = { Status: 'Succeeded', Messages: ['done'], RequestedStatus: 'Cancelled' }
+    expect(docToJson(owner)).toEqual(expected)
+    expect(docToJson(caller)).toEqual(expected)
+  })
+
+  it('[PATCH4] invalid patches throw invalid_patch and leave the doc untouched', () => {
+    const doc = docWith({ a: 1 })
+    let transactions = 0
+    doc.on('afterTransaction', () => transactions++)
+    const invalid: unknown[] = [
+      null,
+      undefined,
+      'string',
+      42,
+      true,
+      [],
+      [{ a: 1 }],
+      { a: Number.NaN },
+      { a: Number.POSITIVE_INFINITY },
+      { a: { b: Number.NEGATIVE_INFINITY } },
+      { a: undefined },
+      { a: { b: [1, undefined] } },
+      { a: [Number.NaN] },
+      { a: () => 1 },
+      { a: new Date(0) },
+      { a: new Map() },
+      { a: Symbol('s') },
+      { a: 10n },
+      { a: new (class Point { x = 1 })() },
+    ]
+    for (const patch of invalid) {
+      expectInvalidPatch(() => applyPatchToDoc(doc, patch as MergePatch))
+      expectInvalidPatch(() => assertMergePatch(patch))
+    }
+    expect(transactions).toBe(0)
+    expect(docToJson(doc)).toEqual({ a: 1 })
+  })
+
+  it('[PATCH4] anything JSON.parse produces is accepted', () => {
+    fc.assert(
+      fc.property(fc.json(), (text) => {
+        const value = JSON.parse(text) as unknown
+        const isObject = typeof value === 'object' && value !== null && !Array.isArray(value)
+        if (isObject) expect(() => assertMergePatch(value)).not.toThrow()
+        else expectInvalidPatch(() => assertMergePatch(value))
+      }),
+    )
+  })
+
+  it('a `__proto__` member parsed from JSON is an ordinary field', () => {
+    const patch = JSON.parse('{"__proto__": {"polluted": true}, "a": 1}') as MergePatch
+    const doc = docWith({})
+    applyPatchToDoc(doc, patch)
+    expect((doc.getMap(CONTENT_MAP).get('__proto__') as Y.Map<unknown>).get('polluted')).toBe(true)
+    const json = docToJson(doc)
+    expect(Object.getPrototypeOf(json)).toBe(Object.prototype)
+    expect(Object.keys(json).sort()).toEqual(['__proto__', 'a'])
+    const reference = applyMergePatch({}, patch) as JsonObject
+    expect(Object.getPrototypeOf(reference)).toBe(Object.prototype)
+    expect(Object.keys(reference).sort()).toEqual(['__proto__', 'a'])
+    expect(JSON.stringify(json)).toBe(JSON.stringify(reference))
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined()
+    // diff sees it too (an absent `__proto__` is not Object.prototype).
+    const to = JSON.parse('{"__proto__": {}}') as JsonObject
+    expect(Object.keys(diffToMergePatch({}, to))).toEqual(['__proto__'])
+    expect(Object.keys(diffToMergePatch(to, {}))).toEqual(['__proto__'])
+  })
+})
+
+describe('diffToMergePatch', () => {
+  it('[PATCH5] applying diff(a, b) to a gives b (property, plain JSON and Y.Doc)', () => {
+    fc.assert(
+      fc.property(contentObject, contentObject, (a, b) => {
+        const patch = diffToMergePatch(a, b)
+        expect(applyMergePatch(a, patch)).toEqual(b)
+        const doc = docWith(a)
+        applyPatchToDoc(doc, patch)
+        expect(docToJson(doc)).toEqual(b)
+      }),
+      { numRuns: 500 },
+    )
+  })
+
+  it('[PATCH5] diff(a, a) is empty, and equal fields are left out (property)', () => {
+    fc.assert(
+      fc.property(contentObject, contentObject, (a, b) => {
+        expect(diffToMergePatch(a, structuredClone(a))).toEqual({})
+        const patch = diffToMergePatch(a, b)
+        for (const k of Object.keys(patch)) {
+          expect(JSON.stringify(a[k]) === JSON.stringify(b[k]) && k in a && k in b).toBe(false)
+        }
+      }),
+    )
+  })
+
+  it('replaceDocContent makes the doc equal the new content (property)', () => {
+    fc.assert(
+      fc.property(contentObject, contentObject, (a, b) => {
+        const doc = docWith(a)
+        replaceDocContent(doc, b)
+        expect(docToJson(doc)).toEqual(b)
+      }),
+    )
+  })
+
+  it('an emptied object becomes a patch deleting each of its keys', () => {
+    expect(diffToMergePatch({ m: { x: 1, y: 2 } }, { m: {} })).toEqual({ m: { x: null, y: null } })
+    expect(diffToMergePatch({ m: 1 }, { m: {} })).toEqual({ m: {} })
+  })
+})
+
+function captureOne(doc: Y.Doc, fn: () => void): Uint8Array {
+  const updates: Uint8Array[] = []
+  const on = (u: Uint8Array): void => {
+    updates.push(u)
+  }
+  doc.on('update', on)
+  fn()
+  doc.off('update', on)
+  return Y.mergeUpdates(updates)
+}
