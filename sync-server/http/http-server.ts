@@ -27,6 +27,33 @@ const MIME: Record<string, string> = {
   '.txt': 'text/plain; charset=utf-8',
 }
 
+/** The request path exactly as sent: WHATWG URL parsing would resolve `..` and hide it. */
+export function rawPathname(req: IncomingMessage): string {
+  const raw = req.url ?? '/'
+  const q = raw.indexOf('?')
+  return q < 0 ? raw : raw.slice(0, q)
+}
+
+/**
+ * Decodes a path taken from a URL segment by segment, so an encoded slash (`%2F`) cannot
+ * smuggle a separator into a segment.
+ */
+export function decodePathParam(raw: string): string {
+  return raw
+    .split('/')
+    .map((segment) => {
+      let decoded: string
+      try {
+        decoded = decodeURIComponent(segment)
+      } catch {
+        throw new WeftError('invalid_path', `Malformed percent-encoding in ${JSON.stringify(segment)}.`)
+      }
+      if (decoded.includes('/')) throw new WeftError('invalid_path', `A path segment cannot contain '/': ${JSON.stringify(segment)}.`)
+      return decoded
+    })
+    .join('/')
+}
+
 export function bearerToken(req: IncomingMessage, url: URL): string | null {
   const h = req.headers.authorization
   if (h && /^Bearer\s+/i.test(h)) return h.replace(/^Bearer\s+/i, '').trim()
@@ -86,9 +113,10 @@ export function createHttpHandler(opts: HttpHandlerOptions) {
       return sendError(res, new WeftError('invalid_request', 'Malformed URL.'))
     }
     const method = (req.method ?? 'GET').toUpperCase()
+    const pathname = rawPathname(req)
     try {
-      if (url.pathname.startsWith('/api/') || url.pathname === '/healthz') {
-        const result = await dispatch(opts, req, res, url, method)
+      if (pathname.startsWith('/api/') || pathname === '/healthz') {
+        const result = await dispatch(opts, req, res, url, pathname, method)
         if (result) sendJson(res, result.status, result.body, result.headers)
         return
       }
@@ -103,10 +131,10 @@ export function createHttpHandler(opts: HttpHandlerOptions) {
   }
 }
 
-async function dispatch(opts: HttpHandlerOptions, req: IncomingMessage, res: ServerResponse, url: URL, method: string): Promise<RouteResult | null> {
+async function dispatch(opts: HttpHandlerOptions, req: IncomingMessage, res: ServerResponse, url: URL, pathname: string, method: string): Promise<RouteResult | null> {
   let pathMatched = false
   for (const route of opts.routes()) {
-    const m = route.pattern.exec(url.pathname)
+    const m = route.pattern.exec(pathname)
     if (!m) continue
     pathMatched = true
     if (route.method !== method) continue
@@ -117,13 +145,7 @@ async function dispatch(opts: HttpHandlerOptions, req: IncomingMessage, res: Ser
       throw new WeftError('unauthorized', 'Sign in first: send Authorization: Bearer <token>.')
     }
     const params: Record<string, string> = {}
-    for (const [k, v] of Object.entries(m.groups ?? {})) {
-      try {
-        params[k] = v === undefined ? '' : decodeURIComponent(v)
-      } catch {
-        throw new WeftError('invalid_path', `Malformed percent-encoding in ${url.pathname}.`)
-      }
-    }
+    for (const [k, v] of Object.entries(m.groups ?? {})) params[k] = v === undefined ? '' : decodePathParam(v)
     const request: RouteRequest = {
       req,
       res,
@@ -142,8 +164,8 @@ async function dispatch(opts: HttpHandlerOptions, req: IncomingMessage, res: Ser
     }
     return route.handler(request)
   }
-  if (pathMatched) throw new WeftError('invalid_request', `${method} is not supported on ${url.pathname}.`)
-  throw new WeftError('not_found', `No API at ${url.pathname}.`)
+  if (pathMatched) throw new WeftError('invalid_request', `${method} is not supported on ${pathname}.`)
+  throw new WeftError('not_found', `No API at ${pathname}.`)
 }
 
 async function serveStatic(root: string, pathname: string, res: ServerResponse): Promise<void> {

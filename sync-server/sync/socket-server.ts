@@ -21,6 +21,7 @@ import type { LoadedNode, RoomConnection } from '../nodes/loaded-node.js'
 import type { NodeService } from '../nodes/node-service.js'
 import type { AccessService } from '../access/access-service.js'
 import { handleRoomMessage, permissionDeniedMessage } from './room-protocol.js'
+import { decodePathParam, rawPathname } from '../http/http-server.js'
 
 export interface SocketServerOptions {
   nodes: NodeService
@@ -83,7 +84,7 @@ export class SocketServer {
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
     const url = new URL(req.url ?? '/', 'http://localhost')
     const isMux = url.pathname === '/mux'
-    const isSync = url.pathname.startsWith('/sync/')
+    const isSync = rawPathname(req).startsWith('/sync/')
     if (!isMux && !isSync) return false
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       const w = ws as WebSocket & { isAlive?: boolean }
@@ -91,7 +92,7 @@ export class SocketServer {
       ws.on('pong', () => (w.isAlive = true))
       ws.on('error', (err) => this.opts.log.debug({ err }, 'socket error'))
       if (isMux) this.acceptMux(ws, url)
-      else this.acceptSync(ws, url)
+      else this.acceptSync(ws, url, req)
     })
     return true
   }
@@ -111,7 +112,7 @@ export class SocketServer {
 
   // ------------------------------------------------------------------ /sync/{path}
 
-  private acceptSync(ws: WebSocket, url: URL): void {
+  private acceptSync(ws: WebSocket, url: URL, req: IncomingMessage): void {
     const queue: Uint8Array[] = []
     let ready: ((m: Uint8Array) => void) | null = null
     ws.on('message', (data, isBinary) => {
@@ -125,7 +126,7 @@ export class SocketServer {
       if (!userId) return ws.close(CloseCode.Unauthorized, 'unauthorized: sign in and pass ?token=')
       let path: NodePath
       try {
-        path = parseNodePath(decodeURIComponent(url.pathname.slice('/sync/'.length)))
+        path = parseNodePath(decodePathParam(rawPathname(req).slice('/sync/'.length)))
       } catch (e) {
         return ws.close(4400, `invalid_path: ${(e as Error).message}`.slice(0, 120))
       }
