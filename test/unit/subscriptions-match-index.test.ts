@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest'
+import { MatchIndex } from '../../sync-server/engines/subscriptions/match-index.js'
+
+describe('[SUB5] NodeChange matching is indexed by (type, kind, field, value)', () => {
+  it('matches field names and values case-insensitively', () => {
+    const index = new MatchIndex()
+    index.add('a', { nodeType: 'User', kind: 'Created', field: 'email', value: 'Ann@Example.com' })
+    expect(index.candidates('User', 'Created', { Email: 'ann@example.COM' })).toEqual(['a'])
+    expect(index.candidates('User', 'Created', { Email: 'bob@example.com' })).toEqual([])
+  })
+  it('node type is exact and kind must match', () => {
+    const index = new MatchIndex()
+    index.add('a', { nodeType: 'User', kind: 'Created', field: 'Email', value: 'a@x.io' })
+    expect(index.candidates('user', 'Created', { Email: 'a@x.io' })).toEqual([])
+    expect(index.candidates('User', 'Updated', { Email: 'a@x.io' })).toEqual([])
+  })
+  it('no MatchField means any node of the type, including a deletion', () => {
+    const index = new MatchIndex()
+    index.add('any', { nodeType: 'Doc', kind: 'Deleted', field: null, value: null })
+    index.add('f', { nodeType: 'Doc', kind: 'Deleted', field: 'Title', value: 'x' })
+    expect(index.candidates('Doc', 'Deleted', null)).toEqual(['any'])
+  })
+  it('numbers and booleans match by their string form; objects never match', () => {
+    const index = new MatchIndex()
+    index.add('n', { nodeType: 'T', kind: 'Updated', field: 'Count', value: '3' })
+    index.add('b', { nodeType: 'T', kind: 'Updated', field: 'Done', value: 'TRUE' })
+    index.add('o', { nodeType: 'T', kind: 'Updated', field: 'Obj', value: '[object Object]' })
+    expect(index.candidates('T', 'Updated', { Count: 3, Done: true, Obj: { a: 1 } }).sort()).toEqual(['b', 'n'])
+  })
+  it('remove and re-add under a new key moves the entry', () => {
+    const index = new MatchIndex()
+    index.add('a', { nodeType: 'User', kind: 'Created', field: 'Email', value: 'one@x.io' })
+    index.add('a', { nodeType: 'User', kind: 'Created', field: 'Email', value: 'two@x.io' })
+    expect(index.size).toBe(1)
+    expect(index.candidates('User', 'Created', { Email: 'one@x.io' })).toEqual([])
+    expect(index.candidates('User', 'Created', { Email: 'two@x.io' })).toEqual(['a'])
+    expect(index.remove('a')).toBe(true)
+    expect(index.size).toBe(0)
+    expect(index.nodeTypesFor('Created')).toEqual([])
+  })
+  it('a lookup costs the same with 100,000 entries (no scan)', () => {
+    const index = new MatchIndex()
+    for (let i = 0; i < 100_000; i++) index.add(`s${i}`, { nodeType: 'User', kind: 'Created', field: 'Email', value: `u${i}@x.io` })
+    const t0 = performance.now()
+    for (let i = 0; i < 10_000; i++) index.candidates('User', 'Created', { Email: `u${i * 7}@x.io`, FullName: 'x', PinnedPaths: [] })
+    const perLookupUs = ((performance.now() - t0) / 10_000) * 1000
+    expect(index.candidates('User', 'Created', { Email: 'u99999@x.io' })).toEqual(['s99999'])
+    expect(perLookupUs).toBeLessThan(50)
+  })
+})
