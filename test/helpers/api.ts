@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { request as httpRequest } from 'node:http'
 import type { ChangeRecord, JsonObject, MeshNode } from '../../shared/index.js'
 
 /**
@@ -133,4 +134,44 @@ export function expectStatus<T>(res: ApiResponse<T>, ...expected: number[]): Api
 export function errorCode(res: ApiResponse<unknown>): string | undefined {
   const body = res.body as Partial<ErrorBody> | undefined
   return typeof body === 'object' && body !== null ? body.error?.code : undefined
+}
+
+/**
+ * An HTTP request whose path is sent byte for byte. `fetch` normalises URLs (`a/../b` becomes
+ * `b`, `%2e%2e` too), so path-validation tests need this to reach the server at all.
+ */
+export function rawHttp(
+  url: string,
+  method: string,
+  rawPath: string,
+  opts: { token?: string; body?: string; contentType?: string } = {},
+): Promise<ApiResponse<unknown>> {
+  const target = new URL(url)
+  const headers: Record<string, string> = {}
+  if (opts.token) headers.authorization = `Bearer ${opts.token}`
+  if (opts.body !== undefined) {
+    headers['content-type'] = opts.contentType ?? 'application/json'
+    headers['content-length'] = String(Buffer.byteLength(opts.body))
+  }
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: target.hostname, port: target.port, method, path: rawPath, headers }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString()
+        let body: unknown = text
+        try {
+          body = JSON.parse(text)
+        } catch {
+          body = text
+        }
+        const h = new Headers()
+        for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') h.set(k, v)
+        resolve({ status: res.statusCode ?? 0, body, headers: h })
+      })
+    })
+    req.on('error', reject)
+    if (opts.body !== undefined) req.write(opts.body)
+    req.end()
+  })
 }
