@@ -250,7 +250,10 @@ export class PostgresStorage implements StorageAdapter {
       params.push(value)
       return `$${params.length}`
     }
-    if (q.parent !== undefined) clauses.push(`parent = ${param(q.parent)}`)
+    // An empty parent means the top level, whose rows have no parent.
+    if (q.parent === '') clauses.push('parent IS NULL')
+    else if (q.parent !== undefined) clauses.push(`parent = ${param(q.parent)}`)
+    if (q.after !== undefined) clauses.push(`path > ${param(q.after)}`)
     if (q.nodeType !== undefined) clauses.push(`node_type = ${param(q.nodeType)}`)
     for (const { field, value } of q.where) {
       // Field names match case-insensitively (NodeQuery), hence jsonb_each_text rather than ->>.

@@ -12,6 +12,7 @@ export interface NormalisedQuery {
   /** Lower-cased field name and lower-cased value: both compare case-insensitively (NodeQuery). */
   where: { field: string; value: string }[]
   limit: number
+  after: string | undefined
 }
 
 /** Field names reach SQL only as bound parameters, but are still restricted to a safe alphabet. */
@@ -22,7 +23,13 @@ export function normaliseQuery(query: NodeQuery): NormalisedQuery {
     }
     return { field: field.toLowerCase(), value: String(value).toLowerCase() }
   })
-  return { parent: query.parent, nodeType: query.nodeType, where, limit: clampLimit(query.limit, DEFAULT_QUERY_LIMIT, MAX_QUERY_LIMIT) }
+  return {
+    parent: query.parent,
+    nodeType: query.nodeType,
+    where,
+    limit: clampLimit(query.limit, DEFAULT_QUERY_LIMIT, MAX_QUERY_LIMIT),
+    after: query.after,
+  }
 }
 
 export function clampLimit(limit: number | undefined, fallback: number, max: number): number {

@@ -235,9 +235,15 @@ export class SqliteStorage implements StorageAdapter {
     const q = normaliseQuery(query)
     const clauses: string[] = []
     const params: unknown[] = []
-    if (q.parent !== undefined) {
+    // An empty parent means the top level, whose rows have no parent.
+    if (q.parent === '') clauses.push('parent IS NULL')
+    else if (q.parent !== undefined) {
       clauses.push('parent = ?')
       params.push(q.parent)
+    }
+    if (q.after !== undefined) {
+      clauses.push('path > ?')
+      params.push(q.after)
     }
     if (q.nodeType !== undefined) {
       clauses.push('node_type = ?')

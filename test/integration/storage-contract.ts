@@ -246,6 +246,9 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       expect(paths(await store.queryNodes({ where: { Done: 'false', Status: 'pending' } }))).toEqual(['org/a'])
       expect(paths(await store.queryNodes({ where: { Missing: 'x' } }))).toEqual([])
       expect(paths(await store.queryNodes({ nodeType: 'Document', limit: 2 }))).toEqual(['org/a', 'org/a/deep'])
+      // An empty parent is the top level; `after` pages by path.
+      expect(paths(await store.queryNodes({ parent: '' as NodePath }))).toEqual(['org'])
+      expect(paths(await store.queryNodes({ nodeType: 'Document', limit: 2, after: 'org/a/deep' }))).toEqual(['org/b', 'other/x'])
       expect(await store.queryNodes({ parent: P('org'), nodeType: 'Document', where: { Status: 'Pending' } })).toEqual([
         await store.getNode(P('org/a')),
       ])
