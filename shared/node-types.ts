@@ -148,7 +148,8 @@ export function validateContent(nodeType: string, content: JsonObject): void {
 
 export function fieldRule(nodeType: string, field: string): WriteRule {
   const d = nodeTypeDef(nodeType)
-  return d.fields[field] ?? d.defaultWrite
+  // Own members only: a field named `constructor` or `__proto__` must not pick up Object.prototype.
+  return Object.prototype.hasOwnProperty.call(d.fields, field) ? d.fields[field]! : d.defaultWrite
 }
 
 export const SUBSCRIPTION_STATUS_NAMES = EventSubscriptionStatus.members
