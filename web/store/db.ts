@@ -70,7 +70,7 @@ export class WeftDb extends Dexie {
     super(name)
     this.version(1).stores({
       updates: '++id, path',
-      nodes: 'path, parent, nodeType, updatedAt, pending, refused',
+      nodes: 'path, parent, [parent+name], nodeType, updatedAt, pending, refused',
       outbox: '++id, path, status, [path+status]',
       ops: '++id, path',
       meta: 'key',

@@ -1,0 +1,34 @@
+import { must } from '../shared/index.js'
+import { NodeStreams } from './streams/index.js'
+import { SyncClient, type Session } from './sync/index.js'
+
+/**
+ * The session's services. Components read them here instead of receiving them through
+ * properties: there is one session per page, and a component tree rebuilds on sign-in.
+ */
+export interface AppContext {
+  session: Session
+  client: SyncClient
+  streams: NodeStreams
+}
+
+let current: AppContext | null = null
+
+export async function startAppContext(session: Session, baseUrl = location.origin): Promise<AppContext> {
+  current?.client.stop()
+  const client = new SyncClient({ session, baseUrl })
+  await client.start()
+  current = { session, client, streams: new NodeStreams(client) }
+  // Tests and benchmarks drive the store through this handle.
+  ;(globalThis as { __weft?: AppContext }).__weft = current
+  return current
+}
+
+export function stopAppContext(): void {
+  current?.client.stop()
+  current = null
+}
+
+export function app(): AppContext {
+  return must(current, 'the app context is started before any page renders')
+}

@@ -1,0 +1,70 @@
+import { LitElement, css, html } from 'lit'
+import { HttpApi, HttpError } from '../api/http-client.js'
+import type { Session } from '../sync/index.js'
+
+/** Sign up and sign in. Fires `signed-in` with the Session. */
+export class WeftAuthPage extends LitElement {
+  static override properties = { mode: { state: true }, error: { state: true }, busy: { state: true } }
+  declare mode: 'login' | 'signup'
+  declare error: string
+  declare busy: boolean
+  static override styles = css`
+    :host { display: block; max-width: 24em; margin: 4em auto; font-family: system-ui, sans-serif; }
+    form { display: grid; gap: 0.6em; }
+    label { display: grid; gap: 0.2em; }
+    .error { color: #b00; }
+  `
+
+  constructor() {
+    super()
+    this.mode = 'login'
+    this.error = ''
+    this.busy = false
+  }
+
+  private async submit(ev: SubmitEvent) {
+    ev.preventDefault()
+    const form = new FormData(ev.target as HTMLFormElement)
+    const email = String(form.get('email') ?? '')
+    const password = String(form.get('password') ?? '')
+    const name = String(form.get('name') ?? '')
+    const api = new HttpApi(location.origin, () => null)
+    this.busy = true
+    this.error = ''
+    try {
+      const res = this.mode === 'signup' ? await api.signup(email, password, name) : await api.login(email, password)
+      let displayName = name || email
+      try {
+        displayName = (await new HttpApi(location.origin, () => res.token).me()).name || displayName
+      } catch {
+        // the name is cosmetic
+      }
+      const session: Session = { userId: res.userId, token: res.token, name: displayName }
+      this.dispatchEvent(new CustomEvent<Session>('signed-in', { detail: session, bubbles: true, composed: true }))
+    } catch (e) {
+      this.error = e instanceof HttpError ? e.message : `Could not reach the server (${(e as Error).message}).`
+    } finally {
+      this.busy = false
+    }
+  }
+
+  override render() {
+    const signup = this.mode === 'signup'
+    return html`
+      <h1>Weft</h1>
+      <h2>${signup ? 'Create an account' : 'Sign in'}</h2>
+      <form @submit=${this.submit} aria-label=${signup ? 'Sign up' : 'Sign in'}>
+        ${signup ? html`<label>Name <input name="name" autocomplete="name" required /></label>` : ''}
+        <label>Email <input name="email" type="email" autocomplete="email" required /></label>
+        <label>Password <input name="password" type="password" autocomplete=${signup ? 'new-password' : 'current-password'} required minlength="8" /></label>
+        <button type="submit" ?disabled=${this.busy}>${signup ? 'Sign up' : 'Sign in'}</button>
+        ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : ''}
+      </form>
+      <p>
+        ${signup ? 'Have an account?' : 'New here?'}
+        <button type="button" @click=${() => (this.mode = signup ? 'login' : 'signup')}>${signup ? 'Sign in' : 'Create an account'}</button>
+      </p>
+    `
+  }
+}
+customElements.define('weft-auth-page', WeftAuthPage)

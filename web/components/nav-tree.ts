@@ -1,0 +1,176 @@
+import { LitElement, css, html, nothing } from 'lit'
+import { ObservableController } from '../controllers/observable-controller.js'
+import { app } from '../app-context.js'
+import type { IndexRow } from '../store/index.js'
+import type { NodeView } from '../streams/index.js'
+import { nodeHref } from './route.js'
+
+const LEVEL_LIMIT = 200
+
+/** One tree item; renders in light DOM so the tree's keyboard handler sees every item. */
+export class WeftTreeNode extends LitElement {
+  static override properties = { path: {}, label: {}, level: { type: Number }, expanded: { state: true }, current: {} }
+  declare path: string
+  declare label: string
+  declare level: number
+  declare expanded: boolean
+  declare current: string
+  private readonly children$ = new ObservableController<IndexRow[]>(this)
+
+  constructor() {
+    super()
+    this.level = 1
+    this.expanded = false
+  }
+
+  override createRenderRoot() {
+    return this
+  }
+
+  override willUpdate() {
+    if (this.expanded) this.children$.watch(this.path, () => app().streams.query$({ parent: this.path, limit: LEVEL_LIMIT }))
+  }
+
+  toggle(open = !this.expanded) {
+    this.expanded = open
+  }
+
+  override render() {
+    const kids = this.expanded ? (this.children$.value ?? []) : []
+    return html`<li role="none">
+      <a
+        role="treeitem"
+        href=${nodeHref(this.path)}
+        aria-level=${this.level}
+        aria-expanded=${this.expanded ? 'true' : 'false'}
+        aria-current=${this.current === this.path ? 'page' : 'false'}
+        tabindex="-1"
+        data-path=${this.path}
+        ><span class="twisty" aria-hidden="true" @click=${(e: Event) => (e.preventDefault(), this.toggle())}>${this.expanded ? '▾' : '▸'}</span>
+        ${this.label}</a
+      >
+      ${this.expanded && kids.length
+        ? html`<ul role="group">
+            ${kids.map(
+              (k) => html`<weft-tree-node .path=${k.path} .label=${k.name} .level=${this.level + 1} .current=${this.current}></weft-tree-node>`,
+            )}
+          </ul>`
+        : nothing}
+    </li>`
+  }
+}
+customElements.define('weft-tree-node', WeftTreeNode)
+
+/**
+ * The navigation tree: home (the User node), pinned paths from its content, and every
+ * top-level node the user can read. Arrow keys move, Right/Left expand and collapse.
+ */
+export class WeftNavTree extends LitElement {
+  static override properties = { current: {}, creating: { state: true }, error: { state: true } }
+  declare current: string
+  declare error: string
+  private readonly top = new ObservableController<IndexRow[]>(this)
+  private readonly home = new ObservableController<NodeView | null>(this)
+
+  static override styles = css`
+    :host { display: block; }
+    ul { list-style: none; margin: 0; padding-left: 1em; }
+    ul[role='tree'] { padding-left: 0; }
+    a { display: block; padding: 0.15em 0.3em; color: inherit; text-decoration: none; border-radius: 3px; }
+    a[aria-current='page'] { background: #dde8ff; }
+    a:focus { outline: 2px solid #36c; }
+    h2 { font-size: 0.8em; text-transform: uppercase; color: #666; margin: 1em 0 0.3em; }
+    form { display: flex; gap: 0.3em; margin-top: 0.5em; }
+    input { min-width: 0; flex: 1; }
+    .error { color: #b00; font-size: 0.85em; }
+  `
+
+  constructor() {
+    super()
+    this.current = ''
+    this.error = ''
+    const { session, streams } = app()
+    this.top.watch('top', () => streams.query$({ parent: '' }))
+    this.home.watch(session.userId, () => streams.node$(session.userId))
+  }
+
+  private onKeyDown(ev: KeyboardEvent) {
+    const items = [...this.renderRoot.querySelectorAll<HTMLAnchorElement>('a[role=treeitem]')]
+    const i = items.indexOf(ev.target as HTMLAnchorElement)
+    if (i < 0) return
+    const node = (ev.target as HTMLElement).closest('weft-tree-node') as WeftTreeNode | null
+    const move = (j: number) => {
+      ev.preventDefault()
+      items[Math.max(0, Math.min(items.length - 1, j))]?.focus()
+    }
+    switch (ev.key) {
+      case 'ArrowDown':
+        return move(i + 1)
+      case 'ArrowUp':
+        return move(i - 1)
+      case 'Home':
+        return move(0)
+      case 'End':
+        return move(items.length - 1)
+      case 'ArrowRight':
+        ev.preventDefault()
+        node?.toggle(true)
+        return
+      case 'ArrowLeft':
+        ev.preventDefault()
+        node?.toggle(false)
+        return
+    }
+  }
+
+  private async createSpace(ev: SubmitEvent) {
+    ev.preventDefault()
+    const form = ev.target as HTMLFormElement
+    const name = String(new FormData(form).get('space') ?? '').trim()
+    if (!name) return
+    const path = name.replace(/[^A-Za-z0-9_.@-]/g, '_')
+    try {
+      await app().client.createNode(path, 'Space', name)
+      form.reset()
+      location.hash = nodeHref(path)
+    } catch (e) {
+      this.error = (e as Error).message
+    }
+  }
+
+  override render() {
+    const { session } = app()
+    const pinned = this.home.value?.content.PinnedPaths
+    const pins = Array.isArray(pinned) ? pinned.filter((p): p is string => typeof p === 'string') : []
+    const others = (this.top.value ?? []).filter((r) => r.path !== session.userId)
+    return html`<nav aria-label="Nodes" @keydown=${this.onKeyDown} @focusin=${this.rovingFocus}>
+      <ul role="tree" aria-label="Nodes">
+        <h2 role="none">Home</h2>
+        <weft-tree-node .path=${session.userId} .label=${this.home.value?.name ?? session.name} .current=${this.current}></weft-tree-node>
+        ${pins.length ? html`<h2 role="none">Pinned</h2>` : nothing}
+        ${pins.map((p) => html`<weft-tree-node .path=${p} .label=${p} .current=${this.current}></weft-tree-node>`)}
+        <h2 role="none">Spaces and shared</h2>
+        ${others.map((r) => html`<weft-tree-node .path=${r.path} .label=${r.name} .current=${this.current}></weft-tree-node>`)}
+      </ul>
+      <form @submit=${this.createSpace} aria-label="New space">
+        <label for="new-space" class="visually-hidden">New space name</label>
+        <input id="new-space" name="space" placeholder="New space" />
+        <button type="submit">Create</button>
+      </form>
+      ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
+    </nav>`
+  }
+
+  /** Roving tabindex: exactly one item is in the tab order. */
+  private rovingFocus(ev: FocusEvent) {
+    const target = ev.target as HTMLElement
+    if (target.getAttribute('role') !== 'treeitem') return
+    for (const a of this.renderRoot.querySelectorAll<HTMLElement>('a[role=treeitem]')) a.tabIndex = a === target ? 0 : -1
+  }
+
+  override updated() {
+    const items = [...this.renderRoot.querySelectorAll<HTMLElement>('a[role=treeitem]')]
+    if (items.length && !items.some((a) => a.tabIndex === 0)) items[0]!.tabIndex = 0
+  }
+}
+customElements.define('weft-nav-tree', WeftNavTree)

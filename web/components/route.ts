@@ -1,0 +1,9 @@
+/** Hash routes (`#/n/{path}`) work from the cached app shell with no server round trip. */
+export function nodeHref(path: string): string {
+  return `#/n/${path}`
+}
+
+export function pathFromHash(hash: string): string | null {
+  const m = /^#\/n\/(.+)$/.exec(hash)
+  return m ? decodeURIComponent(m[1]!) : null
+}

@@ -1,0 +1,1 @@
+export { NodeStreams, type NodeView } from './node-streams.js'

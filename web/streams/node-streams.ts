@@ -1,0 +1,98 @@
+import { combineLatest, defer, from, map, Observable, startWith, switchMap } from 'rxjs'
+import type { JsonObject } from '../../shared/index.js'
+import type { IndexRow, LocalQuery, OutboxRow } from '../store/index.js'
+import { fromLiveQuery, type PresenceUser, type ReplicaState, type SyncClient, type SyncStatus } from '../sync/index.js'
+
+/** What a view sees of a node: the local doc's content plus the local index's facts. */
+export interface NodeView {
+  path: string
+  nodeType: string
+  name: string
+  content: JsonObject
+  updatedAt: string
+  /** Unsent patches of this node. */
+  pending: number
+  refused: number
+  localOnly: boolean
+}
+
+/**
+ * RxJS streams over the local store, kept live by sync. Subscribing to a node holds its
+ * replica (so its room is joined and presence announced); unsubscribing releases it.
+ */
+export class NodeStreams {
+  constructor(readonly client: SyncClient) {}
+
+  /** Emits the node as stored locally (null while nothing is known of it), then every change. */
+  node$(path: string): Observable<NodeView | null> {
+    return new Observable<NodeView | null>((sub) => {
+      const replica = this.client.acquire(path)
+      void this.client.refreshNode(path)
+      const content$ = defer(() => from(replica.ready)).pipe(
+        switchMap(() => replica.changed$.pipe(startWith(null))),
+        map(() => replica.content),
+      )
+      const row$ = fromLiveQuery(() => this.client.store.getIndexRow(path))
+      const s = combineLatest([content$, row$])
+        .pipe(map(([content, row]) => toView(path, content, row)))
+        .subscribe(sub)
+      return () => {
+        s.unsubscribe()
+        this.client.release(path)
+      }
+    })
+  }
+
+  /** Nodes of the local index; refreshes `parent` from the server when online. */
+  query$(q: LocalQuery): Observable<IndexRow[]> {
+    return new Observable<IndexRow[]>((sub) => {
+      if (q.parent !== undefined) void this.client.refreshChildren(q.parent)
+      return fromLiveQuery(() => this.client.store.query(q)).subscribe(sub)
+    })
+  }
+
+  /** Outbox entries of a node (pending and refused), oldest first. */
+  outbox$(path: string): Observable<OutboxRow[]> {
+    return fromLiveQuery(() => this.client.store.outboxFor(path))
+  }
+
+  presence$(path: string): Observable<PresenceUser[]> {
+    return new Observable<PresenceUser[]>((sub) => {
+      const replica = this.client.acquire(path)
+      const s = replica.presence$.subscribe(sub)
+      return () => {
+        s.unsubscribe()
+        this.client.release(path)
+      }
+    })
+  }
+
+  access$(path: string): Observable<ReplicaState> {
+    return new Observable<ReplicaState>((sub) => {
+      const replica = this.client.acquire(path)
+      const s = replica.state$.subscribe(sub)
+      return () => {
+        s.unsubscribe()
+        this.client.release(path)
+      }
+    })
+  }
+
+  get status$(): Observable<SyncStatus> {
+    return this.client.status$
+  }
+}
+
+function toView(path: string, content: JsonObject, row: IndexRow | undefined): NodeView | null {
+  if (!row && Object.keys(content).length === 0) return null
+  return {
+    path,
+    nodeType: row?.nodeType ?? 'Document',
+    name: row?.name ?? path.split('/').pop() ?? path,
+    content,
+    updatedAt: row?.updatedAt ?? '',
+    pending: row?.pending ?? 0,
+    refused: row?.refused ?? 0,
+    localOnly: !!row?.localOnly,
+  }
+}
