@@ -12,17 +12,12 @@ import {
 
 /**
  * HTTP surface of invites. A space is a top-level segment; a group path may contain `/`, so the
- * group routes capture the rest of the path (and also accept it URL-encoded as one segment).
+ * group routes capture the rest of the path. The HTTP layer has already decoded each segment
+ * (and refuses an encoded `/` inside one).
  */
 function pathParam(raw: string | undefined, what: string): NodePath {
   if (raw === undefined) throw new WeftError('invalid_request', `Missing ${what}.`)
-  let decoded: string
-  try {
-    decoded = raw.split('/').map(decodeURIComponent).join('/')
-  } catch {
-    throw new WeftError('invalid_path', `Invalid ${what} in the URL.`)
-  }
-  return parseNodePath(decoded)
+  return parseNodePath(raw)
 }
 
 function caller(r: RouteRequest): Principal {
@@ -63,7 +58,7 @@ export function inviteRoutes(deps: InviteDeps): Route[] {
       pattern: /^\/api\/spaces\/(?<space>[^/]+)\/invites\/(?<id>[^/]+)\/?$/,
       async handler(r) {
         const space = pathParam(r.params.space, 'space')
-        const id = decodeURIComponent(r.params.id ?? '')
+        const id = r.params.id ?? ''
         return { status: 200, body: await revokeSpaceInvite(deps, caller(r), space, id) }
       },
     },

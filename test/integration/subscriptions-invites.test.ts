@@ -1,0 +1,181 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import {
+  SYSTEM,
+  groupInviteSubscriptionId,
+  invitationPath,
+  spaceInviteSubscriptionId,
+  subscriptionPath,
+  type NodePath,
+} from '../../shared/index.js'
+import {
+  api,
+  createGroup,
+  createSpace,
+  errorCode,
+  grantRole,
+  signup,
+  startTestServer,
+  uniqueEmail,
+  waitFor,
+  type TestServer,
+  type TestUser,
+} from '../helpers/index.js'
+
+/**
+ * Invites by email through the HTTP API (event-subscriptions seed, "Trigger 1"), against a real
+ * server with the subscriptions engine.
+ */
+describe('[SUB-INV] space and group invites', () => {
+  let ts: TestServer
+  let admin: TestUser
+  let space: string
+
+  const sub = (id: string) => ts.server.nodes.get(SYSTEM, subscriptionPath(id) as NodePath)
+  const node = (path: string) => ts.server.nodes.get(SYSTEM, path as NodePath)
+  const invite = (token: string, s: string, body: unknown) => api(ts.url, token).post<Record<string, unknown>>(`/api/spaces/${s}/invites`, body)
+
+  beforeAll(async () => {
+    ts = await startTestServer()
+    admin = await signup(ts.url)
+    space = await createSpace(ts.url, admin.token)
+  })
+  afterAll(async () => {
+    await ts?.cleanup()
+  })
+
+  it('[SUB-INV1] invite an unknown email → Invited; on sign-up the grant and the pin land at once', async () => {
+    const email = uniqueEmail('invitee')
+    const res = await invite(admin.token, space, { email, role: 'Editor', pin: true })
+    expect(res.status).toBe(201)
+    const id = spaceInviteSubscriptionId(email, space)
+    expect(res.body).toEqual({ email, status: 'Invited', subscriptionId: id })
+    const s = await sub(id)
+    expect(s?.content).toMatchObject({ Id: id, TriggerType: 'NodeChange', TriggerNodeType: 'User', TriggerKind: 'Created', MatchValue: email, ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: 'Editor', Pin: true, Status: 'Pending', CreatedBy: admin.userId })
+    expect((await node(invitationPath(email)))?.content).toMatchObject({ Email: email, SubscriptionIds: [id] })
+
+    const started = Date.now()
+    const user = await signup(ts.url, email)
+    const assignment = await waitFor(() => node(`${space}/_Access/${user.userId}_Access`), { timeoutMs: 3000, description: 'grant' })
+    expect(assignment.content).toMatchObject({ Subject: user.userId, Role: 'Editor', Denied: false })
+    const me = await api(ts.url, user.token).getNode(user.userId)
+    expect(me.body.content.PinnedPaths).toEqual([space])
+    expect(Date.now() - started).toBeLessThan(3000)
+    // The invitee can now read the space with their own token.
+    expect((await api(ts.url, user.token).getNode(space)).status).toBe(200)
+    const fired = await waitFor(async () => ((await sub(id))?.content.Status === 'Fired' ? await sub(id) : null))
+    expect(fired.content.FiredAt).toEqual(expect.any(String))
+    expect(fired.content.SubjectId).toBe(user.userId)
+  })
+
+  it('[SUB-INV2] invite an existing user → Granted now, no subscription', async () => {
+    const existing = await signup(ts.url)
+    const res = await invite(admin.token, space, { email: existing.email.toUpperCase(), role: 'Viewer', pin: false })
+    expect(res.status).toBe(200)
+    expect(res.body).toMatchObject({ status: 'Granted', userId: existing.userId })
+    expect((await node(`${space}/_Access/${existing.userId}_Access`))?.content).toMatchObject({ Role: 'Viewer' })
+    expect(await sub(spaceInviteSubscriptionId(existing.email, space))).toBeNull()
+  })
+
+  it('[SUB-INV3] a re-invite upserts the same subscription (and revives a cancelled one)', async () => {
+    const email = uniqueEmail('again')
+    const a = await invite(admin.token, space, { email, role: 'Viewer' })
+    const b = await invite(admin.token, space, { email: email.toUpperCase(), role: 'Editor' })
+    expect(b.body.subscriptionId).toBe(a.body.subscriptionId)
+    const all = await ts.server.nodes.query(SYSTEM, { parent: 'Admin/EventSubscription' as NodePath, where: { MatchValue: email }, limit: 100 })
+    expect(all.map((n) => n.path)).toEqual([subscriptionPath(a.body.subscriptionId as string)])
+    expect(all[0]?.content.Role).toBe('Editor')
+
+    const revoke = await api(ts.url, admin.token).request('DELETE', `/api/spaces/${space}/invites/${a.body.subscriptionId}`)
+    expect(revoke.status).toBe(200)
+    expect((await sub(a.body.subscriptionId as string))?.content.Status).toBe('Cancelled')
+    await invite(admin.token, space, { email })
+    expect((await sub(a.body.subscriptionId as string))?.content.Status).toBe('Pending')
+  })
+
+  it('[SUB-INV4] revoke = Cancelled: the invitee signs up and gets nothing', async () => {
+    const email = uniqueEmail('revoked')
+    const { body } = await invite(admin.token, space, { email, role: 'Editor' })
+    const del = await api(ts.url, admin.token).request('DELETE', `/api/spaces/${space}/invites/${body.subscriptionId}`)
+    expect(del.body).toEqual({ status: 'Cancelled' })
+    const again = await api(ts.url, admin.token).request('DELETE', `/api/spaces/${space}/invites/${body.subscriptionId}`)
+    expect(again.status).toBe(409)
+    const user = await signup(ts.url, email)
+    // The engine sees the sign-up on the feed; give it the same chance it had in SUB-INV1, then check.
+    await ts.server.nodes.update(SYSTEM, user.userId as NodePath, () => undefined)
+    const status = (await sub(body.subscriptionId as string))?.content.Status
+    expect(status).toBe('Cancelled')
+    expect(await node(`${space}/_Access/${user.userId}_Access`)).toBeNull()
+  })
+
+  it('[SUB-INV5] only Admins invite or revoke; readers list members and invites', async () => {
+    const editor = await signup(ts.url)
+    await grantRole(ts.url, admin.token, space, editor.userId, 'Editor')
+    const stranger = await signup(ts.url)
+    const refused = await invite(editor.token, space, { email: uniqueEmail(), role: 'Viewer' })
+    expect(refused.status).toBe(403)
+    expect(errorCode(refused)).toBe('forbidden')
+    expect((await invite(stranger.token, space, { email: uniqueEmail() })).status).toBe(403)
+    const pending = await invite(admin.token, space, { email: uniqueEmail('listed'), role: 'Viewer' })
+    expect((await api(ts.url, editor.token).request('DELETE', `/api/spaces/${space}/invites/${pending.body.subscriptionId}`)).status).toBe(403)
+
+    const list = await api(ts.url, editor.token).get<{ members: { subject: string; role: string; email: string | null }[]; invites: { subscriptionId: string; status: string; lastError: string | null }[] }>(`/api/spaces/${space}/members`)
+    expect(list.status).toBe(200)
+    expect(list.body.members).toEqual(expect.arrayContaining([
+      expect.objectContaining({ subject: admin.userId, role: 'Admin', email: admin.email }),
+      expect.objectContaining({ subject: editor.userId, role: 'Editor' }),
+    ]))
+    expect(list.body.invites).toEqual(expect.arrayContaining([expect.objectContaining({ subscriptionId: pending.body.subscriptionId, status: 'Pending', lastError: null })]))
+    expect((await api(ts.url, stranger.token).get(`/api/spaces/${space}/members`)).status).toBe(403)
+    expect((await invite(admin.token, space, { email: 'not an email' })).status).toBe(400)
+  })
+
+  it('[SUB-INV6] the inviter lost Admin before the sign-up → Failed, named, and nothing granted', async () => {
+    const s2 = await createSpace(ts.url, admin.token)
+    const inviter = await signup(ts.url)
+    await grantRole(ts.url, admin.token, s2, inviter.userId, 'Admin')
+    const email = uniqueEmail('late')
+    const { body } = await invite(inviter.token, s2, { email, role: 'Editor' })
+    await grantRole(ts.url, admin.token, s2, inviter.userId, 'Viewer')
+    const user = await signup(ts.url, email)
+    const failed = await waitFor(async () => {
+      const n = await sub(body.subscriptionId as string)
+      return n?.content.Status === 'Failed' ? n : null
+    })
+    expect(failed.content.LastError).toContain(`${inviter.userId} is no longer Admin of ${s2}`)
+    expect(await node(`${s2}/_Access/${user.userId}_Access`)).toBeNull()
+  })
+
+  it('[SUB-INV7] group invites, single and bulk, with a group path containing "/"', async () => {
+    const group = await createGroup(ts.url, admin.token, `${space}/Team`)
+    const existing = await signup(ts.url)
+    const a = uniqueEmail('ga')
+    const b = uniqueEmail('gb')
+    const res = await api(ts.url, admin.token).post<{ results: Record<string, unknown>[] }>(`/api/groups/${group}/invites`, { emails: `${a}, ${b}\n${existing.email}; ${a}`, role: 'Viewer' })
+    expect(res.status).toBe(200)
+    expect(res.body.results).toEqual([
+      { email: a, status: 'Invited', subscriptionId: groupInviteSubscriptionId(a, group) },
+      { email: b, status: 'Invited', subscriptionId: groupInviteSubscriptionId(b, group) },
+      { email: existing.email, status: 'Granted', userId: existing.userId },
+    ])
+    expect(await node(`${group}/${existing.userId}_Membership`)).not.toBeNull()
+    // A single address; no role → membership only.
+    const c = uniqueEmail('gc')
+    const single = await api(ts.url, admin.token).post<{ results: Record<string, unknown>[] }>(`/api/groups/${group}/invites`, { emails: [c] })
+    expect(single.body.results).toEqual([{ email: c, status: 'Invited', subscriptionId: groupInviteSubscriptionId(c, group) }])
+
+    const ua = await signup(ts.url, a)
+    const uc = await signup(ts.url, c)
+    const membership = await waitFor(() => node(`${group}/${ua.userId}_Membership`))
+    expect(membership.nodeType).toBe('Membership')
+    expect((await waitFor(() => node(`${group}/_Access/${ua.userId}_Access`))).content).toMatchObject({ Role: 'Viewer' })
+    await waitFor(() => node(`${group}/${uc.userId}_Membership`))
+    await waitFor(async () => (await sub(groupInviteSubscriptionId(c, group)))?.content.Status === 'Fired')
+    expect(await node(`${group}/_Access/${uc.userId}_Access`)).toBeNull()
+    // The new member reads the group through the grant.
+    expect((await api(ts.url, ua.token).getNode(group)).status).toBe(200)
+
+    const outsider = await signup(ts.url)
+    expect((await api(ts.url, outsider.token).post(`/api/groups/${group}/invites`, { emails: [uniqueEmail()] })).status).toBe(403)
+  })
+})
+
