@@ -250,7 +250,7 @@ describe('applyPatchToDoc', () => {
     expect(docToJson(caller)).toEqual(expected)
   })
 
-  it('[PATCH4] invalid patches throw invalid_patch and leave the doc untouched', () => {
+  it('[IN1] invalid patches throw invalid_patch and leave the doc untouched', () => {
     const doc = docWith({ a: 1 })
     let transactions = 0
     doc.on('afterTransaction', () => transactions++)
@@ -283,7 +283,7 @@ describe('applyPatchToDoc', () => {
     expect(docToJson(doc)).toEqual({ a: 1 })
   })
 
-  it('[PATCH4] anything JSON.parse produces is accepted', () => {
+  it('[IN1] anything JSON.parse produces is accepted', () => {
     fc.assert(
       fc.property(fc.json(), (text) => {
         const value = JSON.parse(text) as unknown
@@ -315,7 +315,7 @@ describe('applyPatchToDoc', () => {
 })
 
 describe('diffToMergePatch', () => {
-  it('[PATCH5] applying diff(a, b) to a gives b (property, plain JSON and Y.Doc)', () => {
+  it('applying diff(a, b) to a gives b (property, plain JSON and Y.Doc)', () => {
     fc.assert(
       fc.property(contentObject, contentObject, (a, b) => {
         const patch = diffToMergePatch(a, b)
@@ -328,7 +328,7 @@ describe('diffToMergePatch', () => {
     )
   })
 
-  it('[PATCH5] diff(a, a) is empty, and equal fields are left out (property)', () => {
+  it('diff(a, a) is empty, and equal fields are left out (property)', () => {
     fc.assert(
       fc.property(contentObject, contentObject, (a, b) => {
         expect(diffToMergePatch(a, structuredClone(a))).toEqual({})

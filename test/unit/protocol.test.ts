@@ -79,7 +79,7 @@ describe('mux frames', () => {
     )
   })
 
-  it('garbage: empty input, unknown types, bad lengths', () => {
+  it('[IN2] garbage: empty input, unknown types, bad lengths', () => {
     expectProtocolError(new Uint8Array([]))
     expectProtocolError(new Uint8Array([9, 0]))
     expectProtocolError(new Uint8Array([0x7f, 0]))
@@ -93,7 +93,7 @@ describe('mux frames', () => {
     expectProtocolError(encoding.toUint8Array(e))
   })
 
-  it('random bytes either decode or throw protocol_error, never anything else (property)', () => {
+  it('[IN2] random bytes either decode or throw protocol_error, never anything else (property)', () => {
     fc.assert(
       fc.property(fc.uint8Array({ maxLength: 40 }), (data) => {
         try {

@@ -65,7 +65,7 @@ function clientContent(client: Y.Doc): Y.Map<unknown> {
   return client.getMap(CONTENT_MAP)
 }
 
-describe('inspectUpdate: map fields', () => {
+describe('[ACC7] inspectUpdate: map fields', () => {
   it('a single new field', () => {
     const { server, client } = setup({ Title: 'a' })
     const u = capture(client, () => applyPatchToDoc(client, { Body: 'hello' }))
@@ -132,7 +132,7 @@ describe('inspectUpdate: map fields', () => {
   })
 })
 
-describe('inspectUpdate: typed content inserted by client libraries', () => {
+describe('[ACC7] inspectUpdate: typed content inserted by client libraries', () => {
   it('Y.Text edits inside a field: append (origin), prepend (right origin), delete, format', () => {
     const { server, client } = setup({ Title: 'a' })
     const create = capture(client, () => {
@@ -205,7 +205,7 @@ describe('inspectUpdate: typed content inserted by client libraries', () => {
   })
 })
 
-describe('inspectUpdate: what must be refused', () => {
+describe('[ACC7] inspectUpdate: what must be refused', () => {
   it('an update that depends on state the server lacks is unattributable', () => {
     const { server, client } = setup({ Title: 'a' })
     const first = capture(client, () => applyPatchToDoc(client, { Meta: { x: 1 } }))
@@ -295,7 +295,7 @@ describe('inspectUpdate: what must be refused', () => {
   })
 })
 
-describe('inspectUpdate: what the server already knows', () => {
+describe('[ACC7] inspectUpdate: what the server already knows', () => {
   it('an empty update', () => {
     const { server } = setup({ Title: 'a' })
     expect(inspect(server, Y.encodeStateAsUpdate(new Y.Doc()))).toEqual({ fields: [], unattributable: false, empty: true })
@@ -366,7 +366,7 @@ const { patch: patchArb } = fc.letrec<{ patchValue: JsonValue; patch: JsonObject
 }))
 const contentArb = fc.dictionary(key, json, { maxKeys: 4, noNullPrototype: true })
 
-describe('inspectUpdate: property', () => {
+describe('[ACC7] inspectUpdate: property', () => {
   it('fields are exactly the top-level keys whose value a merge patch changed', () => {
     fc.assert(
       fc.property(contentArb, fc.array(patchArb, { minLength: 1, maxLength: 3 }), (initial, patches) => {
