@@ -1,0 +1,174 @@
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { expect, type Browser, type BrowserContext, type Page } from '@playwright/test'
+import { startServer } from '../../sync-server/server.js'
+
+type Running = Awaited<ReturnType<typeof startServer>>
+
+/**
+ * A real sync server for one test file: port 0, a fresh DATA_DIR, serving the built dist/.
+ * `restart()` stops it and starts it again on the same port and data directory, which is what
+ * a deploy looks like to a connected client.
+ */
+export interface E2eServer {
+  readonly url: string
+  readonly port: number
+  readonly dataDir: string
+  readonly running: Running
+  stop(): Promise<void>
+  start(): Promise<void>
+  restart(): Promise<void>
+  /** Stops the server and removes its data directory. */
+  dispose(): Promise<void>
+}
+
+export async function startE2eServer(): Promise<E2eServer> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'weft-e2e-'))
+  const staticDir = resolve('dist')
+  let running: Running | null = await startServer({ port: 0, host: '127.0.0.1', dataDir, staticDir, logLevel: 'warn' })
+  const port = running.port
+  const url = `http://127.0.0.1:${port}`
+  const server: E2eServer = {
+    url,
+    port,
+    dataDir,
+    get running() {
+      if (!running) throw new Error('server is stopped')
+      return running
+    },
+    async stop() {
+      const r = running
+      running = null
+      await r?.close()
+    },
+    async start() {
+      if (running) return
+      // The port may linger for a moment after close; retry briefly.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          running = await startServer({ port, host: '127.0.0.1', dataDir, staticDir, logLevel: 'warn' })
+          return
+        } catch (e) {
+          if (attempt > 20) throw e
+          await new Promise((r) => setTimeout(r, 100))
+        }
+      }
+    },
+    async restart() {
+      await server.stop()
+      await server.start()
+    },
+    async dispose() {
+      await server.stop()
+      await rm(dataDir, { recursive: true, force: true })
+    },
+  }
+  return server
+}
+
+export interface TestUser {
+  userId: string
+  token: string
+  email: string
+  password: string
+  name: string
+}
+
+let userCounter = 0
+
+/** Signs a user up over HTTP (POST /api/auth/signup). */
+export async function signUp(server: { url: string }, name: string): Promise<TestUser> {
+  const email = `${name.toLowerCase().replace(/[^a-z0-9]/g, '')}${++userCounter}${Date.now() % 100000}@example.com`
+  const password = 'correct horse battery'
+  const res = await fetch(`${server.url}/api/auth/signup`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ email, password, name }),
+  })
+  if (res.status !== 201) throw new Error(`signup failed: ${res.status} ${await res.text()}`)
+  const body = (await res.json()) as { userId: string; token: string }
+  return { ...body, email, password, name }
+}
+
+/** One HTTP call as `user`; returns status and parsed body. */
+export async function api<T = unknown>(
+  server: { url: string },
+  user: TestUser | null,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: T }> {
+  const headers: Record<string, string> = {}
+  if (user) headers.Authorization = `Bearer ${user.token}`
+  if (body !== undefined) headers['Content-Type'] = method === 'PATCH' ? 'application/merge-patch+json' : 'application/json'
+  const res = await fetch(server.url + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+  const text = await res.text()
+  return { status: res.status, body: (text ? JSON.parse(text) : null) as T }
+}
+
+/** Creates (PUT) a node and fails the test on anything but 200/201. */
+export async function putNode(server: { url: string }, user: TestUser, path: string, nodeType: string, content: object, name?: string) {
+  const res = await api(server, user, 'PUT', `/api/nodes/${path}`, { nodeType, name, content })
+  if (res.status !== 200 && res.status !== 201) throw new Error(`PUT ${path}: ${res.status} ${JSON.stringify(res.body)}`)
+  return res.body
+}
+
+/** Gives `subject` a role on `scope` ({scope}/_Access/{subject}_Access, as an Admin of scope). */
+export async function grant(server: { url: string }, admin: TestUser, scope: string, subject: string, role: 'Viewer' | 'Commenter' | 'Editor' | 'Admin') {
+  return putNode(server, admin, `${scope}/_Access/${subject}_Access`, 'AccessAssignment', { Subject: subject, Role: role })
+}
+
+export async function getContent(server: { url: string }, user: TestUser, path: string): Promise<Record<string, unknown>> {
+  const res = await api<{ content: Record<string, unknown> }>(server, user, 'GET', `/api/nodes/${path}`)
+  if (res.status !== 200) throw new Error(`GET ${path}: ${res.status}`)
+  return res.body.content
+}
+
+/**
+ * A browser context signed in as `user` (the session the app keeps in localStorage), with the
+ * app open at `path` (default: the user's home) and the service worker in control.
+ */
+export async function openLoggedIn(browser: Browser, server: { url: string }, user: TestUser, path?: string): Promise<{ context: BrowserContext; page: Page }> {
+  const context = await browser.newContext({
+    baseURL: server.url,
+    storageState: {
+      cookies: [],
+      origins: [{ origin: server.url, localStorage: [{ name: 'weft.session', value: JSON.stringify({ userId: user.userId, token: user.token, name: user.name }) }] }],
+    },
+  })
+  const page = await context.newPage()
+  page.on('pageerror', (e) => console.log(`[${user.name} pageerror]`, e.message))
+  await page.goto(`/#/n/${path ?? user.userId}`)
+  await expect(page.locator('weft-sync-status [role=status]')).toBeVisible()
+  return { context, page }
+}
+
+/** Resolves once a service worker controls the page (needed before testing offline reloads). */
+export async function waitForServiceWorker(page: Page): Promise<void> {
+  await page.evaluate(async () => {
+    await navigator.serviceWorker.ready
+    if (!navigator.serviceWorker.controller) {
+      await new Promise<void>((resolve) => navigator.serviceWorker.addEventListener('controllerchange', () => resolve(), { once: true }))
+    }
+  })
+}
+
+/** The sync status element's `data-status` (offline / connecting / syncing / saved / final). */
+export function syncStatus(page: Page) {
+  return page.locator('weft-sync-status [role=status]')
+}
+
+/** The input bound to a content field on the open node page (by its label). */
+export function field(page: Page, key: string) {
+  return page.locator('weft-node-page').getByLabel(key, { exact: true })
+}
+
+/** Types a value into a field and commits it (change event) with Enter. */
+export async function editField(page: Page, key: string, value: string): Promise<void> {
+  const input = field(page, key)
+  await input.fill(value)
+  await input.press('Enter')
+  // `change` fires on Enter for text inputs only after a blur in some cases: blur explicitly.
+  await input.evaluate((el: HTMLElement) => el.blur())
+}
