@@ -1,5 +1,5 @@
 import * as Y from 'yjs'
-import { CONTENT_MAP } from '../../shared/index.js'
+import { CONTENT_MAP, WeftError } from '../../shared/index.js'
 
 /**
  * The update gatekeeper: which top-level fields of `content` a client's Yjs update touches,
@@ -284,15 +284,15 @@ class Inspector {
 
 /**
  * Which top-level `content` fields `update` (Yjs update format v1) touches against `serverDoc`,
- * without applying it. Garbage bytes are reported as unattributable. When `unattributable` is
+ * without applying it. Bytes yjs cannot decode throw `protocol_error`. When `unattributable` is
  * true, `fields` lists what could be attributed and is not the whole story.
  */
 export function inspectUpdate(serverDoc: Y.Doc, update: Uint8Array): UpdateInspection {
   let decoded: ReturnType<typeof Y.decodeUpdate>
   try {
     decoded = Y.decodeUpdate(update)
-  } catch {
-    return { fields: new Set(), unattributable: true, empty: false }
+  } catch (e) {
+    throw new WeftError('protocol_error', `The Yjs update could not be decoded: ${(e as Error).message}`)
   }
   const { structs, ds } = decoded
   const hasStructs = structs.some((s) => !(s instanceof Y.Skip))

@@ -6,6 +6,7 @@ import {
   applyPatchToDoc,
   CONTENT_MAP,
   docToJson,
+  isWeftError,
   jsonEqual,
   type JsonObject,
   type JsonValue,
@@ -290,8 +291,23 @@ describe('[ACC7] inspectUpdate: what must be refused', () => {
     expect(inspect(new Y.Doc(), craftUpdate(7, chain))).toEqual({ fields: ['F'], unattributable: false, empty: false })
   })
 
-  it('garbage bytes are unattributable', () => {
-    expect(inspect(new Y.Doc(), new Uint8Array([200, 1, 2, 3, 4])).unattributable).toBe(true)
+  it('[IN2] bytes yjs cannot decode throw protocol_error, never another error (property)', () => {
+    expect(() => inspectUpdate(new Y.Doc(), new Uint8Array([200, 1, 2, 3, 4]))).toThrow(
+      expect.objectContaining({ code: 'protocol_error' }),
+    )
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 30 }), (bytes) => {
+        try {
+          // Random bytes rarely decode; when they do, the answer is still well formed.
+          const r = inspectUpdate(new Y.Doc(), bytes)
+          expect(r.fields).toBeInstanceOf(Set)
+          if (r.empty) expect(r.fields.size + Number(r.unattributable)).toBe(0)
+        } catch (e) {
+          expect(isWeftError(e) && e.code).toBe('protocol_error')
+        }
+      }),
+      { numRuns: 2000 },
+    )
   })
 })
 
