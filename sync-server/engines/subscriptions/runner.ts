@@ -203,8 +203,10 @@ export class SubscriptionRunner {
         this.index.add(entry.id, t)
         break
       case 'Timer':
-        // A past-due FireAt fires at once: at-least-once across restarts, no external scheduler.
-        this.timers.set(entry.id, scheduleAt(t.fireAt, () => this.fire(entry.id, null), this.now))
+        // A past-due FireAt fires at once (inside the boot reconcile that gates /healthz):
+        // at-least-once across restarts, no external scheduler.
+        if (t.fireAt <= this.now()) this.fire(entry.id, null)
+        else this.timers.set(entry.id, scheduleAt(t.fireAt, () => this.fire(entry.id, null), this.now))
         break
       case 'NodeStatus':
         this.startWatch(entry, t)
