@@ -1,0 +1,76 @@
+import { expect, test } from '@playwright/test'
+import {
+  editField,
+  field,
+  getContent,
+  grant,
+  openLoggedIn,
+  putNode,
+  signUp,
+  startE2eServer,
+  syncStatus,
+  waitForServiceWorker,
+  type E2eServer,
+  type TestUser,
+} from './fixtures.js'
+
+let server: E2eServer
+let ann: TestUser
+let bob: TestUser
+
+test.beforeAll(async () => {
+  server = await startE2eServer()
+  ann = await signUp(server, 'Ann')
+  bob = await signUp(server, 'Bob')
+  await putNode(server, ann, 'Field', 'Space', {}, 'Field')
+  await grant(server, ann, 'Field', bob.userId, 'Editor')
+  await putNode(server, ann, 'Field/One', 'Document', { Alpha: 'a0', Beta: 'b0' }, 'One')
+  await putNode(server, ann, 'Field/Two', 'Document', { Gamma: 'g0' }, 'Two')
+})
+
+test.afterAll(async () => {
+  await server?.dispose()
+})
+
+test('edits made offline survive an offline reload and reach the server and others when back online', async ({ browser }) => {
+  const a = await openLoggedIn(browser, server, ann, 'Field/Two')
+  await expect(field(a.page, 'Gamma')).toHaveValue('g0')
+  await a.page.goto('/#/n/Field/One')
+  await expect(field(a.page, 'Alpha')).toHaveValue('a0')
+  await waitForServiceWorker(a.page)
+  const b = await openLoggedIn(browser, server, bob, 'Field/One')
+  await expect(field(b.page, 'Alpha')).toHaveValue('a0')
+
+  await a.context.setOffline(true)
+  await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'offline')
+  await editField(a.page, 'Alpha', 'a1')
+  await editField(a.page, 'Beta', 'b1')
+  await a.page.goto('/#/n/Field/Two')
+  await editField(a.page, 'Gamma', 'g1')
+  await expect(syncStatus(a.page)).toHaveAttribute('data-pending', '3')
+
+  // Nothing left the browser.
+  expect((await getContent(server, ann, 'Field/One')).Alpha).toBe('a0')
+
+  // Reload with no network: the shell comes from the service worker, the data from IndexedDB.
+  const reloaded = await a.page.reload()
+  expect(reloaded?.fromServiceWorker()).toBe(true)
+  await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'offline')
+  await expect(syncStatus(a.page)).toHaveAttribute('data-pending', '3')
+  await expect(field(a.page, 'Gamma')).toHaveValue('g1')
+  await expect(a.page.locator('weft-node-page .pending[data-pending="1"]')).toBeVisible()
+  await a.page.goto('/#/n/Field/One')
+  await expect(field(a.page, 'Alpha')).toHaveValue('a1')
+  await expect(field(a.page, 'Beta')).toHaveValue('b1')
+  await expect(a.page.locator('weft-node-page .pending[data-pending="2"]')).toBeVisible()
+
+  await a.context.setOffline(false)
+  await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'saved', { timeout: 15_000 })
+  await expect(field(b.page, 'Alpha')).toHaveValue('a1')
+  await expect(field(b.page, 'Beta')).toHaveValue('b1')
+  expect(await getContent(server, bob, 'Field/One')).toMatchObject({ Alpha: 'a1', Beta: 'b1' })
+  expect(await getContent(server, bob, 'Field/Two')).toMatchObject({ Gamma: 'g1' })
+
+  await a.context.close()
+  await b.context.close()
+})
