@@ -131,9 +131,9 @@ class Inspector {
           this.unattributable = true
         }
         if (end > expected) expected = end
-        // A GC struct we do not know hides what it was; refuse rather than trust it.
-        if (s instanceof Y.GC) this.unattributable = true
-        else this.add(this.attributeUpdateStruct(s))
+        // A GC struct is content the client created and deleted before the server saw it
+        // (offline create-then-replace): it is invisible, so it touches no field.
+        if (!(s instanceof Y.GC)) this.add(this.attributeUpdateStruct(s))
       }
     }
   }
@@ -160,7 +160,7 @@ class Inspector {
         for (let i = firstEndingAfter(updateStructs, pos); i < updateStructs.length && pos < end; i++) {
           const s = updateStructs[i]!
           if (s.id.clock > pos) break
-          this.add(s instanceof Y.GC ? UNATTRIBUTABLE : this.attributeUpdateStruct(s))
+          this.add(s instanceof Y.GC ? NO_EFFECT : this.attributeUpdateStruct(s))
           pos = s.id.clock + s.length
         }
         if (pos < end) this.unattributable = true
@@ -231,7 +231,8 @@ class Inspector {
         break
       }
       if (current instanceof Y.GC) {
-        result = UNATTRIBUTABLE
+        // Yjs turns an item whose neighbour or parent is a GC into a GC itself: invisible.
+        result = NO_EFFECT
         break
       }
       this.updateMemo.set(current, IN_PROGRESS)
