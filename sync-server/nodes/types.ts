@@ -6,6 +6,7 @@ import type {
   MeshNode,
   NodePath,
   NodeQuery,
+  PermissionSet,
   Principal,
 } from '../../shared/index.js'
 
@@ -43,6 +44,8 @@ export interface LiveChange extends ChangeRecord {
  * acknowledges only durable writes.
  */
 export interface NodeApi {
+  /** The one access check (DESIGN.md): what the principal may do on the path right now. */
+  permissions(principal: Principal, path: NodePath): PermissionSet
   get(principal: Principal, path: NodePath): Promise<MeshNode | null>
   query(principal: Principal, query: NodeQuery): Promise<MeshNode[]>
   /** Emits the current node (null when absent), then every committed change. Never errors for absence. */
