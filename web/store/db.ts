@@ -47,6 +47,8 @@ export interface OutboxRow {
   status: OutboxStatus
   code?: string
   message?: string
+  /** Times this entry was replayed on a rebuilt doc after a dependent refusal. */
+  replays?: number
   at: string
 }
 

@@ -171,10 +171,18 @@ export class NodeStore {
     })
   }
 
-  async refuse(id: number, code: string, message: string): Promise<OutboxRow | null> {
+  /**
+   * Settles a refusal. A `retryable` refusal (the update only depended on one the server
+   * refused) keeps the entry pending for one replay on a rebuilt doc; a second refusal is final.
+   */
+  async refuse(id: number, code: string, message: string, retryable = false): Promise<OutboxRow | null> {
     return this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
       const row = await this.db.outbox.get(id)
       if (!row || row.status !== 'pending') return null
+      if (retryable && (row.replays ?? 0) < 1) {
+        await this.db.outbox.update(id, { replays: (row.replays ?? 0) + 1 })
+        return { ...row, replays: (row.replays ?? 0) + 1 }
+      }
       await this.db.outbox.update(id, { status: 'refused', code, message })
       await this.refreshCounts(row.path)
       return { ...row, status: 'refused' as const, code, message }

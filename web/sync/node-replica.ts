@@ -307,7 +307,10 @@ export class NodeReplica implements RoomHandler {
   }
 
   private async onRefused(seq: number, code: string, message: string): Promise<void> {
-    const row = await this.deps.store.refuse(seq, code, message)
+    // `invalid_update`: the update builds on structs the server never accepted (an earlier
+    // refused update of the same client). Its intent may be fine: replay it once on a doc
+    // rebuilt from the server's state, with a fresh client id.
+    const row = await this.deps.store.refuse(seq, code, message, code === 'invalid_update')
     if (!row) return // not ours (another tab sent it) or already settled
     await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
     this.needsRebuild = true

@@ -1,0 +1,63 @@
+import { expect, test } from '@playwright/test'
+import { editField, field, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
+
+let server: E2eServer
+let ann: TestUser
+let vic: TestUser
+
+test.beforeAll(async () => {
+  server = await startE2eServer()
+  ann = await signUp(server, 'Ann')
+  vic = await signUp(server, 'Vic')
+  await putNode(server, ann, 'Gallery', 'Space', {}, 'Gallery')
+  await grant(server, ann, 'Gallery', vic.userId, 'Viewer')
+  await putNode(server, ann, 'Gallery/Card', 'Document', { Caption: 'c0' }, 'Card')
+})
+
+test.afterAll(async () => {
+  await server?.dispose()
+})
+
+test('a Viewer edit is refused: the author sees which edit and why, the server is unchanged', async ({ browser }) => {
+  const v = await openLoggedIn(browser, server, vic, 'Gallery/Card')
+  await expect(field(v.page, 'Caption')).toHaveValue('c0')
+  await editField(v.page, 'Caption', 'defaced')
+
+  const refused = v.page.locator('weft-node-page .refused')
+  await expect(refused).toBeVisible()
+  await expect(refused).toContainText('defaced')
+  await expect(refused.locator('.reason')).toContainText(/forbidden/)
+  // The node is rebuilt from the server's state: the field shows the server's value again.
+  await expect(field(v.page, 'Caption')).toHaveValue('c0')
+  await expect(syncStatus(v.page)).toHaveAttribute('data-status', 'saved')
+  expect((await getContent(server, ann, 'Gallery/Card')).Caption).toBe('c0')
+
+  // The refusal stays until the author discards it (never dropped silently).
+  await v.page.reload()
+  await expect(v.page.locator('weft-node-page .refused')).toContainText('defaced')
+  await v.page.locator('weft-node-page .refused').getByRole('button', { name: 'Discard' }).click()
+  await expect(v.page.locator('weft-node-page .refused')).toHaveCount(0)
+  await v.context.close()
+})
+
+test('a refused field among accepted ones: the others are replayed and saved, the refused one is shown', async ({ browser }) => {
+  const a = await openLoggedIn(browser, server, ann)
+  await expect(field(a.page, 'Email')).toHaveValue(ann.email)
+  await a.context.setOffline(true)
+  await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'offline')
+  // Only `system` writes Email on a User node; FullName is the user's.
+  await editField(a.page, 'Email', 'someone-else@example.com')
+  await editField(a.page, 'FullName', 'Ann Renamed')
+  await expect(syncStatus(a.page)).toHaveAttribute('data-pending', '2')
+  await a.context.setOffline(false)
+
+  await expect(a.page.locator('weft-node-page .refused')).toContainText('someone-else@example.com')
+  await expect(a.page.locator('weft-node-page .refused .reason')).toContainText(/forbidden_field/)
+  await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'saved')
+  await expect(field(a.page, 'Email')).toHaveValue(ann.email)
+  await expect(field(a.page, 'FullName')).toHaveValue('Ann Renamed')
+  await expect(a.page.locator('weft-node-page .refused li')).toHaveCount(1)
+  const content = await getContent(server, ann, ann.userId)
+  expect(content).toMatchObject({ Email: ann.email, FullName: 'Ann Renamed' })
+  await a.context.close()
+})
