@@ -139,6 +139,7 @@ export async function openLoggedIn(browser: Browser, server: { url: string }, us
   })
   const page = await context.newPage()
   page.on('pageerror', (e) => console.log(`[${user.name} pageerror]`, e.message))
+  if (process.env.WEFT_E2E_CONSOLE) page.on('console', (m) => console.log(`[${user.name} ${m.type()}]`, m.text()))
   await page.goto(`/#/n/${path ?? user.userId}`)
   await expect(page.locator('weft-sync-status [role=status]')).toBeVisible()
   return { context, page }

@@ -1,5 +1,4 @@
 import { LitElement, css, html, nothing } from 'lit'
-import { live } from 'lit/directives/live.js'
 import { joinPath, parentPath, type JsonValue, type NodePath } from '../../shared/index.js'
 import { ObservableController } from '../controllers/observable-controller.js'
 import { app } from '../app-context.js'
@@ -141,14 +140,19 @@ export class WeftNodePage extends LitElement {
     }
   }
 
+  /**
+   * Inputs bind `.value` without lit's `live()`: Lit then writes the DOM only when the node's
+   * value changes, so a re-render for another reason (sync status, presence) never clobbers
+   * what the user is typing.
+   */
   private renderField(key: string, value: JsonValue) {
     const id = fieldId(key)
     const change = (ev: Event) => this.onFieldChange(key, ev)
     let input
-    if (typeof value === 'boolean') input = html`<input id=${id} name=${key} type="checkbox" .checked=${live(value)} @change=${change} />`
-    else if (typeof value === 'number') input = html`<input id=${id} name=${key} type="number" .value=${live(String(value))} @change=${change} />`
-    else if (typeof value === 'string') input = html`<input id=${id} name=${key} type="text" .value=${live(value)} @change=${change} />`
-    else input = html`<textarea id=${id} name=${key} .value=${live(JSON.stringify(value, null, 2))} @change=${change}></textarea>`
+    if (typeof value === 'boolean') input = html`<input id=${id} name=${key} type="checkbox" .checked=${value} @change=${change} />`
+    else if (typeof value === 'number') input = html`<input id=${id} name=${key} type="number" .value=${String(value)} @change=${change} />`
+    else if (typeof value === 'string') input = html`<input id=${id} name=${key} type="text" .value=${value} @change=${change} />`
+    else input = html`<textarea id=${id} name=${key} .value=${JSON.stringify(value, null, 2)} @change=${change}></textarea>`
     return html`<label for=${id}>${key}</label>${input}
       <button type="button" aria-label=${`Remove field ${key}`} @click=${() => this.patchField(key, null)}>✕</button>`
   }

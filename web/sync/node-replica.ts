@@ -183,8 +183,15 @@ export class NodeReplica implements RoomHandler {
       this.rebuildDoc = null
       this.needsRebuild = true
     }
+    // Forget other clients outright (state AND clock): removeAwarenessStates would bump their
+    // clock, and their unchanged state re-sent after the reconnect would then be ignored.
     const others = [...this.awareness.getStates().keys()].filter((c) => c !== this.awareness.clientID)
-    awarenessProtocol.removeAwarenessStates(this.awareness, others, 'remote')
+    for (const c of others) {
+      this.awareness.states.delete(c)
+      this.awareness.meta.delete(c)
+    }
+    if (others.length) this.awareness.emit('change', [{ added: [], updated: [], removed: others }, 'remote'])
+    this.onAwarenessUpdate({ added: [], updated: [], removed: others }, 'remote')
     this.setState({ joined: false, rebuilding: false })
   }
 
@@ -193,7 +200,8 @@ export class NodeReplica implements RoomHandler {
       case MuxType.Joined:
         this.setState({ joined: true, permissions: permissionsFromMask(frame.permissions), denied: null })
         this.requestState('normal')
-        this.sendAwareness([this.awareness.clientID])
+        // A new clock, so peers that timed us out while we were away accept the state again.
+        if (this.awareness.getLocalState()) this.awareness.setLocalState(this.awareness.getLocalState())
         if (this.needsRebuild) this.startRebuild()
         return
       case MuxType.Denied:
@@ -241,7 +249,9 @@ export class NodeReplica implements RoomHandler {
   }
 
   private setState(patch: Partial<ReplicaState>): void {
-    this.state$.next({ ...this.state$.value, ...patch })
+    const prev = this.state$.value
+    if ((Object.keys(patch) as (keyof ReplicaState)[]).every((k) => prev[k] === patch[k])) return
+    this.state$.next({ ...prev, ...patch })
   }
 
   private canSend(): boolean {
