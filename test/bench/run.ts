@@ -1,0 +1,147 @@
+/**
+ * `npm run bench`: runs every bench module present, prints one table of figures with their
+ * goals and pass/fail, and writes everything to .tmp/bench.json.
+ *
+ * A module exports one async function returning a flat record of figures. It may also export
+ * `GOALS` (figure name → goal) to have its goals checked here; the goals of issue 2 are below.
+ * Modules written by other teams are imported dynamically and skipped, with a note, when absent.
+ */
+import { existsSync } from 'node:fs'
+import { mkdir, writeFile } from 'node:fs/promises'
+import { cpus, totalmem } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+
+type Figures = Record<string, number | string>
+
+export interface Goal {
+  op: '<' | '<=' | '>' | '>='
+  value: number
+  unit?: string
+}
+
+interface BenchModule {
+  name: string
+  file: string
+  fn: string
+}
+
+const HERE = dirname(fileURLToPath(import.meta.url))
+const ROOT = resolve(HERE, '../..')
+
+const MODULES: BenchModule[] = [
+  { name: 'sync', file: 'sync-bench.ts', fn: 'benchSync' },
+  { name: 'storage', file: 'storage-bench.ts', fn: 'benchStorage' },
+  { name: 'web', file: 'web-bench.ts', fn: 'benchWeb' },
+  { name: 'subscriptions', file: 'subscriptions-bench.ts', fn: 'benchSubscriptions' },
+]
+
+/** Goals of issue 2 (docs/BENCHMARKS.md explains each). */
+const BUILTIN_GOALS: Record<string, Goal> = {
+  'sync.syncP50RatioToRelay': { op: '<=', value: 1.5, unit: '×' },
+  'sync.fanoutAllSeenP99Ms': { op: '<', value: 100, unit: 'ms' },
+  'sync.fanoutPerReaderP99Ms': { op: '<', value: 100, unit: 'ms' },
+  'sync.muxUpdatesAckedPerSec': { op: '>=', value: 5_000, unit: '/s' },
+}
+
+function check(goal: Goal, value: number): boolean {
+  switch (goal.op) {
+    case '<':
+      return value < goal.value
+    case '<=':
+      return value <= goal.value
+    case '>':
+      return value > goal.value
+    case '>=':
+      return value >= goal.value
+    default:
+      goal.op satisfies never
+      return false
+  }
+}
+
+interface Row {
+  figure: string
+  value: number | string
+  goal: string
+  result: string
+}
+
+async function main(): Promise<void> {
+  const startedAt = new Date()
+  const out: Record<string, unknown> = {
+    date: startedAt.toISOString(),
+    command: 'npm run bench',
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGb: Math.round(totalmem() / 2 ** 30), node: process.version },
+    results: {} as Record<string, Figures>,
+    skipped: [] as string[],
+    goals: [] as Row[],
+  }
+  const results = out.results as Record<string, Figures>
+  const rows: Row[] = []
+  const goals: Record<string, Goal> = { ...BUILTIN_GOALS }
+
+  for (const m of MODULES) {
+    const path = join(HERE, m.file)
+    if (!existsSync(path)) {
+      console.log(`-- ${m.name}: skipped (${m.file} not present)`)
+      ;(out.skipped as string[]).push(`${m.name}: ${m.file} not present`)
+      continue
+    }
+    console.log(`-- ${m.name}: running ${m.file} ...`)
+    const t0 = performance.now()
+    try {
+      const mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>
+      const fn = mod[m.fn]
+      if (typeof fn !== 'function') throw new Error(`${m.file} does not export ${m.fn}()`)
+      const figures = (await fn()) as Figures
+      results[m.name] = figures
+      for (const [key, goal] of Object.entries((mod.GOALS as Record<string, Goal> | undefined) ?? {})) goals[`${m.name}.${key}`] = goal
+      console.log(`   done in ${((performance.now() - t0) / 1000).toFixed(1)} s`)
+    } catch (e) {
+      console.log(`   FAILED: ${(e as Error).stack ?? String(e)}`)
+      results[m.name] = { error: (e as Error).message }
+    }
+  }
+
+  // Cross-module figures: how much of the storage layer's durable rate survives the full server.
+  const mux = results.sync?.muxUpdatesAckedPerSec
+  const http = results.sync?.httpPatchesPerSec
+  const storage = results.storage?.adapterConcurrent64CommitsPerSec
+  if (typeof storage === 'number' && storage > 0) {
+    const derived: Figures = {}
+    if (typeof mux === 'number') derived.muxAckedToStorageCommitRatio = Number((mux / storage).toFixed(3))
+    if (typeof http === 'number') derived.httpPatchToStorageCommitRatio = Number((http / storage).toFixed(3))
+    results.derived = derived
+  }
+
+  for (const [bench, figures] of Object.entries(results)) {
+    for (const [key, value] of Object.entries(figures)) {
+      const goal = goals[`${bench}.${key}`]
+      let result = ''
+      if (goal) result = typeof value === 'number' && check(goal, value) ? 'PASS' : 'FAIL'
+      rows.push({ figure: `${bench}.${key}`, value, goal: goal ? `${goal.op} ${goal.value}${goal.unit ?? ''}` : '', result })
+    }
+  }
+  for (const key of Object.keys(goals)) {
+    const [bench, figure] = key.split('.') as [string, string]
+    if (results[bench] && !(figure in results[bench])) rows.push({ figure: key, value: 'missing', goal: '', result: 'FAIL' })
+  }
+  out.goals = rows.filter((r) => r.goal !== '')
+
+  const width = Math.max(...rows.map((r) => r.figure.length), 6)
+  console.log('')
+  console.log(`${'figure'.padEnd(width)}  ${'value'.padStart(12)}  ${'goal'.padEnd(12)}  result`)
+  console.log(`${'-'.repeat(width)}  ${'-'.repeat(12)}  ${'-'.repeat(12)}  ------`)
+  for (const r of rows) console.log(`${r.figure.padEnd(width)}  ${String(r.value).padStart(12)}  ${r.goal.padEnd(12)}  ${r.result}`)
+
+  const file = join(ROOT, '.tmp', 'bench.json')
+  await mkdir(dirname(file), { recursive: true })
+  await writeFile(file, JSON.stringify(out, null, 2) + '\n')
+  const failed = rows.filter((r) => r.result === 'FAIL').length
+  console.log(`\n${rows.filter((r) => r.result === 'PASS').length} goals met, ${failed} missed; JSON in ${file}`)
+}
+
+await main()
+// Bench clients (providers' timers, sockets) must not keep the process alive.
+process.exit(0)
