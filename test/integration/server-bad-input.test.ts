@@ -114,7 +114,7 @@ describe('server bad input', () => {
     const spaced = await http.get('/api/nodes/a%20b')
     expect(spaced.status).toBe(400)
     expect(errorCode(spaced)).toBe('invalid_path')
-    for (const rawPath of ['/api/nodes/a$b', `/api/nodes/${space}//x`]) {
+    for (const rawPath of ['/api/nodes/a$b', `/api/nodes/${space}//x`, `/api/nodes/${space}/a%2Fb`]) {
       const res = await rawHttp(ts.url, 'PUT', rawPath, { token: user.token, body: JSON.stringify({ nodeType: 'Document', content: {} }) })
       expect(res.status, rawPath).toBe(400)
       expect(errorCode(res), rawPath).toBe('invalid_path')
