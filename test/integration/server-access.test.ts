@@ -53,7 +53,7 @@ describe('server access matrix', () => {
   })
 
   describe('Viewer', () => {
-    it('reads over HTTP, cannot PATCH (403 forbidden)', async () => {
+    it('[ACC6] reads over HTTP, cannot PATCH (403 forbidden)', async () => {
       const http = api(ts.url, w.viewer.token)
       const got = await http.getNode(w.doc)
       expect(got.status).toBe(200)
@@ -64,7 +64,7 @@ describe('server access matrix', () => {
       expect(await serverContent(w.doc)).toEqual({ Title: 'original' })
     })
 
-    it('syncs on /sync; its Yjs update is refused with permission-denied, the socket stays open', async () => {
+    it('[ACC7] syncs on /sync; its Yjs update is refused with permission-denied, the socket stays open', async () => {
       const c = openStock(w.doc, w.viewer.token)
       await c.synced()
       expect(c.json()).toEqual({ Title: 'original' })
@@ -76,7 +76,7 @@ describe('server access matrix', () => {
       expect(await serverContent(w.doc)).toEqual({ Title: 'original' })
     })
 
-    it('joins on /mux without Update permission; its Update is Refused (forbidden)', async () => {
+    it('[ACC7][SYNC2] joins on /mux without Update permission; its Update is Refused (forbidden)', async () => {
       const m = await openMux(w.viewer.token)
       const joined = await m.join(w.doc)
       expect(joined).toMatchObject({ ok: true })
@@ -94,7 +94,7 @@ describe('server access matrix', () => {
   })
 
   describe('Editor', () => {
-    it('patches content over HTTP, /sync and /mux', async () => {
+    it('[ACC6] patches content over HTTP, /sync and /mux', async () => {
       const http = api(ts.url, w.editor.token)
       expect((await http.patchNode(w.doc, { ByHttp: 1 })).status).toBe(200)
 
@@ -110,7 +110,7 @@ describe('server access matrix', () => {
       expect(c.denied).toEqual([])
     })
 
-    it('cannot write ActivityLog.Status (forbidden_field) on any transport, but can write RequestedStatus', async () => {
+    it('[ACC7] cannot write ActivityLog.Status (forbidden_field) on any transport, but can write RequestedStatus', async () => {
       const http = api(ts.url, w.editor.token)
       const byHttp = await http.patchNode(w.act, { Status: 'Succeeded' })
       expect(byHttp.status).toBe(403)
@@ -141,7 +141,7 @@ describe('server access matrix', () => {
   })
 
   describe('stranger', () => {
-    it('gets 403 over HTTP for reads and writes', async () => {
+    it('[ACC6] gets 403 over HTTP for reads and writes', async () => {
       const http = api(ts.url, w.stranger.token)
       const got = await http.getNode(w.doc)
       expect(got.status).toBe(403)
@@ -151,7 +151,7 @@ describe('server access matrix', () => {
       expect(await serverContent(w.doc)).toMatchObject({ Title: 'original' })
     })
 
-    it('gets permission-denied then close 4403 on /sync, and no state', async () => {
+    it('[ACC6] gets permission-denied then close 4403 on /sync, and no state', async () => {
       const c = openStock(w.doc, w.stranger.token)
       await waitFor(() => c.closes.length > 0, { description: 'server closes the socket' })
       expect(c.closes[0]?.code).toBe(CloseCode.Forbidden)
@@ -159,7 +159,7 @@ describe('server access matrix', () => {
       expect(c.json()).toEqual({})
     })
 
-    it('gets Denied(4403) on /mux, and the socket stays usable for their own nodes', async () => {
+    it('[ACC6][SYNC2] gets Denied(4403) on /mux, and the socket stays usable for their own nodes', async () => {
       const m = await openMux(w.stranger.token)
       const denied = await m.join(w.doc)
       expect(denied).toMatchObject({ ok: false, closeCode: CloseCode.Forbidden })
@@ -194,7 +194,7 @@ describe('server access matrix', () => {
   })
 
   describe('groups and Denied', () => {
-    it("a group member inherits the group's role (Editor) on HTTP, /sync and /mux", async () => {
+    it("[ACC1][ACC2] a group member inherits the group's role (Editor) on HTTP, /sync and /mux", async () => {
       const http = api(ts.url, w.member.token)
       expect((await http.getNode(w.doc)).status).toBe(200)
       expect((await http.patchNode(w.doc, { ByMember: 'http' })).status).toBe(200)
@@ -206,7 +206,7 @@ describe('server access matrix', () => {
       expect(c.content.get('ByMemberMux')).toBe(true)
     })
 
-    it('Denied blocks an inherited role, from a group or a direct assignment', async () => {
+    it('[ACC1] a Denied assignment blocks what its subject inherits (group or user)', async () => {
       for (const user of [w.member, w.blocked]) {
         const http = api(ts.url, user.token)
         expect((await http.getNode(w.doc)).status).toBe(200)
@@ -219,7 +219,20 @@ describe('server access matrix', () => {
       expect(await serverContent(w.privateDoc)).toEqual({ Secret: true })
     })
 
-    it('a removed membership removes the inherited role', async () => {
+    it("[ACC3] a user's own Denied blocks the roles their groups inherit from above", async () => {
+      const http = api(ts.url, w.member.token)
+      expect((await http.getNode(w.doc)).status).toBe(200)
+      expect((await http.getNode(w.ownDenyDoc)).status).toBe(403)
+      expect((await http.patchNode(w.ownDenyDoc, { Secret: false })).status).toBe(403)
+      const m = await openMux(w.member.token)
+      expect(await m.join(w.ownDenyDoc)).toMatchObject({ ok: false, closeCode: CloseCode.Forbidden })
+      const c = openStock(w.ownDenyDoc, w.member.token)
+      await waitFor(() => c.closes.length > 0, { description: 'server closes the socket' })
+      expect(c.closes[0]?.code).toBe(CloseCode.Forbidden)
+      expect(await serverContent(w.ownDenyDoc)).toEqual({ Secret: true })
+    })
+
+    it('[ACC2] a removed membership removes the inherited role', async () => {
       const http = api(ts.url, w.admin.token)
       const membership = `${w.team}/${w.member.userId}_Membership`
       expect((await http.deleteNode(membership)).status).toBe(204)
@@ -231,7 +244,7 @@ describe('server access matrix', () => {
   })
 
   describe('home', () => {
-    it('a user is Admin of {userId} but cannot write their own Email', async () => {
+    it('[ACC4] a user is Admin of {userId} but cannot write their own Email', async () => {
       const me = w.stranger
       const http = api(ts.url, me.token)
       const user = await http.getNode(me.userId)

@@ -63,7 +63,7 @@ describe('server bad input', () => {
     await ts.cleanup()
   })
 
-  it('malformed JSON → 400 invalid_json', async () => {
+  it('[IN1] malformed JSON → 400 invalid_json', async () => {
     const http = api(ts.url, user.token)
     const put = await http.request('PUT', `/api/nodes/${space}/broken`, { rawBody: '{"nodeType": "Document", "content": {' })
     expect(put.status).toBe(400)
@@ -77,7 +77,7 @@ describe('server bad input', () => {
     expect((await http.getNode(`${space}/broken`)).status).toBe(404)
   })
 
-  it('a patch that is not a JSON object → 400 invalid_patch, content unchanged', async () => {
+  it('[IN1] a patch that is not a JSON object → 400 invalid_patch, content unchanged', async () => {
     const http = api(ts.url, user.token)
     for (const body of [[1, 2], 'string', 42, null]) {
       const res = await http.patchNode(doc, body)
@@ -87,7 +87,7 @@ describe('server bad input', () => {
     expect((await http.getNode(doc)).body.content).toEqual({ Title: 'ok' })
   })
 
-  it('content failing its node type schema → 422 invalid_content', async () => {
+  it('[IN1] content failing its node type schema → 422 invalid_content', async () => {
     const http = api(ts.url, user.token)
     const noSubject = await http.putNode(`${space}/_Access/nobody_Access`, 'AccessAssignment', { Role: 'Viewer' })
     expect(noSubject.status).toBe(422)
@@ -103,13 +103,13 @@ describe('server bad input', () => {
     expect((await http.getNode(`${space}/act`)).body.content).toEqual({})
   })
 
-  it('an invalid node type name → invalid_node_type', async () => {
+  it('[IN1] an invalid node type name → invalid_node_type', async () => {
     const res = await api(ts.url, user.token).putNode(`${space}/typed`, '9 bad type!', {})
     expect(res.status).toBe(422)
     expect(errorCode(res)).toBe('invalid_node_type')
   })
 
-  it('bad paths → 400 invalid_path (space, reserved characters, empty segment)', async () => {
+  it('[IN1] bad paths → 400 invalid_path (space, reserved characters, empty segment)', async () => {
     const http = api(ts.url, user.token)
     const spaced = await http.get('/api/nodes/a%20b')
     expect(spaced.status).toBe(400)
@@ -121,7 +121,7 @@ describe('server bad input', () => {
     }
   })
 
-  it('".." segments are refused with 400 invalid_path, never resolved to another node', async () => {
+  it('[IN1] ".." segments are refused with 400 invalid_path, never resolved to another node', async () => {
     const target = await createDocument(ts.url, user.token, `${space}/target`, { Kept: true })
     for (const rawPath of [`/api/nodes/${space}/x/../target`, `/api/nodes/${space}/x/%2e%2e/target`, `/api/nodes/${space}/..`]) {
       const res = await rawHttp(ts.url, 'PATCH', rawPath, { token: user.token, body: JSON.stringify({ Hacked: true }), contentType: 'application/merge-patch+json' })
@@ -131,7 +131,7 @@ describe('server bad input', () => {
     expect((await api(ts.url, user.token).getNode(target)).body.content).toEqual({ Kept: true })
   })
 
-  it('a body over maxPayloadBytes → 413 payload_too_large', async () => {
+  it('[IN1] a body over maxPayloadBytes → 413 payload_too_large', async () => {
     const http = api(ts.url, user.token)
     const big = 'x'.repeat(MAX_PAYLOAD + 1024)
     const put = await http.putNode(`${space}/big`, 'Document', { Big: big })
@@ -143,7 +143,7 @@ describe('server bad input', () => {
     expect((await http.getNode(`${space}/big`)).status).toBe(404)
   })
 
-  it('a WebSocket frame over the limit closes that socket (1009 or 4413); the others keep syncing', async () => {
+  it('[IN1] a WebSocket frame over the limit closes that socket (1009 or 4413); the others keep syncing', async () => {
     const a = stockProvider(ts.url, doc, user.token)
     const b = stockProvider(ts.url, doc, user.token)
     stock.push(a, b)
@@ -165,7 +165,7 @@ describe('server bad input', () => {
     await waitFor(async () => (await api(ts.url, user.token).getNode(doc)).body.content?.AfterBig === undefined)
   })
 
-  it('garbage on /sync closes that socket with 1002; another socket on the node keeps syncing', async () => {
+  it('[IN2] garbage on /sync closes that socket with 1002; another socket on the node keeps syncing', async () => {
     const a = stockProvider(ts.url, doc, user.token)
     const b = stockProvider(ts.url, doc, user.token)
     stock.push(a, b)
@@ -187,7 +187,7 @@ describe('server bad input', () => {
     await waitFor(async () => (await api(ts.url, user.token).getNode(doc)).body.content?.AfterGarbage === undefined)
   })
 
-  it('garbage on /mux closes that socket with 1002; another mux socket keeps working', async () => {
+  it('[IN2] garbage on /mux closes that socket with 1002; another mux socket keeps working', async () => {
     const good = await MuxClient.connect(ts.url, user.token)
     const watcher = await MuxClient.connect(ts.url, user.token)
     try {

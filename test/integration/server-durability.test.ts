@@ -37,7 +37,7 @@ describe('server durability (child process)', () => {
     await Promise.all(dirs.splice(0).map(removeDir))
   })
 
-  it('every HTTP PATCH acknowledged before kill -9 is there after a restart', async () => {
+  it('[STO1] every HTTP PATCH acknowledged before kill -9 is there after a restart', async () => {
     const dataDir = await tempDir()
     const first = await start(dataDir)
     const user = await signup(first.url)
@@ -58,7 +58,7 @@ describe('server durability (child process)', () => {
     expect(missingAcks(acked, res.body.content)).toEqual([])
   }, 60_000)
 
-  it('every /mux Update acknowledged before kill -9 is there after a restart', async () => {
+  it('[STO1][SYNC2] every /mux Update acknowledged before kill -9 is there after a restart', async () => {
     const dataDir = await tempDir()
     const first = await start(dataDir)
     const user = await signup(first.url)
@@ -88,7 +88,7 @@ describe('server durability (child process)', () => {
     }
   }, 60_000)
 
-  it('SIGTERM with writes in flight and sockets open exits 0, and every acknowledged write is there', async () => {
+  it('[STO1] SIGTERM with writes in flight and sockets open exits 0, and every acknowledged write is there', async () => {
     const dataDir = await tempDir()
     const first = await start(dataDir)
     const user = await signup(first.url)

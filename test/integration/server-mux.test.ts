@@ -48,7 +48,7 @@ describe('server /mux with many nodes on one socket', () => {
     await ts.cleanup()
   })
 
-  it(`one socket joins ${NODE_COUNT} nodes; an edit on each reaches a second mux client and stock providers`, async () => {
+  it(`[SYNC2] one socket joins ${NODE_COUNT} nodes; an edit on each reaches a second mux client and stock providers`, async () => {
     const writer = await MuxClient.connect(ts.url, owner.token)
     const reader = await MuxClient.connect(ts.url, owner.token)
     try {
@@ -92,7 +92,7 @@ describe('server /mux with many nodes on one socket', () => {
     }
   }, 90_000)
 
-  it('a left room no longer receives updates; rejoining resyncs', async () => {
+  it('[SYNC2] a left room no longer receives updates; rejoining resyncs', async () => {
     const path = paths[5] as string
     const a = await MuxClient.connect(ts.url, owner.token)
     const b = await MuxClient.connect(ts.url, owner.token)

@@ -26,7 +26,7 @@ describe('server change feed and queries', () => {
     await ts.cleanup()
   })
 
-  it('lists Created, Updated, Deleted in version order after `since`', async () => {
+  it('[STO3] lists Created, Updated, Deleted in version order after `since`', async () => {
     const http = api(ts.url, user.token)
     const path = `${space}/feed`
     const created = expectStatus(await http.putNode(path, 'Document', { A: 1 }), 201).body

@@ -40,7 +40,7 @@ describe('server /sync with stock y-websocket providers', () => {
     await ts.cleanup()
   })
 
-  it('two providers converge in both directions, concurrent edits to different fields both survive', async () => {
+  it('[SYNC1][PATCH3] two providers converge in both directions, concurrent edits to different fields both survive', async () => {
     const path = await createDocument(ts.url, alice.token, `${space}/converge`, { Title: 'start' })
     const a = open(path)
     const b = open(path)
@@ -67,7 +67,7 @@ describe('server /sync with stock y-websocket providers', () => {
     })
   })
 
-  it('awareness states reach the other provider in both directions', async () => {
+  it('[SYNC1] awareness states reach the other provider in both directions', async () => {
     const path = await createDocument(ts.url, alice.token, `${space}/awareness`, {})
     const a = open(path)
     const b = open(path)
@@ -81,7 +81,7 @@ describe('server /sync with stock y-websocket providers', () => {
     expect(b.provider.awareness.getStates().get(a.doc.clientID)).toMatchObject({ user: { name: 'A' } })
   })
 
-  it('a late joiner gets the full state', async () => {
+  it('[SYNC1] a late joiner gets the full state', async () => {
     const path = await createDocument(ts.url, alice.token, `${space}/late`, { Title: 'late' })
     const a = open(path)
     await a.synced()
@@ -95,7 +95,7 @@ describe('server /sync with stock y-websocket providers', () => {
     expect(late.content.get('F19')).toBe(19)
   })
 
-  it('after a restart on the same data directory the state is intact', async () => {
+  it('[STO1] after a restart on the same data directory the state is intact', async () => {
     const path = await createDocument(ts.url, alice.token, `${space}/restart`, { Title: 'before' })
     const a = open(path)
     await a.synced()
