@@ -36,6 +36,8 @@ import {
 const LATENCY_BLOCKS = 4
 const LATENCY_EDITS_PER_BLOCK = 150
 const LATENCY_WARMUP = 50
+const LATENCY_SPACED_EDITS = 150
+const LATENCY_SPACING_MS = 15
 const FANOUT_READERS = 200
 const FANOUT_EDITS = 100
 const FANOUT_WARMUP = 10
@@ -144,8 +146,9 @@ function seen(client: StockClient, value: number): Promise<void> {
 
 let counter = 0
 
-async function timeEdits(pair: Pair, count: number, samples: number[] | null): Promise<void> {
+async function timeEdits(pair: Pair, count: number, samples: number[] | null, spacingMs = 0): Promise<void> {
   for (let i = 0; i < count; i++) {
+    if (spacingMs > 0) await new Promise((resolve) => setTimeout(resolve, spacingMs))
     const value = ++counter
     const arrived = seen(pair.reader, value)
     const t0 = performance.now()
@@ -168,6 +171,12 @@ async function benchLatency(ours: Host, relay: Host, token: string, path: string
       await timeEdits(weftPair, LATENCY_EDITS_PER_BLOCK, weft)
       await timeEdits(relayPair, LATENCY_EDITS_PER_BLOCK, bare)
     }
+    // Diagnostic: the same edits spaced out, so the server has finished the previous edit's
+    // durable commit (and its fsync) before the next one arrives.
+    const weftSpaced: number[] = []
+    const bareSpaced: number[] = []
+    await timeEdits(weftPair, LATENCY_SPACED_EDITS, weftSpaced, LATENCY_SPACING_MS)
+    await timeEdits(relayPair, LATENCY_SPACED_EDITS, bareSpaced, LATENCY_SPACING_MS)
     return {
       latencyEdits: weft.length,
       syncP50Ms: ms(percentile(weft, 50)),
@@ -176,6 +185,9 @@ async function benchLatency(ours: Host, relay: Host, token: string, path: string
       relayP99Ms: ms(percentile(bare, 99)),
       syncP50RatioToRelay: Number((percentile(weft, 50) / percentile(bare, 50)).toFixed(2)),
       syncP99RatioToRelay: Number((percentile(weft, 99) / percentile(bare, 99)).toFixed(2)),
+      syncSpacedP50Ms: ms(percentile(weftSpaced, 50)),
+      relaySpacedP50Ms: ms(percentile(bareSpaced, 50)),
+      syncSpacedP50RatioToRelay: Number((percentile(weftSpaced, 50) / percentile(bareSpaced, 50)).toFixed(2)),
     }
   } finally {
     for (const c of [weftPair.writer, weftPair.reader, relayPair.writer, relayPair.reader]) c.destroy()
