@@ -1,10 +1,9 @@
 import {
-  EventSubscriptionContent,
   readChangeKind,
   readSubscriptionStatus,
   readTriggerType,
-  type EventSubscription,
   type JsonObject,
+  type JsonValue,
   type MeshChangeKind,
   type MeshNode,
 } from '../../../shared/index.js'
@@ -56,55 +55,57 @@ export function triggerSignature(t: Trigger): string {
   }
 }
 
+/**
+ * Reads a subscription node without a schema pass: at boot this runs for every pending
+ * subscription (100,000 invites), so it reads the few trigger fields directly. The full schema
+ * check happens when a subscription fires.
+ */
 export function classifySubscription(node: MeshNode): Classified {
   const content = node.content as JsonObject
   const status = readSubscriptionStatus(content.Status ?? 'Pending')
   if (!status.known) return { state: 'invalid', reason: `Unknown ${status.described}.` }
   if (status.value !== 'Pending') return { state: 'terminal' }
-  const parsed = EventSubscriptionContent.safeParse({ Id: idFromPath(node.path), ...content })
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]
-    return { state: 'invalid', reason: `Invalid subscription field ${issue?.path.join('.') || 'content'}: ${issue?.message ?? 'invalid'}.` }
-  }
-  const sub = parsed.data
-  const trigger = readTrigger(sub)
+  const trigger = readTrigger(content)
   if ('reason' in trigger) return { state: 'invalid', reason: trigger.reason }
-  return {
-    state: 'pending',
-    entry: { id: idFromPath(node.path), path: node.path, trigger, createdAt: Date.parse(sub.CreatedAt ?? '') },
-  }
+  const createdAt = typeof content.CreatedAt === 'string' ? Date.parse(content.CreatedAt) : NaN
+  return { state: 'pending', entry: { id: idFromPath(node.path), path: node.path, trigger, createdAt } }
 }
 
-function readTrigger(sub: EventSubscription): Trigger | { reason: string } {
-  const type = readTriggerType(sub.TriggerType)
+const str = (v: JsonValue | undefined): string | null => (typeof v === 'string' && v !== '' ? v : null)
+
+function readTrigger(c: JsonObject): Trigger | { reason: string } {
+  const type = readTriggerType(c.TriggerType)
   if (!type.known) return { reason: `Unknown ${type.described}: this build cannot run that trigger.` }
   switch (type.value) {
     case 'NodeChange': {
-      if (!sub.TriggerNodeType) return { reason: 'A NodeChange subscription needs TriggerNodeType.' }
-      const kind = readChangeKind(sub.TriggerKind ?? 'Created')
+      const nodeType = str(c.TriggerNodeType)
+      if (!nodeType) return { reason: 'A NodeChange subscription needs TriggerNodeType.' }
+      const kind = readChangeKind(c.TriggerKind ?? 'Created')
       if (!kind.known) return { reason: `Unknown ${kind.described}.` }
-      const field = sub.MatchField ? sub.MatchField : null
-      if (field !== null && (sub.MatchValue === null || sub.MatchValue === undefined)) {
+      const field = str(c.MatchField)
+      const value = c.MatchValue
+      if (field !== null && (value === null || value === undefined || typeof value === 'object')) {
         return { reason: `MatchField ${field} needs a MatchValue.` }
       }
-      return { type: 'NodeChange', nodeType: sub.TriggerNodeType, kind: kind.value, field, value: field === null ? null : String(sub.MatchValue) }
+      return { type: 'NodeChange', nodeType, kind: kind.value, field, value: field === null ? null : String(value) }
     }
     case 'Timer': {
-      const fireAt = Date.parse(sub.FireAt ?? '')
-      if (!Number.isFinite(fireAt)) return { reason: `A Timer subscription needs a valid FireAt (got ${JSON.stringify(sub.FireAt ?? null)}).` }
+      const fireAt = Date.parse(str(c.FireAt) ?? '')
+      if (!Number.isFinite(fireAt)) return { reason: `A Timer subscription needs a valid FireAt (got ${JSON.stringify(c.FireAt ?? null)}).` }
       return { type: 'Timer', fireAt }
     }
     case 'NodeStatus': {
-      if (!sub.WatchPath) return { reason: 'A NodeStatus subscription needs WatchPath.' }
-      const resting = sub.RestingValues ?? []
+      const watchPath = str(c.WatchPath)
+      if (!watchPath) return { reason: 'A NodeStatus subscription needs WatchPath.' }
+      const resting = Array.isArray(c.RestingValues) ? c.RestingValues.filter((v): v is string => typeof v === 'string') : []
       if (resting.length === 0) return { reason: 'A NodeStatus subscription needs RestingValues.' }
       return {
         type: 'NodeStatus',
-        watchPath: sub.WatchPath,
-        statusField: sub.StatusField || DEFAULT_STATUS_FIELD,
+        watchPath,
+        statusField: str(c.StatusField) ?? DEFAULT_STATUS_FIELD,
         restingValues: resting,
-        requireActiveFirst: sub.RequireActiveFirst === true,
-        observedActive: Boolean(sub.ObservedActiveAt),
+        requireActiveFirst: c.RequireActiveFirst === true,
+        observedActive: Boolean(c.ObservedActiveAt),
       }
     }
     default:

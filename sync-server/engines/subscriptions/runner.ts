@@ -92,7 +92,7 @@ export class SubscriptionRunner {
     this.maxAttempts = opts.maxAttempts ?? 3
     this.scanThreshold = opts.scanThreshold ?? 32
     this.reconcileIntervalMs = opts.reconcileIntervalMs === undefined ? 5 * 60_000 : opts.reconcileIntervalMs
-    this.queue = new WorkQueue(opts.concurrency ?? 32, (e) => this.log.error({ err: e }, 'subscription firing crashed'))
+    this.queue = new WorkQueue(opts.concurrency ?? 64, (e) => this.log.error({ err: e }, 'subscription firing crashed'))
     this.migrator = new LegacyMigrator(opts.nodes, opts.log)
   }
 
