@@ -1,16 +1,110 @@
-/**
- * PLACEHOLDER written by the web-client engineer so the app builds before the real component
- * lands. The owner of this file replaces it entirely; nothing else depends on its contents
- * beyond the custom element name `weft-group-invite-dialog` and its `path` attribute.
- */
-import { LitElement, html } from 'lit'
+import { LitElement, css, html, nothing } from 'lit'
+import { invitesApi } from './members-panel.js'
 
-export class WeftGroupInviteDialogPlaceholder extends LitElement {
-  static override properties = { path: {} }
+/**
+ * `<weft-group-invite-dialog path>` on a Group page: "Invite by email" opens a dialog that takes
+ * one address or a pasted list (commas, semicolons, spaces or new lines) and an optional role.
+ * People with an account become members now; the others when they sign up.
+ */
+interface InviteResult {
+  email: string
+  status: 'Granted' | 'Invited'
+  subscriptionId?: string
+}
+
+const ROLES = ['', 'Viewer', 'Commenter', 'Editor', 'Admin'] as const
+
+export function splitPastedEmails(text: string): string[] {
+  return [...new Set(text.split(/[\s,;]+/).map((s) => s.trim().toLowerCase()).filter(Boolean))]
+}
+
+export class WeftGroupInviteDialog extends LitElement {
+  static override properties = { path: {}, results: { state: true }, error: { state: true }, busy: { state: true }, count: { state: true } }
   declare path: string
+  declare results: InviteResult[]
+  declare error: string
+  declare busy: boolean
+  declare count: number
+
+  static override styles = css`
+    :host { display: block; }
+    dialog { min-width: 24em; }
+    textarea { width: 100%; min-height: 8em; box-sizing: border-box; }
+    .row { display: flex; gap: 0.5em; align-items: center; margin: 0.5em 0; }
+    .error { color: #a00; }
+    ul { padding-left: 1.2em; }
+    .muted { color: #666; font-size: 0.9em; }
+  `
+
+  constructor() {
+    super()
+    this.path = ''
+    this.results = []
+    this.error = ''
+    this.busy = false
+    this.count = 0
+  }
+
+  private get dialog(): HTMLDialogElement | null {
+    return this.renderRoot.querySelector('dialog')
+  }
+
+  private open() {
+    this.results = []
+    this.error = ''
+    this.dialog?.showModal()
+  }
+
+  private async send(e: Event) {
+    e.preventDefault()
+    const form = e.target as HTMLFormElement
+    const fd = new FormData(form)
+    const emails = splitPastedEmails(String(fd.get('emails') ?? ''))
+    if (emails.length === 0) {
+      this.error = 'Paste at least one email address.'
+      return
+    }
+    const role = String(fd.get('role') ?? '')
+    this.busy = true
+    this.error = ''
+    try {
+      const group = this.path.split('/').map(encodeURIComponent).join('/')
+      const r = await invitesApi<{ results: InviteResult[] }>('POST', `/api/groups/${group}/invites`, role ? { emails, role } : { emails })
+      this.results = r.results
+      form.reset()
+      this.count = 0
+    } catch (err) {
+      this.error = (err as Error).message
+    } finally {
+      this.busy = false
+    }
+  }
 
   override render() {
-    return html`<p>Invite to group for ${this.path} (coming soon)</p>`
+    return html`
+      <button type="button" @click=${this.open}>Invite by email</button>
+      <dialog aria-label="Invite to group">
+        <form @submit=${this.send}>
+          <h2>Invite to ${this.path}</h2>
+          <label for="emails">Email addresses <span class="muted">(paste a list: commas, spaces or new lines)</span></label>
+          <textarea id="emails" name="emails" @input=${(e: Event) => (this.count = splitPastedEmails((e.target as HTMLTextAreaElement).value).length)}></textarea>
+          <div class="row">
+            <label>Role on the group
+              <select name="role">${ROLES.map((r) => html`<option value=${r}>${r || 'Member only'}</option>`)}</select>
+            </label>
+            <span class="muted">${this.count} address${this.count === 1 ? '' : 'es'}</span>
+          </div>
+          ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
+          ${this.results.length ? html`<ul aria-label="Results">
+            ${this.results.map((r) => html`<li>${r.email}: ${r.status === 'Granted' ? 'added now' : 'invited (joins on sign-up)'}</li>`)}
+          </ul>` : nothing}
+          <div class="row">
+            <button type="submit" ?disabled=${this.busy}>Send invites</button>
+            <button type="button" @click=${() => this.dialog?.close()}>Close</button>
+          </div>
+        </form>
+      </dialog>
+    `
   }
 }
-if (!customElements.get('weft-group-invite-dialog')) customElements.define('weft-group-invite-dialog', WeftGroupInviteDialogPlaceholder)
+if (!customElements.get('weft-group-invite-dialog')) customElements.define('weft-group-invite-dialog', WeftGroupInviteDialog)

@@ -1,16 +1,219 @@
+import { LitElement, css, html, nothing, type ReactiveController, type ReactiveControllerHost } from 'lit'
+import { app } from '../app-context.js'
+
 /**
- * PLACEHOLDER written by the web-client engineer so the app builds before the real component
- * lands. The owner of this file replaces it entirely; nothing else depends on its contents
- * beyond the custom element name `weft-members-panel` and its `path` attribute.
+ * `<weft-members-panel path>` on a Space page: members and roles, invite by email (role, pin),
+ * and the invites with their status (Pending / Fired / Failed / Cancelled) and LastError.
+ * Revoking sets a Pending invite to Cancelled. Data lives in a ReactiveController; the element
+ * only renders it.
  */
-import { LitElement, html } from 'lit'
+export interface MemberRow {
+  subject: string
+  role: string
+  denied: boolean
+  email: string | null
+  name: string | null
+}
 
-export class WeftMembersPanelPlaceholder extends LitElement {
-  static override properties = { path: {} }
-  declare path: string
+export interface InviteRow {
+  subscriptionId: string
+  email: string | null
+  role: string | null
+  pin: boolean
+  status: string
+  lastError: string | null
+  createdAt: string | null
+  firedAt: string | null
+}
 
-  override render() {
-    return html`<p>Members for ${this.path} (coming soon)</p>`
+const ROLES = ['Viewer', 'Commenter', 'Editor', 'Admin'] as const
+/** An invite's status changes on the server when the invitee signs up: refresh while shown. */
+const REFRESH_MS = 4000
+
+/** The invites API (sync-server/engines/subscriptions/routes.ts), with the session's token. */
+export async function invitesApi<T>(method: string, url: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = {}
+  const token = currentToken()
+  if (token) headers.Authorization = `Bearer ${token}`
+  if (body !== undefined) headers['Content-Type'] = 'application/json'
+  const res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+  const text = await res.text()
+  const json = text ? (JSON.parse(text) as unknown) : null
+  if (!res.ok) {
+    const err = (json as { error?: { message?: string } } | null)?.error
+    throw new Error(err?.message ?? `${method} ${url} failed with ${res.status}`)
+  }
+  return json as T
+}
+
+function currentToken(): string | null {
+  try {
+    return app().session.token
+  } catch {
+    return localStorage.getItem('weft.token')
   }
 }
-if (!customElements.get('weft-members-panel')) customElements.define('weft-members-panel', WeftMembersPanelPlaceholder)
+
+function encodePath(path: string): string {
+  return path.split('/').map(encodeURIComponent).join('/')
+}
+
+/** Loads members and invites of one space; polls while the host is connected. */
+export class MembersController implements ReactiveController {
+  members: MemberRow[] = []
+  invites: InviteRow[] = []
+  error: string | null = null
+  loaded = false
+  private path = ''
+  private timer: ReturnType<typeof setInterval> | null = null
+  private connected = false
+
+  constructor(private readonly host: ReactiveControllerHost) {
+    host.addController(this)
+  }
+
+  setPath(path: string): void {
+    if (path === this.path) return
+    this.path = path
+    this.loaded = false
+    if (this.connected) void this.refresh()
+  }
+
+  hostConnected(): void {
+    this.connected = true
+    void this.refresh()
+    this.timer = setInterval(() => void this.refresh(), REFRESH_MS)
+  }
+
+  hostDisconnected(): void {
+    this.connected = false
+    if (this.timer) clearInterval(this.timer)
+    this.timer = null
+  }
+
+  async refresh(): Promise<void> {
+    if (!this.path) return
+    const path = this.path
+    try {
+      const r = await invitesApi<{ members: MemberRow[]; invites: InviteRow[] }>('GET', `/api/spaces/${encodePath(path)}/members`)
+      if (path !== this.path) return
+      this.members = r.members
+      this.invites = r.invites
+      this.error = null
+    } catch (e) {
+      this.error = (e as Error).message
+    }
+    this.loaded = true
+    this.host.requestUpdate()
+  }
+}
+
+export class WeftMembersPanel extends LitElement {
+  static override properties = { path: {}, notice: { state: true }, busy: { state: true } }
+  declare path: string
+  declare notice: string
+  declare busy: boolean
+  private readonly data = new MembersController(this)
+
+  static override styles = css`
+    :host { display: block; }
+    table { border-collapse: collapse; width: 100%; margin: 0.4em 0 1em; }
+    th, td { text-align: left; padding: 0.25em 0.5em; border-bottom: 1px solid #e4e4e4; vertical-align: top; }
+    form { display: flex; gap: 0.5em; flex-wrap: wrap; align-items: center; margin: 0.5em 0; }
+    input[type='email'] { min-width: 16em; }
+    .status { font-size: 0.85em; padding: 0.05em 0.45em; border-radius: 3px; background: #eee; }
+    .status.Pending { background: #fff4cc; }
+    .status.Fired { background: #d9f5dd; }
+    .status.Failed { background: #fde0e0; }
+    .status.Cancelled { background: #eee; color: #666; }
+    .error { color: #a00; }
+    .notice { color: #235; }
+    .muted { color: #666; font-size: 0.9em; }
+  `
+
+  constructor() {
+    super()
+    this.path = ''
+    this.notice = ''
+    this.busy = false
+  }
+
+  override willUpdate() {
+    this.data.setPath(this.path)
+  }
+
+  private async invite(e: Event) {
+    e.preventDefault()
+    const form = e.target as HTMLFormElement
+    const fd = new FormData(form)
+    const email = String(fd.get('email') ?? '').trim()
+    if (!email) return
+    this.busy = true
+    try {
+      const r = await invitesApi<{ status: string; email: string }>('POST', `/api/spaces/${encodePath(this.path)}/invites`, {
+        email,
+        role: String(fd.get('role') ?? 'Editor'),
+        pin: fd.get('pin') === 'on',
+      })
+      this.notice = r.status === 'Granted' ? `${r.email} already has an account: access granted.` : `Invited ${r.email}: access lands when they sign up.`
+      form.reset()
+    } catch (err) {
+      this.notice = ''
+      this.data.error = (err as Error).message
+    } finally {
+      this.busy = false
+      await this.data.refresh()
+    }
+  }
+
+  private async revoke(id: string) {
+    try {
+      await invitesApi('DELETE', `/api/spaces/${encodePath(this.path)}/invites/${encodeURIComponent(id)}`)
+      this.notice = 'Invite revoked.'
+    } catch (err) {
+      this.data.error = (err as Error).message
+    }
+    await this.data.refresh()
+  }
+
+  override render() {
+    const d = this.data
+    return html`
+      <h2>Members</h2>
+      ${d.error ? html`<p class="error" role="alert">${d.error}</p>` : nothing}
+      ${!d.loaded ? html`<p class="muted">Loading…</p>` : html`
+        <table aria-label="Members">
+          <thead><tr><th>Member</th><th>Role</th></tr></thead>
+          <tbody>
+            ${d.members.map((m) => html`<tr data-subject=${m.subject}>
+              <td>${m.name ?? m.subject}${m.email ? html` <span class="muted">${m.email}</span>` : nothing}</td>
+              <td>${m.denied ? 'Denied' : m.role}</td>
+            </tr>`)}
+          </tbody>
+        </table>`}
+      <form @submit=${this.invite} aria-label="Invite by email">
+        <input type="email" name="email" placeholder="name@example.com" aria-label="Email" required />
+        <select name="role" aria-label="Role">
+          ${ROLES.map((r) => html`<option value=${r} ?selected=${r === 'Editor'}>${r}</option>`)}
+        </select>
+        <label><input type="checkbox" name="pin" checked /> Pin to their navigation</label>
+        <button type="submit" ?disabled=${this.busy}>Invite</button>
+      </form>
+      ${this.notice ? html`<p class="notice" role="status">${this.notice}</p>` : nothing}
+      ${d.invites.length ? html`
+        <h3>Invites</h3>
+        <table aria-label="Invites">
+          <thead><tr><th>Email</th><th>Role</th><th>Status</th><th></th></tr></thead>
+          <tbody>
+            ${d.invites.map((i) => html`<tr data-invite=${i.subscriptionId}>
+              <td>${i.email ?? '—'}</td>
+              <td>${i.role ?? '—'}${i.pin ? html` <span class="muted">(pinned)</span>` : nothing}</td>
+              <td><span class="status ${i.status}">${i.status}</span>${i.lastError ? html`<div class="error">${i.lastError}</div>` : nothing}</td>
+              <td>${i.status === 'Pending' ? html`<button type="button" @click=${() => this.revoke(i.subscriptionId)}>Revoke</button>` : nothing}</td>
+            </tr>`)}
+          </tbody>
+        </table>` : nothing}
+    `
+  }
+}
+if (!customElements.get('weft-members-panel')) customElements.define('weft-members-panel', WeftMembersPanel)
