@@ -184,6 +184,20 @@ export class WeftNodePage extends LitElement {
     }
   }
 
+  /** User-timing marks (read by the benchmarks): the first render of a node's fields and children. */
+  private marked = new Set<string>()
+  override updated() {
+    const view = this.node.value
+    if (!view) return
+    const mark = (name: string) => {
+      if (this.marked.has(name)) return
+      this.marked.add(name)
+      performance.mark(name)
+    }
+    mark(`weft:node-rendered:${view.path}`)
+    if ((this.childList.value?.length ?? 0) > 0) mark(`weft:list-rendered:${view.path}`)
+  }
+
   override render() {
     const view = this.node.value
     const access = this.access.value

@@ -85,6 +85,9 @@ export class NodeReplica implements RoomHandler {
   private rebuildDoc: Y.Doc | null = null
   private needsRebuild = false
   private selfUserId: string | null = null
+  private syncedOnce: () => void = () => {}
+  /** Resolves once the doc has received the server's state after a join. */
+  readonly synced: Promise<void> = new Promise<void>((resolve) => (this.syncedOnce = resolve))
 
   constructor(
     readonly path: string,
@@ -308,7 +311,10 @@ export class NodeReplica implements RoomHandler {
         const update = decoding.readVarUint8Array(d)
         if (this.rebuildDoc) Y.applyUpdate(this.rebuildDoc, update, 'remote')
         Y.applyUpdate(this.doc, update, 'remote')
-        if (syncType === syncProtocol.messageYjsSyncStep2 && this.step2Queue.shift() === 'rebuild') void this.finishRebuild()
+        if (syncType === syncProtocol.messageYjsSyncStep2) {
+          if (this.step2Queue.shift() === 'rebuild') void this.finishRebuild()
+          else this.syncedOnce()
+        }
         return
       }
       default:

@@ -160,6 +160,31 @@ export class SyncClient {
     })
   }
 
+  /**
+   * Makes nodes available offline: holds each one's replica until it has the server's state.
+   * Resolves when all are stored (nodes that are denied resolve too).
+   */
+  async prefetch(paths: readonly string[]): Promise<void> {
+    await Promise.all(
+      paths.map(async (path) => {
+        const replica = this.hold(path, 1)
+        try {
+          await Promise.race([
+            replica.synced,
+            new Promise<void>((resolve) => {
+              const s = replica.state$.subscribe((st) => {
+                if (st.denied) resolve()
+              })
+              void replica.synced.then(() => s.unsubscribe())
+            }),
+          ])
+        } finally {
+          this.release(path)
+        }
+      }),
+    )
+  }
+
   /** One field edit = one merge patch on the node. */
   async patch(path: string, patch: MergePatch): Promise<void> {
     const replica = this.hold(path, 1)
