@@ -1,0 +1,54 @@
+import { expect, test } from '@playwright/test'
+import { openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+
+/**
+ * Invite by email, end to end: an Admin invites an address from the members panel; that person
+ * signs up in another browser context and the space appears in their navigation at once (the
+ * grant and the pin land on sign-up; the app syncs the User node), without a reload.
+ */
+let server: E2eServer
+let ann: TestUser
+
+test.beforeAll(async () => {
+  server = await startE2eServer()
+  ann = await signUp(server, 'Ann')
+  await putNode(server, ann, 'Atelier', 'Space', {}, 'Atelier')
+})
+
+test.afterAll(async () => {
+  await server?.dispose()
+})
+
+test('an invited email signs up and sees the space in their navigation without a reload', async ({ browser }) => {
+  const admin = await openLoggedIn(browser, server, ann, 'Atelier')
+  const panel = admin.page.locator('weft-members-panel')
+  await expect(panel.getByRole('table', { name: 'Members' })).toContainText('Ann')
+
+  const email = `cleo${Date.now() % 100000}@example.com`
+  const invite = panel.getByRole('form', { name: 'Invite by email' })
+  await invite.getByLabel('Email').fill(email)
+  await invite.getByLabel('Role').selectOption('Editor')
+  await invite.getByRole('button', { name: 'Invite' }).click()
+  await expect(panel.getByRole('status')).toContainText(`Invited ${email}`)
+  const row = panel.getByRole('table', { name: 'Invites' }).locator('tr', { hasText: email })
+  await expect(row).toContainText('Pending')
+
+  // The invitee, in a fresh context, creates an account through the app.
+  const context = await browser.newContext({ baseURL: server.url })
+  const page = await context.newPage()
+  await page.goto('/')
+  await page.getByRole('button', { name: 'Create an account' }).click()
+  const form = page.getByRole('form', { name: 'Sign up' })
+  await form.getByLabel('Name').fill('Cleo')
+  await form.getByLabel('Email').fill(email)
+  await form.getByLabel('Password').fill('correct horse battery')
+  await form.getByRole('button', { name: 'Sign up' }).click()
+
+  await expect(page.locator('weft-nav-tree a[role=treeitem][data-path="Atelier"]').first()).toBeVisible()
+  // The admin's panel shows the invite fired and the new member with the invited role.
+  await expect(row).toContainText('Fired')
+  await expect(panel.getByRole('table', { name: 'Members' })).toContainText('Cleo')
+
+  await context.close()
+  await admin.context.close()
+})
