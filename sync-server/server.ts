@@ -50,7 +50,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const abort = new AbortController()
   let healthy = false
 
-  const engines = factories.map((f) => f({ nodes, users: auth, log: log.child({ engine: f.name }), signal: abort.signal }))
+  const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal }))
   const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...apiRoutes({ nodes, auth, isHealthy: () => healthy })]
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({ nodes, access, authenticate, maxPayloadBytes: config.maxPayloadBytes, maxRoomsPerSocket: config.maxRoomsPerSocket, log })

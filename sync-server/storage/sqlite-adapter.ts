@@ -1,4 +1,5 @@
-import Database from 'better-sqlite3'
+import { Worker } from 'node:worker_threads'
+import type Database from 'better-sqlite3'
 import type { Logger } from 'pino'
 import {
   WeftError,
@@ -8,96 +9,168 @@ import {
   type NodePath,
   type NodeQuery,
 } from '../../shared/index.js'
-import { batchPaths, planBatch, validateCommitInput, type ExistingNode, type PlannedCommit } from './commit-plan.js'
-import { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
-import { GroupCommitter, type ItemResult } from './group-commit.js'
+import { validateCommitInput } from './commit-plan.js'
+import { GroupCommitter } from './group-commit.js'
 import { clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
-import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
-import { SQLITE_SCHEMA } from './sqlite-schema.js'
+import { NODE_COLUMNS, rowToNode, toBytes, type NodeRow } from './row-mapping.js'
+import { SqliteWriter, openSqliteConnection, type PreparedCommit } from './sqlite-writer.js'
+import { deserializeError, fromWire, toWire, type WireItemResult, type WriterInit, type WriterRequest, type WriterResponse } from './sqlite-writer-protocol.js'
 import type { Account, CommitInput, StorageAdapter, StoredDoc } from './types.js'
 
 export interface SqliteStorageOptions {
-  /** Database file; `:memory:` works but is not durable. */
+  /** Database file; `:memory:` works but is not durable (and cannot be shared with a writer thread). */
   file: string
   log?: Logger
   /** How long a statement waits for another connection's lock before failing. */
   busyTimeoutMs?: number
   /** Upper bound of commits in one group-commit transaction. */
   maxBatch?: number
+  /**
+   * `thread` (default): writes run in a worker thread, so an fsync never blocks the event loop.
+   * `inline`: writes run on the calling thread (for `:memory:` and for comparison in benches).
+   */
+  writer?: 'thread' | 'inline'
 }
 
-interface PreparedCommit {
-  input: CommitInput
-  /** Serialised before queueing so a value JSON cannot encode fails its own caller only. */
-  contentJson: string
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
+
+/** Where writes go: the writer thread, or the same thread. Both answer asynchronously. */
+interface WriterPort {
+  request(message: DistributiveOmit<WriterRequest, 'id'>): Promise<WireItemResult[] | undefined>
+  close(): Promise<void>
+}
+
+class ThreadWriter implements WriterPort {
+  private readonly worker: Worker
+  private nextId = 1
+  private readonly pending = new Map<number, { resolve(v: WireItemResult[] | undefined): void; reject(e: unknown): void }>()
+  private failure: Error | null = null
+
+  constructor(init: WriterInit, log: Logger | undefined) {
+    this.worker = new Worker(new URL('./sqlite-writer-worker.mjs', import.meta.url), { workerData: init })
+    this.worker.unref()
+    this.worker.on('message', (response: WriterResponse) => {
+      const p = this.pending.get(response.id)
+      if (!p) return
+      this.pending.delete(response.id)
+      if (this.pending.size === 0) this.worker.unref()
+      if (response.ok) p.resolve(response.value)
+      else p.reject(deserializeError(response.error))
+    })
+    const fail = (error: Error) => {
+      this.failure ??= error
+      log?.error({ err: error }, 'storage: the SQLite writer thread stopped')
+      for (const p of this.pending.values()) p.reject(new WeftError('unavailable', 'Storage is unavailable: the writer stopped.'))
+      this.pending.clear()
+    }
+    this.worker.on('error', fail)
+    this.worker.on('exit', (code) => {
+      if (this.pending.size > 0 || code !== 0) fail(new Error(`writer thread exited with ${code}`))
+    })
+  }
+
+  request(message: DistributiveOmit<WriterRequest, 'id'>): Promise<WireItemResult[] | undefined> {
+    if (this.failure) return Promise.reject(new WeftError('unavailable', 'Storage is unavailable: the writer stopped.'))
+    const id = this.nextId++
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject })
+      // Keep the process alive while a write is in flight, not while the thread idles.
+      this.worker.ref()
+      this.worker.postMessage({ ...message, id } as WriterRequest)
+    })
+  }
+
+  async close(): Promise<void> {
+    if (!this.failure) await this.request({ op: 'close' }).catch(() => undefined)
+    await this.worker.terminate()
+  }
+}
+
+class InlineWriter implements WriterPort {
+  constructor(private readonly writer: SqliteWriter) {}
+
+  async request(message: DistributiveOmit<WriterRequest, 'id'>): Promise<WireItemResult[] | undefined> {
+    switch (message.op) {
+      case 'batch': {
+        const results = toWire(this.writer.writeBatch(message.batch))
+        setImmediate(() => this.compactSome())
+        return results
+      }
+      case 'createAccount':
+        this.writer.createAccount(message.account)
+        return undefined
+      case 'saveToken':
+        this.writer.saveToken(message.hash, message.userId, message.expiresAt)
+        return undefined
+      case 'revokeToken':
+        this.writer.revokeToken(message.hash)
+        return undefined
+      case 'close':
+        return undefined
+      default:
+        message satisfies never
+        return undefined
+    }
+  }
+
+  private compactSome(): void {
+    try {
+      if (this.writer.compactNext()) setImmediate(() => this.compactSome())
+    } catch {
+      // The log stays as it is.
+    }
+  }
+
+  async close(): Promise<void> {
+    while (this.writer.compactNext()) {
+      // finish waiting compactions
+    }
+    this.writer.close()
+  }
 }
 
 /**
  * SQLite storage (better-sqlite3). WAL with `synchronous=FULL`: every transaction commit fsyncs
  * the WAL, so an acknowledged commit survives power loss. Commits arriving in the same turn of the
- * event loop share one transaction (group commit) so that the fsync is paid once per batch.
+ * event loop share one transaction (group commit) so that the fsync is paid once per batch, and
+ * the next batch gathers while one commits. Writes run in a worker thread (the fsync must not
+ * block the event loop); reads use this thread's own connection, which WAL lets run alongside.
  */
 export class SqliteStorage implements StorageAdapter {
   readonly kind = 'sqlite' as const
   private readonly db: Database.Database
-  private readonly log: Logger | undefined
+  private readonly writer: WriterPort
   private readonly committer: GroupCommitter<PreparedCommit, ChangeRecord>
-  private readonly toCompact = new Set<NodePath>()
-  private compacting: Promise<void> | null = null
   private isClosing = false
   private closed: Promise<void> | null = null
   private readonly stmt
 
   constructor(options: SqliteStorageOptions) {
-    this.log = options.log
-    this.db = new Database(options.file)
-    this.db.pragma('journal_mode = WAL')
-    // FULL (not NORMAL): in WAL mode NORMAL may lose the last commits on power loss.
-    this.db.pragma('synchronous = FULL')
-    this.db.pragma(`busy_timeout = ${Math.floor(options.busyTimeoutMs ?? 5000)}`)
-    // JavaScript's toLowerCase, so case-insensitive matching agrees with PostgreSQL's lower() beyond ASCII.
-    this.db.function('weft_lower', { deterministic: true }, (s: unknown) => (s === null ? null : String(s).toLowerCase()))
-    this.db.exec(SQLITE_SCHEMA)
-    const db = this.db
+    const busyTimeoutMs = options.busyTimeoutMs ?? 5000
+    // This connection creates the schema before the writer opens its own.
+    const db = (this.db = openSqliteConnection(options.file, busyTimeoutMs))
+    const inline = options.writer === 'inline' || options.file === ':memory:'
+    this.writer = inline ? new InlineWriter(new SqliteWriter(options.file, busyTimeoutMs)) : new ThreadWriter({ file: options.file, busyTimeoutMs }, options.log)
     this.stmt = {
-      existing: db.prepare<[string], { node_type: string; created_by: string; created_at: string }>(
-        'SELECT node_type, created_by, created_at FROM nodes WHERE path = ?',
-      ),
-      insertChange: db.prepare<[string, string, MeshChangeKind]>('INSERT INTO changes (path, node_type, kind) VALUES (?, ?, ?)'),
-      insertNode: db.prepare(
-        `INSERT INTO nodes (path, node_type, name, parent, last_segment, content, created_by, created_at, updated_at, version, state, snapshot, update_count)
-         VALUES (@path, @nodeType, @name, @parent, @lastSegment, @content, @createdBy, @at, @at, @version, 'Active', NULL, @updateCount)`,
-      ),
-      updateNode: db.prepare<unknown[], { update_count: number }>(
-        `UPDATE nodes SET name = @name, content = @content, updated_at = @at, version = @version, update_count = update_count + @added
-         WHERE path = @path RETURNING update_count`,
-      ),
-      deleteNode: db.prepare<[string]>('DELETE FROM nodes WHERE path = ?'),
-      deleteUpdates: db.prepare<[string]>('DELETE FROM node_updates WHERE path = ?'),
-      insertUpdate: db.prepare<[string, number, Buffer]>('INSERT INTO node_updates (path, seq, data) VALUES (?, ?, ?)'),
       getNode: db.prepare<[string], NodeRow>(`SELECT ${NODE_COLUMNS} FROM nodes WHERE path = ?`),
       snapshot: db.prepare<[string], { snapshot: Buffer | null; update_count: number }>(
         'SELECT snapshot, update_count FROM nodes WHERE path = ?',
       ),
       updates: db.prepare<[string], { seq: number; data: Buffer }>('SELECT seq, data FROM node_updates WHERE path = ? ORDER BY seq'),
-      compacted: db.prepare<[Buffer, number, string]>('UPDATE nodes SET snapshot = ?, update_count = update_count - ? WHERE path = ?'),
-      dropLogged: db.prepare<[string, number]>('DELETE FROM node_updates WHERE path = ? AND seq <= ?'),
       descendants: db.prepare<[string, string], { path: string }>('SELECT path FROM nodes WHERE path >= ? AND path < ? ORDER BY path'),
       changesSince: db.prepare<[number, number], { version: number; path: string; node_type: string; kind: MeshChangeKind }>(
         'SELECT version, path, node_type, kind FROM changes WHERE version > ? ORDER BY version LIMIT ?',
       ),
       lastVersion: db.prepare<[], { v: number }>('SELECT coalesce(max(version), 0) AS v FROM changes'),
-      insertAccount: db.prepare<[string, string, string, string]>(
-        'INSERT INTO accounts (user_id, email, password_hash, created_at) VALUES (?, ?, ?, ?)',
-      ),
       accountByEmail: db.prepare<[string], { user_id: string; email: string; password_hash: string; created_at: string }>(
         'SELECT user_id, email, password_hash, created_at FROM accounts WHERE email = ?',
       ),
-      saveToken: db.prepare<[string, string, string]>('INSERT OR REPLACE INTO tokens (hash, user_id, expires_at) VALUES (?, ?, ?)'),
       findToken: db.prepare<[string], { user_id: string; expires_at: string }>('SELECT user_id, expires_at FROM tokens WHERE hash = ?'),
-      revokeToken: db.prepare<[string]>('DELETE FROM tokens WHERE hash = ?'),
     }
-    this.committer = new GroupCommitter((batch) => this.writeBatch(batch), options.maxBatch ?? 1000)
+    this.committer = new GroupCommitter(
+      async (batch) => fromWire((await this.writer.request({ op: 'batch', batch: [...batch] })) ?? []),
+      options.maxBatch ?? 1000,
+    )
   }
 
   commit(input: CommitInput): Promise<ChangeRecord> {
@@ -109,110 +182,6 @@ export class SqliteStorage implements StorageAdapter {
     } catch (error) {
       return Promise.reject(error)
     }
-  }
-
-  /** One transaction for the whole batch; BEGIN IMMEDIATE takes the write lock up front. */
-  private writeBatch(batch: readonly PreparedCommit[]): ItemResult<ChangeRecord>[] {
-    const compactCandidates: NodePath[] = []
-    const results = this.db
-      .transaction((): ItemResult<ChangeRecord>[] => {
-        const inputs = batch.map((p) => p.input)
-        const stored = new Map<NodePath, ExistingNode>()
-        for (const path of batchPaths(inputs)) {
-          const row = this.stmt.existing.get(path)
-          if (row) stored.set(path, { nodeType: row.node_type, createdBy: row.created_by, createdAt: row.created_at })
-        }
-        const { plans, results: refused } = planBatch(inputs, stored)
-        return plans.map((plan, i) => {
-          const prepared = batch[i]
-          if (!plan || !prepared) return refused[i] ?? { ok: false, error: new Error('Invariant: unplanned commit') }
-          return { ok: true, value: this.applyCommit(plan, prepared.contentJson, compactCandidates) }
-        })
-      })
-      .immediate()
-    if (compactCandidates.length > 0) this.scheduleCompaction(compactCandidates)
-    return results
-  }
-
-  private applyCommit(plan: PlannedCommit, contentJson: string, compactCandidates: NodePath[]): ChangeRecord {
-    const { input } = plan
-    const version = Number(this.stmt.insertChange.run(input.path, plan.nodeType, input.kind).lastInsertRowid)
-    switch (input.kind) {
-      case 'Created': {
-        const { parent, lastSegment } = pathColumns(input.path)
-        this.stmt.insertNode.run({
-          path: input.path,
-          nodeType: input.nodeType,
-          name: input.name,
-          parent,
-          lastSegment,
-          content: contentJson,
-          createdBy: input.createdBy,
-          at: input.at,
-          version,
-          updateCount: input.update ? 1 : 0,
-        })
-        if (input.update) this.stmt.insertUpdate.run(input.path, version, toBuffer(input.update))
-        break
-      }
-      case 'Updated': {
-        const row = this.stmt.updateNode.get({
-          path: input.path,
-          name: input.name,
-          content: contentJson,
-          at: input.at,
-          version,
-          added: input.update ? 1 : 0,
-        })
-        if (input.update) this.stmt.insertUpdate.run(input.path, version, toBuffer(input.update))
-        if (row && row.update_count > COMPACT_AFTER_UPDATES) compactCandidates.push(input.path)
-        break
-      }
-      case 'Deleted':
-        this.stmt.deleteUpdates.run(input.path)
-        this.stmt.deleteNode.run(input.path)
-        break
-      default:
-        input.kind satisfies never
-    }
-    return { version, path: input.path, nodeType: plan.nodeType, kind: input.kind }
-  }
-
-  /** Compaction runs after the flush, one node per turn of the event loop, off the commit path. */
-  private scheduleCompaction(paths: NodePath[]): void {
-    for (const p of paths) this.toCompact.add(p)
-    if (this.compacting) return
-    this.compacting = (async () => {
-      while (this.toCompact.size > 0 && !this.isClosing) {
-        await new Promise<void>((resolve) => setImmediate(resolve))
-        const [path] = this.toCompact
-        if (path === undefined) break
-        this.toCompact.delete(path)
-        try {
-          this.compactNode(path)
-        } catch (error) {
-          this.log?.error({ err: error, path }, 'storage: compaction failed; the log stays as it is')
-        }
-      }
-    })().finally(() => {
-      this.compacting = null
-    })
-  }
-
-  /** Folds the node's snapshot and logged updates into a new snapshot, atomically. */
-  compactNode(path: NodePath): void {
-    this.db
-      .transaction(() => {
-        const node = this.stmt.snapshot.get(path)
-        if (!node || node.update_count <= 1) return
-        const logged = this.stmt.updates.all(path)
-        const last = logged.at(-1)
-        if (!last) return
-        const snapshot = compactUpdates(node.snapshot ? toBytes(node.snapshot) : null, logged.map((u) => toBytes(u.data)))
-        this.stmt.compacted.run(toBuffer(snapshot), logged.length, path)
-        this.stmt.dropLogged.run(path, last.seq)
-      })
-      .immediate()
   }
 
   async getNode(path: NodePath): Promise<MeshNode | null> {
@@ -282,17 +251,7 @@ export class SqliteStorage implements StorageAdapter {
   }
 
   async createAccount(account: Account): Promise<void> {
-    try {
-      this.stmt.insertAccount.run(account.userId, account.email.toLowerCase(), account.passwordHash, account.createdAt)
-    } catch (error) {
-      if (error instanceof Database.SqliteError && error.code.startsWith('SQLITE_CONSTRAINT')) {
-        if (error.message.includes('accounts.email')) {
-          throw new WeftError('email_taken', 'An account with this email already exists.')
-        }
-        throw new WeftError('already_exists', `An account already exists for user ${account.userId}.`)
-      }
-      throw error
-    }
+    await this.writer.request({ op: 'createAccount', account })
   }
 
   async findAccountByEmail(email: string): Promise<Account | null> {
@@ -301,7 +260,7 @@ export class SqliteStorage implements StorageAdapter {
   }
 
   async saveToken(tokenHash: string, userId: string, expiresAt: string): Promise<void> {
-    this.stmt.saveToken.run(tokenHash, userId, expiresAt)
+    await this.writer.request({ op: 'saveToken', hash: tokenHash, userId, expiresAt })
   }
 
   async findToken(tokenHash: string): Promise<{ userId: string; expiresAt: string } | null> {
@@ -310,14 +269,14 @@ export class SqliteStorage implements StorageAdapter {
   }
 
   async revokeToken(tokenHash: string): Promise<void> {
-    this.stmt.revokeToken.run(tokenHash)
+    await this.writer.request({ op: 'revokeToken', hash: tokenHash })
   }
 
   close(): Promise<void> {
     this.closed ??= (async () => {
       this.isClosing = true
       await this.committer.drain()
-      await this.compacting
+      await this.writer.close()
       this.db.close()
     })()
     return this.closed

@@ -1,0 +1,44 @@
+import { WeftError, isWeftError, type ChangeRecord, type ErrorCode } from '../../shared/index.js'
+import type { ItemResult } from './group-commit.js'
+import type { PreparedCommit } from './sqlite-writer.js'
+import type { Account } from './types.js'
+
+/** Messages from the storage adapter to its writer thread. */
+export type WriterRequest =
+  | { id: number; op: 'batch'; batch: PreparedCommit[] }
+  | { id: number; op: 'createAccount'; account: Account }
+  | { id: number; op: 'saveToken'; hash: string; userId: string; expiresAt: string }
+  | { id: number; op: 'revokeToken'; hash: string }
+  | { id: number; op: 'close' }
+
+export interface SerializedError {
+  message: string
+  code?: ErrorCode
+}
+
+export type WireItemResult = { ok: true; value: ChangeRecord } | { ok: false; error: SerializedError }
+
+export type WriterResponse = { id: number; ok: true; value?: WireItemResult[] } | { id: number; ok: false; error: SerializedError }
+
+export interface WriterInit {
+  file: string
+  busyTimeoutMs: number
+}
+
+/** Errors cross the thread boundary as data; WeftErrors keep their stable code. */
+export function serializeError(error: unknown): SerializedError {
+  if (isWeftError(error)) return { message: error.message, code: error.code }
+  return { message: error instanceof Error ? error.message : String(error) }
+}
+
+export function deserializeError(error: SerializedError): Error {
+  return error.code ? new WeftError(error.code, error.message) : new Error(error.message)
+}
+
+export function toWire(results: ItemResult<ChangeRecord>[]): WireItemResult[] {
+  return results.map((r) => (r.ok ? r : { ok: false, error: serializeError(r.error) }))
+}
+
+export function fromWire(results: WireItemResult[]): ItemResult<ChangeRecord>[] {
+  return results.map((r) => (r.ok ? r : { ok: false, error: deserializeError(r.error) }))
+}

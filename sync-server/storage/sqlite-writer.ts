@@ -1,0 +1,198 @@
+import Database from 'better-sqlite3'
+import {
+  WeftError,
+  type ChangeRecord,
+  type MeshChangeKind,
+  type NodePath,
+} from '../../shared/index.js'
+import { batchPaths, planBatch, type ExistingNode, type PlannedCommit } from './commit-plan.js'
+import { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
+import type { ItemResult } from './group-commit.js'
+import { pathColumns, toBuffer, toBytes } from './row-mapping.js'
+import { SQLITE_SCHEMA } from './sqlite-schema.js'
+import type { Account, CommitInput } from './types.js'
+
+export interface PreparedCommit {
+  input: CommitInput
+  /** Serialised before queueing so a value JSON cannot encode fails its own caller only. */
+  contentJson: string
+}
+
+/** Opens a connection with Weft's pragmas: WAL, `synchronous=FULL`, a busy timeout. */
+export function openSqliteConnection(file: string, busyTimeoutMs: number): Database.Database {
+  const db = new Database(file)
+  db.pragma('journal_mode = WAL')
+  // FULL (not NORMAL): in WAL mode NORMAL may lose the last commits on power loss.
+  db.pragma('synchronous = FULL')
+  db.pragma(`busy_timeout = ${Math.floor(busyTimeoutMs)}`)
+  // JavaScript's toLowerCase, so case-insensitive matching agrees with PostgreSQL's lower() beyond ASCII.
+  db.function('weft_lower', { deterministic: true }, (s: unknown) => (s === null ? null : String(s).toLowerCase()))
+  db.exec(SQLITE_SCHEMA)
+  return db
+}
+
+/**
+ * The write side of SQLite storage: group-committed batches, compaction, accounts and tokens.
+ * Synchronous (better-sqlite3), so it runs in a worker thread: a batch's fsync never blocks the
+ * server's event loop.
+ */
+export class SqliteWriter {
+  private readonly db: Database.Database
+  private readonly stmt
+  private readonly toCompact = new Set<NodePath>()
+
+  constructor(file: string, busyTimeoutMs: number) {
+    const db = (this.db = openSqliteConnection(file, busyTimeoutMs))
+    this.stmt = {
+      existing: db.prepare<[string], { node_type: string; created_by: string; created_at: string }>(
+        'SELECT node_type, created_by, created_at FROM nodes WHERE path = ?',
+      ),
+      insertChange: db.prepare<[string, string, MeshChangeKind]>('INSERT INTO changes (path, node_type, kind) VALUES (?, ?, ?)'),
+      insertNode: db.prepare(
+        `INSERT INTO nodes (path, node_type, name, parent, last_segment, content, created_by, created_at, updated_at, version, state, snapshot, update_count)
+         VALUES (@path, @nodeType, @name, @parent, @lastSegment, @content, @createdBy, @at, @at, @version, 'Active', NULL, @updateCount)`,
+      ),
+      updateNode: db.prepare<unknown[], { update_count: number }>(
+        `UPDATE nodes SET name = @name, content = @content, updated_at = @at, version = @version, update_count = update_count + @added
+         WHERE path = @path RETURNING update_count`,
+      ),
+      deleteNode: db.prepare<[string]>('DELETE FROM nodes WHERE path = ?'),
+      deleteUpdates: db.prepare<[string]>('DELETE FROM node_updates WHERE path = ?'),
+      insertUpdate: db.prepare<[string, number, Buffer]>('INSERT INTO node_updates (path, seq, data) VALUES (?, ?, ?)'),
+      snapshot: db.prepare<[string], { snapshot: Buffer | null; update_count: number }>(
+        'SELECT snapshot, update_count FROM nodes WHERE path = ?',
+      ),
+      updates: db.prepare<[string], { seq: number; data: Buffer }>('SELECT seq, data FROM node_updates WHERE path = ? ORDER BY seq'),
+      compacted: db.prepare<[Buffer, number, string]>('UPDATE nodes SET snapshot = ?, update_count = update_count - ? WHERE path = ?'),
+      dropLogged: db.prepare<[string, number]>('DELETE FROM node_updates WHERE path = ? AND seq <= ?'),
+      insertAccount: db.prepare<[string, string, string, string]>(
+        'INSERT INTO accounts (user_id, email, password_hash, created_at) VALUES (?, ?, ?, ?)',
+      ),
+      saveToken: db.prepare<[string, string, string]>('INSERT OR REPLACE INTO tokens (hash, user_id, expires_at) VALUES (?, ?, ?)'),
+      revokeToken: db.prepare<[string]>('DELETE FROM tokens WHERE hash = ?'),
+    }
+  }
+
+  /** Nodes whose log passed the compaction threshold, waiting for `compactNext`. */
+  get compactionBacklog(): number {
+    return this.toCompact.size
+  }
+
+  /** One transaction for the whole batch; BEGIN IMMEDIATE takes the write lock up front. */
+  writeBatch(batch: readonly PreparedCommit[]): ItemResult<ChangeRecord>[] {
+    const compactCandidates: NodePath[] = []
+    const results = this.db
+      .transaction((): ItemResult<ChangeRecord>[] => {
+        const inputs = batch.map((p) => p.input)
+        const stored = new Map<NodePath, ExistingNode>()
+        for (const path of batchPaths(inputs)) {
+          const row = this.stmt.existing.get(path)
+          if (row) stored.set(path, { nodeType: row.node_type, createdBy: row.created_by, createdAt: row.created_at })
+        }
+        const { plans, results: refused } = planBatch(inputs, stored)
+        return plans.map((plan, i) => {
+          const prepared = batch[i]
+          if (!plan || !prepared) return refused[i] ?? { ok: false, error: new Error('Invariant: unplanned commit') }
+          return { ok: true, value: this.applyCommit(plan, prepared.contentJson, compactCandidates) }
+        })
+      })
+      .immediate()
+    for (const p of compactCandidates) this.toCompact.add(p)
+    return results
+  }
+
+  private applyCommit(plan: PlannedCommit, contentJson: string, compactCandidates: NodePath[]): ChangeRecord {
+    const { input } = plan
+    const version = Number(this.stmt.insertChange.run(input.path, plan.nodeType, input.kind).lastInsertRowid)
+    switch (input.kind) {
+      case 'Created': {
+        const { parent, lastSegment } = pathColumns(input.path)
+        this.stmt.insertNode.run({
+          path: input.path,
+          nodeType: input.nodeType,
+          name: input.name,
+          parent,
+          lastSegment,
+          content: contentJson,
+          createdBy: input.createdBy,
+          at: input.at,
+          version,
+          updateCount: input.update ? 1 : 0,
+        })
+        if (input.update) this.stmt.insertUpdate.run(input.path, version, toBuffer(input.update))
+        break
+      }
+      case 'Updated': {
+        const row = this.stmt.updateNode.get({
+          path: input.path,
+          name: input.name,
+          content: contentJson,
+          at: input.at,
+          version,
+          added: input.update ? 1 : 0,
+        })
+        if (input.update) this.stmt.insertUpdate.run(input.path, version, toBuffer(input.update))
+        if (row && row.update_count > COMPACT_AFTER_UPDATES) compactCandidates.push(input.path)
+        break
+      }
+      case 'Deleted':
+        this.stmt.deleteUpdates.run(input.path)
+        this.stmt.deleteNode.run(input.path)
+        break
+      default:
+        input.kind satisfies never
+    }
+    return { version, path: input.path, nodeType: plan.nodeType, kind: input.kind }
+  }
+
+  /** Compacts one waiting node; false when none waits. Called between batches, off the commit path. */
+  compactNext(): boolean {
+    const [path] = this.toCompact
+    if (path === undefined) return false
+    this.toCompact.delete(path)
+    this.compactNode(path)
+    return true
+  }
+
+  /** Folds the node's snapshot and logged updates into a new snapshot, atomically. */
+  compactNode(path: NodePath): void {
+    this.db
+      .transaction(() => {
+        const node = this.stmt.snapshot.get(path)
+        if (!node || node.update_count <= 1) return
+        const logged = this.stmt.updates.all(path)
+        const last = logged.at(-1)
+        if (!last) return
+        const snapshot = compactUpdates(node.snapshot ? toBytes(node.snapshot) : null, logged.map((u) => toBytes(u.data)))
+        this.stmt.compacted.run(toBuffer(snapshot), logged.length, path)
+        this.stmt.dropLogged.run(path, last.seq)
+      })
+      .immediate()
+  }
+
+  createAccount(account: Account): void {
+    try {
+      this.stmt.insertAccount.run(account.userId, account.email.toLowerCase(), account.passwordHash, account.createdAt)
+    } catch (error) {
+      if (error instanceof Database.SqliteError && error.code.startsWith('SQLITE_CONSTRAINT')) {
+        if (error.message.includes('accounts.email')) {
+          throw new WeftError('email_taken', 'An account with this email already exists.')
+        }
+        throw new WeftError('already_exists', `An account already exists for user ${account.userId}.`)
+      }
+      throw error
+    }
+  }
+
+  saveToken(tokenHash: string, userId: string, expiresAt: string): void {
+    this.stmt.saveToken.run(tokenHash, userId, expiresAt)
+  }
+
+  revokeToken(tokenHash: string): void {
+    this.stmt.revokeToken.run(tokenHash)
+  }
+
+  close(): void {
+    this.db.close()
+  }
+}
