@@ -8,7 +8,7 @@
  */
 import { existsSync } from 'node:fs'
 import { mkdir, writeFile } from 'node:fs/promises'
-import { cpus, totalmem } from 'node:os'
+import { cpus, loadavg, totalmem } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 
@@ -72,7 +72,14 @@ async function main(): Promise<void> {
   const out: Record<string, unknown> = {
     date: startedAt.toISOString(),
     command: 'npm run bench',
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', memoryGb: Math.round(totalmem() / 2 ** 30), node: process.version },
+    machine: {
+      cpus: cpus().length,
+      cpuModel: cpus()[0]?.model ?? 'unknown',
+      memoryGb: Math.round(totalmem() / 2 ** 30),
+      node: process.version,
+      // Figures from a busy machine are not comparable: the load is recorded with them.
+      loadAvg1mAtStart: Number((loadavg()[0] ?? 0).toFixed(2)),
+    },
     results: {} as Record<string, Figures>,
     skipped: [] as string[],
     goals: [] as Row[],
@@ -128,6 +135,8 @@ async function main(): Promise<void> {
     if (results[bench] && !(figure in results[bench])) rows.push({ figure: key, value: 'missing', goal: '', result: 'FAIL' })
   }
   out.goals = rows.filter((r) => r.goal !== '')
+  ;(out.machine as Record<string, unknown>).loadAvg1mAtEnd = Number((loadavg()[0] ?? 0).toFixed(2))
+  out.durationSec = Math.round((Date.now() - startedAt.getTime()) / 1000)
 
   const width = Math.max(...rows.map((r) => r.figure.length), 6)
   console.log('')
@@ -139,7 +148,9 @@ async function main(): Promise<void> {
   await mkdir(dirname(file), { recursive: true })
   await writeFile(file, JSON.stringify(out, null, 2) + '\n')
   const failed = rows.filter((r) => r.result === 'FAIL').length
+  const machine = out.machine as Record<string, unknown>
   console.log(`\n${rows.filter((r) => r.result === 'PASS').length} goals met, ${failed} missed; JSON in ${file}`)
+  console.log(`load average (1 min) ${machine.loadAvg1mAtStart} at start, ${machine.loadAvg1mAtEnd} at end, on ${machine.cpus} cores`)
 }
 
 await main()
