@@ -19,47 +19,56 @@ export interface IndexedTrigger {
 }
 
 export class MatchIndex {
-  /** `${type}\0${kind}\0${field}\0${value}` → subscription ids. */
-  private readonly byKey = new Map<string, Set<string>>()
+  /**
+   * `${type}\0${kind}\0${field}\0${value}` → one id, or a set when several subscriptions share
+   * the key. Invites have unique values, so most keys hold a bare string: no Set per entry.
+   */
+  private readonly byKey = new Map<string, string | Set<string>>()
   /** `${type}\0${kind}` → lower-cased field → number of subscriptions indexed on it. */
   private readonly fieldsByTypeKind = new Map<string, Map<string, number>>()
   /** id → key, so removal is O(1) and re-adding under a new key moves the entry. */
-  private readonly keyById = new Map<string, { key: string; typeKind: string; field: string }>()
+  private readonly keyById = new Map<string, string>()
 
   get size(): number {
     return this.keyById.size
   }
 
   add(id: string, t: IndexedTrigger): void {
-    this.remove(id)
+    if (this.keyById.has(id)) this.remove(id)
     const typeKind = `${t.nodeType}\0${t.kind}`
     const field = t.field === null ? ANY_FIELD : t.field.trim().toLowerCase()
     const value = t.field === null ? '' : (matchKey(t.value) ?? '')
     const key = `${typeKind}\0${field}\0${value}`
-    let ids = this.byKey.get(key)
-    if (!ids) this.byKey.set(key, (ids = new Set()))
-    ids.add(id)
+    const held = this.byKey.get(key)
+    if (held === undefined) this.byKey.set(key, id)
+    else if (typeof held === 'string') this.byKey.set(key, new Set([held, id]))
+    else held.add(id)
     let fields = this.fieldsByTypeKind.get(typeKind)
     if (!fields) this.fieldsByTypeKind.set(typeKind, (fields = new Map()))
     fields.set(field, (fields.get(field) ?? 0) + 1)
-    this.keyById.set(id, { key, typeKind, field })
+    this.keyById.set(id, key)
   }
 
   remove(id: string): boolean {
-    const at = this.keyById.get(id)
-    if (!at) return false
+    const key = this.keyById.get(id)
+    if (key === undefined) return false
     this.keyById.delete(id)
-    const ids = this.byKey.get(at.key)
-    if (ids) {
-      ids.delete(id)
-      if (ids.size === 0) this.byKey.delete(at.key)
+    const held = this.byKey.get(key)
+    if (typeof held === 'string') {
+      if (held === id) this.byKey.delete(key)
+    } else if (held) {
+      held.delete(id)
+      if (held.size === 1) this.byKey.set(key, held.values().next().value as string)
+      else if (held.size === 0) this.byKey.delete(key)
     }
-    const fields = this.fieldsByTypeKind.get(at.typeKind)
-    if (fields) {
-      const n = (fields.get(at.field) ?? 1) - 1
-      if (n <= 0) fields.delete(at.field)
-      else fields.set(at.field, n)
-      if (fields.size === 0) this.fieldsByTypeKind.delete(at.typeKind)
+    const [type, kind, field] = key.split('\0')
+    const typeKind = `${type}\0${kind}`
+    const fields = this.fieldsByTypeKind.get(typeKind)
+    if (fields && field !== undefined) {
+      const n = (fields.get(field) ?? 1) - 1
+      if (n <= 0) fields.delete(field)
+      else fields.set(field, n)
+      if (fields.size === 0) this.fieldsByTypeKind.delete(typeKind)
     }
     return true
   }
@@ -75,8 +84,9 @@ export class MatchIndex {
     if (!fields) return []
     const out: string[] = []
     const collect = (key: string) => {
-      const ids = this.byKey.get(key)
-      if (ids) for (const id of ids) out.push(id)
+      const held = this.byKey.get(key)
+      if (typeof held === 'string') out.push(held)
+      else if (held) for (const id of held) out.push(id)
     }
     if (fields.has(ANY_FIELD)) collect(`${typeKind}\0${ANY_FIELD}\0`)
     if (content === null) return out

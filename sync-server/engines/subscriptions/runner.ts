@@ -69,7 +69,6 @@ export class SubscriptionRunner {
   private readonly reconcileIntervalMs: number | null
 
   private readonly entries = new Map<string, PendingEntry>()
-  private readonly signatures = new Map<string, string>()
   private readonly index = new MatchIndex()
   private readonly timers = new Map<string, CancelTimer>()
   private readonly watches = new Map<string, Subscription>()
@@ -180,23 +179,22 @@ export class SubscriptionRunner {
       this.queue.push(() => this.finish(node.path as NodePath, 'Failed', c.reason))
       return
     }
-    const signature = triggerSignature(c.entry.trigger)
-    if (this.signatures.get(id) === signature) {
+    const existing = this.entries.get(id)
+    if (existing && triggerSignature(existing.trigger) === triggerSignature(c.entry.trigger)) {
       // Same trigger (e.g. the runner's own ObservedActiveAt write): keep the timer or watch.
       this.entries.set(id, c.entry)
       return
     }
-    this.removeEntry(id)
-    this.addEntry(c.entry, signature)
+    if (existing) this.removeEntry(id)
+    this.addEntry(c.entry)
     if (reconcileNow && c.entry.trigger.type === 'NodeChange') {
       const entry = c.entry
       this.queue.push(() => this.reconcileOne(entry, entry.trigger as NodeChangeTrigger))
     }
   }
 
-  private addEntry(entry: PendingEntry, signature: string): void {
+  private addEntry(entry: PendingEntry): void {
     this.entries.set(entry.id, entry)
-    this.signatures.set(entry.id, signature)
     const t = entry.trigger
     switch (t.type) {
       case 'NodeChange':
@@ -218,7 +216,6 @@ export class SubscriptionRunner {
 
   private removeEntry(id: string): void {
     this.entries.delete(id)
-    this.signatures.delete(id)
     this.index.remove(id)
     this.timers.get(id)?.()
     this.timers.delete(id)
