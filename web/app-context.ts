@@ -1,4 +1,4 @@
-import { must } from '../shared/index.js'
+import { must } from '../shared/errors.js'
 import { NodeStreams } from './streams/index.js'
 import { SyncClient, type Session } from './sync/index.js'
 

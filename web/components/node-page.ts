@@ -1,5 +1,8 @@
 import { LitElement, css, html, nothing } from 'lit'
-import { joinPath, parentPath, type JsonValue, type NodePath } from '../../shared/index.js'
+// Runtime imports name shared/ modules directly: shared/index.js also pulls the zod node-type
+// schemas, which the browser never needs and which cost cold-start parse time.
+import { joinPath, parentPath, type NodePath } from '../../shared/path.js'
+import type { JsonValue } from '../../shared/json.js'
 import { ObservableController } from '../controllers/observable-controller.js'
 import { app } from '../app-context.js'
 import type { IndexRow, OutboxRow } from '../store/index.js'

@@ -1,7 +1,7 @@
 import * as Y from 'yjs'
 import { Dexie } from 'dexie'
 import type { MergePatch, MeshNode } from '../../shared/index.js'
-import { parentPath, type NodePath } from '../../shared/index.js'
+import { parentPath, type NodePath } from '../../shared/path.js'
 import { WeftDb, type IndexRow, type OpRow, type OutboxRow } from './db.js'
 
 /** Rows of one node after which its updates are merged into one (keeps loads to one small read). */
@@ -58,6 +58,28 @@ export class NodeStore {
     const state = await this.loadState(path)
     if (state) Y.applyUpdate(doc, state, 'load')
     return doc
+  }
+
+  /**
+   * Loads many nodes in ONE read transaction — what one database buys over a database per
+   * document (a tree level, the nodes with pending changes after a restart).
+   */
+  async loadDocs(paths: readonly string[]): Promise<Map<string, Y.Doc>> {
+    const rows = await this.db.updates.where('path').anyOf(paths as string[]).toArray()
+    const byPath = new Map<string, Uint8Array[]>()
+    for (const r of rows) {
+      const list = byPath.get(r.path)
+      if (list) list.push(r.update)
+      else byPath.set(r.path, [r.update])
+    }
+    const docs = new Map<string, Y.Doc>()
+    for (const path of paths) {
+      const doc = new Y.Doc()
+      const updates = byPath.get(path)
+      if (updates) Y.applyUpdate(doc, updates.length === 1 ? updates[0]! : Y.mergeUpdates(updates), 'load')
+      docs.set(path, doc)
+    }
+    return docs
   }
 
   /** Queues a remote update for the next batched write; resolves once it is durable. */
@@ -130,10 +152,12 @@ export class NodeStore {
   private async refreshCounts(path: string, updatedAt?: string): Promise<void> {
     const pending = await this.db.outbox.where('[path+status]').equals([path, 'pending']).count()
     const refused = await this.db.outbox.where('[path+status]').equals([path, 'refused']).count()
-    const changes: Partial<IndexRow> = { pending, refused }
-    if (updatedAt) changes.updatedAt = updatedAt
-    const updated = await this.db.nodes.update(path, changes)
-    if (updated === 0) {
+    const row = await this.db.nodes.get(path)
+    if (row) {
+      if (row.pending !== pending || row.refused !== refused || (updatedAt && updatedAt !== row.updatedAt)) {
+        await this.db.nodes.update(path, updatedAt ? { pending, refused, updatedAt } : { pending, refused })
+      }
+    } else {
       await this.db.nodes.put({
         path,
         parent: parentOf(path),
@@ -160,15 +184,26 @@ export class NodeStore {
     return [...new Set(rows.map((r) => r.path))]
   }
 
-  /** The server made the entry durable: the intent is fulfilled. */
-  async ack(id: number): Promise<string | null> {
-    return this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
-      const row = await this.db.outbox.get(id)
-      if (!row || row.status !== 'pending') return null
-      await this.db.outbox.delete(id)
-      await this.refreshCounts(row.path)
-      return row.path
+  private ackQueue: number[] = []
+  private ackFlush: Promise<void> | null = null
+
+  /**
+   * The server made the entry durable: the intent is fulfilled. Acks that arrive together
+   * (a reconnect settles hundreds) are settled in one transaction.
+   */
+  ack(id: number): Promise<void> {
+    this.ackQueue.push(id)
+    this.ackFlush ??= new Promise<void>((resolve) => setTimeout(resolve, 0)).then(async () => {
+      const ids = this.ackQueue
+      this.ackQueue = []
+      this.ackFlush = null
+      await this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
+        const rows = (await this.db.outbox.bulkGet(ids)).filter((r): r is OutboxRow => !!r && r.status === 'pending')
+        await this.db.outbox.bulkDelete(rows.map((r) => r.id!))
+        for (const path of new Set(rows.map((r) => r.path))) await this.refreshCounts(path)
+      })
     })
+    return this.ackFlush
   }
 
   /**

@@ -1,7 +1,7 @@
 import { combineLatest, defer, from, map, Observable, startWith, switchMap } from 'rxjs'
 import type { JsonObject } from '../../shared/index.js'
-import type { IndexRow, LocalQuery, OutboxRow } from '../store/index.js'
-import { fromLiveQuery, type PresenceUser, type ReplicaState, type SyncClient, type SyncStatus } from '../sync/index.js'
+import { liveStoreQuery, type IndexRow, type LocalQuery, type OutboxRow } from '../store/index.js'
+import { type PresenceUser, type ReplicaState, type SyncClient, type SyncStatus } from '../sync/index.js'
 
 /** What a view sees of a node: the local doc's content plus the local index's facts. */
 export interface NodeView {
@@ -32,7 +32,7 @@ export class NodeStreams {
         switchMap(() => replica.changed$.pipe(startWith(null))),
         map(() => replica.content),
       )
-      const row$ = fromLiveQuery(() => this.client.store.getIndexRow(path))
+      const row$ = liveStoreQuery(this.client.store.db, ['nodes'], () => this.client.store.getIndexRow(path))
       const s = combineLatest([content$, row$])
         .pipe(map(([content, row]) => toView(path, content, row)))
         .subscribe(sub)
@@ -47,13 +47,13 @@ export class NodeStreams {
   query$(q: LocalQuery): Observable<IndexRow[]> {
     return new Observable<IndexRow[]>((sub) => {
       if (q.parent !== undefined) void this.client.refreshChildren(q.parent)
-      return fromLiveQuery(() => this.client.store.query(q)).subscribe(sub)
+      return liveStoreQuery(this.client.store.db, ['nodes'], () => this.client.store.query(q)).subscribe(sub)
     })
   }
 
   /** Outbox entries of a node (pending and refused), oldest first. */
   outbox$(path: string): Observable<OutboxRow[]> {
-    return fromLiveQuery(() => this.client.store.outboxFor(path))
+    return liveStoreQuery(this.client.store.db, ['outbox'], () => this.client.store.outboxFor(path))
   }
 
   presence$(path: string): Observable<PresenceUser[]> {

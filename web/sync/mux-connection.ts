@@ -1,5 +1,5 @@
 import { BehaviorSubject } from 'rxjs'
-import { decodeMuxFrame, encodeMuxFrame, MuxType, type MuxFrame } from '../../shared/index.js'
+import { decodeMuxFrame, encodeMuxFrame, MuxType, type MuxFrame } from '../../shared/protocol.js'
 
 export type ConnectionStatus = 'offline' | 'connecting' | 'open' | 'final'
 

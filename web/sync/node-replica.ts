@@ -4,17 +4,10 @@ import * as decoding from 'lib0/decoding'
 import * as syncProtocol from 'y-protocols/sync'
 import * as awarenessProtocol from 'y-protocols/awareness'
 import { BehaviorSubject, Subject } from 'rxjs'
-import {
-  applyPatchToDoc,
-  docToJson,
-  MuxType,
-  permissionsFromMask,
-  YMessage,
-  type JsonObject,
-  type MergePatch,
-  type MuxFrame,
-  type PermissionSet,
-} from '../../shared/index.js'
+import { applyPatchToDoc, docToJson, type MergePatch } from '../../shared/merge-patch.js'
+import { MuxType, YMessage, type MuxFrame } from '../../shared/protocol.js'
+import { permissionsFromMask, type PermissionSet } from '../../shared/access-policy.js'
+import type { JsonObject } from '../../shared/json.js'
 import type { NodeStore } from '../store/index.js'
 import type { MuxConnection, RoomHandler } from './mux-connection.js'
 

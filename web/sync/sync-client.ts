@@ -1,8 +1,8 @@
-import { BehaviorSubject, combineLatest, distinctUntilChanged, map, Observable, type Subscription } from 'rxjs'
-import { liveQuery } from 'dexie'
+import type { Observable} from 'rxjs';
+import { BehaviorSubject, combineLatest, distinctUntilChanged, map, type Subscription } from 'rxjs'
 import type { JsonObject, MergePatch } from '../../shared/index.js'
 import { HttpApi, HttpError, NetworkError } from '../api/http-client.js'
-import { dbNameFor, NodeStore, type OpRow } from '../store/index.js'
+import { dbNameFor, liveStoreQuery, NodeStore, type OpRow } from '../store/index.js'
 import { MuxConnection, type ConnectionStatus, type FinalClose } from './mux-connection.js'
 import { NodeReplica, type TabMessage } from './node-replica.js'
 
@@ -31,18 +31,17 @@ export interface SyncClientOptions {
   WebSocketImpl?: typeof WebSocket
 }
 
-/** Wraps a Dexie live query as an RxJS observable (unsubscribing ends the live query). */
-export function fromLiveQuery<T>(query: () => Promise<T>): Observable<T> {
-  return new Observable<T>((sub) => {
-    const s = liveQuery(query).subscribe({ next: (v) => sub.next(v), error: (e) => sub.error(e) })
-    return () => s.unsubscribe()
-  })
-}
-
 interface Held {
   replica: NodeReplica
   refs: number
+  idleTimer: ReturnType<typeof setTimeout> | null
 }
+
+/**
+ * How long an unused replica stays loaded (and its room joined). Navigating back and forth,
+ * or a burst of patches through `patch()`, then reuses the doc instead of reloading it.
+ */
+const IDLE_DISPOSE_MS = 10_000
 
 /**
  * The coordinator of a session: one store, one socket, one replica per node in use or with
@@ -73,7 +72,7 @@ export class SyncClient {
     this.channel = typeof BroadcastChannel === 'undefined' ? null : new BroadcastChannel(`weft-tabs-${session.userId}`)
     if (this.channel) this.channel.onmessage = (ev: MessageEvent<TabMessage>) => this.replicas.get(ev.data.path)?.replica.applyFromTab(ev.data)
 
-    const totals$ = fromLiveQuery(async () => ({
+    const totals$ = liveStoreQuery(this.store.db, ['outbox', 'ops'], async () => ({
       pending: (await this.store.db.outbox.where('status').equals('pending').count()) + (await this.store.db.ops.count()),
       refused: await this.store.db.outbox.where('status').equals('refused').count(),
     }))
@@ -99,7 +98,10 @@ export class SyncClient {
 
   stop(): void {
     for (const s of this.subs) s.unsubscribe()
-    for (const { replica } of this.replicas.values()) replica.dispose()
+    for (const held of this.replicas.values()) {
+      if (held.idleTimer) clearTimeout(held.idleTimer)
+      held.replica.dispose()
+    }
     this.replicas.clear()
     this.conn.stop()
     this.channel?.close()
@@ -137,7 +139,7 @@ export class SyncClient {
         broadcast: (msg) => this.channel?.postMessage(msg),
         onIdle: (p) => this.disposeIfIdle(p),
       })
-      held = { replica, refs: 0 }
+      held = { replica, refs: 0, idleTimer: null }
       this.replicas.set(path, held)
       void this.store.getIndexRow(path).then((row) => {
         // A node created offline joins once its creation reached the server.
@@ -145,12 +147,24 @@ export class SyncClient {
       })
     }
     held.refs += refs
+    if (held.idleTimer && held.refs > 0) {
+      clearTimeout(held.idleTimer)
+      held.idleTimer = null
+    }
     return held.replica
   }
 
   private disposeIfIdle(path: string): void {
     const held = this.replicas.get(path)
-    if (!held || held.refs > 0) return
+    if (!held || held.refs > 0 || held.idleTimer) return
+    held.idleTimer = setTimeout(() => {
+      held.idleTimer = null
+      this.disposeNow(path, held)
+    }, IDLE_DISPOSE_MS)
+  }
+
+  private disposeNow(path: string, held: Held): void {
+    if (held.refs > 0) return
     void this.store.getIndexRow(path).then((row) => {
       const current = this.replicas.get(path)
       if (current !== held || held.refs > 0 || held.replica.state$.value.rebuilding) return
@@ -224,6 +238,7 @@ export class SyncClient {
     }
     for (const [p, held] of this.replicas) {
       if (p === path || p.startsWith(path + '/')) {
+        if (held.idleTimer) clearTimeout(held.idleTimer)
         held.replica.dispose()
         this.replicas.delete(p)
       }
