@@ -57,8 +57,12 @@ describe('[SUB-INV] space and group invites', () => {
     const user = await signup(ts.url, email)
     const assignment = await waitFor(() => node(`${space}/_Access/${user.userId}_Access`), { timeoutMs: 3000, description: 'grant' })
     expect(assignment.content).toMatchObject({ Subject: user.userId, Role: 'Editor', Denied: false })
-    const me = await api(ts.url, user.token).getNode(user.userId)
-    expect(me.body.content.PinnedPaths).toEqual([space])
+    // The grant lands first (so a pinned path is always readable), then the pin.
+    const pinned = await waitFor(async () => {
+      const me = await api(ts.url, user.token).getNode(user.userId)
+      return (me.body.content.PinnedPaths as string[]).length > 0 ? me.body.content.PinnedPaths : null
+    }, { timeoutMs: 3000, description: 'pin' })
+    expect(pinned).toEqual([space])
     expect(Date.now() - started).toBeLessThan(3000)
     // The invitee can now read the space with their own token.
     expect((await api(ts.url, user.token).getNode(space)).status).toBe(200)

@@ -52,7 +52,7 @@ function requireRole(raw: string | null | undefined, fallback: Role | null): Rol
 async function recheckRequester(nodes: NodeApi, sub: EventSubscription, scope: string): Promise<void> {
   const by = sub.CreatedBy
   if (!by || by === 'system') return
-  if (!(await isAdminOf(nodes, by, scope))) {
+  if (!isAdminOf(nodes, by, scope)) {
     throw new ContinuationFailure(`${by} is no longer Admin of ${scope}, so the invite was not honoured.`)
   }
 }

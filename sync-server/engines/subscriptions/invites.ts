@@ -63,7 +63,7 @@ export function splitEmails(raw: string | string[]): string[] {
 
 export async function requireAdmin(nodes: NodeApi, caller: Principal, scope: NodePath): Promise<void> {
   if (isSystem(caller)) return
-  if (!(await isAdminOf(nodes, caller.userId, scope))) {
+  if (!isAdminOf(nodes, caller.userId, scope)) {
     throw new WeftError('forbidden', `Only an Admin of ${scope} may invite or revoke invites.`)
   }
 }

@@ -13,7 +13,7 @@ async function publishSocialPost(input: ContinuationInput): Promise<void> {
   const parent = tryParseNodePath(sub.TargetPath)
   if (!parent) throw new ContinuationFailure(`PublishSocialPost needs a valid TargetPath (got ${JSON.stringify(sub.TargetPath ?? null)}).`)
   if (sub.CreatedBy && sub.CreatedBy !== 'system') {
-    if (!(await hasPermission(nodes, sub.CreatedBy, parent, 'Create'))) {
+    if (!hasPermission(nodes, sub.CreatedBy, parent, 'Create')) {
       throw new ContinuationFailure(`${sub.CreatedBy} may no longer post in ${parent}, so the post was not published.`)
     }
   }

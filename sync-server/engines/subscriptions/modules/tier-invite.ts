@@ -83,7 +83,7 @@ async function decide(nodes: NodeApi, node: MeshNode, delivery: EventDelivery): 
   if (!subject || subject.includes('/') || !tryParseNodePath(subject)) return { granted: false, reason: 'The delivery names no user to grant.' }
   const inviter = delivery.CreatedBy
   if (!inviter) return { granted: false, reason: 'The delivery records no inviter, so nobody vouches for the grant.' }
-  if (inviter !== 'system' && !(await isAdminOf(nodes, inviter, space))) {
+  if (inviter !== 'system' && !isAdminOf(nodes, inviter, space)) {
     return { granted: false, reason: `${inviter} is no longer Admin of ${space}.` }
   }
   await grantAccess(nodes, space, subject, tier)
