@@ -4,7 +4,7 @@
  *   node --expose-gc --import tsx test/bench/server-host.ts
  * with BENCH_SERVER=weft|relay, DATA_DIR, IDLE_UNLOAD_MS. Talks over IPC:
  *   child → parent  { type: 'ready', url }
- *   parent → child  { type: 'stats' }  → { type: 'stats', rss, heapUsed, loadedDocs }
+ *   parent → child  { type: 'stats' }  → { type: 'stats', rss, heapUsed, loadedDocs, cpuMicros }
  *   parent → child  { type: 'gc' }     → { type: 'gc' }   (after a full collection)
  *   parent → child  { type: 'seed', prefix, count, createdBy } → { type: 'seeded', ms }
  * Seeding writes Document nodes as `system` in-process: it prepares the RSS scenario quickly
@@ -45,7 +45,8 @@ if (kind === 'relay') {
       switch (m.type) {
         case 'stats': {
           const mem = process.memoryUsage()
-          reply({ type: 'stats', rss: mem.rss, heapUsed: mem.heapUsed, loadedDocs: server.stats().loadedDocs })
+          const cpu = process.cpuUsage()
+          reply({ type: 'stats', rss: mem.rss, heapUsed: mem.heapUsed, loadedDocs: server.stats().loadedDocs, cpuMicros: cpu.user + cpu.system })
           break
         }
         case 'gc':

@@ -55,6 +55,8 @@ interface HostStats {
   rss: number
   heapUsed: number
   loadedDocs: number
+  /** User + system CPU time of the server process so far. */
+  cpuMicros: number
 }
 
 class Host {
@@ -367,7 +369,7 @@ export async function benchSync(): Promise<BenchResult> {
     const fanoutDoc = await createDocument(ours.url, user.token, `${space}/fanout`, { Counter: 0 })
     if (wants('latency')) Object.assign(result, await benchLatency(ours, relay, user.token, latencyDoc))
     if (wants('fanout')) Object.assign(result, await benchFanout(ours, relay, user.token, fanoutDoc))
-    if (wants('throughput')) Object.assign(result, await benchThroughput(ours.url, user.token, space))
+    if (wants('throughput')) Object.assign(result, await benchThroughput(ours, user.token, space))
   } finally {
     await Promise.all([ours.stop(), relay.stop()])
     await removeDir(dataDir)
@@ -376,17 +378,40 @@ export async function benchSync(): Promise<BenchResult> {
   return result
 }
 
-async function benchThroughput(url: string, token: string, space: string): Promise<BenchResult> {
+/** Rate, plus the CPU share (of one core) the server and this client process used meanwhile. */
+async function withCpu(host: Host, run: () => Promise<number>): Promise<{ rate: number; serverCpuPct: number; clientCpuPct: number }> {
+  const s0 = await host.stats()
+  const c0 = process.cpuUsage()
+  const t0 = performance.now()
+  const rate = await run()
+  const wallMicros = (performance.now() - t0) * 1000
+  const s1 = await host.stats()
+  const c1 = process.cpuUsage(c0)
+  return {
+    rate: Math.round(rate),
+    serverCpuPct: Math.round(((s1.cpuMicros - s0.cpuMicros) / wallMicros) * 100),
+    clientCpuPct: Math.round(((c1.user + c1.system) / wallMicros) * 100),
+  }
+}
+
+async function benchThroughput(host: Host, token: string, space: string): Promise<BenchResult> {
+  const url = host.url
   const httpPaths = await Promise.all(Array.from({ length: THROUGHPUT_NODES }, (_, i) => createDocument(url, token, `${space}/http${i}`, {})))
   const muxPaths = await Promise.all(Array.from({ length: THROUGHPUT_NODES }, (_, i) => createDocument(url, token, `${space}/mux${i}`, {})))
   // The server's first writes are much slower (JIT, statement caches, docs loading): warm up untimed.
   await benchHttpPatches(url, token, httpPaths, 1.5)
   await benchMuxUpdates(url, token, muxPaths, 1.5)
+  const httpRun = await withCpu(host, () => benchHttpPatches(url, token, httpPaths))
+  const muxRun = await withCpu(host, () => benchMuxUpdates(url, token, muxPaths))
   return {
     httpInFlight: THROUGHPUT_NODES,
-    httpPatchesPerSec: Math.round(await benchHttpPatches(url, token, httpPaths)),
+    httpPatchesPerSec: httpRun.rate,
+    httpServerCpuPct: httpRun.serverCpuPct,
+    httpClientCpuPct: httpRun.clientCpuPct,
     muxInFlight: THROUGHPUT_NODES * MUX_WINDOW_PER_NODE,
-    muxUpdatesAckedPerSec: Math.round(await benchMuxUpdates(url, token, muxPaths)),
+    muxUpdatesAckedPerSec: muxRun.rate,
+    muxServerCpuPct: muxRun.serverCpuPct,
+    muxClientCpuPct: muxRun.clientCpuPct,
   }
 }
 
