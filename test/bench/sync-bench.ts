@@ -304,6 +304,8 @@ async function benchRss(): Promise<BenchResult> {
   const dataDir = await makeTempDir('weft-bench-rss-')
   const host = await Host.start('weft', { DATA_DIR: dataDir, IDLE_UNLOAD_MS: String(RSS_IDLE_UNLOAD_MS) })
   try {
+    await host.request({ type: 'gc' })
+    const fresh = await host.stats()
     const user = await signup(host.url)
     const space = await createSpace(host.url, user.token)
     const seeded = await host.request<{ ms: number }>({ type: 'seed', prefix: space, count: RSS_NODES }, 'seeded', 120_000)
@@ -333,6 +335,7 @@ async function benchRss(): Promise<BenchResult> {
       rssNodes: RSS_NODES,
       rssSeedMs: Math.round(seeded.ms),
       rssJoin10kMs: Math.round(joinMs),
+      rssFreshServerMb: mb(fresh.rss),
       rssBeforeMb: mb(before.rss),
       rssLoadedMb: mb(loaded.rss),
       rssLoadedDocs: loaded.loadedDocs,
