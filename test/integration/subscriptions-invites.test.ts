@@ -164,7 +164,7 @@ describe('[SUB-INV] space and group invites', () => {
     expect(await node(`${group}/${existing.userId}_Membership`)).not.toBeNull()
     // A single address; no role → membership only.
     const c = uniqueEmail('gc')
-    const single = await api(ts.url, admin.token).post<{ results: Record<string, unknown>[] }>(`/api/groups/${group}/invites`, { emails: [c] })
+    const single = await api(ts.url, admin.token).post<{ results: Record<string, unknown>[] }>(`/api/groups/${group}/invites`, { email: c })
     expect(single.body.results).toEqual([{ email: c, status: 'Invited', subscriptionId: groupInviteSubscriptionId(c, group) }])
 
     const ua = await signup(ts.url, a)

@@ -26,7 +26,19 @@ export interface SubscriptionsEngine extends Engine {
 export const DEFAULT_MODULES: readonly SubscriptionModule[] = [socialModule, tierInviteModule]
 
 /**
- * The event-subscriptions engine: one runner per server, acting as system. Continuation claims
+ * The event-subscriptions engine: one runner per server, acting as system.
+ *
+ * Rules (tests cite the ids):
+ *  [SUB1] persisted enum numbers never change; new members are appended.
+ *  [SUB2] a value this build does not know survives a round trip and ends the subscription
+ *         Failed with the value named on LastError; it is never run as something else.
+ *  [SUB3] a subscription fires at most once (Pending → Fired | Failed is claimed inside
+ *         nodes.update); every continuation is an idempotent create-or-update.
+ *  [SUB4] invites use deterministic ids: a re-invite upserts the same subscription.
+ *  [SUB5] NodeChange matching is indexed, never a scan of every pending subscription.
+ *  [SUB6] exactly one claimant per continuation type; a second claim fails start-up.
+ *  [SUB7] a legacy ScheduledAction migrates to an EventSubscription; a failed migration is
+ *         retried and the legacy node is removed only after the new one is durable. Continuation claims
  * are made when the engine is built, so a doubly-claimed type fails server start-up, naming both
  * claimants.
  */

@@ -44,10 +44,14 @@ export const SpaceInviteBody = z.object({
   pin: z.boolean().default(true),
 })
 
-export const GroupInviteBody = z.object({
-  emails: z.union([z.array(z.string()), z.string()]),
-  role: z.enum(Role.members as unknown as [Role, ...Role[]]).nullable().optional(),
-})
+/** `emails` is a list or a pasted block (bulk); `email` alone invites one address. */
+export const GroupInviteBody = z
+  .object({
+    emails: z.union([z.array(z.string()), z.string()]).optional(),
+    email: z.string().optional(),
+    role: z.enum(Role.members as unknown as [Role, ...Role[]]).nullable().optional(),
+  })
+  .transform((b) => ({ emails: [...(b.emails === undefined ? [] : Array.isArray(b.emails) ? b.emails : [b.emails]), ...(b.email ? [b.email] : [])], role: b.role }))
 
 export function parseEmail(raw: string): string {
   const r = Email.safeParse(raw)
