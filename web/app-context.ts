@@ -19,6 +19,7 @@ export async function startAppContext(session: Session, baseUrl = location.origi
   const client = new SyncClient({ session, baseUrl })
   await client.start()
   current = { session, client, streams: new NodeStreams(client) }
+  performance.mark('weft:context-ready')
   // Tests and benchmarks drive the store through this handle.
   ;(globalThis as { __weft?: AppContext }).__weft = current
   return current

@@ -1,4 +1,5 @@
 /// <reference types="vite/client" />
+performance.mark('weft:boot')
 import './components/weft-app.js'
 import './components/extensions.js'
 

@@ -1,9 +1,12 @@
 /**
  * Runs in Chromium (served by web-bench.ts): our one-database store against y-indexeddb's
- * database-per-document, opening the same 1,000 documents cold.
+ * database-per-document, opening the same 1,000 documents cold. Each doc gets the same five
+ * edits in both stores, then both are compacted to one entry per doc (our store compacts when
+ * a replica closes; y-indexeddb's storeState(forceStore)), so the Yjs work per open is equal
+ * and the figure compares the storage layouts.
  */
 import * as Y from 'yjs'
-import { IndexeddbPersistence } from 'y-indexeddb'
+import { IndexeddbPersistence, storeState } from 'y-indexeddb'
 import { applyPatchToDoc, docToJson } from '../../shared/merge-patch.js'
 import { NodeStore } from '../../web/store/node-store.js'
 
@@ -27,6 +30,8 @@ async function seedOurs(n: number): Promise<void> {
     for (const update of makeUpdates(i)) rows.push({ path, update })
   }
   await store.db.updates.bulkAdd(rows)
+  // As the store keeps a doc once its replica has closed: compacted into one row.
+  for (let i = 0; i < n; i++) await store.compact(pathOf(i))
   store.close()
 }
 
@@ -37,8 +42,10 @@ async function seedYIndexeddb(n: number): Promise<void> {
     const p = new IndexeddbPersistence(name, doc)
     await p.whenSynced
     for (const update of makeUpdates(i)) Y.applyUpdate(doc, update)
-    // y-indexeddb stores each update in its own transaction; wait for them to land.
+    // y-indexeddb stores each update in its own transaction; wait for them to land, then
+    // compact like ours (storeState with forceStore merges everything into one entry).
     await new Promise((r) => setTimeout(r, 0))
+    await storeState(p, true)
     await p.destroy()
   }
 }
@@ -94,6 +101,7 @@ declare global {
   interface Window {
     weftBench: {
       seed(n: number): Promise<{ oursSeedMs: number; yidbSeedMs: number }>
+      seedOursOnly(n: number): Promise<void>
       /** Opens the n seeded documents from both stores (names are deterministic). */
       openCold(n: number, mode: 'sequential' | 'best'): Promise<{ oursMs: number; yidbMs: number; fields: number }>
     }
@@ -104,6 +112,7 @@ const pathOf = (i: number) => `bench/d${i}`
 const nameOf = (i: number) => `bench-yidb-d${i}`
 
 window.weftBench = {
+  seedOursOnly: seedOurs,
   async seed(n) {
     let t = performance.now()
     await seedOurs(n)
@@ -121,3 +130,40 @@ window.weftBench = {
   },
 }
 document.title = 'ready'
+
+/** Where the time of a batched open goes (diagnostics; not part of the figures). */
+;(window as unknown as { weftProfile: (n: number) => Promise<Record<string, number>> }).weftProfile = async (n) => {
+  const store = new NodeStore('bench-ours')
+  await store.open()
+  const paths = Array.from({ length: n }, (_, i) => pathOf(i))
+  let t = performance.now()
+  const rows = await store.db.updates.where('path').anyOf(paths).toArray()
+  const anyOfMs = performance.now() - t
+  t = performance.now()
+  await store.db.updates.where('path').startsWith('bench/').toArray()
+  const prefixMs = performance.now() - t
+  t = performance.now()
+  await store.db.updates.toArray()
+  const allMs = performance.now() - t
+  t = performance.now()
+  const by = new Map<string, Uint8Array[]>()
+  for (const r of rows) by.set(r.path, [...(by.get(r.path) ?? []), r.update])
+  const docs: Y.Doc[] = []
+  for (const us of by.values()) {
+    const d = new Y.Doc()
+    Y.applyUpdate(d, Y.mergeUpdates(us))
+    docs.push(d)
+  }
+  const yMs = performance.now() - t
+  t = performance.now()
+  for (const us of by.values()) {
+    const d = new Y.Doc()
+    d.transact(() => us.forEach((u) => Y.applyUpdate(d, u)))
+  }
+  const yNoMergeMs = performance.now() - t
+  t = performance.now()
+  for (const d of docs) docToJson(d)
+  const jsonMs = performance.now() - t
+  store.close()
+  return { rows: rows.length, anyOfMs, prefixMs, allMs, yMs, yNoMergeMs, jsonMs }
+}

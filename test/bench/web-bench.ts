@@ -142,6 +142,16 @@ async function benchColdStart(browser: Browser, url: string, figures: Figures): 
     page = next
     await page.goto(`/#/n/${user.userId}`)
     starts.push(await waitForMark(page, `weft:list-rendered:${user.userId}`))
+    if (process.env.WEFT_BENCH_VERBOSE) {
+      console.log(
+        '[web-bench] cold start marks',
+        await page.evaluate(() => {
+          const nav = performance.getEntriesByType('navigation')[0] as PerformanceNavigationTiming
+          const marks = Object.fromEntries(performance.getEntriesByType('mark').map((m) => [m.name.replace(/:[^:]*$/, ''), Math.round(m.startTime)]))
+          return { responseEnd: Math.round(nav.responseEnd), domInteractive: Math.round(nav.domInteractive), ...marks }
+        }),
+      )
+    }
   }
   figures.coldStartListFirstMs = round(starts[0]!)
   figures.coldStartListMedianMs = round(median(starts.slice(1)))
@@ -244,8 +254,21 @@ async function benchOfflineSync(browser: Browser, url: string, figures: Figures)
   let sockets = 0
   page.on('websocket', () => sockets++)
   await page.evaluate(() => {
-    const g = globalThis as unknown as { __onlineAt?: number }
+    const g = globalThis as unknown as {
+      __onlineAt?: number
+      __timeline: Record<string, number>
+      __weft: { client: { conn: { tap: ((d: string, f: { type: number }) => void) | null } } }
+    }
     addEventListener('online', () => (g.__onlineAt = performance.now()), { once: true })
+    g.__timeline = {}
+    const names: Record<number, string> = { 0: 'join', 2: 'sync', 4: 'update', 5: 'ack', 6: 'refused', 8: 'joined' }
+    g.__weft.client.conn.tap = (d, f) => {
+      const key = `${d}:${names[f.type] ?? f.type}`
+      const t = Math.round(performance.now() - (g.__onlineAt ?? 0))
+      g.__timeline[`${key}:first`] ??= t
+      g.__timeline[`${key}:last`] = t
+      g.__timeline[`${key}:count`] = (g.__timeline[`${key}:count`] ?? 0) + 1
+    }
   })
   await context.setOffline(false)
   const syncMs = await page.evaluate(async () => {
@@ -258,6 +281,7 @@ async function benchOfflineSync(browser: Browser, url: string, figures: Figures)
     }
   })
   figures.offlineEdits1000SyncMs = round(syncMs, 0)
+  if (process.env.WEFT_BENCH_VERBOSE) console.log('[web-bench] sync timeline', await page.evaluate(() => (globalThis as unknown as { __timeline: unknown }).__timeline))
   figures.offlineEdits1000Sockets = sockets
   // The server has every edit.
   for (const i of [0, 1, 499, 998, 999]) {
@@ -287,9 +311,11 @@ export async function benchWeb(): Promise<Figures> {
     args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   })
   try {
-    await benchColdStart(browser, server.url, figures)
-    await benchVsYIndexeddb(browser, pageServer.url, figures)
-    await benchOfflineSync(browser, server.url, figures)
+    // WEFT_BENCH_ONLY=cold|docs|sync runs one part (when tuning).
+    const only = process.env.WEFT_BENCH_ONLY
+    if (!only || only === 'cold') await benchColdStart(browser, server.url, figures)
+    if (!only || only === 'docs') await benchVsYIndexeddb(browser, pageServer.url, figures)
+    if (!only || only === 'sync') await benchOfflineSync(browser, server.url, figures)
   } finally {
     await browser.close()
     await server.close()

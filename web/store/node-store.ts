@@ -171,8 +171,33 @@ export class NodeStore {
     }
   }
 
-  async pendingEntries(path: string): Promise<OutboxRow[]> {
-    return this.db.outbox.where('[path+status]').equals([path, 'pending']).sortBy('id')
+  private pendingReads = new Map<string, ((rows: OutboxRow[]) => void)[]>()
+
+  /**
+   * A node's unsent outbox entries, oldest first. Reads asked for in the same tick share one
+   * transaction: after a reconnect every joined room asks at once.
+   */
+  pendingEntries(path: string): Promise<OutboxRow[]> {
+    return new Promise<OutboxRow[]>((resolve, reject) => {
+      const waiting = this.pendingReads.get(path)
+      if (waiting) return waiting.push(resolve)
+      this.pendingReads.set(path, [resolve])
+      if (this.pendingReads.size > 1) return
+      setTimeout(() => {
+        const batch = this.pendingReads
+        this.pendingReads = new Map()
+        const paths = [...batch.keys()]
+        this.db.outbox
+          .where('[path+status]')
+          .anyOf(paths.map((p) => [p, 'pending']))
+          .toArray()
+          .then((rows) => {
+            const byPath = new Map<string, OutboxRow[]>(paths.map((p) => [p, []]))
+            for (const r of rows.sort((a, b) => a.id! - b.id!)) byPath.get(r.path)?.push(r)
+            for (const [p, resolvers] of batch) for (const done of resolvers) done(byPath.get(p) ?? [])
+          }, reject)
+      }, 0)
+    })
   }
 
   async outboxFor(path: string): Promise<OutboxRow[]> {
@@ -199,8 +224,15 @@ export class NodeStore {
       this.ackFlush = null
       await this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
         const rows = (await this.db.outbox.bulkGet(ids)).filter((r): r is OutboxRow => !!r && r.status === 'pending')
+        if (rows.length === 0) return
         await this.db.outbox.bulkDelete(rows.map((r) => r.id!))
-        for (const path of new Set(rows.map((r) => r.path))) await this.refreshCounts(path)
+        // Every change of an entry's status adjusts its node's counts in the same transaction,
+        // so a decrement is exact, and it costs three requests instead of four per node.
+        const settled = new Map<string, number>()
+        for (const r of rows) settled.set(r.path, (settled.get(r.path) ?? 0) + 1)
+        const paths = [...settled.keys()]
+        const nodes = (await this.db.nodes.bulkGet(paths)).filter((n): n is IndexRow => !!n)
+        await this.db.nodes.bulkPut(nodes.map((n) => ({ ...n, pending: Math.max(0, n.pending - (settled.get(n.path) ?? 0)) })))
       })
     })
     return this.ackFlush

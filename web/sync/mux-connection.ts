@@ -38,6 +38,8 @@ export function isFinalCloseCode(code: number): boolean {
 export class MuxConnection {
   readonly status$ = new BehaviorSubject<ConnectionStatus>('offline')
   readonly final$ = new BehaviorSubject<FinalClose | null>(null)
+  /** Diagnostics (benchmarks): called with every frame received and sent. */
+  tap: ((direction: 'in' | 'out', frame: MuxFrame) => void) | null = null
   private ws: WebSocket | null = null
   private readonly rooms = new Map<string, RoomHandler>()
   private attempt = 0
@@ -95,6 +97,7 @@ export class MuxConnection {
 
   send(frame: MuxFrame): boolean {
     if (!this.ws || this.ws.readyState !== this.WS.OPEN) return false
+    this.tap?.('out', frame)
     this.ws.send(encodeMuxFrame(frame))
     return true
   }
@@ -143,6 +146,7 @@ export class MuxConnection {
         console.warn('[weft] dropping malformed frame', e)
         return
       }
+      this.tap?.('in', frame)
       if (frame.type === MuxType.Error) {
         console.warn(`[weft] server error ${frame.code}: ${frame.message}`)
         return
