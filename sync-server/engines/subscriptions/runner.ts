@@ -28,7 +28,7 @@ export interface RunnerOptions {
   registry: ContinuationRegistry
   /** The change feed to react to; defaults to `nodes.changes$` (tests drop events through it). */
   changes$?: Observable<LiveChange>
-  /** Firings in flight at once (default 32): enough to fill a group commit, not a stampede. */
+  /** Firings in flight at once (default 256): enough to fill a group commit (10,000 timers due in one second), bounded so a reconcile that matches 100,000 sign-ups stays a stream, not a stampede. */
   concurrency?: number
   /** Safety-net reconcile of every pending subscription; null disables it (default 5 minutes). */
   reconcileIntervalMs?: number | null
@@ -91,7 +91,7 @@ export class SubscriptionRunner {
     this.maxAttempts = opts.maxAttempts ?? 3
     this.scanThreshold = opts.scanThreshold ?? 32
     this.reconcileIntervalMs = opts.reconcileIntervalMs === undefined ? 5 * 60_000 : opts.reconcileIntervalMs
-    this.queue = new WorkQueue(opts.concurrency ?? 64, (e) => this.log.error({ err: e }, 'subscription firing crashed'))
+    this.queue = new WorkQueue(opts.concurrency ?? 256, (e) => this.log.error({ err: e }, 'subscription firing crashed'))
     this.migrator = new LegacyMigrator(opts.nodes, opts.log)
   }
 
