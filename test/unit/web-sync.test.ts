@@ -1,0 +1,134 @@
+// @vitest-environment node
+import 'fake-indexeddb/auto'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { WebSocket as WsWebSocket } from 'ws'
+import { firstValueFrom, filter } from 'rxjs'
+import { api, createDocument, createSpace, grantRole, signup, startTestServer, waitFor, type TestServer } from '../helpers/index.js'
+import { SyncClient, type Session, type SyncStatus } from '../../web/sync/index.js'
+
+/**
+ * The browser sync client against a real server, in Node: fake-indexeddb for IndexedDB, `ws`
+ * for the WebSocket. Browser-only behaviour (service worker, offline events) is in test/e2e.
+ */
+let ts: TestServer
+const clients: SyncClient[] = []
+let dbCounter = 0
+
+beforeAll(async () => {
+  ts = await startTestServer()
+})
+afterAll(() => ts.cleanup())
+afterEach(() => {
+  for (const c of clients.splice(0)) c.stop()
+})
+
+async function client(session: Session, opts: { baseUrl?: string; dbName?: string } = {}): Promise<SyncClient> {
+  const c = new SyncClient({
+    session,
+    baseUrl: opts.baseUrl ?? ts.url,
+    dbName: opts.dbName ?? `web-sync-test-${++dbCounter}`,
+    WebSocketImpl: WsWebSocket as unknown as typeof WebSocket,
+  })
+  clients.push(c)
+  await c.start()
+  return c
+}
+
+async function user(name: string): Promise<Session> {
+  const u = await signup(ts.url, undefined, undefined, name)
+  return { userId: u.userId, token: u.token, name }
+}
+
+const statusIs = (c: SyncClient, pred: (s: SyncStatus) => boolean) => firstValueFrom(c.status$.pipe(filter(pred)))
+
+describe('web sync client', () => {
+  it('edits by two users converge over one socket each, with pending counts settling to zero', async () => {
+    const ann = await user('Ann')
+    const bob = await user('Bob')
+    const space = await createSpace(ts.url, ann.token)
+    await grantRole(ts.url, ann.token, space, bob.userId, 'Editor')
+    const path = await createDocument(ts.url, ann.token, `${space}/doc`, { Title: 't0' })
+    const a = await client(ann)
+    const b = await client(bob)
+    const ra = a.acquire(path)
+    const rb = b.acquire(path)
+    await Promise.all([ra.synced, rb.synced])
+    await a.patch(path, { Title: 't1' })
+    await b.patch(path, { Body: 'b1' })
+    await waitFor(() => ra.content.Body === 'b1' && rb.content.Title === 't1', 5000)
+    await statusIs(a, (s) => s.kind === 'saved' && s.pending === 0)
+    expect((await api(ts.url, ann.token).getNode(path)).body.content).toMatchObject({ Title: 't1', Body: 'b1' })
+    await waitFor(() => ra.presence$.value.some((u) => u.name === 'Bob'), 5000)
+  })
+
+  it('a refused edit is kept as refused, the doc is rebuilt from the server, later edits are replayed', async () => {
+    const ann = await user('Ann')
+    const a = await client(ann)
+    const home = ann.userId
+    const r = a.acquire(home)
+    await r.synced
+    const email = r.content.Email
+    // Two patches back to back: the second depends on the first, which the server refuses.
+    await Promise.all([a.patch(home, { Email: 'x@example.com' }), a.patch(home, { FullName: 'Renamed' })])
+    await waitFor(async () => (await a.store.outboxFor(home)).every((e) => e.status === 'refused'), 10_000)
+    const outbox = await a.store.outboxFor(home)
+    expect(outbox.map((e) => [e.patch, e.code])).toEqual([[{ Email: 'x@example.com' }, 'forbidden_field']])
+    await waitFor(() => r.content.Email === email && r.content.FullName === 'Renamed', 5000)
+    const server = (await api(ts.url, ann.token).getNode(home)).body.content
+    expect(server).toMatchObject({ Email: email, FullName: 'Renamed' })
+    // The rebuilt state is what the store keeps.
+    const stored = await a.store.loadDoc(home)
+    expect(stored.getMap('content').get('Email')).toBe(email)
+  })
+
+  it('a Viewer edit is refused and the server is unchanged', async () => {
+    const ann = await user('Ann')
+    const vic = await user('Vic')
+    const space = await createSpace(ts.url, ann.token)
+    await grantRole(ts.url, ann.token, space, vic.userId, 'Viewer')
+    const path = await createDocument(ts.url, ann.token, `${space}/card`, { Caption: 'c0' })
+    const v = await client(vic)
+    const r = v.acquire(path)
+    await r.synced
+    expect(r.state$.value.permissions?.has('Update')).toBe(false)
+    await v.patch(path, { Caption: 'defaced' })
+    await waitFor(async () => (await v.store.outboxFor(path))[0]?.status === 'refused', 5000)
+    await waitFor(() => r.content.Caption === 'c0', 5000)
+    expect((await api(ts.url, ann.token).getNode(path)).body.content.Caption).toBe('c0')
+    const status = await statusIs(v, (s) => s.refused === 1)
+    expect(status.pending).toBe(0)
+  })
+
+  it('a room the user cannot read is denied and not retried', async () => {
+    const ann = await user('Ann')
+    const eve = await user('Eve')
+    const space = await createSpace(ts.url, ann.token)
+    const path = await createDocument(ts.url, ann.token, `${space}/secret`, { S: 1 })
+    const e = await client(eve)
+    const r = e.acquire(path)
+    await waitFor(() => r.state$.value.denied !== null, 5000)
+    expect(r.state$.value.denied?.closeCode).toBe(4403)
+    expect(e.conn.hasRoom(path)).toBe(false)
+  })
+
+  it('an invalid token is a final refusal: shown, and the socket is not retried', async () => {
+    const c = await client({ userId: 'nobody', token: 'not-a-token', name: 'Nobody' })
+    const status = await statusIs(c, (s) => s.kind === 'final')
+    expect(status.final?.code).toBe(4401)
+    await new Promise((r) => setTimeout(r, 600))
+    expect(c.conn.status$.value).toBe('final')
+  })
+
+  it('two tabs of the same user stay in step while offline (BroadcastChannel and the shared store)', async () => {
+    const ann = await user('Ann')
+    const dead = 'http://127.0.0.1:9' // nothing listens: both tabs are offline
+    const dbName = `web-sync-tabs-${++dbCounter}`
+    const tab1 = await client(ann, { baseUrl: dead, dbName })
+    const tab2 = await client(ann, { baseUrl: dead, dbName })
+    const r2 = tab2.acquire('shared/doc')
+    await r2.ready
+    await tab1.patch('shared/doc', { Field: 'from tab 1' })
+    await waitFor(() => r2.content.Field === 'from tab 1', 5000)
+    await statusIs(tab2, (s) => s.pending === 1)
+  })
+})
