@@ -19,7 +19,7 @@ beforeEach(async () => {
 afterEach(() => store.close())
 
 function patchUpdate(doc: Y.Doc, patch: Record<string, unknown>): Uint8Array {
-  let captured = new Uint8Array()
+  let captured: Uint8Array = new Uint8Array()
   const h = (u: Uint8Array) => (captured = u)
   doc.on('update', h)
   applyPatchToDoc(doc, patch as never)
