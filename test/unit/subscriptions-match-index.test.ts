@@ -48,3 +48,18 @@ describe('[SUB5] NodeChange matching is indexed by (type, kind, field, value)', 
     expect(perLookupUs).toBeLessThan(50)
   })
 })
+
+describe('several subscriptions on one key', () => {
+  it('all match, and removing one keeps the others', () => {
+    const index = new MatchIndex()
+    index.add('space-a', { nodeType: 'User', kind: 'Created', field: 'Email', value: 'ann@x.io' })
+    index.add('space-b', { nodeType: 'User', kind: 'Created', field: 'email', value: 'ANN@x.io' })
+    index.add('group-c', { nodeType: 'User', kind: 'Created', field: 'Email', value: 'ann@x.io' })
+    expect(index.candidates('User', 'Created', { Email: 'ann@x.io' }).sort()).toEqual(['group-c', 'space-a', 'space-b'])
+    index.remove('space-b')
+    index.remove('group-c')
+    expect(index.candidates('User', 'Created', { Email: 'ann@x.io' })).toEqual(['space-a'])
+    index.remove('space-a')
+    expect(index.candidates('User', 'Created', { Email: 'ann@x.io' })).toEqual([])
+  })
+})

@@ -74,3 +74,10 @@ describe('[SUB6] continuation registry: exactly one claimant per type', () => {
     expect(r.resolve('Teleport')).toBeUndefined()
   })
 })
+
+describe('MatchField must be a queryable field name', () => {
+  it('is invalid, named, otherwise', () => {
+    const c = classifySubscription(node('x', { TriggerType: 'NodeChange', TriggerNodeType: 'User', MatchField: 'e-mail', MatchValue: 'a@b.c', ContinuationType: 'GrantSpaceAccess' }))
+    expect(c.state === 'invalid' && c.reason).toContain('"e-mail"')
+  })
+})

@@ -41,6 +41,8 @@ export type Classified =
   | { state: 'invalid'; reason: string }
 
 const DEFAULT_STATUS_FIELD = 'Status'
+/** The field names a node query accepts (storage/query.ts). */
+const FIELD_NAME = /^[A-Za-z0-9_]+$/
 
 export function triggerSignature(t: Trigger): string {
   switch (t.type) {
@@ -84,6 +86,7 @@ function readTrigger(c: JsonObject): Trigger | { reason: string } {
       if (!kind.known) return { reason: `Unknown ${kind.described}.` }
       const field = str(c.MatchField)
       const value = c.MatchValue
+      if (field !== null && !FIELD_NAME.test(field)) return { reason: `MatchField ${JSON.stringify(field)} is not a content field name (letters, digits and _).` }
       if (field !== null && (value === null || value === undefined || typeof value === 'object')) {
         return { reason: `MatchField ${field} needs a MatchValue.` }
       }

@@ -273,7 +273,14 @@ export class SubscriptionRunner {
         for (const entry of list) await this.reconcileOne(entry, entry.trigger as NodeChangeTrigger)
         continue
       }
-      const nodes = await this.nodes.query(SYSTEM, { nodeType, limit: ALL })
+      let nodes: MeshNode[]
+      try {
+        nodes = await this.nodes.query(SYSTEM, { nodeType, limit: ALL })
+      } catch (err) {
+        // One node type's trouble must not keep the server from booting; the next reconcile retries.
+        this.log.error({ err, nodeType }, 'reconcile scan failed')
+        continue
+      }
       for (const node of nodes) {
         for (const kind of ['Created', 'Updated'] as const) {
           for (const id of this.index.candidates(nodeType, kind, node.content)) {
@@ -288,7 +295,13 @@ export class SubscriptionRunner {
   private async reconcileOne(entry: PendingEntry, t: NodeChangeTrigger): Promise<void> {
     if (t.kind === 'Deleted' || this.entries.get(entry.id) !== entry) return
     const where = t.field === null ? undefined : { [t.field]: String(t.value) }
-    const found = await this.nodes.query(SYSTEM, { nodeType: t.nodeType, where, limit: t.field === null ? ALL : 100 })
+    let found: MeshNode[]
+    try {
+      found = await this.nodes.query(SYSTEM, { nodeType: t.nodeType, where, limit: t.field === null ? ALL : 100 })
+    } catch (err) {
+      this.log.error({ err, subscription: entry.id }, 'reconcile query failed; the next reconcile retries')
+      return
+    }
     const wanted = t.value === null ? null : matchKey(t.value)
     for (const node of found) {
       if (t.field !== null && matchKey(readFieldInsensitive(node.content, t.field)) !== wanted) continue
