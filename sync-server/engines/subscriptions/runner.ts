@@ -293,7 +293,10 @@ export class SubscriptionRunner {
   }
 
   private async reconcileOne(entry: PendingEntry, t: NodeChangeTrigger): Promise<void> {
-    if (t.kind === 'Deleted' || this.entries.get(entry.id) !== entry) return
+    // Still pending with the same trigger? (The entry object may have been replaced by a
+    // same-trigger update meanwhile; that must not skip this reconcile.)
+    const current = this.entries.get(entry.id)
+    if (t.kind === 'Deleted' || !current || triggerSignature(current.trigger) !== triggerSignature(t)) return
     const where = t.field === null ? undefined : { [t.field]: String(t.value) }
     let found: MeshNode[]
     try {
