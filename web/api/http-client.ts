@@ -1,4 +1,4 @@
-import type { JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
+import type { ChangeRecord, JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
 
 export interface AuthResult {
   userId: string
@@ -101,6 +101,12 @@ export class HttpApi {
 
   patchNode(path: string, patch: MergePatch): Promise<MeshNode> {
     return this.request('PATCH', `/api/nodes/${encodePath(path)}`, patch, 'application/merge-patch+json')
+  }
+
+  /** The change feed: every change after `since` the caller may read, oldest first. */
+  async changesSince(since: number, limit = 500): Promise<ChangeRecord[]> {
+    const res = await this.request<{ items: ChangeRecord[] }>('GET', `/api/changes?since=${since}&limit=${limit}`)
+    return res.items
   }
 
   deleteNode(path: string): Promise<void> {

@@ -11,7 +11,18 @@ import type { PresenceUser, ReplicaState } from '../sync/index.js'
 import { nodeHref } from './route.js'
 
 const CHILD_LIMIT = 200
-const CREATABLE_TYPES = ['Document', 'Group', 'Code', 'Thread', 'Post']
+/**
+ * Node types offered when creating a child. Static markup on purpose: a Lit expression inside
+ * <select> breaks the template's part order in Chromium's current <select> parser (the form's
+ * @submit ended up bound as the select's text).
+ */
+const typeSelect = html`<select name="nodeType">
+  <option>Document</option>
+  <option>Group</option>
+  <option>Code</option>
+  <option>Thread</option>
+  <option>Post</option>
+</select>`
 
 function fieldId(key: string): string {
   return `field-${key.replace(/[^A-Za-z0-9_-]/g, '_')}`
@@ -246,7 +257,7 @@ export class WeftNodePage extends LitElement {
         ${kids.length >= CHILD_LIMIT ? html`<p>Showing the first ${CHILD_LIMIT}.</p>` : nothing}
         <form class="inline" aria-label="New child node" @submit=${this.onCreateChild}>
           <label>Name <input name="name" required /></label>
-          <label>Type <select name="nodeType">${CREATABLE_TYPES.map((t) => html`<option>${t}</option>`)}</select></label>
+          <label>Type ${typeSelect}</label>
           <button type="submit">Create</button>
         </form>
       </section>

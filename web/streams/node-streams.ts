@@ -46,8 +46,12 @@ export class NodeStreams {
   /** Nodes of the local index; refreshes `parent` from the server when online. */
   query$(q: LocalQuery): Observable<IndexRow[]> {
     return new Observable<IndexRow[]>((sub) => {
-      if (q.parent !== undefined) void this.client.refreshChildren(q.parent)
-      return liveStoreQuery(this.client.store.db, ['nodes'], () => this.client.store.query(q)).subscribe(sub)
+      const unwatch = q.parent !== undefined ? this.client.watchParent(q.parent) : () => {}
+      const s = liveStoreQuery(this.client.store.db, ['nodes'], () => this.client.store.query(q)).subscribe(sub)
+      return () => {
+        s.unsubscribe()
+        unwatch()
+      }
     })
   }
 

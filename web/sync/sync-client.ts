@@ -44,6 +44,17 @@ interface Held {
 const IDLE_DISPOSE_MS = 10_000
 
 /**
+ * Lists (tree levels, child lists) follow the server's change feed at this period while
+ * online. Node contents do not need it: their rooms push every change.
+ */
+const CHANGE_FEED_PERIOD_MS = 2_000
+
+function parentOf(path: string): string {
+  const i = path.lastIndexOf('/')
+  return i < 0 ? '' : path.slice(0, i)
+}
+
+/**
  * The coordinator of a session: one store, one socket, one replica per node in use or with
  * unsent changes. After every (re)connect it replays queued creations and deletions over HTTP,
  * then resyncs every node that still has pending changes.
@@ -59,6 +70,10 @@ export class SyncClient {
   private readonly channel: BroadcastChannel | null
   private readonly subs: Subscription[] = []
   private flushingOps: Promise<void> | null = null
+  private readonly watchedParents = new Map<string, number>()
+  private feedTimer: ReturnType<typeof setTimeout> | null = null
+  private feedVersion: number | null = null
+  private stopped = false
 
   constructor(readonly opts: SyncClientOptions) {
     const { session, baseUrl } = opts
@@ -94,9 +109,58 @@ export class SyncClient {
       }),
     )
     this.conn.start()
+    this.scheduleFeed()
+  }
+
+  /** Keeps `parent`'s listing fresh from the change feed until the returned function is called. */
+  watchParent(parent: string): () => void {
+    this.watchedParents.set(parent, (this.watchedParents.get(parent) ?? 0) + 1)
+    void this.refreshChildren(parent)
+    return () => {
+      const n = (this.watchedParents.get(parent) ?? 1) - 1
+      if (n <= 0) this.watchedParents.delete(parent)
+      else this.watchedParents.set(parent, n)
+    }
+  }
+
+  private scheduleFeed(): void {
+    if (this.stopped) return
+    this.feedTimer = setTimeout(() => {
+      void this.pollFeed().finally(() => this.scheduleFeed())
+    }, CHANGE_FEED_PERIOD_MS)
+  }
+
+  private async pollFeed(): Promise<void> {
+    if (!this.conn.isOpen) return
+    try {
+      if (this.feedVersion === null) {
+        // Start from what the index already reflects; older changes are in it.
+        let max = 0
+        await this.store.db.nodes.each((r) => {
+          if (r.version > max) max = r.version
+        })
+        this.feedVersion = max
+      }
+      const changes = await this.api.changesSince(this.feedVersion)
+      if (changes.length === 0) return
+      this.feedVersion = Math.max(this.feedVersion, ...changes.map((c) => c.version))
+      const parents = new Set<string>([''])
+      for (const c of changes) {
+        parents.add(parentOf(c.path))
+        if (c.kind === 'Deleted') {
+          const row = await this.store.getIndexRow(c.path)
+          if (row && row.pending === 0 && !row.localOnly) await this.store.removeLocal(c.path, false)
+        }
+      }
+      await Promise.all([...parents].filter((p) => this.watchedParents.has(p)).map((p) => this.refreshChildren(p)))
+    } catch (e) {
+      if (!(e instanceof NetworkError || e instanceof HttpError)) throw e
+    }
   }
 
   stop(): void {
+    this.stopped = true
+    if (this.feedTimer) clearTimeout(this.feedTimer)
     for (const s of this.subs) s.unsubscribe()
     for (const held of this.replicas.values()) {
       if (held.idleTimer) clearTimeout(held.idleTimer)

@@ -1,0 +1,77 @@
+import { expect, test } from '@playwright/test'
+import { api, editField, field, getContent, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
+
+let server: E2eServer
+let ann: TestUser
+
+test.beforeAll(async () => {
+  server = await startE2eServer()
+  ann = await signUp(server, 'Ann')
+  await putNode(server, ann, 'Desk', 'Space', {}, 'Desk')
+  await putNode(server, ann, 'Desk/Note', 'Document', { Text: 't0' }, 'Note')
+})
+
+test.afterAll(async () => {
+  await server?.dispose()
+})
+
+test('two tabs of the app stay in step, even offline', async ({ browser }) => {
+  const { context, page: tab1 } = await openLoggedIn(browser, server, ann, 'Desk/Note')
+  const tab2 = await context.newPage()
+  await tab2.goto('/#/n/Desk/Note')
+  await expect(field(tab1, 'Text')).toHaveValue('t0')
+  await expect(field(tab2, 'Text')).toHaveValue('t0')
+
+  await context.setOffline(true)
+  await expect(syncStatus(tab1)).toHaveAttribute('data-status', 'offline')
+  await editField(tab1, 'Text', 'from tab 1')
+  // No server in between: the other tab hears it over BroadcastChannel and the shared store.
+  await expect(field(tab2, 'Text')).toHaveValue('from tab 1')
+  await expect(syncStatus(tab2)).toHaveAttribute('data-pending', '1')
+
+  await context.setOffline(false)
+  await expect(syncStatus(tab1)).toHaveAttribute('data-status', 'saved')
+  await expect(syncStatus(tab2)).toHaveAttribute('data-status', 'saved')
+  expect((await getContent(server, ann, 'Desk/Note')).Text).toBe('from tab 1')
+  await context.close()
+})
+
+test('a node created offline is listed as pending and created on the server when back online', async ({ browser }) => {
+  const { context, page } = await openLoggedIn(browser, server, ann, 'Desk')
+  await context.setOffline(true)
+  await expect(syncStatus(page)).toHaveAttribute('data-status', 'offline')
+  const form = page.locator('weft-node-page').getByRole('form', { name: 'New child node' })
+  await form.getByLabel('Name', { exact: true }).fill('Offline idea')
+  await form.getByRole('button', { name: 'Create' }).click()
+  const children = page.locator('weft-node-page ul.children')
+  await expect(children.getByRole('link', { name: 'Offline idea' })).toBeVisible()
+  await expect(syncStatus(page)).toHaveAttribute('data-pending', '1')
+  expect((await api(server, ann, 'GET', '/api/nodes/Desk/Offline_idea')).status).toBe(404)
+
+  await context.setOffline(false)
+  await expect(syncStatus(page)).toHaveAttribute('data-status', 'saved')
+  const created = await api<{ nodeType: string; name: string }>(server, ann, 'GET', '/api/nodes/Desk/Offline_idea')
+  expect(created.status).toBe(200)
+  expect(created.body).toMatchObject({ nodeType: 'Document', name: 'Offline idea' })
+  await context.close()
+})
+
+test('a child created by someone else appears in the list without a reload', async ({ browser }) => {
+  const { context, page } = await openLoggedIn(browser, server, ann, 'Desk')
+  await expect(page.locator('weft-node-page ul.children').getByRole('link', { name: 'Note' })).toBeVisible()
+  await putNode(server, ann, 'Desk/FromApi', 'Document', { A: 1 }, 'From the API')
+  await expect(page.locator('weft-node-page ul.children').getByRole('link', { name: 'From the API' })).toBeVisible()
+  await context.close()
+})
+
+test('an invalid session is refused for good: the user is told and the app stops retrying', async ({ browser }) => {
+  const bogus: TestUser = { ...ann, token: 'revoked-or-invalid-token' }
+  const { context, page } = await openLoggedIn(browser, server, bogus)
+  let sockets = 0
+  page.on('websocket', () => sockets++)
+  await expect(syncStatus(page)).toHaveAttribute('data-status', 'final')
+  await expect(page.locator('weft-app').getByRole('alert')).toContainText('signed out')
+  await page.waitForTimeout(1500)
+  expect(sockets).toBe(0)
+  await context.close()
+})
