@@ -1,5 +1,5 @@
 import { expect, test } from '@playwright/test'
-import { openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+import { api, openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * Invite by email, end to end: an Admin invites an address from the members panel; that person
@@ -50,5 +50,27 @@ test('an invited email signs up and sees the space in their navigation without a
   await expect(panel.getByRole('table', { name: 'Members' })).toContainText('Cleo')
 
   await context.close()
+  await admin.context.close()
+})
+
+test('a group admin pastes several addresses into "Invite by email"; members join on sign-up', async ({ browser }) => {
+  await putNode(server, ann, 'Atelier/Crew', 'Group', {}, 'Crew')
+  const existing = await signUp(server, 'Dora')
+  const admin = await openLoggedIn(browser, server, ann, 'Atelier/Crew')
+  const dialogHost = admin.page.locator('weft-group-invite-dialog')
+  await dialogHost.getByRole('button', { name: 'Invite by email' }).click()
+  const dialog = dialogHost.getByRole('dialog', { name: 'Invite to group' })
+  const fresh = `eli${Date.now() % 100000}@example.com`
+  await dialog.getByLabel('Email addresses').fill(`${fresh},\n${existing.email}; ${fresh}`)
+  await expect(dialog).toContainText('2 addresses')
+  await dialog.getByRole('combobox').selectOption('Viewer')
+  await dialog.getByRole('button', { name: 'Send invites' }).click()
+  const results = dialog.getByRole('list', { name: 'Results' })
+  await expect(results).toContainText(`${fresh}: invited (joins on sign-up)`)
+  await expect(results).toContainText(`${existing.email.toLowerCase()}: added now`)
+
+  const res = await api<{ userId: string }>(server, null, 'POST', '/api/auth/signup', { email: fresh, password: 'correct horse battery', name: 'Eli' })
+  expect(res.status).toBe(201)
+  await expect.poll(async () => (await api(server, ann, 'GET', `/api/nodes/Atelier/Crew/${res.body.userId}_Membership`)).status).toBe(200)
   await admin.context.close()
 })
