@@ -31,6 +31,14 @@ import { openStorage, type StorageAdapter } from '../../sync-server/storage/inde
 import { subscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
 import { api } from '../helpers/api.js'
 
+/** Checked by `npm run bench` (test/bench/run.ts). */
+export const GOALS: Record<string, { op: '<' | '<=' | '>' | '>='; value: number; unit?: string }> = {
+  bootToHealthyMs: { op: '<', value: 3000, unit: 'ms' },
+  signupToGrantP50Ms: { op: '<', value: 20, unit: 'ms' },
+  // The timers are due across one second; the last one is due at the end of it.
+  timersLastFiredAfterDueMs: { op: '<', value: 1000, unit: 'ms' },
+}
+
 const PENDING = 100_000
 const LATENCY_SAMPLES = 40
 const TIMERS = 10_000
