@@ -75,3 +75,23 @@ test('an invalid session is refused for good: the user is told and the app stops
   expect(sockets).toBe(0)
   await context.close()
 })
+
+test('the navigation tree works from the keyboard and fields are labelled', async ({ browser }) => {
+  const { context, page } = await openLoggedIn(browser, server, ann)
+  const tree = page.locator('weft-nav-tree').getByRole('tree', { name: 'Nodes' })
+  const home = tree.getByRole('treeitem', { name: 'Ann' })
+  const desk = tree.getByRole('treeitem', { name: 'Desk' })
+  await home.focus()
+  await page.keyboard.press('ArrowDown')
+  await expect(desk).toBeFocused()
+  await page.keyboard.press('ArrowRight')
+  await expect(desk).toHaveAttribute('aria-expanded', 'true')
+  await expect(tree.getByRole('treeitem', { name: 'Note' })).toBeVisible()
+  await page.keyboard.press('ArrowDown')
+  await expect(tree.getByRole('treeitem', { name: 'Note' })).toBeFocused()
+  await page.keyboard.press('Enter')
+  await expect(page).toHaveURL(/#\/n\/Desk\/Note$/)
+  // Every field has a label that names it.
+  await expect(page.locator('weft-node-page').getByLabel('Text', { exact: true })).toBeVisible()
+  await context.close()
+})

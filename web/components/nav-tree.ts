@@ -9,9 +9,11 @@ const LEVEL_LIMIT = 200
 
 /** One tree item; renders in light DOM so the tree's keyboard handler sees every item. */
 export class WeftTreeNode extends LitElement {
-  static override properties = { path: {}, label: {}, level: { type: Number }, expanded: { state: true }, current: {} }
+  static override properties = { path: {}, label: {}, level: { type: Number }, expanded: { state: true }, current: {}, pending: { type: Number } }
   declare path: string
   declare label: string
+  /** Unsent or refused changes of this node (from the local index). */
+  declare pending: number
   declare level: number
   declare expanded: boolean
   declare current: string
@@ -47,12 +49,13 @@ export class WeftTreeNode extends LitElement {
         tabindex="-1"
         data-path=${this.path}
         ><span class="twisty" aria-hidden="true" @click=${(e: Event) => (e.preventDefault(), this.toggle())}>${this.expanded ? '▾' : '▸'}</span>
-        ${this.label}</a
+        ${this.label}${this.pending ? html` <span class="pending" title="Unsaved changes" aria-label=${`${this.pending} unsaved`}>•</span>` : nothing}</a
       >
       ${this.expanded && kids.length
         ? html`<ul role="group">
             ${kids.map(
-              (k) => html`<weft-tree-node .path=${k.path} .label=${k.name} .level=${this.level + 1} .current=${this.current}></weft-tree-node>`,
+              (k) =>
+                html`<weft-tree-node .path=${k.path} .label=${k.name} .level=${this.level + 1} .current=${this.current} .pending=${k.pending + k.refused}></weft-tree-node>`,
             )}
           </ul>`
         : nothing}
@@ -79,6 +82,7 @@ export class WeftNavTree extends LitElement {
     a { display: block; padding: 0.15em 0.3em; color: inherit; text-decoration: none; border-radius: 3px; }
     a[aria-current='page'] { background: #dde8ff; }
     a:focus { outline: 2px solid #36c; }
+    .pending { color: #c70; }
     h2 { font-size: 0.8em; text-transform: uppercase; color: #666; margin: 1em 0 0.3em; }
     form { display: flex; gap: 0.3em; margin-top: 0.5em; }
     input { min-width: 0; flex: 1; }
@@ -150,7 +154,7 @@ export class WeftNavTree extends LitElement {
         ${pins.length ? html`<h2 role="none">Pinned</h2>` : nothing}
         ${pins.map((p) => html`<weft-tree-node .path=${p} .label=${p} .current=${this.current}></weft-tree-node>`)}
         <h2 role="none">Spaces and shared</h2>
-        ${others.map((r) => html`<weft-tree-node .path=${r.path} .label=${r.name} .current=${this.current}></weft-tree-node>`)}
+        ${others.map((r) => html`<weft-tree-node .path=${r.path} .label=${r.name} .current=${this.current} .pending=${r.pending + r.refused}></weft-tree-node>`)}
       </ul>
       <form @submit=${this.createSpace} aria-label="New space">
         <label for="new-space" class="visually-hidden">New space name</label>

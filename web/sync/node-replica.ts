@@ -93,8 +93,7 @@ export class NodeReplica implements RoomHandler {
   }
 
   private async load(): Promise<void> {
-    const doc = await this.deps.store.loadDoc(this.path)
-    const flag = await this.deps.store.db.meta.get(REBUILD_KEY(this.path))
+    const [doc, flag] = await Promise.all([this.deps.store.loadDoc(this.path), this.deps.store.db.meta.get(REBUILD_KEY(this.path))])
     this.needsRebuild = !!flag
     if (this.disposed) return
     this.swapDoc(doc)
