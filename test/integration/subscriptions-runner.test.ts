@@ -79,6 +79,24 @@ describe('[SUB-R] event subscription runner', () => {
     expect((await get(s, `${space}/_Access/${user.userId}_Access`))?.content.Role).toBe('Editor')
   })
 
+  it('[SUB-R1b] a dropped event is replayed from the change log as soon as the feed shows the gap', async () => {
+    const dir = await freshDir()
+    const dropSignups = createSubscriptionsEngine({
+      changes$: (ctx) => ctx.nodes.changes$.pipe(filter((c) => !(c.nodeType === 'User' && c.kind === 'Created'))),
+      reconcileIntervalMs: null,
+    })
+    const s = await boot(dir, [dropSignups])
+    const admin = await signup(s.url)
+    const space = await createSpace(s.url, admin.token)
+    const email = uniqueEmail('gap')
+    await putSub(s, 'gap', grantSub(email, space, { CreatedBy: admin.userId }))
+    const user = await signup(s.url, email)
+    // Any later change reveals the gap in versions; no reconcile is asked for.
+    await s.nodes.put(SYSTEM, `${space}/after` as NodePath, { nodeType: 'Document', content: {} })
+    expect((await settled(s, 'gap')).content.Status).toBe('Fired')
+    expect((await get(s, `${space}/_Access/${user.userId}_Access`))?.content.Role).toBe('Editor')
+  })
+
   it('[SUB-R2] the sign-up happened while the runner was down → fires at boot', async () => {
     const dir = await freshDir()
     const dropAll = createSubscriptionsEngine({ changes$: (ctx) => ctx.nodes.changes$.pipe(filter(() => false)), reconcileIntervalMs: null })

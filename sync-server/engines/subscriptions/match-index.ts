@@ -73,6 +73,11 @@ export class MatchIndex {
     return true
   }
 
+  /** Does any subscription listen to this node type and kind? */
+  watches(nodeType: string, kind: MeshChangeKind): boolean {
+    return this.fieldsByTypeKind.has(`${nodeType}\0${kind}`)
+  }
+
   has(id: string): boolean {
     return this.keyById.has(id)
   }

@@ -7,6 +7,7 @@ import {
   SYSTEM,
   readContinuationType,
   readSubscriptionStatus,
+  type ChangeRecord,
   type JsonObject,
   type MeshChangeKind,
   type MeshNode,
@@ -78,6 +79,10 @@ export class SubscriptionRunner {
   private readonly retryTimers = new Set<CancelTimer>()
   private readonly queue: WorkQueue
   private readonly migrator: LegacyMigrator
+  /** Highest change version seen on the feed; a jump past +1 means the feed lost events. */
+  private lastVersion = 0
+  private readonly gaps: Array<[after: number, before: number]> = []
+  private catchUp: ReturnType<typeof setTimeout> | null = null
   private feed: Subscription | null = null
   private interval: ReturnType<typeof setInterval> | null = null
   private stopped = false
@@ -124,6 +129,7 @@ export class SubscriptionRunner {
     this.stopped = true
     this.feed?.unsubscribe()
     if (this.interval) clearInterval(this.interval)
+    if (this.catchUp) clearTimeout(this.catchUp)
     for (const cancel of this.timers.values()) cancel()
     for (const w of this.watches.values()) w.unsubscribe()
     for (const cancel of this.retryTimers) cancel()
@@ -153,6 +159,7 @@ export class SubscriptionRunner {
 
   private onChange(change: LiveChange): void {
     if (this.stopped) return
+    this.noteVersion(change.version)
     if (change.path.startsWith(SUBSCRIPTION_PREFIX) && !change.path.slice(SUBSCRIPTION_PREFIX.length).includes('/')) {
       if (change.kind === 'Deleted' || !change.node) this.removeEntry(idFromPath(change.path))
       else if (change.node.nodeType === 'EventSubscription') this.upsert(change.node, true)
@@ -164,6 +171,50 @@ export class SubscriptionRunner {
     }
     const candidates = this.index.candidates(change.nodeType, change.kind, change.node?.content ?? null)
     for (const id of candidates) this.fire(id, change.path)
+  }
+
+  /**
+   * Versions are one contiguous sequence, emitted in order: a jump means the feed dropped events
+   * (a lossy fan-out, a slow consumer). Replay the gap from the durable change log instead of
+   * waiting for the periodic reconcile.
+   */
+  private noteVersion(version: number): void {
+    if (version === 0) return // a replayed change
+    if (this.lastVersion > 0 && version > this.lastVersion + 1) {
+      this.gaps.push([this.lastVersion, version])
+      this.catchUp ??= setTimeout(() => {
+        this.catchUp = null
+        void this.replayGaps()
+      }, 10)
+      this.catchUp.unref?.()
+    }
+    if (version > this.lastVersion) this.lastVersion = version
+  }
+
+  private async replayGaps(): Promise<void> {
+    for (const [after, before] of this.gaps.splice(0)) {
+      try {
+        let from = after
+        while (from < before - 1 && !this.stopped) {
+          const records = await this.nodes.changesSince(SYSTEM, from, Math.min(10_000, before - 1 - from))
+          if (records.length === 0) break
+          for (const r of records) if (r.version < before) await this.replayChange(r)
+          from = records[records.length - 1]!.version
+        }
+      } catch (err) {
+        this.log.warn({ err, after, before }, 'could not replay a gap in the change feed; reconcile remains the safety net')
+      }
+    }
+  }
+
+  private async replayChange(r: ChangeRecord): Promise<void> {
+    const isSubscription = r.path.startsWith(SUBSCRIPTION_PREFIX) && !r.path.slice(SUBSCRIPTION_PREFIX.length).includes('/')
+    if (!isSubscription && !r.path.startsWith(LEGACY_PREFIX) && !this.index.watches(r.nodeType, r.kind)) return
+    const node = r.kind === 'Deleted' ? null : await this.nodes.get(SYSTEM, r.path)
+    // The node as it is now stands in for the node as it was: enough for Created, and the
+    // claim inside the update keeps any firing at most once.
+    if (r.kind !== 'Deleted' && !node) return
+    this.onChange({ ...r, node, by: 'system', origin: 'system', version: 0 })
   }
 
   /** A subscription node appeared or changed: route it, and (live) reconcile just this one. */
