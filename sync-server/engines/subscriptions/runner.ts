@@ -43,6 +43,8 @@ export interface RunnerOptions {
 type NodeChangeTrigger = Extract<Trigger, { type: 'NodeChange' }>
 
 const SUBSCRIPTION_PREFIX = `${SUBSCRIPTIONS_PARENT}/`
+/** The node service's largest page for a direct (unscanned) query. */
+const LOAD_PAGE = 1000
 const LEGACY_PREFIX = `${LEGACY_SCHEDULED_ACTIONS_PARENT}/`
 
 /**
@@ -114,11 +116,20 @@ export class SubscriptionRunner {
     })
     await this.migrator.migrateAll()
     const started = this.now()
-    const subs = await this.nodes.query(SYSTEM, { parent: SUBSCRIPTIONS_PARENT as NodePath, nodeType: 'EventSubscription', limit: ALL })
-    for (const node of subs) this.upsert(node, false)
+    // Page by path: each page is routed and dropped, so 100,000 subscriptions never sit in the
+    // heap as MeshNodes at once (young-generation garbage instead of a full-heap collection).
+    let loaded = 0
+    let after: string | undefined
+    for (;;) {
+      const page = await this.nodes.query(SYSTEM, { parent: SUBSCRIPTIONS_PARENT as NodePath, nodeType: 'EventSubscription', limit: LOAD_PAGE, after })
+      for (const node of page) this.upsert(node, false)
+      loaded += page.length
+      if (page.length < LOAD_PAGE) break
+      after = page[page.length - 1]!.path
+    }
     await this.reconcileNodeChanges()
     await this.queue.onIdle()
-    this.log.info({ pending: this.entries.size, loaded: subs.length, ms: this.now() - started }, 'subscription runner reconciled')
+    this.log.info({ pending: this.entries.size, loaded, ms: this.now() - started }, 'subscription runner reconciled')
     if (this.reconcileIntervalMs !== null) {
       this.interval = setInterval(() => void this.reconcile(), this.reconcileIntervalMs)
       this.interval.unref()
