@@ -56,7 +56,15 @@ export class AuthService implements UserDirectory {
 
   async signup(raw: unknown): Promise<{ userId: UserId; token: string }> {
     const body = parse(SignupBody, raw)
-    if (await this.storage.findAccountByEmail(body.email)) {
+    const existing = await this.storage.findAccountByEmail(body.email)
+    if (existing) {
+      // A sign-up cut short between the account and its User node (a crash) is completed by
+      // the same person retrying it: same password, no User node yet.
+      const userId = parseUserId(existing.userId)
+      if (!(await this.hasUserNode(userId)) && (await verifyPassword(body.password, existing.passwordHash))) {
+        await this.ensureUserNode(userId, body.email, body.name)
+        return { userId, token: await this.issueToken(userId) }
+      }
       throw new WeftError('email_taken', `An account for ${body.email} already exists; log in instead.`)
     }
     const passwordHash = await hashPassword(body.password)
@@ -75,12 +83,7 @@ export class AuthService implements UserDirectory {
       }
     }
     if (!userId) throw new WeftError('internal', 'Could not allocate a user id.')
-    // Creating the User node is what fires matching subscriptions (invites).
-    await this.nodes.create(SYSTEM, userId as string as NodePath, {
-      nodeType: 'User',
-      name: body.name,
-      content: { Email: body.email, FullName: body.name, PinnedPaths: [] },
-    }, 'system')
+    await this.ensureUserNode(userId, body.email, body.name)
     return { userId, token: await this.issueToken(userId) }
   }
 
@@ -91,7 +94,22 @@ export class AuthService implements UserDirectory {
     const ok = account ? await verifyPassword(body.password, account.passwordHash) : (await hashPassword(body.password), false)
     if (!account || !ok) throw new WeftError('invalid_credentials', 'Email or password is wrong.')
     const userId = parseUserId(account.userId)
+    if (!(await this.hasUserNode(userId))) await this.ensureUserNode(userId, account.email, account.email.split('@')[0] ?? userId)
     return { userId, token: await this.issueToken(userId) }
+  }
+
+  private async hasUserNode(userId: UserId): Promise<boolean> {
+    return (await this.nodes.get(SYSTEM, userId as string as NodePath)) !== null
+  }
+
+  /** Creating the User node is what fires matching subscriptions (invites); idempotent. */
+  private async ensureUserNode(userId: UserId, email: string, name: string): Promise<void> {
+    await this.nodes.update(
+      SYSTEM,
+      userId as string as NodePath,
+      (current) => current ?? { nodeType: 'User', name, content: { Email: email, FullName: name, PinnedPaths: [] } },
+      'system',
+    )
   }
 
   async logout(token: string): Promise<void> {

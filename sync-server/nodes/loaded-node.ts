@@ -35,7 +35,8 @@ export class LoadedNode {
     this.path = path
     this.node = node
     this.doc = doc
-    this.awareness = new awarenessProtocol.Awareness(new Y.Doc())
+    // Awareness only needs a doc for its client id; a fixed guid skips a random uuid per load.
+    this.awareness = new awarenessProtocol.Awareness(new Y.Doc({ guid: `${path}#awareness` }))
     // The server has no presence of its own.
     this.awareness.setLocalState(null)
     this.awareness.on('update', this.onAwarenessUpdate)
@@ -50,7 +51,7 @@ export class LoadedNode {
   resetDoc(): void {
     this.doc.off('update', this.onDocUpdate)
     this.doc.destroy()
-    this.doc = new Y.Doc()
+    this.doc = new Y.Doc({ guid: this.path })
     this.attachDoc(this.doc)
   }
 

@@ -63,6 +63,8 @@ export class NodeService implements NodeApi {
   private readonly loaded = new Map<NodePath, LoadedNode>()
   private readonly loading = new Map<NodePath, Promise<LoadedNode>>()
   private readonly changesSubject = new Subject<LiveChange>()
+  /** Per-path feeds for node$: a watcher sees its node's changes only, not the whole mesh's. */
+  private readonly pathSubjects = new Map<NodePath, Subject<LiveChange>>()
   readonly changes$: Observable<LiveChange> = this.changesSubject.asObservable()
   private sweepTimer: NodeJS.Timeout | null = null
   private closed = false
@@ -120,7 +122,8 @@ export class NodeService implements NodeApi {
 
   private async load(path: NodePath): Promise<LoadedNode> {
     const [node, stored] = await Promise.all([this.storage.getNode(path), this.storage.loadDoc(path)])
-    const doc = new Y.Doc()
+    // A fixed guid: a random uuid per load costs a crypto call that shows in profiles.
+    const doc = new Y.Doc({ guid: path })
     if (stored) {
       if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
       for (const u of stored.updates) Y.applyUpdate(doc, u)
@@ -173,8 +176,10 @@ export class NodeService implements NodeApi {
         current = c.node
         subscriber.next(c.node)
       }
-      const sub = this.changes$.subscribe((c) => {
-        if (c.path !== path) return
+      let subject = this.pathSubjects.get(path)
+      if (!subject) this.pathSubjects.set(path, (subject = new Subject<LiveChange>()))
+      const feed = subject
+      const sub = feed.subscribe((c) => {
         if (current === undefined) buffered.push(c)
         else emit(c)
       })
@@ -186,7 +191,10 @@ export class NodeService implements NodeApi {
         },
         (err) => subscriber.error(err),
       )
-      return () => sub.unsubscribe()
+      return () => {
+        sub.unsubscribe()
+        if (!feed.observed && this.pathSubjects.get(path) === feed) this.pathSubjects.delete(path)
+      }
     })
   }
 
@@ -282,7 +290,7 @@ export class NodeService implements NodeApi {
     this.authorizeFields(principal, before, inspection.fields)
     if (!isPermissiveContent(before.nodeType)) {
       // Trial run on a copy: the authoritative doc only ever sees updates that keep the schema.
-      const trial = new Y.Doc()
+      const trial = new Y.Doc({ guid: ln.path })
       try {
         Y.applyUpdate(trial, Y.encodeStateAsUpdate(ln.doc))
         Y.applyUpdate(trial, update)
@@ -522,7 +530,9 @@ export class NodeService implements NodeApi {
         ln.pendingCommits--
         const versioned = after ? { ...after, version: record.version } : null
         if (ln.node === after) ln.node = versioned
-        this.changesSubject.next({ ...record, node: versioned, by: principalName(principal), origin })
+        const change: LiveChange = { ...record, node: versioned, by: principalName(principal), origin }
+        this.changesSubject.next(change)
+        this.pathSubjects.get(ln.path)?.next(change)
         return versioned
       },
       (err: unknown) => {
@@ -542,6 +552,8 @@ export class NodeService implements NodeApi {
     this.closed = true
     if (this.sweepTimer) clearInterval(this.sweepTimer)
     this.changesSubject.complete()
+    for (const s of this.pathSubjects.values()) s.complete()
+    this.pathSubjects.clear()
     for (const ln of this.loaded.values()) ln.destroy()
     this.loaded.clear()
   }
