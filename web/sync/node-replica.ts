@@ -73,7 +73,14 @@ export class NodeReplica implements RoomHandler {
   readonly ready: Promise<void>
   private syncing = false
   private disposed = false
+  /**
+   * Outbox ids sent on the current socket with their current bytes. An entry is sent once per
+   * connection (and again only after a rebuild gave it new bytes): sending the same refused
+   * bytes twice would turn a replayable refusal into a final one.
+   */
   private readonly inFlight = new Set<number>()
+  /** A refusal is being recorded: hold every send until we know whether to rebuild. */
+  private refusalsSettling = 0
   private step2Queue: Step2Tag[] = []
   private rebuildDoc: Y.Doc | null = null
   private needsRebuild = false
@@ -209,12 +216,15 @@ export class NodeReplica implements RoomHandler {
         this.onSyncMessage(frame.message)
         return
       case MuxType.Ack:
-        this.inFlight.delete(frame.seq)
         void this.deps.store.ack(frame.seq).then(() => this.deps.onIdle(this.path))
         return
       case MuxType.Refused:
-        this.inFlight.delete(frame.seq)
-        void this.onRefused(frame.seq, frame.code, frame.message)
+        // Synchronously: a patch made from now on must not be sent on top of refused structs.
+        this.refusalsSettling++
+        void this.onRefused(frame.seq, frame.code, frame.message).finally(() => {
+          this.refusalsSettling--
+          if (this.refusalsSettling === 0) void this.sendPending()
+        })
         return
       case MuxType.Join:
       case MuxType.Leave:
@@ -250,7 +260,7 @@ export class NodeReplica implements RoomHandler {
   }
 
   private canSend(): boolean {
-    return this.state$.value.joined && !this.rebuildDoc && !this.needsRebuild
+    return this.state$.value.joined && !this.rebuildDoc && !this.needsRebuild && this.refusalsSettling === 0
   }
 
   private sendEntry(id: number, update: Uint8Array): void {
