@@ -102,6 +102,13 @@ export class MuxConnection {
     return true
   }
 
+  /** Drops the socket as a network failure would, then reconnects through the normal path. */
+  cycle(): void {
+    if (!this.running || this.status$.value === 'final') return
+    this.dropSocket()
+    this.scheduleReconnect()
+  }
+
   /** Skips the backoff wait (the browser says the network is back). */
   connectNow(): void {
     if (!this.running || this.status$.value === 'final') return

@@ -10,6 +10,7 @@ import { permissionsFromMask, type PermissionSet } from '../../shared/access-pol
 import type { JsonObject } from '../../shared/json.js'
 import type { NodeStore } from '../store/index.js'
 import type { MuxConnection, RoomHandler } from './mux-connection.js'
+import { background } from './background.js'
 
 /**
  * Where a change to a replica's doc came from (STYLE.md: tag every change with its origin).
@@ -114,9 +115,9 @@ export class NodeReplica implements RoomHandler {
   startSync(): void {
     if (this.syncing || this.disposed || this.state$.value.denied) return
     this.syncing = true
-    void this.ready.then(() => {
+    background(this.ready.then(() => {
       if (!this.disposed) this.deps.conn.join(this.path, this)
-    })
+    }))
   }
 
   get isSyncing(): boolean {
@@ -154,9 +155,9 @@ export class NodeReplica implements RoomHandler {
       Y.applyUpdate(this.doc, msg.update, 'tab')
       if (this.rebuildDoc) Y.applyUpdate(this.rebuildDoc, msg.update, 'tab')
     } else {
-      void this.deps.store.loadDoc(this.path).then((doc) => {
+      background(this.deps.store.loadDoc(this.path).then((doc) => {
         if (!this.disposed) this.swapDoc(doc)
-      })
+      }))
     }
   }
 
@@ -216,15 +217,15 @@ export class NodeReplica implements RoomHandler {
         this.onSyncMessage(frame.message)
         return
       case MuxType.Ack:
-        void this.deps.store.ack(frame.seq).then(() => this.deps.onIdle(this.path))
+        background(this.deps.store.ack(frame.seq).then(() => this.deps.onIdle(this.path)))
         return
       case MuxType.Refused:
         // Synchronously: a patch made from now on must not be sent on top of refused structs.
         this.refusalsSettling++
-        void this.onRefused(frame.seq, frame.code, frame.message).finally(() => {
+        background(this.onRefused(frame.seq, frame.code, frame.message).finally(() => {
           this.refusalsSettling--
-          if (this.refusalsSettling === 0) void this.sendPending()
-        })
+          if (this.refusalsSettling === 0) background(this.sendPending())
+        }))
         return
       case MuxType.Join:
       case MuxType.Leave:
@@ -240,7 +241,7 @@ export class NodeReplica implements RoomHandler {
 
   private readonly onDocUpdate = (update: Uint8Array, origin: unknown) => {
     if (origin === 'remote') {
-      void this.deps.store.appendUpdate(this.path, update)
+      background(this.deps.store.appendUpdate(this.path, update))
       this.deps.broadcast({ kind: 'update', path: this.path, update })
     }
     this.changed$.next()
@@ -306,7 +307,7 @@ export class NodeReplica implements RoomHandler {
     switch (syncType) {
       case syncProtocol.messageYjsSyncStep1:
         // Our reply to the server's step 1 is the outbox, one acked Update frame per patch.
-        void this.sendPending()
+        background(this.sendPending())
         return
       case syncProtocol.messageYjsSyncStep2:
       case syncProtocol.messageYjsUpdate: {
@@ -314,7 +315,7 @@ export class NodeReplica implements RoomHandler {
         if (this.rebuildDoc) Y.applyUpdate(this.rebuildDoc, update, 'remote')
         Y.applyUpdate(this.doc, update, 'remote')
         if (syncType === syncProtocol.messageYjsSyncStep2) {
-          if (this.step2Queue.shift() === 'rebuild') void this.finishRebuild()
+          if (this.step2Queue.shift() === 'rebuild') background(this.finishRebuild())
           else this.syncedOnce()
         }
         return

@@ -5,6 +5,7 @@ import { HttpApi, HttpError, NetworkError } from '../api/http-client.js'
 import { dbNameFor, liveStoreQuery, NodeStore, type OpRow } from '../store/index.js'
 import { MuxConnection, type ConnectionStatus, type FinalClose } from './mux-connection.js'
 import { NodeReplica, type TabMessage } from './node-replica.js'
+import { background } from './background.js'
 
 export interface Session {
   userId: string
@@ -105,7 +106,7 @@ export class SyncClient {
     await this.store.open()
     this.subs.push(
       this.conn.status$.pipe(distinctUntilChanged()).subscribe((s) => {
-        if (s === 'open') void this.onConnected()
+        if (s === 'open') background(this.onConnected())
       }),
     )
     this.conn.start()
@@ -115,7 +116,7 @@ export class SyncClient {
   /** Keeps `parent`'s listing fresh from the change feed until the returned function is called. */
   watchParent(parent: string): () => void {
     this.watchedParents.set(parent, (this.watchedParents.get(parent) ?? 0) + 1)
-    void this.refreshChildren(parent)
+    background(this.refreshChildren(parent))
     return () => {
       const n = (this.watchedParents.get(parent) ?? 1) - 1
       if (n <= 0) this.watchedParents.delete(parent)
@@ -126,7 +127,7 @@ export class SyncClient {
   private scheduleFeed(): void {
     if (this.stopped) return
     this.feedTimer = setTimeout(() => {
-      void this.pollFeed().finally(() => this.scheduleFeed())
+      background(this.pollFeed().finally(() => this.scheduleFeed()))
     }, CHANGE_FEED_PERIOD_MS)
   }
 
@@ -205,10 +206,10 @@ export class SyncClient {
       })
       held = { replica, refs: 0, idleTimer: null }
       this.replicas.set(path, held)
-      void this.store.getIndexRow(path).then((row) => {
+      background(this.store.getIndexRow(path).then((row) => {
         // A node created offline joins once its creation reached the server.
         if (!row?.localOnly) replica.startSync()
-      })
+      }))
     }
     held.refs += refs
     if (held.idleTimer && held.refs > 0) {
@@ -229,13 +230,13 @@ export class SyncClient {
 
   private disposeNow(path: string, held: Held): void {
     if (held.refs > 0) return
-    void this.store.getIndexRow(path).then((row) => {
+    background(this.store.getIndexRow(path).then((row) => {
       const current = this.replicas.get(path)
       if (current !== held || held.refs > 0 || held.replica.state$.value.rebuilding) return
       if (row && row.pending > 0 && !held.replica.state$.value.denied) return
       held.replica.dispose()
       this.replicas.delete(path)
-    })
+    }))
   }
 
   /**
@@ -253,7 +254,7 @@ export class SyncClient {
               const s = replica.state$.subscribe((st) => {
                 if (st.denied) resolve()
               })
-              void replica.synced.then(() => s.unsubscribe())
+              background(replica.synced.then(() => s.unsubscribe()))
             }),
           ])
         } finally {
