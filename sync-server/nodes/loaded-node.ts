@@ -25,7 +25,7 @@ export class LoadedNode {
   readonly path: NodePath
   doc: Y.Doc
   node: MeshNode | null
-  readonly awareness: awarenessProtocol.Awareness
+  private awarenessState: awarenessProtocol.Awareness | null = null
   readonly connections = new Set<RoomConnection>()
   /** Commits applied in memory whose durability is not yet confirmed; unloading waits for 0. */
   pendingCommits = 0
@@ -35,12 +35,30 @@ export class LoadedNode {
     this.path = path
     this.node = node
     this.doc = doc
-    // Awareness only needs a doc for its client id; a fixed guid skips a random uuid per load.
-    this.awareness = new awarenessProtocol.Awareness(new Y.Doc({ guid: `${path}#awareness` }))
-    // The server has no presence of its own.
-    this.awareness.setLocalState(null)
-    this.awareness.on('update', this.onAwarenessUpdate)
     this.attachDoc(doc)
+  }
+
+  /**
+   * Presence of the room, created when the first client joins: nodes loaded only for engine
+   * writes carry no Awareness (each runs an interval timer and holds a doc of its own).
+   */
+  get awareness(): awarenessProtocol.Awareness {
+    if (!this.awarenessState) {
+      const awareness = new awarenessProtocol.Awareness(new Y.Doc({ guid: `${this.path}#awareness` }))
+      // The server has no presence of its own.
+      awareness.setLocalState(null)
+      awareness.on('update', this.onAwarenessUpdate)
+      this.awarenessState = awareness
+    }
+    return this.awarenessState
+  }
+
+  private dropAwareness(): void {
+    if (!this.awarenessState) return
+    this.awarenessState.off('update', this.onAwarenessUpdate)
+    this.awarenessState.destroy()
+    this.awarenessState.doc.destroy()
+    this.awarenessState = null
   }
 
   private attachDoc(doc: Y.Doc): void {
@@ -89,7 +107,7 @@ export class LoadedNode {
     encoding.writeVarUint(e, YMessage.Sync)
     syncProtocol.writeSyncStep1(e, this.doc)
     out.push(encoding.toUint8Array(e))
-    const states = this.awareness.getStates()
+    const states = this.awarenessState?.getStates() ?? new Map()
     if (states.size > 0) {
       const a = encoding.createEncoder()
       encoding.writeVarUint(a, YMessage.Awareness)
@@ -106,9 +124,10 @@ export class LoadedNode {
 
   leave(conn: RoomConnection): void {
     if (!this.connections.delete(conn)) return
-    if (conn.awarenessIds.size > 0) {
-      awarenessProtocol.removeAwarenessStates(this.awareness, [...conn.awarenessIds], 'leave')
+    if (conn.awarenessIds.size > 0 && this.awarenessState) {
+      awarenessProtocol.removeAwarenessStates(this.awarenessState, [...conn.awarenessIds], 'leave')
     }
+    if (this.connections.size === 0) this.dropAwareness()
     this.lastUsed = Date.now()
   }
 
@@ -118,8 +137,7 @@ export class LoadedNode {
 
   destroy(): void {
     this.doc.off('update', this.onDocUpdate)
-    this.awareness.off('update', this.onAwarenessUpdate)
-    this.awareness.destroy()
+    this.dropAwareness()
     this.doc.destroy()
   }
 }

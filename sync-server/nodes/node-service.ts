@@ -121,14 +121,14 @@ export class NodeService implements NodeApi {
   }
 
   private async load(path: NodePath): Promise<LoadedNode> {
-    const [node, stored] = await Promise.all([this.storage.getNode(path), this.storage.loadDoc(path)])
+    const stored = await this.storage.loadNode(path)
     // A fixed guid: a random uuid per load costs a crypto call that shows in profiles.
     const doc = new Y.Doc({ guid: path })
     if (stored) {
-      if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
-      for (const u of stored.updates) Y.applyUpdate(doc, u)
+      if (stored.doc.snapshot) Y.applyUpdate(doc, stored.doc.snapshot)
+      for (const u of stored.doc.updates) Y.applyUpdate(doc, u)
     }
-    const ln = new LoadedNode(path, doc, node)
+    const ln = new LoadedNode(path, doc, stored?.node ?? null)
     this.loaded.set(path, ln)
     return ln
   }

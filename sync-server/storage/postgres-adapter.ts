@@ -242,6 +242,23 @@ export class PostgresStorage implements StorageAdapter {
     )
   }
 
+  async loadNode(path: NodePath): Promise<{ node: MeshNode; doc: StoredDoc } | null> {
+    return withTransaction(
+      this.pool,
+      async (client) => {
+        const r = await client.query<NodeRow & { snapshot: Buffer | null }>(`SELECT ${NODE_COLUMNS}, snapshot FROM nodes WHERE path = $1`, [path])
+        const row = r.rows[0]
+        if (!row) return null
+        const logged = await client.query<{ data: Buffer }>('SELECT data FROM node_updates WHERE path = $1 ORDER BY seq', [path])
+        return {
+          node: rowToNode(row),
+          doc: { snapshot: row.snapshot ? toBytes(row.snapshot) : null, updates: logged.rows.map((u) => toBytes(u.data)) },
+        }
+      },
+      'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
+    )
+  }
+
   async queryNodes(query: NodeQuery): Promise<MeshNode[]> {
     const q = normaliseQuery(query)
     const clauses: string[] = []

@@ -45,6 +45,7 @@ class ThreadWriter implements WriterPort {
   private nextId = 1
   private readonly pending = new Map<number, { resolve(v: WireItemResult[] | undefined): void; reject(e: unknown): void }>()
   private failure: Error | null = null
+  private isClosing = false
 
   constructor(init: WriterInit, log: Logger | undefined) {
     this.worker = new Worker(new URL('./sqlite-writer-worker.mjs', import.meta.url), { workerData: init })
@@ -65,7 +66,8 @@ class ThreadWriter implements WriterPort {
     }
     this.worker.on('error', fail)
     this.worker.on('exit', (code) => {
-      if (this.pending.size > 0 || code !== 0) fail(new Error(`writer thread exited with ${code}`))
+      // terminate() after a clean close exits with 1: only an exit nobody asked for is a failure.
+      if (this.pending.size > 0 || (code !== 0 && !this.isClosing)) fail(new Error(`writer thread exited with ${code}`))
     })
   }
 
@@ -82,6 +84,7 @@ class ThreadWriter implements WriterPort {
 
   async close(): Promise<void> {
     if (!this.failure) await this.request({ op: 'close' }).catch(() => undefined)
+    this.isClosing = true
     await this.worker.terminate()
   }
 }
@@ -144,6 +147,8 @@ export class SqliteStorage implements StorageAdapter {
   private isClosing = false
   private closed: Promise<void> | null = null
   private readonly stmt
+  private readonly readDoc: (path: string) => StoredDoc | null
+  private readonly readNode: (path: string) => { node: MeshNode; doc: StoredDoc } | null
 
   constructor(options: SqliteStorageOptions) {
     const busyTimeoutMs = options.busyTimeoutMs ?? 5000
@@ -153,6 +158,7 @@ export class SqliteStorage implements StorageAdapter {
     this.writer = inline ? new InlineWriter(new SqliteWriter(options.file, busyTimeoutMs)) : new ThreadWriter({ file: options.file, busyTimeoutMs }, options.log)
     this.stmt = {
       getNode: db.prepare<[string], NodeRow>(`SELECT ${NODE_COLUMNS} FROM nodes WHERE path = ?`),
+      nodeWithSnapshot: db.prepare<[string], NodeRow & { snapshot: Buffer | null }>(`SELECT ${NODE_COLUMNS}, snapshot FROM nodes WHERE path = ?`),
       snapshot: db.prepare<[string], { snapshot: Buffer | null; update_count: number }>(
         'SELECT snapshot, update_count FROM nodes WHERE path = ?',
       ),
@@ -167,6 +173,20 @@ export class SqliteStorage implements StorageAdapter {
       ),
       findToken: db.prepare<[string], { user_id: string; expires_at: string }>('SELECT user_id, expires_at FROM tokens WHERE hash = ?'),
     }
+    // Prepared once: building a transaction function per read shows in profiles.
+    this.readDoc = db.transaction((path: string): StoredDoc | null => {
+      const node = this.stmt.snapshot.get(path)
+      if (!node) return null
+      return { snapshot: node.snapshot ? toBytes(node.snapshot) : null, updates: this.stmt.updates.all(path).map((u) => toBytes(u.data)) }
+    })
+    this.readNode = db.transaction((path: string): { node: MeshNode; doc: StoredDoc } | null => {
+      const row = this.stmt.nodeWithSnapshot.get(path)
+      if (!row) return null
+      return {
+        node: rowToNode(row),
+        doc: { snapshot: row.snapshot ? toBytes(row.snapshot) : null, updates: this.stmt.updates.all(path).map((u) => toBytes(u.data)) },
+      }
+    })
     this.committer = new GroupCommitter(
       async (batch) => fromWire((await this.writer.request({ op: 'batch', batch: [...batch] })) ?? []),
       options.maxBatch ?? 1000,
@@ -190,14 +210,11 @@ export class SqliteStorage implements StorageAdapter {
   }
 
   async loadDoc(path: NodePath): Promise<StoredDoc | null> {
-    return this.db.transaction((): StoredDoc | null => {
-      const node = this.stmt.snapshot.get(path)
-      if (!node) return null
-      return {
-        snapshot: node.snapshot ? toBytes(node.snapshot) : null,
-        updates: this.stmt.updates.all(path).map((u) => toBytes(u.data)),
-      }
-    })()
+    return this.readDoc(path)
+  }
+
+  async loadNode(path: NodePath): Promise<{ node: MeshNode; doc: StoredDoc } | null> {
+    return this.readNode(path)
   }
 
   async queryNodes(query: NodeQuery): Promise<MeshNode[]> {

@@ -45,6 +45,8 @@ export interface StorageAdapter {
   commit(input: CommitInput): Promise<ChangeRecord>
   getNode(path: NodePath): Promise<MeshNode | null>
   loadDoc(path: NodePath): Promise<StoredDoc | null>
+  /** The row and its doc from one consistent read (what loading a node into memory needs). */
+  loadNode(path: NodePath): Promise<{ node: MeshNode; doc: StoredDoc } | null>
   queryNodes(query: NodeQuery): Promise<MeshNode[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>
