@@ -43,7 +43,8 @@ const FANOUT_EDITS = 100
 const FANOUT_WARMUP = 10
 const THROUGHPUT_NODES = 64
 const THROUGHPUT_SECONDS = 4
-const MUX_WINDOW_PER_NODE = 8
+// Overridable for exploring where the rate saturates: BENCH_MUX_WINDOW=32.
+const MUX_WINDOW_PER_NODE = Number(process.env.BENCH_MUX_WINDOW ?? 8)
 const RSS_NODES = 10_000
 const RSS_IDLE_UNLOAD_MS = 2_000
 
