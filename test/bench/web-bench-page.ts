@@ -30,22 +30,22 @@ async function seedOurs(n: number): Promise<void> {
     for (const update of makeUpdates(i)) rows.push({ path, update })
   }
   await store.db.updates.bulkAdd(rows)
-  // As the store keeps a doc once its replica has closed: compacted into one row.
+  // As our store keeps a doc once its replica has closed (NodeReplica.dispose compacts).
   for (let i = 0; i < n; i++) await store.compact(pathOf(i))
   store.close()
 }
 
-async function seedYIndexeddb(n: number): Promise<void> {
+async function seedYIndexeddb(n: number, compacted: boolean): Promise<void> {
   for (let i = 0; i < n; i++) {
-    const name = nameOf(i)
+    const name = nameOf(i, compacted)
     const doc = new Y.Doc()
     const p = new IndexeddbPersistence(name, doc)
     await p.whenSynced
     for (const update of makeUpdates(i)) Y.applyUpdate(doc, update)
-    // y-indexeddb stores each update in its own transaction; wait for them to land, then
-    // compact like ours (storeState with forceStore merges everything into one entry).
+    // y-indexeddb stores each update in its own transaction; wait for them to land. Its own
+    // policy trims only past 500 updates; `compacted` forces one entry like ours.
     await new Promise((r) => setTimeout(r, 0))
-    await storeState(p, true)
+    if (compacted) await storeState(p, true)
     await p.destroy()
   }
 }
@@ -75,7 +75,8 @@ async function openOursBatched(paths: string[]): Promise<{ ms: number; fields: n
 }
 
 async function openYIndexeddbOne(name: string): Promise<number> {
-  const doc = new Y.Doc()
+  // Same Y.Doc construction as our store (a given guid skips uuidv4): only storage differs.
+  const doc = new Y.Doc({ guid: name })
   const p = new IndexeddbPersistence(name, doc)
   await p.whenSynced
   const fields = Object.keys(docToJson(doc)).length
@@ -103,13 +104,13 @@ declare global {
       seed(n: number): Promise<{ oursSeedMs: number; yidbSeedMs: number }>
       seedOursOnly(n: number): Promise<void>
       /** Opens the n seeded documents from both stores (names are deterministic). */
-      openCold(n: number, mode: 'sequential' | 'best'): Promise<{ oursMs: number; yidbMs: number; fields: number }>
+      openCold(n: number, mode: 'sequential' | 'best' | 'bestCompacted'): Promise<{ oursMs: number; yidbMs: number; fields: number }>
     }
   }
 }
 
 const pathOf = (i: number) => `bench/d${i}`
-const nameOf = (i: number) => `bench-yidb-d${i}`
+const nameOf = (i: number, compacted = false) => `bench-yidb${compacted ? 'c' : ''}-d${i}`
 
 window.weftBench = {
   seedOursOnly: seedOurs,
@@ -118,13 +119,16 @@ window.weftBench = {
     await seedOurs(n)
     const oursSeedMs = performance.now() - t
     t = performance.now()
-    await seedYIndexeddb(n)
-    return { oursSeedMs, yidbSeedMs: performance.now() - t }
+    await seedYIndexeddb(n, false)
+    const yidbSeedMs = performance.now() - t
+    await seedYIndexeddb(n, true)
+    return { oursSeedMs, yidbSeedMs }
   },
   async openCold(n, mode) {
     const ids = Array.from({ length: n }, (_, i) => i)
-    const ours = await (mode === 'best' ? openOursBatched : openOursSequential)(ids.map(pathOf))
-    const yidb = await (mode === 'best' ? openYIndexeddbParallel : openYIndexeddbSequential)(ids.map(nameOf))
+    const ours = await (mode === 'sequential' ? openOursSequential : openOursBatched)(ids.map((i) => pathOf(i)))
+    const names = ids.map((i) => nameOf(i, mode === 'bestCompacted'))
+    const yidb = await (mode === 'sequential' ? openYIndexeddbSequential : openYIndexeddbParallel)(names)
     if (ours.fields !== yidb.fields) throw new Error(`stores disagree: ${ours.fields} vs ${yidb.fields} fields`)
     return { oursMs: ours.ms, yidbMs: yidb.ms, fields: ours.fields }
   },
@@ -150,14 +154,14 @@ document.title = 'ready'
   for (const r of rows) by.set(r.path, [...(by.get(r.path) ?? []), r.update])
   const docs: Y.Doc[] = []
   for (const us of by.values()) {
-    const d = new Y.Doc()
+    const d = new Y.Doc({ guid: "p" })
     Y.applyUpdate(d, Y.mergeUpdates(us))
     docs.push(d)
   }
   const yMs = performance.now() - t
   t = performance.now()
   for (const us of by.values()) {
-    const d = new Y.Doc()
+    const d = new Y.Doc({ guid: "p" })
     d.transact(() => us.forEach((u) => Y.applyUpdate(d, u)))
   }
   const yNoMergeMs = performance.now() - t

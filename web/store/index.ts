@@ -1,3 +1,3 @@
-export { NodeStore, type LocalQuery } from './node-store.js'
+export { NodeStore, newNodeDoc, type LocalQuery } from './node-store.js'
 export { WeftDb, dbNameFor, type IndexRow, type OutboxRow, type OpRow, type OutboxStatus, type UpdateRow } from './db.js'
 export { liveStoreQuery } from './live-query.js'

@@ -2,6 +2,7 @@ import { combineLatest, defer, from, map, Observable, startWith, switchMap } fro
 import type { JsonObject } from '../../shared/index.js'
 import { liveStoreQuery, type IndexRow, type LocalQuery, type OutboxRow } from '../store/index.js'
 import { type PresenceUser, type ReplicaState, type SyncClient, type SyncStatus } from '../sync/index.js'
+import { background } from '../sync/background.js'
 
 /** What a view sees of a node: the local doc's content plus the local index's facts. */
 export interface NodeView {
@@ -27,7 +28,7 @@ export class NodeStreams {
   node$(path: string): Observable<NodeView | null> {
     return new Observable<NodeView | null>((sub) => {
       const replica = this.client.acquire(path)
-      void this.client.refreshNode(path)
+      background(this.client.refreshNode(path))
       const content$ = defer(() => from(replica.ready)).pipe(
         switchMap(() => replica.changed$.pipe(startWith(null))),
         map(() => replica.content),

@@ -8,7 +8,7 @@ import { applyPatchToDoc, docToJson, type MergePatch } from '../../shared/merge-
 import { MuxType, YMessage, type MuxFrame } from '../../shared/protocol.js'
 import { permissionsFromMask, type PermissionSet } from '../../shared/access-policy.js'
 import type { JsonObject } from '../../shared/json.js'
-import type { NodeStore } from '../store/index.js'
+import { newNodeDoc, type NodeStore } from '../store/index.js'
 import type { MuxConnection, RoomHandler } from './mux-connection.js'
 import { background } from './background.js'
 
@@ -66,7 +66,7 @@ const REBUILD_KEY = (path: string) => `rebuild:${path}`
  * later updates may reference structs the server never accepted (DESIGN.md).
  */
 export class NodeReplica implements RoomHandler {
-  doc: Y.Doc = new Y.Doc()
+  doc: Y.Doc
   readonly awareness: awarenessProtocol.Awareness
   readonly changed$ = new Subject<void>()
   readonly state$ = new BehaviorSubject<ReplicaState>({ joined: false, permissions: null, denied: null, rebuilding: false })
@@ -94,7 +94,8 @@ export class NodeReplica implements RoomHandler {
     readonly path: string,
     private readonly deps: ReplicaDeps,
   ) {
-    this.awareness = new awarenessProtocol.Awareness(new Y.Doc())
+    this.doc = newNodeDoc(path)
+    this.awareness = new awarenessProtocol.Awareness(newNodeDoc(`${path}#presence`))
     this.awareness.setLocalState(null)
     this.awareness.on('update', this.onAwarenessUpdate)
     this.ready = this.load()
@@ -165,6 +166,9 @@ export class NodeReplica implements RoomHandler {
     if (this.disposed) return
     this.awareness.setLocalState(null)
     this.disposed = true
+    // A closed node is stored as one row: the next open (or a thousand of them) reads and
+    // applies a single update.
+    if (this.appendedSinceLoad > 0) background(this.deps.store.compact(this.path))
     this.deps.conn.leave(this.path)
     this.awareness.off('update', this.onAwarenessUpdate)
     this.awareness.destroy()
@@ -239,7 +243,10 @@ export class NodeReplica implements RoomHandler {
 
   // ---- internals ----
 
+  private appendedSinceLoad = 0
+
   private readonly onDocUpdate = (update: Uint8Array, origin: unknown) => {
+    if (origin === 'remote' || origin === 'local') this.appendedSinceLoad++
     if (origin === 'remote') {
       background(this.deps.store.appendUpdate(this.path, update))
       this.deps.broadcast({ kind: 'update', path: this.path, update })
@@ -287,7 +294,7 @@ export class NodeReplica implements RoomHandler {
     this.step2Queue.push(tag)
     this.sendSync((e) => {
       encoding.writeVarUint(e, YMessage.Sync)
-      syncProtocol.writeSyncStep1(e, tag === 'rebuild' ? new Y.Doc() : this.doc)
+      syncProtocol.writeSyncStep1(e, tag === 'rebuild' ? newNodeDoc(this.path) : this.doc)
     })
   }
 
@@ -340,7 +347,7 @@ export class NodeReplica implements RoomHandler {
 
   private startRebuild(): void {
     if (this.rebuildDoc || !this.state$.value.joined || this.disposed) return
-    this.rebuildDoc = new Y.Doc()
+    this.rebuildDoc = newNodeDoc(this.path)
     this.setState({ rebuilding: true })
     this.requestState('rebuild')
   }
