@@ -1,5 +1,5 @@
 import { LitElement, css, html } from 'lit'
-import { HttpApi, HttpError } from '../api/http-client.js'
+import { HttpApi, HttpError } from '../api/index.js'
 import type { Session } from '../sync/index.js'
 
 /** Sign up and sign in. Fires `signed-in` with the Session. */

@@ -1,5 +1,5 @@
 import { LitElement, css, html, nothing } from 'lit'
-import { ObservableController } from '../controllers/observable-controller.js'
+import { ObservableController } from '../controllers/index.js'
 import { app } from '../app-context.js'
 import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'

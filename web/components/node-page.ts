@@ -3,7 +3,7 @@ import { LitElement, css, html, nothing } from 'lit'
 // schemas, which the browser never needs and which cost cold-start parse time.
 import { joinPath, parentPath, type NodePath } from '../../shared/path.js'
 import type { JsonValue } from '../../shared/json.js'
-import { ObservableController } from '../controllers/observable-controller.js'
+import { ObservableController } from '../controllers/index.js'
 import { app } from '../app-context.js'
 import type { IndexRow, OutboxRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'

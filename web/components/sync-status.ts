@@ -1,5 +1,5 @@
 import { LitElement, css, html } from 'lit'
-import { ObservableController } from '../controllers/observable-controller.js'
+import { ObservableController } from '../controllers/index.js'
 import { app } from '../app-context.js'
 import type { SyncStatus } from '../sync/index.js'
 

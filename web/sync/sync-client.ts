@@ -1,7 +1,7 @@
 import type { Observable} from 'rxjs';
 import { BehaviorSubject, combineLatest, distinctUntilChanged, map, type Subscription } from 'rxjs'
 import type { JsonObject, MergePatch } from '../../shared/index.js'
-import { HttpApi, HttpError, NetworkError } from '../api/http-client.js'
+import { HttpApi, HttpError, NetworkError } from '../api/index.js'
 import { dbNameFor, liveStoreQuery, NodeStore, type OpRow } from '../store/index.js'
 import { MuxConnection, type ConnectionStatus, type FinalClose } from './mux-connection.js'
 import { NodeReplica, type TabMessage } from './node-replica.js'

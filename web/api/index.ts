@@ -1,0 +1,1 @@
+export { HttpApi, HttpError, NetworkError, type AuthResult, type Me } from './http-client.js'

@@ -1,0 +1,1 @@
+export { ObservableController } from './observable-controller.js'
