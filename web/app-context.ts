@@ -1,6 +1,7 @@
 import { must } from '../shared/errors.js'
 import { NodeStreams } from './streams/index.js'
 import { SyncClient, type Session } from './sync/index.js'
+import { background } from './sync/background.js'
 
 /**
  * The session's services. Components read them here instead of receiving them through
@@ -17,7 +18,8 @@ let current: AppContext | null = null
 export async function startAppContext(session: Session, baseUrl = location.origin): Promise<AppContext> {
   current?.client.stop()
   const client = new SyncClient({ session, baseUrl })
-  await client.start()
+  // Not awaited: the first render's queries wait for the open inside Dexie (see start()).
+  background(client.start())
   current = { session, client, streams: new NodeStreams(client) }
   performance.mark('weft:context-ready')
   // Tests and benchmarks drive the store through this handle.

@@ -102,8 +102,13 @@ export class SyncClient {
     return this.opts.session
   }
 
-  async start(): Promise<void> {
-    await this.store.open()
+  /**
+   * Starts the socket and the change feed. Resolves once the store is open; callers that
+   * render may go ahead without waiting: Dexie queues every query until the database is open,
+   * so the first render overlaps the open instead of following it.
+   */
+  start(): Promise<void> {
+    const opened = this.store.open()
     this.subs.push(
       this.conn.status$.pipe(distinctUntilChanged()).subscribe((s) => {
         if (s === 'open') background(this.onConnected())
@@ -111,6 +116,7 @@ export class SyncClient {
     )
     this.conn.start()
     this.scheduleFeed()
+    return opened
   }
 
   /** Keeps `parent`'s listing fresh from the change feed until the returned function is called. */
