@@ -21,6 +21,7 @@ test.afterAll(async () => {
 test('a Viewer edit is refused: the author sees which edit and why, the server is unchanged', async ({ browser }) => {
   const v = await openLoggedIn(browser, server, vic, 'Gallery/Card')
   await expect(field(v.page, 'Caption')).toHaveValue('c0')
+  await expect(v.page.locator('weft-node-page .readonly')).toBeVisible()
   await editField(v.page, 'Caption', 'defaced')
 
   const refused = v.page.locator('weft-node-page .refused')

@@ -157,3 +157,16 @@ describe('web store', () => {
     expect(seen.length).toBeLessThan(12)
   })
 })
+
+describe('web store, denied rooms', () => {
+  it('a refused room turns its pending entries into refused ones', async () => {
+    await store.recordLocalPatch('gone', { A: 1 }, patchUpdate(new Y.Doc(), { A: 1 }))
+    await store.recordLocalPatch('gone', { B: 1 }, patchUpdate(new Y.Doc(), { B: 1 }))
+    expect(await store.refuseAllPending('gone', 'forbidden', 'access removed')).toBe(2)
+    expect(await store.totalPending()).toBe(0)
+    expect((await store.outboxFor('gone')).map((e) => [e.status, e.code])).toEqual([
+      ['refused', 'forbidden'],
+      ['refused', 'forbidden'],
+    ])
+  })
+})

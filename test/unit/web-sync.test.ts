@@ -111,6 +111,27 @@ describe('web sync client', () => {
     expect(e.conn.hasRoom(path)).toBe(false)
   })
 
+  it('access removed mid-session: the room is denied, unsent edits become refused, nothing is retried', async () => {
+    const ann = await user('Ann')
+    const bob = await user('Bob')
+    const space = await createSpace(ts.url, ann.token)
+    const grant = await grantRole(ts.url, ann.token, space, bob.userId, 'Editor')
+    const path = await createDocument(ts.url, ann.token, `${space}/doc`, { T: 0 })
+    const b = await client(bob)
+    const r = b.acquire(path)
+    await r.synced
+    expect((await api(ts.url, ann.token).deleteNode(grant)).status).toBe(204)
+    await waitFor(() => r.state$.value.denied !== null, 5000)
+    expect(r.state$.value.denied?.closeCode).toBe(4403)
+    await b.patch(path, { T: 1 })
+    // The edit made after the denial cannot be sent: it is kept, as refused, with the reason.
+    const outbox = await b.store.outboxFor(path)
+    expect(outbox.map((e) => [e.patch, e.status])).toEqual([[{ T: 1 }, 'refused']])
+    expect(await b.store.totalPending()).toBe(0)
+    expect(b.conn.hasRoom(path)).toBe(false)
+    expect((await api(ts.url, ann.token).getNode(path)).body.content.T).toBe(0)
+  })
+
   it('an invalid token is a final refusal: shown, and the socket is not retried', async () => {
     const c = await client({ userId: 'nobody', token: 'not-a-token', name: 'Nobody' })
     const status = await statusIs(c, (s) => s.kind === 'final')

@@ -70,6 +70,7 @@ export class WeftNodePage extends LitElement {
     .refused li { margin-bottom: 0.4em; }
     .denied, .error { color: #b00; }
     .pending { color: #a60; }
+    .readonly { color: #555; font-style: italic; }
     section { margin-top: 1.2em; }
     form.inline { display: flex; flex-wrap: wrap; gap: 0.4em; align-items: end; }
   `
@@ -236,6 +237,9 @@ export class WeftNodePage extends LitElement {
         ${others.length ? html`Also here: ${others.map((u) => u.name).join(', ')}` : 'Nobody else is here.'}
       </p>
       ${access?.denied ? html`<p class="denied" role="alert">Access removed: ${access.denied.message} (${access.denied.code}).</p>` : nothing}
+      ${access?.permissions && !access.permissions.has('Update')
+        ? html`<p class="readonly">You can view this node; the server will refuse edits to it.</p>`
+        : nothing}
       ${this.renderRefused(refused)}
       ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       <section aria-label="Content">

@@ -265,6 +265,18 @@ export class NodeStore {
     })
   }
 
+  /**
+   * The room was refused for good (access removed, node gone): every unsent entry of the node
+   * becomes refused with that reason instead of staying pending forever.
+   */
+  async refuseAllPending(path: string, code: string, message: string): Promise<number> {
+    return this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
+      const n = await this.db.outbox.where('[path+status]').equals([path, 'pending']).modify({ status: 'refused', code, message })
+      if (n > 0) await this.refreshCounts(path)
+      return n
+    })
+  }
+
   /** The author has seen a refused edit and lets it go. */
   async discard(id: number): Promise<void> {
     await this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {

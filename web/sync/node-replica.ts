@@ -148,7 +148,10 @@ export class NodeReplica implements RoomHandler {
     const update: Uint8Array = captured
     const id = await this.deps.store.recordLocalPatch(this.path, patch, update)
     this.deps.broadcast({ kind: 'update', path: this.path, update })
-    if (this.canSend()) this.sendEntry(id, update)
+    const denied = this.state$.value.denied
+    // The room was refused for good: this edit can never be sent; say so rather than leave it pending.
+    if (denied) await this.deps.store.refuse(id, denied.code, denied.message)
+    else if (this.canSend()) this.sendEntry(id, update)
   }
 
   applyFromTab(msg: TabMessage): void {
@@ -215,7 +218,7 @@ export class NodeReplica implements RoomHandler {
         this.setState({ joined: false, denied: { closeCode: frame.closeCode, code: frame.code, message: frame.message } })
         this.syncing = false
         this.deps.conn.leave(this.path)
-        this.deps.onIdle(this.path)
+        background(this.deps.store.refuseAllPending(this.path, frame.code, frame.message).then(() => this.deps.onIdle(this.path)))
         return
       case MuxType.Sync:
         this.onSyncMessage(frame.message)
