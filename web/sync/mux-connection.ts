@@ -32,8 +32,10 @@ export function isFinalCloseCode(code: number): boolean {
 /**
  * The one WebSocket of a session, carrying every node's room (DESIGN.md "One socket").
  * Reconnects with exponential backoff; a close in 4400–4499 is final and stops retrying.
- * It also trusts the browser's offline signal: Chromium keeps an existing socket open under
- * network emulation, and a socket that silently eats frames is worse than none.
+ * It also trusts the browser's offline signal: an open WebSocket survives the browser going
+ * offline (e.g. Playwright's setOffline leaves open sockets working, microsoft/playwright#4910,
+ * and a real network loss can leave a half-open socket for minutes), and a socket that
+ * silently eats frames is worse than none.
  */
 export class MuxConnection {
   readonly status$ = new BehaviorSubject<ConnectionStatus>('offline')
