@@ -155,14 +155,20 @@ export class NodeReplica implements RoomHandler {
   }
 
   applyFromTab(msg: TabMessage): void {
-    if (msg.kind === 'update') {
-      Y.applyUpdate(this.doc, msg.update, 'tab')
-      if (this.rebuildDoc) Y.applyUpdate(this.rebuildDoc, msg.update, 'tab')
-    } else {
-      background(this.deps.store.loadDoc(this.path).then((doc) => {
+    // After the load: applied to the doc the load replaces, an update read too early by the
+    // load would be lost.
+    background(
+      this.ready.then(async () => {
+        if (this.disposed) return
+        if (msg.kind === 'update') {
+          Y.applyUpdate(this.doc, msg.update, 'tab')
+          if (this.rebuildDoc) Y.applyUpdate(this.rebuildDoc, msg.update, 'tab')
+          return
+        }
+        const doc = await this.deps.store.loadDoc(this.path)
         if (!this.disposed) this.swapDoc(doc)
-      }))
-    }
+      }),
+    )
   }
 
   dispose(): void {
