@@ -316,7 +316,7 @@ export class NodeStore {
     await this.db.transaction('rw', this.db.nodes, this.db.ops, async () => {
       const localOps = new Set((await this.db.ops.toArray()).map((o) => o.path))
       const gone = (await this.db.nodes.where('parent').equals(parent).toArray()).filter(
-        (r) => !listed.has(r.path) && !localOps.has(r.path) && r.pending === 0 && !r.localOnly,
+        (r) => !listed.has(r.path) && !localOps.has(r.path) && r.pending === 0 && r.refused === 0 && !r.localOnly,
       )
       await this.db.nodes.bulkDelete(gone.map((r) => r.path))
     })

@@ -156,7 +156,8 @@ export class SyncClient {
         parents.add(parentOf(c.path))
         if (c.kind === 'Deleted') {
           const row = await this.store.getIndexRow(c.path)
-          if (row && row.pending === 0 && !row.localOnly) await this.store.removeLocal(c.path, false)
+          // Refused edits are kept until the author discards them, even for a deleted node.
+          if (row && row.pending === 0 && row.refused === 0 && !row.localOnly) await this.store.removeLocal(c.path, false)
         }
       }
       await Promise.all([...parents].filter((p) => this.watchedParents.has(p)).map((p) => this.refreshChildren(p)))
@@ -334,7 +335,7 @@ export class SyncClient {
     } catch (e) {
       if (e instanceof HttpError && e.status === 404) {
         const row = await this.store.getIndexRow(path)
-        if (row && !row.localOnly && row.pending === 0) await this.store.removeLocal(path, false)
+        if (row && !row.localOnly && row.pending === 0 && row.refused === 0) await this.store.removeLocal(path, false)
         return
       }
       if (!(e instanceof NetworkError || e instanceof HttpError)) throw e
