@@ -196,10 +196,16 @@ export class NodeStore {
         const batch = this.pendingReads
         this.pendingReads = new Map()
         const paths = [...batch.keys()]
-        this.db.outbox
-          .where('[path+status]')
-          .anyOf(paths.map((p) => [p, 'pending']))
-          .toArray()
+        // Many paths (a reconnect): one range read of every pending entry beats `anyOf`, which
+        // walks the index with one cursor step per key.
+        const read =
+          paths.length > 16
+            ? this.db.outbox.where('status').equals('pending').toArray()
+            : this.db.outbox
+                .where('[path+status]')
+                .anyOf(paths.map((p) => [p, 'pending']))
+                .toArray()
+        read
           .then((rows) => {
             const byPath = new Map<string, OutboxRow[]>(paths.map((p) => [p, []]))
             for (const r of rows.sort((a, b) => a.id! - b.id!)) byPath.get(r.path)?.push(r)

@@ -9,7 +9,7 @@ import { MuxType, YMessage, type MuxFrame } from '../../shared/protocol.js'
 import { permissionsFromMask, type PermissionSet } from '../../shared/access-policy.js'
 import type { JsonObject } from '../../shared/json.js'
 import { newNodeDoc, type NodeStore } from '../store/index.js'
-import type { MuxConnection, RoomHandler } from './mux-connection.js'
+import { isFinalCloseCode, type MuxConnection, type RoomHandler } from './mux-connection.js'
 import { background } from './background.js'
 
 /**
@@ -175,6 +175,7 @@ export class NodeReplica implements RoomHandler {
     if (this.disposed) return
     this.awareness.setLocalState(null)
     this.disposed = true
+    if (this.rejoinTimer) clearTimeout(this.rejoinTimer)
     // A closed node is stored as one row: the next open (or a thousand of them) reads and
     // applies a single update.
     if (this.appendedSinceLoad > 0) background(this.deps.store.compact(this.path))
@@ -190,6 +191,10 @@ export class NodeReplica implements RoomHandler {
   onSocketOpen(): void {
     this.inFlight.clear()
     this.step2Queue = []
+    // Pipelined behind the Join: the server runs a room's frames after its join completes, so
+    // the outbox need not wait for Joined and the server's step 1 (one round trip per node
+    // less after a reconnect). A refused join answers Denied and drops them unapplied.
+    background(this.sendPending(true))
   }
 
   onSocketClose(): void {
@@ -214,6 +219,7 @@ export class NodeReplica implements RoomHandler {
   onFrame(frame: MuxFrame): void {
     switch (frame.type) {
       case MuxType.Joined:
+        this.rejoinAttempts = 0
         this.setState({ joined: true, permissions: permissionsFromMask(frame.permissions), denied: null })
         this.requestState('normal')
         // A new clock, so peers that timed us out while we were away accept the state again.
@@ -221,10 +227,7 @@ export class NodeReplica implements RoomHandler {
         if (this.needsRebuild) this.startRebuild()
         return
       case MuxType.Denied:
-        this.setState({ joined: false, denied: { closeCode: frame.closeCode, code: frame.code, message: frame.message } })
-        this.syncing = false
-        this.deps.conn.leave(this.path)
-        background(this.deps.store.refuseAllPending(this.path, frame.code, frame.message).then(() => this.deps.onIdle(this.path)))
+        this.onDenied(frame.closeCode, frame.code, frame.message)
         return
       case MuxType.Sync:
         this.onSyncMessage(frame.message)
@@ -252,6 +255,32 @@ export class NodeReplica implements RoomHandler {
 
   // ---- internals ----
 
+  private rejoinAttempts = 0
+  private rejoinTimer: ReturnType<typeof setTimeout> | null = null
+
+  /**
+   * 4400–4499 is final for this room (no access, no such node): shown, unsent edits become
+   * refused, never retried. Anything else (1011 "joining failed", 4409 "not joined") is
+   * transient: leave and join again after a growing delay.
+   */
+  private onDenied(closeCode: number, code: string, message: string): void {
+    this.deps.conn.leave(this.path)
+    this.inFlight.clear()
+    const transient = !isFinalCloseCode(closeCode) || code === 'not_joined'
+    if (transient) {
+      this.setState({ joined: false })
+      const delay = Math.min(30_000, 500 * 2 ** this.rejoinAttempts++)
+      this.rejoinTimer = setTimeout(() => {
+        this.rejoinTimer = null
+        if (!this.disposed) this.deps.conn.join(this.path, this)
+      }, delay)
+      return
+    }
+    this.setState({ joined: false, denied: { closeCode, code, message } })
+    this.syncing = false
+    background(this.deps.store.refuseAllPending(this.path, code, message).then(() => this.deps.onIdle(this.path)))
+  }
+
   private appendedSinceLoad = 0
 
   private readonly onDocUpdate = (update: Uint8Array, origin: unknown) => {
@@ -276,8 +305,8 @@ export class NodeReplica implements RoomHandler {
     this.state$.next({ ...prev, ...patch })
   }
 
-  private canSend(): boolean {
-    return this.state$.value.joined && !this.rebuildDoc && !this.needsRebuild && this.refusalsSettling === 0
+  private canSend(beforeJoined = false): boolean {
+    return (beforeJoined || this.state$.value.joined) && !this.rebuildDoc && !this.needsRebuild && this.refusalsSettling === 0
   }
 
   private sendEntry(id: number, update: Uint8Array): void {
@@ -285,10 +314,10 @@ export class NodeReplica implements RoomHandler {
     if (this.deps.conn.send({ type: MuxType.Update, path: this.path, seq: id, update })) this.inFlight.add(id)
   }
 
-  private async sendPending(): Promise<void> {
-    if (!this.canSend()) return
+  private async sendPending(beforeJoined = false): Promise<void> {
+    if (!this.canSend(beforeJoined) || !this.deps.conn.isOpen) return
     const entries = await this.deps.store.pendingEntries(this.path)
-    if (!this.canSend()) return
+    if (!this.canSend(beforeJoined) || !this.deps.conn.isOpen) return
     for (const e of entries) this.sendEntry(e.id!, e.update)
   }
 
