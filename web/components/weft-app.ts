@@ -16,6 +16,8 @@ export class WeftApp extends LitElement {
   declare ready: boolean
   declare route: string
   private readonly status = new ObservableController<SyncStatus>(this)
+  /** Queued creations/deletions the server refused when they were replayed. */
+  private readonly opErrors = new ObservableController<{ path: string; message: string }[]>(this)
   private readonly onHash = () => (this.route = location.hash)
 
   static override styles = css`
@@ -51,6 +53,7 @@ export class WeftApp extends LitElement {
     this.ready = false
     await startAppContext(session)
     this.status.watch(session.userId, () => app().streams.status$)
+    this.opErrors.watch(session.userId, () => app().client.opErrors$)
     this.ready = true
   }
 
@@ -89,6 +92,11 @@ export class WeftApp extends LitElement {
         ? html`<div class="banner" role="alert">
             ${final.code === 4401 ? 'You were signed out' : 'The server refused this session'} (${final.code}${final.reason ? `: ${final.reason}` : ''}).
             Changes stay on this device. <button type="button" @click=${this.signOut}>Sign in again</button>
+          </div>`
+        : nothing}
+      ${(this.opErrors.value ?? []).length
+        ? html`<div class="banner" role="alert" aria-label="Changes the server refused">
+            ${(this.opErrors.value ?? []).map((e) => html`<div>Not applied: ${e.message}</div>`)}
           </div>`
         : nothing}
       <div class="layout">
