@@ -23,6 +23,7 @@ interface Assignment {
 }
 
 export const ACCESS_SEGMENT = '_Access'
+const CACHE_MAX = 50_000
 const MEMBERSHIP_SUFFIX = '_Membership'
 
 /**
@@ -48,6 +49,8 @@ export class AccessService {
   private readonly listeners = new Set<() => void>()
   /** Bumped on every change of an assignment or membership; caches key on it. */
   generation = 0
+  /** userId + path → permissions, valid for the current generation (every write checks access). */
+  private readonly cache = new Map<string, PermissionSet>()
 
   onChange(listener: () => void): () => void {
     this.listeners.add(listener)
@@ -62,6 +65,7 @@ export class AccessService {
     if (before) this.remove(before)
     if (after) this.add(after)
     this.generation++
+    this.cache.clear()
     for (const l of this.listeners) l()
   }
 
@@ -107,6 +111,16 @@ export class AccessService {
 
   userPermissions(userId: UserId | string, path: NodePath): PermissionSet {
     if (topLevel(path) === userId) return ALL_PERMISSIONS
+    const key = `${userId}\u0000${path}`
+    const hit = this.cache.get(key)
+    if (hit) return hit
+    const computed = this.computePermissions(userId, path)
+    if (this.cache.size >= CACHE_MAX) this.cache.clear()
+    this.cache.set(key, computed)
+    return computed
+  }
+
+  private computePermissions(userId: string, path: NodePath): PermissionSet {
     const subjects = [userId, ...this.groupsOf(userId)]
     const resolved = new Set<string>()
     let result: Set<Permission> | null = null
