@@ -301,16 +301,8 @@ export class NodeService implements NodeApi {
         trial.destroy()
       }
     }
-    let applied: Uint8Array | null = null
-    const capture = (u: Uint8Array) => {
-      applied = applied ? Y.mergeUpdates([applied, u]) : u
-    }
-    ln.doc.on('update', capture)
-    try {
-      Y.applyUpdate(ln.doc, update, conn)
-    } finally {
-      ln.doc.off('update', capture)
-    }
+    // Only what the doc integrated is logged (a resent struct is not).
+    const applied = captureUpdate(ln.doc, () => Y.applyUpdate(ln.doc, update, conn))
     if (!applied) return Promise.resolve(before)
     const next = docToJson(ln.doc)
     return this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', applied, origin)
@@ -358,16 +350,7 @@ export class NodeService implements NodeApi {
     }
     validateContent(draft.nodeType, content)
     const doc = ln.doc
-    let update: Uint8Array | null = null
-    const capture = (u: Uint8Array) => {
-      update = update ? Y.mergeUpdates([update, u]) : u
-    }
-    doc.on('update', capture)
-    try {
-      applyPatchToDoc(doc, diffToMergePatch(docToJson(doc), content), 'system')
-    } finally {
-      doc.off('update', capture)
-    }
+    const update = captureUpdate(doc, () => applyPatchToDoc(doc, diffToMergePatch(docToJson(doc), content), 'system'))
     const at = now()
     const node: MeshNode = {
       path,
@@ -428,16 +411,7 @@ export class NodeService implements NodeApi {
     }
     validateContent(before.nodeType, next)
     this.checkInvariants(before, { ...before, content: next })
-    let update: Uint8Array | null = null
-    const capture = (u: Uint8Array) => {
-      update = update ? Y.mergeUpdates([update, u]) : u
-    }
-    ln.doc.on('update', capture)
-    try {
-      applyPatchToDoc(ln.doc, patch, origin)
-    } finally {
-      ln.doc.off('update', capture)
-    }
+    const update = captureUpdate(ln.doc, () => applyPatchToDoc(ln.doc, patch, origin))
     const after: MeshNode = { ...before, name, content: docToJson(ln.doc), updatedAt: now() }
     return this.commitChange(ln, principal, before, after, 'Updated', update, origin)
   }
@@ -557,6 +531,21 @@ export class NodeService implements NodeApi {
     for (const ln of this.loaded.values()) ln.destroy()
     this.loaded.clear()
   }
+}
+
+/** Runs `change` on the doc and returns the Yjs update it produced (null when nothing changed). */
+function captureUpdate(doc: Y.Doc, change: () => void): Uint8Array | null {
+  let update: Uint8Array | null = null
+  const capture = (u: Uint8Array) => {
+    update = update ? Y.mergeUpdates([update, u]) : u
+  }
+  doc.on('update', capture)
+  try {
+    change()
+  } finally {
+    doc.off('update', capture)
+  }
+  return update
 }
 
 function now(): string {
