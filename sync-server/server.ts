@@ -56,7 +56,13 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const sockets = new SocketServer({ nodes, access, authenticate, maxPayloadBytes: config.maxPayloadBytes, maxRoomsPerSocket: config.maxRoomsPerSocket, log })
   const http: Server = createHttpServer(createHttpHandler({ routes: () => routes, authenticate, maxPayloadBytes: config.maxPayloadBytes, staticDir: config.staticDir, log }))
   http.on('upgrade', (req, socket, head) => {
-    if (!sockets.handleUpgrade(req, socket, head)) socket.destroy()
+    try {
+      if (!sockets.handleUpgrade(req, socket, head)) socket.destroy()
+    } catch (err) {
+      // Whatever one upgrade throws, it costs that socket only.
+      log.warn({ err }, 'upgrade failed')
+      socket.destroy()
+    }
   })
   http.keepAliveTimeout = 5_000
 

@@ -164,6 +164,11 @@ export class AccessService {
   }
 }
 
+/** The path segment that names a subject: a group path's `/` is written `.` ([ACC0]). */
+export function assignmentLabel(subject: string): string {
+  return `${subject.replaceAll('/', '.')}_Access`
+}
+
 /** `{scope}/_Access/{subject}_Access` → scope. */
 export function assignmentScope(path: NodePath): NodePath | null {
   const parent = parentPath(path)
@@ -176,5 +181,8 @@ export function membershipOf(path: NodePath): { group: NodePath; userId: string 
   const seg = lastSegment(path)
   const group = parentPath(path)
   if (!group || !seg.endsWith(MEMBERSHIP_SUFFIX) || seg.length === MEMBERSHIP_SUFFIX.length) return null
+  // [ACC9] A group is never a top-level path: those are user ids and spaces, and a "group"
+  // named like a user would hand that user's roles to whoever its owner adds.
+  if (!group.includes('/')) return null
   return { group, userId: seg.slice(0, -MEMBERSHIP_SUFFIX.length) }
 }

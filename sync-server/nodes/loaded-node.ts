@@ -29,6 +29,9 @@ export class LoadedNode {
   readonly connections = new Set<RoomConnection>()
   /** Commits applied in memory whose durability is not yet confirmed; unloading waits for 0. */
   pendingCommits = 0
+  /** Set when a commit of this copy failed: memory is ahead of storage, so it takes no more writes. */
+  poisoned = false
+  private settleWaiters: (() => void)[] = []
   lastUsed = Date.now()
 
   constructor(path: NodePath, doc: Y.Doc, node: MeshNode | null) {
@@ -129,6 +132,21 @@ export class LoadedNode {
     }
     if (this.connections.size === 0) this.dropAwareness()
     this.lastUsed = Date.now()
+  }
+
+  commitStarted(): void {
+    this.pendingCommits++
+  }
+
+  commitSettled(): void {
+    this.pendingCommits--
+    if (this.pendingCommits === 0) for (const w of this.settleWaiters.splice(0)) w()
+  }
+
+  /** Resolves once every commit this copy started has settled (ok or failed). */
+  settled(): Promise<void> {
+    if (this.pendingCommits === 0) return Promise.resolve()
+    return new Promise((resolve) => this.settleWaiters.push(resolve))
   }
 
   isIdle(now: number, idleMs: number): boolean {

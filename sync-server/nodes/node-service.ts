@@ -33,7 +33,7 @@ import {
   type WriteRule,
 } from '../../shared/index.js'
 import type { StorageAdapter } from '../storage/types.js'
-import { ACCESS_SEGMENT, assignmentScope, type AccessService } from '../access/access-service.js'
+import { ACCESS_SEGMENT, assignmentLabel, assignmentScope, type AccessService } from '../access/access-service.js'
 import { inspectUpdate } from '../sync/update-inspector.js'
 import { LoadedNode, type RoomConnection } from './loaded-node.js'
 import type { ChangeOrigin, LiveChange, NodeApi, NodeDraft, UpdateFn } from './types.js'
@@ -62,6 +62,10 @@ const QUERY_MAX_LIMIT = 1000
 export class NodeService implements NodeApi {
   private readonly loaded = new Map<NodePath, LoadedNode>()
   private readonly loading = new Map<NodePath, Promise<LoadedNode>>()
+  /** Copies dropped after a failed commit, until their other commits settle: no reload before. */
+  private readonly retired = new Map<NodePath, LoadedNode>()
+  /** Subtrees whose cascade delete is under way: nothing new may be created inside them. */
+  private readonly deleting = new Set<NodePath>()
   private readonly changesSubject = new Subject<LiveChange>()
   /** Per-path feeds for node$: a watcher sees its node's changes only, not the whole mesh's. */
   private readonly pathSubjects = new Map<NodePath, Subject<LiveChange>>()
@@ -121,6 +125,8 @@ export class NodeService implements NodeApi {
   }
 
   private async load(path: NodePath): Promise<LoadedNode> {
+    // A copy dropped after a failed commit may still have commits in flight: read after them.
+    await this.retired.get(path)?.settled()
     const stored = await this.storage.loadNode(path)
     // A fixed guid: a random uuid per load costs a crypto call that shows in profiles.
     const doc = new Y.Doc({ guid: path })
@@ -324,7 +330,12 @@ export class NodeService implements NodeApi {
     }
   }
 
+  private writable(ln: LoadedNode): void {
+    if (ln.poisoned) throw new WeftError('unavailable', `A change to ${ln.path} could not be saved; retry in a moment.`)
+  }
+
   private existing(ln: LoadedNode, principal: Principal): MeshNode {
+    this.writable(ln)
     if (!ln.node) {
       // Never reveal absence to someone who could not read the node anyway.
       this.requirePermission(principal, ln.path, 'Read')
@@ -335,7 +346,11 @@ export class NodeService implements NodeApi {
   }
 
   private createIn(ln: LoadedNode, principal: Principal, draft: NodeDraft, origin: ChangeOrigin): Written {
+    this.writable(ln)
     const path = ln.path
+    for (let p = parentPath(path); p; p = parentPath(p)) {
+      if (this.deleting.has(p)) throw new WeftError('conflict', `Cannot create ${path}: ${p} is being deleted.`)
+    }
     const def = nodeTypeDef(draft.nodeType)
     const content = draft.content ?? {}
     if (!isJsonObject(content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
@@ -349,6 +364,7 @@ export class NodeService implements NodeApi {
       throw new WeftError('forbidden', `${principalName(principal)} may not create a ${draft.nodeType} at ${path}.`)
     }
     validateContent(draft.nodeType, content)
+    this.checkInvariants(null, { path, nodeType: draft.nodeType, content } as MeshNode)
     const doc = ln.doc
     const update = captureUpdate(doc, () => applyPatchToDoc(doc, diffToMergePatch(docToJson(doc), content), 'system'))
     const at = now()
@@ -384,8 +400,11 @@ export class NodeService implements NodeApi {
     if (inAccess !== (nodeType === 'AccessAssignment')) {
       throw new WeftError('invalid_path', `An AccessAssignment lives at {scope}/_Access/{subject}_Access and nothing else does (${path}).`)
     }
-    if (nodeType === 'Membership' && !lastSegment(path).endsWith('_Membership')) {
-      throw new WeftError('invalid_path', `A Membership lives at {group}/{userId}_Membership (${path}).`)
+    if (nodeType === 'Membership') {
+      const group = parentPath(path)
+      if (!lastSegment(path).endsWith('_Membership') || !group || !group.includes('/')) {
+        throw new WeftError('invalid_path', `A Membership lives at {group}/{userId}_Membership under a Group inside a space (${path}).`)
+      }
     }
     if (!isSystem(principal) && isReservedSegment(lastSegment(path))) {
       throw new WeftError('invalid_path', `Segments starting with _ are reserved for system children (${path}).`)
@@ -433,8 +452,15 @@ export class NodeService implements NodeApi {
     }
   }
 
-  /** Invariants across nodes: a Space keeps at least one Admin. */
+  /** Invariants across nodes: an assignment's Subject is its path's; a Space keeps one Admin. */
   private checkInvariants(before: MeshNode | null, after: MeshNode | null, cascading = false): void {
+    if (after?.nodeType === 'AccessAssignment') {
+      const subject = after.content.Subject
+      // [ACC0] The path names the subject: one assignment per subject and scope, never two.
+      if (typeof subject !== 'string' || lastSegment(after.path) !== assignmentLabel(subject)) {
+        throw new WeftError('invalid_content', `The Subject of ${after.path} must be the subject its name gives (${lastSegment(after.path)}).`)
+      }
+    }
     const node = before ?? after
     if (!node || node.nodeType !== 'AccessAssignment' || cascading) return
     const scope = assignmentScope(node.path)
@@ -456,12 +482,25 @@ export class NodeService implements NodeApi {
       throw new WeftError('forbidden', `${principalName(principal)} may not delete ${ln.path}.`)
     }
     this.checkInvariants(before, null, cascading)
-    // Children first, so a crash half-way never leaves orphans under a deleted parent.
-    const children = await this.storage.descendants(ln.path)
-    children.sort((a, b) => b.length - a.length)
-    for (const child of children) {
-      const cl = await this.acquire(child)
-      await this.deleteIn(cl, principal, origin, true)
+    // Marked before the first await: no child can be created under the subtree meanwhile.
+    const marked = !this.deleting.has(ln.path)
+    if (marked) this.deleting.add(ln.path)
+    try {
+      // Children first, so a crash half-way never leaves orphans under a deleted parent. The
+      // list is read again until empty: a child committed while the first list was read counts.
+      for (let pass = 0; pass < 5; pass++) {
+        // Stored children, and those whose creation is applied but not yet durable.
+        const prefix = `${ln.path}/`
+        const children = [...new Set([...(await this.storage.descendants(ln.path)), ...[...this.loaded.values()].filter((c) => c.node && c.path.startsWith(prefix)).map((c) => c.path)])]
+        if (children.length === 0) break
+        children.sort((a, b) => b.length - a.length)
+        for (const child of children) {
+          const cl = await this.acquire(child)
+          await this.deleteIn(cl, principal, origin, true)
+        }
+      }
+    } finally {
+      if (marked) this.deleting.delete(ln.path)
     }
     const current = ln.node
     if (!current) return
@@ -488,7 +527,7 @@ export class NodeService implements NodeApi {
     ln.node = after
     ln.lastUsed = Date.now()
     this.access.observe(before, after)
-    ln.pendingCommits++
+    ln.commitStarted()
     const committed = this.storage.commit({
       path: ln.path,
       kind,
@@ -501,7 +540,11 @@ export class NodeService implements NodeApi {
     })
     return committed.then(
       (record) => {
-        ln.pendingCommits--
+        ln.commitSettled()
+        if (ln.poisoned && ln.pendingCommits === 0 && this.retired.get(ln.path) === ln) {
+          this.retired.delete(ln.path)
+          ln.destroy()
+        }
         const versioned = after ? { ...after, version: record.version } : null
         if (ln.node === after) ln.node = versioned
         const change: LiveChange = { ...record, node: versioned, by: principalName(principal), origin }
@@ -510,13 +553,21 @@ export class NodeService implements NodeApi {
         return versioned
       },
       (err: unknown) => {
-        ln.pendingCommits--
-        // Memory is ahead of storage now: drop the node so the next use reloads the durable state.
-        this.opts.log.error({ err, path: ln.path }, 'commit failed; unloading node')
+        // Memory is ahead of storage now: retire this copy (no more writes on it), evict its
+        // clients, and let the next use reload the durable state once its commits settle.
+        if (!ln.poisoned) {
+          ln.poisoned = true
+          this.opts.log.error({ err, path: ln.path }, 'commit failed; unloading node')
+          for (const conn of [...ln.connections]) conn.evict(1011, 'internal', 'The server could not save a change; reconnect.')
+          if (this.loaded.get(ln.path) === ln) this.loaded.delete(ln.path)
+          this.retired.set(ln.path, ln)
+        }
         this.access.observe(after, before)
-        for (const conn of [...ln.connections]) conn.evict(1011, 'internal', 'The server could not save a change; reconnect.')
-        this.loaded.delete(ln.path)
-        ln.destroy()
+        ln.commitSettled()
+        if (ln.pendingCommits === 0) {
+          if (this.retired.get(ln.path) === ln) this.retired.delete(ln.path)
+          ln.destroy()
+        }
         throw err instanceof WeftError ? err : new WeftError('internal', 'The change could not be saved.')
       },
     )

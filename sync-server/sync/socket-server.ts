@@ -11,6 +11,7 @@ import {
   isWeftError,
   parseNodePath,
   permissionMask,
+  tryParseNodePath,
   userPrincipal,
   type MuxFrame,
   type NodePath,
@@ -82,7 +83,14 @@ export class SocketServer {
 
   /** Routes an HTTP upgrade; returns false when the URL is not ours. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
-    const url = new URL(req.url ?? '/', 'http://localhost')
+    let url: URL
+    try {
+      url = new URL(req.url ?? '/', 'http://localhost')
+    } catch {
+      // A malformed request line must cost this socket only, never the process.
+      socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n')
+      return true
+    }
     const isMux = url.pathname === '/mux'
     const isSync = rawPathname(req).startsWith('/sync/')
     if (!isMux && !isSync) return false
@@ -187,14 +195,18 @@ export class SocketServer {
       if (onFrame) onFrame(bytes)
       else early.push(bytes)
     })
+    let session: MuxSession | null = null
+    // Registered before the token check: a socket closing during it must not leak rooms.
+    ws.on('close', () => session?.closeAll())
     void (async () => {
       const userId = await this.opts.authenticate(url.searchParams.get('token'))
       if (!userId) return ws.close(CloseCode.Unauthorized, 'unauthorized: sign in and pass ?token=')
-      const session = new MuxSession(ws, userPrincipal(userId), this.opts, this.memberships)
-      ws.on('close', () => session.closeAll())
+      if (ws.readyState !== ws.OPEN) return
+      session = new MuxSession(ws, userPrincipal(userId), this.opts, this.memberships)
+      const current = session
       onFrame = (bytes) => {
         try {
-          session.handle(decodeMuxFrame(bytes))
+          current.handle(decodeMuxFrame(bytes))
         } catch (e) {
           this.closeOnError(ws, e)
         }
@@ -259,13 +271,14 @@ class MuxSession {
   }
 
   private join(rawPath: string): void {
-    if (this.rooms.has(rawPath)) return
     let path: NodePath
     try {
       path = parseNodePath(rawPath)
     } catch (e) {
       return this.sendFrame({ type: MuxType.Denied, path: rawPath, closeCode: 4400, code: 'invalid_path', message: (e as Error).message })
     }
+    // Rooms are keyed by the parsed path: `/S` and `S` are one room, joined once.
+    if (this.rooms.has(path)) return
     if (this.rooms.size >= this.opts.maxRoomsPerSocket) {
       return this.sendFrame({ type: MuxType.Denied, path: rawPath, closeCode: 4429, code: 'too_many_rooms', message: `One socket holds at most ${this.opts.maxRoomsPerSocket} nodes.` })
     }
@@ -309,14 +322,15 @@ class MuxSession {
   }
 
   private inRoom(rawPath: string, fn: (r: MuxRoom, room: LoadedNode) => void): void {
-    const r = this.rooms.get(rawPath)
+    const key = tryParseNodePath(rawPath) ?? rawPath
+    const r = this.rooms.get(key)
     if (!r) {
       // Not joined (or refused): say so for this room only.
       this.sendFrame({ type: MuxType.Denied, path: rawPath, closeCode: 4409, code: 'not_joined', message: 'Join the node before syncing it.' })
       return
     }
     const run = () => {
-      if (this.rooms.get(rawPath) !== r || !r.room) return
+      if (this.rooms.get(key) !== r || !r.room) return
       try {
         fn(r, r.room)
       } catch (e) {
@@ -350,7 +364,8 @@ class MuxSession {
     )
   }
 
-  private leave(path: string): void {
+  private leave(rawPath: string): void {
+    const path = tryParseNodePath(rawPath) ?? rawPath
     const r = this.rooms.get(path)
     if (!r) return
     this.rooms.delete(path)
