@@ -149,6 +149,12 @@ export class LoadedNode {
     return new Promise((resolve) => this.settleWaiters.push(resolve))
   }
 
+  /** The connection whose client owns an awareness client id, if another one already does. */
+  awarenessOwner(clientId: number): RoomConnection | null {
+    for (const c of this.connections) if (c.awarenessIds.has(clientId)) return c
+    return null
+  }
+
   isIdle(now: number, idleMs: number): boolean {
     return this.connections.size === 0 && this.pendingCommits === 0 && now - this.lastUsed >= idleMs
   }

@@ -388,7 +388,14 @@ export class NodeService implements NodeApi {
         () => ({ nodeType: 'AccessAssignment', content: { Subject: principal.userId, Role: 'Admin' } }),
         'system',
       )
-      return Promise.all([written, grant]).then(([n]) => n)
+      return Promise.all([written, grant]).then(
+        ([n]) => n,
+        async (err: unknown) => {
+          // A space without its Admin could be read or fixed by nobody: take it back.
+          await this.delete(SYSTEM, path, 'system').catch(() => undefined)
+          throw err
+        },
+      )
     }
     return written
   }

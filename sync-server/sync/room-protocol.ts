@@ -72,8 +72,8 @@ export function handleRoomMessage(ctx: RoomContext, message: Uint8Array): Promis
     case YMessage.Awareness: {
       let update: Uint8Array
       try {
-        update = decoding.readVarUint8Array(decoder)
-        awarenessProtocol.applyAwarenessUpdate(ctx.room.awareness, update, ctx.conn)
+        update = ownEntriesOnly(ctx, decoding.readVarUint8Array(decoder))
+        if (update.length > 1) awarenessProtocol.applyAwarenessUpdate(ctx.room.awareness, update, ctx.conn)
       } catch {
         throw new WeftError('protocol_error', 'Malformed awareness update.')
       }
@@ -92,6 +92,34 @@ export function handleRoomMessage(ctx: RoomContext, message: Uint8Array): Promis
     default:
       throw new WeftError('protocol_error', `Unknown y-websocket message type ${type}.`)
   }
+}
+
+/**
+ * Keeps the entries of an awareness update that this connection may write: its own client ids,
+ * or ids nobody in the room holds yet. Nobody can rewrite or remove another person's presence.
+ * Layout (y-protocols/awareness): varUint count, then per entry varUint clientID, varUint clock,
+ * varString state JSON.
+ */
+function ownEntriesOnly(ctx: RoomContext, update: Uint8Array): Uint8Array {
+  const d = decoding.createDecoder(update)
+  const count = decoding.readVarUint(d)
+  const kept: { clientId: number; clock: number; state: string }[] = []
+  for (let i = 0; i < count; i++) {
+    const clientId = decoding.readVarUint(d)
+    const clock = decoding.readVarUint(d)
+    const state = decoding.readVarString(d)
+    const owner = ctx.room.awarenessOwner(clientId)
+    if (!owner || owner === ctx.conn) kept.push({ clientId, clock, state })
+  }
+  if (kept.length === count) return update
+  const e = encoding.createEncoder()
+  encoding.writeVarUint(e, kept.length)
+  for (const k of kept) {
+    encoding.writeVarUint(e, k.clientId)
+    encoding.writeVarUint(e, k.clock)
+    encoding.writeVarString(e, k.state)
+  }
+  return encoding.toUint8Array(e)
 }
 
 /** Applies a client update; a refusal is told to the client and the update dropped. */

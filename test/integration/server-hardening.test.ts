@@ -1,8 +1,11 @@
 import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MuxType, SYSTEM, encodeMuxFrame, type NodePath } from '../../shared/index.js'
+import { MuxType, SYSTEM, YMessage, encodeMuxFrame, type NodePath } from '../../shared/index.js'
+import * as encoding from 'lib0/encoding'
 import {
   MuxClient,
+  openRawSocket,
+  stockProvider,
   api,
   createDocument,
   createGroup,
@@ -80,6 +83,35 @@ describe('server hardening', () => {
     expect(room.connections.size).toBe(1)
     await mux.close()
     await waitFor(() => room.connections.size === 0)
+  })
+
+  it('nobody can rewrite or remove another client\'s presence', async () => {
+    const user = await signup(ts.url)
+    const space = await createSpace(ts.url, user.token)
+    const doc = await createDocument(ts.url, user.token, `${space}/doc`, {})
+    const alice = stockProvider(ts.url, doc, user.token)
+    alice.provider.awareness.setLocalState({ name: 'Alice' })
+    const watcher = stockProvider(ts.url, doc, user.token)
+    await Promise.all([alice.synced(), watcher.synced()])
+    const victim = alice.doc.clientID
+    await waitFor(() => (watcher.provider.awareness.getStates().get(victim) as { name?: string } | undefined)?.name === 'Alice')
+    // Mallory's socket claims Alice's client id with a far higher clock.
+    const mallory = await openRawSocket(ts.url, `/sync/${doc}?token=${user.token}`)
+    const e = encoding.createEncoder()
+    encoding.writeVarUint(e, YMessage.Awareness)
+    const inner = encoding.createEncoder()
+    encoding.writeVarUint(inner, 1)
+    encoding.writeVarUint(inner, victim)
+    encoding.writeVarUint(inner, 10_000)
+    encoding.writeVarString(inner, JSON.stringify({ name: 'Mallory' }))
+    encoding.writeVarUint8Array(e, encoding.toUint8Array(inner))
+    mallory.send(encoding.toUint8Array(e))
+    // Alice's next own change still reaches the watcher: her entry was never taken over.
+    alice.provider.awareness.setLocalState({ name: 'Alice 2' })
+    await waitFor(() => (watcher.provider.awareness.getStates().get(victim) as { name?: string } | undefined)?.name === 'Alice 2')
+    alice.destroy()
+    watcher.destroy()
+    mallory.socket.close()
   })
 
   it('nothing can be created inside a subtree while it is being deleted; no orphans remain', async () => {
