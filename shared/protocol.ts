@@ -10,8 +10,9 @@ import { WeftError } from './errors.js'
  *
  * PROTOCOL_VERSION history:
  *  1: join / leave / sync / denied / update-with-ack / ack / refused / error.
+ *  2: changed (s→c): the change feed has news the client may read (a hint to catch up).
  */
-export const PROTOCOL_VERSION = 1
+export const PROTOCOL_VERSION = 2
 
 export const MuxType = {
   /** c→s: join a room (node). Server answers with Sync frames (step 1, awareness) or Denied. */
@@ -32,6 +33,11 @@ export const MuxType = {
   Error: 7,
   /** s→c: the room is joined and authorised: varUint permissions bitmask (Permission numbers). */
   Joined: 8,
+  /**
+   * s→c (path ''): nodes the client may read changed, up to varUint version. Coalesced; the
+   * client catches up from the change feed (`/api/changes?since=`) instead of polling blind.
+   */
+  Changed: 9,
 } as const
 export type MuxType = (typeof MuxType)[keyof typeof MuxType]
 
@@ -45,6 +51,7 @@ export type MuxFrame =
   | { type: typeof MuxType.Refused; path: string; seq: number; code: string; message: string }
   | { type: typeof MuxType.Error; path: string; code: string; message: string }
   | { type: typeof MuxType.Joined; path: string; permissions: number }
+  | { type: typeof MuxType.Changed; path: string; version: number }
 
 export function encodeMuxFrame(frame: MuxFrame): Uint8Array {
   const e = encoding.createEncoder()
@@ -81,6 +88,9 @@ export function encodeMuxFrame(frame: MuxFrame): Uint8Array {
       break
     case MuxType.Joined:
       encoding.writeVarUint(e, frame.permissions)
+      break
+    case MuxType.Changed:
+      encoding.writeVarUint(e, frame.version)
       break
     default:
       frame satisfies never
@@ -120,6 +130,9 @@ export function decodeMuxFrame(data: Uint8Array): MuxFrame {
         break
       case MuxType.Joined:
         frame = { type, path, permissions: decoding.readVarUint(d) }
+        break
+      case MuxType.Changed:
+        frame = { type, path, version: decoding.readVarUint(d) }
         break
       default:
         throw new Error(`unknown frame type ${type}`)

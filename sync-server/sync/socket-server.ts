@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { WebSocketServer, type RawData, type WebSocket } from 'ws'
 import type { Logger } from 'pino'
+import type { Subscription } from 'rxjs'
 import {
   CloseCode,
   MuxType,
@@ -34,6 +35,8 @@ export interface SocketServerOptions {
 }
 
 const PING_INTERVAL_MS = 30_000
+/** Change hints are coalesced: one frame per socket per this many ms, whatever the write rate. */
+const CHANGED_COALESCE_MS = 50
 let nextConnectionId = 1
 
 function toBytes(data: RawData): Uint8Array {
@@ -63,10 +66,15 @@ export class SocketServer {
   private recheckScheduled = false
   private readonly pingTimer: NodeJS.Timeout
   private readonly unsubscribeAccess: () => void
+  private readonly sessions = new Set<MuxSession>()
+  private readonly changesSub: Subscription
 
   constructor(private readonly opts: SocketServerOptions) {
     this.wss = new WebSocketServer({ noServer: true, maxPayload: opts.maxPayloadBytes, perMessageDeflate: false })
     this.unsubscribeAccess = opts.access.onChange(() => this.scheduleRecheck())
+    this.changesSub = opts.nodes.changes$.subscribe((c) => {
+      for (const session of this.sessions) session.notifyChanged(c.path, c.version)
+    })
     this.pingTimer = setInterval(() => {
       for (const ws of this.wss.clients) {
         const w = ws as WebSocket & { isAlive?: boolean }
@@ -197,12 +205,17 @@ export class SocketServer {
     })
     let session: MuxSession | null = null
     // Registered before the token check: a socket closing during it must not leak rooms.
-    ws.on('close', () => session?.closeAll())
+    ws.on('close', () => {
+      if (!session) return
+      session.closeAll()
+      this.sessions.delete(session)
+    })
     void (async () => {
       const userId = await this.opts.authenticate(url.searchParams.get('token'))
       if (!userId) return ws.close(CloseCode.Unauthorized, 'unauthorized: sign in and pass ?token=')
       if (ws.readyState !== ws.OPEN) return
       session = new MuxSession(ws, userPrincipal(userId), this.opts, this.memberships)
+      this.sessions.add(session)
       const current = session
       onFrame = (bytes) => {
         try {
@@ -218,6 +231,8 @@ export class SocketServer {
   async close(): Promise<void> {
     clearInterval(this.pingTimer)
     this.unsubscribeAccess()
+    this.changesSub.unsubscribe()
+    for (const session of this.sessions) session.closeAll()
     for (const ws of this.wss.clients) ws.close(CloseCode.GoingAway, 'server shutting down')
     await new Promise<void>((resolve) => this.wss.close(() => resolve()))
   }
@@ -235,6 +250,8 @@ interface MuxRoom {
 /** One /mux socket: rooms joined and authorised one by one; a refusal ends that room only. */
 class MuxSession {
   private readonly rooms = new Map<string, MuxRoom>()
+  private changedVersion = 0
+  private changedTimer: NodeJS.Timeout | null = null
 
   constructor(
     private readonly ws: WebSocket,
@@ -264,6 +281,7 @@ class MuxSession {
       case MuxType.Refused:
       case MuxType.Error:
       case MuxType.Joined:
+      case MuxType.Changed:
         throw new WeftError('protocol_error', `Frame type ${frame.type} is sent by the server only.`)
       default:
         frame satisfies never
@@ -373,7 +391,23 @@ class MuxSession {
     if (r.membership) this.memberships.delete(r.membership)
   }
 
+  /**
+   * A change this principal may read was committed: tell the client, at most once per
+   * CHANGED_COALESCE_MS, so lists follow the feed without polling.
+   */
+  notifyChanged(path: NodePath, version: number): void {
+    if (!this.opts.nodes.permissions(this.principal, path).has('Read')) return
+    this.changedVersion = Math.max(this.changedVersion, version)
+    if (this.changedTimer) return
+    this.changedTimer = setTimeout(() => {
+      this.changedTimer = null
+      this.sendFrame({ type: MuxType.Changed, path: '', version: this.changedVersion })
+    }, CHANGED_COALESCE_MS)
+  }
+
   closeAll(): void {
+    if (this.changedTimer) clearTimeout(this.changedTimer)
+    this.changedTimer = null
     for (const path of [...this.rooms.keys()]) this.leave(path)
   }
 }

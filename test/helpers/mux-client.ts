@@ -223,6 +223,7 @@ export class MuxClient {
       case MuxType.Join:
       case MuxType.Leave:
       case MuxType.Update:
+      case MuxType.Changed:
         break
       default:
         frame satisfies never

@@ -18,6 +18,7 @@ const frameArb: fc.Arbitrary<MuxFrame> = fc.oneof(
   fc.record({ type: fc.constant(MuxType.Refused), path, seq: uint, code: text, message: text }),
   fc.record({ type: fc.constant(MuxType.Error), path, code: text, message: text }),
   fc.record({ type: fc.constant(MuxType.Joined), path, permissions: uint }),
+  fc.record({ type: fc.constant(MuxType.Changed), path, version: uint }),
 )
 
 function expectProtocolError(data: Uint8Array): void {
@@ -54,7 +55,7 @@ describe('mux frames', () => {
   })
 
   it('MuxType numbers are part of the wire protocol', () => {
-    expect(MuxType).toEqual({ Join: 0, Leave: 1, Sync: 2, Denied: 3, Update: 4, Ack: 5, Refused: 6, Error: 7, Joined: 8 })
+    expect(MuxType).toEqual({ Join: 0, Leave: 1, Sync: 2, Denied: 3, Update: 4, Ack: 5, Refused: 6, Error: 7, Joined: 8, Changed: 9 })
   })
 
   it('trailing bytes are rejected (property)', () => {

@@ -1,4 +1,4 @@
-import { BehaviorSubject } from 'rxjs'
+import { BehaviorSubject, Subject } from 'rxjs'
 import { decodeMuxFrame, encodeMuxFrame, MuxType, type MuxFrame } from '../../shared/protocol.js'
 
 export type ConnectionStatus = 'offline' | 'connecting' | 'open' | 'final'
@@ -40,6 +40,8 @@ export function isFinalCloseCode(code: number): boolean {
 export class MuxConnection {
   readonly status$ = new BehaviorSubject<ConnectionStatus>('offline')
   readonly final$ = new BehaviorSubject<FinalClose | null>(null)
+  /** The server's hint that readable nodes changed, up to this version (MuxType.Changed). */
+  readonly changed$ = new Subject<number>()
   /** Diagnostics (benchmarks): called with every frame received and sent. */
   tap: ((direction: 'in' | 'out', frame: MuxFrame) => void) | null = null
   private ws: WebSocket | null = null
@@ -158,6 +160,10 @@ export class MuxConnection {
       this.tap?.('in', frame)
       if (frame.type === MuxType.Error) {
         console.warn(`[weft] server error ${frame.code}: ${frame.message}`)
+        return
+      }
+      if (frame.type === MuxType.Changed) {
+        this.changed$.next(frame.version)
         return
       }
       this.rooms.get(frame.path)?.onFrame(frame)

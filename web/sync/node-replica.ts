@@ -247,6 +247,7 @@ export class NodeReplica implements RoomHandler {
       case MuxType.Leave:
       case MuxType.Update:
       case MuxType.Error:
+      case MuxType.Changed:
         return // not sent by a server to a room
       default:
         frame satisfies never

@@ -48,7 +48,8 @@ const IDLE_DISPOSE_MS = 10_000
  * Lists (tree levels, child lists) follow the server's change feed at this period while
  * online. Node contents do not need it: their rooms push every change.
  */
-const CHANGE_FEED_PERIOD_MS = 2_000
+/** A fallback only: the server pushes a Changed hint when readable nodes change. */
+const CHANGE_FEED_PERIOD_MS = 10_000
 
 function parentOf(path: string): string {
   const i = path.lastIndexOf('/')
@@ -114,6 +115,8 @@ export class SyncClient {
         if (s === 'open') background(this.onConnected())
       }),
     )
+    // The server's Changed hint: catch up from the feed now (one poll at a time, one more after).
+    this.subs.push(this.conn.changed$.subscribe(() => this.pollSoon()))
     this.conn.start()
     this.scheduleFeed()
     return opened
@@ -133,8 +136,27 @@ export class SyncClient {
   private scheduleFeed(): void {
     if (this.stopped) return
     this.feedTimer = setTimeout(() => {
-      background(this.pollFeed().finally(() => this.scheduleFeed()))
+      this.pollSoon()
+      this.scheduleFeed()
     }, CHANGE_FEED_PERIOD_MS)
+  }
+
+  private polling: Promise<void> | null = null
+  private pollAgain = false
+
+  private pollSoon(): void {
+    if (this.polling) {
+      this.pollAgain = true
+      return
+    }
+    this.polling = this.pollFeed().finally(() => {
+      this.polling = null
+      if (this.pollAgain) {
+        this.pollAgain = false
+        this.pollSoon()
+      }
+    })
+    background(this.polling)
   }
 
   private async pollFeed(): Promise<void> {
