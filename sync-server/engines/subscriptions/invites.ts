@@ -94,6 +94,24 @@ async function upsertSubscription(nodes: NodeApi, id: string, fields: JsonObject
   }, 'engine')
 }
 
+/**
+ * The invite of someone without an account: a subscription that fires when a User with this
+ * email is created (upserted under its deterministic id), and the Invitation that lists it.
+ */
+async function inviteOnSignup(deps: InviteDeps, caller: Principal, email: string, id: string, continuation: JsonObject): Promise<void> {
+  const at = new Date((deps.now ?? Date.now)()).toISOString()
+  await upsertSubscription(deps.nodes, id, {
+    TriggerType: 'NodeChange',
+    TriggerNodeType: 'User',
+    TriggerKind: 'Created',
+    MatchField: 'Email',
+    MatchValue: email,
+    ...continuation,
+    CreatedBy: callerName(caller),
+  }, at)
+  await recordInvitation(deps.nodes, email, id, callerName(caller), at)
+}
+
 async function recordInvitation(nodes: NodeApi, email: string, subscriptionId: string, by: string | null, at: string): Promise<void> {
   await nodes.update(SYSTEM, invitationPath(email) as NodePath, (current) => {
     const ids = Array.isArray(current?.content.SubscriptionIds) ? (current.content.SubscriptionIds as string[]) : []
@@ -127,21 +145,8 @@ export async function inviteToSpace(
     if (body.pin) await pinForUser(deps.nodes, existing, space)
     return { email, status: 'Granted', userId: existing }
   }
-  const at = new Date((deps.now ?? Date.now)()).toISOString()
   const id = spaceInviteSubscriptionId(email, space)
-  await upsertSubscription(deps.nodes, id, {
-    TriggerType: 'NodeChange',
-    TriggerNodeType: 'User',
-    TriggerKind: 'Created',
-    MatchField: 'Email',
-    MatchValue: email,
-    ContinuationType: 'GrantSpaceAccess',
-    TargetPath: space,
-    Role: body.role,
-    Pin: body.pin,
-    CreatedBy: callerName(caller),
-  }, at)
-  await recordInvitation(deps.nodes, email, id, callerName(caller), at)
+  await inviteOnSignup(deps, caller, email, id, { ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: body.role, Pin: body.pin })
   return { email, status: 'Invited', subscriptionId: id }
 }
 
@@ -165,20 +170,8 @@ export async function inviteToGroup(
       out.push({ email, status: 'Granted', userId: existing })
       continue
     }
-    const at = new Date((deps.now ?? Date.now)()).toISOString()
     const id = groupInviteSubscriptionId(email, group)
-    await upsertSubscription(deps.nodes, id, {
-      TriggerType: 'NodeChange',
-      TriggerNodeType: 'User',
-      TriggerKind: 'Created',
-      MatchField: 'Email',
-      MatchValue: email,
-      ContinuationType: 'AddToGroup',
-      TargetPath: group,
-      Role: role,
-      CreatedBy: callerName(caller),
-    }, at)
-    await recordInvitation(deps.nodes, email, id, callerName(caller), at)
+    await inviteOnSignup(deps, caller, email, id, { ContinuationType: 'AddToGroup', TargetPath: group, Role: role })
     out.push({ email, status: 'Invited', subscriptionId: id })
   }
   return out
