@@ -119,6 +119,16 @@ export async function grant(server: { url: string }, admin: TestUser, scope: str
   return putNode(server, admin, `${scope}/_Access/${subject}_Access`, 'AccessAssignment', { Subject: subject, Role: role })
 }
 
+/** Ann (Admin) and Bob (Editor) on a new space holding `docs` (name → content): the usual cast. */
+export async function twoEditorsOn(server: { url: string }, space: string, docs: Record<string, object>): Promise<{ ann: TestUser; bob: TestUser }> {
+  const ann = await signUp(server, 'Ann')
+  const bob = await signUp(server, 'Bob')
+  await putNode(server, ann, space, 'Space', {}, space)
+  await grant(server, ann, space, bob.userId, 'Editor')
+  for (const [name, content] of Object.entries(docs)) await putNode(server, ann, `${space}/${name}`, 'Document', content, name)
+  return { ann, bob }
+}
+
 export async function getContent(server: { url: string }, user: TestUser, path: string): Promise<Record<string, unknown>> {
   const res = await api<{ content: Record<string, unknown> }>(server, user, 'GET', `/api/nodes/${path}`)
   if (res.status !== 200) throw new Error(`GET ${path}: ${res.status}`)

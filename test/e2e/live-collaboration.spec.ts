@@ -1,5 +1,5 @@
 import { expect, test } from '@playwright/test'
-import { field, editField, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
+import { field, editField, openLoggedIn, startE2eServer, twoEditorsOn, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
 
 let server: E2eServer
 let ann: TestUser
@@ -7,11 +7,7 @@ let bob: TestUser
 
 test.beforeAll(async () => {
   server = await startE2eServer()
-  ann = await signUp(server, 'Ann')
-  bob = await signUp(server, 'Bob')
-  await putNode(server, ann, 'Studio', 'Space', {}, 'Studio')
-  await grant(server, ann, 'Studio', bob.userId, 'Editor')
-  await putNode(server, ann, 'Studio/Plan', 'Document', { Title: 'Draft', Owner: 'Ann' }, 'Plan')
+  ;({ ann, bob } = await twoEditorsOn(server, 'Studio', { Plan: { Title: 'Draft', Owner: 'Ann' } }))
 })
 
 test.afterAll(async () => {

@@ -3,11 +3,9 @@ import {
   editField,
   field,
   getContent,
-  grant,
   openLoggedIn,
-  putNode,
-  signUp,
   startE2eServer,
+  twoEditorsOn,
   syncStatus,
   waitForServiceWorker,
   type E2eServer,
@@ -20,12 +18,7 @@ let bob: TestUser
 
 test.beforeAll(async () => {
   server = await startE2eServer()
-  ann = await signUp(server, 'Ann')
-  bob = await signUp(server, 'Bob')
-  await putNode(server, ann, 'Field', 'Space', {}, 'Field')
-  await grant(server, ann, 'Field', bob.userId, 'Editor')
-  await putNode(server, ann, 'Field/One', 'Document', { Alpha: 'a0', Beta: 'b0' }, 'One')
-  await putNode(server, ann, 'Field/Two', 'Document', { Gamma: 'g0' }, 'Two')
+  ;({ ann, bob } = await twoEditorsOn(server, 'Field', { One: { Alpha: 'a0', Beta: 'b0' }, Two: { Gamma: 'g0' } }))
 })
 
 test.afterAll(async () => {

@@ -1,5 +1,5 @@
 import { expect, test } from '@playwright/test'
-import { editField, field, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
+import { editField, field, getContent, openLoggedIn, startE2eServer, twoEditorsOn, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
 
 let server: E2eServer
 let ann: TestUser
@@ -7,11 +7,7 @@ let bob: TestUser
 
 test.beforeAll(async () => {
   server = await startE2eServer()
-  ann = await signUp(server, 'Ann')
-  bob = await signUp(server, 'Bob')
-  await putNode(server, ann, 'Ops', 'Space', {}, 'Ops')
-  await grant(server, ann, 'Ops', bob.userId, 'Editor')
-  await putNode(server, ann, 'Ops/Log', 'Document', { Entry: 'e0', Note: 'n0' }, 'Log')
+  ;({ ann, bob } = await twoEditorsOn(server, 'Ops', { Log: { Entry: 'e0', Note: 'n0' } }))
 })
 
 test.afterAll(async () => {
