@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import * as Y from 'yjs'
+import { waitFor } from '../helpers/wait-for.js'
 import {
   applyPatchToDoc,
   docToJson,
@@ -17,6 +18,11 @@ export interface OpenedStorage {
   cleanup: () => Promise<void>
   /** Opens the same store again (after `adapter.close()`), to check what was persisted. */
   reopen: () => Promise<StorageAdapter>
+  /**
+   * Makes the database itself refuse writes of `path`'s update log (a trigger): a failure the
+   * adapter cannot foresee (think: disk full), to test that a batch fails whole.
+   */
+  failWritesOf: (path: string) => Promise<void>
 }
 
 const P = (s: string): NodePath => s as NodePath
@@ -74,14 +80,6 @@ async function expectCode(promise: Promise<unknown>, code: string): Promise<void
   expect(isWeftError(error) ? error.code : error).toBe(code)
 }
 
-async function waitFor(condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('condition not met in time')
-    await new Promise((r) => setTimeout(r, 10))
-  }
-}
-
 /** The storage contract (types.ts): every adapter runs this suite. */
 export function runStorageContract(name: string, open: () => Promise<OpenedStorage>): void {
   describe(`storage contract: ${name}`, () => {
@@ -95,6 +93,27 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
     afterEach(async () => {
       await store.close()
       await opened.cleanup()
+    })
+
+    it('[STO2] fails every commit of a batch whose transaction fails, and writes none of them', async () => {
+      await opened.failWritesOf('boom')
+      const commit = (path: string) =>
+        store.commit({
+          path: path as NodePath,
+          kind: 'Created',
+          nodeType: 'Document',
+          name: path,
+          content: { P: path },
+          createdBy: 'alice',
+          at: new Date().toISOString(),
+          update: new Uint8Array([0, 0]),
+        })
+      const results = await Promise.allSettled([commit('good1'), commit('boom'), commit('good2')])
+      expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected'])
+      expect(await store.lastVersion()).toBe(0)
+      expect(await store.getNode('good1' as NodePath)).toBeNull()
+      // The next batch is unaffected, and the failed one used up no version.
+      expect((await commit('good3')).version).toBe(1)
     })
 
     it('round-trips create, get, update and delete', async () => {
