@@ -45,6 +45,26 @@ function toBytes(data: RawData): Uint8Array {
   return new Uint8Array(data.buffer, data.byteOffset, data.byteLength)
 }
 
+/**
+ * Binary frames only (a text frame closes the socket with 1002). Frames that arrive while the
+ * socket is still being authenticated wait; `deliverTo(handler)` hands them over in order, then
+ * every later one.
+ */
+function receiveBinary(ws: WebSocket): (handler: (bytes: Uint8Array) => void) => void {
+  const early: Uint8Array[] = []
+  let deliver: ((bytes: Uint8Array) => void) | null = null
+  ws.on('message', (data, isBinary) => {
+    if (!isBinary) return ws.close(CloseCode.ProtocolError, 'binary frames only')
+    const bytes = toBytes(data)
+    if (deliver) deliver(bytes)
+    else early.push(bytes)
+  })
+  return (handler) => {
+    deliver = handler
+    for (const bytes of early.splice(0)) handler(bytes)
+  }
+}
+
 /** Why a principal may not join a room, as a close code, or null when it may. */
 async function refusal(nodes: NodeService, principal: Principal, path: NodePath): Promise<{ closeCode: number; code: string; message: string } | null> {
   if (!nodes.permissions(principal, path).has('Read')) {
@@ -129,14 +149,7 @@ export class SocketServer {
   // ------------------------------------------------------------------ /sync/{path}
 
   private acceptSync(ws: WebSocket, url: URL, req: IncomingMessage): void {
-    const queue: Uint8Array[] = []
-    let ready: ((m: Uint8Array) => void) | null = null
-    ws.on('message', (data, isBinary) => {
-      if (!isBinary) return ws.close(CloseCode.ProtocolError, 'binary frames only')
-      const bytes = toBytes(data)
-      if (ready) ready(bytes)
-      else queue.push(bytes)
-    })
+    const deliverTo = receiveBinary(ws)
     void (async () => {
       const userId = await this.opts.authenticate(url.searchParams.get('token'))
       if (!userId) return ws.close(CloseCode.Unauthorized, 'unauthorized: sign in and pass ?token=')
@@ -172,14 +185,13 @@ export class SocketServer {
         this.memberships.delete(membership)
       })
       for (const m of room.greeting()) conn.send(m)
-      ready = (m) => {
+      deliverTo((m) => {
         try {
           handleRoomMessage({ nodes: this.opts.nodes, room, conn, principal, origin: 'sync' }, m)
         } catch (e) {
           this.closeOnError(ws, e)
         }
-      }
-      for (const m of queue.splice(0)) ready(m)
+      })
     })().catch((e) => this.closeOnError(ws, e))
   }
 
@@ -195,14 +207,7 @@ export class SocketServer {
   // ------------------------------------------------------------------ /mux
 
   private acceptMux(ws: WebSocket, url: URL): void {
-    const early: Uint8Array[] = []
-    let onFrame: ((bytes: Uint8Array) => void) | null = null
-    ws.on('message', (data, isBinary) => {
-      if (!isBinary) return ws.close(CloseCode.ProtocolError, 'binary frames only')
-      const bytes = toBytes(data)
-      if (onFrame) onFrame(bytes)
-      else early.push(bytes)
-    })
+    const deliverTo = receiveBinary(ws)
     let session: MuxSession | null = null
     // Registered before the token check: a socket closing during it must not leak rooms.
     ws.on('close', () => {
@@ -217,14 +222,13 @@ export class SocketServer {
       session = new MuxSession(ws, userPrincipal(userId), this.opts, this.memberships)
       this.sessions.add(session)
       const current = session
-      onFrame = (bytes) => {
+      deliverTo((bytes) => {
         try {
           current.handle(decodeMuxFrame(bytes))
         } catch (e) {
           this.closeOnError(ws, e)
         }
-      }
-      for (const b of early.splice(0)) onFrame(b)
+      })
     })().catch((e) => this.closeOnError(ws, e))
   }
 
