@@ -115,3 +115,25 @@ export const readTriggerType = (raw: unknown) => readEnum(EventTriggerType, 'Eve
 export const readContinuationType = (raw: unknown) => readEnum(EventContinuationType, 'EventContinuationType', raw)
 export const readSubscriptionStatus = (raw: unknown) => readEnum(EventSubscriptionStatus, 'EventSubscriptionStatus', raw)
 export const readChangeKind = (raw: unknown) => readEnum(MeshChangeKind, 'MeshChangeKind', raw)
+
+/** `GET /api/spaces/{space}/members`: one row per member (the wire shape, server and app). */
+export interface MemberView {
+  subject: string
+  role: string
+  denied: boolean
+  email: string | null
+  name: string | null
+}
+
+/** `GET /api/spaces/{space}/members`: one row per invite. */
+export interface InviteView {
+  subscriptionId: string
+  email: string | null
+  role: string | null
+  pin: boolean
+  status: string
+  lastError: string | null
+  createdBy: string | null
+  createdAt: string | null
+  firedAt: string | null
+}

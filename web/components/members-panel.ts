@@ -1,5 +1,6 @@
 import { LitElement, css, html, nothing, type ReactiveController, type ReactiveControllerHost } from 'lit'
 import { app } from '../app-context.js'
+import type { InviteView as InviteRow, MemberView as MemberRow } from '../../shared/subscription.js'
 
 /**
  * `<weft-members-panel path>` on a Space page: members and roles, invite by email (role, pin),
@@ -7,25 +8,6 @@ import { app } from '../app-context.js'
  * Revoking sets a Pending invite to Cancelled. Data lives in a ReactiveController; the element
  * only renders it.
  */
-export interface MemberRow {
-  subject: string
-  role: string
-  denied: boolean
-  email: string | null
-  name: string | null
-}
-
-export interface InviteRow {
-  subscriptionId: string
-  email: string | null
-  role: string | null
-  pin: boolean
-  status: string
-  lastError: string | null
-  createdAt: string | null
-  firedAt: string | null
-}
-
 const ROLES = ['Viewer', 'Commenter', 'Editor', 'Admin'] as const
 /** An invite's status changes on the server when the invitee signs up: refresh while shown. */
 const REFRESH_MS = 4000

@@ -14,6 +14,8 @@ import {
   type JsonObject,
   type NodePath,
   type Principal,
+  type InviteView,
+  type MemberView,
 } from '../../../shared/index.js'
 import type { UserDirectory } from '../../auth/types.js'
 import type { NodeApi } from '../../nodes/types.js'
@@ -175,26 +177,6 @@ export async function inviteToGroup(
     out.push({ email, status: 'Invited', subscriptionId: id })
   }
   return out
-}
-
-export interface MemberView {
-  subject: string
-  role: string
-  denied: boolean
-  email: string | null
-  name: string | null
-}
-
-export interface InviteView {
-  subscriptionId: string
-  email: string | null
-  role: string | null
-  pin: boolean
-  status: string
-  lastError: string | null
-  createdBy: string | null
-  createdAt: string | null
-  firedAt: string | null
 }
 
 /** Members and roles of a space plus its invites; any reader of the space may list them. */
