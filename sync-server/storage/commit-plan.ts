@@ -16,8 +16,11 @@ export interface ExistingNode {
 }
 
 /** A commit that passed validation against the state the batch sees, ready to write. */
+/** What a writer needs of a commit: everything but the content object (it writes the content's JSON text). */
+export type CommitHeader = Omit<CommitInput, 'content'>
+
 export interface PlannedCommit {
-  input: CommitInput
+  input: CommitHeader
   /** The row before this commit (null for Created). */
   existing: ExistingNode | null
   /** The node type recorded in the change feed: kept from creation for Updated and Deleted. */
@@ -55,7 +58,7 @@ export function validateCommitInput(input: CommitInput): void {
  * rows of the batch's paths as read inside the batch's transaction.
  */
 export function planBatch(
-  batch: readonly CommitInput[],
+  batch: readonly CommitHeader[],
   stored: ReadonlyMap<NodePath, ExistingNode>,
 ): { plans: (PlannedCommit | null)[]; results: (ItemResult<never> | null)[] } {
   const state = new Map<NodePath, ExistingNode | null>(stored)
@@ -93,6 +96,6 @@ export function planBatch(
   return { plans, results }
 }
 
-export function batchPaths(batch: readonly CommitInput[]): NodePath[] {
+export function batchPaths(batch: readonly CommitHeader[]): NodePath[] {
   return [...new Set(batch.map((c) => c.path))]
 }

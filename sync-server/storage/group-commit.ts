@@ -1,7 +1,9 @@
 /**
  * Group commit: callers that arrive while a flush is pending share ONE transaction, so one fsync
- * acknowledges many writes. At most one batch is in flight; the next batch gathers while the
- * current one commits (for PostgreSQL, where the write is asynchronous).
+ * acknowledges many writes. At most `maxInFlight` batches are in flight (default one); the next
+ * batch gathers while they commit. Batches are handed to the writer in order and the writer
+ * applies them in order, so versions follow submission order. Two in flight let a writer thread
+ * commit one batch while the event loop prepares the next, instead of each waiting for the other.
  */
 export type ItemResult<R> = { ok: true; value: R } | { ok: false; error: unknown }
 
@@ -18,13 +20,14 @@ interface Pending<I, R> {
 export class GroupCommitter<I, R> {
   private queue: Pending<I, R>[] = []
   private isScheduled = false
-  private isFlushing = false
+  private inFlight = 0
   private idleWaiters: (() => void)[] = []
 
   constructor(
     private readonly write: BatchWriter<I, R>,
     /** Bounds one transaction's size (and the event-loop time a synchronous writer takes). */
     private readonly maxBatch = 1000,
+    private readonly maxInFlight = 1,
   ) {}
 
   get pending(): number {
@@ -45,11 +48,11 @@ export class GroupCommitter<I, R> {
   }
 
   private isIdle(): boolean {
-    return this.queue.length === 0 && !this.isScheduled && !this.isFlushing
+    return this.queue.length === 0 && !this.isScheduled && this.inFlight === 0
   }
 
   private schedule(): void {
-    if (this.isScheduled || this.isFlushing) return
+    if (this.isScheduled || this.inFlight >= this.maxInFlight) return
     this.isScheduled = true
     // setImmediate (not a microtask): lets callers woken by the same I/O turn join the batch.
     setImmediate(() => void this.flush())
@@ -57,8 +60,13 @@ export class GroupCommitter<I, R> {
 
   private async flush(): Promise<void> {
     this.isScheduled = false
-    this.isFlushing = true
+    if (this.queue.length === 0) {
+      this.settleIdle()
+      return
+    }
+    this.inFlight++
     const batch = this.queue.splice(0, this.maxBatch)
+    if (this.queue.length > 0) this.schedule()
     try {
       const results = await this.write(batch.map((p) => p.input))
       batch.forEach((p, i) => {
@@ -70,13 +78,16 @@ export class GroupCommitter<I, R> {
     } catch (error) {
       for (const p of batch) p.reject(error)
     } finally {
-      this.isFlushing = false
+      this.inFlight--
     }
     if (this.queue.length > 0) this.schedule()
-    else if (this.isIdle()) {
-      const waiters = this.idleWaiters
-      this.idleWaiters = []
-      for (const w of waiters) w()
-    }
+    else this.settleIdle()
+  }
+
+  private settleIdle(): void {
+    if (!this.isIdle()) return
+    const waiters = this.idleWaiters
+    this.idleWaiters = []
+    for (const w of waiters) w()
   }
 }

@@ -190,6 +190,8 @@ export class SqliteStorage implements StorageAdapter {
     this.committer = new GroupCommitter(
       async (batch) => fromWire((await this.writer.request({ op: 'batch', batch: [...batch] })) ?? []),
       options.maxBatch ?? 1000,
+      // The writer thread takes the next batch as soon as it is done with one.
+      inline ? 1 : 2,
     )
   }
 
@@ -198,7 +200,8 @@ export class SqliteStorage implements StorageAdapter {
       if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
       validateCommitInput(input)
       const contentJson = input.kind === 'Deleted' ? '' : JSON.stringify(input.content)
-      return this.committer.submit({ input, contentJson })
+      const { content: _content, ...header } = input
+      return this.committer.submit({ input: header, contentJson })
     } catch (error) {
       return Promise.reject(error)
     }

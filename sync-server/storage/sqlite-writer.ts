@@ -5,15 +5,16 @@ import {
   type MeshChangeKind,
   type NodePath,
 } from '../../shared/index.js'
-import { batchPaths, planBatch, type ExistingNode, type PlannedCommit } from './commit-plan.js'
+import { batchPaths, planBatch, type CommitHeader, type ExistingNode, type PlannedCommit } from './commit-plan.js'
 import { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
 import type { ItemResult } from './group-commit.js'
 import { pathColumns, toBuffer, toBytes } from './row-mapping.js'
 import { SQLITE_SCHEMA } from './sqlite-schema.js'
-import type { Account, CommitInput } from './types.js'
+import type { Account } from './types.js'
 
 export interface PreparedCommit {
-  input: CommitInput
+  /** Without the content object: the writer thread writes its JSON text, and cloning the object to it would be wasted. */
+  input: CommitHeader
   /** Serialised before queueing so a value JSON cannot encode fails its own caller only. */
   contentJson: string
 }

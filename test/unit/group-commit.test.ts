@@ -1,0 +1,86 @@
+import { describe, expect, it } from 'vitest'
+import { GroupCommitter, type ItemResult } from '../../sync-server/storage/group-commit.js'
+
+/**
+ * The batching logic alone (the adapters' own tests run it against real SQLite and PostgreSQL):
+ * a writer whose batches the test completes by hand.
+ */
+function controlledWriter() {
+  const calls: { batch: readonly string[]; finish: (error?: Error) => void }[] = []
+  const write = (batch: readonly string[]) =>
+    new Promise<ItemResult<string>[]>((resolve, reject) => {
+      calls.push({
+        batch,
+        finish: (error) => (error ? reject(error) : resolve(batch.map((v) => ({ ok: true as const, value: `${v}!` })))),
+      })
+    })
+  return { calls, write }
+}
+
+const turn = () => new Promise((r) => setImmediate(r))
+
+describe('group commit', () => {
+  it('one batch in flight by default: the next gathers until it is done', async () => {
+    const w = controlledWriter()
+    const gc = new GroupCommitter(w.write, 100)
+    const a = gc.submit('a')
+    const b = gc.submit('b')
+    await turn()
+    const c = gc.submit('c')
+    await turn()
+    expect(w.calls.map((x) => x.batch)).toEqual([['a', 'b']])
+    w.calls[0]!.finish()
+    await expect(Promise.all([a, b])).resolves.toEqual(['a!', 'b!'])
+    await turn()
+    expect(w.calls.map((x) => x.batch)).toEqual([['a', 'b'], ['c']])
+    w.calls[1]!.finish()
+    await expect(c).resolves.toBe('c!')
+  })
+
+  it('two in flight: the second batch goes while the first commits; results and failures stay per batch, in order', async () => {
+    const w = controlledWriter()
+    const gc = new GroupCommitter(w.write, 100, 2)
+    const first = [gc.submit('a'), gc.submit('b')]
+    await turn()
+    const second = [gc.submit('c')]
+    await turn()
+    const third = gc.submit('d')
+    await turn()
+    // Two batches handed over, the third gathers.
+    expect(w.calls.map((x) => x.batch)).toEqual([['a', 'b'], ['c']])
+    const settled: string[] = []
+    void Promise.allSettled(first).then(() => settled.push('first'))
+    void Promise.allSettled(second).then(() => settled.push('second'))
+    w.calls[0]!.finish(new Error('disk full'))
+    w.calls[1]!.finish()
+    await expect(first[0]).rejects.toThrow('disk full')
+    await expect(first[1]).rejects.toThrow('disk full')
+    await expect(second[0]).resolves.toBe('c!')
+    expect(settled).toEqual(['first', 'second'])
+    await turn()
+    expect(w.calls.map((x) => x.batch)).toEqual([['a', 'b'], ['c'], ['d']])
+    let drained = false
+    const drain = gc.drain().then(() => (drained = true))
+    await turn()
+    expect(drained).toBe(false)
+    w.calls[2]!.finish()
+    await drain
+    await expect(third).resolves.toBe('d!')
+  })
+
+  it('a queue longer than one batch fills every free slot at once', async () => {
+    const w = controlledWriter()
+    const gc = new GroupCommitter(w.write, 2, 2)
+    const all = ['a', 'b', 'c', 'd', 'e'].map((v) => gc.submit(v))
+    await turn()
+    await turn()
+    expect(w.calls.map((x) => x.batch)).toEqual([['a', 'b'], ['c', 'd']])
+    w.calls[0]!.finish()
+    w.calls[1]!.finish()
+    await turn()
+    await turn()
+    expect(w.calls.map((x) => x.batch)).toEqual([['a', 'b'], ['c', 'd'], ['e']])
+    w.calls[2]!.finish()
+    await expect(Promise.all(all)).resolves.toEqual(['a!', 'b!', 'c!', 'd!', 'e!'])
+  })
+})
