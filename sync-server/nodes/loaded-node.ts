@@ -76,7 +76,28 @@ export class LoadedNode {
     this.attachDoc(this.doc)
   }
 
+  /**
+   * Runs `change` on the doc and returns the Yjs update it produced (merged; null when nothing
+   * changed). The doc's one update listener collects it: no listener added and removed per write.
+   */
+  capture(change: () => void): Uint8Array | null {
+    const outer = this.captured
+    const mine: Uint8Array[] = []
+    this.captured = mine
+    try {
+      change()
+    } finally {
+      this.captured = outer
+      if (outer) outer.push(...mine)
+    }
+    if (mine.length === 0) return null
+    return mine.length === 1 ? mine[0]! : Y.mergeUpdates(mine)
+  }
+
+  private captured: Uint8Array[] | null = null
+
   private readonly onDocUpdate = (update: Uint8Array, origin: unknown): void => {
+    this.captured?.push(update)
     if (this.connections.size === 0) return
     const e = encoding.createEncoder()
     encoding.writeVarUint(e, YMessage.Sync)

@@ -3,6 +3,7 @@ import { Observable, Subject } from 'rxjs'
 import type { Logger } from 'pino'
 import {
   ADMIN_PARTITION,
+  CONTENT_MAP,
   WeftError,
   applyMergePatch,
   applyPatchToDoc,
@@ -48,6 +49,8 @@ type Written = Promise<MeshNode | null>
 
 const QUERY_DEFAULT_LIMIT = 100
 const QUERY_MAX_LIMIT = 1000
+/** Nodes read but not loaded that `get` remembers (an engine checking the same space 10,000 times). */
+const READ_CACHE_SIZE = 4096
 
 /**
  * The authoritative node store of one server: loads Y.Docs on demand, runs every write through
@@ -69,6 +72,12 @@ export class NodeService implements NodeApi {
   private readonly changesSubject = new Subject<LiveChange>()
   /** Per-path feeds for node$: a watcher sees its node's changes only, not the whole mesh's. */
   private readonly pathSubjects = new Map<NodePath, Subject<LiveChange>>()
+  /**
+   * Recent reads of nodes that are not loaded, oldest first. Every write passes commitChange,
+   * which drops the path; a read that overlapped any write is not remembered (writeEpoch).
+   */
+  private readonly readCache = new Map<NodePath, MeshNode | null>()
+  private writeEpoch = 0
   readonly changes$: Observable<LiveChange> = this.changesSubject.asObservable()
   private sweepTimer: NodeJS.Timeout | null = null
   private closed = false
@@ -106,6 +115,11 @@ export class NodeService implements NodeApi {
     return { loadedDocs: this.loaded.size }
   }
 
+  /** Whether the node's doc is in memory right now (diagnostics and tests). */
+  isLoaded(path: NodePath): boolean {
+    return this.loaded.has(path)
+  }
+
   // ---------------------------------------------------------------- loading
 
   /** The node in memory, loading it (and its doc) from storage once. */
@@ -136,6 +150,7 @@ export class NodeService implements NodeApi {
     }
     const ln = new LoadedNode(path, doc, stored?.node ?? null)
     this.loaded.set(path, ln)
+    this.readCache.delete(path)
     return ln
   }
 
@@ -155,7 +170,21 @@ export class NodeService implements NodeApi {
     this.requirePermission(principal, path, 'Read')
     const ln = this.loaded.get(path)
     if (ln) return ln.node
-    return this.storage.getNode(path)
+    const cached = this.readCache.get(path)
+    if (cached !== undefined) return cached
+    const epoch = this.writeEpoch
+    const node = await this.storage.getNode(path)
+    if (epoch === this.writeEpoch && !this.loaded.has(path)) {
+      if (this.readCache.size >= READ_CACHE_SIZE) this.readCache.delete(this.readCache.keys().next().value as NodePath)
+      this.readCache.set(path, node)
+    }
+    return node
+  }
+
+  /** Like `get`, but loads the node into memory: for a read that a write to the node follows. */
+  async read(principal: Principal, path: NodePath): Promise<MeshNode | null> {
+    this.requirePermission(principal, path, 'Read')
+    return (await this.acquire(path)).node
   }
 
   async query(principal: Principal, query: NodeQuery): Promise<MeshNode[]> {
@@ -308,7 +337,7 @@ export class NodeService implements NodeApi {
       }
     }
     // Only what the doc integrated is logged (a resent struct is not).
-    const applied = captureUpdate(ln.doc, () => Y.applyUpdate(ln.doc, update, conn))
+    const applied = ln.capture(() => Y.applyUpdate(ln.doc, update, conn))
     if (!applied) return Promise.resolve(before)
     const next = docToJson(ln.doc)
     return this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', applied, origin)
@@ -366,7 +395,9 @@ export class NodeService implements NodeApi {
     validateContent(draft.nodeType, content)
     this.checkInvariants(null, { path, nodeType: draft.nodeType, content } as MeshNode)
     const doc = ln.doc
-    const update = captureUpdate(doc, () => applyPatchToDoc(doc, diffToMergePatch(docToJson(doc), content), 'system'))
+    // A new node's doc is empty (a fresh load, or reset by a delete): the content is the patch.
+    const empty = doc.getMap(CONTENT_MAP).size === 0
+    const update = ln.capture(() => applyPatchToDoc(doc, empty ? content : diffToMergePatch(docToJson(doc), content), 'system'))
     const at = now()
     const node: MeshNode = {
       path,
@@ -437,7 +468,7 @@ export class NodeService implements NodeApi {
     }
     validateContent(before.nodeType, next)
     this.checkInvariants(before, { ...before, content: next })
-    const update = captureUpdate(ln.doc, () => applyPatchToDoc(ln.doc, patch, origin))
+    const update = ln.capture(() => applyPatchToDoc(ln.doc, patch, origin))
     const after: MeshNode = { ...before, name, content: docToJson(ln.doc), updatedAt: now() }
     return this.commitChange(ln, principal, before, after, 'Updated', update, origin)
   }
@@ -532,6 +563,8 @@ export class NodeService implements NodeApi {
   ): Written {
     const target = after ?? before!
     ln.node = after
+    this.writeEpoch++
+    this.readCache.delete(ln.path)
     ln.lastUsed = Date.now()
     this.access.observe(before, after)
     ln.commitStarted()
@@ -588,22 +621,8 @@ export class NodeService implements NodeApi {
     this.pathSubjects.clear()
     for (const ln of this.loaded.values()) ln.destroy()
     this.loaded.clear()
+    this.readCache.clear()
   }
-}
-
-/** Runs `change` on the doc and returns the Yjs update it produced (null when nothing changed). */
-function captureUpdate(doc: Y.Doc, change: () => void): Uint8Array | null {
-  let update: Uint8Array | null = null
-  const capture = (u: Uint8Array) => {
-    update = update ? Y.mergeUpdates([update, u]) : u
-  }
-  doc.on('update', capture)
-  try {
-    change()
-  } finally {
-    doc.off('update', capture)
-  }
-  return update
 }
 
 function now(): string {

@@ -47,6 +47,8 @@ export interface NodeApi {
   /** The one access check (DESIGN.md): what the principal may do on the path right now. */
   permissions(principal: Principal, path: NodePath): PermissionSet
   get(principal: Principal, path: NodePath): Promise<MeshNode | null>
+  /** Like `get`, but keeps the node loaded: for a read that a write to the same node follows. */
+  read(principal: Principal, path: NodePath): Promise<MeshNode | null>
   query(principal: Principal, query: NodeQuery): Promise<MeshNode[]>
   /** Emits the current node (null when absent), then every committed change. Never errors for absence. */
   node$(path: NodePath): Observable<MeshNode | null>

@@ -1,0 +1,159 @@
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
+import pino from 'pino'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { SYSTEM, WeftError, userPrincipal, type NodePath, type UserId } from '../../shared/index.js'
+import { AccessService } from '../../sync-server/access/access-service.js'
+import { NodeService } from '../../sync-server/nodes/node-service.js'
+import { openPostgresStorage } from '../../sync-server/storage/index.js'
+import {
+  api,
+  createSpace,
+  expectStatus,
+  signup,
+  startTestServer,
+  stockProvider,
+  waitFor,
+  type TestServer,
+  type TestUser,
+} from '../helpers/index.js'
+
+/**
+ * Reads of nodes that are not loaded go through a small cache (an engine checking the same space
+ * for 10,000 timers); `read` loads the node for a write that follows. Neither may ever return a
+ * node older than the last acknowledged write, whatever path the write took.
+ */
+describe('node reads: the read cache and read()', () => {
+  let ts: TestServer
+  let user: TestUser
+  let space: string
+  const P = (p: string) => p as NodePath
+
+  beforeAll(async () => {
+    // Idle docs unload after 100 ms, so reads fall through to storage and the cache.
+    ts = await startTestServer({ config: { idleUnloadMs: 100 } })
+    user = await signup(ts.url)
+    space = await createSpace(ts.url, user.token)
+  })
+  afterAll(async () => {
+    await ts.cleanup()
+  })
+
+  const nodes = () => ts.server.nodes
+  const unloaded = (path: string) =>
+    waitFor(() => !nodes().isLoaded(P(path)), { timeoutMs: 3000, description: `${path} unloads` })
+
+  it('a cached read never outlives a write: HTTP patch, then the doc unloads, then get', async () => {
+    const http = api(ts.url, user.token)
+    const path = `${space}/cached`
+    expectStatus(await http.putNode(path, 'Document', { A: 1 }), 201)
+    await unloaded(path)
+    expect((await nodes().get(SYSTEM, P(path)))?.content.A).toBe(1)
+    expect((await nodes().get(SYSTEM, P(path)))?.content.A).toBe(1) // served from the cache
+    expectStatus(await http.patchNode(path, { A: 2 }), 200)
+    await unloaded(path)
+    expect((await nodes().get(SYSTEM, P(path)))?.content.A).toBe(2)
+  })
+
+  it('a cached read never outlives a stock y-websocket edit', async () => {
+    const http = api(ts.url, user.token)
+    const path = `${space}/synced`
+    expectStatus(await http.putNode(path, 'Document', { Title: 'before' }), 201)
+    await unloaded(path)
+    expect((await nodes().get(SYSTEM, P(path)))?.content.Title).toBe('before')
+    const client = stockProvider(ts.url, path, user.token)
+    try {
+      await client.synced()
+      client.content.set('Title', 'after')
+      await waitFor(async () => (await nodes().get(SYSTEM, P(path)))?.content.Title === 'after', { description: 'the edit is applied' })
+    } finally {
+      client.destroy()
+    }
+    await unloaded(path)
+    expect((await nodes().get(SYSTEM, P(path)))?.content.Title).toBe('after')
+  })
+
+  it('a cached child is gone once its parent is deleted', async () => {
+    const http = api(ts.url, user.token)
+    const parent = `${space}/folder`
+    const child = `${parent}/leaf`
+    expectStatus(await http.putNode(parent, 'Document', {}), 201)
+    expectStatus(await http.putNode(child, 'Document', { X: 1 }), 201)
+    await unloaded(child)
+    expect(await nodes().get(SYSTEM, P(child))).not.toBeNull()
+    expectStatus(await http.deleteNode(parent), 204)
+    expect(await nodes().get(SYSTEM, P(child))).toBeNull()
+  })
+
+  it('a cached absence ends when the node is created', async () => {
+    const path = `${space}/later`
+    expect(await nodes().get(SYSTEM, P(path))).toBeNull()
+    expect(await nodes().get(SYSTEM, P(path))).toBeNull()
+    expectStatus(await api(ts.url, user.token).putNode(path, 'Document', { Y: 1 }), 201)
+    await unloaded(path)
+    expect((await nodes().get(SYSTEM, P(path)))?.content.Y).toBe(1)
+  })
+
+  it('read() loads the node and checks Read like get()', async () => {
+    const path = `${space}/loaded`
+    expectStatus(await api(ts.url, user.token).putNode(path, 'Document', { Z: 1 }), 201)
+    await unloaded(path)
+    const node = await nodes().read(SYSTEM, P(path))
+    expect(node?.content.Z).toBe(1)
+    expect(nodes().isLoaded(P(path))).toBe(true)
+    const stranger = await signup(ts.url)
+    const principal = userPrincipal(stranger.userId as UserId)
+    await expect(nodes().read(principal, P(path))).rejects.toSatisfy((e: unknown) => e instanceof WeftError && e.code === 'forbidden')
+    await expect(nodes().get(principal, P(path))).rejects.toSatisfy((e: unknown) => e instanceof WeftError && e.code === 'forbidden')
+  })
+})
+
+/** Needs PostgreSQL: `WEFT_TEST_DATABASE_URL`, else the local test database. */
+const connectionString = process.env.WEFT_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+
+describe('node reads on PostgreSQL, where a read really waits', () => {
+  it('a read that overlaps a write is not cached: after unloading, get returns the last write', async () => {
+    const schema = `weft_test_${randomBytes(6).toString('hex')}`
+    const storage = await openPostgresStorage({ connectionString, schema })
+    const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 0, log: pino({ level: 'silent' }) })
+    try {
+      await nodes.boot()
+      const path = 'Race' as NodePath
+      await nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { N: 0 } }))
+      for (let i = 1; i <= 20; i++) {
+        await waitFor(() => !nodes.isLoaded(path), { timeoutMs: 3000, description: 'the node unloads' })
+        // The read starts against storage while the write loads, changes and commits the node.
+        const [read] = await Promise.all([nodes.get(SYSTEM, path), nodes.update(SYSTEM, path, (c) => ({ nodeType: 'Space', content: { ...c!.content, N: i } }))])
+        expect([i - 1, i]).toContain(read?.content.N)
+        await waitFor(() => !nodes.isLoaded(path), { timeoutMs: 3000, description: 'the node unloads' })
+        expect((await nodes.get(SYSTEM, path))?.content.N).toBe(i)
+      }
+      // The worst order, forced: a read answered before a write, delivered after the write is
+      // durable and the node unloaded again. Its answer is stale and must not be remembered.
+      await nodes.update(SYSTEM, path, (c) => ({ nodeType: 'Space', content: { ...c!.content, N: 50 } }))
+      await waitFor(() => !nodes.isLoaded(path), { timeoutMs: 3000, description: 'the node unloads' })
+      let release!: () => void
+      const gate = new Promise<void>((r) => (release = r))
+      const realGetNode = storage.getNode.bind(storage)
+      storage.getNode = async (p) => {
+        const node = await realGetNode(p)
+        await gate
+        return node
+      }
+      const slow = nodes.get(SYSTEM, path)
+      await nodes.update(SYSTEM, path, (c) => ({ nodeType: 'Space', content: { ...c!.content, N: 100 } }))
+      await waitFor(() => !nodes.isLoaded(path), { timeoutMs: 3000, description: 'the node unloads' })
+      release()
+      expect((await slow)?.content.N).toBe(50)
+      storage.getNode = realGetNode
+      expect((await nodes.get(SYSTEM, path))?.content.N).toBe(100)
+    } finally {
+      await nodes.close()
+      await storage.close()
+      const client = new pg.Client({ connectionString })
+      await client.connect()
+      await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+      await client.end()
+    }
+  })
+})
