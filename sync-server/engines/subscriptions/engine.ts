@@ -16,6 +16,7 @@ export interface SubscriptionsEngineOptions {
   changes$?: (ctx: EngineContext) => Observable<LiveChange>
   reconcileIntervalMs?: number | null
   concurrency?: number
+  warmAheadMs?: number
 }
 
 export interface SubscriptionsEngine extends Engine {
@@ -60,6 +61,7 @@ export function createSubscriptionsEngine(options: SubscriptionsEngineOptions = 
       changes$,
       reconcileIntervalMs: options.reconcileIntervalMs,
       concurrency: options.concurrency,
+      warmAheadMs: options.warmAheadMs,
     })
     const stops: Array<() => void> = []
     return {

@@ -29,7 +29,7 @@ export interface RunnerOptions {
   registry: ContinuationRegistry
   /** The change feed to react to; defaults to `nodes.changes$` (tests drop events through it). */
   changes$?: Observable<LiveChange>
-  /** Firings in flight at once (default 256): enough to fill a group commit (10,000 timers due in one second), bounded so a reconcile that matches 100,000 sign-ups stays a stream, not a stampede. */
+  /** Firings in flight at once (default 4096): enough to keep group commits full (10,000 timers due in one second), bounded so a reconcile that matches 100,000 sign-ups stays a stream, not a stampede. */
   concurrency?: number
   /** Safety-net reconcile of every pending subscription; null disables it (default 5 minutes). */
   reconcileIntervalMs?: number | null
@@ -37,6 +37,12 @@ export interface RunnerOptions {
   maxAttempts?: number
   /** Above this many NodeChange subscriptions on one node type, reconcile scans the type once. */
   scanThreshold?: number
+  /**
+   * A Timer subscription's node is loaded into memory this long before its FireAt (default 2 s),
+   * so a burst of timers due in the same second spends the due time on continuations and claims,
+   * not on storage reads and doc rebuilds. Keep it under the server's idle-unload time (30 s).
+   */
+  warmAheadMs?: number
   now?: () => number
 }
 
@@ -46,6 +52,8 @@ const SUBSCRIPTION_PREFIX = `${SUBSCRIPTIONS_PARENT}/`
 /** The node service's largest page for a direct (unscanned) query. */
 const LOAD_PAGE = 1000
 const LEGACY_PREFIX = `${LEGACY_SCHEDULED_ACTIONS_PARENT}/`
+/** Warm-ups in flight at once: background work, never in the way of a firing. */
+const WARM_CONCURRENCY = 16
 
 /**
  * The one EventSubscription runner of a server. Two complementary paths drive every pending
@@ -70,6 +78,7 @@ export class SubscriptionRunner {
   private readonly maxAttempts: number
   private readonly scanThreshold: number
   private readonly reconcileIntervalMs: number | null
+  private readonly warmAheadMs: number
 
   private readonly entries = new Map<string, PendingEntry>()
   private readonly index = new MatchIndex()
@@ -80,6 +89,7 @@ export class SubscriptionRunner {
   private readonly attempts = new Map<string, number>()
   private readonly retryTimers = new Set<CancelTimer>()
   private readonly queue: WorkQueue
+  private readonly warmQueue: WorkQueue
   private readonly migrator: LegacyMigrator
   /** Highest change version seen on the feed; a jump past +1 means the feed lost events. */
   private lastVersion = 0
@@ -97,8 +107,10 @@ export class SubscriptionRunner {
     this.now = opts.now ?? Date.now
     this.maxAttempts = opts.maxAttempts ?? 3
     this.scanThreshold = opts.scanThreshold ?? 32
+    this.warmAheadMs = opts.warmAheadMs ?? 2_000
     this.reconcileIntervalMs = opts.reconcileIntervalMs === undefined ? 5 * 60_000 : opts.reconcileIntervalMs
-    this.queue = new WorkQueue(opts.concurrency ?? 256, (e) => this.log.error({ err: e }, 'subscription firing crashed'))
+    this.queue = new WorkQueue(opts.concurrency ?? 4096, (e) => this.log.error({ err: e }, 'subscription firing crashed'))
+    this.warmQueue = new WorkQueue(WARM_CONCURRENCY, (e) => this.log.debug({ err: e }, 'subscription warm-up failed; the firing reads it'))
     this.migrator = new LegacyMigrator(opts.nodes, opts.log)
   }
 
@@ -147,7 +159,7 @@ export class SubscriptionRunner {
     this.timers.clear()
     this.watches.clear()
     this.migrator.stop()
-    await this.queue.onIdle()
+    await Promise.all([this.queue.onIdle(), this.warmQueue.onIdle()])
   }
 
   /** The safety net: re-evaluate every pending NodeChange subscription against current state. */
@@ -266,7 +278,7 @@ export class SubscriptionRunner {
         // A past-due FireAt fires at once (inside the boot reconcile that gates /healthz):
         // at-least-once across restarts, no external scheduler.
         if (t.fireAt <= this.now()) this.fire(entry.id, null)
-        else this.timers.set(entry.id, scheduleAt(t.fireAt, () => this.fire(entry.id, null), this.now))
+        else this.timers.set(entry.id, this.armTimer(entry, t.fireAt))
         break
       case 'NodeStatus':
         this.startWatch(entry, t)
@@ -274,6 +286,27 @@ export class SubscriptionRunner {
       default:
         t satisfies never
     }
+  }
+
+  /** The timer of a Timer subscription, with its warm-up `warmAheadMs` before FireAt. */
+  private armTimer(entry: PendingEntry, fireAt: number): CancelTimer {
+    const fire = () => this.fire(entry.id, null)
+    if (fireAt - this.now() <= this.warmAheadMs) {
+      this.warm(entry)
+      return scheduleAt(fireAt, fire, this.now)
+    }
+    let cancel = scheduleAt(fireAt - this.warmAheadMs, () => {
+      this.warm(entry)
+      cancel = scheduleAt(fireAt, fire, this.now)
+    }, this.now)
+    return () => cancel()
+  }
+
+  private warm(entry: PendingEntry): void {
+    this.warmQueue.push(async () => {
+      if (this.stopped || !this.entries.has(entry.id)) return
+      await this.nodes.read(SYSTEM, entry.path as NodePath)
+    })
   }
 
   private removeEntry(id: string): void {
@@ -393,7 +426,8 @@ export class SubscriptionRunner {
 
   private async runFiring(id: string, subjectPath: string | null, fallbackSubject: string | null): Promise<void> {
     const path = `${SUBSCRIPTION_PREFIX}${id}` as NodePath
-    const node = await this.nodes.get(SYSTEM, path)
+    // Loaded, not just read: the terminal write follows on the same node.
+    const node = await this.nodes.read(SYSTEM, path)
     if (!node || !isPending(node)) {
       this.removeEntry(id)
       return
