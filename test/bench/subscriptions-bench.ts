@@ -4,7 +4,8 @@
  *    goal < 3 s; and the heap each pending subscription costs the runner;
  *  - sign-up → grant latency with those 100,000 pending (User node committed → assignment
  *    committed; also from the sign-up request, which includes password hashing), goal < 20 ms p50;
- *  - 10,000 timers due in the same second, all fired within 1 s.
+ *  - 10,000 timers due in the same second (FireAt spread evenly over it), each fired within 1 s
+ *    of its FireAt.
  *
  * The database is seeded through the storage adapter directly (group commit), not the HTTP API.
  * Run alone: `npx tsx test/bench/subscriptions-bench.ts` prints JSON.
@@ -12,6 +13,7 @@
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
 import { pathToFileURL } from 'node:url'
 import { setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
@@ -35,8 +37,8 @@ import { api } from '../helpers/api.js'
 export const GOALS: Record<string, { op: '<' | '<=' | '>' | '>='; value: number; unit?: string }> = {
   bootToHealthyMs: { op: '<', value: 3000, unit: 'ms' },
   signupToGrantP50Ms: { op: '<', value: 20, unit: 'ms' },
-  // The timers are due across one second; the last one is due at the end of it.
-  timersLastFiredAfterDueMs: { op: '<', value: 1000, unit: 'ms' },
+  // The timers are due across one second; each fires within 1 s of its own FireAt.
+  timersMaxLagMs: { op: '<', value: 1000, unit: 'ms' },
 }
 
 const PENDING = 100_000
@@ -155,45 +157,63 @@ export async function benchTimers(dir: string): Promise<Record<string, number>> 
   const space = 'TimerSpace'
   const at = new Date().toISOString()
   // Due well after seeding and boot, so they fire live, not as past-due (slack is reported).
-  const fireAt = Date.now() + 4000 + TIMERS * 0.5
+  const firstDue = Date.now() + 4000 + TIMERS * 0.5
+  // Spread evenly over one second: "10,000 timers due in the same second".
+  const dueOf = (i: number) => firstDue + (i % 1000)
   const store = await openStorage({ dataDir: dir })
   await seed(store, [{ path: space, nodeType: 'Space', content: {} }])
   await seed(store, Array.from({ length: TIMERS }, (_, i) => ({
     path: subscriptionPath(`timer_${i}`),
     nodeType: 'EventSubscription',
     content: {
-      Id: `timer_${i}`, TriggerType: 'Timer', FireAt: new Date(fireAt + (i % 1000) / 2).toISOString(), SubjectId: `trial-${i}`,
+      Id: `timer_${i}`, TriggerType: 'Timer', FireAt: new Date(dueOf(i)).toISOString(), SubjectId: `trial-${i}`,
       ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: 'Viewer', Status: 'Pending', CreatedAt: at,
     },
   })))
   await store.close()
   const server = await boot(dir, true)
   try {
-    const slackMs = fireAt - Date.now()
-    let fired = 0
+    const slackMs = firstDue - Date.now()
+    let elu = performance.eventLoopUtilization()
+    setTimeout(() => (elu = performance.eventLoopUtilization()), firstDue - Date.now()).unref()
+    const lags: number[] = []
+    let busyMs = Number.NaN
     let lastFiredAt = 0
-    const allFired = new Promise<void>((resolve) => {
+    let giveUp: ReturnType<typeof setTimeout> | undefined
+    await new Promise<void>((resolve) => {
       const sub = server.nodes.changes$.subscribe((c) => {
-        if (c.nodeType === 'EventSubscription' && c.node?.content.Status === 'Fired') {
-          fired++
-          lastFiredAt = Date.now()
-          if (fired === TIMERS) {
-            sub.unsubscribe()
-            resolve()
-          }
+        const content = c.node?.content
+        if (c.nodeType !== 'EventSubscription' || content?.Status !== 'Fired') return
+        lastFiredAt = Date.now()
+        // From the timer's own FireAt to its Fired commit (continuation included).
+        lags.push(lastFiredAt - Date.parse(String(content.FireAt)))
+        if (lags.length === TIMERS) {
+          busyMs = performance.eventLoopUtilization(elu).active
+          sub.unsubscribe()
+          resolve()
         }
       })
+      giveUp = setTimeout(() => {
+        sub.unsubscribe()
+        resolve()
+      }, firstDue - Date.now() + 30_000)
     })
-    await Promise.race([allFired, new Promise((r) => setTimeout(r, fireAt - Date.now() + 30_000))])
+    clearTimeout(giveUp)
     const grants = await server.nodes.query(SYSTEM, { parent: `${space}/_Access` as NodePath, limit: Number.MAX_SAFE_INTEGER })
+    lags.sort((a, b) => a - b)
     return {
       timers: TIMERS,
       timersSeededAheadMs: Math.round(slackMs),
-      timersFired: fired,
+      timersFired: lags.length,
       timersGrants: grants.length,
-      // From the last FireAt in the batch (fireAt + 499.5 ms) to the last Fired commit.
-      timersLastFiredAfterDueMs: Math.round(lastFiredAt - (fireAt + 499.5)),
-      timersAllFiredWithinMsOfFirstDue: Math.round(lastFiredAt - fireAt),
+      // Every timer fired (Status Fired committed, its grant before it) within this of its FireAt.
+      timersMaxLagMs: lags.length === TIMERS ? Math.round(lags[lags.length - 1]!) : Number.NaN,
+      timersP50LagMs: Math.round(percentile(lags, 50)),
+      // From the end of the second they were due in to the last Fired commit.
+      timersLastFiredAfterLastDueMs: Math.round(lastFiredAt - dueOf(999)),
+      // Event-loop busy time from the first FireAt to the last Fired commit, per timer: the cost
+      // that bounds how many timers one server fires per second.
+      timersMainThreadUsPerFiring: Math.round((busyMs * 1000) / TIMERS),
     }
   } finally {
     await server.close()
