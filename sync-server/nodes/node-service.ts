@@ -456,12 +456,22 @@ export class NodeService implements NodeApi {
     }
     const content = draft.content ?? {}
     if (!isJsonObject(content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
-    return this.writeContent(ln, principal, before, draft.name ?? before.name, content, diffToMergePatch(before.content, content), origin)
+    const patch = diffToMergePatch(before.content, content)
+    // A minimal diff names exactly the fields that change.
+    return this.writeContent(ln, principal, before, draft.name ?? before.name, content, patch, origin, Object.keys(patch))
   }
 
-  private writeContent(ln: LoadedNode, principal: Principal, before: MeshNode, name: string, next: JsonObject, patch: MergePatch, origin: ChangeOrigin): Written {
-    const changed = new Set(Object.keys({ ...before.content, ...next }).filter((k) => !jsonEqual(before.content[k], next[k])))
-    if (changed.size === 0 && name === before.name) return Promise.resolve(before)
+  private writeContent(
+    ln: LoadedNode,
+    principal: Principal,
+    before: MeshNode,
+    name: string,
+    next: JsonObject,
+    patch: MergePatch,
+    origin: ChangeOrigin,
+    changed: readonly string[] = Object.keys({ ...before.content, ...next }).filter((k) => !jsonEqual(before.content[k], next[k])),
+  ): Written {
+    if (changed.length === 0 && name === before.name) return Promise.resolve(before)
     this.authorizeFields(principal, before, changed)
     if (name !== before.name && !this.allows(principal, ln.path, 'Update')) {
       throw new WeftError('forbidden', `${principalName(principal)} may not rename ${ln.path}.`)
