@@ -29,7 +29,7 @@ export interface RunnerOptions {
   registry: ContinuationRegistry
   /** The change feed to react to; defaults to `nodes.changes$` (tests drop events through it). */
   changes$?: Observable<LiveChange>
-  /** Firings in flight at once (default 4096): enough to keep group commits full (10,000 timers due in one second), bounded so a reconcile that matches 100,000 sign-ups stays a stream, not a stampede. */
+  /** Firings in flight at once (default 2048): enough to keep group commits full (10,000 timers due in one second), bounded so a reconcile that matches 100,000 sign-ups stays a stream, not a stampede. */
   concurrency?: number
   /** Safety-net reconcile of every pending subscription; null disables it (default 5 minutes). */
   reconcileIntervalMs?: number | null
@@ -109,7 +109,7 @@ export class SubscriptionRunner {
     this.scanThreshold = opts.scanThreshold ?? 32
     this.warmAheadMs = opts.warmAheadMs ?? 2_000
     this.reconcileIntervalMs = opts.reconcileIntervalMs === undefined ? 5 * 60_000 : opts.reconcileIntervalMs
-    this.queue = new WorkQueue(opts.concurrency ?? 4096, (e) => this.log.error({ err: e }, 'subscription firing crashed'))
+    this.queue = new WorkQueue(opts.concurrency ?? 2048, (e) => this.log.error({ err: e }, 'subscription firing crashed'))
     this.warmQueue = new WorkQueue(WARM_CONCURRENCY, (e) => this.log.debug({ err: e }, 'subscription warm-up failed; the firing reads it'))
     this.migrator = new LegacyMigrator(opts.nodes, opts.log)
   }
