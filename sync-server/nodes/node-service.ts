@@ -395,9 +395,9 @@ export class NodeService implements NodeApi {
     validateContent(draft.nodeType, content)
     this.checkInvariants(null, { path, nodeType: draft.nodeType, content } as MeshNode)
     const doc = ln.doc
-    // A new node's doc is empty (a fresh load, or reset by a delete): the content is the patch.
-    const empty = doc.getMap(CONTENT_MAP).size === 0
-    const update = ln.capture(() => applyPatchToDoc(doc, empty ? content : diffToMergePatch(docToJson(doc), content), 'system'))
+    // A new node's doc is empty (a fresh load, or reset by a delete): no need to read it back.
+    const before = doc.getMap(CONTENT_MAP).size === 0 ? {} : docToJson(doc)
+    const update = ln.capture(() => applyPatchToDoc(doc, diffToMergePatch(before, content), 'system'))
     const at = now()
     const node: MeshNode = {
       path,
@@ -590,6 +590,7 @@ export class NodeService implements NodeApi {
     })
     return committed.then(
       (record) => {
+        this.settledWrite(ln.path)
         ln.commitSettled()
         if (ln.poisoned && ln.pendingCommits === 0 && this.retired.get(ln.path) === ln) {
           this.retired.delete(ln.path)
@@ -603,6 +604,7 @@ export class NodeService implements NodeApi {
         return versioned
       },
       (err: unknown) => {
+        this.settledWrite(ln.path)
         // Memory is ahead of storage now: retire this copy (no more writes on it), evict its
         // clients, and let the next use reload the durable state once its commits settle.
         if (!ln.poisoned) {
@@ -621,6 +623,15 @@ export class NodeService implements NodeApi {
         throw err instanceof WeftError ? err : new WeftError('internal', 'The change could not be saved.')
       },
     )
+  }
+
+  /**
+   * A commit settled: storage changed (or a copy was dropped) under any read of the path that is
+   * cached or under way. A retired copy's later commits land while the node is not loaded.
+   */
+  private settledWrite(path: NodePath): void {
+    this.writeEpoch++
+    this.readCache.delete(path)
   }
 
   async close(): Promise<void> {

@@ -15,10 +15,10 @@ export interface ExistingNode {
   createdAt: string
 }
 
-/** A commit that passed validation against the state the batch sees, ready to write. */
 /** What a writer needs of a commit: everything but the content object (it writes the content's JSON text). */
 export type CommitHeader = Omit<CommitInput, 'content'>
 
+/** A commit that passed validation against the state the batch sees, ready to write. */
 export interface PlannedCommit {
   input: CommitHeader
   /** The row before this commit (null for Created). */

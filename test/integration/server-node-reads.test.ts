@@ -2,14 +2,16 @@ import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { SYSTEM, WeftError, userPrincipal, type NodePath, type UserId } from '../../shared/index.js'
+import { SYSTEM, WeftError, userPrincipal, type JsonObject, type NodePath, type UserId } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/access-service.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
-import { openPostgresStorage } from '../../sync-server/storage/index.js'
+import { openPostgresStorage, openSqliteStorage } from '../../sync-server/storage/index.js'
 import {
   api,
   createSpace,
   expectStatus,
+  makeTempDir,
+  removeDir,
   signup,
   startTestServer,
   stockProvider,
@@ -94,6 +96,14 @@ describe('node reads: the read cache and read()', () => {
     expect((await nodes().get(SYSTEM, P(path)))?.content.Y).toBe(1)
   })
 
+  it('a create drops what JSON drops (an undefined member), as a replace does', async () => {
+    const path = P(`${space}/undefined-member`)
+    const created = await nodes().update(SYSTEM, path, () => ({ nodeType: 'Document', content: { A: undefined, B: 1 } as unknown as JsonObject }))
+    expect(created?.content).toEqual({ B: 1 })
+    const replaced = await nodes().update(SYSTEM, path, (c) => ({ nodeType: 'Document', content: { ...c!.content, C: undefined, D: 2 } as unknown as JsonObject }))
+    expect(replaced?.content).toEqual({ B: 1, D: 2 })
+  })
+
   it('read() loads the node and checks Read like get()', async () => {
     const path = `${space}/loaded`
     expectStatus(await api(ts.url, user.token).putNode(path, 'Document', { Z: 1 }), 201)
@@ -154,6 +164,44 @@ describe('node reads on PostgreSQL, where a read really waits', () => {
       await client.connect()
       await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
       await client.end()
+    }
+  })
+})
+
+describe('node reads after a failed commit', () => {
+  it('a read cached while a dropped copy still has a commit in flight is forgotten when that commit lands', async () => {
+    const dir = await makeTempDir('weft-reads-')
+    const storage = openSqliteStorage({ file: `${dir}/weft.db` })
+    const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
+    try {
+      await nodes.boot()
+      const path = 'Failing' as NodePath
+      await nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { N: 0 } }))
+      // The next commit to the path fails (a full disk, say); the one after it waits for a gate.
+      let release!: () => void
+      const gate = new Promise<void>((r) => (release = r))
+      const realCommit = storage.commit.bind(storage)
+      let calls = 0
+      storage.commit = (input) => {
+        if (input.path !== path) return realCommit(input)
+        calls++
+        if (calls === 1) return Promise.reject(new WeftError('unavailable', 'The disk is full.'))
+        return gate.then(() => realCommit(input))
+      }
+      const first = nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { N: 1 } }))
+      const second = nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { N: 2 } }))
+      await expect(first).rejects.toThrow()
+      // The copy is dropped (memory was ahead of storage) while the second commit is in flight.
+      expect(nodes.isLoaded(path)).toBe(false)
+      expect((await nodes.get(SYSTEM, path))?.content.N).toBe(0)
+      release()
+      expect((await second)?.content.N).toBe(2)
+      storage.commit = realCommit
+      expect((await nodes.get(SYSTEM, path))?.content.N).toBe(2)
+    } finally {
+      await nodes.close()
+      await storage.close()
+      await removeDir(dir)
     }
   })
 })

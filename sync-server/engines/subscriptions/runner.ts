@@ -296,8 +296,8 @@ export class SubscriptionRunner {
       return scheduleAt(fireAt, fire, this.now)
     }
     let cancel = scheduleAt(fireAt - this.warmAheadMs, () => {
-      this.warm(entry)
       cancel = scheduleAt(fireAt, fire, this.now)
+      this.warm(entry)
     }, this.now)
     return () => cancel()
   }
