@@ -13,6 +13,12 @@ export interface ServerConfig {
   maxPayloadBytes: number
   /** A document nobody has used for this long is unloaded from memory. */
   idleUnloadMs: number
+  /**
+   * Above this many loaded documents, those no client has open are unloaded sooner, least
+   * recently used first (a burst of engine writes must not hold every doc it touched for
+   * `idleUnloadMs`).
+   */
+  maxLoadedDocs: number
   /** Built web app (vite build output) served at `/`; absent folder = API only. */
   staticDir: string
   tokenTtlMs: number
@@ -35,6 +41,7 @@ export function defaultConfig(): ServerConfig {
     logLevel: 'info',
     maxPayloadBytes: 1024 * 1024,
     idleUnloadMs: 30_000,
+    maxLoadedDocs: 20_000,
     staticDir: path.resolve('dist'),
     tokenTtlMs: 30 * 24 * 3600 * 1000,
     maxRoomsPerSocket: 20_000,
@@ -53,6 +60,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     logLevel: env.LOG_LEVEL || d.logLevel,
     maxPayloadBytes: int(env.MAX_PAYLOAD_BYTES, d.maxPayloadBytes, 'MAX_PAYLOAD_BYTES'),
     idleUnloadMs: int(env.IDLE_UNLOAD_MS, d.idleUnloadMs, 'IDLE_UNLOAD_MS'),
+    maxLoadedDocs: int(env.MAX_LOADED_DOCS, d.maxLoadedDocs, 'MAX_LOADED_DOCS'),
     staticDir: path.resolve(env.STATIC_DIR || d.staticDir),
     tokenTtlMs: int(env.TOKEN_TTL_MS, d.tokenTtlMs, 'TOKEN_TTL_MS'),
     maxRoomsPerSocket: int(env.MAX_ROOMS_PER_SOCKET, d.maxRoomsPerSocket, 'MAX_ROOMS_PER_SOCKET'),

@@ -44,7 +44,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const log = logger ?? createLogger(config.logLevel)
   const storage = await openStorage({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, log })
   const access = new AccessService()
-  const nodes = new NodeService(storage, access, { idleUnloadMs: config.idleUnloadMs, log })
+  const nodes = new NodeService(storage, access, { idleUnloadMs: config.idleUnloadMs, maxLoadedDocs: config.maxLoadedDocs, log })
   await nodes.boot()
   const auth = new AuthService(storage, nodes, config.tokenTtlMs)
   const abort = new AbortController()

@@ -29,6 +29,8 @@ export class LoadedNode {
   readonly connections = new Set<RoomConnection>()
   /** Commits applied in memory whose durability is not yet confirmed; unloading waits for 0. */
   pendingCommits = 0
+  /** Operations holding this copy across an await (a cascade delete): it is not unloaded meanwhile. */
+  holds = 0
   /** Set when a commit of this copy failed: memory is ahead of storage, so it takes no more writes. */
   poisoned = false
   private settleWaiters: (() => void)[] = []
@@ -177,7 +179,7 @@ export class LoadedNode {
   }
 
   isIdle(now: number, idleMs: number): boolean {
-    return this.connections.size === 0 && this.pendingCommits === 0 && now - this.lastUsed >= idleMs
+    return this.connections.size === 0 && this.pendingCommits === 0 && this.holds === 0 && now - this.lastUsed >= idleMs
   }
 
   destroy(): void {

@@ -41,6 +41,8 @@ import type { ChangeOrigin, LiveChange, NodeApi, NodeDraft, UpdateFn } from './t
 
 export interface NodeServiceOptions {
   idleUnloadMs: number
+  /** Soft cap on loaded docs: beyond it, docs without clients unload least recently used first. */
+  maxLoadedDocs?: number
   log: Logger
 }
 
@@ -51,6 +53,10 @@ const QUERY_DEFAULT_LIMIT = 100
 const QUERY_MAX_LIMIT = 1000
 /** Nodes read but not loaded that `get` remembers (an engine checking the same space 10,000 times). */
 const READ_CACHE_SIZE = 4096
+/** A doc used this recently is never unloaded for the cap: a write may be between its acquire and its commit. */
+const MIN_RESIDENCY_MS = 1000
+/** Loaded docs one trim looks at, at most: the cap is enforced a little at a time. */
+const TRIM_SCAN = 256
 
 /**
  * The authoritative node store of one server: loads Y.Docs on demand, runs every write through
@@ -128,6 +134,9 @@ export class NodeService implements NodeApi {
     const hit = this.loaded.get(path)
     if (hit) {
       hit.lastUsed = Date.now()
+      // Most recently used last: the cap unloads from the front.
+      this.loaded.delete(path)
+      this.loaded.set(path, hit)
       return hit
     }
     let pending = this.loading.get(path)
@@ -151,7 +160,33 @@ export class NodeService implements NodeApi {
     const ln = new LoadedNode(path, doc, stored?.node ?? null)
     this.loaded.set(path, ln)
     this.readCache.delete(path)
+    this.trimLoaded()
     return ln
+  }
+
+  /**
+   * Enforces `maxLoadedDocs`: unloads docs no client has open and no commit is waiting on, least
+   * recently used first, never one used in the last MIN_RESIDENCY_MS. Docs with clients move to
+   * the back (they are in use).
+   */
+  private trimLoaded(): void {
+    const max = this.opts.maxLoadedDocs
+    if (max === undefined || this.loaded.size <= max) return
+    let excess = this.loaded.size - max
+    const now = Date.now()
+    let scanned = 0
+    for (const [path, ln] of this.loaded) {
+      if (excess <= 0 || scanned++ >= TRIM_SCAN) break
+      if (ln.connections.size > 0 || ln.pendingCommits > 0 || ln.holds > 0) {
+        this.loaded.delete(path)
+        this.loaded.set(path, ln)
+        continue
+      }
+      if (now - ln.lastUsed < MIN_RESIDENCY_MS) break
+      this.loaded.delete(path)
+      ln.destroy()
+      excess--
+    }
   }
 
   private unloadIdle(): void {
@@ -162,6 +197,7 @@ export class NodeService implements NodeApi {
         ln.destroy()
       }
     }
+    this.trimLoaded()
   }
 
   // ---------------------------------------------------------------- reads
@@ -533,6 +569,8 @@ export class NodeService implements NodeApi {
     // Marked before the first await: no child can be created under the subtree meanwhile.
     const marked = !this.deleting.has(ln.path)
     if (marked) this.deleting.add(ln.path)
+    // Held across the awaits below: this copy must stay the loaded one until its delete commits.
+    ln.holds++
     try {
       // Children first, so a crash half-way never leaves orphans under a deleted parent. The
       // list is read again until empty: a child committed while the first list was read counts.
@@ -549,6 +587,7 @@ export class NodeService implements NodeApi {
       }
     } finally {
       if (marked) this.deleting.delete(ln.path)
+      ln.holds--
     }
     const current = ln.node
     if (!current) return

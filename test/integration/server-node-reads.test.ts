@@ -45,7 +45,7 @@ describe('node reads: the read cache and read()', () => {
   const unloaded = (path: string) =>
     waitFor(() => !nodes().isLoaded(P(path)), { timeoutMs: 3000, description: `${path} unloads` })
 
-  it('a cached read never outlives a write: HTTP patch, then the doc unloads, then get', async () => {
+  it('[MEM2] a cached read never outlives a write: HTTP patch, then the doc unloads, then get', async () => {
     const http = api(ts.url, user.token)
     const path = `${space}/cached`
     expectStatus(await http.putNode(path, 'Document', { A: 1 }), 201)
@@ -202,6 +202,39 @@ describe('node reads after a failed commit', () => {
       await nodes.close()
       await storage.close()
       await removeDir(dir)
+    }
+  })
+})
+
+describe('loaded docs are capped', () => {
+  it('[MEM2] beyond maxLoadedDocs, docs without clients unload least recently used first; an open one stays live', async () => {
+    const ts = await startTestServer({ config: { maxLoadedDocs: 5, idleUnloadMs: 60_000 } })
+    try {
+      const user = await signup(ts.url)
+      const space = await createSpace(ts.url, user.token)
+      const http = api(ts.url, user.token)
+      const open = `${space}/open`
+      expectStatus(await http.putNode(open, 'Document', { Title: 'live' }), 201)
+      const client = stockProvider(ts.url, open, user.token)
+      try {
+        await client.synced()
+        for (let i = 0; i < 20; i++) expectStatus(await http.putNode(`${space}/doc${i}`, 'Document', { I: i }), 201)
+        expect(ts.server.nodes.stats().loadedDocs).toBeGreaterThan(5)
+        // Docs used in the last second are never unloaded for the cap; then the next load trims.
+        await new Promise((r) => setTimeout(r, 1100))
+        expect(await ts.server.nodes.read(SYSTEM, `${space}/not-there` as NodePath)).toBeNull()
+        expect(ts.server.nodes.stats().loadedDocs).toBeLessThanOrEqual(5)
+        expect(ts.server.nodes.isLoaded(open as NodePath)).toBe(true)
+        expect(ts.server.nodes.isLoaded(`${space}/doc0` as NodePath)).toBe(false)
+        // Unloaded docs read back whole; the open one still takes its client's edits.
+        for (let i = 0; i < 20; i++) expect(expectStatus(await http.getNode(`${space}/doc${i}`), 200).body.content.I).toBe(i)
+        client.content.set('Title', 'still live')
+        await waitFor(async () => (await ts.server.nodes.get(SYSTEM, open as NodePath))?.content.Title === 'still live', { description: 'the edit reaches the server' })
+      } finally {
+        client.destroy()
+      }
+    } finally {
+      await ts.cleanup()
     }
   })
 })
