@@ -79,8 +79,10 @@ export class NodeService implements NodeApi {
   /** Per-path feeds for node$: a watcher sees its node's changes only, not the whole mesh's. */
   private readonly pathSubjects = new Map<NodePath, Subject<LiveChange>>()
   /**
-   * Recent reads of nodes that are not loaded, oldest first. Every write passes commitChange,
-   * which drops the path; a read that overlapped any write is not remembered (writeEpoch).
+   * Recent reads of nodes that are not loaded, oldest first. Only a node that is not loaded is
+   * cached, and a write loads it (which drops the entry); every commit drops it again when it
+   * settles (a dropped copy's commits land while the node is not loaded), and a read that
+   * overlapped a settling commit is not remembered (writeEpoch).
    */
   private readonly readCache = new Map<NodePath, MeshNode | null>()
   private writeEpoch = 0
@@ -183,19 +185,20 @@ export class NodeService implements NodeApi {
         continue
       }
       if (now - ln.lastUsed < MIN_RESIDENCY_MS) break
-      this.loaded.delete(path)
-      ln.destroy()
+      this.unload(path, ln)
       excess--
     }
+  }
+
+  private unload(path: NodePath, ln: LoadedNode): void {
+    this.loaded.delete(path)
+    ln.destroy()
   }
 
   private unloadIdle(): void {
     const now = Date.now()
     for (const [path, ln] of this.loaded) {
-      if (ln.isIdle(now, this.opts.idleUnloadMs)) {
-        this.loaded.delete(path)
-        ln.destroy()
-      }
+      if (ln.isIdle(now, this.opts.idleUnloadMs)) this.unload(path, ln)
     }
     this.trimLoaded()
   }
@@ -612,8 +615,6 @@ export class NodeService implements NodeApi {
   ): Written {
     const target = after ?? before!
     ln.node = after
-    this.writeEpoch++
-    this.readCache.delete(ln.path)
     ln.lastUsed = Date.now()
     this.access.observe(before, after)
     ln.commitStarted()
@@ -664,10 +665,7 @@ export class NodeService implements NodeApi {
     )
   }
 
-  /**
-   * A commit settled: storage changed (or a copy was dropped) under any read of the path that is
-   * cached or under way. A retired copy's later commits land while the node is not loaded.
-   */
+  /** A commit settled: storage may have changed under any read of the path, cached or under way. */
   private settledWrite(path: NodePath): void {
     this.writeEpoch++
     this.readCache.delete(path)

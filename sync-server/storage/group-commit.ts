@@ -60,10 +60,6 @@ export class GroupCommitter<I, R> {
 
   private async flush(): Promise<void> {
     this.isScheduled = false
-    if (this.queue.length === 0) {
-      this.settleIdle()
-      return
-    }
     this.inFlight++
     const batch = this.queue.splice(0, this.maxBatch)
     if (this.queue.length > 0) this.schedule()
