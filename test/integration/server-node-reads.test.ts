@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SYSTEM, WeftError, userPrincipal, type JsonObject, type NodePath, type UserId } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/access-service.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
-import { openPostgresStorage, openSqliteStorage } from '../../sync-server/storage/index.js'
+import { openPostgresStorage, openSqliteStorage, type StorageAdapter } from '../../sync-server/storage/index.js'
 import {
   api,
   createSpace,
@@ -19,6 +19,16 @@ import {
   type TestServer,
   type TestUser,
 } from '../helpers/index.js'
+
+/** A node service over a real store, without the HTTP and socket layers around it. */
+async function serviceOver(storage: StorageAdapter, idleUnloadMs: number): Promise<NodeService> {
+  const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs, log: pino({ level: 'silent' }) })
+  await nodes.boot()
+  return nodes
+}
+
+const untilUnloaded = (nodes: NodeService, path: NodePath) =>
+  waitFor(() => !nodes.isLoaded(path), { timeoutMs: 3000, description: `${path} unloads` })
 
 /**
  * Reads of nodes that are not loaded go through a small cache (an engine checking the same space
@@ -42,8 +52,7 @@ describe('node reads: the read cache and read()', () => {
   })
 
   const nodes = () => ts.server.nodes
-  const unloaded = (path: string) =>
-    waitFor(() => !nodes().isLoaded(P(path)), { timeoutMs: 3000, description: `${path} unloads` })
+  const unloaded = (path: string) => untilUnloaded(nodes(), P(path))
 
   it('[MEM2] a cached read never outlives a write: HTTP patch, then the doc unloads, then get', async () => {
     const http = api(ts.url, user.token)
@@ -125,23 +134,22 @@ describe('node reads on PostgreSQL, where a read really waits', () => {
   it('a read that overlaps a write is not cached: after unloading, get returns the last write', async () => {
     const schema = `weft_test_${randomBytes(6).toString('hex')}`
     const storage = await openPostgresStorage({ connectionString, schema })
-    const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 0, log: pino({ level: 'silent' }) })
+    const nodes = await serviceOver(storage, 0)
     try {
-      await nodes.boot()
       const path = 'Race' as NodePath
       await nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { N: 0 } }))
       for (let i = 1; i <= 20; i++) {
-        await waitFor(() => !nodes.isLoaded(path), { timeoutMs: 3000, description: 'the node unloads' })
+        await untilUnloaded(nodes, path)
         // The read starts against storage while the write loads, changes and commits the node.
         const [read] = await Promise.all([nodes.get(SYSTEM, path), nodes.update(SYSTEM, path, (c) => ({ nodeType: 'Space', content: { ...c!.content, N: i } }))])
         expect([i - 1, i]).toContain(read?.content.N)
-        await waitFor(() => !nodes.isLoaded(path), { timeoutMs: 3000, description: 'the node unloads' })
+        await untilUnloaded(nodes, path)
         expect((await nodes.get(SYSTEM, path))?.content.N).toBe(i)
       }
       // The worst order, forced: a read answered before a write, delivered after the write is
       // durable and the node unloaded again. Its answer is stale and must not be remembered.
       await nodes.update(SYSTEM, path, (c) => ({ nodeType: 'Space', content: { ...c!.content, N: 50 } }))
-      await waitFor(() => !nodes.isLoaded(path), { timeoutMs: 3000, description: 'the node unloads' })
+      await untilUnloaded(nodes, path)
       let release!: () => void
       const gate = new Promise<void>((r) => (release = r))
       const realGetNode = storage.getNode.bind(storage)
@@ -152,7 +160,7 @@ describe('node reads on PostgreSQL, where a read really waits', () => {
       }
       const slow = nodes.get(SYSTEM, path)
       await nodes.update(SYSTEM, path, (c) => ({ nodeType: 'Space', content: { ...c!.content, N: 100 } }))
-      await waitFor(() => !nodes.isLoaded(path), { timeoutMs: 3000, description: 'the node unloads' })
+      await untilUnloaded(nodes, path)
       release()
       expect((await slow)?.content.N).toBe(50)
       storage.getNode = realGetNode
@@ -172,9 +180,8 @@ describe('node reads after a failed commit', () => {
   it('a read cached while a dropped copy still has a commit in flight is forgotten when that commit lands', async () => {
     const dir = await makeTempDir('weft-reads-')
     const storage = openSqliteStorage({ file: `${dir}/weft.db` })
-    const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
+    const nodes = await serviceOver(storage, 60_000)
     try {
-      await nodes.boot()
       const path = 'Failing' as NodePath
       await nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { N: 0 } }))
       // The next commit to the path fails (a full disk, say); the one after it waits for a gate.

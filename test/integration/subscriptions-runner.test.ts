@@ -57,18 +57,26 @@ function grantSub(email: string, space: string, extra: JsonObject = {}): JsonObj
   }
 }
 
+/**
+ * A server whose runner never sees a User being created on its change feed, with an Admin's
+ * pending invite (subscription `id`) of a fresh email to their space.
+ */
+async function inviteWithSignupsDropped(id: string): Promise<{ s: RunningServer; space: string; email: string }> {
+  const dropSignups = createSubscriptionsEngine({
+    changes$: (ctx) => ctx.nodes.changes$.pipe(filter((c) => !(c.nodeType === 'User' && c.kind === 'Created'))),
+    reconcileIntervalMs: null,
+  })
+  const s = await boot(await freshDir(), [dropSignups])
+  const admin = await signup(s.url)
+  const space = await createSpace(s.url, admin.token)
+  const email = uniqueEmail(id)
+  await putSub(s, id, grantSub(email, space, { CreatedBy: admin.userId }))
+  return { s, space, email }
+}
+
 describe('[SUB-R] event subscription runner', () => {
   it('[SUB-R1] the change feed drops the sign-up → the reconcile path still fires it', async () => {
-    const dir = await freshDir()
-    const dropSignups = createSubscriptionsEngine({
-      changes$: (ctx) => ctx.nodes.changes$.pipe(filter((c) => !(c.nodeType === 'User' && c.kind === 'Created'))),
-      reconcileIntervalMs: null,
-    })
-    const s = await boot(dir, [dropSignups])
-    const admin = await signup(s.url)
-    const space = await createSpace(s.url, admin.token)
-    const email = uniqueEmail('dropped')
-    await putSub(s, 'dropped', grantSub(email, space, { CreatedBy: admin.userId }))
+    const { s, space, email } = await inviteWithSignupsDropped('dropped')
     await engineOf(s).runner.idle()
     const user = await signup(s.url, email)
     await engineOf(s).runner.idle()
@@ -80,16 +88,7 @@ describe('[SUB-R] event subscription runner', () => {
   })
 
   it('[SUB-R1b] a dropped event is replayed from the change log as soon as the feed shows the gap', async () => {
-    const dir = await freshDir()
-    const dropSignups = createSubscriptionsEngine({
-      changes$: (ctx) => ctx.nodes.changes$.pipe(filter((c) => !(c.nodeType === 'User' && c.kind === 'Created'))),
-      reconcileIntervalMs: null,
-    })
-    const s = await boot(dir, [dropSignups])
-    const admin = await signup(s.url)
-    const space = await createSpace(s.url, admin.token)
-    const email = uniqueEmail('gap')
-    await putSub(s, 'gap', grantSub(email, space, { CreatedBy: admin.userId }))
+    const { s, space, email } = await inviteWithSignupsDropped('gap')
     const user = await signup(s.url, email)
     // Any later change reveals the gap in versions; no reconcile is asked for.
     await s.nodes.put(SYSTEM, `${space}/after` as NodePath, { nodeType: 'Document', content: {} })
