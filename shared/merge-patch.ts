@@ -111,6 +111,15 @@ export function applyPatchToDoc(doc: Y.Doc, patch: MergePatch, origin: unknown =
   doc.transact(() => patchMap(doc.getMap(CONTENT_MAP), patch), origin)
 }
 
+/**
+ * What `applyPatchToDoc` would make of `content`, on plain JSON: the same checks and the same
+ * merge, for a node whose doc is not built (server engines' writes).
+ */
+export function applyPatchToJson(content: JsonObject, patch: MergePatch): JsonObject {
+  assertMergePatch(patch)
+  return applyMergePatch(content, patch) as JsonObject
+}
+
 /** Replaces the whole content (PUT): a diff, so unchanged fields keep their Yjs items. */
 export function replaceDocContent(doc: Y.Doc, content: JsonObject, origin: unknown = null): void {
   applyPatchToDoc(doc, diffToMergePatch(docToJson(doc), content), origin)

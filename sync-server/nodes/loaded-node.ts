@@ -17,14 +17,18 @@ export interface RoomConnection {
 }
 
 /**
- * A node whose Y.Doc is in server memory. The doc is authoritative: it only ever receives
- * updates that passed the access and schema checks. Every update, whatever its origin, is
- * relayed to the room's connections except the one it came from.
+ * A node in server memory. Its Y.Doc is built lazily ([DOC1]): a node that only the server writes
+ * (a subscription claim, an access grant) keeps its JSON and skips Yjs until a client opens it.
+ * Once built, the doc is authoritative: it only ever receives updates that passed the access and
+ * schema checks, and every update, whatever its origin, is relayed to the room's connections
+ * except the one it came from.
  */
 export class LoadedNode {
   readonly path: NodePath
-  doc: Y.Doc
+  private ydoc: Y.Doc | null
   node: MeshNode | null
+  /** Set while the doc is being built and its catch-up made durable (NodeService.materialize). */
+  materializing: Promise<void> | null = null
   private awarenessState: awarenessProtocol.Awareness | null = null
   readonly connections = new Set<RoomConnection>()
   /** Commits applied in memory whose durability is not yet confirmed; unloading waits for 0. */
@@ -36,11 +40,29 @@ export class LoadedNode {
   private settleWaiters: (() => void)[] = []
   lastUsed = Date.now()
 
-  constructor(path: NodePath, doc: Y.Doc, node: MeshNode | null) {
+  constructor(path: NodePath, node: MeshNode | null, doc: Y.Doc | null = null) {
     this.path = path
     this.node = node
-    this.doc = doc
-    this.attachDoc(doc)
+    this.ydoc = null
+    if (doc) this.setDoc(doc)
+  }
+
+  /** Whether the Y.Doc is built; until it is, writes change the JSON only. */
+  get hasDoc(): boolean {
+    return this.ydoc !== null
+  }
+
+  /** The built doc; only rooms (which materialise before joining) and Yjs-path writes use it. */
+  get doc(): Y.Doc {
+    if (!this.ydoc) throw new Error(`Invariant: the doc of ${this.path} is used before it is built`)
+    return this.ydoc
+  }
+
+  /** Installs the built doc (once): from now on every write to the node goes through it. */
+  setDoc(doc: Y.Doc): void {
+    if (this.ydoc) throw new Error(`Invariant: the doc of ${this.path} is built twice`)
+    this.ydoc = doc
+    doc.on('update', this.onDocUpdate)
   }
 
   /**
@@ -66,16 +88,18 @@ export class LoadedNode {
     this.awarenessState = null
   }
 
-  private attachDoc(doc: Y.Doc): void {
-    doc.on('update', this.onDocUpdate)
+  /** After a delete the room starts over with an empty doc (a doc not built stays unbuilt). */
+  resetDoc(): void {
+    if (!this.ydoc) return
+    this.dropDoc()
+    this.setDoc(new Y.Doc({ guid: this.path }))
   }
 
-  /** After a delete the room starts over with an empty doc. */
-  resetDoc(): void {
-    this.doc.off('update', this.onDocUpdate)
-    this.doc.destroy()
-    this.doc = new Y.Doc({ guid: this.path })
-    this.attachDoc(this.doc)
+  private dropDoc(): void {
+    if (!this.ydoc) return
+    this.ydoc.off('update', this.onDocUpdate)
+    this.ydoc.destroy()
+    this.ydoc = null
   }
 
   /**
@@ -183,8 +207,7 @@ export class LoadedNode {
   }
 
   destroy(): void {
-    this.doc.off('update', this.onDocUpdate)
+    this.dropDoc()
     this.dropAwareness()
-    this.doc.destroy()
   }
 }

@@ -7,6 +7,7 @@ import {
   WeftError,
   applyMergePatch,
   applyPatchToDoc,
+  applyPatchToJson,
   assertMergePatch,
   diffToMergePatch,
   docToJson,
@@ -123,14 +124,19 @@ export class NodeService implements NodeApi {
     return { loadedDocs: this.loaded.size }
   }
 
-  /** Whether the node's doc is in memory right now (diagnostics and tests). */
+  /** Whether the node is in memory right now (diagnostics and tests). */
   isLoaded(path: NodePath): boolean {
     return this.loaded.has(path)
   }
 
+  /** Whether the node's Y.Doc is built right now ([DOC1]; diagnostics and tests). */
+  hasDoc(path: NodePath): boolean {
+    return this.loaded.get(path)?.hasDoc ?? false
+  }
+
   // ---------------------------------------------------------------- loading
 
-  /** The node in memory, loading it (and its doc) from storage once. */
+  /** The node in memory (its row; the doc is built by acquireDoc), loading it from storage once. */
   async acquire(path: NodePath): Promise<LoadedNode> {
     if (this.closed) throw new WeftError('unavailable', 'The server is shutting down.')
     const hit = this.loaded.get(path)
@@ -152,18 +158,69 @@ export class NodeService implements NodeApi {
   private async load(path: NodePath): Promise<LoadedNode> {
     // A copy dropped after a failed commit may still have commits in flight: read after them.
     await this.retired.get(path)?.settled()
-    const stored = await this.storage.loadNode(path)
-    // A fixed guid: a random uuid per load costs a crypto call that shows in profiles.
-    const doc = new Y.Doc({ guid: path })
-    if (stored) {
-      if (stored.doc.snapshot) Y.applyUpdate(doc, stored.doc.snapshot)
-      for (const u of stored.doc.updates) Y.applyUpdate(doc, u)
-    }
-    const ln = new LoadedNode(path, doc, stored?.node ?? null)
+    // The row only: the doc is built when a client opens the node ([DOC1]). A cached read is
+    // current (a settling commit drops it), so a read that a write follows costs one query.
+    const cached = this.readCache.get(path)
+    const node = cached !== undefined ? cached : await this.storage.getNode(path)
+    const ln = new LoadedNode(path, node)
     this.loaded.set(path, ln)
     this.readCache.delete(path)
     this.trimLoaded()
     return ln
+  }
+
+  /** The node in memory with its Y.Doc built: what a room (a client's sync session) needs. */
+  async acquireDoc(path: NodePath): Promise<LoadedNode> {
+    // A failed catch-up retires the copy; the second attempt loads a fresh one.
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const ln = await this.acquire(path)
+      if (ln.hasDoc) return ln
+      await this.materialize(ln)
+      if (ln.hasDoc && !ln.poisoned) return ln
+    }
+    throw new WeftError('unavailable', `${path} could not be opened for sync; retry in a moment.`)
+  }
+
+  /**
+   * [DOC1] Builds the doc from the stored Yjs log. Writes made while no doc was built changed the
+   * JSON only, so the log may lag the content: the difference is applied as one system
+   * transaction and folded into the stored log BEFORE any client sees the doc. Without that, a
+   * crash after a client saw the catch-up would rebuild it with other Yjs ids, and the client's
+   * copy would hold items the server never had.
+   */
+  private materialize(ln: LoadedNode): Promise<void> {
+    ln.materializing ??= (async () => {
+      ln.holds++
+      try {
+        const stored = ln.node ? await this.storage.loadDoc(ln.path) : null
+        if (ln.hasDoc || ln.poisoned) return
+        const doc = new Y.Doc({ guid: ln.path })
+        // A node absent now starts from an empty doc: a create must not build on a deleted log.
+        if (stored && ln.node) {
+          if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
+          for (const u of stored.updates) Y.applyUpdate(doc, u)
+        }
+        const content = ln.node?.content ?? {}
+        const logged = docToJson(doc)
+        const lags = !jsonEqual(logged, content)
+        if (lags) applyPatchToDoc(doc, diffToMergePatch(logged, content), 'system')
+        // Installed now, in the same synchronous stretch as the comparison: every later write
+        // goes through the doc, and its commit is queued after the fold below.
+        ln.setDoc(doc)
+        if (!lags || !ln.node) return
+        ln.commitStarted()
+        try {
+          await this.storage.foldDoc(ln.path, Y.encodeStateAsUpdate(doc))
+          ln.commitSettled()
+        } catch (err) {
+          this.commitFailed(ln, err)
+        }
+      } finally {
+        ln.holds--
+        ln.materializing = null
+      }
+    })()
+    return ln.materializing
   }
 
   /**
@@ -342,7 +399,7 @@ export class NodeService implements NodeApi {
 
   /** A client's Yjs update (sockets): inspected before it may touch the authoritative doc. */
   async applyClientUpdate(principal: Principal, path: NodePath, update: Uint8Array, conn: RoomConnection | null, origin: ChangeOrigin): Promise<MeshNode | null> {
-    return this.applyClientUpdateLoaded(await this.acquire(path), principal, update, conn, origin)
+    return this.applyClientUpdateLoaded(await this.acquireDoc(path), principal, update, conn, origin)
   }
 
   /**
@@ -351,6 +408,7 @@ export class NodeService implements NodeApi {
    */
   applyClientUpdateLoaded(ln: LoadedNode, principal: Principal, update: Uint8Array, conn: RoomConnection | null, origin: ChangeOrigin): Written {
     const before = this.existing(ln, principal)
+    if (!ln.hasDoc) throw new WeftError('internal', `${ln.path} was not opened for sync; reconnect.`)
     let inspection: ReturnType<typeof inspectUpdate>
     try {
       inspection = inspectUpdate(ln.doc, update)
@@ -433,23 +491,31 @@ export class NodeService implements NodeApi {
     }
     validateContent(draft.nodeType, content)
     this.checkInvariants(null, { path, nodeType: draft.nodeType, content } as MeshNode)
-    const doc = ln.doc
-    // A new node's doc is empty (a fresh load, or reset by a delete): no need to read it back.
-    const before = doc.getMap(CONTENT_MAP).size === 0 ? {} : docToJson(doc)
-    const update = ln.capture(() => applyPatchToDoc(doc, diffToMergePatch(before, content), 'system'))
+    let update: Uint8Array | null = null
+    let stored: JsonObject
+    if (ln.hasDoc) {
+      const doc = ln.doc
+      // A new node's doc is empty (a fresh load, or reset by a delete): no need to read it back.
+      const before = doc.getMap(CONTENT_MAP).size === 0 ? {} : docToJson(doc)
+      update = ln.capture(() => applyPatchToDoc(doc, diffToMergePatch(before, content), 'system')) ?? Y.encodeStateAsUpdate(doc)
+      stored = docToJson(doc)
+    } else {
+      // [DOC1] No doc built: the JSON the doc would hold; it is built (and caught up) when a client opens the node.
+      stored = applyPatchToJson({}, diffToMergePatch({}, content))
+    }
     const at = now()
     const node: MeshNode = {
       path,
       nodeType: draft.nodeType,
       name: draft.name ?? lastSegment(path),
-      content: docToJson(doc),
+      content: stored,
       createdBy: principalName(principal),
       createdAt: at,
       updatedAt: at,
       version: 0,
       state: 'Active',
     }
-    const written = this.commitChange(ln, principal, null, node, 'Created', update ?? Y.encodeStateAsUpdate(doc), origin)
+    const written = this.commitChange(ln, principal, null, node, 'Created', update, origin)
     if (!parent && draft.nodeType === 'Space' && !isSystem(principal)) {
       // The creator of a space becomes its Admin (DESIGN.md "Identity and access").
       const grant = this.update(
@@ -517,8 +583,16 @@ export class NodeService implements NodeApi {
     }
     validateContent(before.nodeType, next)
     this.checkInvariants(before, { ...before, content: next })
-    const update = ln.capture(() => applyPatchToDoc(ln.doc, patch, origin))
-    const after: MeshNode = { ...before, name, content: docToJson(ln.doc), updatedAt: now() }
+    let update: Uint8Array | null = null
+    let content: JsonObject
+    if (ln.hasDoc) {
+      update = ln.capture(() => applyPatchToDoc(ln.doc, patch, origin))
+      content = docToJson(ln.doc)
+    } else {
+      // [DOC1] JSON only until a client opens the node; the same merge the doc would apply.
+      content = applyPatchToJson(before.content, patch)
+    }
+    const after: MeshNode = { ...before, name, content, updatedAt: now() }
     return this.commitChange(ln, principal, before, after, 'Updated', update, origin)
   }
 
@@ -645,24 +719,31 @@ export class NodeService implements NodeApi {
       },
       (err: unknown) => {
         this.settledWrite(ln.path)
-        // Memory is ahead of storage now: retire this copy (no more writes on it), evict its
-        // clients, and let the next use reload the durable state once its commits settle.
-        if (!ln.poisoned) {
-          ln.poisoned = true
-          this.opts.log.error({ err, path: ln.path }, 'commit failed; unloading node')
-          for (const conn of [...ln.connections]) conn.evict(1011, 'internal', 'The server could not save a change; reconnect.')
-          if (this.loaded.get(ln.path) === ln) this.loaded.delete(ln.path)
-          this.retired.set(ln.path, ln)
-        }
         this.access.observe(after, before)
-        ln.commitSettled()
-        if (ln.pendingCommits === 0) {
-          if (this.retired.get(ln.path) === ln) this.retired.delete(ln.path)
-          ln.destroy()
-        }
+        this.commitFailed(ln, err)
         throw err instanceof WeftError ? err : new WeftError('internal', 'The change could not be saved.')
       },
     )
+  }
+
+  /**
+   * A commit (or a doc's catch-up) of this copy failed: memory is ahead of storage. Retire the
+   * copy (no more writes on it), evict its clients, and let the next use reload the durable
+   * state once its other commits settle.
+   */
+  private commitFailed(ln: LoadedNode, err: unknown): void {
+    if (!ln.poisoned) {
+      ln.poisoned = true
+      this.opts.log.error({ err, path: ln.path }, 'commit failed; unloading node')
+      for (const conn of [...ln.connections]) conn.evict(1011, 'internal', 'The server could not save a change; reconnect.')
+      if (this.loaded.get(ln.path) === ln) this.loaded.delete(ln.path)
+      this.retired.set(ln.path, ln)
+    }
+    ln.commitSettled()
+    if (ln.pendingCommits === 0) {
+      if (this.retired.get(ln.path) === ln) this.retired.delete(ln.path)
+      ln.destroy()
+    }
   }
 
   /** A commit settled: storage may have changed under any read of the path, cached or under way. */

@@ -30,6 +30,15 @@ interface PreparedCommit {
   contentJson: string
 }
 
+/** `foldDoc`: the node's whole Yjs log becomes this one full-state snapshot. */
+interface PreparedFold {
+  fold: { path: NodePath; state: Uint8Array }
+}
+
+type BatchItem = PreparedCommit | PreparedFold
+
+const isFold = (item: BatchItem): item is PreparedFold => 'fold' in item
+
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 /**
@@ -41,7 +50,8 @@ export class PostgresStorage implements StorageAdapter {
   readonly kind = 'postgres' as const
   private readonly pool: pg.Pool
   private readonly log: Logger | undefined
-  private readonly committer: GroupCommitter<PreparedCommit, ChangeRecord>
+  /** Commits resolve to their ChangeRecord, folds to null. */
+  private readonly committer: GroupCommitter<BatchItem, ChangeRecord | null>
   private readonly toCompact = new Set<NodePath>()
   private compacting: Promise<void> | null = null
   private isClosing = false
@@ -86,17 +96,24 @@ export class PostgresStorage implements StorageAdapter {
       if (contentJson.includes('\\u0000')) {
         throw new WeftError('invalid_content', 'Node content must not contain NUL characters.')
       }
-      return this.committer.submit({ input, contentJson })
+      // A commit item always resolves to its record (only folds resolve to null).
+      return this.committer.submit({ input, contentJson }) as Promise<ChangeRecord>
     } catch (error) {
       return Promise.reject(error)
     }
   }
 
-  private async writeBatch(batch: readonly PreparedCommit[]): Promise<ItemResult<ChangeRecord>[]> {
+  async foldDoc(path: NodePath, state: Uint8Array): Promise<void> {
+    if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
+    await this.committer.submit({ fold: { path, state } })
+  }
+
+  private async writeBatch(items: readonly BatchItem[]): Promise<ItemResult<ChangeRecord | null>[]> {
     const compactCandidates: NodePath[] = []
     const results = await withTransaction(this.pool, async (client) => {
       const counter = await client.query<{ value: string }>('SELECT value FROM version_counter WHERE id = 1 FOR UPDATE')
       let version = Number(counter.rows[0]?.value ?? 0)
+      const batch = items.filter((item): item is PreparedCommit => !isFold(item))
       const inputs = batch.map((p) => p.input)
       const existing = await client.query<{ path: string; node_type: string; created_by: string; created_at: string }>(
         'SELECT path, node_type, created_by, created_at FROM nodes WHERE path = ANY($1::text[])',
@@ -109,8 +126,20 @@ export class PostgresStorage implements StorageAdapter {
 
       const changes = { version: [] as number[], path: [] as string[], nodeType: [] as string[], kind: [] as string[] }
       const logged: { path: string; seq: number; data: Buffer }[] = []
-      const out: ItemResult<ChangeRecord>[] = []
-      for (const [i, plan] of plans.entries()) {
+      const out: ItemResult<ChangeRecord | null>[] = []
+      let next = 0
+      for (const item of items) {
+        if (isFold(item)) {
+          // Earlier entries of this batch are in the folded state: drop them with the stored log.
+          const { path, state } = item.fold
+          for (let j = logged.length - 1; j >= 0; j--) if (logged[j]?.path === path) logged.splice(j, 1)
+          await client.query('DELETE FROM node_updates WHERE path = $1', [path])
+          await client.query('UPDATE nodes SET snapshot = $2, update_count = 0 WHERE path = $1', [path, toBuffer(state)])
+          out.push({ ok: true, value: null })
+          continue
+        }
+        const i = next++
+        const plan = plans[i]
         const prepared = batch[i]
         if (!plan || !prepared) {
           out.push(refused[i] ?? { ok: false, error: new Error('Invariant: unplanned commit') })

@@ -13,7 +13,7 @@ import { validateCommitInput } from './commit-plan.js'
 import { GroupCommitter } from './group-commit.js'
 import { clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, rowToNode, toBytes, type NodeRow } from './row-mapping.js'
-import { SqliteWriter, openSqliteConnection, type PreparedCommit } from './sqlite-writer.js'
+import { SqliteWriter, openSqliteConnection, type BatchItem } from './sqlite-writer.js'
 import { deserializeError, fromWire, toWire, type WireItemResult, type WriterInit, type WriterRequest, type WriterResponse } from './sqlite-writer-protocol.js'
 import type { Account, CommitInput, StorageAdapter, StoredDoc } from './types.js'
 
@@ -143,7 +143,8 @@ export class SqliteStorage implements StorageAdapter {
   readonly kind = 'sqlite' as const
   private readonly db: Database.Database
   private readonly writer: WriterPort
-  private readonly committer: GroupCommitter<PreparedCommit, ChangeRecord>
+  /** Commits resolve to their ChangeRecord, folds to null. */
+  private readonly committer: GroupCommitter<BatchItem, ChangeRecord | null>
   private isClosing = false
   private closed: Promise<void> | null = null
   private readonly stmt
@@ -201,10 +202,16 @@ export class SqliteStorage implements StorageAdapter {
       validateCommitInput(input)
       const contentJson = input.kind === 'Deleted' ? '' : JSON.stringify(input.content)
       const { content: _content, ...header } = input
-      return this.committer.submit({ input: header, contentJson })
+      // A commit item always resolves to its record (only folds resolve to null).
+      return this.committer.submit({ input: header, contentJson }) as Promise<ChangeRecord>
     } catch (error) {
       return Promise.reject(error)
     }
+  }
+
+  async foldDoc(path: NodePath, state: Uint8Array): Promise<void> {
+    if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
+    await this.committer.submit({ fold: { path, state } })
   }
 
   async getNode(path: NodePath): Promise<MeshNode | null> {

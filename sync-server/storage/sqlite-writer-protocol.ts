@@ -1,11 +1,11 @@
 import { WeftError, isWeftError, type ChangeRecord, type ErrorCode } from '../../shared/index.js'
 import type { ItemResult } from './group-commit.js'
-import type { PreparedCommit } from './sqlite-writer.js'
+import type { BatchItem } from './sqlite-writer.js'
 import type { Account } from './types.js'
 
 /** Messages from the storage adapter to its writer thread. */
 export type WriterRequest =
-  | { id: number; op: 'batch'; batch: PreparedCommit[] }
+  | { id: number; op: 'batch'; batch: BatchItem[] }
   | { id: number; op: 'createAccount'; account: Account }
   | { id: number; op: 'saveToken'; hash: string; userId: string; expiresAt: string }
   | { id: number; op: 'revokeToken'; hash: string }
@@ -16,7 +16,7 @@ export interface SerializedError {
   code?: ErrorCode
 }
 
-export type WireItemResult = { ok: true; value: ChangeRecord } | { ok: false; error: SerializedError }
+export type WireItemResult = { ok: true; value: ChangeRecord | null } | { ok: false; error: SerializedError }
 
 export type WriterResponse = { id: number; ok: true; value?: WireItemResult[] } | { id: number; ok: false; error: SerializedError }
 
@@ -35,10 +35,10 @@ export function deserializeError(error: SerializedError): Error {
   return error.code ? new WeftError(error.code, error.message) : new Error(error.message)
 }
 
-export function toWire(results: ItemResult<ChangeRecord>[]): WireItemResult[] {
+export function toWire(results: ItemResult<ChangeRecord | null>[]): WireItemResult[] {
   return results.map((r) => (r.ok ? r : { ok: false, error: serializeError(r.error) }))
 }
 
-export function fromWire(results: WireItemResult[]): ItemResult<ChangeRecord>[] {
+export function fromWire(results: WireItemResult[]): ItemResult<ChangeRecord | null>[] {
   return results.map((r) => (r.ok ? r : { ok: false, error: deserializeError(r.error) }))
 }

@@ -19,6 +19,18 @@ export interface PreparedCommit {
   contentJson: string
 }
 
+/** `foldDoc`: the node's whole Yjs log becomes this one full-state snapshot. */
+export interface PreparedFold {
+  fold: { path: NodePath; state: Uint8Array }
+}
+
+/** What a group-commit batch carries, in submission order. */
+export type BatchItem = PreparedCommit | PreparedFold
+
+export function isFold(item: BatchItem): item is PreparedFold {
+  return 'fold' in item
+}
+
 /** Opens a connection with Weft's pragmas: WAL, `synchronous=FULL`, a busy timeout. */
 export function openSqliteConnection(file: string, busyTimeoutMs: number): Database.Database {
   const db = new Database(file)
@@ -64,6 +76,7 @@ export class SqliteWriter {
         'SELECT snapshot, update_count FROM nodes WHERE path = ?',
       ),
       updates: db.prepare<[string], { seq: number; data: Buffer }>('SELECT seq, data FROM node_updates WHERE path = ? ORDER BY seq'),
+      fold: db.prepare<[Buffer, string]>('UPDATE nodes SET snapshot = ?, update_count = 0 WHERE path = ?'),
       compacted: db.prepare<[Buffer, number, string]>('UPDATE nodes SET snapshot = ?, update_count = update_count - ? WHERE path = ?'),
       dropLogged: db.prepare<[string, number]>('DELETE FROM node_updates WHERE path = ? AND seq <= ?'),
       insertAccount: db.prepare<[string, string, string, string]>(
@@ -80,21 +93,29 @@ export class SqliteWriter {
   }
 
   /** One transaction for the whole batch; BEGIN IMMEDIATE takes the write lock up front. */
-  writeBatch(batch: readonly PreparedCommit[]): ItemResult<ChangeRecord>[] {
+  writeBatch(batch: readonly BatchItem[]): ItemResult<ChangeRecord | null>[] {
     const compactCandidates: NodePath[] = []
     const results = this.db
-      .transaction((): ItemResult<ChangeRecord>[] => {
-        const inputs = batch.map((p) => p.input)
+      .transaction((): ItemResult<ChangeRecord | null>[] => {
+        const commits = batch.filter((item): item is PreparedCommit => !isFold(item))
+        const inputs = commits.map((p) => p.input)
         const stored = new Map<NodePath, ExistingNode>()
         for (const path of batchPaths(inputs)) {
           const row = this.stmt.existing.get(path)
           if (row) stored.set(path, { nodeType: row.node_type, createdBy: row.created_by, createdAt: row.created_at })
         }
         const { plans, results: refused } = planBatch(inputs, stored)
-        return plans.map((plan, i) => {
-          const prepared = batch[i]
-          if (!plan || !prepared) return refused[i] ?? { ok: false, error: new Error('Invariant: unplanned commit') }
-          return { ok: true, value: this.applyCommit(plan, prepared.contentJson, compactCandidates) }
+        let next = 0
+        return batch.map((item): ItemResult<ChangeRecord | null> => {
+          if (isFold(item)) {
+            this.stmt.deleteUpdates.run(item.fold.path)
+            this.stmt.fold.run(toBuffer(item.fold.state), item.fold.path)
+            return { ok: true, value: null }
+          }
+          const i = next++
+          const plan = plans[i]
+          if (!plan) return refused[i] ?? { ok: false, error: new Error('Invariant: unplanned commit') }
+          return { ok: true, value: this.applyCommit(plan, item.contentJson, compactCandidates) }
         })
       })
       .immediate()

@@ -47,6 +47,12 @@ export interface StorageAdapter {
   loadDoc(path: NodePath): Promise<StoredDoc | null>
   /** The row and its doc from one consistent read (what loading a node into memory needs). */
   loadNode(path: NodePath): Promise<{ node: MeshNode; doc: StoredDoc } | null>
+  /**
+   * Replaces the node's Yjs log by `state`, a full-state update ([DOC1]: the catch-up of a doc
+   * built after JSON-only writes). Ordered with commits: a log entry committed before it is
+   * folded in and dropped, one committed after it is kept. No-op when the node does not exist.
+   */
+  foldDoc(path: NodePath, state: Uint8Array): Promise<void>
   queryNodes(query: NodeQuery): Promise<MeshNode[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>

@@ -166,7 +166,7 @@ export class SocketServer {
         return ws.close(refused.closeCode, `${refused.code}: ${refused.message}`.slice(0, 120))
       }
       if (ws.readyState !== ws.OPEN) return
-      const room = await this.opts.nodes.acquire(path)
+      const room = await this.opts.nodes.acquireDoc(path)
       const conn: RoomConnection = {
         id: nextConnectionId++,
         principal,
@@ -328,7 +328,7 @@ class MuxSession {
         this.sendFrame({ type: MuxType.Denied, path, ...refused })
         return
       }
-      const room = await this.opts.nodes.acquire(path)
+      const room = await this.opts.nodes.acquireDoc(path)
       if (this.rooms.get(path) !== r) return
       r.room = room
       room.join(r.conn)

@@ -153,9 +153,13 @@ describe('node reads on PostgreSQL, where a read really waits', () => {
       let release!: () => void
       const gate = new Promise<void>((r) => (release = r))
       const realGetNode = storage.getNode.bind(storage)
+      // Only the first read waits (the write's own load reads the row too, and must not).
+      let held = true
       storage.getNode = async (p) => {
+        const waits = held
+        held = false
         const node = await realGetNode(p)
-        await gate
+        if (waits) await gate
         return node
       }
       const slow = nodes.get(SYSTEM, path)

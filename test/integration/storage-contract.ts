@@ -203,6 +203,37 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       expect(await store.getNode(P('cycle'))).toMatchObject({ content: { Gen: 2, Extra: 'x' }, version: records[4]?.version })
     })
 
+    it('[DOC1] folds the log committed before foldDoc into its state and keeps what is committed after', async () => {
+      const w = new NodeWriter(P('folded'))
+      // All in one turn, so one batch: the fold's place among the commits is what counts.
+      const created = store.commit(w.input('Created', { A: 1 }))
+      const updated = store.commit(w.input('Updated', { B: 2 }))
+      const state = Y.encodeStateAsUpdate(w.doc)
+      const folded = store.foldDoc(P('folded'), state)
+      const after = w.input('Updated', { C: 3 })
+      const later = store.commit(after)
+      // A JSON-only commit (no Yjs update) leaves the log alone.
+      const jsonOnly = store.commit({ ...w.input('Updated', { D: 4 }), update: null })
+      await Promise.all([created, updated, folded, later, jsonOnly])
+      const stored = await store.loadDoc(P('folded'))
+      expect(stored?.snapshot).toEqual(state)
+      expect(stored?.updates).toEqual([after.update])
+      expect(docToJson(rebuild(stored!))).toEqual({ A: 1, B: 2, C: 3 })
+      expect((await store.getNode(P('folded')))?.content).toEqual({ A: 1, B: 2, C: 3, D: 4 })
+
+      // A fold right behind the create of its node finds the row; one of a missing node is a no-op.
+      const fresh = new NodeWriter(P('fresh'))
+      const freshCreated = store.commit({ ...fresh.input('Created', { X: 1 }), update: null })
+      await Promise.all([freshCreated, store.foldDoc(P('fresh'), Y.encodeStateAsUpdate(fresh.doc)), store.foldDoc(P('nowhere'), state)])
+      expect(docToJson(rebuild((await store.loadDoc(P('fresh')))!))).toEqual({ X: 1 })
+      expect(await store.loadDoc(P('nowhere'))).toBeNull()
+
+      // Persisted, not just cached.
+      await store.close()
+      store = await opened.reopen()
+      expect(docToJson(rebuild((await store.loadDoc(P('folded')))!))).toEqual({ A: 1, B: 2, C: 3 })
+    })
+
     it('refuses malformed input before it joins a batch', async () => {
       const w = new NodeWriter(P('bad'))
       await expectCode(store.commit({ ...w.input('Created', { A: 1 }), path: P('/bad//x') }), 'invalid_path')

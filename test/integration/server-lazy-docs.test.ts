@@ -1,0 +1,141 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import * as Y from 'yjs'
+import { SYSTEM, docToJson, type NodePath } from '../../shared/index.js'
+import {
+  api,
+  createDocument,
+  createSpace,
+  expectStatus,
+  makeTempDir,
+  removeDir,
+  signup,
+  spawnServer,
+  startTestServer,
+  stockProvider,
+  waitFor,
+  type SpawnedServer,
+  type StockClient,
+  type TestServer,
+} from '../helpers/index.js'
+
+/**
+ * [DOC1] A node's Y.Doc is built when a client opens it. Until then writes change its JSON only
+ * (server engines writing thousands of nodes nobody has open), and the doc that is finally built
+ * catches up with one system transaction, folded into the stored log before any client sees it.
+ */
+describe('[DOC1] docs built when a client opens the node', () => {
+  let t: TestServer | null = null
+  const clients: StockClient[] = []
+  afterEach(async () => {
+    for (const c of clients.splice(0)) c.destroy()
+    await t?.cleanup()
+    t = null
+  })
+  const open = (url: string, path: string, token: string, doc?: Y.Doc): StockClient => {
+    const c = stockProvider(url, path, token, doc)
+    clients.push(c)
+    return c
+  }
+
+  it('writes without a client build no doc; a client then sees everything, and the catch-up is stored once', async () => {
+    t = await startTestServer()
+    const { server } = t
+    const user = await signup(t.url)
+    const space = await createSpace(t.url, user.token)
+    const path = await createDocument(t.url, user.token, `${space}/plain`, { Title: 'Draft', Meta: { Tags: ['a'] } })
+    expectStatus(await api(t.url, user.token).patchNode(path, { Meta: { Owner: 'me' }, Count: 1 }), 200)
+    await server.nodes.update(SYSTEM, path as NodePath, (c) => ({ nodeType: 'Document', content: { ...c!.content, Count: 2 } }), 'engine')
+    expect(server.nodes.isLoaded(path as NodePath)).toBe(true)
+    expect(server.nodes.hasDoc(path as NodePath)).toBe(false)
+    // Nothing was logged in Yjs yet: the JSON is the whole story.
+    expect((await server.storage.loadDoc(path as NodePath))?.updates).toEqual([])
+
+    const a = open(t.url, path, user.token)
+    await a.synced()
+    const expected = { Title: 'Draft', Meta: { Tags: ['a'], Owner: 'me' }, Count: 2 }
+    expect(a.json()).toEqual(expected)
+    expect(server.nodes.hasDoc(path as NodePath)).toBe(true)
+    const stored = (await server.storage.loadDoc(path as NodePath))!
+    expect(stored.snapshot).not.toBeNull()
+    const rebuilt = new Y.Doc()
+    Y.applyUpdate(rebuilt, stored.snapshot!)
+    expect(docToJson(rebuilt)).toEqual(expected)
+
+    // From now on writes go through the doc: the open client sees a system write live.
+    await server.nodes.update(SYSTEM, path as NodePath, (c) => ({ nodeType: 'Document', content: { ...c!.content, Count: 3 } }), 'engine')
+    await waitFor(() => a.json().Count === 3, { description: 'the client sees the system write' })
+    a.content.set('Title', 'Final')
+    await waitFor(async () => (await api(t!.url, user.token).getNode(path)).body.content?.Title === 'Final', { description: 'the client edit is stored' })
+
+    // After a restart the doc is built from the stored log with the same Yjs state: no second catch-up.
+    const vector = Y.encodeStateVector(a.doc)
+    await t.restart()
+    const b = open(t.url, path, user.token)
+    await b.synced()
+    expect(b.json()).toEqual({ ...expected, Count: 3, Title: 'Final' })
+    expect(Y.encodeStateVector(b.doc)).toEqual(vector)
+  })
+
+  it('an offline client edit merges with JSON-only writes made while its node was not built', async () => {
+    t = await startTestServer({ config: { idleUnloadMs: 100 } })
+    const { server } = t
+    const user = await signup(t.url)
+    const space = await createSpace(t.url, user.token)
+    const path = (await createDocument(t.url, user.token, `${space}/offline`, { A: 1 })) as NodePath
+    const a = open(t.url, path, user.token)
+    await a.synced()
+    // The client leaves, keeping its copy; the server unloads the node.
+    a.provider.disconnect()
+    await waitFor(() => !server.nodes.isLoaded(path), { timeoutMs: 5000, description: 'the node unloads' })
+    // Written while nobody has it open: JSON only.
+    expectStatus(await api(t.url, user.token).patchNode(path, { B: 2 }), 200)
+    expect(server.nodes.hasDoc(path)).toBe(false)
+    // Meanwhile, offline:
+    a.content.set('C', 3)
+    a.provider.connect()
+    await waitFor(() => a.json().B === 2, { description: 'the client receives the JSON-only write' })
+    await waitFor(async () => (await api(t!.url, user.token).getNode(path)).body.content?.C === 3, { description: 'the offline edit is stored' })
+    expect(a.json()).toEqual({ A: 1, B: 2, C: 3 })
+    expect((await api(t.url, user.token).getNode(path)).body.content).toEqual({ A: 1, B: 2, C: 3 })
+    expect(a.denied).toEqual([])
+  })
+})
+
+describe('[DOC1] the catch-up a client saw survives kill -9 (child process)', () => {
+  let server: SpawnedServer | null = null
+  let dir: string | null = null
+  afterEach(async () => {
+    await server?.kill('SIGKILL')
+    if (dir) await removeDir(dir)
+    server = null
+    dir = null
+  })
+
+  it('a client holding the caught-up User node keeps syncing after the server is killed and restarted', async () => {
+    dir = await makeTempDir('weft-lazy-kill-')
+    server = await spawnServer({ dataDir: dir })
+    // Sign-up writes the User node as system, JSON only (Email is a system field).
+    const user = await signup(server.url)
+    const doc = new Y.Doc()
+    const first = stockProvider(server.url, user.userId, user.token, doc)
+    await first.synced()
+    expect(first.json().Email).toBe(user.email)
+    await server.kill('SIGKILL')
+    first.provider.destroy()
+
+    // The same local copy (think IndexedDB) reconnects to the restarted server. Had the catch-up
+    // not been stored before the client saw it, the server would rebuild it with other Yjs ids
+    // and refuse the client's copy of the system field as an edit of it.
+    server = await spawnServer({ dataDir: dir })
+    const second = stockProvider(server.url, user.userId, user.token, doc)
+    await second.synced()
+    second.content.set('DisplayName', 'Dee')
+    await waitFor(async () => (await api(server!.url, user.token).getNode(user.userId)).body.content?.DisplayName === 'Dee', {
+      description: 'the edit after the restart is stored',
+    })
+    expect(second.denied).toEqual([])
+    expect(second.closes).toEqual([])
+    expect(second.json().Email).toBe(user.email)
+    second.destroy()
+  }, 60_000)
+})
