@@ -15,9 +15,21 @@ export function isValidSegment(segment: string): boolean {
   return SEGMENT.test(segment) && segment !== '.' && segment !== '..'
 }
 
+const NORMAL_PATH = /^[A-Za-z0-9_.@-]+(?:\/[A-Za-z0-9_.@-]+)*$/
+const DOT_SEGMENT = /(?:^|\/)\.\.?(?:\/|$)/
+
+/** Whether `raw` is already a normalised path: two scans, no split (every write checks its path). */
+function isNormalPath(raw: string): boolean {
+  if (raw.length > MAX_PATH_LENGTH || !NORMAL_PATH.test(raw) || DOT_SEGMENT.test(raw)) return false
+  let segments = 1
+  for (let i = 0; i < raw.length; i++) if (raw.charCodeAt(i) === 47) segments++
+  return segments <= MAX_SEGMENTS
+}
+
 /** The one parser for paths. Tolerates one leading and trailing slash (URLs), rejects everything else. */
 export function parseNodePath(raw: unknown): NodePath {
   if (typeof raw !== 'string') throw new WeftError('invalid_path', 'A node path must be a string.')
+  if (isNormalPath(raw)) return raw as NodePath
   const trimmed = raw.replace(/^\/+/, '').replace(/\/+$/, '')
   if (trimmed.length === 0) throw new WeftError('invalid_path', 'A node path must not be empty.')
   if (trimmed.length > MAX_PATH_LENGTH) {

@@ -113,6 +113,26 @@ describe('parseNodePath', () => {
     )
   })
 
+  it('agrees with the plain definition on strings of slashes, dots and letters (property)', () => {
+    // The definition, spelled out slowly: trim the slashes at both ends, then every segment is
+    // non-empty, not . or .., made of [A-Za-z0-9_.@-]; limits on length and depth.
+    const reference = (raw: string): string | null => {
+      const trimmed = raw.replace(/^\/+/, '').replace(/\/+$/, '')
+      const segments = trimmed.split('/')
+      const ok = trimmed.length > 0 && trimmed.length <= MAX_PATH_LENGTH && segments.length <= MAX_SEGMENTS
+        && segments.every((s) => /^[A-Za-z0-9_.@-]+$/.test(s) && s !== '.' && s !== '..')
+      return ok ? trimmed : null
+    }
+    const char = fc.constantFrom('a', 'b', '.', '/', '@', ' ')
+    fc.assert(
+      fc.property(fc.string({ unit: char, minLength: 0, maxLength: 40 }), (raw) => {
+        expect(tryParseNodePath(raw)).toBe(reference(raw))
+      }),
+      { numRuns: 2000 },
+    )
+    expect(tryParseNodePath(Array.from({ length: MAX_SEGMENTS + 1 }, () => 'a').join('/'))).toBeNull()
+  })
+
   it('tryParseNodePath returns null instead of throwing', () => {
     expect(tryParseNodePath('a b')).toBeNull()
     expect(tryParseNodePath('a/b')).toBe('a/b')
