@@ -4,6 +4,8 @@
  * batch gathers while they commit. Batches are handed to the writer in order and the writer
  * applies them in order, so versions follow submission order. Two in flight let a writer thread
  * commit one batch while the event loop prepares the next, instead of each waiting for the other.
+ * A batch that reaches `eagerAt` items goes at once, without waiting for the turn to end: a long
+ * turn (a thousand firings resumed by one acknowledgement) then feeds the writer as it goes.
  */
 export type ItemResult<R> = { ok: true; value: R } | { ok: false; error: unknown }
 
@@ -23,12 +25,18 @@ export class GroupCommitter<I, R> {
   private inFlight = 0
   private idleWaiters: (() => void)[] = []
 
+  private readonly eagerAt: number
+
   constructor(
     private readonly write: BatchWriter<I, R>,
     /** Bounds one transaction's size (and the event-loop time a synchronous writer takes). */
     private readonly maxBatch = 1000,
     private readonly maxInFlight = 1,
-  ) {}
+    /** A queue this long is flushed at once when a slot is free (default: a full batch). */
+    eagerAt = maxBatch,
+  ) {
+    this.eagerAt = Math.max(1, Math.min(eagerAt, maxBatch))
+  }
 
   get pending(): number {
     return this.queue.length
@@ -37,7 +45,8 @@ export class GroupCommitter<I, R> {
   submit(input: I): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       this.queue.push({ input, resolve, reject })
-      this.schedule()
+      if (this.queue.length >= this.eagerAt && this.inFlight < this.maxInFlight) void this.flush()
+      else this.schedule()
     })
   }
 
@@ -55,11 +64,18 @@ export class GroupCommitter<I, R> {
     if (this.isScheduled || this.inFlight >= this.maxInFlight) return
     this.isScheduled = true
     // setImmediate (not a microtask): lets callers woken by the same I/O turn join the batch.
-    setImmediate(() => void this.flush())
+    setImmediate(() => {
+      this.isScheduled = false
+      void this.flush()
+    })
   }
 
   private async flush(): Promise<void> {
-    this.isScheduled = false
+    // An eager flush may have taken everything (or every slot) before this scheduled one ran.
+    if (this.queue.length === 0 || this.inFlight >= this.maxInFlight) {
+      this.settleIdle()
+      return
+    }
     this.inFlight++
     const batch = this.queue.splice(0, this.maxBatch)
     if (this.queue.length > 0) this.schedule()

@@ -191,8 +191,11 @@ export class SqliteStorage implements StorageAdapter {
     this.committer = new GroupCommitter(
       async (batch) => fromWire((await this.writer.request({ op: 'batch', batch: [...batch] })) ?? []),
       options.maxBatch ?? 1000,
-      // The writer thread takes the next batch as soon as it is done with one.
-      inline ? 1 : 2,
+      // The writer thread takes the next batch as soon as it is done with one, and a queue of 64
+      // goes at once: a long turn of the event loop feeds the writer as it goes instead of handing
+      // it everything at its end. Under load batches still grow to maxBatch (all slots busy).
+      inline ? 1 : 4,
+      64,
     )
   }
 

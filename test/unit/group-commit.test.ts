@@ -83,4 +83,21 @@ describe('group commit', () => {
     w.calls[2]!.finish()
     await expect(Promise.all(all)).resolves.toEqual(['a!', 'b!', 'c!', 'd!', 'e!'])
   })
+
+  it('a queue that reaches eagerAt goes to the writer at once, within the same turn', async () => {
+    const w = controlledWriter()
+    const gc = new GroupCommitter(w.write, 10, 2, 3)
+    const all = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].map((v) => gc.submit(v))
+    // No turn has passed: the first two full batches are already with the writer.
+    expect(w.calls.map((x) => x.batch)).toEqual([['a', 'b', 'c'], ['d', 'e', 'f']])
+    w.calls[0]!.finish()
+    await turn()
+    await turn()
+    // The rest goes when a slot frees, in order.
+    expect(w.calls.map((x) => x.batch)).toEqual([['a', 'b', 'c'], ['d', 'e', 'f'], ['g', 'h']])
+    w.calls[1]!.finish()
+    w.calls[2]!.finish()
+    await expect(Promise.all(all)).resolves.toEqual(['a!', 'b!', 'c!', 'd!', 'e!', 'f!', 'g!', 'h!'])
+    await gc.drain()
+  })
 })
