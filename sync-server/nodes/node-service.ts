@@ -764,6 +764,15 @@ export class NodeService implements NodeApi {
   }
 }
 
+let nowMs = 0
+let nowIso = ''
+
+/** The time as ISO text, formatted once per millisecond (a burst of writes shares it). */
 function now(): string {
-  return new Date().toISOString()
+  const ms = Date.now()
+  if (ms !== nowMs) {
+    nowMs = ms
+    nowIso = new Date(ms).toISOString()
+  }
+  return nowIso
 }
