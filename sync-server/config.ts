@@ -14,9 +14,9 @@ export interface ServerConfig {
   /** A document nobody has used for this long is unloaded from memory. */
   idleUnloadMs: number
   /**
-   * Above this many loaded documents, those no client has open are unloaded sooner, least
-   * recently used first (a burst of engine writes must not hold every doc it touched for
-   * `idleUnloadMs`).
+   * Above this many loaded nodes, those no client has open are unloaded sooner, least recently
+   * used first (a burst of engine writes must not hold every node it touched for
+   * `idleUnloadMs`). Room for a 10,000-timer burst: each warms its subscription and its grant.
    */
   maxLoadedDocs: number
   /** Built web app (vite build output) served at `/`; absent folder = API only. */
@@ -41,7 +41,7 @@ export function defaultConfig(): ServerConfig {
     logLevel: 'info',
     maxPayloadBytes: 1024 * 1024,
     idleUnloadMs: 30_000,
-    maxLoadedDocs: 20_000,
+    maxLoadedDocs: 50_000,
     staticDir: path.resolve('dist'),
     tokenTtlMs: 30 * 24 * 3600 * 1000,
     maxRoomsPerSocket: 20_000,

@@ -24,8 +24,14 @@ export interface ContinuationInput {
   now: Date
 }
 
-/** Every handler MUST be an idempotent create-or-update: live and reconcile may both run it. */
-export type ContinuationHandler = (input: ContinuationInput) => Promise<void>
+/**
+ * Every handler MUST be an idempotent create-or-update: live and reconcile may both run it.
+ * `touches` (optional) names the nodes a firing will read or write, so that a timer's warm-up
+ * loads them before its FireAt; a guess that turns out wrong costs a read, nothing else.
+ */
+export type ContinuationHandler = ((input: ContinuationInput) => Promise<void>) & {
+  touches?: (subscription: EventSubscription, subjectId: string | null) => string[]
+}
 
 /**
  * Exactly one owner per continuation type. A second claim is a start-up error naming both, so a

@@ -113,6 +113,13 @@ async function grantSpaceAccess(input: ContinuationInput): Promise<void> {
   if (sub.Pin === true) await pinForUser(nodes, subject, space)
 }
 
+grantSpaceAccess.touches = (sub: EventSubscription, subject: string | null): string[] => {
+  const paths = [sub.TargetPath ?? '']
+  if (subject) paths.push(`${sub.TargetPath}/_Access/${subject}_Access`)
+  if (subject && sub.Pin === true) paths.push(subject)
+  return paths
+}
+
 async function addToGroup(input: ContinuationInput): Promise<void> {
   const { nodes, subscription: sub } = input
   const group = requirePath(sub.TargetPath, 'TargetPath')
