@@ -493,6 +493,8 @@ export class NodeService implements NodeApi {
     this.checkInvariants(null, { path, nodeType: draft.nodeType, content } as MeshNode)
     let update: Uint8Array | null = null
     let stored: JsonObject
+    // A new doc has no log to read: cheap to build now for a node a client will likely open.
+    if (!ln.hasDoc && buildsDocOnCreate(origin)) ln.setDoc(new Y.Doc({ guid: path }))
     if (ln.hasDoc) {
       const doc = ln.doc
       // A new node's doc is empty (a fresh load, or reset by a delete): no need to read it back.
@@ -761,6 +763,24 @@ export class NodeService implements NodeApi {
     for (const ln of this.loaded.values()) ln.destroy()
     this.loaded.clear()
     this.readCache.clear()
+  }
+}
+
+/**
+ * [DOC1] Whether a create builds the node's doc at once. A client's new node is likely opened
+ * soon, and then needs no catch-up; a server engine's (a grant, a claim) most likely never is.
+ */
+function buildsDocOnCreate(origin: ChangeOrigin): boolean {
+  switch (origin) {
+    case 'http':
+    case 'sync':
+    case 'mux':
+      return true
+    case 'engine':
+    case 'system':
+      return false
+    default:
+      return origin satisfies never
   }
 }
 

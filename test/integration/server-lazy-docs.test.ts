@@ -42,7 +42,14 @@ describe('[DOC1] docs built when a client opens the node', () => {
     const { server } = t
     const user = await signup(t.url)
     const space = await createSpace(t.url, user.token)
-    const path = await createDocument(t.url, user.token, `${space}/plain`, { Title: 'Draft', Meta: { Tags: ['a'] } })
+    // A node a user creates over HTTP gets its doc at once (nothing to read back for a new node).
+    const created = await createDocument(t.url, user.token, `${space}/created`, { Title: 'Mine' })
+    expect(server.nodes.hasDoc(created as NodePath)).toBe(true)
+    expect((await server.storage.loadDoc(created as NodePath))?.updates).toHaveLength(1)
+
+    // One an engine creates does not, nor do the writes that follow while nobody opens it.
+    const path = `${space}/plain`
+    await server.nodes.update(SYSTEM, path as NodePath, () => ({ nodeType: 'Document', content: { Title: 'Draft', Meta: { Tags: ['a'] } } }), 'engine')
     expectStatus(await api(t.url, user.token).patchNode(path, { Meta: { Owner: 'me' }, Count: 1 }), 200)
     await server.nodes.update(SYSTEM, path as NodePath, (c) => ({ nodeType: 'Document', content: { ...c!.content, Count: 2 } }), 'engine')
     expect(server.nodes.isLoaded(path as NodePath)).toBe(true)
