@@ -42,20 +42,35 @@ export function assertMergePatch(patch: unknown): asserts patch is MergePatch {
   if (!isJsonObject(patch)) {
     throw new WeftError('invalid_patch', 'A merge patch of a node\'s content must be a JSON object.')
   }
-  const check = (v: unknown, where: string): void => {
-    if (v === null || typeof v === 'string' || typeof v === 'boolean') return
-    if (typeof v === 'number') {
-      if (!Number.isFinite(v)) throw new WeftError('invalid_patch', `Non-finite number at ${where}.`)
-      return
-    }
-    if (Array.isArray(v)) return v.forEach((x, i) => check(x, `${where}[${i}]`))
-    if (isJsonObject(v) && Object.getPrototypeOf(v) === Object.prototype) {
-      for (const [k, x] of Object.entries(v)) check(x, `${where}.${k}`)
-      return
-    }
-    throw new WeftError('invalid_patch', `Value at ${where} is not JSON.`)
+  checkJsonValue(patch, null)
+}
+
+function isPlainScalar(v: unknown): boolean {
+  return v === null || typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v))
+}
+
+/**
+ * Throws `invalid_patch` naming the first value that is not JSON. `where` is built only on the
+ * way down to a nested value (every write runs this, and most patches are flat).
+ */
+function checkJsonValue(v: unknown, where: string | null): void {
+  if (v === null || typeof v === 'string' || typeof v === 'boolean') return
+  const at = where ?? 'content'
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) throw new WeftError('invalid_patch', `Non-finite number at ${at}.`)
+    return
   }
-  check(patch, 'content')
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) if (!isPlainScalar(v[i])) checkJsonValue(v[i], `${at}[${i}]`)
+    return
+  }
+  if (isJsonObject(v) && Object.getPrototypeOf(v) === Object.prototype) {
+    for (const k in v) {
+      if (Object.prototype.hasOwnProperty.call(v, k) && !isPlainScalar(v[k])) checkJsonValue(v[k], `${at}.${k}`)
+    }
+    return
+  }
+  throw new WeftError('invalid_patch', `Value at ${at} is not JSON.`)
 }
 
 /** The smallest merge patch that turns `from` into `to` (both objects). */
