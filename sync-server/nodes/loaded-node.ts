@@ -39,6 +39,10 @@ export class LoadedNode {
   poisoned = false
   private settleWaiters: (() => void)[] = []
   lastUsed = Date.now()
+  /** When the node last moved to the back of the LRU order (NodeService.acquire). */
+  movedAt = this.lastUsed
+  /** Counts Created and Deleted commits: a doc build that waited on storage checks it did not change. */
+  generation = 0
 
   constructor(path: NodePath, node: MeshNode | null, doc: Y.Doc | null = null) {
     this.path = path
@@ -207,7 +211,12 @@ export class LoadedNode {
   }
 
   destroy(): void {
-    this.dropDoc()
+    // The destroyed doc stays referenced: a message still in flight for the room finds a dead
+    // doc (as before docs were lazy), not an invariant error.
+    if (this.ydoc) {
+      this.ydoc.off('update', this.onDocUpdate)
+      this.ydoc.destroy()
+    }
     this.dropAwareness()
   }
 }

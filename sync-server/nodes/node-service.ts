@@ -145,9 +145,10 @@ export class NodeService implements NodeApi {
       // Most recently used last: the cap unloads from the front. Moved at most once per
       // residency period: re-inserting into a map of 50,000 on every use shows in profiles, and
       // the cap never takes a node used within that period anyway.
-      if (at - hit.lastUsed >= MIN_RESIDENCY_MS) {
+      if (at - hit.movedAt >= MIN_RESIDENCY_MS) {
         this.loaded.delete(path)
         this.loaded.set(path, hit)
+        hit.movedAt = at
       }
       hit.lastUsed = at
       return hit
@@ -179,8 +180,9 @@ export class NodeService implements NodeApi {
     // A failed catch-up retires the copy; the second attempt loads a fresh one.
     for (let attempt = 0; attempt < 2; attempt++) {
       const ln = await this.acquire(path)
-      if (ln.hasDoc) return ln
-      await this.materialize(ln)
+      // Built but its catch-up not yet stored: wait for that too, like the client that built it.
+      if (ln.materializing) await ln.materializing
+      else if (!ln.hasDoc) await this.materialize(ln)
       if (ln.hasDoc && !ln.poisoned) return ln
     }
     throw new WeftError('unavailable', `${path} could not be opened for sync; retry in a moment.`)
@@ -194,38 +196,47 @@ export class NodeService implements NodeApi {
    * copy would hold items the server never had.
    */
   private materialize(ln: LoadedNode): Promise<void> {
-    ln.materializing ??= (async () => {
-      ln.holds++
-      try {
-        const stored = ln.node ? await this.storage.loadDoc(ln.path) : null
-        if (ln.hasDoc || ln.poisoned) return
-        const doc = new Y.Doc({ guid: ln.path })
-        // A node absent now starts from an empty doc: a create must not build on a deleted log.
-        if (stored && ln.node) {
-          if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
-          for (const u of stored.updates) Y.applyUpdate(doc, u)
-        }
-        const content = ln.node?.content ?? {}
-        const logged = docToJson(doc)
-        const lags = !jsonEqual(logged, content)
-        if (lags) applyPatchToDoc(doc, diffToMergePatch(logged, content), 'system')
-        // Installed now, in the same synchronous stretch as the comparison: every later write
-        // goes through the doc, and its commit is queued after the fold below.
-        ln.setDoc(doc)
-        if (!lags || !ln.node) return
-        ln.commitStarted()
-        try {
-          await this.storage.foldDoc(ln.path, Y.encodeStateAsUpdate(doc))
-          ln.commitSettled()
-        } catch (err) {
-          this.commitFailed(ln, err)
-        }
-      } finally {
-        ln.holds--
-        ln.materializing = null
-      }
-    })()
+    if (!ln.materializing) {
+      // Cleared once settled (and only then: a build that finishes at once must not leave it set).
+      const building: Promise<void> = this.buildDoc(ln).finally(() => {
+        if (ln.materializing === building) ln.materializing = null
+      })
+      ln.materializing = building
+    }
     return ln.materializing
+  }
+
+  private async buildDoc(ln: LoadedNode): Promise<void> {
+    ln.holds++
+    try {
+      const generation = ln.generation
+      const stored = ln.node ? await this.storage.loadDoc(ln.path) : null
+      if (ln.hasDoc || ln.poisoned) return
+      const doc = new Y.Doc({ guid: ln.path })
+      // A node absent now, or deleted (and maybe created again) while the log was read, starts
+      // from an empty doc: a create must not build on a deleted node's log.
+      if (stored && ln.node && ln.generation === generation) {
+        if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
+        for (const u of stored.updates) Y.applyUpdate(doc, u)
+      }
+      const content = ln.node?.content ?? {}
+      const logged = docToJson(doc)
+      const lags = !jsonEqual(logged, content)
+      if (lags) applyPatchToDoc(doc, diffToMergePatch(logged, content), 'system')
+      // Installed now, in the same synchronous stretch as the comparison: every later write
+      // goes through the doc, and its commit is queued after the fold below.
+      ln.setDoc(doc)
+      if (!lags || !ln.node) return
+      ln.commitStarted()
+      try {
+        await this.storage.foldDoc(ln.path, Y.encodeStateAsUpdate(doc))
+        this.commitLanded(ln)
+      } catch (err) {
+        this.commitFailed(ln, err)
+      }
+    } finally {
+      ln.holds--
+    }
   }
 
   /**
@@ -247,7 +258,8 @@ export class NodeService implements NodeApi {
         continue
       }
       // The order is approximate (acquire moves a node at most once per residency period): a
-      // node used lately at the front holds the trim back for under a second.
+      // node used lately at the front holds the trim back until its next use moves it (at most a
+      // second for a node in steady use) or it ages.
       if (now - ln.lastUsed < MIN_RESIDENCY_MS) break
       this.unload(path, ln)
       excess--
@@ -697,6 +709,7 @@ export class NodeService implements NodeApi {
     origin: ChangeOrigin,
   ): Written {
     const target = after ?? before!
+    if (kind !== 'Updated') ln.generation++
     ln.node = after
     ln.lastUsed = Date.now()
     this.access.observe(before, after)
@@ -714,11 +727,7 @@ export class NodeService implements NodeApi {
     return committed.then(
       (record) => {
         this.settledWrite(ln.path)
-        ln.commitSettled()
-        if (ln.poisoned && ln.pendingCommits === 0 && this.retired.get(ln.path) === ln) {
-          this.retired.delete(ln.path)
-          ln.destroy()
-        }
+        this.commitLanded(ln)
         const versioned = after ? { ...after, version: record.version } : null
         if (ln.node === after) ln.node = versioned
         const change: LiveChange = { ...record, node: versioned, by: principalName(principal), origin }
@@ -733,6 +742,15 @@ export class NodeService implements NodeApi {
         throw err instanceof WeftError ? err : new WeftError('internal', 'The change could not be saved.')
       },
     )
+  }
+
+  /** A commit (or a doc's catch-up) of this copy is durable; a retired copy goes once its last one settles. */
+  private commitLanded(ln: LoadedNode): void {
+    ln.commitSettled()
+    if (ln.poisoned && ln.pendingCommits === 0 && this.retired.get(ln.path) === ln) {
+      this.retired.delete(ln.path)
+      ln.destroy()
+    }
   }
 
   /**

@@ -133,8 +133,9 @@ export class PostgresStorage implements StorageAdapter {
           // Earlier entries of this batch are in the folded state: drop them with the stored log.
           const { path, state } = item.fold
           for (let j = logged.length - 1; j >= 0; j--) if (logged[j]?.path === path) logged.splice(j, 1)
-          await client.query('DELETE FROM node_updates WHERE path = $1', [path])
+          // The node row first, like compaction: the same lock order, so the two never deadlock.
           await client.query('UPDATE nodes SET snapshot = $2, update_count = 0 WHERE path = $1', [path, toBuffer(state)])
+          await client.query('DELETE FROM node_updates WHERE path = $1', [path])
           out.push({ ok: true, value: null })
           continue
         }

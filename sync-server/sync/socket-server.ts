@@ -167,6 +167,8 @@ export class SocketServer {
       }
       if (ws.readyState !== ws.OPEN) return
       const room = await this.opts.nodes.acquireDoc(path)
+      // Building the doc may have waited for storage: a socket closed meanwhile must not join.
+      if (ws.readyState !== ws.OPEN) return
       const conn: RoomConnection = {
         id: nextConnectionId++,
         principal,

@@ -1,6 +1,10 @@
+import pino from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import * as Y from 'yjs'
 import { SYSTEM, docToJson, type NodePath } from '../../shared/index.js'
+import { AccessService } from '../../sync-server/access/access-service.js'
+import { NodeService } from '../../sync-server/nodes/node-service.js'
+import { openSqliteStorage } from '../../sync-server/storage/index.js'
 import {
   api,
   createDocument,
@@ -105,6 +109,98 @@ describe('[DOC1] docs built when a client opens the node', () => {
     expect(a.json()).toEqual({ A: 1, B: 2, C: 3 })
     expect((await api(t.url, user.token).getNode(path)).body.content).toEqual({ A: 1, B: 2, C: 3 })
     expect(a.denied).toEqual([])
+  })
+})
+
+describe('[DOC1] building a doc while storage is slow', () => {
+  /** A node service over real SQLite whose loadDoc and foldDoc wait for the test's gates. */
+  async function gatedService() {
+    const dir = await makeTempDir('weft-lazy-gate-')
+    const storage = openSqliteStorage({ file: `${dir}/weft.db` })
+    const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
+    await nodes.boot()
+    const gates = { loadDoc: Promise.resolve(), foldDoc: Promise.resolve() }
+    const realLoadDoc = storage.loadDoc.bind(storage)
+    const realFoldDoc = storage.foldDoc.bind(storage)
+    storage.loadDoc = async (p) => {
+      const stored = await realLoadDoc(p)
+      await gates.loadDoc
+      return stored
+    }
+    storage.foldDoc = async (p, state) => {
+      await gates.foldDoc
+      return realFoldDoc(p, state)
+    }
+    const gate = (name: keyof typeof gates) => {
+      let open!: () => void
+      gates[name] = new Promise<void>((r) => (open = r))
+      return open
+    }
+    const close = async () => {
+      await nodes.close()
+      await storage.close()
+      await removeDir(dir)
+    }
+    return { nodes, storage, gate, close }
+  }
+
+  it('a second opener waits until the first opener\'s catch-up is stored', async () => {
+    const { nodes, storage, gate, close } = await gatedService()
+    try {
+      const path = 'Lazy' as NodePath
+      await nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { A: 1 } }), 'engine')
+      const openFold = gate('foldDoc')
+      const first = nodes.acquireDoc(path)
+      await waitFor(() => nodes.hasDoc(path), { description: 'the doc is built' })
+      // Built, but the catch-up is not stored yet: a second client must not get it either.
+      let secondJoined = false
+      const second = nodes.acquireDoc(path).then(() => (secondJoined = true))
+      await new Promise((r) => setTimeout(r, 50))
+      expect(secondJoined).toBe(false)
+      expect((await storage.loadDoc(path))?.snapshot).toBeNull()
+      openFold()
+      await Promise.all([first, second])
+      expect(secondJoined).toBe(true)
+      expect((await storage.loadDoc(path))?.snapshot).not.toBeNull()
+    } finally {
+      await close()
+    }
+  })
+
+  it('a node deleted and created again while its log is read is built from an empty doc, not the deleted log', async () => {
+    const { nodes, storage, gate, close } = await gatedService()
+    try {
+      const path = 'Reborn' as NodePath
+      // A first life with a Yjs log (a client-origin create builds the doc).
+      await nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { Old: true } }), 'http')
+      const firstLife = (await storage.loadDoc(path))!.updates
+      expect(firstLife).toHaveLength(1)
+      const oldClients = [...Y.decodeStateVector(Y.encodeStateVectorFromUpdate(firstLife[0]!)).keys()]
+      await nodes.close()
+      const fresh = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
+      await fresh.boot()
+      const openLoad = gate('loadDoc')
+      const building = fresh.acquireDoc(path)
+      // While the old log is being read: delete, and create again without a doc (an engine).
+      await fresh.delete(SYSTEM, path, 'engine')
+      await fresh.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { New: true } }), 'engine')
+      openLoad()
+      const ln = await building
+      expect(docToJson(ln.doc)).toEqual({ New: true })
+      // Rebuilt from storage alone, the same: the old life's items are gone for good.
+      const stored = (await storage.loadDoc(path))!
+      const rebuilt = new Y.Doc()
+      if (stored.snapshot) Y.applyUpdate(rebuilt, stored.snapshot)
+      for (const u of stored.updates) Y.applyUpdate(rebuilt, u)
+      expect(docToJson(rebuilt)).toEqual({ New: true })
+      // Nothing of the first life is in the new one's history (an offline copy of the old node
+      // must not merge into the new one).
+      const clients = [...Y.decodeStateVector(Y.encodeStateVector(rebuilt)).keys()]
+      expect(clients.filter((c) => oldClients.includes(c))).toEqual([])
+      await fresh.close()
+    } finally {
+      await close()
+    }
   })
 })
 

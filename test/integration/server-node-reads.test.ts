@@ -218,6 +218,34 @@ describe('node reads after a failed commit', () => {
 })
 
 describe('loaded docs are capped', () => {
+  it('[MEM2] a node in steady use does not hold the cap back', async () => {
+    const dir = await makeTempDir('weft-reads-cap-')
+    const storage = openSqliteStorage({ file: `${dir}/weft.db` })
+    const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, maxLoadedDocs: 5, log: pino({ level: 'silent' }) })
+    await nodes.boot()
+    try {
+      const P = (s: string) => s as NodePath
+      const busy = P('Busy')
+      await nodes.update(SYSTEM, busy, () => ({ nodeType: 'Space', content: {} }), 'engine')
+      // The busy node is read every 50 ms throughout (an engine checking the same space).
+      const ticker = setInterval(() => void nodes.read(SYSTEM, busy), 50)
+      try {
+        for (let i = 0; i < 20; i++) await nodes.update(SYSTEM, P(`Other${i}`), () => ({ nodeType: 'Space', content: { I: i } }), 'engine')
+        await new Promise((r) => setTimeout(r, 1300))
+        // The next load trims: the others are older than a second, the busy one is not.
+        await nodes.read(SYSTEM, P('Absent'))
+        expect(nodes.stats().loadedDocs).toBeLessThanOrEqual(5)
+        expect(nodes.isLoaded(busy)).toBe(true)
+      } finally {
+        clearInterval(ticker)
+      }
+    } finally {
+      await nodes.close()
+      await storage.close()
+      await removeDir(dir)
+    }
+  })
+
   it('[MEM2] beyond maxLoadedDocs, docs without clients unload least recently used first; an open one stays live', async () => {
     const ts = await startTestServer({ config: { maxLoadedDocs: 5, idleUnloadMs: 60_000 } })
     try {
