@@ -730,7 +730,15 @@ export class NodeService implements NodeApi {
         this.commitLanded(ln)
         const versioned = after ? { ...after, version: record.version } : null
         if (ln.node === after) ln.node = versioned
-        const change: LiveChange = { ...record, node: versioned, by: principalName(principal), origin }
+        const change: LiveChange = {
+          version: record.version,
+          path: record.path,
+          nodeType: record.nodeType,
+          kind: record.kind,
+          node: versioned,
+          by: principalName(principal),
+          origin,
+        }
         this.changesSubject.next(change)
         this.pathSubjects.get(ln.path)?.next(change)
         return versioned
