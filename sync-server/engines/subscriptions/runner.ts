@@ -191,8 +191,11 @@ export class SubscriptionRunner {
   private onChange(change: LiveChange): void {
     if (this.stopped) return
     this.noteVersion(change.version)
-    if (change.path.startsWith(SUBSCRIPTION_PREFIX) && !change.path.slice(SUBSCRIPTION_PREFIX.length).includes('/')) {
-      if (change.kind === 'Deleted' || !change.node) this.removeEntry(idFromPath(change.path))
+    if (change.path.startsWith(SUBSCRIPTION_PREFIX) && change.path.indexOf('/', SUBSCRIPTION_PREFIX.length) < 0) {
+      const id = idFromPath(change.path)
+      if (change.kind === 'Deleted' || !change.node) this.removeEntry(id)
+      // A claim's own write (Fired / Failed) of a subscription no longer routed: nothing to do.
+      else if (!this.entries.has(id) && isTerminalName(change.node.content.Status)) return
       else if (change.node.nodeType === 'EventSubscription') this.upsert(change.node, true)
       return
     }
@@ -536,6 +539,11 @@ export class SubscriptionRunner {
 function continuationKey(sub: EventSubscription): string {
   const type = readContinuationType(sub.ContinuationType)
   return type.known ? type.value : String(sub.ContinuationType)
+}
+
+/** A terminal status by its name (what the runner itself writes); numbers and unknown values take the full path. */
+function isTerminalName(status: unknown): boolean {
+  return status === 'Fired' || status === 'Failed' || status === 'Cancelled'
 }
 
 function isPending(node: MeshNode): boolean {
