@@ -194,8 +194,8 @@ export class SubscriptionRunner {
     if (change.path.startsWith(SUBSCRIPTION_PREFIX) && change.path.indexOf('/', SUBSCRIPTION_PREFIX.length) < 0) {
       const id = idFromPath(change.path)
       if (change.kind === 'Deleted' || !change.node) this.removeEntry(id)
-      // A claim's own write (Fired / Failed) of a subscription no longer routed: nothing to do.
-      else if (!this.entries.has(id) && isTerminalName(change.node.content.Status)) return
+      // Ended (the runner's own claim, mostly): what upsert would conclude, without classifying.
+      else if (isTerminalName(change.node.content.Status)) this.removeEntry(id)
       else if (change.node.nodeType === 'EventSubscription') this.upsert(change.node, true)
       return
     }
