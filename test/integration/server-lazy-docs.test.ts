@@ -4,7 +4,7 @@ import * as Y from 'yjs'
 import { SYSTEM, docToJson, type NodePath } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/access-service.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
-import { openSqliteStorage } from '../../sync-server/storage/index.js'
+import { openSqliteStorage, type StorageAdapter } from '../../sync-server/storage/index.js'
 import {
   api,
   createDocument,
@@ -113,12 +113,17 @@ describe('[DOC1] docs built when a client opens the node', () => {
 })
 
 describe('[DOC1] building a doc while storage is slow', () => {
+  async function serviceOver(storage: StorageAdapter): Promise<NodeService> {
+    const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
+    await nodes.boot()
+    return nodes
+  }
+
   /** A node service over real SQLite whose loadDoc and foldDoc wait for the test's gates. */
   async function gatedService() {
     const dir = await makeTempDir('weft-lazy-gate-')
     const storage = openSqliteStorage({ file: `${dir}/weft.db` })
-    const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
-    await nodes.boot()
+    const nodes = await serviceOver(storage)
     const gates = { loadDoc: Promise.resolve(), foldDoc: Promise.resolve() }
     const realLoadDoc = storage.loadDoc.bind(storage)
     const realFoldDoc = storage.foldDoc.bind(storage)
@@ -177,8 +182,7 @@ describe('[DOC1] building a doc while storage is slow', () => {
       expect(firstLife).toHaveLength(1)
       const oldClients = [...Y.decodeStateVector(Y.encodeStateVectorFromUpdate(firstLife[0]!)).keys()]
       await nodes.close()
-      const fresh = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
-      await fresh.boot()
+      const fresh = await serviceOver(storage)
       const openLoad = gate('loadDoc')
       const building = fresh.acquireDoc(path)
       // While the old log is being read: delete, and create again without a doc (an engine).

@@ -21,8 +21,8 @@ import {
 } from '../helpers/index.js'
 
 /** A node service over a real store, without the HTTP and socket layers around it. */
-async function serviceOver(storage: StorageAdapter, idleUnloadMs: number): Promise<NodeService> {
-  const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs, log: pino({ level: 'silent' }) })
+async function serviceOver(storage: StorageAdapter, idleUnloadMs: number, maxLoadedDocs?: number): Promise<NodeService> {
+  const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs, maxLoadedDocs, log: pino({ level: 'silent' }) })
   await nodes.boot()
   return nodes
 }
@@ -221,8 +221,7 @@ describe('loaded docs are capped', () => {
   it('[MEM2] a node in steady use does not hold the cap back', async () => {
     const dir = await makeTempDir('weft-reads-cap-')
     const storage = openSqliteStorage({ file: `${dir}/weft.db` })
-    const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, maxLoadedDocs: 5, log: pino({ level: 'silent' }) })
-    await nodes.boot()
+    const nodes = await serviceOver(storage, 60_000, 5)
     try {
       const P = (s: string) => s as NodePath
       const busy = P('Busy')
