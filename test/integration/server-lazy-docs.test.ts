@@ -1,10 +1,12 @@
+import { randomBytes } from 'node:crypto'
+import pg from 'pg'
 import pino from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import * as Y from 'yjs'
 import { SYSTEM, docToJson, type NodePath } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/access-service.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
-import { openSqliteStorage, type StorageAdapter } from '../../sync-server/storage/index.js'
+import { openPostgresStorage, openSqliteStorage, type StorageAdapter } from '../../sync-server/storage/index.js'
 import {
   api,
   createDocument,
@@ -204,6 +206,51 @@ describe('[DOC1] building a doc while storage is slow', () => {
       await fresh.close()
     } finally {
       await close()
+    }
+  })
+})
+
+describe('[DOC1] on PostgreSQL', () => {
+  it('a JSON-only node is built once: the fold is stored, and a second server builds the same Yjs state', async () => {
+    const connectionString = process.env.WEFT_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+    const schema = `weft_test_${randomBytes(6).toString('hex')}`
+    const open = async () => {
+      const storage = await openPostgresStorage({ connectionString, schema })
+      const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
+      await nodes.boot()
+      return { storage, nodes }
+    }
+    const first = await open()
+    try {
+      const path = 'PgLazy' as NodePath
+      await first.nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { A: 1, Nested: { B: 2 } } }), 'engine')
+      await first.nodes.update(SYSTEM, path, (c) => ({ nodeType: 'Space', content: { ...c!.content, C: 3 } }), 'engine')
+      expect((await first.storage.loadDoc(path))?.updates).toEqual([])
+      const built = await first.nodes.acquireDoc(path)
+      expect(docToJson(built.doc)).toEqual({ A: 1, Nested: { B: 2 }, C: 3 })
+      const vector = Y.encodeStateVector(built.doc)
+      const stored = (await first.storage.loadDoc(path))!
+      expect(stored.snapshot).not.toBeNull()
+      expect(stored.updates).toEqual([])
+      await first.nodes.close()
+      await first.storage.close()
+
+      const second = await open()
+      try {
+        const again = await second.nodes.acquireDoc(path)
+        expect(docToJson(again.doc)).toEqual({ A: 1, Nested: { B: 2 }, C: 3 })
+        expect(Y.encodeStateVector(again.doc)).toEqual(vector)
+        // Nothing lagged, so nothing was folded again.
+        expect((await second.storage.loadDoc(path))?.snapshot).toEqual(stored.snapshot)
+      } finally {
+        await second.nodes.close()
+        await second.storage.close()
+      }
+    } finally {
+      const client = new pg.Client({ connectionString })
+      await client.connect()
+      await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+      await client.end()
     }
   })
 })
