@@ -18,6 +18,16 @@ export interface ExistingNode {
 /** What a writer needs of a commit: everything but the content object (it writes the content's JSON text). */
 export type CommitHeader = Omit<CommitInput, 'content'>
 
+/** `foldDoc` as a group-commit item: the node's whole Yjs log becomes this one full-state snapshot. */
+export interface PreparedFold {
+  fold: { path: NodePath; state: Uint8Array }
+}
+
+/** Folds travel in the same queue as an adapter's commits, so they keep their place among them. */
+export function isFold<C extends object>(item: C | PreparedFold): item is PreparedFold {
+  return 'fold' in item
+}
+
 /** A commit that passed validation against the state the batch sees, ready to write. */
 export interface PlannedCommit {
   input: CommitHeader

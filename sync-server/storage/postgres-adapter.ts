@@ -8,7 +8,7 @@ import {
   type NodePath,
   type NodeQuery,
 } from '../../shared/index.js'
-import { batchPaths, planBatch, validateCommitInput, type ExistingNode } from './commit-plan.js'
+import { batchPaths, isFold, planBatch, validateCommitInput, type ExistingNode, type PreparedFold } from './commit-plan.js'
 import { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
 import { GroupCommitter, type ItemResult } from './group-commit.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
@@ -30,14 +30,7 @@ interface PreparedCommit {
   contentJson: string
 }
 
-/** `foldDoc`: the node's whole Yjs log becomes this one full-state snapshot. */
-interface PreparedFold {
-  fold: { path: NodePath; state: Uint8Array }
-}
-
 type BatchItem = PreparedCommit | PreparedFold
-
-const isFold = (item: BatchItem): item is PreparedFold => 'fold' in item
 
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 
@@ -267,23 +260,6 @@ export class PostgresStorage implements StorageAdapter {
         if (!row) return null
         const logged = await client.query<{ data: Buffer }>('SELECT data FROM node_updates WHERE path = $1 ORDER BY seq', [path])
         return { snapshot: row.snapshot ? toBytes(row.snapshot) : null, updates: logged.rows.map((u) => toBytes(u.data)) }
-      },
-      'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
-    )
-  }
-
-  async loadNode(path: NodePath): Promise<{ node: MeshNode; doc: StoredDoc } | null> {
-    return withTransaction(
-      this.pool,
-      async (client) => {
-        const r = await client.query<NodeRow & { snapshot: Buffer | null }>(`SELECT ${NODE_COLUMNS}, snapshot FROM nodes WHERE path = $1`, [path])
-        const row = r.rows[0]
-        if (!row) return null
-        const logged = await client.query<{ data: Buffer }>('SELECT data FROM node_updates WHERE path = $1 ORDER BY seq', [path])
-        return {
-          node: rowToNode(row),
-          doc: { snapshot: row.snapshot ? toBytes(row.snapshot) : null, updates: logged.rows.map((u) => toBytes(u.data)) },
-        }
       },
       'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
     )

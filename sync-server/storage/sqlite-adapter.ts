@@ -149,7 +149,6 @@ export class SqliteStorage implements StorageAdapter {
   private closed: Promise<void> | null = null
   private readonly stmt
   private readonly readDoc: (path: string) => StoredDoc | null
-  private readonly readNode: (path: string) => { node: MeshNode; doc: StoredDoc } | null
 
   constructor(options: SqliteStorageOptions) {
     const busyTimeoutMs = options.busyTimeoutMs ?? 5000
@@ -159,7 +158,6 @@ export class SqliteStorage implements StorageAdapter {
     this.writer = inline ? new InlineWriter(new SqliteWriter(options.file, busyTimeoutMs)) : new ThreadWriter({ file: options.file, busyTimeoutMs }, options.log)
     this.stmt = {
       getNode: db.prepare<[string], NodeRow>(`SELECT ${NODE_COLUMNS} FROM nodes WHERE path = ?`),
-      nodeWithSnapshot: db.prepare<[string], NodeRow & { snapshot: Buffer | null }>(`SELECT ${NODE_COLUMNS}, snapshot FROM nodes WHERE path = ?`),
       snapshot: db.prepare<[string], { snapshot: Buffer | null; update_count: number }>(
         'SELECT snapshot, update_count FROM nodes WHERE path = ?',
       ),
@@ -179,14 +177,6 @@ export class SqliteStorage implements StorageAdapter {
       const node = this.stmt.snapshot.get(path)
       if (!node) return null
       return { snapshot: node.snapshot ? toBytes(node.snapshot) : null, updates: this.stmt.updates.all(path).map((u) => toBytes(u.data)) }
-    })
-    this.readNode = db.transaction((path: string): { node: MeshNode; doc: StoredDoc } | null => {
-      const row = this.stmt.nodeWithSnapshot.get(path)
-      if (!row) return null
-      return {
-        node: rowToNode(row),
-        doc: { snapshot: row.snapshot ? toBytes(row.snapshot) : null, updates: this.stmt.updates.all(path).map((u) => toBytes(u.data)) },
-      }
     })
     this.committer = new GroupCommitter(
       async (batch) => fromWire((await this.writer.request({ op: 'batch', batch: [...batch] })) ?? []),
@@ -233,10 +223,6 @@ export class SqliteStorage implements StorageAdapter {
 
   async loadDoc(path: NodePath): Promise<StoredDoc | null> {
     return this.readDoc(path)
-  }
-
-  async loadNode(path: NodePath): Promise<{ node: MeshNode; doc: StoredDoc } | null> {
-    return this.readNode(path)
   }
 
   async queryNodes(query: NodeQuery): Promise<MeshNode[]> {

@@ -5,7 +5,7 @@ import {
   type MeshChangeKind,
   type NodePath,
 } from '../../shared/index.js'
-import { batchPaths, planBatch, type CommitHeader, type ExistingNode, type PlannedCommit } from './commit-plan.js'
+import { batchPaths, isFold, planBatch, type CommitHeader, type ExistingNode, type PlannedCommit, type PreparedFold } from './commit-plan.js'
 import { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
 import type { ItemResult } from './group-commit.js'
 import { pathColumns, toBuffer, toBytes } from './row-mapping.js'
@@ -19,17 +19,8 @@ export interface PreparedCommit {
   contentJson: string
 }
 
-/** `foldDoc`: the node's whole Yjs log becomes this one full-state snapshot. */
-export interface PreparedFold {
-  fold: { path: NodePath; state: Uint8Array }
-}
-
 /** What a group-commit batch carries, in submission order. */
 export type BatchItem = PreparedCommit | PreparedFold
-
-export function isFold(item: BatchItem): item is PreparedFold {
-  return 'fold' in item
-}
 
 /** Opens a connection with Weft's pragmas: WAL, `synchronous=FULL`, a busy timeout. */
 export function openSqliteConnection(file: string, busyTimeoutMs: number): Database.Database {

@@ -45,8 +45,6 @@ export interface StorageAdapter {
   commit(input: CommitInput): Promise<ChangeRecord>
   getNode(path: NodePath): Promise<MeshNode | null>
   loadDoc(path: NodePath): Promise<StoredDoc | null>
-  /** The row and its doc from one consistent read (what loading a node into memory needs). */
-  loadNode(path: NodePath): Promise<{ node: MeshNode; doc: StoredDoc } | null>
   /**
    * Replaces the node's Yjs log by `state`, a full-state update ([DOC1]: the catch-up of a doc
    * built after JSON-only writes). Ordered with commits: a log entry committed before it is
