@@ -54,12 +54,9 @@ function isPlainScalar(v: unknown): boolean {
  * way down to a nested value (every write runs this, and most patches are flat).
  */
 function checkJsonValue(v: unknown, where: string | null): void {
-  if (v === null || typeof v === 'string' || typeof v === 'boolean') return
+  if (isPlainScalar(v)) return
   const at = where ?? 'content'
-  if (typeof v === 'number') {
-    if (!Number.isFinite(v)) throw new WeftError('invalid_patch', `Non-finite number at ${at}.`)
-    return
-  }
+  if (typeof v === 'number') throw new WeftError('invalid_patch', `Non-finite number at ${at}.`)
   if (Array.isArray(v)) {
     for (let i = 0; i < v.length; i++) if (!isPlainScalar(v[i])) checkJsonValue(v[i], `${at}[${i}]`)
     return

@@ -25,7 +25,7 @@ export interface RoomConnection {
  */
 export class LoadedNode {
   readonly path: NodePath
-  private ydoc: Y.Doc | null
+  private ydoc: Y.Doc | null = null
   node: MeshNode | null
   /** Set while the doc is being built and its catch-up made durable (NodeService.materialize). */
   materializing: Promise<void> | null = null
@@ -44,11 +44,9 @@ export class LoadedNode {
   /** Counts Created and Deleted commits: a doc build that waited on storage checks it did not change. */
   generation = 0
 
-  constructor(path: NodePath, node: MeshNode | null, doc: Y.Doc | null = null) {
+  constructor(path: NodePath, node: MeshNode | null) {
     this.path = path
     this.node = node
-    this.ydoc = null
-    if (doc) this.setDoc(doc)
   }
 
   /** Whether the Y.Doc is built; until it is, writes change the JSON only. */
@@ -100,10 +98,13 @@ export class LoadedNode {
   }
 
   private dropDoc(): void {
-    if (!this.ydoc) return
-    this.ydoc.off('update', this.onDocUpdate)
-    this.ydoc.destroy()
+    this.destroyDoc()
     this.ydoc = null
+  }
+
+  private destroyDoc(): void {
+    this.ydoc?.off('update', this.onDocUpdate)
+    this.ydoc?.destroy()
   }
 
   /**
@@ -213,10 +214,7 @@ export class LoadedNode {
   destroy(): void {
     // The destroyed doc stays referenced: a message still in flight for the room finds a dead
     // doc (as before docs were lazy), not an invariant error.
-    if (this.ydoc) {
-      this.ydoc.off('update', this.onDocUpdate)
-      this.ydoc.destroy()
-    }
+    this.destroyDoc()
     this.dropAwareness()
   }
 }

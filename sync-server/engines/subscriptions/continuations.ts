@@ -9,6 +9,7 @@ import {
   type MeshNode,
   type NodePath,
 } from '../../../shared/index.js'
+import { ACCESS_SEGMENT, assignmentLabel } from '../../access/access-service.js'
 import type { NodeApi } from '../../nodes/types.js'
 import { higherRole, isAdminOf } from './access.js'
 import { ContinuationFailure, type ContinuationInput, type ContinuationRegistry } from './continuation-registry.js'
@@ -63,9 +64,14 @@ async function requireExisting(nodes: NodeApi, path: NodePath, what: string): Pr
   return node
 }
 
+/** The subject's assignment on `scope` ([ACC0]): what a grant writes, and what its warm-up loads. */
+function assignmentPath(scope: string, subject: string): string {
+  return `${scope}/${ACCESS_SEGMENT}/${assignmentLabel(subject)}`
+}
+
 /** `{scope}/_Access/{subject}_Access`; never lowers a role the subject already holds there. */
 export async function grantAccess(nodes: NodeApi, scope: string, subject: string, role: Role): Promise<void> {
-  const path = requirePath(`${scope}/_Access/${subject}_Access`, 'Assignment')
+  const path = requirePath(assignmentPath(scope, subject), 'Assignment')
   await nodes.update(SYSTEM, path, (current) => {
     const held = current?.content.Role
     const denied = current?.content.Denied === true
@@ -115,7 +121,7 @@ async function grantSpaceAccess(input: ContinuationInput): Promise<void> {
 
 grantSpaceAccess.touches = (sub: EventSubscription, subject: string | null): string[] => {
   const paths = [sub.TargetPath ?? '']
-  if (subject) paths.push(`${sub.TargetPath}/_Access/${subject}_Access`)
+  if (subject) paths.push(assignmentPath(sub.TargetPath ?? '', subject))
   if (subject && sub.Pin === true) paths.push(subject)
   return paths
 }
