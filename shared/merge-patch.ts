@@ -37,12 +37,25 @@ export function applyMergePatch(target: JsonValue | undefined, patch: JsonValue)
   return result
 }
 
-/** Rejects anything JSON.parse could not have produced (undefined, NaN, functions, class instances). */
-export function assertMergePatch(patch: unknown): asserts patch is MergePatch {
+/**
+ * How deep client JSON may nest (a top-level scalar field is depth 1). Deeper input is refused
+ * with `invalid_patch` / `invalid_content` before anything recursive touches it: a patch 1,500
+ * levels deep must be a clear 400, never a stack overflow half-way through a Yjs transaction.
+ */
+export const DEFAULT_MAX_JSON_DEPTH = 64
+
+/** Rejects anything JSON.parse could not have produced (undefined, NaN, functions, class instances), or nested past `maxDepth`. */
+export function assertMergePatch(patch: unknown, maxDepth = DEFAULT_MAX_JSON_DEPTH): asserts patch is MergePatch {
   if (!isJsonObject(patch)) {
     throw new WeftError('invalid_patch', 'A merge patch of a node\'s content must be a JSON object.')
   }
-  checkJsonValue(patch, null)
+  checkJsonValue(patch, null, 0, maxDepth, 'invalid_patch')
+}
+
+/** The same check for whole content (create, replace): `invalid_content`. */
+export function assertJsonContent(content: unknown, maxDepth = DEFAULT_MAX_JSON_DEPTH): asserts content is JsonObject {
+  if (!isJsonObject(content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
+  checkJsonValue(content, null, 0, maxDepth, 'invalid_content')
 }
 
 function isPlainScalar(v: unknown): boolean {
@@ -50,24 +63,26 @@ function isPlainScalar(v: unknown): boolean {
 }
 
 /**
- * Throws `invalid_patch` naming the first value that is not JSON. `where` is built only on the
- * way down to a nested value (every write runs this, and most patches are flat).
+ * Throws naming the first value that is not JSON, or that nests past `maxDepth`. `where` is
+ * built only on the way down to a nested value (every write runs this, and most patches are
+ * flat). Recursion is bounded by `maxDepth`.
  */
-function checkJsonValue(v: unknown, where: string | null): void {
+function checkJsonValue(v: unknown, where: string | null, depth: number, maxDepth: number, code: 'invalid_patch' | 'invalid_content'): void {
   if (isPlainScalar(v)) return
   const at = where ?? 'content'
-  if (typeof v === 'number') throw new WeftError('invalid_patch', `Non-finite number at ${at}.`)
+  if (typeof v === 'number') throw new WeftError(code, `Non-finite number at ${at}.`)
+  if (depth >= maxDepth) throw new WeftError(code, `The value at ${at} nests deeper than ${maxDepth} levels; flatten it.`)
   if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) if (!isPlainScalar(v[i])) checkJsonValue(v[i], `${at}[${i}]`)
+    for (let i = 0; i < v.length; i++) if (!isPlainScalar(v[i])) checkJsonValue(v[i], `${at}[${i}]`, depth + 1, maxDepth, code)
     return
   }
   if (isJsonObject(v) && Object.getPrototypeOf(v) === Object.prototype) {
     for (const k in v) {
-      if (Object.prototype.hasOwnProperty.call(v, k) && !isPlainScalar(v[k])) checkJsonValue(v[k], `${at}.${k}`)
+      if (Object.prototype.hasOwnProperty.call(v, k) && !isPlainScalar(v[k])) checkJsonValue(v[k], `${at}.${k}`, depth + 1, maxDepth, code)
     }
     return
   }
-  throw new WeftError('invalid_patch', `Value at ${at} is not JSON.`)
+  throw new WeftError(code, `Value at ${at} is not JSON.`)
 }
 
 /** The smallest merge patch that turns `from` into `to` (both objects). */
@@ -153,4 +168,24 @@ function yToJson(value: unknown): JsonValue {
 
 export function docToJson(doc: Y.Doc): JsonObject {
   return yToJson(doc.getMap(CONTENT_MAP)) as JsonObject
+}
+
+/** The JSON of one top-level field of the doc's content; undefined when absent. */
+export function fieldToJson(doc: Y.Doc, field: string): JsonValue | undefined {
+  const map = doc.getMap(CONTENT_MAP)
+  return map.has(field) ? yToJson(map.get(field)) : undefined
+}
+
+/**
+ * `content` with the given top-level fields read again from the doc: what a Yjs update that
+ * touched only those fields made of it, without walking the rest of a big node.
+ */
+export function withFieldsFromDoc(content: JsonObject, doc: Y.Doc, fields: Iterable<string>): JsonObject {
+  const next: JsonObject = { ...content }
+  for (const field of fields) {
+    const value = fieldToJson(doc, field)
+    if (value === undefined) delete next[field]
+    else setMember(next, field, value)
+  }
+  return next
 }

@@ -146,6 +146,27 @@ export function validateContent(nodeType: string, content: JsonObject): void {
   }
 }
 
+/**
+ * Validates only the given top-level fields of `content` (a Yjs update that touched those
+ * fields): the cost follows the change, not the node. Falls back to the whole content when the
+ * type's schema is not a plain object of fields.
+ */
+export function validateFields(nodeType: string, content: JsonObject, fields: Iterable<string>): void {
+  const schema = nodeTypeDef(nodeType).content
+  if (!(schema instanceof z.ZodObject)) return validateContent(nodeType, content)
+  const shape = schema.shape as Record<string, z.ZodType<unknown>>
+  for (const field of fields) {
+    if (!Object.prototype.hasOwnProperty.call(shape, field)) continue
+    const value = Object.prototype.hasOwnProperty.call(content, field) ? content[field] : undefined
+    const result = shape[field]!.safeParse(value)
+    if (!result.success) {
+      const issue = result.error.issues[0]
+      const where = [field, ...(issue?.path ?? [])].join('.')
+      throw new WeftError('invalid_content', `Content of a ${nodeType} is invalid at ${where}: ${issue?.message ?? 'invalid'}.`)
+    }
+  }
+}
+
 export function fieldRule(nodeType: string, field: string): WriteRule {
   const d = nodeTypeDef(nodeType)
   // Own members only: a field named `constructor` or `__proto__` must not pick up Object.prototype.

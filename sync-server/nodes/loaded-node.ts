@@ -16,6 +16,22 @@ export interface RoomConnection {
   readonly awarenessIds: Set<number>
 }
 
+/** Yjs failed while applying an admitted update: the doc may hold part of it and must be dropped. */
+export class DocCorrupted extends Error {
+  constructor(
+    readonly path: NodePath,
+    override readonly cause: unknown,
+  ) {
+    super(`Applying an update to ${path} failed inside Yjs`)
+  }
+}
+
+function cloneDoc(doc: Y.Doc): Y.Doc {
+  const copy = new Y.Doc({ guid: doc.guid })
+  Y.applyUpdate(copy, Y.encodeStateAsUpdate(doc))
+  return copy
+}
+
 /**
  * A node in server memory. Its Y.Doc is built lazily ([DOC1]): a node that only the server writes
  * (a subscription claim, an access grant) keeps its JSON and skips Yjs until a client opens it.
@@ -105,6 +121,7 @@ export class LoadedNode {
   private destroyDoc(): void {
     this.ydoc?.off('update', this.onDocUpdate)
     this.ydoc?.destroy()
+    this.dropShadow()
   }
 
   /**
@@ -127,14 +144,78 @@ export class LoadedNode {
 
   private captured: Uint8Array[] | null = null
 
+  /** Relays held while an admitted update is applied: sent once it applied whole, dropped if it threw. */
+  private held: { message: Uint8Array; origin: unknown }[] | null = null
+  /**
+   * A copy of the doc kept in step with it, for node types with a schema: an admitted update is
+   * tried there first, so a refusal never touches the doc ([ACC10]). Built on the first client
+   * update that needs it; dropped (and built again later) after a refusal dirtied it.
+   */
+  private shadow: Y.Doc | null = null
+  /** Set while the doc applies an update the shadow already has. */
+  private shadowHasIt = false
+
   private readonly onDocUpdate = (update: Uint8Array, origin: unknown): void => {
     this.captured?.push(update)
+    if (this.shadow && !this.shadowHasIt) {
+      try {
+        Y.applyUpdate(this.shadow, update)
+      } catch {
+        this.dropShadow()
+      }
+    }
     if (this.connections.size === 0) return
     const e = encoding.createEncoder()
     encoding.writeVarUint(e, YMessage.Sync)
     syncProtocol.writeUpdate(e, update)
     const message = encoding.toUint8Array(e)
+    if (this.held) {
+      this.held.push({ message, origin })
+      return
+    }
     for (const c of this.connections) if (c !== origin) c.send(message)
+  }
+
+  /**
+   * Applies an admitted update all-or-nothing and returns what the doc integrated (null when
+   * nothing). With `check`, the update is applied to the shadow first and `check` reads the
+   * result there: a throw refuses the update and the doc never sees it. Relays go out only once
+   * the doc applied the update whole. Throws `DocCorrupted` when Yjs itself failed on the doc:
+   * the caller must drop this copy (storage never saw the update).
+   */
+  applyAdmitted(update: Uint8Array, origin: unknown, check: ((result: Y.Doc) => void) | null): Uint8Array | null {
+    if (check) {
+      const shadow = (this.shadow ??= cloneDoc(this.doc))
+      try {
+        Y.applyUpdate(shadow, update, origin)
+        if (shadow.store.pendingStructs || shadow.store.pendingDs) throw new Error('Invariant: an admitted update left structs pending')
+        check(shadow)
+      } catch (e) {
+        this.dropShadow()
+        throw e
+      }
+    }
+    this.held = []
+    this.shadowHasIt = check !== null
+    let applied: Uint8Array | null
+    try {
+      applied = this.capture(() => Y.applyUpdate(this.doc, update, origin))
+      if (this.doc.store.pendingStructs || this.doc.store.pendingDs) throw new Error('Invariant: an admitted update left structs pending')
+    } catch (e) {
+      this.held = null
+      throw new DocCorrupted(this.path, e)
+    } finally {
+      this.shadowHasIt = false
+    }
+    const held = this.held
+    this.held = null
+    for (const { message, origin: from } of held) for (const c of this.connections) if (c !== from) c.send(message)
+    return applied
+  }
+
+  private dropShadow(): void {
+    this.shadow?.destroy()
+    this.shadow = null
   }
 
   private readonly onAwarenessUpdate = (

@@ -3,12 +3,15 @@ import { Observable, Subject } from 'rxjs'
 import type { Logger } from 'pino'
 import {
   ADMIN_PARTITION,
+  ALL_PERMISSIONS,
   CONTENT_MAP,
   WeftError,
   applyMergePatch,
   applyPatchToDoc,
   applyPatchToJson,
+  assertJsonContent,
   assertMergePatch,
+  DEFAULT_MAX_JSON_DEPTH,
   diffToMergePatch,
   docToJson,
   fieldRule,
@@ -23,6 +26,8 @@ import {
   principalName,
   SYSTEM,
   validateContent,
+  validateFields,
+  withFieldsFromDoc,
   type ChangeRecord,
   type JsonObject,
   type MergePatch,
@@ -31,19 +36,22 @@ import {
   type NodePath,
   type NodeQuery,
   type Permission,
+  type PermissionSet,
   type Principal,
   type WriteRule,
 } from '../../shared/index.js'
 import type { StorageAdapter } from '../storage/types.js'
 import { ACCESS_SEGMENT, assignmentLabel, assignmentScope, type AccessService } from '../access/access-service.js'
-import { inspectUpdate } from '../sync/update-inspector.js'
-import { LoadedNode, type RoomConnection } from './loaded-node.js'
+import { admitUpdate } from '../admission/index.js'
+import { DocCorrupted, LoadedNode, type RoomConnection } from './loaded-node.js'
 import type { ChangeOrigin, LiveChange, NodeApi, NodeDraft, UpdateFn } from './types.js'
 
 export interface NodeServiceOptions {
   idleUnloadMs: number
   /** Soft cap on loaded docs: beyond it, docs without clients unload least recently used first. */
   maxLoadedDocs?: number
+  /** Deepest JSON a client may write (MAX_JSON_DEPTH); deeper is `invalid_patch` / `invalid_content` / `invalid_update`. */
+  maxJsonDepth?: number
   log: Logger
 }
 
@@ -389,7 +397,7 @@ export class NodeService implements NodeApi {
   }
 
   async patch(principal: Principal, path: NodePath, patch: MergePatch, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
-    assertMergePatch(patch)
+    assertMergePatch(patch, this.maxJsonDepth)
     const ln = await this.acquire(path)
     const before = this.existing(ln, principal)
     const next = applyMergePatch(before.content, patch) as JsonObject
@@ -422,41 +430,58 @@ export class NodeService implements NodeApi {
   }
 
   /**
-   * The synchronous part (checks, application, enqueueing) happens before this returns, so a
-   * socket's updates apply in arrival order; the returned promise settles once durable.
+   * [ACC10] The synchronous part (admission, checks, application, enqueueing) happens before
+   * this returns, so a socket's updates apply in arrival order; the returned promise settles once
+   * durable. All or nothing: a refused update leaves the doc, the stored log and the room exactly
+   * as they were.
    */
   applyClientUpdateLoaded(ln: LoadedNode, principal: Principal, update: Uint8Array, conn: RoomConnection | null, origin: ChangeOrigin): Written {
     const before = this.existing(ln, principal)
     if (!ln.hasDoc) throw new WeftError('internal', `${ln.path} was not opened for sync; reconnect.`)
-    let inspection: ReturnType<typeof inspectUpdate>
+    const perms = isSystem(principal) ? null : this.access.permissions(principal, ln.path)
+    const admission = admitUpdate(ln.doc, update, { maxDepth: this.maxJsonDepth, mayWriteStructure: perms === null || perms.has('Update') })
+    if (!admission.ok) {
+      if (admission.code === 'forbidden') throw new WeftError('forbidden', `${principalName(principal)} may not change ${ln.path} (no Update permission).`)
+      throw new WeftError(admission.code, `${admission.message} (${ln.path}; reload the node.)`)
+    }
+    if (!admission.update) return Promise.resolve(before)
+    const fields = admission.fields
+    this.authorizeFields(principal, before, fields)
+    // Types with a schema: the touched fields are checked on the shadow before the doc sees anything.
+    const check = isPermissiveContent(before.nodeType)
+      ? null
+      : (result: Y.Doc) => {
+          const next = withFieldsFromDoc(before.content, result, fields)
+          validateFields(before.nodeType, next, fields)
+          this.checkInvariants(before, { ...before, content: next })
+        }
+    let applied: Uint8Array | null
     try {
-      inspection = inspectUpdate(ln.doc, update)
-    } catch {
-      throw new WeftError('protocol_error', 'The Yjs update could not be decoded.')
+      applied = ln.applyAdmitted(admission.update, conn, check)
+    } catch (e) {
+      if (!(e instanceof DocCorrupted)) throw e
+      // Yjs failed half-way (the gate should have refused it): this copy is dropped and the next
+      // use reloads what storage holds, which never saw the update.
+      this.dropCorrupted(ln, e)
+      throw new WeftError('invalid_update', `The update to ${ln.path} could not be applied; reload the node.`)
     }
-    if (inspection.empty) return Promise.resolve(before)
-    if (inspection.unattributable) {
-      throw new WeftError('invalid_update', `The update to ${ln.path} touches state outside the node's content or depends on changes the server never accepted; reload the node.`)
-    }
-    this.authorizeFields(principal, before, inspection.fields)
-    if (!isPermissiveContent(before.nodeType)) {
-      // Trial run on a copy: the authoritative doc only ever sees updates that keep the schema.
-      const trial = new Y.Doc({ guid: ln.path })
-      try {
-        Y.applyUpdate(trial, Y.encodeStateAsUpdate(ln.doc))
-        Y.applyUpdate(trial, update)
-        const next = docToJson(trial)
-        validateContent(before.nodeType, next)
-        this.checkInvariants(before, { ...before, content: next })
-      } finally {
-        trial.destroy()
-      }
-    }
-    // Only what the doc integrated is logged (a resent struct is not).
-    const applied = ln.capture(() => Y.applyUpdate(ln.doc, update, conn))
     if (!applied) return Promise.resolve(before)
-    const next = docToJson(ln.doc)
+    const next = withFieldsFromDoc(before.content, ln.doc, fields)
     return this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', applied, origin)
+  }
+
+  private get maxJsonDepth(): number {
+    return this.opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH
+  }
+
+  /** Drops a copy whose doc may hold part of a failed update; its clients reconnect to a reload. */
+  private dropCorrupted(ln: LoadedNode, err: DocCorrupted): void {
+    this.opts.log.error({ err: err.cause, path: ln.path }, 'a Yjs update failed inside Yjs after admission; dropping the copy')
+    ln.poisoned = true
+    for (const conn of [...ln.connections]) conn.evict(1011, 'internal', 'The server reloaded this node; reconnect.')
+    if (this.loaded.get(ln.path) === ln) this.loaded.delete(ln.path)
+    if (ln.pendingCommits > 0) this.retired.set(ln.path, ln)
+    else ln.destroy()
   }
 
   // ---------------------------------------------------------------- write internals
@@ -498,7 +523,7 @@ export class NodeService implements NodeApi {
     }
     const def = nodeTypeDef(draft.nodeType)
     const content = draft.content ?? {}
-    if (!isJsonObject(content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
+    assertJsonContent(content, this.maxJsonDepth)
     this.checkPlacement(principal, path, draft.nodeType)
     const parent = parentPath(path)
     if (!parent) {
@@ -507,6 +532,13 @@ export class NodeService implements NodeApi {
       }
     } else if (!this.allows(principal, path, def.create)) {
       throw new WeftError('forbidden', `${principalName(principal)} may not create a ${draft.nodeType} at ${path}.`)
+    }
+    // Creating writes every field it names: the same rules as a patch ([ACC7]). The creator of a
+    // top-level space becomes its Admin, so it may write whatever an Admin may.
+    if (!isSystem(principal) && parent) {
+      this.checkFieldRules(principal, this.access.permissions(principal, path), draft.nodeType, path, Object.keys(content))
+    } else if (!isSystem(principal)) {
+      this.checkFieldRules(principal, ALL_PERMISSIONS, draft.nodeType, path, Object.keys(content))
     }
     validateContent(draft.nodeType, content)
     this.checkInvariants(null, { path, nodeType: draft.nodeType, content } as MeshNode)
@@ -581,7 +613,7 @@ export class NodeService implements NodeApi {
       throw new WeftError('conflict', `${ln.path} is a ${before.nodeType}; it cannot become a ${draft.nodeType} (delete it first).`)
     }
     const content = draft.content ?? {}
-    if (!isJsonObject(content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
+    assertJsonContent(content, this.maxJsonDepth)
     const patch = diffToMergePatch(before.content, content)
     // A minimal diff names exactly the fields that change.
     return this.writeContent(ln, principal, before, draft.name ?? before.name, content, patch, origin, Object.keys(patch))
@@ -621,15 +653,20 @@ export class NodeService implements NodeApi {
     if (isSystem(principal)) return
     const perms = this.access.permissions(principal, node.path)
     if (!perms.has('Read')) throw new WeftError('forbidden', `${principalName(principal)} cannot read ${node.path}.`)
+    this.checkFieldRules(principal, perms, node.nodeType, node.path, fields)
+  }
+
+  /** [ACC7] The one field-rule check: patch, replace, Yjs update and create alike. */
+  private checkFieldRules(principal: Principal, perms: PermissionSet, nodeType: string, path: NodePath, fields: Iterable<string>): void {
     for (const field of fields) {
-      const rule = fieldRule(node.nodeType, field)
+      const rule = fieldRule(nodeType, field)
       const ok = rule !== 'system' && perms.has(rule === 'admin' ? 'ManageAccess' : rule)
       if (!ok) {
         if (!perms.has('Update') && rule !== 'system') {
-          throw new WeftError('forbidden', `${principalName(principal)} may not change ${node.path} (no Update permission).`)
+          throw new WeftError('forbidden', `${principalName(principal)} may not change ${path} (no Update permission).`)
         }
         const who = rule === 'system' ? 'only the system' : rule === 'admin' ? 'Admins' : `holders of ${rule}`
-        throw new WeftError('forbidden_field', `Field ${field} of a ${node.nodeType} is written by ${who}; your change to ${node.path} was not applied.`)
+        throw new WeftError('forbidden_field', `Field ${field} of a ${nodeType} is written by ${who}; your change to ${path} was not applied.`)
       }
     }
   }

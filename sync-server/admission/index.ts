@@ -1,0 +1,2 @@
+export { admitUpdate } from './admit-update.js'
+export type { Admission, AdmissionPolicy, AdmissionRefusalCode } from './admit-update.js'
