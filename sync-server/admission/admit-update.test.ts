@@ -6,7 +6,6 @@ import {
   applyPatchToDoc,
   CONTENT_MAP,
   docToJson,
-  isWeftError,
   jsonEqual,
   type JsonObject,
   type JsonValue,

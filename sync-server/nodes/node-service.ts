@@ -15,7 +15,6 @@ import {
   diffToMergePatch,
   docToJson,
   fieldRule,
-  isJsonObject,
   isPermissiveContent,
   isReservedSegment,
   isSystem,
