@@ -78,7 +78,10 @@ function checkJsonValue(v: unknown, where: string | null, depth: number, maxDept
   }
   if (isJsonObject(v) && Object.getPrototypeOf(v) === Object.prototype) {
     for (const k in v) {
-      if (Object.prototype.hasOwnProperty.call(v, k) && !isPlainScalar(v[k])) checkJsonValue(v[k], `${at}.${k}`, depth + 1, maxDepth, code)
+      if (!Object.prototype.hasOwnProperty.call(v, k) || isPlainScalar(v[k])) continue
+      // Whole content drops an undefined member, as JSON does; a patch has no such reading.
+      if (v[k] === undefined && code === 'invalid_content') continue
+      checkJsonValue(v[k], `${at}.${k}`, depth + 1, maxDepth, code)
     }
     return
   }

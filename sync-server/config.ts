@@ -24,6 +24,8 @@ export interface ServerConfig {
   tokenTtlMs: number
   /** Most rooms one /mux socket may hold at once. */
   maxRoomsPerSocket: number
+  /** Deepest JSON a client may write, over every transport (MAX_JSON_DEPTH). */
+  maxJsonDepth: number
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -45,6 +47,7 @@ export function defaultConfig(): ServerConfig {
     staticDir: path.resolve('dist'),
     tokenTtlMs: 30 * 24 * 3600 * 1000,
     maxRoomsPerSocket: 20_000,
+    maxJsonDepth: 64,
   }
 }
 
@@ -64,5 +67,6 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     staticDir: path.resolve(env.STATIC_DIR || d.staticDir),
     tokenTtlMs: int(env.TOKEN_TTL_MS, d.tokenTtlMs, 'TOKEN_TTL_MS'),
     maxRoomsPerSocket: int(env.MAX_ROOMS_PER_SOCKET, d.maxRoomsPerSocket, 'MAX_ROOMS_PER_SOCKET'),
+    maxJsonDepth: Math.max(1, int(env.MAX_JSON_DEPTH, d.maxJsonDepth, 'MAX_JSON_DEPTH')),
   }
 }

@@ -44,7 +44,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const log = logger ?? createLogger(config.logLevel)
   const storage = await openStorage({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, log })
   const access = new AccessService()
-  const nodes = new NodeService(storage, access, { idleUnloadMs: config.idleUnloadMs, maxLoadedDocs: config.maxLoadedDocs, log })
+  const nodes = new NodeService(storage, access, { idleUnloadMs: config.idleUnloadMs, maxLoadedDocs: config.maxLoadedDocs, maxJsonDepth: config.maxJsonDepth, log })
   await nodes.boot()
   const auth = new AuthService(storage, nodes, config.tokenTtlMs)
   const abort = new AbortController()
@@ -53,7 +53,15 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal }))
   const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...apiRoutes({ nodes, auth, isHealthy: () => healthy })]
   const authenticate = (token: string | null) => auth.authenticate(token)
-  const sockets = new SocketServer({ nodes, access, authenticate, maxPayloadBytes: config.maxPayloadBytes, maxRoomsPerSocket: config.maxRoomsPerSocket, log })
+  const sockets = new SocketServer({
+    nodes,
+    access,
+    authenticate: (token) => auth.session(token),
+    onRevoked: (listener) => auth.onRevoked(listener),
+    maxPayloadBytes: config.maxPayloadBytes,
+    maxRoomsPerSocket: config.maxRoomsPerSocket,
+    log,
+  })
   const http: Server = createHttpServer(createHttpHandler({ routes: () => routes, authenticate, maxPayloadBytes: config.maxPayloadBytes, staticDir: config.staticDir, log }))
   http.on('upgrade', (req, socket, head) => {
     try {

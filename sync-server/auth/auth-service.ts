@@ -45,8 +45,17 @@ function hashToken(token: string): string {
  * Accounts and bearer tokens. Tokens are random 256-bit strings; only their SHA-256 is stored,
  * so a leaked database holds no usable token. Revocation deletes the hash (and the cache entry).
  */
+/** A signed-in session behind a token: what a socket needs to end when the token does. */
+export interface Session {
+  userId: UserId
+  /** SHA-256 of the token: the key revocation is announced by. */
+  tokenHash: string
+  expiresAt: number
+}
+
 export class AuthService implements UserDirectory {
   private readonly tokenCache = new Map<string, { userId: UserId; expiresAt: number }>()
+  private readonly revokedListeners = new Set<(tokenHash: string) => void>()
 
   constructor(
     private readonly storage: StorageAdapter,
@@ -112,27 +121,51 @@ export class AuthService implements UserDirectory {
     )
   }
 
+  /** Revokes the token; every open socket signed in with it is closed (4401) at once. */
   async logout(token: string): Promise<void> {
     const hash = hashToken(token)
     this.tokenCache.delete(hash)
     await this.storage.revokeToken(hash)
+    for (const listener of this.revokedListeners) listener(hash)
+  }
+
+  /** Called with a token's hash when it is revoked; returns the unsubscribe function. */
+  onRevoked(listener: (tokenHash: string) => void): () => void {
+    this.revokedListeners.add(listener)
+    return () => this.revokedListeners.delete(listener)
   }
 
   /** The user behind a token, or null when it is unknown, revoked or expired. */
   async authenticate(token: string | null | undefined): Promise<UserId | null> {
+    return (await this.session(token))?.userId ?? null
+  }
+
+  /** The session behind a token (user, token hash, expiry), or null. */
+  async session(token: string | null | undefined): Promise<Session | null> {
     if (!token || token.length > 200) return null
     const hash = hashToken(token)
     const now = Date.now()
     const cached = this.tokenCache.get(hash)
-    if (cached) return cached.expiresAt > now ? cached.userId : null
+    if (cached) return cached.expiresAt > now ? { userId: cached.userId, tokenHash: hash, expiresAt: cached.expiresAt } : null
     const row = await this.storage.findToken(hash)
     if (!row) return null
     const expiresAt = Date.parse(row.expiresAt)
     if (!(expiresAt > now)) return null
-    if (this.tokenCache.size >= TOKEN_CACHE_MAX) this.tokenCache.clear()
+    if (this.tokenCache.size >= TOKEN_CACHE_MAX) this.purgeCache(now)
     const userId = parseUserId(row.userId)
     this.tokenCache.set(hash, { userId, expiresAt })
-    return userId
+    return { userId, tokenHash: hash, expiresAt }
+  }
+
+  /** Drops expired entries, then the oldest half if still full: the cache never grows past its cap. */
+  private purgeCache(now: number): void {
+    for (const [hash, entry] of this.tokenCache) if (entry.expiresAt <= now) this.tokenCache.delete(hash)
+    if (this.tokenCache.size < TOKEN_CACHE_MAX) return
+    let drop = this.tokenCache.size / 2
+    for (const hash of this.tokenCache.keys()) {
+      if (drop-- <= 0) break
+      this.tokenCache.delete(hash)
+    }
   }
 
   async findUserIdByEmail(email: string): Promise<UserId | null> {

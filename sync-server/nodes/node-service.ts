@@ -491,12 +491,12 @@ export class NodeService implements NodeApi {
     let parent = parentPath(path)
     while (parent && isReservedSegment(lastSegment(parent))) parent = parentPath(parent)
     if (!parent) return
+    // [ACC11] Whether the parent exists is told only to someone who may read it: the same
+    // refusal under an unreadable parent whether it is there or not.
+    this.requirePermission(principal, parent, 'Read')
     const loaded = this.loaded.get(parent)
     const exists = loaded ? loaded.node !== null : (await this.storage.getNode(parent)) !== null
-    if (!exists) {
-      this.requirePermission(principal, parent, 'Read')
-      throw new WeftError('not_found', `Cannot create ${path}: its parent ${parent} does not exist.`)
-    }
+    if (!exists) throw new WeftError('not_found', `Cannot create ${path}: its parent ${parent} does not exist.`)
   }
 
   private writable(ln: LoadedNode): void {
@@ -529,8 +529,12 @@ export class NodeService implements NodeApi {
       if (!isSystem(principal) && draft.nodeType !== 'Space') {
         throw new WeftError('forbidden', `Only a Space may be created at the top level (${path} is a ${draft.nodeType}).`)
       }
-    } else if (!this.allows(principal, path, def.create)) {
-      throw new WeftError('forbidden', `${principalName(principal)} may not create a ${draft.nodeType} at ${path}.`)
+    } else {
+      // A path the caller cannot read gets the refusal an existing unreadable node gets ([ACC11]).
+      if (!isSystem(principal)) this.requirePermission(principal, path, 'Read')
+      if (!this.allows(principal, path, def.create)) {
+        throw new WeftError('forbidden', `${principalName(principal)} may not create a ${draft.nodeType} at ${path}.`)
+      }
     }
     // Creating writes every field it names: the same rules as a patch ([ACC7]). The creator of a
     // top-level space becomes its Admin, so it may write whatever an Admin may.

@@ -23,6 +23,8 @@ export interface RoomContext {
   conn: RoomConnection
   principal: Principal
   origin: ChangeOrigin
+  /** Called when an update is refused (the socket's refusal budget). */
+  onRefused?: () => void
 }
 
 /**
@@ -133,6 +135,7 @@ function applyUpdate(ctx: RoomContext, update: Uint8Array): Promise<MeshNode | n
     if (!isWeftError(e)) throw e
     if (e.code === 'protocol_error') throw e
     ctx.conn.send(permissionDeniedMessage(e.code, e.message))
+    ctx.onRefused?.()
     return null
   }
 }

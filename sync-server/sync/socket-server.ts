@@ -23,18 +23,34 @@ import type { LoadedNode, RoomConnection } from '../nodes/loaded-node.js'
 import type { NodeService } from '../nodes/node-service.js'
 import type { AccessService } from '../access/access-service.js'
 import { handleRoomMessage, permissionDeniedMessage } from './room-protocol.js'
+import { CLOSE_SESSION_ENDED, CLOSE_TOO_MANY_REFUSALS, InFlightGate, RefusalBudget, sendBounded } from './socket-guards.js'
 import { decodePathParam, rawPathname } from '../http/http-server.js'
+
+/** What a socket's token stands for; the socket ends with it. */
+export interface SocketSession {
+  userId: UserId
+  tokenHash: string
+  expiresAt: number
+}
 
 export interface SocketServerOptions {
   nodes: NodeService
   access: AccessService
-  authenticate(token: string | null): Promise<UserId | null>
+  authenticate(token: string | null): Promise<SocketSession | null>
+  /** Subscribes to token revocations (logout); returns the unsubscribe function. */
+  onRevoked?(listener: (tokenHash: string) => void): () => void
   maxPayloadBytes: number
   maxRoomsPerSocket: number
+  /** A socket whose unsent data passes this is closed as too slow (default 16 MiB). */
+  maxSendBufferBytes?: number
+  /** Updates of one socket waiting for durability before it stops being read (default 256). */
+  maxUpdatesInFlight?: number
   log: Logger
 }
 
 const PING_INTERVAL_MS = 30_000
+/** setTimeout's largest delay: a session ending later is checked again then. */
+const MAX_TIMER_MS = 2 ** 31 - 1
 /** Change hints are coalesced: one frame per socket per this many ms, whatever the write rate. */
 const CHANGED_COALESCE_MS = 50
 let nextConnectionId = 1
@@ -51,6 +67,7 @@ function toBytes(data: RawData): Uint8Array {
  * every later one.
  */
 function receiveBinary(ws: WebSocket): (handler: (bytes: Uint8Array) => void) => void {
+  // Registered once, before anything else can fail: a socket that errors costs itself only.
   const early: Uint8Array[] = []
   let deliver: ((bytes: Uint8Array) => void) | null = null
   ws.on('message', (data, isBinary) => {
@@ -88,10 +105,20 @@ export class SocketServer {
   private readonly unsubscribeAccess: () => void
   private readonly sessions = new Set<MuxSession>()
   private readonly changesSub: Subscription
+  /** Open sockets per token hash: a revoked token closes them all ([AUTH2]). */
+  private readonly byToken = new Map<string, Set<WebSocket>>()
+  private readonly unsubscribeRevoked: () => void
+  private readonly sendLimit: number
+  private readonly inFlightLimit: number
 
   constructor(private readonly opts: SocketServerOptions) {
-    this.wss = new WebSocketServer({ noServer: true, maxPayload: opts.maxPayloadBytes, perMessageDeflate: false })
+    // Frames up to four times the payload limit are read, so that an oversized /mux Update is
+    // answered with Refused payload_too_large (the client learns why); beyond that ws closes 1009.
+    this.wss = new WebSocketServer({ noServer: true, maxPayload: Math.max(4 * opts.maxPayloadBytes, opts.maxPayloadBytes + 1024), perMessageDeflate: false })
+    this.sendLimit = opts.maxSendBufferBytes ?? 16 * 1024 * 1024
+    this.inFlightLimit = opts.maxUpdatesInFlight ?? 256
     this.unsubscribeAccess = opts.access.onChange(() => this.scheduleRecheck())
+    this.unsubscribeRevoked = opts.onRevoked?.((hash) => this.endSessions(hash, 'signed out: this token was revoked')) ?? (() => undefined)
     this.changesSub = opts.nodes.changes$.subscribe((c) => {
       for (const session of this.sessions) session.notifyChanged(c.path, c.version)
     })
@@ -133,6 +160,36 @@ export class SocketServer {
     return true
   }
 
+  /**
+   * Ties a socket to its token: closed (4401) when the token is revoked or expires. Returns
+   * false when the socket is already closed.
+   */
+  private bindSession(ws: WebSocket, session: SocketSession): boolean {
+    if (ws.readyState !== ws.OPEN) return false
+    let set = this.byToken.get(session.tokenHash)
+    if (!set) this.byToken.set(session.tokenHash, (set = new Set()))
+    set.add(ws)
+    let timer: NodeJS.Timeout | null = null
+    const arm = () => {
+      const left = session.expiresAt - Date.now()
+      if (left <= 0) return ws.close(CLOSE_SESSION_ENDED, 'unauthorized: the session expired; sign in again')
+      timer = setTimeout(arm, Math.min(left, MAX_TIMER_MS))
+      timer.unref()
+    }
+    arm()
+    ws.once('close', () => {
+      if (timer) clearTimeout(timer)
+      const open = this.byToken.get(session.tokenHash)
+      open?.delete(ws)
+      if (open?.size === 0) this.byToken.delete(session.tokenHash)
+    })
+    return ws.readyState === ws.OPEN
+  }
+
+  private endSessions(tokenHash: string, reason: string): void {
+    for (const ws of this.byToken.get(tokenHash) ?? []) ws.close(CLOSE_SESSION_ENDED, `unauthorized: ${reason}`.slice(0, 120))
+  }
+
   private scheduleRecheck(): void {
     if (this.recheckScheduled) return
     this.recheckScheduled = true
@@ -151,8 +208,10 @@ export class SocketServer {
   private acceptSync(ws: WebSocket, url: URL, req: IncomingMessage): void {
     const deliverTo = receiveBinary(ws)
     void (async () => {
-      const userId = await this.opts.authenticate(url.searchParams.get('token'))
-      if (!userId) return ws.close(CloseCode.Unauthorized, 'unauthorized: sign in and pass ?token=')
+      const session = await this.opts.authenticate(url.searchParams.get('token'))
+      if (!session) return ws.close(CloseCode.Unauthorized, 'unauthorized: sign in and pass ?token=')
+      if (!this.bindSession(ws, session)) return
+      const userId = session.userId
       let path: NodePath
       try {
         path = parseNodePath(decodePathParam(rawPathname(req).slice('/sync/'.length)))
@@ -173,7 +232,7 @@ export class SocketServer {
         id: nextConnectionId++,
         principal,
         awarenessIds: new Set(),
-        send: (m) => ws.readyState === ws.OPEN && ws.send(m),
+        send: (m) => sendBounded(ws, m, this.sendLimit),
         evict: (closeCode, code, message) => {
           if (ws.readyState === ws.OPEN) ws.send(permissionDeniedMessage(code, message))
           ws.close(closeCode, `${code}: ${message}`.slice(0, 120))
@@ -187,9 +246,18 @@ export class SocketServer {
         this.memberships.delete(membership)
       })
       for (const m of room.greeting()) conn.send(m)
+      const budget = new RefusalBudget()
+      const inFlight = new InFlightGate(ws, this.inFlightLimit)
+      const onRefused = () => {
+        if (!budget.spend()) ws.close(CLOSE_TOO_MANY_REFUSALS, 'too_many_refusals: this socket keeps sending refused updates')
+      }
       deliverTo((m) => {
+        if (m.length > this.opts.maxPayloadBytes) {
+          return ws.close(CloseCode.MessageTooBig, `payload_too_large: frames are limited to ${this.opts.maxPayloadBytes} bytes`)
+        }
         try {
-          handleRoomMessage({ nodes: this.opts.nodes, room, conn, principal, origin: 'sync' }, m)
+          const written = handleRoomMessage({ nodes: this.opts.nodes, room, conn, principal, origin: 'sync', onRefused }, m)
+          if (written) inFlight.track(written)
         } catch (e) {
           this.closeOnError(ws, e)
         }
@@ -218,15 +286,15 @@ export class SocketServer {
       this.sessions.delete(session)
     })
     void (async () => {
-      const userId = await this.opts.authenticate(url.searchParams.get('token'))
-      if (!userId) return ws.close(CloseCode.Unauthorized, 'unauthorized: sign in and pass ?token=')
-      if (ws.readyState !== ws.OPEN) return
-      session = new MuxSession(ws, userPrincipal(userId), this.opts, this.memberships)
+      const auth = await this.opts.authenticate(url.searchParams.get('token'))
+      if (!auth) return ws.close(CloseCode.Unauthorized, 'unauthorized: sign in and pass ?token=')
+      if (!this.bindSession(ws, auth)) return
+      session = new MuxSession(ws, userPrincipal(auth.userId), this.opts, this.memberships, this.sendLimit, this.inFlightLimit)
       this.sessions.add(session)
       const current = session
       deliverTo((bytes) => {
         try {
-          current.handle(decodeMuxFrame(bytes))
+          current.receive(bytes)
         } catch (e) {
           this.closeOnError(ws, e)
         }
@@ -237,6 +305,7 @@ export class SocketServer {
   async close(): Promise<void> {
     clearInterval(this.pingTimer)
     this.unsubscribeAccess()
+    this.unsubscribeRevoked()
     this.changesSub.unsubscribe()
     for (const session of this.sessions) session.closeAll()
     for (const ws of this.wss.clients) ws.close(CloseCode.GoingAway, 'server shutting down')
@@ -258,16 +327,52 @@ class MuxSession {
   private readonly rooms = new Map<string, MuxRoom>()
   private changedVersion = 0
   private changedTimer: NodeJS.Timeout | null = null
+  private readonly budget = new RefusalBudget()
+  private readonly inFlight: InFlightGate
 
   constructor(
     private readonly ws: WebSocket,
     private readonly principal: Principal,
     private readonly opts: SocketServerOptions,
     private readonly memberships: Set<{ conn: RoomConnection; room: LoadedNode }>,
-  ) {}
+    private readonly sendLimit: number,
+    inFlightLimit: number,
+  ) {
+    this.inFlight = new InFlightGate(ws, inFlightLimit)
+  }
 
   private sendFrame(frame: MuxFrame): void {
-    if (this.ws.readyState === this.ws.OPEN) this.ws.send(encodeMuxFrame(frame))
+    sendBounded(this.ws, encodeMuxFrame(frame), this.sendLimit)
+  }
+
+  /** One frame off the wire. An Update over the payload limit is refused by name, not by closing. */
+  receive(bytes: Uint8Array): void {
+    const frame = decodeMuxFrame(bytes)
+    if (bytes.length > this.opts.maxPayloadBytes) {
+      if (frame.type !== MuxType.Update) {
+        this.ws.close(CloseCode.MessageTooBig, `payload_too_large: frames are limited to ${this.opts.maxPayloadBytes} bytes`)
+        return
+      }
+      this.refuse(frame.path, frame.seq, new WeftError('payload_too_large', `This change is ${bytes.length} bytes; the server accepts at most ${this.opts.maxPayloadBytes} bytes per update. Split it or make the value smaller.`))
+      return
+    }
+    this.handle(frame)
+  }
+
+  /** Tells the client an update was refused; a socket that keeps earning refusals is closed. */
+  private refuse(path: string, seq: number, err: WeftError): void {
+    this.sendFrame({ type: MuxType.Refused, path, seq, code: err.code, message: err.message })
+    if (!this.budget.spend()) this.ws.close(CLOSE_TOO_MANY_REFUSALS, 'too_many_refusals: this socket keeps sending refused updates')
+  }
+
+  /** Whatever a frame's handling throws costs that frame (or, for garbage, this socket) only. */
+  private fail(e: unknown): void {
+    if (isWeftError(e) && e.code === 'protocol_error') {
+      this.ws.close(CloseCode.ProtocolError, e.message.slice(0, 120))
+      return
+    }
+    this.opts.log.error({ err: e }, 'mux frame failed')
+    this.ws.close(CloseCode.InternalError, 'internal error')
   }
 
   handle(frame: MuxFrame): void {
@@ -278,7 +383,8 @@ class MuxSession {
         return this.leave(frame.path)
       case MuxType.Sync:
         return this.inRoom(frame.path, (r, room) => {
-          handleRoomMessage({ nodes: this.opts.nodes, room, conn: r.conn, principal: this.principal, origin: 'mux' }, frame.message)
+          const written = handleRoomMessage({ nodes: this.opts.nodes, room, conn: r.conn, principal: this.principal, origin: 'mux', onRefused: () => this.budget.spend() || this.ws.close(CLOSE_TOO_MANY_REFUSALS, 'too_many_refusals') }, frame.message)
+          if (written) this.inFlight.track(written)
         })
       case MuxType.Update:
         return this.inRoom(frame.path, (r, room) => this.update(r, room, frame.seq, frame.update))
@@ -358,15 +464,12 @@ class MuxSession {
       try {
         fn(r, r.room)
       } catch (e) {
-        if (isWeftError(e) && e.code === 'protocol_error') {
-          this.ws.close(CloseCode.ProtocolError, e.message.slice(0, 120))
-          return
-        }
-        throw e
+        this.fail(e)
       }
     }
     if (r.room) run()
-    else r.chain = r.chain.then(run)
+    // Queued behind the join: a frame that fails there must not become an unhandled rejection.
+    else r.chain = r.chain.then(run).catch((e: unknown) => this.fail(e))
   }
 
   private update(r: MuxRoom, room: LoadedNode, seq: number, update: Uint8Array): void {
@@ -375,10 +478,12 @@ class MuxSession {
     try {
       written = this.opts.nodes.applyClientUpdateLoaded(room, this.principal, update, r.conn, 'mux')
     } catch (e) {
-      if (!isWeftError(e) || e.code === 'protocol_error') throw e
-      this.sendFrame({ type: MuxType.Refused, path, seq, code: e.code, message: e.message })
+      if (!isWeftError(e)) throw e
+      // Undecodable bytes in an Update are that update's problem, not the socket's.
+      this.refuse(path, seq, e.code === 'protocol_error' ? new WeftError('invalid_update', e.message) : e)
       return
     }
+    this.inFlight.track(written)
     written.then(
       (node) => this.sendFrame({ type: MuxType.Ack, path, seq, version: (node as { version?: number } | null)?.version ?? 0 }),
       (e: unknown) => {

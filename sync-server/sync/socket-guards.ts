@@ -1,0 +1,75 @@
+import type { WebSocket } from 'ws'
+
+/**
+ * Refusals a socket may earn before it is closed (4429): a token bucket. Refusing an update
+ * costs admission work; a client that keeps sending refused updates must not be able to spend
+ * the server's CPU on it. An honest client earns a refusal now and then (it then rebuilds).
+ */
+export class RefusalBudget {
+  private tokens: number
+  private last = Date.now()
+
+  constructor(
+    private readonly capacity = 30,
+    private readonly perSecond = 5,
+  ) {
+    this.tokens = capacity
+  }
+
+  /** Spends one refusal; false once the socket has earned more than the budget allows. */
+  spend(): boolean {
+    const now = Date.now()
+    this.tokens = Math.min(this.capacity, this.tokens + ((now - this.last) / 1000) * this.perSecond)
+    this.last = now
+    this.tokens -= 1
+    return this.tokens >= 0
+  }
+}
+
+/**
+ * Bounded work per socket: at most `max` of its updates wait for durability; past that the
+ * socket stops being read (TCP pushes back on the client) until half of them have settled.
+ */
+export class InFlightGate {
+  private count = 0
+  private paused = false
+
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly max: number,
+  ) {}
+
+  track(written: Promise<unknown>): void {
+    this.count++
+    if (this.count >= this.max && !this.paused) {
+      this.paused = true
+      this.ws.pause()
+    }
+    const settle = () => {
+      this.count--
+      if (this.paused && this.count <= this.max / 2) {
+        this.paused = false
+        this.ws.resume()
+      }
+    }
+    written.then(settle, settle)
+  }
+}
+
+/**
+ * Sends unless the socket's send buffer is past `limit`: a client that does not read (or reads
+ * too slowly) is closed (1013, transient: it reconnects and catches up by sync step 1) instead of
+ * holding an ever-growing buffer of relays in server memory.
+ */
+export function sendBounded(ws: WebSocket, data: Uint8Array, limit: number): void {
+  if (ws.readyState !== ws.OPEN) return
+  if (ws.bufferedAmount > limit) {
+    ws.close(CLOSE_TOO_SLOW, 'too_slow: the connection does not keep up; reconnect')
+    return
+  }
+  ws.send(data)
+}
+
+export const CLOSE_TOO_SLOW = 1013
+export const CLOSE_TOO_MANY_REFUSALS = 4429
+export const CLOSE_SESSION_ENDED = 4401
