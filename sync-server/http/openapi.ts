@@ -255,7 +255,7 @@ export const OPENAPI_DOCUMENT = {
     '/api/nodes/{path}/run': {
       parameters: [pathParam],
       post: {
-        summary: 'Run a Code node as a new activity (needs Execute on it).',
+        summary: 'Run a Code node as a new activity (needs Execute on it). The activities engine is not in this build yet.',
         security: bearer,
         requestBody: { content: json({ type: 'object', properties: { inputs: { type: 'object' }, start: { type: 'boolean', default: true } } }) },
         responses: { '201': { description: 'The activity.', content: json({ type: 'object', required: ['path'], properties: { path: { type: 'string' } } }) }, ...common, '404': error('`not_found`.') },
