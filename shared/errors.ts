@@ -15,7 +15,8 @@ export const ERROR_CODES = {
   forbidden: 403,
   forbidden_field: 403,
   not_found: 404,
-  already_exists: 409,
+  /** `PUT` with `If-None-Match: *` on a node that exists: RFC 9110 412 Precondition Failed. */
+  already_exists: 412,
   email_taken: 409,
   conflict: 409,
   last_admin: 409,

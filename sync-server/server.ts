@@ -51,7 +51,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   let healthy = false
 
   const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal }))
-  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...apiRoutes({ nodes, auth, isHealthy: () => healthy })]
+  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config })]
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({
     nodes,

@@ -1,7 +1,9 @@
 import {
+  PROTOCOL_VERSION,
   PutNodeBody,
   WeftError,
   assertMergePatch,
+  isWeftError,
   must,
   parseNodePath,
   type NodePath,
@@ -12,13 +14,20 @@ import type { AuthService } from '../auth/auth-service.js'
 import { parse } from '../auth/auth-service.js'
 import type { NodeService } from '../nodes/node-service.js'
 import { bearerToken } from './http-server.js'
+import { OPENAPI_DOCUMENT } from './openapi.js'
 import type { Route, RouteRequest } from './route.js'
 
 export interface ApiDeps {
   nodes: NodeService
   auth: AuthService
   isHealthy(): boolean
+  /** The limits `GET /api/config` tells clients; absent fields fall back to the defaults. */
+  config?: { maxPayloadBytes: number; maxJsonDepth?: number }
 }
+
+/** DESIGN.md: JSON nested deeper than MAX_JSON_DEPTH (default 64) is refused. */
+const DEFAULT_MAX_JSON_DEPTH = 64
+const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 
 const NODE = /^\/api\/nodes\/(?<path>.+)$/
 
@@ -28,6 +37,27 @@ function caller(r: RouteRequest): Principal {
 
 function nodePath(r: RouteRequest): NodePath {
   return parseNodePath(r.params.path)
+}
+
+/**
+ * [CREATE1] `If-None-Match: *` makes a PUT create-only (RFC 9110 13.1.2). Entity tags are not
+ * supported, so any other value is refused rather than ignored: ignoring it would turn a
+ * conditional request into an unconditional replace.
+ */
+function createOnly(r: RouteRequest): boolean {
+  const raw = r.req.headers['if-none-match']
+  if (raw === undefined) return false
+  const value = (Array.isArray(raw) ? raw.join(',') : raw).trim()
+  if (value === '*') return true
+  throw new WeftError('invalid_request', 'If-None-Match supports only "*" (create only if absent); nodes carry no entity tags.')
+}
+
+function positiveInt(r: RouteRequest, name: string, fallback: number): number {
+  const raw = r.query.get(name)
+  if (raw === null || raw === '') return fallback
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < 1) throw new WeftError('invalid_request', `${name} must be a positive integer.`)
+  return n
 }
 
 /** The HTTP API of DESIGN.md's contract table. */
@@ -97,10 +127,14 @@ export function apiRoutes(deps: ApiDeps): Route[] {
           if (!Number.isInteger(n) || n < 1) throw new WeftError('invalid_request', 'limit must be a positive integer.')
           query.limit = n
         }
+        // [FEED3] The cursor of the previous page: only paths after it.
+        const after = r.query.get('after')
+        if (after !== null && after !== '') query.after = parseNodePath(after)
         const where: Record<string, string> = {}
         for (const [k, v] of r.query) if (k.startsWith('where.')) where[k.slice('where.'.length)] = v
         if (Object.keys(where).length) query.where = where
-        return { status: 200, body: { items: await nodes.query(caller(r), query) } }
+        const page = await nodes.queryPage(caller(r), query)
+        return { status: 200, body: page.next === null ? { items: page.items } : { items: page.items, next: page.next } }
       },
     },
     {
@@ -118,8 +152,21 @@ export function apiRoutes(deps: ApiDeps): Route[] {
       pattern: NODE,
       handler: async (r) => {
         const path = nodePath(r)
+        const only = createOnly(r)
         const body = parse(PutNodeBody, await r.json())
-        const { node, created } = await nodes.put(caller(r), path, { nodeType: body.nodeType, name: body.name, content: body.content as never }, 'http')
+        const draft = { nodeType: body.nodeType, name: body.name, content: body.content as never }
+        if (only) {
+          try {
+            return { status: 201, body: await nodes.create(caller(r), path, draft, 'http') }
+          } catch (err) {
+            // Whether a node exists is itself readable information: as for a plain PUT.
+            if (isWeftError(err) && err.code === 'already_exists' && !nodes.permissions(caller(r), path).has('Read')) {
+              throw new WeftError('forbidden', `You cannot read ${path}, so you cannot create or replace it.`)
+            }
+            throw err
+          }
+        }
+        const { node, created } = await nodes.put(caller(r), path, draft, 'http')
         return { status: created ? 201 : 200, body: node }
       },
     },
@@ -151,10 +198,30 @@ export function apiRoutes(deps: ApiDeps): Route[] {
       handler: async (r) => {
         const since = Number(r.query.get('since') ?? 0)
         if (!Number.isInteger(since) || since < 0) throw new WeftError('invalid_request', 'since must be a non-negative integer version.')
-        const limit = Number(r.query.get('limit') ?? 1000)
-        const items = await nodes.changesSince(caller(r), since, Number.isInteger(limit) ? limit : 1000)
-        return { status: 200, body: { items } }
+        const limit = positiveInt(r, 'limit', 1000)
+        // [FEED1] `next` always: the version to continue from, past everything examined.
+        return { status: 200, body: await nodes.changesPage(caller(r), since, limit) }
       },
+    },
+    {
+      method: 'GET',
+      pattern: /^\/api\/config$/,
+      auth: false,
+      // What a client must know before it edits: it refuses an oversized edit locally.
+      handler: async () => ({
+        status: 200,
+        body: {
+          maxPayloadBytes: deps.config?.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
+          maxJsonDepth: deps.config?.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH,
+          protocolVersion: PROTOCOL_VERSION,
+        },
+      }),
+    },
+    {
+      method: 'GET',
+      pattern: /^\/api\/openapi\.json$/,
+      auth: false,
+      handler: async () => ({ status: 200, body: OPENAPI_DOCUMENT }),
     },
   ]
 }

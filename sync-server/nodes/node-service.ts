@@ -59,6 +59,15 @@ type Written = Promise<MeshNode | null>
 
 const QUERY_DEFAULT_LIMIT = 100
 const QUERY_MAX_LIMIT = 1000
+const CHANGES_MAX_LIMIT = 10_000
+/** Change records read from storage at a time while filtering a caller's feed. */
+const CHANGES_STORAGE_PAGE = 2000
+/**
+ * Rows one feed or query request examines at most ([FEED2]): enough to step over a burst of
+ * 5,000 changes a caller cannot read in one request, few enough that one request stays a few
+ * milliseconds of access checks however much lies ahead. The cursor carries the rest.
+ */
+const PAGE_SCAN_BUDGET = 10_000
 /** Nodes read but not loaded that `get` remembers (an engine checking the same space 10,000 times). */
 const READ_CACHE_SIZE = 4096
 /** A doc used this recently is never unloaded for the cap: a write may be between its acquire and its commit. */
@@ -309,18 +318,48 @@ export class NodeService implements NodeApi {
     return (await this.acquire(path)).node
   }
 
+  /** The readable nodes of the query; `queryPage` says where to continue when there may be more. */
   async query(principal: Principal, query: NodeQuery): Promise<MeshNode[]> {
+    return (await this.queryPage(principal, query)).items
+  }
+
+  /**
+   * [FEED3] Filters while paging: storage is read page after page (by path, from `after`) until
+   * `limit` readable nodes or the end, examining at most PAGE_SCAN_BUDGET rows per call. `next`
+   * is the last path examined, readable or not, whenever there may be more, so rows the caller
+   * cannot read never make a listing look short-and-complete, nor stall the next page.
+   */
+  async queryPage(principal: Principal, query: NodeQuery): Promise<{ items: MeshNode[]; next: NodePath | null }> {
     const limit = Math.min(Math.max(1, query.limit ?? QUERY_DEFAULT_LIMIT), isSystem(principal) ? Number.MAX_SAFE_INTEGER : QUERY_MAX_LIMIT)
-    if (isSystem(principal) && limit > QUERY_MAX_LIMIT) {
+    if (isSystem(principal)) {
       const out: MeshNode[] = []
-      for await (const n of this.scan(query)) {
-        out.push(n)
-        if (out.length >= limit) break
+      if (limit > QUERY_MAX_LIMIT) {
+        for await (const n of this.scan(query)) {
+          out.push(n)
+          if (out.length >= limit) break
+        }
+      } else {
+        out.push(...(await this.storage.queryNodes({ ...query, limit })))
       }
-      return out
+      return { items: out, next: out.length >= limit ? out[out.length - 1]!.path : null }
     }
-    const rows = await this.storage.queryNodes({ ...query, limit })
-    return rows.filter((n) => this.access.has(principal, n.path, 'Read'))
+    const items: MeshNode[] = []
+    let after = query.after
+    let examined = 0
+    for (;;) {
+      const want = Math.min(QUERY_MAX_LIMIT, PAGE_SCAN_BUDGET - examined)
+      const rows = await this.storage.queryNodes({ ...query, limit: want, after })
+      let i = 0
+      while (i < rows.length && items.length < limit) {
+        const row = rows[i++]!
+        after = row.path
+        if (this.access.has(principal, row.path, 'Read')) items.push(row)
+      }
+      examined += i
+      const atEnd = rows.length < want && i === rows.length
+      if (atEnd) return { items, next: null }
+      if (items.length >= limit || examined >= PAGE_SCAN_BUDGET) return { items, next: (after ?? null) as NodePath | null }
+    }
   }
 
   node$(path: NodePath): Observable<MeshNode | null> {
@@ -355,9 +394,38 @@ export class NodeService implements NodeApi {
     })
   }
 
+  /** The readable changes after `version`; `changesPage` gives the cursor to continue from. */
   async changesSince(principal: Principal, version: number, limit = 1000): Promise<ChangeRecord[]> {
-    const rows = await this.storage.changesSince(version, Math.min(Math.max(1, limit), 10_000))
-    return isSystem(principal) ? rows : rows.filter((c) => this.access.has(principal, c.path, 'Read'))
+    return (await this.changesPage(principal, version, limit)).items
+  }
+
+  /**
+   * [FEED1] [FEED2] Filters while paging: the change log is read page after page until `limit`
+   * readable changes or its end, examining at most PAGE_SCAN_BUDGET records per call. `next` is
+   * the last version EXAMINED, readable or not (`version` itself when nothing was): a client that
+   * continues from it always advances, however many changes it may not read lie ahead.
+   */
+  async changesPage(principal: Principal, version: number, limit = 1000): Promise<{ items: ChangeRecord[]; next: number }> {
+    const wanted = Math.min(Math.max(1, Math.floor(limit)), CHANGES_MAX_LIMIT)
+    if (isSystem(principal)) {
+      const rows = await this.storage.changesSince(version, wanted)
+      return { items: rows, next: rows.length ? rows[rows.length - 1]!.version : version }
+    }
+    const items: ChangeRecord[] = []
+    let next = version
+    let examined = 0
+    for (;;) {
+      const want = Math.min(CHANGES_STORAGE_PAGE, PAGE_SCAN_BUDGET - examined)
+      const rows = await this.storage.changesSince(next, want)
+      let i = 0
+      while (i < rows.length && items.length < wanted) {
+        const row = rows[i++]!
+        next = row.version
+        if (this.access.has(principal, row.path, 'Read')) items.push(row)
+      }
+      examined += i
+      if (rows.length < want || items.length >= wanted || examined >= PAGE_SCAN_BUDGET) return { items, next }
+    }
   }
 
   // ---------------------------------------------------------------- access helpers

@@ -32,6 +32,20 @@ export class NetworkError extends Error {
   }
 }
 
+/** A page of the change feed and the version to continue from. */
+export interface ChangePage {
+  items: ChangeRecord[]
+  next: number
+}
+
+/** The feed cursor after a page: never behind `since` nor behind what the page holds. */
+export function nextVersion(since: number, items: readonly ChangeRecord[], next: unknown): number {
+  let v = since
+  if (typeof next === 'number' && Number.isInteger(next) && next > v) v = next
+  for (const c of items) if (c.version > v) v = c.version
+  return v
+}
+
 function encodePath(path: string): string {
   return path.split('/').map(encodeURIComponent).join('/')
 }
@@ -89,10 +103,23 @@ export class HttpApi {
     return this.request('GET', `/api/nodes/${encodePath(path)}`)
   }
 
-  /** `parent` '' lists the top-level nodes the caller can read. */
+  /**
+   * `parent` '' lists the top-level nodes the caller can read, up to `limit` of them: fewer
+   * means that is all of them. [FEED3] The server filters while paging and a page may be short
+   * (rows the caller cannot read were stepped over), so its `next` cursor is followed until
+   * `limit` items or the end.
+   */
   async listChildren(parent: string, limit = 500): Promise<MeshNode[]> {
-    const res = await this.request<{ items: MeshNode[] }>('GET', `/api/nodes?parent=${encodeURIComponent(parent)}&limit=${limit}`)
-    return res.items
+    const items: MeshNode[] = []
+    let after: string | undefined
+    for (;;) {
+      const cursor = after === undefined ? '' : `&after=${encodeURIComponent(after)}`
+      const res = await this.request<{ items: MeshNode[]; next?: string }>('GET', `/api/nodes?parent=${encodeURIComponent(parent)}&limit=${limit - items.length}${cursor}`)
+      items.push(...res.items)
+      // No cursor, or one that does not advance (an older server): the end.
+      if (items.length >= limit || typeof res.next !== 'string' || (after !== undefined && res.next <= after)) return items.slice(0, limit)
+      after = res.next
+    }
   }
 
   putNode(path: string, body: { nodeType: string; name?: string; content: JsonObject }): Promise<MeshNode> {
@@ -103,10 +130,15 @@ export class HttpApi {
     return this.request('PATCH', `/api/nodes/${encodePath(path)}`, patch, 'application/merge-patch+json')
   }
 
-  /** The change feed: every change after `since` the caller may read, oldest first. */
-  async changesSince(since: number, limit = 500): Promise<ChangeRecord[]> {
-    const res = await this.request<{ items: ChangeRecord[] }>('GET', `/api/changes?since=${since}&limit=${limit}`)
-    return res.items
+  /**
+   * One page of the change feed: changes after `since` the caller may read, oldest first, and
+   * `next`, the version to continue from ([FEED1]: past everything the server examined, readable
+   * or not, so it advances even when `items` is empty). A server without `next` gives the last
+   * item's version.
+   */
+  async changesSince(since: number, limit = 500): Promise<ChangePage> {
+    const res = await this.request<{ items: ChangeRecord[]; next?: number }>('GET', `/api/changes?since=${since}&limit=${limit}`)
+    return { items: res.items, next: nextVersion(since, res.items, res.next) }
   }
 
   deleteNode(path: string): Promise<void> {

@@ -51,6 +51,12 @@ const IDLE_DISPOSE_MS = 10_000
 /** A fallback only: the server pushes a Changed hint when readable nodes change. */
 const CHANGE_FEED_PERIOD_MS = 10_000
 
+/**
+ * Pages one catch-up follows at most (each examines up to 10,000 changes on the server); a
+ * backlog beyond it continues on the next hint or period instead of holding the poll.
+ */
+const FEED_CATCH_UP_PAGES = 50
+
 function parentOf(path: string): string {
   const i = path.lastIndexOf('/')
   return i < 0 ? '' : path.slice(0, i)
@@ -170,17 +176,24 @@ export class SyncClient {
         })
         this.feedVersion = max
       }
-      const changes = await this.api.changesSince(this.feedVersion)
-      if (changes.length === 0) return
-      this.feedVersion = Math.max(this.feedVersion, ...changes.map((c) => c.version))
-      const parents = new Set<string>([''])
-      for (const c of changes) {
-        parents.add(parentOf(c.path))
-        if (c.kind === 'Deleted') {
-          const row = await this.store.getIndexRow(c.path)
-          // Refused edits are kept until the author discards them, even for a deleted node.
-          if (row && row.pending === 0 && row.refused === 0 && !row.localOnly) await this.store.removeLocal(c.path, false)
+      // [FEED2] Follow the cursor until caught up: it advances past every change the server
+      // examined, readable or not, so a page that is empty (thousands of writes this user cannot
+      // read ahead) still moves on instead of asking for the same range forever.
+      const parents = new Set<string>()
+      for (let page = 0; page < FEED_CATCH_UP_PAGES && !this.stopped; page++) {
+        const since: number = this.feedVersion
+        const { items, next } = await this.api.changesSince(since)
+        for (const c of items) {
+          parents.add('')
+          parents.add(parentOf(c.path))
+          if (c.kind === 'Deleted') {
+            const row = await this.store.getIndexRow(c.path)
+            // Refused edits are kept until the author discards them, even for a deleted node.
+            if (row && row.pending === 0 && row.refused === 0 && !row.localOnly) await this.store.removeLocal(c.path, false)
+          }
         }
+        this.feedVersion = Math.max(since, next)
+        if (this.feedVersion === since) break
       }
       await Promise.all([...parents].filter((p) => this.watchedParents.has(p)).map((p) => this.refreshChildren(p)))
     } catch (e) {

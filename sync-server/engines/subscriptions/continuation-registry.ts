@@ -31,6 +31,12 @@ export interface ContinuationInput {
  */
 export type ContinuationHandler = ((input: ContinuationInput) => Promise<void>) & {
   touches?: (subscription: EventSubscription, subjectId: string | null) => string[]
+  /**
+   * [SUB10] Undoes a firing that a revoke (Cancelled) overtook after the handler started. The
+   * runner calls it when its claim finds the subscription Cancelled, and at boot or on the feed
+   * for a Cancelled subscription with no firing in flight; it must be idempotent.
+   */
+  takeBack?: (nodes: NodeApi, subscription: MeshNode) => Promise<void>
 }
 
 /**

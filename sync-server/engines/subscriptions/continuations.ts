@@ -1,7 +1,9 @@
+import { z } from 'zod'
 import {
   Role,
   SYSTEM,
   isJsonObject,
+  readSubscriptionStatus,
   tryParseNodePath,
   type EventDelivery,
   type EventSubscription,
@@ -69,20 +71,71 @@ function assignmentPath(scope: string, subject: string): string {
   return `${scope}/${ACCESS_SEGMENT}/${assignmentLabel(subject)}`
 }
 
-/** `{scope}/_Access/{subject}_Access`; never lowers a role the subject already holds there. */
-export async function grantAccess(nodes: NodeApi, scope: string, subject: string, role: Role): Promise<void> {
+/** What a grant did: `denied` means an explicit Denied assignment stood in its way and stays. */
+export type GrantOutcome = 'granted' | 'unchanged' | 'denied'
+
+/**
+ * [SUB10] Which firing wrote an assignment, and what was there before it: on the assignment
+ * itself (`GrantedBy` = the subscription id, queryable; `Grant` = the rest), written in the same
+ * write as the grant, so a revoke that overtakes the firing can take back exactly that grant,
+ * also after a restart. `Invited` is the subscription's CreatedAt: a re-invite (same id) is
+ * another firing.
+ */
+const GrantRecord = z.object({
+  // Absent, not null, when there is none: a null in content is a delete (RFC 7396).
+  Invited: z.string().nullish().transform((v) => v ?? null),
+  Role: z.string(),
+  PriorRole: z.string().nullish().transform((v) => v ?? null),
+  PriorPinned: z.boolean(),
+  Pin: z.boolean(),
+})
+type GrantRecord = z.output<typeof GrantRecord>
+export interface GrantedBy {
+  subscription: string
+  invited: string | null
+  priorPinned: boolean
+  pin: boolean
+}
+
+/**
+ * `{scope}/_Access/{subject}_Access`; never lowers a role the subject already holds there, and
+ * [SUB9] never clears an explicit `Denied`: an Admin said no to this subject on this scope, and
+ * an invite (made before, or by someone else) does not overrule that.
+ */
+export async function grantAccess(nodes: NodeApi, scope: string, subject: string, role: Role, by?: GrantedBy): Promise<GrantOutcome> {
   const path = requirePath(assignmentPath(scope, subject), 'Assignment')
+  let outcome: GrantOutcome = 'unchanged'
   await nodes.update(SYSTEM, path, (current) => {
-    const held = current?.content.Role
-    const denied = current?.content.Denied === true
-    const next = !denied && Role.isMember(held) ? higherRole(held, role) : role
-    if (current && !denied && held === next && current.content.Subject === subject) return undefined
-    return {
-      nodeType: 'AccessAssignment',
-      name: current?.name ?? `${subject} access`,
-      content: { ...(current?.content ?? {}), Subject: subject, Role: next, Denied: false },
+    if (current?.content.Denied === true) {
+      outcome = 'denied'
+      return undefined
     }
+    const held = current?.content.Role
+    const next = Role.isMember(held) ? higherRole(held, role) : role
+    if (current && held === next && current.content.Subject === subject) {
+      outcome = 'unchanged'
+      return undefined
+    }
+    outcome = 'granted'
+    const content: JsonObject = { ...(current?.content ?? {}), Subject: subject, Role: next, Denied: false }
+    // A grant by anyone else makes the assignment theirs: an older record no longer describes it.
+    delete content.GrantedBy
+    delete content.Grant
+    if (by) {
+      const record: JsonObject = { Role: next, PriorPinned: by.priorPinned, Pin: by.pin }
+      if (by.invited !== null) record.Invited = by.invited
+      if (typeof held === 'string') record.PriorRole = held
+      content.GrantedBy = by.subscription
+      content.Grant = record
+    }
+    return { nodeType: 'AccessAssignment', name: current?.name ?? `${subject} access`, content }
   }, 'engine')
+  return outcome
+}
+
+/** The message of a grant an explicit Denied refused. */
+export function deniedMessage(subject: string, scope: string): string {
+  return `${subject} is explicitly Denied on ${scope}; the grant does not override it (an Admin can remove the Denied assignment first).`
 }
 
 /** Adds `path` to the user's PinnedPaths (the app syncs the User node, so navigation updates live). */
@@ -94,8 +147,10 @@ export async function pinForUser(nodes: NodeApi, userId: string, path: string): 
       return undefined
     }
     const pinned = Array.isArray(current.content.PinnedPaths) ? current.content.PinnedPaths : []
-    if (pinned.includes(path)) return undefined
-    return { nodeType: current.nodeType, name: current.name, content: { ...current.content, PinnedPaths: [...pinned, path] } }
+    // [SUB12] A pin is in the list once: an earlier duplicate (or a client's) is folded away too.
+    const unique = [...new Set(pinned)]
+    if (unique.includes(path) && unique.length === pinned.length) return undefined
+    return { nodeType: current.nodeType, name: current.name, content: { ...current.content, PinnedPaths: unique.includes(path) ? unique : [...unique, path] } }
   }, 'engine')
   if (missing) throw new ContinuationFailure(`User ${userId} does not exist, so ${path} could not be pinned.`)
 }
@@ -108,6 +163,17 @@ export async function addMembership(nodes: NodeApi, group: string, userId: strin
   }, 'engine')
 }
 
+function isPendingStatus(status: unknown): boolean {
+  const s = readSubscriptionStatus(status ?? 'Pending')
+  return s.known && s.value === 'Pending'
+}
+
+/** [SUB10] A Cancelled subscription whose firing may have granted before the revoke, not yet checked. */
+export function needsTakeBack(node: MeshNode): boolean {
+  const s = readSubscriptionStatus(node.content.Status ?? 'Pending')
+  return s.known && s.value === 'Cancelled' && node.content.TakenBackAt === undefined
+}
+
 async function grantSpaceAccess(input: ContinuationInput): Promise<void> {
   const { nodes, subscription: sub } = input
   const space = requirePath(sub.TargetPath, 'TargetPath')
@@ -115,8 +181,60 @@ async function grantSpaceAccess(input: ContinuationInput): Promise<void> {
   const role = requireRole(sub.Role, 'Viewer') as Role
   await requireExisting(nodes, space, 'Space')
   await recheckRequester(nodes, sub, space)
-  await grantAccess(nodes, space, subject, role)
+  const user = await nodes.get(SYSTEM, requirePath(subject, 'User'))
+  const pins = Array.isArray(user?.content.PinnedPaths) ? user.content.PinnedPaths : []
+  // [SUB10] A revoke that landed before this point wins: nothing is granted. One that lands
+  // later is caught by the runner's claim, which then takes this grant back.
+  const now = await nodes.get(SYSTEM, input.node.path)
+  if (!now || !isPendingStatus(now.content.Status)) return
+  const by: GrantedBy = { subscription: sub.Id, invited: typeof now.content.CreatedAt === 'string' ? now.content.CreatedAt : null, priorPinned: pins.includes(space), pin: sub.Pin === true }
+  if ((await grantAccess(nodes, space, subject, role, by)) === 'denied') throw new ContinuationFailure(deniedMessage(subject, space))
   if (sub.Pin === true) await pinForUser(nodes, subject, space)
+}
+
+/**
+ * [SUB10] Undoes what a firing overtaken by a revoke granted: the role goes back to what it was
+ * (the assignment goes when there was none), and the pin goes when the grant added it. Only an
+ * assignment still as this firing left it is touched: a change someone made since stands.
+ * `TakenBackAt` on the subscription says it was done, so it runs once.
+ */
+grantSpaceAccess.takeBack = async (nodes: NodeApi, subscription: MeshNode): Promise<void> => {
+  const id = typeof subscription.content.Id === 'string' ? subscription.content.Id : null
+  const space = tryParseNodePath(subscription.content.TargetPath)
+  const invited = typeof subscription.content.CreatedAt === 'string' ? subscription.content.CreatedAt : null
+  if (id && space) {
+    const mine = (a: MeshNode | null): GrantRecord | null => {
+      if (!a || a.content.GrantedBy !== id || a.content.Denied === true) return null
+      const g = GrantRecord.safeParse(a.content.Grant)
+      return g.success && g.data.Invited === invited && a.content.Role === g.data.Role ? g.data : null
+    }
+    const found = await nodes.query(SYSTEM, { parent: `${space}/${ACCESS_SEGMENT}` as NodePath, nodeType: 'AccessAssignment', where: { GrantedBy: id }, limit: 100 })
+    for (const a of found) {
+      const g = mine(a)
+      if (!g) continue
+      await nodes.update(SYSTEM, a.path, (current) => {
+        const still = mine(current)
+        if (!current || !still) return undefined
+        if (still.PriorRole === null) return null
+        const content: JsonObject = { ...current.content, Role: still.PriorRole }
+        delete content.GrantedBy
+        delete content.Grant
+        return { nodeType: current.nodeType, name: current.name, content }
+      }, 'engine')
+      const user = tryParseNodePath(a.content.Subject)
+      if (g.Pin && !g.PriorPinned && user) {
+        await nodes.update(SYSTEM, user, (current) => {
+          const pinned = current && Array.isArray(current.content.PinnedPaths) ? current.content.PinnedPaths : null
+          if (!current || !pinned || !pinned.includes(space)) return undefined
+          return { nodeType: current.nodeType, name: current.name, content: { ...current.content, PinnedPaths: pinned.filter((p) => p !== space) } }
+        }, 'engine')
+      }
+    }
+  }
+  await nodes.update(SYSTEM, subscription.path, (current) => {
+    if (!current || !needsTakeBack(current)) return undefined
+    return { nodeType: current.nodeType, name: current.name, content: { ...current.content, TakenBackAt: new Date().toISOString() } }
+  }, 'engine')
 }
 
 grantSpaceAccess.touches = (sub: EventSubscription, subject: string | null): string[] => {
@@ -135,7 +253,7 @@ async function addToGroup(input: ContinuationInput): Promise<void> {
   await recheckRequester(nodes, sub, group)
   await addMembership(nodes, group, subject)
   // Groups are not publicly readable: the grant is what lets the new member see the group.
-  if (role) await grantAccess(nodes, group, subject, role)
+  if (role && (await grantAccess(nodes, group, subject, role)) === 'denied') throw new ContinuationFailure(deniedMessage(subject, group))
 }
 
 function defaultMessageText(sub: EventSubscription): string {

@@ -20,7 +20,7 @@ import {
 import type { UserDirectory } from '../../auth/types.js'
 import type { NodeApi } from '../../nodes/types.js'
 import { ALL, isAdminOf } from './access.js'
-import { addMembership, grantAccess, pinForUser } from './continuations.js'
+import { addMembership, deniedMessage, grantAccess, pinForUser } from './continuations.js'
 
 /**
  * Invites by email (event-subscriptions seed, "Trigger 1"): grant now when the person has an
@@ -92,6 +92,8 @@ async function upsertSubscription(nodes: NodeApi, id: string, fields: JsonObject
     delete content.FiredAt
     delete content.LastError
     delete content.ObservedActiveAt
+    // A revived invite is a new firing: a take-back of the last one is not this one's.
+    delete content.TakenBackAt
     return { nodeType: 'EventSubscription', name: current?.name ?? id, content }
   }, 'engine')
 }
@@ -143,8 +145,11 @@ export async function inviteToSpace(
   const email = parseEmail(body.email)
   const existing = await deps.users.findUserIdByEmail(email)
   if (existing) {
-    await grantAccess(deps.nodes, space, existing, body.role)
-    if (body.pin) await pinForUser(deps.nodes, existing, space)
+    // [SUB12] Inviting yourself: you are Admin here already (requireAdmin), and the space is in
+    // your list of spaces; a pin would show it twice.
+    const self = !isSystem(caller) && caller.userId === existing
+    if (!self && (await grantAccess(deps.nodes, space, existing, body.role)) === 'denied') throw new WeftError('conflict', deniedMessage(existing, space))
+    if (body.pin && !self) await pinForUser(deps.nodes, existing, space)
     return { email, status: 'Granted', userId: existing }
   }
   const id = spaceInviteSubscriptionId(email, space)
@@ -167,8 +172,12 @@ export async function inviteToGroup(
   for (const email of emails) {
     const existing = await deps.users.findUserIdByEmail(email)
     if (existing) {
+      if (role) {
+        const assignment = await deps.nodes.get(SYSTEM, `${group}/_Access/${existing}_Access` as NodePath)
+        if (assignment?.content.Denied === true) throw new WeftError('conflict', deniedMessage(existing, group))
+      }
       await addMembership(deps.nodes, group, existing)
-      if (role) await grantAccess(deps.nodes, group, existing, role)
+      if (role && (await grantAccess(deps.nodes, group, existing, role)) === 'denied') throw new WeftError('conflict', deniedMessage(existing, group))
       out.push({ email, status: 'Granted', userId: existing })
       continue
     }

@@ -18,6 +18,7 @@ import {
 import type { LiveChange, NodeApi } from '../../nodes/types.js'
 import { ALL } from './access.js'
 import { ContinuationFailure, type ContinuationRegistry } from './continuation-registry.js'
+import { needsTakeBack } from './continuations.js'
 import { scheduleAt, type CancelTimer } from './long-timer.js'
 import { MatchIndex } from './match-index.js'
 import { classifySubscription, idFromPath, matchKey, readFieldInsensitive, triggerSignature, type PendingEntry, type Trigger } from './model.js'
@@ -195,7 +196,10 @@ export class SubscriptionRunner {
       const id = idFromPath(change.path)
       if (change.kind === 'Deleted' || !change.node) this.removeEntry(id)
       // Ended (the runner's own claim, mostly): what upsert would conclude, without classifying.
-      else if (isTerminalName(change.node.content.Status)) this.removeEntry(id)
+      else if (isTerminalName(change.node.content.Status)) {
+        this.removeEntry(id)
+        this.takeBackIfIdle(id, change.node)
+      }
       else if (change.node.nodeType === 'EventSubscription') this.upsert(change.node, true)
       return
     }
@@ -257,11 +261,14 @@ export class SubscriptionRunner {
     const c = classifySubscription(node)
     if (c.state === 'terminal') {
       this.removeEntry(id)
+      this.takeBackIfIdle(id, node)
       return
     }
     if (c.state === 'invalid') {
       this.removeEntry(id)
-      this.queue.push(() => this.finish(node.path as NodePath, 'Failed', c.reason))
+      this.queue.push(async () => {
+        await this.finish(node.path as NodePath, 'Failed', c.reason)
+      })
       return
     }
     const existing = this.entries.get(id)
@@ -368,7 +375,9 @@ export class SubscriptionRunner {
       onGone: (reason) => {
         this.watches.delete(entry.id)
         this.log.warn({ subscription: entry.id, watchPath }, reason)
-        this.queue.push(() => this.finish(entry.path as NodePath, 'Failed', reason))
+        this.queue.push(async () => {
+          await this.finish(entry.path as NodePath, 'Failed', reason)
+        })
       },
       onFault: (err, attempt) => {
         this.log.warn({ err, subscription: entry.id, watchPath, attempt }, 'status watch faulted; re-establishing')
@@ -511,16 +520,48 @@ export class SubscriptionRunner {
       return
     }
     this.attempts.delete(id)
-    await this.finish(path, 'Fired', null, subjectId)
+    const ended = await this.finish(path, 'Fired', null, subjectId)
+    // [SUB10] A revoke overtook the firing after its claim-ahead: take the effect back.
+    if (ended === 'Cancelled' && handler.takeBack) {
+      const now = await this.nodes.read(SYSTEM, path)
+      if (now && needsTakeBack(now)) await handler.takeBack(this.nodes, now)
+    }
+  }
+
+  /**
+   * [SUB10] A Cancelled subscription whose firing was cut short (a revoke while it ran, then a
+   * crash before its take-back) is taken back when seen at boot or on the feed, unless a firing
+   * is in flight: that one's own end takes it back, after its effect has landed.
+   */
+  private takeBackIfIdle(id: string, node: MeshNode): void {
+    if (this.stopped || this.inFlight.has(id) || !needsTakeBack(node)) return
+    const parsed = this.parse(id, node)
+    const handler = parsed.success ? this.registry.resolve(continuationKey(parsed.data)) : undefined
+    const takeBack = handler?.takeBack
+    if (!takeBack) return
+    this.inFlight.add(id)
+    this.queue.push(async () => {
+      try {
+        const now = await this.nodes.read(SYSTEM, node.path as NodePath)
+        if (now && needsTakeBack(now)) await takeBack(this.nodes, now)
+      } finally {
+        this.inFlight.delete(id)
+      }
+    })
   }
 
   /** The claim: only a subscription that is still Pending (or has an unknown status) ends. */
-  private async finish(path: NodePath, status: 'Fired' | 'Failed', lastError: string | null, subjectId?: string | null): Promise<void> {
+  /** Resolves with the status the subscription had when the claim found it already ended, else null. */
+  private async finish(path: NodePath, status: 'Fired' | 'Failed', lastError: string | null, subjectId?: string | null): Promise<string | null> {
     const at = new Date(this.now()).toISOString()
+    let ended: string | null = null
     await this.nodes.update(SYSTEM, path, (current) => {
       if (!current) return undefined
       const s = readSubscriptionStatus(current.content.Status ?? 'Pending')
-      if (s.known && s.value !== 'Pending') return undefined
+      if (s.known && s.value !== 'Pending') {
+        ended = s.value
+        return undefined
+      }
       const content: JsonObject = { ...current.content, Status: status }
       if (status === 'Fired') {
         content.FiredAt = at
@@ -532,6 +573,7 @@ export class SubscriptionRunner {
       return { nodeType: current.nodeType, name: current.name, content }
     }, 'engine')
     this.removeEntry(idFromPath(path))
+    return ended
   }
 }
 

@@ -11,10 +11,11 @@ import {
   type EventDelivery,
   type JsonObject,
   type MeshNode,
+  type NodePath,
 } from '../../../../shared/index.js'
 import type { NodeApi } from '../../../nodes/types.js'
 import { ALL, isAdminOf } from '../access.js'
-import { grantAccess } from '../continuations.js'
+import { deniedMessage, grantAccess } from '../continuations.js'
 import type { ModuleContext, SubscriptionModule } from '../module.js'
 
 /**
@@ -86,25 +87,62 @@ async function decide(nodes: NodeApi, node: MeshNode, delivery: EventDelivery): 
   if (inviter !== 'system' && !isAdminOf(nodes, inviter, space)) {
     return { granted: false, reason: `${inviter} is no longer Admin of ${space}.` }
   }
-  await grantAccess(nodes, space, subject, tier)
+  if ((await grantAccess(nodes, space, subject, tier)) === 'denied') return { granted: false, reason: deniedMessage(subject, space) }
   return { granted: true, reason: null }
 }
 
-async function startTierInvites(ctx: ModuleContext): Promise<() => void> {
-  const busy = new Set<string>()
-  const run = (node: MeshNode) => {
-    if (busy.has(node.path)) return
-    busy.add(node.path)
-    processTierInvite(ctx.nodes, node)
-      .catch((err) => ctx.log.warn({ err, path: node.path }, 'TierInvite receiver failed; the next change or boot retries'))
-      .finally(() => busy.delete(node.path))
+/** TierInvite nodes the boot reconcile processes at once: a backlog of 100,000 is a stream, not a stampede. */
+const RECONCILE_CONCURRENCY = 16
+
+/**
+ * [SUB8] One pass at a time per node, and none lost: a change that arrives while the node is
+ * being processed (a second delivery, or the receiver's own write) marks it dirty, and the pass
+ * runs again on the node as it is THEN. What is handled is decided by the node's
+ * HandledDeliveries (re-read inside the update); the map only coalesces.
+ */
+export function tierInviteReceiver(nodes: NodeApi, log: ModuleContext['log']): { run(path: NodePath): Promise<void> } {
+  /** Path → whether a change arrived during the pass under way. */
+  const busy = new Map<NodePath, { dirty: boolean; done: Promise<void> }>()
+  const pass = async (path: NodePath, state: { dirty: boolean }) => {
+    do {
+      state.dirty = false
+      try {
+        const node = await nodes.get(SYSTEM, path)
+        if (node?.nodeType === TIER_INVITE && isJsonObject(node.content)) await processTierInvite(nodes, node)
+      } catch (err) {
+        log.warn({ err, path }, 'TierInvite receiver failed; the next change or boot retries')
+        return
+      }
+    } while (state.dirty)
   }
+  return {
+    run(path) {
+      const current = busy.get(path)
+      if (current) {
+        current.dirty = true
+        return current.done
+      }
+      const state = { dirty: false, done: Promise.resolve() }
+      state.done = pass(path, state).finally(() => busy.delete(path))
+      busy.set(path, state)
+      return state.done
+    },
+  }
+}
+
+async function startTierInvites(ctx: ModuleContext): Promise<() => void> {
+  const receiver = tierInviteReceiver(ctx.nodes, ctx.log)
   const sub = ctx.changes$
-    .pipe(filter((c) => c.nodeType === TIER_INVITE && c.node !== null && isJsonObject(c.node.content)))
-    .subscribe((c) => run(c.node as MeshNode))
-  // Reconcile: deliveries written while the receiver was down are acted on now.
-  const all = await ctx.nodes.query(SYSTEM, { nodeType: TIER_INVITE, limit: ALL })
-  await Promise.all(all.map((n) => processTierInvite(ctx.nodes, n).catch((err) => ctx.log.warn({ err, path: n.path }, 'TierInvite reconcile failed'))))
+    .pipe(filter((c) => c.nodeType === TIER_INVITE && c.node !== null))
+    .subscribe((c) => void receiver.run(c.path))
+  // Reconcile: deliveries written while the receiver was down are acted on now, through the same
+  // receiver (a live delivery meanwhile coalesces with it), a bounded number at a time.
+  const paths = (await ctx.nodes.query(SYSTEM, { nodeType: TIER_INVITE, limit: ALL })).map((n) => n.path)
+  let next = 0
+  const worker = async () => {
+    while (next < paths.length) await receiver.run(paths[next++]!)
+  }
+  await Promise.all(Array.from({ length: Math.min(RECONCILE_CONCURRENCY, paths.length) }, worker))
   return () => sub.unsubscribe()
 }
 

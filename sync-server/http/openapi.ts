@@ -1,0 +1,348 @@
+/**
+ * The OpenAPI 3.1 description of the HTTP API, served at `GET /api/openapi.json`. A static
+ * object, not generated: it is the contract (docs/API.md says the same in prose), and
+ * `test/unit/openapi.test.ts` fails when a route exists that it does not describe.
+ */
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` })
+const json = (schema: unknown) => ({ 'application/json': { schema } })
+const error = (description: string) => ({ description, content: json(ref('Error')) })
+const bearer = [{ bearer: [] }]
+
+const pathParam = {
+  name: 'path',
+  in: 'path',
+  required: true,
+  description: 'The node path: `/`-separated segments of `[A-Za-z0-9_.@-]`, each URL-encoded.',
+  schema: { type: 'string' },
+} as const
+
+const spaceParam = { name: 'space', in: 'path', required: true, description: 'A top-level Space path.', schema: { type: 'string' } } as const
+
+const common = {
+  '400': error('Bad input (`invalid_request`, `invalid_path`, `invalid_json`, ...); nothing changed.'),
+  '401': error('No valid bearer token (`unauthorized`).'),
+  '403': error('The caller lacks the permission (`forbidden`, `forbidden_field`).'),
+} as const
+
+export const OPENAPI_DOCUMENT = {
+  openapi: '3.1.0',
+  info: {
+    title: 'Weft sync server',
+    version: '1',
+    description:
+      'A local-first mesh of JSON nodes. Every node lives at a path, has a type, and its content is a Yjs document. ' +
+      'Errors are `{ error: { code, message } }` with a stable `code`; client input never gets a 500. ' +
+      'Node contents also sync over WebSocket: `/sync/{path}?token=` (stock y-websocket) and `/mux?token=` (many nodes on one socket). See docs/API.md.',
+  },
+  servers: [{ url: '/' }],
+  components: {
+    securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'The token from signup or login.' } },
+    schemas: {
+      Error: {
+        type: 'object',
+        required: ['error'],
+        properties: {
+          error: {
+            type: 'object',
+            required: ['code', 'message'],
+            properties: {
+              code: { type: 'string', description: 'Stable: clients branch on it (e.g. `not_found`, `already_exists`, `payload_too_large`).' },
+              message: { type: 'string', description: 'A sentence a person can act on.' },
+            },
+          },
+        },
+      },
+      MeshNode: {
+        type: 'object',
+        required: ['path', 'nodeType', 'name', 'content', 'createdBy', 'createdAt', 'updatedAt', 'version', 'state'],
+        properties: {
+          path: { type: 'string' },
+          nodeType: { type: 'string', description: 'User, Space, Group, Membership, AccessAssignment, Document, Invitation, EventSubscription, ActivityLog, Code, Thread, ...' },
+          name: { type: 'string' },
+          content: { type: 'object', additionalProperties: true },
+          createdBy: { type: 'string' },
+          createdAt: { type: 'string', format: 'date-time' },
+          updatedAt: { type: 'string', format: 'date-time' },
+          version: { type: 'integer', description: "The server's commit sequence of the node's last change (monotonic across the mesh)." },
+          state: { type: 'string' },
+        },
+      },
+      NodeDraft: {
+        type: 'object',
+        required: ['nodeType'],
+        properties: {
+          nodeType: { type: 'string', minLength: 1, maxLength: 100 },
+          name: { type: 'string', maxLength: 500 },
+          content: { type: 'object', additionalProperties: true, default: {} },
+        },
+      },
+      ChangeRecord: {
+        type: 'object',
+        required: ['version', 'path', 'nodeType', 'kind'],
+        properties: {
+          version: { type: 'integer' },
+          path: { type: 'string' },
+          nodeType: { type: 'string' },
+          kind: { enum: ['Created', 'Updated', 'Deleted'] },
+        },
+      },
+      Auth: {
+        type: 'object',
+        required: ['userId', 'token'],
+        properties: { userId: { type: 'string' }, token: { type: 'string' } },
+      },
+      InviteOutcome: {
+        type: 'object',
+        required: ['email', 'status'],
+        properties: {
+          email: { type: 'string' },
+          status: { enum: ['Granted', 'Invited'] },
+          userId: { type: 'string' },
+          subscriptionId: { type: 'string' },
+        },
+      },
+    },
+  },
+  paths: {
+    '/healthz': {
+      get: {
+        summary: 'Ready once storage is open and the engines have reconciled.',
+        responses: { '200': { description: 'Ready.', content: json({ type: 'object', properties: { ok: { const: true } } }) }, '503': error('Starting (`unavailable`).') },
+      },
+    },
+    '/api/config': {
+      get: {
+        summary: "The server's limits, so a client can refuse an oversized edit before sending it.",
+        responses: {
+          '200': {
+            description: 'Limits.',
+            content: json({
+              type: 'object',
+              required: ['maxPayloadBytes', 'maxJsonDepth', 'protocolVersion'],
+              properties: {
+                maxPayloadBytes: { type: 'integer', description: 'Largest HTTP body or WebSocket frame (MAX_PAYLOAD_BYTES).' },
+                maxJsonDepth: { type: 'integer', description: 'Deepest JSON nesting accepted (MAX_JSON_DEPTH, default 64).' },
+                protocolVersion: { type: 'integer', description: 'The `/mux` wire protocol version.' },
+              },
+            }),
+          },
+        },
+      },
+    },
+    '/api/openapi.json': {
+      get: { summary: 'This document.', responses: { '200': { description: 'OpenAPI 3.1.', content: json({ type: 'object' }) } } },
+    },
+    '/api/auth/signup': {
+      post: {
+        summary: 'Create an account and its User node (which fires matching subscriptions, e.g. invites).',
+        requestBody: {
+          required: true,
+          content: json({ type: 'object', required: ['email', 'password', 'name'], properties: { email: { type: 'string' }, password: { type: 'string' }, name: { type: 'string' } } }),
+        },
+        responses: { '201': { description: 'Signed up.', content: json(ref('Auth')) }, '400': common['400'], '409': error('`email_taken`.') },
+      },
+    },
+    '/api/auth/login': {
+      post: {
+        summary: 'Log in.',
+        requestBody: { required: true, content: json({ type: 'object', required: ['email', 'password'], properties: { email: { type: 'string' }, password: { type: 'string' } } }) },
+        responses: { '200': { description: 'Logged in.', content: json(ref('Auth')) }, '400': common['400'], '401': error('`invalid_credentials`.') },
+      },
+    },
+    '/api/auth/logout': {
+      post: { summary: 'Revoke the bearer token.', security: bearer, responses: { '204': { description: 'Logged out.' }, '401': common['401'] } },
+    },
+    '/api/me': {
+      get: {
+        summary: "The caller's profile (from their User node).",
+        security: bearer,
+        responses: {
+          '200': {
+            description: 'Profile.',
+            content: json({
+              type: 'object',
+              properties: { userId: { type: 'string' }, email: { type: ['string', 'null'] }, name: { type: 'string' }, pinnedPaths: { type: 'array', items: { type: 'string' } } },
+            }),
+          },
+          '401': common['401'],
+          '403': common['403'],
+        },
+      },
+    },
+    '/api/nodes': {
+      get: {
+        summary: 'Query nodes the caller may read, ordered by path, paged by a cursor.',
+        description:
+          'Storage is filtered while paging: a page holds up to `limit` readable nodes. `next` is present when there may be more: ' +
+          'pass it as `after` to continue. A page may hold fewer than `limit` items (even none) and still have a `next`: only a page without `next` is the end.',
+        security: bearer,
+        parameters: [
+          { name: 'parent', in: 'query', description: "Children of this path; '' = the top level.", schema: { type: 'string' } },
+          { name: 'nodeType', in: 'query', schema: { type: 'string' } },
+          { name: 'limit', in: 'query', description: 'At most 1000 (default 100).', schema: { type: 'integer', minimum: 1 } },
+          { name: 'after', in: 'query', description: 'The `next` of the previous page: only paths after it.', schema: { type: 'string' } },
+          {
+            name: 'where',
+            in: 'query',
+            style: 'deepObject',
+            description: '`where.<Field>=<value>`: equality on top-level content fields, case-insensitive, compared as text.',
+            schema: { type: 'object', additionalProperties: { type: 'string' } },
+          },
+        ],
+        responses: {
+          '200': {
+            description: 'A page.',
+            content: json({
+              type: 'object',
+              required: ['items'],
+              properties: { items: { type: 'array', items: ref('MeshNode') }, next: { type: 'string', description: 'The last path examined, when there may be more.' } },
+            }),
+          },
+          ...common,
+        },
+      },
+    },
+    '/api/nodes/{path}': {
+      parameters: [pathParam],
+      get: {
+        summary: 'Read a node.',
+        security: bearer,
+        responses: { '200': { description: 'The node.', content: json(ref('MeshNode')) }, ...common, '404': error('`not_found`.') },
+      },
+      put: {
+        summary: 'Create or replace a node; with `If-None-Match: *` create only.',
+        security: bearer,
+        parameters: [
+          {
+            name: 'If-None-Match',
+            in: 'header',
+            description: '`*`: create only. When a node is at the path the answer is 412 `already_exists` and nothing changes. No other value is supported (400).',
+            schema: { const: '*' },
+          },
+        ],
+        requestBody: { required: true, content: json(ref('NodeDraft')) },
+        responses: {
+          '200': { description: 'Replaced.', content: json(ref('MeshNode')) },
+          '201': { description: 'Created.', content: json(ref('MeshNode')) },
+          ...common,
+          '404': error('The parent does not exist (`not_found`).'),
+          '409': error('`conflict` (e.g. a different nodeType, a parent being deleted) or `last_admin`.'),
+          '412': error('`already_exists`: `If-None-Match: *` and a node is there; nothing changed.'),
+          '413': error('`payload_too_large`.'),
+          '422': error('`invalid_content`, `invalid_node_type`.'),
+        },
+      },
+      patch: {
+        summary: 'Apply an RFC 7396 merge patch to the content (one Yjs transaction).',
+        security: bearer,
+        requestBody: { required: true, content: { 'application/merge-patch+json': { schema: { type: 'object' } } } },
+        responses: {
+          '200': { description: 'The node after the patch.', content: json(ref('MeshNode')) },
+          ...common,
+          '404': error('`not_found`.'),
+          '413': error('`payload_too_large`.'),
+          '415': error('`unsupported_media_type`.'),
+          '422': error('`invalid_content`.'),
+        },
+      },
+      delete: {
+        summary: 'Delete a node and its descendants.',
+        security: bearer,
+        responses: { '204': { description: 'Deleted.' }, ...common, '404': error('`not_found`.'), '409': error('`last_admin`.') },
+      },
+    },
+    '/api/nodes/{path}/run': {
+      parameters: [pathParam],
+      post: {
+        summary: 'Run a Code node as a new activity (needs Execute on it). The activities engine is not in this build yet.',
+        security: bearer,
+        requestBody: { content: json({ type: 'object', properties: { inputs: { type: 'object' }, start: { type: 'boolean', default: true } } }) },
+        responses: { '201': { description: 'The activity.', content: json({ type: 'object', required: ['path'], properties: { path: { type: 'string' } } }) }, ...common, '404': error('`not_found`.') },
+      },
+    },
+    '/api/changes': {
+      get: {
+        summary: 'The change feed: changes after `since` the caller may read, in version order.',
+        description:
+          'Filtered while paging: a request examines at most 10,000 change records and returns up to `limit` readable ones. ' +
+          '`next` is the last version examined, readable or not: continue with `since=next`. When `next` equals `since`, the caller is caught up.',
+        security: bearer,
+        parameters: [
+          { name: 'since', in: 'query', description: 'A version (default 0).', schema: { type: 'integer', minimum: 0 } },
+          { name: 'limit', in: 'query', description: 'At most 10,000 (default 1000).', schema: { type: 'integer', minimum: 1 } },
+        ],
+        responses: {
+          '200': {
+            description: 'A page.',
+            content: json({
+              type: 'object',
+              required: ['items', 'next'],
+              properties: { items: { type: 'array', items: ref('ChangeRecord') }, next: { type: 'integer', description: 'The version to continue from.' } },
+            }),
+          },
+          '400': common['400'],
+          '401': common['401'],
+        },
+      },
+    },
+    '/api/spaces/{space}/invites': {
+      parameters: [spaceParam],
+      post: {
+        summary: 'Invite by email: grant now when the person has an account, else when they sign up (Admins only).',
+        security: bearer,
+        requestBody: {
+          required: true,
+          content: json({
+            type: 'object',
+            required: ['email'],
+            properties: { email: { type: 'string' }, role: { enum: ['Viewer', 'Commenter', 'Editor', 'Admin'], default: 'Editor' }, pin: { type: 'boolean', default: true } },
+          }),
+        },
+        responses: {
+          '200': { description: 'Granted at once.', content: json(ref('InviteOutcome')) },
+          '201': { description: 'Invited: granted on sign-up.', content: json(ref('InviteOutcome')) },
+          ...common,
+          '404': error('`not_found`.'),
+          '409': error('`conflict`: the person is explicitly Denied on the space.'),
+        },
+      },
+    },
+    '/api/spaces/{space}/members': {
+      parameters: [spaceParam],
+      get: {
+        summary: "A space's members, roles and invites (any reader of the space).",
+        security: bearer,
+        responses: { '200': { description: 'Members and invites.', content: json({ type: 'object', properties: { members: { type: 'array' }, invites: { type: 'array' } } }) }, ...common, '404': error('`not_found`.') },
+      },
+    },
+    '/api/spaces/{space}/invites/{id}': {
+      parameters: [spaceParam, { name: 'id', in: 'path', required: true, schema: { type: 'string' } }],
+      delete: {
+        summary: 'Revoke a pending invite: it ends Cancelled and never grants (a grant already under way is taken back).',
+        security: bearer,
+        responses: {
+          '200': { description: 'Cancelled.', content: json({ type: 'object', properties: { status: { const: 'Cancelled' } } }) },
+          ...common,
+          '404': error('`not_found`.'),
+          '409': error('`conflict`: only a Pending invite can be revoked.'),
+        },
+      },
+    },
+    '/api/groups/{group}/invites': {
+      parameters: [{ name: 'group', in: 'path', required: true, description: 'A Group path inside a space (may contain `/`).', schema: { type: 'string' } }],
+      post: {
+        summary: 'Invite one or many emails to a group (Admins only).',
+        security: bearer,
+        requestBody: {
+          required: true,
+          content: json({
+            type: 'object',
+            properties: { emails: { oneOf: [{ type: 'array', items: { type: 'string' } }, { type: 'string' }] }, email: { type: 'string' }, role: { enum: ['Viewer', 'Commenter', 'Editor', 'Admin', null] } },
+          }),
+        },
+        responses: { '200': { description: 'One outcome per email.', content: json({ type: 'object', properties: { results: { type: 'array', items: ref('InviteOutcome') } } }) }, ...common, '404': error('`not_found`.') },
+      },
+    },
+  },
+} as const
