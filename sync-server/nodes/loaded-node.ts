@@ -59,6 +59,8 @@ export class LoadedNode {
   movedAt = this.lastUsed
   /** Counts Created and Deleted commits: a doc build that waited on storage checks it did not change. */
   generation = 0
+  /** [STO5] Commits of this copy left the stored row's content stale; NodeService writes it soon. */
+  contentDirty = false
 
   constructor(path: NodePath, node: MeshNode | null) {
     this.path = path
@@ -289,7 +291,7 @@ export class LoadedNode {
   }
 
   isIdle(now: number, idleMs: number): boolean {
-    return this.connections.size === 0 && this.pendingCommits === 0 && this.holds === 0 && now - this.lastUsed >= idleMs
+    return this.connections.size === 0 && this.pendingCommits === 0 && this.holds === 0 && !this.contentDirty && now - this.lastUsed >= idleMs
   }
 
   destroy(): void {

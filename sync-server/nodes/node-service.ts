@@ -74,6 +74,13 @@ const READ_CACHE_SIZE = 4096
 const MIN_RESIDENCY_MS = 1000
 /** Loaded docs one trim looks at, at most: the cap is enforced a little at a time. */
 const TRIM_SCAN = 256
+/**
+ * [STO5] How long the stored row's content may lag a client's Yjs edits. Each edit logs its
+ * update and its change at once (durable, acknowledged); the row's content (the whole node's
+ * JSON) is written at most this often per node, so a small edit to a 1 MB node costs what it
+ * costs on a 1 KB node. A read of a stale row rebuilds its content from the log.
+ */
+const CONTENT_FLUSH_MS = 1000
 
 /**
  * The authoritative node store of one server: loads Y.Docs on demand, runs every write through
@@ -103,6 +110,9 @@ export class NodeService implements NodeApi {
    */
   private readonly readCache = new Map<NodePath, MeshNode | null>()
   private writeEpoch = 0
+  /** Loaded copies whose stored content lags (deferred commits), written by the next flush. */
+  private readonly dirtyContent = new Set<LoadedNode>()
+  private flushTimer: NodeJS.Timeout | null = null
   readonly changes$: Observable<LiveChange> = this.changesSubject.asObservable()
   private sweepTimer: NodeJS.Timeout | null = null
   private closed = false
@@ -268,7 +278,7 @@ export class NodeService implements NodeApi {
     let scanned = 0
     for (const [path, ln] of this.loaded) {
       if (excess <= 0 || scanned++ >= TRIM_SCAN) break
-      if (ln.connections.size > 0 || ln.pendingCommits > 0 || ln.holds > 0) {
+      if (ln.connections.size > 0 || ln.pendingCommits > 0 || ln.holds > 0 || ln.contentDirty) {
         this.loaded.delete(path)
         this.loaded.set(path, ln)
         continue
@@ -534,7 +544,39 @@ export class NodeService implements NodeApi {
     }
     if (!applied) return Promise.resolve(before)
     const next = withFieldsFromDoc(before.content, ln.doc, fields)
-    return this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', applied, origin)
+    return this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', applied, origin, true)
+  }
+
+  /** [STO5] Schedules the write of a deferred commit's row content. */
+  private markContentDirty(ln: LoadedNode): void {
+    ln.contentDirty = true
+    this.dirtyContent.add(ln)
+    if (this.flushTimer || this.closed) return
+    this.flushTimer = setTimeout(() => {
+      this.flushTimer = null
+      void this.flushContent()
+    }, CONTENT_FLUSH_MS)
+    this.flushTimer.unref()
+  }
+
+  /** Writes the row content of every dirty copy, ordered after the commits it reflects. */
+  private flushContent(): Promise<void> {
+    const writes: Promise<void>[] = []
+    for (const ln of this.dirtyContent) {
+      this.dirtyContent.delete(ln)
+      if (!ln.contentDirty) continue
+      ln.contentDirty = false
+      const node = ln.node
+      if (!node || ln.poisoned) continue
+      ln.commitStarted()
+      writes.push(
+        this.storage.writeContent(ln.path, node.content).then(
+          () => this.commitLanded(ln),
+          (err: unknown) => this.commitFailed(ln, err),
+        ),
+      )
+    }
+    return Promise.all(writes).then(() => undefined)
   }
 
   private get maxJsonDepth(): number {
@@ -815,8 +857,14 @@ export class NodeService implements NodeApi {
     kind: MeshChangeKind,
     update: Uint8Array | null,
     origin: ChangeOrigin,
+    deferContent = false,
   ): Written {
     const target = after ?? before!
+    // Only an update with a Yjs log entry can leave the row's content to a later write.
+    const deferred = deferContent && kind === 'Updated' && update !== null
+    if (deferred) this.markContentDirty(ln)
+    // Every other commit writes the whole row (or removes it).
+    else ln.contentDirty = false
     if (kind !== 'Updated') ln.generation++
     ln.node = after
     ln.lastUsed = Date.now()
@@ -831,6 +879,7 @@ export class NodeService implements NodeApi {
       createdBy: target.createdBy,
       at: target.updatedAt,
       update,
+      deferContent: deferred || undefined,
     })
     return committed.then(
       (record) => {
@@ -898,6 +947,9 @@ export class NodeService implements NodeApi {
   async close(): Promise<void> {
     this.closed = true
     if (this.sweepTimer) clearInterval(this.sweepTimer)
+    if (this.flushTimer) clearTimeout(this.flushTimer)
+    // Deferred row content is written before storage closes (a crash instead is covered by the log).
+    await this.flushContent().catch(() => undefined)
     this.changesSubject.complete()
     for (const s of this.pathSubjects.values()) s.complete()
     this.pathSubjects.clear()

@@ -23,9 +23,18 @@ export interface PreparedFold {
   fold: { path: NodePath; state: Uint8Array }
 }
 
+/** `writeContent` as a group-commit item: the row's content, stored after deferred commits ([STO5]). */
+export interface PreparedContent {
+  rowContent: { path: NodePath; json: string }
+}
+
 /** Folds travel in the same queue as an adapter's commits, so they keep their place among them. */
-export function isFold<C extends object>(item: C | PreparedFold): item is PreparedFold {
+export function isFold<C extends object>(item: C | PreparedFold | PreparedContent): item is PreparedFold {
   return 'fold' in item
+}
+
+export function isRowContent<C extends object>(item: C | PreparedFold | PreparedContent): item is PreparedContent {
+  return 'rowContent' in item
 }
 
 /** A commit that passed validation against the state the batch sees, ready to write. */
@@ -58,6 +67,9 @@ export function validateCommitInput(input: CommitInput): void {
   if (!isJsonObject(input.content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
   if (input.update !== null && !(input.update instanceof Uint8Array)) {
     throw new WeftError('invalid_request', 'A commit update must be a Uint8Array or null.')
+  }
+  if (input.deferContent && (input.kind !== 'Updated' || !input.update)) {
+    throw new WeftError('invalid_request', 'Only an Updated commit with a Yjs update may defer its content.')
   }
 }
 

@@ -1,4 +1,5 @@
 import * as Y from 'yjs'
+import { docToJson, type JsonObject } from '../../shared/index.js'
 
 /**
  * A node's update log is compacted into its snapshot once it holds more than this many entries:
@@ -13,6 +14,18 @@ export const COMPACT_AFTER_UPDATES = 200
  * a thousand times shrinks to one live item; the resulting state (state vector, content, delete
  * set) is the same, which is all a syncing client depends on.
  */
+/** [STO5] The content a node's Yjs log holds: what a row whose content is stale really says. */
+export function contentOfLog(snapshot: Uint8Array | null, updates: readonly Uint8Array[]): JsonObject {
+  const doc = new Y.Doc()
+  try {
+    if (snapshot) Y.applyUpdate(doc, snapshot)
+    for (const u of updates) Y.applyUpdate(doc, u)
+    return docToJson(doc)
+  } finally {
+    doc.destroy()
+  }
+}
+
 export function compactUpdates(snapshot: Uint8Array | null, updates: readonly Uint8Array[]): Uint8Array {
   const doc = new Y.Doc()
   try {

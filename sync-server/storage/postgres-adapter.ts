@@ -3,13 +3,14 @@ import type { Logger } from 'pino'
 import {
   WeftError,
   type ChangeRecord,
+  type JsonObject,
   type MeshChangeKind,
   type MeshNode,
   type NodePath,
   type NodeQuery,
 } from '../../shared/index.js'
-import { batchPaths, isFold, planBatch, validateCommitInput, type ExistingNode, type PreparedFold } from './commit-plan.js'
-import { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
+import { batchPaths, isFold, isRowContent, planBatch, validateCommitInput, type ExistingNode, type PreparedFold, type PreparedContent } from './commit-plan.js'
+import { COMPACT_AFTER_UPDATES, compactUpdates, contentOfLog } from './compaction.js'
 import { GroupCommitter, type ItemResult } from './group-commit.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
 import { clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
@@ -30,7 +31,7 @@ interface PreparedCommit {
   contentJson: string
 }
 
-type BatchItem = PreparedCommit | PreparedFold
+type BatchItem = PreparedCommit | PreparedFold | PreparedContent
 
 const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 
@@ -84,7 +85,7 @@ export class PostgresStorage implements StorageAdapter {
     try {
       if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
       validateCommitInput(input)
-      const contentJson = input.kind === 'Deleted' ? '{}' : JSON.stringify(input.content)
+      const contentJson = input.kind === 'Deleted' || input.deferContent ? '{}' : JSON.stringify(input.content)
       // jsonb cannot hold NUL characters; refusing here keeps the batch this commit joins intact.
       if (contentJson.includes('\\u0000')) {
         throw new WeftError('invalid_content', 'Node content must not contain NUL characters.')
@@ -106,7 +107,7 @@ export class PostgresStorage implements StorageAdapter {
     const results = await withTransaction(this.pool, async (client) => {
       const counter = await client.query<{ value: string }>('SELECT value FROM version_counter WHERE id = 1 FOR UPDATE')
       let version = Number(counter.rows[0]?.value ?? 0)
-      const batch = items.filter((item): item is PreparedCommit => !isFold(item))
+      const batch = items.filter((item): item is PreparedCommit => !isFold(item) && !isRowContent(item))
       const inputs = batch.map((p) => p.input)
       const existing = await client.query<{ path: string; node_type: string; created_by: string; created_at: string }>(
         'SELECT path, node_type, created_by, created_at FROM nodes WHERE path = ANY($1::text[])',
@@ -132,6 +133,11 @@ export class PostgresStorage implements StorageAdapter {
           out.push({ ok: true, value: null })
           continue
         }
+        if (isRowContent(item)) {
+          await client.query('UPDATE nodes SET content = $2::jsonb, content_stale = false WHERE path = $1', [item.rowContent.path, item.rowContent.json])
+          out.push({ ok: true, value: null })
+          continue
+        }
         const i = next++
         const plan = plans[i]
         const prepared = batch[i]
@@ -153,11 +159,18 @@ export class PostgresStorage implements StorageAdapter {
             break
           }
           case 'Updated': {
-            const row = await client.query<{ update_count: number }>(
-              `UPDATE nodes SET name = $2, content = $3::jsonb, updated_at = $4, version = $5, update_count = update_count + $6
-               WHERE path = $1 RETURNING update_count`,
-              [input.path, input.name, prepared.contentJson, input.at, version, input.update ? 1 : 0],
-            )
+            // [STO5] A deferred commit leaves the content column alone and marks it stale.
+            const row = input.deferContent
+              ? await client.query<{ update_count: number }>(
+                  `UPDATE nodes SET name = $2, content_stale = true, updated_at = $3, version = $4, update_count = update_count + 1
+                   WHERE path = $1 RETURNING update_count`,
+                  [input.path, input.name, input.at, version],
+                )
+              : await client.query<{ update_count: number }>(
+                  `UPDATE nodes SET name = $2, content = $3::jsonb, content_stale = false, updated_at = $4, version = $5, update_count = update_count + $6
+                   WHERE path = $1 RETURNING update_count`,
+                  [input.path, input.name, prepared.contentJson, input.at, version, input.update ? 1 : 0],
+                )
             if (input.update) logged.push({ path: input.path, seq: version, data: toBuffer(input.update) })
             if ((row.rows[0]?.update_count ?? 0) > COMPACT_AFTER_UPDATES) compactCandidates.push(input.path)
             break
@@ -243,10 +256,27 @@ export class PostgresStorage implements StorageAdapter {
     })
   }
 
+  async writeContent(path: NodePath, content: JsonObject): Promise<void> {
+    if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
+    const json = JSON.stringify(content)
+    if (json.includes('\\u0000')) throw new WeftError('invalid_content', 'Node content must not contain NUL characters.')
+    await this.committer.submit({ rowContent: { path, json } })
+  }
+
   async getNode(path: NodePath): Promise<MeshNode | null> {
     const r = await this.pool.query<NodeRow>(`SELECT ${NODE_COLUMNS} FROM nodes WHERE path = $1`, [path])
     const row = r.rows[0]
-    return row ? rowToNode(row) : null
+    return row ? this.toNode(row) : null
+  }
+
+  /** A row whose content is stale ([STO5]) is read from its Yjs log instead. */
+  private async toNode(row: NodeRow): Promise<MeshNode> {
+    const node = rowToNode(row)
+    if (row.content_stale) {
+      const stored = await this.loadDoc(node.path)
+      if (stored) node.content = contentOfLog(stored.snapshot, stored.updates)
+    }
+    return node
   }
 
   async loadDoc(path: NodePath): Promise<StoredDoc | null> {
@@ -286,7 +316,7 @@ export class PostgresStorage implements StorageAdapter {
     }
     const sql = `SELECT ${NODE_COLUMNS} FROM nodes ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY path LIMIT ${param(q.limit)}`
     const r = await this.pool.query<NodeRow>(sql, params)
-    return r.rows.map(rowToNode)
+    return Promise.all(r.rows.map((row) => this.toNode(row)))
   }
 
   async descendants(path: NodePath): Promise<NodePath[]> {

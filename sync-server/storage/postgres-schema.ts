@@ -24,8 +24,10 @@ CREATE TABLE IF NOT EXISTS nodes (
   version bigint NOT NULL,
   state text NOT NULL DEFAULT 'Active',
   snapshot bytea,
-  update_count integer NOT NULL DEFAULT 0
+  update_count integer NOT NULL DEFAULT 0,
+  content_stale boolean NOT NULL DEFAULT false
 );
+ALTER TABLE nodes ADD COLUMN IF NOT EXISTS content_stale boolean NOT NULL DEFAULT false;
 CREATE INDEX IF NOT EXISTS nodes_parent ON nodes (parent, path);
 CREATE INDEX IF NOT EXISTS nodes_type ON nodes (node_type, path);
 CREATE INDEX IF NOT EXISTS nodes_last_segment ON nodes (last_segment);

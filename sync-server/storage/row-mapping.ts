@@ -1,7 +1,7 @@
 import { lastSegment, parentPath, type JsonObject, type MeshNode, type NodePath } from '../../shared/index.js'
 
 /** The columns of a node row both adapters select for a MeshNode (never the snapshot). */
-export const NODE_COLUMNS = 'path, node_type, name, content, created_by, created_at, updated_at, version, state'
+export const NODE_COLUMNS = 'path, node_type, name, content, created_by, created_at, updated_at, version, state, content_stale'
 
 export interface NodeRow {
   path: string
@@ -15,6 +15,8 @@ export interface NodeRow {
   /** PostgreSQL returns bigint as a string. */
   version: number | string
   state: string
+  /** [STO5] The content column lags the Yjs log (deferred commits, or a crash before the write). */
+  content_stale: number | boolean
 }
 
 export function rowToNode(row: NodeRow): MeshNode {

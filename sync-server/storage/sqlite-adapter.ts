@@ -5,6 +5,7 @@ import {
   WeftError,
   type ChangeRecord,
   type MeshChangeKind,
+  type JsonObject,
   type MeshNode,
   type NodePath,
   type NodeQuery,
@@ -13,6 +14,7 @@ import { validateCommitInput, type CommitHeader } from './commit-plan.js'
 import { GroupCommitter } from './group-commit.js'
 import { clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, rowToNode, toBytes, type NodeRow } from './row-mapping.js'
+import { contentOfLog } from './compaction.js'
 import { SqliteWriter, openSqliteConnection, type BatchItem } from './sqlite-writer.js'
 import { deserializeError, fromWire, toWire, type WireItemResult, type WriterInit, type WriterRequest, type WriterResponse } from './sqlite-writer-protocol.js'
 import type { Account, CommitInput, StorageAdapter, StoredDoc } from './types.js'
@@ -193,7 +195,8 @@ export class SqliteStorage implements StorageAdapter {
     try {
       if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
       validateCommitInput(input)
-      const contentJson = input.kind === 'Deleted' ? '' : JSON.stringify(input.content)
+      // A deferred commit leaves the row's content alone: no need to serialise a big node ([STO5]).
+      const contentJson = input.kind === 'Deleted' || input.deferContent ? '' : JSON.stringify(input.content)
       // The header without the content object (spelled out: a rest spread is a slow path here).
       const header: CommitHeader = {
         path: input.path,
@@ -203,6 +206,7 @@ export class SqliteStorage implements StorageAdapter {
         createdBy: input.createdBy,
         at: input.at,
         update: input.update,
+        deferContent: input.deferContent,
       }
       // A commit item always resolves to its record (only folds resolve to null).
       return this.committer.submit({ input: header, contentJson }) as Promise<ChangeRecord>
@@ -216,9 +220,24 @@ export class SqliteStorage implements StorageAdapter {
     await this.committer.submit({ fold: { path, state } })
   }
 
+  async writeContent(path: NodePath, content: JsonObject): Promise<void> {
+    if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
+    await this.committer.submit({ rowContent: { path, json: JSON.stringify(content) } })
+  }
+
   async getNode(path: NodePath): Promise<MeshNode | null> {
     const row = this.stmt.getNode.get(path)
-    return row ? rowToNode(row) : null
+    return row ? this.toNode(row) : null
+  }
+
+  /** A row whose content is stale ([STO5]) is read from its Yjs log instead. */
+  private toNode(row: NodeRow): MeshNode {
+    const node = rowToNode(row)
+    if (row.content_stale) {
+      const stored = this.readDoc(row.path)
+      if (stored) node.content = contentOfLog(stored.snapshot, stored.updates)
+    }
+    return node
   }
 
   async loadDoc(path: NodePath): Promise<StoredDoc | null> {
@@ -257,7 +276,7 @@ export class SqliteStorage implements StorageAdapter {
     return this.db
       .prepare<unknown[], NodeRow>(sql)
       .all(...params)
-      .map(rowToNode)
+      .map((row) => this.toNode(row))
   }
 
   async descendants(path: NodePath): Promise<NodePath[]> {

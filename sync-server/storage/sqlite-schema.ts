@@ -18,7 +18,8 @@ CREATE TABLE IF NOT EXISTS nodes (
   version INTEGER NOT NULL,
   state TEXT NOT NULL DEFAULT 'Active',
   snapshot BLOB,
-  update_count INTEGER NOT NULL DEFAULT 0
+  update_count INTEGER NOT NULL DEFAULT 0,
+  content_stale INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS nodes_parent ON nodes (parent, path);
 CREATE INDEX IF NOT EXISTS nodes_type ON nodes (node_type, path);
@@ -52,3 +53,8 @@ CREATE TABLE IF NOT EXISTS tokens (
 );
 CREATE INDEX IF NOT EXISTS tokens_user ON tokens (user_id);
 `
+
+/** Columns added after the first release, with the statement that adds each to an older file. */
+export const SQLITE_ADDED_COLUMNS: readonly { table: string; column: string; add: string }[] = [
+  { table: 'nodes', column: 'content_stale', add: 'ALTER TABLE nodes ADD COLUMN content_stale INTEGER NOT NULL DEFAULT 0' },
+]

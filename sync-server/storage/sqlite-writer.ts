@@ -5,11 +5,11 @@ import {
   type MeshChangeKind,
   type NodePath,
 } from '../../shared/index.js'
-import { batchPaths, isFold, planBatch, type CommitHeader, type ExistingNode, type PlannedCommit, type PreparedFold } from './commit-plan.js'
+import { batchPaths, isFold, isRowContent, planBatch, type CommitHeader, type ExistingNode, type PlannedCommit, type PreparedContent, type PreparedFold } from './commit-plan.js'
 import { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
 import type { ItemResult } from './group-commit.js'
 import { pathColumns, toBuffer, toBytes } from './row-mapping.js'
-import { SQLITE_SCHEMA } from './sqlite-schema.js'
+import { SQLITE_ADDED_COLUMNS, SQLITE_SCHEMA } from './sqlite-schema.js'
 import type { Account } from './types.js'
 
 export interface PreparedCommit {
@@ -20,7 +20,7 @@ export interface PreparedCommit {
 }
 
 /** What a group-commit batch carries, in submission order. */
-export type BatchItem = PreparedCommit | PreparedFold
+export type BatchItem = PreparedCommit | PreparedFold | PreparedContent
 
 /** Opens a connection with Weft's pragmas: WAL, `synchronous=FULL`, a busy timeout. */
 export function openSqliteConnection(file: string, busyTimeoutMs: number): Database.Database {
@@ -32,6 +32,17 @@ export function openSqliteConnection(file: string, busyTimeoutMs: number): Datab
   // JavaScript's toLowerCase, so case-insensitive matching agrees with PostgreSQL's lower() beyond ASCII.
   db.function('weft_lower', { deterministic: true }, (s: unknown) => (s === null ? null : String(s).toLowerCase()))
   db.exec(SQLITE_SCHEMA)
+  for (const { table, column, add } of SQLITE_ADDED_COLUMNS) {
+    const columns = db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]
+    if (!columns.some((c) => c.name === column)) {
+      try {
+        db.exec(add)
+      } catch (error) {
+        // The other connection (reader or writer thread) may have added it a moment ago.
+        if (!(error instanceof Database.SqliteError) || !/duplicate column/i.test(error.message)) throw error
+      }
+    }
+  }
   return db
 }
 
@@ -57,9 +68,14 @@ export class SqliteWriter {
          VALUES (@path, @nodeType, @name, @parent, @lastSegment, @content, @createdBy, @at, @at, @version, 'Active', NULL, @updateCount)`,
       ),
       updateNode: db.prepare<unknown[], { update_count: number }>(
-        `UPDATE nodes SET name = @name, content = @content, updated_at = @at, version = @version, update_count = update_count + @added
+        `UPDATE nodes SET name = @name, content = @content, content_stale = 0, updated_at = @at, version = @version, update_count = update_count + @added
          WHERE path = @path RETURNING update_count`,
       ),
+      updateNodeDeferred: db.prepare<unknown[], { update_count: number }>(
+        `UPDATE nodes SET name = @name, content_stale = 1, updated_at = @at, version = @version, update_count = update_count + 1
+         WHERE path = @path RETURNING update_count`,
+      ),
+      rowContent: db.prepare<[string, string]>('UPDATE nodes SET content = ?, content_stale = 0 WHERE path = ?'),
       deleteNode: db.prepare<[string]>('DELETE FROM nodes WHERE path = ?'),
       deleteUpdates: db.prepare<[string]>('DELETE FROM node_updates WHERE path = ?'),
       insertUpdate: db.prepare<[string, number, Buffer]>('INSERT INTO node_updates (path, seq, data) VALUES (?, ?, ?)'),
@@ -88,7 +104,7 @@ export class SqliteWriter {
     const compactCandidates: NodePath[] = []
     const results = this.db
       .transaction((): ItemResult<ChangeRecord | null>[] => {
-        const commits = batch.filter((item): item is PreparedCommit => !isFold(item))
+        const commits = batch.filter((item): item is PreparedCommit => !isFold(item) && !isRowContent(item))
         const inputs = commits.map((p) => p.input)
         const stored = new Map<NodePath, ExistingNode>()
         for (const path of batchPaths(inputs)) {
@@ -101,6 +117,10 @@ export class SqliteWriter {
           if (isFold(item)) {
             this.stmt.deleteUpdates.run(item.fold.path)
             this.stmt.fold.run(toBuffer(item.fold.state), item.fold.path)
+            return { ok: true, value: null }
+          }
+          if (isRowContent(item)) {
+            this.stmt.rowContent.run(item.rowContent.json, item.rowContent.path)
             return { ok: true, value: null }
           }
           const i = next++
@@ -136,14 +156,16 @@ export class SqliteWriter {
         break
       }
       case 'Updated': {
-        const row = this.stmt.updateNode.get({
-          path: input.path,
-          name: input.name,
-          content: contentJson,
-          at: input.at,
-          version,
-          added: input.update ? 1 : 0,
-        })
+        const row = input.deferContent
+          ? this.stmt.updateNodeDeferred.get({ path: input.path, name: input.name, at: input.at, version })
+          : this.stmt.updateNode.get({
+              path: input.path,
+              name: input.name,
+              content: contentJson,
+              at: input.at,
+              version,
+              added: input.update ? 1 : 0,
+            })
         if (input.update) this.stmt.insertUpdate.run(input.path, version, toBuffer(input.update))
         if (row && row.update_count > COMPACT_AFTER_UPDATES) compactCandidates.push(input.path)
         break

@@ -25,6 +25,13 @@ export interface CommitInput {
   at: string
   /** The Yjs update of this change; null for Deleted (the log is dropped with the node). */
   update: Uint8Array | null
+  /**
+   * [STO5] Updated with an update only: log the update and the change, but leave the row's
+   * content as it is, marked stale (a small edit to a big node must not rewrite the whole row).
+   * The writer later stores the content with `writeContent`; until then, and after a crash, a
+   * read of the row rebuilds its content from the node's Yjs log.
+   */
+  deferContent?: boolean
 }
 
 export interface StoredDoc {
@@ -51,6 +58,8 @@ export interface StorageAdapter {
    * folded in and dropped, one committed after it is kept. No-op when the node does not exist.
    */
   foldDoc(path: NodePath, state: Uint8Array): Promise<void>
+  /** [STO5] Stores the node's materialised content (after deferred commits); ordered with commits. No-op when absent. */
+  writeContent(path: NodePath, content: JsonObject): Promise<void>
   queryNodes(query: NodeQuery): Promise<MeshNode[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>
