@@ -14,6 +14,9 @@ import { openStorage } from './storage/index.js'
 import type { StorageAdapter } from './storage/types.js'
 import { SocketServer } from './sync/socket-server.js'
 
+/** Versions of full change history kept; older records survive only as the latest per path. */
+const CHANGE_HISTORY = 100_000
+
 export interface StartOptions extends Partial<ServerConfig> {
   engines?: EngineFactory[]
   logger?: Logger
@@ -47,6 +50,13 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const nodes = new NodeService(storage, access, { idleUnloadMs: config.idleUnloadMs, maxLoadedDocs: config.maxLoadedDocs, maxJsonDepth: config.maxJsonDepth, log })
   await nodes.boot()
   const auth = new AuthService(storage, nodes, config.tokenTtlMs)
+  auth.startPurging()
+  // [STO7] The change table keeps the last CHANGE_HISTORY versions whole, then the latest change per path.
+  const purgeChanges = () =>
+    void storage.lastVersion().then((v) => (v > CHANGE_HISTORY ? storage.purgeSupersededChanges(v - CHANGE_HISTORY) : undefined)).catch((err: unknown) => log.warn({ err }, 'change purge failed'))
+  purgeChanges()
+  const purgeTimer = setInterval(purgeChanges, 3_600_000)
+  purgeTimer.unref()
   const abort = new AbortController()
   let healthy = false
 
@@ -101,6 +111,8 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
       closing ??= (async () => {
         healthy = false
         abort.abort()
+        auth.stop()
+        clearInterval(purgeTimer)
         await sockets.close()
         await new Promise<void>((resolve) => {
           http.close(() => resolve())

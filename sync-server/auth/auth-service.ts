@@ -121,6 +121,21 @@ export class AuthService implements UserDirectory {
     )
   }
 
+  private purgeTimer: NodeJS.Timeout | null = null
+
+  /** Expired tokens leave storage now and then every hour: the table is bounded by live sessions. */
+  startPurging(everyMs = 3_600_000): void {
+    const purge = () => void this.storage.purgeExpiredTokens(new Date().toISOString()).catch(() => undefined)
+    purge()
+    this.purgeTimer = setInterval(purge, everyMs)
+    this.purgeTimer.unref()
+  }
+
+  stop(): void {
+    if (this.purgeTimer) clearInterval(this.purgeTimer)
+    this.purgeTimer = null
+  }
+
   /** Revokes the token; every open socket signed in with it is closed (4401) at once. */
   async logout(token: string): Promise<void> {
     const hash = hashToken(token)

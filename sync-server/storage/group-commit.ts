@@ -21,6 +21,11 @@ interface Pending<I, R> {
 
 export class GroupCommitter<I, R> {
   private queue: Pending<I, R>[] = []
+  /**
+   * Submissions past `maxQueued`: they wait here, in order, and join the queue as batches leave
+   * it. Nothing is dropped; callers just wait longer (their sockets stop being read meanwhile).
+   */
+  private overflow: Pending<I, R>[] = []
   private isScheduled = false
   private inFlight = 0
   private idleWaiters: (() => void)[] = []
@@ -34,16 +39,28 @@ export class GroupCommitter<I, R> {
     private readonly maxInFlight = 1,
     /** A queue this long is flushed at once when a slot is free (default: a full batch). */
     eagerAt = maxBatch,
+    /** Most items queued for the writer at once. */
+    private readonly maxQueued = 20 * maxBatch,
   ) {
     this.eagerAt = Math.max(1, Math.min(eagerAt, maxBatch))
   }
 
   get pending(): number {
+    return this.queue.length + this.overflow.length
+  }
+
+  /** Items queued for the writer (never more than `maxQueued`). */
+  get queued(): number {
     return this.queue.length
   }
 
   submit(input: I): Promise<R> {
     return new Promise<R>((resolve, reject) => {
+      if (this.overflow.length > 0 || this.queue.length >= this.maxQueued) {
+        this.overflow.push({ input, resolve, reject })
+        this.schedule()
+        return
+      }
       this.queue.push({ input, resolve, reject })
       if (this.queue.length >= this.eagerAt && this.inFlight < this.maxInFlight) void this.flush()
       else this.schedule()
@@ -57,7 +74,14 @@ export class GroupCommitter<I, R> {
   }
 
   private isIdle(): boolean {
-    return this.queue.length === 0 && !this.isScheduled && this.inFlight === 0
+    return this.queue.length === 0 && this.overflow.length === 0 && !this.isScheduled && this.inFlight === 0
+  }
+
+  /** Moves waiting submissions into the queue, in order, as far as there is room. */
+  private admitOverflow(): void {
+    if (this.overflow.length === 0) return
+    const room = this.maxQueued - this.queue.length
+    if (room > 0) this.queue.push(...this.overflow.splice(0, room))
   }
 
   private schedule(): void {
@@ -71,6 +95,7 @@ export class GroupCommitter<I, R> {
   }
 
   private async flush(): Promise<void> {
+    this.admitOverflow()
     // An eager flush may have taken everything (or every slot) before this scheduled one ran.
     if (this.queue.length === 0 || this.inFlight >= this.maxInFlight) {
       this.settleIdle()
@@ -78,6 +103,7 @@ export class GroupCommitter<I, R> {
     }
     this.inFlight++
     const batch = this.queue.splice(0, this.maxBatch)
+    this.admitOverflow()
     if (this.queue.length > 0) this.schedule()
     try {
       const results = await this.write(batch.map((p) => p.input))

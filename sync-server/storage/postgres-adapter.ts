@@ -382,6 +382,14 @@ export class PostgresStorage implements StorageAdapter {
     await this.pool.query('DELETE FROM tokens WHERE hash = $1', [tokenHash])
   }
 
+  async purgeSupersededChanges(below: number): Promise<void> {
+    await this.pool.query('DELETE FROM changes WHERE version < $1 AND EXISTS (SELECT 1 FROM changes AS n WHERE n.path = changes.path AND n.version > changes.version)', [below])
+  }
+
+  async purgeExpiredTokens(before: string): Promise<void> {
+    await this.pool.query('DELETE FROM tokens WHERE expires_at <= $1', [before])
+  }
+
   close(): Promise<void> {
     this.closed ??= (async () => {
       this.isClosing = true

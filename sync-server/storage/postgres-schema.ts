@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS changes (
   node_type text NOT NULL,
   kind text NOT NULL
 );
+CREATE INDEX IF NOT EXISTS changes_path ON changes (path, version);
 
 CREATE TABLE IF NOT EXISTS version_counter (
   id integer PRIMARY KEY CHECK (id = 1),

@@ -110,6 +110,12 @@ class InlineWriter implements WriterPort {
       case 'revokeToken':
         this.writer.revokeToken(message.hash)
         return undefined
+      case 'purgeTokens':
+        this.writer.purgeTokens(message.before)
+        return undefined
+      case 'purgeChanges':
+        this.writer.purgeChanges(message.below)
+        return undefined
       case 'close':
         return undefined
       default:
@@ -314,6 +320,14 @@ export class SqliteStorage implements StorageAdapter {
 
   async revokeToken(tokenHash: string): Promise<void> {
     await this.writer.request({ op: 'revokeToken', hash: tokenHash })
+  }
+
+  async purgeSupersededChanges(below: number): Promise<void> {
+    await this.writer.request({ op: 'purgeChanges', below })
+  }
+
+  async purgeExpiredTokens(before: string): Promise<void> {
+    await this.writer.request({ op: 'purgeTokens', before })
   }
 
   close(): Promise<void> {

@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS changes (
   node_type TEXT NOT NULL,
   kind TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS changes_path ON changes (path, version);
 
 CREATE TABLE IF NOT EXISTS accounts (
   user_id TEXT PRIMARY KEY,

@@ -9,6 +9,8 @@ export type WriterRequest =
   | { id: number; op: 'createAccount'; account: Account }
   | { id: number; op: 'saveToken'; hash: string; userId: string; expiresAt: string }
   | { id: number; op: 'revokeToken'; hash: string }
+  | { id: number; op: 'purgeTokens'; before: string }
+  | { id: number; op: 'purgeChanges'; below: number }
   | { id: number; op: 'close' }
 
 export interface SerializedError {

@@ -39,6 +39,14 @@ port.on('message', (request: WriterRequest) => {
         writer.saveToken(request.hash, request.userId, request.expiresAt)
         response = { id: request.id, ok: true }
         break
+      case 'purgeChanges':
+        writer.purgeChanges(request.below)
+        response = { id: request.id, ok: true }
+        break
+      case 'purgeTokens':
+        writer.purgeTokens(request.before)
+        response = { id: request.id, ok: true }
+        break
       case 'revokeToken':
         writer.revokeToken(request.hash)
         response = { id: request.id, ok: true }

@@ -91,6 +91,8 @@ export class SqliteWriter {
       ),
       saveToken: db.prepare<[string, string, string]>('INSERT OR REPLACE INTO tokens (hash, user_id, expires_at) VALUES (?, ?, ?)'),
       revokeToken: db.prepare<[string]>('DELETE FROM tokens WHERE hash = ?'),
+      purgeTokens: db.prepare<[string]>('DELETE FROM tokens WHERE expires_at <= ?'),
+      purgeChanges: db.prepare<[number]>('DELETE FROM changes WHERE version < ? AND EXISTS (SELECT 1 FROM changes AS n WHERE n.path = changes.path AND n.version > changes.version)'),
     }
   }
 
@@ -225,6 +227,15 @@ export class SqliteWriter {
 
   revokeToken(tokenHash: string): void {
     this.stmt.revokeToken.run(tokenHash)
+  }
+
+  purgeChanges(below: number): void {
+    this.stmt.purgeChanges.run(below)
+  }
+
+  /** Drops tokens that expired by `before` (ISO times compare as text). */
+  purgeTokens(before: string): void {
+    this.stmt.purgeTokens.run(before)
   }
 
   close(): void {

@@ -72,6 +72,14 @@ export interface StorageAdapter {
   saveToken(tokenHash: string, userId: string, expiresAt: string): Promise<void>
   findToken(tokenHash: string): Promise<{ userId: string; expiresAt: string } | null>
   revokeToken(tokenHash: string): Promise<void>
+  /**
+   * [STO7] Drops change records below `below` that a newer record of the same path supersedes:
+   * the feed keeps the latest change of every path (a reader that far behind re-reads the node
+   * anyway), so the table is bounded by the nodes plus the recent history.
+   */
+  purgeSupersededChanges(below: number): Promise<void>
+  /** Drops every token that expired by `before` (an ISO time): the table does not grow forever. */
+  purgeExpiredTokens(before: string): Promise<void>
 
   /** Waits for pending commits, then closes. */
   close(): Promise<void>

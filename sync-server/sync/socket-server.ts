@@ -252,6 +252,7 @@ export class SocketServer {
         if (!budget.spend()) ws.close(CLOSE_TOO_MANY_REFUSALS, 'too_many_refusals: this socket keeps sending refused updates')
       }
       deliverTo((m) => {
+        if (ws.readyState !== ws.OPEN) return
         if (m.length > this.opts.maxPayloadBytes) {
           return ws.close(CloseCode.MessageTooBig, `payload_too_large: frames are limited to ${this.opts.maxPayloadBytes} bytes`)
         }
@@ -347,6 +348,8 @@ class MuxSession {
 
   /** One frame off the wire. An Update over the payload limit is refused by name, not by closing. */
   receive(bytes: Uint8Array): void {
+    // Frames still buffered when this socket was closed (4429, 1013, 4401) cost nothing more.
+    if (this.ws.readyState !== this.ws.OPEN) return
     const frame = decodeMuxFrame(bytes)
     if (bytes.length > this.opts.maxPayloadBytes) {
       if (frame.type !== MuxType.Update) {

@@ -19,7 +19,7 @@ import { pathToFileURL } from 'node:url'
 import * as Y from 'yjs'
 import { CONTENT_MAP, MuxType, applyPatchToDoc } from '../../shared/index.js'
 import { admitUpdate } from '../../sync-server/admission/index.js'
-import { MuxClient, api, createDocument, createSpace, encodeCrafted, expectStatus, grantRole, rootEntry, signup, startTestServer } from '../helpers/index.js'
+import { MuxClient, api, createDocument, createSpace, encodeCrafted, expectStatus, grantRole, makeTempDir, removeDir, rootEntry, signup, spawnServer, startTestServer } from '../helpers/index.js'
 import { REPO_ROOT } from '../helpers/spawn-server.js'
 
 export const GOALS: Record<string, { op: '<' | '<=' | '>' | '>='; value: number; unit?: string }> = {
@@ -107,7 +107,9 @@ async function benchEndToEnd(): Promise<Record<string, number>> {
 }
 
 async function benchFlood(): Promise<Record<string, number>> {
-  const ts = await startTestServer()
+  // A server process of its own: the event loop measured is the server's, not this client's.
+  const dir = await makeTempDir('weft-gate-flood-')
+  const ts = await spawnServer({ dataDir: dir })
   try {
     const admin = await signup(ts.url)
     const viewer = await signup(ts.url)
@@ -142,7 +144,8 @@ async function benchFlood(): Promise<Record<string, number>> {
     await flood
     return { healthzP50DuringRefusalFloodMs: round(percentile(samples, 50)), healthzP99DuringRefusalFloodMs: round(percentile(samples, 99)), refusedUpdatesDuringFlood: refused }
   } finally {
-    await ts.cleanup()
+    await ts.kill('SIGTERM')
+    await removeDir(dir)
   }
 }
 

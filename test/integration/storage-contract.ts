@@ -258,6 +258,25 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       await expectCode(store.commit({ ...w.input('Updated', { C: 1 }), update: null, deferContent: true }), 'invalid_request')
     })
 
+    it('[STO7] purges superseded change records below a version, keeping the latest per path; expired tokens go', async () => {
+      const a = new NodeWriter(P('purge/a'))
+      const b = new NodeWriter(P('purge/b'))
+      const a1 = await store.commit(a.input('Created', { V: 1 }))
+      const b1 = await store.commit(b.input('Created', { V: 1 }))
+      const a2 = await store.commit(a.input('Updated', { V: 2 }))
+      const a3 = await store.commit(a.input('Updated', { V: 3 }))
+      await store.purgeSupersededChanges(a3.version)
+      const left = (await store.changesSince(a1.version - 1, 100)).map((c) => c.version)
+      // a1 and a2 are superseded by a3 (a2 is below the bound); b1 is b's latest; a3 is above.
+      expect(left).toEqual([b1.version, a3.version])
+      expect(a2.version).toBeLessThan(a3.version)
+      await store.saveToken('old', 'u', '2000-01-01T00:00:00.000Z')
+      await store.saveToken('new', 'u', '2999-01-01T00:00:00.000Z')
+      await store.purgeExpiredTokens(new Date().toISOString())
+      expect(await store.findToken('old')).toBeNull()
+      expect(await store.findToken('new')).not.toBeNull()
+    })
+
     it('refuses malformed input before it joins a batch', async () => {
       const w = new NodeWriter(P('bad'))
       await expectCode(store.commit({ ...w.input('Created', { A: 1 }), path: P('/bad//x') }), 'invalid_path')

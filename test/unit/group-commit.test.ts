@@ -100,4 +100,22 @@ describe('group commit', () => {
     await expect(Promise.all(all)).resolves.toEqual(['a!', 'b!', 'c!', 'd!', 'e!', 'f!', 'g!', 'h!'])
     await gc.drain()
   })
+
+  it('[STO6] the queue is bounded: submissions past maxQueued wait in order, none is dropped', async () => {
+    const w = controlledWriter()
+    const gc = new GroupCommitter(w.write, 2, 1, 2, 4)
+    const all = Array.from({ length: 10 }, (_, i) => gc.submit(`v${i}`))
+    expect(gc.queued).toBeLessThanOrEqual(4)
+    expect(gc.pending).toBe(10 - w.calls.reduce((n, c) => n + c.batch.length, 0))
+    for (let round = 0; round < 10 && w.calls.some((c) => c); round++) {
+      await turn()
+      expect(gc.queued).toBeLessThanOrEqual(4)
+      const open = w.calls.at(-1)
+      open?.finish()
+      await turn()
+    }
+    await expect(Promise.all(all)).resolves.toEqual(Array.from({ length: 10 }, (_, i) => `v${i}!`))
+    expect(w.calls.flatMap((c) => c.batch)).toEqual(Array.from({ length: 10 }, (_, i) => `v${i}`))
+    await gc.drain()
+  })
 })

@@ -74,7 +74,11 @@ export class LegacyMigrator {
       if (!this.stopped) {
         const cancel = scheduleAt(Date.now() + delay, () => {
           void this.nodes.get(SYSTEM, legacy.path).then(
-            (node) => (node ? this.migrateOne(node) : undefined),
+            (node) => {
+              // Gone meanwhile (migrated by another instance, or deleted): nothing to retry.
+              if (!node) this.retries.delete(id)
+              return node ? this.migrateOne(node) : undefined
+            },
             (e) => this.log.warn({ err: e, id }, 'legacy migration retry could not read the node'),
           )
         })

@@ -353,6 +353,8 @@ export class SubscriptionRunner {
   }
 
   private removeEntry(id: string): void {
+    // A subscription that ended (or went) while a retry waited keeps no attempt count behind.
+    this.attempts.delete(id)
     // Index, timer and watch exist only for an entry (addEntry): nothing else to drop without one.
     if (!this.entries.delete(id)) return
     this.index.remove(id)
