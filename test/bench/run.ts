@@ -35,6 +35,7 @@ const MODULES: BenchModule[] = [
   { name: 'web', file: 'web-bench.ts', fn: 'benchWeb' },
   { name: 'subscriptions', file: 'subscriptions-bench.ts', fn: 'benchSubscriptions' },
   { name: 'feed', file: 'feed-bench.ts', fn: 'benchFeed' },
+  { name: 'gate', file: 'gate-bench.ts', fn: 'benchGate' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */
