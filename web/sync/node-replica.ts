@@ -4,7 +4,9 @@ import * as decoding from 'lib0/decoding'
 import * as syncProtocol from 'y-protocols/sync'
 import * as awarenessProtocol from 'y-protocols/awareness'
 import { BehaviorSubject, Subject } from 'rxjs'
-import { applyPatchToDoc, docToJson, type MergePatch } from '../../shared/merge-patch.js'
+import { applyPatchToDoc, CONTENT_MAP, contentFieldOrder, docToJson, type MergePatch } from '../../shared/merge-patch.js'
+import { textPolicyFor, type TextPolicy } from '../../shared/text-fields.js'
+import { WeftError } from '../../shared/errors.js'
 import { MuxType, YMessage, type MuxFrame } from '../../shared/protocol.js'
 import { permissionsFromMask, type PermissionSet } from '../../shared/access-policy.js'
 import type { JsonObject } from '../../shared/json.js'
@@ -52,6 +54,22 @@ export interface ReplicaDeps {
   broadcast: (msg: TabMessage) => void
   /** Called when the replica may be disposable (pending reached zero, room denied). */
   onIdle: (path: string) => void
+  /** The server's limit on one change (bytes); an edit over it is refused before it is stored. */
+  maxPayloadBytes?: () => number
+}
+
+/** Room for the frame around an update (type, path, seq) under the server's payload limit. */
+const FRAME_OVERHEAD_BYTES = 1024
+
+function formatBytes(n: number): string {
+  if (n >= 1024 * 1024) return `${(n / (1024 * 1024)).toFixed(1)} MB`
+  if (n >= 1024) return `${Math.round(n / 1024)} KB`
+  return `${n} bytes`
+}
+
+/** `payload_too_large` with the sizes a person needs: how big the edit is and what the server takes. */
+export function tooLargeError(size: number, limit: number): WeftError {
+  return new WeftError('payload_too_large', `This change is ${formatBytes(size)}; the server accepts at most ${formatBytes(limit)} per change. It was not saved.`, { size, limit })
 }
 
 type Step2Tag = 'normal' | 'rebuild'
@@ -112,6 +130,37 @@ export class NodeReplica implements RoomHandler {
     return docToJson(this.doc)
   }
 
+  /** Top-level field names in their stable order (first set first, the same on every replica). */
+  get fieldOrder(): string[] {
+    return contentFieldOrder(this.doc)
+  }
+
+  /** The Y.Text behind a top-level field, when it is one (text fields after their first write). */
+  textOf(key: string): Y.Text | null {
+    const v = this.doc.getMap(CONTENT_MAP).get(key)
+    return v instanceof Y.Text ? v : null
+  }
+
+  private textPolicy: TextPolicy | null = null
+
+  /** Reads the node's type ahead of the first edit, so an editor's first keystroke does not wait on it. */
+  warmPolicy(): void {
+    background(this.policy().then(() => undefined))
+  }
+
+  /** Which strings are merging text (by the node's type, from the local index; Document until known). */
+  private async policy(): Promise<TextPolicy> {
+    if (this.textPolicy) return this.textPolicy
+    const row = await this.deps.store.getIndexRow(this.path)
+    const policy = textPolicyFor(row?.nodeType ?? 'Document')
+    if (row) this.textPolicy = policy
+    return policy
+  }
+
+  private get limit(): number {
+    return (this.deps.maxPayloadBytes?.() ?? 1024 * 1024) - FRAME_OVERHEAD_BYTES
+  }
+
   /** Starts syncing over the socket (the coordinator holds it back while a create is queued). */
   startSync(): void {
     if (this.syncing || this.disposed || this.state$.value.denied) return
@@ -131,8 +180,20 @@ export class NodeReplica implements RoomHandler {
   }
 
   /** Applies a merge patch locally and records it as intent; it is sent when the room is joined. */
-  async patch(patch: MergePatch): Promise<void> {
+  /**
+   * `patch` may be a function, read after the doc is ready and right before it is applied in
+   * the same task: a text editor passes its current value, which then reflects every remote
+   * edit applied to it meanwhile (a value captured earlier would diff those edits away).
+   */
+  async patch(patchOrRead: MergePatch | (() => MergePatch)): Promise<void> {
     await this.ready
+    const isText = await this.policy()
+    if (this.disposed) return
+    const patch = typeof patchOrRead === 'function' ? patchOrRead() : patchOrRead
+    // Known before it is stored or sent: a change over the server's limit would be refused
+    // (or, by an older server, close the socket on every retry).
+    const size = jsonBytes(patch)
+    if (size > this.limit) throw tooLargeError(size, this.limit + FRAME_OVERHEAD_BYTES)
     let captured: Uint8Array | null = null
     const capture = (update: Uint8Array, origin: unknown) => {
       if (origin === 'local') captured = update
@@ -140,7 +201,7 @@ export class NodeReplica implements RoomHandler {
     const doc = this.doc
     doc.on('update', capture)
     try {
-      applyPatchToDoc(doc, patch, 'local')
+      applyPatchToDoc(doc, patch, 'local', isText)
     } finally {
       doc.off('update', capture)
     }
@@ -312,6 +373,15 @@ export class NodeReplica implements RoomHandler {
 
   private sendEntry(id: number, update: Uint8Array): void {
     if (this.inFlight.has(id)) return
+    if (update.byteLength > this.limit) {
+      // Stored before the limit was known (or the server lowered it): refused here, once,
+      // instead of a frame that closes the socket on every reconnect.
+      // Settled as the server's Refused would be, rebuild included (later edits build on it).
+      this.inFlight.add(id)
+      const err = tooLargeError(update.byteLength, this.limit + FRAME_OVERHEAD_BYTES)
+      this.onFrame({ type: MuxType.Refused, path: this.path, seq: id, code: err.code, message: err.message })
+      return
+    }
     if (this.deps.conn.send({ type: MuxType.Update, path: this.path, seq: id, update })) this.inFlight.add(id)
   }
 
@@ -405,7 +475,7 @@ export class NodeReplica implements RoomHandler {
           captured = u
         }
         fresh.on('update', capture)
-        applyPatchToDoc(fresh, e.patch, 'rebuild')
+        applyPatchToDoc(fresh, e.patch, 'rebuild', this.textPolicy)
         fresh.off('update', capture)
         replayed.set(e.id!, captured)
       }
@@ -453,4 +523,12 @@ export class NodeReplica implements RoomHandler {
     const prev = this.presence$.value
     if (next.length !== prev.length || next.some((u, i) => u.id !== prev[i]!.id || u.name !== prev[i]!.name)) this.presence$.next(next)
   }
+}
+
+const encoder = new TextEncoder()
+
+/** UTF-8 size of a patch as JSON; a string's length is a lower bound, so only large ones are encoded. */
+function jsonBytes(patch: MergePatch): number {
+  const json = JSON.stringify(patch)
+  return json.length * 3 < 64 * 1024 ? json.length : encoder.encode(json).byteLength
 }
