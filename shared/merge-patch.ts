@@ -197,6 +197,28 @@ export function docToJson(doc: Y.Doc): JsonObject {
 }
 
 /**
+ * Top-level text fields still stored as plain strings (written before text merged, or by a
+ * writer without the policy), as the patch that names them with their current values.
+ */
+export function plainTextFields(doc: Y.Doc, isText: TextPolicy): MergePatch {
+  const out: MergePatch = {}
+  doc.getMap(CONTENT_MAP).forEach((v, k) => {
+    if (typeof v === 'string' && isText([k])) setMember(out, k, v)
+  })
+  return out
+}
+
+/** Turns the plain strings `patch` names into Y.Text with the same value, as one transaction. */
+export function convertToText(doc: Y.Doc, patch: MergePatch, origin: unknown = null): void {
+  doc.transact(() => {
+    const map = doc.getMap(CONTENT_MAP)
+    for (const [k, v] of Object.entries(patch)) {
+      if (typeof v === 'string' && map.get(k) === v) map.set(k, new Y.Text(v))
+    }
+  }, origin)
+}
+
+/**
  * The content's top-level field names in a stable order: the order in which each field was
  * first set, read from the Yjs structure itself (the first item of the key's chain of
  * overwrites), so every replica, and every reload, lists them the same way. A local Y.Map

@@ -4,7 +4,7 @@ import * as decoding from 'lib0/decoding'
 import * as syncProtocol from 'y-protocols/sync'
 import * as awarenessProtocol from 'y-protocols/awareness'
 import { BehaviorSubject, Subject } from 'rxjs'
-import { applyPatchToDoc, CONTENT_MAP, contentFieldOrder, docToJson, type MergePatch } from '../../shared/merge-patch.js'
+import { applyPatchToDoc, CONTENT_MAP, contentFieldOrder, convertToText, docToJson, plainTextFields, type MergePatch } from '../../shared/merge-patch.js'
 import { textPolicyFor, type TextPolicy } from '../../shared/text-fields.js'
 import { WeftError } from '../../shared/errors.js'
 import { MuxType, YMessage, type MuxFrame } from '../../shared/protocol.js'
@@ -142,6 +142,26 @@ export class NodeReplica implements RoomHandler {
   }
 
   private textPolicy: TextPolicy | null = null
+  private migrated = false
+
+  /**
+   * Once the doc has the server's state, text fields still stored as plain strings become
+   * Y.Text, before anyone types: two people whose first keystrokes each turned the string
+   * into their own Y.Text would race, and one Y.Text (with its typing) would lose. Only a
+   * replica that may write does it (a Viewer's conversion would only be refused).
+   */
+  private async migrateText(): Promise<void> {
+    if (this.migrated || this.disposed || !this.state$.value.permissions?.has('Update')) return
+    this.migrated = true
+    const isText = await this.policy()
+    const patch = plainTextFields(this.doc, isText)
+    if (Object.keys(patch).length === 0) return
+    try {
+      await this.patch(() => plainTextFields(this.doc, isText), 'to-text')
+    } catch (e) {
+      console.warn(`[weft] could not convert the text fields of ${this.path}`, e)
+    }
+  }
 
   /** Reads the node's type ahead of the first edit, so an editor's first keystroke does not wait on it. */
   warmPolicy(): void {
@@ -185,7 +205,7 @@ export class NodeReplica implements RoomHandler {
    * the same task: a text editor passes its current value, which then reflects every remote
    * edit applied to it meanwhile (a value captured earlier would diff those edits away).
    */
-  async patch(patchOrRead: MergePatch | (() => MergePatch)): Promise<void> {
+  async patch(patchOrRead: MergePatch | (() => MergePatch), mode: 'merge' | 'to-text' = 'merge'): Promise<void> {
     await this.ready
     const isText = await this.policy()
     if (this.disposed) return
@@ -201,7 +221,8 @@ export class NodeReplica implements RoomHandler {
     const doc = this.doc
     doc.on('update', capture)
     try {
-      applyPatchToDoc(doc, patch, 'local', isText)
+      if (mode === 'to-text') convertToText(doc, patch, 'local')
+      else applyPatchToDoc(doc, patch, 'local', isText)
     } finally {
       doc.off('update', capture)
     }
@@ -432,7 +453,10 @@ export class NodeReplica implements RoomHandler {
         Y.applyUpdate(this.doc, update, 'remote')
         if (syncType === syncProtocol.messageYjsSyncStep2) {
           if (this.step2Queue.shift() === 'rebuild') background(this.finishRebuild())
-          else this.syncedOnce()
+          else {
+            this.syncedOnce()
+            background(this.migrateText())
+          }
         }
         return
       }
