@@ -58,6 +58,9 @@ export interface ReplicaDeps {
   maxPayloadBytes?: () => number
 }
 
+/** Temporary seqs (frames sent ahead of their outbox write) start here; outbox ids stay below. */
+const TEMP_SEQ_BASE = 2 ** 40
+
 /** Room for the frame around an update (type, path, seq) under the server's payload limit. */
 const FRAME_OVERHEAD_BYTES = 1024
 
@@ -142,6 +145,18 @@ export class NodeReplica implements RoomHandler {
   }
 
   private textPolicy: TextPolicy | null = null
+  /** Seqs of frames sent before their outbox entry was written, above every outbox id. */
+  private nextTempSeq = TEMP_SEQ_BASE
+  private readonly tempSeqs = new Map<number, Promise<number | null>>()
+
+  /** The outbox id a server's Ack/Refused names (null: a temporary seq this replica does not know). */
+  private async outboxIdOf(seq: number): Promise<number | null> {
+    if (seq < TEMP_SEQ_BASE) return seq
+    const p = this.tempSeqs.get(seq)
+    if (!p) return null
+    this.tempSeqs.delete(seq)
+    return p
+  }
   private migrated = false
 
   /**
@@ -228,9 +243,36 @@ export class NodeReplica implements RoomHandler {
     }
     if (!captured) return // a no-op patch is not an intent
     const update: Uint8Array = captured
-    const id = await this.deps.store.recordLocalPatch(this.path, patch, update)
+    // Sent before the outbox write commits (a keystroke then reaches others in one round trip,
+    // not after an IndexedDB transaction). Nothing can be lost: if this tab dies before the
+    // write, the server has the edit and the next sync brings it back. The frame carries a
+    // temporary seq; its Ack or Refused waits for the outbox id (IndexedDB runs the write's
+    // transaction before any later one, so the settlement finds the row).
+    let early: { seq: number; socket: number; resolve: (id: number | null) => void } | null = null
+    if (!this.state$.value.denied && this.canSend() && update.byteLength <= this.limit) {
+      const seq = this.nextTempSeq++
+      if (this.deps.conn.send({ type: MuxType.Update, path: this.path, seq, update })) {
+        let resolve: (id: number | null) => void = () => {}
+        this.tempSeqs.set(seq, new Promise<number | null>((r) => (resolve = r)))
+        early = { seq, socket: this.deps.conn.opens, resolve }
+      }
+    }
+    let id: number
+    try {
+      id = await this.deps.store.recordLocalPatch(this.path, patch, update)
+    } catch (e) {
+      early?.resolve(null)
+      throw e
+    }
     this.deps.broadcast({ kind: 'update', path: this.path, update })
     const denied = this.state$.value.denied
+    if (early) {
+      early.resolve(id)
+      // Still the socket it went out on: it is in flight there. A new socket resends it.
+      if (early.socket === this.deps.conn.opens && this.deps.conn.isOpen) this.inFlight.add(id)
+      else if (this.canSend()) this.sendEntry(id, update)
+      return
+    }
     // The room was refused for good: this edit can never be sent; say so rather than leave it pending.
     if (denied) await this.deps.store.refuse(id, denied.code, denied.message)
     else if (this.canSend()) this.sendEntry(id, update)
@@ -315,12 +357,15 @@ export class NodeReplica implements RoomHandler {
         this.onSyncMessage(frame.message)
         return
       case MuxType.Ack:
-        background(this.deps.store.ack(frame.seq).then(() => this.deps.onIdle(this.path)))
+        background(this.outboxIdOf(frame.seq).then(async (id) => {
+          if (id !== null) await this.deps.store.ack(id)
+          this.deps.onIdle(this.path)
+        }))
         return
       case MuxType.Refused:
         // Synchronously: a patch made from now on must not be sent on top of refused structs.
         this.refusalsSettling++
-        background(this.onRefused(frame.seq, frame.code, frame.message).finally(() => {
+        background(this.outboxIdOf(frame.seq).then((id) => (id === null ? undefined : this.onRefused(id, frame.code, frame.message))).finally(() => {
           this.refusalsSettling--
           if (this.refusalsSettling === 0) background(this.sendPending())
         }))
