@@ -1,5 +1,5 @@
 import { expect, test, type Page } from '@playwright/test'
-import { api, field, getContent, openLoggedIn, putNode, startE2eServer, syncStatus, twoEditorsOn, type E2eServer, type TestUser } from './fixtures.js'
+import { api, field, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, twoEditorsOn, type E2eServer, type TestUser } from './fixtures.js'
 
 let server: E2eServer
 let ann: TestUser
@@ -209,4 +209,29 @@ test('[WEB6] a 1.5 MB value is refused on the device with its size and the limit
   // The field shows the stored value again, and the edit did not survive a reload.
   await expect(field(a.page, 'summary')).not.toHaveValue(big)
   await a.context.close()
+})
+
+test('[WEB8] at 390 px the page is usable: no sideways scrolling, navigation behind a button, actions disabled with a reason for a Viewer', async ({ browser }) => {
+  const vic = await signUp(server, 'Vic')
+  await grant(server, ann, 'Team', vic.userId, 'Viewer')
+  const a = await openLoggedIn(browser, server, ann, 'Team/Essay')
+  await a.page.setViewportSize({ width: 390, height: 844 })
+  await expect(field(a.page, 'Body')).toBeVisible()
+  const overflow = () => a.page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth)
+  expect(await overflow()).toBeLessThanOrEqual(0)
+  await a.page.screenshot({ path: '/tmp/weft-390-node.png', fullPage: true })
+  await expect(a.page.locator('weft-nav-tree')).toBeHidden()
+  await a.page.getByRole('button', { name: '☰ Nodes' }).click()
+  await expect(a.page.locator('weft-nav-tree')).toBeVisible()
+  await a.page.screenshot({ path: '/tmp/weft-390-nav.png', fullPage: true })
+  expect(await overflow()).toBeLessThanOrEqual(0)
+  await a.context.close()
+
+  const v = await openLoggedIn(browser, server, vic, 'Team/Essay')
+  await v.page.setViewportSize({ width: 390, height: 844 })
+  await expect(page$(v.page).getByRole('button', { name: 'Delete node' })).toBeDisabled()
+  await expect(page$(v.page).getByRole('button', { name: 'Add field' })).toBeDisabled()
+  await expect(page$(v.page).getByText('Only an Admin can delete this node.')).toBeVisible()
+  await v.page.screenshot({ path: '/tmp/weft-390-viewer.png', fullPage: true })
+  await v.context.close()
 })

@@ -107,7 +107,7 @@ export class WeftNodePage extends LitElement {
     .pending { color: #8a5a00; }
     .readonly, .reason-off { color: #555; font-style: italic; font-size: 0.9em; }
     section { margin-top: 1.4em; }
-    form.inline { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: end; }
+    form.inline { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: end; margin-top: 1em; padding-top: 0.8em; border-top: 1px dashed #d5d9e4; }
     form.inline label { display: flex; flex-direction: column; gap: 0.15em; font-size: 0.9em; }
     input, select, textarea, button { font: inherit; padding: 0.35em 0.5em; border: 1px solid #bbc; border-radius: 6px; background: #fff; }
     button { cursor: pointer; background: #f4f6fb; }
@@ -300,7 +300,8 @@ export class WeftNodePage extends LitElement {
     const link = isNodeLink(value) ? html`<a href=${nodeHref(value.$ref)}>Open ${value.$ref}</a>` : nothing
     return html`<label for=${id}>${key}</label>
       <div class="value" data-field=${key}>${input}${link}${note}</div>
-      <button type="button" class="icon" aria-label=${`Remove field ${key}`} title=${`Remove field ${key}`} @click=${() => this.patchField(key, null)}>✕</button>`
+      <button type="button" class="icon" aria-label=${`Remove field ${key}`} title=${this.can('Update') ? `Remove field ${key}` : 'Your role cannot edit this node'}
+        ?disabled=${!this.can('Update')} @click=${() => this.patchField(key, null)}>✕</button>`
   }
 
   private renderRefused(rows: OutboxRow[]) {

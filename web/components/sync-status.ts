@@ -34,8 +34,8 @@ function clock(ms: number): string {
 export class WeftSyncStatus extends LitElement {
   static override styles = css`
     :host { display: inline-flex; gap: 0.5em; align-items: center; font-size: 0.9em; min-width: 0; }
-    .sync { display: inline-flex; gap: 0.45em; align-items: center; flex-wrap: wrap; }
-    .dot { width: 0.7em; height: 0.7em; border-radius: 50%; background: #999; flex: none; }
+    .sync { display: inline; line-height: 1.3; }
+    .dot { display: inline-block; width: 0.7em; height: 0.7em; border-radius: 50%; background: #999; margin-right: 0.4em; vertical-align: baseline; }
     [data-status='saved'] .dot { background: #2a2; }
     [data-status='syncing'] .dot, [data-status='connecting'] .dot { background: #e90; }
     [data-status='offline'] .dot { background: #888; }
