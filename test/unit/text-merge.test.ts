@@ -164,3 +164,16 @@ describe('[WEB5] field order', () => {
     expect(contentFieldOrder(a)).toEqual(['summary', 'agenda'])
   })
 })
+
+describe('[WEB3] carrying typing over a conversion race', () => {
+  it('[WEB3] edits at different places both survive; overlapping ones keep both texts', async () => {
+    const { mergeTextEdits } = await import('../../web/sync/text-rebase.js')
+    expect(mergeTextEdits('Alpha. Beta.', 'Alpha one. Beta.', 'Alpha. Beta two.')).toBe('Alpha one. Beta two.')
+    expect(mergeTextEdits('Alpha. Beta.', 'Alpha. Beta two.', 'Alpha one. Beta.')).toBe('Alpha one. Beta two.')
+    expect(mergeTextEdits('t0', 't0', 'x')).toBe('x')
+    expect(mergeTextEdits('t0', 't1', 't0')).toBe('t1')
+    const both = mergeTextEdits('abc', 'abXc', 'abYc')
+    expect(both).toContain('X')
+    expect(both).toContain('Y')
+  })
+})

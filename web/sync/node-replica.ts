@@ -7,6 +7,7 @@ import { BehaviorSubject, Subject } from 'rxjs'
 import { applyPatchToDoc, CONTENT_MAP, contentFieldOrder, convertToText, docToJson, plainTextFields, type MergePatch } from '../../shared/merge-patch.js'
 import { textPolicyFor, type TextPolicy } from '../../shared/text-fields.js'
 import { WeftError } from '../../shared/errors.js'
+import { mergeTextEdits } from './text-rebase.js'
 import { MuxType, YMessage, type MuxFrame } from '../../shared/protocol.js'
 import { permissionsFromMask, type PermissionSet } from '../../shared/access-policy.js'
 import type { JsonObject } from '../../shared/json.js'
@@ -57,6 +58,9 @@ export interface ReplicaDeps {
   /** The server's limit on one change (bytes); an edit over it is refused before it is stored. */
   maxPayloadBytes?: () => number
 }
+
+/** How long after converting a plain string a competing conversion is looked for (well above a round trip). */
+const CONVERSION_RACE_MS = 30_000
 
 /** Temporary seqs (frames sent ahead of their outbox write) start here; outbox ids stay below. */
 const TEMP_SEQ_BASE = 2 ** 40
@@ -145,6 +149,39 @@ export class NodeReplica implements RoomHandler {
   }
 
   private textPolicy: TextPolicy | null = null
+  /** Y.Texts this replica made from a plain string, recently: another replica may have made its own at once. */
+  private readonly converted = new Map<string, { text: Y.Text; base: string; last: string; at: number }>()
+
+  private noteConverted(key: string, text: Y.Text, base: string): void {
+    const entry = { text, base, last: text.toString(), at: Date.now() }
+    text.observe(() => (entry.last = text.toString()))
+    this.converted.set(key, entry)
+  }
+
+  /**
+   * A remote Y.Text replaced one this replica had just made from the same plain string (two
+   * conversions at once: the map entry keeps one). What was typed into ours is merged onto
+   * theirs as a normal edit, so the conversion race loses nothing.
+   */
+  private readonly onContentChange = (event: Y.YMapEvent<unknown>) => {
+    if (event.transaction.origin !== 'remote' && event.transaction.origin !== 'tab') return
+    for (const key of event.keysChanged) {
+      const mine = this.converted.get(key)
+      if (!mine) continue
+      const now = event.target.get(key)
+      if (now === mine.text) continue
+      this.converted.delete(key)
+      if (!(now instanceof Y.Text) || Date.now() - mine.at > CONVERSION_RACE_MS || mine.last === mine.base) continue
+      const ours = mine.last
+      background(
+        this.patch(() => {
+          const current = this.doc.getMap(CONTENT_MAP).get(key)
+          const theirs = current instanceof Y.Text ? current.toString() : typeof current === 'string' ? current : null
+          return theirs === null ? {} : { [key]: mergeTextEdits(mine.base, ours, theirs) }
+        }).catch((e: unknown) => console.warn(`[weft] could not carry over text typed into ${this.path}.${key}`, e)),
+      )
+    }
+  }
   /** Seqs of frames sent before their outbox entry was written, above every outbox id. */
   private nextTempSeq = TEMP_SEQ_BASE
   private readonly tempSeqs = new Map<number, Promise<number | null>>()
@@ -234,12 +271,22 @@ export class NodeReplica implements RoomHandler {
       if (origin === 'local') captured = update
     }
     const doc = this.doc
+    const map = doc.getMap(CONTENT_MAP)
+    const plainBefore: [string, string][] = []
+    for (const k of Object.keys(patch)) {
+      const v = map.get(k)
+      if (typeof v === 'string') plainBefore.push([k, v])
+    }
     doc.on('update', capture)
     try {
       if (mode === 'to-text') convertToText(doc, patch, 'local')
       else applyPatchToDoc(doc, patch, 'local', isText)
     } finally {
       doc.off('update', capture)
+    }
+    for (const [k, base] of plainBefore) {
+      const t = map.get(k)
+      if (t instanceof Y.Text) this.noteConverted(k, t, base)
     }
     if (!captured) return // a no-op patch is not an intent
     const update: Uint8Array = captured
@@ -422,8 +469,11 @@ export class NodeReplica implements RoomHandler {
 
   private swapDoc(doc: Y.Doc): void {
     this.doc.off('update', this.onDocUpdate)
+    this.doc.getMap(CONTENT_MAP).unobserve(this.onContentChange)
+    this.converted.clear()
     this.doc = doc
     doc.on('update', this.onDocUpdate)
+    doc.getMap(CONTENT_MAP).observe(this.onContentChange)
     this.changed$.next()
   }
 
