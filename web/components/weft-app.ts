@@ -13,8 +13,11 @@ import './sync-status.js'
 
 /** The root: sign-in, or the signed-in layout (status bar, navigation tree, node page). */
 export class WeftApp extends LitElement {
-  static override properties = { session: { state: true }, ready: { state: true }, route: { state: true }, navOpen: { state: true } }
+  static override properties = { session: { state: true }, ready: { state: true }, route: { state: true }, navOpen: { state: true }, applyUpdate: { state: true } }
   declare navOpen: boolean
+  /** Set when a new build is waiting (web/pwa-update.ts): calling it reloads into the new version. */
+  declare applyUpdate: (() => void) | null
+  private readonly onUpdate = (ev: Event) => (this.applyUpdate = (ev as CustomEvent<() => void>).detail)
   declare session: Session | null
   declare ready: boolean
   declare route: string
@@ -24,10 +27,11 @@ export class WeftApp extends LitElement {
   private readonly onHash = () => {
     this.route = location.hash
     this.navOpen = false
+    this.applyUpdate = null
   }
 
   static override styles = css`
-    :host { display: grid; grid-template-rows: auto auto 1fr; min-height: 100vh; font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; color: #1d2433; background: #fafbfd; }
+    :host { display: flex; flex-direction: column; min-height: 100vh; font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; color: #1d2433; background: #fafbfd; }
     .bar { display: flex; flex-wrap: wrap; gap: 0.5em 1em; align-items: center; padding: 0.5em 1em; border-bottom: 1px solid #e3e6ee; background: #fff; position: sticky; top: 0; z-index: 2; }
     .bar .title { font-weight: 700; letter-spacing: 0.02em; }
     .bar .spacer { flex: 1; }
@@ -36,7 +40,8 @@ export class WeftApp extends LitElement {
     .menu { display: none; }
     .banner { background: #fff1f0; color: #7a1010; padding: 0.6em 1em; border-bottom: 1px solid #f3c6c3; display: flex; flex-wrap: wrap; gap: 0.5em; align-items: center; }
     .banner div { flex: 1 1 20em; }
-    .layout { display: grid; grid-template-columns: minmax(12em, 18em) minmax(0, 1fr); }
+    .update { background: #eef3ff; color: #1d2f66; padding: 0.5em 1em; border-bottom: 1px solid #c9d6f5; display: flex; flex-wrap: wrap; gap: 0.5em; align-items: center; }
+    .layout { display: grid; grid-template-columns: minmax(12em, 18em) minmax(0, 1fr); flex: 1; }
     weft-nav-tree { border-right: 1px solid #e3e6ee; padding: 0.5em; overflow: auto; background: #fff; }
     main { padding: 1em 1.5em; overflow: auto; min-width: 0; }
     @media (max-width: 700px) {
@@ -63,12 +68,14 @@ export class WeftApp extends LitElement {
   override connectedCallback() {
     super.connectedCallback()
     window.addEventListener('hashchange', this.onHash)
+    window.addEventListener('weft:update-available', this.onUpdate)
     if (this.session) void this.begin(this.session)
   }
 
   override disconnectedCallback() {
     super.disconnectedCallback()
     window.removeEventListener('hashchange', this.onHash)
+    window.removeEventListener('weft:update-available', this.onUpdate)
   }
 
   private async begin(session: Session) {
@@ -111,6 +118,13 @@ export class WeftApp extends LitElement {
         <span class="user">${this.session.name}</span>
         <button type="button" @click=${this.signOut}>Sign out</button>
       </div>
+      ${this.applyUpdate
+        ? html`<div class="update" role="status" data-update-available>
+            A new version of Weft is available. Your changes are saved on this device.
+            <button type="button" @click=${() => this.applyUpdate?.()}>Reload to update</button>
+            <button type="button" @click=${() => (this.applyUpdate = null)}>Later</button>
+          </div>`
+        : nothing}
       ${final
         ? html`<div class="banner" role="alert">
             ${final.code === 4401 ? 'You were signed out' : 'The server refused this session'} (${final.code}${final.reason ? `: ${final.reason}` : ''}).
