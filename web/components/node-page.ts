@@ -91,7 +91,7 @@ export class WeftNodePage extends LitElement {
     header { display: flex; flex-wrap: wrap; align-items: baseline; gap: 0.6em; }
     h1 { margin: 0; font-size: 1.5em; overflow-wrap: anywhere; }
     h2 { font-size: 1.1em; margin: 0 0 0.5em; }
-    .type { background: var(--weft-accent-soft, #eef); border-radius: 999px; padding: 0.1em 0.6em; font-size: 0.8em; }
+    .type { font-size: 0.8em; }
     .path { color: #666; font-family: ui-monospace, monospace; font-size: 0.85em; overflow-wrap: anywhere; }
     .presence { margin: 0.5em 0; color: #235; }
     .fields { display: grid; grid-template-columns: max-content minmax(0, 1fr) auto; gap: 0.5em 0.8em; align-items: start; }
@@ -109,12 +109,10 @@ export class WeftNodePage extends LitElement {
     section { margin-top: 1.4em; }
     form.inline { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: end; margin-top: 1em; padding-top: 0.8em; border-top: 1px dashed #d5d9e4; }
     form.inline label { display: flex; flex-direction: column; gap: 0.15em; font-size: 0.9em; }
-    input, select, textarea, button { font: inherit; padding: 0.35em 0.5em; border: 1px solid #bbc; border-radius: 6px; background: #fff; }
-    button { cursor: pointer; background: #f4f6fb; }
-    button:hover:not(:disabled) { background: #e8ecf6; }
+    input, select, textarea, button { font: inherit; padding: 0.35em 0.5em; border: 1px solid var(--wa-color-neutral-80, #bbc); border-radius: var(--wa-border-radius-m, 6px); background: #fff; color: inherit; }
+    input:focus-visible, select:focus-visible, textarea:focus-visible, button:focus-visible { outline: var(--wa-focus-ring, 2px solid #36c); outline-offset: 1px; }
+    button { cursor: pointer; background: var(--wa-color-neutral-95, #f4f6fb); }
     button:disabled { cursor: not-allowed; opacity: 0.55; }
-    button.primary { background: #2f5bd3; color: #fff; border-color: #2f5bd3; }
-    button.danger { color: #a11; border-color: #e0b4b4; }
     button.icon { padding: 0.3em 0.55em; }
     .children { padding-left: 1.2em; }
     .children li { margin: 0.2em 0; }
@@ -122,7 +120,7 @@ export class WeftNodePage extends LitElement {
       .fields { grid-template-columns: minmax(0, 1fr) auto; }
       .fields label { grid-column: 1 / -1; padding-top: 0.4em; }
       form.inline { flex-direction: column; align-items: stretch; }
-      form.inline button { width: 100%; }
+      form.inline wa-button { width: 100%; }
     }
   `
 
@@ -312,8 +310,8 @@ export class WeftNodePage extends LitElement {
         ${rows.map(
           (r) => html`<li data-refused-id=${r.id}>
             <code>${JSON.stringify(r.patch).slice(0, 300)}</code> — <span class="reason">${r.code === 'already_exists' && r.message ? r.message : humanMessage(r.code, r.message)} (${r.code ?? 'refused'})</span>
-            <button type="button" @click=${() => this.copyRefused(r)}>Copy</button>
-            <button type="button" @click=${() => app().client.discardRefused(r.id!)}>Discard</button>
+            <wa-button size="small" appearance="outlined" @click=${() => this.copyRefused(r)}>Copy</wa-button>
+            <wa-button size="small" appearance="outlined" @click=${() => app().client.discardRefused(r.id!)}>Discard</wa-button>
           </li>`,
         )}
       </ul>
@@ -336,7 +334,7 @@ export class WeftNodePage extends LitElement {
     if (!err) return nothing
     return html`<p class="error" role="alert" data-error="create">${err.message}
       ${err.suggestion
-        ? html`<button type="button" class="primary" @click=${() => this.create(err.suggestion!, err.nodeType, this.renderRoot.querySelector('form[aria-label="New child node"]'))}>Create “${err.suggestion}” instead</button>`
+        ? html`<wa-button size="small" variant="brand" @click=${() => this.create(err.suggestion!, err.nodeType, this.renderRoot.querySelector('form[aria-label="New child node"]'))}>Create “${err.suggestion}” instead</wa-button>`
         : nothing}</p>`
   }
 
@@ -371,7 +369,7 @@ export class WeftNodePage extends LitElement {
     return html`
       <header>
         <h1>${view.name}</h1>
-        <span class="type">${view.nodeType}</span>
+        <wa-badge class="type" variant="brand" appearance="filled" pill>${view.nodeType}</wa-badge>
         <span class="path">${view.path}</span>
         ${view.pending > 0
           ? html`<span class="pending" data-pending=${view.pending}>${view.pending} change${view.pending === 1 ? '' : 's'} saved on this device, not yet synced</span>`
@@ -394,7 +392,7 @@ export class WeftNodePage extends LitElement {
           <label>Field <input name="key" required ?disabled=${!canUpdate} /></label>
           <label>Kind ${kindSelect}</label>
           <label>Value <input name="value" ?disabled=${!canUpdate} /></label>
-          <button type="submit" ?disabled=${!canUpdate} title=${canUpdate ? '' : 'Your role cannot edit this node'}>Add field</button>
+          <wa-button type="submit" variant="neutral" appearance="outlined" ?disabled=${!canUpdate} title=${canUpdate ? '' : 'Your role cannot edit this node'}>Add field</wa-button>
         </form>
       </section>
       ${this.renderExtension(view)}
@@ -407,13 +405,13 @@ export class WeftNodePage extends LitElement {
         <form class="inline" aria-label="New child node" @submit=${this.onCreateChild} @input=${() => (this.createError = null)}>
           <label>Name <input name="name" required ?disabled=${!canCreate} /></label>
           <label>Type ${typeSelect}</label>
-          <button type="submit" class="primary" ?disabled=${!canCreate} title=${canCreate ? '' : 'Your role cannot create nodes here'}>Create</button>
+          <wa-button type="submit" variant="brand" ?disabled=${!canCreate} title=${canCreate ? '' : 'Your role cannot create nodes here'}>Create</wa-button>
           ${canCreate ? nothing : html`<span class="reason-off">Your role cannot create nodes here.</span>`}
         </form>
         ${this.renderCreateError()}
       </section>
       <section>
-        <button type="button" class="danger" ?disabled=${!canDelete} @click=${this.onDelete}>Delete node</button>
+        <wa-button variant="danger" appearance="outlined" ?disabled=${!canDelete} @click=${this.onDelete}>Delete node</wa-button>
         ${canDelete ? nothing : html`<span class="reason-off">Only an Admin can delete this node.</span>`}
       </section>
     `

@@ -50,7 +50,7 @@ export class WeftApp extends LitElement {
       weft-nav-tree { display: none; border-right: none; border-bottom: 1px solid #e3e6ee; }
       .layout.nav-open weft-nav-tree { display: block; }
       main { padding: 0.8em; }
-      .bar .user { display: none; }
+      .bar .user, .bar .title { display: none; }
       .bar { flex-wrap: nowrap; }
       .bar weft-sync-status { flex: 1; }
       .bar .spacer { display: none; }
@@ -116,13 +116,13 @@ export class WeftApp extends LitElement {
         <weft-sync-status></weft-sync-status>
         <span class="spacer"></span>
         <span class="user">${this.session.name}</span>
-        <button type="button" @click=${this.signOut}>Sign out</button>
+        <wa-button size="small" appearance="outlined" @click=${this.signOut}>Sign out</wa-button>
       </div>
       ${this.applyUpdate
         ? html`<div class="update" role="status" data-update-available>
             A new version of Weft is available. Your changes are saved on this device.
-            <button type="button" @click=${() => this.applyUpdate?.()}>Reload to update</button>
-            <button type="button" @click=${() => (this.applyUpdate = null)}>Later</button>
+            <wa-button size="small" variant="brand" @click=${() => this.applyUpdate?.()}>Reload to update</wa-button>
+            <wa-button size="small" appearance="plain" @click=${() => (this.applyUpdate = null)}>Later</wa-button>
           </div>`
         : nothing}
       ${final
@@ -134,7 +134,7 @@ export class WeftApp extends LitElement {
       ${(this.opErrors.value ?? []).length
         ? html`<div class="banner" role="alert" aria-label="Changes the server refused">
             ${(this.opErrors.value ?? []).map((e) => html`<div>Not applied: ${e.code === 'already_exists' ? e.message : `${e.path}: ${humanMessage(e.code, e.message)}`}</div>`)}
-            <button type="button" @click=${() => app().client.opErrors$.next([])}>Dismiss</button>
+            <wa-button size="small" appearance="outlined" @click=${() => app().client.opErrors$.next([])}>Dismiss</wa-button>
           </div>`
         : nothing}
       <div class="layout ${this.navOpen ? 'nav-open' : ''}">
