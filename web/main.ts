@@ -1,12 +1,13 @@
 /// <reference types="vite/client" />
 performance.mark('weft:boot')
-import '@awesome.me/webawesome/dist/styles/themes/default.css'
 import './components/weft-app.js'
 import './components/extensions.js'
 
-// The component library's elements (buttons, badges) load beside the app, not in front of it:
-// the first render does not wait for them; they upgrade in place when defined.
-void import('./components/ui.js')
+// The component library (elements and theme) loads once the first screen is up, not in front
+// of it: the list of a 10,000-child node renders first; buttons and badges upgrade in place.
+const loadUi = () => void import('./components/ui.js')
+if (typeof requestIdleCallback === 'function') requestIdleCallback(loadUi, { timeout: 1000 })
+else setTimeout(loadUi, 200)
 
 // The app shell works offline once the service worker has cached it (production builds only:
 // in development Vite serves modules on demand and a cache would serve stale ones).
