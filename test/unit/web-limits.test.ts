@@ -103,3 +103,42 @@ describe('[WEB6] size limits', () => {
     expect(c.conn.opens).toBe(opens)
   })
 })
+
+describe('[WEB3] two replicas converting one plain text field at once', () => {
+  let ts: TestServer
+  const clients: SyncClient[] = []
+  beforeAll(async () => {
+    ts = await startTestServer()
+  })
+  afterAll(() => ts.cleanup())
+  afterEach(() => {
+    for (const c of clients.splice(0)) c.stop()
+  })
+
+  it('[WEB3] both keep their words: the replica whose Y.Text lost carries its typing over', async () => {
+    const ann = await signup(ts.url, undefined, undefined, 'Ann')
+    const bob = await signup(ts.url, undefined, undefined, 'Bob')
+    const space = await createSpace(ts.url, ann.token)
+    const { grantRole } = await import('../helpers/index.js')
+    await grantRole(ts.url, ann.token, space, bob.userId, 'Editor')
+    const path = await createDocument(ts.url, ann.token, `${space}/race`, { Body: 'Alpha. Beta.' })
+    for (let round = 0; round < 3; round++) {
+      const p = `${path}${round}`
+      await createDocument(ts.url, ann.token, p, { Body: 'Alpha. Beta.' })
+      const mk = (u: { userId: string; token: string }, name: string) => {
+        const c = new SyncClient({ session: { userId: u.userId, token: u.token, name }, baseUrl: ts.url, dbName: `race-${Math.random()}`, WebSocketImpl: WsWebSocket as unknown as typeof WebSocket })
+        clients.push(c)
+        return c
+      }
+      const a = mk(ann, 'Ann')
+      const b = mk(bob, 'Bob')
+      await Promise.all([a.start(), b.start()])
+      const ra = a.acquire(p)
+      const rb = b.acquire(p)
+      // Both convert on sync, at the same moment, and type before seeing each other.
+      await Promise.all([ra.synced, rb.synced])
+      await Promise.all([a.patch(p, { Body: 'Alpha one. Beta.' }), b.patch(p, { Body: 'Alpha. Beta two.' })])
+      await waitFor(() => ra.content.Body === 'Alpha one. Beta two.' && rb.content.Body === 'Alpha one. Beta two.', 10_000)
+    }
+  })
+})

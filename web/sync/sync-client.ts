@@ -266,7 +266,10 @@ export class SyncClient {
       const replica = new NodeReplica(path, {
         store: this.store,
         conn: this.conn,
-        broadcast: (msg) => this.channel?.postMessage(msg),
+        // After stop() the channel is closed; an edit settling late has nobody to tell.
+        broadcast: (msg) => {
+          if (!this.stopped) this.channel?.postMessage(msg)
+        },
         onIdle: (p) => this.disposeIfIdle(p),
         maxPayloadBytes: () => this.maxPayloadBytes,
       })
