@@ -392,7 +392,7 @@ export class WeftNodePage extends LitElement {
           <label>Field <input name="key" required ?disabled=${!canUpdate} /></label>
           <label>Kind ${kindSelect}</label>
           <label>Value <input name="value" ?disabled=${!canUpdate} /></label>
-          <wa-button type="submit" variant="neutral" appearance="outlined" ?disabled=${!canUpdate} title=${canUpdate ? '' : 'Your role cannot edit this node'}>Add field</wa-button>
+          <wa-button type="submit" size="small" variant="neutral" appearance="outlined" ?disabled=${!canUpdate} title=${canUpdate ? '' : 'Your role cannot edit this node'}>Add field</wa-button>
         </form>
       </section>
       ${this.renderExtension(view)}
@@ -405,13 +405,13 @@ export class WeftNodePage extends LitElement {
         <form class="inline" aria-label="New child node" @submit=${this.onCreateChild} @input=${() => (this.createError = null)}>
           <label>Name <input name="name" required ?disabled=${!canCreate} /></label>
           <label>Type ${typeSelect}</label>
-          <wa-button type="submit" variant="brand" ?disabled=${!canCreate} title=${canCreate ? '' : 'Your role cannot create nodes here'}>Create</wa-button>
+          <wa-button type="submit" size="small" variant="brand" ?disabled=${!canCreate} title=${canCreate ? '' : 'Your role cannot create nodes here'}>Create</wa-button>
           ${canCreate ? nothing : html`<span class="reason-off">Your role cannot create nodes here.</span>`}
         </form>
         ${this.renderCreateError()}
       </section>
       <section>
-        <wa-button variant="danger" appearance="outlined" ?disabled=${!canDelete} @click=${this.onDelete}>Delete node</wa-button>
+        <wa-button size="small" variant="danger" appearance="outlined" ?disabled=${!canDelete} @click=${this.onDelete}>Delete node</wa-button>
         ${canDelete ? nothing : html`<span class="reason-off">Only an Admin can delete this node.</span>`}
       </section>
     `

@@ -40,8 +40,8 @@ export class WeftSyncStatus extends LitElement {
     [data-status='syncing'] .dot, [data-status='connecting'] .dot { background: #e90; }
     [data-status='offline'] .dot { background: #888; }
     [data-status='unreachable'] .dot, [data-status='final'] .dot { background: #c22; }
-    .detail { color: #555; }
-    .trouble { color: #a11; }
+    .detail { color: #555; margin-left: 0.35em; }
+    .trouble { color: #a11; margin-left: 0.35em; }
   `
   private readonly status = new ObservableController<SyncStatus>(this)
 
