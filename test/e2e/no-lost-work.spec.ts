@@ -258,3 +258,16 @@ test('[WEB7] the status tells offline from an unreachable server, and says what 
   expect((await getContent(server, ann, 'Team/Meeting')).summary).toBe('typed while the server is down')
   await a.context.close()
 })
+
+test('[WEB1] a new space whose name is taken is not created over it; the next free name is offered', async ({ browser }) => {
+  const b = await openLoggedIn(browser, server, bob)
+  const nav = b.page.locator('weft-nav-tree')
+  await nav.getByPlaceholder('New space').fill('Team')
+  await nav.getByRole('button', { name: 'Create' }).click()
+  await expect(nav.getByRole('alert')).toContainText('The name “Team” is taken')
+  await expect(nav.getByPlaceholder('New space')).toHaveValue('Team (2)')
+  expect((await api(server, ann, 'GET', '/api/nodes/Team')).status).toBe(200)
+  await nav.getByRole('button', { name: 'Create' }).click()
+  await expect(b.page.locator('weft-node-page h1')).toHaveText('Team (2)')
+  await b.context.close()
+})

@@ -370,6 +370,8 @@ export class NodeReplica implements RoomHandler {
 
   onSocketClose(): void {
     this.inFlight.clear()
+    // Frames still unanswered on that socket never will be; their entries are resent by id.
+    this.tempSeqs.clear()
     this.step2Queue = []
     if (this.rebuildDoc) {
       this.rebuildDoc = null
