@@ -40,6 +40,7 @@ test('[WEB1] creating a taken name (after cleaning) changes nothing, says so and
   await expect(error).toContainText('already exists here')
   await expect(error).toContainText('Week_1')
   expect(await getContent(server, ann, 'Team/Week_1')).toEqual({ Summary: 'kept' })
+  await b.page.screenshot({ path: '/tmp/weft-create-collision.png' })
   await error.getByRole('button', { name: 'Create “Week?1 (2)” instead' }).click()
   await expect(page$(b.page).locator('.children').getByRole('link', { name: 'Week?1 (2)' })).toBeVisible()
   expect((await api(server, bob, 'GET', '/api/nodes/Team/Week_1__2_')).status).toBe(200)
@@ -76,6 +77,9 @@ test('[WEB1] an offline creation whose path was taken meanwhile is refused on re
   await expect(field(b.page, 'Owner')).toHaveValue('Ann')
   expect(await getContent(server, ann, 'Team/Plans')).toEqual({ Owner: 'Ann' })
   await expect(b.page.locator('weft-app .banner')).toContainText('already exists')
+  await b.page.screenshot({ path: '/tmp/weft-offline-create-refused.png' })
+  // The refused edit is the only refused entry (the status counts the same).
+  await expect(syncStatus(b.page)).toContainText('1 refused')
   await b.context.close()
 })
 
