@@ -177,3 +177,29 @@ describe('[WEB3] carrying typing over a conversion race', () => {
     expect(both).toContain('Y')
   })
 })
+
+describe('[WEB3] the caret under remote edits', () => {
+  it('[WEB3] a remote edit before the caret moves it by its length, one after it leaves it; text inserted at the caret stays after it (property)', async () => {
+    const { transformIndex } = await import('../../web/components/caret.js')
+    expect(transformIndex(10, [{ retain: 2 }, { insert: 'abc' }])).toBe(13)
+    expect(transformIndex(10, [{ retain: 12 }, { insert: 'abc' }])).toBe(10)
+    expect(transformIndex(10, [{ retain: 10 }, { insert: 'abc' }])).toBe(10)
+    expect(transformIndex(10, [{ retain: 2 }, { delete: 3 }])).toBe(7)
+    expect(transformIndex(10, [{ retain: 8 }, { delete: 5 }])).toBe(8)
+    // Property: the character after the caret is still after it once a remote diff is applied elsewhere.
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 30 }), fc.nat(), text, (s, at, ins) => {
+        const caret = at % (s.length + 1)
+        const doc = new Y.Doc()
+        const t = doc.getText('t')
+        t.insert(0, s)
+        let moved = caret
+        t.observe((e) => (moved = transformIndex(caret, e.delta as never)))
+        const where = (at * 7) % (s.length + 1)
+        t.insert(where, ins)
+        expect(t.toString().slice(0, moved)).toBe(where < caret ? s.slice(0, where) + ins + s.slice(where, caret) : s.slice(0, caret))
+      }),
+      { seed: SEED, numRuns: 300 },
+    )
+  })
+})
