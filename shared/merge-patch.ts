@@ -1,5 +1,7 @@
 import * as Y from 'yjs'
+import { simpleDiffString } from 'lib0/diff'
 import { WeftError } from './errors.js'
+import type { TextPolicy } from './text-fields.js'
 import { isJsonObject, jsonEqual, type JsonObject, type JsonValue } from './json.js'
 
 /**
@@ -7,7 +9,10 @@ import { isJsonObject, jsonEqual, type JsonObject, type JsonValue } from './json
  *
  * Document layout: the node's content is the root map `content`. JSON objects are nested
  * Y.Maps, so two writers patching different fields (at any depth) both survive. Arrays and
- * scalars are stored as plain values: RFC 7396 replaces them whole, and so do we.
+ * scalars are stored as plain values: RFC 7396 replaces them whole, and so do we. Strings the
+ * node type's text policy names (shared/text-fields.ts) are Y.Text: a patch that replaces one
+ * is applied as the minimal diff of the text, so two people typing in one field both keep
+ * their words (docs/decisions/0005-text-fields.md).
  */
 export const CONTENT_MAP = 'content'
 
@@ -109,36 +114,72 @@ export function diffToMergePatch(from: JsonObject, to: JsonObject): MergePatch {
   return patch
 }
 
-function toYValue(value: JsonValue): unknown {
+function toYValue(value: JsonValue, at: readonly string[] | null, isText: TextPolicy | null): unknown {
   if (isJsonObject(value)) {
     const map = new Y.Map<unknown>()
-    for (const [k, v] of Object.entries(value)) map.set(k, toYValue(v))
+    for (const [k, v] of Object.entries(value)) map.set(k, toYValue(v, at && at.concat(k), isText))
     return map
   }
+  if (typeof value === 'string' && isText && at && isText(at)) return new Y.Text(value)
   return value
 }
 
-function patchMap(map: Y.Map<unknown>, patch: JsonObject): void {
+/**
+ * Turns `text` into `value` with the smallest edit that keeps a common prefix and suffix: an
+ * edit in one sentence then touches only that sentence, and a concurrent edit elsewhere in
+ * the text survives. lib0's diff steps back from a split surrogate pair.
+ */
+export function applyTextDiff(text: Y.Text, value: string): void {
+  const current = text.toString()
+  if (current === value) return
+  const d = simpleDiffString(current, value)
+  if (d.remove > 0) text.delete(d.index, d.remove)
+  if (d.insert.length > 0) text.insert(d.index, d.insert)
+}
+
+/**
+ * `at` is the key path of `map` from the content root, tracked only when a text policy is given.
+ * Without a policy (server writes that do not know the node type), an existing Y.Text is still
+ * edited as text, and new strings are plain values.
+ */
+function patchMap(map: Y.Map<unknown>, patch: JsonObject, at: readonly string[] | null, isText: TextPolicy | null): void {
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) {
       if (map.has(key)) map.delete(key)
       continue
     }
     const current = map.get(key)
+    const here = at && at.concat(key)
     if (isJsonObject(value)) {
-      if (current instanceof Y.Map) patchMap(current, value)
-      else map.set(key, toYValue(applyMergePatch(undefined, value) as JsonValue))
+      if (current instanceof Y.Map) patchMap(current, value, here, isText)
+      else map.set(key, toYValue(applyMergePatch(undefined, value) as JsonValue, here, isText))
       continue
+    }
+    if (typeof value === 'string') {
+      if (current instanceof Y.Text) {
+        applyTextDiff(current, value)
+        continue
+      }
+      // A plain string of a text field (written before text merged, or by a writer without the
+      // policy) becomes a Y.Text on its first write: existing nodes migrate as they are edited.
+      if (isText && here && isText(here)) {
+        if (current !== value) map.set(key, new Y.Text(value))
+        continue
+      }
     }
     if (!(current instanceof Y.AbstractType) && jsonEqual(current as JsonValue, value)) continue
     map.set(key, value)
   }
 }
 
-/** Applies an RFC 7396 patch to the doc's content as ONE Yjs transaction. */
-export function applyPatchToDoc(doc: Y.Doc, patch: MergePatch, origin: unknown = null): void {
+/**
+ * Applies an RFC 7396 patch to the doc's content as ONE Yjs transaction. `isText` (the node
+ * type's `textPolicyFor`) decides which new strings become Y.Text; the JSON read back is the
+ * same either way.
+ */
+export function applyPatchToDoc(doc: Y.Doc, patch: MergePatch, origin: unknown = null, isText: TextPolicy | null = null): void {
   assertMergePatch(patch)
-  doc.transact(() => patchMap(doc.getMap(CONTENT_MAP), patch), origin)
+  doc.transact(() => patchMap(doc.getMap(CONTENT_MAP), patch, isText ? [] : null, isText), origin)
 }
 
 /**
@@ -151,8 +192,8 @@ export function applyPatchToJson(content: JsonObject, patch: MergePatch): JsonOb
 }
 
 /** Replaces the whole content (PUT): a diff, so unchanged fields keep their Yjs items. */
-export function replaceDocContent(doc: Y.Doc, content: JsonObject, origin: unknown = null): void {
-  applyPatchToDoc(doc, diffToMergePatch(docToJson(doc), content), origin)
+export function replaceDocContent(doc: Y.Doc, content: JsonObject, origin: unknown = null, isText: TextPolicy | null = null): void {
+  applyPatchToDoc(doc, diffToMergePatch(docToJson(doc), content), origin, isText)
 }
 
 function yToJson(value: unknown): JsonValue {
@@ -191,4 +232,45 @@ export function withFieldsFromDoc(content: JsonObject, doc: Y.Doc, fields: Itera
     else setMember(next, field, value)
   }
   return next
+}
+
+/**
+ * Top-level text fields still stored as plain strings (written before text merged, or by a
+ * writer without the policy), as the patch that names them with their current values.
+ */
+export function plainTextFields(doc: Y.Doc, isText: TextPolicy): MergePatch {
+  const out: MergePatch = {}
+  doc.getMap(CONTENT_MAP).forEach((v, k) => {
+    if (typeof v === 'string' && isText([k])) setMember(out, k, v)
+  })
+  return out
+}
+
+/** Turns the plain strings `patch` names into Y.Text with the same value, as one transaction. */
+export function convertToText(doc: Y.Doc, patch: MergePatch, origin: unknown = null): void {
+  doc.transact(() => {
+    const map = doc.getMap(CONTENT_MAP)
+    for (const [k, v] of Object.entries(patch)) {
+      if (typeof v === 'string' && map.get(k) === v) map.set(k, new Y.Text(v))
+    }
+  }, origin)
+}
+
+/**
+ * The content's top-level field names in a stable order: the order in which each field was
+ * first set, read from the Yjs structure itself (the first item of the key's chain of
+ * overwrites), so every replica, and every reload, lists them the same way. A local Y.Map
+ * iterates in the order it happened to receive keys, which differs between replicas.
+ */
+export function contentFieldOrder(doc: Y.Doc): string[] {
+  const map = doc.getMap(CONTENT_MAP)
+  const keyed: { key: string; clock: number; client: number }[] = []
+  for (const [key, item] of map._map) {
+    if (item.deleted) continue
+    let first: Y.Item = item
+    while (first.left && first.left.parentSub === key) first = first.left
+    keyed.push({ key, clock: first.id.clock, client: first.id.client })
+  }
+  keyed.sort((a, b) => a.clock - b.clock || a.client - b.client)
+  return keyed.map((k) => k.key)
 }

@@ -7,6 +7,7 @@ import {
   type Permission,
 } from './enums.js'
 import type { JsonObject } from './json.js'
+import { TYPED_TEXT_FIELDS } from './text-fields.js'
 
 /**
  * Who may write a top-level content field (or create/delete a node) of a node type.
@@ -26,6 +27,11 @@ export interface NodeTypeDef {
   /** Who may create a node of this type (checked on the node's own path, i.e. inherited from its parent). */
   readonly create: WriteRule
   readonly delete: WriteRule
+  /**
+   * Top-level fields whose strings are text that merges by character (a Y.Text in the doc).
+   * Permissive types treat every string as text; see shared/text-fields.ts.
+   */
+  readonly textFields?: ReadonlySet<string>
 }
 
 const anyObject = z.looseObject({})
@@ -43,6 +49,7 @@ function def(
     fields: opts.fields ?? {},
     create: opts.create ?? 'Create',
     delete: opts.delete ?? 'Delete',
+    textFields: opts.textFields ?? new Set(Object.prototype.hasOwnProperty.call(TYPED_TEXT_FIELDS, name) ? TYPED_TEXT_FIELDS[name] : []),
   }
 }
 

@@ -33,6 +33,7 @@ const MODULES: BenchModule[] = [
   { name: 'sync', file: 'sync-bench.ts', fn: 'benchSync' },
   { name: 'storage', file: 'storage-bench.ts', fn: 'benchStorage' },
   { name: 'web', file: 'web-bench.ts', fn: 'benchWeb' },
+  { name: 'typing', file: 'typing-bench.ts', fn: 'benchTyping' },
   { name: 'subscriptions', file: 'subscriptions-bench.ts', fn: 'benchSubscriptions' },
   { name: 'feed', file: 'feed-bench.ts', fn: 'benchFeed' },
   { name: 'gate', file: 'gate-bench.ts', fn: 'benchGate' },

@@ -12,6 +12,13 @@ export interface Me {
   pinnedPaths: string[]
 }
 
+/** `GET /api/config`: what the server accepts, known before an edit is sent. */
+export interface ServerConfig {
+  maxPayloadBytes: number
+  maxJsonDepth: number
+  protocolVersion: number
+}
+
 /** An HTTP answer with an error body `{ error: { code, message } }`. */
 export class HttpError extends Error {
   constructor(
@@ -57,8 +64,8 @@ export class HttpApi {
     private readonly token: () => string | null,
   ) {}
 
-  private async request<T>(method: string, url: string, body?: unknown, contentType = 'application/json'): Promise<T> {
-    const headers: Record<string, string> = {}
+  private async request<T>(method: string, url: string, body?: unknown, contentType = 'application/json', extraHeaders: Record<string, string> = {}): Promise<T> {
+    const headers: Record<string, string> = { ...extraHeaders }
     const token = this.token()
     if (token) headers.Authorization = `Bearer ${token}`
     if (body !== undefined) headers['Content-Type'] = contentType
@@ -124,6 +131,40 @@ export class HttpApi {
 
   putNode(path: string, body: { nodeType: string; name?: string; content: JsonObject }): Promise<MeshNode> {
     return this.request('PUT', `/api/nodes/${encodePath(path)}`, body)
+  }
+
+  /**
+   * Creates a node and never replaces one: `If-None-Match: *` makes the server answer 412
+   * `already_exists` when the path is taken (DESIGN.md). A server from before that header would
+   * replace silently, so the path is first checked with a GET; the header is what closes the
+   * race between the check and the PUT.
+   */
+  async createNode(path: string, body: { nodeType: string; name?: string; content: JsonObject }): Promise<MeshNode> {
+    if (await this.nodeExists(path)) throw new HttpError(412, 'already_exists', `A node already exists at ${path}.`)
+    return this.request('PUT', `/api/nodes/${encodePath(path)}`, body, 'application/json', { 'If-None-Match': '*' })
+  }
+
+  /** True when the node is there (readable or not); false on 404. */
+  async nodeExists(path: string): Promise<boolean> {
+    try {
+      await this.getNode(path)
+      return true
+    } catch (e) {
+      if (e instanceof HttpError && e.status === 404) return false
+      // 403: not readable; the PUT's If-None-Match decides.
+      if (e instanceof HttpError && e.status === 403) return false
+      throw e
+    }
+  }
+
+  /** The server's limits; null when the server has no `/api/config` (older builds). */
+  async config(): Promise<ServerConfig | null> {
+    try {
+      return await this.request<ServerConfig>('GET', '/api/config')
+    } catch (e) {
+      if (e instanceof HttpError) return null
+      throw e
+    }
   }
 
   patchNode(path: string, patch: MergePatch): Promise<MeshNode> {

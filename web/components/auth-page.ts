@@ -1,4 +1,5 @@
 import { LitElement, css, html } from 'lit'
+import { humanError } from './error-text.js'
 import { HttpApi, HttpError } from '../api/index.js'
 import type { Session } from '../sync/index.js'
 
@@ -42,7 +43,12 @@ export class WeftAuthPage extends LitElement {
       const session: Session = { userId: res.userId, token: res.token, name: displayName }
       this.dispatchEvent(new CustomEvent<Session>('signed-in', { detail: session, bubbles: true, composed: true }))
     } catch (e) {
-      this.error = e instanceof HttpError ? e.message : `Could not reach the server (${(e as Error).message}).`
+      this.error =
+        e instanceof HttpError && e.code === 'invalid_request'
+          ? 'Check the form: your name, a valid email address and a password of at least 8 characters are needed.'
+          : e instanceof HttpError
+            ? humanError(e)
+            : 'The server cannot be reached. Check your connection and try again.'
     } finally {
       this.busy = false
     }

@@ -1,4 +1,5 @@
 import { LitElement, css, html, nothing } from 'lit'
+import { humanError } from './error-text.js'
 import { invitesApi } from './members-panel.js'
 
 /**
@@ -74,7 +75,7 @@ export class WeftGroupInviteDialog extends LitElement {
       form.reset()
       this.count = 0
     } catch (err) {
-      this.error = (err as Error).message
+      this.error = humanError(err)
     } finally {
       this.busy = false
     }

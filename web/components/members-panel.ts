@@ -1,5 +1,7 @@
 import { LitElement, css, html, nothing, type ReactiveController, type ReactiveControllerHost } from 'lit'
 import { app } from '../app-context.js'
+import { HttpError, NetworkError } from '../api/index.js'
+import { humanError } from './error-text.js'
 import type { InviteView as InviteRow, MemberView as MemberRow } from '../../shared/subscription.js'
 
 /**
@@ -18,12 +20,22 @@ export async function invitesApi<T>(method: string, url: string, body?: unknown)
   const token = currentToken()
   if (token) headers.Authorization = `Bearer ${token}`
   if (body !== undefined) headers['Content-Type'] = 'application/json'
-  const res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+  let res: Response
+  try {
+    res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+  } catch (e) {
+    throw new NetworkError((e as Error).message)
+  }
   const text = await res.text()
-  const json = text ? (JSON.parse(text) as unknown) : null
+  let json: unknown = null
+  try {
+    json = text ? (JSON.parse(text) as unknown) : null
+  } catch {
+    // not JSON (a proxy's page, an older server's "No API at …")
+  }
   if (!res.ok) {
-    const err = (json as { error?: { message?: string } } | null)?.error
-    throw new Error(err?.message ?? `${method} ${url} failed with ${res.status}`)
+    const err = (json as { error?: { code?: string; message?: string } } | null)?.error
+    throw new HttpError(res.status, err?.code ?? `http_${res.status}`, err?.message ?? `${method} ${url} failed with ${res.status}`)
   }
   return json as T
 }
@@ -83,7 +95,7 @@ export class MembersController implements ReactiveController {
       this.invites = r.invites
       this.error = null
     } catch (e) {
-      this.error = (e as Error).message
+      this.error = humanError(e)
     }
     this.loaded = true
     this.host.requestUpdate()
@@ -141,7 +153,7 @@ export class WeftMembersPanel extends LitElement {
       form.reset()
     } catch (err) {
       this.notice = ''
-      this.data.error = (err as Error).message
+      this.data.error = humanError(err)
     } finally {
       this.busy = false
       await this.data.refresh()
@@ -153,7 +165,7 @@ export class WeftMembersPanel extends LitElement {
       await invitesApi('DELETE', `/api/spaces/${encodePath(this.path)}/invites/${encodeURIComponent(id)}`)
       this.notice = 'Invite revoked.'
     } catch (err) {
-      this.data.error = (err as Error).message
+      this.data.error = humanError(err)
     }
     await this.data.refresh()
   }

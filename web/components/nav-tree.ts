@@ -1,4 +1,6 @@
 import { LitElement, css, html, nothing } from 'lit'
+import { nextFreeName, segmentForName } from '../sync/node-names.js'
+import { codeOf, humanError } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
 import { app } from '../app-context.js'
 import type { IndexRow } from '../store/index.js'
@@ -87,6 +89,7 @@ export class WeftNavTree extends LitElement {
     form { display: flex; gap: 0.3em; margin-top: 0.5em; }
     input { min-width: 0; flex: 1; }
     .error { color: #b00; font-size: 0.85em; }
+    .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; }
   `
 
   constructor() {
@@ -132,13 +135,21 @@ export class WeftNavTree extends LitElement {
     const form = ev.target as HTMLFormElement
     const name = String(new FormData(form).get('space') ?? '').trim()
     if (!name) return
-    const path = name.replace(/[^A-Za-z0-9_.@-]/g, '_')
+    const path = segmentForName(name)
+    this.error = ''
     try {
       await app().client.createNode(path, 'Space', name)
       form.reset()
       location.hash = nodeHref(path)
     } catch (e) {
-      this.error = (e as Error).message
+      if (codeOf(e) === 'already_exists') {
+        const client = app().client
+        const free = await nextFreeName(name, (seg) => client.isPathTaken(seg))
+        this.error = `The name “${name}” is taken (${path}).${free ? ` Try “${free}”.` : ''}`
+        if (free) (form.elements.namedItem('space') as HTMLInputElement).value = free
+        return
+      }
+      this.error = humanError(e)
     }
   }
 
@@ -159,7 +170,7 @@ export class WeftNavTree extends LitElement {
       <form @submit=${this.createSpace} aria-label="New space">
         <label for="new-space" class="visually-hidden">New space name</label>
         <input id="new-space" name="space" placeholder="New space" />
-        <button type="submit">Create</button>
+        <wa-button type="submit" size="small" appearance="outlined">Create</wa-button>
       </form>
       ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
     </nav>`

@@ -1,16 +1,25 @@
 import { LitElement, css, html, nothing } from 'lit'
+import { repeat } from 'lit/directives/repeat.js'
 // Runtime imports name shared/ modules directly: shared/index.js also pulls the zod node-type
 // schemas, which the browser never needs and which cost cold-start parse time.
 import { joinPath, parentPath, type NodePath } from '../../shared/path.js'
-import type { JsonValue } from '../../shared/json.js'
+import { jsonEqual, type JsonValue } from '../../shared/json.js'
+import { isTextField, TYPED_TEXT_FIELDS } from '../../shared/text-fields.js'
+import type { Permission } from '../../shared/enums.js'
 import { ObservableController } from '../controllers/index.js'
 import { app } from '../app-context.js'
 import type { IndexRow, OutboxRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
 import type { PresenceUser, ReplicaState } from '../sync/index.js'
+import { nextFreeName, segmentForName } from '../sync/node-names.js'
 import { nodeHref } from './route.js'
+import { codeOf, humanError, humanMessage } from './error-text.js'
+import { formatValue, isNodeLink, parseAs, parseLike, type FieldKind } from './field-kinds.js'
+import './text-field.js'
 
 const CHILD_LIMIT = 200
+/** A text field longer than this (or with a line break) gets a multi-line editor. */
+const MULTILINE_AT = 60
 /**
  * Node types offered when creating a child. Static markup on purpose: a Lit expression inside
  * <select> breaks the template's part order in Chromium's current <select> parser (the form's
@@ -23,67 +32,118 @@ const typeSelect = html`<select name="nodeType">
   <option>Thread</option>
   <option>Post</option>
 </select>`
+const kindSelect = html`<select name="kind">
+  <option value="text">Text</option>
+  <option value="number">Number</option>
+  <option value="checkbox">Checkbox (yes/no)</option>
+  <option value="list">List</option>
+  <option value="object">Object (JSON)</option>
+  <option value="link">Node link</option>
+</select>`
 
 function fieldId(key: string): string {
   return `field-${key.replace(/[^A-Za-z0-9_-]/g, '_')}`
 }
 
-/** Parses what the user typed back into JSON of the field's current kind. */
-function parseFieldValue(raw: string, previous: JsonValue | undefined): JsonValue {
-  if (typeof previous === 'number') {
-    const n = Number(raw)
-    return Number.isFinite(n) ? n : raw
-  }
-  if (typeof previous === 'string' || previous === undefined) return raw
-  try {
-    return JSON.parse(raw) as JsonValue
-  } catch {
-    return raw
-  }
+/** What the person typed into a field that is not text, before it is committed (Enter / leaving the field). */
+interface Draft {
+  raw: string
+  /** The field's value when typing started: a different value now means someone else changed it. */
+  base: JsonValue | undefined
+}
+
+interface CreateError {
+  message: string
+  /** The next free name, when the name was taken. */
+  suggestion: string | null
+  nodeType: string
 }
 
 /**
- * A node page: a form bound directly to the node (each field edit is one merge patch; the
- * inputs render the node stream's value, there is no second copy), who else is here, pending
- * and refused edits, the children, and create/delete.
+ * A node page: the fields (bound by name, never by position: keyed rendering and a draft per
+ * field name), who else is here, pending and refused edits, the children, create and delete.
+ * Text fields are bound to the node's Y.Text (weft-text-field); other kinds keep what the
+ * person typed as a draft until it is committed, and a remote change never overwrites it.
  */
 export class WeftNodePage extends LitElement {
-  static override properties = { path: {}, error: { state: true } }
+  static override properties = {
+    path: {},
+    fieldError: { state: true },
+    createError: { state: true },
+    pageError: { state: true },
+    drafts: { state: true },
+  }
   declare path: string
-  declare error: string
+  declare fieldError: string
+  declare createError: CreateError | null
+  declare pageError: string
+  declare drafts: ReadonlyMap<string, Draft>
   private readonly node = new ObservableController<NodeView | null>(this)
   private readonly outbox = new ObservableController<OutboxRow[]>(this)
   private readonly presence = new ObservableController<PresenceUser[]>(this)
   private readonly access = new ObservableController<ReplicaState>(this)
   private readonly childList = new ObservableController<IndexRow[]>(this)
+  /** Once a field is shown multi-line it stays so (switching the element would drop the caret). */
+  private readonly multiline = new Map<string, boolean>()
 
   static override styles = css`
     :host { display: block; }
     header { display: flex; flex-wrap: wrap; align-items: baseline; gap: 0.6em; }
-    h1 { margin: 0; font-size: 1.5em; }
-    .type { background: #eef; border-radius: 3px; padding: 0 0.4em; font-size: 0.85em; }
-    .path { color: #666; font-family: monospace; }
+    h1 { margin: 0; font-size: 1.5em; overflow-wrap: anywhere; }
+    h2 { font-size: 1.1em; margin: 0 0 0.5em; }
+    .type { font-size: 0.8em; }
+    .path { color: #666; font-family: ui-monospace, monospace; font-size: 0.85em; overflow-wrap: anywhere; }
     .presence { margin: 0.5em 0; color: #235; }
-    .fields { display: grid; grid-template-columns: max-content 1fr auto; gap: 0.4em 0.8em; align-items: center; }
-    .fields textarea { font-family: monospace; min-height: 3em; }
-    .refused { border: 1px solid #c33; background: #fff4f4; padding: 0.5em; margin: 0.5em 0; }
-    .refused li { margin-bottom: 0.4em; }
+    .fields { display: grid; grid-template-columns: max-content minmax(0, 1fr) auto; gap: 0.5em 0.8em; align-items: start; }
+    .fields label { padding-top: 0.35em; font-weight: 500; overflow-wrap: anywhere; }
+    .fields input[type='text'], .fields input[type='number'], .fields textarea { width: 100%; box-sizing: border-box; }
+    .fields textarea { font: inherit; min-height: 3em; resize: vertical; }
+    .fields textarea.json { font-family: ui-monospace, monospace; }
+    .value { display: flex; flex-direction: column; gap: 0.2em; min-width: 0; }
+    .changed { color: #8a5a00; font-size: 0.85em; }
+    .refused { border: 1px solid #c33; background: #fff4f4; padding: 0.5em 0.8em; margin: 0.5em 0; border-radius: 6px; }
+    .refused li { margin-bottom: 0.4em; overflow-wrap: anywhere; }
     .denied, .error { color: #b00; }
-    .pending { color: #a60; }
-    .readonly { color: #555; font-style: italic; }
-    section { margin-top: 1.2em; }
-    form.inline { display: flex; flex-wrap: wrap; gap: 0.4em; align-items: end; }
+    .pending { color: #8a5a00; }
+    .readonly, .reason-off { color: #555; font-style: italic; font-size: 0.9em; }
+    section { margin-top: 1.4em; }
+    form.inline { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: end; margin-top: 1em; padding-top: 0.8em; border-top: 1px dashed #d5d9e4; }
+    form.inline label { display: flex; flex-direction: column; gap: 0.15em; font-size: 0.9em; }
+    input, select, textarea, button { font: inherit; padding: 0.35em 0.5em; border: 1px solid var(--wa-color-neutral-80, #bbc); border-radius: var(--wa-border-radius-m, 6px); background: #fff; color: inherit; }
+    input:focus-visible, select:focus-visible, textarea:focus-visible, button:focus-visible { outline: var(--wa-focus-ring, 2px solid #36c); outline-offset: 1px; }
+    button { cursor: pointer; background: var(--wa-color-neutral-95, #f4f6fb); }
+    button:disabled { cursor: not-allowed; opacity: 0.55; }
+    button.icon { padding: 0.3em 0.55em; }
+    .children { padding-left: 1.2em; }
+    .children li { margin: 0.2em 0; }
+    @media (max-width: 600px) {
+      .fields { grid-template-columns: minmax(0, 1fr) auto; }
+      .fields label { grid-column: 1 / -1; padding-top: 0.4em; }
+      form.inline { flex-direction: column; align-items: stretch; }
+      form.inline wa-button { width: 100%; }
+    }
   `
 
   constructor() {
     super()
     this.path = ''
-    this.error = ''
+    this.fieldError = ''
+    this.createError = null
+    this.pageError = ''
+    this.drafts = new Map()
   }
 
-  override willUpdate() {
+  override willUpdate(changed: Map<string, unknown>) {
     const path = this.path
     if (!path) return
+    if (changed.has('path')) {
+      // Errors and drafts belong to the page they were made on.
+      this.fieldError = ''
+      this.createError = null
+      this.pageError = ''
+      this.drafts = new Map()
+      this.multiline.clear()
+    }
     const { streams } = app()
     this.node.watch(path, () => streams.node$(path))
     this.outbox.watch(path, () => streams.outbox$(path))
@@ -92,47 +152,94 @@ export class WeftNodePage extends LitElement {
     this.childList.watch(path, () => streams.query$({ parent: path, limit: CHILD_LIMIT }))
   }
 
-  private async patchField(key: string, value: JsonValue | null) {
-    this.error = ''
+  private can(p: Permission): boolean {
+    const perms = this.access.value?.permissions
+    return !perms || perms.has(p)
+  }
+
+  private async patchField(key: string, value: JsonValue | null): Promise<boolean> {
+    this.fieldError = ''
     try {
       await app().client.patch(this.path, { [key]: value })
+      return true
     } catch (e) {
-      this.error = (e as Error).message
+      this.fieldError = `${key}: ${humanError(e)}`
+      return false
     }
   }
 
-  private onFieldChange(key: string, ev: Event) {
-    const input = ev.target as HTMLInputElement | HTMLTextAreaElement
-    const previous = this.node.value?.content[key]
-    const value = input instanceof HTMLInputElement && input.type === 'checkbox' ? input.checked : parseFieldValue(input.value, previous)
-    void this.patchField(key, value)
+  private setDraft(key: string, draft: Draft | null) {
+    const next = new Map(this.drafts)
+    if (draft) next.set(key, draft)
+    else next.delete(key)
+    this.drafts = next
   }
 
-  private onAddField(ev: SubmitEvent) {
+  private onDraftInput(key: string, ev: Event) {
+    const input = ev.target as HTMLInputElement | HTMLTextAreaElement
+    const existing = this.drafts.get(key)
+    this.setDraft(key, { raw: input.value, base: existing ? existing.base : this.node.value?.content[key] })
+  }
+
+  private async commitDraft(key: string, ev: Event) {
+    const input = ev.target as HTMLInputElement | HTMLTextAreaElement
+    const previous = this.node.value?.content[key]
+    const parsed = parseLike(previous, input.value)
+    if (!parsed.ok) {
+      this.fieldError = `${key}: ${parsed.message}`
+      return // the draft stays: nothing typed is lost
+    }
+    if (await this.patchField(key, parsed.value)) this.setDraft(key, null)
+  }
+
+  private onCheckbox(key: string, ev: Event) {
+    void this.patchField(key, (ev.target as HTMLInputElement).checked)
+  }
+
+  private async onAddField(ev: SubmitEvent) {
     ev.preventDefault()
     const form = ev.target as HTMLFormElement
     const data = new FormData(form)
     const key = String(data.get('key') ?? '').trim()
+    const kind = String(data.get('kind') ?? 'text') as FieldKind
     if (!key) return
-    void this.patchField(key, parseFieldValue(String(data.get('value') ?? ''), undefined))
-    form.reset()
+    if (this.node.value && Object.prototype.hasOwnProperty.call(this.node.value.content, key)) {
+      this.fieldError = `A field named “${key}” exists already; edit it above.`
+      return
+    }
+    const parsed = parseAs(kind, String(data.get('value') ?? ''))
+    if (!parsed.ok) {
+      this.fieldError = `${key}: ${parsed.message}`
+      return
+    }
+    if (await this.patchField(key, parsed.value)) form.reset()
   }
 
-  private async onCreateChild(ev: SubmitEvent) {
+  private async create(name: string, nodeType: string, form: HTMLFormElement | null) {
+    this.createError = null
+    const path = joinPath(this.path as NodePath, segmentForName(name))
+    try {
+      await app().client.createNode(path, nodeType, name)
+      form?.reset()
+    } catch (e) {
+      if (codeOf(e) === 'already_exists') {
+        const client = app().client
+        const suggestion = await nextFreeName(name, (seg) => client.isPathTaken(joinPath(this.path as NodePath, seg)))
+        const taken = segmentForName(name) === name ? `“${name}”` : `“${name}” (saved as ${segmentForName(name)})`
+        this.createError = { message: `A node named ${taken} already exists here. Nothing was changed.`, suggestion, nodeType }
+        return
+      }
+      this.createError = { message: humanError(e), suggestion: null, nodeType }
+    }
+  }
+
+  private onCreateChild(ev: SubmitEvent) {
     ev.preventDefault()
     const form = ev.target as HTMLFormElement
     const data = new FormData(form)
     const name = String(data.get('name') ?? '').trim()
-    const nodeType = String(data.get('nodeType') ?? 'Document')
     if (!name) return
-    this.error = ''
-    try {
-      const path = joinPath(this.path as NodePath, name.replace(/[^A-Za-z0-9_.@-]/g, '_'))
-      await app().client.createNode(path, nodeType, name)
-      form.reset()
-    } catch (e) {
-      this.error = (e as Error).message
-    }
+    void this.create(name, String(data.get('nodeType') ?? 'Document'), form)
   }
 
   private async onDelete() {
@@ -142,7 +249,7 @@ export class WeftNodePage extends LitElement {
       await app().client.deleteNode(this.path)
       location.hash = nodeHref(parent ?? app().session.userId)
     } catch (e) {
-      this.error = (e as Error).message
+      this.pageError = humanError(e)
     }
   }
 
@@ -155,33 +262,56 @@ export class WeftNodePage extends LitElement {
     }
   }
 
-  /**
-   * Inputs bind `.value` without lit's `live()`: Lit then writes the DOM only when the node's
-   * value changes, so a re-render for another reason (sync status, presence) never clobbers
-   * what the user is typing.
-   */
-  private renderField(key: string, value: JsonValue) {
+  private isMultiline(key: string, value: string, nodeType: string): boolean {
+    let m = this.multiline.get(key)
+    if (m === undefined) {
+      const declared = Object.prototype.hasOwnProperty.call(TYPED_TEXT_FIELDS, nodeType)
+      m = value.length > MULTILINE_AT || value.includes('\n') || declared
+      this.multiline.set(key, m)
+    }
+    return m
+  }
+
+  private renderField(view: NodeView, key: string) {
+    const value = view.content[key]!
     const id = fieldId(key)
-    const change = (ev: Event) => this.onFieldChange(key, ev)
+    const draft = this.drafts.get(key)
     let input
-    if (typeof value === 'boolean') input = html`<input id=${id} name=${key} type="checkbox" .checked=${value} @change=${change} />`
-    else if (typeof value === 'number') input = html`<input id=${id} name=${key} type="number" .value=${String(value)} @change=${change} />`
-    else if (typeof value === 'string') input = html`<input id=${id} name=${key} type="text" .value=${value} @change=${change} />`
-    else input = html`<textarea id=${id} name=${key} .value=${JSON.stringify(value, null, 2)} @change=${change}></textarea>`
-    return html`<label for=${id}>${key}</label>${input}
-      <button type="button" aria-label=${`Remove field ${key}`} @click=${() => this.patchField(key, null)}>✕</button>`
+    let note: unknown = nothing
+    if (typeof value === 'string' && isTextField(view.nodeType, key)) {
+      input = html`<weft-text-field .path=${view.path} .key=${key} .fieldId=${id} .initial=${value}
+        ?multiline=${this.isMultiline(key, value, view.nodeType)}></weft-text-field>`
+    } else if (typeof value === 'boolean') {
+      input = html`<input id=${id} name=${key} type="checkbox" .checked=${value} @change=${(e: Event) => this.onCheckbox(key, e)} />`
+    } else {
+      const shown = draft ? draft.raw : formatValue(value)
+      const onInput = (e: Event) => this.onDraftInput(key, e)
+      const onChange = (e: Event) => void this.commitDraft(key, e)
+      if (typeof value === 'number') input = html`<input id=${id} name=${key} type="number" step="any" .value=${shown} @input=${onInput} @change=${onChange} />`
+      else if (typeof value === 'string') input = html`<input id=${id} name=${key} type="text" .value=${shown} @input=${onInput} @change=${onChange} />`
+      else input = html`<textarea id=${id} name=${key} class="json" .value=${shown} @input=${onInput} @change=${onChange}></textarea>`
+      if (draft && !jsonEqual(draft.base as JsonValue, value)) {
+        note = html`<span class="changed" data-changed-remotely=${key}>Changed by someone else to ${formatValue(value)}; your version is kept until you save it.
+          <button type="button" @click=${() => this.setDraft(key, null)}>Use theirs</button></span>`
+      }
+    }
+    const link = isNodeLink(value) ? html`<a href=${nodeHref(value.$ref)}>Open ${value.$ref}</a>` : nothing
+    return html`<label for=${id}>${key}</label>
+      <div class="value" data-field=${key}>${input}${link}${note}</div>
+      <button type="button" class="icon" aria-label=${`Remove field ${key}`} title=${this.can('Update') ? `Remove field ${key}` : 'Your role cannot edit this node'}
+        ?disabled=${!this.can('Update')} @click=${() => this.patchField(key, null)}>✕</button>`
   }
 
   private renderRefused(rows: OutboxRow[]) {
     if (rows.length === 0) return nothing
     return html`<div class="refused" role="alert" aria-label="Refused edits">
-      <strong>The server refused ${rows.length === 1 ? 'an edit' : `${rows.length} edits`}; it was not saved.</strong>
+      <strong>The server refused ${rows.length === 1 ? 'an edit' : `${rows.length} edits`}; ${rows.length === 1 ? 'it was' : 'they were'} not saved. Copy what you need, then discard.</strong>
       <ul>
         ${rows.map(
           (r) => html`<li data-refused-id=${r.id}>
-            <code>${JSON.stringify(r.patch)}</code> — <span class="reason">${r.message ?? 'refused'} (${r.code ?? 'refused'})</span>
-            <button type="button" @click=${() => this.copyRefused(r)}>Copy</button>
-            <button type="button" @click=${() => app().client.discardRefused(r.id!)}>Discard</button>
+            <code>${JSON.stringify(r.patch).slice(0, 300)}</code> — <span class="reason">${r.code === 'already_exists' && r.message ? r.message : humanMessage(r.code, r.message)} (${r.code ?? 'refused'})</span>
+            <wa-button size="small" appearance="outlined" @click=${() => this.copyRefused(r)}>Copy</wa-button>
+            <wa-button size="small" appearance="outlined" @click=${() => app().client.discardRefused(r.id!)}>Discard</wa-button>
           </li>`,
         )}
       </ul>
@@ -197,6 +327,15 @@ export class WeftNodePage extends LitElement {
       default:
         return nothing
     }
+  }
+
+  private renderCreateError() {
+    const err = this.createError
+    if (!err) return nothing
+    return html`<p class="error" role="alert" data-error="create">${err.message}
+      ${err.suggestion
+        ? html`<wa-button size="small" variant="brand" @click=${() => this.create(err.suggestion!, err.nodeType, this.renderRoot.querySelector('form[aria-label="New child node"]'))}>Create “${err.suggestion}” instead</wa-button>`
+        : nothing}</p>`
   }
 
   /** User-timing marks (read by the benchmarks): the first render of a node's fields and children. */
@@ -220,53 +359,60 @@ export class WeftNodePage extends LitElement {
     const refused = outbox.filter((r) => r.status === 'refused')
     const others = this.presence.value ?? []
     if (access?.denied && !view) {
-      return html`<p class="denied" role="alert">You cannot open ${this.path}: ${access.denied.message} (${access.denied.code}).</p>`
+      return html`<p class="denied" role="alert">You cannot open ${this.path}: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>`
     }
     if (!view) return html`<p aria-busy="true">Loading ${this.path}… (not stored on this device yet)</p>`
-    const keys = Object.keys(view.content).sort()
     const kids = this.childList.value ?? []
+    const canUpdate = this.can('Update')
+    const canCreate = this.can('Create')
+    const canDelete = this.can('Delete')
     return html`
       <header>
         <h1>${view.name}</h1>
-        <span class="type">${view.nodeType}</span>
+        <wa-badge class="type" variant="brand" appearance="filled" pill>${view.nodeType}</wa-badge>
         <span class="path">${view.path}</span>
-        ${view.pending > 0 ? html`<span class="pending" data-pending=${view.pending}>${view.pending} unsaved change${view.pending === 1 ? '' : 's'}</span>` : nothing}
-        ${view.localOnly ? html`<span class="pending">created offline</span>` : nothing}
+        ${view.pending > 0
+          ? html`<span class="pending" data-pending=${view.pending}>${view.pending} change${view.pending === 1 ? '' : 's'} saved on this device, not yet synced</span>`
+          : nothing}
+        ${view.localOnly ? html`<span class="pending">created on this device, not yet on the server</span>` : nothing}
       </header>
       <p class="presence" aria-live="polite" data-presence=${others.map((u) => u.name).join(',')}>
         ${others.length ? html`Also here: ${others.map((u) => u.name).join(', ')}` : 'Nobody else is here.'}
       </p>
-      ${access?.denied ? html`<p class="denied" role="alert">Access removed: ${access.denied.message} (${access.denied.code}).</p>` : nothing}
-      ${access?.permissions && !access.permissions.has('Update')
-        ? html`<p class="readonly">You can view this node; the server will refuse edits to it.</p>`
-        : nothing}
+      ${access?.denied ? html`<p class="denied" role="alert">Access removed: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>` : nothing}
+      ${!canUpdate ? html`<p class="readonly">You can view this node; the server will refuse edits to it.</p>` : nothing}
       ${this.renderRefused(refused)}
-      ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
-      <section aria-label="Content">
+      ${this.pageError ? html`<p class="error" role="alert">${this.pageError}</p>` : nothing}
+      <section aria-label="Content" @field-error=${(e: CustomEvent<string>) => (this.fieldError = e.detail)}>
         <form class="fields" aria-label=${`Fields of ${view.name}`} @submit=${(e: Event) => e.preventDefault()}>
-          ${keys.map((k) => this.renderField(k, view.content[k]!))}
+          ${repeat(view.fields, (k) => k, (k) => this.renderField(view, k))}
         </form>
+        ${this.fieldError ? html`<p class="error" role="alert" data-error="fields">${this.fieldError}</p>` : nothing}
         <form class="inline" aria-label="Add a field" @submit=${this.onAddField}>
-          <label>Field <input name="key" required /></label>
-          <label>Value <input name="value" /></label>
-          <button type="submit">Add field</button>
+          <label>Field <input name="key" required ?disabled=${!canUpdate} /></label>
+          <label>Kind ${kindSelect}</label>
+          <label>Value <input name="value" ?disabled=${!canUpdate} /></label>
+          <wa-button type="submit" size="small" variant="neutral" appearance="outlined" ?disabled=${!canUpdate} title=${canUpdate ? '' : 'Your role cannot edit this node'}>Add field</wa-button>
         </form>
       </section>
       ${this.renderExtension(view)}
       <section aria-label="Children">
         <h2>Children</h2>
         <ul class="children">
-          ${kids.map((k) => html`<li><a href=${nodeHref(k.path)}>${k.name}</a> <small>${k.nodeType}</small>${k.pending ? html` <span class="pending">•</span>` : nothing}</li>`)}
+          ${repeat(kids, (k) => k.path, (k) => html`<li><a href=${nodeHref(k.path)}>${k.name}</a> <small>${k.nodeType}</small>${k.pending ? html` <span class="pending" title="Saved on this device, not yet synced">•</span>` : nothing}</li>`)}
         </ul>
         ${kids.length >= CHILD_LIMIT ? html`<p>Showing the first ${CHILD_LIMIT}.</p>` : nothing}
-        <form class="inline" aria-label="New child node" @submit=${this.onCreateChild}>
-          <label>Name <input name="name" required /></label>
+        <form class="inline" aria-label="New child node" @submit=${this.onCreateChild} @input=${() => (this.createError = null)}>
+          <label>Name <input name="name" required ?disabled=${!canCreate} /></label>
           <label>Type ${typeSelect}</label>
-          <button type="submit">Create</button>
+          <wa-button type="submit" size="small" variant="brand" ?disabled=${!canCreate} title=${canCreate ? '' : 'Your role cannot create nodes here'}>Create</wa-button>
+          ${canCreate ? nothing : html`<span class="reason-off">Your role cannot create nodes here.</span>`}
         </form>
+        ${this.renderCreateError()}
       </section>
       <section>
-        <button type="button" class="danger" @click=${this.onDelete}>Delete node</button>
+        <wa-button size="small" variant="danger" appearance="outlined" ?disabled=${!canDelete} @click=${this.onDelete}>Delete node</wa-button>
+        ${canDelete ? nothing : html`<span class="reason-off">Only an Admin can delete this node.</span>`}
       </section>
     `
   }

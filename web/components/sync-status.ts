@@ -1,25 +1,47 @@
-import { LitElement, css, html } from 'lit'
+import { LitElement, css, html, nothing } from 'lit'
 import { ObservableController } from '../controllers/index.js'
 import { app } from '../app-context.js'
 import type { SyncStatus } from '../sync/index.js'
 
 const LABELS: Record<SyncStatus['kind'], string> = {
-  offline: 'Offline',
+  offline: 'You are offline',
+  unreachable: 'The server cannot be reached',
   connecting: 'Connecting…',
-  syncing: 'Online · syncing',
-  saved: 'Online · all saved',
+  syncing: 'Syncing…',
+  saved: 'All changes synced',
   final: 'Disconnected',
 }
 
-/** The sync status the user can see: online / offline / syncing / all saved, with counts. */
+/** Close codes a person can be told about in words. */
+function troubleText(code: number, reason: string): string {
+  if (code === 1009) return 'the server closes the connection: a change is larger than it accepts'
+  if (code === 1006) return 'the connection keeps dropping before the server answers'
+  if (code === 1011) return 'the server keeps failing (it may be restarting)'
+  if (code === 1002 || code === 1003) return 'the server does not understand this app version; reload the page'
+  return `the server keeps closing the connection (${code}${reason ? `: ${reason}` : ''})`
+}
+
+function clock(ms: number): string {
+  return new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })
+}
+
+/**
+ * The sync status a person can read: offline (the browser has no network) is told apart from
+ * a server that cannot be reached; unsent changes are "saved on this device, not yet synced";
+ * "last synced at" once this session saw everything on the server; a socket that keeps failing
+ * the same way says why.
+ */
 export class WeftSyncStatus extends LitElement {
   static override styles = css`
-    :host { display: inline-flex; gap: 0.5em; align-items: center; font-size: 0.9em; }
-    .dot { width: 0.7em; height: 0.7em; border-radius: 50%; background: #999; }
+    :host { display: inline-flex; gap: 0.5em; align-items: center; font-size: 0.9em; min-width: 0; }
+    .sync { display: inline; line-height: 1.3; }
+    .dot { display: inline-block; width: 0.7em; height: 0.7em; border-radius: 50%; background: #999; margin-right: 0.4em; vertical-align: baseline; }
     [data-status='saved'] .dot { background: #2a2; }
     [data-status='syncing'] .dot, [data-status='connecting'] .dot { background: #e90; }
     [data-status='offline'] .dot { background: #888; }
-    [data-status='final'] .dot { background: #c22; }
+    [data-status='unreachable'] .dot, [data-status='final'] .dot { background: #c22; }
+    .detail { color: #555; margin-left: 0.35em; }
+    .trouble { color: #a11; margin-left: 0.35em; }
   `
   private readonly status = new ObservableController<SyncStatus>(this)
 
@@ -31,10 +53,17 @@ export class WeftSyncStatus extends LitElement {
   override render() {
     const s = this.status.value
     if (!s) return html``
-    const pending = s.pending > 0 ? ` · ${s.pending} pending` : ''
-    const refused = s.refused > 0 ? ` · ${s.refused} refused` : ''
+    const waiting = s.pending > 0 && s.kind !== 'syncing'
+    const pending = waiting
+      ? html`<span class="detail" data-unsynced>· ${s.pending} change${s.pending === 1 ? '' : 's'} saved on this device, not yet synced</span>`
+      : s.pending > 0
+        ? html`<span class="detail">· ${s.pending} to send</span>`
+        : nothing
+    const refused = s.refused > 0 ? html`<span class="trouble">· ${s.refused} refused</span>` : nothing
+    const last = s.lastSyncedAt && s.kind !== 'saved' ? html`<span class="detail">· last synced at ${clock(s.lastSyncedAt)}</span>` : nothing
+    const trouble = s.trouble ? html`<span class="trouble" data-trouble=${s.trouble.code}>· ${troubleText(s.trouble.code, s.trouble.reason)}</span>` : nothing
     return html`<span role="status" aria-live="polite" data-status=${s.kind} data-pending=${s.pending} class="sync"
-      ><span class="dot" aria-hidden="true"></span>${LABELS[s.kind]}${pending}${refused}</span
+      ><span class="dot" aria-hidden="true"></span><span class="label">${LABELS[s.kind]}</span>${pending}${refused}${last}${trouble}</span
     >`
   }
 }

@@ -2,6 +2,8 @@ import { LitElement, css, html, nothing } from 'lit'
 import { app, startAppContext, stopAppContext } from '../app-context.js'
 import { clearSession, loadSession, saveSession } from '../session.js'
 import type { Session, SyncStatus } from '../sync/index.js'
+import type { OpError } from '../sync/sync-client.js'
+import { humanMessage } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
 import { pathFromHash } from './route.js'
 import './auth-page.js'
@@ -11,24 +13,48 @@ import './sync-status.js'
 
 /** The root: sign-in, or the signed-in layout (status bar, navigation tree, node page). */
 export class WeftApp extends LitElement {
-  static override properties = { session: { state: true }, ready: { state: true }, route: { state: true } }
+  static override properties = { session: { state: true }, ready: { state: true }, route: { state: true }, navOpen: { state: true }, applyUpdate: { state: true } }
+  declare navOpen: boolean
+  /** Set when a new build is waiting (web/pwa-update.ts): calling it reloads into the new version. */
+  declare applyUpdate: (() => void) | null
+  private readonly onUpdate = (ev: Event) => (this.applyUpdate = (ev as CustomEvent<() => void>).detail)
   declare session: Session | null
   declare ready: boolean
   declare route: string
   private readonly status = new ObservableController<SyncStatus>(this)
   /** Queued creations/deletions the server refused when they were replayed. */
-  private readonly opErrors = new ObservableController<{ path: string; message: string }[]>(this)
-  private readonly onHash = () => (this.route = location.hash)
+  private readonly opErrors = new ObservableController<OpError[]>(this)
+  private readonly onHash = () => {
+    this.route = location.hash
+    this.navOpen = false
+    this.applyUpdate = null
+  }
 
   static override styles = css`
-    :host { display: grid; grid-template-rows: auto auto 1fr; min-height: 100vh; font-family: system-ui, sans-serif; }
-    .bar { display: flex; gap: 1em; align-items: center; padding: 0.4em 1em; border-bottom: 1px solid #ddd; }
-    .bar .title { font-weight: 600; }
+    :host { display: flex; flex-direction: column; min-height: 100vh; font-family: system-ui, -apple-system, 'Segoe UI', sans-serif; color: #1d2433; background: #fafbfd; }
+    .bar { display: flex; flex-wrap: wrap; gap: 0.5em 1em; align-items: center; padding: 0.5em 1em; border-bottom: 1px solid #e3e6ee; background: #fff; position: sticky; top: 0; z-index: 2; }
+    .bar .title { font-weight: 700; letter-spacing: 0.02em; }
     .bar .spacer { flex: 1; }
-    .banner { background: #fee; color: #800; padding: 0.5em 1em; }
-    .layout { display: grid; grid-template-columns: minmax(12em, 18em) 1fr; }
-    weft-nav-tree { border-right: 1px solid #eee; padding: 0.5em; overflow: auto; }
-    main { padding: 1em 1.5em; overflow: auto; }
+    .bar .user { color: #555; }
+    button { font: inherit; padding: 0.35em 0.7em; border: 1px solid #bbc; border-radius: 6px; background: #f4f6fb; cursor: pointer; }
+    .menu { display: none; }
+    .banner { background: #fff1f0; color: #7a1010; padding: 0.6em 1em; border-bottom: 1px solid #f3c6c3; display: flex; flex-wrap: wrap; gap: 0.5em; align-items: center; }
+    .banner div { flex: 1 1 20em; }
+    .update { background: #eef3ff; color: #1d2f66; padding: 0.5em 1em; border-bottom: 1px solid #c9d6f5; display: flex; flex-wrap: wrap; gap: 0.5em; align-items: center; }
+    .layout { display: grid; grid-template-columns: minmax(12em, 18em) minmax(0, 1fr); flex: 1; }
+    weft-nav-tree { border-right: 1px solid #e3e6ee; padding: 0.5em; overflow: auto; background: #fff; }
+    main { padding: 1em 1.5em; overflow: auto; min-width: 0; }
+    @media (max-width: 700px) {
+      .menu { display: inline-block; }
+      .layout { grid-template-columns: minmax(0, 1fr); }
+      weft-nav-tree { display: none; border-right: none; border-bottom: 1px solid #e3e6ee; }
+      .layout.nav-open weft-nav-tree { display: block; }
+      main { padding: 0.8em; }
+      .bar .user, .bar .title { display: none; }
+      .bar { flex-wrap: nowrap; }
+      .bar weft-sync-status { flex: 1; }
+      .bar .spacer { display: none; }
+    }
   `
 
   constructor() {
@@ -36,17 +62,20 @@ export class WeftApp extends LitElement {
     this.session = loadSession()
     this.ready = false
     this.route = location.hash
+    this.navOpen = false
   }
 
   override connectedCallback() {
     super.connectedCallback()
     window.addEventListener('hashchange', this.onHash)
+    window.addEventListener('weft:update-available', this.onUpdate)
     if (this.session) void this.begin(this.session)
   }
 
   override disconnectedCallback() {
     super.disconnectedCallback()
     window.removeEventListener('hashchange', this.onHash)
+    window.removeEventListener('weft:update-available', this.onUpdate)
   }
 
   private async begin(session: Session) {
@@ -82,12 +111,20 @@ export class WeftApp extends LitElement {
     const final = this.status.value?.final
     return html`
       <div class="bar">
+        <button type="button" class="menu" aria-expanded=${this.navOpen ? 'true' : 'false'} aria-controls="nav" @click=${() => (this.navOpen = !this.navOpen)}>☰ Nodes</button>
         <span class="title">Weft</span>
         <weft-sync-status></weft-sync-status>
         <span class="spacer"></span>
         <span class="user">${this.session.name}</span>
-        <button type="button" @click=${this.signOut}>Sign out</button>
+        <wa-button size="small" appearance="outlined" @click=${this.signOut}>Sign out</wa-button>
       </div>
+      ${this.applyUpdate
+        ? html`<div class="update" role="status" data-update-available>
+            A new version of Weft is available. Your changes are saved on this device.
+            <wa-button size="small" variant="brand" @click=${() => this.applyUpdate?.()}>Reload to update</wa-button>
+            <wa-button size="small" appearance="plain" @click=${() => (this.applyUpdate = null)}>Later</wa-button>
+          </div>`
+        : nothing}
       ${final
         ? html`<div class="banner" role="alert">
             ${final.code === 4401 ? 'You were signed out' : 'The server refused this session'} (${final.code}${final.reason ? `: ${final.reason}` : ''}).
@@ -96,11 +133,12 @@ export class WeftApp extends LitElement {
         : nothing}
       ${(this.opErrors.value ?? []).length
         ? html`<div class="banner" role="alert" aria-label="Changes the server refused">
-            ${(this.opErrors.value ?? []).map((e) => html`<div>Not applied: ${e.message}</div>`)}
+            ${(this.opErrors.value ?? []).map((e) => html`<div>Not applied: ${e.code === 'already_exists' ? e.message : `${e.path}: ${humanMessage(e.code, e.message)}`}</div>`)}
+            <wa-button size="small" appearance="outlined" @click=${() => app().client.opErrors$.next([])}>Dismiss</wa-button>
           </div>`
         : nothing}
-      <div class="layout">
-        <weft-nav-tree .current=${path}></weft-nav-tree>
+      <div class="layout ${this.navOpen ? 'nav-open' : ''}">
+        <weft-nav-tree id="nav" .current=${path}></weft-nav-tree>
         <main><weft-node-page .path=${path}></weft-node-page></main>
       </div>
     `

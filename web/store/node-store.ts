@@ -385,6 +385,23 @@ export class NodeStore {
     })
   }
 
+  /**
+   * A queued creation the server refused (the path was taken meanwhile, `already_exists`): the
+   * op is dropped, every unsent edit made to the offline node becomes refused with that reason
+   * (kept for the author, as refused edits are), and the offline doc state is dropped so the
+   * path shows the server's node from now on instead of mixing two documents.
+   */
+  async refuseCreate(op: OpRow, code: string, message: string): Promise<void> {
+    await this.db.transaction('rw', [this.db.ops, this.db.nodes, this.db.updates, this.db.outbox], async () => {
+      await this.db.ops.delete(op.id!)
+      await this.db.outbox.where('[path+status]').equals([op.path, 'pending']).modify({ status: 'refused', code, message })
+      await this.db.updates.where('path').equals(op.path).delete()
+      await this.db.nodes.update(op.path, { localOnly: 0 })
+      await this.refreshCounts(op.path)
+    })
+    this.rowsSinceCompact.set(op.path, 0)
+  }
+
   async pendingOps(): Promise<OpRow[]> {
     return this.db.ops.orderBy('id').toArray()
   }

@@ -10,6 +10,8 @@ export interface NodeView {
   nodeType: string
   name: string
   content: JsonObject
+  /** Top-level field names in their stable order (first set first; the same on every replica). */
+  fields: string[]
   updatedAt: string
   /** Unsent patches of this node. */
   pending: number
@@ -31,11 +33,11 @@ export class NodeStreams {
       background(this.client.refreshNode(path))
       const content$ = defer(() => from(replica.ready)).pipe(
         switchMap(() => replica.changed$.pipe(startWith(null))),
-        map(() => replica.content),
+        map(() => ({ content: replica.content, fields: replica.fieldOrder })),
       )
       const row$ = liveStoreQuery(this.client.store.db, ['nodes'], () => this.client.store.getIndexRow(path))
       const s = combineLatest([content$, row$])
-        .pipe(map(([content, row]) => toView(path, content, row)))
+        .pipe(map(([c, row]) => toView(path, c.content, c.fields, row)))
         .subscribe(sub)
       return () => {
         s.unsubscribe()
@@ -88,13 +90,14 @@ export class NodeStreams {
   }
 }
 
-function toView(path: string, content: JsonObject, row: IndexRow | undefined): NodeView | null {
+function toView(path: string, content: JsonObject, fields: string[], row: IndexRow | undefined): NodeView | null {
   if (!row && Object.keys(content).length === 0) return null
   return {
     path,
     nodeType: row?.nodeType ?? 'Document',
     name: row?.name ?? path.split('/').pop() ?? path,
     content,
+    fields,
     updatedAt: row?.updatedAt ?? '',
     pending: row?.pending ?? 0,
     refused: row?.refused ?? 0,

@@ -9,6 +9,23 @@ export interface FinalClose {
   reason: string
 }
 
+/**
+ * The socket keeps failing the same way (same close code): shown in the status so a person
+ * learns why instead of watching it cycle. `count` is the number of such failures in a row.
+ */
+export interface ConnectionTrouble {
+  code: number
+  reason: string
+  count: number
+}
+
+/**
+ * A socket must stay open this long before the backoff starts over: a server that accepts the
+ * socket and then closes it (a frame over its limit, a crash on join) would otherwise be
+ * retried at the minimum delay forever.
+ */
+const STABLE_OPEN_MS = 5_000
+
 export interface RoomHandler {
   /** The socket is open and the Join for this room has been sent. */
   onSocketOpen(): void
@@ -42,6 +59,10 @@ export class MuxConnection {
   readonly final$ = new BehaviorSubject<FinalClose | null>(null)
   /** The server's hint that readable nodes changed, up to this version (MuxType.Changed). */
   readonly changed$ = new Subject<number>()
+  readonly trouble$ = new BehaviorSubject<ConnectionTrouble | null>(null)
+  /** Sockets opened (diagnostics and tests: a reconnect loop shows up here). */
+  opens = 0
+  private stableTimer: ReturnType<typeof setTimeout> | null = null
   /** Diagnostics (benchmarks): called with every frame received and sent. */
   tap: ((direction: 'in' | 'out', frame: MuxFrame) => void) | null = null
   private ws: WebSocket | null = null
@@ -69,6 +90,8 @@ export class MuxConnection {
 
   stop(): void {
     this.running = false
+    if (this.stableTimer) clearTimeout(this.stableTimer)
+    this.stableTimer = null
     if (typeof window !== 'undefined') {
       window.removeEventListener('online', this.onOnline)
       window.removeEventListener('offline', this.onOffline)
@@ -116,7 +139,8 @@ export class MuxConnection {
   /** Skips the backoff wait (the browser says the network is back). */
   connectNow(): void {
     if (!this.running || this.status$.value === 'final') return
-    this.attempt = 0
+    // The network came back: one immediate try, but the backoff level is kept, so a server
+    // that still refuses is not hammered.
     if (this.ws) return
     if (this.timer) clearTimeout(this.timer)
     this.timer = null
@@ -139,9 +163,16 @@ export class MuxConnection {
     }
     ws.binaryType = 'arraybuffer'
     this.ws = ws
+    this.opens++
     ws.onopen = () => {
       if (this.ws !== ws) return
-      this.attempt = 0
+      if (this.stableTimer) clearTimeout(this.stableTimer)
+      this.stableTimer = setTimeout(() => {
+        this.stableTimer = null
+        if (this.ws !== ws) return
+        this.attempt = 0
+        this.trouble$.next(null)
+      }, STABLE_OPEN_MS)
       this.status$.next('open')
       for (const [path, handler] of this.rooms) {
         this.send({ type: MuxType.Join, path })
@@ -171,6 +202,9 @@ export class MuxConnection {
     ws.onclose = (ev: CloseEvent) => {
       if (this.ws !== ws) return
       this.ws = null
+      if (this.stableTimer) clearTimeout(this.stableTimer)
+      this.stableTimer = null
+      this.noteFailure(ev.code, ev.reason)
       for (const handler of this.rooms.values()) handler.onSocketClose()
       if (isFinalCloseCode(ev.code)) {
         this.final$.next({ code: ev.code, reason: ev.reason })
@@ -185,11 +219,17 @@ export class MuxConnection {
     }
   }
 
+  private noteFailure(code: number, reason: string): void {
+    const prev = this.trouble$.value
+    this.trouble$.next(prev && prev.code === code ? { code, reason: reason || prev.reason, count: prev.count + 1 } : { code, reason, count: 1 })
+  }
+
+  /** Every reconnect waits: exponential with full jitter, so a fleet of clients spreads out. */
   private scheduleReconnect(): void {
     if (!this.running || this.timer) return
     const min = this.opts.minDelayMs ?? 250
     const max = this.opts.maxDelayMs ?? 10_000
-    const delay = Math.min(max, min * 2 ** this.attempt) * (0.5 + Math.random() / 2)
+    const delay = Math.min(max, min * 2 ** Math.min(this.attempt, 16)) * (0.5 + Math.random() / 2)
     this.attempt++
     this.timer = setTimeout(() => {
       this.timer = null

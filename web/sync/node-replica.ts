@@ -4,7 +4,10 @@ import * as decoding from 'lib0/decoding'
 import * as syncProtocol from 'y-protocols/sync'
 import * as awarenessProtocol from 'y-protocols/awareness'
 import { BehaviorSubject, Subject } from 'rxjs'
-import { applyPatchToDoc, docToJson, type MergePatch } from '../../shared/merge-patch.js'
+import { applyPatchToDoc, CONTENT_MAP, contentFieldOrder, convertToText, docToJson, plainTextFields, type MergePatch } from '../../shared/merge-patch.js'
+import { textPolicyFor, type TextPolicy } from '../../shared/text-fields.js'
+import { WeftError } from '../../shared/errors.js'
+import { mergeTextEdits } from './text-rebase.js'
 import { MuxType, YMessage, type MuxFrame } from '../../shared/protocol.js'
 import { permissionsFromMask, type PermissionSet } from '../../shared/access-policy.js'
 import type { JsonObject } from '../../shared/json.js'
@@ -52,6 +55,28 @@ export interface ReplicaDeps {
   broadcast: (msg: TabMessage) => void
   /** Called when the replica may be disposable (pending reached zero, room denied). */
   onIdle: (path: string) => void
+  /** The server's limit on one change (bytes); an edit over it is refused before it is stored. */
+  maxPayloadBytes?: () => number
+}
+
+/** How long after converting a plain string a competing conversion is looked for (well above a round trip). */
+const CONVERSION_RACE_MS = 30_000
+
+/** Temporary seqs (frames sent ahead of their outbox write) start here; outbox ids stay below. */
+const TEMP_SEQ_BASE = 2 ** 40
+
+/** Room for the frame around an update (type, path, seq) under the server's payload limit. */
+const FRAME_OVERHEAD_BYTES = 1024
+
+function formatBytes(n: number): string {
+  if (n >= 1024 * 1024) return `${(n / (1024 * 1024)).toFixed(1)} MB`
+  if (n >= 1024) return `${Math.round(n / 1024)} KB`
+  return `${n} bytes`
+}
+
+/** `payload_too_large` with the sizes a person needs: how big the edit is and what the server takes. */
+export function tooLargeError(size: number, limit: number): WeftError {
+  return new WeftError('payload_too_large', `This change is ${formatBytes(size)}; the server accepts at most ${formatBytes(limit)} per change. It was not saved.`, { size, limit })
 }
 
 type Step2Tag = 'normal' | 'rebuild'
@@ -112,6 +137,102 @@ export class NodeReplica implements RoomHandler {
     return docToJson(this.doc)
   }
 
+  /** Top-level field names in their stable order (first set first, the same on every replica). */
+  get fieldOrder(): string[] {
+    return contentFieldOrder(this.doc)
+  }
+
+  /** The Y.Text behind a top-level field, when it is one (text fields after their first write). */
+  textOf(key: string): Y.Text | null {
+    const v = this.doc.getMap(CONTENT_MAP).get(key)
+    return v instanceof Y.Text ? v : null
+  }
+
+  private textPolicy: TextPolicy | null = null
+  /** Y.Texts this replica made from a plain string, recently: another replica may have made its own at once. */
+  private readonly converted = new Map<string, { text: Y.Text; base: string; last: string; at: number }>()
+
+  private noteConverted(key: string, text: Y.Text, base: string): void {
+    const entry = { text, base, last: text.toString(), at: Date.now() }
+    text.observe(() => (entry.last = text.toString()))
+    this.converted.set(key, entry)
+  }
+
+  /**
+   * A remote Y.Text replaced one this replica had just made from the same plain string (two
+   * conversions at once: the map entry keeps one). What was typed into ours is merged onto
+   * theirs as a normal edit, so the conversion race loses nothing.
+   */
+  private readonly onContentChange = (event: Y.YMapEvent<unknown>) => {
+    if (event.transaction.origin !== 'remote' && event.transaction.origin !== 'tab') return
+    for (const key of event.keysChanged) {
+      const mine = this.converted.get(key)
+      if (!mine) continue
+      const now = event.target.get(key)
+      if (now === mine.text) continue
+      this.converted.delete(key)
+      if (!(now instanceof Y.Text) || Date.now() - mine.at > CONVERSION_RACE_MS || mine.last === mine.base) continue
+      const ours = mine.last
+      background(
+        this.patch(() => {
+          const current = this.doc.getMap(CONTENT_MAP).get(key)
+          const theirs = current instanceof Y.Text ? current.toString() : typeof current === 'string' ? current : null
+          return theirs === null ? {} : { [key]: mergeTextEdits(mine.base, ours, theirs) }
+        }).catch((e: unknown) => console.warn(`[weft] could not carry over text typed into ${this.path}.${key}`, e)),
+      )
+    }
+  }
+  /** Seqs of frames sent before their outbox entry was written, above every outbox id. */
+  private nextTempSeq = TEMP_SEQ_BASE
+  private readonly tempSeqs = new Map<number, Promise<number | null>>()
+
+  /** The outbox id a server's Ack/Refused names (null: a temporary seq this replica does not know). */
+  private async outboxIdOf(seq: number): Promise<number | null> {
+    if (seq < TEMP_SEQ_BASE) return seq
+    const p = this.tempSeqs.get(seq)
+    if (!p) return null
+    this.tempSeqs.delete(seq)
+    return p
+  }
+  private migrated = false
+
+  /**
+   * Once the doc has the server's state, text fields still stored as plain strings become
+   * Y.Text, before anyone types: two people whose first keystrokes each turned the string
+   * into their own Y.Text would race, and one Y.Text (with its typing) would lose. Only a
+   * replica that may write does it (a Viewer's conversion would only be refused).
+   */
+  private async migrateText(): Promise<void> {
+    if (this.migrated || this.disposed || !this.state$.value.permissions?.has('Update')) return
+    this.migrated = true
+    const isText = await this.policy()
+    const patch = plainTextFields(this.doc, isText)
+    if (Object.keys(patch).length === 0) return
+    try {
+      await this.patch(() => plainTextFields(this.doc, isText), 'to-text')
+    } catch (e) {
+      console.warn(`[weft] could not convert the text fields of ${this.path}`, e)
+    }
+  }
+
+  /** Reads the node's type ahead of the first edit, so an editor's first keystroke does not wait on it. */
+  warmPolicy(): void {
+    background(this.policy().then(() => undefined))
+  }
+
+  /** Which strings are merging text (by the node's type, from the local index; Document until known). */
+  private async policy(): Promise<TextPolicy> {
+    if (this.textPolicy) return this.textPolicy
+    const row = await this.deps.store.getIndexRow(this.path)
+    const policy = textPolicyFor(row?.nodeType ?? 'Document')
+    if (row) this.textPolicy = policy
+    return policy
+  }
+
+  private get limit(): number {
+    return (this.deps.maxPayloadBytes?.() ?? 1024 * 1024) - FRAME_OVERHEAD_BYTES
+  }
+
   /** Starts syncing over the socket (the coordinator holds it back while a create is queued). */
   startSync(): void {
     if (this.syncing || this.disposed || this.state$.value.denied) return
@@ -131,24 +252,74 @@ export class NodeReplica implements RoomHandler {
   }
 
   /** Applies a merge patch locally and records it as intent; it is sent when the room is joined. */
-  async patch(patch: MergePatch): Promise<void> {
+  /**
+   * `patch` may be a function, read after the doc is ready and right before it is applied in
+   * the same task: a text editor passes its current value, which then reflects every remote
+   * edit applied to it meanwhile (a value captured earlier would diff those edits away).
+   */
+  async patch(patchOrRead: MergePatch | (() => MergePatch), mode: 'merge' | 'to-text' = 'merge'): Promise<void> {
     await this.ready
+    const isText = await this.policy()
+    if (this.disposed) return
+    const patch = typeof patchOrRead === 'function' ? patchOrRead() : patchOrRead
+    // Known before it is stored or sent: a change over the server's limit would be refused
+    // (or, by an older server, close the socket on every retry).
+    const size = jsonBytes(patch)
+    if (size > this.limit) throw tooLargeError(size, this.limit + FRAME_OVERHEAD_BYTES)
     let captured: Uint8Array | null = null
     const capture = (update: Uint8Array, origin: unknown) => {
       if (origin === 'local') captured = update
     }
     const doc = this.doc
+    const map = doc.getMap(CONTENT_MAP)
+    const plainBefore: [string, string][] = []
+    for (const k of Object.keys(patch)) {
+      const v = map.get(k)
+      if (typeof v === 'string') plainBefore.push([k, v])
+    }
     doc.on('update', capture)
     try {
-      applyPatchToDoc(doc, patch, 'local')
+      if (mode === 'to-text') convertToText(doc, patch, 'local')
+      else applyPatchToDoc(doc, patch, 'local', isText)
     } finally {
       doc.off('update', capture)
     }
+    for (const [k, base] of plainBefore) {
+      const t = map.get(k)
+      if (t instanceof Y.Text) this.noteConverted(k, t, base)
+    }
     if (!captured) return // a no-op patch is not an intent
     const update: Uint8Array = captured
-    const id = await this.deps.store.recordLocalPatch(this.path, patch, update)
+    // Sent before the outbox write commits (a keystroke then reaches others in one round trip,
+    // not after an IndexedDB transaction). Nothing can be lost: if this tab dies before the
+    // write, the server has the edit and the next sync brings it back. The frame carries a
+    // temporary seq; its Ack or Refused waits for the outbox id (IndexedDB runs the write's
+    // transaction before any later one, so the settlement finds the row).
+    let early: { seq: number; socket: number; resolve: (id: number | null) => void } | null = null
+    if (!this.state$.value.denied && this.canSend() && update.byteLength <= this.limit) {
+      const seq = this.nextTempSeq++
+      if (this.deps.conn.send({ type: MuxType.Update, path: this.path, seq, update })) {
+        let resolve: (id: number | null) => void = () => {}
+        this.tempSeqs.set(seq, new Promise<number | null>((r) => (resolve = r)))
+        early = { seq, socket: this.deps.conn.opens, resolve }
+      }
+    }
+    let id: number
+    try {
+      id = await this.deps.store.recordLocalPatch(this.path, patch, update)
+    } catch (e) {
+      early?.resolve(null)
+      throw e
+    }
     this.deps.broadcast({ kind: 'update', path: this.path, update })
     const denied = this.state$.value.denied
+    if (early) {
+      early.resolve(id)
+      // Still the socket it went out on: it is in flight there. A new socket resends it.
+      if (early.socket === this.deps.conn.opens && this.deps.conn.isOpen) this.inFlight.add(id)
+      else if (this.canSend()) this.sendEntry(id, update)
+      return
+    }
     // The room was refused for good: this edit can never be sent; say so rather than leave it pending.
     if (denied) await this.deps.store.refuse(id, denied.code, denied.message)
     else if (this.canSend()) this.sendEntry(id, update)
@@ -199,6 +370,8 @@ export class NodeReplica implements RoomHandler {
 
   onSocketClose(): void {
     this.inFlight.clear()
+    // Frames still unanswered on that socket never will be; their entries are resent by id.
+    this.tempSeqs.clear()
     this.step2Queue = []
     if (this.rebuildDoc) {
       this.rebuildDoc = null
@@ -233,12 +406,15 @@ export class NodeReplica implements RoomHandler {
         this.onSyncMessage(frame.message)
         return
       case MuxType.Ack:
-        background(this.deps.store.ack(frame.seq).then(() => this.deps.onIdle(this.path)))
+        background(this.outboxIdOf(frame.seq).then(async (id) => {
+          if (id !== null) await this.deps.store.ack(id)
+          this.deps.onIdle(this.path)
+        }))
         return
       case MuxType.Refused:
         // Synchronously: a patch made from now on must not be sent on top of refused structs.
         this.refusalsSettling++
-        background(this.onRefused(frame.seq, frame.code, frame.message).finally(() => {
+        background(this.outboxIdOf(frame.seq).then((id) => (id === null ? undefined : this.onRefused(id, frame.code, frame.message))).finally(() => {
           this.refusalsSettling--
           if (this.refusalsSettling === 0) background(this.sendPending())
         }))
@@ -295,8 +471,11 @@ export class NodeReplica implements RoomHandler {
 
   private swapDoc(doc: Y.Doc): void {
     this.doc.off('update', this.onDocUpdate)
+    this.doc.getMap(CONTENT_MAP).unobserve(this.onContentChange)
+    this.converted.clear()
     this.doc = doc
     doc.on('update', this.onDocUpdate)
+    doc.getMap(CONTENT_MAP).observe(this.onContentChange)
     this.changed$.next()
   }
 
@@ -312,6 +491,15 @@ export class NodeReplica implements RoomHandler {
 
   private sendEntry(id: number, update: Uint8Array): void {
     if (this.inFlight.has(id)) return
+    if (update.byteLength > this.limit) {
+      // Stored before the limit was known (or the server lowered it): refused here, once,
+      // instead of a frame that closes the socket on every reconnect.
+      // Settled as the server's Refused would be, rebuild included (later edits build on it).
+      this.inFlight.add(id)
+      const err = tooLargeError(update.byteLength, this.limit + FRAME_OVERHEAD_BYTES)
+      this.onFrame({ type: MuxType.Refused, path: this.path, seq: id, code: err.code, message: err.message })
+      return
+    }
     if (this.deps.conn.send({ type: MuxType.Update, path: this.path, seq: id, update })) this.inFlight.add(id)
   }
 
@@ -362,7 +550,10 @@ export class NodeReplica implements RoomHandler {
         Y.applyUpdate(this.doc, update, 'remote')
         if (syncType === syncProtocol.messageYjsSyncStep2) {
           if (this.step2Queue.shift() === 'rebuild') background(this.finishRebuild())
-          else this.syncedOnce()
+          else {
+            this.syncedOnce()
+            background(this.migrateText())
+          }
         }
         return
       }
@@ -405,7 +596,7 @@ export class NodeReplica implements RoomHandler {
           captured = u
         }
         fresh.on('update', capture)
-        applyPatchToDoc(fresh, e.patch, 'rebuild')
+        applyPatchToDoc(fresh, e.patch, 'rebuild', this.textPolicy)
         fresh.off('update', capture)
         replayed.set(e.id!, captured)
       }
@@ -453,4 +644,12 @@ export class NodeReplica implements RoomHandler {
     const prev = this.presence$.value
     if (next.length !== prev.length || next.some((u, i) => u.id !== prev[i]!.id || u.name !== prev[i]!.name)) this.presence$.next(next)
   }
+}
+
+const encoder = new TextEncoder()
+
+/** UTF-8 size of a patch as JSON; a string's length is a lower bound, so only large ones are encoded. */
+function jsonBytes(patch: MergePatch): number {
+  const json = JSON.stringify(patch)
+  return json.length * 3 < 64 * 1024 ? json.length : encoder.encode(json).byteLength
 }

@@ -1,9 +1,9 @@
 import type { Observable} from 'rxjs';
-import { BehaviorSubject, combineLatest, distinctUntilChanged, map, type Subscription } from 'rxjs'
+import { BehaviorSubject, combineLatest, distinctUntilChanged, map, shareReplay, type Subscription } from 'rxjs'
 import type { JsonObject, MergePatch } from '../../shared/index.js'
 import { HttpApi, HttpError, NetworkError } from '../api/index.js'
 import { dbNameFor, liveStoreQuery, NodeStore, type OpRow } from '../store/index.js'
-import { MuxConnection, type ConnectionStatus, type FinalClose } from './mux-connection.js'
+import { MuxConnection, type ConnectionStatus, type ConnectionTrouble, type FinalClose } from './mux-connection.js'
 import { NodeReplica, type TabMessage } from './node-replica.js'
 import { background } from './background.js'
 
@@ -13,11 +13,19 @@ export interface Session {
   name: string
 }
 
-export type SyncStatusKind = 'offline' | 'connecting' | 'syncing' | 'saved' | 'final'
+/**
+ * `offline`: the browser says there is no network. `unreachable`: there is a network but the
+ * server cannot be reached (or keeps closing the socket).
+ */
+export type SyncStatusKind = 'offline' | 'unreachable' | 'connecting' | 'syncing' | 'saved' | 'final'
 
 export interface SyncStatus {
   kind: SyncStatusKind
   online: boolean
+  /** The socket keeps failing the same way (shown once it happened a few times in a row). */
+  trouble: ConnectionTrouble | null
+  /** When everything this device had was last on the server (ms since epoch), if this session saw it. */
+  lastSyncedAt: number | null
   /** Unsent changes: outbox patches plus queued creations/deletions. */
   pending: number
   refused: number
@@ -30,6 +38,13 @@ export interface SyncClientOptions {
   baseUrl: string
   dbName?: string
   WebSocketImpl?: typeof WebSocket
+}
+
+/** A queued creation or deletion the server refused when it was replayed. */
+export interface OpError {
+  path: string
+  code: string
+  message: string
 }
 
 interface Held {
@@ -57,6 +72,9 @@ const CHANGE_FEED_PERIOD_MS = 10_000
  */
 const FEED_CATCH_UP_PAGES = 50
 
+/** The server's documented default (MAX_PAYLOAD_BYTES), used until /api/config answers. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+
 function parentOf(path: string): string {
   const i = path.lastIndexOf('/')
   return i < 0 ? '' : path.slice(0, i)
@@ -73,7 +91,7 @@ export class SyncClient {
   readonly conn: MuxConnection
   readonly status$: Observable<SyncStatus>
   /** Queued operations the server refused for good (shown to the user). */
-  readonly opErrors$ = new BehaviorSubject<{ path: string; message: string }[]>([])
+  readonly opErrors$ = new BehaviorSubject<OpError[]>([])
   private readonly replicas = new Map<string, Held>()
   private readonly channel: BroadcastChannel | null
   private readonly subs: Subscription[] = []
@@ -82,6 +100,8 @@ export class SyncClient {
   private feedTimer: ReturnType<typeof setTimeout> | null = null
   private feedVersion: number | null = null
   private stopped = false
+  /** The server's limit on one change (GET /api/config), 1 MiB until it answers. */
+  maxPayloadBytes = DEFAULT_MAX_PAYLOAD_BYTES
 
   constructor(readonly opts: SyncClientOptions) {
     const { session, baseUrl } = opts
@@ -99,9 +119,15 @@ export class SyncClient {
       pending: (await this.store.db.outbox.where('status').equals('pending').count()) + (await this.store.db.ops.count()),
       refused: await this.store.db.outbox.where('status').equals('refused').count(),
     }))
-    this.status$ = combineLatest([this.conn.status$, totals$, this.conn.final$]).pipe(
-      map(([conn, totals, final]) => ({ kind: statusKind(conn, totals.pending), online: conn === 'open', ...totals, final })),
-      distinctUntilChanged((a, b) => a.kind === b.kind && a.pending === b.pending && a.refused === b.refused && a.final === b.final),
+    let lastSyncedAt: number | null = null
+    this.status$ = combineLatest([this.conn.status$, totals$, this.conn.final$, this.conn.trouble$]).pipe(
+      map(([conn, totals, final, trouble]) => {
+        const kind = statusKind(conn, totals.pending)
+        if (kind === 'saved') lastSyncedAt = Date.now()
+        return { kind, online: conn === 'open', ...totals, final, trouble: trouble && trouble.count >= 3 ? trouble : null, lastSyncedAt }
+      }),
+      distinctUntilChanged((a, b) => a.kind === b.kind && a.pending === b.pending && a.refused === b.refused && a.final === b.final && a.trouble?.count === b.trouble?.count),
+      shareReplay({ bufferSize: 1, refCount: true }),
     )
   }
 
@@ -215,7 +241,17 @@ export class SyncClient {
     this.store.close()
   }
 
+  private async loadConfig(): Promise<void> {
+    try {
+      const config = await this.api.config()
+      if (config && Number.isFinite(config.maxPayloadBytes) && config.maxPayloadBytes > 0) this.maxPayloadBytes = config.maxPayloadBytes
+    } catch (e) {
+      if (!(e instanceof NetworkError)) throw e
+    }
+  }
+
   private async onConnected(): Promise<void> {
+    background(this.loadConfig())
     await this.flushOps()
     for (const path of await this.store.pathsWithPending()) this.hold(path, 0)
   }
@@ -243,8 +279,12 @@ export class SyncClient {
       const replica = new NodeReplica(path, {
         store: this.store,
         conn: this.conn,
-        broadcast: (msg) => this.channel?.postMessage(msg),
+        // After stop() the channel is closed; an edit settling late has nobody to tell.
+        broadcast: (msg) => {
+          if (!this.stopped) this.channel?.postMessage(msg)
+        },
         onIdle: (p) => this.disposeIfIdle(p),
+        maxPayloadBytes: () => this.maxPayloadBytes,
       })
       held = { replica, refs: 0, idleTimer: null }
       this.replicas.set(path, held)
@@ -307,7 +347,7 @@ export class SyncClient {
   }
 
   /** One field edit = one merge patch on the node. */
-  async patch(path: string, patch: MergePatch): Promise<void> {
+  async patch(path: string, patch: MergePatch | (() => MergePatch)): Promise<void> {
     const replica = this.hold(path, 1)
     try {
       await replica.patch(patch)
@@ -320,16 +360,32 @@ export class SyncClient {
     await this.store.discard(id)
   }
 
-  /** PUT when online; queued (and shown as pending) when the network is not there. */
+  /**
+   * Creates, never replaces: a PUT with `If-None-Match: *` when online (`already_exists` when
+   * the path is taken); queued (and shown as pending) when the network is not there, unless
+   * this device already knows a node at that path.
+   */
   async createNode(path: string, nodeType: string, name: string, content: JsonObject = {}): Promise<void> {
     try {
       if (typeof navigator !== 'undefined' && navigator.onLine === false) throw new NetworkError('offline')
-      const node = await this.api.putNode(path, { nodeType, name, content })
+      const node = await this.api.createNode(path, { nodeType, name, content })
       await this.store.upsertNodes([node])
     } catch (e) {
       if (!(e instanceof NetworkError)) throw e
+      if (await this.store.getIndexRow(path)) throw new HttpError(412, 'already_exists', `A node already exists at ${path}.`)
       await this.store.queueCreate(path, nodeType, name)
       if (Object.keys(content).length > 0) await this.patch(path, content)
+    }
+  }
+
+  /** True when a node is known at `path` (this device's index, else the server when reachable). */
+  async isPathTaken(path: string): Promise<boolean> {
+    if (await this.store.getIndexRow(path)) return true
+    try {
+      return await this.api.nodeExists(path)
+    } catch (e) {
+      if (e instanceof NetworkError) return false
+      throw e
     }
   }
 
@@ -390,8 +446,18 @@ export class SyncClient {
         await this.runOp(op)
       } catch (e) {
         if (e instanceof NetworkError) return // retried on the next connect
+        if (op.kind === 'create' && e instanceof HttpError && e.code === 'already_exists') {
+          // Taken meanwhile: the offline node's edits are kept as refused on that path.
+          const message = `“${op.name}” was created on this device while offline, but a node already exists at ${op.path}. Your edits to it were not applied; they are kept below.`
+          await this.store.refuseCreate(op, e.code, message)
+          this.opErrors$.next([...this.opErrors$.value, { path: op.path, code: e.code, message }])
+          this.replicas.get(op.path)?.replica.applyFromTab({ kind: 'reload', path: op.path })
+          this.replicas.get(op.path)?.replica.startSync()
+          continue
+        }
         const message = e instanceof Error ? e.message : String(e)
-        this.opErrors$.next([...this.opErrors$.value, { path: op.path, message: `${op.kind} ${op.path}: ${message}` }])
+        const code = e instanceof HttpError ? e.code : 'unknown'
+        this.opErrors$.next([...this.opErrors$.value, { path: op.path, code, message: `${op.kind} ${op.path}: ${message}` }])
       }
       await this.store.completeOp(op)
       if (op.kind === 'create') this.replicas.get(op.path)?.replica.startSync()
@@ -401,10 +467,15 @@ export class SyncClient {
   private async runOp(op: OpRow): Promise<void> {
     switch (op.kind) {
       case 'create':
+        // A replay of a create the server already made (an earlier attempt whose answer was
+        // lost) also answers already_exists; it is told apart by the node being ours.
         try {
-          await this.store.upsertNodes([await this.api.putNode(op.path, { nodeType: op.nodeType, name: op.name, content: {} })])
+          await this.store.upsertNodes([await this.api.createNode(op.path, { nodeType: op.nodeType, name: op.name, content: {} })])
         } catch (e) {
           if (!(e instanceof HttpError && e.code === 'already_exists')) throw e
+          const existing = await this.api.getNode(op.path).catch(() => null)
+          if (!existing || existing.createdBy !== this.session.userId || existing.createdAt < op.at) throw e
+          await this.store.upsertNodes([existing])
         }
         return
       case 'delete':
@@ -421,13 +492,14 @@ export class SyncClient {
 }
 
 function statusKind(conn: ConnectionStatus, pending: number): SyncStatusKind {
+  const browserOffline = typeof navigator !== 'undefined' && navigator.onLine === false
   switch (conn) {
     case 'open':
       return pending > 0 ? 'syncing' : 'saved'
     case 'connecting':
-      return 'connecting'
+      return browserOffline ? 'offline' : 'connecting'
     case 'offline':
-      return 'offline'
+      return browserOffline ? 'offline' : 'unreachable'
     case 'final':
       return 'final'
     default:

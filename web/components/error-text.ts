@@ -1,0 +1,51 @@
+import { HttpError, NetworkError } from '../api/index.js'
+
+/**
+ * What a person reads for an error: mapped from the stable error code, never the server's or
+ * a validator's raw text ("name: Too small: expected string…", "No API at /api/."). Messages
+ * Weft writes for people itself (the size of a refused edit) are kept.
+ */
+const BY_CODE: Record<string, string> = {
+  already_exists: 'That name is already taken here.',
+  forbidden: 'You do not have permission to do that here.',
+  forbidden_field: 'You cannot change this field: it is written by the system or by an Admin.',
+  not_found: 'This node does not exist (any more).',
+  invalid_content: 'That value is not allowed for this kind of node.',
+  invalid_patch: 'That value cannot be saved: it is not valid JSON, or it is nested too deeply.',
+  invalid_json: 'That value is not valid JSON.',
+  invalid_path: 'That name cannot be used here. Use letters, digits, spaces, dots, dashes or @.',
+  invalid_node_type: 'That node type is not known.',
+  invalid_request: 'The server could not understand the request. Check the form and try again.',
+  invalid_update: 'The server could not apply this edit; it was kept so you can copy it.',
+  unauthorized: 'You are signed out. Sign in again; your changes stay on this device.',
+  invalid_credentials: 'The email or password is not right.',
+  email_taken: 'An account with this email already exists. Sign in instead.',
+  last_admin: 'A space always keeps at least one Admin.',
+  conflict: 'Someone changed this at the same time. Try again.',
+  payload_too_large: 'This change is larger than the server accepts.',
+  unavailable: 'The server is busy or starting. Try again in a moment.',
+  internal: 'The server hit a problem. Try again; if it keeps happening, tell the server’s admin.',
+}
+
+/** Codes whose message Weft itself writes for people (with the numbers that matter). */
+const OWN_MESSAGES = new Set(['payload_too_large'])
+
+export function codeOf(e: unknown): string | null {
+  if (e instanceof HttpError) return e.code
+  if (e instanceof NetworkError) return 'network'
+  const code = (e as { code?: unknown } | null)?.code
+  return typeof code === 'string' ? code : null
+}
+
+export function humanMessage(code: string | null | undefined, message?: string): string {
+  if (code && OWN_MESSAGES.has(code) && message) return message
+  if (code === 'network') return 'The server cannot be reached. Your change was not sent; try again when you are back online.'
+  if (code && BY_CODE[code]) return BY_CODE[code]
+  if (code && /^http_404$/.test(code)) return 'The server does not offer this yet (it may be an older version).'
+  if (code && /^http_5\d\d$/.test(code)) return BY_CODE.internal!
+  return 'Something went wrong. Try again.'
+}
+
+export function humanError(e: unknown): string {
+  return humanMessage(codeOf(e), e instanceof Error ? e.message : undefined)
+}

@@ -1,0 +1,26 @@
+/// <reference types="vite-plugin-pwa/client" />
+import { registerSW } from 'virtual:pwa-register'
+
+/**
+ * Registers the Workbox service worker (built by vite-plugin-pwa) and tells the app when a new
+ * build is waiting: `weft:update-available` on window, whose detail applies it (the waiting
+ * worker takes over and the page reloads).
+ */
+export function registerServiceWorker(): void {
+  const update = registerSW({
+    immediate: true,
+    onNeedRefresh() {
+      // The plugin reloads only for updates its own Workbox instance found; a worker the browser
+      // found by itself (a deploy noticed on a later check) is "external": reload on the
+      // controller change in both cases.
+      const apply = () => {
+        navigator.serviceWorker.addEventListener('controllerchange', () => location.reload(), { once: true })
+        void update(true)
+      }
+      window.dispatchEvent(new CustomEvent('weft:update-available', { detail: apply }))
+    },
+    onRegisterError(e: unknown) {
+      console.warn('[weft] service worker not registered', e)
+    },
+  })
+}
