@@ -23,6 +23,8 @@ interface Assignment {
 }
 
 export const ACCESS_SEGMENT = '_Access'
+/** Admin/Partition/{name} and below ([ACT11]). */
+const PARTITION_NODE = /^Admin\/Partition\/([^/]+)(?:\/|$)/
 const CACHE_MAX = 50_000
 const MEMBERSHIP_SUFFIX = '_Membership'
 
@@ -111,6 +113,9 @@ export class AccessService {
 
   userPermissions(userId: UserId | string, path: NodePath): PermissionSet {
     if (topLevel(path) === userId) return ALL_PERMISSIONS
+    // [ACT11] A partition node Admin/Partition/{name} is administered by the Admins of {name}.
+    const partition = PARTITION_NODE.exec(path)?.[1]
+    if (partition && this.userPermissions(userId, partition as NodePath).has('ManageAccess')) return ALL_PERMISSIONS
     const key = `${userId}\u0000${path}`
     const hit = this.cache.get(key)
     if (hit) return hit
