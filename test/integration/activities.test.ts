@@ -14,7 +14,7 @@ const engineOf = () => ts.server.engines.find((e) => e.name === 'activities') as
 
 beforeAll(async () => {
   ts = await startTestServer({
-    config: { engines: [subscriptionsEngine, createActivitiesEngine({ timeoutMs: 1_500, cancelGraceMs: 300, watchdogMs: 60_000, spares: 2 })] },
+    config: { engines: [subscriptionsEngine, createActivitiesEngine({ timeoutMs: 1_500, memoryMb: 16, cancelGraceMs: 300, watchdogMs: 60_000, spares: 2 })] },
   })
   alice = await signup(ts.url)
   viewer = await signup(ts.url)
@@ -239,13 +239,6 @@ describe('activities: sandbox', () => {
     expect(String(done.content.Error)).toContain('SCRIPT_TIMEOUT_MS')
     expect(Math.max(...lags)).toBeLessThan(250)
   })
-
-  it('[ACT7] a script past SCRIPT_MEMORY_MB fails naming the limit', async () => {
-    const code = await createCode(ts.url, alice.token, `${space}/hog`, 'const a = []; for (;;) a.push("x".repeat(200000) + a.length)')
-    const done = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, code), terminal)
-    expect(done.content.Status).toBe('Failed')
-    expect(String(done.content.Error)).toContain('SCRIPT_MEMORY_MB')
-  })
 })
 
 describe('activities: watching', () => {
@@ -279,5 +272,33 @@ describe('activities: watching', () => {
     expect(took).toBeLessThan(5_000)
     const node = await ts.server.nodes.get(SYSTEM, path as NodePath)
     expect(node?.content.Status).toBe('Succeeded')
+  })
+})
+
+describe('activities: limits of their own server', () => {
+  let lts: TestServer
+  let owner: TestUser
+  let home: string
+  beforeAll(async () => {
+    lts = await startTestServer({
+      config: { engines: [createActivitiesEngine({ timeoutMs: 20_000, memoryMb: 16, watchdogMs: 600, spares: 1, seedTemplates: false })] },
+    })
+    owner = await signup(lts.url)
+    home = await createSpace(lts.url, owner.token)
+  })
+  afterAll(() => lts.cleanup())
+
+  it('[ACT9] a run with no message or progress for ACTIVITY_WATCHDOG_MS ends Failed', async () => {
+    const code = await createCode(lts.url, owner.token, `${home}/wedged`, 'Log.info("working"); await sleep(10000)')
+    const done = await waitForStatus(lts.url, owner.token, await run(lts.url, owner.token, code), terminal, 5_000)
+    expect(done.content.Status).toBe('Failed')
+    expect(String(done.content.Error)).toContain('ACTIVITY_WATCHDOG_MS')
+  })
+
+  it('[ACT7] a script past SCRIPT_MEMORY_MB fails naming the limit', async () => {
+    const code = await createCode(lts.url, owner.token, `${home}/hog`, 'const a = []; for (;;) { a.push("xxxxxxxxxxxxxxxxxxxxxx" + a.length); if (a.length % 5000 === 0) Progress(0.5) }')
+    const done = await waitForStatus(lts.url, owner.token, await run(lts.url, owner.token, code), terminal, 20_000)
+    expect(done.content.Status).toBe('Failed')
+    expect(String(done.content.Error)).toContain('SCRIPT_MEMORY_MB')
   })
 })
