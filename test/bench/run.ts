@@ -34,6 +34,7 @@ const MODULES: BenchModule[] = [
   { name: 'storage', file: 'storage-bench.ts', fn: 'benchStorage' },
   { name: 'web', file: 'web-bench.ts', fn: 'benchWeb' },
   { name: 'subscriptions', file: 'subscriptions-bench.ts', fn: 'benchSubscriptions' },
+  { name: 'activities', file: 'activities-bench.ts', fn: 'benchActivities' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events'
 import { Subscription } from 'rxjs'
 import type { Logger } from 'pino'
 import {
@@ -73,9 +74,19 @@ export class ActivityEngine {
     private readonly nodes: NodeApi,
     private readonly log: Logger,
     private readonly config: ActivityEngineConfig,
-    private readonly signal: AbortSignal,
+    signal: AbortSignal,
   ) {
     this.host = new ScriptHost({ ...config, log })
+    // One listener on the server's signal; every watcher listens on this one (there may be many).
+    setMaxListeners(0, this.shutdown.signal)
+    if (signal.aborted) this.shutdown.abort()
+    else signal.addEventListener('abort', () => this.shutdown.abort(), { once: true })
+  }
+
+  private readonly shutdown = new AbortController()
+
+  private get signal(): AbortSignal {
+    return this.shutdown.signal
   }
 
   // ---------------------------------------------------------------- lifecycle
@@ -104,6 +115,7 @@ export class ActivityEngine {
   async stop(): Promise<void> {
     // Watchers first: a shutting-down engine reacts to nothing more.
     this.stopping = true
+    this.shutdown.abort()
     this.feed.unsubscribe()
     for (const p of [...this.watchers.keys()]) this.unwatch(p)
     if (this.sweepTimer) clearInterval(this.sweepTimer)

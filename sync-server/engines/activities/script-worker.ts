@@ -1,5 +1,4 @@
 import { parentPort } from 'node:worker_threads'
-import { transformSync } from 'esbuild'
 import { getQuickJS, type QuickJSContext, type QuickJSDeferredPromise, type QuickJSHandle, type QuickJSRuntime } from 'quickjs-emscripten'
 import type { FromWorker, ScriptLimit, ToWorker } from './script-protocol.js'
 
@@ -53,13 +52,6 @@ const BOOTSTRAP = `
 })(globalThis.__weft_host);
 delete globalThis.__weft_host;
 `
-
-function compile(source: string, language: 'javascript' | 'typescript'): string {
-  // Source is the body of an async function: top-level await and return work.
-  const wrapped = `async function __weft_run() {\n${source}\n}`
-  if (language !== 'typescript') return wrapped
-  return transformSync(wrapped, { loader: 'ts', target: 'es2020' }).code
-}
 
 let current: { cancel(): void; meshResult(m: Extract<ToWorker, { t: 'mesh-result' }>): void } | null = null
 
@@ -196,14 +188,9 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
     return { t: 'done', ok: false, aborted: aborted(), message }
   }
 
-  let code: string
-  try {
-    code = compile(m.source, m.language)
-  } catch (err) {
-    finishRun({ t: 'done', ok: false, aborted: false, message: `The script does not compile: ${(err as Error).message}` })
-    code = ''
-  }
-  if (code) {
+  // Compiled on the main thread (script-host.ts compileScript): the function wrapping the source.
+  const code = m.source
+  {
     const result = vm.evalCode(`${code}\n__weft_run().then((v) => JSON.stringify(v === undefined ? null : v))`)
     if (result.error) {
       finishRun(failure(errorText(vm, result.error)))
