@@ -302,3 +302,30 @@ describe('activities: limits of their own server', () => {
     expect(String(done.content.Error)).toContain('SCRIPT_MEMORY_MB')
   })
 })
+
+describe('activities: built-in operations', () => {
+  it('[ACT14] export a subtree as a JSON bundle and as Markdown, and import the bundle into a space', async () => {
+    const src = await createSpace(ts.url, alice.token)
+    await api(ts.url, alice.token).putNode(`${src}/notes`, 'Document', { Title: 'Notes' })
+    await api(ts.url, alice.token).putNode(`${src}/notes/a`, 'Document', { Body: 'line one\nline two' })
+    const exported = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ExportJson', { inputs: { Root: `${src}/notes` } }), terminal)
+    expect(exported.path.startsWith(`${alice.userId}/_Activity/`)).toBe(true)
+    expect(exported.content.Status).toBe('Succeeded')
+    const bundle = exported.content.ReturnValue as { Nodes: { path: string }[] }
+    expect(bundle.Nodes.map((n) => n.path)).toEqual([`${src}/notes`, `${src}/notes/a`])
+    expect(texts(exported).join('\n')).toMatch(/Exported 2 nodes .* bytes/)
+
+    const md = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ExportMarkdown', { inputs: { Root: `${src}/notes` } }), terminal)
+    expect(String((md.content.ReturnValue as { Markdown: string }).Markdown)).toContain('# notes')
+
+    const dst = await createSpace(ts.url, alice.token)
+    await grantRole(ts.url, alice.token, dst, viewer.userId, 'Viewer')
+    // A Viewer may not create there: every node is refused, listed, and the run ends Warning.
+    const refused = await waitForStatus(ts.url, viewer.token, await run(ts.url, viewer.token, 'Admin/Operations/ImportJson', { inputs: { Bundle: bundle as never, Target: dst } }), terminal)
+    expect(refused.content.Status).toBe('Warning')
+    expect((refused.content.ReturnValue as { Imported: number }).Imported).toBe(0)
+    const ok = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ImportJson', { inputs: { Bundle: bundle as never, Target: dst } }), terminal)
+    expect(ok.content).toMatchObject({ Status: 'Succeeded', ReturnValue: { Imported: 2, Refused: [] } })
+    expect((await api(ts.url, alice.token).getNode(`${dst}/notes/a`)).body.content.Body).toBe('line one\nline two')
+  })
+})

@@ -64,6 +64,21 @@ export class WeftActivityPanel extends LitElement {
     }
   }
 
+  /** The output, downloadable: Markdown when the operation returned `{ Markdown }`, JSON otherwise. */
+  private renderOutput(name: string, value: JsonValue) {
+    const md = value && typeof value === 'object' && !Array.isArray(value) && typeof value.Markdown === 'string' ? value.Markdown : null
+    const text = md ?? JSON.stringify(value, null, 2)
+    const shown = text.length > 20_000 ? `${text.slice(0, 20_000)}\n… (${text.length} characters; download for the rest)` : text
+    const download = () => {
+      const a = document.createElement('a')
+      a.href = URL.createObjectURL(new Blob([text], { type: md ? 'text/markdown' : 'application/json' }))
+      a.download = `${name}.${md ? 'md' : 'json'}`
+      a.click()
+      setTimeout(() => URL.revokeObjectURL(a.href), 10_000)
+    }
+    return html`<h4>Output <button class="download" @click=${download}>Download (${text.length} bytes)</button></h4><pre>${shown}</pre>`
+  }
+
   override render() {
     const view = this.node.value
     if (!view) return html`<p aria-busy="true">Loading activity…</p>`
@@ -89,7 +104,7 @@ export class WeftActivityPanel extends LitElement {
       <ol start=${messages.length - shown.length + 1} aria-label="Messages">
         ${shown.map((m) => html`<li class="${m.Level}-line">${m.Text}</li>`)}
       </ol>
-      ${c.ReturnValue !== undefined ? html`<h4>Output</h4><pre>${JSON.stringify(c.ReturnValue as JsonValue, null, 2)}</pre>` : nothing}
+      ${c.ReturnValue !== undefined ? this.renderOutput(view.name, c.ReturnValue) : nothing}
       ${c.Error ? html`<p class="error" role="alert">${String(c.Error)}</p>` : nothing}
       ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       <div class="actions">
