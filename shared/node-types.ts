@@ -92,8 +92,7 @@ const builtins: NodeTypeDef[] = [
     { defaultWrite: 'admin', create: 'admin', delete: 'admin' },
   ),
   // Activities (DESIGN.md "Activities (contract)", issue 11). The engine is the sole writer of the
-  // log; callers only request. Fields without an entry are system-written too (defaultWrite), so
-  // the creator's Editor grant on the activity reaches RequestedStatus and Inputs only.
+  // log; callers only request (RequestedStatus) and fill a draft's Inputs.
   def(
     'ActivityLog',
     z.looseObject({
@@ -109,8 +108,20 @@ const builtins: NodeTypeDef[] = [
       CreatedBy: z.string().optional(),
     }),
     {
-      defaultWrite: 'system',
-      fields: { RequestedStatus: 'Update', Inputs: 'Update' },
+      fields: {
+        Status: 'system',
+        Messages: 'system',
+        Progress: 'system',
+        Start: 'system',
+        End: 'system',
+        ReturnValue: 'system',
+        Error: 'system',
+        CreatedBy: 'system',
+        // What runs is fixed at creation: the owner's Editor grant must not repoint it.
+        CodePath: 'system',
+        RequestedStatus: 'Update',
+        Inputs: 'Update',
+      },
     },
   ),
   def(

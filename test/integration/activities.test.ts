@@ -133,11 +133,14 @@ describe('activities: control plane', () => {
     expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 'hello' })
   })
 
-  it('[ACT5] a draft cancelled before it starts ends Cancelled', async () => {
+  it('[ACT5] Cancelled on a draft leaves it a draft that does not start', async () => {
     const code = await createCode(ts.url, alice.token, `${space}/never`, 'return 1')
     const path = await run(ts.url, alice.token, code, { start: false })
     await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Cancelled' })
-    expect((await waitForStatus(ts.url, alice.token, path, terminal)).content.Status).toBe('Cancelled')
+    await new Promise((r) => setTimeout(r, 200))
+    expect((await api(ts.url, alice.token).getNode(path)).body.content.Status).toBeUndefined()
+    await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Running' })
+    expect((await waitForStatus(ts.url, alice.token, path, terminal)).content.Status).toBe('Succeeded')
   })
 })
 
@@ -146,7 +149,7 @@ describe('activities: field rules over HTTP', () => {
     const editor = await signup(ts.url)
     await grantRole(ts.url, alice.token, space, editor.userId, 'Editor')
     const path = await run(ts.url, alice.token, await createCode(ts.url, alice.token, `${space}/rules`, 'return 1'), { start: false })
-    for (const patch of [{ Status: 'Succeeded' }, { Messages: [{ Level: 'Info', Text: 'x', At: 'now' }] }, { Progress: { Fraction: 1 } }, { ReturnValue: 1 }, { CreatedBy: editor.userId }, { End: 'x' }, { Error: 'x' }, { Start: 'x' }]) {
+    for (const patch of [{ Status: 'Succeeded' }, { Messages: [{ Level: 'Info', Text: 'x', At: 'now' }] }, { Progress: { Fraction: 1 } }, { ReturnValue: 1 }, { CreatedBy: editor.userId }, { End: 'x' }, { Error: 'x' }, { Start: 'x' }, { CodePath: 'x' }]) {
       const res = await api(ts.url, editor.token).patchNode(path, patch)
       expect(res.status, JSON.stringify(patch)).toBe(403)
       expect(errorCode(res)).toBe('forbidden_field')

@@ -330,7 +330,10 @@ export class ActivityEngine {
 
   // ---------------------------------------------------------------- cancelling and finishing
 
-  /** [ACT5] RequestedStatus Cancelled: a live run is cancelled; a draft (or a run lost here) ends Cancelled. */
+  /**
+   * [ACT5] RequestedStatus Cancelled: a live run is cancelled; a Running activity with no run
+   * here ends Cancelled. A draft is left a draft (it simply does not start).
+   */
   async cancel(path: NodePath): Promise<void> {
     const run = this.runs.get(path)
     if (run) {
@@ -339,7 +342,7 @@ export class ActivityEngine {
     }
     let claimed = false
     await this.nodes.update(SYSTEM, path, (cur) => {
-      if (!cur || isTerminal(cur.content.Status) || cur.content.RequestedStatus !== 'Cancelled' || this.runs.has(path)) return undefined
+      if (!cur || cur.content.Status !== 'Running' || cur.content.RequestedStatus !== 'Cancelled' || this.runs.has(path)) return undefined
       claimed = true
       return cur
     })
