@@ -217,13 +217,20 @@ export class ActivityEngine {
     if (this.stopping) return
     let run: LiveRun | null = null
     const at = now()
-    const node = await this.nodes.update(SYSTEM, path, (cur) => {
-      if (!cur || cur.nodeType !== 'ActivityLog') return undefined
-      const c = cur.content
-      if (c.Status !== undefined || c.RequestedStatus !== 'Running' || this.runs.has(path)) return undefined
-      run = this.register(path)
-      return { nodeType: cur.nodeType, name: cur.name, content: { ...c, Status: 'Running', Start: at } }
-    })
+    let node: MeshNode | null
+    try {
+      node = await this.nodes.update(SYSTEM, path, (cur) => {
+        if (!cur || cur.nodeType !== 'ActivityLog') return undefined
+        const c = cur.content
+        if (c.Status !== undefined || c.RequestedStatus !== 'Running' || this.runs.has(path)) return undefined
+        run = this.register(path)
+        return { nodeType: cur.nodeType, name: cur.name, content: { ...c, Status: 'Running', Start: at } }
+      })
+    } catch (err) {
+      // The claim did not become durable: nothing runs, the next state change (or the sweep) retries.
+      if (run) this.runs.delete(path)
+      throw err
+    }
     if (!run || !node) {
       if (run) this.runs.delete(path)
       return
