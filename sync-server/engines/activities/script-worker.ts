@@ -1,3 +1,4 @@
+import { setPriority } from 'node:os'
 import { parentPort } from 'node:worker_threads'
 import { getQuickJS, type QuickJSContext, type QuickJSDeferredPromise, type QuickJSHandle, type QuickJSRuntime } from 'quickjs-emscripten'
 import type { FromWorker, ScriptLimit, ToWorker } from './script-protocol.js'
@@ -10,6 +11,13 @@ import type { FromWorker, ScriptLimit, ToWorker } from './script-protocol.js'
  */
 
 const port = parentPort!
+// A lower scheduling priority for this thread only (Linux nice values are per thread): on a
+// machine with fewer cores than busy scripts, the server's event loop gets the CPU first.
+try {
+  setPriority(10)
+} catch {
+  // Not permitted here: scripts run at the server's priority.
+}
 const send = (m: FromWorker) => port.postMessage(m)
 // Loaded as the worker starts, so a warm worker runs its script without waiting for the WASM.
 const quickjsReady = getQuickJS().then((q) => {
