@@ -40,3 +40,24 @@ test('[ACT13] two browsers watch one activity, one cancels, both see Cancelled',
   await a.context.close()
   await b.context.close()
 })
+
+test('[ACT1] a Code page: the form edits the draft\'s Inputs directly, Run starts it, the panel shows the output', async ({ browser }) => {
+  await putNode(server, ann, 'Lab/Greet', 'Code', {
+    Language: 'typescript',
+    IsExecutable: true,
+    Inputs: { Who: { Type: 'string', Label: 'Who', Default: 'world' } },
+    Source: 'const who: string = Inputs.Who; Log.info("greeting " + who); return "hello " + who',
+  }, 'Greet')
+  const a = await openLoggedIn(browser, server, ann, 'Lab/Greet')
+  const page = a.page
+  await page.locator('weft-code-page button', { hasText: 'New run' }).click()
+  const input = page.locator('weft-activity-form input#in-Who')
+  await expect(input).toHaveValue('world')
+  await input.fill('Bob')
+  await input.dispatchEvent('change')
+  await page.locator('weft-code-page button.run').click()
+  const panel = page.locator('weft-code-page section[aria-label="Latest run"] weft-activity-panel')
+  await expect(panel.locator('.badge')).toHaveAttribute('data-status', 'Succeeded')
+  await expect(panel.locator('pre')).toContainText('hello Bob')
+  await a.context.close()
+})
