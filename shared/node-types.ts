@@ -98,18 +98,58 @@ const builtins: NodeTypeDef[] = [
     }),
     { defaultWrite: 'admin', create: 'admin', delete: 'admin' },
   ),
+  // Activities (DESIGN.md "Activities (contract)", issue 11). The engine is the sole writer of the
+  // log; callers only request (RequestedStatus) and fill a draft's Inputs.
   def(
     'ActivityLog',
     z.looseObject({
+      Category: z.string().optional(),
+      CodePath: z.string().optional(),
+      Inputs: anyObject.optional(),
       Status: enumName(ActivityStatus.members as unknown as [string, ...string[]]).optional(),
       RequestedStatus: enumName(ActivityStatus.members as unknown as [string, ...string[]]).nullable().optional(),
       Messages: z.array(z.unknown()).optional(),
+      Progress: z.looseObject({ Fraction: z.number().min(0).max(1), Text: z.string().optional() }).nullable().optional(),
+      Start: isoDate.nullable().optional(),
       End: isoDate.nullable().optional(),
+      CreatedBy: z.string().optional(),
     }),
-    // The owner (engine) is the sole writer of Status; callers only request (activity seed).
-    { fields: { Status: 'system', Messages: 'system', End: 'system', RequestedStatus: 'Update' } },
+    {
+      fields: {
+        Status: 'system',
+        Messages: 'system',
+        Progress: 'system',
+        Start: 'system',
+        End: 'system',
+        ReturnValue: 'system',
+        Error: 'system',
+        CreatedBy: 'system',
+        // What runs is fixed at creation: the owner's Editor grant must not repoint it.
+        CodePath: 'system',
+        RequestedStatus: 'Update',
+        Inputs: 'Update',
+      },
+    },
   ),
-  def('Code', z.looseObject({ Source: z.string().optional(), Language: z.string().optional() })),
+  def(
+    'Code',
+    z.looseObject({
+      Source: z.string().optional(),
+      Language: z.enum(['javascript', 'typescript']).optional(),
+      IsExecutable: z.boolean().optional(),
+      Inputs: anyObject.optional(),
+      ActivityParentPath: z.string().optional(),
+      LastActivityPath: z.string().optional(),
+    }),
+    { fields: { LastActivityPath: 'system' } },
+  ),
+  // Admin/Partition/{name}: written by system and the Admins of the top-level node {name}
+  // (the access hook in the activities engine grants those Admins the node).
+  def(
+    'Partition',
+    z.looseObject({ Namespace: z.string().optional(), DefaultActivityParentPath: z.string().optional() }),
+    { defaultWrite: 'admin', create: 'admin', delete: 'admin' },
+  ),
   def('Thread', anyObject, { fields: { ExecutionStatus: 'system' } }),
   def('Post', anyObject),
 ]

@@ -23,6 +23,11 @@ interface Assignment {
 }
 
 export const ACCESS_SEGMENT = '_Access'
+/** Admin/Partition/{name} and below ([ACT11]). */
+const PARTITION_NODE = /^Admin\/Partition\/([^/]+)(?:\/|$)/
+/** Admin/Operations and below ([ACT14]). */
+const OPERATIONS_NODE = /^Admin\/Operations(?:\/|$)/
+const OPERATION_PERMISSIONS = permissionsOf('Viewer')
 const CACHE_MAX = 50_000
 const MEMBERSHIP_SUFFIX = '_Membership'
 
@@ -111,6 +116,11 @@ export class AccessService {
 
   userPermissions(userId: UserId | string, path: NodePath): PermissionSet {
     if (topLevel(path) === userId) return ALL_PERMISSIONS
+    // [ACT11] A partition node Admin/Partition/{name} is administered by the Admins of {name}.
+    const partition = PARTITION_NODE.exec(path)?.[1]
+    if (partition && this.userPermissions(userId, partition as NodePath).has('ManageAccess')) return ALL_PERMISSIONS
+    // [ACT14] The built-in operation templates are readable and executable by every user.
+    if (OPERATIONS_NODE.test(path)) return OPERATION_PERMISSIONS
     const key = `${userId}\u0000${path}`
     const hit = this.cache.get(key)
     if (hit) return hit

@@ -1,7 +1,8 @@
 import type { EngineFactory } from './types.js'
 import { subscriptionsEngine } from './subscriptions/index.js'
+import { activitiesEngine } from './activities/index.js'
 
 export type { Engine, EngineContext, EngineFactory } from './types.js'
 
 /** Engines the server starts, in order. Each reconciles on boot before /healthz turns ok. */
-export const defaultEngines: EngineFactory[] = [subscriptionsEngine]
+export const defaultEngines: EngineFactory[] = [subscriptionsEngine, activitiesEngine]

@@ -29,6 +29,7 @@ import {
   withFieldsFromDoc,
   type ChangeRecord,
   type JsonObject,
+  type JsonValue,
   type MergePatch,
   type MeshChangeKind,
   type MeshNode,
@@ -591,6 +592,45 @@ export class NodeService implements NodeApi {
     if (this.loaded.get(ln.path) === ln) this.loaded.delete(ln.path)
     if (ln.pendingCommits > 0) this.retired.set(ln.path, ln)
     else ln.destroy()
+  }
+
+  /**
+   * Appends to an array field as ONE Yjs array insert (O(1) on the wire and in the update log,
+   * whatever the length), through the same field-rule check as a patch of that field. A field
+   * held as a plain array in the doc (written by a patch, or by a doc's catch-up) becomes a
+   * Y.Array on the first append. [DOC1] Without a built doc only the JSON changes.
+   */
+  async append(principal: Principal, path: NodePath, field: string, items: readonly JsonValue[], origin: ChangeOrigin = 'engine'): Promise<MeshNode> {
+    assertMergePatch({ [field]: [...items] })
+    const ln = await this.acquire(path)
+    const before = this.existing(ln, principal)
+    if (items.length === 0) return before
+    const prev = before.content[field]
+    if (prev !== undefined && prev !== null && !Array.isArray(prev)) {
+      throw new WeftError('invalid_patch', `${field} of ${path} is not an array; nothing can be appended to it.`)
+    }
+    this.authorizeFields(principal, before, [field])
+    const next: JsonObject = { ...before.content, [field]: [...(prev ?? []), ...items] }
+    validateContent(before.nodeType, next)
+    this.checkInvariants(before, { ...before, content: next })
+    let update: Uint8Array | null = null
+    if (ln.hasDoc) {
+      const doc = ln.doc
+      update = ln.capture(() =>
+        doc.transact(() => {
+          const map = doc.getMap(CONTENT_MAP)
+          const current = map.get(field)
+          if (current instanceof Y.Array) {
+            current.push([...items])
+          } else {
+            const array = new Y.Array<unknown>()
+            array.push([...(Array.isArray(current) ? current : []), ...items])
+            map.set(field, array)
+          }
+        }, origin),
+      )
+    }
+    return (await this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', update, origin))!
   }
 
   // ---------------------------------------------------------------- write internals

@@ -2,6 +2,7 @@ import type { Observable } from 'rxjs'
 import type {
   ChangeRecord,
   JsonObject,
+  JsonValue,
   MergePatch,
   MeshNode,
   NodePath,
@@ -64,4 +65,9 @@ export interface NodeApi {
   update(principal: Principal, path: NodePath, fn: UpdateFn, origin?: ChangeOrigin): Promise<MeshNode | null>
   /** Deletes the node and its descendants. */
   delete(principal: Principal, path: NodePath, origin?: ChangeOrigin): Promise<void>
+  /**
+   * Appends `items` to the array field `field` (an activity's Messages): one Yjs array insert on
+   * the wire, whatever the array's length. Same field rules as a patch of `field`.
+   */
+  append(principal: Principal, path: NodePath, field: string, items: readonly JsonValue[], origin?: ChangeOrigin): Promise<MeshNode>
 }

@@ -37,6 +37,7 @@ const MODULES: BenchModule[] = [
   { name: 'subscriptions', file: 'subscriptions-bench.ts', fn: 'benchSubscriptions' },
   { name: 'feed', file: 'feed-bench.ts', fn: 'benchFeed' },
   { name: 'gate', file: 'gate-bench.ts', fn: 'benchGate' },
+  { name: 'activities', file: 'activities-bench.ts', fn: 'benchActivities' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */

@@ -5,3 +5,6 @@
  */
 import './members-panel.js'
 import './group-invite-dialog.js'
+import './code-page.js'
+import './activity-panel.js'
+import './activity-strip.js'

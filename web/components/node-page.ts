@@ -324,8 +324,15 @@ export class WeftNodePage extends LitElement {
         return html`<section><weft-members-panel path=${view.path}></weft-members-panel></section>`
       case 'Group':
         return html`<section><weft-group-invite-dialog path=${view.path}></weft-group-invite-dialog></section>`
+      // Activities (issue 11): web/components/code-page.ts, activity-*.ts.
+      case 'Code':
+        return html`<section><weft-code-page path=${view.path}></weft-code-page></section>`
+      case 'ActivityLog':
+        return html`<section><weft-activity-panel path=${view.path}></weft-activity-panel></section>`
+      case 'User':
+        return html`<section><weft-activity-strip path=${view.path} heading="My activity"></weft-activity-strip></section>`
       default:
-        return nothing
+        return html`<section><weft-activity-strip path=${view.path}></weft-activity-strip></section>`
     }
   }
 

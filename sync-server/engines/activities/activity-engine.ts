@@ -1,0 +1,416 @@
+import { setMaxListeners } from 'node:events'
+import { Subscription } from 'rxjs'
+import type { Logger } from 'pino'
+import {
+  PARTITION_CATALOG,
+  SYSTEM,
+  activityMessage,
+  finish,
+  isTerminal,
+  maxStatus,
+  parseNodePath,
+  userPrincipal,
+  type ActivityMessage,
+  type ActivityProgress,
+  type ActivityStatus,
+  type JsonObject,
+  type JsonValue,
+  type MeshNode,
+  type NodePath,
+  type UserId,
+} from '../../../shared/index.js'
+import type { NodeApi } from '../../nodes/types.js'
+import { field, watchControlPlane, watchSubmission } from './control-plane.js'
+import { meshCall } from './mesh-proxy.js'
+import { ScriptHost, type ScriptOutcome, type ScriptRun } from './script-host.js'
+
+export interface ActivityEngineConfig {
+  timeoutMs: number
+  memoryMb: number
+  cancelGraceMs: number
+  watchdogMs: number
+  /** Log lines and progress from a script are written at most this often (one append per batch). */
+  flushMs: number
+  maxConcurrent: number
+  spares: number
+  /** How often running activities are checked for a lost run or watcher; null = never. */
+  reconcileIntervalMs: number | null
+}
+
+/** A run of this process: the in-memory half. The node stays the source of truth. */
+interface LiveRun {
+  path: NodePath
+  script: ScriptRun | null
+  messages: ActivityMessage[]
+  progress: ActivityProgress | null
+  flushTimer: NodeJS.Timeout | null
+  /** Writes of this run, chained: appends land in order and the terminal write after them. */
+  writes: Promise<unknown>
+  lastSign: number
+  watchdog: NodeJS.Timeout | null
+  watchdogFired: boolean
+}
+
+const RESTART_MESSAGE = 'The server restarted while this activity was running, so the run was lost. Run it again to retry.'
+
+function now(): string {
+  return new Date().toISOString()
+}
+
+/**
+ * [ACT1]–[ACT10] The activity engine: the sole writer of every ActivityLog's Status, Messages,
+ * Progress and result. Callers only patch RequestedStatus; the engine watches each activity that
+ * is not terminal (watchSubmission for starting, watchControlPlane for cancelling) and drives it.
+ */
+export class ActivityEngine {
+  private readonly watchers = new Map<NodePath, Subscription>()
+  private readonly runs = new Map<NodePath, LiveRun>()
+  private readonly feed = new Subscription()
+  private sweepTimer: NodeJS.Timeout | null = null
+  readonly host: ScriptHost
+  private stopping = false
+
+  constructor(
+    private readonly nodes: NodeApi,
+    private readonly log: Logger,
+    private readonly config: ActivityEngineConfig,
+    signal: AbortSignal,
+  ) {
+    this.host = new ScriptHost({ ...config, log })
+    // One listener on the server's signal; every watcher listens on this one (there may be many).
+    setMaxListeners(0, this.shutdown.signal)
+    if (signal.aborted) this.shutdown.abort()
+    else signal.addEventListener('abort', () => this.shutdown.abort(), { once: true })
+  }
+
+  private readonly shutdown = new AbortController()
+
+  private get signal(): AbortSignal {
+    return this.shutdown.signal
+  }
+
+  // ---------------------------------------------------------------- lifecycle
+
+  async start(): Promise<void> {
+    this.host.warm()
+    await this.nodes.update(SYSTEM, PARTITION_CATALOG as NodePath, (c) => c ?? { nodeType: 'Document', name: 'Partition', content: {} }, 'system')
+    // Every activity change (any transport) makes sure a live activity is watched.
+    this.feed.add(
+      this.nodes.changes$.subscribe((c) => {
+        if (c.nodeType !== 'ActivityLog' || this.stopping) return
+        if (!c.node || isTerminal(c.node.content.Status)) {
+          if (!this.runs.has(c.path)) this.unwatch(c.path)
+          return
+        }
+        this.watch(c.path)
+      }),
+    )
+    await this.recover()
+    if (this.config.reconcileIntervalMs) {
+      this.sweepTimer = setInterval(() => void this.sweep().catch((err: unknown) => this.log.error({ err }, 'activity sweep failed')), this.config.reconcileIntervalMs)
+      this.sweepTimer.unref()
+    }
+  }
+
+  async stop(): Promise<void> {
+    // Watchers first: a shutting-down engine reacts to nothing more.
+    this.stopping = true
+    this.shutdown.abort()
+    this.feed.unsubscribe()
+    for (const p of [...this.watchers.keys()]) this.unwatch(p)
+    if (this.sweepTimer) clearInterval(this.sweepTimer)
+    for (const run of this.runs.values()) {
+      if (run.flushTimer) clearTimeout(run.flushTimer)
+      if (run.watchdog) clearInterval(run.watchdog)
+    }
+    await this.host.close()
+  }
+
+  /**
+   * [ACT9] Recovery on boot. This process has no run yet, so an activity Running now was left by
+   * a process that died: it ends Failed, naming the restart. A pending start request is honoured.
+   */
+  private async recover(): Promise<void> {
+    const running = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { Status: 'Running' }, limit: Number.MAX_SAFE_INTEGER })
+    await Promise.all(running.map((n) => this.failOrphan(n.path, RESTART_MESSAGE)))
+    const requested = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { RequestedStatus: 'Running' }, limit: Number.MAX_SAFE_INTEGER })
+    for (const n of requested) if (!isTerminal(n.content.Status)) this.watch(n.path)
+    const cancels = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { RequestedStatus: 'Cancelled' }, limit: Number.MAX_SAFE_INTEGER })
+    for (const n of cancels) if (!isTerminal(n.content.Status)) this.watch(n.path)
+  }
+
+  /** [ACT9] The periodic check: a Running activity with no run here fails; a lost watcher is restarted. */
+  private async sweep(): Promise<void> {
+    if (this.stopping) return
+    const running = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { Status: 'Running' }, limit: Number.MAX_SAFE_INTEGER })
+    for (const n of running) {
+      if (!this.runs.has(n.path)) await this.failOrphan(n.path, 'No run is behind this activity any more (its worker was lost). Run it again to retry.')
+      else this.watch(n.path)
+    }
+    const requested = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { RequestedStatus: 'Running' }, limit: Number.MAX_SAFE_INTEGER })
+    for (const n of requested) if (n.content.Status === undefined) this.watch(n.path)
+  }
+
+  private async failOrphan(path: NodePath, reason: string): Promise<void> {
+    const at = now()
+    let claimed = false
+    // The claim is the re-check inside update: still Running and still no run of ours.
+    await this.nodes.update(SYSTEM, path, (cur) => {
+      if (!cur || cur.content.Status !== 'Running' || this.runs.has(path)) return undefined
+      claimed = true
+      return cur
+    })
+    if (!claimed) return
+    await this.nodes.append(SYSTEM, path, 'Messages', [activityMessage('Error', reason, at) as unknown as JsonValue])
+    await this.terminal(path, 'Failed', { Error: reason })
+  }
+
+  // ---------------------------------------------------------------- watching
+
+  /** Watches one activity that is not terminal (idempotent). */
+  watch(path: NodePath): void {
+    if (this.stopping || this.watchers.has(path)) return
+    const sub = new Subscription()
+    this.watchers.set(path, sub)
+    const opts = { log: this.log, signal: this.signal, onGone: () => this.unwatch(path) }
+    sub.add(
+      watchSubmission(
+        this.nodes,
+        path,
+        (n) => [field(n, 'RequestedStatus'), field(n, 'Status')],
+        (n) => n.content.RequestedStatus === 'Running' && n.content.Status === undefined,
+        () => this.claimAndStart(path),
+        opts,
+      ),
+    )
+    sub.add(
+      watchControlPlane(
+        this.nodes,
+        path,
+        (requested) => {
+          if (requested === 'Cancelled') void this.cancel(path).catch((err: unknown) => this.log.error({ err, path }, 'cancel failed'))
+        },
+        opts,
+      ),
+    )
+  }
+
+  private unwatch(path: NodePath): void {
+    const sub = this.watchers.get(path)
+    if (!sub) return
+    this.watchers.delete(path)
+    sub.unsubscribe()
+  }
+
+  /** Whether a watcher is installed (diagnostics and tests). */
+  isWatched(path: NodePath): boolean {
+    return this.watchers.has(path)
+  }
+
+  // ---------------------------------------------------------------- starting
+
+  /**
+   * [ACT4] Two start requests start one run: the claim (no Status → Running) is the re-check
+   * inside update, and the run is registered in that same synchronous stretch.
+   */
+  async claimAndStart(path: NodePath): Promise<void> {
+    if (this.stopping) return
+    let run: LiveRun | null = null
+    const at = now()
+    let node: MeshNode | null
+    try {
+      node = await this.nodes.update(SYSTEM, path, (cur) => {
+        if (!cur || cur.nodeType !== 'ActivityLog') return undefined
+        const c = cur.content
+        if (c.Status !== undefined || c.RequestedStatus !== 'Running' || this.runs.has(path)) return undefined
+        run = this.register(path)
+        return { nodeType: cur.nodeType, name: cur.name, content: { ...c, Status: 'Running', Start: at } }
+      })
+    } catch (err) {
+      // The claim did not become durable: nothing runs, the next state change (or the sweep) retries.
+      if (run) this.runs.delete(path)
+      throw err
+    }
+    if (!run || !node) {
+      if (run) this.runs.delete(path)
+      return
+    }
+    await this.launch(run, node)
+  }
+
+  private register(path: NodePath): LiveRun {
+    const run: LiveRun = {
+      path,
+      script: null,
+      messages: [],
+      progress: null,
+      flushTimer: null,
+      writes: Promise.resolve(),
+      lastSign: Date.now(),
+      watchdog: null,
+      watchdogFired: false,
+    }
+    this.runs.set(path, run)
+    return run
+  }
+
+  private async launch(run: LiveRun, activity: MeshNode): Promise<void> {
+    const c = activity.content
+    const owner = typeof c.CreatedBy === 'string' ? userPrincipal(c.CreatedBy as UserId) : null
+    const codePath = typeof c.CodePath === 'string' ? c.CodePath : null
+    let code: MeshNode | null = null
+    let refusal: string | null = null
+    try {
+      if (!owner) refusal = 'The activity has no CreatedBy: nobody to run it as.'
+      else if (!codePath) refusal = 'The activity names no Code node to run.'
+      else {
+        const p = parseNodePath(codePath)
+        code = await this.nodes.get(SYSTEM, p)
+        if (!code || code.nodeType !== 'Code') refusal = `There is no Code node at ${codePath}.`
+        else if (code.content.IsExecutable === false) refusal = `${codePath} is not executable.`
+        // Authorize as the caller, execute as system: the owner's right is re-checked as the run starts.
+        else if (!this.nodes.permissions(owner, p).has('Execute')) refusal = `${owner.kind === 'user' ? owner.userId : 'The owner'} may no longer execute ${codePath}.`
+      }
+    } catch (err) {
+      refusal = `The Code node could not be read: ${(err as Error).message}`
+    }
+    if (refusal || !code || !owner) {
+      this.finishRun(run, { ok: false, aborted: false, message: refusal ?? 'The run could not start.' })
+      return
+    }
+    const language = code.content.Language === 'typescript' ? 'typescript' : 'javascript'
+    const source = typeof code.content.Source === 'string' ? code.content.Source : ''
+    const inputs = (c.Inputs && typeof c.Inputs === 'object' && !Array.isArray(c.Inputs) ? c.Inputs : {}) as JsonObject
+    run.script = this.host.run(source, language, inputs, {
+      onStart: () => {
+        run.lastSign = Date.now()
+        this.armWatchdog(run)
+      },
+      onLog: (level, text) => this.push(run, activityMessage(level, text)),
+      onProgress: (fraction, text) => {
+        run.progress = text === undefined ? { Fraction: fraction } : { Fraction: fraction, Text: text }
+        run.lastSign = Date.now()
+        this.scheduleFlush(run)
+      },
+      onMesh: (op, args, signal) => meshCall(this.nodes, owner, op, args, signal),
+    })
+    // A cancel requested between the claim and now is honoured at once.
+    const latest = await this.nodes.get(SYSTEM, run.path)
+    if (latest?.content.RequestedStatus === 'Cancelled') run.script.cancel()
+    void run.script.done.then((o) => this.finishRun(run, o))
+  }
+
+  // ---------------------------------------------------------------- the log
+
+  private push(run: LiveRun, m: ActivityMessage): void {
+    run.messages.push(m)
+    run.lastSign = Date.now()
+    this.scheduleFlush(run)
+  }
+
+  /** [ACT12] Lines and progress are coalesced: one append (one Yjs array insert) per flush window. */
+  private scheduleFlush(run: LiveRun): void {
+    if (run.flushTimer) return
+    run.flushTimer = setTimeout(() => {
+      run.flushTimer = null
+      void this.flush(run)
+    }, this.config.flushMs)
+  }
+
+  private flush(run: LiveRun): Promise<unknown> {
+    if (run.flushTimer) {
+      clearTimeout(run.flushTimer)
+      run.flushTimer = null
+    }
+    const messages = run.messages.splice(0)
+    const progress = run.progress
+    run.progress = null
+    if (messages.length === 0 && !progress) return run.writes
+    run.writes = run.writes
+      .then(async () => {
+        if (messages.length > 0) await this.nodes.append(SYSTEM, run.path, 'Messages', messages as unknown as JsonValue[])
+        if (progress) await this.nodes.patch(SYSTEM, run.path, { Progress: progress as unknown as JsonObject }, 'engine')
+      })
+      .catch((err: unknown) => this.log.warn({ err, path: run.path }, 'activity log write failed'))
+    return run.writes
+  }
+
+  // ---------------------------------------------------------------- cancelling and finishing
+
+  /**
+   * [ACT5] RequestedStatus Cancelled: a live run is cancelled; a Running activity with no run
+   * here ends Cancelled. A draft is left a draft (it simply does not start).
+   */
+  async cancel(path: NodePath): Promise<void> {
+    const run = this.runs.get(path)
+    if (run) {
+      run.script?.cancel()
+      return
+    }
+    let claimed = false
+    await this.nodes.update(SYSTEM, path, (cur) => {
+      if (!cur || cur.content.Status !== 'Running' || cur.content.RequestedStatus !== 'Cancelled' || this.runs.has(path)) return undefined
+      claimed = true
+      return cur
+    })
+    if (!claimed) return
+    await this.nodes.append(SYSTEM, path, 'Messages', [activityMessage('Info', 'Cancelled on request.') as unknown as JsonValue])
+    await this.terminal(path, 'Cancelled', {})
+  }
+
+  private armWatchdog(run: LiveRun): void {
+    const every = Math.max(10, Math.min(1_000, Math.floor(this.config.watchdogMs / 4)))
+    run.watchdog = setInterval(() => {
+      if (Date.now() - run.lastSign < this.config.watchdogMs || run.watchdogFired) return
+      run.watchdogFired = true
+      run.script?.kill(`No message or progress for ACTIVITY_WATCHDOG_MS (${this.config.watchdogMs} ms); the run was stopped.`)
+    }, every)
+    run.watchdog.unref()
+  }
+
+  private finishRun(run: LiveRun, outcome: ScriptOutcome): void {
+    if (run.watchdog) clearInterval(run.watchdog)
+    const done = async () => {
+      let floor: ActivityStatus = 'Succeeded'
+      const extra: JsonObject = {}
+      if (outcome.ok) {
+        if (outcome.value !== null && outcome.value !== undefined) extra.ReturnValue = outcome.value
+      } else if (outcome.aborted && !run.watchdogFired) {
+        floor = 'Cancelled'
+        run.messages.push(activityMessage(outcome.limit ? 'Warning' : 'Info', outcome.limit ? outcome.message : 'Cancelled on request.'))
+      } else {
+        floor = 'Failed'
+        extra.Error = outcome.message
+        run.messages.push(activityMessage('Error', outcome.message))
+      }
+      await this.flush(run)
+      await this.terminal(run.path, floor, extra)
+    }
+    run.writes = done()
+      .catch((err: unknown) => this.log.error({ err, path: run.path }, 'activity terminal write failed'))
+      .finally(() => {
+        if (this.runs.get(run.path) === run) this.runs.delete(run.path)
+        this.unwatch(run.path)
+      })
+  }
+
+  /**
+   * [ACT3][ACT4] The terminal write: finish with the floor (raised to Cancelled when a cancel was
+   * requested), re-checked inside update — a terminal status is final.
+   */
+  private async terminal(path: NodePath, floor: ActivityStatus, extra: JsonObject): Promise<void> {
+    const at = now()
+    await this.nodes.update(SYSTEM, path, (cur) => {
+      if (!cur || isTerminal(cur.content.Status)) return undefined
+      const effective = cur.content.RequestedStatus === 'Cancelled' ? maxStatus(floor, 'Cancelled') : floor
+      const next = finish({ ...cur.content, ...extra }, effective, at)
+      if (next.Progress === undefined && next.Status === 'Succeeded') next.Progress = { Fraction: 1 }
+      return { nodeType: cur.nodeType, name: cur.name, content: next }
+    })
+  }
+
+  /** Activities with a live run in this process (diagnostics, tests, benchmarks). */
+  liveRuns(): NodePath[] {
+    return [...this.runs.keys()]
+  }
+}

@@ -1,0 +1,162 @@
+import { defer, distinctUntilChanged, map, retry, Subscription, takeWhile, timer, type Observable } from 'rxjs'
+import type { Logger } from 'pino'
+import { ActivityStatus, jsonEqual, type JsonValue, type MeshNode, type NodePath } from '../../../shared/index.js'
+import type { NodeApi } from '../../nodes/types.js'
+
+/**
+ * The activity control plane (seed "activity-control-plane"): callers patch RequestedStatus, the
+ * owning engine watches its node and reacts. Both watchers here are self-healing (a fault
+ * re-subscribes and replays the current state), stop for good when the node is gone (no storm
+ * of re-subscriptions on a deleted node), and stop first thing on shutdown (`signal`), after
+ * which they deliver nothing.
+ */
+
+export interface WatchOptions {
+  log: Logger
+  /** Aborted at the first instant of shutdown: the watcher unsubscribes and delivers nothing more. */
+  signal?: AbortSignal
+  /** The node is gone (deleted, or never existed): the watcher has stopped for good. */
+  onGone?: () => void
+}
+
+type NodeSource = Pick<NodeApi, 'node$'>
+
+const MAX_BACKOFF_MS = 10_000
+
+/** node$ that re-establishes itself after a fault and completes once the node is gone. */
+function selfHealing(nodes: NodeSource, path: NodePath, opts: WatchOptions, what: string): Observable<MeshNode> {
+  return defer(() => nodes.node$(path)).pipe(
+    retry({
+      resetOnSuccess: true,
+      delay: (error: unknown, attempt: number) => {
+        opts.log.warn({ err: error, path, attempt }, `${what} faulted; re-establishing`)
+        return timer(Math.min(MAX_BACKOFF_MS, 50 * 2 ** (attempt - 1)))
+      },
+    }),
+    takeWhile((node): node is MeshNode => node !== null),
+  )
+}
+
+/** Ties a subscription to the shutdown signal: aborting unsubscribes before anything else runs. */
+function bindToSignal(sub: Subscription, signal: AbortSignal | undefined): Subscription {
+  if (!signal) return sub
+  if (signal.aborted) {
+    sub.unsubscribe()
+    return sub
+  }
+  const onAbort = () => sub.unsubscribe()
+  signal.addEventListener('abort', onAbort, { once: true })
+  sub.add(() => signal.removeEventListener('abort', onAbort))
+  return sub
+}
+
+/** The RequestedStatus of an ActivityLog node's content (null when none is pending or it is not a status name). */
+export function requestedStatusOf(node: MeshNode): ActivityStatus | null {
+  const v = node.content.RequestedStatus
+  return ActivityStatus.isMember(v) ? v : null
+}
+
+/**
+ * [ACT2] Calls `handler` on each transition of the activity's RequestedStatus (distinct until
+ * changed, the current value first; null = nothing pending). A handler that throws is logged and
+ * the watch goes on.
+ */
+export function watchControlPlane(
+  nodes: NodeSource,
+  path: NodePath,
+  handler: (requested: ActivityStatus | null, node: MeshNode) => void,
+  opts: WatchOptions,
+): Subscription {
+  const sub = new Subscription()
+  bindToSignal(sub, opts.signal)
+  if (sub.closed) return sub
+  let last: MeshNode | null = null
+  sub.add(
+    selfHealing(nodes, path, opts, 'control-plane watch')
+      .pipe(
+        map((node) => {
+          last = node
+          return requestedStatusOf(node)
+        }),
+        distinctUntilChanged(),
+      )
+      .subscribe({
+        next: (requested) => {
+          if (sub.closed || opts.signal?.aborted) return
+          try {
+            handler(requested, last!)
+          } catch (err) {
+            opts.log.error({ err, path }, 'control-plane handler failed')
+          }
+        },
+        complete: () => {
+          if (sub.closed || opts.signal?.aborted) return
+          sub.unsubscribe()
+          opts.onGone?.()
+        },
+      }),
+  )
+  return sub
+}
+
+/**
+ * [ACT2] The general "needs work" trigger: on each distinct `fingerprint` of the node where
+ * `needsDispatch` holds, runs `dispatch`, one at a time. The in-flight flag only coalesces:
+ * correctness comes from the re-check `dispatch` makes inside `nodes.update` (a second dispatch
+ * of the same state finds it claimed and does nothing). A state that arrives while a dispatch is
+ * in flight is not lost: once it settles, the latest node is dispatched if its fingerprint
+ * differs from the one that was dispatched.
+ */
+export function watchSubmission(
+  nodes: NodeSource,
+  path: NodePath,
+  fingerprint: (node: MeshNode) => JsonValue,
+  needsDispatch: (node: MeshNode) => boolean,
+  dispatch: (node: MeshNode) => Promise<unknown>,
+  opts: WatchOptions,
+): Subscription {
+  const sub = new Subscription()
+  bindToSignal(sub, opts.signal)
+  if (sub.closed) return sub
+  let inFlight = false
+  let latest: MeshNode | null = null
+  let dispatchedPrint: JsonValue | undefined
+  const run = (node: MeshNode) => {
+    if (sub.closed || opts.signal?.aborted || !needsDispatch(node)) return
+    if (inFlight) return
+    inFlight = true
+    const print = fingerprint(node)
+    dispatchedPrint = print
+    Promise.resolve()
+      .then(() => dispatch(node))
+      .catch((err: unknown) => opts.log.error({ err, path }, 'dispatch failed; the next state change retries'))
+      .finally(() => {
+        inFlight = false
+        const next = latest
+        if (next && !jsonEqual(fingerprint(next), print)) run(next)
+      })
+  }
+  sub.add(
+    selfHealing(nodes, path, opts, 'submission watch')
+      .pipe(distinctUntilChanged((a, b) => jsonEqual(fingerprint(a), fingerprint(b))))
+      .subscribe({
+        next: (node) => {
+          latest = node
+          if (dispatchedPrint !== undefined && inFlight) return
+          run(node)
+        },
+        complete: () => {
+          if (sub.closed || opts.signal?.aborted) return
+          sub.unsubscribe()
+          opts.onGone?.()
+        },
+      }),
+  )
+  return sub
+}
+
+/** A field of a node's content, as JSON (undefined → null), for fingerprints. */
+export function field(node: MeshNode, name: string): JsonValue {
+  const v = node.content[name]
+  return v === undefined ? null : v
+}

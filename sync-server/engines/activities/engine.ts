@@ -1,0 +1,57 @@
+import type { Engine, EngineContext, EngineFactory } from '../types.js'
+import { ActivityEngine, type ActivityEngineConfig } from './activity-engine.js'
+import { activityRoutes } from './run-route.js'
+import { seedTemplates } from './templates.js'
+
+export type ActivitiesEngineOptions = Partial<ActivityEngineConfig> & {
+  /** Seed the built-in operation templates (default true). */
+  seedTemplates?: boolean
+}
+
+export interface ActivitiesEngine extends Engine {
+  readonly engine: ActivityEngine
+}
+
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const v = env[name]
+  if (v === undefined || v === '') return fallback
+  const n = Number(v)
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got ${JSON.stringify(v)}`)
+  return n
+}
+
+/** The configuration from the environment (DESIGN.md names and defaults). */
+export function activityConfigFromEnv(env: NodeJS.ProcessEnv = process.env): ActivityEngineConfig {
+  return {
+    timeoutMs: int(env, 'SCRIPT_TIMEOUT_MS', 300_000),
+    memoryMb: int(env, 'SCRIPT_MEMORY_MB', 64),
+    cancelGraceMs: int(env, 'SCRIPT_CANCEL_GRACE_MS', 2_000),
+    watchdogMs: int(env, 'ACTIVITY_WATCHDOG_MS', 600_000),
+    flushMs: int(env, 'ACTIVITY_FLUSH_MS', 20),
+    maxConcurrent: int(env, 'SCRIPT_MAX_CONCURRENT', 16),
+    spares: int(env, 'SCRIPT_SPARE_WORKERS', 2),
+    reconcileIntervalMs: int(env, 'ACTIVITY_RECONCILE_MS', 30_000) || null,
+  }
+}
+
+/** The activities engine ([ACT1]–[ACT12], docs/SPEC.md "Activities (issue 11)"). */
+export function createActivitiesEngine(options: ActivitiesEngineOptions = {}): EngineFactory {
+  return (ctx: EngineContext): ActivitiesEngine => {
+    const { seedTemplates: seed = true, ...overrides } = options
+    const config: ActivityEngineConfig = { ...activityConfigFromEnv(), ...overrides }
+    const log = ctx.log.child({ engine: 'activities' })
+    const engine = new ActivityEngine(ctx.nodes, log, config, ctx.signal)
+    return {
+      name: 'activities',
+      engine,
+      routes: activityRoutes(ctx.nodes, (path) => engine.watch(path)),
+      async start() {
+        await engine.start()
+        if (seed) await seedTemplates(ctx.nodes)
+      },
+      stop: () => engine.stop(),
+    }
+  }
+}
+
+export const activitiesEngine: EngineFactory = createActivitiesEngine()

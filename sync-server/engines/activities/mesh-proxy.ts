@@ -1,0 +1,84 @@
+import { filter, firstValueFrom, timeout } from 'rxjs'
+import { WeftError, isJsonObject, parseNodePath, type JsonObject, type JsonValue, type MeshNode, type Principal } from '../../../shared/index.js'
+import type { NodeApi } from '../../nodes/types.js'
+import type { MeshOp } from './script-protocol.js'
+
+const WAIT_FOR_DEFAULT_MS = 30_000
+
+function object(v: JsonValue | undefined, what: string): JsonObject {
+  if (v === undefined || v === null) return {}
+  if (!isJsonObject(v)) throw new WeftError('invalid_request', `${what} must be an object.`)
+  return v
+}
+
+function asJson(node: MeshNode | null): JsonValue {
+  return node as unknown as JsonValue
+}
+
+function matches(node: MeshNode | null, fields: JsonObject): boolean {
+  if (!node) return false
+  return Object.entries(fields).every(([k, v]) => JSON.stringify(node.content[k] ?? null) === JSON.stringify(v))
+}
+
+/**
+ * [ACT8] A script's Mesh call, performed as the activity's owner (its CreatedBy): the same checks
+ * as a request of theirs made now, so a script can do nothing its owner could not. A refusal
+ * rejects with the API's error (its `code` reaches the script).
+ */
+export async function meshCall(nodes: NodeApi, owner: Principal, op: MeshOp, args: JsonValue[], signal: AbortSignal): Promise<JsonValue> {
+  const path = () => parseNodePath(String(args[0] ?? ''))
+  switch (op) {
+    case 'get':
+      return asJson(await nodes.get(owner, path()))
+    case 'put': {
+      const draft = object(args[1], 'The node')
+      if (typeof draft.nodeType !== 'string') throw new WeftError('invalid_request', 'Mesh.put needs { nodeType, content }.')
+      const { node } = await nodes.put(
+        owner,
+        path(),
+        { nodeType: draft.nodeType, name: typeof draft.name === 'string' ? draft.name : undefined, content: object(draft.content, 'content') },
+        'engine',
+      )
+      return asJson(node)
+    }
+    case 'patch':
+      return asJson(await nodes.patch(owner, path(), object(args[1], 'The patch'), 'engine'))
+    case 'delete':
+      await nodes.delete(owner, path(), 'engine')
+      return null
+    case 'query': {
+      const q = object(args[0], 'The query')
+      const where = isJsonObject(q.where) ? Object.fromEntries(Object.entries(q.where).map(([k, v]) => [k, String(v)])) : undefined
+      const items = await nodes.query(owner, {
+        parent: typeof q.parent === 'string' ? parseNodePath(q.parent) : undefined,
+        nodeType: typeof q.nodeType === 'string' ? q.nodeType : undefined,
+        where,
+        limit: typeof q.limit === 'number' ? q.limit : undefined,
+      })
+      return items as unknown as JsonValue
+    }
+    case 'waitFor': {
+      const p = path()
+      const fields = object(args[1], 'The awaited fields')
+      const opts = object(args[2], 'The options')
+      const ms = typeof opts.timeoutMs === 'number' && opts.timeoutMs > 0 ? opts.timeoutMs : WAIT_FOR_DEFAULT_MS
+      // Read access is checked now; the watch itself reads as system and hands back only this node.
+      const first = await nodes.get(owner, p)
+      if (matches(first, fields)) return asJson(first)
+      const abort = new Promise<never>((_, reject) => {
+        signal.addEventListener('abort', () => reject(Object.assign(new Error('The activity was cancelled.'), { code: 'cancelled' })), { once: true })
+      })
+      const seen = firstValueFrom(
+        nodes.node$(p).pipe(
+          filter((n) => matches(n, fields)),
+          timeout({ first: ms, with: () => Promise.reject(Object.assign(new Error(`${p} did not reach the awaited state within ${ms} ms.`), { code: 'timeout' })) }),
+        ),
+      )
+      const node = await Promise.race([seen, abort])
+      if (!nodes.permissions(owner, p).has('Read')) throw new WeftError('forbidden', `You can no longer read ${p}.`)
+      return asJson(node)
+    }
+    default:
+      throw new WeftError('invalid_request', `Unknown Mesh operation ${String(op satisfies never)}.`)
+  }
+}

@@ -1,0 +1,274 @@
+import { mkdirSync, rmSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { Worker } from 'node:worker_threads'
+import { buildSync, transform } from 'esbuild'
+import type { Logger } from 'pino'
+import type { JsonObject, JsonValue } from '../../../shared/index.js'
+import type { FromWorker, MeshOp, ScriptLanguage, ScriptLimit, ScriptLimits, ToWorker } from './script-protocol.js'
+
+let bundled: URL | null = null
+
+/**
+ * The worker's code as one plain-JS file, built once per process with esbuild: a worker that
+ * registers tsx compiles TypeScript as it starts (half a second per worker), a bundle starts in
+ * a few tens of milliseconds. Falls back to the tsx entry if the build fails.
+ */
+function workerEntry(): URL {
+  if (bundled) return bundled
+  try {
+    // Inside node_modules, so the bundle's external imports resolve like the sources' do.
+    const dir = fileURLToPath(new URL('../../../node_modules/.cache/weft-script-worker/', import.meta.url))
+    mkdirSync(dir, { recursive: true })
+    const outfile = join(dir, `worker-${process.pid}.mjs`)
+    buildSync({
+      entryPoints: [fileURLToPath(new URL('./script-worker.ts', import.meta.url))],
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      outfile,
+      // Resolved from the repository's node_modules at run time (quickjs loads its .wasm beside itself).
+      external: ['quickjs-emscripten', 'esbuild'],
+      logLevel: 'silent',
+    })
+    bundled = pathToFileURL(outfile)
+  } catch {
+    bundled = new URL('./script-worker.mjs', import.meta.url)
+  }
+  return bundled
+}
+
+export interface ScriptHostOptions extends ScriptLimits {
+  /** After a cancel, a script still running this long is terminated (SCRIPT_CANCEL_GRACE_MS). */
+  cancelGraceMs: number
+  /** Scripts running at once; more wait their turn (each worker holds a WASM heap). */
+  maxConcurrent: number
+  /** Workers kept started and loaded, so a run does not wait for a thread and its WASM. */
+  spares: number
+  log: Logger
+}
+
+export interface ScriptRunHandlers {
+  onLog(level: 'Info' | 'Warning' | 'Error', text: string): void
+  onProgress(fraction: number, text?: string): void
+  /** A Mesh call of the script, to perform as the activity's owner; a refusal throws an error with `code`. */
+  onMesh(op: MeshOp, args: JsonValue[], signal: AbortSignal): Promise<JsonValue>
+  /** The script actually started (it may have waited for a free slot). */
+  onStart?(): void
+}
+
+export type ScriptOutcome =
+  | { ok: true; value: JsonValue }
+  | { ok: false; message: string; aborted: boolean; limit?: ScriptLimit | 'SCRIPT_CANCEL_GRACE_MS' }
+
+export interface ScriptRun {
+  /** Requests cancellation: Ct.aborted turns true, sleeps end; after the grace period the worker is terminated. */
+  cancel(): void
+  /** Terminates at once with this outcome (the watchdog, shutdown). */
+  kill(message: string): void
+  readonly done: Promise<ScriptOutcome>
+}
+
+/**
+ * The source as the body of an async function `__weft_run` (top-level await and return work);
+ * TypeScript types are stripped by esbuild's service, off the event loop.
+ */
+export async function compileScript(source: string, language: ScriptLanguage): Promise<string> {
+  const wrapped = `async function __weft_run() {\n${source}\n}`
+  if (language !== 'typescript') return wrapped
+  return (await transform(wrapped, { loader: 'ts', target: 'es2020' })).code
+}
+
+interface Spare {
+  worker: Worker
+  ready: Promise<void>
+}
+
+/**
+ * [ACT7] Runs scripts off the event loop: one worker thread per run (a QuickJS runtime inside),
+ * terminated when the run ends, so nothing a script did survives it. A few spare workers are
+ * kept loaded. The main thread only relays messages; the script's CPU is the worker's.
+ */
+export class ScriptHost {
+  private readonly spares: Spare[] = []
+  private running = 0
+  private readonly queue: (() => void)[] = []
+  private closed = false
+  private readonly live = new Set<ScriptRun>()
+
+  constructor(private readonly opts: ScriptHostOptions) {}
+
+  warm(): void {
+    while (!this.closed && this.spares.length < this.opts.spares) this.spares.push(this.spawn())
+  }
+
+  private spawn(): Spare {
+    const worker = new Worker(workerEntry(), {
+      // A little above the script's own WASM limit: a runaway script cannot take the process.
+      resourceLimits: { maxOldGenerationSizeMb: Math.max(64, this.opts.memoryMb * 2 + 64) },
+      stdout: false,
+      stderr: false,
+    })
+    worker.unref()
+    const ready = new Promise<void>((resolve, reject) => {
+      const onMessage = (m: FromWorker) => {
+        if (m.t !== 'ready') return
+        worker.off('message', onMessage)
+        resolve()
+      }
+      worker.on('message', onMessage)
+      worker.once('error', reject)
+      worker.once('exit', () => reject(new Error('script worker exited before it was ready')))
+    })
+    ready.catch(() => undefined)
+    return { worker, ready }
+  }
+
+  private async slot(): Promise<void> {
+    if (this.running < this.opts.maxConcurrent) {
+      this.running++
+      return
+    }
+    await new Promise<void>((resolve) => this.queue.push(resolve))
+  }
+
+  private release(): void {
+    const next = this.queue.shift()
+    if (next) next()
+    else this.running--
+  }
+
+  run(source: string, language: ScriptLanguage, inputs: JsonObject, handlers: ScriptRunHandlers): ScriptRun {
+    const cancelFlag = new SharedArrayBuffer(4)
+    const flag = new Int32Array(cancelFlag)
+    let worker: Worker | null = null
+    let settle: (o: ScriptOutcome) => void = () => undefined
+    let outcome: ScriptOutcome | null = null
+    let graceTimer: NodeJS.Timeout | null = null
+    let backstop: NodeJS.Timeout | null = null
+    let cancelled = false
+    const meshAbort = new AbortController()
+    const done = new Promise<ScriptOutcome>((resolve) => (settle = resolve))
+    const end = (o: ScriptOutcome) => {
+      if (outcome) return
+      outcome = o
+      if (graceTimer) clearTimeout(graceTimer)
+      if (backstop) clearTimeout(backstop)
+      meshAbort.abort()
+      if (worker) void worker.terminate()
+      this.live.delete(run)
+      settle(o)
+    }
+    const run: ScriptRun = {
+      cancel: () => {
+        if (outcome || cancelled) return
+        cancelled = true
+        Atomics.store(flag, 0, 1)
+        worker?.postMessage({ t: 'cancel' } satisfies ToWorker)
+        graceTimer = setTimeout(() => {
+          end({
+            ok: false,
+            aborted: true,
+            limit: 'SCRIPT_CANCEL_GRACE_MS',
+            message: `The script did not stop within SCRIPT_CANCEL_GRACE_MS (${this.opts.cancelGraceMs} ms) of the cancel and was terminated.`,
+          })
+        }, this.opts.cancelGraceMs)
+      },
+      kill: (message) => end({ ok: false, aborted: cancelled, message }),
+      done,
+    }
+    this.live.add(run)
+    void done.then(() => this.release())
+    const start = async () => {
+      let code: string
+      try {
+        code = await compileScript(source, language)
+      } catch (err) {
+        return end({ ok: false, aborted: false, message: `The script does not compile: ${(err as Error).message.split('\n').slice(0, 3).join(' ')}` })
+      }
+      await this.slot()
+      if (outcome) return
+      if (this.closed) return end({ ok: false, aborted: false, message: 'The server is shutting down.' })
+      let spare = this.spares.shift() ?? this.spawn()
+      try {
+        await spare.ready
+      } catch {
+        spare = this.spawn()
+        await spare.ready
+      }
+      this.warm()
+      if (outcome) {
+        void spare.worker.terminate()
+        return
+      }
+      worker = spare.worker
+      worker.on('message', (m: FromWorker) => {
+        if (outcome) return
+        switch (m.t) {
+          case 'ready':
+            return
+          case 'log':
+            handlers.onLog(m.level, m.text)
+            return
+          case 'progress':
+            handlers.onProgress(m.fraction, m.text)
+            return
+          case 'mesh':
+            handlers.onMesh(m.op, m.args, meshAbort.signal).then(
+              (value) => worker?.postMessage({ t: 'mesh-result', id: m.id, ok: true, value: value ?? null } satisfies ToWorker),
+              (err: unknown) => {
+                const e = err as { code?: unknown; message?: unknown }
+                worker?.postMessage({
+                  t: 'mesh-result',
+                  id: m.id,
+                  ok: false,
+                  code: typeof e?.code === 'string' ? e.code : 'internal',
+                  message: typeof e?.message === 'string' ? e.message : 'The call failed.',
+                } satisfies ToWorker)
+              },
+            )
+            return
+          case 'done':
+            if (m.ok) end({ ok: true, value: m.value })
+            else end({ ok: false, message: m.message, aborted: m.aborted || cancelled, limit: m.limit })
+            return
+          default:
+            m satisfies never
+        }
+      })
+      worker.once('error', (err) => end({ ok: false, aborted: cancelled, message: `The script worker crashed: ${err.message}` }))
+      worker.once('exit', () => end({ ok: false, aborted: cancelled, message: 'The script worker stopped unexpectedly.' }))
+      // The worker stops a spinning script itself (interrupt handler); this is the backstop.
+      backstop = setTimeout(() => {
+        end({ ok: false, aborted: false, limit: 'SCRIPT_TIMEOUT_MS', message: `The script ran longer than SCRIPT_TIMEOUT_MS (${this.opts.timeoutMs} ms) and was terminated.` })
+      }, this.opts.timeoutMs + 2_000)
+      handlers.onStart?.()
+      worker.postMessage({
+        t: 'run',
+        source: code,
+        language,
+        inputs,
+        limits: { timeoutMs: this.opts.timeoutMs, memoryMb: this.opts.memoryMb },
+        cancelFlag,
+      } satisfies ToWorker)
+      if (cancelled) worker.postMessage({ t: 'cancel' } satisfies ToWorker)
+    }
+    start().catch((err: unknown) => end({ ok: false, aborted: false, message: `The script could not start: ${(err as Error).message}` }))
+    return run
+  }
+
+  get activeRuns(): number {
+    return this.live.size
+  }
+
+  async close(): Promise<void> {
+    this.closed = true
+    for (const r of [...this.live]) r.kill('The server is shutting down.')
+    await Promise.all(this.spares.splice(0).map((s) => s.worker.terminate()))
+    if (bundled?.protocol === 'file:' && bundled.pathname.includes('/.cache/')) {
+      rmSync(fileURLToPath(bundled), { force: true })
+      bundled = null
+    }
+  }
+}

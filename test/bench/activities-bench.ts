@@ -1,0 +1,158 @@
+/**
+ * Activities (issue 11):
+ *  - event-loop latency (p99 of an HTTP ping, /healthz) while 2 CPU-bound scripts run, as a ratio
+ *    to idle in the same run, goal ≤ 1.5;
+ *  - 10,000 log lines appended to one activity: Yjs bytes a watching client receives per line (the
+ *    slope between a 1,000- and a 10,000-line log: constant per append), total < 1 s, each line
+ *    visible to a watching client within 50 ms p99;
+ *  - Run request → first log line visible to a watcher, p50 < 50 ms (30 runs, 250 ms apart);
+ *  - 100 activities at once: all finish, event-loop p99 < 50 ms.
+ *
+ * Run alone: `npx tsx test/bench/activities-bench.ts` prints JSON.
+ */
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
+import { pathToFileURL } from 'node:url'
+import { filter, firstValueFrom } from 'rxjs'
+import { SYSTEM, type NodePath } from '../../shared/index.js'
+import { startServer, type RunningServer } from '../../sync-server/server.js'
+import { createActivitiesEngine } from '../../sync-server/engines/activities/index.js'
+import { api, nodeUrlPath, signup, createSpace, stockProvider, waitFor } from '../helpers/index.js'
+
+export const GOALS: Record<string, { op: '<' | '<=' | '>' | '>='; value: number; unit?: string }> = {
+  pingP99RatioBusyToIdle: { op: '<=', value: 1.5, unit: '×' },
+  log10kTotalMs: { op: '<', value: 1000, unit: 'ms' },
+  log10kVisibleP99Ms: { op: '<', value: 50, unit: 'ms' },
+  runToFirstLineP50Ms: { op: '<', value: 50, unit: 'ms' },
+  hundredEventLoopP99Ms: { op: '<', value: 50, unit: 'ms' },
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
+}
+
+async function pingP99(url: string, ms: number): Promise<number> {
+  const lat: number[] = []
+  const until = performance.now() + ms
+  while (performance.now() < until) {
+    const t = performance.now()
+    await api(url).get('/healthz')
+    lat.push(performance.now() - t)
+    await new Promise((r) => setTimeout(r, 2))
+  }
+  lat.sort((a, b) => a - b)
+  return percentile(lat, 99)
+}
+
+export async function benchActivities(): Promise<Record<string, number | string>> {
+  const dir = await mkdtemp(join(tmpdir(), 'weft-act-bench-'))
+  let server: RunningServer | null = null
+  try {
+    server = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, logLevel: 'silent', engines: [createActivitiesEngine({ spares: 2, maxConcurrent: 16, seedTemplates: false })] })
+    const url = server.url
+    const user = await signup(url)
+    const space = await createSpace(url, user.token)
+    const http = api(url, user.token)
+    const code = async (name: string, source: string) => {
+      await http.putNode(`${space}/${name}`, 'Code', { Language: 'javascript', Source: source, IsExecutable: true })
+      return `${space}/${name}`
+    }
+    const start = async (codePath: string, inputs = {}) => (await http.post<{ path: string }>(`/api/nodes/${nodeUrlPath(codePath)}/run`, { inputs })).body.path
+    const status = async (p: string) => (await server!.nodes.get(SYSTEM, p as NodePath))?.content.Status
+    const out: Record<string, number | string> = {}
+
+    // 1. Event-loop latency: idle, then with 2 CPU-bound scripts spinning.
+    await pingP99(url, 500)
+    const idle = await pingP99(url, 3000)
+    const spin = await code('spin', 'const until = Date.now() + 6000; let x = 0; while (Date.now() < until) { x++; if (x % 5000000 === 0) Progress(0.5) } return x')
+    const spinners = [await start(spin), await start(spin)]
+    await waitFor(async () => (await Promise.all(spinners.map(status))).every((s) => s === 'Running'))
+    await new Promise((r) => setTimeout(r, 300))
+    const busy = await pingP99(url, 3000)
+    await waitFor(async () => (await Promise.all(spinners.map(status))).every((s) => s === 'Succeeded'), 20_000)
+    out.pingP99IdleMs = Number(idle.toFixed(2))
+    out.pingP99BusyMs = Number(busy.toFixed(2))
+    out.pingP99RatioBusyToIdle = Number((busy / idle).toFixed(2))
+
+    // 2. Log lines: a watcher on /sync counts bytes and sees each line's age.
+    const logN = async (n: number) => {
+      const chatty = await code(`chatty${n}`, 'for (let i = 0; i < Inputs.n; i++) Log.info(String(Date.now())); return Inputs.n')
+      const path = await start(chatty, { n: 0 })
+      await waitFor(async () => (await status(path)) === 'Succeeded')
+      // A fresh run, draft first so the watcher is synced before the first line.
+      const res = await http.post<{ path: string }>(`/api/nodes/${nodeUrlPath(chatty)}/run`, { inputs: { n }, start: false })
+      const p = res.body.path
+      const client = stockProvider(url, p, user.token)
+      await client.synced()
+      let bytes = 0
+      let updates = 0
+      const ages: number[] = []
+      let seen = 0
+      client.doc.on('update', (u: Uint8Array) => {
+        bytes += u.length
+        updates++
+        const arr = client.content.get('Messages') as { length: number; slice?: unknown; toArray?: () => { Text: string }[] } | undefined
+        const items = arr && typeof arr.toArray === 'function' ? arr.toArray() : Array.isArray(arr) ? (arr as { Text: string }[]) : []
+        const nowMs = Date.now()
+        for (let i = seen; i < items.length; i++) ages.push(nowMs - Number(items[i]!.Text))
+        seen = items.length
+      })
+      const t0 = performance.now()
+      await http.patchNode(p, { RequestedStatus: 'Running' })
+      await waitFor(() => seen >= n, { timeoutMs: 60_000, intervalMs: 1 })
+      const total = performance.now() - t0
+      await waitFor(async () => (await status(p)) === 'Succeeded', 20_000)
+      client.destroy()
+      ages.sort((a, b) => a - b)
+      return { bytes, updates, total, p99: percentile(ages, 99), p50: percentile(ages, 50) }
+    }
+    const small = await logN(1_000)
+    const big = await logN(10_000)
+    out.log10kTotalMs = Math.round(big.total)
+    out.log10kVisibleP50Ms = big.p50
+    out.log10kVisibleP99Ms = big.p99
+    out.log10kUpdates = big.updates
+    out.log10kBytesPerLine = Number((big.bytes / 10_000).toFixed(1))
+    // Constant per append: the slope between 1,000 and 10,000 lines (bytes per extra line).
+    out.logBytesPerLineSlope = Number(((big.bytes - small.bytes) / 9_000).toFixed(1))
+    out.log1kBytesPerLine = Number((small.bytes / 1_000).toFixed(1))
+
+    // 3. Run → first line visible (in-process watcher on the change feed).
+    const hello = await code('hello', 'Log.info("hi")')
+    const firsts: number[] = []
+    for (let i = 0; i < 30; i++) {
+      const t0 = performance.now()
+      const seen = firstValueFrom(server.nodes.changes$.pipe(filter((c) => c.nodeType === 'ActivityLog' && Array.isArray(c.node?.content.Messages) && (c.node!.content.Messages as unknown[]).length > 0)))
+      await start(hello)
+      await seen
+      firsts.push(performance.now() - t0)
+      // A person pressing Run, not a loop: spare workers refill at a few per second on 2 cores.
+      await new Promise((r) => setTimeout(r, 250))
+    }
+    firsts.sort((a, b) => a - b)
+    out.runToFirstLineP50Ms = Number(percentile(firsts, 50).toFixed(1))
+    out.runToFirstLineP99Ms = Number(percentile(firsts, 99).toFixed(1))
+
+    // 4. 100 activities at once.
+    const worker = await code('worker', 'for (let i = 0; i < 10; i++) { Log.info("step " + i); Progress((i + 1) / 10); await sleep(20) } return "done"')
+    const h = monitorEventLoopDelay({ resolution: 1 })
+    h.enable()
+    const t0 = performance.now()
+    const paths = await Promise.all(Array.from({ length: 100 }, () => start(worker)))
+    await waitFor(async () => (await Promise.all(paths.map(status))).every((s) => s === 'Succeeded'), { timeoutMs: 120_000, intervalMs: 50 })
+    h.disable()
+    out.hundredAllFinishedMs = Math.round(performance.now() - t0)
+    out.hundredEventLoopP99Ms = Number((h.percentile(99) / 1e6).toFixed(1))
+    return out
+  } finally {
+    await server?.close()
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  console.log(JSON.stringify(await benchActivities(), null, 2))
+}

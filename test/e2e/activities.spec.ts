@@ -1,0 +1,63 @@
+import { expect, test } from '@playwright/test'
+import { api, openLoggedIn, putNode, startE2eServer, twoEditorsOn, type E2eServer, type TestUser } from './fixtures.js'
+
+let server: E2eServer
+let ann: TestUser
+let bob: TestUser
+
+test.beforeAll(async () => {
+  server = await startE2eServer()
+  ;({ ann, bob } = await twoEditorsOn(server, 'Lab', {}))
+  await putNode(server, ann, 'Lab/Count', 'Code', {
+    Language: 'javascript',
+    IsExecutable: true,
+    Source: 'for (let i = 0; ; i++) { Log.info("tick " + i); Progress((i % 100) / 100, "ticking"); await sleep(100) }',
+  }, 'Count')
+})
+
+test.afterAll(async () => {
+  await server?.dispose()
+})
+
+test('[ACT13] two browsers watch one activity, one cancels, both see Cancelled', async ({ browser }) => {
+  const res = await api<{ path: string }>(server, ann, 'POST', '/api/nodes/Lab/Count/run', {})
+  expect(res.status).toBe(201)
+  const path = res.body.path
+  const a = await openLoggedIn(browser, server, ann, path)
+  const b = await openLoggedIn(browser, server, bob, path)
+  const badgeA = a.page.locator('weft-activity-panel .badge').first()
+  const badgeB = b.page.locator('weft-activity-panel .badge').first()
+  await expect(badgeA).toHaveAttribute('data-status', 'Running')
+  await expect(badgeB).toHaveAttribute('data-status', 'Running')
+  // Live messages reach both, and each sees the other watching.
+  await expect(a.page.locator('weft-activity-panel ol li').first()).toContainText('tick')
+  await expect(b.page.locator('weft-activity-panel ol li').first()).toContainText('tick')
+  await expect(a.page.locator('weft-activity-panel .watchers')).toContainText('Bob')
+  await b.page.locator('weft-activity-panel button.cancel').click()
+  await expect(badgeA).toHaveAttribute('data-status', 'Cancelled')
+  await expect(badgeB).toHaveAttribute('data-status', 'Cancelled')
+  await expect(a.page.locator('weft-activity-panel button.rerun')).toBeVisible()
+  await a.context.close()
+  await b.context.close()
+})
+
+test('[ACT1] a Code page: the form edits the draft\'s Inputs directly, Run starts it, the panel shows the output', async ({ browser }) => {
+  await putNode(server, ann, 'Lab/Greet', 'Code', {
+    Language: 'typescript',
+    IsExecutable: true,
+    Inputs: { Who: { Type: 'string', Label: 'Who', Default: 'world' } },
+    Source: 'const who: string = Inputs.Who; Log.info("greeting " + who); return "hello " + who',
+  }, 'Greet')
+  const a = await openLoggedIn(browser, server, ann, 'Lab/Greet')
+  const page = a.page
+  await page.locator('weft-code-page button', { hasText: 'New run' }).click()
+  const input = page.locator('weft-activity-form input#in-Who')
+  await expect(input).toHaveValue('world')
+  await input.fill('Bob')
+  await input.dispatchEvent('change')
+  await page.locator('weft-code-page button.run').click()
+  const panel = page.locator('weft-code-page section[aria-label="Latest run"] weft-activity-panel')
+  await expect(panel.locator('.badge')).toHaveAttribute('data-status', 'Succeeded')
+  await expect(panel.locator('pre')).toContainText('hello Bob')
+  await a.context.close()
+})

@@ -1,0 +1,65 @@
+import { afterAll, describe, expect, it } from 'vitest'
+import { api, createSpace, makeTempDir, removeDir, signup, spawnServer, waitFor, type SpawnedServer } from '../helpers/index.js'
+import { createCode, run, terminal, texts, waitForStatus } from './activities-helpers.js'
+
+/**
+ * [ACT9] Recovery after a crash: the server is killed with SIGKILL while a script runs. After the
+ * restart the activity is Failed with a message naming the restart, End set, and a re-run works.
+ */
+describe('[ACT9] kill -9 mid-run', () => {
+  let dir = ''
+  const children: SpawnedServer[] = []
+  afterAll(async () => {
+    for (const c of children) await c.kill('SIGKILL')
+    if (dir) await removeDir(dir)
+  })
+
+  it('the lost run ends Failed naming the restart, and Re-run succeeds', { timeout: 90_000 }, async () => {
+    dir = await makeTempDir('weft-act-kill9-')
+    const first = await spawnServer({ dataDir: dir, env: { LOG_LEVEL: 'info' } })
+    children.push(first)
+    const user = await signup(first.url)
+    const space = await createSpace(first.url, user.token)
+    const code = await createCode(first.url, user.token, `${space}/slow`, 'if (Inputs.fast) return "quick"; Log.info("started"); for (;;) await sleep(50)')
+    const path = await run(first.url, user.token, code)
+    await waitFor(async () => texts((await api(first.url, user.token).getNode(path)).body as never).includes('started'), 15_000)
+    await first.kill('SIGKILL')
+
+    const second = await spawnServer({ dataDir: dir })
+    children.push(second)
+    const failed = (await api(second.url, user.token).getNode(path)).body
+    expect(failed.content.Status).toBe('Failed')
+    expect(typeof failed.content.End).toBe('string')
+    expect(texts(failed).join('\n')).toMatch(/server restarted/)
+    expect(String(failed.content.Error)).toMatch(/server restarted/)
+
+    const again = await run(second.url, user.token, code, { inputs: { fast: true } })
+    const done = await waitForStatus(second.url, user.token, again, terminal, 15_000)
+    expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 'quick' })
+  })
+
+  it('[ACT9] a draft whose RequestedStatus is Running when the server starts is started', { timeout: 90_000 }, async () => {
+    const d = await makeTempDir('weft-act-pending-')
+    try {
+      const first = await spawnServer({ dataDir: d })
+      children.push(first)
+      const user = await signup(first.url)
+      const space = await createSpace(first.url, user.token)
+      const code = await createCode(first.url, user.token, `${space}/later`, 'return "ran"')
+      const path = await run(first.url, user.token, code, { start: false })
+      await first.kill('SIGTERM')
+      // Stopped: the request is written straight to storage by a server with no engines.
+      const { startServer } = await import('../../sync-server/server.js')
+      const { SYSTEM } = await import('../../shared/index.js')
+      const quiet = await startServer({ port: 0, host: '127.0.0.1', dataDir: d, logLevel: 'silent', engines: [] })
+      await quiet.nodes.patch(SYSTEM, path as never, { RequestedStatus: 'Running' })
+      await quiet.close()
+      const second = await spawnServer({ dataDir: d })
+      children.push(second)
+      const done = await waitForStatus(second.url, user.token, path, terminal, 15_000)
+      expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 'ran' })
+    } finally {
+      await removeDir(d)
+    }
+  })
+})

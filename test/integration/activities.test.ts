@@ -1,0 +1,337 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { SYSTEM, type JsonObject, type MeshNode, type NodePath } from '../../shared/index.js'
+import { subscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
+import { createActivitiesEngine, type ActivitiesEngine } from '../../sync-server/engines/activities/index.js'
+import { api, createSpace, errorCode, grantRole, nodeUrlPath, signup, startTestServer, stockProvider, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
+import { createCode, run, terminal, texts, waitForStatus } from './activities-helpers.js'
+
+let ts: TestServer
+let alice: TestUser
+let viewer: TestUser
+let space: string
+
+const engineOf = () => ts.server.engines.find((e) => e.name === 'activities') as ActivitiesEngine
+
+beforeAll(async () => {
+  ts = await startTestServer({
+    config: { engines: [subscriptionsEngine, createActivitiesEngine({ timeoutMs: 1_500, memoryMb: 16, cancelGraceMs: 300, watchdogMs: 60_000, spares: 2 })] },
+  })
+  alice = await signup(ts.url)
+  viewer = await signup(ts.url)
+  space = await createSpace(ts.url, alice.token)
+  await grantRole(ts.url, alice.token, space, viewer.userId, 'Viewer')
+})
+afterAll(() => ts.cleanup())
+
+describe('activities: run endpoint and status', () => {
+  it('[ACT1] a run creates the activity as system, with CreatedBy, merged Inputs and LastActivityPath; the return value lands', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/add`, 'Log.info("adding"); Progress(0.5, "half"); return { sum: Inputs.a + Inputs.b }', {
+      Inputs: { a: { Type: 'number', Default: 1 }, b: { Type: 'number', Default: 2 } },
+    })
+    const path = await run(ts.url, viewer.token, code, { inputs: { b: 40 } })
+    expect(path.startsWith(`${space}/_Activity/`)).toBe(true)
+    const done = await waitForStatus(ts.url, viewer.token, path, terminal)
+    expect(done.content).toMatchObject({ Status: 'Succeeded', CreatedBy: viewer.userId, CodePath: code, Inputs: { a: 1, b: 40 }, ReturnValue: { sum: 41 } })
+    expect(done.createdBy).toBe('system')
+    expect(typeof done.content.Start).toBe('string')
+    expect(typeof done.content.End).toBe('string')
+    expect(texts(done)).toContain('adding')
+    const codeNode = (await api(ts.url, alice.token).getNode(code)).body
+    expect(codeNode.content.LastActivityPath).toBe(path)
+  })
+
+  it('[ACT3] the terminal status is the maximum of the outcome and the messages; a throw is Failed with Error', async () => {
+    const warn = await run(ts.url, alice.token, await createCode(ts.url, alice.token, `${space}/warn`, 'Log.warn("careful")'))
+    const err = await run(ts.url, alice.token, await createCode(ts.url, alice.token, `${space}/err`, 'Log.error("bad"); return 1'))
+    const thrown = await run(ts.url, alice.token, await createCode(ts.url, alice.token, `${space}/throw`, 'throw new Error("boom")'))
+    expect((await waitForStatus(ts.url, alice.token, warn, terminal)).content.Status).toBe('Warning')
+    expect((await waitForStatus(ts.url, alice.token, err, terminal)).content.Status).toBe('Failed')
+    const t = await waitForStatus(ts.url, alice.token, thrown, terminal)
+    expect(t.content.Status).toBe('Failed')
+    expect(String(t.content.Error)).toContain('boom')
+  })
+
+  it('[ACT1] Execute is needed on the Code node; a stranger is refused', async () => {
+    const stranger = await signup(ts.url)
+    const code = await createCode(ts.url, alice.token, `${space}/secret`, 'return 1')
+    const res = await api(ts.url, stranger.token).post(`/api/nodes/${nodeUrlPath(code)}/run`, {})
+    expect(res.status).toBe(403)
+  })
+
+  it('[ACT7] TypeScript is accepted (types stripped)', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/ts`, 'const n: number = 2; interface X { a: string }; return n * 21', { Language: 'typescript' })
+    const done = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, code), terminal)
+    expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 42 })
+  })
+})
+
+describe('activities: control plane', () => {
+  it('[ACT5] cancel mid-run: Cancelled within 1 s and the script saw Ct', async () => {
+    const code = await createCode(
+      ts.url,
+      alice.token,
+      `${space}/long`,
+      'Log.info("started"); try { for (;;) await sleep(20) } catch (e) { Log.info("saw cancel " + Ct.aborted); throw e }',
+    )
+    const path = await run(ts.url, viewer.token, code)
+    await waitFor(async () => texts((await api(ts.url, viewer.token).getNode(path)).body as MeshNode).includes('started'))
+    const at = Date.now()
+    // The owner is only a Viewer of the space: the grant on the activity lets them request.
+    expect((await api(ts.url, viewer.token).patchNode(path, { RequestedStatus: 'Cancelled' })).status).toBe(200)
+    const done = await waitForStatus(ts.url, viewer.token, path, terminal, 1_000)
+    expect(Date.now() - at).toBeLessThan(1_000)
+    expect(done.content.Status).toBe('Cancelled')
+    expect(texts(done)).toContain('saw cancel true')
+  })
+
+  it('[ACT5] a script that ignores cancel is terminated after SCRIPT_CANCEL_GRACE_MS', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/stubborn`, 'Log.info("spinning"); for (;;) {}')
+    const path = await run(ts.url, alice.token, code)
+    await waitFor(async () => texts((await api(ts.url, alice.token).getNode(path)).body as MeshNode).includes('spinning'))
+    await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Cancelled' })
+    const done = await waitForStatus(ts.url, alice.token, path, terminal, 3_000)
+    expect(done.content.Status).toBe('Cancelled')
+    expect(texts(done).join('\n')).toContain('SCRIPT_CANCEL_GRACE_MS')
+  })
+
+  it('[ACT4] two concurrent start requests start one run', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/once`, 'Log.info("run")')
+    const path = await run(ts.url, alice.token, code, { start: false })
+    const draft = (await api(ts.url, alice.token).getNode(path)).body
+    expect(draft.content.Status).toBeUndefined()
+    const engine = engineOf().engine
+    await Promise.all([
+      api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Running' }),
+      engine.claimAndStart(path as NodePath),
+      engine.claimAndStart(path as NodePath),
+    ])
+    const done = await waitForStatus(ts.url, alice.token, path, terminal)
+    expect(texts(done).filter((t) => t === 'run')).toHaveLength(1)
+  })
+
+  it('[ACT4] a terminal status is final: later requests change nothing', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/final`, 'return 1')
+    const path = await run(ts.url, alice.token, code)
+    const done = await waitForStatus(ts.url, alice.token, path, terminal)
+    await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Cancelled' })
+    await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Running' })
+    await new Promise((r) => setTimeout(r, 200))
+    const after = (await api(ts.url, alice.token).getNode(path)).body
+    expect(after.content.Status).toBe(done.content.Status)
+    expect(after.content.End).toBe(done.content.End)
+  })
+
+  it('[ACT10] the owner edits a draft\'s Inputs and starts it; another Viewer cannot', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/echo`, 'return Inputs.word', { Inputs: { word: { Type: 'string', Default: 'a' } } })
+    const path = await run(ts.url, viewer.token, code, { start: false })
+    const other = await signup(ts.url)
+    await grantRole(ts.url, alice.token, space, other.userId, 'Viewer')
+    expect((await api(ts.url, other.token).patchNode(path, { RequestedStatus: 'Running' })).status).toBe(403)
+    expect((await api(ts.url, viewer.token).patchNode(path, { Inputs: { word: 'hello' } })).status).toBe(200)
+    expect((await api(ts.url, viewer.token).patchNode(path, { RequestedStatus: 'Running' })).status).toBe(200)
+    const done = await waitForStatus(ts.url, viewer.token, path, terminal)
+    expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 'hello' })
+  })
+
+  it('[ACT5] Cancelled on a draft leaves it a draft that does not start', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/never`, 'return 1')
+    const path = await run(ts.url, alice.token, code, { start: false })
+    await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Cancelled' })
+    await new Promise((r) => setTimeout(r, 200))
+    expect((await api(ts.url, alice.token).getNode(path)).body.content.Status).toBeUndefined()
+    await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Running' })
+    expect((await waitForStatus(ts.url, alice.token, path, terminal)).content.Status).toBe('Succeeded')
+  })
+})
+
+describe('activities: field rules over HTTP', () => {
+  it('[ACT10] an Editor cannot write Status, Messages, Progress, ReturnValue or CreatedBy on a patch', async () => {
+    const editor = await signup(ts.url)
+    await grantRole(ts.url, alice.token, space, editor.userId, 'Editor')
+    const path = await run(ts.url, alice.token, await createCode(ts.url, alice.token, `${space}/rules`, 'return 1'), { start: false })
+    for (const patch of [{ Status: 'Succeeded' }, { Messages: [{ Level: 'Info', Text: 'x', At: 'now' }] }, { Progress: { Fraction: 1 } }, { ReturnValue: 1 }, { CreatedBy: editor.userId }, { End: 'x' }, { Error: 'x' }, { Start: 'x' }, { CodePath: 'x' }]) {
+      const res = await api(ts.url, editor.token).patchNode(path, patch)
+      expect(res.status, JSON.stringify(patch)).toBe(403)
+      expect(errorCode(res)).toBe('forbidden_field')
+    }
+    // RequestedStatus is theirs to request (Update on the activity).
+    expect((await api(ts.url, editor.token).patchNode(path, { RequestedStatus: 'Cancelled' })).status).toBe(200)
+  })
+
+  it('[ACT10] an Editor cannot create an ActivityLog carrying Status or Messages', async () => {
+    const editor = await signup(ts.url)
+    await grantRole(ts.url, alice.token, space, editor.userId, 'Editor')
+    const forged: JsonObject[] = [{ Status: 'Succeeded' }, { Messages: [] }, { Status: 'Running', Messages: [] }]
+    for (const content of forged) {
+      const res = await api(ts.url, editor.token).putNode(`${space}/fake-log`, 'ActivityLog', content)
+      expect(res.status).toBe(403)
+      expect(errorCode(res)).toBe('forbidden_field')
+    }
+    expect((await api(ts.url, alice.token).getNode(`${space}/fake-log`)).status).toBe(404)
+  })
+
+  it('[ACT11] a Partition node is written by the Admins of its top-level node only', async () => {
+    const p = `Admin/Partition/${space}`
+    expect((await api(ts.url, viewer.token).putNode(p, 'Partition', { Namespace: space })).status).toBe(403)
+    expect((await api(ts.url, alice.token).putNode(p, 'Partition', { Namespace: space })).status).toBe(201)
+    expect((await api(ts.url, viewer.token).patchNode(p, { DefaultActivityParentPath: '{viewer}' })).status).toBe(403)
+    expect((await api(ts.url, alice.token).deleteNode(p)).status).toBe(204)
+  })
+})
+
+describe('activities: routing', () => {
+  it('[ACT6] {viewer} on the Code node lands a Viewer\'s run in their home', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/mine`, 'return 1', { ActivityParentPath: '{viewer}' })
+    const path = await run(ts.url, viewer.token, code)
+    expect(path.startsWith(`${viewer.userId}/_Activity/`)).toBe(true)
+    expect((await waitForStatus(ts.url, viewer.token, path, terminal)).content.Status).toBe('Succeeded')
+  })
+
+  it('[ACT6] the partition\'s DefaultActivityParentPath is looked up live', async () => {
+    const other = await createSpace(ts.url, alice.token)
+    await grantRole(ts.url, alice.token, other, viewer.userId, 'Viewer')
+    const code = await createCode(ts.url, alice.token, `${other}/tool`, 'return 1')
+    expect((await run(ts.url, viewer.token, code)).startsWith(`${other}/_Activity/`)).toBe(true)
+    await api(ts.url, alice.token).putNode(`Admin/Partition/${other}`, 'Partition', { Namespace: other, DefaultActivityParentPath: '{viewer}' })
+    expect((await run(ts.url, viewer.token, code)).startsWith(`${viewer.userId}/_Activity/`)).toBe(true)
+    await api(ts.url, alice.token).patchNode(`Admin/Partition/${other}`, { DefaultActivityParentPath: null })
+    expect((await run(ts.url, viewer.token, code)).startsWith(`${other}/_Activity/`)).toBe(true)
+  })
+})
+
+describe('activities: sandbox', () => {
+  it('[ACT7] a script reaches no process, require, fetch or file system', async () => {
+    const code = await createCode(
+      ts.url,
+      alice.token,
+      `${space}/probe`,
+      'return { process: typeof process, require: typeof require, fetch: typeof fetch, fs: typeof fs, globalThisKeys: Object.keys(globalThis).sort(), importMeta: typeof Deno }',
+    )
+    const done = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, code), terminal)
+    expect(done.content.Status).toBe('Succeeded')
+    expect(done.content.ReturnValue).toMatchObject({ process: 'undefined', require: 'undefined', fetch: 'undefined', fs: 'undefined' })
+  })
+
+  it('[ACT8] a script cannot read a node its owner cannot read; a refusal carries the code', async () => {
+    const secretSpace = await createSpace(ts.url, alice.token)
+    await api(ts.url, alice.token).putNode(`${secretSpace}/doc`, 'Document', { Secret: 1 })
+    const code = await createCode(ts.url, alice.token, `${space}/snoop`, `try { await Mesh.get(${JSON.stringify(`${secretSpace}/doc`)}); return 'read' } catch (e) { return e.code }`)
+    const byViewer = await waitForStatus(ts.url, viewer.token, await run(ts.url, viewer.token, code), terminal)
+    expect(byViewer.content.ReturnValue).toBe('forbidden')
+    const byAlice = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, code), terminal)
+    expect(byAlice.content.ReturnValue).toBe('read')
+  })
+
+  it('[ACT8] Mesh writes act as the owner: a Viewer\'s script cannot write the space', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/writer`, `await Mesh.put(${JSON.stringify(`${space}/made`)}, { nodeType: 'Document', content: { A: 1 } }); return (await Mesh.get(${JSON.stringify(`${space}/made`)})).content.A`)
+    const byViewer = await waitForStatus(ts.url, viewer.token, await run(ts.url, viewer.token, code), terminal)
+    expect(byViewer.content.Status).toBe('Failed')
+    const byAlice = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, code), terminal)
+    expect(byAlice.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 1 })
+  })
+
+  it('[ACT7] an infinite loop is stopped at SCRIPT_TIMEOUT_MS while /healthz keeps answering', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/loop`, 'for (;;) {}')
+    const path = await run(ts.url, alice.token, code)
+    const lags: number[] = []
+    const until = Date.now() + 1_000
+    while (Date.now() < until) {
+      const t = performance.now()
+      expect((await api(ts.url).get('/healthz')).status).toBe(200)
+      lags.push(performance.now() - t)
+    }
+    const done = await waitForStatus(ts.url, alice.token, path, terminal)
+    expect(done.content.Status).toBe('Failed')
+    expect(String(done.content.Error)).toContain('SCRIPT_TIMEOUT_MS')
+    expect(Math.max(...lags)).toBeLessThan(250)
+  })
+})
+
+describe('activities: watching', () => {
+  it('[ACT13] a stock y-websocket provider on /sync/{activityPath} sees every status change', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/watched`, 'Log.info("one"); await sleep(50); Log.warn("two"); return "ok"')
+    const path = await run(ts.url, alice.token, code, { start: false })
+    const client = stockProvider(ts.url, path, alice.token)
+    await client.synced()
+    const seen: unknown[] = [client.content.get('Status')]
+    client.content.observe(() => {
+      const s = client.content.get('Status')
+      if (s !== seen[seen.length - 1]) seen.push(s)
+    })
+    await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Running' })
+    await waitFor(() => client.json().Status === 'Warning', 5_000)
+    expect(seen).toEqual([undefined, 'Running', 'Warning'])
+    expect((client.json().Messages as { Text: string }[]).map((m) => m.Text)).toEqual(['one', 'two'])
+    client.destroy()
+  })
+
+  it('[ACT12] a 10,000-line log: every line lands, in order, as appends', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/chatty`, 'for (let i = 0; i < 10000; i++) Log.info("line " + i); return 10000')
+    const t0 = Date.now()
+    const path = await run(ts.url, alice.token, code)
+    const done = await waitForStatus(ts.url, alice.token, path, terminal, 20_000)
+    const took = Date.now() - t0
+    const lines = texts(done)
+    expect(lines).toHaveLength(10_000)
+    expect(lines[0]).toBe('line 0')
+    expect(lines[9_999]).toBe('line 9999')
+    expect(took).toBeLessThan(5_000)
+    const node = await ts.server.nodes.get(SYSTEM, path as NodePath)
+    expect(node?.content.Status).toBe('Succeeded')
+  })
+})
+
+describe('activities: limits of their own server', () => {
+  let lts: TestServer
+  let owner: TestUser
+  let home: string
+  beforeAll(async () => {
+    lts = await startTestServer({
+      config: { engines: [createActivitiesEngine({ timeoutMs: 20_000, memoryMb: 16, watchdogMs: 600, spares: 1, seedTemplates: false })] },
+    })
+    owner = await signup(lts.url)
+    home = await createSpace(lts.url, owner.token)
+  })
+  afterAll(() => lts.cleanup())
+
+  it('[ACT9] a run with no message or progress for ACTIVITY_WATCHDOG_MS ends Failed', async () => {
+    const code = await createCode(lts.url, owner.token, `${home}/wedged`, 'Log.info("working"); await sleep(10000)')
+    const done = await waitForStatus(lts.url, owner.token, await run(lts.url, owner.token, code), terminal, 5_000)
+    expect(done.content.Status).toBe('Failed')
+    expect(String(done.content.Error)).toContain('ACTIVITY_WATCHDOG_MS')
+  })
+
+  it('[ACT7] a script past SCRIPT_MEMORY_MB fails naming the limit', async () => {
+    const code = await createCode(lts.url, owner.token, `${home}/hog`, 'const a = []; for (;;) { a.push("xxxxxxxxxxxxxxxxxxxxxx" + a.length); if (a.length % 5000 === 0) Progress(0.5) }')
+    const done = await waitForStatus(lts.url, owner.token, await run(lts.url, owner.token, code), terminal, 20_000)
+    expect(done.content.Status).toBe('Failed')
+    expect(String(done.content.Error)).toContain('SCRIPT_MEMORY_MB')
+  })
+})
+
+describe('activities: built-in operations', () => {
+  it('[ACT14] export a subtree as a JSON bundle and as Markdown, and import the bundle into a space', async () => {
+    const src = await createSpace(ts.url, alice.token)
+    await api(ts.url, alice.token).putNode(`${src}/notes`, 'Document', { Title: 'Notes' })
+    await api(ts.url, alice.token).putNode(`${src}/notes/a`, 'Document', { Body: 'line one\nline two' })
+    const exported = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ExportJson', { inputs: { Root: `${src}/notes` } }), terminal)
+    expect(exported.path.startsWith(`${alice.userId}/_Activity/`)).toBe(true)
+    expect(exported.content.Status).toBe('Succeeded')
+    const bundle = exported.content.ReturnValue as { Nodes: { path: string }[] }
+    expect(bundle.Nodes.map((n) => n.path)).toEqual([`${src}/notes`, `${src}/notes/a`])
+    expect(texts(exported).join('\n')).toMatch(/Exported 2 nodes .* bytes/)
+
+    const md = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ExportMarkdown', { inputs: { Root: `${src}/notes` } }), terminal)
+    expect(String((md.content.ReturnValue as { Markdown: string }).Markdown)).toContain('# notes')
+
+    const dst = await createSpace(ts.url, alice.token)
+    await grantRole(ts.url, alice.token, dst, viewer.userId, 'Viewer')
+    // A Viewer may not create there: every node is refused, listed, and the run ends Warning.
+    const refused = await waitForStatus(ts.url, viewer.token, await run(ts.url, viewer.token, 'Admin/Operations/ImportJson', { inputs: { Bundle: bundle as never, Target: dst } }), terminal)
+    expect(refused.content.Status).toBe('Warning')
+    expect((refused.content.ReturnValue as { Imported: number }).Imported).toBe(0)
+    const ok = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ImportJson', { inputs: { Bundle: bundle as never, Target: dst } }), terminal)
+    expect(ok.content).toMatchObject({ Status: 'Succeeded', ReturnValue: { Imported: 2, Refused: [] } })
+    expect((await api(ts.url, alice.token).getNode(`${dst}/notes/a`)).body.content.Body).toBe('line one\nline two')
+  })
+})
