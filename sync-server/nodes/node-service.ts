@@ -26,6 +26,7 @@ import {
   SYSTEM,
   validateContent,
   validateFields,
+  textPolicyFor,
   withFieldsFromDoc,
   type ChangeRecord,
   type JsonObject,
@@ -249,7 +250,7 @@ export class NodeService implements NodeApi {
       const content = ln.node?.content ?? {}
       const logged = docToJson(doc)
       const lags = !jsonEqual(logged, content)
-      if (lags) applyPatchToDoc(doc, diffToMergePatch(logged, content), 'system')
+      if (lags) applyPatchToDoc(doc, diffToMergePatch(logged, content), 'system', textPolicyFor(ln.node?.nodeType ?? 'Document'))
       // Installed now, in the same synchronous stretch as the comparison: every later write
       // goes through the doc, and its commit is queued after the fold below.
       ln.setDoc(doc)
@@ -641,9 +642,12 @@ export class NodeService implements NodeApi {
     let parent = parentPath(path)
     while (parent && isReservedSegment(lastSegment(parent))) parent = parentPath(parent)
     if (!parent) return
-    // [ACC11] Whether the parent exists is told only to someone who may read it: the same
-    // refusal under an unreadable parent whether it is there or not.
-    this.requirePermission(principal, parent, 'Read')
+    // [ACC11] Whether the parent exists is told only to someone who may read it, or who holds a
+    // right at the path itself (a partition's Admin writes under Admin/Partition without reading
+    // it): the same refusal under an unreadable parent whether it is there or not.
+    if (!this.access.has(principal, parent, 'Read') && this.access.permissions(principal, path).size === 0) {
+      this.requirePermission(principal, parent, 'Read')
+    }
     const loaded = this.loaded.get(parent)
     const exists = loaded ? loaded.node !== null : (await this.storage.getNode(parent)) !== null
     if (!exists) throw new WeftError('not_found', `Cannot create ${path}: its parent ${parent} does not exist.`)
@@ -703,7 +707,8 @@ export class NodeService implements NodeApi {
       const doc = ln.doc
       // A new node's doc is empty (a fresh load, or reset by a delete): no need to read it back.
       const before = doc.getMap(CONTENT_MAP).size === 0 ? {} : docToJson(doc)
-      update = ln.capture(() => applyPatchToDoc(doc, diffToMergePatch(before, content), 'system')) ?? Y.encodeStateAsUpdate(doc)
+      // [WEB3] Text fields become Y.Text on the server's writes too, so they merge from the start.
+      update = ln.capture(() => applyPatchToDoc(doc, diffToMergePatch(before, content), 'system', textPolicyFor(draft.nodeType))) ?? Y.encodeStateAsUpdate(doc)
       stored = docToJson(doc)
     } else {
       // [DOC1] No doc built: the JSON the doc would hold; it is built (and caught up) when a client opens the node.
@@ -792,7 +797,7 @@ export class NodeService implements NodeApi {
     let update: Uint8Array | null = null
     let content: JsonObject
     if (ln.hasDoc) {
-      update = ln.capture(() => applyPatchToDoc(ln.doc, patch, origin))
+      update = ln.capture(() => applyPatchToDoc(ln.doc, patch, origin, textPolicyFor(before.nodeType)))
       content = docToJson(ln.doc)
     } else {
       // [DOC1] JSON only until a client opens the node; the same merge the doc would apply.

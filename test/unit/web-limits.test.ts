@@ -84,23 +84,32 @@ describe('[WEB6] size limits', () => {
   })
 
   it('[WEB6] a stored change over the limit is refused instead of sent: the socket stays open', async () => {
-    const ann = await session('Ann')
-    const space = await createSpace(ts.url, ann.token)
-    const path = await createDocument(ts.url, ann.token, `${space}/big`, { Title: 't' })
-    const c = client(ann)
-    const opened = c.start()
-    c.conn.stop()
-    await opened
-    await c.patch(path, { Title: 'y'.repeat(20_000) })
-    expect(await c.store.totalPending()).toBe(1)
-    c.maxPayloadBytes = 8 * 1024 // the server's limit, learnt after the edit was stored
-    c.conn.start()
-    const opens = c.conn.opens
-    await waitFor(async () => (await c.store.outboxFor(path)).some((r) => r.status === 'refused' && r.code === 'payload_too_large'), 10_000)
-    expect(c.conn.isOpen).toBe(true)
-    await new Promise((r) => setTimeout(r, 300))
-    expect(c.conn.isOpen).toBe(true)
-    expect(c.conn.opens).toBe(opens)
+    // A server whose limit really is 8 KiB (GET /api/config says so on every reconnect).
+    const small = await startTestServer({ config: { maxPayloadBytes: 8 * 1024 } })
+    try {
+      const ann = await signup(small.url, undefined, undefined, 'Ann')
+      const s: Session = { userId: ann.userId, token: ann.token, name: 'Ann' }
+      const space = await createSpace(small.url, ann.token)
+      const path = await createDocument(small.url, ann.token, `${space}/big`, { Title: 't' })
+      const c = new SyncClient({ session: s, baseUrl: small.url, dbName: `web-limits-${Math.random()}`, WebSocketImpl: WsWebSocket as unknown as typeof WebSocket })
+      clients.push(c)
+      const opened = c.start()
+      c.conn.stop()
+      await opened
+      // The edit was stored while this device still believed the default limit.
+      c.maxPayloadBytes = 1024 * 1024
+      await c.patch(path, { Title: 'y'.repeat(20_000) })
+      expect(await c.store.totalPending()).toBe(1)
+      c.conn.start()
+      const opens = c.conn.opens
+      await waitFor(async () => (await c.store.outboxFor(path)).some((r) => r.status === 'refused' && r.code === 'payload_too_large'), 10_000)
+      expect(c.conn.isOpen).toBe(true)
+      await new Promise((r) => setTimeout(r, 300))
+      expect(c.conn.isOpen).toBe(true)
+      expect(c.conn.opens).toBe(opens)
+    } finally {
+      await small.cleanup()
+    }
   })
 })
 
