@@ -319,6 +319,27 @@ describe('[ACC10] admitUpdate: what must be refused', () => {
     expect(performance.now() - t0).toBeLessThan(2000)
   })
 
+  it('regression (property seeds 5 and 6): one client in two sections back to back is not taken as one run', () => {
+    // Yjs keeps only the last section of a client; the lazy reader sees both as one contiguous run.
+    const enc = new Y.UpdateEncoderV1()
+    encoding.writeVarUint(enc.restEncoder, 2)
+    for (const clock of [0, 1]) {
+      encoding.writeVarUint(enc.restEncoder, 1)
+      enc.writeClient(7)
+      encoding.writeVarUint(enc.restEncoder, clock)
+      const item = new Y.Item(Y.createID(7, clock), null, clock === 0 ? null : Y.createID(7, 0), null, null, clock === 0 ? (CONTENT_MAP as unknown as Y.ID) : null, clock === 0 ? 'a' : null, new Y.ContentAny([clock]))
+      item.write(enc, 0)
+    }
+    encoding.writeVarUint(enc.restEncoder, 0)
+    const server = new Y.Doc()
+    const r = admitUpdate(server, enc.toUint8Array(), EDITOR)
+    if (r.ok && r.update) {
+      const copy = new Y.Doc()
+      Y.applyUpdate(copy, r.update)
+      expect(copy.store.pendingStructs).toBeNull()
+    }
+  })
+
   it('[IN2] bytes yjs cannot decode throw protocol_error, never another error (property)', () => {
     expect(admitUpdate(new Y.Doc(), new Uint8Array([200, 1, 2, 3, 4]), EDITOR)).toMatchObject({ ok: false, code: 'protocol_error' })
     fc.assert(

@@ -1,4 +1,5 @@
 import * as Y from 'yjs'
+import * as decoding from 'lib0/decoding'
 import { CONTENT_MAP } from '../../shared/index.js'
 
 /**
@@ -43,13 +44,15 @@ export type Admission =
     }
   | { ok: false; code: AdmissionRefusalCode; message: string }
 
-class Refusal extends Error {
+/**
+ * Thrown inside admission only, and caught at its edge. Not an Error: a refusal needs no stack
+ * trace, and capturing one would make each refused update of a flood cost several times more.
+ */
+class Refusal {
   constructor(
     readonly code: AdmissionRefusalCode,
-    message: string,
-  ) {
-    super(message)
-  }
+    readonly message: string,
+  ) {}
 }
 
 const refuse = (message: string): never => {
@@ -375,6 +378,35 @@ class Admitter {
   }
 }
 
+/** True when no struct holds a clock the server already has (and none is a Skip). */
+function isAllNew(doc: Y.Doc, structs: readonly (Struct | Y.Skip)[]): boolean {
+  for (const s of structs) {
+    if (s instanceof Y.Skip || s.id.clock < Y.getState(doc.store, s.id.client)) return false
+  }
+  return true
+}
+
+/**
+ * True when every section of the update is one run of structs of a client no other section
+ * names. Yjs keeps only the last section of a client (an earlier one is dropped, and what
+ * depends on it stays pending); the lazy reader behind `Y.decodeUpdate` sees them all. Only an
+ * update whose sections cannot disagree skips normalisation (which merges sections).
+ */
+function isOneRunPerSection(update: Uint8Array, structs: readonly (Struct | Y.Skip)[]): boolean {
+  const sections = decoding.readVarUint(decoding.createDecoder(update))
+  const clients = new Set<number>()
+  let runs = 0
+  let last = -1
+  for (const s of structs) {
+    if (runs > 0 && s.id.client === last) continue
+    if (clients.has(s.id.client)) return false
+    clients.add(s.id.client)
+    last = s.id.client
+    runs++
+  }
+  return runs === sections
+}
+
 function hasDeletions(ds: ReturnType<typeof Y.decodeUpdate>['ds']): boolean {
   for (const ranges of ds.clients.values()) if (ranges.some((r) => r.len > 0)) return true
   return false
@@ -389,8 +421,14 @@ export function admitUpdate(doc: Y.Doc, update: Uint8Array, policy: AdmissionPol
   let normalised: Uint8Array
   let decoded: ReturnType<typeof Y.decodeUpdate>
   try {
-    normalised = Y.diffUpdate(update, Y.encodeStateVector(doc))
-    decoded = Y.decodeUpdate(normalised)
+    decoded = Y.decodeUpdate(update)
+    normalised = update
+    // The common case, a fresh edit: nothing in it is known to the server, so normalising would
+    // give back the same structs. Otherwise the normalised bytes are decided on and applied.
+    if (!isAllNew(doc, decoded.structs) || !isOneRunPerSection(update, decoded.structs)) {
+      normalised = Y.diffUpdate(update, Y.encodeStateVector(doc))
+      decoded = Y.decodeUpdate(normalised)
+    }
   } catch {
     return { ok: false, code: 'protocol_error', message: 'The Yjs update could not be decoded.' }
   }
