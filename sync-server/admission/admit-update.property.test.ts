@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest'
 import fc from 'fast-check'
 import * as Y from 'yjs'
-import * as encoding from 'lib0/encoding'
 import { CONTENT_MAP, docToJson, jsonEqual, type JsonObject, type JsonValue } from '../../shared/index.js'
 import { admitUpdate, type AdmissionPolicy } from './admit-update.js'
+import { encodeCrafted, type CraftedSection as Section } from '../../test/helpers/crafted-updates.js'
 
 /**
  * [ACC10] The adversarial property of the gate. Server docs come from random histories of
@@ -121,47 +121,10 @@ const mutation: fc.Arbitrary<Mutation> = fc.record({
 })
 const dsRange = fc.record({ client: fc.constantFrom(...CLIENTS, 99), clock: fc.nat(40), len: fc.nat(8) })
 
-interface Section {
-  client: number
-  clock: number
-  structs: (Y.Item | Y.GC | Y.Skip)[]
-}
-
 function deepValue(levels: number): JsonValue {
   let v: JsonValue = 1
   for (let i = 0; i < levels; i++) v = [v]
   return v
-}
-
-/** Re-encodes sections (in the given order, possibly one client twice) and a delete set. */
-function encode(sections: Section[], ds: { client: number; clock: number; len: number }[]): Uint8Array {
-  const enc = new Y.UpdateEncoderV1()
-  encoding.writeVarUint(enc.restEncoder, sections.length)
-  for (const sec of sections) {
-    encoding.writeVarUint(enc.restEncoder, sec.structs.length)
-    enc.writeClient(sec.client)
-    encoding.writeVarUint(enc.restEncoder, sec.clock)
-    for (const s of sec.structs) {
-      // An item with neither neighbours nor a parent cannot be encoded at all: give it the root.
-      if (s instanceof Y.Item && !s.origin && !s.rightOrigin && !s.parent) s.parent = CONTENT_MAP as unknown as Y.ID
-      s.write(enc, 0)
-    }
-  }
-  const byClient = new Map<number, { clock: number; len: number }[]>()
-  for (const r of ds) {
-    if (!byClient.has(r.client)) byClient.set(r.client, [])
-    byClient.get(r.client)!.push(r)
-  }
-  encoding.writeVarUint(enc.restEncoder, byClient.size)
-  for (const [c, ranges] of byClient) {
-    encoding.writeVarUint(enc.restEncoder, c)
-    encoding.writeVarUint(enc.restEncoder, ranges.length)
-    for (const r of ranges) {
-      enc.writeDsClock(r.clock)
-      enc.writeDsLen(r.len)
-    }
-  }
-  return enc.toUint8Array()
 }
 
 /** Every id worth pointing at: the server's structs, the update's, and some that exist nowhere. */
@@ -252,7 +215,7 @@ function craft(server: Y.Doc, honest: Uint8Array, mutations: Mutation[], ds: { c
         m.what satisfies never
     }
   }
-  return encode(sections.filter((sec) => sec.structs.length > 0), ds)
+  return encodeCrafted(sections.filter((sec) => sec.structs.length > 0), ds)
 }
 
 function cloneDoc(doc: Y.Doc): Y.Doc {

@@ -20,7 +20,11 @@ export function encodeCrafted(sections: CraftedSection[], ds: { client: number; 
     encoding.writeVarUint(enc.restEncoder, sec.structs.length)
     enc.writeClient(sec.client)
     encoding.writeVarUint(enc.restEncoder, sec.clock)
-    for (const s of sec.structs) s.write(enc, 0)
+    for (const s of sec.structs) {
+      // An item with neither neighbours nor a parent cannot be encoded at all: give it the root.
+      if (s instanceof Y.Item && !s.origin && !s.rightOrigin && !s.parent) s.parent = CONTENT_MAP as unknown as Y.ID
+      s.write(enc, 0)
+    }
   }
   const byClient = new Map<number, { clock: number; len: number }[]>()
   for (const r of ds) byClient.set(r.client, [...(byClient.get(r.client) ?? []), r])
