@@ -18,27 +18,39 @@ test.afterAll(async () => {
   await server?.dispose()
 })
 
-test('a Viewer edit is refused: the author sees which edit and why, the server is unchanged', async ({ browser }) => {
+test('[WEB8] a Viewer sees values it cannot type into; an edit refused on replay (the role was lost offline) stays visible to its author', async ({ browser }) => {
   const v = await openLoggedIn(browser, server, vic, 'Gallery/Card')
   await expect(field(v.page, 'Caption')).toHaveValue('c0')
   await expect(v.page.locator('weft-node-page .readonly')).toBeVisible()
-  await editField(v.page, 'Caption', 'defaced')
+  await expect(field(v.page, 'Caption')).toHaveAttribute('readonly', '')
+  await v.context.close()
 
-  const refused = v.page.locator('weft-node-page .refused')
+  // Eve edits as an Editor while offline; meanwhile Ann makes her a Viewer.
+  const eve = await signUp(server, 'Eve')
+  await grant(server, ann, 'Gallery', eve.userId, 'Editor')
+  const e = await openLoggedIn(browser, server, eve, 'Gallery/Card')
+  await expect(field(e.page, 'Caption')).toHaveValue('c0')
+  await e.context.setOffline(true)
+  await expect(syncStatus(e.page)).toHaveAttribute('data-status', 'offline')
+  await editField(e.page, 'Caption', 'defaced')
+  await grant(server, ann, 'Gallery', eve.userId, 'Viewer')
+  await e.context.setOffline(false)
+
+  const refused = e.page.locator('weft-node-page .refused')
   await expect(refused).toBeVisible()
   await expect(refused).toContainText('defaced')
   await expect(refused.locator('.reason')).toContainText(/forbidden/)
   // The node is rebuilt from the server's state: the field shows the server's value again.
-  await expect(field(v.page, 'Caption')).toHaveValue('c0')
-  await expect(syncStatus(v.page)).toHaveAttribute('data-status', 'saved')
+  await expect(field(e.page, 'Caption')).toHaveValue('c0')
+  await expect(syncStatus(e.page)).toHaveAttribute('data-status', 'saved')
   expect((await getContent(server, ann, 'Gallery/Card')).Caption).toBe('c0')
 
   // The refusal stays until the author discards it (never dropped silently).
-  await v.page.reload()
-  await expect(v.page.locator('weft-node-page .refused')).toContainText('defaced')
-  await v.page.locator('weft-node-page .refused').getByRole('button', { name: 'Discard' }).click()
-  await expect(v.page.locator('weft-node-page .refused')).toHaveCount(0)
-  await v.context.close()
+  await e.page.reload()
+  await expect(e.page.locator('weft-node-page .refused')).toContainText('defaced')
+  await e.page.locator('weft-node-page .refused').getByRole('button', { name: 'Discard' }).click()
+  await expect(e.page.locator('weft-node-page .refused')).toHaveCount(0)
+  await e.context.close()
 })
 
 test('a refused field among accepted ones: the others are replayed and saved, the refused one is shown', async ({ browser }) => {

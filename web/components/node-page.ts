@@ -278,18 +278,20 @@ export class WeftNodePage extends LitElement {
     const draft = this.drafts.get(key)
     let input
     let note: unknown = nothing
+    // [WEB8] A role that cannot write the node sees its values, not inputs it could type into.
+    const readonly = !this.can('Update')
     if (typeof value === 'string' && isTextField(view.nodeType, key)) {
       input = html`<weft-text-field .path=${view.path} .key=${key} .fieldId=${id} .initial=${value}
-        ?multiline=${this.isMultiline(key, value, view.nodeType)}></weft-text-field>`
+        ?multiline=${this.isMultiline(key, value, view.nodeType)} ?readonly=${readonly}></weft-text-field>`
     } else if (typeof value === 'boolean') {
-      input = html`<input id=${id} name=${key} type="checkbox" .checked=${value} @change=${(e: Event) => this.onCheckbox(key, e)} />`
+      input = html`<input id=${id} name=${key} type="checkbox" .checked=${value} ?disabled=${readonly} @change=${(e: Event) => this.onCheckbox(key, e)} />`
     } else {
       const shown = draft ? draft.raw : formatValue(value)
       const onInput = (e: Event) => this.onDraftInput(key, e)
       const onChange = (e: Event) => void this.commitDraft(key, e)
-      if (typeof value === 'number') input = html`<input id=${id} name=${key} type="number" step="any" .value=${shown} @input=${onInput} @change=${onChange} />`
-      else if (typeof value === 'string') input = html`<input id=${id} name=${key} type="text" .value=${shown} @input=${onInput} @change=${onChange} />`
-      else input = html`<textarea id=${id} name=${key} class="json" .value=${shown} @input=${onInput} @change=${onChange}></textarea>`
+      if (typeof value === 'number') input = html`<input id=${id} name=${key} type="number" step="any" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
+      else if (typeof value === 'string') input = html`<input id=${id} name=${key} type="text" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
+      else input = html`<textarea id=${id} name=${key} class="json" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange}></textarea>`
       if (draft && !jsonEqual(draft.base as JsonValue, value)) {
         note = html`<span class="changed" data-changed-remotely=${key}>Changed by someone else to ${formatValue(value)}; your version is kept until you save it.
           <button type="button" @click=${() => this.setDraft(key, null)}>Use theirs</button></span>`
@@ -387,7 +389,7 @@ export class WeftNodePage extends LitElement {
         ${others.length ? html`Also here: ${others.map((u) => u.name).join(', ')}` : 'Nobody else is here.'}
       </p>
       ${access?.denied ? html`<p class="denied" role="alert">Access removed: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>` : nothing}
-      ${!canUpdate ? html`<p class="readonly">You can view this node; the server will refuse edits to it.</p>` : nothing}
+      ${!canUpdate ? html`<p class="readonly">You can view this node; your role cannot edit it.</p>` : nothing}
       ${this.renderRefused(refused)}
       ${this.pageError ? html`<p class="error" role="alert">${this.pageError}</p>` : nothing}
       <section aria-label="Content" @field-error=${(e: CustomEvent<string>) => (this.fieldError = e.detail)}>

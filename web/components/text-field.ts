@@ -14,12 +14,14 @@ import { transformIndex, type Delta } from './caret.js'
  * delta). Light DOM, so the node page's <label for> names it.
  */
 export class WeftTextField extends LitElement {
-  static override properties = { path: {}, key: {}, fieldId: {}, multiline: { type: Boolean }, initial: {} }
+  static override properties = { path: {}, key: {}, fieldId: {}, multiline: { type: Boolean }, initial: {}, readonly: { type: Boolean } }
   declare path: string
   declare key: string
   declare fieldId: string
   declare multiline: boolean
   declare initial: string
+  /** The user's role cannot write the node: shown, not editable [WEB8]. */
+  declare readonly: boolean
   private replica: NodeReplica | null = null
   private text: Y.Text | null = null
   private sub: Subscription | null = null
@@ -32,6 +34,7 @@ export class WeftTextField extends LitElement {
     this.fieldId = ''
     this.multiline = false
     this.initial = ''
+    this.readonly = false
   }
 
   override createRenderRoot() {
@@ -141,8 +144,8 @@ export class WeftTextField extends LitElement {
 
   override render() {
     return this.multiline
-      ? html`<textarea id=${this.fieldId} name=${this.key} rows="6" data-text-field @input=${this.onInput}></textarea>`
-      : html`<input id=${this.fieldId} name=${this.key} type="text" data-text-field @input=${this.onInput} />`
+      ? html`<textarea id=${this.fieldId} name=${this.key} rows="6" data-text-field ?readonly=${this.readonly} @input=${this.onInput}></textarea>`
+      : html`<input id=${this.fieldId} name=${this.key} type="text" data-text-field ?readonly=${this.readonly} @input=${this.onInput} />`
   }
 }
 
