@@ -26,6 +26,11 @@ export class RefusalBudget {
   }
 }
 
+/** Counts one refusal against the socket's budget; past it the socket is closed with 4429. */
+export function spendRefusal(ws: WebSocket, budget: RefusalBudget): void {
+  if (!budget.spend()) ws.close(CLOSE_TOO_MANY_REFUSALS, 'too_many_refusals: this socket keeps sending refused updates')
+}
+
 /**
  * Bounded work per socket: at most `max` of its updates wait for durability; past that the
  * socket stops being read (TCP pushes back on the client) until half of them have settled.

@@ -23,7 +23,7 @@ import type { LoadedNode, RoomConnection } from '../nodes/loaded-node.js'
 import type { NodeService } from '../nodes/node-service.js'
 import type { AccessService } from '../access/access-service.js'
 import { handleRoomMessage, permissionDeniedMessage } from './room-protocol.js'
-import { CLOSE_SESSION_ENDED, CLOSE_TOO_MANY_REFUSALS, InFlightGate, RefusalBudget, sendBounded } from './socket-guards.js'
+import { CLOSE_SESSION_ENDED, InFlightGate, RefusalBudget, sendBounded, spendRefusal } from './socket-guards.js'
 import { decodePathParam, rawPathname } from '../http/http-server.js'
 
 /** What a socket's token stands for; the socket ends with it. */
@@ -248,9 +248,7 @@ export class SocketServer {
       for (const m of room.greeting()) conn.send(m)
       const budget = new RefusalBudget()
       const inFlight = new InFlightGate(ws, this.inFlightLimit)
-      const onRefused = () => {
-        if (!budget.spend()) ws.close(CLOSE_TOO_MANY_REFUSALS, 'too_many_refusals: this socket keeps sending refused updates')
-      }
+      const onRefused = () => spendRefusal(ws, budget)
       deliverTo((m) => {
         if (ws.readyState !== ws.OPEN) return
         if (m.length > this.opts.maxPayloadBytes) {
@@ -365,7 +363,7 @@ class MuxSession {
   /** Tells the client an update was refused; a socket that keeps earning refusals is closed. */
   private refuse(path: string, seq: number, err: WeftError): void {
     this.sendFrame({ type: MuxType.Refused, path, seq, code: err.code, message: err.message })
-    if (!this.budget.spend()) this.ws.close(CLOSE_TOO_MANY_REFUSALS, 'too_many_refusals: this socket keeps sending refused updates')
+    spendRefusal(this.ws, this.budget)
   }
 
   /** Whatever a frame's handling throws costs that frame (or, for garbage, this socket) only. */
@@ -386,7 +384,7 @@ class MuxSession {
         return this.leave(frame.path)
       case MuxType.Sync:
         return this.inRoom(frame.path, (r, room) => {
-          const written = handleRoomMessage({ nodes: this.opts.nodes, room, conn: r.conn, principal: this.principal, origin: 'mux', onRefused: () => this.budget.spend() || this.ws.close(CLOSE_TOO_MANY_REFUSALS, 'too_many_refusals') }, frame.message)
+          const written = handleRoomMessage({ nodes: this.opts.nodes, room, conn: r.conn, principal: this.principal, origin: 'mux', onRefused: () => spendRefusal(this.ws, this.budget) }, frame.message)
           if (written) this.inFlight.track(written)
         })
       case MuxType.Update:

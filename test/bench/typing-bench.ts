@@ -14,6 +14,7 @@ import { pathToFileURL } from 'node:url'
 import { chromium, type Browser, type Page } from '@playwright/test'
 import { build } from 'vite'
 import { startServer } from '../../sync-server/server.js'
+import { signup } from '../helpers/index.js'
 
 type Figures = Record<string, number | string>
 
@@ -32,15 +33,10 @@ interface User {
   name: string
 }
 
+/** The shared test helper's sign-up, with the display name the page shows. */
 async function signUp(url: string, name: string): Promise<User> {
-  const email = `${name}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}@example.com`
-  const res = await fetch(`${url}/api/auth/signup`, {
-    method: 'POST',
-    headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ email, password: 'bench password 1', name }),
-  })
-  if (res.status !== 201) throw new Error(`signup: ${res.status} ${await res.text()}`)
-  return { ...((await res.json()) as { userId: string; token: string }), name }
+  const u = await signup(url, undefined, undefined, name)
+  return { userId: u.userId, token: u.token, name }
 }
 
 async function put(url: string, user: User, path: string, body: object): Promise<void> {

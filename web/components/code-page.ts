@@ -11,9 +11,9 @@ import './activity-panel.js'
  * Source, the operation form bound to a draft activity's Inputs, Run, and the result panel of
  * the latest run (LastActivityPath).
  *
- * The editor is a textarea patching Source on change: Source is a plain string on this branch
- * (the Y.Text text model is being built in shared/merge-patch.ts); CodeMirror with
- * y-codemirror.next binds here once it is a Y.Text.
+ * The editor is a textarea patching Source on change. Source is a text field (a Y.Text,
+ * shared/text-fields.ts) since issue 10, so CodeMirror with y-codemirror.next can bind here to
+ * the text itself: still to do (issue 11).
  */
 export class WeftCodePage extends LitElement {
   static override properties = { path: {}, draft: { state: true }, error: { state: true } }
