@@ -33,6 +33,8 @@ export interface ActivityEngineConfig {
   flushMs: number
   maxConcurrent: number
   spares: number
+  /** [ACT15] Cores scripts may use at once (SCRIPT_CPU_SLOTS, default one less than the machine has); 0 = no limit. */
+  cpuSlots: number
   /** How often running activities are checked for a lost run or watcher; null = never. */
   reconcileIntervalMs: number | null
 }

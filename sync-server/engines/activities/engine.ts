@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os'
 import type { Engine, EngineContext, EngineFactory } from '../types.js'
 import { ActivityEngine, type ActivityEngineConfig } from './activity-engine.js'
 import { activityRoutes } from './run-route.js'
@@ -30,6 +31,7 @@ export function activityConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Act
     flushMs: int(env, 'ACTIVITY_FLUSH_MS', 20),
     maxConcurrent: int(env, 'SCRIPT_MAX_CONCURRENT', 16),
     spares: int(env, 'SCRIPT_SPARE_WORKERS', 2),
+    cpuSlots: int(env, 'SCRIPT_CPU_SLOTS', Math.max(1, availableParallelism() - 1)),
     reconcileIntervalMs: int(env, 'ACTIVITY_RECONCILE_MS', 30_000) || null,
   }
 }

@@ -6,6 +6,7 @@ import { buildSync, transform } from 'esbuild'
 import type { Logger } from 'pino'
 import type { JsonObject, JsonValue } from '../../../shared/index.js'
 import type { FromWorker, MeshOp, ScriptLanguage, ScriptLimit, ScriptLimits, ToWorker } from './script-protocol.js'
+import { CpuSlots } from './cpu-slots.js'
 
 let bundled: URL | null = null
 
@@ -46,6 +47,8 @@ export interface ScriptHostOptions extends ScriptLimits {
   maxConcurrent: number
   /** Workers kept started and loaded, so a run does not wait for a thread and its WASM. */
   spares: number
+  /** [ACT15] Cores scripts may use at once (SCRIPT_CPU_SLOTS); 0 = no limit. */
+  cpuSlots: number
   log: Logger
 }
 
@@ -96,21 +99,29 @@ export class ScriptHost {
   private readonly queue: (() => void)[] = []
   private closed = false
   private readonly live = new Set<ScriptRun>()
+  /** Shared with every worker; ids for the runs at once, the spares, and workers still exiting. */
+  readonly cpu: CpuSlots
 
-  constructor(private readonly opts: ScriptHostOptions) {}
+  constructor(private readonly opts: ScriptHostOptions) {
+    this.cpu = new CpuSlots(opts.cpuSlots, opts.maxConcurrent + opts.spares + 16)
+  }
 
   warm(): void {
     while (!this.closed && this.spares.length < this.opts.spares) this.spares.push(this.spawn())
   }
 
   private spawn(): Spare {
+    const cpu = this.cpu.allocate()
     const worker = new Worker(workerEntry(), {
+      workerData: { cpu },
       // A little above the script's own WASM limit: a runaway script cannot take the process.
       resourceLimits: { maxOldGenerationSizeMb: Math.max(64, this.opts.memoryMb * 2 + 64) },
       stdout: false,
       stderr: false,
     })
     worker.unref()
+    // Whatever slot it held when it was terminated mid-slice is free again.
+    worker.once('exit', () => this.cpu.free(cpu.id))
     const ready = new Promise<void>((resolve, reject) => {
       const onMessage = (m: FromWorker) => {
         if (m.t !== 'ready') return

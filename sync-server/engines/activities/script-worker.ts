@@ -1,7 +1,8 @@
 import { setPriority } from 'node:os'
-import { parentPort } from 'node:worker_threads'
+import { parentPort, workerData } from 'node:worker_threads'
 import { getQuickJS, type QuickJSContext, type QuickJSDeferredPromise, type QuickJSHandle, type QuickJSRuntime } from 'quickjs-emscripten'
 import type { FromWorker, ScriptLimit, ToWorker } from './script-protocol.js'
+import { CpuTurn, type CpuSlotsInit } from './cpu-slots.js'
 
 /**
  * A script worker: runs ONE script in a fresh QuickJS (WASM) runtime, off the server's event
@@ -19,6 +20,8 @@ try {
   // Not permitted here: scripts run at the server's priority.
 }
 const send = (m: FromWorker) => port.postMessage(m)
+// [ACT15] The interpreter runs only while this worker holds one of the host's CPU slots.
+const turn = new CpuTurn(((workerData as { cpu?: CpuSlotsInit } | null)?.cpu ?? null))
 // Loaded as the worker starts, so a warm worker runs its script without waiting for the WASM.
 const quickjsReady = getQuickJS().then((q) => {
   send({ t: 'ready' })
@@ -88,12 +91,23 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   const runtime: QuickJSRuntime = QuickJS.newRuntime()
   runtime.setMemoryLimit(m.limits.memoryMb * 1024 * 1024)
   runtime.setMaxStackSize(1024 * 1024)
-  // Called regularly while the interpreter runs: a spinning script is stopped at its deadline.
+  const pastDeadline = () => Date.now() >= deadline
+  // Called regularly while the interpreter runs: a spinning script is stopped at its deadline,
+  // and hands its CPU slot on after each time slice when another script waits for one.
   runtime.setInterruptHandler(() => {
-    if (Date.now() < deadline) return false
+    if (!pastDeadline() && turn.maybeYield(pastDeadline)) return false
     limit = 'SCRIPT_TIMEOUT_MS'
     return true
   })
+  /** Runs interpreter work while holding a CPU slot (past the deadline, the interrupt stops it at once). */
+  const onCpu = <T>(work: () => T): T => {
+    turn.acquire(pastDeadline)
+    try {
+      return work()
+    } finally {
+      turn.release()
+    }
+  }
   const vm: QuickJSContext = runtime.newContext()
   const pending = new Map<number, QuickJSDeferredPromise>()
   const sleeps = new Set<{ timer: NodeJS.Timeout; deferred: QuickJSDeferredPromise }>()
@@ -103,7 +117,7 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   const finished = new Promise<FromWorker>((resolve) => (finishRun = resolve))
   const pump = () => {
     if (settled) return
-    const r = runtime.executePendingJobs()
+    const r = onCpu(() => runtime.executePendingJobs())
     if (r.error) r.error.dispose()
   }
 
@@ -199,7 +213,7 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   // Compiled on the main thread (script-host.ts compileScript): the function wrapping the source.
   const code = m.source
   {
-    const result = vm.evalCode(`${code}\n__weft_run().then((v) => JSON.stringify(v === undefined ? null : v))`)
+    const result = onCpu(() => vm.evalCode(`${code}\n__weft_run().then((v) => JSON.stringify(v === undefined ? null : v))`))
     if (result.error) {
       finishRun(failure(errorText(vm, result.error)))
       result.error.dispose()
