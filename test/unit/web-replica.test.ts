@@ -1,9 +1,12 @@
 // @vitest-environment node
 import 'fake-indexeddb/auto'
 import { describe, expect, it } from 'vitest'
+import * as Y from 'yjs'
+import * as encoding from 'lib0/encoding'
+import { syncUpdateMessage } from '../helpers/crafted-updates.js'
 import { MuxType, type MuxFrame } from '../../shared/protocol.js'
 import { NodeStore } from '../../web/store/index.js'
-import { NodeReplica } from '../../web/sync/node-replica.js'
+import { NodeReplica, type TabMessage } from '../../web/sync/node-replica.js'
 import type { MuxConnection, RoomHandler } from '../../web/sync/mux-connection.js'
 
 /** A socket that records what the replica sends and lets the test play the server. */
@@ -28,15 +31,16 @@ class FakeConnection {
 }
 
 let n = 0
-async function setup() {
+async function setup(opts: { broadcast?: (msg: TabMessage) => void; maxPayloadBytes?: number } = {}) {
   const store = new NodeStore(`web-replica-test-${++n}`)
   await store.open()
   const conn = new FakeConnection()
   const replica = new NodeReplica('space/doc', {
     store,
     conn: conn as unknown as MuxConnection,
-    broadcast: () => {},
+    broadcast: opts.broadcast ?? (() => {}),
     onIdle: () => {},
+    maxPayloadBytes: opts.maxPayloadBytes === undefined ? undefined : () => opts.maxPayloadBytes!,
   })
   replica.startSync()
   await replica.ready
@@ -80,6 +84,128 @@ describe('node replica', () => {
     conn.handler!.onFrame({ type: MuxType.Sync, path: 'space/doc', message: new Uint8Array([0, 0, 1, 0]) }) // server step 1 (empty state vector)
     await new Promise((r) => setTimeout(r, 20))
     expect(conn.sent.filter((f) => f.type === MuxType.Update)).toHaveLength(1)
+    store.close()
+  })
+})
+
+/** Joined with every permission, the server's state (empty) applied: edits are sent as they are made. */
+function join(replica: NodeReplica, conn: FakeConnection) {
+  replica.onFrame({ type: MuxType.Joined, path: 'space/doc', permissions: 0xffff })
+  const step2 = encoding.createEncoder()
+  encoding.writeVarUint(step2, 0) // messageSync
+  encoding.writeVarUint(step2, 1) // messageYjsSyncStep2
+  encoding.writeVarUint8Array(step2, Y.encodeStateAsUpdate(new Y.Doc()))
+  conn.handler!.onFrame({ type: MuxType.Sync, path: 'space/doc', message: encoding.toUint8Array(step2) })
+}
+
+function updatesSent(conn: FakeConnection) {
+  return conn.sent.flatMap((f) => (f.type === MuxType.Update ? [f] : []))
+}
+
+/** What the server would hold after applying every Update frame sent. */
+function serverText(conn: FakeConnection, key: string): string {
+  const doc = new Y.Doc()
+  for (const f of updatesSent(conn)) Y.applyUpdate(doc, f.update)
+  const v = doc.getMap('content').get(key)
+  return v instanceof Y.Text ? v.toString() : String(v)
+}
+
+const settle = () => new Promise((r) => setTimeout(r, 20))
+
+describe('[WEB3] a text editor bound with its own origin (bindTextEditor)', () => {
+  it('[WEB3] an edit in the editor origin is sent early, lands in the outbox with the field as intent, and reaches the other tabs', async () => {
+    const tabs: TabMessage[] = []
+    const { store, conn, replica } = await setup({ broadcast: (m) => tabs.push(m) })
+    join(replica, conn)
+    await replica.patch({ Source: 'let a = 1\n' })
+    await settle()
+    const text = replica.textOf('Source')!
+    expect(text).toBeInstanceOf(Y.Text)
+    const origin = { editor: 'codemirror' } // stands for y-codemirror.next's YSyncConfig
+    replica.bindTextEditor('Source', text, [origin])
+    const before = updatesSent(conn).length
+    const tabsBefore = tabs.length
+    replica.doc.transact(() => text.insert(text.length, 'let b = 2\n'), origin)
+    // Sent in the same task as the edit, before the outbox write: a temporary seq.
+    const sent = updatesSent(conn).slice(before)
+    expect(sent).toHaveLength(1)
+    expect(sent[0]!.seq).toBeGreaterThanOrEqual(2 ** 40)
+    await settle()
+    const outbox = await store.outboxFor('space/doc')
+    expect(outbox.at(-1)).toMatchObject({ status: 'pending', patch: { Source: 'let a = 1\nlet b = 2\n' } })
+    expect(serverText(conn, 'Source')).toBe('let a = 1\nlet b = 2\n')
+    expect(tabs.slice(tabsBefore)).toEqual([{ kind: 'update', path: 'space/doc', update: sent[0]!.update }])
+    // The server's Ack names the temporary seq; it settles the outbox entry it stands for.
+    replica.onFrame({ type: MuxType.Ack, path: 'space/doc', seq: sent[0]!.seq, version: 1 })
+    await settle()
+    expect((await store.outboxFor('space/doc')).map((e) => e.patch)).not.toContainEqual({ Source: 'let a = 1\nlet b = 2\n' })
+    store.close()
+  })
+
+  it('[WEB3] an undo (a Y.UndoManager registered as an origin) is recorded and sent like the edit it undoes', async () => {
+    const { store, conn, replica } = await setup()
+    join(replica, conn)
+    await replica.patch({ Source: 'abc' })
+    const text = replica.textOf('Source')!
+    const origin = {}
+    const undo = new Y.UndoManager(text, { trackedOrigins: new Set([origin]) })
+    replica.bindTextEditor('Source', text, [origin, undo])
+    replica.doc.transact(() => text.insert(3, 'def'), origin)
+    // Someone else's edit meanwhile: the undo takes back only ours.
+    const other = new Y.Doc()
+    for (const f of updatesSent(conn)) Y.applyUpdate(other, f.update)
+    other.transact(() => (other.getMap('content').get('Source') as Y.Text).insert(0, '>'))
+    replica.onFrame({ type: MuxType.Sync, path: 'space/doc', message: syncUpdateMessage(Y.encodeStateAsUpdate(other, Y.encodeStateVector(replica.doc))) })
+    expect(text.toString()).toBe('>abcdef')
+    undo.undo()
+    expect(text.toString()).toBe('>abc')
+    await settle()
+    expect((await store.outboxFor('space/doc')).at(-1)!.patch).toEqual({ Source: '>abc' })
+    const server = new Y.Doc()
+    Y.applyUpdate(server, Y.encodeStateAsUpdate(other))
+    for (const f of updatesSent(conn)) Y.applyUpdate(server, f.update)
+    expect((server.getMap('content').get('Source') as Y.Text).toString()).toBe('>abc')
+    store.close()
+  })
+
+  it('[WEB3] after dispose, or for another origin, a transaction is not the editor\'s; binding a stale Y.Text throws; a doc swap ends the binding', async () => {
+    const { store, conn, replica } = await setup()
+    join(replica, conn)
+    await replica.patch({ Source: 'x' })
+    const text = replica.textOf('Source')!
+    const origin = {}
+    const binding = replica.bindTextEditor('Source', text, [origin])
+    binding.dispose()
+    const before = updatesSent(conn).length
+    replica.doc.transact(() => text.insert(1, 'y'), origin)
+    await settle()
+    expect(updatesSent(conn)).toHaveLength(before)
+    expect(() => replica.bindTextEditor('Source', new Y.Text(), [{}])).toThrow(/current Y.Text/)
+    expect(() => replica.bindTextEditor('Source', text, ['local'])).toThrow(/origin/)
+    // A doc swap (another tab rebuilt the node) ends every binding; changed$ tells the editor to bind again.
+    const origin2 = {}
+    replica.bindTextEditor('Source', text, [origin2])
+    let changed = 0
+    replica.changed$.subscribe(() => changed++)
+    replica.applyFromTab({ kind: 'reload', path: 'space/doc' })
+    await settle()
+    expect(changed).toBeGreaterThan(0)
+    const fresh = replica.textOf('Source')!
+    expect(fresh).not.toBe(text)
+    expect(fresh.toString()).toBe('x')
+    replica.bindTextEditor('Source', fresh, [origin2])
+    replica.doc.transact(() => fresh.insert(1, 'z'), origin2)
+    await settle()
+    expect((await store.outboxFor('space/doc')).at(-1)!.patch).toEqual({ Source: 'xz' })
+    store.close()
+  })
+
+  it('[WEB6] textRefusal: a text over the change limit is refused before it reaches the doc, with sizes', async () => {
+    const { store, replica } = await setup({ maxPayloadBytes: 8 * 1024 })
+    expect(replica.textRefusal('Source', 'short')).toBeNull()
+    const err = replica.textRefusal('Source', 'x'.repeat(8 * 1024))
+    expect(err?.code).toBe('payload_too_large')
+    expect(err?.message).toMatch(/8 KB/)
     store.close()
   })
 })

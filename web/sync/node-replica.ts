@@ -14,6 +14,7 @@ import type { JsonObject } from '../../shared/json.js'
 import { newNodeDoc, type NodeStore } from '../store/index.js'
 import { isFinalCloseCode, type MuxConnection, type RoomHandler } from './mux-connection.js'
 import { background } from './background.js'
+import { presenceColor } from './presence-color.js'
 
 /**
  * Where a change to a replica's doc came from (STYLE.md: tag every change with its origin).
@@ -22,8 +23,28 @@ import { background } from './background.js'
  *  - tab: another tab of this app, which persisted it already;
  *  - load: read from IndexedDB;
  *  - rebuild: a replayed outbox patch on a doc rebuilt from the server's state.
+ * Besides these tags, a text editor bound with `bindTextEditor` writes with origins of its own
+ * (objects: y-codemirror.next's YSyncConfig, a Y.UndoManager); those transactions are this
+ * tab's edits and are recorded and sent exactly like a 'local' patch.
  */
 export type ChangeOrigin = 'local' | 'remote' | 'tab' | 'load' | 'rebuild'
+
+/**
+ * An editor's hold on one text field (`NodeReplica.bindTextEditor`): while it lasts, a
+ * transaction on `text` whose origin is one of the editor's is a local edit of `key`.
+ */
+export interface TextEditorBinding {
+  readonly key: string
+  readonly text: Y.Text
+  /** Stops treating the editor's origins as local edits. The editor must not write into `text` after this. */
+  dispose(): void
+}
+
+/** Something with a length and a string, e.g. a CodeMirror `Text` (its length is in UTF-16 units). */
+export interface TextLike {
+  readonly length: number
+  toString(): string
+}
 
 export interface PresenceUser {
   id: string
@@ -246,9 +267,76 @@ export class NodeReplica implements RoomHandler {
     return this.syncing
   }
 
+  /**
+   * Announces who holds this node (null: nobody in this tab). The state is `{ user: { id, name,
+   * color, colorLight } }` plus what editors add (y-codemirror.next's `cursor`): a view that
+   * acquires the node again only refreshes `user`, so an editor's caret is not wiped by it.
+   */
   setPresence(user: PresenceUser | null): void {
     this.selfUserId = user?.id ?? this.selfUserId
-    this.awareness.setLocalState(user ? { user } : null)
+    if (!user) {
+      this.awareness.setLocalState(null)
+      return
+    }
+    const shown = { ...user, ...presenceColor(user.id) }
+    if (this.awareness.getLocalState()) this.awareness.setLocalStateField('user', shown)
+    else this.awareness.setLocalState({ user: shown })
+  }
+
+  /** Editor origins (bindTextEditor) and the field each one writes. */
+  private readonly editorOrigins = new Map<unknown, { key: string; text: Y.Text; onError: (e: unknown) => void }>()
+
+  /**
+   * Lets an editor write into a text field's Y.Text in transactions of its own origins (a
+   * CodeMirror binding cannot use 'local': y-codemirror.next tells its own writes apart by
+   * origin). Each such transaction is treated exactly like a local patch: its update is sent
+   * (early, with a temporary seq, when the socket is open), stored in the outbox with the merge
+   * patch `{ [key]: text }` as intent (so a refusal rebuild replays it as a text diff), and
+   * broadcast to the other tabs. `onError` hears a failed outbox write.
+   *
+   * The binding ends with the doc: a swap (rebuild, reload from another tab) drops every
+   * binding before `changed$` fires, and the editor must bind again to `textOf(key)`. An
+   * editor that writes into a Y.Text without a binding would write into nothing that is stored
+   * or sent, so `text` must be the field's current Y.Text.
+   */
+  bindTextEditor(key: string, text: Y.Text, origins: readonly unknown[], onError: (e: unknown) => void = () => {}): TextEditorBinding {
+    if (this.textOf(key) !== text) throw new Error(`[weft] ${this.path}.${key}: bindTextEditor needs the field's current Y.Text`)
+    const target = { key, text, onError }
+    for (const o of origins) {
+      if (typeof o === 'string' || o === null || o === undefined) throw new Error(`[weft] an editor origin must be an object of the editor's, not ${String(o)}`)
+      this.editorOrigins.set(o, target)
+    }
+    return {
+      key,
+      text,
+      dispose: () => {
+        for (const o of origins) if (this.editorOrigins.get(o) === target) this.editorOrigins.delete(o)
+      },
+    }
+  }
+
+  /**
+   * Null when the field `key` may hold `value`; else the error an edit leaving it so would be
+   * refused with: every edit's intent is the whole field, which must fit the server's change
+   * limit. An editor asks before it applies a keystroke (nothing over the limit reaches the doc).
+   */
+  textRefusal(key: string, value: TextLike): WeftError | null {
+    // JSON takes at most 6 bytes per UTF-16 unit (\u0000): short texts need no encoding.
+    if (value.length * 6 + key.length + 8 <= this.limit) return null
+    const size = jsonBytes({ [key]: value.toString() })
+    return size > this.limit ? tooLargeError(size, this.limit + FRAME_OVERHEAD_BYTES) : null
+  }
+
+  /** A registered editor's transaction: stored and sent like a patch (bindTextEditor). */
+  private recordEditorEdit(target: { key: string; text: Y.Text; onError: (e: unknown) => void }, update: Uint8Array): void {
+    // The intent is the field as this edit left it, read now. A Y.Text no longer in the map
+    // (replaced meanwhile) has no field to replay onto: the update is still sent, so this
+    // client's clocks stay contiguous on the server, with an empty intent.
+    const patch: MergePatch = this.textOf(target.key) === target.text ? { [target.key]: target.text.toString() } : {}
+    // No size check here: the editor refused an oversized keystroke before it reached the doc
+    // (textRefusal). An update over the limit that got here anyway is refused by sendEntry
+    // and kept as a refused edit, copyable, like any stored change over the limit.
+    background(this.record(patch, update).catch((e: unknown) => target.onError(e)))
   }
 
   /** Applies a merge patch locally and records it as intent; it is sent when the room is joined. */
@@ -290,6 +378,14 @@ export class NodeReplica implements RoomHandler {
     }
     if (!captured) return // a no-op patch is not an intent
     const update: Uint8Array = captured
+    await this.record(patch, update)
+  }
+
+  /**
+   * Stores and sends one local edit already applied to the doc (a patch, or an editor's
+   * transaction): its `update` with `patch` as intent.
+   */
+  private async record(patch: MergePatch, update: Uint8Array): Promise<void> {
     // Sent before the outbox write commits (a keystroke then reaches others in one round trip,
     // not after an IndexedDB transaction). Nothing can be lost: if this tab dies before the
     // write, the server has the edit and the next sync brings it back. The frame carries a
@@ -354,6 +450,7 @@ export class NodeReplica implements RoomHandler {
     this.awareness.off('update', this.onAwarenessUpdate)
     this.awareness.destroy()
     this.doc.off('update', this.onDocUpdate)
+    this.editorOrigins.clear()
     this.changed$.complete()
   }
 
@@ -461,11 +558,13 @@ export class NodeReplica implements RoomHandler {
   private appendedSinceLoad = 0
 
   private readonly onDocUpdate = (update: Uint8Array, origin: unknown) => {
-    if (origin === 'remote' || origin === 'local') this.appendedSinceLoad++
+    const editor = this.editorOrigins.get(origin)
+    if (origin === 'remote' || origin === 'local' || editor) this.appendedSinceLoad++
     if (origin === 'remote') {
       background(this.deps.store.appendUpdate(this.path, update))
       this.deps.broadcast({ kind: 'update', path: this.path, update })
     }
+    if (editor) this.recordEditorEdit(editor, update)
     this.changed$.next()
   }
 
@@ -473,6 +572,8 @@ export class NodeReplica implements RoomHandler {
     this.doc.off('update', this.onDocUpdate)
     this.doc.getMap(CONTENT_MAP).unobserve(this.onContentChange)
     this.converted.clear()
+    // Their Y.Texts belong to the old doc; editors bind again on the changed$ below.
+    this.editorOrigins.clear()
     this.doc = doc
     doc.on('update', this.onDocUpdate)
     doc.getMap(CONTENT_MAP).observe(this.onContentChange)
