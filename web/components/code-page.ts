@@ -5,34 +5,46 @@ import type { NodeView } from '../streams/index.js'
 import { requestStatus, runCode } from './activity-api.js'
 import './activity-form.js'
 import './activity-panel.js'
+import { background } from '../sync/background.js'
 
 /**
  * A Code node's page (seed: operations as scripts): the source editor bound to the node's
  * Source, the operation form bound to a draft activity's Inputs, Run, and the result panel of
  * the latest run (LastActivityPath).
  *
- * The editor is a textarea patching Source on change. Source is a text field (a Y.Text,
- * shared/text-fields.ts) since issue 10, so CodeMirror with y-codemirror.next can bind here to
- * the text itself: still to do (issue 11).
+ * Source is a text field (a Y.Text, shared/text-fields.ts): the editor is CodeMirror bound to
+ * that Y.Text with y-codemirror.next (<weft-code-editor>, code-editor.ts), so several people
+ * edit one script at once and see each other's carets; every keystroke is stored and sent like
+ * any local edit (NodeReplica.bindTextEditor). Read-only for a role without Update [WEB8].
+ * The editor's module (CodeMirror, a few hundred KB) loads when a Code page first opens, not
+ * with the app.
  */
 export class WeftCodePage extends LitElement {
-  static override properties = { path: {}, draft: { state: true }, error: { state: true } }
+  static override properties = { path: {}, readonly: { type: Boolean }, draft: { state: true }, error: { state: true } }
   declare path: string
+  /** The user's role cannot write the node [WEB8]. */
+  declare readonly: boolean
   declare draft: string
   declare error: string
   private readonly node = new ObservableController<NodeView | null>(this)
 
   static override styles = css`
     :host { display: block; }
-    textarea { width: 100%; min-height: 16em; font-family: monospace; }
+    h3 { margin: 0.4em 0; }
     .error { color: #b00; }
   `
 
   constructor() {
     super()
     this.path = ''
+    this.readonly = false
     this.draft = ''
     this.error = ''
+  }
+
+  override connectedCallback() {
+    super.connectedCallback()
+    background(import('./code-editor.js').then(() => undefined))
   }
 
   override willUpdate() {
@@ -54,10 +66,11 @@ export class WeftCodePage extends LitElement {
     const c = view.content
     const hasInputs = c.Inputs && typeof c.Inputs === 'object' && Object.keys(c.Inputs).length > 0
     const last = typeof c.LastActivityPath === 'string' ? c.LastActivityPath : null
+    const language = String(c.Language ?? 'javascript')
     return html`
-      <section aria-label="Source">
-        <h3>Source <small>${String(c.Language ?? 'javascript')}</small></h3>
-        <textarea aria-label="Source" .value=${String(c.Source ?? '')} @change=${(e: Event) => this.act(() => app().client.patch(this.path, { Source: (e.target as HTMLTextAreaElement).value }))}></textarea>
+      <section class="source">
+        <h3>Source <small>${language}</small></h3>
+        <weft-code-editor .path=${this.path} .key=${'Source'} .language=${language} .initial=${String(c.Source ?? '')} ?readonly=${this.readonly}></weft-code-editor>
       </section>
       <section aria-label="Run">
         ${hasInputs && !this.draft

@@ -328,7 +328,7 @@ export class WeftNodePage extends LitElement {
         return html`<section><weft-group-invite-dialog path=${view.path}></weft-group-invite-dialog></section>`
       // Activities (issue 11): web/components/code-page.ts, activity-*.ts.
       case 'Code':
-        return html`<section><weft-code-page path=${view.path}></weft-code-page></section>`
+        return html`<section><weft-code-page path=${view.path} ?readonly=${!this.can('Update')}></weft-code-page></section>`
       case 'ActivityLog':
         return html`<section><weft-activity-panel path=${view.path}></weft-activity-panel></section>`
       case 'User':
