@@ -143,6 +143,18 @@ const builtins: NodeTypeDef[] = [
     }),
     { fields: { LastActivityPath: 'system' } },
   ),
+  // {codePath}/_Check: the syntax check of a Code node's Source, owned by the code-check engine
+  // (the executor is esbuild's service). Status: Pending → Checking → Passed | Failed. [ACT16]
+  def(
+    'CodeCheck',
+    z.looseObject({
+      Status: z.enum(['Pending', 'Checking', 'Passed', 'Failed']),
+      SourceHash: z.string().optional(),
+      Errors: z.array(z.looseObject({ Line: z.number().int(), Column: z.number().int(), Text: z.string() })).optional(),
+      CheckedAt: isoDate.nullable().optional(),
+    }),
+    { defaultWrite: 'system', create: 'system', delete: 'system' },
+  ),
   // Admin/Partition/{name}: written by system and the Admins of the top-level node {name}
   // (the access hook in the activities engine grants those Admins the node).
   def(

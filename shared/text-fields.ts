@@ -22,6 +22,7 @@ export const TYPED_TEXT_FIELDS: Readonly<Record<string, readonly string[]>> = {
   EventSubscription: [],
   ActivityLog: [],
   Code: ['Source', 'Description'],
+  CodeCheck: [],
   Partition: [],
 }
 

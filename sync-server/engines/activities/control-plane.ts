@@ -1,6 +1,6 @@
 import { defer, distinctUntilChanged, map, retry, Subscription, takeWhile, timer, type Observable } from 'rxjs'
 import type { Logger } from 'pino'
-import { ActivityStatus, jsonEqual, type JsonValue, type MeshNode, type NodePath } from '../../../shared/index.js'
+import { ActivityStatus, SYSTEM, jsonEqual, type JsonValue, type MeshNode, type NodePath } from '../../../shared/index.js'
 import type { NodeApi } from '../../nodes/types.js'
 
 /**
@@ -159,4 +159,48 @@ export function watchSubmission(
 export function field(node: MeshNode, name: string): JsonValue {
   const v = node.content[name]
   return v === undefined ? null : v
+}
+
+export interface ReRequestSpec {
+  /** The owner nodes: every node of this type is looked at once. */
+  nodeType: string
+  /** The owner's status field (e.g. `Status` of a CodeCheck, the seed's `CompilationStatus`). */
+  field: string
+  /** The in-progress value a live executor would be driving ("Compiling", "Checking"). */
+  inProgress: string
+  /** The request value its watcher dispatches on ("Pending"). */
+  requested: string
+}
+
+/**
+ * [ACT16] Owner-state re-request (seed "Activities — recover from the owner's own state"), for an
+ * owner whose work runs elsewhere (an executor it does not host): at boot the owner has no work in
+ * flight, so an owner still saying `inProgress` was interrupted, and flips itself back to
+ * `requested` so its own watcher dispatches a fresh run. It reads the owner's OWN stored state
+ * (never the executor's), and the flip is a compare-and-set inside `update`: a node that moved on
+ * meanwhile is left alone. Never for an executor's own status (a hub that runs its work is
+ * legitimately in progress as it comes up): that is [ACT9]'s supervisor. Returns the paths flipped.
+ */
+export async function reRequestInterrupted(
+  nodes: Pick<NodeApi, 'query' | 'update'>,
+  spec: ReRequestSpec,
+  opts: { log: Logger; signal?: AbortSignal },
+): Promise<NodePath[]> {
+  const found = await nodes.query(SYSTEM, { nodeType: spec.nodeType, where: { [spec.field]: spec.inProgress }, limit: Number.MAX_SAFE_INTEGER })
+  const flipped: NodePath[] = []
+  for (const n of found) {
+    if (opts.signal?.aborted) break
+    await nodes.update(
+      SYSTEM,
+      n.path,
+      (cur) => {
+        if (!cur || cur.nodeType !== spec.nodeType || cur.content[spec.field] !== spec.inProgress) return undefined
+        flipped.push(n.path)
+        return { nodeType: cur.nodeType, name: cur.name, content: { ...cur.content, [spec.field]: spec.requested } }
+      },
+      'engine',
+    )
+  }
+  if (flipped.length > 0) opts.log.info({ count: flipped.length, nodeType: spec.nodeType }, `re-requested ${spec.field}: ${spec.inProgress} → ${spec.requested} after a restart`)
+  return flipped
 }

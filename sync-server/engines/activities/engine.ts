@@ -2,15 +2,19 @@ import { availableParallelism } from 'node:os'
 import type { Engine, EngineContext, EngineFactory } from '../types.js'
 import { ActivityEngine, type ActivityEngineConfig } from './activity-engine.js'
 import { activityRoutes } from './run-route.js'
+import { CodeCheckEngine } from './code-check.js'
 import { seedTemplates } from './templates.js'
 
 export type ActivitiesEngineOptions = Partial<ActivityEngineConfig> & {
+  /** Quiet time after a Source change before its syntax check runs (default 300 ms). */
+  checkDebounceMs?: number
   /** Seed the built-in operation templates (default true). */
   seedTemplates?: boolean
 }
 
 export interface ActivitiesEngine extends Engine {
   readonly engine: ActivityEngine
+  readonly checks: CodeCheckEngine
 }
 
 function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -39,19 +43,25 @@ export function activityConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Act
 /** The activities engine ([ACT1]–[ACT12], docs/SPEC.md "Activities (issue 11)"). */
 export function createActivitiesEngine(options: ActivitiesEngineOptions = {}): EngineFactory {
   return (ctx: EngineContext): ActivitiesEngine => {
-    const { seedTemplates: seed = true, ...overrides } = options
+    const { seedTemplates: seed = true, checkDebounceMs = 300, ...overrides } = options
     const config: ActivityEngineConfig = { ...activityConfigFromEnv(), ...overrides }
     const log = ctx.log.child({ engine: 'activities' })
     const engine = new ActivityEngine(ctx.nodes, log, config, ctx.signal)
+    const checks = new CodeCheckEngine(ctx.nodes, log.child({ part: 'code-check' }), { debounceMs: checkDebounceMs, signal: ctx.signal })
     return {
       name: 'activities',
       engine,
+      checks,
       routes: activityRoutes(ctx.nodes, (path) => engine.watch(path)),
       async start() {
         await engine.start()
+        await checks.start()
         if (seed) await seedTemplates(ctx.nodes)
       },
-      stop: () => engine.stop(),
+      async stop() {
+        await checks.stop()
+        await engine.stop()
+      },
     }
   }
 }
