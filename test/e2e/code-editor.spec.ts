@@ -213,3 +213,28 @@ test('[WEB8] at 390 px the Code page has no horizontal overflow; a long line scr
   await a.page.screenshot({ path: '/tmp/cm-narrow-390.png', fullPage: true })
   await a.context.close()
 })
+
+test('[ACT16] the syntax check follows the typing: both people see the error with its line, then that it is fixed; Source is edited in one place', async ({ browser }) => {
+  const path = await createCode('Checked', 'const a = 1\nreturn a')
+  const a = await openEditor(browser, ann, path)
+  const b = await openEditor(browser, bob, path)
+  for (const page of [a.page, b.page]) await expect(page.locator('weft-code-page .check')).toHaveAttribute('data-check', 'Passed')
+  // The editor owns Source: the field grid does not repeat it as a second, plain text box.
+  await expect(a.page.locator('form.fields [name="Source"]')).toHaveCount(0)
+
+  await caretAtEndOfLine(a.page, 1)
+  await a.page.keyboard.type(' +', { delay: 30 })
+  for (const page of [a.page, b.page]) {
+    const check = page.locator('weft-code-page .check')
+    await expect(check).toHaveAttribute('data-check', 'Failed')
+    await expect(check).toContainText('Line 2, column 1')
+  }
+  await b.page.screenshot({ path: '/tmp/cm-check-failed-bob.png', fullPage: true })
+  // Bob fixes it on his side; Ann sees the check pass.
+  await caretAtEndOfLine(b.page, 1)
+  await b.page.keyboard.type(' 1', { delay: 30 })
+  for (const page of [a.page, b.page]) await expect(page.locator('weft-code-page .check')).toHaveAttribute('data-check', 'Passed')
+  await expect.poll(async () => (await getContent(server, ann, path)).Source).toBe('const a = 1 + 1\nreturn a')
+  await a.context.close()
+  await b.context.close()
+})

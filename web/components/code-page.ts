@@ -27,11 +27,17 @@ export class WeftCodePage extends LitElement {
   declare draft: string
   declare error: string
   private readonly node = new ObservableController<NodeView | null>(this)
+  /** The syntax check the server keeps at `{path}/_Check` [ACT16]. */
+  private readonly check = new ObservableController<NodeView | null>(this)
 
   static override styles = css`
     :host { display: block; }
     h3 { margin: 0.4em 0; }
     .error { color: #b00; }
+    .check { margin: 0.3em 0; font-size: 0.9em; }
+    .check[data-check='Passed'] { color: #176b2c; }
+    .check[data-check='Failed'] { color: #b00; }
+    .check ul { margin: 0.2em 0; padding-left: 1.2em; font-family: ui-monospace, monospace; }
   `
 
   constructor() {
@@ -48,7 +54,11 @@ export class WeftCodePage extends LitElement {
   }
 
   override willUpdate() {
-    if (this.path) this.node.watch(this.path, () => app().streams.node$(this.path))
+    if (this.path) {
+      this.node.watch(this.path, () => app().streams.node$(this.path))
+      const checkPath = `${this.path}/_Check`
+      this.check.watch(checkPath, () => app().streams.node$(checkPath))
+    }
   }
 
   private async act(fn: () => Promise<unknown>) {
@@ -58,6 +68,20 @@ export class WeftCodePage extends LitElement {
     } catch (e) {
       this.error = (e as Error).message
     }
+  }
+
+  private renderCheck() {
+    const check = this.check.value?.content
+    const status = typeof check?.Status === 'string' ? check.Status : null
+    if (!status) return nothing
+    const errors = Array.isArray(check!.Errors) ? (check!.Errors as { Line?: unknown; Column?: unknown; Text?: unknown }[]) : []
+    const label = status === 'Passed' ? 'No syntax errors.' : status === 'Failed' ? `${errors.length} syntax error${errors.length === 1 ? '' : 's'}:` : 'Checking…'
+    return html`<div class="check" role="status" aria-live="polite" data-check=${status}>
+      ${label}
+      ${status === 'Failed'
+        ? html`<ul>${errors.slice(0, 5).map((e) => html`<li>Line ${String(e.Line)}, column ${String(e.Column)}: ${String(e.Text)}</li>`)}</ul>`
+        : nothing}
+    </div>`
   }
 
   override render() {
@@ -71,6 +95,7 @@ export class WeftCodePage extends LitElement {
       <section class="source">
         <h3>Source <small>${language}</small></h3>
         <weft-code-editor .path=${this.path} .key=${'Source'} .language=${language} .initial=${String(c.Source ?? '')} ?readonly=${this.readonly}></weft-code-editor>
+        ${this.renderCheck()}
       </section>
       <section aria-label="Run">
         ${hasInputs && !this.draft

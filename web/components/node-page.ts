@@ -394,7 +394,7 @@ export class WeftNodePage extends LitElement {
       ${this.pageError ? html`<p class="error" role="alert">${this.pageError}</p>` : nothing}
       <section aria-label="Content" @field-error=${(e: CustomEvent<string>) => (this.fieldError = e.detail)}>
         <form class="fields" aria-label=${`Fields of ${view.name}`} @submit=${(e: Event) => e.preventDefault()}>
-          ${repeat(view.fields, (k) => k, (k) => this.renderField(view, k))}
+          ${repeat(view.fields.filter((k) => !EXTENSION_FIELDS[view.nodeType]?.includes(k)), (k) => k, (k) => this.renderField(view, k))}
         </form>
         ${this.fieldError ? html`<p class="error" role="alert" data-error="fields">${this.fieldError}</p>` : nothing}
         <form class="inline" aria-label="Add a field" @submit=${this.onAddField}>
@@ -426,4 +426,7 @@ export class WeftNodePage extends LitElement {
     `
   }
 }
+/** Fields a node type's extension edits itself (the Code page's editor owns Source): not repeated in the field grid. */
+const EXTENSION_FIELDS: Readonly<Record<string, readonly string[]>> = { Code: ['Source'] }
+
 customElements.define('weft-node-page', WeftNodePage)
