@@ -532,7 +532,7 @@ export class NodeService implements NodeApi {
       : (result: Y.Doc) => {
           const next = withFieldsFromDoc(before.content, result, fields)
           validateFields(before.nodeType, next, fields)
-          this.checkInvariants(before, { ...before, content: next })
+          this.checkInvariants(before, { ...before, content: next }, false, principal)
         }
     let applied: Uint8Array | null
     try {
@@ -613,7 +613,7 @@ export class NodeService implements NodeApi {
     this.authorizeFields(principal, before, [field])
     const next: JsonObject = { ...before.content, [field]: [...(prev ?? []), ...items] }
     validateContent(before.nodeType, next)
-    this.checkInvariants(before, { ...before, content: next })
+    this.checkInvariants(before, { ...before, content: next }, false, principal)
     let update: Uint8Array | null = null
     if (ln.hasDoc) {
       const doc = ln.doc
@@ -793,7 +793,7 @@ export class NodeService implements NodeApi {
       throw new WeftError('forbidden', `${principalName(principal)} may not rename ${ln.path}.`)
     }
     validateContent(before.nodeType, next)
-    this.checkInvariants(before, { ...before, content: next })
+    this.checkInvariants(before, { ...before, content: next }, false, principal)
     let update: Uint8Array | null = null
     let content: JsonObject
     if (ln.hasDoc) {
@@ -830,7 +830,12 @@ export class NodeService implements NodeApi {
   }
 
   /** Invariants across nodes: an assignment's Subject is its path's; a Space keeps one Admin. */
-  private checkInvariants(before: MeshNode | null, after: MeshNode | null, cascading = false): void {
+  private checkInvariants(before: MeshNode | null, after: MeshNode | null, cascading = false, principal: Principal = SYSTEM): void {
+    // [ACT10] A run reads its Inputs as it starts: once it has a Status they are history, and a
+    // change would only show inputs the run never saw.
+    if (before?.nodeType === 'ActivityLog' && after && !isSystem(principal) && before.content.Status !== undefined && before.content.Status !== null && !jsonEqual(before.content.Inputs ?? null, after.content.Inputs ?? null)) {
+      throw new WeftError('conflict', `The run ${before.path} has started and read its Inputs then; they can no longer change. Run it again with the new inputs.`)
+    }
     if (after?.nodeType === 'AccessAssignment') {
       const subject = after.content.Subject
       // [ACC0] The path names the subject: one assignment per subject and scope, never two.

@@ -1,3 +1,4 @@
+import * as Y from 'yjs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SYSTEM, type JsonObject, type MeshNode, type NodePath } from '../../shared/index.js'
 import { subscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
@@ -131,6 +132,26 @@ describe('activities: control plane', () => {
     expect((await api(ts.url, viewer.token).patchNode(path, { RequestedStatus: 'Running' })).status).toBe(200)
     const done = await waitForStatus(ts.url, viewer.token, path, terminal)
     expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 'hello' })
+  })
+
+  it('[ACT10] once a run has started its Inputs no longer change: refused with conflict over HTTP and /sync, nothing stored', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/slow-echo`, 'await sleep(300); return Inputs.word', { Inputs: { word: { Type: 'string', Default: 'a' } } })
+    const path = await run(ts.url, alice.token, code, { inputs: { word: 'first' } })
+    await waitForStatus(ts.url, alice.token, path, (s) => s !== undefined)
+    const res = await api(ts.url, alice.token).patchNode(path, { Inputs: { word: 'second' } })
+    expect(res.status).toBe(409)
+    expect(errorCode(res)).toBe('conflict')
+    // The same refusal for a Yjs edit: a stock provider's change never lands.
+    const client = stockProvider(ts.url, path, alice.token)
+    await client.synced()
+    client.doc.transact(() => client.content.set('Inputs', new Y.Map([['word', 'third']])))
+    await waitFor(() => client.denied.length > 0, 5_000)
+    expect(client.denied[0]).toMatch(/has started/)
+    client.destroy()
+    const done = await waitForStatus(ts.url, alice.token, path, terminal)
+    expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 'first', Inputs: { word: 'first' } })
+    // Other requests still work on a started run (RequestedStatus is not an input).
+    expect((await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Cancelled' })).status).toBe(200)
   })
 
   it('[ACT5] Cancelled on a draft leaves it a draft that does not start', async () => {
