@@ -219,8 +219,8 @@ export class ScriptHost {
         switch (m.t) {
           case 'ready':
             return
-          case 'log':
-            handlers.onLog(m.level, m.text)
+          case 'logs':
+            for (const line of m.lines) handlers.onLog(line.level, line.text)
             return
           case 'progress':
             handlers.onProgress(m.fraction, m.text)

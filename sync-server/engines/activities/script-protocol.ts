@@ -30,7 +30,8 @@ export type ScriptLimit = 'SCRIPT_TIMEOUT_MS' | 'SCRIPT_MEMORY_MB'
 
 export type FromWorker =
   | { t: 'ready' }
-  | { t: 'log'; level: 'Info' | 'Warning' | 'Error'; text: string }
+  /** Log lines in the order logged, batched (a few milliseconds' worth, or one synchronous stretch). */
+  | { t: 'logs'; lines: { level: 'Info' | 'Warning' | 'Error'; text: string }[] }
   | { t: 'progress'; fraction: number; text?: string }
   | { t: 'mesh'; id: number; op: MeshOp; args: JsonValue[] }
   | { t: 'done'; ok: true; value: JsonValue }

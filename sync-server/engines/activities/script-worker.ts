@@ -20,6 +20,20 @@ try {
   // Not permitted here: scripts run at the server's priority.
 }
 const send = (m: FromWorker) => port.postMessage(m)
+/**
+ * Log lines go to the host in batches (one message per LOG_BATCH_MS of a spinning script, or per
+ * synchronous stretch): a message per line cost the server's event loop ~15 µs each, which a
+ * script logging in a tight loop turned into a backlog.
+ */
+const LOG_BATCH_MS = 5
+const LOG_BATCH_LINES = 1_000
+let logBatch: { level: 'Info' | 'Warning' | 'Error'; text: string }[] = []
+let logBatchSince = 0
+const flushLogs = () => {
+  if (logBatch.length === 0) return
+  send({ t: 'logs', lines: logBatch })
+  logBatch = []
+}
 // [ACT15] The interpreter runs only while this worker holds one of the host's CPU slots.
 const turn = new CpuTurn(((workerData as { cpu?: CpuSlotsInit } | null)?.cpu ?? null))
 // Loaded as the worker starts, so a warm worker runs its script without waiting for the WASM.
@@ -95,6 +109,8 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   // Called regularly while the interpreter runs: a spinning script is stopped at its deadline,
   // and hands its CPU slot on after each time slice when another script waits for one.
   runtime.setInterruptHandler(() => {
+    // A line logged before a long spin goes out without waiting for the spin to end.
+    if (logBatch.length > 0 && performance.now() - logBatchSince >= LOG_BATCH_MS) flushLogs()
     if (!pastDeadline() && turn.maybeYield(pastDeadline)) return false
     limit = 'SCRIPT_TIMEOUT_MS'
     return true
@@ -106,6 +122,8 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
       return work()
     } finally {
       turn.release()
+      // The end of a synchronous stretch (the script awaits, or is done): what it logged goes out.
+      flushLogs()
     }
   }
   const vm: QuickJSContext = runtime.newContext()
@@ -155,12 +173,15 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   }
   fn('log', (level, text) => {
     const l = vm.getString(level)
-    send({ t: 'log', level: l === 'Warning' || l === 'Error' ? l : 'Info', text: vm.getString(text).slice(0, 10_000) })
+    if (logBatch.length === 0) logBatchSince = performance.now()
+    logBatch.push({ level: l === 'Warning' || l === 'Error' ? l : 'Info', text: vm.getString(text).slice(0, 10_000) })
+    if (logBatch.length >= LOG_BATCH_LINES || performance.now() - logBatchSince >= LOG_BATCH_MS) flushLogs()
     return undefined
   })
   fn('progress', (fraction, text) => {
     const f = vm.getNumber(fraction)
     const t = text && vm.typeof(text) === 'string' ? vm.getString(text) : undefined
+    flushLogs() // lines logged before this progress stay before it
     send({ t: 'progress', fraction: Number.isFinite(f) ? Math.min(1, Math.max(0, f)) : 0, ...(t === undefined ? {} : { text: t }) })
     return undefined
   })
@@ -182,6 +203,7 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
     const deferred = vm.newPromise()
     const id = nextId++
     pending.set(id, deferred)
+    flushLogs()
     send({ t: 'mesh', id, op: vm.getString(op) as never, args: JSON.parse(vm.getString(args)) as never })
     return deferred.handle
   })
@@ -243,6 +265,7 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   settled = true
   clearTimeout(deadlineTimer)
   for (const s of sleeps) clearTimeout(s.timer)
+  flushLogs()
   send(outcome)
   // One run per worker: the main thread terminates it, nothing is disposed piecemeal (a runtime
   // with live handles cannot be freed cleanly, and the thread's memory goes with it anyway).
