@@ -76,6 +76,27 @@ describe('CPU slots [ACT15]', () => {
     expect(performance.now() - started).toBeLessThan(2_500)
   })
 
+  it('log lines are batched, in order, and a line logged before a long spin arrives during the spin', async () => {
+    const h = newHost(1)
+    const lines: string[] = []
+    let firstAt = 0
+    let started = 0
+    const r = h.run('for (let i = 0; i < 5000; i++) Log.info("l" + i); Log.warn("before"); const until = Date.now() + 1500; while (Date.now() < until) {} return 1', 'javascript', {}, {
+      ...noHandlers,
+      onStart: () => (started = performance.now()),
+      onLog: (_level, text) => {
+        lines.push(text)
+        if (text === 'before') firstAt = performance.now()
+      },
+    })
+    await waitFor(() => firstAt > 0, 5_000)
+    // Seen while the script still spins (it ends 1.5 s after it logged the line).
+    expect(await Promise.race([r.done.then(() => 'done'), Promise.resolve('spinning')])).toBe('spinning')
+    expect(firstAt - started).toBeLessThan(1_400)
+    expect((await r.done).ok).toBe(true)
+    expect(lines).toEqual([...Array.from({ length: 5000 }, (_, i) => `l${i}`), 'before'])
+  })
+
   it('slots are taken only by compare-and-swap: a freed id releases exactly what it held', () => {
     const slots = new CpuSlots(2, 4)
     const [a, b, c] = [slots.allocate(), slots.allocate(), slots.allocate()]
