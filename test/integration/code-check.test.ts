@@ -123,6 +123,15 @@ describe('the Code check [ACT16]', () => {
     expect([await status('a'), await status('b'), await status('c')]).toEqual(['Pending', 'Built', 'Built'])
   })
 
+  it('deleting the Code node takes its check with it; a check never outlives its Code node', async () => {
+    const code = await createCode(ts.url, alice.token, `${space}/doomed`, 'return 1')
+    await checkOf(code, settled)
+    const res = await api(ts.url, alice.token).deleteNode(code)
+    expect(res.status).toBeLessThan(300)
+    await checks().idle()
+    expect(await ts.server.nodes.get(SYSTEM, checkPathOf(code as NodePath))).toBeNull()
+  })
+
   it('checkSource never throws and reports lines inside the source, whatever the text (property, seeded)', async () => {
     await fc.assert(
       fc.asyncProperty(fc.string({ maxLength: 200 }), fc.constantFrom('javascript' as const, 'typescript' as const), async (src, lang) => {
