@@ -80,20 +80,22 @@ describe('CPU slots [ACT15]', () => {
     const h = newHost(1)
     const lines: string[] = []
     let firstAt = 0
-    let started = 0
     const r = h.run('for (let i = 0; i < 5000; i++) Log.info("l" + i); Log.warn("before"); const until = Date.now() + 1500; while (Date.now() < until) {} return 1', 'javascript', {}, {
       ...noHandlers,
-      onStart: () => (started = performance.now()),
       onLog: (_level, text) => {
         lines.push(text)
         if (text === 'before') firstAt = performance.now()
       },
     })
-    await waitFor(() => firstAt > 0, 5_000)
-    // Seen while the script still spins (it ends 1.5 s after it logged the line).
-    expect(await Promise.race([r.done.then(() => 'done'), Promise.resolve('spinning')])).toBe('spinning')
-    expect(firstAt - started).toBeLessThan(1_400)
+    let doneAt = 0
+    void r.done.then(() => (doneAt = performance.now()))
+    // Measured against the end of the spin, not the start of the run: a cold worker on a loaded
+    // machine may take a second to load its WASM before the script's first line.
     expect((await r.done).ok).toBe(true)
+    await new Promise((resolve) => setTimeout(resolve, 0))
+    expect(firstAt).toBeGreaterThan(0)
+    // Seen while the script still spun (it ends 1.5 s after it logged the line), not with its end.
+    expect(doneAt - firstAt).toBeGreaterThan(1_000)
     expect(lines).toEqual([...Array.from({ length: 5000 }, (_, i) => `l${i}`), 'before'])
   })
 
