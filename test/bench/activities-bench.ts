@@ -1,7 +1,7 @@
 /**
  * Activities (issue 11):
  *  - event-loop latency (p99 of an HTTP ping, /healthz) while 2 CPU-bound scripts run, as a ratio
- *    to idle in the same run, goal ≤ 1.5;
+ *    to idle in the same run (median of 5 interleaved rounds), goal ≤ 1.5;
  *  - 10,000 log lines appended to one activity (the watcher in its own thread, as a browser is its
  *    own process): Yjs bytes a watching client receives per line (the
  *    slope between a 1,000- and a 10,000-line log: constant per append), total < 1 s, each line
@@ -36,7 +36,8 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
 }
 
-async function pingP99(url: string, ms: number): Promise<number> {
+/** Ping round trips (ms) for `ms` of wall time. */
+async function pings(url: string, ms: number): Promise<number[]> {
   const lat: number[] = []
   const until = performance.now() + ms
   while (performance.now() < until) {
@@ -45,8 +46,11 @@ async function pingP99(url: string, ms: number): Promise<number> {
     lat.push(performance.now() - t)
     await new Promise((r) => setTimeout(r, 2))
   }
-  lat.sort((a, b) => a - b)
-  return percentile(lat, 99)
+  return lat
+}
+
+function p99(lat: number[]): number {
+  return percentile([...lat].sort((a, b) => a - b), 99)
 }
 
 export async function benchActivities(): Promise<Record<string, number | string>> {
@@ -66,18 +70,33 @@ export async function benchActivities(): Promise<Record<string, number | string>
     const status = async (p: string) => (await server!.nodes.get(SYSTEM, p as NodePath))?.content.Status
     const out: Record<string, number | string> = {}
 
-    // 1. Event-loop latency: idle, then with 2 CPU-bound scripts spinning.
-    await pingP99(url, 500)
-    const idle = await pingP99(url, 3000)
-    const spin = await code('spin', 'const until = Date.now() + 6000; let x = 0; while (Date.now() < until) { x++; if (x % 5000000 === 0) Progress(0.5) } return x')
-    const spinners = [await start(spin), await start(spin)]
-    await waitFor(async () => (await Promise.all(spinners.map(status))).every((s) => s === 'Running'))
-    await new Promise((r) => setTimeout(r, 300))
-    const busy = await pingP99(url, 3000)
-    await waitFor(async () => (await Promise.all(spinners.map(status))).every((s) => s === 'Succeeded'), 20_000)
+    // 1. Event-loop latency: idle, then with 2 CPU-bound scripts spinning, side by side: five
+    // rounds of (idle, busy), so a drift of the machine's load hits both alike. The goal is on the
+    // median of the rounds' ratios (a p99 of 1.5 s of pings is a few-millisecond figure that one
+    // hiccup of a shared machine doubles); the pooled ratio is reported beside it.
+    await pings(url, 500)
+    const spin = await code('spin', 'const until = Date.now() + 3000; let x = 0; while (Date.now() < until) { x++; if (x % 5000000 === 0) Progress(0.5) } return x')
+    const idleLat: number[] = []
+    const busyLat: number[] = []
+    const roundRatios: number[] = []
+    for (let round = 0; round < 5; round++) {
+      const idleRound = await pings(url, 1500)
+      const spinners = [await start(spin), await start(spin)]
+      await waitFor(async () => (await Promise.all(spinners.map(status))).every((s) => s === 'Running'))
+      await new Promise((r) => setTimeout(r, 200))
+      const busyRound = await pings(url, 1500)
+      await waitFor(async () => (await Promise.all(spinners.map(status))).every((s) => s === 'Succeeded'), 20_000)
+      idleLat.push(...idleRound)
+      busyLat.push(...busyRound)
+      roundRatios.push(Number((p99(busyRound) / p99(idleRound)).toFixed(2)))
+    }
+    const idle = p99(idleLat)
+    const busy = p99(busyLat)
     out.pingP99IdleMs = Number(idle.toFixed(2))
     out.pingP99BusyMs = Number(busy.toFixed(2))
-    out.pingP99RatioBusyToIdle = Number((busy / idle).toFixed(2))
+    out.pingP99RatioBusyToIdle = percentile([...roundRatios].sort((a, b) => a - b), 50)
+    out.pingP99RatioPooled = Number((busy / idle).toFixed(2))
+    out.pingP99RatioPerRound = roundRatios.join(' / ')
 
     // 2. Log lines: a watcher on /sync counts bytes and sees each line's age.
     const logN = async (n: number) => {
