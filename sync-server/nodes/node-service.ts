@@ -599,13 +599,18 @@ export class NodeService implements NodeApi {
    * Appends to an array field as ONE Yjs array insert (O(1) on the wire and in the update log,
    * whatever the length), through the same field-rule check as a patch of that field. A field
    * held as a plain array in the doc (written by a patch, or by a doc's catch-up) becomes a
-   * Y.Array on the first append. [DOC1] Without a built doc only the JSON changes.
+   * Y.Array on the first append. [ACT12] The doc is built for an append (once per residency,
+   * [DOC1]), so storage logs the insert and rewrites the row's JSON later, coalesced ([STO5]):
+   * without a doc every line would rewrite the whole log's row.
    */
   async append(principal: Principal, path: NodePath, field: string, items: readonly JsonValue[], origin: ChangeOrigin = 'engine'): Promise<MeshNode> {
     assertMergePatch({ [field]: [...items] })
-    const ln = await this.acquire(path)
+    let ln = await this.acquire(path)
+    // Refused (missing, unreadable) before anything is built for it.
+    if (items.length === 0) return this.existing(ln, principal)
+    this.existing(ln, principal)
+    if (!ln.hasDoc) ln = await this.acquireDoc(path)
     const before = this.existing(ln, principal)
-    if (items.length === 0) return before
     const prev = before.content[field]
     if (prev !== undefined && prev !== null && !Array.isArray(prev)) {
       throw new WeftError('invalid_patch', `${field} of ${path} is not an array; nothing can be appended to it.`)
@@ -631,7 +636,8 @@ export class NodeService implements NodeApi {
         }, origin),
       )
     }
-    return (await this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', update, origin))!
+    // [STO5] The row's JSON is written later, coalesced: a line costs its Yjs insert, not the log.
+    return (await this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', update, origin, true))!
   }
 
   // ---------------------------------------------------------------- write internals

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { api, createSpace, makeTempDir, removeDir, signup, spawnServer, waitFor, type SpawnedServer } from '../helpers/index.js'
+import { api, createSpace, makeTempDir, removeDir, signup, spawnServer, stockProvider, waitFor, type SpawnedServer } from '../helpers/index.js'
 import { createCode, run, terminal, texts, waitForStatus } from './activities-helpers.js'
 
 /**
@@ -36,6 +36,37 @@ describe('[ACT9] kill -9 mid-run', () => {
     const again = await run(second.url, user.token, code, { inputs: { fast: true } })
     const done = await waitForStatus(second.url, user.token, again, terminal, 15_000)
     expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 'quick' })
+  })
+
+  it('[ACT12] log lines a watcher saw survive kill -9 before the row was rewritten: the content is rebuilt from the update log', { timeout: 90_000 }, async () => {
+    const d = await makeTempDir('weft-act-log-kill9-')
+    try {
+      const first = await spawnServer({ dataDir: d })
+      children.push(first)
+      const user = await signup(first.url)
+      const space = await createSpace(first.url, user.token)
+      const code = await createCode(first.url, user.token, `${space}/chatty`, 'for (let i = 0; i < 300; i++) { Log.info("line " + i); if (i % 50 === 0) await sleep(5) } for (;;) await sleep(50)')
+      const path = await run(first.url, user.token, code, { start: false })
+      // A watcher on /sync: the node's doc is built, so each append is a Yjs insert whose row
+      // content is written later, coalesced ([STO5]).
+      const watcher = stockProvider(first.url, path, user.token)
+      await watcher.synced()
+      await api(first.url, user.token).patchNode(path, { RequestedStatus: 'Running' })
+      const seen = () => ((watcher.content.get('Messages') as { length: number } | undefined)?.length ?? 0)
+      await waitFor(() => seen() >= 300, 15_000)
+      // At once: well inside the row's one-second coalescing window.
+      await first.kill('SIGKILL')
+      watcher.destroy()
+
+      const second = await spawnServer({ dataDir: d })
+      children.push(second)
+      const after = (await api(second.url, user.token).getNode(path)).body
+      const lines = texts(after as never)
+      expect(lines.filter((t) => t.startsWith('line '))).toEqual(Array.from({ length: 300 }, (_, i) => `line ${i}`))
+      expect(after.content.Status).toBe('Failed')
+    } finally {
+      await removeDir(d)
+    }
   })
 
   it('[ACT9] a draft whose RequestedStatus is Running when the server starts is started', { timeout: 90_000 }, async () => {
