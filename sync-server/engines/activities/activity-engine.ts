@@ -46,8 +46,10 @@ interface LiveRun {
   messages: ActivityMessage[]
   progress: ActivityProgress | null
   flushTimer: NodeJS.Timeout | null
-  /** Writes of this run, chained: appends land in order and the terminal write after them. */
+  /** Writes of this run: the terminal write waits for every append before it. */
   writes: Promise<unknown>
+  /** When the log was last flushed (the throttle's leading edge). */
+  lastFlushAt: number
   lastSign: number
   watchdog: NodeJS.Timeout | null
   watchdogFired: boolean
@@ -248,6 +250,7 @@ export class ActivityEngine {
       progress: null,
       flushTimer: null,
       writes: Promise.resolve(),
+      lastFlushAt: 0,
       lastSign: Date.now(),
       watchdog: null,
       watchdogFired: false,
@@ -310,13 +313,17 @@ export class ActivityEngine {
     this.scheduleFlush(run)
   }
 
-  /** [ACT12] Lines and progress are coalesced: one append (one Yjs array insert) per flush window. */
+  /**
+   * [ACT12] Lines and progress are coalesced: at most one append (one Yjs array insert) per flush
+   * window. Throttled on the leading edge: a line after a quiet spell goes out at once, with what
+   * the same worker message carried; under a stream, one append per window.
+   */
   private scheduleFlush(run: LiveRun): void {
     if (run.flushTimer) return
     run.flushTimer = setTimeout(() => {
       run.flushTimer = null
       void this.flush(run)
-    }, this.config.flushMs)
+    }, Math.max(0, run.lastFlushAt + this.config.flushMs - Date.now()))
   }
 
   private flush(run: LiveRun): Promise<unknown> {
@@ -328,12 +335,16 @@ export class ActivityEngine {
     const progress = run.progress
     run.progress = null
     if (messages.length === 0 && !progress) return run.writes
-    run.writes = run.writes
-      .then(async () => {
-        if (messages.length > 0) await this.nodes.append(SYSTEM, run.path, 'Messages', messages as unknown as JsonValue[])
-        if (progress) await this.nodes.patch(SYSTEM, run.path, { Progress: progress as unknown as JsonObject }, 'engine')
-      })
-      .catch((err: unknown) => this.log.warn({ err, path: run.path }, 'activity log write failed'))
+    run.lastFlushAt = Date.now()
+    // Issued now, not after the previous append is durable: the node service applies writes to a
+    // node in the order they are called, and a watcher sees a line when it is applied. Waiting for
+    // each commit's fsync before the next append made a streaming log's lines wait for it.
+    const failed = (err: unknown) => this.log.warn({ err, path: run.path }, 'activity log write failed')
+    const wrote = [
+      messages.length > 0 ? this.nodes.append(SYSTEM, run.path, 'Messages', messages as unknown as JsonValue[]).catch(failed) : null,
+      progress ? this.nodes.patch(SYSTEM, run.path, { Progress: progress as unknown as JsonObject }, 'engine').catch(failed) : null,
+    ]
+    run.writes = Promise.all([run.writes, ...wrote])
     return run.writes
   }
 
