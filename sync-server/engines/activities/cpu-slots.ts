@@ -15,6 +15,8 @@
  */
 
 const GEN = 0
+/** How long a worker that handed its slot on waits for a waiter to take it, in slices. */
+const STEP_BACK_SLICES = 5
 
 export interface CpuSlotsInit {
   sab: SharedArrayBuffer
@@ -133,15 +135,29 @@ export class CpuTurn {
 
   /**
    * Called often while the interpreter runs (QuickJS's interrupt handler). After a full slice,
-   * with another worker waiting, the slot is released and this worker steps back for up to 2 ms
-   * so the woken waiter takes it (an immediate re-take would starve it), then waits its turn.
+   * with another worker waiting, the slot is released and this worker steps back until a waiter
+   * has taken it (an immediate re-take would starve it: on a loaded machine a woken low-priority
+   * thread may take milliseconds to be scheduled), for at most STEP_BACK_SLICES slices, then
+   * waits its turn.
    */
   maybeYield(giveUp: () => boolean = () => false): boolean {
     const view = this.view
     if (!view || this.heldCell === 0) return true
     if (performance.now() - this.heldSince < this.init!.sliceMs || !this.someoneWaits()) return true
     this.release()
-    Atomics.wait(view, GEN, Atomics.load(view, GEN), 2)
+    const until = performance.now() + STEP_BACK_SLICES * this.init!.sliceMs
+    for (;;) {
+      const gen = Atomics.load(view, GEN)
+      const left = until - performance.now()
+      if (left <= 0 || !this.someoneWaits() || !this.slotFree() || giveUp()) break
+      Atomics.wait(view, GEN, gen, Math.min(left, 5))
+    }
     return this.acquire(giveUp)
+  }
+
+  private slotFree(): boolean {
+    const view = this.view!
+    for (let i = 1; i <= this.init!.slots; i++) if (Atomics.load(view, i) === 0) return true
+    return false
   }
 }

@@ -49,6 +49,11 @@ export interface ScriptHostOptions extends ScriptLimits {
   spares: number
   /** [ACT15] Cores scripts may use at once (SCRIPT_CPU_SLOTS); 0 = no limit. */
   cpuSlots: number
+  /**
+   * The Linux nice value of each script thread (default 19, the lowest priority: on a machine
+   * with fewer cores than busy scripts, the server's event loop gets the CPU first).
+   */
+  workerNice?: number
   log: Logger
 }
 
@@ -113,7 +118,7 @@ export class ScriptHost {
   private spawn(): Spare {
     const cpu = this.cpu.allocate()
     const worker = new Worker(workerEntry(), {
-      workerData: { cpu },
+      workerData: { cpu, nice: this.opts.workerNice ?? 19 },
       // A little above the script's own WASM limit: a runaway script cannot take the process.
       resourceLimits: { maxOldGenerationSizeMb: Math.max(64, this.opts.memoryMb * 2 + 64) },
       stdout: false,
