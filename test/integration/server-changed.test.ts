@@ -19,8 +19,14 @@ describe('[SYNC3] /mux pushes Changed hints for readable changes only', () => {
     const mux = await MuxClient.connect(ts.url, reader.token)
     const changed = () => mux.frames.filter((f) => f.type === MuxType.Changed).map((f) => (f as { version: number }).version)
 
-    // Settle: the grant above may still be announced; start counting after it.
-    await new Promise((r) => setTimeout(r, 150))
+    // Settle: the grant above may still be announced, and a fresh server's engines are still
+    // writing readable nodes (the seeded templates' code checks); start counting once quiet.
+    let quiet = changed().length
+    for (let waited = 0; waited < 10_000; waited += 400) {
+      await new Promise((r) => setTimeout(r, 400))
+      if (changed().length === quiet) break
+      quiet = changed().length
+    }
     const before = changed().length
     const hidden = await createDocument(ts.url, owner.token, `${secret}/hidden`, { X: 1 })
     expect(hidden).toBeTruthy()
