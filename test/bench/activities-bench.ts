@@ -4,7 +4,8 @@
  *    to idle in the same run (median of 5 interleaved rounds), goal ≤ 1.5;
  *  - 10,000 log lines appended to one activity (the watcher in its own thread, as a browser is its
  *    own process): Yjs bytes a watching client receives per line (the
- *    slope between a 1,000- and a 10,000-line log: constant per append), total < 1 s, each line
+ *    slope between a 1,000- and a 10,000-line log: constant per append), total < 1 s (the median
+ *    of three 10,000-line runs), each line
  *    visible to a watching client within 50 ms p99;
  *  - Run request → first log line visible to a watcher, p50 < 50 ms (30 runs, 250 ms apart);
  *  - 100 activities at once: all finish, event-loop p99 < 50 ms.
@@ -98,7 +99,27 @@ export async function benchActivities(): Promise<Record<string, number | string>
     out.pingP99RatioPooled = Number((busy / idle).toFixed(2))
     out.pingP99RatioPerRound = roundRatios.join(' / ')
 
-    // 2. Log lines: a watcher on /sync counts bytes and sees each line's age.
+    // 2. Log lines: a watcher on /sync counts bytes and sees each line's age; the bytes the node
+    // service hands the real storage for the run's path are counted beside them (the update log
+    // entries, the row content when it is written, a doc's fold).
+    const stored = new Map<string, number>()
+    const storage = server.storage
+    const count = (path: string, bytes: number) => stored.set(path, (stored.get(path) ?? 0) + bytes)
+    const commit = storage.commit.bind(storage)
+    storage.commit = (input) => {
+      count(input.path, (input.update?.length ?? 0) + (input.kind === 'Deleted' || input.deferContent ? 0 : JSON.stringify(input.content).length))
+      return commit(input)
+    }
+    const writeContent = storage.writeContent.bind(storage)
+    storage.writeContent = (path, content) => {
+      count(path, JSON.stringify(content).length)
+      return writeContent(path, content)
+    }
+    const foldDoc = storage.foldDoc.bind(storage)
+    storage.foldDoc = (path, state) => {
+      count(path, state.length)
+      return foldDoc(path, state)
+    }
     const logN = async (n: number) => {
       const chatty = await code(`chatty${n}`, 'for (let i = 0; i < Inputs.n; i++) Log.info(String(Date.now())); return Inputs.n')
       const path = await start(chatty, { n: 0 })
@@ -126,19 +147,29 @@ export async function benchActivities(): Promise<Record<string, number | string>
       const total = performance.now() - t0
       await waitFor(async () => (await status(p)) === 'Succeeded', 20_000)
       await watcher.terminate()
+      // The row's coalesced content write comes up to a second after the last line.
+      await new Promise((r) => setTimeout(r, 1_200))
       ages.sort((a, b) => a - b)
-      return { bytes, updates, total, p99: percentile(ages, 99), p50: percentile(ages, 50) }
+      return { bytes, updates, total, p99: percentile(ages, 99), p50: percentile(ages, 50), stored: stored.get(p) ?? 0 }
     }
     const small = await logN(1_000)
-    const big = await logN(10_000)
+    // Three 10,000-line runs: the figures are the median run's (by p99), the spread beside them
+    // (a p99 over one log is a few lines that a hiccup of a shared 2-core machine delays).
+    const bigs = [await logN(10_000), await logN(10_000), await logN(10_000)].sort((a, b) => a.p99 - b.p99)
+    const big = bigs[1]!
     out.log10kTotalMs = Math.round(big.total)
     out.log10kVisibleP50Ms = big.p50
     out.log10kVisibleP99Ms = big.p99
+    out.log10kVisibleP99MsPerRun = bigs.map((b) => b.p99).join(' / ')
+    out.log10kTotalMsMax = Math.round(Math.max(...bigs.map((b) => b.total)))
     out.log10kUpdates = big.updates
     out.log10kBytesPerLine = Number((big.bytes / 10_000).toFixed(1))
     // Constant per append: the slope between 1,000 and 10,000 lines (bytes per extra line).
     out.logBytesPerLineSlope = Number(((big.bytes - small.bytes) / 9_000).toFixed(1))
     out.log1kBytesPerLine = Number((small.bytes / 1_000).toFixed(1))
+    out.log10kStoredBytesPerLine = Number((big.stored / 10_000).toFixed(1))
+    out.logStoredBytesPerLineSlope = Number(((big.stored - small.stored) / 9_000).toFixed(1))
+    out.log1kStoredBytesPerLine = Number((small.stored / 1_000).toFixed(1))
 
     // 3. Run → first line visible (in-process watcher on the change feed).
     const hello = await code('hello', 'Log.info("hi")')
