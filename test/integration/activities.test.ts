@@ -335,12 +335,15 @@ describe('activities: built-in operations', () => {
     const src = await createSpace(ts.url, alice.token)
     await api(ts.url, alice.token).putNode(`${src}/notes`, 'Document', { Title: 'Notes' })
     await api(ts.url, alice.token).putNode(`${src}/notes/a`, 'Document', { Body: 'line one\nline two' })
+    // Engine state under the subtree (a Code node's _Check) is not exported: an import could not write it.
+    await api(ts.url, alice.token).putNode(`${src}/notes/tool`, 'Code', { Language: 'javascript', Source: 'return 1' })
+    await waitFor(async () => (await api(ts.url, alice.token).getNode(`${src}/notes/tool/_Check`)).status === 200, 10_000)
     const exported = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ExportJson', { inputs: { Root: `${src}/notes` } }), terminal)
     expect(exported.path.startsWith(`${alice.userId}/_Activity/`)).toBe(true)
     expect(exported.content.Status).toBe('Succeeded')
     const bundle = exported.content.ReturnValue as { Nodes: { path: string }[] }
-    expect(bundle.Nodes.map((n) => n.path)).toEqual([`${src}/notes`, `${src}/notes/a`])
-    expect(texts(exported).join('\n')).toMatch(/Exported 2 nodes .* bytes/)
+    expect(bundle.Nodes.map((n) => n.path)).toEqual([`${src}/notes`, `${src}/notes/a`, `${src}/notes/tool`])
+    expect(texts(exported).join('\n')).toMatch(/Exported 3 nodes .* bytes/)
 
     const md = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ExportMarkdown', { inputs: { Root: `${src}/notes` } }), terminal)
     expect(String((md.content.ReturnValue as { Markdown: string }).Markdown)).toContain('# notes')
@@ -352,7 +355,18 @@ describe('activities: built-in operations', () => {
     expect(refused.content.Status).toBe('Warning')
     expect((refused.content.ReturnValue as { Imported: number }).Imported).toBe(0)
     const ok = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ImportJson', { inputs: { Bundle: bundle as never, Target: dst } }), terminal)
-    expect(ok.content).toMatchObject({ Status: 'Succeeded', ReturnValue: { Imported: 2, Refused: [] } })
+    expect(ok.content).toMatchObject({ Status: 'Succeeded', ReturnValue: { Imported: 3, Refused: [] } })
     expect((await api(ts.url, alice.token).getNode(`${dst}/notes/a`)).body.content.Body).toBe('line one\nline two')
+  })
+
+  it('[ACT14] an export pages through a parent with more children than one query returns', async () => {
+    const src = await createSpace(ts.url, alice.token)
+    await api(ts.url, alice.token).putNode(`${src}/many`, 'Document', {})
+    await Promise.all(Array.from({ length: 520 }, (_, i) => ts.server.nodes.create(SYSTEM, `${src}/many/n${String(i).padStart(3, '0')}` as NodePath, { nodeType: 'Document', content: { I: i } }, 'engine')))
+    const exported = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ExportJson', { inputs: { Root: `${src}/many` } }), terminal, 30_000)
+    expect(exported.content.Status).toBe('Succeeded')
+    const paths = (exported.content.ReturnValue as { Nodes: { path: string }[] }).Nodes.map((n) => n.path)
+    expect(paths).toHaveLength(521)
+    expect(new Set(paths).size).toBe(521)
   })
 })

@@ -54,6 +54,8 @@ export async function meshCall(nodes: NodeApi, owner: Principal, op: MeshOp, arg
         nodeType: typeof q.nodeType === 'string' ? q.nodeType : undefined,
         where,
         limit: typeof q.limit === 'number' ? q.limit : undefined,
+        // Keyset paging, as on the HTTP API: results are ordered by path.
+        after: typeof q.after === 'string' ? q.after : undefined,
       })
       return items as unknown as JsonValue
     }

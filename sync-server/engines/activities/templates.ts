@@ -17,8 +17,16 @@ async function walk(path, depth) {
   if (!node) return;
   nodes.push({ path: node.path, nodeType: node.nodeType, name: node.name, content: node.content, depth });
   Progress(Math.min(0.9, nodes.length / 1000), nodes.length + ' nodes');
-  const children = await Mesh.query({ parent: path, limit: 1000 });
-  for (const child of children) await walk(child.path, depth + 1);
+  // Every child, a page at a time; engine state (_Activity runs, a Code node's _Check) is left
+  // out: the engines rebuild it, and an import could not write it.
+  for (let after; ;) {
+    const page = await Mesh.query(after === undefined ? { parent: path, limit: 500 } : { parent: path, limit: 500, after });
+    for (const child of page) {
+      if (!child.path.slice(child.path.lastIndexOf('/') + 1).startsWith('_')) await walk(child.path, depth + 1);
+    }
+    if (page.length < 500) break;
+    after = page[page.length - 1].path;
+  }
 }
 await walk(Inputs.Root, 0);
 `
