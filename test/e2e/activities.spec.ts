@@ -1,4 +1,4 @@
-import { expect, test } from '@playwright/test'
+import { expect, test, type Page } from '@playwright/test'
 import { api, openLoggedIn, putNode, startE2eServer, twoEditorsOn, type E2eServer, type TestUser } from './fixtures.js'
 
 let server: E2eServer
@@ -60,4 +60,32 @@ test('[ACT1] a Code page: the form edits the draft\'s Inputs directly, Run start
   await expect(panel.locator('.badge')).toHaveAttribute('data-status', 'Succeeded')
   await expect(panel.locator('pre')).toContainText('hello Bob')
   await a.context.close()
+})
+
+test('[ACT1] a space shows the runs it hosts, the home feed shows runs its user started anywhere, a finished run\'s bar is full', async ({ browser }) => {
+  await putNode(server, ann, 'Lab/Quick', 'Code', { Language: 'javascript', IsExecutable: true, Source: 'Progress(0.2, "a fifth"); Log.info("quick"); return 1' }, 'Quick')
+  const res = await api<{ path: string }>(server, ann, 'POST', '/api/nodes/Lab/Quick/run', {})
+  expect(res.status).toBe(201)
+  // Routed to the partition root (no ActivityParentPath): Lab hosts it, not Ann's home.
+  expect(res.body.path.startsWith('Lab/_Activity/')).toBe(true)
+  const run = (page: Page) => page.locator(`weft-activity-panel[path="${res.body.path}"]`)
+
+  const b = await openLoggedIn(browser, server, bob, 'Lab')
+  await expect(run(b.page).locator('.badge')).toHaveAttribute('data-status', 'Succeeded')
+  // Succeeded: full, whatever fraction the script last reported.
+  await expect(run(b.page).locator('progress')).toHaveJSProperty('value', 1)
+
+  const a = await openLoggedIn(browser, server, ann)
+  const feed = a.page.locator('weft-activity-strip section[aria-label="My activity"]')
+  await expect(feed.locator(`weft-activity-panel[path="${res.body.path}"] .badge`)).toHaveAttribute('data-status', 'Succeeded')
+  // Bob's home does not list Ann's run.
+  await b.page.goto(`/#/n/${bob.userId}`)
+  await expect(b.page.locator('weft-node-page h1, weft-node-page h2').first()).toBeVisible()
+  await expect(b.page.locator(`weft-activity-panel[path="${res.body.path}"]`)).toHaveCount(0)
+
+  // A run started after the home opened appears there as the feed announces it.
+  const second = await api<{ path: string }>(server, ann, 'POST', '/api/nodes/Lab/Quick/run', {})
+  await expect(feed.locator(`weft-activity-panel[path="${second.body.path}"] .badge`)).toHaveAttribute('data-status', 'Succeeded')
+  await a.context.close()
+  await b.context.close()
 })

@@ -129,6 +129,12 @@ export class HttpApi {
     }
   }
 
+  /** Nodes of a type whose content field equals a value, anywhere the caller can read (one page). */
+  async queryByField(nodeType: string, field: string, value: string, limit = 200): Promise<MeshNode[]> {
+    const q = `nodeType=${encodeURIComponent(nodeType)}&where.${encodeURIComponent(field)}=${encodeURIComponent(value)}&limit=${limit}`
+    return (await this.request<{ items: MeshNode[] }>('GET', `/api/nodes?${q}`)).items
+  }
+
   putNode(path: string, body: { nodeType: string; name?: string; content: JsonObject }): Promise<MeshNode> {
     return this.request('PUT', `/api/nodes/${encodePath(path)}`, body)
   }

@@ -97,7 +97,10 @@ export class WeftActivityPanel extends LitElement {
         ${c.RequestedStatus && c.RequestedStatus !== c.Status && status !== 'Draft' && status === 'Running' ? html`<small>requested: ${String(c.RequestedStatus)}</small>` : nothing}
       </header>
       <p class="watchers">${others.length ? html`Also watching: ${others.map((u) => u.name).join(', ')}` : 'Nobody else is watching.'}</p>
-      ${progress && typeof progress.Fraction === 'number' ? html`<progress max="1" .value=${progress.Fraction}></progress> <small>${progress.Text ?? ''}</small>` : nothing}
+      ${progress && typeof progress.Fraction === 'number'
+        ? // A run that succeeded is done, whatever fraction its script last reported.
+          html`<progress max="1" aria-label="Progress" .value=${status === 'Succeeded' ? 1 : progress.Fraction}></progress> <small>${progress.Text ?? ''}</small>`
+        : nothing}
       ${messages.length > shown.length
         ? html`<button @click=${() => (this.showAll = true)}>Show ${messages.length - shown.length} earlier lines</button>`
         : nothing}

@@ -323,7 +323,9 @@ export class WeftNodePage extends LitElement {
   private renderExtension(view: NodeView) {
     switch (view.nodeType) {
       case 'Space':
-        return html`<section><weft-members-panel path=${view.path}></weft-members-panel></section>`
+        // A space hosts the runs routed to it (its partition root): they show under its members.
+        return html`<section><weft-members-panel path=${view.path}></weft-members-panel></section>
+          <section><weft-activity-strip path=${view.path}></weft-activity-strip></section>`
       case 'Group':
         return html`<section><weft-group-invite-dialog path=${view.path}></weft-group-invite-dialog></section>`
       // Activities (issue 11): web/components/code-page.ts, activity-*.ts.
@@ -332,7 +334,7 @@ export class WeftNodePage extends LitElement {
       case 'ActivityLog':
         return html`<section><weft-activity-panel path=${view.path}></weft-activity-panel></section>`
       case 'User':
-        return html`<section><weft-activity-strip path=${view.path} heading="My activity"></weft-activity-strip></section>`
+        return html`<section><weft-activity-strip path=${view.path} heading=${view.path === app().session.userId ? 'My activity' : 'Activities'} ?mine=${view.path === app().session.userId}></weft-activity-strip></section>`
       default:
         return html`<section><weft-activity-strip path=${view.path}></weft-activity-strip></section>`
     }
@@ -426,7 +428,11 @@ export class WeftNodePage extends LitElement {
     `
   }
 }
-/** Fields a node type's extension edits itself (the Code page's editor owns Source): not repeated in the field grid. */
-const EXTENSION_FIELDS: Readonly<Record<string, readonly string[]>> = { Code: ['Source'] }
+/** Fields a node type's extension shows or edits itself (the Code page's editor owns Source): not repeated in the field grid. */
+const EXTENSION_FIELDS: Readonly<Record<string, readonly string[]>> = {
+  Code: ['Source'],
+  // The result panel shows the log, the progress bar, the output and the error.
+  ActivityLog: ['Messages', 'Progress', 'ReturnValue', 'Error'],
+}
 
 customElements.define('weft-node-page', WeftNodePage)

@@ -1,6 +1,6 @@
 import type { Observable} from 'rxjs';
-import { BehaviorSubject, combineLatest, distinctUntilChanged, map, shareReplay, type Subscription } from 'rxjs'
-import type { JsonObject, MergePatch } from '../../shared/index.js'
+import { BehaviorSubject, Subject, combineLatest, distinctUntilChanged, map, shareReplay, type Subscription } from 'rxjs'
+import type { ChangeRecord, JsonObject, MergePatch } from '../../shared/index.js'
 import { HttpApi, HttpError, NetworkError } from '../api/index.js'
 import { dbNameFor, liveStoreQuery, NodeStore, type OpRow } from '../store/index.js'
 import { MuxConnection, type ConnectionStatus, type ConnectionTrouble, type FinalClose } from './mux-connection.js'
@@ -92,6 +92,8 @@ export class SyncClient {
   readonly status$: Observable<SyncStatus>
   /** Queued operations the server refused for good (shown to the user). */
   readonly opErrors$ = new BehaviorSubject<OpError[]>([])
+  /** Readable changes from the server's feed as this client follows it (views that query the server). */
+  readonly feed$ = new Subject<ChangeRecord>()
   private readonly replicas = new Map<string, Held>()
   private readonly channel: BroadcastChannel | null
   private readonly subs: Subscription[] = []
@@ -210,6 +212,7 @@ export class SyncClient {
         const since: number = this.feedVersion
         const { items, next } = await this.api.changesSince(since)
         for (const c of items) {
+          this.feed$.next(c)
           parents.add('')
           parents.add(parentOf(c.path))
           if (c.kind === 'Deleted') {
