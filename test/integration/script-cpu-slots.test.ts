@@ -18,7 +18,7 @@ afterEach(async () => {
 })
 
 function newHost(cpuSlots: number, extra: Partial<ConstructorParameters<typeof ScriptHost>[0]> = {}) {
-  // At the test runner's priority: these tests are about the slots' turn-taking, and at nice 19 a
+  // At the test runner's priority: these tests are about the slots' turn-taking, and at a lower priority a
   // machine busy with other test files may not schedule a script thread for hundreds of ms.
   host = new ScriptHost({ timeoutMs: 20_000, memoryMb: 16, cancelGraceMs: 200, maxConcurrent: 8, spares: 2, cpuSlots, workerNice: 0, log, ...extra })
   host.warm()

@@ -50,8 +50,9 @@ export interface ScriptHostOptions extends ScriptLimits {
   /** [ACT15] Cores scripts may use at once (SCRIPT_CPU_SLOTS); 0 = no limit. */
   cpuSlots: number
   /**
-   * The Linux nice value of each script thread (default 19, the lowest priority: on a machine
-   * with fewer cores than busy scripts, the server's event loop gets the CPU first).
+   * The Linux nice value of each script thread (default 10: on a machine with fewer cores than
+   * busy threads, the server's event loop gets the CPU first; 19 starved scripts on a machine
+   * busy with other work, so far that a 10,000-line script missed a 1.5 s limit it meets at 10).
    */
   workerNice?: number
   log: Logger
@@ -118,7 +119,7 @@ export class ScriptHost {
   private spawn(): Spare {
     const cpu = this.cpu.allocate()
     const worker = new Worker(workerEntry(), {
-      workerData: { cpu, nice: this.opts.workerNice ?? 19 },
+      workerData: { cpu, nice: this.opts.workerNice ?? 10 },
       // A little above the script's own WASM limit: a runaway script cannot take the process.
       resourceLimits: { maxOldGenerationSizeMb: Math.max(64, this.opts.memoryMb * 2 + 64) },
       stdout: false,

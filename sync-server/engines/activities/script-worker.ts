@@ -15,7 +15,7 @@ const port = parentPort!
 // A lower scheduling priority for this thread only (Linux nice values are per thread): on a
 // machine with fewer cores than busy scripts, the server's event loop gets the CPU first.
 try {
-  setPriority((workerData as { nice?: number } | null)?.nice ?? 19)
+  setPriority((workerData as { nice?: number } | null)?.nice ?? 10)
 } catch {
   // Not permitted here: scripts run at the server's priority.
 }
