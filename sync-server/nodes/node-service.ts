@@ -606,11 +606,13 @@ export class NodeService implements NodeApi {
   async append(principal: Principal, path: NodePath, field: string, items: readonly JsonValue[], origin: ChangeOrigin = 'engine'): Promise<MeshNode> {
     assertMergePatch({ [field]: [...items] })
     let ln = await this.acquire(path)
-    // Refused (missing, unreadable) before anything is built for it.
-    if (items.length === 0) return this.existing(ln, principal)
-    this.existing(ln, principal)
-    if (!ln.hasDoc) ln = await this.acquireDoc(path)
-    const before = this.existing(ln, principal)
+    // Refused (missing, unreadable) before a doc is built for it.
+    let before = this.existing(ln, principal)
+    if (items.length === 0) return before
+    if (!ln.hasDoc) {
+      ln = await this.acquireDoc(path)
+      before = this.existing(ln, principal)
+    }
     const prev = before.content[field]
     if (prev !== undefined && prev !== null && !Array.isArray(prev)) {
       throw new WeftError('invalid_patch', `${field} of ${path} is not an array; nothing can be appended to it.`)
@@ -619,23 +621,20 @@ export class NodeService implements NodeApi {
     const next: JsonObject = { ...before.content, [field]: [...(prev ?? []), ...items] }
     validateContent(before.nodeType, next)
     this.checkInvariants(before, { ...before, content: next }, false, principal)
-    let update: Uint8Array | null = null
-    if (ln.hasDoc) {
-      const doc = ln.doc
-      update = ln.capture(() =>
-        doc.transact(() => {
-          const map = doc.getMap(CONTENT_MAP)
-          const current = map.get(field)
-          if (current instanceof Y.Array) {
-            current.push([...items])
-          } else {
-            const array = new Y.Array<unknown>()
-            array.push([...(Array.isArray(current) ? current : []), ...items])
-            map.set(field, array)
-          }
-        }, origin),
-      )
-    }
+    const doc = ln.doc
+    const update = ln.capture(() =>
+      doc.transact(() => {
+        const map = doc.getMap(CONTENT_MAP)
+        const current = map.get(field)
+        if (current instanceof Y.Array) {
+          current.push([...items])
+        } else {
+          const array = new Y.Array<unknown>()
+          array.push([...(Array.isArray(current) ? current : []), ...items])
+          map.set(field, array)
+        }
+      }, origin),
+    )
     // [STO5] The row's JSON is written later, coalesced: a line costs its Yjs insert, not the log.
     return (await this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', update, origin, true))!
   }

@@ -14,13 +14,18 @@ describe('[ACT9] kill -9 mid-run', () => {
     if (dir) await removeDir(dir)
   })
 
+  /** A child server on `dataDir` (killed after the suite), with a user and a Code node in their space. */
+  async function serverWithCode(dataDir: string, name: string, source: string, env?: Record<string, string>) {
+    const server = await spawnServer({ dataDir, env })
+    children.push(server)
+    const user = await signup(server.url)
+    const space = await createSpace(server.url, user.token)
+    return { first: server, user, code: await createCode(server.url, user.token, `${space}/${name}`, source) }
+  }
+
   it('the lost run ends Failed naming the restart, and Re-run succeeds', { timeout: 90_000 }, async () => {
     dir = await makeTempDir('weft-act-kill9-')
-    const first = await spawnServer({ dataDir: dir, env: { LOG_LEVEL: 'info' } })
-    children.push(first)
-    const user = await signup(first.url)
-    const space = await createSpace(first.url, user.token)
-    const code = await createCode(first.url, user.token, `${space}/slow`, 'if (Inputs.fast) return "quick"; Log.info("started"); for (;;) await sleep(50)')
+    const { first, user, code } = await serverWithCode(dir, 'slow', 'if (Inputs.fast) return "quick"; Log.info("started"); for (;;) await sleep(50)', { LOG_LEVEL: 'info' })
     const path = await run(first.url, user.token, code)
     await waitFor(async () => texts((await api(first.url, user.token).getNode(path)).body as never).includes('started'), 15_000)
     await first.kill('SIGKILL')
@@ -41,11 +46,7 @@ describe('[ACT9] kill -9 mid-run', () => {
   it('[ACT12] kill -9 mid-log before the row was rewritten: the log comes back from the update log, an in-order prefix of what was logged', { timeout: 90_000 }, async () => {
     const d = await makeTempDir('weft-act-log-kill9-')
     try {
-      const first = await spawnServer({ dataDir: d })
-      children.push(first)
-      const user = await signup(first.url)
-      const space = await createSpace(first.url, user.token)
-      const code = await createCode(first.url, user.token, `${space}/chatty`, 'for (let i = 0; i < 300; i++) { Log.info("line " + i); if (i % 50 === 0) await sleep(5) } for (;;) await sleep(50)')
+      const { first, user, code } = await serverWithCode(d, 'chatty', 'for (let i = 0; i < 300; i++) { Log.info("line " + i); if (i % 50 === 0) await sleep(5) } for (;;) await sleep(50)')
       const path = await run(first.url, user.token, code, { start: false })
       // A watcher on /sync: the node's doc is built, so each append is a Yjs insert whose row
       // content is written later, coalesced ([STO5]).
@@ -77,11 +78,7 @@ describe('[ACT9] kill -9 mid-run', () => {
   it('[ACT9] a draft whose RequestedStatus is Running when the server starts is started', { timeout: 90_000 }, async () => {
     const d = await makeTempDir('weft-act-pending-')
     try {
-      const first = await spawnServer({ dataDir: d })
-      children.push(first)
-      const user = await signup(first.url)
-      const space = await createSpace(first.url, user.token)
-      const code = await createCode(first.url, user.token, `${space}/later`, 'return "ran"')
+      const { first, user, code } = await serverWithCode(d, 'later', 'return "ran"')
       const path = await run(first.url, user.token, code, { start: false })
       await first.kill('SIGTERM')
       // Stopped: the request is written straight to storage by a server with no engines.

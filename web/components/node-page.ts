@@ -333,8 +333,10 @@ export class WeftNodePage extends LitElement {
         return html`<section><weft-code-page path=${view.path} ?readonly=${!this.can('Update')}></weft-code-page></section>`
       case 'ActivityLog':
         return html`<section><weft-activity-panel path=${view.path}></weft-activity-panel></section>`
-      case 'User':
-        return html`<section><weft-activity-strip path=${view.path} heading=${view.path === app().session.userId ? 'My activity' : 'Activities'} ?mine=${view.path === app().session.userId}></weft-activity-strip></section>`
+      case 'User': {
+        const mine = view.path === app().session.userId
+        return html`<section><weft-activity-strip path=${view.path} heading=${mine ? 'My activity' : 'Activities'} ?mine=${mine}></weft-activity-strip></section>`
+      }
       default:
         return html`<section><weft-activity-strip path=${view.path}></weft-activity-strip></section>`
     }
