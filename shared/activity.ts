@@ -28,7 +28,7 @@ export interface ActivityProgress {
 }
 
 /** Fields only `system` writes on an ActivityLog (create, replace and patch alike). */
-export const ACTIVITY_SYSTEM_FIELDS = ['Status', 'Messages', 'Progress', 'Start', 'End', 'ReturnValue', 'Error', 'CreatedBy'] as const
+export const ACTIVITY_SYSTEM_FIELDS = ['Status', 'Messages', 'Progress', 'Start', 'End', 'ReturnValue', 'Error', 'CreatedBy', 'StartedBy', 'Source', 'Language', 'CodePath'] as const
 
 export function isActivityStatus(v: unknown): v is ActivityStatus {
   return ActivityStatus.isMember(v)
@@ -139,6 +139,20 @@ export function partitionName(path: string): string {
 
 export function partitionPath(name: string): string {
   return `${PARTITION_CATALOG}/${name}`
+}
+
+/**
+ * [ACT11] Where partition definitions may live. `Admin/Partition/{name}` is a leaf whose `{name}`
+ * is a top-level node other than `Admin`: for a path at or under the catalog, the name it
+ * defines, or a reason it is no place for a node. Null for paths outside the catalog.
+ */
+export function partitionPlace(path: string): { name: string } | { refused: string } | null {
+  const prefix = `${PARTITION_CATALOG}/`
+  if (!path.startsWith(prefix)) return null
+  const rest = path.slice(prefix.length)
+  if (rest.includes('/')) return { refused: `${prefix}{name} is a leaf: nothing can be created under it (${path}).` }
+  if (rest === 'Admin') return { refused: `The Admin partition has no definition node (${path}).` }
+  return { name: rest }
 }
 
 /** Whether `path` is an activity node's path (`.../_Activity/{id}`). */

@@ -13,9 +13,12 @@ import { TYPED_TEXT_FIELDS } from './text-fields.js'
  * Who may write a top-level content field (or create/delete a node) of a node type.
  *  - `system`: only the engines' principal.
  *  - `admin`: system, or a caller holding ManageAccess (the Admin role) on the node.
+ *  - `owner`: system, the user the node's `ownerField` names (an ActivityLog's `CreatedBy`), or a
+ *    caller holding Update on the node. Lets the creator of a run steer it without any role
+ *    (a role would also grant Create under it). On create it is Update.
  *  - a Permission: system, or a caller holding that permission on the node.
  */
-export type WriteRule = 'system' | 'admin' | Permission
+export type WriteRule = 'system' | 'admin' | 'owner' | Permission
 
 export interface NodeTypeDef {
   readonly name: string
@@ -27,6 +30,8 @@ export interface NodeTypeDef {
   /** Who may create a node of this type (checked on the node's own path, i.e. inherited from its parent). */
   readonly create: WriteRule
   readonly delete: WriteRule
+  /** The content field naming the user the `owner` rule admits (a user id string). */
+  readonly ownerField?: string
   /**
    * Top-level fields whose strings are text that merges by character (a Y.Text in the doc).
    * Permissive types treat every string as text; see shared/text-fields.ts.
@@ -49,6 +54,7 @@ function def(
     fields: opts.fields ?? {},
     create: opts.create ?? 'Create',
     delete: opts.delete ?? 'Delete',
+    ownerField: opts.ownerField,
     textFields: opts.textFields ?? new Set(Object.prototype.hasOwnProperty.call(TYPED_TEXT_FIELDS, name) ? TYPED_TEXT_FIELDS[name] : []),
   }
 }
@@ -98,13 +104,16 @@ const builtins: NodeTypeDef[] = [
     }),
     { defaultWrite: 'admin', create: 'admin', delete: 'admin' },
   ),
-  // Activities (DESIGN.md "Activities (contract)", issue 11). The engine is the sole writer of the
-  // log; callers only request (RequestedStatus) and fill a draft's Inputs.
+  // Activities (DESIGN.md "Activities (contract)", issue 11 and 15). The engine is the sole writer
+  // of the log and of who and what runs; the run's creator (CreatedBy), or anyone with Update on
+  // it, only requests (RequestedStatus) and fills a draft's Inputs.
   def(
     'ActivityLog',
     z.looseObject({
       Category: z.string().optional(),
       CodePath: z.string().optional(),
+      Source: z.string().optional(),
+      Language: z.enum(['javascript', 'typescript']).optional(),
       Inputs: anyObject.optional(),
       Status: enumName(ActivityStatus.members as unknown as [string, ...string[]]).optional(),
       RequestedStatus: enumName(ActivityStatus.members as unknown as [string, ...string[]]).nullable().optional(),
@@ -113,8 +122,10 @@ const builtins: NodeTypeDef[] = [
       Start: isoDate.nullable().optional(),
       End: isoDate.nullable().optional(),
       CreatedBy: z.string().optional(),
+      StartedBy: z.string().optional(),
     }),
     {
+      ownerField: 'CreatedBy',
       fields: {
         Status: 'system',
         Messages: 'system',
@@ -124,10 +135,14 @@ const builtins: NodeTypeDef[] = [
         ReturnValue: 'system',
         Error: 'system',
         CreatedBy: 'system',
-        // What runs is fixed at creation: the owner's Editor grant must not repoint it.
+        // Who and what runs ([ACT17]): the starter (checked for Execute when they asked), and
+        // the code as it was when the activity was made, fixed at creation.
+        StartedBy: 'system',
+        Source: 'system',
+        Language: 'system',
         CodePath: 'system',
-        RequestedStatus: 'Update',
-        Inputs: 'Update',
+        RequestedStatus: 'owner',
+        Inputs: 'owner',
       },
     },
   ),
@@ -155,8 +170,9 @@ const builtins: NodeTypeDef[] = [
     }),
     { defaultWrite: 'system', create: 'system', delete: 'system' },
   ),
-  // Admin/Partition/{name}: written by system and the Admins of the top-level node {name}
-  // (the access hook in the activities engine grants those Admins the node).
+  // Admin/Partition/{name}: a leaf, written by system and the Admins of the existing top-level
+  // node {name} other than Admin ([ACT11]; access-service.ts grants those Admins this node only,
+  // node-service.ts keeps the place for a Partition and nothing below it).
   def(
     'Partition',
     z.looseObject({ Namespace: z.string().optional(), DefaultActivityParentPath: z.string().optional() }),

@@ -23,8 +23,15 @@ interface Assignment {
 }
 
 export const ACCESS_SEGMENT = '_Access'
-/** Admin/Partition/{name} and below ([ACT11]). */
-const PARTITION_NODE = /^Admin\/Partition\/([^/]+)(?:\/|$)/
+/**
+ * Admin/Partition/{name} itself, never below it ([ACT11]): a partition definition is a leaf, and
+ * `Admin` defines no partition. A subtree rule here once let any user create Code nodes inside the
+ * Admin partition (under Admin/Partition/{their home}) and route runs into Admin/Operations.
+ */
+const PARTITION_NODE = /^Admin\/Partition\/(?!Admin$)([^/]+)$/
+/** What the Admins of {name} hold on its definition: enough to write a Partition (create, write and
+ * delete need ManageAccess), nothing to create anything else there (no Create, no Execute). */
+const PARTITION_PERMISSIONS: PermissionSet = new Set<Permission>(['Read', 'Update', 'Delete', 'ManageAccess'])
 /** Admin/Operations and below ([ACT14]). */
 const OPERATIONS_NODE = /^Admin\/Operations(?:\/|$)/
 const OPERATION_PERMISSIONS = permissionsOf('Viewer')
@@ -118,7 +125,7 @@ export class AccessService {
     if (topLevel(path) === userId) return ALL_PERMISSIONS
     // [ACT11] A partition node Admin/Partition/{name} is administered by the Admins of {name}.
     const partition = PARTITION_NODE.exec(path)?.[1]
-    if (partition && this.userPermissions(userId, partition as NodePath).has('ManageAccess')) return ALL_PERMISSIONS
+    if (partition && this.userPermissions(userId, partition as NodePath).has('ManageAccess')) return PARTITION_PERMISSIONS
     // [ACT14] The built-in operation templates are readable and executable by every user.
     if (OPERATIONS_NODE.test(path)) return OPERATION_PERMISSIONS
     const key = `${userId}\u0000${path}`

@@ -19,6 +19,7 @@ import {
   isReservedSegment,
   isSystem,
   jsonEqual,
+  partitionPlace,
   lastSegment,
   nodeTypeDef,
   parentPath,
@@ -45,7 +46,7 @@ import type { StorageAdapter } from '../storage/types.js'
 import { ACCESS_SEGMENT, assignmentLabel, assignmentScope, type AccessService } from '../access/access-service.js'
 import { admitUpdate } from '../admission/index.js'
 import { DocCorrupted, LoadedNode, type RoomConnection } from './loaded-node.js'
-import type { ChangeOrigin, LiveChange, NodeApi, NodeDraft, UpdateFn } from './types.js'
+import type { ChangeOrigin, LiveChange, NodeApi, NodeDraft, UpdateFn, WriteRuleHook } from './types.js'
 
 export interface NodeServiceOptions {
   idleUnloadMs: number
@@ -118,6 +119,8 @@ export class NodeService implements NodeApi {
   readonly changes$: Observable<LiveChange> = this.changesSubject.asObservable()
   private sweepTimer: NodeJS.Timeout | null = null
   private closed = false
+  /** Per-type write rules engines register (registerWriteRule). */
+  private readonly writeRules = new Map<string, WriteRuleHook>()
 
   constructor(
     private readonly storage: StorageAdapter,
@@ -456,7 +459,29 @@ export class NodeService implements NodeApi {
     if (isSystem(principal)) return true
     if (rule === 'system') return false
     const perms = this.access.permissions(principal, path)
-    return perms.has(rule === 'admin' ? 'ManageAccess' : rule)
+    // `owner` names a node's user; creating or deleting one needs Update.
+    return perms.has(rule === 'admin' ? 'ManageAccess' : rule === 'owner' ? 'Update' : rule)
+  }
+
+  registerWriteRule(nodeType: string, rule: WriteRuleHook): void {
+    if (this.writeRules.has(nodeType)) throw new Error(`A write rule for ${nodeType} is already registered.`)
+    this.writeRules.set(nodeType, rule)
+  }
+
+  /** The type's write rule for a user's write: refuses it (throws), or names system fields to add. */
+  private writeRuleFields(principal: Principal, nodeType: string, before: MeshNode | null, after: JsonObject): JsonObject | undefined {
+    if (isSystem(principal)) return undefined
+    const rule = this.writeRules.get(nodeType)
+    if (!rule) return undefined
+    const added = rule({ principal, before, after })
+    return added && Object.keys(added).length > 0 ? added : undefined
+  }
+
+  /** The user a node's `owner` rule admits (its type's ownerField), if any. */
+  private ownerOf(node: MeshNode): string | undefined {
+    const field = nodeTypeDef(node.nodeType).ownerField
+    const owner = field === undefined ? undefined : node.content[field]
+    return typeof owner === 'string' ? owner : undefined
   }
 
   // ---------------------------------------------------------------- writes
@@ -518,7 +543,10 @@ export class NodeService implements NodeApi {
     const before = this.existing(ln, principal)
     if (!ln.hasDoc) throw new WeftError('internal', `${ln.path} was not opened for sync; reconnect.`)
     const perms = isSystem(principal) ? null : this.access.permissions(principal, ln.path)
-    const admission = admitUpdate(ln.doc, update, { maxDepth: this.maxJsonDepth, mayWriteStructure: perms === null || perms.has('Update') })
+    // The `owner` of a node (a run's creator) may change the fields the owner rule gives them; the
+    // field rules below decide which.
+    const mayWrite = perms === null || perms.has('Update') || (principal.kind === 'user' && this.ownerOf(before) === principal.userId)
+    const admission = admitUpdate(ln.doc, update, { maxDepth: this.maxJsonDepth, mayWriteStructure: mayWrite })
     if (!admission.ok) {
       if (admission.code === 'forbidden') throw new WeftError('forbidden', `${principalName(principal)} may not change ${ln.path} (no Update permission).`)
       throw new WeftError(admission.code, `${admission.message} (${ln.path}; reload the node.)`)
@@ -526,13 +554,16 @@ export class NodeService implements NodeApi {
     if (!admission.update) return Promise.resolve(before)
     const fields = admission.fields
     this.authorizeFields(principal, before, fields)
-    // Types with a schema: the touched fields are checked on the shadow before the doc sees anything.
-    const check = isPermissiveContent(before.nodeType)
+    // Types with a schema (or a write rule): the touched fields are checked on the shadow before
+    // the doc sees anything.
+    let added: JsonObject | undefined
+    const check = isPermissiveContent(before.nodeType) && !this.writeRules.has(before.nodeType)
       ? null
       : (result: Y.Doc) => {
           const next = withFieldsFromDoc(before.content, result, fields)
           validateFields(before.nodeType, next, fields)
           this.checkInvariants(before, { ...before, content: next }, false, principal)
+          added = this.writeRuleFields(principal, before.nodeType, before, next)
         }
     let applied: Uint8Array | null
     try {
@@ -546,7 +577,15 @@ export class NodeService implements NodeApi {
     }
     if (!applied) return Promise.resolve(before)
     const next = withFieldsFromDoc(before.content, ln.doc, fields)
-    return this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', applied, origin, true)
+    const written = this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', applied, origin, true)
+    if (!added) return written
+    // The write rule's fields, as system, in this same synchronous stretch: no write (and no
+    // engine's claim) can come between the user's change and them. Relayed to every client.
+    const amended = ln.node!
+    const extra = added
+    const system = ln.capture(() => applyPatchToDoc(ln.doc, extra, 'system', textPolicyFor(amended.nodeType)))
+    const also = this.commitChange(ln, SYSTEM, amended, { ...amended, content: applyMergePatch(amended.content, extra) as JsonObject, updatedAt: now() }, 'Updated', system, 'system')
+    return Promise.all([written, also]).then(([, n]) => n)
   }
 
   /** [STO5] Schedules the write of a deferred commit's row content. */
@@ -653,9 +692,18 @@ export class NodeService implements NodeApi {
     if (!this.access.has(principal, parent, 'Read') && this.access.permissions(principal, path).size === 0) {
       this.requirePermission(principal, parent, 'Read')
     }
-    const loaded = this.loaded.get(parent)
-    const exists = loaded ? loaded.node !== null : (await this.storage.getNode(parent)) !== null
-    if (!exists) throw new WeftError('not_found', `Cannot create ${path}: its parent ${parent} does not exist.`)
+    if (!(await this.exists(parent))) throw new WeftError('not_found', `Cannot create ${path}: its parent ${parent} does not exist.`)
+    // [ACT11] A partition is defined for an existing top-level node; told only to someone with a
+    // right at the definition's path (the rest are refused by the create's own check).
+    const place = partitionPlace(path)
+    if (place && 'name' in place && this.access.permissions(principal, path).size > 0 && !(await this.exists(place.name as NodePath))) {
+      throw new WeftError('invalid_path', `${path} would define the partition of ${place.name}, and there is no top-level node ${place.name}.`)
+    }
+  }
+
+  private async exists(path: NodePath): Promise<boolean> {
+    const loaded = this.loaded.get(path)
+    return loaded ? loaded.node !== null : (await this.storage.getNode(path)) !== null
   }
 
   private writable(ln: LoadedNode): void {
@@ -680,7 +728,7 @@ export class NodeService implements NodeApi {
       if (this.deleting.has(p)) throw new WeftError('conflict', `Cannot create ${path}: ${p} is being deleted.`)
     }
     const def = nodeTypeDef(draft.nodeType)
-    const content = draft.content ?? {}
+    let content = draft.content ?? {}
     assertJsonContent(content, this.maxJsonDepth)
     this.checkPlacement(principal, path, draft.nodeType)
     const parent = parentPath(path)
@@ -702,6 +750,8 @@ export class NodeService implements NodeApi {
     } else if (!isSystem(principal)) {
       this.checkFieldRules(principal, ALL_PERMISSIONS, draft.nodeType, path, Object.keys(content))
     }
+    const added = this.writeRuleFields(principal, draft.nodeType, null, content)
+    if (added) content = { ...content, ...added }
     validateContent(draft.nodeType, content)
     this.checkInvariants(null, { path, nodeType: draft.nodeType, content } as MeshNode)
     let update: Uint8Array | null = null
@@ -767,6 +817,11 @@ export class NodeService implements NodeApi {
     }
     if (!isSystem(principal) && isReservedSegment(lastSegment(path))) {
       throw new WeftError('invalid_path', `Segments starting with _ are reserved for system children (${path}).`)
+    }    // [ACT11] Admin/Partition/{name} holds a Partition and nothing else, and nothing below it.
+    const place = partitionPlace(path)
+    if (place && 'refused' in place) throw new WeftError('invalid_path', place.refused)
+    if ((place !== null) !== (nodeType === 'Partition')) {
+      throw new WeftError('invalid_path', `A Partition lives at Admin/Partition/{name} and nothing else does (${path} would be a ${nodeType}).`)
     }
   }
 
@@ -797,6 +852,11 @@ export class NodeService implements NodeApi {
     if (name !== before.name && !this.allows(principal, ln.path, 'Update')) {
       throw new WeftError('forbidden', `${principalName(principal)} may not rename ${ln.path}.`)
     }
+    const added = this.writeRuleFields(principal, before.nodeType, before, next)
+    if (added) {
+      next = { ...next, ...added }
+      patch = { ...patch, ...added }
+    }
     validateContent(before.nodeType, next)
     this.checkInvariants(before, { ...before, content: next }, false, principal)
     let update: Uint8Array | null = null
@@ -816,19 +876,20 @@ export class NodeService implements NodeApi {
     if (isSystem(principal)) return
     const perms = this.access.permissions(principal, node.path)
     if (!perms.has('Read')) throw new WeftError('forbidden', `${principalName(principal)} cannot read ${node.path}.`)
-    this.checkFieldRules(principal, perms, node.nodeType, node.path, fields)
+    this.checkFieldRules(principal, perms, node.nodeType, node.path, fields, this.ownerOf(node))
   }
 
   /** [ACC7] The one field-rule check: patch, replace, Yjs update and create alike. */
-  private checkFieldRules(principal: Principal, perms: PermissionSet, nodeType: string, path: NodePath, fields: Iterable<string>): void {
+  private checkFieldRules(principal: Principal, perms: PermissionSet, nodeType: string, path: NodePath, fields: Iterable<string>, owner?: string): void {
     for (const field of fields) {
       const rule = fieldRule(nodeType, field)
-      const ok = rule !== 'system' && perms.has(rule === 'admin' ? 'ManageAccess' : rule)
+      const isOwner = rule === 'owner' && owner !== undefined && principal.kind === 'user' && principal.userId === owner
+      const ok = isOwner || (rule !== 'system' && perms.has(rule === 'admin' ? 'ManageAccess' : rule === 'owner' ? 'Update' : rule))
       if (!ok) {
         if (!perms.has('Update') && rule !== 'system') {
           throw new WeftError('forbidden', `${principalName(principal)} may not change ${path} (no Update permission).`)
         }
-        const who = rule === 'system' ? 'only the system' : rule === 'admin' ? 'Admins' : `holders of ${rule}`
+        const who = rule === 'system' ? 'only the system' : rule === 'admin' ? 'Admins' : rule === 'owner' ? 'its owner and holders of Update' : `holders of ${rule}`
         throw new WeftError('forbidden_field', `Field ${field} of a ${nodeType} is written by ${who}; your change to ${path} was not applied.`)
       }
     }

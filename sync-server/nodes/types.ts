@@ -28,6 +28,22 @@ export interface NodeDraft {
  */
 export type UpdateFn = (current: MeshNode | null) => NodeDraft | MeshNode | null | undefined
 
+/**
+ * A node type's rule over a whole write by a user, beyond its field rules, registered by the
+ * engine that owns the type (NodeApi.registerWriteRule). It runs on every transport, on create,
+ * replace, patch and Yjs update alike, after the field rules passed and before anything is
+ * applied: it may refuse the write (throw a WeftError: nothing is written), and it may return
+ * fields for `system` to write with it, in the same synchronous stretch, so no reader sees the
+ * write without them (an activity's StartedBy beside the RequestedStatus that started it).
+ */
+export type WriteRuleHook = (write: {
+  principal: Extract<Principal, { kind: 'user' }>
+  /** The node before the write; null when it creates the node. */
+  before: MeshNode | null
+  /** The content the write leaves (before any returned fields). */
+  after: JsonObject
+}) => JsonObject | undefined
+
 /** Where a change came from; behaviour branches on it exhaustively (STYLE.md "Tag every change"). */
 export type ChangeOrigin = 'http' | 'sync' | 'mux' | 'engine' | 'system'
 
@@ -70,4 +86,6 @@ export interface NodeApi {
    * the wire, whatever the array's length. Same field rules as a patch of `field`.
    */
   append(principal: Principal, path: NodePath, field: string, items: readonly JsonValue[], origin?: ChangeOrigin): Promise<MeshNode>
+  /** Registers the write rule of a node type (one per type; engines register theirs at start-up). */
+  registerWriteRule(nodeType: string, rule: WriteRuleHook): void
 }

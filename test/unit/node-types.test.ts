@@ -83,8 +83,15 @@ describe('fieldRule', () => {
     expect(fieldRule('ActivityLog', 'Status')).toBe('system')
     expect(fieldRule('ActivityLog', 'Messages')).toBe('system')
     expect(fieldRule('ActivityLog', 'End')).toBe('system')
-    expect(fieldRule('ActivityLog', 'RequestedStatus')).toBe('Update')
+    // [ACT17] The run's creator (CreatedBy) or anyone with Update.
+    expect(fieldRule('ActivityLog', 'RequestedStatus')).toBe('owner')
+    expect(fieldRule('ActivityLog', 'Inputs')).toBe('owner')
+    expect(nodeTypeDef('ActivityLog').ownerField).toBe('CreatedBy')
     expect(fieldRule('ActivityLog', 'SomethingElse')).toBe('Update')
+  })
+
+  it('[ACT17] ActivityLog: who and what runs is written by system only', () => {
+    for (const f of ['StartedBy', 'Source', 'Language', 'CodePath', 'CreatedBy']) expect(fieldRule('ActivityLog', f)).toBe('system')
   })
 
   it('User: only system writes Email', () => {

@@ -8,8 +8,7 @@ import {
   finish,
   isTerminal,
   maxStatus,
-  parseNodePath,
-  userPrincipal,
+  WeftError,
   type ActivityMessage,
   type ActivityProgress,
   type ActivityStatus,
@@ -17,11 +16,12 @@ import {
   type JsonValue,
   type MeshNode,
   type NodePath,
-  type UserId,
+  type Principal,
 } from '../../../shared/index.js'
 import type { NodeApi } from '../../nodes/types.js'
 import { field, watchControlPlane, watchSubmission } from './control-plane.js'
 import { meshCall } from './mesh-proxy.js'
+import { actAs, requesterOf } from '../kit/index.js'
 import { ScriptHost, type ScriptOutcome, type ScriptRun } from './script-host.js'
 
 export interface ActivityEngineConfig {
@@ -259,32 +259,37 @@ export class ActivityEngine {
     return run
   }
 
+  /**
+   * [ACT17] As whom the run acts: its StartedBy (the principal whose request started it, checked
+   * for Execute on the Code node then), re-checked now through the kit's one authority model. What
+   * it runs: the Source kept on the activity when it was made, never the Code node's current one.
+   */
   private async launch(run: LiveRun, activity: MeshNode): Promise<void> {
     const c = activity.content
-    const owner = typeof c.CreatedBy === 'string' ? userPrincipal(c.CreatedBy as UserId) : null
-    const codePath = typeof c.CodePath === 'string' ? c.CodePath : null
-    let code: MeshNode | null = null
+    const requester = requesterOf(c.StartedBy, 'Execute', c.CodePath)
+    let starter: Principal | null = null
     let refusal: string | null = null
     try {
-      if (!owner) refusal = 'The activity has no CreatedBy: nobody to run it as.'
-      else if (!codePath) refusal = 'The activity names no Code node to run.'
+      if (typeof c.CodePath !== 'string') refusal = 'The activity names no Code node to run.'
+      else if (!requester) refusal = 'The activity names nobody who started it (StartedBy): nobody to run it as.'
+      else if (typeof c.Source !== 'string') refusal = `The activity holds no Source (it was made before runs kept their code); run ${c.CodePath} again.`
       else {
-        const p = parseNodePath(codePath)
-        code = await this.nodes.get(SYSTEM, p)
-        if (!code || code.nodeType !== 'Code') refusal = `There is no Code node at ${codePath}.`
-        else if (code.content.IsExecutable === false) refusal = `${codePath} is not executable.`
-        // Authorize as the caller, execute as system: the owner's right is re-checked as the run starts.
-        else if (!this.nodes.permissions(owner, p).has('Execute')) refusal = `${owner.kind === 'user' ? owner.userId : 'The owner'} may no longer execute ${codePath}.`
+        const code = await this.nodes.get(SYSTEM, requester.path)
+        if (!code || code.nodeType !== 'Code') refusal = `There is no Code node at ${c.CodePath}.`
+        else if (code.content.IsExecutable === false) refusal = `${c.CodePath} is not executable.`
+        // Authorize as the caller, execute as system: the starter's right is re-checked as the run starts.
+        else starter = actAs(this.nodes, requester)
       }
     } catch (err) {
-      refusal = `The Code node could not be read: ${(err as Error).message}`
+      refusal = err instanceof WeftError && err.code === 'forbidden' ? `${requester?.userId ?? 'The starter'} may no longer execute ${String(c.CodePath)}.` : `The Code node could not be read: ${(err as Error).message}`
     }
-    if (refusal || !code || !owner) {
+    if (refusal || !starter) {
       this.finishRun(run, { ok: false, aborted: false, message: refusal ?? 'The run could not start.' })
       return
     }
-    const language = code.content.Language === 'typescript' ? 'typescript' : 'javascript'
-    const source = typeof code.content.Source === 'string' ? code.content.Source : ''
+    const owner = starter
+    const language = c.Language === 'typescript' ? 'typescript' : 'javascript'
+    const source = c.Source as string
     const inputs = (c.Inputs && typeof c.Inputs === 'object' && !Array.isArray(c.Inputs) ? c.Inputs : {}) as JsonObject
     run.script = this.host.run(source, language, inputs, {
       onStart: () => {

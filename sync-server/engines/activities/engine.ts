@@ -4,6 +4,7 @@ import { ActivityEngine, type ActivityEngineConfig } from './activity-engine.js'
 import { activityRoutes } from './run-route.js'
 import { CodeCheckEngine } from './code-check.js'
 import { seedTemplates } from './templates.js'
+import { activityWriteRule } from './activity-rules.js'
 
 export type ActivitiesEngineOptions = Partial<ActivityEngineConfig> & {
   /** Quiet time after a Source change before its syntax check runs (default 300 ms). */
@@ -46,6 +47,8 @@ export function createActivitiesEngine(options: ActivitiesEngineOptions = {}): E
     const { seedTemplates: seed = true, checkDebounceMs = 300, ...overrides } = options
     const config: ActivityEngineConfig = { ...activityConfigFromEnv(), ...overrides }
     const log = ctx.log.child({ engine: 'activities' })
+    // [ACT17] Before any write can reach an ActivityLog: who starts a run is recorded with the request.
+    ctx.nodes.registerWriteRule('ActivityLog', activityWriteRule(ctx.nodes))
     const engine = new ActivityEngine(ctx.nodes, log, config, ctx.signal)
     const checks = new CodeCheckEngine(ctx.nodes, log.child({ part: 'code-check' }), { debounceMs: checkDebounceMs, signal: ctx.signal })
     return {

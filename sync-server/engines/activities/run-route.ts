@@ -8,14 +8,16 @@ import {
   mergeInputs,
   missingInputs,
   parseNodePath,
-  partitionName,
   partitionPath,
+  topLevel,
+  tryParseNodePath,
   type JsonObject,
   type NodePath,
   type Principal,
 } from '../../../shared/index.js'
 import type { NodeApi } from '../../nodes/types.js'
 import type { Route, RouteRequest } from '../../http/route.js'
+import { request } from '../kit/index.js'
 
 const RunBody = z.object({
   inputs: z.record(z.string(), z.unknown()).optional(),
@@ -36,45 +38,74 @@ export interface RunRequest {
 }
 
 /**
- * [ACT1] Creates the activity of a run of a Code node, as system, for `caller` (who needs
- * Execute on the Code node). The creator gets an Editor assignment on the activity: with the
- * ActivityLog's field rules that reaches RequestedStatus and Inputs only ([ACT10]).
+ * [ACT1][ACT6][ACT17] Creates the activity of a run of a Code node, as system, for `caller`.
+ *
+ * As whom: the caller asks (Execute on the Code node, checked now through the kit); a started run
+ * records them as `StartedBy` and acts as them. What runs: the Code node's Source and Language,
+ * copied onto the activity now. Where: see `routeRun`. The caller gets NO role on the activity:
+ * as its `CreatedBy` they steer it through the ActivityLog's `owner` field rule (RequestedStatus,
+ * a draft's Inputs) and can create nothing under it.
  */
 export async function runCode(nodes: NodeApi, caller: Principal, codePath: NodePath, body: RunRequest): Promise<{ path: NodePath }> {
   if (caller.kind !== 'user') throw new WeftError('forbidden', 'Runs are made by users.')
   const code = await nodes.get(caller, codePath)
   if (!code) throw new WeftError('not_found', `No node at ${codePath}.`)
   if (code.nodeType !== 'Code') throw new WeftError('invalid_request', `${codePath} is a ${code.nodeType}, not a Code node.`)
-  if (!nodes.permissions(caller, codePath).has('Execute')) throw new WeftError('forbidden', `${caller.userId} lacks Execute on ${codePath}.`)
+  request(nodes, caller, 'Execute', codePath)
   if (code.content.IsExecutable === false) throw new WeftError('invalid_request', `${codePath} is not executable.`)
   const inputs = mergeInputs(code.content, body.inputs)
   const start = body.start !== false
   const missing = missingInputs(code.content, inputs)
   if (start && missing.length > 0) throw new WeftError('invalid_request', `Required inputs are missing: ${missing.join(', ')}.`)
-  // [ACT6] The partition's definition is read now, so a change to it applies to the next run.
-  const partition = await nodes.get(SYSTEM, parseNodePath(partitionPath(partitionName(codePath))))
-  const parent = parseNodePath(activityParentPath(codePath, code.content, partition?.nodeType === 'Partition' ? partition.content : null, caller.userId))
-  // Runs land in the Code node's partition or in the caller's own home, nowhere else: an author
-  // of a Code node cannot make the system write into someone else's space.
-  const home = caller.userId as string
-  const root = partitionName(parent)
-  if (root !== partitionName(codePath) && root !== home) {
-    throw new WeftError('forbidden', `Activities of ${codePath} may land in its partition or in your home, not in ${parent}.`)
-  }
+  const parent = await routeRun(nodes, caller, codePath, code.content)
   const path = parseNodePath(`${parent}/${ACTIVITY_SEGMENT}/${newActivityId()}`)
   const content: JsonObject = {
     Category: 'Script',
     CodePath: codePath,
+    // What runs is the code as it is now: a later edit of the Code node changes no existing run.
+    Source: typeof code.content.Source === 'string' ? code.content.Source : '',
+    Language: code.content.Language === 'typescript' ? 'typescript' : 'javascript',
     Inputs: inputs,
     Messages: [],
     CreatedBy: caller.userId,
   }
-  if (start) content.RequestedStatus = 'Running'
-  // The grant first: by the time anyone sees the activity its owner can already steer it.
-  await nodes.update(SYSTEM, parseNodePath(`${path}/_Access/${caller.userId}_Access`), () => ({ nodeType: 'AccessAssignment', content: { Subject: caller.userId, Role: 'Editor' } }), 'engine')
+  if (start) {
+    content.RequestedStatus = 'Running'
+    content.StartedBy = caller.userId
+  }
   await nodes.create(SYSTEM, path, { nodeType: 'ActivityLog', name: `${code.name} run`, content }, 'http')
-  await nodes.patch(SYSTEM, codePath, { LastActivityPath: path }, 'engine')
+  // A shared operation does not tell one user who else ran it: only those who may change the
+  // Code node see its last run.
+  if (nodes.permissions(caller, codePath).has('Update')) await nodes.patch(SYSTEM, codePath, { LastActivityPath: path }, 'engine')
   return { path }
+}
+
+/**
+ * [ACT6] Where a run of `codePath` by `caller` lands: the Code node's ActivityParentPath, else its
+ * partition's DefaultActivityParentPath (read now, so a change applies to the next run), else the
+ * partition root; `{viewer}` is the caller's home. The activity is created as system, so the
+ * place is held to what the caller could reach themselves: inside the Code node's own partition
+ * or the caller's home (compared by top-level segment), at a parent that exists, that the caller
+ * reads and is not Denied at. Otherwise `forbidden` / `not_found` and nothing is created.
+ */
+export async function routeRun(nodes: NodeApi, caller: Extract<Principal, { kind: 'user' }>, codePath: NodePath, code: JsonObject): Promise<NodePath> {
+  const partition = await nodes.get(SYSTEM, parseNodePath(partitionPath(topLevel(codePath))))
+  const raw = activityParentPath(codePath, code, partition?.nodeType === 'Partition' ? partition.content : null, caller.userId)
+  const parent = tryParseNodePath(raw)
+  if (!parent) throw new WeftError('invalid_request', `${codePath} routes its runs to ${JSON.stringify(raw)}, which is not a node path; fix its ActivityParentPath.`)
+  const home = caller.userId as string
+  const root = topLevel(parent)
+  // An author of a Code node cannot make the system write into someone else's space.
+  if (root !== topLevel(codePath) && root !== home) {
+    throw new WeftError('forbidden', `Activities of ${codePath} may land in its partition or in your home, not in ${parent}.`)
+  }
+  // [ACC11] Readable first: whether an unreadable parent exists is nobody's business. A Denied
+  // assignment takes Read away, so a Denied subtree refuses here too.
+  if (!nodes.permissions(caller, parent).has('Read')) {
+    throw new WeftError('forbidden', `Activities of ${codePath} would land under ${parent}, which you cannot read.`)
+  }
+  if (!(await nodes.get(SYSTEM, parent))) throw new WeftError('not_found', `Activities of ${codePath} would land under ${parent}, which does not exist.`)
+  return parent
 }
 
 function caller(r: RouteRequest): Principal {

@@ -111,10 +111,25 @@ export const TEMPLATES: Record<string, JsonObject> = {
   },
 }
 
-/** Seeds the templates (an edited one is left alone; a deleted one comes back on the next boot). */
+/**
+ * Seeds the templates (an edited one is left alone; a deleted one comes back on the next boot).
+ * A template is shared by every user: its LastActivityPath would tell each of them who ran it
+ * last, so a run of a template never sets it (nobody but its Admins may update it, [ACT1]) and one
+ * an earlier build left is cleared here.
+ */
 export async function seedTemplates(nodes: NodeApi): Promise<void> {
   for (const [name, content] of Object.entries(TEMPLATES)) {
     const path = parseNodePath(`${OPERATIONS_PATH}/${name}`) as NodePath
-    await nodes.update(SYSTEM, path, (cur) => cur ?? { nodeType: 'Code', name, content }, 'engine')
+    await nodes.update(
+      SYSTEM,
+      path,
+      (cur) => {
+        if (!cur) return { nodeType: 'Code', name, content }
+        if (cur.content.LastActivityPath === undefined) return undefined
+        const { LastActivityPath: _leaked, ...kept } = cur.content
+        return { nodeType: cur.nodeType, name: cur.name, content: kept }
+      },
+      'engine',
+    )
   }
 }
