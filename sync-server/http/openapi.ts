@@ -255,10 +255,13 @@ export const OPENAPI_DOCUMENT = {
     '/api/nodes/{path}/run': {
       parameters: [pathParam],
       post: {
-        summary: 'Run a Code node as a new activity (needs Execute on it). The activities engine is not in this build yet.',
+        summary: 'Run a Code node as a new activity (needs Execute on it).',
+        description:
+          'Creates an ActivityLog with CreatedBy = the caller, Source and Language copied from the Code node, and (unless start is false) StartedBy = the caller: the run acts as StartedBy. ' +
+          'It lands at the routed parent, which must be in the Code node\'s partition or the caller\'s home (403 `forbidden`), readable by the caller (403 `forbidden`) and existing (404 `not_found`); a refused run creates nothing.',
         security: bearer,
         requestBody: { content: json({ type: 'object', properties: { inputs: { type: 'object' }, start: { type: 'boolean', default: true } } }) },
-        responses: { '201': { description: 'The activity.', content: json({ type: 'object', required: ['path'], properties: { path: { type: 'string' } } }) }, ...common, '404': error('`not_found`.') },
+        responses: { '201': { description: 'The activity.', content: json({ type: 'object', required: ['path'], properties: { path: { type: 'string' } } }) }, ...common, '404': error('`not_found`: no such Code node, or the routed parent does not exist.') },
       },
     },
     '/api/changes': {
