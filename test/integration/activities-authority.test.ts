@@ -76,11 +76,16 @@ describe('[ACT17] finding 1: a run acts as whoever started it, on the code it wa
     await waitFor(() => p.json().StartedBy === bob.userId)
     p.destroy()
 
-    // Positive control: Carol (a Viewer, no role on the run) starts her own draft over /mux.
-    const own = await draft()
+    // Positive control: Carol (a Viewer, no role on the run) fills in and starts her own draft over /mux.
+    const own = await run(ts.url, carol.token, code, { start: false })
     const cm = await MuxClient.connect(ts.url, carol.token)
     expect(await cm.join(own)).toMatchObject({ ok: true })
-    expect(await cm.patch(own, { RequestedStatus: 'Running' })).toMatchObject({ ok: true })
+    expect(await cm.patch(own, { Inputs: { Path: secret } })).toMatchObject({ ok: true })
+    expect(await cm.patch(own, { Category: 'mine' })).toMatchObject({ ok: false, code: 'forbidden' })
+    const cm2 = await MuxClient.connect(ts.url, carol.token)
+    expect(await cm2.join(own)).toMatchObject({ ok: true })
+    expect(await cm2.patch(own, { RequestedStatus: 'Running' })).toMatchObject({ ok: true })
+    await cm2.close()
     const mine = await waitForStatus(ts.url, carol.token, own, terminal)
     expect(mine.content).toMatchObject({ StartedBy: carol.userId, ReturnValue: { Diary: 'carol only' } })
     await m.close()

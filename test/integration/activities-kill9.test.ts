@@ -85,7 +85,8 @@ describe('[ACT9] kill -9 mid-run', () => {
       const { startServer } = await import('../../sync-server/server.js')
       const { SYSTEM } = await import('../../shared/index.js')
       const quiet = await startServer({ port: 0, host: '127.0.0.1', dataDir: d, logLevel: 'silent', engines: [] })
-      await quiet.nodes.patch(SYSTEM, path as never, { RequestedStatus: 'Running' })
+      // As the engine's write rule records a start request: with its requester ([ACT17]).
+      await quiet.nodes.patch(SYSTEM, path as never, { RequestedStatus: 'Running', StartedBy: user.userId })
       await quiet.close()
       const second = await spawnServer({ dataDir: d })
       children.push(second)
