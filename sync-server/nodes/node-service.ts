@@ -19,10 +19,10 @@ import {
   isReservedSegment,
   isSystem,
   jsonEqual,
-  partitionPlace,
   lastSegment,
   nodeTypeDef,
   parentPath,
+  partitionPlace,
   principalName,
   SYSTEM,
   validateContent,
@@ -817,7 +817,8 @@ export class NodeService implements NodeApi {
     }
     if (!isSystem(principal) && isReservedSegment(lastSegment(path))) {
       throw new WeftError('invalid_path', `Segments starting with _ are reserved for system children (${path}).`)
-    }    // [ACT11] Admin/Partition/{name} holds a Partition and nothing else, and nothing below it.
+    }
+    // [ACT11] Admin/Partition/{name} holds a Partition and nothing else, and nothing below it.
     const place = partitionPlace(path)
     if (place && 'refused' in place) throw new WeftError('invalid_path', place.refused)
     if ((place !== null) !== (nodeType === 'Partition')) {
