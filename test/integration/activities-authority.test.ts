@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SYSTEM, type JsonObject, type MeshNode, type NodePath } from '../../shared/index.js'
 import { createActivitiesEngine } from '../../sync-server/engines/activities/index.js'
-import { MuxClient, api, createSpace, errorCode, expectStatus, grantRole, nodeUrlPath, signup, startTestServer, stockProvider, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
+import { MuxClient, api, createSpace, removeDir, errorCode, expectStatus, grantRole, nodeUrlPath, signup, startTestServer, stockProvider, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
 import { createCode, run, terminal, waitForStatus } from './activities-helpers.js'
 
 /**
@@ -145,6 +145,45 @@ describe('[ACT17] finding 1: a run acts as whoever started it, on the code it wa
     // The creator steers RequestedStatus and a draft's Inputs, nothing else (no role on the run).
     expect(errorCode(await api(ts.url, carol.token).patchNode(draft, { Category: 'mine' }))).toBe('forbidden')
     expectStatus(await api(ts.url, carol.token).patchNode(draft, { Inputs: { x: 1 } }), 200)
+  })
+})
+
+describe('[ACT17] the starter is re-checked when the run launches', () => {
+  it('a pending start whose starter lost Execute ends Failed; one naming no starter never runs as its creator', async () => {
+    const quiet = await startTestServer({ config: { engines: [] } })
+    const dir = quiet.dataDir
+    try {
+      const owner = await signup(quiet.url)
+      const dan = await signup(quiet.url)
+      const lab = await createSpace(quiet.url, owner.token)
+      const grant = await grantRole(quiet.url, owner.token, lab, dan.userId, 'Viewer')
+      const code = await createCode(quiet.url, owner.token, `${lab}/tool`, 'return "ran"')
+      const log = (id: string, fields: JsonObject) =>
+        quiet.server.nodes.create(SYSTEM, `${lab}/_Activity/${id}` as NodePath, { nodeType: 'ActivityLog', content: { Category: 'Script', CodePath: code, Source: 'return "ran"', Language: 'javascript', Inputs: {}, Messages: [], RequestedStatus: 'Running', ...fields } }, 'engine')
+      // Asked while Dan could execute; his role is gone before the run launches.
+      await log('revoked', { CreatedBy: dan.userId, StartedBy: dan.userId })
+      expectStatus(await api(quiet.url, owner.token).deleteNode(grant), 204)
+      // Made before runs recorded their starter: its creator may execute, but nobody asked as them.
+      await log('nobody', { CreatedBy: owner.userId })
+      await log('control', { CreatedBy: owner.userId, StartedBy: owner.userId })
+      await quiet.server.close()
+      const live = await startTestServer({ dataDir: dir, config: { engines: [createActivitiesEngine({ timeoutMs: 5_000, spares: 1, seedTemplates: false })] } })
+      try {
+        const revoked = await waitForStatus(live.url, owner.token, `${lab}/_Activity/revoked`, terminal)
+        expect(revoked.content.Status).toBe('Failed')
+        expect(String(revoked.content.Error)).toContain('may no longer execute')
+        const nobody = await waitForStatus(live.url, owner.token, `${lab}/_Activity/nobody`, terminal)
+        expect(nobody.content).toMatchObject({ Status: 'Failed' })
+        expect(nobody.content.ReturnValue).toBeUndefined()
+        expect(String(nobody.content.Error)).toContain('StartedBy')
+        expect((await waitForStatus(live.url, owner.token, `${lab}/_Activity/control`, terminal)).content).toMatchObject({ Status: 'Succeeded', ReturnValue: 'ran' })
+      } finally {
+        await live.cleanup()
+      }
+    } finally {
+      await quiet.cleanup()
+      await removeDir(dir)
+    }
   })
 })
 
