@@ -23,6 +23,8 @@ export interface OpenedStorage {
    * adapter cannot foresee (think: disk full), to test that a batch fails whole.
    */
   failWritesOf: (path: string) => Promise<void>
+  /** Drops the `node_clients` table (with the adapter closed): a database from before [ACC12]. */
+  dropClientBindings: () => Promise<void>
 }
 
 const P = (s: string): NodePath => s as NodePath
@@ -232,6 +234,18 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
         store.commit(second.input('Created', { Gen: 2 }, { clients: [{ client: 3, principal: 'bob' }] })),
       ])
       expect(await sorted('bound/cycle')).toEqual([{ client: 3, principal: 'bob' }])
+    })
+
+    it('[ACC12] an existing database without the bindings table gains it at open (empty) and binds from then on', async () => {
+      const w = new NodeWriter(P('legacy/doc'))
+      await store.commit(w.input('Created', { A: 1 }))
+      await store.close()
+      await opened.dropClientBindings()
+      store = await opened.reopen()
+      expect(await store.loadClientBindings(P('legacy/doc'))).toEqual([])
+      await store.commit(w.input('Updated', { B: 2 }, { clients: [{ client: 5, principal: 'alice' }] }))
+      expect(await store.loadClientBindings(P('legacy/doc'))).toEqual([{ client: 5, principal: 'alice' }])
+      expect((await store.getNode(P('legacy/doc')))?.content).toEqual({ A: 1, B: 2 })
     })
 
     it('[DOC1] folds the log committed before foldDoc into its state and keeps what is committed after', async () => {
