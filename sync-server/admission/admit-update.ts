@@ -393,12 +393,16 @@ class Admitter {
  * origin, its parent and key where the struct names them, and its content. Equal is a harmless
  * resend (a client's resync after a reconnect, an outbox sent twice); different is a collision,
  * refused with `client_id_conflict`. What the server no longer holds cannot be compared and is
- * taken as equal: a garbage-collected struct, and the content (not the place) of a deleted item.
+ * taken as equal: a garbage-collected struct, and the content (not the place) of a deleted item
+ * (a struct of the update that is itself deleted content is not compared at all).
  * Costs what the known part of the update costs.
  */
 function refuseCollisions(doc: Y.Doc, structs: readonly (Struct | Y.Skip)[]): void {
   for (const s of structs) {
-    if (!(s instanceof Y.Item)) continue
+    // Nothing to compare in a GC or a deleted item's content; skipped whole, so a tiny struct
+    // claiming a long deleted run cannot make admission walk the server's structs (the loop
+    // below is bounded by the update's own bytes: every other content's length is its size).
+    if (!(s instanceof Y.Item) || s.content instanceof Y.ContentDeleted) continue
     const client = s.id.client
     const end = Math.min(s.id.clock + s.length, Y.getState(doc.store, client))
     if (s.id.clock >= end) continue
