@@ -456,6 +456,7 @@ function sameContent(a: Y.Item['content'], ao: number, b: Y.Item['content'], bo:
   if (a instanceof Y.ContentString) {
     const x = a.str
     const y = (b as Y.ContentString).str
+    if (x.slice(ao, ao + n) === y.slice(bo, bo + n)) return true
     for (let k = 0; k < n; k++) {
       const cx = x.charCodeAt(ao + k)
       const cy = y.charCodeAt(bo + k)
