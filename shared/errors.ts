@@ -21,6 +21,8 @@ export const ERROR_CODES = {
   conflict: 409,
   last_admin: 409,
   invalid_update: 400,
+  /** [ACC12] A Yjs update under a client id another writer holds in that node: reload with a new id. */
+  client_id_conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   protocol_error: 400,

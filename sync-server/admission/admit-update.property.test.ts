@@ -1,9 +1,9 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import fc from 'fast-check'
 import * as Y from 'yjs'
 import { CONTENT_MAP, docToJson, jsonEqual, type JsonObject, type JsonValue } from '../../shared/index.js'
 import { admitUpdate, type AdmissionPolicy } from './admit-update.js'
-import { encodeCrafted, type CraftedSection as Section } from '../../test/helpers/crafted-updates.js'
+import { encodeCrafted, rootEntry, type CraftedSection as Section } from '../../test/helpers/crafted-updates.js'
 
 /**
  * [ACC10] The adversarial property of the gate. Server docs come from random histories of
@@ -268,7 +268,9 @@ describe('[ACC10] admission: adversarial property', () => {
           expect(Y.encodeStateAsUpdate(server)).toEqual(before)
           if (!r.ok) {
             refused++
-            expect(['invalid_update', 'forbidden', 'protocol_error']).toContain(r.code)
+            expect(['invalid_update', 'forbidden', 'protocol_error', 'client_id_conflict']).toContain(r.code)
+            // [ACC12] An honest client's update never collides with what the server holds.
+            if (!crafted) expect(r.code).not.toBe('client_id_conflict')
             return
           }
           accepted++
@@ -291,5 +293,137 @@ describe('[ACC10] admission: adversarial property', () => {
     // The generator must exercise both sides of the gate.
     expect(accepted).toBeGreaterThan(RUNS / 10)
     expect(refused).toBeGreaterThan(RUNS / 10)
+  })
+})
+
+/**
+ * [ACC12] Acks mean kept, against squatting. Clients edit offline and send what the server
+ * lacks, or resend everything they hold (a reconnect's resync: known structs, which must be
+ * accepted); an attacker sends structs under another client's id, at its next clock (before
+ * that client's own edit of the same clock arrives) or over clocks the server holds, with other
+ * content. A refused client starts over from the server's state with a new client id (what the
+ * web client does). Invariants: admission never throws; every accepted update is kept (each of
+ * its structs is on the server with its place and content, unless deleted since), the server's
+ * JSON is what applying every accepted update in order gives, nothing is pending; an honest
+ * resend is never refused as a collision.
+ */
+const SQUAT_RUNS = Number(process.env.WEFT_ADMISSION_SQUAT_RUNS ?? Math.max(200, Math.round(RUNS / 5)))
+
+type Step =
+  | { kind: 'edit'; client: number; ops: Op[]; resend: boolean }
+  | { kind: 'squat'; victim: number; known: boolean; key: number; value: number; at: number }
+  | { kind: 'pull'; client: number }
+
+const step: fc.Arbitrary<Step> = fc.oneof(
+  fc.record({ kind: fc.constant('edit' as const), client, ops: fc.array(op.filter((o) => o.kind !== 'sync'), { minLength: 1, maxLength: 3 }), resend: fc.boolean() }),
+  fc.record({ kind: fc.constant('squat' as const), victim: client, known: fc.boolean(), key: fc.nat(KEYS.length - 1), value: fc.integer({ min: 100, max: 110 }), at: fc.nat(30) }),
+  fc.record({ kind: fc.constant('pull' as const), client }),
+)
+
+/** Each struct of `update` is on `server` with the same place and content (unless since deleted). */
+function expectKept(server: Y.Doc, update: Uint8Array): void {
+  for (const s of Y.decodeUpdate(update).structs) {
+    if (!(s instanceof Y.Item) || s.content instanceof Y.ContentDeleted) continue
+    const list = server.store.clients.get(s.id.client)
+    expect(list, `client ${s.id.client} of an accepted update is missing`).toBeDefined()
+    const values = s.content.getContent()
+    for (let k = 0; k < s.length; k++) {
+      const clock = s.id.clock + k
+      const t = list![Y.findIndexSS(list!, clock)]!
+      if (!(t instanceof Y.Item)) continue
+      const at = clock - t.id.clock
+      const left = at === 0 ? t.origin : Y.createID(t.id.client, clock - 1)
+      if (k === 0) expect(Y.compareIDs(left, s.origin), `origin of ${s.id.client}:${clock}`).toBe(true)
+      expect(Y.compareIDs(t.rightOrigin, s.rightOrigin), `right origin of ${s.id.client}:${clock}`).toBe(true)
+      if (k === 0 && s.parentSub !== null) expect(t.parentSub).toBe(s.parentSub)
+      if (t.content instanceof Y.ContentDeleted) continue
+      const mine = values[k]
+      const theirs = t.content.getContent()[at]
+      if (mine instanceof Y.AbstractType) expect((theirs as object).constructor).toBe(mine.constructor)
+      else if (typeof mine === 'string' && s.content instanceof Y.ContentString) expect([mine, '\ufffd']).toContain(theirs)
+      else expect(theirs).toEqual(mine)
+    }
+  }
+}
+
+describe('[ACC12] admission: acks mean kept (squatting)', () => {
+  it(`an accepted update is kept whole; a colliding one is refused; an honest resend is accepted (${SQUAT_RUNS} cases)`, () => {
+    let collisions = 0
+    let resends = 0
+    // Yjs logs when a pull hands a client structs under its own id (it then takes a new one).
+    const quiet = vi.spyOn(console, 'log').mockImplementation(() => undefined)
+    try {
+      fc.assert(
+        fc.property(fc.array(op, { minLength: 1, maxLength: 12 }), fc.array(step, { minLength: 1, maxLength: 12 }), (history, steps) => {
+          const server = new Y.Doc()
+          const docs = new Map(CLIENTS.map((c) => {
+            const d = new Y.Doc()
+            d.clientID = c
+            return [c, d] as const
+          }))
+          for (const o of history) play(server, docs, o)
+          const accepted: Uint8Array[] = [Y.encodeStateAsUpdate(server)]
+          let nextId = 1000
+          const policy: AdmissionPolicy = { maxDepth: MAX_DEPTH, mayWriteStructure: true }
+          const send = (update: Uint8Array): boolean => {
+            const r = admitUpdate(server, update, policy)
+            if (!r.ok) {
+              expect(['invalid_update', 'client_id_conflict']).toContain(r.code)
+              if (r.code === 'client_id_conflict') collisions++
+              return false
+            }
+            if (r.update) Y.applyUpdate(server, r.update)
+            expect(server.store.pendingStructs).toBeNull()
+            expect(server.store.pendingDs).toBeNull()
+            accepted.push(update)
+            return true
+          }
+          for (const st of steps) {
+            switch (st.kind) {
+              case 'pull': {
+                const d = docs.get(st.client)!
+                Y.applyUpdate(d, Y.encodeStateAsUpdate(server, Y.encodeStateVector(d)))
+                break
+              }
+              case 'edit': {
+                const d = docs.get(st.client)!
+                for (const o of st.ops) play(server, docs, { ...o, client: st.client } as Op)
+                const update = st.resend ? Y.encodeStateAsUpdate(d) : Y.encodeStateAsUpdate(d, Y.encodeStateVector(server))
+                const r = admitUpdate(server, update, policy)
+                // An honest resend of what the server holds, when nobody squatted this client.
+                if (st.resend && r.ok) resends++
+                if (!send(update)) {
+                  // The honest client starts over from the server's state with a new client id.
+                  const fresh = new Y.Doc()
+                  fresh.clientID = nextId++
+                  Y.applyUpdate(fresh, Y.encodeStateAsUpdate(server))
+                  docs.set(st.client, fresh)
+                }
+                break
+              }
+              case 'squat': {
+                const victim = docs.get(st.victim)!.clientID
+                const state = Y.getState(server.store, victim)
+                const clock = st.known && state > 0 ? st.at % state : state
+                send(encodeCrafted([{ client: victim, clock, structs: [rootEntry(victim, clock, KEYS[st.key]!, [st.value])] }]))
+                break
+              }
+              default:
+                st satisfies never
+            }
+          }
+          for (const u of accepted) expectKept(server, u)
+          const replay = new Y.Doc()
+          for (const u of accepted) Y.applyUpdate(replay, u)
+          expect(docToJson(server)).toEqual(docToJson(replay))
+        }),
+        { numRuns: SQUAT_RUNS, seed: SEED },
+      )
+    } finally {
+      quiet.mockRestore()
+    }
+    // The generator must exercise collisions and harmless resends.
+    expect(collisions).toBeGreaterThan(SQUAT_RUNS / 20)
+    expect(resends).toBeGreaterThan(SQUAT_RUNS / 20)
   })
 })

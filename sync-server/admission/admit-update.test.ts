@@ -448,3 +448,50 @@ describe('[ACC10] admitUpdate: property', () => {
     )
   })
 })
+
+describe('[ACC12] admission: structs under ids the server holds with other content', () => {
+  const policy: AdmissionPolicy = { maxDepth: 64, mayWriteStructure: true }
+
+  it('finding 10: a squat at a client\'s next clock, then that client\'s own edit of the clock: the edit is refused (client_id_conflict), never dropped as known', () => {
+    const { server, client: alice } = setup({ title: 'a' })
+    alice.clientID = 4711
+    const first = capture(alice, () => alice.getMap(CONTENT_MAP).set('title', 'b'))
+    expect(admitUpdate(server, first, policy)).toMatchObject({ ok: true })
+    Y.applyUpdate(server, first)
+    // Bob, who read Alice's id and next clock, writes another field under them.
+    const squat = new Y.Doc()
+    Y.applyUpdate(squat, Y.encodeStateAsUpdate(server))
+    // Set after the sync: Yjs itself moves a doc off an id it sees another writer use.
+    squat.clientID = 4711
+    const squatted = capture(squat, () => squat.getMap(CONTENT_MAP).set('bobfield', 'squat'))
+    const r = admitUpdate(server, squatted, policy)
+    expect(r).toMatchObject({ ok: true, clients: new Set([4711]) })
+    Y.applyUpdate(server, squatted)
+    // Alice's next honest edit (made before she saw Bob's structs) holds the same ids.
+    const second = capture(alice, () => alice.getMap(CONTENT_MAP).set('title', 'c'))
+    expect(admitUpdate(server, second, policy)).toMatchObject({ ok: false, code: 'client_id_conflict' })
+  })
+
+  it('an honest resend of structs the server holds (a reconnect\'s resync, an outbox sent twice) is accepted, text and nested types included', () => {
+    const { server, client } = setup({ n: 1 })
+    client.clientID = 99
+    const edit = capture(client, () => {
+      const text = new Y.Text()
+      client.getMap(CONTENT_MAP).set('notes', text)
+      text.insert(0, 'hello 👋 world')
+      client.getMap(CONTENT_MAP).set('list', Y.Array.from([1, new Y.Map()]))
+    })
+    Y.applyUpdate(server, edit)
+    // The server splits the text (another writer types in the middle) and deletes a part.
+    const other = new Y.Doc()
+    syncInto(server, other)
+    const typed = capture(other, () => {
+      const t = other.getMap(CONTENT_MAP).get('notes') as Y.Text
+      t.insert(7, 'X')
+      t.delete(0, 2)
+    })
+    Y.applyUpdate(server, typed)
+    expect(admitUpdate(server, edit, policy)).toMatchObject({ ok: true, update: null })
+    expect(admitUpdate(server, Y.encodeStateAsUpdate(client), policy)).toMatchObject({ ok: true, update: null })
+  })
+})

@@ -1,6 +1,6 @@
 import * as Y from 'yjs'
 import * as decoding from 'lib0/decoding'
-import { CONTENT_MAP } from '../../shared/index.js'
+import { CONTENT_MAP, jsonEqual, type JsonValue } from '../../shared/index.js'
 
 /**
  * Admission of a client's Yjs update into a server doc ([ACC10], DESIGN.md "Gatekeeping CRDT
@@ -32,7 +32,7 @@ export interface AdmissionPolicy {
   mayWriteStructure: boolean
 }
 
-export type AdmissionRefusalCode = 'invalid_update' | 'forbidden' | 'protocol_error'
+export type AdmissionRefusalCode = 'invalid_update' | 'forbidden' | 'protocol_error' | 'client_id_conflict'
 
 export type Admission =
   | {
@@ -41,6 +41,8 @@ export type Admission =
       update: Uint8Array | null
       /** Top-level `content` fields the update inserts into, overwrites or deletes from. */
       fields: ReadonlySet<string>
+      /** [ACC12] Yjs client ids the normalised update writes new structs under (not its deletions). */
+      clients: ReadonlySet<number>
     }
   | { ok: false; code: AdmissionRefusalCode; message: string }
 
@@ -349,6 +351,11 @@ class Admitter {
     refuse('The update holds content a node cannot hold (binary, embeds, formatting, subdocuments).')
   }
 
+  /** Clients the update writes new structs under. */
+  clients(): ReadonlySet<number> {
+    return new Set(this.sections.keys())
+  }
+
   /** Every live item a delete-set range removes is attributed; a range past what exists is refused. */
   deletions(ds: ReturnType<typeof Y.decodeUpdate>['ds']): void {
     for (const [client, ranges] of ds.clients) {
@@ -376,6 +383,100 @@ class Admitter {
       }
     }
   }
+}
+
+/**
+ * [ACC12] The part of an update below the server's state vector is dropped by normalisation as
+ * "known": an Ack must never stand for structs that were dropped because somebody else's structs
+ * hold their ids. Each known struct of the update is compared, clock by clock, with what the
+ * server stores under the same ids (`findIndexSS` order): its left origin at each point, its right
+ * origin, its parent and key where the struct names them, and its content. Equal is a harmless
+ * resend (a client's resync after a reconnect, an outbox sent twice); different is a collision,
+ * refused with `client_id_conflict`. What the server no longer holds cannot be compared and is
+ * taken as equal: a garbage-collected struct, and the content (not the place) of a deleted item
+ * (a struct of the update that is itself deleted content is not compared at all).
+ * Costs what the known part of the update costs.
+ */
+function refuseCollisions(doc: Y.Doc, structs: readonly (Struct | Y.Skip)[]): void {
+  for (const s of structs) {
+    // Nothing to compare in a GC or a deleted item's content; skipped whole, so a tiny struct
+    // claiming a long deleted run cannot make admission walk the server's structs (the loop
+    // below is bounded by the update's own bytes: every other content's length is its size).
+    if (!(s instanceof Y.Item) || s.content instanceof Y.ContentDeleted) continue
+    const client = s.id.client
+    const end = Math.min(s.id.clock + s.length, Y.getState(doc.store, client))
+    if (s.id.clock >= end) continue
+    const stored = doc.store.clients.get(client)!
+    let i = findIndex(stored, s.id.clock)
+    for (let from = s.id.clock; from < end; i++) {
+      const t = stored[i]
+      if (!t) break
+      const to = Math.min(end, t.id.clock + t.length)
+      if (t instanceof Y.Item && !sameStructs(doc, s, t, from, to)) {
+        throw new Refusal(
+          'client_id_conflict',
+          `The update reuses Yjs ids (client ${client}, clock ${from}) that hold other content on the server; reconnect with a new client id.`,
+        )
+      }
+      from = to
+    }
+  }
+}
+
+/** Whether `s` (of an update) and `t` (stored) agree on the clocks [from, to) they share. */
+function sameStructs(doc: Y.Doc, s: Y.Item, t: Y.Item, from: number, to: number): boolean {
+  // Inside a struct, a clock's left origin is the clock before it (how Yjs splits and merges).
+  const leftOf = (x: Y.Item) => (from === x.id.clock ? x.origin : Y.createID(x.id.client, from - 1))
+  if (!Y.compareIDs(leftOf(s), leftOf(t)) || !Y.compareIDs(s.rightOrigin, t.rightOrigin)) return false
+  if (from === s.id.clock && s.origin === null && s.rightOrigin === null && !sameParent(doc, s, t)) return false
+  return sameContent(s.content, from - s.id.clock, t.content, from - t.id.clock, to - from)
+}
+
+/** An update's struct names its parent (a root name or a type's id) and key; the stored one holds the type. */
+function sameParent(doc: Y.Doc, s: Y.Item, t: Y.Item): boolean {
+  const parent = t.parent
+  if (!(parent instanceof Y.AbstractType)) return true
+  if (s.parentSub !== t.parentSub) return false
+  const named = s.parent as unknown
+  if (typeof named === 'string') return parent._item === null && doc.share.get(named) === parent
+  if (named instanceof Y.ID) return parent._item !== null && Y.compareIDs(parent._item.id, named)
+  return false
+}
+
+function sameContent(a: Y.Item['content'], ao: number, b: Y.Item['content'], bo: number, n: number): boolean {
+  // A deleted item's content is gone on the side that deleted it: nothing left to compare.
+  if (a instanceof Y.ContentDeleted || b instanceof Y.ContentDeleted) return true
+  if (a.constructor !== b.constructor) return false
+  if (a instanceof Y.ContentAny || a instanceof Y.ContentJSON) {
+    const x = (a as Y.ContentAny).arr
+    const y = (b as Y.ContentAny).arr
+    for (let k = 0; k < n; k++) if (!sameValue(x[ao + k], y[bo + k])) return false
+    return true
+  }
+  if (a instanceof Y.ContentString) {
+    const x = a.str
+    const y = (b as Y.ContentString).str
+    if (x.slice(ao, ao + n) === y.slice(bo, bo + n)) return true
+    for (let k = 0; k < n; k++) {
+      const cx = x.charCodeAt(ao + k)
+      const cy = y.charCodeAt(bo + k)
+      // Yjs replaces half of a surrogate pair it splits with U+FFFD on its side only.
+      if (cx !== cy && cx !== 0xfffd && cy !== 0xfffd) return false
+    }
+    return true
+  }
+  if (a instanceof Y.ContentType) return a.type.constructor === (b as Y.ContentType).type.constructor
+  if (a instanceof Y.ContentBinary) return sameValue(a.content, (b as Y.ContentBinary).content)
+  if (a instanceof Y.ContentEmbed) return sameValue(a.embed, (b as Y.ContentEmbed).embed)
+  if (a instanceof Y.ContentFormat) return a.key === (b as Y.ContentFormat).key && sameValue(a.value, (b as Y.ContentFormat).value)
+  return false
+}
+
+function sameValue(x: unknown, y: unknown): boolean {
+  if (x instanceof Uint8Array || y instanceof Uint8Array) {
+    return x instanceof Uint8Array && y instanceof Uint8Array && x.length === y.length && x.every((v, k) => v === y[k])
+  }
+  return x === y || jsonEqual(x as JsonValue, y as JsonValue)
 }
 
 /** True when no struct holds a clock the server already has (and none is a Skip). */
@@ -414,18 +515,22 @@ function hasDeletions(ds: ReturnType<typeof Y.decodeUpdate>['ds']): boolean {
 
 /**
  * Decides whether `update` (Yjs v1) may enter `doc` and which top-level fields it touches.
- * Never throws: bytes Yjs cannot decode are `protocol_error`, anything else refused is
- * `invalid_update` (or `forbidden` for structure from a principal without Update).
+ * Never throws: bytes Yjs cannot decode are `protocol_error`, structs that reuse ids the server
+ * holds with other content are `client_id_conflict`, anything else refused is `invalid_update`
+ * (or `forbidden` for structure from a principal without Update).
  */
 export function admitUpdate(doc: Y.Doc, update: Uint8Array, policy: AdmissionPolicy): Admission {
   let normalised: Uint8Array
   let decoded: ReturnType<typeof Y.decodeUpdate>
+  let known: readonly (Struct | Y.Skip)[] = []
   try {
     decoded = Y.decodeUpdate(update)
     normalised = update
     // The common case, a fresh edit: nothing in it is known to the server, so normalising would
     // give back the same structs. Otherwise the normalised bytes are decided on and applied.
     if (!isAllNew(doc, decoded.structs) || !isOneRunPerSection(update, decoded.structs)) {
+      // What normalisation drops as known must be what the server holds under those ids.
+      known = decoded.structs
       normalised = Y.diffUpdate(update, Y.encodeStateVector(doc))
       decoded = Y.decodeUpdate(normalised)
     }
@@ -434,6 +539,7 @@ export function admitUpdate(doc: Y.Doc, update: Uint8Array, policy: AdmissionPol
   }
   const admitter = new Admitter(doc, policy)
   try {
+    refuseCollisions(doc, known)
     admitter.index(decoded.structs)
     admitter.integrateAll()
     admitter.deletions(decoded.ds)
@@ -443,5 +549,5 @@ export function admitUpdate(doc: Y.Doc, update: Uint8Array, policy: AdmissionPol
     return { ok: false, code: 'invalid_update', message: 'The update has a shape the server does not accept.' }
   }
   const nothingNew = decoded.structs.length === 0 && !hasDeletions(decoded.ds)
-  return { ok: true, update: nothingNew ? null : normalised, fields: admitter.fields }
+  return { ok: true, update: nothingNew ? null : normalised, fields: admitter.fields, clients: admitter.clients() }
 }

@@ -3,6 +3,7 @@ import * as encoding from 'lib0/encoding'
 import * as awarenessProtocol from 'y-protocols/awareness'
 import * as syncProtocol from 'y-protocols/sync'
 import { YMessage, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
+import { ClientBindings } from '../admission/index.js'
 
 /** One client's presence in a room (a /sync socket, or one room of a /mux socket). */
 export interface RoomConnection {
@@ -61,6 +62,8 @@ export class LoadedNode {
   generation = 0
   /** [STO5] Commits of this copy left the stored row's content stale; NodeService writes it soon. */
   contentDirty = false
+  /** [ACC12] Who writes under each Yjs client id of the doc; replaced with the doc. */
+  clientBindings = new ClientBindings()
 
   constructor(path: NodePath, node: MeshNode | null) {
     this.path = path
@@ -78,9 +81,14 @@ export class LoadedNode {
     return this.ydoc
   }
 
-  /** Installs the built doc (once): from now on every write to the node goes through it. */
-  setDoc(doc: Y.Doc): void {
+  /**
+   * Installs the built doc (once): from now on every write to the node goes through it. Its
+   * client-id bindings come with it (none for a new doc; a reset doc starts over).
+   */
+  setDoc(doc: Y.Doc, bindings = new ClientBindings()): void {
     if (this.ydoc) throw new Error(`Invariant: the doc of ${this.path} is built twice`)
+    bindings.adoptServerDoc(doc)
+    this.clientBindings = bindings
     this.ydoc = doc
     doc.on('update', this.onDocUpdate)
   }

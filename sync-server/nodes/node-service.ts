@@ -44,7 +44,7 @@ import {
 } from '../../shared/index.js'
 import type { StorageAdapter } from '../storage/types.js'
 import { ACCESS_SEGMENT, assignmentLabel, assignmentScope, type AccessService } from '../access/access-service.js'
-import { admitUpdate } from '../admission/index.js'
+import { admitUpdate, ClientBindings, type ClientBinding } from '../admission/index.js'
 import { DocCorrupted, LoadedNode, type RoomConnection } from './loaded-node.js'
 import type { ChangeOrigin, LiveChange, NodeApi, NodeDraft, UpdateFn, WriteRuleHook } from './types.js'
 
@@ -241,9 +241,12 @@ export class NodeService implements NodeApi {
     ln.holds++
     try {
       const generation = ln.generation
-      const stored = ln.node ? await this.storage.loadDoc(ln.path) : null
+      // [ACC12] The client-id bindings come with the log (read alongside: only a client update
+      // through a built doc writes bindings, and this copy has none yet).
+      const [stored, bound] = ln.node ? await Promise.all([this.storage.loadDoc(ln.path), this.storage.loadClientBindings(ln.path)]) : [null, []]
       if (ln.hasDoc || ln.poisoned) return
       const doc = new Y.Doc({ guid: ln.path })
+      const bindings = new ClientBindings(stored && ln.node && ln.generation === generation ? bound : [])
       // A node absent now, or deleted (and maybe created again) while the log was read, starts
       // from an empty doc: a create must not build on a deleted node's log.
       if (stored && ln.node && ln.generation === generation) {
@@ -253,10 +256,12 @@ export class NodeService implements NodeApi {
       const content = ln.node?.content ?? {}
       const logged = docToJson(doc)
       const lags = !jsonEqual(logged, content)
+      // Before the catch-up: the server's own writes use an id nobody else holds.
+      bindings.adoptServerDoc(doc)
       if (lags) applyPatchToDoc(doc, diffToMergePatch(logged, content), 'system', textPolicyFor(ln.node?.nodeType ?? 'Document'))
       // Installed now, in the same synchronous stretch as the comparison: every later write
       // goes through the doc, and its commit is queued after the fold below.
-      ln.setDoc(doc)
+      ln.setDoc(doc, bindings)
       if (!lags || !ln.node) return
       ln.commitStarted()
       try {
@@ -552,6 +557,8 @@ export class NodeService implements NodeApi {
       throw new WeftError(admission.code, `${admission.message} (${ln.path}; reload the node.)`)
     }
     if (!admission.update) return Promise.resolve(before)
+    // [ACC12] Nobody writes under a client id another principal wrote with in this node.
+    const bindings = ln.clientBindings.claim(principalName(principal), admission.clients, ln.path)
     const fields = admission.fields
     this.authorizeFields(principal, before, fields)
     // Types with a schema (or a write rule): the touched fields are checked on the shadow before
@@ -576,8 +583,9 @@ export class NodeService implements NodeApi {
       throw new WeftError('invalid_update', `The update to ${ln.path} could not be applied; reload the node.`)
     }
     if (!applied) return Promise.resolve(before)
+    ln.clientBindings.record(bindings)
     const next = withFieldsFromDoc(before.content, ln.doc, fields)
-    const written = this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', applied, origin, true)
+    const written = this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', applied, origin, true, bindings)
     if (!added) return written
     // The write rule's fields, as system, in this same synchronous stretch: no write (and no
     // engine's claim) can come between the user's change and them. Relayed to every client.
@@ -975,6 +983,8 @@ export class NodeService implements NodeApi {
     update: Uint8Array | null,
     origin: ChangeOrigin,
     deferContent = false,
+    /** [ACC12] The client ids a client's update binds; absent for the server's own writes. */
+    clients?: readonly ClientBinding[],
   ): Written {
     const target = after ?? before!
     // Only an update with a Yjs log entry can leave the row's content to a later write.
@@ -997,6 +1007,8 @@ export class NodeService implements NodeApi {
       at: target.updatedAt,
       update,
       deferContent: deferred || undefined,
+      // [ACC12] Stored with the update that introduces them; the server doc's own id with its first write.
+      clients: clients !== undefined ? (clients.length > 0 ? clients : undefined) : update && ln.hasDoc ? ln.clientBindings.serverBinding() : undefined,
     })
     return committed.then(
       (record) => {

@@ -63,6 +63,10 @@ export function validateCommitInput(input: CommitInput): void {
   if (typeof input.at !== 'string' || Number.isNaN(Date.parse(input.at))) {
     throw new WeftError('invalid_request', 'A commit needs an ISO time `at`.')
   }
+  if (input.clients !== undefined) {
+    const ok = Array.isArray(input.clients) && input.clients.every((b) => Number.isSafeInteger(b?.client) && b.client >= 0 && typeof b.principal === 'string' && b.principal.length > 0)
+    if (!ok) throw new WeftError('invalid_request', 'Client bindings must be { client: a non-negative integer, principal: a name }.')
+  }
   if (input.kind === 'Deleted') return
   if (!isJsonObject(input.content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
   if (input.update !== null && !(input.update instanceof Uint8Array)) {

@@ -15,7 +15,7 @@ import { GroupCommitter, type ItemResult } from './group-commit.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
 import { clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
-import type { Account, CommitInput, StorageAdapter, StoredDoc } from './types.js'
+import type { Account, ClientBinding, CommitInput, StorageAdapter, StoredDoc } from './types.js'
 
 export interface PostgresStorageOptions {
   connectionString: string
@@ -120,6 +120,8 @@ export class PostgresStorage implements StorageAdapter {
 
       const changes = { version: [] as number[], path: [] as string[], nodeType: [] as string[], kind: [] as string[] }
       const logged: { path: string; seq: number; data: Buffer }[] = []
+      // [ACC12] Client-id bindings, written in the same transaction as the updates that introduce them.
+      const bound: { path: string; client: number; principal: string }[] = []
       const out: ItemResult<ChangeRecord | null>[] = []
       let next = 0
       for (const item of items) {
@@ -156,6 +158,7 @@ export class PostgresStorage implements StorageAdapter {
               [input.path, input.nodeType, input.name, parent, lastSegment, prepared.contentJson, input.createdBy, input.at, version, input.update ? 1 : 0],
             )
             if (input.update) logged.push({ path: input.path, seq: version, data: toBuffer(input.update) })
+            for (const b of input.clients ?? []) bound.push({ path: input.path, ...b })
             break
           }
           case 'Updated': {
@@ -172,13 +175,16 @@ export class PostgresStorage implements StorageAdapter {
                   [input.path, input.name, prepared.contentJson, input.at, version, input.update ? 1 : 0],
                 )
             if (input.update) logged.push({ path: input.path, seq: version, data: toBuffer(input.update) })
+            for (const b of input.clients ?? []) bound.push({ path: input.path, ...b })
             if ((row.rows[0]?.update_count ?? 0) > COMPACT_AFTER_UPDATES) compactCandidates.push(input.path)
             break
           }
           case 'Deleted': {
             // The log is inserted at the end of the batch: drop what this batch queued for the path too.
             for (let j = logged.length - 1; j >= 0; j--) if (logged[j]?.path === input.path) logged.splice(j, 1)
+            for (let j = bound.length - 1; j >= 0; j--) if (bound[j]?.path === input.path) bound.splice(j, 1)
             await client.query('DELETE FROM node_updates WHERE path = $1', [input.path])
+            await client.query('DELETE FROM node_clients WHERE path = $1', [input.path])
             await client.query('DELETE FROM nodes WHERE path = $1', [input.path])
             break
           }
@@ -204,6 +210,12 @@ export class PostgresStorage implements StorageAdapter {
           logged.map((u) => u.seq),
           logged.map((u) => u.data),
         ])
+      }
+      if (bound.length > 0) {
+        await client.query(
+          'INSERT INTO node_clients (path, client, principal) SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) ON CONFLICT (path, client) DO NOTHING',
+          [bound.map((b) => b.path), bound.map((b) => b.client), bound.map((b) => b.principal)],
+        )
       }
       return out
     })
@@ -293,6 +305,11 @@ export class PostgresStorage implements StorageAdapter {
       },
       'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
     )
+  }
+
+  async loadClientBindings(path: NodePath): Promise<ClientBinding[]> {
+    const r = await this.pool.query<{ client: string; principal: string }>('SELECT client, principal FROM node_clients WHERE path = $1', [path])
+    return r.rows.map((row) => ({ client: Number(row.client), principal: row.principal }))
   }
 
   async queryNodes(query: NodeQuery): Promise<MeshNode[]> {

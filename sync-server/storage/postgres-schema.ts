@@ -47,6 +47,15 @@ CREATE TABLE IF NOT EXISTS changes (
 );
 CREATE INDEX IF NOT EXISTS changes_path ON changes (path, version);
 
+-- [ACC12] Which principal first wrote under each Yjs client id of a node (created at open, so an
+-- existing database gains it empty).
+CREATE TABLE IF NOT EXISTS node_clients (
+  path text COLLATE "C" NOT NULL,
+  client bigint NOT NULL,
+  principal text NOT NULL,
+  PRIMARY KEY (path, client)
+);
+
 CREATE TABLE IF NOT EXISTS version_counter (
   id integer PRIMARY KEY CHECK (id = 1),
   value bigint NOT NULL

@@ -17,7 +17,7 @@ import { NODE_COLUMNS, rowToNode, toBytes, type NodeRow } from './row-mapping.js
 import { contentOfLog } from './compaction.js'
 import { SqliteWriter, openSqliteConnection, type BatchItem } from './sqlite-writer.js'
 import { deserializeError, fromWire, toWire, type WireItemResult, type WriterInit, type WriterRequest, type WriterResponse } from './sqlite-writer-protocol.js'
-import type { Account, CommitInput, StorageAdapter, StoredDoc } from './types.js'
+import type { Account, ClientBinding, CommitInput, StorageAdapter, StoredDoc } from './types.js'
 
 export interface SqliteStorageOptions {
   /** Database file; `:memory:` works but is not durable (and cannot be shared with a writer thread). */
@@ -170,6 +170,7 @@ export class SqliteStorage implements StorageAdapter {
         'SELECT snapshot, update_count FROM nodes WHERE path = ?',
       ),
       updates: db.prepare<[string], { seq: number; data: Buffer }>('SELECT seq, data FROM node_updates WHERE path = ? ORDER BY seq'),
+      clients: db.prepare<[string], { client: number; principal: string }>('SELECT client, principal FROM node_clients WHERE path = ?'),
       descendants: db.prepare<[string, string], { path: string }>('SELECT path FROM nodes WHERE path >= ? AND path < ? ORDER BY path'),
       changesSince: db.prepare<[number, number], { version: number; path: string; node_type: string; kind: MeshChangeKind }>(
         'SELECT version, path, node_type, kind FROM changes WHERE version > ? ORDER BY version LIMIT ?',
@@ -213,6 +214,7 @@ export class SqliteStorage implements StorageAdapter {
         at: input.at,
         update: input.update,
         deferContent: input.deferContent,
+        clients: input.clients,
       }
       // A commit item always resolves to its record (only folds resolve to null).
       return this.committer.submit({ input: header, contentJson }) as Promise<ChangeRecord>
@@ -248,6 +250,10 @@ export class SqliteStorage implements StorageAdapter {
 
   async loadDoc(path: NodePath): Promise<StoredDoc | null> {
     return this.readDoc(path)
+  }
+
+  async loadClientBindings(path: NodePath): Promise<ClientBinding[]> {
+    return this.stmt.clients.all(path).map((r) => ({ client: r.client, principal: r.principal }))
   }
 
   async queryNodes(query: NodeQuery): Promise<MeshNode[]> {

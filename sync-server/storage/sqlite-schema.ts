@@ -40,6 +40,15 @@ CREATE TABLE IF NOT EXISTS changes (
 );
 CREATE INDEX IF NOT EXISTS changes_path ON changes (path, version);
 
+-- [ACC12] Which principal first wrote under each Yjs client id of a node. Created at open, so an
+-- existing database gains it empty: an id written before it is bound by its next writer.
+CREATE TABLE IF NOT EXISTS node_clients (
+  path TEXT NOT NULL,
+  client INTEGER NOT NULL,
+  principal TEXT NOT NULL,
+  PRIMARY KEY (path, client)
+) WITHOUT ROWID;
+
 CREATE TABLE IF NOT EXISTS accounts (
   user_id TEXT PRIMARY KEY,
   email TEXT NOT NULL UNIQUE,

@@ -79,6 +79,8 @@ export class SqliteWriter {
       deleteNode: db.prepare<[string]>('DELETE FROM nodes WHERE path = ?'),
       deleteUpdates: db.prepare<[string]>('DELETE FROM node_updates WHERE path = ?'),
       insertUpdate: db.prepare<[string, number, Buffer]>('INSERT INTO node_updates (path, seq, data) VALUES (?, ?, ?)'),
+      bindClient: db.prepare<[string, number, string]>('INSERT OR IGNORE INTO node_clients (path, client, principal) VALUES (?, ?, ?)'),
+      deleteClients: db.prepare<[string]>('DELETE FROM node_clients WHERE path = ?'),
       snapshot: db.prepare<[string], { snapshot: Buffer | null; update_count: number }>(
         'SELECT snapshot, update_count FROM nodes WHERE path = ?',
       ),
@@ -155,6 +157,7 @@ export class SqliteWriter {
           updateCount: input.update ? 1 : 0,
         })
         if (input.update) this.stmt.insertUpdate.run(input.path, version, toBuffer(input.update))
+        this.bindClients(input)
         break
       }
       case 'Updated': {
@@ -169,17 +172,24 @@ export class SqliteWriter {
               added: input.update ? 1 : 0,
             })
         if (input.update) this.stmt.insertUpdate.run(input.path, version, toBuffer(input.update))
+        this.bindClients(input)
         if (row && row.update_count > COMPACT_AFTER_UPDATES) compactCandidates.push(input.path)
         break
       }
       case 'Deleted':
         this.stmt.deleteUpdates.run(input.path)
+        this.stmt.deleteClients.run(input.path)
         this.stmt.deleteNode.run(input.path)
         break
       default:
         input.kind satisfies never
     }
     return { version, path: input.path, nodeType: plan.nodeType, kind: input.kind }
+  }
+
+  /** [ACC12] In the commit's transaction: an Ack never stands for an update whose binding could be lost. */
+  private bindClients(input: CommitHeader): void {
+    if (input.clients) for (const b of input.clients) this.stmt.bindClient.run(input.path, b.client, b.principal)
   }
 
   /** Compacts one waiting node; false when none waits. Called between batches, off the commit path. */

@@ -12,6 +12,13 @@ import type { ChangeRecord, JsonObject, MeshChangeKind, MeshNode, NodePath, Node
  *    still gets its own version.
  *  - Versions are one global, strictly increasing sequence across all nodes.
  */
+/** [ACC12] A Yjs client id of a node, bound to the principal that first wrote under it. */
+export interface ClientBinding {
+  client: number
+  /** A principal name (a user id, `system`), or the server doc's marker (admission/client-bindings.ts). */
+  principal: string
+}
+
 export interface CommitInput {
   path: NodePath
   kind: MeshChangeKind
@@ -32,6 +39,13 @@ export interface CommitInput {
    * read of the row rebuilds its content from the node's Yjs log.
    */
   deferContent?: boolean
+  /**
+   * [ACC12] Yjs client ids this commit's update is the first to write under in the node, bound
+   * to their writer in the same transaction (an Ack never stands for an update whose binding
+   * could be lost). An id already bound keeps its binding. Ignored for Deleted: a node's
+   * bindings go with it.
+   */
+  clients?: readonly ClientBinding[]
 }
 
 export interface StoredDoc {
@@ -52,6 +66,8 @@ export interface StorageAdapter {
   commit(input: CommitInput): Promise<ChangeRecord>
   getNode(path: NodePath): Promise<MeshNode | null>
   loadDoc(path: NodePath): Promise<StoredDoc | null>
+  /** [ACC12] The node's client-id bindings (empty when none, or when the node does not exist). */
+  loadClientBindings(path: NodePath): Promise<ClientBinding[]>
   /**
    * Replaces the node's Yjs log by `state`, a full-state update ([DOC1]: the catch-up of a doc
    * built after JSON-only writes). Ordered with commits: a log entry committed before it is

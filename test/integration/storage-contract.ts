@@ -23,6 +23,8 @@ export interface OpenedStorage {
    * adapter cannot foresee (think: disk full), to test that a batch fails whole.
    */
   failWritesOf: (path: string) => Promise<void>
+  /** Drops the `node_clients` table (with the adapter closed): a database from before [ACC12]. */
+  dropClientBindings: () => Promise<void>
 }
 
 const P = (s: string): NodePath => s as NodePath
@@ -201,6 +203,49 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       expect(stored?.updates).toHaveLength(2)
       expect(docToJson(rebuild(stored ?? { snapshot: null, updates: [] }))).toEqual({ Gen: 2, Extra: 'x' })
       expect(await store.getNode(P('cycle'))).toMatchObject({ content: { Gen: 2, Extra: 'x' }, version: records[4]?.version })
+    })
+
+    it('[ACC12] binds client ids in the commit that introduces them, keeps the first binding, survives a reopen, and drops them with the node (also within one batch)', async () => {
+      const w = new NodeWriter(P('bound/doc'))
+      const sorted = async (path: string) => (await store.loadClientBindings(P(path))).sort((a, b) => a.client - b.client)
+      await store.commit(w.input('Created', { A: 1 }, { clients: [{ client: 7, principal: '(server)' }] }))
+      await store.commit(w.input('Updated', { B: 2 }, { clients: [{ client: 4_294_967_295, principal: 'alice' }], deferContent: true }))
+      // An id already bound keeps its first writer.
+      await store.commit(w.input('Updated', { C: 3 }, { clients: [{ client: 4_294_967_295, principal: 'bob' }, { client: 9, principal: 'bob' }] }))
+      const expected = [{ client: 7, principal: '(server)' }, { client: 9, principal: 'bob' }, { client: 4_294_967_295, principal: 'alice' }]
+      expect(await sorted('bound/doc')).toEqual(expected)
+      expect(await store.loadClientBindings(P('bound/other'))).toEqual([])
+      // A commit that fails writes no binding.
+      await expectCode(store.commit(new NodeWriter(P('bound/missing')).input('Updated', { X: 1 }, { clients: [{ client: 1, principal: 'eve' }] })), 'not_found')
+      expect(await store.loadClientBindings(P('bound/missing'))).toEqual([])
+      await expectCode(store.commit(w.input('Updated', { D: 4 }, { clients: [{ client: -1, principal: 'eve' }] })), 'invalid_request')
+      await store.close()
+      store = await opened.reopen()
+      expect(await sorted('bound/doc')).toEqual(expected)
+      await store.commit(w.input('Deleted'))
+      expect(await store.loadClientBindings(P('bound/doc'))).toEqual([])
+      // Created, Deleted and Created again in one batch: only the last generation's bindings stay.
+      const first = new NodeWriter(P('bound/cycle'))
+      const second = new NodeWriter(P('bound/cycle'))
+      await Promise.all([
+        store.commit(first.input('Created', { Gen: 1 }, { clients: [{ client: 1, principal: 'alice' }] })),
+        store.commit(first.input('Updated', { Gen: 1, More: true }, { clients: [{ client: 2, principal: 'alice' }] })),
+        store.commit(first.input('Deleted')),
+        store.commit(second.input('Created', { Gen: 2 }, { clients: [{ client: 3, principal: 'bob' }] })),
+      ])
+      expect(await sorted('bound/cycle')).toEqual([{ client: 3, principal: 'bob' }])
+    })
+
+    it('[ACC12] an existing database without the bindings table gains it at open (empty) and binds from then on', async () => {
+      const w = new NodeWriter(P('legacy/doc'))
+      await store.commit(w.input('Created', { A: 1 }))
+      await store.close()
+      await opened.dropClientBindings()
+      store = await opened.reopen()
+      expect(await store.loadClientBindings(P('legacy/doc'))).toEqual([])
+      await store.commit(w.input('Updated', { B: 2 }, { clients: [{ client: 5, principal: 'alice' }] }))
+      expect(await store.loadClientBindings(P('legacy/doc'))).toEqual([{ client: 5, principal: 'alice' }])
+      expect((await store.getNode(P('legacy/doc')))?.content).toEqual({ A: 1, B: 2 })
     })
 
     it('[DOC1] folds the log committed before foldDoc into its state and keeps what is committed after', async () => {

@@ -30,6 +30,7 @@ runStorageContract('postgres', async () => {
     adapter: await openPostgresStorage({ connectionString, schema }),
     reopen: () => openPostgresStorage({ connectionString, schema }),
     cleanup: drop,
+    dropClientBindings: () => sql(`DROP TABLE "${schema}".node_clients`),
     failWritesOf: (path) =>
       sql(`
         CREATE FUNCTION "${schema}".boom() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -11,6 +11,11 @@ runStorageContract('sqlite', async () => {
     adapter: await openStorage({ dataDir }),
     reopen: () => openStorage({ dataDir }),
     cleanup: () => rm(dataDir, { recursive: true, force: true }),
+    dropClientBindings: async () => {
+      const raw = new Database(join(dataDir, 'weft.db'))
+      raw.prepare('DROP TABLE node_clients').run()
+      raw.close()
+    },
     failWritesOf: async (path) => {
       const raw = new Database(join(dataDir, 'weft.db'))
       raw.prepare(`CREATE TRIGGER boom BEFORE INSERT ON node_updates WHEN NEW.path = '${path.replaceAll("'", "''")}' BEGIN SELECT RAISE(ABORT, 'boom'); END`).run()

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest'
 import * as Y from 'yjs'
 import * as encoding from 'lib0/encoding'
 import { syncUpdateMessage } from '../helpers/crafted-updates.js'
+import { waitFor } from '../helpers/wait-for.js'
 import { MuxType, type MuxFrame } from '../../shared/protocol.js'
 import { NodeStore } from '../../web/store/index.js'
 import { NodeReplica, type TabMessage } from '../../web/sync/node-replica.js'
@@ -206,6 +207,50 @@ describe('[WEB3] a text editor bound with its own origin (bindTextEditor)', () =
     const err = replica.textRefusal('Source', 'x'.repeat(8 * 1024))
     expect(err?.code).toBe('payload_too_large')
     expect(err?.message).toMatch(/8 KB/)
+    store.close()
+  })
+})
+
+describe('[ACC12] a client id another writer holds (client_id_conflict)', () => {
+  /** The server's answer to a rebuild's sync step 1: its whole state. */
+  function answerRebuild(conn: FakeConnection, server: Y.Doc) {
+    const step2 = encoding.createEncoder()
+    encoding.writeVarUint(step2, 0) // messageSync
+    encoding.writeVarUint(step2, 1) // messageYjsSyncStep2
+    encoding.writeVarUint8Array(step2, Y.encodeStateAsUpdate(server))
+    conn.handler!.onFrame({ type: MuxType.Sync, path: 'space/doc', message: encoding.toUint8Array(step2) })
+  }
+  const clientsOf = (update: Uint8Array) => [...new Set(Y.decodeUpdate(update).structs.map((s) => s.id.client))]
+
+  it('[ACC12] the refused edit is replayed on a doc rebuilt from the server with a NEW client id; nothing typed is lost', async () => {
+    const { store, conn, replica } = await setup()
+    join(replica, conn)
+    await replica.patch({ title: 'mine' })
+    await replica.patch({ body: 'more' })
+    await settle()
+    const first = updatesSent(conn)
+    expect(first).toHaveLength(2)
+    const oldId = replica.doc.clientID
+    expect(clientsOf(first[0]!.update)).toEqual([oldId])
+    // The server holds another writer's structs under that id: both updates are refused.
+    const server = new Y.Doc()
+    server.clientID = oldId
+    server.getMap('content').set('bobfield', 'squat')
+    for (const f of first) replica.onFrame({ type: MuxType.Refused, path: 'space/doc', seq: f.seq, code: 'client_id_conflict', message: 'Yjs client id is another writer\'s.' })
+    // The rebuild asks for the server's whole state (a sync step 1 with an empty state vector).
+    await waitFor(() => replica.state$.value.rebuilding && conn.sent.some((f) => f.type === MuxType.Sync))
+    answerRebuild(conn, server)
+    await waitFor(() => updatesSent(conn).length === 4 && !replica.state$.value.rebuilding)
+    const replayed = updatesSent(conn).slice(2)
+    // The same outbox entries (the first frames went early, under temporary seqs).
+    expect(replayed.map((f) => f.seq)).toEqual((await store.outboxFor('space/doc')).map((e) => e.id))
+    expect(replica.doc.clientID).not.toBe(oldId)
+    for (const f of replayed) expect(clientsOf(f.update)).toEqual([replica.doc.clientID])
+    // Still pending (waiting for their Ack), not refused; the server would keep all three fields.
+    expect((await store.outboxFor('space/doc')).map((e) => e.status)).toEqual(['pending', 'pending'])
+    for (const f of replayed) Y.applyUpdate(server, f.update)
+    expect(server.getMap('content').toJSON()).toEqual({ bobfield: 'squat', title: 'mine', body: 'more' })
+    expect(replica.content).toMatchObject({ bobfield: 'squat', title: 'mine', body: 'more' })
     store.close()
   })
 })

@@ -3,7 +3,7 @@ import 'fake-indexeddb/auto'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { WebSocket as WsWebSocket } from 'ws'
 import { firstValueFrom, filter } from 'rxjs'
-import { api, createDocument, createSpace, grantRole, signup, startTestServer, waitFor, type TestServer } from '../helpers/index.js'
+import { MuxClient, api, createDocument, createSpace, grantRole, signup, startTestServer, waitFor, type TestServer } from '../helpers/index.js'
 import { SyncClient, type Session, type SyncStatus } from '../../web/sync/index.js'
 
 /**
@@ -79,6 +79,33 @@ describe('web sync client', () => {
     // The rebuilt state is what the store keeps.
     const stored = await a.store.loadDoc(home)
     expect(stored.getMap('content').get('Email')).toBe(email)
+  })
+
+  it('[ACC12] an edit under a client id another user holds in the node is refused (client_id_conflict) and replayed with a new id: nothing is lost', async () => {
+    const ann = await user('Ann')
+    const bob = await user('Bob')
+    const space = await createSpace(ts.url, ann.token)
+    await grantRole(ts.url, ann.token, space, bob.userId, 'Editor')
+    const path = await createDocument(ts.url, ann.token, `${space}/claimed`, { Title: 't0' })
+    // Bob writes first under id X: X is his in this node.
+    const X = 31_337
+    const m = await MuxClient.connect(ts.url, bob.token)
+    m.doc(path).clientID = X
+    expect(await m.join(path)).toMatchObject({ ok: true })
+    expect(await m.patch(path, { Bob: 1 })).toMatchObject({ ok: true })
+    const a = await client(ann)
+    const r = a.acquire(path)
+    await r.synced
+    await waitFor(() => r.content.Bob === 1, 5000)
+    // Ann's doc happens to use X (a legacy id Bob claimed first, a copied profile, ...).
+    r.doc.clientID = X
+    await a.patch(path, { Title: 't1' })
+    await a.patch(path, { Body: 'b1' })
+    await waitFor(async () => (await api(ts.url, ann.token).getNode(path)).body.content.Body === 'b1', 10_000)
+    expect((await api(ts.url, ann.token).getNode(path)).body.content).toEqual({ Title: 't1', Body: 'b1', Bob: 1 })
+    expect(r.doc.clientID).not.toBe(X)
+    await statusIs(a, (st) => st.pending === 0 && st.refused === 0)
+    await m.close()
   })
 
   it('a Viewer edit is refused and the server is unchanged', async () => {

@@ -17,6 +17,7 @@ const BY_CODE: Record<string, string> = {
   invalid_node_type: 'That node type is not known.',
   invalid_request: 'The server could not understand the request. Check the form and try again.',
   invalid_update: 'The server could not apply this edit; it was kept so you can copy it.',
+  client_id_conflict: 'Someone else wrote under this device’s edit id for this page, so the edit was not saved; it was kept so you can copy it.',
   unauthorized: 'You are signed out. Sign in again; your changes stay on this device.',
   invalid_credentials: 'The email or password is not right.',
   email_taken: 'An account with this email already exists. Sign in instead.',

@@ -1,6 +1,7 @@
 import * as Y from 'yjs'
 import * as encoding from 'lib0/encoding'
 import * as decoding from 'lib0/decoding'
+import * as random from 'lib0/random'
 import * as syncProtocol from 'y-protocols/sync'
 import * as awarenessProtocol from 'y-protocols/awareness'
 import { BehaviorSubject, Subject } from 'rxjs'
@@ -665,9 +666,10 @@ export class NodeReplica implements RoomHandler {
 
   private async onRefused(seq: number, code: string, message: string): Promise<void> {
     // `invalid_update`: the update builds on structs the server never accepted (an earlier
-    // refused update of the same client). Its intent may be fine: replay it once on a doc
-    // rebuilt from the server's state, with a fresh client id.
-    const row = await this.deps.store.refuse(seq, code, message, code === 'invalid_update')
+    // refused update of the same client). `client_id_conflict` ([ACC12]): another writer holds
+    // this doc's Yjs client id in the node. Either way the intent may be fine: replay it once
+    // on a doc rebuilt from the server's state, which has a fresh client id (newNodeDoc).
+    const row = await this.deps.store.refuse(seq, code, message, isReplayable(code))
     if (!row) return // not ours (another tab sent it) or already settled
     await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
     this.needsRebuild = true
@@ -679,6 +681,8 @@ export class NodeReplica implements RoomHandler {
   private startRebuild(): void {
     if (this.rebuildDoc || !this.state$.value.joined || this.disposed) return
     this.rebuildDoc = newNodeDoc(this.path)
+    // A new Yjs client id, never the old one: the old one may be what the server refused.
+    while (this.rebuildDoc.clientID === this.doc.clientID) this.rebuildDoc.clientID = random.uint32()
     this.setState({ rebuilding: true })
     this.requestState('rebuild')
   }
@@ -745,6 +749,11 @@ export class NodeReplica implements RoomHandler {
     const prev = this.presence$.value
     if (next.length !== prev.length || next.some((u, i) => u.id !== prev[i]!.id || u.name !== prev[i]!.name)) this.presence$.next(next)
   }
+}
+
+/** Refusals of the bytes, not of the intent: the outbox patch is replayed once on a rebuilt doc. */
+function isReplayable(code: string): boolean {
+  return code === 'invalid_update' || code === 'client_id_conflict'
 }
 
 const encoder = new TextEncoder()
