@@ -12,7 +12,6 @@ import {
   assertJsonContent,
   assertMergePatch,
   DEFAULT_MAX_JSON_DEPTH,
-  diffToMergePatch,
   docToJson,
   fieldRule,
   isPermissiveContent,
@@ -23,6 +22,8 @@ import {
   nodeTypeDef,
   parentPath,
   principalName,
+  replaceDocContent,
+  replaceJsonContent,
   SYSTEM,
   validateContent,
   validateFields,
@@ -250,7 +251,7 @@ export class NodeService implements NodeApi {
       const content = ln.node?.content ?? {}
       const logged = docToJson(doc)
       const lags = !jsonEqual(logged, content)
-      if (lags) applyPatchToDoc(doc, diffToMergePatch(logged, content), 'system', textPolicyFor(ln.node?.nodeType ?? 'Document'))
+      if (lags) replaceDocContent(doc, content, 'system', textPolicyFor(ln.node?.nodeType ?? 'Document'))
       // Installed now, in the same synchronous stretch as the comparison: every later write
       // goes through the doc, and its commit is queued after the fold below.
       ln.setDoc(doc)
@@ -711,13 +712,13 @@ export class NodeService implements NodeApi {
     if (ln.hasDoc) {
       const doc = ln.doc
       // A new node's doc is empty (a fresh load, or reset by a delete): no need to read it back.
-      const before = doc.getMap(CONTENT_MAP).size === 0 ? {} : docToJson(doc)
       // [WEB3] Text fields become Y.Text on the server's writes too, so they merge from the start.
-      update = ln.capture(() => applyPatchToDoc(doc, diffToMergePatch(before, content), 'system', textPolicyFor(draft.nodeType))) ?? Y.encodeStateAsUpdate(doc)
+      // [PATCH4] The content is set, not patched: a null member is kept, as it was sent.
+      update = ln.capture(() => replaceDocContent(doc, content, 'system', textPolicyFor(draft.nodeType))) ?? Y.encodeStateAsUpdate(doc)
       stored = docToJson(doc)
     } else {
       // [DOC1] No doc built: the JSON the doc would hold; it is built (and caught up) when a client opens the node.
-      stored = applyPatchToJson({}, diffToMergePatch({}, content))
+      stored = replaceJsonContent(content)
     }
     const at = now()
     const node: MeshNode = {
@@ -777,9 +778,8 @@ export class NodeService implements NodeApi {
     }
     const content = draft.content ?? {}
     assertJsonContent(content, this.maxJsonDepth)
-    const patch = diffToMergePatch(before.content, content)
-    // A minimal diff names exactly the fields that change.
-    return this.writeContent(ln, principal, before, draft.name ?? before.name, content, patch, origin, Object.keys(patch))
+    // [PATCH4] A replace sets the content (a merge patch could not set a member to null).
+    return this.writeContent(ln, principal, before, draft.name ?? before.name, content, null, origin)
   }
 
   private writeContent(
@@ -788,9 +788,10 @@ export class NodeService implements NodeApi {
     before: MeshNode,
     name: string,
     next: JsonObject,
-    patch: MergePatch,
+    /** null: `next` replaces the content whole ([PATCH4]). */
+    patch: MergePatch | null,
     origin: ChangeOrigin,
-    changed: readonly string[] = Object.keys({ ...before.content, ...next }).filter((k) => !jsonEqual(before.content[k], next[k])),
+    changed: readonly string[] = changedFields(before.content, next),
   ): Written {
     if (changed.length === 0 && name === before.name) return Promise.resolve(before)
     this.authorizeFields(principal, before, changed)
@@ -802,11 +803,12 @@ export class NodeService implements NodeApi {
     let update: Uint8Array | null = null
     let content: JsonObject
     if (ln.hasDoc) {
-      update = ln.capture(() => applyPatchToDoc(ln.doc, patch, origin, textPolicyFor(before.nodeType)))
+      const isText = textPolicyFor(before.nodeType)
+      update = ln.capture(() => (patch ? applyPatchToDoc(ln.doc, patch, origin, isText) : replaceDocContent(ln.doc, next, origin, isText)))
       content = docToJson(ln.doc)
     } else {
       // [DOC1] JSON only until a client opens the node; the same merge the doc would apply.
-      content = applyPatchToJson(before.content, patch)
+      content = patch ? applyPatchToJson(before.content, patch) : replaceJsonContent(next)
     }
     const after: MeshNode = { ...before, name, content, updatedAt: now() }
     return this.commitChange(ln, principal, before, after, 'Updated', update, origin)
@@ -1012,6 +1014,12 @@ export class NodeService implements NodeApi {
     this.loaded.clear()
     this.readCache.clear()
   }
+}
+
+/** The top-level fields whose value differs between `a` and `b` (a member holding null differs from an absent one). */
+function changedFields(a: JsonObject, b: JsonObject): string[] {
+  const has = (o: JsonObject, k: string) => Object.prototype.hasOwnProperty.call(o, k) && o[k] !== undefined
+  return Object.keys({ ...a, ...b }).filter((k) => has(a, k) !== has(b, k) || !jsonEqual(a[k], b[k]))
 }
 
 /**
