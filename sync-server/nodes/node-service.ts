@@ -84,6 +84,8 @@ const TRIM_SCAN = 256
  * costs on a 1 KB node. A read of a stale row rebuilds its content from the log.
  */
 const CONTENT_FLUSH_MS = 1000
+/** Stale rows repaired per step at boot: their logs are replayed together, then written in one group commit. */
+const STALE_REPAIR_PAGE = 200
 
 /**
  * The authoritative node store of one server: loads Y.Docs on demand, runs every write through
@@ -130,12 +132,41 @@ export class NodeService implements NodeApi {
     this.sweepTimer.unref()
   }
 
-  /** Rebuilds the access indexes from storage and makes sure the Admin partition exists. */
+  /**
+   * Repairs rows a crash left stale ([STO5]), rebuilds the access indexes from storage and makes
+   * sure the Admin partition exists. Runs before the server listens.
+   */
   async boot(): Promise<void> {
+    const repaired = await this.repairStaleRows()
+    if (repaired > 0) this.opts.log.info({ repaired }, 'rebuilt row content left stale by an unclean stop')
     for (const nodeType of ['AccessAssignment', 'Membership']) {
       for await (const node of this.scan({ nodeType })) this.access.observe(null, node)
     }
     await this.update(SYSTEM, ADMIN_PARTITION, (current) => current ?? { nodeType: 'Space', name: 'Admin', content: {} }, 'system')
+  }
+
+  /**
+   * [STO5] A row whose content is stale (deferred commits that a crash kept from their row write)
+   * gets its content from its Yjs log, written back, so a `where.` filter sees it again. Paged;
+   * the writes of a page go out together (one group commit). At boot nothing else writes, so
+   * the content read is the content written.
+   */
+  private async repairStaleRows(): Promise<number> {
+    let after: string | null = null
+    let repaired = 0
+    for (;;) {
+      const paths = await this.storage.stalePaths(after, STALE_REPAIR_PAGE)
+      await Promise.all(
+        paths.map(async (path) => {
+          // A stale row is read from its log ([STO5]): that content is what the row should say.
+          const node = await this.storage.getNode(path)
+          if (node) await this.storage.writeContent(path, node.content)
+        }),
+      )
+      repaired += paths.length
+      if (paths.length < STALE_REPAIR_PAGE) return repaired
+      after = paths[paths.length - 1]!
+    }
   }
 
   /** Every node matching the query, paged by path (no limit). System use only. */

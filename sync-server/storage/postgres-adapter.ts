@@ -319,6 +319,11 @@ export class PostgresStorage implements StorageAdapter {
     return Promise.all(r.rows.map((row) => this.toNode(row)))
   }
 
+  async stalePaths(after: string | null, limit: number): Promise<NodePath[]> {
+    const r = await this.pool.query<{ path: string }>('SELECT path FROM nodes WHERE content_stale AND path > $1 ORDER BY path LIMIT $2', [after ?? '', Math.max(1, Math.floor(limit))])
+    return r.rows.map((row) => row.path as NodePath)
+  }
+
   async descendants(path: NodePath): Promise<NodePath[]> {
     const [from, to] = descendantRange(path)
     const r = await this.pool.query<{ path: string }>('SELECT path FROM nodes WHERE path >= $1 AND path < $2 ORDER BY path', [from, to])

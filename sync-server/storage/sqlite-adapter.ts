@@ -285,6 +285,14 @@ export class SqliteStorage implements StorageAdapter {
       .map((row) => this.toNode(row))
   }
 
+  async stalePaths(after: string | null, limit: number): Promise<NodePath[]> {
+    // The partial index nodes_stale holds exactly these rows: a boot reads only them.
+    const rows = this.db
+      .prepare<[string, number], { path: string }>('SELECT path FROM nodes WHERE content_stale = 1 AND path > ? ORDER BY path LIMIT ?')
+      .all(after ?? '', Math.max(1, Math.floor(limit)))
+    return rows.map((r) => r.path as NodePath)
+  }
+
   async descendants(path: NodePath): Promise<NodePath[]> {
     const [from, to] = descendantRange(path)
     return this.stmt.descendants.all(from, to).map((r) => r.path as NodePath)

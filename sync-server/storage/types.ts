@@ -60,6 +60,8 @@ export interface StorageAdapter {
   foldDoc(path: NodePath, state: Uint8Array): Promise<void>
   /** [STO5] Stores the node's materialised content (after deferred commits); ordered with commits. No-op when absent. */
   writeContent(path: NodePath, content: JsonObject): Promise<void>
+  /** [STO5] Paths (after `after`, in path order, at most `limit`) whose row content is stale: what a crash left for the boot to repair. */
+  stalePaths(after: string | null, limit: number): Promise<NodePath[]>
   queryNodes(query: NodeQuery): Promise<MeshNode[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>
