@@ -13,6 +13,7 @@ import {
 import type { AuthService } from '../auth/auth-service.js'
 import { parse } from '../auth/auth-service.js'
 import { DEFAULT_LOGIN_LIMITS } from '../auth/login-throttle.js'
+import { MAX_CURSOR_LENGTH, isSealedCursor } from '../nodes/query-cursor.js'
 import type { NodeService } from '../nodes/node-service.js'
 import { bearerToken } from './http-server.js'
 import { OPENAPI_DOCUMENT } from './openapi.js'
@@ -129,9 +130,12 @@ export function apiRoutes(deps: ApiDeps): Route[] {
           if (!Number.isInteger(n) || n < 1) throw new WeftError('invalid_request', 'limit must be a positive integer.')
           query.limit = n
         }
-        // [FEED3] The cursor of the previous page: only paths after it.
+        // [FEED3] The cursor of the previous page: only paths after it, or a sealed position ([QUERY1]).
         const after = r.query.get('after')
-        if (after !== null && after !== '') query.after = parseNodePath(after)
+        if (after !== null && after !== '') {
+          if (isSealedCursor(after) && after.length <= MAX_CURSOR_LENGTH) query.after = after
+          else query.after = parseNodePath(after)
+        }
         const where: Record<string, string> = {}
         for (const [k, v] of r.query) if (k.startsWith('where.')) where[k.slice('where.'.length)] = v
         if (Object.keys(where).length) query.where = where

@@ -195,13 +195,14 @@ export const OPENAPI_DOCUMENT = {
         summary: 'Query nodes the caller may read, ordered by path, paged by a cursor.',
         description:
           'Storage is filtered while paging: a page holds up to `limit` readable nodes. `next` is present when there may be more: ' +
-          'pass it as `after` to continue. A page may hold fewer than `limit` items (even none) and still have a `next`: only a page without `next` is the end.',
+          'pass it as `after` to continue. A page may hold fewer than `limit` items (even none) and still have a `next`: only a page without `next` is the end. ' +
+          'Rows the caller cannot read are never examined: they never shorten a page or show in a cursor.',
         security: bearer,
         parameters: [
           { name: 'parent', in: 'query', description: "Children of this path; '' = the top level.", schema: { type: 'string' } },
           { name: 'nodeType', in: 'query', schema: { type: 'string' } },
           { name: 'limit', in: 'query', description: 'At most 1000 (default 100).', schema: { type: 'integer', minimum: 1 } },
-          { name: 'after', in: 'query', description: 'The `next` of the previous page: only paths after it.', schema: { type: 'string' } },
+          { name: 'after', in: 'query', description: 'The `next` of the previous page, unchanged (a path, or an opaque `_q.` cursor).', schema: { type: 'string' } },
           {
             name: 'where',
             in: 'query',
@@ -216,7 +217,7 @@ export const OPENAPI_DOCUMENT = {
             content: json({
               type: 'object',
               required: ['items'],
-              properties: { items: { type: 'array', items: ref('MeshNode') }, next: { type: 'string', description: 'The last path examined, when there may be more.' } },
+              properties: { items: { type: 'array', items: ref('MeshNode') }, next: { type: 'string', description: 'When there may be more: the last item\'s path, or an opaque cursor (`_q.`...) valid until the server restarts.' } },
             }),
           },
           ...common,

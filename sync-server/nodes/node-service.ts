@@ -47,6 +47,7 @@ import { ACCESS_SEGMENT, assignmentLabel, assignmentScope, type AccessService } 
 import { admitUpdate } from '../admission/index.js'
 import { DocCorrupted, LoadedNode, type RoomConnection } from './loaded-node.js'
 import type { ChangeOrigin, LiveChange, NodeApi, NodeDraft, UpdateFn } from './types.js'
+import { CursorSealer, isSealedCursor } from './query-cursor.js'
 
 export interface NodeServiceOptions {
   idleUnloadMs: number
@@ -54,6 +55,8 @@ export interface NodeServiceOptions {
   maxLoadedDocs?: number
   /** Deepest JSON a client may write (MAX_JSON_DEPTH); deeper is `invalid_patch` / `invalid_content` / `invalid_update`. */
   maxJsonDepth?: number
+  /** [QUERY1] Range queries one query page makes at most (default REGION_QUERY_BUDGET; tests lower it). */
+  regionQueryBudget?: number
   log: Logger
 }
 
@@ -71,6 +74,12 @@ const CHANGES_STORAGE_PAGE = 2000
  * milliseconds of access checks however much lies ahead. The cursor carries the rest.
  */
 const PAGE_SCAN_BUDGET = 10_000
+/**
+ * [QUERY1] Range queries (one per readable region, each an index range scan) one query page
+ * makes at most: a user whose groups reach thousands of scopes gets a sealed cursor instead of a
+ * request that blocks the loop. A few milliseconds of empty range scans.
+ */
+const REGION_QUERY_BUDGET = 512
 /** Nodes read but not loaded that `get` remembers (an engine checking the same space 10,000 times). */
 const READ_CACHE_SIZE = 4096
 /** A doc used this recently is never unloaded for the cap: a write may be between its acquire and its commit. */
@@ -105,6 +114,8 @@ export class NodeService implements NodeApi {
   /** Subtrees whose cascade delete is under way: nothing new may be created inside them. */
   private readonly deleting = new Set<NodePath>()
   private readonly changesSubject = new Subject<LiveChange>()
+  /** [QUERY1] Seals query cursors that stop between readable regions. */
+  private readonly cursors = new CursorSealer()
   /** Per-path feeds for node$: a watcher sees its node's changes only, not the whole mesh's. */
   private readonly pathSubjects = new Map<NodePath, Subject<LiveChange>>()
   /**
@@ -368,12 +379,14 @@ export class NodeService implements NodeApi {
   }
 
   /**
-   * [FEED3] Filters while paging: storage is read page after page (by path, from `after`) until
-   * `limit` readable nodes or the end, examining at most PAGE_SCAN_BUDGET rows per call. `next`
-   * is the last path examined, readable or not, whenever there may be more, so rows the caller
-   * cannot read never make a listing look short-and-complete, nor stall the next page.
+   * [FEED3] [QUERY1] A page of the readable nodes of the query, in path order. For a user, storage
+   * is scanned only inside the paths they may read (AccessService.readRegions), so a row they may
+   * not read is never examined: it cannot fill a page, end one, or move the cursor, and a value
+   * only such rows hold answers exactly like a value no row holds. `next` is the last item when
+   * the page is full; when a page stops between regions (REGION_QUERY_BUDGET range queries) it
+   * is a sealed cursor (query-cursor.ts), never a path. No `next`: the end.
    */
-  async queryPage(principal: Principal, query: NodeQuery): Promise<{ items: MeshNode[]; next: NodePath | null }> {
+  async queryPage(principal: Principal, query: NodeQuery): Promise<{ items: MeshNode[]; next: string | null }> {
     const limit = Math.min(Math.max(1, query.limit ?? QUERY_DEFAULT_LIMIT), isSystem(principal) ? Number.MAX_SAFE_INTEGER : QUERY_MAX_LIMIT)
     if (isSystem(principal)) {
       const out: MeshNode[] = []
@@ -387,23 +400,41 @@ export class NodeService implements NodeApi {
       }
       return { items: out, next: out.length >= limit ? out[out.length - 1]!.path : null }
     }
-    const items: MeshNode[] = []
-    let after = query.after
-    let examined = 0
-    for (;;) {
-      const want = Math.min(QUERY_MAX_LIMIT, PAGE_SCAN_BUDGET - examined)
-      const rows = await this.storage.queryNodes({ ...query, limit: want, after })
-      let i = 0
-      while (i < rows.length && items.length < limit) {
-        const row = rows[i++]!
-        after = row.path
-        if (this.access.has(principal, row.path, 'Read')) items.push(row)
+    const userId = principal.userId as string
+    // Where to start: after a path (`after` + ',' is the least string above it among paths), or
+    // at the position a sealed cursor holds.
+    let start: string | null = null
+    if (isSealedCursor(query.after)) start = this.cursors.unseal(userId, query.after)
+    else if (query.after !== undefined) start = `${query.after},`
+    // A parent's children lie in [parent/, parent0).
+    const parent = query.parent
+    const window = parent ? { from: `${parent}/`, to: `${parent}0` } : null
+    const regions: { from: string; to: string }[] = []
+    for (const r of this.access.readRegions(userId)) {
+      let from = r.from
+      let to = r.to
+      if (start !== null && start > from) from = start
+      if (window) {
+        if (window.from > from) from = window.from
+        if (window.to < to) to = window.to
       }
-      examined += i
-      const atEnd = rows.length < want && i === rows.length
-      if (atEnd) return { items, next: null }
-      if (items.length >= limit || examined >= PAGE_SCAN_BUDGET) return { items, next: (after ?? null) as NodePath | null }
+      if (from < to) regions.push({ from, to })
     }
+    const items: MeshNode[] = []
+    const budget = this.opts.regionQueryBudget ?? REGION_QUERY_BUDGET
+    let queries = 0
+    for (let i = 0; i < regions.length && items.length < limit; ) {
+      const region = regions[i]!
+      if (queries >= budget) return { items, next: this.cursors.seal(userId, region.from) }
+      const want = limit - items.length
+      const rows = await this.storage.queryNodes({ ...query, after: undefined, limit: want }, region)
+      queries++
+      // The regions are exact; the check stays as a second line of defence.
+      for (const row of rows) if (this.access.has(principal, row.path, 'Read')) items.push(row)
+      if (rows.length < want) i++
+      else regions[i] = { from: `${rows[rows.length - 1]!.path},`, to: region.to }
+    }
+    return { items, next: items.length >= limit ? items[items.length - 1]!.path : null }
   }
 
   node$(path: NodePath): Observable<MeshNode | null> {

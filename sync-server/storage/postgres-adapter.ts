@@ -295,7 +295,7 @@ export class PostgresStorage implements StorageAdapter {
     )
   }
 
-  async queryNodes(query: NodeQuery): Promise<MeshNode[]> {
+  async queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]> {
     const q = normaliseQuery(query)
     const clauses: string[] = []
     const params: unknown[] = []
@@ -303,6 +303,7 @@ export class PostgresStorage implements StorageAdapter {
       params.push(value)
       return `$${params.length}`
     }
+    if (within) clauses.push(`path >= ${param(within.from)} AND path < ${param(within.to)}`)
     // An empty parent means the top level, whose rows have no parent.
     if (q.parent === '') clauses.push('parent IS NULL')
     else if (q.parent !== undefined) clauses.push(`parent = ${param(q.parent)}`)

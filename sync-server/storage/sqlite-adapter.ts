@@ -250,10 +250,14 @@ export class SqliteStorage implements StorageAdapter {
     return this.readDoc(path)
   }
 
-  async queryNodes(query: NodeQuery): Promise<MeshNode[]> {
+  async queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]> {
     const q = normaliseQuery(query)
     const clauses: string[] = []
     const params: unknown[] = []
+    if (within) {
+      clauses.push('path >= ? AND path < ?')
+      params.push(within.from, within.to)
+    }
     // An empty parent means the top level, whose rows have no parent.
     if (q.parent === '') clauses.push('parent IS NULL')
     else if (q.parent !== undefined) {
