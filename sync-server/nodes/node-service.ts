@@ -773,7 +773,6 @@ export class NodeService implements NodeApi {
     if (!ln.hasDoc && buildsDocOnCreate(origin)) ln.setDoc(new Y.Doc({ guid: path }))
     if (ln.hasDoc) {
       const doc = ln.doc
-      // A new node's doc is empty (a fresh load, or reset by a delete): no need to read it back.
       // [WEB3] Text fields become Y.Text on the server's writes too, so they merge from the start.
       // [PATCH4] The content is set, not patched: a null member is kept, as it was sent.
       update = ln.capture(() => replaceDocContent(doc, content, 'system', textPolicyFor(draft.nodeType))) ?? Y.encodeStateAsUpdate(doc)
