@@ -1,4 +1,5 @@
 import path from 'node:path'
+import { DEFAULT_LOGIN_LIMITS } from './auth/login-throttle.js'
 
 export interface ServerConfig {
   port: number
@@ -53,10 +54,10 @@ export function defaultConfig(): ServerConfig {
     tokenTtlMs: 30 * 24 * 3600 * 1000,
     maxRoomsPerSocket: 20_000,
     maxJsonDepth: 64,
-    loginFreeFailuresPerAccount: 5,
-    loginFreeFailuresPerAddress: 20,
-    loginLockoutBaseMs: 1_000,
-    loginLockoutMaxMs: 15 * 60_000,
+    loginFreeFailuresPerAccount: DEFAULT_LOGIN_LIMITS.freePerAccount,
+    loginFreeFailuresPerAddress: DEFAULT_LOGIN_LIMITS.freePerAddress,
+    loginLockoutBaseMs: DEFAULT_LOGIN_LIMITS.lockoutBaseMs,
+    loginLockoutMaxMs: DEFAULT_LOGIN_LIMITS.lockoutMaxMs,
   }
 }
 
