@@ -25,6 +25,8 @@ export const ERROR_CODES = {
   client_id_conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  /** [AUTH3] Too many failed logins: the answer carries `Retry-After`. */
+  rate_limited: 429,
   protocol_error: 400,
   internal: 500,
   unavailable: 503,

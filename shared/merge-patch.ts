@@ -191,9 +191,60 @@ export function applyPatchToJson(content: JsonObject, patch: MergePatch): JsonOb
   return applyMergePatch(content, patch) as JsonObject
 }
 
-/** Replaces the whole content (PUT): a diff, so unchanged fields keep their Yjs items. */
+/**
+ * Replaces the whole content (PUT, create): the doc ends holding exactly `content`, `null`
+ * members included. A merge patch cannot say "set this member to null" (RFC 7396 reads null as
+ * delete), so this is not `applyPatchToDoc(diffToMergePatch(...))`: it walks both sides, and
+ * unchanged members keep their Yjs items (a concurrent edit elsewhere survives).
+ */
 export function replaceDocContent(doc: Y.Doc, content: JsonObject, origin: unknown = null, isText: TextPolicy | null = null): void {
-  applyPatchToDoc(doc, diffToMergePatch(docToJson(doc), content), origin, isText)
+  assertJsonContent(content)
+  doc.transact(() => setMap(doc.getMap(CONTENT_MAP), content, isText ? [] : null, isText), origin)
+}
+
+/** What `replaceDocContent` makes of the doc, on plain JSON: a copy of `content`, nulls kept. */
+export function replaceJsonContent(content: JsonObject): JsonObject {
+  assertJsonContent(content)
+  return copyJson(content) as JsonObject
+}
+
+/** A deep copy as JSON would make it (an undefined member is left out, as JSON.stringify does). */
+function copyJson(value: JsonValue): JsonValue {
+  if (Array.isArray(value)) return value.map(copyJson)
+  if (!isJsonObject(value)) return value
+  const out: JsonObject = {}
+  for (const [k, v] of Object.entries(value)) if (v !== undefined) setMember(out, k, copyJson(v))
+  return out
+}
+
+/** Makes `map` hold exactly `value` (nulls kept), touching only the members that differ. */
+function setMap(map: Y.Map<unknown>, value: JsonObject, at: readonly string[] | null, isText: TextPolicy | null): void {
+  for (const key of [...map.keys()]) {
+    if (getMember(value, key) === undefined) map.delete(key)
+  }
+  for (const [key, next] of Object.entries(value)) {
+    if (next === undefined) continue
+    const current = map.get(key)
+    const here = at && at.concat(key)
+    if (isJsonObject(next)) {
+      if (current instanceof Y.Map) setMap(current, next, here, isText)
+      else map.set(key, toYValue(copyJson(next), here, isText))
+      continue
+    }
+    if (typeof next === 'string') {
+      if (current instanceof Y.Text) {
+        applyTextDiff(current, next)
+        continue
+      }
+      if (isText && here && isText(here)) {
+        if (current !== next) map.set(key, new Y.Text(next))
+        continue
+      }
+    }
+    // `has`: an absent member and a member holding null differ here.
+    if (map.has(key) && !(current instanceof Y.AbstractType) && jsonEqual(current as JsonValue, next)) continue
+    map.set(key, copyJson(next))
+  }
 }
 
 function yToJson(value: unknown): JsonValue {

@@ -1,4 +1,5 @@
 import path from 'node:path'
+import { DEFAULT_LOGIN_LIMITS } from './auth/login-throttle.js'
 
 export interface ServerConfig {
   port: number
@@ -26,6 +27,11 @@ export interface ServerConfig {
   maxRoomsPerSocket: number
   /** Deepest JSON a client may write, over every transport (MAX_JSON_DEPTH). */
   maxJsonDepth: number
+  /** [AUTH3] Login throttling (sync-server/auth/login-throttle.ts). */
+  loginFreeFailuresPerAccount: number
+  loginFreeFailuresPerAddress: number
+  loginLockoutBaseMs: number
+  loginLockoutMaxMs: number
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -48,6 +54,10 @@ export function defaultConfig(): ServerConfig {
     tokenTtlMs: 30 * 24 * 3600 * 1000,
     maxRoomsPerSocket: 20_000,
     maxJsonDepth: 64,
+    loginFreeFailuresPerAccount: DEFAULT_LOGIN_LIMITS.freePerAccount,
+    loginFreeFailuresPerAddress: DEFAULT_LOGIN_LIMITS.freePerAddress,
+    loginLockoutBaseMs: DEFAULT_LOGIN_LIMITS.lockoutBaseMs,
+    loginLockoutMaxMs: DEFAULT_LOGIN_LIMITS.lockoutMaxMs,
   }
 }
 
@@ -68,5 +78,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     tokenTtlMs: int(env.TOKEN_TTL_MS, d.tokenTtlMs, 'TOKEN_TTL_MS'),
     maxRoomsPerSocket: int(env.MAX_ROOMS_PER_SOCKET, d.maxRoomsPerSocket, 'MAX_ROOMS_PER_SOCKET'),
     maxJsonDepth: Math.max(1, int(env.MAX_JSON_DEPTH, d.maxJsonDepth, 'MAX_JSON_DEPTH')),
+    loginFreeFailuresPerAccount: int(env.LOGIN_FREE_FAILURES_PER_ACCOUNT, d.loginFreeFailuresPerAccount, 'LOGIN_FREE_FAILURES_PER_ACCOUNT'),
+    loginFreeFailuresPerAddress: int(env.LOGIN_FREE_FAILURES_PER_ADDRESS, d.loginFreeFailuresPerAddress, 'LOGIN_FREE_FAILURES_PER_ADDRESS'),
+    loginLockoutBaseMs: int(env.LOGIN_LOCKOUT_BASE_MS, d.loginLockoutBaseMs, 'LOGIN_LOCKOUT_BASE_MS'),
+    loginLockoutMaxMs: int(env.LOGIN_LOCKOUT_MAX_MS, d.loginLockoutMaxMs, 'LOGIN_LOCKOUT_MAX_MS'),
   }
 }

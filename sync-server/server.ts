@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
 import { AccessService } from './access/access-service.js'
 import { AuthService } from './auth/auth-service.js'
+import { LoginThrottle } from './auth/login-throttle.js'
 import { configFromEnv, defaultConfig, type ServerConfig } from './config.js'
 import { defaultEngines, type Engine, type EngineFactory } from './engines/index.js'
 import { apiRoutes } from './http/api-routes.js'
@@ -20,6 +21,8 @@ const CHANGE_HISTORY = 100_000
 export interface StartOptions extends Partial<ServerConfig> {
   engines?: EngineFactory[]
   logger?: Logger
+  /** The time the login throttle reads ([AUTH3]); tests move it instead of waiting. */
+  now?: () => number
 }
 
 export interface RunningServer {
@@ -42,14 +45,23 @@ export interface RunningServer {
  * then serves HTTP, /sync and /mux on one port.
  */
 export async function startServer(options: StartOptions = {}): Promise<RunningServer> {
-  const { engines: factories = defaultEngines, logger, ...overrides } = options
+  const { engines: factories = defaultEngines, logger, now, ...overrides } = options
   const config: ServerConfig = { ...defaultConfig(), host: '127.0.0.1', ...overrides }
   const log = logger ?? createLogger(config.logLevel)
   const storage = await openStorage({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, log })
   const access = new AccessService()
   const nodes = new NodeService(storage, access, { idleUnloadMs: config.idleUnloadMs, maxLoadedDocs: config.maxLoadedDocs, maxJsonDepth: config.maxJsonDepth, log })
   await nodes.boot()
-  const auth = new AuthService(storage, nodes, config.tokenTtlMs)
+  const throttle = new LoginThrottle(
+    {
+      freePerAccount: config.loginFreeFailuresPerAccount,
+      freePerAddress: config.loginFreeFailuresPerAddress,
+      lockoutBaseMs: config.loginLockoutBaseMs,
+      lockoutMaxMs: config.loginLockoutMaxMs,
+    },
+    now,
+  )
+  const auth = new AuthService(storage, nodes, config.tokenTtlMs, throttle)
   auth.startPurging()
   // [STO7] The change table keeps the last CHANGE_HISTORY versions whole, then the latest change per path.
   const purgeChanges = () =>

@@ -36,6 +36,20 @@ const PARTITION_PERMISSIONS: PermissionSet = new Set<Permission>(['Read', 'Updat
 const OPERATIONS_NODE = /^Admin\/Operations(?:\/|$)/
 const OPERATION_PERMISSIONS = permissionsOf('Viewer')
 const CACHE_MAX = 50_000
+const REGION_CACHE_MAX = 10_000
+const OPERATIONS_ROOT = 'Admin/Operations'
+const PARTITION_ROOT = 'Admin/Partition'
+
+/** A half-open range of path strings, `from <= path < to` (bytewise, as both backends order paths). */
+export interface PathRange {
+  from: string
+  to: string
+}
+
+/** Bytewise order of ASCII path strings, as SQLite and PostgreSQL's "C" collation order them. */
+function compareStrings(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0
+}
 const MEMBERSHIP_SUFFIX = '_Membership'
 
 /**
@@ -63,6 +77,10 @@ export class AccessService {
   generation = 0
   /** userId + path → permissions, valid for the current generation (every write checks access). */
   private readonly cache = new Map<string, PermissionSet>()
+  /** subject → scopes where it has an assignment: the roots of its readable regions ([QUERY1]). */
+  private readonly scopesBySubject = new Map<string, Set<NodePath>>()
+  /** userId → its readable regions, valid for one generation. */
+  private readonly regionCache = new Map<string, { generation: number; regions: PathRange[] }>()
 
   onChange(listener: () => void): () => void {
     this.listeners.add(listener)
@@ -90,6 +108,9 @@ export class AccessService {
       let bySubject = this.assignments.get(scope)
       if (!bySubject) this.assignments.set(scope, (bySubject = new Map()))
       bySubject.set(subject, { path: node.path, role, denied: node.content.Denied === true })
+      let scopes = this.scopesBySubject.get(subject)
+      if (!scopes) this.scopesBySubject.set(subject, (scopes = new Set()))
+      scopes.add(scope)
     } else {
       const m = membershipOf(node.path)
       if (!m) return
@@ -104,7 +125,11 @@ export class AccessService {
       const scope = assignmentScope(node.path)
       const bySubject = scope && this.assignments.get(scope)
       if (!bySubject) return
-      for (const [subject, a] of bySubject) if (a.path === node.path) bySubject.delete(subject)
+      for (const [subject, a] of bySubject) {
+        if (a.path !== node.path) continue
+        bySubject.delete(subject)
+        this.scopesBySubject.get(subject)?.delete(scope)
+      }
       if (bySubject.size === 0) this.assignments.delete(scope)
     } else {
       const m = membershipOf(node.path)
@@ -161,6 +186,52 @@ export class AccessService {
 
   has(principal: Principal, path: NodePath, permission: Permission): boolean {
     return this.permissions(principal, path).has(permission)
+  }
+
+  /**
+   * [QUERY1] The paths the user may read, as sorted, disjoint half-open ranges `[from, to)` of
+   * path strings: what a query scans, so rows the user may not read are never examined and can
+   * neither fill a page nor move a cursor.
+   *
+   * Permissions are constant between roots: the user's home, Admin/Operations, every scope where
+   * the user or one of their groups has an assignment, and `Admin/Partition/{name}` for the
+   * top-level ones. A path gets the permissions of its deepest root (computePermissions only
+   * looks at scopes holding one of the user's subjects, and every special rule of
+   * userPermissions covers a root's whole subtree), so the regions are the pieces between
+   * root boundaries whose governing root reads. A new rule in userPermissions needs its root
+   * here (the property test in test/integration/query-oracle.test.ts checks the two agree).
+   */
+  readRegions(userId: string): PathRange[] {
+    const hit = this.regionCache.get(userId)
+    if (hit && hit.generation === this.generation) return hit.regions
+    const roots = new Set<string>([userId, OPERATIONS_ROOT])
+    for (const subject of [userId, ...this.groupsOf(userId)]) for (const scope of this.scopesBySubject.get(subject) ?? []) roots.add(scope)
+    for (const root of [...roots]) if (!root.includes('/')) roots.add(`${PARTITION_ROOT}/${root}`)
+    const readable = new Map<string, boolean>()
+    for (const root of roots) readable.set(root, this.userPermissions(userId, root as NodePath).has('Read'))
+    // Each root's subtree is [r, r,) plus [r/, r0): ',' sorts just below every path character
+    // and '0' just after '/', so no path lies between r and r, (a bound PostgreSQL text can hold,
+    // unlike NUL). Between two neighbouring boundaries the governing root cannot change.
+    const bounds = [...new Set([...roots].flatMap((r) => [r, `${r},`, `${r}/`, `${r}0`]))].sort(compareStrings)
+    const governing = (at: string): string | null => {
+      if (readable.has(at)) return at
+      for (let i = at.lastIndexOf('/'); i > 0; i = at.lastIndexOf('/', i - 1)) {
+        const prefix = at.slice(0, i)
+        if (readable.has(prefix)) return prefix
+      }
+      return null
+    }
+    const regions: PathRange[] = []
+    for (let i = 0; i + 1 < bounds.length; i++) {
+      const root = governing(bounds[i]!)
+      if (root === null || !readable.get(root)) continue
+      const last = regions[regions.length - 1]
+      if (last && last.to === bounds[i]) last.to = bounds[i + 1]!
+      else regions.push({ from: bounds[i]!, to: bounds[i + 1]! })
+    }
+    if (this.regionCache.size >= REGION_CACHE_MAX) this.regionCache.clear()
+    this.regionCache.set(userId, { generation: this.generation, regions })
+    return regions
   }
 
   /** Admin assignments (not denied) directly on a scope; a Space must always keep one. */

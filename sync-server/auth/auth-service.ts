@@ -2,9 +2,10 @@ import { createHash, randomBytes, scrypt as scryptCb, timingSafeEqual } from 'no
 import { promisify } from 'node:util'
 import { z } from 'zod'
 import { SYSTEM, WeftError, parseUserId, type NodePath, type UserId } from '../../shared/index.js'
-import type { StorageAdapter } from '../storage/types.js'
+import type { Account, StorageAdapter } from '../storage/types.js'
 import type { NodeService } from '../nodes/node-service.js'
 import type { UserDirectory } from './types.js'
+import { LoginThrottle } from './login-throttle.js'
 
 const scrypt = promisify(scryptCb) as (password: string, salt: Buffer, keylen: number, opts: { N: number; r: number; p: number; maxmem: number }) => Promise<Buffer>
 
@@ -61,6 +62,7 @@ export class AuthService implements UserDirectory {
     private readonly storage: StorageAdapter,
     private readonly nodes: NodeService,
     private readonly tokenTtlMs: number,
+    private readonly throttle: LoginThrottle = new LoginThrottle(),
   ) {}
 
   async signup(raw: unknown): Promise<{ userId: UserId; token: string }> {
@@ -96,12 +98,26 @@ export class AuthService implements UserDirectory {
     return { userId, token: await this.issueToken(userId) }
   }
 
-  async login(raw: unknown): Promise<{ userId: UserId; token: string }> {
+  /** `address`: the client's, for the per-address throttle ([AUTH3]). */
+  async login(raw: unknown, address = 'local'): Promise<{ userId: UserId; token: string }> {
     const body = parse(LoginBody, raw)
-    const account = await this.storage.findAccountByEmail(body.email)
-    // Hash anyway when the account is missing, so timing does not reveal which emails exist.
-    const ok = account ? await verifyPassword(body.password, account.passwordHash) : (await hashPassword(body.password), false)
-    if (!account || !ok) throw new WeftError('invalid_credentials', 'Email or password is wrong.')
+    // [AUTH3] Refused before the password is hashed: a locked key costs the server nothing.
+    const attempt = this.throttle.begin(body.email, address)
+    let account: Account | null
+    let ok: boolean
+    try {
+      account = await this.storage.findAccountByEmail(body.email)
+      // Hash anyway when the account is missing, so timing does not reveal which emails exist.
+      ok = account ? await verifyPassword(body.password, account.passwordHash) : (await hashPassword(body.password), false)
+    } catch (err) {
+      attempt.abandoned()
+      throw err
+    }
+    if (!account || !ok) {
+      attempt.failed()
+      throw new WeftError('invalid_credentials', 'Email or password is wrong.')
+    }
+    attempt.succeeded()
     const userId = parseUserId(account.userId)
     if (!(await this.hasUserNode(userId))) await this.ensureUserNode(userId, account.email, account.email.split('@')[0] ?? userId)
     return { userId, token: await this.issueToken(userId) }

@@ -12,6 +12,8 @@ import {
 } from '../../shared/index.js'
 import type { AuthService } from '../auth/auth-service.js'
 import { parse } from '../auth/auth-service.js'
+import { DEFAULT_LOGIN_LIMITS } from '../auth/login-throttle.js'
+import { MAX_CURSOR_LENGTH, isSealedCursor } from '../nodes/query-cursor.js'
 import type { NodeService } from '../nodes/node-service.js'
 import { bearerToken } from './http-server.js'
 import { OPENAPI_DOCUMENT } from './openapi.js'
@@ -22,7 +24,7 @@ export interface ApiDeps {
   auth: AuthService
   isHealthy(): boolean
   /** The limits `GET /api/config` tells clients; absent fields fall back to the defaults. */
-  config?: { maxPayloadBytes: number; maxJsonDepth?: number }
+  config?: { maxPayloadBytes: number; maxJsonDepth?: number; loginFreeFailuresPerAccount?: number; loginFreeFailuresPerAddress?: number; loginLockoutBaseMs?: number; loginLockoutMaxMs?: number }
 }
 
 /** DESIGN.md: JSON nested deeper than MAX_JSON_DEPTH (default 64) is refused. */
@@ -83,13 +85,14 @@ export function apiRoutes(deps: ApiDeps): Route[] {
       method: 'POST',
       pattern: /^\/api\/auth\/login$/,
       auth: false,
-      handler: async (r) => ({ status: 200, body: await auth.login(await r.json()) }),
+      // [AUTH3] Throttled per account and per client address.
+      handler: async (r) => ({ status: 200, body: await auth.login(await r.json(), r.req.socket.remoteAddress ?? 'unknown') }),
     },
     {
       method: 'POST',
       pattern: /^\/api\/auth\/logout$/,
       handler: async (r) => {
-        await auth.logout(must(bearerToken(r.req, new URL(r.req.url ?? '/', 'http://x'))))
+        await auth.logout(must(bearerToken(r.req)))
         return { status: 204 }
       },
     },
@@ -127,9 +130,12 @@ export function apiRoutes(deps: ApiDeps): Route[] {
           if (!Number.isInteger(n) || n < 1) throw new WeftError('invalid_request', 'limit must be a positive integer.')
           query.limit = n
         }
-        // [FEED3] The cursor of the previous page: only paths after it.
+        // [FEED3] The cursor of the previous page: only paths after it, or a sealed position ([QUERY1]).
         const after = r.query.get('after')
-        if (after !== null && after !== '') query.after = parseNodePath(after)
+        if (after !== null && after !== '') {
+          if (isSealedCursor(after) && after.length <= MAX_CURSOR_LENGTH) query.after = after
+          else query.after = parseNodePath(after)
+        }
         const where: Record<string, string> = {}
         for (const [k, v] of r.query) if (k.startsWith('where.')) where[k.slice('where.'.length)] = v
         if (Object.keys(where).length) query.where = where
@@ -214,6 +220,13 @@ export function apiRoutes(deps: ApiDeps): Route[] {
           maxPayloadBytes: deps.config?.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
           maxJsonDepth: deps.config?.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH,
           protocolVersion: PROTOCOL_VERSION,
+          // [AUTH3] How failed logins are throttled.
+          login: {
+            freeFailuresPerAccount: deps.config?.loginFreeFailuresPerAccount ?? DEFAULT_LOGIN_LIMITS.freePerAccount,
+            freeFailuresPerAddress: deps.config?.loginFreeFailuresPerAddress ?? DEFAULT_LOGIN_LIMITS.freePerAddress,
+            lockoutBaseMs: deps.config?.loginLockoutBaseMs ?? DEFAULT_LOGIN_LIMITS.lockoutBaseMs,
+            lockoutMaxMs: deps.config?.loginLockoutMaxMs ?? DEFAULT_LOGIN_LIMITS.lockoutMaxMs,
+          },
         },
       }),
     },

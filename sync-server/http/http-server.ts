@@ -54,10 +54,15 @@ export function decodePathParam(raw: string): string {
     .join('/')
 }
 
-export function bearerToken(req: IncomingMessage, url: URL): string | null {
+/**
+ * [AUTH4] The token of an HTTP request: the `Authorization: Bearer` header only. A token in the
+ * URL ends up in access logs, proxies and browser history, so `?token=` is not read on HTTP (it
+ * stays for the WebSocket upgrade, where a browser cannot set headers).
+ */
+export function bearerToken(req: IncomingMessage): string | null {
   const h = req.headers.authorization
   if (h && /^Bearer\s+/i.test(h)) return h.replace(/^Bearer\s+/i, '').trim()
-  return url.searchParams.get('token')
+  return null
 }
 
 /** Reads the body within the limit; a larger body is refused before it is buffered whole. */
@@ -100,7 +105,9 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 }
 
 export function sendError(res: ServerResponse, err: WeftError): void {
-  sendJson(res, err.httpStatus, err.toJSON())
+  // [AUTH3] A refusal that says when to come back says it in the header clients read.
+  const retry = (err.details as { retryAfterSeconds?: unknown } | undefined)?.retryAfterSeconds
+  sendJson(res, err.httpStatus, err.toJSON(), typeof retry === 'number' ? { 'retry-after': String(retry) } : {})
 }
 
 /** The request handler: API routes, then the built web app with an SPA fallback. */
@@ -139,9 +146,12 @@ async function dispatch(opts: HttpHandlerOptions, req: IncomingMessage, res: Ser
     pathMatched = true
     if (route.method !== method) continue
     let principal: Principal | null = null
-    const userId = await opts.authenticate(bearerToken(req, url))
+    const userId = await opts.authenticate(bearerToken(req))
     if (userId) principal = userPrincipal(userId)
     if (route.auth !== false && !principal) {
+      if (url.searchParams.has('token')) {
+        throw new WeftError('unauthorized', 'Send the token as Authorization: Bearer <token>; a token in the URL (?token=) is read on WebSocket upgrades only.')
+      }
       throw new WeftError('unauthorized', 'Sign in first: send Authorization: Bearer <token>.')
     }
     const params: Record<string, string> = {}

@@ -33,11 +33,12 @@ export const OPENAPI_DOCUMENT = {
     description:
       'A local-first mesh of JSON nodes. Every node lives at a path, has a type, and its content is a Yjs document. ' +
       'Errors are `{ error: { code, message } }` with a stable `code`; client input never gets a 500. ' +
-      'Node contents also sync over WebSocket: `/sync/{path}?token=` (stock y-websocket) and `/mux?token=` (many nodes on one socket). See docs/API.md.',
+      'Node contents also sync over WebSocket: `/sync/{path}?token=` (stock y-websocket) and `/mux?token=` (many nodes on one socket). ' +
+      'On HTTP the token goes in the `Authorization: Bearer` header only; `?token=` is read on WebSocket upgrades only. See docs/API.md.',
   },
   servers: [{ url: '/' }],
   components: {
-    securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'The token from signup or login.' } },
+    securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'The token from signup or login, in the Authorization header (never in the URL).' } },
     schemas: {
       Error: {
         type: 'object',
@@ -124,6 +125,16 @@ export const OPENAPI_DOCUMENT = {
                 maxPayloadBytes: { type: 'integer', description: 'Largest HTTP body or WebSocket frame (MAX_PAYLOAD_BYTES).' },
                 maxJsonDepth: { type: 'integer', description: 'Deepest JSON nesting accepted (MAX_JSON_DEPTH, default 64).' },
                 protocolVersion: { type: 'integer', description: 'The `/mux` wire protocol version.' },
+                login: {
+                  type: 'object',
+                  description: 'How failed logins are throttled (LOGIN_* settings).',
+                  properties: {
+                    freeFailuresPerAccount: { type: 'integer' },
+                    freeFailuresPerAddress: { type: 'integer' },
+                    lockoutBaseMs: { type: 'integer' },
+                    lockoutMaxMs: { type: 'integer' },
+                  },
+                },
               },
             }),
           },
@@ -147,7 +158,16 @@ export const OPENAPI_DOCUMENT = {
       post: {
         summary: 'Log in.',
         requestBody: { required: true, content: json({ type: 'object', required: ['email', 'password'], properties: { email: { type: 'string' }, password: { type: 'string' } } }) },
-        responses: { '200': { description: 'Logged in.', content: json(ref('Auth')) }, '400': common['400'], '401': error('`invalid_credentials`.') },
+        responses: {
+          '200': { description: 'Logged in.', content: json(ref('Auth')) },
+          '400': common['400'],
+          '401': error('`invalid_credentials`.'),
+          '429': {
+            description: '`rate_limited`: too many failed logins for this email or from this address; try again after `Retry-After` seconds.',
+            headers: { 'Retry-After': { description: 'Seconds to wait.', schema: { type: 'integer' } } },
+            content: json(ref('Error')),
+          },
+        },
       },
     },
     '/api/auth/logout': {
@@ -175,13 +195,14 @@ export const OPENAPI_DOCUMENT = {
         summary: 'Query nodes the caller may read, ordered by path, paged by a cursor.',
         description:
           'Storage is filtered while paging: a page holds up to `limit` readable nodes. `next` is present when there may be more: ' +
-          'pass it as `after` to continue. A page may hold fewer than `limit` items (even none) and still have a `next`: only a page without `next` is the end.',
+          'pass it as `after` to continue. A page may hold fewer than `limit` items (even none) and still have a `next`: only a page without `next` is the end. ' +
+          'Rows the caller cannot read are never examined: they never shorten a page or show in a cursor.',
         security: bearer,
         parameters: [
           { name: 'parent', in: 'query', description: "Children of this path; '' = the top level.", schema: { type: 'string' } },
           { name: 'nodeType', in: 'query', schema: { type: 'string' } },
           { name: 'limit', in: 'query', description: 'At most 1000 (default 100).', schema: { type: 'integer', minimum: 1 } },
-          { name: 'after', in: 'query', description: 'The `next` of the previous page: only paths after it.', schema: { type: 'string' } },
+          { name: 'after', in: 'query', description: 'The `next` of the previous page, unchanged (a path, or an opaque `_q.` cursor).', schema: { type: 'string' } },
           {
             name: 'where',
             in: 'query',
@@ -196,7 +217,7 @@ export const OPENAPI_DOCUMENT = {
             content: json({
               type: 'object',
               required: ['items'],
-              properties: { items: { type: 'array', items: ref('MeshNode') }, next: { type: 'string', description: 'The last path examined, when there may be more.' } },
+              properties: { items: { type: 'array', items: ref('MeshNode') }, next: { type: 'string', description: 'When there may be more: the last item\'s path, or an opaque cursor (`_q.`...) valid until the server restarts.' } },
             }),
           },
           ...common,

@@ -12,7 +12,6 @@ import {
   assertJsonContent,
   assertMergePatch,
   DEFAULT_MAX_JSON_DEPTH,
-  diffToMergePatch,
   docToJson,
   fieldRule,
   isPermissiveContent,
@@ -24,6 +23,8 @@ import {
   parentPath,
   partitionPlace,
   principalName,
+  replaceDocContent,
+  replaceJsonContent,
   SYSTEM,
   validateContent,
   validateFields,
@@ -47,6 +48,7 @@ import { ACCESS_SEGMENT, assignmentLabel, assignmentScope, type AccessService } 
 import { admitUpdate, ClientBindings, type ClientBinding } from '../admission/index.js'
 import { DocCorrupted, LoadedNode, type RoomConnection } from './loaded-node.js'
 import type { ChangeOrigin, LiveChange, NodeApi, NodeDraft, UpdateFn, WriteRuleHook } from './types.js'
+import { CursorSealer, isSealedCursor } from './query-cursor.js'
 
 export interface NodeServiceOptions {
   idleUnloadMs: number
@@ -54,6 +56,8 @@ export interface NodeServiceOptions {
   maxLoadedDocs?: number
   /** Deepest JSON a client may write (MAX_JSON_DEPTH); deeper is `invalid_patch` / `invalid_content` / `invalid_update`. */
   maxJsonDepth?: number
+  /** [QUERY1] Range queries one query page makes at most (default REGION_QUERY_BUDGET; tests lower it). */
+  regionQueryBudget?: number
   log: Logger
 }
 
@@ -71,6 +75,12 @@ const CHANGES_STORAGE_PAGE = 2000
  * milliseconds of access checks however much lies ahead. The cursor carries the rest.
  */
 const PAGE_SCAN_BUDGET = 10_000
+/**
+ * [QUERY1] Range queries (one per readable region, each an index range scan) one query page
+ * makes at most: a user whose groups reach thousands of scopes gets a sealed cursor instead of a
+ * request that blocks the loop. A few milliseconds of empty range scans.
+ */
+const REGION_QUERY_BUDGET = 512
 /** Nodes read but not loaded that `get` remembers (an engine checking the same space 10,000 times). */
 const READ_CACHE_SIZE = 4096
 /** A doc used this recently is never unloaded for the cap: a write may be between its acquire and its commit. */
@@ -84,6 +94,8 @@ const TRIM_SCAN = 256
  * costs on a 1 KB node. A read of a stale row rebuilds its content from the log.
  */
 const CONTENT_FLUSH_MS = 1000
+/** Stale rows repaired per step at boot: their logs are replayed together, then written in one group commit. */
+const STALE_REPAIR_PAGE = 200
 
 /**
  * The authoritative node store of one server: loads Y.Docs on demand, runs every write through
@@ -103,6 +115,8 @@ export class NodeService implements NodeApi {
   /** Subtrees whose cascade delete is under way: nothing new may be created inside them. */
   private readonly deleting = new Set<NodePath>()
   private readonly changesSubject = new Subject<LiveChange>()
+  /** [QUERY1] Seals query cursors that stop between readable regions. */
+  private readonly cursors = new CursorSealer()
   /** Per-path feeds for node$: a watcher sees its node's changes only, not the whole mesh's. */
   private readonly pathSubjects = new Map<NodePath, Subject<LiveChange>>()
   /**
@@ -132,12 +146,41 @@ export class NodeService implements NodeApi {
     this.sweepTimer.unref()
   }
 
-  /** Rebuilds the access indexes from storage and makes sure the Admin partition exists. */
+  /**
+   * Repairs rows a crash left stale ([STO5]), rebuilds the access indexes from storage and makes
+   * sure the Admin partition exists. Runs before the server listens.
+   */
   async boot(): Promise<void> {
+    const repaired = await this.repairStaleRows()
+    if (repaired > 0) this.opts.log.info({ repaired }, 'rebuilt row content left stale by an unclean stop')
     for (const nodeType of ['AccessAssignment', 'Membership']) {
       for await (const node of this.scan({ nodeType })) this.access.observe(null, node)
     }
     await this.update(SYSTEM, ADMIN_PARTITION, (current) => current ?? { nodeType: 'Space', name: 'Admin', content: {} }, 'system')
+  }
+
+  /**
+   * [STO5] A row whose content is stale (deferred commits that a crash kept from their row write)
+   * gets its content from its Yjs log, written back, so a `where.` filter sees it again. Paged;
+   * the writes of a page go out together (one group commit). At boot nothing else writes, so
+   * the content read is the content written.
+   */
+  private async repairStaleRows(): Promise<number> {
+    let after: string | null = null
+    let repaired = 0
+    for (;;) {
+      const paths = await this.storage.stalePaths(after, STALE_REPAIR_PAGE)
+      await Promise.all(
+        paths.map(async (path) => {
+          // A stale row is read from its log ([STO5]): that content is what the row should say.
+          const node = await this.storage.getNode(path)
+          if (node) await this.storage.writeContent(path, node.content)
+        }),
+      )
+      repaired += paths.length
+      if (paths.length < STALE_REPAIR_PAGE) return repaired
+      after = paths[paths.length - 1]!
+    }
   }
 
   /** Every node matching the query, paged by path (no limit). System use only. */
@@ -258,7 +301,7 @@ export class NodeService implements NodeApi {
       const lags = !jsonEqual(logged, content)
       // Before the catch-up: the server's own writes use an id nobody else holds.
       bindings.adoptServerDoc(doc)
-      if (lags) applyPatchToDoc(doc, diffToMergePatch(logged, content), 'system', textPolicyFor(ln.node?.nodeType ?? 'Document'))
+      if (lags) replaceDocContent(doc, content, 'system', textPolicyFor(ln.node?.nodeType ?? 'Document'))
       // Installed now, in the same synchronous stretch as the comparison: every later write
       // goes through the doc, and its commit is queued after the fold below.
       ln.setDoc(doc, bindings)
@@ -344,12 +387,14 @@ export class NodeService implements NodeApi {
   }
 
   /**
-   * [FEED3] Filters while paging: storage is read page after page (by path, from `after`) until
-   * `limit` readable nodes or the end, examining at most PAGE_SCAN_BUDGET rows per call. `next`
-   * is the last path examined, readable or not, whenever there may be more, so rows the caller
-   * cannot read never make a listing look short-and-complete, nor stall the next page.
+   * [FEED3] [QUERY1] A page of the readable nodes of the query, in path order. For a user, storage
+   * is scanned only inside the paths they may read (AccessService.readRegions), so a row they may
+   * not read is never examined: it cannot fill a page, end one, or move the cursor, and a value
+   * only such rows hold answers exactly like a value no row holds. `next` is the last item when
+   * the page is full; when a page stops between regions (REGION_QUERY_BUDGET range queries) it
+   * is a sealed cursor (query-cursor.ts), never a path. No `next`: the end.
    */
-  async queryPage(principal: Principal, query: NodeQuery): Promise<{ items: MeshNode[]; next: NodePath | null }> {
+  async queryPage(principal: Principal, query: NodeQuery): Promise<{ items: MeshNode[]; next: string | null }> {
     const limit = Math.min(Math.max(1, query.limit ?? QUERY_DEFAULT_LIMIT), isSystem(principal) ? Number.MAX_SAFE_INTEGER : QUERY_MAX_LIMIT)
     if (isSystem(principal)) {
       const out: MeshNode[] = []
@@ -363,23 +408,41 @@ export class NodeService implements NodeApi {
       }
       return { items: out, next: out.length >= limit ? out[out.length - 1]!.path : null }
     }
-    const items: MeshNode[] = []
-    let after = query.after
-    let examined = 0
-    for (;;) {
-      const want = Math.min(QUERY_MAX_LIMIT, PAGE_SCAN_BUDGET - examined)
-      const rows = await this.storage.queryNodes({ ...query, limit: want, after })
-      let i = 0
-      while (i < rows.length && items.length < limit) {
-        const row = rows[i++]!
-        after = row.path
-        if (this.access.has(principal, row.path, 'Read')) items.push(row)
+    const userId = principal.userId as string
+    // Where to start: after a path (`after` + ',' is the least string above it among paths), or
+    // at the position a sealed cursor holds.
+    let start: string | null = null
+    if (isSealedCursor(query.after)) start = this.cursors.unseal(userId, query.after)
+    else if (query.after !== undefined) start = `${query.after},`
+    // A parent's children lie in [parent/, parent0).
+    const parent = query.parent
+    const window = parent ? { from: `${parent}/`, to: `${parent}0` } : null
+    const regions: { from: string; to: string }[] = []
+    for (const r of this.access.readRegions(userId)) {
+      let from = r.from
+      let to = r.to
+      if (start !== null && start > from) from = start
+      if (window) {
+        if (window.from > from) from = window.from
+        if (window.to < to) to = window.to
       }
-      examined += i
-      const atEnd = rows.length < want && i === rows.length
-      if (atEnd) return { items, next: null }
-      if (items.length >= limit || examined >= PAGE_SCAN_BUDGET) return { items, next: (after ?? null) as NodePath | null }
+      if (from < to) regions.push({ from, to })
     }
+    const items: MeshNode[] = []
+    const budget = this.opts.regionQueryBudget ?? REGION_QUERY_BUDGET
+    let queries = 0
+    for (let i = 0; i < regions.length && items.length < limit; ) {
+      const region = regions[i]!
+      if (queries >= budget) return { items, next: this.cursors.seal(userId, region.from) }
+      const want = limit - items.length
+      const rows = await this.storage.queryNodes({ ...query, after: undefined, limit: want }, region)
+      queries++
+      // The regions are exact; the check stays as a second line of defence.
+      for (const row of rows) if (this.access.has(principal, row.path, 'Read')) items.push(row)
+      if (rows.length < want) i++
+      else regions[i] = { from: `${rows[rows.length - 1]!.path},`, to: region.to }
+    }
+    return { items, next: items.length >= limit ? items[items.length - 1]!.path : null }
   }
 
   node$(path: NodePath): Observable<MeshNode | null> {
@@ -768,14 +831,13 @@ export class NodeService implements NodeApi {
     if (!ln.hasDoc && buildsDocOnCreate(origin)) ln.setDoc(new Y.Doc({ guid: path }))
     if (ln.hasDoc) {
       const doc = ln.doc
-      // A new node's doc is empty (a fresh load, or reset by a delete): no need to read it back.
-      const before = doc.getMap(CONTENT_MAP).size === 0 ? {} : docToJson(doc)
       // [WEB3] Text fields become Y.Text on the server's writes too, so they merge from the start.
-      update = ln.capture(() => applyPatchToDoc(doc, diffToMergePatch(before, content), 'system', textPolicyFor(draft.nodeType))) ?? Y.encodeStateAsUpdate(doc)
+      // [PATCH4] The content is set, not patched: a null member is kept, as it was sent.
+      update = ln.capture(() => replaceDocContent(doc, content, 'system', textPolicyFor(draft.nodeType))) ?? Y.encodeStateAsUpdate(doc)
       stored = docToJson(doc)
     } else {
       // [DOC1] No doc built: the JSON the doc would hold; it is built (and caught up) when a client opens the node.
-      stored = applyPatchToJson({}, diffToMergePatch({}, content))
+      stored = replaceJsonContent(content)
     }
     const at = now()
     const node: MeshNode = {
@@ -841,9 +903,8 @@ export class NodeService implements NodeApi {
     }
     const content = draft.content ?? {}
     assertJsonContent(content, this.maxJsonDepth)
-    const patch = diffToMergePatch(before.content, content)
-    // A minimal diff names exactly the fields that change.
-    return this.writeContent(ln, principal, before, draft.name ?? before.name, content, patch, origin, Object.keys(patch))
+    // [PATCH4] A replace sets the content (a merge patch could not set a member to null).
+    return this.writeContent(ln, principal, before, draft.name ?? before.name, content, null, origin)
   }
 
   private writeContent(
@@ -852,9 +913,10 @@ export class NodeService implements NodeApi {
     before: MeshNode,
     name: string,
     next: JsonObject,
-    patch: MergePatch,
+    /** null: `next` replaces the content whole ([PATCH4]). */
+    patch: MergePatch | null,
     origin: ChangeOrigin,
-    changed: readonly string[] = Object.keys({ ...before.content, ...next }).filter((k) => !jsonEqual(before.content[k], next[k])),
+    changed: readonly string[] = changedFields(before.content, next),
   ): Written {
     if (changed.length === 0 && name === before.name) return Promise.resolve(before)
     this.authorizeFields(principal, before, changed)
@@ -871,11 +933,12 @@ export class NodeService implements NodeApi {
     let update: Uint8Array | null = null
     let content: JsonObject
     if (ln.hasDoc) {
-      update = ln.capture(() => applyPatchToDoc(ln.doc, patch, origin, textPolicyFor(before.nodeType)))
+      const isText = textPolicyFor(before.nodeType)
+      update = ln.capture(() => (patch ? applyPatchToDoc(ln.doc, patch, origin, isText) : replaceDocContent(ln.doc, next, origin, isText)))
       content = docToJson(ln.doc)
     } else {
       // [DOC1] JSON only until a client opens the node; the same merge the doc would apply.
-      content = applyPatchToJson(before.content, patch)
+      content = patch ? applyPatchToJson(before.content, patch) : replaceJsonContent(next)
     }
     const after: MeshNode = { ...before, name, content, updatedAt: now() }
     return this.commitChange(ln, principal, before, after, 'Updated', update, origin)
@@ -1086,6 +1149,12 @@ export class NodeService implements NodeApi {
     this.loaded.clear()
     this.readCache.clear()
   }
+}
+
+/** The top-level fields whose value differs between `a` and `b` (a member holding null differs from an absent one). */
+function changedFields(a: JsonObject, b: JsonObject): string[] {
+  const has = (o: JsonObject, k: string) => Object.prototype.hasOwnProperty.call(o, k) && o[k] !== undefined
+  return Object.keys({ ...a, ...b }).filter((k) => has(a, k) !== has(b, k) || !jsonEqual(a[k], b[k]))
 }
 
 /**

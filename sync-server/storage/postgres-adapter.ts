@@ -312,7 +312,7 @@ export class PostgresStorage implements StorageAdapter {
     return r.rows.map((row) => ({ client: Number(row.client), principal: row.principal }))
   }
 
-  async queryNodes(query: NodeQuery): Promise<MeshNode[]> {
+  async queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]> {
     const q = normaliseQuery(query)
     const clauses: string[] = []
     const params: unknown[] = []
@@ -320,6 +320,7 @@ export class PostgresStorage implements StorageAdapter {
       params.push(value)
       return `$${params.length}`
     }
+    if (within) clauses.push(`path >= ${param(within.from)} AND path < ${param(within.to)}`)
     // An empty parent means the top level, whose rows have no parent.
     if (q.parent === '') clauses.push('parent IS NULL')
     else if (q.parent !== undefined) clauses.push(`parent = ${param(q.parent)}`)
@@ -334,6 +335,11 @@ export class PostgresStorage implements StorageAdapter {
     const sql = `SELECT ${NODE_COLUMNS} FROM nodes ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY path LIMIT ${param(q.limit)}`
     const r = await this.pool.query<NodeRow>(sql, params)
     return Promise.all(r.rows.map((row) => this.toNode(row)))
+  }
+
+  async stalePaths(after: string | null, limit: number): Promise<NodePath[]> {
+    const r = await this.pool.query<{ path: string }>('SELECT path FROM nodes WHERE content_stale AND path > $1 ORDER BY path LIMIT $2', [after ?? '', Math.max(1, Math.floor(limit))])
+    return r.rows.map((row) => row.path as NodePath)
   }
 
   async descendants(path: NodePath): Promise<NodePath[]> {

@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS nodes (
   content_stale boolean NOT NULL DEFAULT false
 );
 ALTER TABLE nodes ADD COLUMN IF NOT EXISTS content_stale boolean NOT NULL DEFAULT false;
+CREATE INDEX IF NOT EXISTS nodes_stale ON nodes (path) WHERE content_stale;
 CREATE INDEX IF NOT EXISTS nodes_parent ON nodes (parent, path);
 CREATE INDEX IF NOT EXISTS nodes_type ON nodes (node_type, path);
 CREATE INDEX IF NOT EXISTS nodes_last_segment ON nodes (last_segment);

@@ -256,10 +256,14 @@ export class SqliteStorage implements StorageAdapter {
     return this.stmt.clients.all(path).map((r) => ({ client: r.client, principal: r.principal }))
   }
 
-  async queryNodes(query: NodeQuery): Promise<MeshNode[]> {
+  async queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]> {
     const q = normaliseQuery(query)
     const clauses: string[] = []
     const params: unknown[] = []
+    if (within) {
+      clauses.push('path >= ? AND path < ?')
+      params.push(within.from, within.to)
+    }
     // An empty parent means the top level, whose rows have no parent.
     if (q.parent === '') clauses.push('parent IS NULL')
     else if (q.parent !== undefined) {
@@ -289,6 +293,14 @@ export class SqliteStorage implements StorageAdapter {
       .prepare<unknown[], NodeRow>(sql)
       .all(...params)
       .map((row) => this.toNode(row))
+  }
+
+  async stalePaths(after: string | null, limit: number): Promise<NodePath[]> {
+    // The partial index nodes_stale holds exactly these rows: a boot reads only them.
+    const rows = this.db
+      .prepare<[string, number], { path: string }>('SELECT path FROM nodes WHERE content_stale = 1 AND path > ? ORDER BY path LIMIT ?')
+      .all(after ?? '', Math.max(1, Math.floor(limit)))
+    return rows.map((r) => r.path as NodePath)
   }
 
   async descendants(path: NodePath): Promise<NodePath[]> {

@@ -64,6 +64,11 @@ CREATE TABLE IF NOT EXISTS tokens (
 CREATE INDEX IF NOT EXISTS tokens_user ON tokens (user_id);
 `
 
+/** [STO5] Indexes over added columns: created after the columns exist (an older file gains them first). */
+export const SQLITE_ADDED_INDEXES = `
+CREATE INDEX IF NOT EXISTS nodes_stale ON nodes (path) WHERE content_stale = 1;
+`
+
 /** Columns added after the first release, with the statement that adds each to an older file. */
 export const SQLITE_ADDED_COLUMNS: readonly { table: string; column: string; add: string }[] = [
   { table: 'nodes', column: 'content_stale', add: 'ALTER TABLE nodes ADD COLUMN content_stale INTEGER NOT NULL DEFAULT 0' },

@@ -9,7 +9,7 @@ import { batchPaths, isFold, isRowContent, planBatch, type CommitHeader, type Ex
 import { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
 import type { ItemResult } from './group-commit.js'
 import { pathColumns, toBuffer, toBytes } from './row-mapping.js'
-import { SQLITE_ADDED_COLUMNS, SQLITE_SCHEMA } from './sqlite-schema.js'
+import { SQLITE_ADDED_COLUMNS, SQLITE_ADDED_INDEXES, SQLITE_SCHEMA } from './sqlite-schema.js'
 import type { Account } from './types.js'
 
 export interface PreparedCommit {
@@ -43,6 +43,7 @@ export function openSqliteConnection(file: string, busyTimeoutMs: number): Datab
       }
     }
   }
+  db.exec(SQLITE_ADDED_INDEXES)
   return db
 }
 

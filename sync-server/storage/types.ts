@@ -76,7 +76,10 @@ export interface StorageAdapter {
   foldDoc(path: NodePath, state: Uint8Array): Promise<void>
   /** [STO5] Stores the node's materialised content (after deferred commits); ordered with commits. No-op when absent. */
   writeContent(path: NodePath, content: JsonObject): Promise<void>
-  queryNodes(query: NodeQuery): Promise<MeshNode[]>
+  /** [STO5] Paths (after `after`, in path order, at most `limit`) whose row content is stale: what a crash left for the boot to repair. */
+  stalePaths(after: string | null, limit: number): Promise<NodePath[]>
+  /** `within`: only paths `from <= path < to` ([QUERY1]: the caller's readable regions). */
+  queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>
   changesSince(version: number, limit: number): Promise<ChangeRecord[]>

@@ -4,7 +4,7 @@ import * as decoding from 'lib0/decoding'
 import * as awarenessProtocol from 'y-protocols/awareness'
 import * as authProtocol from 'y-protocols/auth'
 import * as syncProtocol from 'y-protocols/sync'
-import { WeftError, YMessage, isWeftError, type MeshNode, type Principal } from '../../shared/index.js'
+import { SYSTEM, WeftError, YMessage, isJsonObject, isWeftError, isSystem, type JsonObject, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { LoadedNode, RoomConnection } from '../nodes/loaded-node.js'
 import type { NodeService } from '../nodes/node-service.js'
 import type { ChangeOrigin } from '../nodes/types.js'
@@ -25,6 +25,34 @@ export interface RoomContext {
   origin: ChangeOrigin
   /** Called when an update is refused (the socket's refusal budget). */
   onRefused?: () => void
+  /** [SYNC5] Who this socket is, as its presence shows it (`presenceIdentity`); absent: the user id. */
+  presence?: PresenceIdentity
+}
+
+/** [SYNC5] The `user.id` and `user.name` the server writes into a socket's presence. */
+export interface PresenceIdentity {
+  id: string
+  name: string
+}
+
+/**
+ * [SYNC5] One presence state (JSON text) is at most this long: room for a name, colours and a
+ * selection (a few hundred bytes), not for a document. A bigger one is dropped (the others of
+ * the update still apply), so presence cannot carry bulk data to everyone in the room.
+ */
+export const MAX_PRESENCE_STATE_BYTES = 8 * 1024
+
+/** Longest display name a presence carries (a User's FullName is free text). */
+const MAX_PRESENCE_NAME = 200
+
+/** [SYNC5] The identity a socket's presence carries: the user id and their User node's FullName (else the id). */
+export async function presenceIdentity(nodes: NodeService, principal: Principal): Promise<PresenceIdentity> {
+  if (isSystem(principal)) return { id: 'system', name: 'system' }
+  const id = principal.userId as string
+  const user = await nodes.get(SYSTEM, id as NodePath).catch(() => null)
+  const full = user?.content.FullName
+  const name = typeof full === 'string' && full.trim() !== '' ? full.slice(0, MAX_PRESENCE_NAME) : id
+  return { id, name }
 }
 
 /**
@@ -98,7 +126,8 @@ export function handleRoomMessage(ctx: RoomContext, message: Uint8Array): Promis
 
 /**
  * Keeps the entries of an awareness update that this connection may write: its own client ids,
- * or ids nobody in the room holds yet. Nobody can rewrite or remove another person's presence.
+ * or ids nobody in the room holds yet. Nobody can rewrite or remove another person's presence,
+ * and every state kept is stamped with this socket's identity ([SYNC5]).
  * Layout (y-protocols/awareness): varUint count, then per entry varUint clientID, varUint clock,
  * varString state JSON.
  */
@@ -111,9 +140,10 @@ function ownEntriesOnly(ctx: RoomContext, update: Uint8Array): Uint8Array {
     const clock = decoding.readVarUint(d)
     const state = decoding.readVarString(d)
     const owner = ctx.room.awarenessOwner(clientId)
-    if (!owner || owner === ctx.conn) kept.push({ clientId, clock, state })
+    if (owner && owner !== ctx.conn) continue
+    const stamped = stampPresence(ctx, state)
+    if (stamped !== null) kept.push({ clientId, clock, state: stamped })
   }
-  if (kept.length === count) return update
   const e = encoding.createEncoder()
   encoding.writeVarUint(e, kept.length)
   for (const k of kept) {
@@ -122,6 +152,26 @@ function ownEntriesOnly(ctx: RoomContext, update: Uint8Array): Uint8Array {
     encoding.writeVarString(e, k.state)
   }
   return encoding.toUint8Array(e)
+}
+
+/**
+ * [SYNC5] The state as others will see it: `user.id` and `user.name` are the socket's own
+ * (whatever the client wrote there), every other field is kept. A removal (`null`) passes; a
+ * state that is not an object, or is longer than MAX_PRESENCE_STATE_BYTES, is dropped (null).
+ * Text that is not JSON is garbage (`protocol_error`).
+ */
+function stampPresence(ctx: RoomContext, state: string): string | null {
+  if (state.length > MAX_PRESENCE_STATE_BYTES) return null
+  const parsed = JSON.parse(state) as unknown
+  if (parsed === null) return state
+  if (!isJsonObject(parsed)) return null
+  const identity = ctx.presence ?? { id: isSystem(ctx.principal) ? 'system' : (ctx.principal.userId as string), name: isSystem(ctx.principal) ? 'system' : (ctx.principal.userId as string) }
+  const claimed = parsed.user
+  const user: JsonObject = isJsonObject(claimed) ? { ...claimed } : {}
+  user.id = identity.id
+  user.name = identity.name
+  const out = JSON.stringify({ ...parsed, user })
+  return out.length > MAX_PRESENCE_STATE_BYTES ? null : out
 }
 
 /** Applies a client update; a refusal is told to the client and the update dropped. */

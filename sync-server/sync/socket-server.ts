@@ -22,7 +22,7 @@ import {
 import type { LoadedNode, RoomConnection } from '../nodes/loaded-node.js'
 import type { NodeService } from '../nodes/node-service.js'
 import type { AccessService } from '../access/access-service.js'
-import { handleRoomMessage, permissionDeniedMessage } from './room-protocol.js'
+import { handleRoomMessage, permissionDeniedMessage, presenceIdentity, type PresenceIdentity } from './room-protocol.js'
 import { CLOSE_SESSION_ENDED, InFlightGate, RefusalBudget, sendBounded, spendRefusal } from './socket-guards.js'
 import { decodePathParam, rawPathname } from '../http/http-server.js'
 
@@ -226,6 +226,7 @@ export class SocketServer {
       }
       if (ws.readyState !== ws.OPEN) return
       const room = await this.opts.nodes.acquireDoc(path)
+      const presence = await presenceIdentity(this.opts.nodes, principal)
       // Building the doc may have waited for storage: a socket closed meanwhile must not join.
       if (ws.readyState !== ws.OPEN) return
       const conn: RoomConnection = {
@@ -255,7 +256,7 @@ export class SocketServer {
           return ws.close(CloseCode.MessageTooBig, `payload_too_large: frames are limited to ${this.opts.maxPayloadBytes} bytes`)
         }
         try {
-          const written = handleRoomMessage({ nodes: this.opts.nodes, room, conn, principal, origin: 'sync', onRefused }, m)
+          const written = handleRoomMessage({ nodes: this.opts.nodes, room, conn, principal, origin: 'sync', onRefused, presence }, m)
           if (written) inFlight.track(written)
         } catch (e) {
           this.closeOnError(ws, e)
@@ -288,7 +289,10 @@ export class SocketServer {
       const auth = await this.opts.authenticate(url.searchParams.get('token'))
       if (!auth) return ws.close(CloseCode.Unauthorized, 'unauthorized: sign in and pass ?token=')
       if (!this.bindSession(ws, auth)) return
-      session = new MuxSession(ws, userPrincipal(auth.userId), this.opts, this.memberships, this.sendLimit, this.inFlightLimit)
+      const principal = userPrincipal(auth.userId)
+      const presence = await presenceIdentity(this.opts.nodes, principal)
+      if (ws.readyState !== ws.OPEN) return
+      session = new MuxSession(ws, principal, this.opts, this.memberships, this.sendLimit, this.inFlightLimit, presence)
       this.sessions.add(session)
       const current = session
       deliverTo((bytes) => {
@@ -336,6 +340,8 @@ class MuxSession {
     private readonly memberships: Set<{ conn: RoomConnection; room: LoadedNode }>,
     private readonly sendLimit: number,
     inFlightLimit: number,
+    /** [SYNC5] Stamped into this socket's presence in every room. */
+    private readonly presence?: PresenceIdentity,
   ) {
     this.inFlight = new InFlightGate(ws, inFlightLimit)
   }
@@ -384,7 +390,7 @@ class MuxSession {
         return this.leave(frame.path)
       case MuxType.Sync:
         return this.inRoom(frame.path, (r, room) => {
-          const written = handleRoomMessage({ nodes: this.opts.nodes, room, conn: r.conn, principal: this.principal, origin: 'mux', onRefused: () => spendRefusal(this.ws, this.budget) }, frame.message)
+          const written = handleRoomMessage({ nodes: this.opts.nodes, room, conn: r.conn, principal: this.principal, origin: 'mux', onRefused: () => spendRefusal(this.ws, this.budget), presence: this.presence }, frame.message)
           if (written) this.inFlight.track(written)
         })
       case MuxType.Update:

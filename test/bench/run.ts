@@ -36,6 +36,7 @@ const MODULES: BenchModule[] = [
   { name: 'typing', file: 'typing-bench.ts', fn: 'benchTyping' },
   { name: 'subscriptions', file: 'subscriptions-bench.ts', fn: 'benchSubscriptions' },
   { name: 'feed', file: 'feed-bench.ts', fn: 'benchFeed' },
+  { name: 'query', file: 'query-bench.ts', fn: 'benchQuery' },
   { name: 'gate', file: 'gate-bench.ts', fn: 'benchGate' },
   { name: 'activities', file: 'activities-bench.ts', fn: 'benchActivities' },
 ]

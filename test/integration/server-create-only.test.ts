@@ -71,7 +71,8 @@ describe('create-only PUT and server config', () => {
 
   it('[CFG1] GET /api/config needs no sign-in and gives the limits the server enforces', async () => {
     const res = expectStatus(await api(ts.url).get<Record<string, unknown>>('/api/config'), 200)
-    expect(res.body).toEqual({ maxPayloadBytes: 200_000, maxJsonDepth: 64, protocolVersion: PROTOCOL_VERSION })
+    expect(res.body).toMatchObject({ maxPayloadBytes: 200_000, maxJsonDepth: 64, protocolVersion: PROTOCOL_VERSION })
+    expect(res.body.login).toEqual({ freeFailuresPerAccount: 5, freeFailuresPerAddress: 20, lockoutBaseMs: 1000, lockoutMaxMs: 900_000 })
     // The advertised payload limit is the one enforced.
     const big = await api(ts.url, alice.token).putNode(`${space}/big`, 'Document', { Text: 'x'.repeat(200_001) })
     expect(big.status).toBe(413)

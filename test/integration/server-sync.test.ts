@@ -72,13 +72,14 @@ describe('server /sync with stock y-websocket providers', () => {
     const a = open(path)
     const b = open(path)
     await Promise.all([a.synced(), b.synced()])
-    a.provider.awareness.setLocalStateField('user', { name: 'A' })
-    b.provider.awareness.setLocalStateField('user', { name: 'B' })
-    const sees = (c: StockClient, name: string) =>
-      [...c.provider.awareness.getStates().values()].some((s) => (s.user as { name?: string } | undefined)?.name === name)
+    // The server stamps user.id and user.name ([SYNC5]); other fields pass as they are.
+    a.provider.awareness.setLocalStateField('user', { color: 'A' })
+    b.provider.awareness.setLocalStateField('user', { color: 'B' })
+    const sees = (c: StockClient, color: string) =>
+      [...c.provider.awareness.getStates().values()].some((s) => (s.user as { color?: string } | undefined)?.color === color)
     await waitFor(() => sees(b, 'A'), { description: "b sees a's awareness" })
     await waitFor(() => sees(a, 'B'), { description: "a sees b's awareness" })
-    expect(b.provider.awareness.getStates().get(a.doc.clientID)).toMatchObject({ user: { name: 'A' } })
+    expect(b.provider.awareness.getStates().get(a.doc.clientID)).toMatchObject({ user: { color: 'A', id: alice.userId } })
   })
 
   it('[SYNC1] a late joiner gets the full state', async () => {

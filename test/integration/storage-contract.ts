@@ -295,7 +295,11 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       await store.close()
       store = await opened.reopen()
       expect((await store.getNode(P('deferred/n')))?.content).toEqual(expected)
+      // The boot finds it among the stale rows (paged by path) to repair it.
+      expect(await store.stalePaths(null, 10)).toEqual([P('deferred/n')])
+      expect(await store.stalePaths('deferred/n', 10)).toEqual([])
       await store.writeContent(P('deferred/n'), expected)
+      expect(await store.stalePaths(null, 10)).toEqual([])
       await store.writeContent(P('deferred/missing'), { Z: 1 })
       expect((await store.getNode(P('deferred/n')))?.content).toEqual(expected)
       expect(await store.getNode(P('deferred/missing'))).toBeNull()

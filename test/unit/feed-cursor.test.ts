@@ -21,15 +21,22 @@ function service(changes: ChangeRecord[], nodes: MeshNode[] = []) {
       reads.rows += out.length
       return out
     },
-    async queryNodes(q: NodeQuery) {
+    async queryNodes(q: NodeQuery, within?: { from: string; to: string }) {
       reads.queries++
-      const out = nodes.filter((n) => (q.parent === undefined || n.path.startsWith(`${q.parent}/`)) && (q.after === undefined || n.path > q.after)).slice(0, q.limit ?? 100)
+      const out = nodes
+        .filter((n) => (q.parent === undefined || n.path.startsWith(`${q.parent}/`)) && (q.after === undefined || n.path > q.after))
+        .filter((n) => !within || (n.path >= within.from && n.path < within.to))
+        .slice(0, q.limit ?? 100)
       reads.rows += out.length
       return out
     },
   } as unknown as StorageAdapter
-  // Alice reads what is under `mine/` only.
-  const access = { has: (_p: unknown, path: string) => path.startsWith('mine/'), observe: () => undefined } as unknown as AccessService
+  // Alice reads what is under `mine/` only: one readable region ([QUERY1]).
+  const access = {
+    has: (_p: unknown, path: string) => path.startsWith('mine/'),
+    readRegions: () => [{ from: 'mine/', to: 'mine0' }],
+    observe: () => undefined,
+  } as unknown as AccessService
   const svc = new NodeService(storage, access, { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
   return { svc, reads }
 }
@@ -94,13 +101,14 @@ describe('change feed cursor', () => {
 })
 
 describe('query cursor', () => {
-  it('[FEED3] rows the caller cannot read are stepped over while paging; `next` names the last path examined', async () => {
+  it('[FEED3] [QUERY1] rows the caller cannot read are never examined; `next` is the last item of a full page', async () => {
     // Three readable rows among 1,497 unreadable ones, two more, then 1,500 unreadable: over storage pages of 1,000.
     const table = Array.from({ length: 1500 }, (_, i) => node(i % 500 === 0 ? `mine/a${String(i).padStart(4, '0')}` : `mine/a${String(i).padStart(4, '0')}x`.replace('mine/', 'mine0/')))
     table.push(node('mine/b'), node('mine/c'), ...Array.from({ length: 1500 }, (_, i) => node(`mine1/${i}`)))
     table.sort((a, b) => (a.path < b.path ? -1 : 1))
-    const { svc } = service([], table)
+    const { svc, reads } = service([], table)
     const first = await svc.queryPage(alice, { limit: 4 })
+    expect(reads.rows).toBe(4)
     expect(first.items.map((n) => n.path)).toEqual(['mine/a0000', 'mine/a0500', 'mine/a1000', 'mine/b'])
     expect(first.next).toBe('mine/b')
     const second = await svc.queryPage(alice, { limit: 4, after: first.next! })
@@ -110,14 +118,11 @@ describe('query cursor', () => {
     await svc.close()
   })
 
-  it('[FEED3] a page of nothing readable still has a cursor when the examined budget ran out before the end', async () => {
+  it('[QUERY1] 12,000 rows the caller cannot read: the answer is the end at once, and none of them was examined', async () => {
     const table = Array.from({ length: 12_000 }, (_, i) => node(`other/${String(i).padStart(5, '0')}`))
     const { svc, reads } = service([], table)
-    const page = await svc.queryPage(alice, { limit: 10 })
-    expect(page.items).toEqual([])
-    expect(page.next).toBe('other/09999')
-    expect(reads.rows).toBe(10_000)
-    expect(await svc.queryPage(alice, { limit: 10, after: page.next! })).toEqual({ items: [], next: null })
+    expect(await svc.queryPage(alice, { limit: 10 })).toEqual({ items: [], next: null })
+    expect(reads.rows).toBe(0)
     await svc.close()
   })
 })

@@ -10,6 +10,7 @@ import {
   docToJson,
   isWeftError,
   replaceDocContent,
+  replaceJsonContent,
   type JsonObject,
   type JsonValue,
   type MergePatch,
@@ -353,6 +354,82 @@ describe('diffToMergePatch', () => {
   it('an emptied object becomes a patch deleting each of its keys', () => {
     expect(diffToMergePatch({ m: { x: 1, y: 2 } }, { m: {} })).toEqual({ m: { x: null, y: null } })
     expect(diffToMergePatch({ m: 1 }, { m: {} })).toEqual({ m: {} })
+  })
+})
+
+describe('[PATCH4] content is set, not patched: nulls are kept', () => {
+  /** A doc whose content is exactly `content`, nulls included (the create path). */
+  function docHolding(content: JsonObject): Y.Doc {
+    const doc = new Y.Doc()
+    replaceDocContent(doc, content)
+    return doc
+  }
+  const isObject = (v: JsonValue): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+  it('[PATCH4] the RFC 7396 null vector: {"e":null} created, then {"a":1} patched, reads {"e":null,"a":1}', () => {
+    const doc = docHolding({ e: null })
+    expect(docToJson(doc)).toEqual({ e: null })
+    applyPatchToDoc(doc, { a: 1 })
+    expect(docToJson(doc)).toEqual({ e: null, a: 1 })
+    expect(replaceJsonContent({ e: null, a: 1 })).toEqual({ e: null, a: 1 })
+  })
+
+  it('[PATCH1] [PATCH4] every RFC 7396 Appendix A case on a Y.Doc (objects at the top, the rest one level down)', () => {
+    for (const [target, patch, result] of RFC_7396_EXAMPLES) {
+      if (isObject(target) && isObject(patch)) {
+        const doc = docHolding(target)
+        applyPatchToDoc(doc, patch)
+        expect(docToJson(doc)).toEqual(result)
+      }
+      // One level down every case applies (a member is patched as RFC 7396 patches a document);
+      // a null patch of the member deletes it, as RFC 7396 says of a member set to null.
+      const doc = docHolding({ x: target, keep: null })
+      applyPatchToDoc(doc, { x: patch })
+      expect(docToJson(doc)).toEqual(patch === null ? { keep: null } : { x: result, keep: null })
+    }
+  })
+
+  it('[PATCH4] replaceDocContent makes the doc hold exactly any JSON object, nulls included (property)', () => {
+    const anyObject = fc.dictionary(key, anyJson, { maxKeys: 4, noNullPrototype: true })
+    fc.assert(
+      fc.property(anyObject, anyObject, (a, b) => {
+        const doc = docHolding(a)
+        expect(docToJson(doc)).toEqual(a)
+        expect(replaceJsonContent(a)).toEqual(a)
+        replaceDocContent(doc, b)
+        expect(docToJson(doc)).toEqual(b)
+        // Replacing with the same content writes nothing.
+        let updates = 0
+        doc.on('update', () => updates++)
+        replaceDocContent(doc, structuredClone(b))
+        expect(updates).toBe(0)
+      }),
+      { numRuns: 500 },
+    )
+  })
+
+  it('[PATCH1] [PATCH4] on content holding nulls, the doc after a patch equals the JSON reference (property)', () => {
+    const anyObject = fc.dictionary(key, anyJson, { maxKeys: 4, noNullPrototype: true })
+    fc.assert(
+      fc.property(anyObject, fc.array(patchArb, { maxLength: 4 }), (initial, patches) => {
+        const doc = docHolding(initial)
+        let expected: JsonValue = initial
+        for (const p of patches) {
+          applyPatchToDoc(doc, p)
+          expected = applyMergePatch(expected, p)
+          expect(docToJson(doc)).toEqual(expected)
+        }
+      }),
+      { numRuns: 500 },
+    )
+  })
+
+  it('[PATCH4] a member set to null from a value, and a Y.Text set to null, read back null', () => {
+    const doc = docHolding({ a: 1, t: 'text', m: { x: 1 } })
+    replaceDocContent(doc, { a: null, t: 'text', m: { x: null } }, null, (at) => at[0] === 't')
+    expect(docToJson(doc)).toEqual({ a: null, t: 'text', m: { x: null } })
+    replaceDocContent(doc, { a: null, t: null, m: null }, null, (at) => at[0] === 't')
+    expect(docToJson(doc)).toEqual({ a: null, t: null, m: null })
   })
 })
 

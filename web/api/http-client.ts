@@ -123,8 +123,10 @@ export class HttpApi {
       const cursor = after === undefined ? '' : `&after=${encodeURIComponent(after)}`
       const res = await this.request<{ items: MeshNode[]; next?: string }>('GET', `/api/nodes?parent=${encodeURIComponent(parent)}&limit=${limit - items.length}${cursor}`)
       items.push(...res.items)
-      // No cursor, or one that does not advance (an older server): the end.
-      if (items.length >= limit || typeof res.next !== 'string' || (after !== undefined && res.next <= after)) return items.slice(0, limit)
+      // No cursor, or a path one that does not advance (an older server): the end. A sealed
+      // cursor ([QUERY1], `_q.`…) is a position, not a path: it is followed as it is.
+      const sealed = (c: string | undefined) => c !== undefined && c.startsWith('_q.')
+      if (items.length >= limit || typeof res.next !== 'string' || (after !== undefined && !sealed(after) && !sealed(res.next) && res.next <= after)) return items.slice(0, limit)
       after = res.next
     }
   }

@@ -20,6 +20,7 @@ const BY_CODE: Record<string, string> = {
   client_id_conflict: 'Someone else wrote under this device’s edit id for this page, so the edit was not saved; it was kept so you can copy it.',
   unauthorized: 'You are signed out. Sign in again; your changes stay on this device.',
   invalid_credentials: 'The email or password is not right.',
+  rate_limited: 'Too many failed sign-ins. Wait a little and try again.',
   email_taken: 'An account with this email already exists. Sign in instead.',
   last_admin: 'A space always keeps at least one Admin.',
   conflict: 'Someone changed this at the same time. Try again.',
@@ -29,7 +30,7 @@ const BY_CODE: Record<string, string> = {
 }
 
 /** Codes whose message Weft itself writes for people (with the numbers that matter). */
-const OWN_MESSAGES = new Set(['payload_too_large'])
+const OWN_MESSAGES = new Set(['payload_too_large', 'rate_limited'])
 
 export function codeOf(e: unknown): string | null {
   if (e instanceof HttpError) return e.code
