@@ -3,6 +3,7 @@ import fc from 'fast-check'
 import * as Y from 'yjs'
 import { CONTENT_MAP, docToJson, jsonEqual, type JsonObject, type JsonValue } from '../../shared/index.js'
 import { admitUpdate, type AdmissionPolicy } from './admit-update.js'
+import { ClientBindings } from './client-bindings.js'
 import { encodeCrafted, rootEntry, type CraftedSection as Section } from '../../test/helpers/crafted-updates.js'
 
 /**
@@ -305,7 +306,9 @@ describe('[ACC10] admission: adversarial property', () => {
  * web client does). Invariants: admission never throws; every accepted update is kept (each of
  * its structs is on the server with its place and content, unless deleted since), the server's
  * JSON is what applying every accepted update in order gives, nothing is pending; an honest
- * resend is never refused as a collision.
+ * resend of a client nobody squatted is accepted. Half the cases add the client-id bindings NodeService
+ * keeps (each client's history is its own principal's; the attacker is another): the same
+ * invariants hold with squats refused up front.
  */
 const SQUAT_RUNS = Number(process.env.WEFT_ADMISSION_SQUAT_RUNS ?? Math.max(200, Math.round(RUNS / 5)))
 
@@ -350,11 +353,12 @@ describe('[ACC12] admission: acks mean kept (squatting)', () => {
   it(`an accepted update is kept whole; a colliding one is refused; an honest resend is accepted (${SQUAT_RUNS} cases)`, () => {
     let collisions = 0
     let resends = 0
+    let boundRefusals = 0
     // Yjs logs when a pull hands a client structs under its own id (it then takes a new one).
     const quiet = vi.spyOn(console, 'log').mockImplementation(() => undefined)
     try {
       fc.assert(
-        fc.property(fc.array(op, { minLength: 1, maxLength: 12 }), fc.array(step, { minLength: 1, maxLength: 12 }), (history, steps) => {
+        fc.property(fc.array(op, { minLength: 1, maxLength: 12 }), fc.array(step, { minLength: 1, maxLength: 12 }), fc.boolean(), (history, steps, withBindings) => {
           const server = new Y.Doc()
           const docs = new Map(CLIENTS.map((c) => {
             const d = new Y.Doc()
@@ -365,12 +369,26 @@ describe('[ACC12] admission: acks mean kept (squatting)', () => {
           const accepted: Uint8Array[] = [Y.encodeStateAsUpdate(server)]
           let nextId = 1000
           const policy: AdmissionPolicy = { maxDepth: MAX_DEPTH, mayWriteStructure: true }
-          const send = (update: Uint8Array): boolean => {
+          // With bindings (what NodeService adds): each client's history was written by its own
+          // principal; the attacker is `eve`.
+          const bindings = withBindings ? new ClientBindings(CLIENTS.map((c) => ({ client: c, principal: `u${c}` }))) : null
+          const send = (update: Uint8Array, principal: string): boolean => {
             const r = admitUpdate(server, update, policy)
             if (!r.ok) {
               expect(['invalid_update', 'client_id_conflict']).toContain(r.code)
               if (r.code === 'client_id_conflict') collisions++
               return false
+            }
+            if (r.update && bindings) {
+              let claimed
+              try {
+                claimed = bindings.claim(principal, r.clients, 'p')
+              } catch (e) {
+                expect((e as { code?: string }).code).toBe('client_id_conflict')
+                boundRefusals++
+                return false
+              }
+              bindings.record(claimed)
             }
             if (r.update) Y.applyUpdate(server, r.update)
             expect(server.store.pendingStructs).toBeNull()
@@ -392,7 +410,7 @@ describe('[ACC12] admission: acks mean kept (squatting)', () => {
                 const r = admitUpdate(server, update, policy)
                 // An honest resend of what the server holds, when nobody squatted this client.
                 if (st.resend && r.ok) resends++
-                if (!send(update)) {
+                if (!send(update, `u${st.client}`)) {
                   // The honest client starts over from the server's state with a new client id.
                   const fresh = new Y.Doc()
                   fresh.clientID = nextId++
@@ -405,7 +423,7 @@ describe('[ACC12] admission: acks mean kept (squatting)', () => {
                 const victim = docs.get(st.victim)!.clientID
                 const state = Y.getState(server.store, victim)
                 const clock = st.known && state > 0 ? st.at % state : state
-                send(encodeCrafted([{ client: victim, clock, structs: [rootEntry(victim, clock, KEYS[st.key]!, [st.value])] }]))
+                send(encodeCrafted([{ client: victim, clock, structs: [rootEntry(victim, clock, KEYS[st.key]!, [st.value])] }]), 'eve')
                 break
               }
               default:
@@ -425,5 +443,6 @@ describe('[ACC12] admission: acks mean kept (squatting)', () => {
     // The generator must exercise collisions and harmless resends.
     expect(collisions).toBeGreaterThan(SQUAT_RUNS / 20)
     expect(resends).toBeGreaterThan(SQUAT_RUNS / 20)
+    expect(boundRefusals).toBeGreaterThan(SQUAT_RUNS / 20)
   })
 })

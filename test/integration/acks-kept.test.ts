@@ -130,6 +130,31 @@ describe('[ACC12] finding 10: an acknowledged edit cannot be turned into a delet
   })
 })
 
+describe('[ACC12] bindings go with the node', () => {
+  it('after a delete, a node created again at the path starts with no bindings: an id Bob held there may be anyone\'s', async () => {
+    const path = await createDocument(ts.url, alice.token, `${space}/reborn`, { n: 0 })
+    const id = 888_001
+    const b = await MuxClient.connect(ts.url, bob.token)
+    b.doc(path).clientID = id
+    expect(await b.join(path)).toMatchObject({ ok: true })
+    expect(await b.patch(path, { bob: 1 })).toMatchObject({ ok: true })
+    await b.close()
+    expectStatus(await api(ts.url, admin.token).deleteNode(path), 204)
+    // Read back from storage, not from the copy in memory.
+    await ts.restart()
+    await createDocument(ts.url, alice.token, path, { n: 1 })
+    await ts.restart()
+    const m = await MuxClient.connect(ts.url, alice.token)
+    m.doc(path).clientID = id
+    expect(await m.join(path)).toMatchObject({ ok: true })
+    await waitFor(() => m.json(path).n === 1)
+    m.doc(path).clientID = id
+    expect(await m.patch(path, { alice: 1 })).toMatchObject({ ok: true })
+    expect(await content(path)).toEqual({ n: 1, alice: 1 })
+    await m.close()
+  })
+})
+
 describe('[ACC12] a binding survives kill -9', () => {
   let dir = ''
   const children: SpawnedServer[] = []
