@@ -926,7 +926,8 @@ export class NodeService implements NodeApi {
     const added = this.writeRuleFields(principal, before.nodeType, before, next)
     if (added) {
       next = { ...next, ...added }
-      patch = { ...patch, ...added }
+      // A replace (patch null) stays a replace of the amended content.
+      if (patch) patch = { ...patch, ...added }
     }
     validateContent(before.nodeType, next)
     this.checkInvariants(before, { ...before, content: next }, false, principal)
