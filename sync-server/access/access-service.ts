@@ -209,6 +209,8 @@ export class AccessService {
     for (const root of [...roots]) if (!root.includes('/')) roots.add(`${PARTITION_ROOT}/${root}`)
     const readable = new Map<string, boolean>()
     for (const root of roots) readable.set(root, this.userPermissions(userId, root as NodePath).has('Read'))
+    // [ACT11] A partition definition is a leaf: its Admins hold it, never anything below it.
+    for (const root of roots) if (root.startsWith(`${PARTITION_ROOT}/`)) readable.set(`${root}/`, false)
     // Each root's subtree is [r, r,) plus [r/, r0): ',' sorts just below every path character
     // and '0' just after '/', so no path lies between r and r, (a bound PostgreSQL text can hold,
     // unlike NUL). Between two neighbouring boundaries the governing root cannot change.
