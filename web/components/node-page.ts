@@ -331,8 +331,6 @@ export class WeftNodePage extends LitElement {
       // Activities (issue 11): web/components/code-page.ts, activity-*.ts.
       case 'Code':
         return html`<section><weft-code-page path=${view.path} ?readonly=${!this.can('Update')}></weft-code-page></section>`
-      case 'ActivityLog':
-        return html`<section><weft-activity-panel path=${view.path}></weft-activity-panel></section>`
       case 'User': {
         const mine = view.path === app().session.userId
         return html`<section><weft-activity-strip path=${view.path} heading=${mine ? 'My activity' : 'Activities'} ?mine=${mine}></weft-activity-strip></section>`
@@ -382,7 +380,7 @@ export class WeftNodePage extends LitElement {
     return html`
       <header>
         <h1>${view.name}</h1>
-        <wa-badge class="type" variant="brand" appearance="filled" pill>${view.nodeType}</wa-badge>
+        <wa-badge class="type" variant="brand" appearance="filled" pill>${view.nodeType === 'ActivityLog' ? 'Run' : view.nodeType}</wa-badge>
         <span class="path">${view.path}</span>
         ${view.pending > 0
           ? html`<span class="pending" data-pending=${view.pending}>${view.pending} change${view.pending === 1 ? '' : 's'} saved on this device, not yet synced</span>`
@@ -393,9 +391,30 @@ export class WeftNodePage extends LitElement {
         ${others.length ? html`Also here: ${others.map((u) => u.name).join(', ')}` : 'Nobody else is here.'}
       </p>
       ${access?.denied ? html`<p class="denied" role="alert">Access removed: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>` : nothing}
-      ${!canUpdate ? html`<p class="readonly">You can view this node; your role cannot edit it.</p>` : nothing}
+      ${!canUpdate && view.nodeType !== 'ActivityLog' ? html`<p class="readonly">You can view this node; your role cannot edit it.</p>` : nothing}
       ${this.renderRefused(refused)}
       ${this.pageError ? html`<p class="error" role="alert">${this.pageError}</p>` : nothing}
+      ${view.nodeType === 'ActivityLog' ? this.renderRun(view) : this.renderEditable(view, kids, canUpdate, canCreate)}
+      ${view.nodeType === 'ActivityLog' && !canDelete
+        ? nothing
+        : html`<section>
+            <wa-button size="small" variant="danger" appearance="outlined" ?disabled=${!canDelete} @click=${this.onDelete}>Delete node</wa-button>
+            ${canDelete ? nothing : html`<span class="reason-off">Only an Admin can delete this node.</span>`}
+          </section>`}
+    `
+  }
+
+  /**
+   * A run's page: every field of an ActivityLog is the engine's or steers the run, so none is an
+   * input here (DESIGN.md "Field rules"); the panel shows them as text and offers the controls
+   * the caller may use. A run has no children a person creates.
+   */
+  private renderRun(view: NodeView) {
+    return html`<section aria-label="Run"><weft-activity-panel path=${view.path} full></weft-activity-panel></section>`
+  }
+
+  private renderEditable(view: NodeView, kids: IndexRow[], canUpdate: boolean, canCreate: boolean) {
+    return html`
       <section aria-label="Content" @field-error=${(e: CustomEvent<string>) => (this.fieldError = e.detail)}>
         <form class="fields" aria-label=${`Fields of ${view.name}`} @submit=${(e: Event) => e.preventDefault()}>
           ${repeat(view.fields.filter((k) => !EXTENSION_FIELDS[view.nodeType]?.includes(k)), (k) => k, (k) => this.renderField(view, k))}
@@ -423,16 +442,13 @@ export class WeftNodePage extends LitElement {
         </form>
         ${this.renderCreateError()}
       </section>
-      <section>
-        <wa-button size="small" variant="danger" appearance="outlined" ?disabled=${!canDelete} @click=${this.onDelete}>Delete node</wa-button>
-        ${canDelete ? nothing : html`<span class="reason-off">Only an Admin can delete this node.</span>`}
-      </section>
     `
   }
 }
 /** Fields a node type's extension shows or edits itself (the Code page's editor owns Source): not repeated in the field grid. */
 const EXTENSION_FIELDS: Readonly<Record<string, readonly string[]>> = {
-  Code: ['Source'],
+  // LastActivityPath is the engine's pointer; the page shows that run as "Latest run".
+  Code: ['Source', 'LastActivityPath'],
   // The result panel shows the log, the progress bar, the output and the error.
   ActivityLog: ['Messages', 'Progress', 'ReturnValue', 'Error'],
 }
