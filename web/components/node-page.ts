@@ -7,11 +7,12 @@ import { jsonEqual, type JsonValue } from '../../shared/json.js'
 import { isTextField, TYPED_TEXT_FIELDS } from '../../shared/text-fields.js'
 import type { Permission } from '../../shared/enums.js'
 import { ObservableController } from '../controllers/index.js'
+import { ancestorsOf, NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
 import type { IndexRow, OutboxRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
 import type { PresenceUser, ReplicaState } from '../sync/index.js'
-import { nextFreeName, segmentForName } from '../sync/node-names.js'
+import { nextFreeName, segmentForName } from './names.js'
 import { nodeHref } from './route.js'
 import { codeOf, humanError, humanMessage } from './error-text.js'
 import { formatValue, isNodeLink, parseAs, parseLike, type FieldKind } from './field-kinds.js'
@@ -83,6 +84,8 @@ export class WeftNodePage extends LitElement {
   private readonly presence = new ObservableController<PresenceUser[]>(this)
   private readonly access = new ObservableController<ReplicaState>(this)
   private readonly childList = new ObservableController<IndexRow[]>(this)
+  /** The names of the page's ancestors (the breadcrumb: names, never paths). */
+  private readonly crumbs = new NamesController(this)
   /** Once a field is shown multi-line it stays so (switching the element would drop the caret). */
   private readonly multiline = new Map<string, boolean>()
 
@@ -92,7 +95,8 @@ export class WeftNodePage extends LitElement {
     h1 { margin: 0; font-size: 1.5em; overflow-wrap: anywhere; }
     h2 { font-size: 1.1em; margin: 0 0 0.5em; }
     .type { font-size: 0.8em; }
-    .path { color: #666; font-family: ui-monospace, monospace; font-size: 0.85em; overflow-wrap: anywhere; }
+    .crumbs { order: -1; flex-basis: 100%; color: #555; font-size: 0.9em; overflow-wrap: anywhere; }
+    .crumbs a { color: inherit; }
     .presence { margin: 0.5em 0; color: #235; }
     .fields { display: grid; grid-template-columns: max-content minmax(0, 1fr) auto; gap: 0.5em 0.8em; align-items: start; }
     .fields label { padding-top: 0.35em; font-weight: 500; overflow-wrap: anywhere; }
@@ -150,6 +154,7 @@ export class WeftNodePage extends LitElement {
     this.presence.watch(path, () => streams.presence$(path))
     this.access.watch(path, () => streams.access$(path))
     this.childList.watch(path, () => streams.query$({ parent: path, limit: CHILD_LIMIT }))
+    this.crumbs.watch(ancestorsOf(path))
   }
 
   private can(p: Permission): boolean {
@@ -212,7 +217,14 @@ export class WeftNodePage extends LitElement {
       this.fieldError = `${key}: ${parsed.message}`
       return
     }
-    if (await this.patchField(key, parsed.value)) form.reset()
+    // Cleared as the field appears (not after the store confirms it: by then the person may
+    // already be typing the next field); what was typed comes back if the edit is refused.
+    const typed = { key: String(data.get('key') ?? ''), value: String(data.get('value') ?? '') }
+    form.reset()
+    if (!(await this.patchField(key, parsed.value))) {
+      ;(form.elements.namedItem('key') as HTMLInputElement).value = typed.key
+      ;(form.elements.namedItem('value') as HTMLInputElement).value = typed.value
+    }
   }
 
   private async create(name: string, nodeType: string, form: HTMLFormElement | null) {
@@ -225,8 +237,10 @@ export class WeftNodePage extends LitElement {
       if (codeOf(e) === 'already_exists') {
         const client = app().client
         const suggestion = await nextFreeName(name, (seg) => client.isPathTaken(joinPath(this.path as NodePath, seg)))
-        const taken = segmentForName(name) === name ? `“${name}”` : `“${name}” (saved as ${segmentForName(name)})`
-        this.createError = { message: `A node named ${taken} already exists here. Nothing was changed.`, suggestion, nodeType }
+        // Names, not paths: the node whose place this name would take is named by its own name.
+        const existing = await client.store.getIndexRow(path)
+        const taken = !existing || existing.name === name ? `A node named “${name}”` : `“${name}” would take the place of “${existing.name}”, which`
+        this.createError = { message: `${taken} already exists here. Nothing was changed.`, suggestion, nodeType }
         return
       }
       this.createError = { message: humanError(e), suggestion: null, nodeType }
@@ -359,6 +373,9 @@ export class WeftNodePage extends LitElement {
       this.marked.add(name)
       performance.mark(name)
     }
+    // The tab says the node's name (never its path).
+    const title = `${view.name} · Weft`
+    if (document.title !== title) document.title = title
     mark(`weft:node-rendered:${view.path}`)
     if ((this.childList.value?.length ?? 0) > 0) mark(`weft:list-rendered:${view.path}`)
   }
@@ -381,7 +398,9 @@ export class WeftNodePage extends LitElement {
       <header>
         <h1>${view.name}</h1>
         <wa-badge class="type" variant="brand" appearance="filled" pill>${view.nodeType === 'ActivityLog' ? 'Run' : view.nodeType}</wa-badge>
-        <span class="path">${view.path}</span>
+        ${this.crumbs.value.length
+          ? html`<nav class="crumbs" aria-label="Breadcrumb">${this.crumbs.value.map((c) => html`<a href=${nodeHref(c.path)}>${c.name}</a><span aria-hidden="true"> › </span>`)}</nav>`
+          : nothing}
         ${view.pending > 0
           ? html`<span class="pending" data-pending=${view.pending}>${view.pending} change${view.pending === 1 ? '' : 's'} saved on this device, not yet synced</span>`
           : nothing}
