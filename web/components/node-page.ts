@@ -9,7 +9,7 @@ import type { Permission } from '../../shared/enums.js'
 import { ObservableController } from '../controllers/index.js'
 import { ancestorsOf, NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
-import type { IndexRow, OutboxRow } from '../store/index.js'
+import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
 import type { PresenceUser, ReplicaState } from '../sync/index.js'
 import { nextFreeName, segmentForName } from './names.js'
@@ -17,6 +17,7 @@ import { nodeHref } from './route.js'
 import { codeOf, humanError, humanMessage } from './error-text.js'
 import { formatValue, isNodeLink, parseAs, parseLike, type FieldKind } from './field-kinds.js'
 import './text-field.js'
+import './refused-list.js'
 
 const CHILD_LIMIT = 200
 /** A text field longer than this (or with a line break) gets a multi-line editor. */
@@ -80,7 +81,6 @@ export class WeftNodePage extends LitElement {
   declare pageError: string
   declare drafts: ReadonlyMap<string, Draft>
   private readonly node = new ObservableController<NodeView | null>(this)
-  private readonly outbox = new ObservableController<OutboxRow[]>(this)
   private readonly presence = new ObservableController<PresenceUser[]>(this)
   private readonly access = new ObservableController<ReplicaState>(this)
   private readonly childList = new ObservableController<IndexRow[]>(this)
@@ -105,8 +105,6 @@ export class WeftNodePage extends LitElement {
     .fields textarea.json { font-family: ui-monospace, monospace; }
     .value { display: flex; flex-direction: column; gap: 0.2em; min-width: 0; }
     .changed { color: #8a5a00; font-size: 0.85em; }
-    .refused { border: 1px solid #c33; background: #fff4f4; padding: 0.5em 0.8em; margin: 0.5em 0; border-radius: 6px; }
-    .refused li { margin-bottom: 0.4em; overflow-wrap: anywhere; }
     .denied, .error { color: #b00; }
     .pending { color: #8a5a00; }
     .readonly, .reason-off { color: #555; font-style: italic; font-size: 0.9em; }
@@ -150,7 +148,6 @@ export class WeftNodePage extends LitElement {
     }
     const { streams } = app()
     this.node.watch(path, () => streams.node$(path))
-    this.outbox.watch(path, () => streams.outbox$(path))
     this.presence.watch(path, () => streams.presence$(path))
     this.access.watch(path, () => streams.access$(path))
     this.childList.watch(path, () => streams.query$({ parent: path, limit: CHILD_LIMIT }))
@@ -267,15 +264,6 @@ export class WeftNodePage extends LitElement {
     }
   }
 
-  private async copyRefused(row: OutboxRow) {
-    const text = JSON.stringify(row.patch, null, 2)
-    try {
-      await navigator.clipboard.writeText(text)
-    } catch {
-      prompt('Copy the refused edit:', text)
-    }
-  }
-
   private isMultiline(key: string, value: string, nodeType: string): boolean {
     let m = this.multiline.get(key)
     if (m === undefined) {
@@ -316,22 +304,6 @@ export class WeftNodePage extends LitElement {
       <div class="value" data-field=${key}>${input}${link}${note}</div>
       <button type="button" class="icon" aria-label=${`Remove field ${key}`} title=${this.can('Update') ? `Remove field ${key}` : 'Your role cannot edit this node'}
         ?disabled=${!this.can('Update')} @click=${() => this.patchField(key, null)}>✕</button>`
-  }
-
-  private renderRefused(rows: OutboxRow[]) {
-    if (rows.length === 0) return nothing
-    return html`<div class="refused" role="alert" aria-label="Refused edits">
-      <strong>The server refused ${rows.length === 1 ? 'an edit' : `${rows.length} edits`}; ${rows.length === 1 ? 'it was' : 'they were'} not saved. Copy what you need, then discard.</strong>
-      <ul>
-        ${rows.map(
-          (r) => html`<li data-refused-id=${r.id}>
-            <code>${JSON.stringify(r.patch).slice(0, 300)}</code> — <span class="reason">${r.code === 'already_exists' && r.message ? r.message : humanMessage(r.code, r.message)} (${r.code ?? 'refused'})</span>
-            <wa-button size="small" appearance="outlined" @click=${() => this.copyRefused(r)}>Copy</wa-button>
-            <wa-button size="small" appearance="outlined" @click=${() => app().client.discardRefused(r.id!)}>Discard</wa-button>
-          </li>`,
-        )}
-      </ul>
-    </div>`
   }
 
   private renderExtension(view: NodeView) {
@@ -383,8 +355,6 @@ export class WeftNodePage extends LitElement {
   override render() {
     const view = this.node.value
     const access = this.access.value
-    const outbox = this.outbox.value ?? []
-    const refused = outbox.filter((r) => r.status === 'refused')
     const others = this.presence.value ?? []
     if (access?.denied && !view) {
       return html`<p class="denied" role="alert">You cannot open ${this.path}: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>`
@@ -411,7 +381,7 @@ export class WeftNodePage extends LitElement {
       </p>
       ${access?.denied ? html`<p class="denied" role="alert">Access removed: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>` : nothing}
       ${!canUpdate && view.nodeType !== 'ActivityLog' ? html`<p class="readonly">You can view this node; your role cannot edit it.</p>` : nothing}
-      ${this.renderRefused(refused)}
+      <weft-refused-list .path=${view.path}></weft-refused-list>
       ${this.pageError ? html`<p class="error" role="alert">${this.pageError}</p>` : nothing}
       ${view.nodeType === 'ActivityLog' ? this.renderRun(view) : this.renderEditable(view, kids, canUpdate, canCreate)}
       ${view.nodeType === 'ActivityLog' && !canDelete

@@ -2,6 +2,8 @@ import { LitElement, css, html, nothing } from 'lit'
 import { ObservableController } from '../controllers/index.js'
 import { app } from '../app-context.js'
 import type { SyncStatus } from '../sync/index.js'
+import type { RefusedGroup } from '../store/index.js'
+import { refusedGroups$ } from './refused-list.js'
 
 const LABELS: Record<SyncStatus['kind'], string> = {
   offline: 'You are offline',
@@ -42,12 +44,16 @@ export class WeftSyncStatus extends LitElement {
     [data-status='unreachable'] .dot, [data-status='final'] .dot { background: #c22; }
     .detail { color: #555; margin-left: 0.35em; }
     .trouble { color: #a11; margin-left: 0.35em; }
+    a.refused { text-decoration: underline; }
   `
   private readonly status = new ObservableController<SyncStatus>(this)
+  /** Refused edits counted as a person sees them: one per node and field, not per keystroke. */
+  private readonly refusedGroups = new ObservableController<RefusedGroup[]>(this)
 
   constructor() {
     super()
     this.status.watch('status', () => app().streams.status$)
+    this.refusedGroups.watch('refused', () => refusedGroups$())
   }
 
   override render() {
@@ -59,7 +65,8 @@ export class WeftSyncStatus extends LitElement {
       : s.pending > 0
         ? html`<span class="detail">· ${s.pending} to send</span>`
         : nothing
-    const refused = s.refused > 0 ? html`<span class="trouble">· ${s.refused} refused</span>` : nothing
+    const groups = this.refusedGroups.value?.length ?? 0
+    const refused = groups > 0 ? html`<a class="trouble refused" href="#/refused" data-refused=${groups}>· ${groups} refused</a>` : nothing
     const last = s.lastSyncedAt && s.kind !== 'saved' ? html`<span class="detail">· last synced at ${clock(s.lastSyncedAt)}</span>` : nothing
     const trouble = s.trouble ? html`<span class="trouble" data-trouble=${s.trouble.code}>· ${troubleText(s.trouble.code, s.trouble.reason)}</span>` : nothing
     return html`<span role="status" aria-live="polite" data-status=${s.kind} data-pending=${s.pending} class="sync"
