@@ -95,6 +95,35 @@ test('[WEB9] an Editor\'s run seen by a Viewer: started by whom in words, no inp
   await v.context.close()
 })
 
+test('[WEB9] a run opened before this device knows its node type: no string of it is "converted" to text, nothing refused (the phantom "1 refused")', async ({ browser }) => {
+  const path = await runOf(ann, 'Lab/Loop')
+  // The node's metadata (its type) arrives over HTTP only after the doc has synced over the socket.
+  let release!: () => void
+  const gate = new Promise<void>((r) => (release = r))
+  const context = await browser.newContext({
+    baseURL: server.url,
+    storageState: { cookies: [], origins: [{ origin: server.url, localStorage: [{ name: 'weft.session', value: JSON.stringify({ userId: ann.userId, token: ann.token, name: ann.name }) }] }] },
+  })
+  await context.route(`**/api/nodes/${path}`, async (route) => {
+    await gate
+    await route.continue()
+  })
+  const page = await context.newPage()
+  await page.goto(`/#/n/${path}`)
+  // The doc is there (its log shows) while the index row is not: still a run page, no inputs.
+  await expect(page.locator('weft-node-page ol.log li').first()).toContainText('tick')
+  await expect(page.locator('weft-node-page input, weft-node-page textarea')).toHaveCount(0)
+  await expect(syncStatus(page)).toHaveAttribute('data-status', 'saved')
+  release()
+  await expect(page.locator('weft-node-page h1')).toHaveText('Loop run')
+  await page.locator('weft-node-page weft-activity-panel .cancel').click()
+  await expect(page.locator('weft-node-page weft-activity-panel .badge')).toHaveAttribute('data-status', 'Cancelled')
+  await expect(syncStatus(page)).toHaveAttribute('data-status', 'saved')
+  expect(await refusedRows(page)).toEqual([])
+  await expect(syncStatus(page)).not.toContainText('refused')
+  await context.close()
+})
+
 test('[WEB9] the Viewer\'s own run: she may cancel it; Ann sees it was Vic\'s', async ({ browser }) => {
   const path = await runOf(vic, 'Lab/Loop')
   const v = await openLoggedIn(browser, server, vic, path)
