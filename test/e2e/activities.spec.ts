@@ -32,7 +32,7 @@ test('[ACT13] two browsers watch one activity, one cancels, both see Cancelled',
   // Live messages reach both, and each sees the other watching.
   await expect(a.page.locator('weft-activity-panel ol li').first()).toContainText('tick')
   await expect(b.page.locator('weft-activity-panel ol li').first()).toContainText('tick')
-  await expect(a.page.locator('weft-activity-panel .watchers')).toContainText('Bob')
+  await expect(a.page.locator('weft-node-page .presence')).toContainText('Bob')
   await b.page.locator('weft-activity-panel .cancel').click()
   await expect(badgeA).toHaveAttribute('data-status', 'Cancelled')
   await expect(badgeB).toHaveAttribute('data-status', 'Cancelled')
@@ -70,24 +70,27 @@ test('[ACT1] a space shows the runs it hosts, the home feed shows runs its user 
   expect(res.status).toBe(201)
   // Routed to the partition root (no ActivityParentPath): Lab hosts it, not Ann's home.
   expect(res.body.path.startsWith('Lab/_Activity/')).toBe(true)
-  const run = (page: Page) => page.locator(`weft-activity-panel[path="${res.body.path}"]`)
+  const run = (page: Page) => page.locator(`weft-run-row[path="${res.body.path}"] a.row`)
 
   const b = await openLoggedIn(browser, server, bob, 'Lab')
-  await expect(run(b.page).locator('.badge')).toHaveAttribute('data-status', 'Succeeded')
-  // Succeeded: full, whatever fraction the script last reported.
-  await expect(run(b.page).locator('progress')).toHaveJSProperty('value', 1)
+  await expect(run(b.page)).toHaveAttribute('data-status', 'Succeeded')
+  // A compact line: who started it, a link to the run's page.
+  await expect(run(b.page)).toContainText('started by Ann')
+  await run(b.page).click()
+  // Succeeded: full, whatever fraction its script last reported.
+  await expect(b.page.locator('weft-node-page weft-activity-panel progress')).toHaveJSProperty('value', 1)
 
   const a = await openLoggedIn(browser, server, ann)
   const feed = a.page.locator('weft-activity-strip section[aria-label="My activity"]')
-  await expect(feed.locator(`weft-activity-panel[path="${res.body.path}"] .badge`)).toHaveAttribute('data-status', 'Succeeded')
+  await expect(feed.locator(`weft-run-row[path="${res.body.path}"] a.row`)).toHaveAttribute('data-status', 'Succeeded')
   // Bob's home does not list Ann's run.
   await b.page.goto(`/#/n/${bob.userId}`)
   await expect(b.page.locator('weft-node-page h1, weft-node-page h2').first()).toBeVisible()
-  await expect(b.page.locator(`weft-activity-panel[path="${res.body.path}"]`)).toHaveCount(0)
+  await expect(b.page.locator(`weft-run-row[path="${res.body.path}"]`)).toHaveCount(0)
 
   // A run started after the home opened appears there as the feed announces it.
   const second = await api<{ path: string }>(server, ann, 'POST', '/api/nodes/Lab/Quick/run', {})
-  await expect(feed.locator(`weft-activity-panel[path="${second.body.path}"] .badge`)).toHaveAttribute('data-status', 'Succeeded')
+  await expect(feed.locator(`weft-run-row[path="${second.body.path}"] a.row`)).toHaveAttribute('data-status', 'Succeeded')
   await a.context.close()
   await b.context.close()
 })

@@ -79,7 +79,11 @@ test('[WEB9] an Editor\'s run seen by a Viewer: started by whom in words, no inp
   await expect(panel(v.page).locator('.cancel')).toHaveCount(0)
   await expect(panel(v.page).locator('[data-reason="steer"]')).toContainText('Only Ann')
   await expect(panel(a.page).locator('.cancel')).toBeVisible()
+  // The live log follows its tail.
+  await expect.poll(() => panel(v.page).locator('ol.log li').count(), { timeout: 20_000 }).toBeGreaterThan(30)
+  await expect.poll(() => panel(v.page).locator('ol.log').evaluate((ol) => ol.scrollHeight > ol.clientHeight && ol.scrollHeight - ol.scrollTop - ol.clientHeight < 8)).toBe(true)
   await shoot(v.page, 'viewer-running')
+  await shoot(a.page, 'editor-running')
 
   await panel(a.page).locator('.cancel').click()
   await expect(panel(v.page).locator('.badge')).toHaveAttribute('data-status', 'Cancelled')

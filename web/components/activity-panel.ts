@@ -71,6 +71,7 @@ export class WeftActivityPanel extends LitElement {
     pre.source { counter-reset: ln; background: #f6f7fa; border: 1px solid #e3e6ee; border-radius: 4px; padding: 0.4em 0.6em 0.4em 0; overflow: auto; max-height: 24em; font-size: 0.85em; margin: 0.3em 0; }
     pre.source .line { display: block; }
     pre.source .line::before { counter-increment: ln; content: counter(ln); display: inline-block; width: 3em; padding-right: 0.8em; text-align: right; color: #889; user-select: none; }
+    h4 { margin: 0.6em 0 0.2em; font-size: 0.95em; }
     dl.inputs { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 0.2em 0.8em; margin: 0.4em 0; }
     dl.inputs dt { font-weight: 500; }
     dl.inputs dd { margin: 0; font-family: ui-monospace, monospace; font-size: 0.9em; overflow-wrap: anywhere; white-space: pre-wrap; }
@@ -115,6 +116,18 @@ export class WeftActivityPanel extends LitElement {
         ),
       )
     }
+  }
+
+  /** The log follows its tail while the reader is at its end; scrolling up stops that. */
+  private atTail = true
+  private readonly onLogScroll = (ev: Event) => {
+    const ol = ev.target as HTMLElement
+    this.atTail = ol.scrollHeight - ol.scrollTop - ol.clientHeight < 8
+  }
+
+  override updated() {
+    const ol = this.renderRoot.querySelector<HTMLElement>('ol.log')
+    if (ol && this.atTail) ol.scrollTop = ol.scrollHeight
   }
 
   private async act(fn: () => Promise<unknown>) {
@@ -193,7 +206,7 @@ export class WeftActivityPanel extends LitElement {
     const inputs = c.Inputs && typeof c.Inputs === 'object' && !Array.isArray(c.Inputs) ? (c.Inputs as JsonObject) : {}
     const entries = Object.entries(inputs)
     if (!this.full || entries.length === 0) return nothing
-    return html`<dl class="inputs" aria-label="Inputs">${entries.map(([k, v]) => html`<dt>${k}</dt><dd>${typeof v === 'string' ? v : JSON.stringify(v)}</dd>`)}</dl>`
+    return html`<h4 class="inputs-title">Inputs</h4><dl class="inputs" aria-label="Inputs">${entries.map(([k, v]) => html`<dt>${k}</dt><dd>${typeof v === 'string' ? v : JSON.stringify(v)}</dd>`)}</dl>`
   }
 
   private renderActions(c: JsonObject, status: string, codePath: string | null) {
@@ -260,14 +273,16 @@ export class WeftActivityPanel extends LitElement {
         ? html`<wa-button size="small" appearance="plain" @click=${() => (this.showAll = true)}>Show ${messages.length - shown.length} earlier lines</wa-button>`
         : nothing}
       ${messages.length
-        ? html`<ol class="log" start=${messages.length - shown.length + 1} aria-label="Messages">
+        ? html`<ol class="log" start=${messages.length - shown.length + 1} aria-label="Messages" tabindex="0" @scroll=${this.onLogScroll}>
             ${shown.map((m) => html`<li class="${m.Level}-line">${m.Text}</li>`)}
           </ol>`
         : nothing}
       ${c.ReturnValue !== undefined ? this.renderOutput(view.name, c.ReturnValue) : nothing}
       ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       ${this.renderActions(c, status, codePath)}
-      <p class="watchers">${others.length ? html`Also watching: ${others.map((u) => u.name).join(', ')}` : 'Nobody else is watching.'}</p>
+      ${this.full
+        ? nothing // the page says who else is here
+        : html`<p class="watchers">${others.length ? html`Also watching: ${others.map((u) => u.name).join(', ')}` : 'Nobody else is watching.'}</p>`}
     `
   }
 }

@@ -4,13 +4,14 @@ import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
 import { runCode } from './activity-api.js'
 import './activity-panel.js'
+import './activity-strip.js'
 import { background } from '../sync/background.js'
 
 /**
  * A Code node's page (seed: operations as scripts): the source editor bound to the node's
  * Source, Run (or "New run…": a draft whose panel holds the form bound to its Inputs and one
- * Start), the run this page started ("Your run": a Viewer's run moves no LastActivityPath), and
- * the latest run (LastActivityPath).
+ * Start), the run this page started ("Your run", live), and every run of this code the caller
+ * may read as a compact list (number, status, started by, when, duration).
  *
  * Source is a text field (a Y.Text, shared/text-fields.ts): the editor is CodeMirror bound to
  * that Y.Text with y-codemirror.next (<weft-code-editor>, code-editor.ts), so several people
@@ -90,7 +91,6 @@ export class WeftCodePage extends LitElement {
     if (!view) return nothing
     const c = view.content
     const hasInputs = c.Inputs && typeof c.Inputs === 'object' && Object.keys(c.Inputs).length > 0
-    const last = typeof c.LastActivityPath === 'string' ? c.LastActivityPath : null
     const language = String(c.Language ?? 'javascript')
     return html`
       <section class="source">
@@ -106,7 +106,7 @@ export class WeftCodePage extends LitElement {
         ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       </section>
       ${this.draft ? html`<section aria-label="Your run"><h3>Your run</h3><weft-activity-panel path=${this.draft}></weft-activity-panel></section>` : nothing}
-      ${last && last !== this.draft ? html`<section aria-label="Latest run"><h3>Latest run</h3><weft-activity-panel path=${last}></weft-activity-panel></section>` : nothing}
+      <weft-activity-strip path=${this.path} code heading="Runs"></weft-activity-strip>
     `
   }
 }
