@@ -32,11 +32,11 @@ test('[ACT13] two browsers watch one activity, one cancels, both see Cancelled',
   // Live messages reach both, and each sees the other watching.
   await expect(a.page.locator('weft-activity-panel ol li').first()).toContainText('tick')
   await expect(b.page.locator('weft-activity-panel ol li').first()).toContainText('tick')
-  await expect(a.page.locator('weft-activity-panel .watchers')).toContainText('Bob')
-  await b.page.locator('weft-activity-panel button.cancel').click()
+  await expect(a.page.locator('weft-node-page .presence')).toContainText('Bob')
+  await b.page.locator('weft-activity-panel .cancel').click()
   await expect(badgeA).toHaveAttribute('data-status', 'Cancelled')
   await expect(badgeB).toHaveAttribute('data-status', 'Cancelled')
-  await expect(a.page.locator('weft-activity-panel button.rerun')).toBeVisible()
+  await expect(a.page.locator('weft-activity-panel .rerun')).toBeVisible()
   await a.context.close()
   await b.context.close()
 })
@@ -50,15 +50,17 @@ test('[ACT1] a Code page: the form edits the draft\'s Inputs directly, Run start
   }, 'Greet')
   const a = await openLoggedIn(browser, server, ann, 'Lab/Greet')
   const page = a.page
-  await page.locator('weft-code-page button', { hasText: 'New run' }).click()
+  await page.locator('weft-code-page .new-run').click()
   const input = page.locator('weft-activity-form input#in-Who')
   await expect(input).toHaveValue('world')
   await input.fill('Bob')
   await input.dispatchEvent('change')
-  await page.locator('weft-code-page button.run').click()
-  const panel = page.locator('weft-code-page section[aria-label="Latest run"] weft-activity-panel')
+  // One Start, in the draft's own panel (no second Run beside it).
+  const panel = page.locator('weft-code-page section[aria-label="Your run"] weft-activity-panel')
+  await expect(page.locator('weft-code-page .run')).toHaveCount(0)
+  await panel.locator('.start-run').click()
   await expect(panel.locator('.badge')).toHaveAttribute('data-status', 'Succeeded')
-  await expect(panel.locator('pre')).toContainText('hello Bob')
+  await expect(panel.locator('pre.output')).toContainText('hello Bob')
   await a.context.close()
 })
 
@@ -68,24 +70,27 @@ test('[ACT1] a space shows the runs it hosts, the home feed shows runs its user 
   expect(res.status).toBe(201)
   // Routed to the partition root (no ActivityParentPath): Lab hosts it, not Ann's home.
   expect(res.body.path.startsWith('Lab/_Activity/')).toBe(true)
-  const run = (page: Page) => page.locator(`weft-activity-panel[path="${res.body.path}"]`)
+  const run = (page: Page) => page.locator(`weft-run-row[path="${res.body.path}"] a.row`)
 
   const b = await openLoggedIn(browser, server, bob, 'Lab')
-  await expect(run(b.page).locator('.badge')).toHaveAttribute('data-status', 'Succeeded')
-  // Succeeded: full, whatever fraction the script last reported.
-  await expect(run(b.page).locator('progress')).toHaveJSProperty('value', 1)
+  await expect(run(b.page)).toHaveAttribute('data-status', 'Succeeded')
+  // A compact line: who started it, a link to the run's page.
+  await expect(run(b.page)).toContainText('started by Ann')
+  await run(b.page).click()
+  // Succeeded: full, whatever fraction its script last reported.
+  await expect(b.page.locator('weft-node-page weft-activity-panel progress')).toHaveJSProperty('value', 1)
 
   const a = await openLoggedIn(browser, server, ann)
   const feed = a.page.locator('weft-activity-strip section[aria-label="My activity"]')
-  await expect(feed.locator(`weft-activity-panel[path="${res.body.path}"] .badge`)).toHaveAttribute('data-status', 'Succeeded')
+  await expect(feed.locator(`weft-run-row[path="${res.body.path}"] a.row`)).toHaveAttribute('data-status', 'Succeeded')
   // Bob's home does not list Ann's run.
   await b.page.goto(`/#/n/${bob.userId}`)
   await expect(b.page.locator('weft-node-page h1, weft-node-page h2').first()).toBeVisible()
-  await expect(b.page.locator(`weft-activity-panel[path="${res.body.path}"]`)).toHaveCount(0)
+  await expect(b.page.locator(`weft-run-row[path="${res.body.path}"]`)).toHaveCount(0)
 
   // A run started after the home opened appears there as the feed announces it.
   const second = await api<{ path: string }>(server, ann, 'POST', '/api/nodes/Lab/Quick/run', {})
-  await expect(feed.locator(`weft-activity-panel[path="${second.body.path}"] .badge`)).toHaveAttribute('data-status', 'Succeeded')
+  await expect(feed.locator(`weft-run-row[path="${second.body.path}"] a.row`)).toHaveAttribute('data-status', 'Succeeded')
   await a.context.close()
   await b.context.close()
 })

@@ -118,10 +118,10 @@ test('[WEB3] two people type into different lines of one script at once: both ke
   await expect(editor(a.page).locator('.cm-line').nth(1)).toContainText('const second = "two" + "B"')
 
   // Run runs the script as edited.
-  await a.page.locator('weft-code-page button.run').click()
-  const panel = a.page.locator('weft-code-page section[aria-label="Latest run"] weft-activity-panel')
+  await a.page.locator('weft-code-page .run').click()
+  const panel = a.page.locator('weft-code-page section[aria-label="Your run"] weft-activity-panel')
   await expect(panel.locator('.badge')).toHaveAttribute('data-status', 'Succeeded')
-  await expect(panel.locator('pre')).toContainText('oneA twoB')
+  await expect(panel.locator('pre.output')).toContainText('oneA twoB')
   await a.context.close()
   await b.context.close()
 })

@@ -8,7 +8,7 @@ let bob: TestUser
 test.beforeAll(async () => {
   server = await startE2eServer()
   ;({ ann, bob } = await twoEditorsOn(server, 'Team', {
-    Week_1: { Summary: 'kept' },
+    'Week-1': { Summary: 'kept' },
     Meeting: { summary: 'Notes: ', count: 1 },
     Essay: { Body: 'First sentence. Second sentence.' },
     Offline: { Body: 'Alpha beta. Gamma delta.' },
@@ -38,13 +38,14 @@ test('[WEB1] creating a taken name (after cleaning) changes nothing, says so and
   await form.getByRole('button', { name: 'Create' }).click()
   const error = page$(b.page).locator('[data-error=create]')
   await expect(error).toContainText('already exists here')
-  await expect(error).toContainText('Week_1')
-  expect(await getContent(server, ann, 'Team/Week_1')).toEqual({ Summary: 'kept' })
+  // Named by names: what “Week?1” would replace is “Week-1”.
+  await expect(error).toContainText('“Week?1” would take the place of “Week-1”')
+  expect(await getContent(server, ann, 'Team/Week-1')).toEqual({ Summary: 'kept' })
   await b.page.screenshot({ path: '/tmp/weft-create-collision.png' })
   await error.getByRole('button', { name: 'Create “Week?1 (2)” instead' }).click()
   await expect(page$(b.page).locator('.children').getByRole('link', { name: 'Week?1 (2)' })).toBeVisible()
-  expect((await api(server, bob, 'GET', '/api/nodes/Team/Week_1__2_')).status).toBe(200)
-  expect(await getContent(server, ann, 'Team/Week_1')).toEqual({ Summary: 'kept' })
+  expect((await api(server, bob, 'GET', '/api/nodes/Team/Week-1-2')).status).toBe(200)
+  expect(await getContent(server, ann, 'Team/Week-1')).toEqual({ Summary: 'kept' })
   // The error belongs to that form: leaving the page clears it.
   await form.getByLabel('Name', { exact: true }).fill('Week 1')
   await form.getByRole('button', { name: 'Create' }).click()
@@ -268,7 +269,7 @@ test('[WEB1] a new space whose name is taken is not created over it; the next fr
   const nav = b.page.locator('weft-nav-tree')
   await nav.getByPlaceholder('New space').fill('Team')
   await nav.getByRole('button', { name: 'Create' }).click()
-  await expect(nav.getByRole('alert')).toContainText('The name “Team” is taken')
+  await expect(nav.getByRole('alert')).toContainText('A space named like “Team” exists already')
   await expect(nav.getByPlaceholder('New space')).toHaveValue('Team (2)')
   expect((await api(server, ann, 'GET', '/api/nodes/Team')).status).toBe(200)
   await nav.getByRole('button', { name: 'Create' }).click()

@@ -46,11 +46,11 @@ test('a node created offline is listed as pending and created on the server when
   const children = page.locator('weft-node-page ul.children')
   await expect(children.getByRole('link', { name: 'Offline idea' })).toBeVisible()
   await expect(syncStatus(page)).toHaveAttribute('data-pending', '1')
-  expect((await api(server, ann, 'GET', '/api/nodes/Desk/Offline_idea')).status).toBe(404)
+  expect((await api(server, ann, 'GET', '/api/nodes/Desk/Offline-idea')).status).toBe(404)
 
   await context.setOffline(false)
   await expect(syncStatus(page)).toHaveAttribute('data-status', 'saved')
-  const created = await api<{ nodeType: string; name: string }>(server, ann, 'GET', '/api/nodes/Desk/Offline_idea')
+  const created = await api<{ nodeType: string; name: string }>(server, ann, 'GET', '/api/nodes/Desk/Offline-idea')
   expect(created.status).toBe(200)
   expect(created.body).toMatchObject({ nodeType: 'Document', name: 'Offline idea' })
   await context.close()

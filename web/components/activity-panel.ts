@@ -1,11 +1,15 @@
 import { LitElement, css, html, nothing } from 'lit'
-import type { JsonValue } from '../../shared/json.js'
+import { EMPTY, catchError, filter, from, map, merge, of, switchMap } from 'rxjs'
+import type { JsonObject, JsonValue } from '../../shared/json.js'
 import { ObservableController } from '../controllers/index.js'
+import { PeopleController } from '../controllers/people-controller.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
-import type { PresenceUser } from '../sync/index.js'
+import type { PresenceUser, ReplicaState } from '../sync/index.js'
 import { requestStatus, runCode } from './activity-api.js'
 import { nodeHref } from './route.js'
+import { formatWhen, limitOf, runDuration } from './run-text.js'
+import './activity-form.js'
 
 /** Lines rendered at once: a 10,000-line log opens with its tail, older lines on request. */
 const TAIL = 200
@@ -16,34 +20,74 @@ interface Message {
   At: string
 }
 
+/** The Code node a run came from, as the server has it now (name and current Source). */
+interface CodeNow {
+  name: string
+  source: string | null
+  /** Declared inputs: a required one left empty keeps a draft from starting. */
+  inputs: Record<string, { Required?: boolean; Label?: string }>
+}
+
+const str = (v: JsonValue | undefined): string | null => (typeof v === 'string' && v !== '' ? v : null)
+
 /**
  * The result panel of an activity, bound to the activity node itself (seed: "one subscription,
- * one switch, all states handled"): status badge, progress, live messages, output or error,
- * Cancel while running, Start for a draft, Re-run when finished, and who else is watching.
+ * one switch, all states handled"): status badge, who started it (and who made the draft),
+ * when and for how long, the code it ran (as it was then, collapsed), why a limit stopped it,
+ * progress, live messages, output or error, and who else is watching. Every fact of a run is
+ * text: the engine writes them, nobody types into them. Cancel and Start are offered only to
+ * those the server lets steer the run (its creator, or Update on it) [WEB9]; "Stopping…" shows
+ * to everyone once a cancel is asked for.
  */
 export class WeftActivityPanel extends LitElement {
-  static override properties = { path: {}, showAll: { state: true }, error: { state: true } }
+  static override properties = { path: {}, full: { type: Boolean }, showAll: { state: true }, error: { state: true } }
   declare path: string
+  /** The run's own page (inputs shown; the code block opens with a click like everywhere). */
+  declare full: boolean
   declare showAll: boolean
   declare error: string
   private readonly node = new ObservableController<NodeView | null>(this)
   private readonly presence = new ObservableController<PresenceUser[]>(this)
+  private readonly access = new ObservableController<ReplicaState>(this)
+  private readonly code = new ObservableController<CodeNow | null>(this)
+  private readonly people = new PeopleController(this)
 
   static override styles = css`
-    :host { display: block; border: 1px solid #ccd; border-radius: 4px; padding: 0.6em; margin: 0.6em 0; }
+    :host { display: block; border: 1px solid #ccd; border-radius: 6px; padding: 0.6em 0.8em; margin: 0.6em 0; background: #fff; min-width: 0; }
+    header { display: flex; flex-wrap: wrap; gap: 0.3em 0.6em; align-items: baseline; }
+    header a { overflow-wrap: anywhere; }
     .badge { border-radius: 3px; padding: 0 0.5em; font-weight: bold; }
     .Running { background: #def; } .Succeeded { background: #dfd; } .Warning { background: #ffd; }
     .Failed { background: #fdd; } .Cancelled { background: #eee; } .Draft { background: #f4f4ff; }
+    .stopping { color: #8a5a00; font-weight: 500; }
+    .facts { margin: 0.4em 0; color: #333; overflow-wrap: anywhere; }
+    .facts span + span::before { content: ' · '; color: #888; }
+    .stopped { border-left: 4px solid #b00; background: #fff4f4; padding: 0.5em 0.8em; margin: 0.5em 0; border-radius: 4px; overflow-wrap: anywhere; }
+    .stopped strong { color: #900; }
+    .stopped small { display: block; color: #555; margin-top: 0.2em; }
+    details.code { margin: 0.5em 0; }
+    details.code summary { cursor: pointer; }
+    .differs { color: #8a5a00; font-weight: 500; }
+    pre.source { counter-reset: ln; background: #f6f7fa; border: 1px solid #e3e6ee; border-radius: 4px; padding: 0.4em 0.6em 0.4em 0; overflow: auto; max-height: 24em; font-size: 0.85em; margin: 0.3em 0; }
+    pre.source .line { display: block; }
+    pre.source .line::before { counter-increment: ln; content: counter(ln); display: inline-block; width: 3em; padding-right: 0.8em; text-align: right; color: #889; user-select: none; }
+    h4 { margin: 0.6em 0 0.2em; font-size: 0.95em; }
+    dl.inputs { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 0.2em 0.8em; margin: 0.4em 0; }
+    dl.inputs dt { font-weight: 500; }
+    dl.inputs dd { margin: 0; font-family: ui-monospace, monospace; font-size: 0.9em; overflow-wrap: anywhere; white-space: pre-wrap; }
     progress { width: 100%; }
-    ol { font-family: monospace; font-size: 0.85em; max-height: 24em; overflow: auto; padding-left: 3.5em; }
+    ol.log { font-family: monospace; font-size: 0.85em; max-height: 24em; overflow: auto; padding-left: 3.5em; overflow-wrap: anywhere; }
     .Warning-line { color: #960; } .Error-line { color: #b00; }
-    pre { background: #f6f6f6; padding: 0.4em; overflow: auto; }
-    .error { color: #b00; }
+    pre.output { background: #f6f6f6; padding: 0.4em; overflow: auto; }
+    .error { color: #b00; overflow-wrap: anywhere; }
+    .reason-off { color: #555; font-style: italic; font-size: 0.9em; }
+    .watchers { color: #235; font-size: 0.9em; }
   `
 
   constructor() {
     super()
     this.path = ''
+    this.full = false
     this.showAll = false
     this.error = ''
   }
@@ -51,8 +95,39 @@ export class WeftActivityPanel extends LitElement {
   override willUpdate() {
     if (!this.path) return
     const path = this.path
-    this.node.watch(path, () => app().streams.node$(path))
-    this.presence.watch(path, () => app().streams.presence$(path))
+    const { streams, client } = app()
+    this.node.watch(path, () => streams.node$(path))
+    this.presence.watch(path, () => streams.presence$(path))
+    this.access.watch(path, () => streams.access$(path))
+    this.people.setPath(path)
+    this.people.learn(this.presence.value ?? [])
+    const codePath = str(this.node.value?.content.CodePath)
+    if (codePath) {
+      // Read over HTTP, not by joining the Code node's room: watching a run must not show its
+      // watcher as "here" on the Code page. Fresh again whenever the feed says it changed.
+      this.code.watch(codePath, () =>
+        merge(of(null), client.feed$.pipe(filter((c) => c.path === codePath))).pipe(
+          switchMap(() => from(client.api.getNode(codePath)).pipe(catchError(() => EMPTY))),
+          map((n) => ({
+            name: n.name,
+            source: typeof n.content.Source === 'string' ? n.content.Source : null,
+            inputs: (n.content.Inputs && typeof n.content.Inputs === 'object' && !Array.isArray(n.content.Inputs) ? n.content.Inputs : {}) as CodeNow['inputs'],
+          })),
+        ),
+      )
+    }
+  }
+
+  /** The log follows its tail while the reader is at its end; scrolling up stops that. */
+  private atTail = true
+  private readonly onLogScroll = (ev: Event) => {
+    const ol = ev.target as HTMLElement
+    this.atTail = ol.scrollHeight - ol.scrollTop - ol.clientHeight < 8
+  }
+
+  override updated() {
+    const ol = this.renderRoot.querySelector<HTMLElement>('ol.log')
+    if (ol && this.atTail) ol.scrollTop = ol.scrollHeight
   }
 
   private async act(fn: () => Promise<unknown>) {
@@ -76,7 +151,93 @@ export class WeftActivityPanel extends LitElement {
       a.click()
       setTimeout(() => URL.revokeObjectURL(a.href), 10_000)
     }
-    return html`<h4>Output <button class="download" @click=${download}>Download (${text.length} bytes)</button></h4><pre>${shown}</pre>`
+    return html`<h4>Output <wa-button size="small" appearance="outlined" class="download" @click=${download}>Download (${text.length} bytes)</wa-button></h4><pre class="output">${shown}</pre>`
+  }
+
+  /** Who started it, who made the draft (when someone else), when, how long. */
+  private renderFacts(c: JsonObject, status: string) {
+    const createdBy = str(c.CreatedBy)
+    // Before the server recorded StartedBy, a run acted as (and was started by) its creator.
+    const startedBy = str(c.StartedBy) ?? (status !== 'Draft' ? createdBy : null)
+    const start = str(c.Start)
+    const took = runDuration(c.Start, c.End)
+    const who = (id: string) => html`<span class="person" data-user=${id}>${this.people.nameOf(id)}</span>`
+    return html`<p class="facts">
+      ${startedBy ? html`<span data-fact="started-by">Started by ${who(startedBy)}</span>` : nothing}
+      ${createdBy && createdBy !== startedBy ? html`<span data-fact="created-by">${status === 'Draft' ? 'Draft made by' : 'draft made by'} ${who(createdBy)}</span>` : nothing}
+      ${start ? html`<span data-fact="start">${formatWhen(start)}</span>` : nothing}
+      ${took ? html`<span data-fact="duration">${status === 'Running' ? `running for ${took}` : `took ${took}`}</span>` : nothing}
+    </p>`
+  }
+
+  /** The code the run executes (kept on the activity when it was made), collapsed. */
+  private renderCode(c: JsonObject) {
+    const source = typeof c.Source === 'string' ? c.Source : null
+    const codePath = str(c.CodePath)
+    const now = this.code.value
+    const codeLink = codePath ? html`<a href=${nodeHref(codePath)}>${now?.name ?? codePath.split('/').pop()}</a>` : nothing
+    if (source === null) {
+      return codePath ? html`<p class="code-link">Code: ${codeLink}</p>` : nothing
+    }
+    const differs = now && now.source !== null && now.source !== source
+    const lines = source.split('\n')
+    return html`<details class="code" ?data-differs=${!!differs}>
+      <summary>Code it ran${codePath ? html` (from ${codeLink})` : nothing} · ${lines.length} line${lines.length === 1 ? '' : 's'}${differs
+        ? html` · <span class="differs" data-differs>differs from the current code</span>`
+        : nothing}</summary>
+      <pre class="source" aria-label="Code it ran" tabindex="0">${lines.map((l) => html`<span class="line">${l}</span>`)}</pre>
+    </details>`
+  }
+
+  /** "Stopped: …" when the error names a server limit; otherwise the error, once. */
+  private renderError(c: JsonObject) {
+    const error = str(c.Error)
+    if (!error) return nothing
+    const hit = limitOf(error)
+    if (!hit) return html`<p class="error" role="alert" data-error="run">${error}</p>`
+    return html`<div class="stopped" role="alert" data-limit=${hit.limit}>
+      <strong>Stopped:</strong> ${hit.reason} (${hit.limit}${hit.value ? `, ${hit.value}` : ''}).
+      <small>${error}</small>
+    </div>`
+  }
+
+  private renderInputs(c: JsonObject, status: string) {
+    if (status === 'Draft') return html`<weft-activity-form path=${this.path} code-path=${str(c.CodePath) ?? ''}></weft-activity-form>`
+    const inputs = c.Inputs && typeof c.Inputs === 'object' && !Array.isArray(c.Inputs) ? (c.Inputs as JsonObject) : {}
+    const entries = Object.entries(inputs)
+    if (!this.full || entries.length === 0) return nothing
+    return html`<h4 class="inputs-title">Inputs</h4><dl class="inputs" aria-label="Inputs">${entries.map(([k, v]) => html`<dt>${k}</dt><dd>${typeof v === 'string' ? v : JSON.stringify(v)}</dd>`)}</dl>`
+  }
+
+  private renderActions(c: JsonObject, status: string, codePath: string | null) {
+    const me = app().session.userId
+    const createdBy = str(c.CreatedBy)
+    // DESIGN.md "Field rules": RequestedStatus is the creator's, or anyone's with Update on it.
+    const perms = this.access.value?.permissions
+    const canSteer = createdBy === me || !!perms?.has('Update')
+    const startRequested = c.RequestedStatus === 'Running'
+    const live = status === 'Running' || (status === 'Draft' && startRequested)
+    const cancelAsked = c.RequestedStatus === 'Cancelled'
+    const creator = createdBy ? this.people.nameOf(createdBy) : 'its creator'
+    const given = (c.Inputs && typeof c.Inputs === 'object' && !Array.isArray(c.Inputs) ? c.Inputs : {}) as JsonObject
+    const missing = Object.entries(this.code.value?.inputs ?? {})
+      .filter(([k, d]) => d?.Required && (given[k] === undefined || given[k] === null || given[k] === ''))
+      .map(([k, d]) => d.Label ?? k)
+    return html`<div class="actions">
+      ${status === 'Draft' && !startRequested && canSteer
+        ? html`<wa-button size="small" variant="brand" class="start-run" ?disabled=${missing.length > 0} @click=${() => this.act(() => requestStatus(this.path, 'Running'))}>Start</wa-button>
+            ${missing.length ? html`<span class="reason-off" data-reason="required">Fill in ${missing.join(', ')} first.</span>` : nothing}`
+        : nothing}
+      ${live && canSteer && !cancelAsked
+        ? html`<wa-button size="small" variant="danger" appearance="outlined" class="cancel" @click=${() => this.act(() => requestStatus(this.path, 'Cancelled'))}>Cancel</wa-button>`
+        : nothing}
+      ${(live || (status === 'Draft' && !startRequested)) && !canSteer && perms
+        ? html`<span class="reason-off" data-reason="steer">Only ${creator} or an Editor here can ${live ? 'cancel' : 'start'} this run.</span>`
+        : nothing}
+      ${status !== 'Draft' && status !== 'Running' && codePath
+        ? html`<wa-button size="small" appearance="outlined" class="rerun" @click=${() => this.act(async () => this.dispatchEvent(new CustomEvent('rerun', { detail: await runCode(codePath, { inputs: (c.Inputs ?? {}) as Record<string, unknown> }), bubbles: true, composed: true })))}>Re-run</wa-button>`
+        : nothing}
+    </div>`
   }
 
   override render() {
@@ -84,41 +245,44 @@ export class WeftActivityPanel extends LitElement {
     if (!view) return html`<p aria-busy="true">Loading activity…</p>`
     const c = view.content
     const status = typeof c.Status === 'string' ? c.Status : 'Draft'
-    const messages = (Array.isArray(c.Messages) ? c.Messages : []) as unknown as Message[]
+    const all = (Array.isArray(c.Messages) ? c.Messages : []) as unknown as Message[]
+    // The engine logs the error that ended a run and keeps it in Error: printed once, above.
+    const messages = typeof c.Error === 'string' && all.at(-1)?.Level === 'Error' && all.at(-1)?.Text === c.Error ? all.slice(0, -1) : all
     const shown = this.showAll ? messages : messages.slice(-TAIL)
     const progress = c.Progress as { Fraction?: number; Text?: string } | undefined
     const me = app().session.userId
     const others = (this.presence.value ?? []).filter((u) => u.id !== me)
-    const codePath = typeof c.CodePath === 'string' ? c.CodePath : null
+    const codePath = str(c.CodePath)
+    const stopping = status === 'Running' && c.RequestedStatus === 'Cancelled'
+    const title = this.code.value?.name ? `Run of ${this.code.value.name}` : view.name
     return html`
       <header>
         <span class="badge ${status}" data-status=${status}>${status}</span>
-        <a href=${nodeHref(view.path)}>${view.name}</a>
-        ${c.RequestedStatus && c.RequestedStatus !== c.Status && status !== 'Draft' && status === 'Running' ? html`<small>requested: ${String(c.RequestedStatus)}</small>` : nothing}
+        ${stopping ? html`<span class="stopping" data-stopping>Stopping…</span>` : nothing}
+        ${this.full ? nothing : html`<a href=${nodeHref(view.path)}>${title}</a>`}
       </header>
-      <p class="watchers">${others.length ? html`Also watching: ${others.map((u) => u.name).join(', ')}` : 'Nobody else is watching.'}</p>
+      ${this.renderFacts(c, status)}
+      ${this.renderError(c)}
+      ${this.renderInputs(c, status)}
+      ${this.renderCode(c)}
       ${progress && typeof progress.Fraction === 'number'
         ? // A run that succeeded is done, whatever fraction its script last reported.
           html`<progress max="1" aria-label="Progress" .value=${status === 'Succeeded' ? 1 : progress.Fraction}></progress> <small>${progress.Text ?? ''}</small>`
         : nothing}
       ${messages.length > shown.length
-        ? html`<button @click=${() => (this.showAll = true)}>Show ${messages.length - shown.length} earlier lines</button>`
+        ? html`<wa-button size="small" appearance="plain" @click=${() => (this.showAll = true)}>Show ${messages.length - shown.length} earlier lines</wa-button>`
         : nothing}
-      <ol start=${messages.length - shown.length + 1} aria-label="Messages">
-        ${shown.map((m) => html`<li class="${m.Level}-line">${m.Text}</li>`)}
-      </ol>
+      ${messages.length
+        ? html`<ol class="log" start=${messages.length - shown.length + 1} aria-label="Messages" tabindex="0" @scroll=${this.onLogScroll}>
+            ${shown.map((m) => html`<li class="${m.Level}-line">${m.Text}</li>`)}
+          </ol>`
+        : nothing}
       ${c.ReturnValue !== undefined ? this.renderOutput(view.name, c.ReturnValue) : nothing}
-      ${c.Error ? html`<p class="error" role="alert">${String(c.Error)}</p>` : nothing}
       ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
-      <div class="actions">
-        ${status === 'Draft' && c.RequestedStatus !== 'Running' ? html`<button @click=${() => this.act(() => requestStatus(this.path, 'Running'))}>Start</button>` : nothing}
-        ${status === 'Running' || (status === 'Draft' && c.RequestedStatus === 'Running')
-          ? html`<button class="cancel" @click=${() => this.act(() => requestStatus(this.path, 'Cancelled'))} ?disabled=${c.RequestedStatus === 'Cancelled'}>Cancel</button>`
-          : nothing}
-        ${status !== 'Draft' && status !== 'Running' && codePath
-          ? html`<button class="rerun" @click=${() => this.act(async () => this.dispatchEvent(new CustomEvent('rerun', { detail: await runCode(codePath, { inputs: (c.Inputs ?? {}) as Record<string, unknown> }), bubbles: true, composed: true })))}>Re-run</button>`
-          : nothing}
-      </div>
+      ${this.renderActions(c, status, codePath)}
+      ${this.full
+        ? nothing // the page says who else is here
+        : html`<p class="watchers">${others.length ? html`Also watching: ${others.map((u) => u.name).join(', ')}` : 'Nobody else is watching.'}</p>`}
     `
   }
 }

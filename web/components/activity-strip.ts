@@ -4,7 +4,10 @@ import type { MeshNode } from '../../shared/index.js'
 import { ObservableController } from '../controllers/index.js'
 import { app } from '../app-context.js'
 import type { IndexRow } from '../store/index.js'
-import { nodeHref } from './route.js'
+import './run-row.js'
+
+/** Runs listed at once: one line each. */
+const SHOWN = 30
 
 /** Newest first across parents: an activity's name segment starts with its creation time. */
 const newestFirst = (a: string, b: string) => {
@@ -17,56 +20,62 @@ const newestFirst = (a: string, b: string) => {
  * The activities hosted by a node (`{path}/_Activity/*`), newest first: a strip on every node
  * page. With `mine` (a user's home), the activity feed: also the runs this user started wherever
  * they landed (a space, a Code node's ActivityParentPath), asked of the server when the feed
- * announces a new run, and kept as last seen while offline. Each entry is a live panel bound to
- * its node.
+ * announces a new run, and kept as last seen while offline. With `code` (a Code node), every run
+ * of that code the caller may read. Each entry is one line (weft-run-row) linking to the run's
+ * page: number, status, started by, when, duration.
  */
 export class WeftActivityStrip extends LitElement {
-  static override properties = { path: {}, heading: {}, mine: { type: Boolean } }
+  static override properties = { path: {}, heading: {}, mine: { type: Boolean }, code: { type: Boolean } }
   declare path: string
   declare heading: string
   declare mine: boolean
+  /** `path` is a Code node: its runs, wherever they landed (asked of the server by CodePath). */
+  declare code: boolean
   private readonly list = new ObservableController<IndexRow[]>(this)
   private readonly started = new ObservableController<MeshNode[]>(this)
 
   static override styles = css`
     :host { display: block; }
-    ul { list-style: none; padding: 0; }
+    ul { list-style: none; padding: 0; margin: 0; border: 1px solid #e3e6ee; border-radius: 6px; background: #fff; overflow: hidden; }
+    h3 { margin: 0.6em 0 0.4em; }
   `
 
   constructor() {
     super()
     this.path = ''
-    this.heading = 'Activities'
+    this.heading = 'Runs'
     this.mine = false
+    this.code = false
   }
 
   override willUpdate() {
     if (!this.path) return
     const parent = `${this.path}/_Activity`
     this.list.watch(parent, () => app().streams.query$({ parent, limit: 50 }))
-    if (!this.mine) return
-    const me = app().session.userId
-    this.started.watch(me, () => {
+    if (!this.mine && !this.code) return
+    const [field, value] = this.code ? ['CodePath', this.path] : ['CreatedBy', app().session.userId]
+    this.started.watch(`${field}=${value}`, () => {
       const client = app().client
       const announced = client.feed$.pipe(filter((c) => c.nodeType === 'ActivityLog' && c.kind !== 'Updated'))
       return merge(of(null), announced).pipe(
         throttleTime(500, undefined, { leading: true, trailing: true }),
-        switchMap(() => from(client.api.queryByField('ActivityLog', 'CreatedBy', me, 200)).pipe(catchError(() => EMPTY))),
+        switchMap(() => from(client.api.queryByField('ActivityLog', field, value, 200)).pipe(catchError(() => EMPTY))),
       )
     })
   }
 
   override render() {
     const hosted = (this.list.value ?? []).filter((r) => r.nodeType === 'ActivityLog').map((r) => r.path)
-    const elsewhere = this.mine ? (this.started.value ?? []).map((n) => n.path as string) : []
-    const rows = [...new Set([...hosted, ...elsewhere])].sort(newestFirst).map((path) => ({ path }))
+    const elsewhere = this.mine || this.code ? (this.started.value ?? []).map((n) => n.path as string) : []
+    const rows = [...new Set([...hosted, ...elsewhere])].sort(newestFirst)
     if (rows.length === 0) return nothing
+    // Numbered oldest first (#1 is the first run listed), shown newest first, one line each.
     return html`<section aria-label=${this.heading}>
       <h3>${this.heading}</h3>
-      <ul>
-        ${rows.slice(0, 10).map((r) => html`<li><weft-activity-panel path=${r.path}></weft-activity-panel></li>`)}
+      <ul class="runs">
+        ${rows.slice(0, SHOWN).map((path, i) => html`<li><weft-run-row path=${path} .number=${rows.length - i}></weft-run-row></li>`)}
       </ul>
-      ${rows.length > 10 ? html`<p>${rows.length - 10} more: <a href=${nodeHref(`${this.path}/_Activity`)}>all</a></p>` : nothing}
+      ${rows.length > SHOWN ? html`<p>${rows.length - SHOWN} older runs not shown.</p>` : nothing}
     </section>`
   }
 }

@@ -2,15 +2,16 @@ import { LitElement, css, html, nothing } from 'lit'
 import { ObservableController } from '../controllers/index.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
-import { requestStatus, runCode } from './activity-api.js'
-import './activity-form.js'
+import { runCode } from './activity-api.js'
 import './activity-panel.js'
+import './activity-strip.js'
 import { background } from '../sync/background.js'
 
 /**
  * A Code node's page (seed: operations as scripts): the source editor bound to the node's
- * Source, the operation form bound to a draft activity's Inputs, Run, and the result panel of
- * the latest run (LastActivityPath).
+ * Source, Run (or "New run…": a draft whose panel holds the form bound to its Inputs and one
+ * Start), the run this page started ("Your run", live), and every run of this code the caller
+ * may read as a compact list (number, status, started by, when, duration).
  *
  * Source is a text field (a Y.Text, shared/text-fields.ts): the editor is CodeMirror bound to
  * that Y.Text with y-codemirror.next (<weft-code-editor>, code-editor.ts), so several people
@@ -24,6 +25,7 @@ export class WeftCodePage extends LitElement {
   declare path: string
   /** The user's role cannot write the node [WEB8]. */
   declare readonly: boolean
+  /** The run this page started (a draft while its form is being filled). */
   declare draft: string
   declare error: string
   private readonly node = new ObservableController<NodeView | null>(this)
@@ -89,7 +91,6 @@ export class WeftCodePage extends LitElement {
     if (!view) return nothing
     const c = view.content
     const hasInputs = c.Inputs && typeof c.Inputs === 'object' && Object.keys(c.Inputs).length > 0
-    const last = typeof c.LastActivityPath === 'string' ? c.LastActivityPath : null
     const language = String(c.Language ?? 'javascript')
     return html`
       <section class="source">
@@ -98,22 +99,14 @@ export class WeftCodePage extends LitElement {
         ${this.renderCheck()}
       </section>
       <section aria-label="Run">
-        ${hasInputs && !this.draft
-          ? html`<button @click=${() => this.act(async () => (this.draft = await runCode(this.path, { start: false })))}>New run…</button>`
+        ${hasInputs
+          ? html`<wa-button size="small" variant="brand" class="new-run" @click=${() => this.act(async () => (this.draft = await runCode(this.path, { start: false })))}>New run…</wa-button>`
           : nothing}
-        ${this.draft
-          ? html`<weft-activity-form path=${this.draft} code-path=${this.path}></weft-activity-form>
-              <button class="run" @click=${() => this.act(async () => {
-                await requestStatus(this.draft, 'Running')
-                this.draft = ''
-              })}>Run</button>`
-          : hasInputs
-            ? nothing
-            : html`<button class="run" @click=${() => this.act(() => runCode(this.path))}>Run</button>`}
+        ${hasInputs ? nothing : html`<wa-button size="small" variant="brand" class="run" @click=${() => this.act(async () => (this.draft = await runCode(this.path)))}>Run</wa-button>`}
         ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       </section>
-      ${this.draft ? html`<weft-activity-panel path=${this.draft}></weft-activity-panel>` : nothing}
-      ${last && last !== this.draft ? html`<section aria-label="Latest run"><h3>Latest run</h3><weft-activity-panel path=${last}></weft-activity-panel></section>` : nothing}
+      ${this.draft ? html`<section aria-label="Your run"><h3>Your run</h3><weft-activity-panel path=${this.draft}></weft-activity-panel></section>` : nothing}
+      <weft-activity-strip path=${this.path} code heading="Runs"></weft-activity-strip>
     `
   }
 }

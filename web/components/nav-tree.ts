@@ -1,7 +1,8 @@
 import { LitElement, css, html, nothing } from 'lit'
-import { nextFreeName, segmentForName } from '../sync/node-names.js'
+import { nextFreeName, segmentForName } from './names.js'
 import { codeOf, humanError } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
+import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
 import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
@@ -76,6 +77,8 @@ export class WeftNavTree extends LitElement {
   declare error: string
   private readonly top = new ObservableController<IndexRow[]>(this)
   private readonly home = new ObservableController<NodeView | null>(this)
+  /** Pinned spaces are shown by name, never by path. */
+  private readonly pinNames = new NamesController(this)
 
   static override styles = css`
     :host { display: block; }
@@ -99,6 +102,11 @@ export class WeftNavTree extends LitElement {
     const { session, streams } = app()
     this.top.watch('top', () => streams.query$({ parent: '' }))
     this.home.watch(session.userId, () => streams.node$(session.userId))
+  }
+
+  override willUpdate() {
+    const pinned = this.home.value?.content.PinnedPaths
+    this.pinNames.watch(Array.isArray(pinned) ? pinned.filter((p): p is string => typeof p === 'string') : [])
   }
 
   private onKeyDown(ev: KeyboardEvent) {
@@ -145,7 +153,7 @@ export class WeftNavTree extends LitElement {
       if (codeOf(e) === 'already_exists') {
         const client = app().client
         const free = await nextFreeName(name, (seg) => client.isPathTaken(seg))
-        this.error = `The name “${name}” is taken (${path}).${free ? ` Try “${free}”.` : ''}`
+        this.error = `A space named like “${name}” exists already.${free ? ` Try “${free}”.` : ''}`
         if (free) (form.elements.namedItem('space') as HTMLInputElement).value = free
         return
       }
@@ -157,13 +165,14 @@ export class WeftNavTree extends LitElement {
     const { session } = app()
     const pinned = this.home.value?.content.PinnedPaths
     const pins = Array.isArray(pinned) ? pinned.filter((p): p is string => typeof p === 'string') : []
+    const pinName = new Map(this.pinNames.value.map((n) => [n.path, n.name]))
     const others = (this.top.value ?? []).filter((r) => r.path !== session.userId)
     return html`<nav aria-label="Nodes" @keydown=${this.onKeyDown} @focusin=${this.rovingFocus}>
       <ul role="tree" aria-label="Nodes">
         <h2 role="none">Home</h2>
         <weft-tree-node .path=${session.userId} .label=${this.home.value?.name ?? session.name} .current=${this.current}></weft-tree-node>
         ${pins.length ? html`<h2 role="none">Pinned</h2>` : nothing}
-        ${pins.map((p) => html`<weft-tree-node .path=${p} .label=${p} .current=${this.current}></weft-tree-node>`)}
+        ${pins.map((p) => html`<weft-tree-node .path=${p} .label=${pinName.get(p) ?? p.slice(p.lastIndexOf('/') + 1)} .current=${this.current}></weft-tree-node>`)}
         <h2 role="none">Spaces and shared</h2>
         ${others.map((r) => html`<weft-tree-node .path=${r.path} .label=${r.name} .current=${this.current} .pending=${r.pending + r.refused}></weft-tree-node>`)}
       </ul>

@@ -7,15 +7,17 @@ import { jsonEqual, type JsonValue } from '../../shared/json.js'
 import { isTextField, TYPED_TEXT_FIELDS } from '../../shared/text-fields.js'
 import type { Permission } from '../../shared/enums.js'
 import { ObservableController } from '../controllers/index.js'
+import { ancestorsOf, NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
-import type { IndexRow, OutboxRow } from '../store/index.js'
+import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
 import type { PresenceUser, ReplicaState } from '../sync/index.js'
-import { nextFreeName, segmentForName } from '../sync/node-names.js'
+import { nextFreeName, segmentForName } from './names.js'
 import { nodeHref } from './route.js'
 import { codeOf, humanError, humanMessage } from './error-text.js'
 import { formatValue, isNodeLink, parseAs, parseLike, type FieldKind } from './field-kinds.js'
 import './text-field.js'
+import './refused-list.js'
 
 const CHILD_LIMIT = 200
 /** A text field longer than this (or with a line break) gets a multi-line editor. */
@@ -79,10 +81,11 @@ export class WeftNodePage extends LitElement {
   declare pageError: string
   declare drafts: ReadonlyMap<string, Draft>
   private readonly node = new ObservableController<NodeView | null>(this)
-  private readonly outbox = new ObservableController<OutboxRow[]>(this)
   private readonly presence = new ObservableController<PresenceUser[]>(this)
   private readonly access = new ObservableController<ReplicaState>(this)
   private readonly childList = new ObservableController<IndexRow[]>(this)
+  /** The names of the page's ancestors (the breadcrumb: names, never paths). */
+  private readonly crumbs = new NamesController(this)
   /** Once a field is shown multi-line it stays so (switching the element would drop the caret). */
   private readonly multiline = new Map<string, boolean>()
 
@@ -92,7 +95,8 @@ export class WeftNodePage extends LitElement {
     h1 { margin: 0; font-size: 1.5em; overflow-wrap: anywhere; }
     h2 { font-size: 1.1em; margin: 0 0 0.5em; }
     .type { font-size: 0.8em; }
-    .path { color: #666; font-family: ui-monospace, monospace; font-size: 0.85em; overflow-wrap: anywhere; }
+    .crumbs { order: -1; flex-basis: 100%; color: #555; font-size: 0.9em; overflow-wrap: anywhere; }
+    .crumbs a { color: inherit; }
     .presence { margin: 0.5em 0; color: #235; }
     .fields { display: grid; grid-template-columns: max-content minmax(0, 1fr) auto; gap: 0.5em 0.8em; align-items: start; }
     .fields label { padding-top: 0.35em; font-weight: 500; overflow-wrap: anywhere; }
@@ -101,8 +105,6 @@ export class WeftNodePage extends LitElement {
     .fields textarea.json { font-family: ui-monospace, monospace; }
     .value { display: flex; flex-direction: column; gap: 0.2em; min-width: 0; }
     .changed { color: #8a5a00; font-size: 0.85em; }
-    .refused { border: 1px solid #c33; background: #fff4f4; padding: 0.5em 0.8em; margin: 0.5em 0; border-radius: 6px; }
-    .refused li { margin-bottom: 0.4em; overflow-wrap: anywhere; }
     .denied, .error { color: #b00; }
     .pending { color: #8a5a00; }
     .readonly, .reason-off { color: #555; font-style: italic; font-size: 0.9em; }
@@ -146,10 +148,10 @@ export class WeftNodePage extends LitElement {
     }
     const { streams } = app()
     this.node.watch(path, () => streams.node$(path))
-    this.outbox.watch(path, () => streams.outbox$(path))
     this.presence.watch(path, () => streams.presence$(path))
     this.access.watch(path, () => streams.access$(path))
     this.childList.watch(path, () => streams.query$({ parent: path, limit: CHILD_LIMIT }))
+    this.crumbs.watch(ancestorsOf(path))
   }
 
   private can(p: Permission): boolean {
@@ -212,7 +214,14 @@ export class WeftNodePage extends LitElement {
       this.fieldError = `${key}: ${parsed.message}`
       return
     }
-    if (await this.patchField(key, parsed.value)) form.reset()
+    // Cleared as the field appears (not after the store confirms it: by then the person may
+    // already be typing the next field); what was typed comes back if the edit is refused.
+    const typed = { key: String(data.get('key') ?? ''), value: String(data.get('value') ?? '') }
+    form.reset()
+    if (!(await this.patchField(key, parsed.value))) {
+      ;(form.elements.namedItem('key') as HTMLInputElement).value = typed.key
+      ;(form.elements.namedItem('value') as HTMLInputElement).value = typed.value
+    }
   }
 
   private async create(name: string, nodeType: string, form: HTMLFormElement | null) {
@@ -225,8 +234,10 @@ export class WeftNodePage extends LitElement {
       if (codeOf(e) === 'already_exists') {
         const client = app().client
         const suggestion = await nextFreeName(name, (seg) => client.isPathTaken(joinPath(this.path as NodePath, seg)))
-        const taken = segmentForName(name) === name ? `“${name}”` : `“${name}” (saved as ${segmentForName(name)})`
-        this.createError = { message: `A node named ${taken} already exists here. Nothing was changed.`, suggestion, nodeType }
+        // Names, not paths: the node whose place this name would take is named by its own name.
+        const existing = await client.store.getIndexRow(path)
+        const taken = !existing || existing.name === name ? `A node named “${name}”` : `“${name}” would take the place of “${existing.name}”, which`
+        this.createError = { message: `${taken} already exists here. Nothing was changed.`, suggestion, nodeType }
         return
       }
       this.createError = { message: humanError(e), suggestion: null, nodeType }
@@ -250,15 +261,6 @@ export class WeftNodePage extends LitElement {
       location.hash = nodeHref(parent ?? app().session.userId)
     } catch (e) {
       this.pageError = humanError(e)
-    }
-  }
-
-  private async copyRefused(row: OutboxRow) {
-    const text = JSON.stringify(row.patch, null, 2)
-    try {
-      await navigator.clipboard.writeText(text)
-    } catch {
-      prompt('Copy the refused edit:', text)
     }
   }
 
@@ -304,22 +306,6 @@ export class WeftNodePage extends LitElement {
         ?disabled=${!this.can('Update')} @click=${() => this.patchField(key, null)}>✕</button>`
   }
 
-  private renderRefused(rows: OutboxRow[]) {
-    if (rows.length === 0) return nothing
-    return html`<div class="refused" role="alert" aria-label="Refused edits">
-      <strong>The server refused ${rows.length === 1 ? 'an edit' : `${rows.length} edits`}; ${rows.length === 1 ? 'it was' : 'they were'} not saved. Copy what you need, then discard.</strong>
-      <ul>
-        ${rows.map(
-          (r) => html`<li data-refused-id=${r.id}>
-            <code>${JSON.stringify(r.patch).slice(0, 300)}</code> — <span class="reason">${r.code === 'already_exists' && r.message ? r.message : humanMessage(r.code, r.message)} (${r.code ?? 'refused'})</span>
-            <wa-button size="small" appearance="outlined" @click=${() => this.copyRefused(r)}>Copy</wa-button>
-            <wa-button size="small" appearance="outlined" @click=${() => app().client.discardRefused(r.id!)}>Discard</wa-button>
-          </li>`,
-        )}
-      </ul>
-    </div>`
-  }
-
   private renderExtension(view: NodeView) {
     switch (view.nodeType) {
       case 'Space':
@@ -331,8 +317,6 @@ export class WeftNodePage extends LitElement {
       // Activities (issue 11): web/components/code-page.ts, activity-*.ts.
       case 'Code':
         return html`<section><weft-code-page path=${view.path} ?readonly=${!this.can('Update')}></weft-code-page></section>`
-      case 'ActivityLog':
-        return html`<section><weft-activity-panel path=${view.path}></weft-activity-panel></section>`
       case 'User': {
         const mine = view.path === app().session.userId
         return html`<section><weft-activity-strip path=${view.path} heading=${mine ? 'My activity' : 'Activities'} ?mine=${mine}></weft-activity-strip></section>`
@@ -361,6 +345,9 @@ export class WeftNodePage extends LitElement {
       this.marked.add(name)
       performance.mark(name)
     }
+    // The tab says the node's name (never its path).
+    const title = `${view.name} · Weft`
+    if (document.title !== title) document.title = title
     mark(`weft:node-rendered:${view.path}`)
     if ((this.childList.value?.length ?? 0) > 0) mark(`weft:list-rendered:${view.path}`)
   }
@@ -368,8 +355,6 @@ export class WeftNodePage extends LitElement {
   override render() {
     const view = this.node.value
     const access = this.access.value
-    const outbox = this.outbox.value ?? []
-    const refused = outbox.filter((r) => r.status === 'refused')
     const others = this.presence.value ?? []
     if (access?.denied && !view) {
       return html`<p class="denied" role="alert">You cannot open ${this.path}: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>`
@@ -382,8 +367,10 @@ export class WeftNodePage extends LitElement {
     return html`
       <header>
         <h1>${view.name}</h1>
-        <wa-badge class="type" variant="brand" appearance="filled" pill>${view.nodeType}</wa-badge>
-        <span class="path">${view.path}</span>
+        <wa-badge class="type" variant="brand" appearance="filled" pill>${view.nodeType === 'ActivityLog' ? 'Run' : view.nodeType}</wa-badge>
+        ${this.crumbs.value.length
+          ? html`<nav class="crumbs" aria-label="Breadcrumb">${this.crumbs.value.map((c) => html`<a href=${nodeHref(c.path)}>${c.name}</a><span aria-hidden="true"> › </span>`)}</nav>`
+          : nothing}
         ${view.pending > 0
           ? html`<span class="pending" data-pending=${view.pending}>${view.pending} change${view.pending === 1 ? '' : 's'} saved on this device, not yet synced</span>`
           : nothing}
@@ -393,9 +380,30 @@ export class WeftNodePage extends LitElement {
         ${others.length ? html`Also here: ${others.map((u) => u.name).join(', ')}` : 'Nobody else is here.'}
       </p>
       ${access?.denied ? html`<p class="denied" role="alert">Access removed: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>` : nothing}
-      ${!canUpdate ? html`<p class="readonly">You can view this node; your role cannot edit it.</p>` : nothing}
-      ${this.renderRefused(refused)}
+      ${!canUpdate && view.nodeType !== 'ActivityLog' ? html`<p class="readonly">You can view this node; your role cannot edit it.</p>` : nothing}
+      <weft-refused-list .path=${view.path}></weft-refused-list>
       ${this.pageError ? html`<p class="error" role="alert">${this.pageError}</p>` : nothing}
+      ${view.nodeType === 'ActivityLog' ? this.renderRun(view) : this.renderEditable(view, kids, canUpdate, canCreate)}
+      ${view.nodeType === 'ActivityLog' && !canDelete
+        ? nothing
+        : html`<section>
+            <wa-button size="small" variant="danger" appearance="outlined" ?disabled=${!canDelete} @click=${this.onDelete}>Delete node</wa-button>
+            ${canDelete ? nothing : html`<span class="reason-off">Only an Admin can delete this node.</span>`}
+          </section>`}
+    `
+  }
+
+  /**
+   * A run's page: every field of an ActivityLog is the engine's or steers the run, so none is an
+   * input here (DESIGN.md "Field rules"); the panel shows them as text and offers the controls
+   * the caller may use. A run has no children a person creates.
+   */
+  private renderRun(view: NodeView) {
+    return html`<section aria-label="Run"><weft-activity-panel path=${view.path} full></weft-activity-panel></section>`
+  }
+
+  private renderEditable(view: NodeView, kids: IndexRow[], canUpdate: boolean, canCreate: boolean) {
+    return html`
       <section aria-label="Content" @field-error=${(e: CustomEvent<string>) => (this.fieldError = e.detail)}>
         <form class="fields" aria-label=${`Fields of ${view.name}`} @submit=${(e: Event) => e.preventDefault()}>
           ${repeat(view.fields.filter((k) => !EXTENSION_FIELDS[view.nodeType]?.includes(k)), (k) => k, (k) => this.renderField(view, k))}
@@ -423,16 +431,13 @@ export class WeftNodePage extends LitElement {
         </form>
         ${this.renderCreateError()}
       </section>
-      <section>
-        <wa-button size="small" variant="danger" appearance="outlined" ?disabled=${!canDelete} @click=${this.onDelete}>Delete node</wa-button>
-        ${canDelete ? nothing : html`<span class="reason-off">Only an Admin can delete this node.</span>`}
-      </section>
     `
   }
 }
 /** Fields a node type's extension shows or edits itself (the Code page's editor owns Source): not repeated in the field grid. */
 const EXTENSION_FIELDS: Readonly<Record<string, readonly string[]>> = {
-  Code: ['Source'],
+  // LastActivityPath is the engine's pointer; the page shows that run as "Latest run".
+  Code: ['Source', 'LastActivityPath'],
   // The result panel shows the log, the progress bar, the output and the error.
   ActivityLog: ['Messages', 'Progress', 'ReturnValue', 'Error'],
 }

@@ -7,3 +7,6 @@ export function pathFromHash(hash: string): string | null {
   const m = /^#\/n\/(.+)$/.exec(hash)
   return m ? decodeURIComponent(m[1]!) : null
 }
+
+/** The list of every refused edit on this device (the status bar's count opens it). */
+export const REFUSED_HREF = '#/refused'

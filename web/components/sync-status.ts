@@ -2,24 +2,9 @@ import { LitElement, css, html, nothing } from 'lit'
 import { ObservableController } from '../controllers/index.js'
 import { app } from '../app-context.js'
 import type { SyncStatus } from '../sync/index.js'
-
-const LABELS: Record<SyncStatus['kind'], string> = {
-  offline: 'You are offline',
-  unreachable: 'The server cannot be reached',
-  connecting: 'Connecting…',
-  syncing: 'Syncing…',
-  saved: 'All changes synced',
-  final: 'Disconnected',
-}
-
-/** Close codes a person can be told about in words. */
-function troubleText(code: number, reason: string): string {
-  if (code === 1009) return 'the server closes the connection: a change is larger than it accepts'
-  if (code === 1006) return 'the connection keeps dropping before the server answers'
-  if (code === 1011) return 'the server keeps failing (it may be restarting)'
-  if (code === 1002 || code === 1003) return 'the server does not understand this app version; reload the page'
-  return `the server keeps closing the connection (${code}${reason ? `: ${reason}` : ''})`
-}
+import type { RefusedGroup } from '../store/index.js'
+import { refusedGroups$ } from './refused-list.js'
+import { statusWords, type Failures } from './status-words.js'
 
 function clock(ms: number): string {
   return new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })
@@ -37,17 +22,24 @@ export class WeftSyncStatus extends LitElement {
     .sync { display: inline; line-height: 1.3; }
     .dot { display: inline-block; width: 0.7em; height: 0.7em; border-radius: 50%; background: #999; margin-right: 0.4em; vertical-align: baseline; }
     [data-status='saved'] .dot { background: #2a2; }
-    [data-status='syncing'] .dot, [data-status='connecting'] .dot { background: #e90; }
+    [data-status='syncing'] .dot, [data-status='connecting'] .dot, [data-status='reconnecting'] .dot { background: #e90; }
     [data-status='offline'] .dot { background: #888; }
     [data-status='unreachable'] .dot, [data-status='final'] .dot { background: #c22; }
     .detail { color: #555; margin-left: 0.35em; }
     .trouble { color: #a11; margin-left: 0.35em; }
+    a.refused { text-decoration: underline; }
   `
   private readonly status = new ObservableController<SyncStatus>(this)
+  /** Refused edits counted as a person sees them: one per node and field, not per keystroke. */
+  private readonly refusedGroups = new ObservableController<RefusedGroup[]>(this)
+  /** The socket's failures in a row, as they happen (the words for "not connected" depend on them). */
+  private readonly failures = new ObservableController<Failures | null>(this)
 
   constructor() {
     super()
     this.status.watch('status', () => app().streams.status$)
+    this.refusedGroups.watch('refused', () => refusedGroups$())
+    this.failures.watch('failures', () => app().client.conn.trouble$)
   }
 
   override render() {
@@ -59,11 +51,13 @@ export class WeftSyncStatus extends LitElement {
       : s.pending > 0
         ? html`<span class="detail">· ${s.pending} to send</span>`
         : nothing
-    const refused = s.refused > 0 ? html`<span class="trouble">· ${s.refused} refused</span>` : nothing
-    const last = s.lastSyncedAt && s.kind !== 'saved' ? html`<span class="detail">· last synced at ${clock(s.lastSyncedAt)}</span>` : nothing
-    const trouble = s.trouble ? html`<span class="trouble" data-trouble=${s.trouble.code}>· ${troubleText(s.trouble.code, s.trouble.reason)}</span>` : nothing
-    return html`<span role="status" aria-live="polite" data-status=${s.kind} data-pending=${s.pending} class="sync"
-      ><span class="dot" aria-hidden="true"></span><span class="label">${LABELS[s.kind]}</span>${pending}${refused}${last}${trouble}</span
+    const groups = this.refusedGroups.value?.length ?? 0
+    const refused = groups > 0 ? html`<a class="trouble refused" href="#/refused" data-refused=${groups}>· ${groups} refused</a>` : nothing
+    const words = statusWords(s, this.failures.value ?? null)
+    const last = s.lastSyncedAt && words.kind !== 'saved' ? html`<span class="detail">· last synced at ${clock(s.lastSyncedAt)}</span>` : nothing
+    const trouble = words.trouble ? html`<span class="trouble" data-trouble=${this.failures.value?.code ?? ''}>· ${words.trouble}</span>` : nothing
+    return html`<span role="status" aria-live="polite" data-status=${words.kind} data-pending=${s.pending} class="sync"
+      ><span class="dot" aria-hidden="true"></span><span class="label">${words.label}</span>${pending}${refused}${last}${trouble}</span
     >`
   }
 }

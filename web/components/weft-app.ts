@@ -5,11 +5,12 @@ import type { Session, SyncStatus } from '../sync/index.js'
 import type { OpError } from '../sync/sync-client.js'
 import { humanMessage } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
-import { pathFromHash } from './route.js'
+import { pathFromHash, REFUSED_HREF } from './route.js'
 import './auth-page.js'
 import './nav-tree.js'
 import './node-page.js'
 import './sync-status.js'
+import './refused-list.js'
 
 /** The root: sign-in, or the signed-in layout (status bar, navigation tree, node page). */
 export class WeftApp extends LitElement {
@@ -44,6 +45,7 @@ export class WeftApp extends LitElement {
     .layout { display: grid; grid-template-columns: minmax(12em, 18em) minmax(0, 1fr); flex: 1; }
     weft-nav-tree { border-right: 1px solid #e3e6ee; padding: 0.5em; overflow: auto; background: #fff; }
     main { padding: 1em 1.5em; overflow: auto; min-width: 0; }
+    .page-title { margin: 0 0 0.5em; font-size: 1.5em; }
     @media (max-width: 700px) {
       .menu { display: inline-block; }
       .layout { grid-template-columns: minmax(0, 1fr); }
@@ -139,7 +141,11 @@ export class WeftApp extends LitElement {
         : nothing}
       <div class="layout ${this.navOpen ? 'nav-open' : ''}">
         <weft-nav-tree id="nav" .current=${path}></weft-nav-tree>
-        <main><weft-node-page .path=${path}></weft-node-page></main>
+        <main>
+          ${this.route === REFUSED_HREF
+            ? html`<h1 class="page-title">Refused changes</h1><weft-refused-list></weft-refused-list>`
+            : html`<weft-node-page .path=${path}></weft-node-page>`}
+        </main>
       </div>
     `
   }

@@ -284,6 +284,20 @@ export class NodeStore {
   }
 
   /** The author has seen a refused edit and lets it go. */
+  /** Discards several refused entries at once (a field's whole group, or every group). */
+  async discardMany(ids: readonly number[]): Promise<void> {
+    await this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
+      const rows = (await this.db.outbox.bulkGet(ids as number[])).filter((r): r is OutboxRow => !!r && r.status === 'refused')
+      await this.db.outbox.bulkDelete(rows.map((r) => r.id!))
+      for (const path of new Set(rows.map((r) => r.path))) await this.refreshCounts(path)
+    })
+  }
+
+  /** Every refused entry of this device, oldest first. */
+  async refusedRows(): Promise<OutboxRow[]> {
+    return this.db.outbox.where('status').equals('refused').sortBy('id')
+  }
+
   async discard(id: number): Promise<void> {
     await this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
       const row = await this.db.outbox.get(id)

@@ -90,11 +90,25 @@ export class NodeStreams {
   }
 }
 
+/**
+ * The type a reserved place implies (DESIGN.md: runs live at `{parent}/_Activity/{id}`, access at
+ * `{scope}/_Access/{subject}_Access`, a Code node's check at `{code}/_Check`), for a node whose
+ * index row has not arrived yet: a run must not be shown as a Document with editable fields.
+ */
+function typeFromPath(path: string): string | null {
+  const segments = path.split('/')
+  const parent = segments.at(-2)
+  if (parent === '_Activity') return 'ActivityLog'
+  if (parent === '_Access') return 'AccessAssignment'
+  if (segments.at(-1) === '_Check') return 'CodeCheck'
+  return null
+}
+
 function toView(path: string, content: JsonObject, fields: string[], row: IndexRow | undefined): NodeView | null {
   if (!row && Object.keys(content).length === 0) return null
   return {
     path,
-    nodeType: row?.nodeType ?? 'Document',
+    nodeType: row?.nodeType ?? typeFromPath(path) ?? 'Document',
     name: row?.name ?? path.split('/').pop() ?? path,
     content,
     fields,

@@ -4,7 +4,7 @@ import * as decoding from 'lib0/decoding'
 import * as random from 'lib0/random'
 import * as syncProtocol from 'y-protocols/sync'
 import * as awarenessProtocol from 'y-protocols/awareness'
-import { BehaviorSubject, Subject } from 'rxjs'
+import { BehaviorSubject, Subject, type Subscription } from 'rxjs'
 import { applyPatchToDoc, CONTENT_MAP, contentFieldOrder, convertToText, docToJson, plainTextFields, type MergePatch } from '../../shared/merge-patch.js'
 import { textPolicyFor, type TextPolicy } from '../../shared/text-fields.js'
 import { WeftError } from '../../shared/errors.js'
@@ -12,7 +12,7 @@ import { mergeTextEdits } from './text-rebase.js'
 import { MuxType, YMessage, type MuxFrame } from '../../shared/protocol.js'
 import { permissionsFromMask, type PermissionSet } from '../../shared/access-policy.js'
 import type { JsonObject } from '../../shared/json.js'
-import { newNodeDoc, type NodeStore } from '../store/index.js'
+import { liveStoreQuery, newNodeDoc, type NodeStore } from '../store/index.js'
 import { isFinalCloseCode, type MuxConnection, type RoomHandler } from './mux-connection.js'
 import { background } from './background.js'
 import { presenceColor } from './presence-color.js'
@@ -217,6 +217,8 @@ export class NodeReplica implements RoomHandler {
     return p
   }
   private migrated = false
+  /** Waits for the node's index row (its type) before text fields are converted. */
+  private typeWait: Subscription | null = null
 
   /**
    * Once the doc has the server's state, text fields still stored as plain strings become
@@ -227,6 +229,20 @@ export class NodeReplica implements RoomHandler {
   private async migrateText(): Promise<void> {
     if (this.migrated || this.disposed || !this.state$.value.permissions?.has('Update')) return
     this.migrated = true
+    // Only once the node's type is known here: an activity opened before its index row arrived
+    // was taken for a Document, and every string of it (CodePath, Status...) was "converted" into
+    // a Y.Text the server refuses (forbidden_field): the phantom "1 refused" after runs. Unknown
+    // now: tried again once the row is stored.
+    if (!(await this.deps.store.getIndexRow(this.path))) {
+      this.migrated = false
+      this.typeWait ??= liveStoreQuery(this.deps.store.db, ['nodes'], () => this.deps.store.getIndexRow(this.path)).subscribe((row) => {
+        if (!row) return
+        this.typeWait?.unsubscribe()
+        this.typeWait = null
+        background(this.migrateText())
+      })
+      return
+    }
     const isText = await this.policy()
     const patch = plainTextFields(this.doc, isText)
     if (Object.keys(patch).length === 0) return
@@ -440,6 +456,8 @@ export class NodeReplica implements RoomHandler {
   }
 
   dispose(): void {
+    this.typeWait?.unsubscribe()
+    this.typeWait = null
     if (this.disposed) return
     this.awareness.setLocalState(null)
     this.disposed = true

@@ -1,4 +1,5 @@
 import { SYSTEM, parseNodePath, type JsonObject, type NodePath } from '../../../shared/index.js'
+import { fieldRule, knownNodeTypes, nodeTypeDef } from '../../../shared/node-types.js'
 import type { NodeApi } from '../../nodes/types.js'
 
 /**
@@ -9,21 +10,76 @@ import type { NodeApi } from '../../nodes/types.js'
  */
 export const OPERATIONS_PATH = 'Admin/Operations'
 
-const WALK = `
+/**
+ * What an export leaves out and an import never writes, from the node types' field rules
+ * (shared/node-types.ts), never a hand list: every field only `system` writes
+ * (`fieldRule(type, field) === 'system'`: a Code node's LastActivityPath, a run's Status...), and
+ * whole node types only `system` creates or writes (a User, a CodeCheck). Computed when the
+ * templates are seeded, so types and rules registered at start-up count too.
+ */
+export function engineWritten(): { fields: Record<string, string[]>; types: string[] } {
+  const fields: Record<string, string[]> = {}
+  const types: string[] = []
+  for (const type of knownNodeTypes()) {
+    const d = nodeTypeDef(type)
+    if (d.create === 'system' || d.defaultWrite === 'system') {
+      types.push(type)
+      continue
+    }
+    const sys = Object.keys(d.fields).filter((f) => fieldRule(type, f) === 'system')
+    if (sys.length) fields[type] = sys
+  }
+  return { fields, types }
+}
+
+/**
+ * Children that are engine state, rebuilt by the engines and not writable by an import: the
+ * runs of a node (`_Activity`, history of what ran) and a Code node's syntax check (`_Check`).
+ * Everything else under a node, its access (`_Access`) included, is exported.
+ */
+const ENGINE_STATE_SEGMENTS = ['_Activity', '_Check']
+
+/** The engine-written table as script constants, and `writable(node)`: its content without them. */
+const writableHelpers = () => {
+  const { fields, types } = engineWritten()
+  return `
+const SYSTEM_FIELDS = ${JSON.stringify(fields)};
+const ENGINE_TYPES = ${JSON.stringify(types)};
+const ENGINE_STATE = ${JSON.stringify(ENGINE_STATE_SEGMENTS)};
+function writable(nodeType, content) {
+  const drop = SYSTEM_FIELDS[nodeType] || [];
+  const out = {};
+  for (const [k, v] of Object.entries(content || {})) if (!drop.includes(k)) out[k] = v;
+  return out;
+}
+`
+}
+
+const WALK = () => `${writableHelpers()}
 const nodes = [];
 async function walk(path, depth) {
   Ct.throwIfAborted();
   const node = await Mesh.get(path);
   if (!node) return;
-  nodes.push({ path: node.path, nodeType: node.nodeType, name: node.name, content: node.content, depth });
+  // What only the engines write is left out: an import could not write it, and it would tell
+  // whoever reads the bundle who ran what (a Code node's LastActivityPath).
+  if (ENGINE_TYPES.includes(node.nodeType)) return;
+  nodes.push({ path: node.path, nodeType: node.nodeType, name: node.name, content: writable(node.nodeType, node.content), depth });
   Progress(Math.min(0.9, nodes.length / 1000), nodes.length + ' nodes');
   // Every child, a page at a time; engine state (_Activity runs, a Code node's _Check) is left
-  // out: the engines rebuild it, and an import could not write it.
+  // out: the engines rebuild it, and an import could not write it. Access (_Access) comes along.
+  for await (const child of children(path)) {
+    if (!ENGINE_STATE.includes(child.path.slice(child.path.lastIndexOf('/') + 1))) await walk(child.path, depth + 1);
+  }
+  // Access assignments live under {path}/_Access, which is a place, not a node.
+  for await (const a of children(path + '/_Access')) {
+    nodes.push({ path: a.path, nodeType: a.nodeType, name: a.name, content: writable(a.nodeType, a.content), depth: depth + 2 });
+  }
+}
+async function* children(parent) {
   for (let after; ;) {
-    const page = await Mesh.query(after === undefined ? { parent: path, limit: 500 } : { parent: path, limit: 500, after });
-    for (const child of page) {
-      if (!child.path.slice(child.path.lastIndexOf('/') + 1).startsWith('_')) await walk(child.path, depth + 1);
-    }
+    const page = await Mesh.query(after === undefined ? { parent, limit: 500 } : { parent, limit: 500, after });
+    yield* page;
     if (page.length < 500) break;
     after = page[page.length - 1].path;
   }
@@ -31,7 +87,7 @@ async function walk(path, depth) {
 await walk(Inputs.Root, 0);
 `
 
-const EXPORT_JSON = `${WALK}
+const EXPORT_JSON = () => `${WALK()}
 const bundle = { Format: 'weft-bundle/1', Root: Inputs.Root, ExportedAt: new Date().toISOString(),
   Nodes: nodes.map(({ depth, ...n }) => n) };
 const size = JSON.stringify(bundle).length;
@@ -39,7 +95,7 @@ Log.info('Exported ' + nodes.length + ' nodes from ' + Inputs.Root + ' (' + size
 return bundle;
 `
 
-const EXPORT_MARKDOWN = `${WALK}
+const EXPORT_MARKDOWN = () => `${WALK()}
 const lines = [];
 for (const n of nodes) {
   lines.push('#'.repeat(Math.min(6, n.depth + 1)) + ' ' + n.name + '  ');
@@ -54,13 +110,15 @@ Log.info('Exported ' + nodes.length + ' nodes from ' + Inputs.Root + ' as Markdo
 return { Markdown: markdown, Bytes: markdown.length, Nodes: nodes.length };
 `
 
-const IMPORT_JSON = `
+const IMPORT_JSON = () => `${writableHelpers()}
 const bundle = typeof Inputs.Bundle === 'string' ? JSON.parse(Inputs.Bundle) : Inputs.Bundle;
 if (!bundle || !Array.isArray(bundle.Nodes)) throw new Error('Bundle is not a weft bundle (no Nodes).');
 const root = bundle.Root;
 const base = root.includes('/') ? root.slice(0, root.lastIndexOf('/')) : '';
 const target = String(Inputs.Target).replace(/\\/+$/, '');
-const items = [...bundle.Nodes].sort((a, b) => a.path.split('/').length - b.path.split('/').length);
+// A bundle from an older export may still carry nodes only the engines write: never sent.
+const items = bundle.Nodes.filter((n) => !ENGINE_TYPES.includes(n.nodeType)).sort((a, b) => a.path.split('/').length - b.path.split('/').length);
+if (items.length < bundle.Nodes.length) Log.info('Left out ' + (bundle.Nodes.length - items.length) + ' nodes only the server writes.');
 let imported = 0;
 const refused = [];
 for (let i = 0; i < items.length; i++) {
@@ -69,7 +127,7 @@ for (let i = 0; i < items.length; i++) {
   const rel = base ? n.path.slice(base.length + 1) : n.path;
   const path = target + '/' + rel;
   try {
-    await Mesh.put(path, { nodeType: n.nodeType, name: n.name, content: n.content });
+    await Mesh.put(path, { nodeType: n.nodeType, name: n.name, content: writable(n.nodeType, n.content) });
     imported++;
   } catch (e) {
     refused.push(path);
@@ -81,34 +139,37 @@ Log.info('Imported ' + imported + ' of ' + items.length + ' nodes into ' + targe
 return { Imported: imported, Refused: refused };
 `
 
-export const TEMPLATES: Record<string, JsonObject> = {
-  ExportJson: {
-    Language: 'javascript',
-    IsExecutable: true,
-    ActivityParentPath: '{viewer}',
-    Description: 'Export a subtree as a JSON bundle (the output; size in the log).',
-    Inputs: { Root: { Type: 'node', Label: 'Subtree to export', Required: true } },
-    Source: EXPORT_JSON.trim(),
-  },
-  ExportMarkdown: {
-    Language: 'javascript',
-    IsExecutable: true,
-    ActivityParentPath: '{viewer}',
-    Description: 'Export a subtree as one Markdown document.',
-    Inputs: { Root: { Type: 'node', Label: 'Subtree to export', Required: true } },
-    Source: EXPORT_MARKDOWN.trim(),
-  },
-  ImportJson: {
-    Language: 'javascript',
-    IsExecutable: true,
-    ActivityParentPath: '{viewer}',
-    Description: 'Import a JSON bundle under a node; what you may not create is refused and listed.',
-    Inputs: {
-      Bundle: { Type: 'json', Label: 'Bundle (the output of ExportJson)', Required: true },
-      Target: { Type: 'node', Label: 'Import under', Required: true },
+/** The templates' content, built now (the engine-written table reads the registered node types). */
+export function templates(): Record<string, JsonObject> {
+  return {
+    ExportJson: {
+      Language: 'javascript',
+      IsExecutable: true,
+      ActivityParentPath: '{viewer}',
+      Description: 'Export a subtree as a JSON bundle (the output; size in the log).',
+      Inputs: { Root: { Type: 'node', Label: 'Subtree to export', Required: true } },
+      Source: EXPORT_JSON().trim(),
     },
-    Source: IMPORT_JSON.trim(),
-  },
+    ExportMarkdown: {
+      Language: 'javascript',
+      IsExecutable: true,
+      ActivityParentPath: '{viewer}',
+      Description: 'Export a subtree as one Markdown document.',
+      Inputs: { Root: { Type: 'node', Label: 'Subtree to export', Required: true } },
+      Source: EXPORT_MARKDOWN().trim(),
+    },
+    ImportJson: {
+      Language: 'javascript',
+      IsExecutable: true,
+      ActivityParentPath: '{viewer}',
+      Description: 'Import a JSON bundle under a node; what you may not create is refused and listed.',
+      Inputs: {
+        Bundle: { Type: 'json', Label: 'Bundle (the output of ExportJson)', Required: true },
+        Target: { Type: 'node', Label: 'Import under', Required: true },
+      },
+      Source: IMPORT_JSON().trim(),
+    },
+  }
 }
 
 /**
@@ -118,7 +179,7 @@ export const TEMPLATES: Record<string, JsonObject> = {
  * an earlier build left is cleared here.
  */
 export async function seedTemplates(nodes: NodeApi): Promise<void> {
-  for (const [name, content] of Object.entries(TEMPLATES)) {
+  for (const [name, content] of Object.entries(templates())) {
     const path = parseNodePath(`${OPERATIONS_PATH}/${name}`) as NodePath
     await nodes.update(
       SYSTEM,

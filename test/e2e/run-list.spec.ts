@@ -1,0 +1,67 @@
+import { mkdir } from 'node:fs/promises'
+import { expect, test } from '@playwright/test'
+import { api, grant, openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+
+/**
+ * Issue 16 finding 8 (runs): the space page showed every run's full panel (its documents started
+ * 2,760 px down) with no run numbers, starter, readable times or durations. A Code node's and a
+ * space's runs are a compact list: number, status, started by, when, duration.
+ */
+let server: E2eServer
+let ann: TestUser
+let vic: TestUser
+
+test.beforeAll(async () => {
+  server = await startE2eServer()
+  ann = await signUp(server, 'Ann')
+  vic = await signUp(server, 'Vic')
+  await putNode(server, ann, 'Lab', 'Space', {}, 'Lab')
+  await grant(server, ann, 'Lab', vic.userId, 'Viewer')
+  await putNode(server, ann, 'Lab/Notes', 'Document', { Body: 'a document' }, 'Notes')
+  await putNode(server, ann, 'Lab/Quick', 'Code', { Language: 'javascript', IsExecutable: true, Source: 'Log.info("quick"); return 1' }, 'Quick')
+  await mkdir('test-results', { recursive: true })
+})
+
+test.afterAll(async () => {
+  await server?.dispose()
+})
+
+test('[WEB13] a space and a Code node list their runs one line each: number, status, started by, when, duration; the run page has the rest', async ({ browser }) => {
+  const runs: string[] = []
+  for (const user of [ann, vic, ann, vic, ann, vic]) {
+    const res = await api<{ path: string }>(server, user, 'POST', '/api/nodes/Lab/Quick/run', {})
+    expect(res.status).toBe(201)
+    runs.push(res.body.path)
+  }
+  const v = await openLoggedIn(browser, server, vic, 'Lab')
+  const list = v.page.locator('weft-node-page weft-activity-strip ul.runs')
+  await expect(list.locator('weft-run-row')).toHaveCount(6)
+  await expect(list.locator('weft-run-row a.row[data-status="Succeeded"]')).toHaveCount(6, { timeout: 20_000 })
+  // Newest first, numbered from the oldest; the starter by name; a duration.
+  const first = list.locator('weft-run-row').first()
+  await expect(first).toHaveAttribute('path', runs[5]!)
+  await expect(first.locator('.num')).toHaveText('#6')
+  await expect(first.locator('.who')).toContainText('started by Vic (you)')
+  await expect(list.locator('weft-run-row').nth(1).locator('.who')).toContainText('started by Ann')
+  await expect(first.locator('.when')).toContainText(/today .* · \d/)
+  // No full panels: each run is one short line, and the page's own content is not pushed down.
+  await expect(v.page.locator('weft-node-page weft-activity-panel')).toHaveCount(0)
+  for (const height of await list.locator('weft-run-row').evaluateAll((els) => els.map((e) => e.getBoundingClientRect().height))) expect(height).toBeLessThan(60)
+  for (const width of [1280, 390]) {
+    await v.page.setViewportSize({ width, height: 844 })
+    expect(await v.page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width)
+    await v.page.screenshot({ path: `test-results/run-list-space-${width}.png`, fullPage: true })
+  }
+  await v.page.setViewportSize({ width: 1280, height: 844 })
+
+  // The Code node lists every run of it the reader may read, the same way.
+  await v.page.goto('/#/n/Lab/Quick')
+  const codeRuns = v.page.locator('weft-code-page weft-activity-strip ul.runs weft-run-row')
+  await expect(codeRuns).toHaveCount(6)
+  await v.page.screenshot({ path: 'test-results/run-list-code-1280.png', fullPage: true })
+  // A line opens the run's page.
+  await codeRuns.first().locator('a.row').click()
+  await expect(v.page).toHaveURL(new RegExp(`#/n/${runs[5]!.replace(/[.]/g, '\\.')}$`))
+  await expect(v.page.locator('weft-node-page weft-activity-panel .badge')).toHaveAttribute('data-status', 'Succeeded')
+  await v.context.close()
+})

@@ -1,0 +1,99 @@
+import { LitElement, css, html, nothing } from 'lit'
+import { map } from 'rxjs'
+import { ObservableController } from '../controllers/index.js'
+import { NamesController } from '../controllers/names-controller.js'
+import { app } from '../app-context.js'
+import { groupRefused, liveStoreQuery, refusedText, type RefusedGroup } from '../store/index.js'
+import { humanMessage } from './error-text.js'
+import { nodeHref } from './route.js'
+
+/** Live refused groups of this device: every node's, or one node's. */
+export function refusedGroups$(path = '') {
+  const { store } = app().client
+  return liveStoreQuery(store.db, ['outbox'], () => (path ? store.outboxFor(path) : store.refusedRows())).pipe(map((rows) => groupRefused(rows)))
+}
+
+async function copy(text: string) {
+  try {
+    await navigator.clipboard.writeText(text)
+  } catch {
+    prompt('Copy the refused edit:', text)
+  }
+}
+
+/**
+ * The edits the server refused, one entry per node and field with the text as the person last
+ * typed it, each with Copy and Discard, and Copy all / Discard all. On a node page it lists that
+ * node's; at `#/refused` (the status bar's count links there from any page) every node's.
+ */
+export class WeftRefusedList extends LitElement {
+  static override properties = { path: {} }
+  /** '' lists every node's refusals. */
+  declare path: string
+  private readonly groups = new ObservableController<RefusedGroup[]>(this)
+  private readonly names = new NamesController(this)
+
+  static override styles = css`
+    :host { display: block; }
+    .refused { border: 1px solid #c33; background: #fff4f4; padding: 0.5em 0.8em; margin: 0.5em 0; border-radius: 6px; }
+    ul { list-style: none; padding: 0; margin: 0.5em 0 0; }
+    li { margin-bottom: 0.6em; padding-bottom: 0.5em; border-bottom: 1px dashed #e6c0c0; overflow-wrap: anywhere; }
+    li:last-child { border-bottom: none; }
+    .what { font-weight: 500; }
+    pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #fff; border: 1px solid #eed; border-radius: 4px; padding: 0.3em 0.5em; margin: 0.3em 0; max-height: 12em; overflow: auto; font-size: 0.9em; }
+    .reason { color: #700; font-size: 0.9em; }
+    .actions { display: flex; flex-wrap: wrap; gap: 0.4em; margin-top: 0.3em; }
+    .none { color: #555; }
+  `
+
+  constructor() {
+    super()
+    this.path = ''
+  }
+
+  override willUpdate() {
+    const path = this.path
+    this.groups.watch(`refused:${path}`, () => refusedGroups$(path))
+    if (!path) this.names.watch([...new Set((this.groups.value ?? []).map((g) => g.path))])
+  }
+
+  private discard(ids: number[]) {
+    void app().client.store.discardMany(ids)
+  }
+
+  private renderGroup(g: RefusedGroup, nameOf: Map<string, string>) {
+    const reason = g.code === 'already_exists' && g.message ? g.message : humanMessage(g.code, g.message ?? undefined)
+    const edits = g.ids.length === 1 ? '' : ` (${g.ids.length} edits)`
+    return html`<li data-refused-key=${g.key} data-refused-count=${g.ids.length}>
+      <span class="what">${this.path ? nothing : html`<a href=${nodeHref(g.path)}>${nameOf.get(g.path) ?? g.path}</a> · `}${g.field || 'the node'}${edits}</span>
+      ${g.value === null ? html`<p>removed the field</p>` : html`<pre>${refusedText(g)}</pre>`}
+      <span class="reason">${reason} (${g.code ?? 'refused'})</span>
+      <div class="actions">
+        <wa-button size="small" appearance="outlined" @click=${() => copy(refusedText(g))}>Copy</wa-button>
+        <wa-button size="small" appearance="outlined" @click=${() => this.discard(g.ids)}>Discard</wa-button>
+      </div>
+    </li>`
+  }
+
+  override render() {
+    const groups = this.groups.value ?? []
+    if (groups.length === 0) return this.path ? nothing : html`<p class="none">Nothing was refused. Every change on this device was saved or is waiting to be sent.</p>`
+    const nameOf = new Map(this.names.value.map((n) => [n.path, n.name]))
+    const all = groups.flatMap((g) => g.ids)
+    const copyAll = () => copy(groups.map((g) => `${this.path ? '' : `${nameOf.get(g.path) ?? g.path} · `}${g.field}:\n${refusedText(g)}`).join('\n\n'))
+    return html`<div class="refused" role="alert" aria-label="Refused edits">
+      <strong>The server refused ${groups.length === 1 ? 'a change' : `changes to ${groups.length} fields`}; ${groups.length === 1 ? 'it was' : 'they were'} not saved. Copy what you need, then discard.</strong>
+      ${groups.length > 1
+        ? html`<div class="actions">
+            <wa-button size="small" appearance="outlined" class="copy-all" @click=${copyAll}>Copy all</wa-button>
+            <wa-button size="small" appearance="outlined" class="discard-all" @click=${() => this.discard(all)}>Discard all</wa-button>
+          </div>`
+        : nothing}
+      <ul>
+        ${groups.map((g) => this.renderGroup(g, nameOf))}
+      </ul>
+    </div>`
+  }
+}
+
+customElements.define('weft-refused-list', WeftRefusedList)
