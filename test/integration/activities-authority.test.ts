@@ -257,15 +257,19 @@ describe('[ACT6] finding 3: runs land only where their caller could', () => {
 })
 
 describe('[ACT1] finding 4: a shared operation does not tell one user who else ran it', () => {
-  it('a run of Admin/Operations/* leaves no LastActivityPath; one an earlier build left is cleared at boot', async () => {
+  it('a run of Admin/Operations/* leaves no LastActivityPath; one an earlier build left is cleared at boot, and the template follows the build', async () => {
     const ran = await run(ts.url, carol.token, 'Admin/Operations/ExportJson', { inputs: { Root: secret } })
     await waitForStatus(ts.url, carol.token, ran, terminal)
     const template = await node('Admin/Operations/ExportJson', bob.token)
     expect(template.content.LastActivityPath).toBeUndefined()
     expect(JSON.stringify(template)).not.toContain(carol.userId)
     // What an earlier build wrote is gone after a restart.
-    await ts.server.nodes.patch(SYSTEM, 'Admin/Operations/ExportMarkdown' as NodePath, { LastActivityPath: ran }, 'engine')
+    const seeded = (await node('Admin/Operations/ExportMarkdown', bob.token)).content
+    await ts.server.nodes.patch(SYSTEM, 'Admin/Operations/ExportMarkdown' as NodePath, { LastActivityPath: ran, Source: 'return "an earlier build"' }, 'engine')
     await ts.restart()
-    expect((await node('Admin/Operations/ExportMarkdown', bob.token)).content.LastActivityPath).toBeUndefined()
+    const upgraded = (await node('Admin/Operations/ExportMarkdown', bob.token)).content
+    expect(upgraded.LastActivityPath).toBeUndefined()
+    // [ACT14] A seeded template follows the build: the earlier build's Source is replaced.
+    expect(upgraded.Source).toBe(seeded.Source)
   })
 })

@@ -1,4 +1,4 @@
-import { SYSTEM, parseNodePath, type JsonObject, type NodePath } from '../../../shared/index.js'
+import { SYSTEM, jsonEqual, parseNodePath, type JsonObject, type NodePath } from '../../../shared/index.js'
 import { fieldRule, knownNodeTypes, nodeTypeDef } from '../../../shared/node-types.js'
 import type { NodeApi } from '../../nodes/types.js'
 
@@ -186,6 +186,12 @@ export async function seedTemplates(nodes: NodeApi): Promise<void> {
       path,
       (cur) => {
         if (!cur) return { nodeType: 'Code', name, content }
+        // A template this build's server seeded follows the build: an upgrade brings its fixes
+        // (an export that leaves system fields out) and drops a LastActivityPath an earlier build
+        // left. One an Admin made or changed under another name is left alone.
+        if (cur.createdBy === 'system' && cur.nodeType === 'Code') {
+          return jsonEqual(cur.content, content) ? undefined : { nodeType: 'Code', name: cur.name, content }
+        }
         if (cur.content.LastActivityPath === undefined) return undefined
         const { LastActivityPath: _leaked, ...kept } = cur.content
         return { nodeType: cur.nodeType, name: cur.name, content: kept }
