@@ -23,6 +23,8 @@ export interface ApiDeps {
   isHealthy(): boolean
   /** The limits `GET /api/config` tells clients; absent fields fall back to the defaults. */
   config?: { maxPayloadBytes: number; maxJsonDepth?: number }
+  /** [ACT17] The engines' limits (a run's memory, time, log, Mesh calls, runs per user), by setting name. */
+  engineLimits?: () => Record<string, number>
 }
 
 /** DESIGN.md: JSON nested deeper than MAX_JSON_DEPTH (default 64) is refused. */
@@ -214,6 +216,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
           maxPayloadBytes: deps.config?.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES,
           maxJsonDepth: deps.config?.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH,
           protocolVersion: PROTOCOL_VERSION,
+          limits: deps.engineLimits?.() ?? {},
         },
       }),
     },

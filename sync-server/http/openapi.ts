@@ -124,6 +124,11 @@ export const OPENAPI_DOCUMENT = {
                 maxPayloadBytes: { type: 'integer', description: 'Largest HTTP body or WebSocket frame (MAX_PAYLOAD_BYTES).' },
                 maxJsonDepth: { type: 'integer', description: 'Deepest JSON nesting accepted (MAX_JSON_DEPTH, default 64).' },
                 protocolVersion: { type: 'integer', description: 'The `/mux` wire protocol version.' },
+                limits: {
+                  type: 'object',
+                  description: 'The bounds of a script run, by the setting that sets each (SCRIPT_MEMORY_MB, SCRIPT_LOG_MAX_LINES, SCRIPT_MESH_IN_FLIGHT, SCRIPT_MAX_RUNS_PER_USER, ...).',
+                  additionalProperties: { type: 'integer' },
+                },
               },
             }),
           },
