@@ -658,7 +658,14 @@ export class NodeService implements NodeApi {
           const map = doc.getMap(CONTENT_MAP)
           const current = map.get(field)
           if (current instanceof Y.Array) {
-            current.push([...items])
+            // [ACT12] At the end by index (a search marker finds it in O(1), push walks the whole
+            // list), after a placeholder inserted and deleted: at the transaction's end Yjs merges
+            // a new item into its left neighbour by clock when they are adjacent, and merging
+            // ContentAny concatenates the arrays, copying the whole log on every append.
+            const at = current.length
+            current.insert(at, [null])
+            current.delete(at, 1)
+            current.insert(at, [...items])
           } else {
             const yarray = new Y.Array<unknown>()
             yarray.push([...(Array.isArray(current) ? current : []), ...items])
