@@ -58,8 +58,12 @@ export interface StorageAdapter {
    * folded in and dropped, one committed after it is kept. No-op when the node does not exist.
    */
   foldDoc(path: NodePath, state: Uint8Array): Promise<void>
-  /** [STO5] Stores the node's materialised content (after deferred commits); ordered with commits. No-op when absent. */
-  writeContent(path: NodePath, content: JsonObject): Promise<void>
+  /**
+   * [STO5] Stores the node's materialised content (after deferred commits); ordered with commits.
+   * No-op when absent. `json`, when given, is `JSON.stringify(content)` already made (a log's
+   * rewrite reuses what it serialised before, [ACT12]).
+   */
+  writeContent(path: NodePath, content: JsonObject, json?: string): Promise<void>
   queryNodes(query: NodeQuery): Promise<MeshNode[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>

@@ -109,6 +109,14 @@ describe('[ACT17] log: SCRIPT_LOG_MAX_LINES and SCRIPT_LOG_MAX_BYTES (finding 6)
       if (input.path === path) seen.push(input)
       return commit(input)
     }
+    // The row's coalesced rewrite reuses the log's serialised lines: what it hands storage is
+    // exactly the content's JSON.
+    const rows: boolean[] = []
+    const writeContent = storage.writeContent.bind(storage)
+    storage.writeContent = (p, content, json) => {
+      if (p === path) rows.push(json === JSON.stringify(content))
+      return writeContent(p, content, json)
+    }
     try {
       await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Running' })
       const done = await waitForStatus(ts.url, alice.token, path, terminal)
@@ -118,8 +126,11 @@ describe('[ACT17] log: SCRIPT_LOG_MAX_LINES and SCRIPT_LOG_MAX_BYTES (finding 6)
       expect(afterClaim.length).toBeGreaterThan(0)
       // The old terminal write replaced the whole content (a diff and a stringify of every line).
       expect(afterClaim.filter((c) => c.deferContent !== true)).toEqual([])
+      await waitFor(() => rows.length > 0, { timeoutMs: 10_000, description: 'the row rewrite' })
+      expect(rows.every(Boolean)).toBe(true)
     } finally {
       storage.commit = commit
+      storage.writeContent = writeContent
     }
   })
 })
