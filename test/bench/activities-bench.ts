@@ -283,35 +283,23 @@ const isDone = (s: unknown) => s === 'Succeeded' || s === 'Warning' || s === 'Fa
  * 10,000 and 100,000 lines (appends of 1,000), then 200 one-line appends are issued back to back
  * and awaited together; the figure is the event loop's busy time (ELU) per append, the median of
  * five trials. Flat means the ratio 100k / 1k is about 1. Each trial starts after the row's
- * coalesced rewrite ([STO5], at most once a second per log, O(log) by nature) has run, so the
- * figure is the appends' own cost; the rewrite's cost at each length is reported beside it.
+ * coalesced rewrite ([STO5], at most once a second per log) has run, so the figure is the
+ * appends' own cost.
  */
 async function benchAppendSlope(server: RunningServer, space: string, out: Out): Promise<void> {
   const nodes = server.nodes
   const line = (i: number) => ({ Level: 'Info', Text: `line ${i}`, At: new Date().toISOString() })
   const perAppendUs: Record<number, number> = {}
-  const storage = server.storage
-  const writeContent = storage.writeContent.bind(storage)
-  let rewriteMs = 0
-  storage.writeContent = (path, content, json) => {
-    // What the rewrite costs the event loop: the node service serialised `json` just before.
-    const t = performance.now()
-    const p = writeContent(path, content, json)
-    rewriteMs = performance.now() - t
-    return p
-  }
   for (const size of [1_000, 10_000, 100_000]) {
     const path = `${space}/slope${size}` as NodePath
     await nodes.create(SYSTEM, path, { nodeType: 'ActivityLog', name: 'slope', content: { Category: 'Bench', Inputs: {}, Messages: [] } }, 'engine')
     for (let n = 0; n < size; n += 1_000) await nodes.append(SYSTEM, path, 'Messages', Array.from({ length: 1_000 }, (_, i) => line(n + i)))
     const trials: number[] = []
     let next = size
-    const rewrites: number[] = []
     for (let t = 0; t < 5; t++) {
       const K = 200
       // The row rewrite the previous appends scheduled runs first (it comes a second after them).
       await new Promise((r) => setTimeout(r, 1_300))
-      rewrites.push(rewriteMs)
       const elu0 = performance.eventLoopUtilization()
       await Promise.all(Array.from({ length: K }, () => nodes.append(SYSTEM, path, 'Messages', [line(next++)])))
       const elu = performance.eventLoopUtilization(elu0)
@@ -319,9 +307,7 @@ async function benchAppendSlope(server: RunningServer, space: string, out: Out):
     }
     perAppendUs[size] = percentile(trials.sort((a, b) => a - b), 50)
     out[`appendCostUsAt${size / 1000}k`] = Number(perAppendUs[size]!.toFixed(1))
-    out[`rowRewriteMsAt${size / 1000}k`] = Number(percentile(rewrites.sort((a, b) => a - b), 50).toFixed(1))
   }
-  storage.writeContent = writeContent
   out.appendCostRatio10kTo1k = Number((perAppendUs[10_000]! / perAppendUs[1_000]!).toFixed(2))
   out.appendCostRatio100kTo1k = Number((perAppendUs[100_000]! / perAppendUs[1_000]!).toFixed(2))
 }
