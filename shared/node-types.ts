@@ -6,7 +6,7 @@ import {
   Role,
   type Permission,
 } from './enums.js'
-import type { JsonObject } from './json.js'
+import type { JsonObject, JsonValue } from './json.js'
 import { TYPED_TEXT_FIELDS } from './text-fields.js'
 
 /**
@@ -240,6 +240,23 @@ export function validateFields(nodeType: string, content: JsonObject, fields: It
       throw new WeftError('invalid_content', `Content of a ${nodeType} is invalid at ${where}: ${issue?.message ?? 'invalid'}.`)
     }
   }
+}
+
+/**
+ * [ACT12] Validates items appended to the array field `field` as if the whole array were checked,
+ * at the cost of the items: exact for an element-wise array schema without length bounds (the
+ * rest of the array was valid before); anything else checks the whole array, `whole()`.
+ */
+export function validateAppend(nodeType: string, field: string, items: readonly unknown[], whole: () => JsonObject): void {
+  const schema = nodeTypeDef(nodeType).content
+  if (!(schema instanceof z.ZodObject)) return validateContent(nodeType, whole())
+  if (!Object.prototype.hasOwnProperty.call(schema.shape, field)) return
+  let fieldSchema = (schema.shape as Record<string, z.ZodType<unknown>>)[field]
+  if (fieldSchema instanceof z.ZodOptional) fieldSchema = fieldSchema.unwrap() as z.ZodType<unknown>
+  // An array schema with checks (a length bound, a refinement) is about the whole array.
+  const elementWise = fieldSchema instanceof z.ZodArray && !((fieldSchema._def as { checks?: unknown[] }).checks?.length)
+  if (!elementWise) return validateFields(nodeType, whole(), [field])
+  validateFields(nodeType, { [field]: [...items] as JsonValue[] }, [field])
 }
 
 export function fieldRule(nodeType: string, field: string): WriteRule {

@@ -72,8 +72,9 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const abort = new AbortController()
   let healthy = false
 
-  const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal }))
-  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config })]
+  const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal, maxPayloadBytes: config.maxPayloadBytes }))
+  const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
+  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits })]
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({
     nodes,

@@ -10,6 +10,8 @@ export interface EngineContext {
   log: Logger
   /** Aborted when the server shuts down. */
   signal: AbortSignal
+  /** The server's MAX_PAYLOAD_BYTES: what an engine writes on someone's behalf stays under it too. */
+  maxPayloadBytes?: number
 }
 
 export interface Engine {
@@ -19,6 +21,8 @@ export interface Engine {
   stop(): Promise<void>
   /** HTTP routes the engine serves under /api. */
   readonly routes?: readonly Route[]
+  /** The limits the engine enforces, by the settings' names, for `GET /api/config`. */
+  limits?(): Record<string, number>
 }
 
 export type EngineFactory = (ctx: EngineContext) => Engine

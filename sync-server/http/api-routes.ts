@@ -25,6 +25,8 @@ export interface ApiDeps {
   isHealthy(): boolean
   /** The limits `GET /api/config` tells clients; absent fields fall back to the defaults. */
   config?: { maxPayloadBytes: number; maxJsonDepth?: number; loginFreeFailuresPerAccount?: number; loginFreeFailuresPerAddress?: number; loginLockoutBaseMs?: number; loginLockoutMaxMs?: number }
+  /** [ACT18] The engines' limits (a run's memory, time, log, Mesh calls, runs per user), by setting name. */
+  engineLimits?: () => Record<string, number>
 }
 
 /** DESIGN.md: JSON nested deeper than MAX_JSON_DEPTH (default 64) is refused. */
@@ -227,6 +229,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
             lockoutBaseMs: deps.config?.loginLockoutBaseMs ?? DEFAULT_LOGIN_LIMITS.lockoutBaseMs,
             lockoutMaxMs: deps.config?.loginLockoutMaxMs ?? DEFAULT_LOGIN_LIMITS.lockoutMaxMs,
           },
+          limits: deps.engineLimits?.() ?? {},
         },
       }),
     },

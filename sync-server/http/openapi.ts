@@ -135,6 +135,11 @@ export const OPENAPI_DOCUMENT = {
                     lockoutMaxMs: { type: 'integer' },
                   },
                 },
+                limits: {
+                  type: 'object',
+                  description: 'The bounds of a script run, by the setting that sets each (SCRIPT_MEMORY_MB, SCRIPT_LOG_MAX_LINES, SCRIPT_MESH_IN_FLIGHT, SCRIPT_MAX_RUNS_PER_USER, ...).',
+                  additionalProperties: { type: 'integer' },
+                },
               },
             }),
           },

@@ -26,6 +26,7 @@ import {
   replaceDocContent,
   replaceJsonContent,
   SYSTEM,
+  validateAppend,
   validateContent,
   validateFields,
   textPolicyFor,
@@ -126,6 +127,10 @@ export class NodeService implements NodeApi {
    * overlapped a settling commit is not remembered (writeEpoch).
    */
   private readonly readCache = new Map<NodePath, MeshNode | null>()
+  /** [ACT12] Arrays `append` grows in place, and the copy of the node that owns each. */
+  private readonly appendable = new WeakMap<object, LoadedNode>()
+  /** [ACT12] The JSON of such an array's first `count` items (they never change: items are only added). */
+  private readonly appendedJson = new WeakMap<object, { json: string; count: number }>()
   private writeEpoch = 0
   /** Loaded copies whose stored content lags (deferred commits), written by the next flush. */
   private readonly dirtyContent = new Set<LoadedNode>()
@@ -682,13 +687,39 @@ export class NodeService implements NodeApi {
       if (!node || ln.poisoned) continue
       ln.commitStarted()
       writes.push(
-        this.storage.writeContent(ln.path, node.content).then(
+        this.storage.writeContent(ln.path, node.content, this.contentJson(node.content)).then(
           () => this.commitLanded(ln),
           (err: unknown) => this.commitFailed(ln, err),
         ),
       )
     }
     return Promise.all(writes).then(() => undefined)
+  }
+
+  /**
+   * [ACT12] The row's JSON, as JSON.stringify would write it, reusing what was serialised of the
+   * arrays `append` grows: a log's coalesced rewrite serialises its new lines, not the log (at
+   * 100,000 lines a full stringify held the event loop for about 100 ms every second).
+   */
+  private contentJson(content: JsonObject): string {
+    const parts: string[] = []
+    for (const key of Object.keys(content)) {
+      const value = content[key]
+      if (value === undefined) continue
+      let json: string
+      if (Array.isArray(value) && this.appendable.has(value)) {
+        let cached = this.appendedJson.get(value)
+        if (!cached || cached.count > value.length) cached = { json: '', count: 0 }
+        if (cached.count < value.length) {
+          const tail = value.slice(cached.count).map((v) => JSON.stringify(v) ?? 'null').join(',')
+          cached = { json: cached.count === 0 ? tail : `${cached.json},${tail}`, count: value.length }
+          this.appendedJson.set(value, cached)
+        }
+        json = `[${cached.json}]`
+      } else json = JSON.stringify(value)
+      parts.push(`${JSON.stringify(key)}:${json}`)
+    }
+    return `{${parts.join(',')}}`
   }
 
   private get maxJsonDepth(): number {
@@ -712,39 +743,79 @@ export class NodeService implements NodeApi {
    * Y.Array on the first append. [ACT12] The doc is built for an append (once per residency,
    * [DOC1]), so storage logs the insert and rewrites the row's JSON later, coalesced ([STO5]):
    * without a doc every line would rewrite the whole log's row.
+   *
+   * [ACT12] O(items) on the event loop, not O(array): only the items are validated, and the
+   * loaded node's array grows in place (copied once, the first time this copy of the node appends
+   * to it), so a MeshNode handed out earlier may show later items too; items are only ever added.
+   * `opts.patch(current)` adds a merge patch of other top-level fields to the same transaction
+   * (an activity's Progress, or its terminal fields), computed against the node as it is when
+   * the write applies; `undefined` writes nothing at all (a compare-and-set).
    */
-  async append(principal: Principal, path: NodePath, field: string, items: readonly JsonValue[], origin: ChangeOrigin = 'engine'): Promise<MeshNode> {
+  async append(
+    principal: Principal,
+    path: NodePath,
+    field: string,
+    items: readonly JsonValue[],
+    origin: ChangeOrigin = 'engine',
+    opts: { patch?: (current: MeshNode) => MergePatch | undefined } = {},
+  ): Promise<MeshNode> {
     assertMergePatch({ [field]: [...items] })
     let ln = await this.acquire(path)
     // Refused (missing, unreadable) before a doc is built for it.
     let before = this.existing(ln, principal)
-    if (items.length === 0) return before
+    if (items.length === 0 && !opts.patch) return before
     if (!ln.hasDoc) {
       ln = await this.acquireDoc(path)
       before = this.existing(ln, principal)
     }
+    const patch = opts.patch ? opts.patch(before) : {}
+    if (patch === undefined) return before
+    assertMergePatch(patch, this.maxJsonDepth)
+    if (Object.prototype.hasOwnProperty.call(patch, field)) throw new WeftError('invalid_patch', `An append to ${field} cannot also patch ${field}.`)
+    const patched = Object.keys(patch)
+    if (items.length === 0 && patched.length === 0) return before
     const prev = before.content[field]
     if (prev !== undefined && prev !== null && !Array.isArray(prev)) {
       throw new WeftError('invalid_patch', `${field} of ${path} is not an array; nothing can be appended to it.`)
     }
-    this.authorizeFields(principal, before, [field])
-    const next: JsonObject = { ...before.content, [field]: [...(prev ?? []), ...items] }
-    validateContent(before.nodeType, next)
-    this.checkInvariants(before, { ...before, content: next }, false, principal)
+    this.authorizeFields(principal, before, items.length > 0 ? [field, ...patched] : patched)
+    // The array this copy of the node owns (grown in place); another array is copied once.
+    let array = Array.isArray(prev) ? prev : []
+    if (items.length > 0 && this.appendable.get(array) !== ln) {
+      array = [...array]
+      this.appendable.set(array, ln)
+    }
+    const merged = applyMergePatch(before.content, patch) as JsonObject
+    if (items.length > 0) validateAppend(before.nodeType, field, items, () => ({ ...merged, [field]: [...array, ...items] }))
+    if (patched.length > 0) validateFields(before.nodeType, merged, patched)
+    this.checkInvariants(before, { ...before, content: merged }, false, principal)
     const doc = ln.doc
     const update = ln.capture(() =>
       doc.transact(() => {
-        const map = doc.getMap(CONTENT_MAP)
-        const current = map.get(field)
-        if (current instanceof Y.Array) {
-          current.push([...items])
-        } else {
-          const array = new Y.Array<unknown>()
-          array.push([...(Array.isArray(current) ? current : []), ...items])
-          map.set(field, array)
+        if (items.length > 0) {
+          const map = doc.getMap(CONTENT_MAP)
+          const current = map.get(field)
+          if (current instanceof Y.Array) {
+            // [ACT12] At the end by index (a search marker finds it in O(1), push walks the whole
+            // list), after a placeholder inserted and deleted: at the transaction's end Yjs merges
+            // a new item into its left neighbour by clock when they are adjacent, and merging
+            // ContentAny concatenates the arrays, copying the whole log on every append.
+            const at = current.length
+            current.insert(at, [null])
+            current.delete(at, 1)
+            current.insert(at, [...items])
+          } else {
+            const yarray = new Y.Array<unknown>()
+            yarray.push([...(Array.isArray(current) ? current : []), ...items])
+            map.set(field, yarray)
+          }
         }
+        if (patched.length > 0) applyPatchToDoc(doc, patch, origin, textPolicyFor(before.nodeType))
       }, origin),
     )
+    for (const item of items) array.push(item)
+    const next = patched.length > 0 ? withFieldsFromDoc(before.content, doc, patched) : { ...before.content }
+    if (items.length > 0) next[field] = array
     // [STO5] The row's JSON is written later, coalesced: a line costs its Yjs insert, not the log.
     return (await this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', update, origin, true))!
   }

@@ -83,9 +83,17 @@ export interface NodeApi {
   delete(principal: Principal, path: NodePath, origin?: ChangeOrigin): Promise<void>
   /**
    * Appends `items` to the array field `field` (an activity's Messages): one Yjs array insert on
-   * the wire, whatever the array's length. Same field rules as a patch of `field`.
+   * the wire, whatever the array's length. Same field rules as a patch of `field`. `opts.patch`
+   * patches other top-level fields in the same transaction (undefined = write nothing).
    */
-  append(principal: Principal, path: NodePath, field: string, items: readonly JsonValue[], origin?: ChangeOrigin): Promise<MeshNode>
+  append(
+    principal: Principal,
+    path: NodePath,
+    field: string,
+    items: readonly JsonValue[],
+    origin?: ChangeOrigin,
+    opts?: { patch?: (current: MeshNode) => MergePatch | undefined },
+  ): Promise<MeshNode>
   /** Registers the write rule of a node type (one per type; engines register theirs at start-up). */
   registerWriteRule(nodeType: string, rule: WriteRuleHook): void
 }

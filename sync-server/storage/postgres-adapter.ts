@@ -268,9 +268,9 @@ export class PostgresStorage implements StorageAdapter {
     })
   }
 
-  async writeContent(path: NodePath, content: JsonObject): Promise<void> {
+  async writeContent(path: NodePath, content: JsonObject, given?: string): Promise<void> {
     if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
-    const json = JSON.stringify(content)
+    const json = given ?? JSON.stringify(content)
     if (json.includes('\\u0000')) throw new WeftError('invalid_content', 'Node content must not contain NUL characters.')
     await this.committer.submit({ rowContent: { path, json } })
   }

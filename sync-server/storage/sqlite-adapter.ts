@@ -228,9 +228,9 @@ export class SqliteStorage implements StorageAdapter {
     await this.committer.submit({ fold: { path, state } })
   }
 
-  async writeContent(path: NodePath, content: JsonObject): Promise<void> {
+  async writeContent(path: NodePath, content: JsonObject, json?: string): Promise<void> {
     if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
-    await this.committer.submit({ rowContent: { path, json: JSON.stringify(content) } })
+    await this.committer.submit({ rowContent: { path, json: json ?? JSON.stringify(content) } })
   }
 
   async getNode(path: NodePath): Promise<MeshNode | null> {

@@ -74,8 +74,12 @@ export interface StorageAdapter {
    * folded in and dropped, one committed after it is kept. No-op when the node does not exist.
    */
   foldDoc(path: NodePath, state: Uint8Array): Promise<void>
-  /** [STO5] Stores the node's materialised content (after deferred commits); ordered with commits. No-op when absent. */
-  writeContent(path: NodePath, content: JsonObject): Promise<void>
+  /**
+   * [STO5] Stores the node's materialised content (after deferred commits); ordered with commits.
+   * No-op when absent. `json`, when given, is `JSON.stringify(content)` already made (a log's
+   * rewrite reuses what it serialised before, [ACT12]).
+   */
+  writeContent(path: NodePath, content: JsonObject, json?: string): Promise<void>
   /** [STO5] Paths (after `after`, in path order, at most `limit`) whose row content is stale: what a crash left for the boot to repair. */
   stalePaths(after: string | null, limit: number): Promise<NodePath[]>
   /** `within`: only paths `from <= path < to` ([QUERY1]: the caller's readable regions). */

@@ -8,9 +8,15 @@
  *    of three 10,000-line runs), each line
  *    visible to a watching client within 50 ms p99;
  *  - Run request → first log line visible to a watcher, p50 < 50 ms (30 runs, 250 ms apart);
- *  - 100 activities at once: all finish, event-loop p99 < 50 ms.
+ *  - 100 activities at once: all finish, event-loop p99 < 50 ms;
+ *  - issue 15: a 100,000-line log flood against /healthz: p99 while a script logs 100,000 lines,
+ *    as a ratio to idle in the same run (median of 5 interleaved rounds), goal ≤ 1.5;
+ *  - issue 15: the cost of one append on the event loop at a log length of 1,000, 10,000 and
+ *    100,000 lines (event-loop busy time per append, median of 5 trials), goal flat: the
+ *    100k / 1k ratio ≤ 1.3.
  *
- * Run alone: `npx tsx test/bench/activities-bench.ts` prints JSON.
+ * Run alone: `npx tsx test/bench/activities-bench.ts` prints JSON. `ACTIVITIES_BENCH_PARTS`
+ * (comma list of ping, log, first, hundred, flood, slope; default all) runs only those parts.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -30,6 +36,16 @@ export const GOALS: Record<string, { op: '<' | '<=' | '>' | '>='; value: number;
   log10kVisibleP99Ms: { op: '<', value: 50, unit: 'ms' },
   runToFirstLineP50Ms: { op: '<', value: 50, unit: 'ms' },
   hundredEventLoopP99Ms: { op: '<', value: 50, unit: 'ms' },
+  floodPingP99RatioToIdle: { op: '<=', value: 1.5, unit: '×' },
+  appendCostRatio100kTo1k: { op: '<=', value: 1.3, unit: '×' },
+}
+
+/** Which parts run (ACTIVITIES_BENCH_PARTS, comma-separated; unset = all). */
+function parts(): (name: string) => boolean {
+  const raw = process.env.ACTIVITIES_BENCH_PARTS
+  if (!raw) return () => true
+  const chosen = new Set(raw.split(',').map((s) => s.trim()).filter(Boolean))
+  return (name) => chosen.has(name)
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -58,6 +74,7 @@ export async function benchActivities(): Promise<Record<string, number | string>
   const dir = await mkdtemp(join(tmpdir(), 'weft-act-bench-'))
   let server: RunningServer | null = null
   try {
+    const part = parts()
     server = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, logLevel: 'silent', engines: [createActivitiesEngine({ spares: 2, maxConcurrent: 16, seedTemplates: false })] })
     const url = server.url
     const user = await signup(url)
@@ -71,6 +88,25 @@ export async function benchActivities(): Promise<Record<string, number | string>
     const status = async (p: string) => (await server!.nodes.get(SYSTEM, p as NodePath))?.content.Status
     const out: Record<string, number | string> = {}
 
+    if (part('ping')) await benchPing(url, code, start, status, out)
+    if (part('log')) await benchLog(server, url, user.token, http, code, start, status, out)
+    if (part('first')) await benchFirstLine(server, code, start, out)
+    if (part('hundred')) await benchHundred(code, start, status, out)
+    if (part('flood')) await benchFlood(url, code, start, status, out)
+    if (part('slope')) await benchAppendSlope(server, space, out)
+    return out
+  } finally {
+    await server?.close()
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+type Code = (name: string, source: string) => Promise<string>
+type Start = (codePath: string, inputs?: Record<string, unknown>) => Promise<string>
+type Status = (p: string) => Promise<unknown>
+type Out = Record<string, number | string>
+
+async function benchPing(url: string, code: Code, start: Start, status: Status, out: Out): Promise<void> {
     // 1. Event-loop latency: idle, then with 2 CPU-bound scripts spinning, side by side: five
     // rounds of (idle, busy), so a drift of the machine's load hits both alike. The goal is on the
     // median of the rounds' ratios (a p99 of 1.5 s of pings is a few-millisecond figure that one
@@ -98,7 +134,9 @@ export async function benchActivities(): Promise<Record<string, number | string>
     out.pingP99RatioBusyToIdle = percentile([...roundRatios].sort((a, b) => a - b), 50)
     out.pingP99RatioPooled = Number((busy / idle).toFixed(2))
     out.pingP99RatioPerRound = roundRatios.join(' / ')
+}
 
+async function benchLog(server: RunningServer, url: string, token: string, http: ReturnType<typeof api>, code: Code, start: Start, status: Status, out: Out): Promise<void> {
     // 2. Log lines: a watcher on /sync counts bytes and sees each line's age; the bytes the node
     // service hands the real storage for the run's path are counted beside them (the update log
     // entries, the row content when it is written, a doc's fold).
@@ -111,9 +149,9 @@ export async function benchActivities(): Promise<Record<string, number | string>
       return commit(input)
     }
     const writeContent = storage.writeContent.bind(storage)
-    storage.writeContent = (path, content) => {
-      count(path, JSON.stringify(content).length)
-      return writeContent(path, content)
+    storage.writeContent = (path, content, json) => {
+      count(path, (json ?? JSON.stringify(content)).length)
+      return writeContent(path, content, json)
     }
     const foldDoc = storage.foldDoc.bind(storage)
     storage.foldDoc = (path, state) => {
@@ -128,7 +166,7 @@ export async function benchActivities(): Promise<Record<string, number | string>
       const res = await http.post<{ path: string }>(`/api/nodes/${nodeUrlPath(chatty)}/run`, { inputs: { n }, start: false })
       const p = res.body.path
       // The watcher runs in its own thread, as a browser would (see log-watcher.ts).
-      const watcher = new Worker(new URL('./log-watcher.mjs', import.meta.url), { workerData: { url, path: p, token: user.token, n } })
+      const watcher = new Worker(new URL('./log-watcher.mjs', import.meta.url), { workerData: { url, path: p, token, n } })
       const message = (t: string) => new Promise<{ bytes: number; updates: number; ages: number[] }>((resolve, reject) => {
         const on = (m: { t: string }) => {
           if (m.t !== t) return
@@ -170,7 +208,9 @@ export async function benchActivities(): Promise<Record<string, number | string>
     out.log10kStoredBytesPerLine = Number((big.stored / 10_000).toFixed(1))
     out.logStoredBytesPerLineSlope = Number(((big.stored - small.stored) / 9_000).toFixed(1))
     out.log1kStoredBytesPerLine = Number((small.stored / 1_000).toFixed(1))
+}
 
+async function benchFirstLine(server: RunningServer, code: Code, start: Start, out: Out): Promise<void> {
     // 3. Run → first line visible (in-process watcher on the change feed).
     const hello = await code('hello', 'Log.info("hi")')
     const firsts: number[] = []
@@ -186,7 +226,9 @@ export async function benchActivities(): Promise<Record<string, number | string>
     firsts.sort((a, b) => a - b)
     out.runToFirstLineP50Ms = Number(percentile(firsts, 50).toFixed(1))
     out.runToFirstLineP99Ms = Number(percentile(firsts, 99).toFixed(1))
+}
 
+async function benchHundred(code: Code, start: Start, status: Status, out: Out): Promise<void> {
     // 4. 100 activities at once.
     const worker = await code('worker', 'for (let i = 0; i < 10; i++) { Log.info("step " + i); Progress((i + 1) / 10); await sleep(20) } return "done"')
     const h = monitorEventLoopDelay({ resolution: 1 })
@@ -197,11 +239,77 @@ export async function benchActivities(): Promise<Record<string, number | string>
     h.disable()
     out.hundredAllFinishedMs = Math.round(performance.now() - t0)
     out.hundredEventLoopP99Ms = Number((h.percentile(99) / 1e6).toFixed(1))
-    return out
-  } finally {
-    await server?.close()
-    await rm(dir, { recursive: true, force: true })
+}
+
+/**
+ * 5. Issue 15: a script logging 100,000 lines as fast as it can, against /healthz. Five rounds
+ * of (idle, flood) side by side, as the ping figure does; the goal is on the median of the
+ * rounds' ratios of p99s, the pooled ratio beside it.
+ */
+async function benchFlood(url: string, code: Code, start: Start, status: Status, out: Out): Promise<void> {
+  const flood = await code('flood', 'for (let i = 0; i < 100000; i++) Log.info("line " + i); return 100000')
+  await pings(url, 500)
+  const idleLat: number[] = []
+  const floodLat: number[] = []
+  const ratios: number[] = []
+  const took: number[] = []
+  for (let round = 0; round < 5; round++) {
+    const idleRound = await pings(url, 1500)
+    const t0 = performance.now()
+    const path = await start(flood)
+    const floodRound: number[] = []
+    let s: unknown
+    while (!isDone((s = await status(path)))) floodRound.push(...(await pings(url, 50)))
+    took.push(performance.now() - t0)
+    if (s !== 'Succeeded') throw new Error(`the flood ended ${String(s)}`)
+    idleLat.push(...idleRound)
+    floodLat.push(...floodRound)
+    ratios.push(Number((p99(floodRound) / p99(idleRound)).toFixed(2)))
+    // The row's coalesced content write comes up to a second after the last line.
+    await new Promise((r) => setTimeout(r, 1_200))
   }
+  out.floodPingP99IdleMs = Number(p99(idleLat).toFixed(2))
+  out.floodPingP99Ms = Number(p99(floodLat).toFixed(2))
+  out.floodPingP99RatioToIdle = percentile([...ratios].sort((a, b) => a - b), 50)
+  out.floodPingP99RatioPooled = Number((p99(floodLat) / p99(idleLat)).toFixed(2))
+  out.floodPingP99RatioPerRound = ratios.join(' / ')
+  out.flood100kLinesMs = Math.round(percentile([...took].sort((a, b) => a - b), 50))
+}
+
+const isDone = (s: unknown) => s === 'Succeeded' || s === 'Warning' || s === 'Failed' || s === 'Cancelled'
+
+/**
+ * 6. Issue 15: what one append costs the event loop as the log grows. A log is filled to 1,000,
+ * 10,000 and 100,000 lines (appends of 1,000), then 200 one-line appends are issued back to back
+ * and awaited together; the figure is the event loop's busy time (ELU) per append, the median of
+ * five trials. Flat means the ratio 100k / 1k is about 1. Each trial starts after the row's
+ * coalesced rewrite ([STO5], at most once a second per log) has run, so the figure is the
+ * appends' own cost.
+ */
+async function benchAppendSlope(server: RunningServer, space: string, out: Out): Promise<void> {
+  const nodes = server.nodes
+  const line = (i: number) => ({ Level: 'Info', Text: `line ${i}`, At: new Date().toISOString() })
+  const perAppendUs: Record<number, number> = {}
+  for (const size of [1_000, 10_000, 100_000]) {
+    const path = `${space}/slope${size}` as NodePath
+    await nodes.create(SYSTEM, path, { nodeType: 'ActivityLog', name: 'slope', content: { Category: 'Bench', Inputs: {}, Messages: [] } }, 'engine')
+    for (let n = 0; n < size; n += 1_000) await nodes.append(SYSTEM, path, 'Messages', Array.from({ length: 1_000 }, (_, i) => line(n + i)))
+    const trials: number[] = []
+    let next = size
+    for (let t = 0; t < 5; t++) {
+      const K = 200
+      // The row rewrite the previous appends scheduled runs first (it comes a second after them).
+      await new Promise((r) => setTimeout(r, 1_300))
+      const elu0 = performance.eventLoopUtilization()
+      await Promise.all(Array.from({ length: K }, () => nodes.append(SYSTEM, path, 'Messages', [line(next++)])))
+      const elu = performance.eventLoopUtilization(elu0)
+      trials.push((elu.active * 1000) / K)
+    }
+    perAppendUs[size] = percentile(trials.sort((a, b) => a - b), 50)
+    out[`appendCostUsAt${size / 1000}k`] = Number(perAppendUs[size]!.toFixed(1))
+  }
+  out.appendCostRatio10kTo1k = Number((perAppendUs[10_000]! / perAppendUs[1_000]!).toFixed(2))
+  out.appendCostRatio100kTo1k = Number((perAppendUs[100_000]! / perAppendUs[1_000]!).toFixed(2))
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {

@@ -5,6 +5,8 @@
  * A module exports one async function returning a flat record of figures. It may also export
  * `GOALS` (figure name → goal) to have its goals checked here; the goals of issue 2 are below.
  * Modules written by other teams are imported dynamically and skipped, with a note, when absent.
+ * `BENCH_ONLY=activities,feed` runs only the named modules (a module may select its own parts,
+ * e.g. `ACTIVITIES_BENCH_PARTS=flood,slope`).
  */
 import { existsSync } from 'node:fs'
 import { mkdir, writeFile } from 'node:fs/promises'
@@ -93,7 +95,10 @@ async function main(): Promise<void> {
   const rows: Row[] = []
   const goals: Record<string, Goal> = { ...BUILTIN_GOALS }
 
+  const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((s) => s.trim())) : null
+  if (only) out.command = `BENCH_ONLY=${process.env.BENCH_ONLY} npm run bench`
   for (const m of MODULES) {
+    if (only && !only.has(m.name)) continue
     const path = join(HERE, m.file)
     if (!existsSync(path)) {
       console.log(`-- ${m.name}: skipped (${m.file} not present)`)

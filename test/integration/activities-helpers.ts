@@ -1,4 +1,5 @@
-import type { JsonObject, MeshNode } from '../../shared/index.js'
+import { Observable } from 'rxjs'
+import type { JsonObject, MeshNode, NodePath } from '../../shared/index.js'
 import { api, expectStatus, nodeUrlPath, waitFor } from '../helpers/index.js'
 
 /** Creates a Code node (the caller needs Create on its parent). */
@@ -28,4 +29,33 @@ export const terminal = (s: unknown) => s === 'Succeeded' || s === 'Warning' || 
 
 export function texts(node: MeshNode): string[] {
   return ((node.content.Messages ?? []) as { Text: string }[]).map((m) => m.Text)
+}
+
+/**
+ * Counts the live `node$` subscriptions of a node service per path (what a script's
+ * Mesh.waitFor holds on the server), and the most seen at once: wraps the instance's method, as
+ * the engine calls it through the same object.
+ */
+export function countNodeWatchers(nodes: { node$(path: NodePath): Observable<MeshNode | null> }): { live(path: string): number; peak(path: string): number } {
+  const live = new Map<string, number>()
+  const peak = new Map<string, number>()
+  const original = nodes.node$.bind(nodes)
+  nodes.node$ = (path: NodePath) =>
+    new Observable<MeshNode | null>((subscriber) => {
+      const n = (live.get(path) ?? 0) + 1
+      live.set(path, n)
+      peak.set(path, Math.max(peak.get(path) ?? 0, n))
+      const sub = original(path).subscribe(subscriber)
+      return () => {
+        sub.unsubscribe()
+        live.set(path, (live.get(path) ?? 1) - 1)
+      }
+    })
+  return { live: (p) => live.get(p) ?? 0, peak: (p) => peak.get(p) ?? 0 }
+}
+
+export type ActivityLine = { Level: 'Info' | 'Warning' | 'Error'; Text: string }
+
+export function lines(node: MeshNode): ActivityLine[] {
+  return (node.content.Messages ?? []) as ActivityLine[]
 }

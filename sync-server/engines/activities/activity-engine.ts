@@ -5,10 +5,11 @@ import {
   PARTITION_CATALOG,
   SYSTEM,
   activityMessage,
-  finish,
+  finalStatusOf,
   isTerminal,
   maxStatus,
   WeftError,
+  principalName,
   type ActivityMessage,
   type ActivityProgress,
   type ActivityStatus,
@@ -37,6 +38,16 @@ export interface ActivityEngineConfig {
   cpuSlots: number
   /** How often running activities are checked for a lost run or watcher; null = never. */
   reconcileIntervalMs: number | null
+  /** [ACT18] SCRIPT_LOG_MAX_LINES: lines kept per run (later ones dropped, one Warning says so). */
+  logMaxLines: number
+  /** [ACT18] SCRIPT_LOG_MAX_BYTES: UTF-8 bytes of line text kept per run. */
+  logMaxBytes: number
+  /** [ACT18] SCRIPT_MESH_IN_FLIGHT: Mesh calls of one run the server works on at once (later ones wait). */
+  meshInFlight: number
+  /** [ACT18] SCRIPT_MAX_RUNS_PER_USER: runs of one user at once (later ones wait, Running, with a message); 0 = no limit. */
+  maxRunsPerUser: number
+  /** [ACT18] MAX_PAYLOAD_BYTES: the largest value a script writes (Mesh call, ReturnValue, line, progress text). */
+  maxPayloadBytes: number
 }
 
 /** A run of this process: the in-memory half. The node stays the source of truth. */
@@ -53,7 +64,11 @@ interface LiveRun {
   lastSign: number
   watchdog: NodeJS.Timeout | null
   watchdogFired: boolean
+  /** [ACT3] What the run's lines say so far (Error → Failed, Warning → Warning): the terminal write needs no scan of the log. */
+  worst: ActivityStatus
 }
+
+const LEVEL_STATUS: Record<ActivityMessage['Level'], ActivityStatus> = { Info: 'Succeeded', Warning: 'Warning', Error: 'Failed' }
 
 const RESTART_MESSAGE = 'The server restarted while this activity was running, so the run was lost. Run it again to retry.'
 
@@ -165,8 +180,8 @@ export class ActivityEngine {
       return cur
     })
     if (!claimed) return
-    await this.nodes.append(SYSTEM, path, 'Messages', [activityMessage('Error', reason, at) as unknown as JsonValue])
-    await this.terminal(path, 'Failed', { Error: reason })
+    // A Failed floor is above anything the messages can say: no need to read them.
+    await this.terminal(path, 'Failed', { Error: reason }, [activityMessage('Error', reason, at)], 'Failed', null)
   }
 
   // ---------------------------------------------------------------- watching
@@ -227,7 +242,7 @@ export class ActivityEngine {
         if (!cur || cur.nodeType !== 'ActivityLog') return undefined
         const c = cur.content
         if (c.Status !== undefined || c.RequestedStatus !== 'Running' || this.runs.has(path)) return undefined
-        run = this.register(path)
+        run = this.register(path, finalStatusOf(c.Messages))
         return { nodeType: cur.nodeType, name: cur.name, content: { ...c, Status: 'Running', Start: at } }
       })
     } catch (err) {
@@ -242,7 +257,7 @@ export class ActivityEngine {
     await this.launch(run, node)
   }
 
-  private register(path: NodePath): LiveRun {
+  private register(path: NodePath, worst: ActivityStatus = 'Succeeded'): LiveRun {
     const run: LiveRun = {
       path,
       script: null,
@@ -254,6 +269,7 @@ export class ActivityEngine {
       lastSign: Date.now(),
       watchdog: null,
       watchdogFired: false,
+      worst,
     }
     this.runs.set(path, run)
     return run
@@ -303,7 +319,8 @@ export class ActivityEngine {
         this.scheduleFlush(run)
       },
       onMesh: (op, args, signal) => meshCall(this.nodes, owner, op, args, signal),
-    })
+      onQueued: (message) => this.push(run, activityMessage('Info', message)),
+    }, principalName(owner))
     // A cancel requested between the claim and now is honoured at once.
     const latest = await this.nodes.get(SYSTEM, run.path)
     if (latest?.content.RequestedStatus === 'Cancelled') run.script.cancel()
@@ -314,6 +331,7 @@ export class ActivityEngine {
 
   private push(run: LiveRun, m: ActivityMessage): void {
     run.messages.push(m)
+    run.worst = maxStatus(run.worst, LEVEL_STATUS[m.Level])
     run.lastSign = Date.now()
     this.scheduleFlush(run)
   }
@@ -345,11 +363,11 @@ export class ActivityEngine {
     // node in the order they are called, and a watcher sees a line when it is applied. Waiting for
     // each commit's fsync before the next append made a streaming log's lines wait for it.
     const failed = (err: unknown) => this.log.warn({ err, path: run.path }, 'activity log write failed')
-    const wrote = [
-      messages.length > 0 ? this.nodes.append(SYSTEM, run.path, 'Messages', messages as unknown as JsonValue[]).catch(failed) : null,
-      progress ? this.nodes.patch(SYSTEM, run.path, { Progress: progress as unknown as JsonObject }, 'engine').catch(failed) : null,
-    ]
-    run.writes = Promise.all([run.writes, ...wrote])
+    // [ACT12] Lines and progress in one write, O(lines) whatever the log's length.
+    const wrote = this.nodes
+      .append(SYSTEM, run.path, 'Messages', messages as unknown as JsonValue[], 'engine', progress ? { patch: () => ({ Progress: progress as unknown as JsonObject }) } : {})
+      .catch(failed)
+    run.writes = Promise.all([run.writes, wrote])
     return run.writes
   }
 
@@ -372,8 +390,7 @@ export class ActivityEngine {
       return cur
     })
     if (!claimed) return
-    await this.nodes.append(SYSTEM, path, 'Messages', [activityMessage('Info', 'Cancelled on request.') as unknown as JsonValue])
-    await this.terminal(path, 'Cancelled', {})
+    await this.terminal(path, 'Cancelled', {}, [activityMessage('Info', 'Cancelled on request.')], 'Cancelled', null)
   }
 
   private armWatchdog(run: LiveRun): void {
@@ -395,14 +412,20 @@ export class ActivityEngine {
         if (outcome.value !== null && outcome.value !== undefined) extra.ReturnValue = outcome.value
       } else if (outcome.aborted && !run.watchdogFired) {
         floor = 'Cancelled'
-        run.messages.push(activityMessage(outcome.limit ? 'Warning' : 'Info', outcome.limit ? outcome.message : 'Cancelled on request.'))
+        this.push(run, activityMessage(outcome.limit ? 'Warning' : 'Info', outcome.limit ? outcome.message : 'Cancelled on request.'))
       } else {
         floor = 'Failed'
         extra.Error = outcome.message
-        run.messages.push(activityMessage('Error', outcome.message))
+        this.push(run, activityMessage('Error', outcome.message))
       }
-      await this.flush(run)
-      await this.terminal(run.path, floor, extra)
+      if (run.flushTimer) clearTimeout(run.flushTimer)
+      run.flushTimer = null
+      const lines = run.messages.splice(0)
+      const progress = run.progress
+      run.progress = null
+      // Every earlier append first: the terminal write carries the last lines with the status.
+      await run.writes
+      await this.terminal(run.path, floor, extra, lines, run.worst, progress)
     }
     run.writes = done()
       .catch((err: unknown) => this.log.error({ err, path: run.path }, 'activity terminal write failed'))
@@ -413,17 +436,30 @@ export class ActivityEngine {
   }
 
   /**
-   * [ACT3][ACT4] The terminal write: finish with the floor (raised to Cancelled when a cancel was
-   * requested), re-checked inside update — a terminal status is final.
+   * [ACT3][ACT4] The terminal write: Status = max(floor — raised to Cancelled when a cancel was
+   * requested — and what the lines say, `worst`), re-checked inside the write: a terminal status
+   * is final. [ACT12] O(1) in the log's length: the last lines are appended and the few terminal
+   * fields patched in one transaction; nothing reads, diffs or serialises the whole log.
    */
-  private async terminal(path: NodePath, floor: ActivityStatus, extra: JsonObject): Promise<void> {
+  private async terminal(
+    path: NodePath,
+    floor: ActivityStatus,
+    extra: JsonObject,
+    lines: ActivityMessage[],
+    worst: ActivityStatus,
+    progress: ActivityProgress | null,
+  ): Promise<void> {
     const at = now()
-    await this.nodes.update(SYSTEM, path, (cur) => {
-      if (!cur || isTerminal(cur.content.Status)) return undefined
-      const effective = cur.content.RequestedStatus === 'Cancelled' ? maxStatus(floor, 'Cancelled') : floor
-      const next = finish({ ...cur.content, ...extra }, effective, at)
-      if (next.Progress === undefined && next.Status === 'Succeeded') next.Progress = { Fraction: 1 }
-      return { nodeType: cur.nodeType, name: cur.name, content: next }
+    await this.nodes.append(SYSTEM, path, 'Messages', lines as unknown as JsonValue[], 'engine', {
+      patch: (cur) => {
+        if (cur.nodeType !== 'ActivityLog' || isTerminal(cur.content.Status)) return undefined
+        const effective = cur.content.RequestedStatus === 'Cancelled' ? maxStatus(floor, 'Cancelled') : floor
+        const status = maxStatus(effective === 'Running' ? 'Succeeded' : effective, worst)
+        const patch: JsonObject = { ...extra, Status: status, End: at }
+        if (progress) patch.Progress = progress as unknown as JsonObject
+        else if (cur.content.Progress === undefined && status === 'Succeeded') patch.Progress = { Fraction: 1 }
+        return patch
+      },
     })
   }
 

@@ -38,6 +38,29 @@ export function activityConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Act
     spares: int(env, 'SCRIPT_SPARE_WORKERS', 2),
     cpuSlots: int(env, 'SCRIPT_CPU_SLOTS', Math.max(1, availableParallelism() - 1)),
     reconcileIntervalMs: int(env, 'ACTIVITY_RECONCILE_MS', 30_000) || null,
+    // [ACT18] Bounds of every run (README "Settings"); each is named when a run hits it.
+    logMaxLines: int(env, 'SCRIPT_LOG_MAX_LINES', 100_000),
+    logMaxBytes: int(env, 'SCRIPT_LOG_MAX_BYTES', 4 * 1024 * 1024),
+    meshInFlight: Math.max(1, int(env, 'SCRIPT_MESH_IN_FLIGHT', 64)),
+    maxRunsPerUser: int(env, 'SCRIPT_MAX_RUNS_PER_USER', 4),
+    // The server's MAX_PAYLOAD_BYTES (the engine context carries the configured value).
+    maxPayloadBytes: int(env, 'MAX_PAYLOAD_BYTES', 1024 * 1024),
+  }
+}
+
+/** [ACT18] The limits of a run as `GET /api/config` lists them, by the names that set them. */
+export function activityLimits(config: ActivityEngineConfig): Record<string, number> {
+  return {
+    SCRIPT_TIMEOUT_MS: config.timeoutMs,
+    SCRIPT_MEMORY_MB: Math.max(16, config.memoryMb),
+    SCRIPT_LOG_MAX_LINES: config.logMaxLines,
+    SCRIPT_LOG_MAX_BYTES: config.logMaxBytes,
+    SCRIPT_MESH_IN_FLIGHT: config.meshInFlight,
+    SCRIPT_MAX_RUNS_PER_USER: config.maxRunsPerUser,
+    SCRIPT_MAX_CONCURRENT: config.maxConcurrent,
+    SCRIPT_CANCEL_GRACE_MS: config.cancelGraceMs,
+    ACTIVITY_WATCHDOG_MS: config.watchdogMs,
+    MAX_PAYLOAD_BYTES: config.maxPayloadBytes,
   }
 }
 
@@ -45,7 +68,9 @@ export function activityConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Act
 export function createActivitiesEngine(options: ActivitiesEngineOptions = {}): EngineFactory {
   return (ctx: EngineContext): ActivitiesEngine => {
     const { seedTemplates: seed = true, checkDebounceMs = 300, ...overrides } = options
-    const config: ActivityEngineConfig = { ...activityConfigFromEnv(), ...overrides }
+    const fromEnv = activityConfigFromEnv()
+    // MAX_PAYLOAD_BYTES is the server's setting: the context carries what the server was started with.
+    const config: ActivityEngineConfig = { ...fromEnv, ...(ctx.maxPayloadBytes !== undefined ? { maxPayloadBytes: ctx.maxPayloadBytes } : {}), ...overrides }
     const log = ctx.log.child({ engine: 'activities' })
     // [ACT17] Before any write can reach an ActivityLog: who starts a run is recorded with the request.
     ctx.nodes.registerWriteRule('ActivityLog', activityWriteRule(ctx.nodes))
@@ -56,6 +81,7 @@ export function createActivitiesEngine(options: ActivitiesEngineOptions = {}): E
       engine,
       checks,
       routes: activityRoutes(ctx.nodes, (path) => engine.watch(path)),
+      limits: () => activityLimits(config),
       async start() {
         await engine.start()
         await checks.start()

@@ -1,5 +1,5 @@
-import { filter, firstValueFrom, timeout } from 'rxjs'
-import { WeftError, isJsonObject, parseNodePath, type JsonObject, type JsonValue, type MeshNode, type Principal } from '../../../shared/index.js'
+import { filter, take, timeout, type Subscription } from 'rxjs'
+import { WeftError, isJsonObject, parseNodePath, type JsonObject, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../../shared/index.js'
 import type { NodeApi } from '../../nodes/types.js'
 import type { MeshOp } from './script-protocol.js'
 
@@ -18,6 +18,43 @@ function asJson(node: MeshNode | null): JsonValue {
 function matches(node: MeshNode | null, fields: JsonObject): boolean {
   if (!node) return false
   return Object.entries(fields).every(([k, v]) => JSON.stringify(node.content[k] ?? null) === JSON.stringify(v))
+}
+
+const cancelled = () => Object.assign(new Error('The activity was cancelled.'), { code: 'cancelled' })
+
+/**
+ * [ACT18] Waits for the node to match, for at most `ms`; the subscription ends with the wait
+ * however it ends (matched, timed out, or the run over: `signal` aborts when the run ends, so a
+ * run's unawaited waits are unsubscribed with it, never left watching until their timeout).
+ */
+function waitUntil(nodes: NodeApi, p: NodePath, fields: JsonObject, ms: number, signal: AbortSignal): Promise<MeshNode | null> {
+  return new Promise<MeshNode | null>((resolve, reject) => {
+    if (signal.aborted) return reject(cancelled())
+    let sub: Subscription | null = null
+    const onAbort = () => {
+      sub?.unsubscribe()
+      reject(cancelled())
+    }
+    signal.addEventListener('abort', onAbort, { once: true })
+    const settled = () => signal.removeEventListener('abort', onAbort)
+    sub = nodes
+      .node$(p)
+      .pipe(
+        filter((n) => matches(n, fields)),
+        take(1),
+        timeout({ first: ms, with: () => Promise.reject(Object.assign(new Error(`${p} did not reach the awaited state within ${ms} ms.`), { code: 'timeout' })) }),
+      )
+      .subscribe({
+        next: (n) => {
+          settled()
+          resolve(n)
+        },
+        error: (err: unknown) => {
+          settled()
+          reject(err)
+        },
+      })
+  })
 }
 
 /**
@@ -67,16 +104,7 @@ export async function meshCall(nodes: NodeApi, owner: Principal, op: MeshOp, arg
       // Read access is checked now; the watch itself reads as system and hands back only this node.
       const first = await nodes.get(owner, p)
       if (matches(first, fields)) return asJson(first)
-      const abort = new Promise<never>((_, reject) => {
-        signal.addEventListener('abort', () => reject(Object.assign(new Error('The activity was cancelled.'), { code: 'cancelled' })), { once: true })
-      })
-      const seen = firstValueFrom(
-        nodes.node$(p).pipe(
-          filter((n) => matches(n, fields)),
-          timeout({ first: ms, with: () => Promise.reject(Object.assign(new Error(`${p} did not reach the awaited state within ${ms} ms.`), { code: 'timeout' })) }),
-        ),
-      )
-      const node = await Promise.race([seen, abort])
+      const node = await waitUntil(nodes, p, fields, ms, signal)
       if (!nodes.permissions(owner, p).has('Read')) throw new WeftError('forbidden', `You can no longer read ${p}.`)
       return asJson(node)
     }

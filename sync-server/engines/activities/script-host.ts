@@ -50,6 +50,11 @@ export interface ScriptHostOptions extends ScriptLimits {
   /** [ACT15] Cores scripts may use at once (SCRIPT_CPU_SLOTS); 0 = no limit. */
   cpuSlots: number
   /**
+   * [ACT18] Runs of one owner at once (SCRIPT_MAX_RUNS_PER_USER); that owner's further runs wait
+   * for one of them to end, so one user never holds every script slot. 0 = no limit.
+   */
+  maxRunsPerUser?: number
+  /**
    * The Linux nice value of each script thread (default 10: on a machine with fewer cores than
    * busy threads, the server's event loop gets the CPU first; 19 starved scripts on a machine
    * busy with other work, so far that a 10,000-line script missed a 1.5 s limit it meets at 10).
@@ -65,6 +70,8 @@ export interface ScriptRunHandlers {
   onMesh(op: MeshOp, args: JsonValue[], signal: AbortSignal): Promise<JsonValue>
   /** The script actually started (it may have waited for a free slot). */
   onStart?(): void
+  /** [ACT18] The run waits because its owner already has SCRIPT_MAX_RUNS_PER_USER runs going (called once). */
+  onQueued?(message: string): void
 }
 
 export type ScriptOutcome =
@@ -94,6 +101,12 @@ interface Spare {
   ready: Promise<void>
 }
 
+/** A run waiting for a script slot: its owner ('' = counted against no owner). */
+interface Waiter {
+  owner: string
+  start: () => void
+}
+
 /**
  * [ACT7] Runs scripts off the event loop: one worker thread per run (a QuickJS runtime inside),
  * terminated when the run ends, so nothing a script did survives it. A few spare workers are
@@ -102,7 +115,9 @@ interface Spare {
 export class ScriptHost {
   private readonly spares: Spare[] = []
   private running = 0
-  private readonly queue: (() => void)[] = []
+  private readonly queue: Waiter[] = []
+  /** [ACT18] Runs holding a slot, per owner. */
+  private readonly perOwner = new Map<string, number>()
   private closed = false
   private readonly live = new Set<ScriptRun>()
   /** Shared with every worker; ids for the runs at once, the spares, and workers still exiting. */
@@ -119,7 +134,8 @@ export class ScriptHost {
   private spawn(): Spare {
     const cpu = this.cpu.allocate()
     const worker = new Worker(workerEntry(), {
-      workerData: { cpu, nice: this.opts.workerNice ?? 10 },
+      // memoryMb sizes the worker's WASM memory once, before it knows its script ([ACT18]).
+      workerData: { cpu, nice: this.opts.workerNice ?? 10, memoryMb: this.opts.memoryMb },
       // A little above the script's own WASM limit: a runaway script cannot take the process.
       resourceLimits: { maxOldGenerationSizeMb: Math.max(64, this.opts.memoryMb * 2 + 64) },
       stdout: false,
@@ -142,21 +158,59 @@ export class ScriptHost {
     return { worker, ready }
   }
 
-  private async slot(): Promise<void> {
-    if (this.running < this.opts.maxConcurrent) {
-      this.running++
-      return
+  private mayStart(owner: string): boolean {
+    const perUser = this.opts.maxRunsPerUser ?? 0
+    return this.running < this.opts.maxConcurrent && (owner === '' || perUser <= 0 || (this.perOwner.get(owner) ?? 0) < perUser)
+  }
+
+  private take(owner: string): void {
+    this.running++
+    if (owner !== '') this.perOwner.set(owner, (this.perOwner.get(owner) ?? 0) + 1)
+  }
+
+  /**
+   * A script slot: at most maxConcurrent runs at once and, [ACT18], at most maxRunsPerUser of one
+   * owner. Waiters start in arrival order, skipping those whose owner is at their limit (so one
+   * user's queue never holds up another's run).
+   */
+  private async slot(owner: string, onQueued?: (message: string) => void): Promise<void> {
+    const waiter: Waiter = { owner, start: () => undefined }
+    const started = new Promise<void>((resolve) => (waiter.start = resolve))
+    this.queue.push(waiter)
+    this.dispatch()
+    const perUser = this.opts.maxRunsPerUser ?? 0
+    if (this.queue.includes(waiter) && owner !== '' && perUser > 0 && (this.perOwner.get(owner) ?? 0) >= perUser) {
+      onQueued?.(`Waiting: ${perUser} runs of the same user are running, the most SCRIPT_MAX_RUNS_PER_USER (${perUser}) allows at once; this run starts when one of them ends.`)
     }
-    await new Promise<void>((resolve) => this.queue.push(resolve))
+    await started
   }
 
-  private release(): void {
-    const next = this.queue.shift()
-    if (next) next()
-    else this.running--
+  /** Starts every waiter that may start now, in arrival order. */
+  private dispatch(): void {
+    for (let i = 0; i < this.queue.length && this.running < this.opts.maxConcurrent; ) {
+      const w = this.queue[i]!
+      if (!this.mayStart(w.owner)) {
+        i++
+        continue
+      }
+      this.queue.splice(i, 1)
+      this.take(w.owner)
+      w.start()
+    }
   }
 
-  run(source: string, language: ScriptLanguage, inputs: JsonObject, handlers: ScriptRunHandlers): ScriptRun {
+  private release(owner: string): void {
+    this.running--
+    if (owner !== '') {
+      const n = (this.perOwner.get(owner) ?? 1) - 1
+      if (n > 0) this.perOwner.set(owner, n)
+      else this.perOwner.delete(owner)
+    }
+    this.dispatch()
+  }
+
+  /** `owner` (the principal the run acts as) is what SCRIPT_MAX_RUNS_PER_USER counts; omitted, the run counts against nobody. */
+  run(source: string, language: ScriptLanguage, inputs: JsonObject, handlers: ScriptRunHandlers, owner = ''): ScriptRun {
     const cancelFlag = new SharedArrayBuffer(4)
     const flag = new Int32Array(cancelFlag)
     let worker: Worker | null = null
@@ -165,6 +219,7 @@ export class ScriptHost {
     let graceTimer: NodeJS.Timeout | null = null
     let backstop: NodeJS.Timeout | null = null
     let cancelled = false
+    let holdsSlot = false
     const meshAbort = new AbortController()
     const done = new Promise<ScriptOutcome>((resolve) => (settle = resolve))
     const end = (o: ScriptOutcome) => {
@@ -196,7 +251,9 @@ export class ScriptHost {
       done,
     }
     this.live.add(run)
-    void done.then(() => this.release())
+    void done.then(() => {
+      if (holdsSlot) this.release(owner)
+    })
     const start = async () => {
       let code: string
       try {
@@ -204,8 +261,13 @@ export class ScriptHost {
       } catch (err) {
         return end({ ok: false, aborted: false, message: `The script does not compile: ${(err as Error).message.split('\n').slice(0, 3).join(' ')}` })
       }
-      await this.slot()
-      if (outcome) return
+      await this.slot(owner, handlers.onQueued)
+      holdsSlot = true
+      if (outcome) {
+        this.release(owner)
+        holdsSlot = false
+        return
+      }
       if (this.closed) return end({ ok: false, aborted: false, message: 'The server is shutting down.' })
       let spare = this.spares.shift() ?? this.spawn()
       try {
@@ -227,9 +289,7 @@ export class ScriptHost {
             return
           case 'logs':
             for (const line of m.lines) handlers.onLog(line.level, line.text)
-            return
-          case 'progress':
-            handlers.onProgress(m.fraction, m.text)
+            if (m.progress) handlers.onProgress(m.progress.fraction, m.progress.text)
             return
           case 'mesh':
             handlers.onMesh(m.op, m.args, meshAbort.signal).then(
@@ -254,7 +314,12 @@ export class ScriptHost {
             m satisfies never
         }
       })
-      worker.once('error', (err) => end({ ok: false, aborted: cancelled, message: `The script worker crashed: ${err.message}` }))
+      worker.once('error', (err) => {
+        // The worker's own heap (what the script's calls and lines cost outside the WASM) ran out.
+        if ((err as { code?: string }).code === 'ERR_WORKER_OUT_OF_MEMORY') {
+          end({ ok: false, aborted: false, limit: 'SCRIPT_MEMORY_MB', message: `The script used more than SCRIPT_MEMORY_MB (${this.opts.memoryMb} MB) and was stopped.` })
+        } else end({ ok: false, aborted: cancelled, message: `The script worker crashed: ${err.message}` })
+      })
       worker.once('exit', () => end({ ok: false, aborted: cancelled, message: 'The script worker stopped unexpectedly.' }))
       // The worker stops a spinning script itself (interrupt handler); this is the backstop.
       backstop = setTimeout(() => {
@@ -266,7 +331,14 @@ export class ScriptHost {
         source: code,
         language,
         inputs,
-        limits: { timeoutMs: this.opts.timeoutMs, memoryMb: this.opts.memoryMb },
+        limits: {
+          timeoutMs: this.opts.timeoutMs,
+          memoryMb: this.opts.memoryMb,
+          logMaxLines: this.opts.logMaxLines,
+          logMaxBytes: this.opts.logMaxBytes,
+          meshInFlight: this.opts.meshInFlight,
+          maxPayloadBytes: this.opts.maxPayloadBytes,
+        },
         cancelFlag,
       } satisfies ToWorker)
       if (cancelled) worker.postMessage({ t: 'cancel' } satisfies ToWorker)

@@ -4,9 +4,20 @@ import type { JsonObject, JsonValue } from '../../../shared/index.js'
 
 export type ScriptLanguage = 'javascript' | 'typescript'
 
+/** [ACT18] What bounds one run; each is named by its configuration variable when it is hit. */
 export interface ScriptLimits {
+  /** SCRIPT_TIMEOUT_MS */
   timeoutMs: number
+  /** SCRIPT_MEMORY_MB: the run's whole WASM memory (QuickJS heap and interpreter), sized once. */
   memoryMb: number
+  /** SCRIPT_LOG_MAX_LINES: lines kept per run; later lines are dropped (one Warning says so). */
+  logMaxLines?: number
+  /** SCRIPT_LOG_MAX_BYTES: UTF-8 bytes of line text kept per run; later lines are dropped. */
+  logMaxBytes?: number
+  /** SCRIPT_MESH_IN_FLIGHT: Mesh calls of one run the server works on at once; later calls wait their turn. */
+  meshInFlight?: number
+  /** MAX_PAYLOAD_BYTES: the largest value a script writes (a Mesh call's arguments, ReturnValue, a line, progress text). */
+  maxPayloadBytes?: number
 }
 
 export type MeshOp = 'get' | 'put' | 'patch' | 'delete' | 'query' | 'waitFor'
@@ -26,13 +37,18 @@ export type ToWorker =
   | { t: 'mesh-result'; id: number; ok: false; code: string; message: string }
 
 /** The limit a run went past, named by its configuration variable. */
-export type ScriptLimit = 'SCRIPT_TIMEOUT_MS' | 'SCRIPT_MEMORY_MB'
+export type ScriptLimit = 'SCRIPT_TIMEOUT_MS' | 'SCRIPT_MEMORY_MB' | 'MAX_PAYLOAD_BYTES'
+
+export type LogLine = { level: 'Info' | 'Warning' | 'Error'; text: string }
 
 export type FromWorker =
   | { t: 'ready' }
-  /** Log lines in the order logged, batched (a few milliseconds' worth, or one synchronous stretch). */
-  | { t: 'logs'; lines: { level: 'Info' | 'Warning' | 'Error'; text: string }[] }
-  | { t: 'progress'; fraction: number; text?: string }
+  /**
+   * Log lines in the order logged, batched (a few milliseconds' worth, or one synchronous
+   * stretch), with the latest progress of that stretch (a script calling Progress in a loop
+   * costs the server one message per batch, not one per call).
+   */
+  | { t: 'logs'; lines: LogLine[]; progress?: { fraction: number; text?: string } }
   | { t: 'mesh'; id: number; op: MeshOp; args: JsonValue[] }
   | { t: 'done'; ok: true; value: JsonValue }
   | { t: 'done'; ok: false; message: string; aborted: boolean; limit?: ScriptLimit }

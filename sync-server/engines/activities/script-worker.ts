@@ -1,7 +1,7 @@
 import { setPriority } from 'node:os'
 import { parentPort, workerData } from 'node:worker_threads'
-import { getQuickJS, type QuickJSContext, type QuickJSDeferredPromise, type QuickJSHandle, type QuickJSRuntime } from 'quickjs-emscripten'
-import type { FromWorker, ScriptLimit, ToWorker } from './script-protocol.js'
+import { RELEASE_SYNC, newQuickJSWASMModuleFromVariant, newVariant, type QuickJSContext, type QuickJSHandle, type QuickJSRuntime } from 'quickjs-emscripten'
+import type { FromWorker, LogLine, ScriptLimit, ToWorker } from './script-protocol.js'
 import { CpuTurn, type CpuSlotsInit } from './cpu-slots.js'
 
 /**
@@ -27,32 +27,94 @@ const send = (m: FromWorker) => port.postMessage(m)
  */
 const LOG_BATCH_MS = 5
 const LOG_BATCH_LINES = 1_000
-let logBatch: { level: 'Info' | 'Warning' | 'Error'; text: string }[] = []
+/** A line (and progress text) is cut to this many characters in the sandbox, before it is copied out. */
+const LINE_MAX_CHARS = 10_000
+let logBatch: LogLine[] = []
+let progressBatch: { fraction: number; text?: string } | null = null
 let logBatchSince = 0
+const batchEmpty = () => logBatch.length === 0 && progressBatch === null
 const flushLogs = () => {
-  if (logBatch.length === 0) return
-  send({ t: 'logs', lines: logBatch })
+  if (batchEmpty()) return
+  send(progressBatch ? { t: 'logs', lines: logBatch, progress: progressBatch } : { t: 'logs', lines: logBatch })
   logBatch = []
+  progressBatch = null
 }
 // [ACT15] The interpreter runs only while this worker holds one of the host's CPU slots.
 const turn = new CpuTurn(((workerData as { cpu?: CpuSlotsInit } | null)?.cpu ?? null))
+/**
+ * [ACT18] SCRIPT_MEMORY_MB bounds the WASM memory itself, sized once and never grown (initial =
+ * maximum; at least the 16 MB the interpreter's image needs). QuickJS's own malloc limit does not
+ * hold under Emscripten (malloc_usable_size is unavailable, so it counts 8 bytes per block:
+ * 800 MB of typed arrays passed a 64 MB limit); a fixed memory makes every allocation past it
+ * fail inside QuickJS as "out of memory". A memory that never grows also never detaches its
+ * buffer, so no typed-array view over it (quickjs-emscripten keeps some across calls into the
+ * interpreter, e.g. in executePendingJobs) is ever read detached.
+ */
+const WASM_PAGE = 64 * 1024
+const memoryMb = Math.max(16, (workerData as { memoryMb?: number } | null)?.memoryMb ?? 64)
+const wasmMemory = new WebAssembly.Memory({ initial: (memoryMb * 1024 * 1024) / WASM_PAGE, maximum: (memoryMb * 1024 * 1024) / WASM_PAGE })
+const wasmBuffer = wasmMemory.buffer
+/**
+ * Set once the interpreter asked for more memory than there is (its allocator tried to grow the
+ * memory, which cannot grow). QuickJS then throws "out of memory", or, when even that error
+ * cannot be allocated, `null`: either way the run failed for SCRIPT_MEMORY_MB.
+ */
+let heapFull = false
+const grow = wasmMemory.grow.bind(wasmMemory)
+wasmMemory.grow = (delta: number) => {
+  heapFull = true
+  return grow(delta)
+}
 // Loaded as the worker starts, so a warm worker runs its script without waiting for the WASM.
-const quickjsReady = getQuickJS().then((q) => {
+const quickjsReady = newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, { wasmMemory })).then((q) => {
   send({ t: 'ready' })
   return q
 })
 
-const BOOTSTRAP = `
-(function (h) {
+/**
+ * The sandbox's globals. Promises are made inside the sandbox (the host keeps their resolve and
+ * reject functions), not with the library's newPromise, which reads a memory view it took before
+ * the call that allocates the promise. [ACT18] A run's Mesh calls wait their turn here: at most
+ * MESH_IN_FLIGHT reach the server at once, the rest queue in call order, held in the sandbox's
+ * own (bounded) memory. A waitFor can last as long as its timeout, so waits do not queue (a queue
+ * of waits would hold every later call): at most MESH_IN_FLIGHT are outstanding, and one more is
+ * refused with `limit_exceeded`.
+ */
+const bootstrap = (meshInFlight: number) => `
+(function (h, MESH_IN_FLIGHT, LINE_MAX) {
   'use strict';
   class AbortError extends Error {
     constructor() { super('The activity was cancelled.'); this.name = 'AbortError'; this.code = 'cancelled'; }
   }
-  const call = (op, args) => h.call(op, JSON.stringify(args)).then(
-    (s) => (s === undefined ? undefined : JSON.parse(s)),
-    (s) => { const d = JSON.parse(s); const e = new Error(d.message); e.code = d.code; throw e; },
-  );
-  const text = (v) => (typeof v === 'string' ? v : (() => { try { return JSON.stringify(v); } catch { return String(v); } })());
+  const failure = (s) => { const d = JSON.parse(s); const e = new Error(d.message); e.code = d.code; return e; };
+  const raw = (op, s) => new Promise((resolve, reject) => {
+    const refused = h.call(op, s, resolve, reject);
+    if (refused !== undefined) reject(refused);
+  }).then((r) => (r === undefined ? undefined : JSON.parse(r)), (r) => { throw failure(r); });
+  let inFlight = 0;
+  const waiting = [];
+  // A finished call hands its place straight to the next waiting one: never more than MESH_IN_FLIGHT.
+  const release = () => { const next = waiting.shift(); if (next) next(); else inFlight--; };
+  const call = async (op, args) => {
+    const s = JSON.stringify(args);
+    if (inFlight < MESH_IN_FLIGHT) inFlight++;
+    else await new Promise((r) => waiting.push(r));
+    try { return await raw(op, s); } finally { release(); }
+  };
+  let waits = 0;
+  const waitFor = (path, fields, opts) => {
+    if (waits >= MESH_IN_FLIGHT) {
+      const e = new Error('This run already waits on ' + MESH_IN_FLIGHT + ' Mesh.waitFor calls, the most SCRIPT_MESH_IN_FLIGHT (' + MESH_IN_FLIGHT + ') allows at once; this one was refused.');
+      e.code = 'limit_exceeded';
+      return Promise.reject(e);
+    }
+    waits++;
+    let s;
+    try { s = JSON.stringify([path, fields ?? {}, opts ?? {}]); } catch (e) { waits--; return Promise.reject(e); }
+    return raw('waitFor', s).finally(() => { waits--; });
+  };
+  const cut = (s) => (s.length > LINE_MAX ? s.slice(0, LINE_MAX) + '…' : s);
+  const text = (v) => cut(typeof v === 'string' ? v : (() => { try { return String(JSON.stringify(v)); } catch { return String(v); } })());
   const Log = Object.freeze({
     info: (t) => h.log('Info', text(t)),
     warn: (t) => h.log('Warning', text(t)),
@@ -65,16 +127,16 @@ const BOOTSTRAP = `
     get aborted() { return h.aborted(); },
     throwIfAborted() { if (h.aborted()) throw new AbortError(); },
   });
-  globalThis.sleep = (ms) => h.sleep(Number(ms) || 0).then(() => { if (h.aborted()) throw new AbortError(); });
+  globalThis.sleep = (ms) => new Promise((resolve) => h.sleep(Number(ms) || 0, resolve)).then(() => { if (h.aborted()) throw new AbortError(); });
   globalThis.Mesh = Object.freeze({
     get: (path) => call('get', [path]),
     put: (path, draft) => call('put', [path, draft ?? {}]),
     patch: (path, patch) => call('patch', [path, patch ?? {}]),
     delete: (path) => call('delete', [path]),
     query: (q) => call('query', [q ?? {}]),
-    waitFor: (path, fields, opts) => call('waitFor', [path, fields ?? {}, opts ?? {}]),
+    waitFor,
   });
-})(globalThis.__weft_host);
+})(globalThis.__weft_host, ${meshInFlight}, ${LINE_MAX_CHARS});
 delete globalThis.__weft_host;
 `
 
@@ -101,16 +163,21 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   const flag = new Int32Array(m.cancelFlag)
   const aborted = () => Atomics.load(flag, 0) === 1
   const deadline = Date.now() + m.limits.timeoutMs
+  const maxPayload = m.limits.maxPayloadBytes ?? 1024 * 1024
+  const maxLines = m.limits.logMaxLines ?? Number.MAX_SAFE_INTEGER
+  const maxLogBytes = m.limits.logMaxBytes ?? Number.MAX_SAFE_INTEGER
+  const meshInFlight = Math.max(1, m.limits.meshInFlight ?? 64)
   let limit: ScriptLimit | undefined
   const runtime: QuickJSRuntime = QuickJS.newRuntime()
-  runtime.setMemoryLimit(m.limits.memoryMb * 1024 * 1024)
+  // Refuses any one allocation past the limit (the fixed WASM memory bounds them all together).
+  runtime.setMemoryLimit(memoryMb * 1024 * 1024)
   runtime.setMaxStackSize(1024 * 1024)
   const pastDeadline = () => Date.now() >= deadline
   // Called regularly while the interpreter runs: a spinning script is stopped at its deadline,
   // and hands its CPU slot on after each time slice when another script waits for one.
   runtime.setInterruptHandler(() => {
     // A line logged before a long spin goes out without waiting for the spin to end.
-    if (logBatch.length > 0 && performance.now() - logBatchSince >= LOG_BATCH_MS) flushLogs()
+    if (!batchEmpty() && performance.now() - logBatchSince >= LOG_BATCH_MS) flushLogs()
     if (!pastDeadline() && turn.maybeYield(pastDeadline)) return false
     limit = 'SCRIPT_TIMEOUT_MS'
     return true
@@ -127,8 +194,10 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
     }
   }
   const vm: QuickJSContext = runtime.newContext()
-  const pending = new Map<number, QuickJSDeferredPromise>()
-  const sleeps = new Set<{ timer: NodeJS.Timeout; deferred: QuickJSDeferredPromise }>()
+  /** Resolve/reject functions of the sandbox's own promises, kept until the host settles them. */
+  type Settler = { resolve: QuickJSHandle; reject: QuickJSHandle }
+  const pending = new Map<number, Settler>()
+  const sleeps = new Set<{ timer: NodeJS.Timeout; resolve: QuickJSHandle }>()
   let nextId = 1
   let settled = false
   let finishRun: (r: FromWorker) => void = () => undefined
@@ -137,15 +206,28 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
     if (settled) return
     const r = onCpu(() => runtime.executePendingJobs())
     if (r.error) r.error.dispose()
+    // The memory is fixed: a buffer that changed would mean views the library holds went stale.
+    if (wasmMemory.buffer !== wasmBuffer) finishRun({ t: 'done', ok: false, aborted: false, message: 'The script host\'s memory changed size; the run was stopped.' })
+  }
+  /** Calls a sandbox function the host kept (a promise's resolve or reject) with one string or no argument. */
+  const settle = (fnHandle: QuickJSHandle, value: string | undefined) => {
+    const arg = value === undefined ? vm.undefined : vm.newString(value)
+    const r = vm.callFunction(fnHandle, vm.undefined, arg)
+    if (value !== undefined) arg.dispose()
+    if (r.error) r.error.dispose()
+    else r.value.dispose()
+  }
+  const drop = (s: Settler) => {
+    s.resolve.dispose()
+    s.reject.dispose()
   }
 
-  const endSleep = (s: { timer: NodeJS.Timeout; deferred: QuickJSDeferredPromise }) => {
+  const endSleep = (s: { timer: NodeJS.Timeout; resolve: QuickJSHandle }) => {
     clearTimeout(s.timer)
     sleeps.delete(s)
-    if (!settled && s.deferred.alive) {
-      s.deferred.resolve()
-      s.deferred.dispose()
-    }
+    if (settled || !s.resolve.alive) return
+    settle(s.resolve, undefined)
+    s.resolve.dispose()
     pump()
   }
   current = {
@@ -156,13 +238,48 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
       const d = pending.get(r.id)
       if (!d || settled) return
       pending.delete(r.id)
-      const value = vm.newString(r.ok ? JSON.stringify(r.value ?? null) : JSON.stringify({ code: r.code, message: r.message }))
-      if (r.ok) d.resolve(value)
-      else d.reject(value)
-      value.dispose()
-      d.dispose()
+      if (r.ok) settle(d.resolve, JSON.stringify(r.value ?? null))
+      else settle(d.reject, JSON.stringify({ code: r.code, message: r.message }))
+      drop(d)
       pump()
     },
+  }
+
+  // [ACT18] The run's log: lines past SCRIPT_LOG_MAX_LINES or SCRIPT_LOG_MAX_BYTES are dropped
+  // here, before they cost the server anything; one Warning says so as the first is dropped,
+  // and the run's last line counts them (an Error if an error was among them, so the status
+  // still says the run failed).
+  let keptLines = 0
+  let keptBytes = 0
+  let dropped = 0
+  let droppedError: string | null = null
+  const batch = (line: LogLine) => {
+    if (batchEmpty()) logBatchSince = performance.now()
+    logBatch.push(line)
+    if (logBatch.length >= LOG_BATCH_LINES || performance.now() - logBatchSince >= LOG_BATCH_MS) flushLogs()
+  }
+  /** A line or progress text fits MAX_PAYLOAD_BYTES (a UTF-16 unit is at most 3 bytes of UTF-8). */
+  const fit = (t: string) => (t.length * 3 > maxPayload && Buffer.byteLength(t) > maxPayload ? `${t.slice(0, Math.floor(maxPayload / 3) - 1)}…` : t)
+  const log = (level: LogLine['level'], raw: string) => {
+    const text = fit(raw)
+    const bytes = Buffer.byteLength(text)
+    if (dropped === 0 && keptLines < maxLines && keptBytes + bytes <= maxLogBytes) {
+      keptLines++
+      keptBytes += bytes
+      batch({ level, text })
+      return
+    }
+    if (dropped === 0) {
+      const which = keptLines >= maxLines ? `SCRIPT_LOG_MAX_LINES (${maxLines} lines)` : `SCRIPT_LOG_MAX_BYTES (${maxLogBytes} bytes)`
+      batch({ level: 'Warning', text: `This run's log reached ${which}: later lines are dropped.` })
+    }
+    dropped++
+    if (level === 'Error' && droppedError === null) droppedError = text.slice(0, 1_000)
+  }
+  const droppedSummary = (): LogLine | null => {
+    if (dropped === 0) return null
+    if (droppedError !== null) return { level: 'Error', text: `${dropped} log lines were dropped past the run's log limit; one of them was an error: ${droppedError}` }
+    return { level: 'Info', text: `${dropped} log lines were dropped past the run's log limit.` }
   }
 
   const host = vm.newObject()
@@ -173,39 +290,45 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   }
   fn('log', (level, text) => {
     const l = vm.getString(level)
-    if (logBatch.length === 0) logBatchSince = performance.now()
-    logBatch.push({ level: l === 'Warning' || l === 'Error' ? l : 'Info', text: vm.getString(text).slice(0, 10_000) })
-    if (logBatch.length >= LOG_BATCH_LINES || performance.now() - logBatchSince >= LOG_BATCH_MS) flushLogs()
+    log(l === 'Warning' || l === 'Error' ? l : 'Info', vm.getString(text))
     return undefined
   })
   fn('progress', (fraction, text) => {
     const f = vm.getNumber(fraction)
-    const t = text && vm.typeof(text) === 'string' ? vm.getString(text) : undefined
-    flushLogs() // lines logged before this progress stay before it
-    send({ t: 'progress', fraction: Number.isFinite(f) ? Math.min(1, Math.max(0, f)) : 0, ...(t === undefined ? {} : { text: t }) })
+    const t = text && vm.typeof(text) === 'string' ? fit(vm.getString(text)) : undefined
+    if (batchEmpty()) logBatchSince = performance.now()
+    // Only the latest progress of a batch is sent: Progress in a tight loop is one message per batch.
+    progressBatch = { fraction: Number.isFinite(f) ? Math.min(1, Math.max(0, f)) : 0, ...(t === undefined ? {} : { text: t }) }
+    if (performance.now() - logBatchSince >= LOG_BATCH_MS) flushLogs()
     return undefined
   })
   fn('aborted', () => (aborted() ? vm.true : vm.false))
-  fn('sleep', (ms) => {
-    const deferred = vm.newPromise()
+  fn('sleep', (ms, resolve) => {
     const wait = Math.max(0, Math.min(vm.getNumber(ms) || 0, 2 ** 31 - 1))
-    if (aborted()) {
-      deferred.resolve()
-      queueMicrotask(pump)
-      const h = deferred.handle
-      return h
-    }
-    const s = { timer: setTimeout(() => endSleep(s), wait), deferred }
+    const s = { timer: setTimeout(() => endSleep(s), aborted() ? 0 : wait), resolve: resolve!.dup() }
     sleeps.add(s)
-    return deferred.handle
+    return undefined
   })
-  fn('call', (op, args) => {
-    const deferred = vm.newPromise()
+  fn('call', (op, args, resolve, reject) => {
+    const s = vm.getString(args)
+    // [ACT18] Measured here, in the worker: a 20 MB value never reaches the server's event loop.
+    if (s.length * 3 > maxPayload && Buffer.byteLength(s) > maxPayload) {
+      return vm.newString(
+        JSON.stringify({
+          code: 'payload_too_large',
+          message: `The Mesh.${vm.getString(op)} call carries ${Buffer.byteLength(s)} bytes of JSON, more than MAX_PAYLOAD_BYTES (${maxPayload}); nothing was written.`,
+        }),
+      )
+    }
+    // The sandbox keeps this from happening (N calls and N waits); the check makes it a rule of the host too.
+    if (pending.size >= 2 * meshInFlight) {
+      return vm.newString(JSON.stringify({ code: 'limit_exceeded', message: `More than SCRIPT_MESH_IN_FLIGHT (${meshInFlight}) Mesh calls at once.` }))
+    }
     const id = nextId++
-    pending.set(id, deferred)
+    pending.set(id, { resolve: resolve!.dup(), reject: reject!.dup() })
     flushLogs()
-    send({ t: 'mesh', id, op: vm.getString(op) as never, args: JSON.parse(vm.getString(args)) as never })
-    return deferred.handle
+    send({ t: 'mesh', id, op: vm.getString(op) as never, args: JSON.parse(s) as never })
+    return undefined
   })
   vm.setProp(vm.global, '__weft_host', host)
   host.dispose()
@@ -214,7 +337,7 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   const inputsValue = vm.unwrapResult(vm.callFunction(parsed, vm.undefined, inputs))
   vm.setProp(vm.global, 'Inputs', inputsValue)
   for (const h of [inputs, parsed, inputsValue]) h.dispose()
-  vm.unwrapResult(vm.evalCode(BOOTSTRAP)).dispose()
+  vm.unwrapResult(vm.evalCode(bootstrap(meshInFlight))).dispose()
 
   // The deadline also holds while the script waits (sleep, Mesh): no interpreter runs then.
   const deadlineTimer = setTimeout(() => {
@@ -226,8 +349,8 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
     if (limit === 'SCRIPT_TIMEOUT_MS') {
       return { t: 'done', ok: false, aborted: false, limit, message: `The script ran longer than SCRIPT_TIMEOUT_MS (${m.limits.timeoutMs} ms) and was stopped.` }
     }
-    if (/out of memory/i.test(message)) {
-      return { t: 'done', ok: false, aborted: false, limit: 'SCRIPT_MEMORY_MB', message: `The script used more than SCRIPT_MEMORY_MB (${m.limits.memoryMb} MB) and was stopped.` }
+    if (heapFull || /out of memory/i.test(message)) {
+      return { t: 'done', ok: false, aborted: false, limit: 'SCRIPT_MEMORY_MB', message: `The script used more than SCRIPT_MEMORY_MB (${memoryMb} MB) and was stopped.` }
     }
     return { t: 'done', ok: false, aborted: aborted(), message }
   }
@@ -245,17 +368,28 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
         if (r.error) {
           finishRun(failure(errorText(vm, r.error)))
           r.error.dispose()
-        } else {
-          const s = vm.getString(r.value)
-          r.value.dispose()
-          let value: unknown = null
-          try {
-            value = JSON.parse(s)
-          } catch {
-            value = null
-          }
-          finishRun({ t: 'done', ok: true, value: (value ?? null) as never })
+          return
         }
+        const s = vm.getString(r.value)
+        r.value.dispose()
+        // [ACT18] The return value is measured here too, before anything reaches the server.
+        if (s.length * 3 > maxPayload && Buffer.byteLength(s) > maxPayload) {
+          finishRun({
+            t: 'done',
+            ok: false,
+            aborted: false,
+            limit: 'MAX_PAYLOAD_BYTES',
+            message: `The script returned ${Buffer.byteLength(s)} bytes of JSON, more than MAX_PAYLOAD_BYTES (${maxPayload}); the value was not kept.`,
+          })
+          return
+        }
+        let value: unknown = null
+        try {
+          value = JSON.parse(s)
+        } catch {
+          value = null
+        }
+        finishRun({ t: 'done', ok: true, value: (value ?? null) as never })
       }, (err: unknown) => finishRun(failure(String(err))))
       promise.dispose()
       pump()
@@ -265,6 +399,8 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   settled = true
   clearTimeout(deadlineTimer)
   for (const s of sleeps) clearTimeout(s.timer)
+  const summary = droppedSummary()
+  if (summary) logBatch.push(summary)
   flushLogs()
   send(outcome)
   // One run per worker: the main thread terminates it, nothing is disposed piecemeal (a runtime
