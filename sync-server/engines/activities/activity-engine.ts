@@ -57,18 +57,27 @@ interface LiveRun {
   messages: ActivityMessage[]
   progress: ActivityProgress | null
   flushTimer: NodeJS.Timeout | null
-  /** Writes of this run: the terminal write waits for every append before it. */
+  /** The run's appends, chained: the terminal write waits for every one before it. */
   writes: Promise<unknown>
   /** When the log was last flushed (the throttle's leading edge). */
   lastFlushAt: number
   lastSign: number
   watchdog: NodeJS.Timeout | null
   watchdogFired: boolean
+  /** The drain of pending lines under way, if any (one at a time). */
+  draining: Promise<unknown> | null
   /** [ACT3] What the run's lines say so far (Error → Failed, Warning → Warning): the terminal write needs no scan of the log. */
   worst: ActivityStatus
 }
 
 const LEVEL_STATUS: Record<ActivityMessage['Level'], ActivityStatus> = { Info: 'Succeeded', Warning: 'Warning', Error: 'Failed' }
+
+/**
+ * [ACT12] Most lines one append carries. An append is one event-loop task whose cost follows its
+ * lines (Yjs items, the update's encoding, the hand-off to storage): 200 keeps it around a
+ * millisecond, so /healthz stays quick while a script floods its log.
+ */
+const LINES_PER_APPEND = 200
 
 const RESTART_MESSAGE = 'The server restarted while this activity was running, so the run was lost. Run it again to retry.'
 
@@ -265,6 +274,7 @@ export class ActivityEngine {
       progress: null,
       flushTimer: null,
       writes: Promise.resolve(),
+      draining: null,
       lastFlushAt: 0,
       lastSign: Date.now(),
       watchdog: null,
@@ -349,25 +359,46 @@ export class ActivityEngine {
     }, Math.max(0, run.lastFlushAt + this.config.flushMs - Date.now()))
   }
 
+  /**
+   * [ACT12] Writes the run's pending lines and progress. A backlog (a script logging as fast as it
+   * can) goes out in slices of LINES_PER_APPEND, one slice per turn of the event loop: each
+   * append is one task, so a request never waits behind thousands of lines. One drain at a time;
+   * lines pushed while it runs are taken by it. Resolves once every slice is issued and durable.
+   */
   private flush(run: LiveRun): Promise<unknown> {
     if (run.flushTimer) {
       clearTimeout(run.flushTimer)
       run.flushTimer = null
     }
-    const messages = run.messages.splice(0)
-    const progress = run.progress
-    run.progress = null
-    if (messages.length === 0 && !progress) return run.writes
-    run.lastFlushAt = Date.now()
+    if (!run.draining) {
+      const draining: Promise<unknown> = this.drain(run).finally(() => {
+        if (run.draining === draining) run.draining = null
+      })
+      run.draining = draining
+    }
+    return run.draining
+  }
+
+  private async drain(run: LiveRun): Promise<unknown> {
     // Issued now, not after the previous append is durable: the node service applies writes to a
     // node in the order they are called, and a watcher sees a line when it is applied. Waiting for
     // each commit's fsync before the next append made a streaming log's lines wait for it.
     const failed = (err: unknown) => this.log.warn({ err, path: run.path }, 'activity log write failed')
-    // [ACT12] Lines and progress in one write, O(lines) whatever the log's length.
-    const wrote = this.nodes
-      .append(SYSTEM, run.path, 'Messages', messages as unknown as JsonValue[], 'engine', progress ? { patch: () => ({ Progress: progress as unknown as JsonObject }) } : {})
-      .catch(failed)
-    run.writes = Promise.all([run.writes, wrote])
+    while (run.messages.length > 0 || run.progress) {
+      const messages = run.messages.splice(0, LINES_PER_APPEND)
+      const last = run.messages.length === 0
+      // Progress goes with the last slice: it is never ahead of the lines before it.
+      const progress = last ? run.progress : null
+      if (last) run.progress = null
+      run.lastFlushAt = Date.now()
+      // [ACT12] Lines and progress in one write, O(lines) whatever the log's length.
+      const wrote = this.nodes
+        .append(SYSTEM, run.path, 'Messages', messages as unknown as JsonValue[], 'engine', progress ? { patch: () => ({ Progress: progress as unknown as JsonObject }) } : {})
+        .catch(failed)
+      run.writes = Promise.all([run.writes, wrote])
+      if (last) break
+      await new Promise<void>((resolve) => setImmediate(resolve))
+    }
     return run.writes
   }
 
@@ -418,8 +449,8 @@ export class ActivityEngine {
         extra.Error = outcome.message
         this.push(run, activityMessage('Error', outcome.message))
       }
-      if (run.flushTimer) clearTimeout(run.flushTimer)
-      run.flushTimer = null
+      // The backlog first, in slices ([ACT12]); the terminal write carries what came after it.
+      await this.flush(run)
       const lines = run.messages.splice(0)
       const progress = run.progress
       run.progress = null
@@ -427,7 +458,9 @@ export class ActivityEngine {
       await run.writes
       await this.terminal(run.path, floor, extra, lines, run.worst, progress)
     }
-    run.writes = done()
+    // Not chained onto run.writes: that chain is the appends, which the terminal write awaits (a
+    // chain that held the terminal write too would wait for itself).
+    void done()
       .catch((err: unknown) => this.log.error({ err, path: run.path }, 'activity terminal write failed'))
       .finally(() => {
         if (this.runs.get(run.path) === run) this.runs.delete(run.path)

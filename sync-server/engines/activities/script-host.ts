@@ -99,6 +99,8 @@ export async function compileScript(source: string, language: ScriptLanguage): P
 interface Spare {
   worker: Worker
   ready: Promise<void>
+  /** [ACT12] Log batches the worker sent that this thread has not taken yet (shared Int32). */
+  logsInFlight: Int32Array
 }
 
 /** A run waiting for a script slot: its owner ('' = counted against no owner). */
@@ -133,9 +135,10 @@ export class ScriptHost {
 
   private spawn(): Spare {
     const cpu = this.cpu.allocate()
+    const logsInFlight = new Int32Array(new SharedArrayBuffer(4))
     const worker = new Worker(workerEntry(), {
       // memoryMb sizes the worker's WASM memory once, before it knows its script ([ACT18]).
-      workerData: { cpu, nice: this.opts.workerNice ?? 10, memoryMb: this.opts.memoryMb },
+      workerData: { cpu, nice: this.opts.workerNice ?? 10, memoryMb: this.opts.memoryMb, logsInFlight },
       // A little above the script's own WASM limit: a runaway script cannot take the process.
       resourceLimits: { maxOldGenerationSizeMb: Math.max(64, this.opts.memoryMb * 2 + 64) },
       stdout: false,
@@ -155,7 +158,7 @@ export class ScriptHost {
       worker.once('exit', () => reject(new Error('script worker exited before it was ready')))
     })
     ready.catch(() => undefined)
-    return { worker, ready }
+    return { worker, ready, logsInFlight }
   }
 
   private mayStart(owner: string): boolean {
@@ -282,7 +285,13 @@ export class ScriptHost {
         return
       }
       worker = spare.worker
+      const logsInFlight = spare.logsInFlight
       worker.on('message', (m: FromWorker) => {
+        if (m.t === 'logs') {
+          // [ACT12] Taken: a worker flooding its log waits for this before it sends more.
+          Atomics.sub(logsInFlight, 0, 1)
+          Atomics.notify(logsInFlight, 0)
+        }
         if (outcome) return
         switch (m.t) {
           case 'ready':

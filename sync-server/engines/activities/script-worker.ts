@@ -26,7 +26,17 @@ const send = (m: FromWorker) => port.postMessage(m)
  * script logging in a tight loop turned into a backlog.
  */
 const LOG_BATCH_MS = 5
-const LOG_BATCH_LINES = 1_000
+/** Lines a batch carries at most: taking one batch is one task of the server's event loop. */
+const LOG_BATCH_LINES = 200
+/**
+ * [ACT12] Batches sent and not yet taken by the server, at most: past it the script waits (it is
+ * a flood), so a script logging in a tight loop goes at the pace the server takes its lines, and
+ * the server's event loop never meets a pile of batches in one turn. A wait gives up after
+ * LOG_WAIT_MAX_MS (the server is busy elsewhere): a backlog, never a stall.
+ */
+const LOG_BATCHES_IN_FLIGHT = 2
+const LOG_WAIT_MAX_MS = 2_000
+const logsInFlight = (workerData as { logsInFlight?: Int32Array } | null)?.logsInFlight ?? null
 /** A line (and progress text) is cut to this many characters in the sandbox, before it is copied out. */
 const LINE_MAX_CHARS = 10_000
 let logBatch: LogLine[] = []
@@ -35,6 +45,15 @@ let logBatchSince = 0
 const batchEmpty = () => logBatch.length === 0 && progressBatch === null
 const flushLogs = () => {
   if (batchEmpty()) return
+  if (logsInFlight) {
+    const deadline = performance.now() + LOG_WAIT_MAX_MS
+    for (let n = Atomics.load(logsInFlight, 0); n >= LOG_BATCHES_IN_FLIGHT; n = Atomics.load(logsInFlight, 0)) {
+      const left = deadline - performance.now()
+      if (left <= 0) break
+      Atomics.wait(logsInFlight, 0, n, Math.min(left, 50))
+    }
+    Atomics.add(logsInFlight, 0, 1)
+  }
   send(progressBatch ? { t: 'logs', lines: logBatch, progress: progressBatch } : { t: 'logs', lines: logBatch })
   logBatch = []
   progressBatch = null
