@@ -322,7 +322,7 @@ export class ActivityEngine {
         run.lastSign = Date.now()
         this.armWatchdog(run)
       },
-      onLog: (level, text) => this.push(run, activityMessage(level, text)),
+      onLog: (level, text, at) => this.push(run, activityMessage(level, text, at)),
       onProgress: (fraction, text) => {
         run.progress = text === undefined ? { Fraction: fraction } : { Fraction: fraction, Text: text }
         run.lastSign = Date.now()

@@ -64,7 +64,8 @@ export interface ScriptHostOptions extends ScriptLimits {
 }
 
 export interface ScriptRunHandlers {
-  onLog(level: 'Info' | 'Warning' | 'Error', text: string): void
+  /** `at`: when the batch the line came in was taken (one timestamp a batch: lines of one batch arrive together). */
+  onLog(level: 'Info' | 'Warning' | 'Error', text: string, at: string): void
   onProgress(fraction: number, text?: string): void
   /** A Mesh call of the script, to perform as the activity's owner; a refusal throws an error with `code`. */
   onMesh(op: MeshOp, args: JsonValue[], signal: AbortSignal): Promise<JsonValue>
@@ -297,7 +298,10 @@ export class ScriptHost {
           case 'ready':
             return
           case 'logs':
-            for (const line of m.lines) handlers.onLog(line.level, line.text)
+            {
+              const at = new Date().toISOString()
+              for (const line of m.lines) handlers.onLog(line.level, line.text, at)
+            }
             if (m.progress) handlers.onProgress(m.progress.fraction, m.progress.text)
             return
           case 'mesh':
