@@ -233,13 +233,29 @@ export class NodeReplica implements RoomHandler {
     // was taken for a Document, and every string of it (CodePath, Status...) was "converted" into
     // a Y.Text the server refuses (forbidden_field): the phantom "1 refused" after runs. Unknown
     // now: tried again once the row is stored.
-    if (!(await this.deps.store.getIndexRow(this.path))) {
+    let known: boolean
+    try {
+      known = (await this.deps.store.getIndexRow(this.path)) !== undefined
+    } catch (err) {
+      // The store closed under a disposed replica (sign-out, a test's teardown): nothing to do.
       this.migrated = false
-      this.typeWait ??= liveStoreQuery(this.deps.store.db, ['nodes'], () => this.deps.store.getIndexRow(this.path)).subscribe((row) => {
-        if (!row) return
-        this.typeWait?.unsubscribe()
-        this.typeWait = null
-        background(this.migrateText())
+      if (this.disposed) return
+      throw err
+    }
+    if (this.disposed) return
+    if (!known) {
+      this.migrated = false
+      this.typeWait ??= liveStoreQuery(this.deps.store.db, ['nodes'], () => this.deps.store.getIndexRow(this.path)).subscribe({
+        next: (row) => {
+          if (!row || this.disposed) return
+          this.typeWait?.unsubscribe()
+          this.typeWait = null
+          background(this.migrateText())
+        },
+        // A closed store ends the wait; the next open of the node tries again.
+        error: () => {
+          this.typeWait = null
+        },
       })
       return
     }
