@@ -15,6 +15,7 @@ import {
   type JsonValue,
   type MergePatch,
 } from '../../shared/index.js'
+import { RFC_7396_EXAMPLES } from '../helpers/rfc7396.js'
 
 // ---- arbitraries ----------------------------------------------------------------------------
 // Few keys, so patches hit existing fields often; plus arbitrary strings now and then.
@@ -77,25 +78,6 @@ function expectInvalidPatch(fn: () => unknown): void {
 }
 
 // ---- RFC 7396 -------------------------------------------------------------------------------
-
-/** RFC 7396, Appendix A: [target, patch, result]. */
-const RFC_7396_EXAMPLES: [JsonValue, JsonValue, JsonValue][] = [
-  [{ a: 'b' }, { a: 'c' }, { a: 'c' }],
-  [{ a: 'b' }, { b: 'c' }, { a: 'b', b: 'c' }],
-  [{ a: 'b' }, { a: null }, {}],
-  [{ a: 'b', b: 'c' }, { a: null }, { b: 'c' }],
-  [{ a: ['b'] }, { a: 'c' }, { a: 'c' }],
-  [{ a: 'c' }, { a: ['b'] }, { a: ['b'] }],
-  [{ a: { b: 'c' } }, { a: { b: 'd', c: null } }, { a: { b: 'd' } }],
-  [{ a: [{ b: 'c' }] }, { a: [1] }, { a: [1] }],
-  [['a', 'b'], ['c', 'd'], ['c', 'd']],
-  [{ a: 'b' }, ['c'], ['c']],
-  [{ a: 'foo' }, null, null],
-  [{ a: 'foo' }, 'bar', 'bar'],
-  [{ e: null }, { a: 1 }, { e: null, a: 1 }],
-  [[1, 2], { a: 'b', c: null }, { a: 'b' }],
-  [{}, { a: { bb: { ccc: null } } }, { a: { bb: {} } }],
-]
 
 describe('applyMergePatch (reference RFC 7396)', () => {
   it.each(RFC_7396_EXAMPLES)('[PATCH1] RFC 7396 appendix A: %j + %j = %j', (target, patch, result) => {
