@@ -1,5 +1,5 @@
 import { expect, test, type Page } from '@playwright/test'
-import { api, grant, openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+import { adminAndViewerOn, api, openLoggedIn, putNode, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * Issue 16 finding 1: export then import dropped every script that had run ("Imported 5 of 9",
@@ -12,11 +12,7 @@ let vic: TestUser
 
 test.beforeAll(async () => {
   server = await startE2eServer()
-  ann = await signUp(server, 'Ann')
-  vic = await signUp(server, 'Vic')
-  await putNode(server, ann, 'Src', 'Space', {}, 'Src')
-  await grant(server, ann, 'Src', vic.userId, 'Viewer')
-  await putNode(server, ann, 'Src/Notes', 'Document', { Body: 'kept' }, 'Notes')
+  ;({ ann, vic } = await adminAndViewerOn(server, 'Src', { Notes: { Body: 'kept' } }))
   await putNode(server, ann, 'Src/Tool', 'Code', { Language: 'javascript', IsExecutable: true, Source: 'return 1' }, 'Tool')
   await putNode(server, ann, 'Dst', 'Space', {}, 'Dst')
 })

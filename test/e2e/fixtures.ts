@@ -119,14 +119,26 @@ export async function grant(server: { url: string }, admin: TestUser, scope: str
   return putNode(server, admin, `${scope}/_Access/${subject}_Access`, 'AccessAssignment', { Subject: subject, Role: role })
 }
 
+/** Ann (Admin) and a second person with `role` on a new space holding `docs` (name → content). */
+async function castOn(server: { url: string }, space: string, docs: Record<string, object>, other: string, role: 'Viewer' | 'Editor'): Promise<[TestUser, TestUser]> {
+  const ann = await signUp(server, 'Ann')
+  const second = await signUp(server, other)
+  await putNode(server, ann, space, 'Space', {}, space)
+  await grant(server, ann, space, second.userId, role)
+  for (const [name, content] of Object.entries(docs)) await putNode(server, ann, `${space}/${name}`, 'Document', content, name)
+  return [ann, second]
+}
+
 /** Ann (Admin) and Bob (Editor) on a new space holding `docs` (name → content): the usual cast. */
 export async function twoEditorsOn(server: { url: string }, space: string, docs: Record<string, object>): Promise<{ ann: TestUser; bob: TestUser }> {
-  const ann = await signUp(server, 'Ann')
-  const bob = await signUp(server, 'Bob')
-  await putNode(server, ann, space, 'Space', {}, space)
-  await grant(server, ann, space, bob.userId, 'Editor')
-  for (const [name, content] of Object.entries(docs)) await putNode(server, ann, `${space}/${name}`, 'Document', content, name)
+  const [ann, bob] = await castOn(server, space, docs, 'Bob', 'Editor')
   return { ann, bob }
+}
+
+/** Ann (Admin) and Vic (Viewer) on a new space holding `docs`: the cast of the role-aware tests. */
+export async function adminAndViewerOn(server: { url: string }, space: string, docs: Record<string, object>): Promise<{ ann: TestUser; vic: TestUser }> {
+  const [ann, vic] = await castOn(server, space, docs, 'Vic', 'Viewer')
+  return { ann, vic }
 }
 
 export async function getContent(server: { url: string }, user: TestUser, path: string): Promise<Record<string, unknown>> {

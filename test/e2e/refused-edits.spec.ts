@@ -1,5 +1,5 @@
 import { expect, test } from '@playwright/test'
-import { editField, field, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
+import { adminAndViewerOn, editField, field, getContent, grant, openLoggedIn, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
 
 let server: E2eServer
 let ann: TestUser
@@ -7,11 +7,7 @@ let vic: TestUser
 
 test.beforeAll(async () => {
   server = await startE2eServer()
-  ann = await signUp(server, 'Ann')
-  vic = await signUp(server, 'Vic')
-  await putNode(server, ann, 'Gallery', 'Space', {}, 'Gallery')
-  await grant(server, ann, 'Gallery', vic.userId, 'Viewer')
-  await putNode(server, ann, 'Gallery/Card', 'Document', { Caption: 'c0' }, 'Card')
+  ;({ ann, vic } = await adminAndViewerOn(server, 'Gallery', { Card: { Caption: 'c0' } }))
 })
 
 test.afterAll(async () => {

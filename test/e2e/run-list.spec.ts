@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises'
 import { expect, test } from '@playwright/test'
-import { api, grant, openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+import { adminAndViewerOn, api, openLoggedIn, putNode, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * Issue 16 finding 8 (runs): the space page showed every run's full panel (its documents started
@@ -13,11 +13,7 @@ let vic: TestUser
 
 test.beforeAll(async () => {
   server = await startE2eServer()
-  ann = await signUp(server, 'Ann')
-  vic = await signUp(server, 'Vic')
-  await putNode(server, ann, 'Lab', 'Space', {}, 'Lab')
-  await grant(server, ann, 'Lab', vic.userId, 'Viewer')
-  await putNode(server, ann, 'Lab/Notes', 'Document', { Body: 'a document' }, 'Notes')
+  ;({ ann, vic } = await adminAndViewerOn(server, 'Lab', { Notes: { Body: 'a document' } }))
   await putNode(server, ann, 'Lab/Quick', 'Code', { Language: 'javascript', IsExecutable: true, Source: 'Log.info("quick"); return 1' }, 'Quick')
   await mkdir('test-results', { recursive: true })
 })
