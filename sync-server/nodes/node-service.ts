@@ -45,6 +45,7 @@ import {
   type WriteRule,
 } from '../../shared/index.js'
 import type { StorageAdapter } from '../storage/types.js'
+import type { RowJson, RowPart } from '../storage/row-parts.js'
 import { ACCESS_SEGMENT, assignmentLabel, assignmentScope, type AccessService } from '../access/access-service.js'
 import { admitUpdate, ClientBindings, type ClientBinding } from '../admission/index.js'
 import { DocCorrupted, LoadedNode, type RoomConnection } from './loaded-node.js'
@@ -131,6 +132,14 @@ export class NodeService implements NodeApi {
   private readonly appendable = new WeakMap<object, LoadedNode>()
   /** [ACT12] The JSON of such an array's first `count` items (they never change: items are only added). */
   private readonly appendedJson = new WeakMap<object, { json: string; count: number }>()
+  /** [ACT12] How many items of a grown array the storage writer was sent (it keeps their JSON). */
+  private readonly rowSent = new WeakMap<object, number>()
+  /**
+   * [ACT12] The JSON of the items appended to a grown array since its row was last written,
+   * made by each `append` for its own items: a row write then joins strings, where serialising
+   * a second's lines at once (30,000 at a flood's pace) held the event loop for ~25 ms.
+   */
+  private readonly unsentJson = new WeakMap<object, { from: number; to: number; chunks: string[] }>()
   private writeEpoch = 0
   /** Loaded copies whose stored content lags (deferred commits), written by the next flush. */
   private readonly dirtyContent = new Set<LoadedNode>()
@@ -389,6 +398,11 @@ export class NodeService implements NodeApi {
   /** The readable nodes of the query; `queryPage` says where to continue when there may be more. */
   async query(principal: Principal, query: NodeQuery): Promise<MeshNode[]> {
     return (await this.queryPage(principal, query)).items
+  }
+
+  async queryPaths(principal: Principal, query: NodeQuery): Promise<NodePath[]> {
+    if (!isSystem(principal)) throw new WeftError('forbidden', 'Only the system scans paths.')
+    return this.storage.queryPaths({ ...query, limit: Math.max(1, Math.min(query.limit ?? QUERY_MAX_LIMIT, QUERY_MAX_LIMIT)) })
   }
 
   /**
@@ -687,7 +701,7 @@ export class NodeService implements NodeApi {
       if (!node || ln.poisoned) continue
       ln.commitStarted()
       writes.push(
-        this.storage.writeContent(ln.path, node.content, this.contentJson(node.content)).then(
+        this.storage.writeContent(ln.path, node.content, this.rowJson(ln, node.content)).then(
           () => this.commitLanded(ln),
           (err: unknown) => this.commitFailed(ln, err),
         ),
@@ -697,10 +711,34 @@ export class NodeService implements NodeApi {
   }
 
   /**
-   * [ACT12] The row's JSON, as JSON.stringify would write it, reusing what was serialised of the
-   * arrays `append` grows: a log's coalesced rewrite serialises its new lines, not the log (at
-   * 100,000 lines a full stringify held the event loop for about 100 ms every second).
+   * [ACT12] The row's JSON for `writeContent`. Where the storage takes parts, an array `append`
+   * grows goes as the JSON of the items added since the last write (the writer thread keeps the
+   * rest and puts the row together), so a log's coalesced rewrite costs the event loop its new
+   * lines, not the log: at 100,000 lines, joining and handing over the whole JSON held the loop
+   * for 30–130 ms every second. Elsewhere, the whole row, its arrays' JSON reused.
    */
+  private rowJson(ln: LoadedNode, content: JsonObject): RowJson {
+    if (!this.storage.rowParts) return this.contentJson(content)
+    const parts: RowPart[] = []
+    for (const key of Object.keys(content)) {
+      const value = content[key]
+      if (value === undefined) continue
+      if (Array.isArray(value) && this.appendable.get(value) === ln) {
+        const from = Math.min(this.rowSent.get(value) ?? 0, value.length)
+        const unsent = this.unsentJson.get(value)
+        const tail =
+          unsent && unsent.from === from && unsent.to === value.length
+            ? unsent.chunks.join(',')
+            : value.slice(from).map((v) => JSON.stringify(v) ?? 'null').join(',')
+        parts.push({ key, from, tail, count: value.length })
+        this.rowSent.set(value, value.length)
+        this.unsentJson.set(value, { from: value.length, to: value.length, chunks: [] })
+      } else parts.push({ key, json: JSON.stringify(value) })
+    }
+    return { parts }
+  }
+
+  /** The row's JSON, as JSON.stringify would write it, reusing what was serialised of grown arrays. */
   private contentJson(content: JsonObject): string {
     const parts: string[] = []
     for (const key of Object.keys(content)) {
@@ -813,6 +851,14 @@ export class NodeService implements NodeApi {
         if (patched.length > 0) applyPatchToDoc(doc, patch, origin, textPolicyFor(before.nodeType))
       }, origin),
     )
+    if (items.length > 0 && this.storage.rowParts) {
+      const unsent = this.unsentJson.get(array)
+      const json = items.map((v) => JSON.stringify(v) ?? 'null').join(',')
+      if (unsent && unsent.to === array.length) {
+        unsent.chunks.push(json)
+        unsent.to += items.length
+      } else this.unsentJson.set(array, { from: array.length, to: array.length + items.length, chunks: [json] })
+    }
     for (const item of items) array.push(item)
     const next = patched.length > 0 ? withFieldsFromDoc(before.content, doc, patched) : { ...before.content }
     if (items.length > 0) next[field] = array

@@ -2,5 +2,6 @@ export type { Account, ClientBinding, CommitInput, StorageAdapter, StoredDoc } f
 export { openStorage, type OpenStorageOptions } from './open-storage.js'
 export { SqliteStorage, openSqliteStorage, type SqliteStorageOptions } from './sqlite-adapter.js'
 export { PostgresStorage, openPostgresStorage, type PostgresStorageOptions } from './postgres-adapter.js'
+export type { RowJson, RowPart } from './row-parts.js'
 export { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
 export { DEFAULT_QUERY_LIMIT, MAX_QUERY_LIMIT } from './query.js'

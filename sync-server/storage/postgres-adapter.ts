@@ -11,6 +11,7 @@ import {
 } from '../../shared/index.js'
 import { batchPaths, isFold, isRowContent, planBatch, validateCommitInput, type ExistingNode, type PreparedFold, type PreparedContent } from './commit-plan.js'
 import { COMPACT_AFTER_UPDATES, compactUpdates, contentOfLog } from './compaction.js'
+import type { RowJson } from './row-parts.js'
 import { GroupCommitter, type ItemResult } from './group-commit.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
 import { clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
@@ -268,9 +269,10 @@ export class PostgresStorage implements StorageAdapter {
     })
   }
 
-  async writeContent(path: NodePath, content: JsonObject, given?: string): Promise<void> {
+  async writeContent(path: NodePath, content: JsonObject, given?: RowJson): Promise<void> {
     if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
-    const json = given ?? JSON.stringify(content)
+    // Parts are the SQLite writer's ([ACT12]); this adapter does not ask for them.
+    const json = typeof given === 'string' ? given : JSON.stringify(content)
     if (json.includes('\\u0000')) throw new WeftError('invalid_content', 'Node content must not contain NUL characters.')
     await this.committer.submit({ rowContent: { path, json } })
   }
@@ -313,6 +315,18 @@ export class PostgresStorage implements StorageAdapter {
   }
 
   async queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]> {
+    const { sql, params } = this.querySql(query, within, NODE_COLUMNS)
+    const r = await this.pool.query<NodeRow>(sql, params)
+    return Promise.all(r.rows.map((row) => this.toNode(row)))
+  }
+
+  async queryPaths(query: NodeQuery): Promise<NodePath[]> {
+    const { sql, params } = this.querySql(query, undefined, 'path')
+    const r = await this.pool.query<{ path: NodePath }>(sql, params)
+    return r.rows.map((row) => row.path)
+  }
+
+  private querySql(query: NodeQuery, within: { from: string; to: string } | undefined, columns: string): { sql: string; params: unknown[] } {
     const q = normaliseQuery(query)
     const clauses: string[] = []
     const params: unknown[] = []
@@ -332,9 +346,8 @@ export class PostgresStorage implements StorageAdapter {
         `EXISTS (SELECT 1 FROM jsonb_each_text(nodes.content) AS f WHERE lower(f.key) = ${param(field)} AND lower(f.value) = ${param(value)})`,
       )
     }
-    const sql = `SELECT ${NODE_COLUMNS} FROM nodes ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY path LIMIT ${param(q.limit)}`
-    const r = await this.pool.query<NodeRow>(sql, params)
-    return Promise.all(r.rows.map((row) => this.toNode(row)))
+    const sql = `SELECT ${columns} FROM nodes ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY path LIMIT ${param(q.limit)}`
+    return { sql, params }
   }
 
   async stalePaths(after: string | null, limit: number): Promise<NodePath[]> {

@@ -15,6 +15,7 @@ import { GroupCommitter } from './group-commit.js'
 import { clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, rowToNode, toBytes, type NodeRow } from './row-mapping.js'
 import { contentOfLog } from './compaction.js'
+import type { RowJson } from './row-parts.js'
 import { SqliteWriter, openSqliteConnection, type BatchItem } from './sqlite-writer.js'
 import { deserializeError, fromWire, toWire, type WireItemResult, type WriterInit, type WriterRequest, type WriterResponse } from './sqlite-writer-protocol.js'
 import type { Account, ClientBinding, CommitInput, StorageAdapter, StoredDoc } from './types.js'
@@ -228,7 +229,10 @@ export class SqliteStorage implements StorageAdapter {
     await this.committer.submit({ fold: { path, state } })
   }
 
-  async writeContent(path: NodePath, content: JsonObject, json?: string): Promise<void> {
+  /** [ACT12] The writer thread puts a row's JSON together from its parts. */
+  readonly rowParts = true
+
+  async writeContent(path: NodePath, content: JsonObject, json?: RowJson): Promise<void> {
     if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
     await this.committer.submit({ rowContent: { path, json: json ?? JSON.stringify(content) } })
   }
@@ -257,6 +261,22 @@ export class SqliteStorage implements StorageAdapter {
   }
 
   async queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]> {
+    const { sql, params } = this.querySql(query, within, NODE_COLUMNS)
+    return this.db
+      .prepare<unknown[], NodeRow>(sql)
+      .all(...params)
+      .map((row) => this.toNode(row))
+  }
+
+  async queryPaths(query: NodeQuery): Promise<NodePath[]> {
+    const { sql, params } = this.querySql(query, undefined, 'path')
+    return this.db
+      .prepare<unknown[], { path: NodePath }>(sql)
+      .all(...params)
+      .map((row) => row.path)
+  }
+
+  private querySql(query: NodeQuery, within: { from: string; to: string } | undefined, columns: string): { sql: string; params: unknown[] } {
     const q = normaliseQuery(query)
     const clauses: string[] = []
     const params: unknown[] = []
@@ -287,12 +307,9 @@ export class SqliteStorage implements StorageAdapter {
       )
       params.push(field, value)
     }
-    const sql = `SELECT ${NODE_COLUMNS} FROM nodes ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY path LIMIT ?`
+    const sql = `SELECT ${columns} FROM nodes ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY path LIMIT ?`
     params.push(q.limit)
-    return this.db
-      .prepare<unknown[], NodeRow>(sql)
-      .all(...params)
-      .map((row) => this.toNode(row))
+    return { sql, params }
   }
 
   async stalePaths(after: string | null, limit: number): Promise<NodePath[]> {

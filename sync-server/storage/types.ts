@@ -1,3 +1,4 @@
+import type { RowJson } from './row-parts.js'
 import type { ChangeRecord, JsonObject, MeshChangeKind, MeshNode, NodePath, NodeQuery } from '../../shared/index.js'
 
 /**
@@ -76,10 +77,17 @@ export interface StorageAdapter {
   foldDoc(path: NodePath, state: Uint8Array): Promise<void>
   /**
    * [STO5] Stores the node's materialised content (after deferred commits); ordered with commits.
-   * No-op when absent. `json`, when given, is `JSON.stringify(content)` already made (a log's
-   * rewrite reuses what it serialised before, [ACT12]).
+   * No-op when absent. `json`, when given, is `JSON.stringify(content)` already made, or, where
+   * `rowParts` is true, the row in parts whose grown arrays carry only their new items ([ACT12]).
    */
-  writeContent(path: NodePath, content: JsonObject, json?: string): Promise<void>
+  writeContent(path: NodePath, content: JsonObject, json?: RowJson): Promise<void>
+  /** [ACT12] `writeContent` takes `RowJson` parts (the writer keeps the arrays' JSON). */
+  readonly rowParts?: boolean
+  /**
+   * The paths of the nodes matching the query, in path order, reading no content: for an engine's
+   * scan, where a match's content (a 100,000-line log) would cost more than the match.
+   */
+  queryPaths(query: NodeQuery): Promise<NodePath[]>
   /** [STO5] Paths (after `after`, in path order, at most `limit`) whose row content is stale: what a crash left for the boot to repair. */
   stalePaths(after: string | null, limit: number): Promise<NodePath[]>
   /** `within`: only paths `from <= path < to` ([QUERY1]: the caller's readable regions). */

@@ -256,17 +256,18 @@ describe('activities: sandbox', () => {
   it('[ACT7] an infinite loop is stopped at SCRIPT_TIMEOUT_MS while /healthz keeps answering', async () => {
     const code = await createCode(ts.url, alice.token, `${space}/loop`, 'for (;;) {}')
     const path = await run(ts.url, alice.token, code)
-    const lags: number[] = []
-    const until = Date.now() + 1_000
-    while (Date.now() < until) {
-      const t = performance.now()
-      expect((await api(ts.url).get('/healthz')).status).toBe(200)
-      lags.push(performance.now() - t)
-    }
+    // The server answers while the loop spins (how fast is a figure of `npm run bench`, the
+    // activities bench's `ping` part, not of this test: it must pass on a loaded machine).
+    await waitForStatus(ts.url, alice.token, path, (s) => s === 'Running' || terminal(s))
+    const statuses: number[] = []
+    for (let i = 0; i < 20; i++) statuses.push((await api(ts.url).get('/healthz')).status)
+    // Still spinning after those answers: they were served beside the loop, not after it.
+    const spinning = (await api(ts.url, alice.token).getNode(path)).body.content.Status
     const done = await waitForStatus(ts.url, alice.token, path, terminal)
+    expect(statuses).toEqual(Array(20).fill(200))
+    expect(spinning).toBe('Running')
     expect(done.content.Status).toBe('Failed')
     expect(String(done.content.Error)).toContain('SCRIPT_TIMEOUT_MS')
-    expect(Math.max(...lags)).toBeLessThan(250)
   })
 })
 

@@ -80,6 +80,8 @@ const LEVEL_STATUS: Record<ActivityMessage['Level'], ActivityStatus> = { Info: '
 const LINES_PER_APPEND = 200
 
 const RESTART_MESSAGE = 'The server restarted while this activity was running, so the run was lost. Run it again to retry.'
+/** Paths per page of an engine scan (`scan`). */
+const SCAN_PAGE = 500
 
 function now(): string {
   return new Date().toISOString()
@@ -159,24 +161,43 @@ export class ActivityEngine {
    * a process that died: it ends Failed, naming the restart. A pending start request is honoured.
    */
   private async recover(): Promise<void> {
-    const running = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { Status: 'Running' }, limit: Number.MAX_SAFE_INTEGER })
-    await Promise.all(running.map((n) => this.failOrphan(n.path, RESTART_MESSAGE)))
-    const requested = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { RequestedStatus: 'Running' }, limit: Number.MAX_SAFE_INTEGER })
-    for (const n of requested) if (!isTerminal(n.content.Status)) this.watch(n.path)
-    const cancels = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { RequestedStatus: 'Cancelled' }, limit: Number.MAX_SAFE_INTEGER })
-    for (const n of cancels) if (!isTerminal(n.content.Status)) this.watch(n.path)
+    const running: NodePath[] = []
+    for await (const path of this.scan({ Status: 'Running' })) running.push(path)
+    await Promise.all(running.map((path) => this.failOrphan(path, RESTART_MESSAGE)))
+    for (const where of [{ RequestedStatus: 'Running' }, { RequestedStatus: 'Cancelled' }]) {
+      for await (const path of this.scan(where)) {
+        const n = await this.nodes.get(SYSTEM, path)
+        if (n && !isTerminal(n.content.Status)) this.watch(path)
+      }
+    }
   }
 
   /** [ACT9] The periodic check: a Running activity with no run here fails; a lost watcher is restarted. */
   private async sweep(): Promise<void> {
     if (this.stopping) return
-    const running = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { Status: 'Running' }, limit: Number.MAX_SAFE_INTEGER })
-    for (const n of running) {
-      if (!this.runs.has(n.path)) await this.failOrphan(n.path, 'No run is behind this activity any more (its worker was lost). Run it again to retry.')
-      else this.watch(n.path)
+    for await (const path of this.scan({ Status: 'Running' })) {
+      if (!this.runs.has(path)) await this.failOrphan(path, 'No run is behind this activity any more (its worker was lost). Run it again to retry.')
+      else this.watch(path)
     }
-    const requested = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { RequestedStatus: 'Running' }, limit: Number.MAX_SAFE_INTEGER })
-    for (const n of requested) if (n.content.Status === undefined) this.watch(n.path)
+    for await (const path of this.scan({ RequestedStatus: 'Running' })) {
+      const n = await this.nodes.get(SYSTEM, path)
+      if (n && n.content.Status === undefined) this.watch(path)
+    }
+  }
+
+  /**
+   * The paths of the activities matching `where`, a page at a time, reading no content: a running
+   * activity's log can be 100,000 lines, and reading it (from its Yjs log, while its row is
+   * stale, [STO5]) held the event loop for seconds.
+   */
+  private async *scan(where: Record<string, string>): AsyncGenerator<NodePath> {
+    let after: string | undefined
+    for (;;) {
+      const page = await this.nodes.queryPaths(SYSTEM, { nodeType: 'ActivityLog', where, after, limit: SCAN_PAGE })
+      yield* page
+      if (page.length < SCAN_PAGE) return
+      after = page[page.length - 1]
+    }
   }
 
   private async failOrphan(path: NodePath, reason: string): Promise<void> {
