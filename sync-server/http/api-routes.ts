@@ -10,17 +10,14 @@ import {
   type NodeQuery,
   type Principal,
 } from '../../shared/index.js'
-import type { AuthService } from '../auth/auth-service.js'
-import { parse } from '../auth/auth-service.js'
-import { DEFAULT_LOGIN_LIMITS } from '../auth/login-throttle.js'
-import { MAX_CURSOR_LENGTH, isSealedCursor } from '../nodes/query-cursor.js'
-import type { NodeService } from '../nodes/node-service.js'
+import { DEFAULT_LOGIN_LIMITS, parse, type AuthService } from '../auth/index.js'
+import { MAX_CURSOR_LENGTH, isSealedCursor, type HttpNodeApi } from '../nodes/index.js'
 import { bearerToken } from './http-server.js'
 import { OPENAPI_DOCUMENT } from './openapi.js'
 import type { Route, RouteRequest } from './route.js'
 
 export interface ApiDeps {
-  nodes: NodeService
+  nodes: HttpNodeApi
   auth: AuthService
   isHealthy(): boolean
   /** The limits `GET /api/config` tells clients; absent fields fall back to the defaults. */

@@ -2,7 +2,7 @@ import { createReadStream, promises as fs } from 'node:fs'
 import path from 'node:path'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
-import { WeftError, isWeftError, userPrincipal, type Principal, type UserId } from '../../shared/index.js'
+import { WeftError, decodePathParam, isWeftError, rawPathname, userPrincipal, type Principal, type UserId } from '../../shared/index.js'
 import type { Route, RouteRequest, RouteResult } from './route.js'
 
 export interface HttpHandlerOptions {
@@ -25,33 +25,6 @@ const MIME: Record<string, string> = {
   '.ico': 'image/x-icon',
   '.map': 'application/json',
   '.txt': 'text/plain; charset=utf-8',
-}
-
-/** The request path exactly as sent: WHATWG URL parsing would resolve `..` and hide it. */
-export function rawPathname(req: IncomingMessage): string {
-  const raw = req.url ?? '/'
-  const q = raw.indexOf('?')
-  return q < 0 ? raw : raw.slice(0, q)
-}
-
-/**
- * Decodes a path taken from a URL segment by segment, so an encoded slash (`%2F`) cannot
- * smuggle a separator into a segment.
- */
-export function decodePathParam(raw: string): string {
-  return raw
-    .split('/')
-    .map((segment) => {
-      let decoded: string
-      try {
-        decoded = decodeURIComponent(segment)
-      } catch {
-        throw new WeftError('invalid_path', `Malformed percent-encoding in ${JSON.stringify(segment)}.`)
-      }
-      if (decoded.includes('/')) throw new WeftError('invalid_path', `A path segment cannot contain '/': ${JSON.stringify(segment)}.`)
-      return decoded
-    })
-    .join('/')
 }
 
 /**
@@ -120,7 +93,7 @@ export function createHttpHandler(opts: HttpHandlerOptions) {
       return sendError(res, new WeftError('invalid_request', 'Malformed URL.'))
     }
     const method = (req.method ?? 'GET').toUpperCase()
-    const pathname = rawPathname(req)
+    const pathname = rawPathname(req.url)
     try {
       if (pathname.startsWith('/api/') || pathname === '/healthz') {
         const result = await dispatch(opts, req, res, url, pathname, method)

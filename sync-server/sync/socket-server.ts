@@ -6,6 +6,8 @@ import type { Subscription } from 'rxjs'
 import {
   CloseCode,
   MuxType,
+  decodePathParam,
+  rawPathname,
   WeftError,
   decodeMuxFrame,
   encodeMuxFrame,
@@ -19,12 +21,11 @@ import {
   type Principal,
   type UserId,
 } from '../../shared/index.js'
-import type { LoadedNode, RoomConnection } from '../nodes/loaded-node.js'
-import type { NodeService } from '../nodes/node-service.js'
-import type { AccessService } from '../access/access-service.js'
+import type { RoomConnection, SyncNodeApi, SyncRoom } from '../nodes/index.js'
+import type { AccessService } from '../access/index.js'
+import { greeting, socketConnection, type SocketConnection } from './framing.js'
 import { handleRoomMessage, permissionDeniedMessage, presenceIdentity, type PresenceIdentity } from './room-protocol.js'
 import { CLOSE_SESSION_ENDED, InFlightGate, RefusalBudget, sendBounded, spendRefusal } from './socket-guards.js'
-import { decodePathParam, rawPathname } from '../http/http-server.js'
 
 /** What a socket's token stands for; the socket ends with it. */
 export interface SocketSession {
@@ -34,7 +35,7 @@ export interface SocketSession {
 }
 
 export interface SocketServerOptions {
-  nodes: NodeService
+  nodes: SyncNodeApi
   access: AccessService
   authenticate(token: string | null): Promise<SocketSession | null>
   /** Subscribes to token revocations (logout); returns the unsubscribe function. */
@@ -83,7 +84,7 @@ function receiveBinary(ws: WebSocket): (handler: (bytes: Uint8Array) => void) =>
 }
 
 /** Why a principal may not join a room, as a close code, or null when it may. */
-async function refusal(nodes: NodeService, principal: Principal, path: NodePath): Promise<{ closeCode: number; code: string; message: string } | null> {
+async function refusal(nodes: SyncNodeApi, principal: Principal, path: NodePath): Promise<{ closeCode: number; code: string; message: string } | null> {
   if (!nodes.permissions(principal, path).has('Read')) {
     return { closeCode: CloseCode.Forbidden, code: 'forbidden', message: `You cannot read ${path}.` }
   }
@@ -99,7 +100,7 @@ async function refusal(nodes: NodeService, principal: Principal, path: NodePath)
 export class SocketServer {
   private readonly wss: WebSocketServer
   /** Every live room membership, for access re-checks when assignments change. */
-  private readonly memberships = new Set<{ conn: RoomConnection; room: LoadedNode }>()
+  private readonly memberships = new Set<{ conn: RoomConnection; room: SyncRoom }>()
   private recheckScheduled = false
   private readonly pingTimer: NodeJS.Timeout
   private readonly unsubscribeAccess: () => void
@@ -147,7 +148,7 @@ export class SocketServer {
       return true
     }
     const isMux = url.pathname === '/mux'
-    const isSync = rawPathname(req).startsWith('/sync/')
+    const isSync = rawPathname(req.url).startsWith('/sync/')
     if (!isMux && !isSync) return false
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       const w = ws as WebSocket & { isAlive?: boolean }
@@ -214,7 +215,7 @@ export class SocketServer {
       const userId = session.userId
       let path: NodePath
       try {
-        path = parseNodePath(decodePathParam(rawPathname(req).slice('/sync/'.length)))
+        path = parseNodePath(decodePathParam(rawPathname(req.url).slice('/sync/'.length)))
       } catch (e) {
         return ws.close(4400, `invalid_path: ${(e as Error).message}`.slice(0, 120))
       }
@@ -229,7 +230,7 @@ export class SocketServer {
       const presence = await presenceIdentity(this.opts.nodes, principal)
       // Building the doc may have waited for storage: a socket closed meanwhile must not join.
       if (ws.readyState !== ws.OPEN) return
-      const conn: RoomConnection = {
+      const conn = socketConnection({
         id: nextConnectionId++,
         principal,
         awarenessIds: new Set(),
@@ -238,7 +239,7 @@ export class SocketServer {
           if (ws.readyState === ws.OPEN) ws.send(permissionDeniedMessage(code, message))
           ws.close(closeCode, `${code}: ${message}`.slice(0, 120))
         },
-      }
+      })
       const membership = { conn, room }
       room.join(conn)
       this.memberships.add(membership)
@@ -246,7 +247,7 @@ export class SocketServer {
         room.leave(conn)
         this.memberships.delete(membership)
       })
-      for (const m of room.greeting()) conn.send(m)
+      for (const m of greeting(room)) conn.send(m)
       const budget = new RefusalBudget()
       const inFlight = new InFlightGate(ws, this.inFlightLimit)
       const onRefused = () => spendRefusal(ws, budget)
@@ -318,11 +319,11 @@ export class SocketServer {
 
 interface MuxRoom {
   path: NodePath
-  conn: RoomConnection
-  room: LoadedNode | null
+  conn: SocketConnection
+  room: SyncRoom | null
   /** Frames for this room run after its join settles, in order. */
   chain: Promise<void>
-  membership?: { conn: RoomConnection; room: LoadedNode }
+  membership?: { conn: RoomConnection; room: SyncRoom }
 }
 
 /** One /mux socket: rooms joined and authorised one by one; a refusal ends that room only. */
@@ -337,7 +338,7 @@ class MuxSession {
     private readonly ws: WebSocket,
     private readonly principal: Principal,
     private readonly opts: SocketServerOptions,
-    private readonly memberships: Set<{ conn: RoomConnection; room: LoadedNode }>,
+    private readonly memberships: Set<{ conn: RoomConnection; room: SyncRoom }>,
     private readonly sendLimit: number,
     inFlightLimit: number,
     /** [SYNC5] Stamped into this socket's presence in every room. */
@@ -423,7 +424,7 @@ class MuxSession {
       path,
       room: null,
       chain: Promise.resolve(),
-      conn: {
+      conn: socketConnection({
         id: nextConnectionId++,
         principal: this.principal,
         awarenessIds: new Set(),
@@ -432,7 +433,7 @@ class MuxSession {
           this.sendFrame({ type: MuxType.Denied, path, closeCode, code, message })
           this.leave(path)
         },
-      },
+      }),
     }
     this.rooms.set(path, r)
     r.chain = (async () => {
@@ -450,7 +451,7 @@ class MuxSession {
       r.membership = { conn: r.conn, room }
       this.memberships.add(r.membership)
       this.sendFrame({ type: MuxType.Joined, path, permissions: permissionMask(this.opts.nodes.permissions(this.principal, path)) })
-      for (const m of room.greeting()) r.conn.send(m)
+      for (const m of greeting(room)) r.conn.send(m)
     })().catch((e) => {
       this.rooms.delete(path)
       this.opts.log.error({ err: e, path }, 'mux join failed')
@@ -458,7 +459,7 @@ class MuxSession {
     })
   }
 
-  private inRoom(rawPath: string, fn: (r: MuxRoom, room: LoadedNode) => void): void {
+  private inRoom(rawPath: string, fn: (r: MuxRoom, room: SyncRoom) => void): void {
     const key = tryParseNodePath(rawPath) ?? rawPath
     const r = this.rooms.get(key)
     if (!r) {
@@ -479,7 +480,7 @@ class MuxSession {
     else r.chain = r.chain.then(run).catch((e: unknown) => this.fail(e))
   }
 
-  private update(r: MuxRoom, room: LoadedNode, seq: number, update: Uint8Array): void {
+  private update(r: MuxRoom, room: SyncRoom, seq: number, update: Uint8Array): void {
     const path = r.path
     let written: Promise<unknown>
     try {

@@ -19,7 +19,7 @@ import {
   type NodePath,
   type Principal,
 } from '../../../shared/index.js'
-import type { NodeApi } from '../../nodes/types.js'
+import type { NodeApi } from '../../nodes/index.js'
 import { field, watchControlPlane, watchSubmission } from './control-plane.js'
 import { meshCall } from './mesh-proxy.js'
 import { actAs, requesterOf } from '../kit/index.js'

@@ -3,7 +3,7 @@ import { transform, type Message } from 'esbuild'
 import { Subscription } from 'rxjs'
 import type { Logger } from 'pino'
 import { SYSTEM, isReservedSegment, lastSegment, parentPath, type JsonObject, type MeshNode, type NodePath } from '../../../shared/index.js'
-import type { NodeApi } from '../../nodes/types.js'
+import type { NodeApi } from '../../nodes/index.js'
 import { reRequestInterrupted } from './control-plane.js'
 
 /**

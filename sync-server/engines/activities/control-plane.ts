@@ -1,7 +1,7 @@
 import { defer, distinctUntilChanged, map, retry, Subscription, takeWhile, timer, type Observable } from 'rxjs'
 import type { Logger } from 'pino'
 import { ActivityStatus, SYSTEM, jsonEqual, type JsonValue, type MeshNode, type NodePath } from '../../../shared/index.js'
-import type { NodeApi } from '../../nodes/types.js'
+import type { NodeApi } from '../../nodes/index.js'
 
 /**
  * The activity control plane (seed "activity-control-plane"): callers patch RequestedStatus, the

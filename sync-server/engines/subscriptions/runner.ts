@@ -15,7 +15,7 @@ import {
   type MeshNode,
   type NodePath,
 } from '../../../shared/index.js'
-import type { LiveChange, NodeApi } from '../../nodes/types.js'
+import type { LiveChange, NodeApi } from '../../nodes/index.js'
 import { ALL } from './access.js'
 import { ContinuationFailure, type ContinuationRegistry } from './continuation-registry.js'
 import { needsTakeBack } from './continuations.js'

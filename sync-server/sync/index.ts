@@ -1,0 +1,1 @@
+export { SocketServer, type SocketServerOptions, type SocketSession } from './socket-server.js'
