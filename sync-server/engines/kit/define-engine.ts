@@ -106,10 +106,12 @@ export function defineEngine<T>(spec: EngineSpec<T>, deps: EngineDeps): KitEngin
     kick: (key) => worker.kick(key),
     reconcileNow: () => reconciler.run(),
     async idle() {
-      for (let i = 0; i < 100; i++) {
+      // Each can give the others work (a replay kicks a job); until all three are quiet at once.
+      for (;;) {
         await feed.idle()
+        await reconciler.idle()
         await worker.idle()
-        if (worker.pending === 0) return
+        if (worker.pending === 0 && !reconciler.busy && !feed.busy) return
       }
     },
   }

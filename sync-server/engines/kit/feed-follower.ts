@@ -66,6 +66,11 @@ export class FeedFollower {
     await this.replaying
   }
 
+  /** A gap replay is running or waiting to. */
+  get busy(): boolean {
+    return this.replaying !== null || this.gaps.length > 0
+  }
+
   /** Resolves once no gap replay is scheduled or running. */
   async idle(): Promise<void> {
     while (this.replaying || this.gaps.length > 0) {

@@ -47,6 +47,15 @@ export class Reconciler<T> {
     await this.running
   }
 
+  get busy(): boolean {
+    return this.running !== null
+  }
+
+  /** Resolves once no pass is under way or asked for. */
+  async idle(): Promise<void> {
+    while (this.running) await this.running
+  }
+
   /** A pass now, or right after the one under way (never two at once). Resolves when it is done. */
   run(): Promise<void> {
     if (this.stopped) return Promise.resolve()
