@@ -82,7 +82,7 @@ export function createActivitiesEngine(options: ActivitiesEngineOptions = {}): E
     // [ACT17] Before any write can reach an ActivityLog: who starts a run is recorded with the request.
     ctx.nodes.registerWriteRule('ActivityLog', activityWriteRule(ctx.nodes))
     const engine = new ActivityEngine(ctx.nodes, log, config, ctx.signal, { ...(clock ? { clock } : {}), ...(changes$ ? { changes$ } : {}) })
-    const checks = new CodeCheckEngine(ctx.nodes, log.child({ part: 'code-check' }), { debounceMs: checkDebounceMs, signal: ctx.signal })
+    const checks = new CodeCheckEngine(ctx.nodes, log.child({ part: 'code-check' }), { debounceMs: checkDebounceMs, signal: ctx.signal, ...(clock ? { clock } : {}), ...(changes$ ? { changes$ } : {}) })
     return {
       name: 'activities',
       engine,
