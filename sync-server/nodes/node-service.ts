@@ -44,7 +44,7 @@ import {
   type Principal,
   type WriteRule,
 } from '../../shared/index.js'
-import type { StorageAdapter } from '../storage/types.js'
+import type { FieldRow, StorageAdapter } from '../storage/types.js'
 import { ACCESS_SEGMENT, assignmentLabel, assignmentScope, type AccessService } from '../access/access-service.js'
 import { admitUpdate, ClientBindings, type ClientBinding } from '../admission/index.js'
 import { DocCorrupted, LoadedNode, type RoomConnection } from './loaded-node.js'
@@ -389,6 +389,15 @@ export class NodeService implements NodeApi {
   /** The readable nodes of the query; `queryPage` says where to continue when there may be more. */
   async query(principal: Principal, query: NodeQuery): Promise<MeshNode[]> {
     return (await this.queryPage(principal, query)).items
+  }
+
+  /**
+   * [KIT7] An engine's light page (kit/light-query.ts): paths and a few top-level fields, projected
+   * by storage, so a reconciler finds work without parsing large contents. System only.
+   */
+  async queryFields(principal: Principal, query: NodeQuery, fields: readonly string[]): Promise<FieldRow[]> {
+    if (!isSystem(principal)) throw new WeftError('forbidden', 'queryFields is for engines (system) only.')
+    return this.storage.queryFields({ ...query, limit: Math.min(Math.max(1, query.limit ?? QUERY_DEFAULT_LIMIT), QUERY_MAX_LIMIT) }, fields)
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { ChangeRecord, JsonObject, MeshChangeKind, MeshNode, NodePath, NodeQuery } from '../../shared/index.js'
+import type { ChangeRecord, JsonObject, JsonValue, MeshChangeKind, MeshNode, NodePath, NodeQuery } from '../../shared/index.js'
 
 /**
  * The narrow storage interface every adapter (SQLite, PostgreSQL) implements. One contract
@@ -84,6 +84,12 @@ export interface StorageAdapter {
   stalePaths(after: string | null, limit: number): Promise<NodePath[]>
   /** `within`: only paths `from <= path < to` ([QUERY1]: the caller's readable regions). */
   queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]>
+  /**
+   * [KIT7] A light page of `query`: each row's path, type and the named top-level content fields
+   * only (storage projects them; no row's whole content is parsed in JS). What an engine's
+   * reconciler reads to find work among nodes that may be large (an activity's 100,000-line log).
+   */
+  queryFields(query: NodeQuery, fields: readonly string[]): Promise<FieldRow[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>
   changesSince(version: number, limit: number): Promise<ChangeRecord[]>
@@ -106,4 +112,11 @@ export interface StorageAdapter {
 
   /** Waits for pending commits, then closes. */
   close(): Promise<void>
+}
+
+/** A row of `queryFields`: a missing field is undefined. */
+export interface FieldRow {
+  path: NodePath
+  nodeType: string
+  fields: Record<string, JsonValue | undefined>
 }

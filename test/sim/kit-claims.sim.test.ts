@@ -64,3 +64,24 @@ describe('[KIT3] kit/claim and kit/lease over the real node service', () => {
     expect((await acquire(m.nodes, path, 'd', 1_000, m.clock))!.fence).toBe(3)
   })
 })
+
+describe('[KIT7] queryFields: a light page of paths and named fields, never the whole content', () => {
+  it('projects the fields, pages by path, filters like query; field names and principals are checked', async () => {
+    mesh = await SimMesh.open({ seed: 2, engines: [] })
+    const m = mesh
+    const big = Array.from({ length: 2_000 }, (_, i) => ({ Level: 'Info', Text: `line ${i}` }))
+    for (let i = 0; i < 7; i++) {
+      await m.nodes.put(SYSTEM, `Logs/l${i}` as NodePath, { nodeType: 'Document', name: `l${i}`, content: { Status: i % 2 ? 'Running' : 'Done', N: i, Flag: i === 3, Messages: big } })
+    }
+    const nodes = m.nodes as typeof m.nodes & { queryFields(p: typeof SYSTEM, q: object, f: string[]): Promise<{ path: string; fields: Record<string, unknown> }[]> }
+    const first = await nodes.queryFields(SYSTEM, { nodeType: 'Document', where: { Status: 'Running' }, limit: 2 }, ['Status', 'N', 'Flag', 'Missing'])
+    expect(first).toEqual([
+      { path: 'Logs/l1', nodeType: 'Document', fields: { Status: 'Running', N: 1, Flag: false, Missing: undefined } },
+      { path: 'Logs/l3', nodeType: 'Document', fields: { Status: 'Running', N: 3, Flag: true, Missing: undefined } },
+    ])
+    const rest = await nodes.queryFields(SYSTEM, { nodeType: 'Document', where: { Status: 'Running' }, limit: 2, after: 'Logs/l3' }, ['N'])
+    expect(rest.map((r) => r.fields.N)).toEqual([5])
+    await expect(nodes.queryFields(SYSTEM, { nodeType: 'Document' }, ["N') --"])).rejects.toMatchObject({ code: 'invalid_request' })
+    await expect(nodes.queryFields({ kind: 'user', userId: 'alice' } as never, { nodeType: 'Document' }, ['N'])).rejects.toMatchObject({ code: 'forbidden' })
+  })
+})
