@@ -17,7 +17,7 @@ import {
   type PermissionSet,
   type Principal,
 } from '../../shared/index.js'
-import { MAX_QUERY_LIMIT, type StorageAdapter } from '../storage/index.js'
+import { MAX_QUERY_LIMIT, type FieldRow, type StorageAdapter } from '../storage/index.js'
 import type { AccessService } from '../access/index.js'
 import { CommitFeed } from './commit-feed.js'
 import { ContentFlush } from './content-flush.js'
@@ -158,9 +158,13 @@ export class NodeService implements SyncNodeApi {
     return (await this.queryPage(principal, query)).items
   }
 
-  async queryPaths(principal: Principal, query: NodeQuery): Promise<NodePath[]> {
-    if (!isSystem(principal)) throw new WeftError('forbidden', 'Only the system scans paths.')
-    return this.storage.queryPaths({ ...query, limit: Math.max(1, Math.min(query.limit ?? MAX_QUERY_LIMIT, MAX_QUERY_LIMIT)) })
+  /**
+   * [KIT7] An engine's light page (kit/light-query.ts): paths and a few top-level fields, projected
+   * by storage, so a reconciler finds work without parsing large contents. System only.
+   */
+  async queryFields(principal: Principal, query: NodeQuery, fields: readonly string[]): Promise<FieldRow[]> {
+    if (!isSystem(principal)) throw new WeftError('forbidden', 'queryFields is for engines (system) only.')
+    return this.storage.queryFields({ ...query, limit: Math.max(1, Math.min(query.limit ?? MAX_QUERY_LIMIT, MAX_QUERY_LIMIT)) }, fields)
   }
 
   /** [FEED3] [QUERY1] A page of the readable nodes of the query, in path order (paged-reads.ts). */

@@ -69,11 +69,6 @@ export interface NodeApi {
   /** Like `get`, but keeps the node loaded: for a read that a write to the same node follows. */
   read(principal: Principal, path: NodePath): Promise<MeshNode | null>
   query(principal: Principal, query: NodeQuery): Promise<MeshNode[]>
-  /**
-   * System only: the paths of every node matching the query (`limit` and `after` page it), no
-   * content read. For engines' scans of nodes that may be large.
-   */
-  queryPaths(principal: Principal, query: NodeQuery): Promise<NodePath[]>
   /** Emits the current node (null when absent), then every committed change. Never errors for absence. */
   node$(path: NodePath): Observable<MeshNode | null>
   /** Every committed change, live, in version order. */

@@ -1,5 +1,5 @@
 import type { RowJson } from './row-parts.js'
-import type { ChangeRecord, JsonObject, MeshChangeKind, MeshNode, NodePath, NodeQuery } from '../../shared/index.js'
+import type { ChangeRecord, JsonObject, JsonValue, MeshChangeKind, MeshNode, NodePath, NodeQuery } from '../../shared/index.js'
 
 /**
  * The narrow storage interface every adapter (SQLite, PostgreSQL) implements. One contract
@@ -83,15 +83,16 @@ export interface StorageAdapter {
   writeContent(path: NodePath, content: JsonObject, json?: RowJson): Promise<void>
   /** [ACT12] `writeContent` takes `RowJson` parts (the writer keeps the arrays' JSON). */
   readonly rowParts?: boolean
-  /**
-   * The paths of the nodes matching the query, in path order, reading no content: for an engine's
-   * scan, where a match's content (a 100,000-line log) would cost more than the match.
-   */
-  queryPaths(query: NodeQuery): Promise<NodePath[]>
   /** [STO5] Paths (after `after`, in path order, at most `limit`) whose row content is stale: what a crash left for the boot to repair. */
   stalePaths(after: string | null, limit: number): Promise<NodePath[]>
   /** `within`: only paths `from <= path < to` ([QUERY1]: the caller's readable regions). */
   queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]>
+  /**
+   * [KIT7] A light page of `query`: each row's path, type and the named top-level content fields
+   * only (storage projects them; no row's whole content is parsed in JS). What an engine's
+   * reconciler reads to find work among nodes that may be large (an activity's 100,000-line log).
+   */
+  queryFields(query: NodeQuery, fields: readonly string[]): Promise<FieldRow[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>
   changesSince(version: number, limit: number): Promise<ChangeRecord[]>
@@ -114,4 +115,16 @@ export interface StorageAdapter {
 
   /** Waits for pending commits, then closes. */
   close(): Promise<void>
+}
+
+/** A row of `queryFields`: a missing field is undefined. */
+export interface FieldRow {
+  path: NodePath
+  nodeType: string
+  fields: Record<string, JsonValue | undefined>
+  /**
+   * [STO5] The row's content lags deferred commits (by at most about a second): the fields are
+   * the row's, not rebuilt from the Yjs log. An engine re-checks inside its claim anyway.
+   */
+  stale: boolean
 }
