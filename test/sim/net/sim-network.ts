@@ -95,8 +95,10 @@ export class SimLink implements SessionSocket {
     if (!this.open) return
     this.readyState = 3
     if (code !== SIM_CLOSE) this.serverClose = { code, reason }
+    // What the client had in flight is lost. What the server sent before closing still arrives
+    // (a WebSocket close frame follows the data) unless the network itself dropped the link.
     this.toServer.length = 0
-    this.toClient.length = 0
+    if (code === SIM_CLOSE) this.toClient.length = 0
     // Like ws: the session hears of the close later, not inside the call that closed.
     queueMicrotask(() => this.onClosed?.())
   }
@@ -198,7 +200,7 @@ export class SimClient {
   /** Handles the next server→client frame; false when there is none. */
   receiveNext(): boolean {
     const link = this.link
-    if (!link?.open || link.toClient.length === 0) return false
+    if (!link || link.toClient.length === 0) return false
     const bytes = link.toClient.shift()!
     if (this.kind === 'sync') {
       this.handleMessage(bytes)
