@@ -2,5 +2,4 @@ export type { Account, ClientBinding, CommitInput, StorageAdapter, StoredDoc } f
 export { openStorage, type OpenStorageOptions } from './open-storage.js'
 export { SqliteStorage, openSqliteStorage, type SqliteStorageOptions } from './sqlite-adapter.js'
 export { PostgresStorage, openPostgresStorage, type PostgresStorageOptions } from './postgres-adapter.js'
-export { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
-export { DEFAULT_QUERY_LIMIT, MAX_QUERY_LIMIT } from './query.js'
+export { COMPACT_AFTER_UPDATES } from './compaction.js'

@@ -89,6 +89,6 @@ export function sendBounded(ws: SessionSocket, data: Uint8Array, limit: number):
   ws.send(data)
 }
 
-export const CLOSE_TOO_SLOW = 1013
-export const CLOSE_TOO_MANY_REFUSALS = 4429
+const CLOSE_TOO_SLOW = 1013
+const CLOSE_TOO_MANY_REFUSALS = 4429
 export const CLOSE_SESSION_ENDED = 4401
