@@ -39,7 +39,7 @@ export function bearerToken(req: IncomingMessage): string | null {
 }
 
 /** Reads the body within the limit; a larger body is refused before it is buffered whole. */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length'] ?? 0)
     if (declared > limit) {
@@ -65,7 +65,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   })
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   if (res.headersSent) return
   if (status === 204 || body === undefined) {
     res.writeHead(status, headers)
@@ -77,7 +77,7 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(payload)
 }
 
-export function sendError(res: ServerResponse, err: WeftError): void {
+function sendError(res: ServerResponse, err: WeftError): void {
   // [AUTH3] A refusal that says when to come back says it in the header clients read.
   const retry = (err.details as { retryAfterSeconds?: unknown } | undefined)?.retryAfterSeconds
   sendJson(res, err.httpStatus, err.toJSON(), typeof retry === 'number' ? { 'retry-after': String(retry) } : {})

@@ -26,7 +26,7 @@ function framedOnce(cache: WeakMap<Uint8Array, Uint8Array>, payload: Uint8Array,
 }
 
 /** `[messageSync][messageYjsUpdate][update]`. */
-export function syncUpdateMessage(update: Uint8Array): Uint8Array {
+function syncUpdateMessage(update: Uint8Array): Uint8Array {
   return framedOnce(framedUpdates, update, (e) => {
     encoding.writeVarUint(e, YMessage.Sync)
     syncProtocol.writeUpdate(e, update)
@@ -34,7 +34,7 @@ export function syncUpdateMessage(update: Uint8Array): Uint8Array {
 }
 
 /** `[messageAwareness][awareness update]`. */
-export function awarenessMessage(update: Uint8Array): Uint8Array {
+function awarenessMessage(update: Uint8Array): Uint8Array {
   return framedOnce(framedAwareness, update, (e) => {
     encoding.writeVarUint(e, YMessage.Awareness)
     encoding.writeVarUint8Array(e, update)

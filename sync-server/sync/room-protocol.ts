@@ -32,7 +32,7 @@ export interface PresenceIdentity {
  * selection (a few hundred bytes), not for a document. A bigger one is dropped (the others of
  * the update still apply), so presence cannot carry bulk data to everyone in the room.
  */
-export const MAX_PRESENCE_STATE_BYTES = 8 * 1024
+const MAX_PRESENCE_STATE_BYTES = 8 * 1024
 
 /** Longest display name a presence carries (a User's FullName is free text). */
 const MAX_PRESENCE_NAME = 200

@@ -97,7 +97,7 @@ function formatBytes(n: number): string {
 }
 
 /** `payload_too_large` with the sizes a person needs: how big the edit is and what the server takes. */
-export function tooLargeError(size: number, limit: number): WeftError {
+function tooLargeError(size: number, limit: number): WeftError {
   return new WeftError('payload_too_large', `This change is ${formatBytes(size)}; the server accepts at most ${formatBytes(limit)} per change. It was not saved.`, { size, limit })
 }
 

@@ -73,7 +73,7 @@ const CHANGE_FEED_PERIOD_MS = 10_000
 const FEED_CATCH_UP_PAGES = 50
 
 /** The server's documented default (MAX_PAYLOAD_BYTES), used until /api/config answers. */
-export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 
 function parentOf(path: string): string {
   const i = path.lastIndexOf('/')
