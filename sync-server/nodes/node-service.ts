@@ -48,7 +48,7 @@ import type { StorageAdapter } from '../storage/types.js'
 import { ACCESS_SEGMENT, assignmentLabel, assignmentScope, type AccessService } from '../access/access-service.js'
 import { admitUpdate, ClientBindings, type ClientBinding } from '../admission/index.js'
 import { DocCorrupted, LoadedNode, type RoomConnection } from './loaded-node.js'
-import type { ChangeOrigin, LiveChange, NodeApi, NodeDraft, UpdateFn, WriteRuleHook } from './types.js'
+import type { ChangeOrigin, LiveChange, NodeApi, NodeCapabilities, NodeDraft, UpdateFn, WriteRuleHook } from './types.js'
 import { CursorSealer, isSealedCursor } from './query-cursor.js'
 
 export interface NodeServiceOptions {
@@ -534,6 +534,35 @@ export class NodeService implements NodeApi {
     const perms = this.access.permissions(principal, path)
     // `owner` names a node's user; creating or deleting one needs Update.
     return perms.has(rule === 'admin' ? 'ManageAccess' : rule === 'owner' ? 'Update' : rule)
+  }
+
+  /**
+   * [WEB15] What `principal` may do on `node`, decided by the very checks a write makes
+   * (`allows` for delete, `checkFieldRules` per field), so an app can offer only what the server
+   * accepts: each declared or present field, a new field, deleting the node, creating under it.
+   */
+  capabilities(principal: Principal, node: MeshNode): NodeCapabilities {
+    const perms = this.access.permissions(principal, node.path)
+    const owner = this.ownerOf(node)
+    const def = nodeTypeDef(node.nodeType)
+    const mayWrite = (field: string): boolean => {
+      try {
+        this.checkFieldRules(principal, perms, node.nodeType, node.path, [field], owner)
+        return true
+      } catch {
+        return false
+      }
+    }
+    const fields: Record<string, boolean> = {}
+    for (const f of new Set([...Object.keys(def.fields), ...Object.keys(node.content)])) fields[f] = mayWrite(f)
+    return {
+      permissions: [...perms],
+      fields,
+      // A field no rule names follows the type's default rule; ' ' is never a declared field.
+      newFields: mayWrite(' '),
+      canDelete: this.allows(principal, node.path, def.delete),
+      canCreate: perms.has('Create'),
+    }
   }
 
   registerWriteRule(nodeType: string, rule: WriteRuleHook): void {

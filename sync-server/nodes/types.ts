@@ -97,3 +97,14 @@ export interface NodeApi {
   /** Registers the write rule of a node type (one per type; engines register theirs at start-up). */
   registerWriteRule(nodeType: string, rule: WriteRuleHook): void
 }
+
+/** [WEB15] What a caller may do on one node (GET /api/permissions/{path}). */
+export interface NodeCapabilities {
+  permissions: string[]
+  /** Each field the type declares or the node holds: may the caller write it. */
+  fields: Record<string, boolean>
+  /** May the caller add a field the type does not declare. */
+  newFields: boolean
+  canDelete: boolean
+  canCreate: boolean
+}
