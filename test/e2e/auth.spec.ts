@@ -39,6 +39,6 @@ test('sign up, sign out and sign in again from the app', async ({ browser }) => 
   await expect(signin.getByRole('alert')).toBeVisible()
   await signin.getByLabel('Password').fill('a long password')
   await signin.getByRole('button', { name: 'Sign in' }).click()
-  await expect(page.locator('weft-home-page h1')).toHaveText('Welcome, Dana')
+  await expect(page.locator('weft-node-page h1')).toHaveText('Dana')
   await context.close()
 })

@@ -1,4 +1,4 @@
-import { LitElement, css, html, nothing } from 'lit'
+import { LitElement, css, html } from 'lit'
 import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
@@ -42,6 +42,7 @@ export class WeftHomePage extends LitElement {
     .muted { color: #555; }
     .status { border-radius: 3px; padding: 0 0.4em; background: #fff4cc; font-size: 0.9em; }
     .links { display: flex; flex-wrap: wrap; gap: 0.5em; }
+    weft-activity-strip { margin-top: 1.4em; }
   `
 
   constructor() {
@@ -100,10 +101,9 @@ export class WeftHomePage extends LitElement {
           ? html`<ul class="list" data-home="recent">${recent.map((n) => html`<li><a href=${nodeHref(n.path)}>${n.name}</a></li>`)}</ul>`
           : html`<p class="muted">Nodes you open on this device are listed here.</p>`}
       </section>
-      <section aria-labelledby="h-runs" data-home="runs">
-        <h2 id="h-runs">Your runs</h2>
-        <weft-activity-strip path=${session.userId} heading="Runs you started" mine></weft-activity-strip>
-        <p class="muted">Runs you start anywhere (an operation, a script in a space) are listed here with their status.</p>
+      <section aria-label="Your runs" data-home="runs">
+        <weft-activity-strip path=${session.userId} heading="Your runs" mine></weft-activity-strip>
+        <p class="muted">The runs you start anywhere (an operation, a script in a space) are listed here with their status.</p>
       </section>
       <section aria-labelledby="h-invites">
         <h2 id="h-invites">Pending invites</h2>
@@ -116,7 +116,6 @@ export class WeftHomePage extends LitElement {
               )}</ul>`
             : html`<p class="muted">No invites waiting.</p>`}
       </section>
-      ${nothing}
     `
   }
 }

@@ -123,6 +123,7 @@ export class WeftNodePage extends LitElement {
     button:disabled { cursor: not-allowed; opacity: 0.55; }
     button.icon { padding: 0.3em 0.55em; }
     .children { padding-left: 1.2em; }
+    .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; }
     .children li { margin: 0.2em 0; }
     @media (max-width: 600px) {
       .fields { grid-template-columns: minmax(0, 1fr) auto; }
@@ -319,8 +320,8 @@ export class WeftNodePage extends LitElement {
       <div class="value" data-field=${key}>${input}${link}${note}</div>
       ${readonly
         ? html`<span></span>`
-        : html`<wa-button size="small" appearance="plain" class="icon" aria-label=${`Remove field ${key}`} title=${`Remove field ${key}`}
-            @click=${() => this.patchField(key, null)}>✕</wa-button>`}`
+        : html`<wa-button size="small" appearance="plain" class="icon" title=${`Remove field ${key}`}
+            @click=${() => this.patchField(key, null)}><span aria-hidden="true">✕</span><span class="visually-hidden">Remove field ${key}</span></wa-button>`}`
   }
 
   private renderExtension(view: NodeView) {

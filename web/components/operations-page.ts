@@ -45,6 +45,7 @@ export class WeftOperationsPage extends LitElement {
     .where { color: #555; font-size: 0.85em; }
     .muted { color: #555; }
     .error { color: #b00; }
+    .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; }
   `
 
   constructor() {
@@ -97,7 +98,7 @@ export class WeftOperationsPage extends LitElement {
         ${desc ? html`<p class="desc">${desc}</p>` : nothing}
       </div>
       <wa-button size="small" variant="brand" ?loading=${this.busy === op.path} @click=${() => this.run(op)}
-        aria-label=${`Run ${op.name}`}>Run</wa-button>
+        >Run<span class="visually-hidden"> ${op.name}</span></wa-button>
     </li>`
   }
 
