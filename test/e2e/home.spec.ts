@@ -169,3 +169,31 @@ test('[WEB19] a Code node created in the app starts from the commented script AP
   expect(errors).toEqual([])
   await a.context.close()
 })
+
+test('[WEB17] keyboard reachable: Tab goes from the navigation to an operation\'s Run button, and Enter runs it', async ({ browser }) => {
+  const v = await openLoggedIn(browser, server, vic, 'Lab')
+  await v.page.goto('/#/operations')
+  await expect(v.page.locator('weft-operations-page li[data-operation="Lab/Quick"]')).toBeVisible()
+  /** The text of the focused control, through shadow roots (a library button's label is its light DOM). */
+  const focused = () =>
+    v.page.evaluate(() => {
+      let el: Element | null = document.activeElement
+      let label = ''
+      while (el) {
+        if (el.tagName === 'WA-BUTTON' || el.getAttribute('role') === 'treeitem' || el.tagName === 'A') label = (el.textContent ?? '').replace(/\s+/g, ' ').trim()
+        el = el.shadowRoot?.activeElement ?? null
+      }
+      return label
+    })
+  const seen: string[] = []
+  for (let i = 0; i < 40 && seen.at(-1) !== 'Run Quick'; i++) {
+    await v.page.keyboard.press('Tab')
+    seen.push(await focused())
+  }
+  // The navigation tree is one tab stop (arrow keys move inside it): the open page's item.
+  expect(seen).toContain('Operations')
+  expect(seen.at(-1)).toBe('Run Quick')
+  await v.page.keyboard.press('Enter')
+  await expect(v.page).toHaveURL(/#\/n\/Lab\/_Activity\//)
+  await v.context.close()
+})

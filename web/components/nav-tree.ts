@@ -194,9 +194,12 @@ export class WeftNavTree extends LitElement {
     for (const a of this.renderRoot.querySelectorAll<HTMLElement>('a[role=treeitem]')) a.tabIndex = a === target ? 0 : -1
   }
 
-  override updated() {
+  override updated(changed: Map<string, unknown>) {
     const items = [...this.renderRoot.querySelectorAll<HTMLElement>('a[role=treeitem]')]
-    if (items.length && !items.some((a) => a.tabIndex === 0)) items[0]!.tabIndex = 0
+    // The tree's one tab stop is the open page's item when it is listed, else the first.
+    const current = items.find((a) => a.getAttribute('aria-current') === 'page')
+    if (current && changed.has('current')) for (const a of items) a.tabIndex = a === current ? 0 : -1
+    if (items.length && !items.some((a) => a.tabIndex === 0)) (current ?? items[0]!).tabIndex = 0
   }
 }
 customElements.define('weft-nav-tree', WeftNavTree)

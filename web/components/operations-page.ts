@@ -1,6 +1,7 @@
 import { LitElement, css, html, nothing } from 'lit'
 import type { MeshNode } from '../../shared/index.js'
 import { app } from '../app-context.js'
+import { NamesController } from '../controllers/names-controller.js'
 import { humanError } from './error-text.js'
 import { runCode } from './activity-api.js'
 import { nodeHref } from './route.js'
@@ -12,6 +13,10 @@ const LISTED = 200
 interface Declared {
   Required?: boolean
   Default?: unknown
+}
+
+function parentOf(op: MeshNode): string {
+  return op.path.slice(0, op.path.lastIndexOf('/'))
 }
 
 /** An operation with a required input that has no default needs its form (on its page) first. */
@@ -32,6 +37,8 @@ export class WeftOperationsPage extends LitElement {
   declare ops: MeshNode[] | null
   declare error: string
   declare busy: string
+  /** Where a shared script lives, by name (never its path). */
+  private readonly places = new NamesController(this)
 
   static override styles = css`
     :host { display: block; }
@@ -72,6 +79,10 @@ export class WeftOperationsPage extends LitElement {
     }
   }
 
+  override willUpdate() {
+    this.places.watch([...new Set((this.ops ?? []).map(parentOf).filter((p) => p !== BUILT_IN))])
+  }
+
   private async run(op: MeshNode) {
     if (needsForm(op)) {
       location.hash = nodeHref(op.path)
@@ -94,7 +105,7 @@ export class WeftOperationsPage extends LitElement {
     return html`<li data-operation=${op.path}>
       <div class="what">
         <a href=${nodeHref(op.path)}>${op.name}</a>
-        ${builtIn ? nothing : html`<span class="where"> · in ${op.path.slice(0, op.path.lastIndexOf('/'))}</span>`}
+        ${builtIn ? nothing : html`<span class="where"> · in ${this.places.value.find((n) => n.path === parentOf(op))?.name ?? ''}</span>`}
         ${desc ? html`<p class="desc">${desc}</p>` : nothing}
       </div>
       <wa-button size="small" variant="brand" ?loading=${this.busy === op.path} @click=${() => this.run(op)}
@@ -116,7 +127,7 @@ export class WeftOperationsPage extends LitElement {
               <ul data-operations="built-in">${builtIn.map((o) => this.renderOp(o))}</ul>
             </section>
             <section aria-labelledby="h-shared">
-              <h2 id="h-shared">Shared with you</h2>
+              <h2 id="h-shared">Scripts in your spaces</h2>
               ${shared.length ? html`<ul data-operations="shared">${shared.map((o) => this.renderOp(o))}</ul>` : html`<p class="muted">No shared scripts yet: a Code node with IsExecutable in a space you can read is listed here.</p>`}
             </section>`}`
   }
