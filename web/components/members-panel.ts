@@ -131,6 +131,8 @@ export class WeftMembersPanel extends LitElement {
 
   static override styles = css`
     :host { display: block; }
+    h2 { font-size: 1.1em; margin: 0 0 0.5em; }
+    h3 { font-size: 1em; }
     table { border-collapse: collapse; width: 100%; margin: 0.4em 0 1em; }
     th, td { text-align: left; padding: 0.25em 0.5em; border-bottom: 1px solid #e4e4e4; vertical-align: top; }
     form { display: flex; gap: 0.5em; flex-wrap: wrap; align-items: center; margin: 0.5em 0; }

@@ -124,7 +124,7 @@ export class WeftNodePage extends LitElement {
     button.icon { padding: 0.3em 0.55em; }
     .children { padding-left: 1.2em; }
     .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; }
-    .children li { margin: 0.2em 0; }
+    .children li { margin: 0.2em 0; overflow-wrap: anywhere; }
     @media (max-width: 600px) {
       .fields { grid-template-columns: minmax(0, 1fr) auto; }
       .fields label { grid-column: 1 / -1; padding-top: 0.4em; }
@@ -152,6 +152,7 @@ export class WeftNodePage extends LitElement {
       this.pageError = ''
       this.drafts = new Map()
       this.multiline.clear()
+      this.caps.reset()
     }
     const { streams } = app()
     this.node.watch(path, () => streams.node$(path))
@@ -159,8 +160,11 @@ export class WeftNodePage extends LitElement {
     this.access.watch(path, () => streams.access$(path))
     this.childList.watch(path, () => streams.query$({ parent: path, limit: CHILD_LIMIT }))
     this.crumbs.watch(ancestorsOf(path))
+    // Asked once the server has the node (a node made offline, or a path that is not there,
+    // would answer 404: an error in the console) and while online; again when the role changes.
     const perms = this.access.value?.permissions
-    this.caps.watch(path, perms ? [...perms].sort().join(',') : '')
+    const view = this.node.value
+    if (view && view.path === path && !view.localOnly && navigator.onLine !== false) this.caps.watch(path, perms ? [...perms].sort().join(',') : '')
     if (changed.has('path')) recordRecent(path)
   }
 

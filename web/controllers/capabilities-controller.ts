@@ -20,6 +20,13 @@ export class CapabilitiesController implements ReactiveController {
 
   hostConnected(): void {}
 
+  /** Forgets the answer (the page moved to another node): until asked again, the mask decides. */
+  reset(): void {
+    this.key = ''
+    this.value = null
+    this.asked++
+  }
+
   /** Call from `willUpdate` with the node's path and anything whose change should ask again. */
   watch(path: string, key: string): void {
     const next = `${path}\u0000${key}`
