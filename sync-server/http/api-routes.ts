@@ -115,6 +115,18 @@ export function apiRoutes(deps: ApiDeps): Route[] {
       },
     },
     {
+      // [WEB15] What the caller may do on a node, from the checks writes make: the app offers
+      // nothing the server would refuse.
+      method: 'GET',
+      pattern: /^\/api\/permissions\/(?<path>.+)$/,
+      handler: async (r) => {
+        const path = nodePath(r)
+        const node = await nodes.get(caller(r), path)
+        if (!node) throw new WeftError('not_found', `No node at ${path}.`)
+        return { status: 200, body: { path, nodeType: node.nodeType, ...nodes.capabilities(caller(r), node) } }
+      },
+    },
+    {
       method: 'GET',
       pattern: /^\/api\/nodes$/,
       handler: async (r) => {

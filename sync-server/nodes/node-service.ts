@@ -6,6 +6,7 @@ import {
   SYSTEM,
   WeftError,
   isSystem,
+  nodeTypeDef,
   principalName,
   type ChangeRecord,
   type JsonValue,
@@ -24,9 +25,9 @@ import { ContentFlush } from './content-flush.js'
 import { LoadedNode, type RoomConnection } from './loaded-node.js'
 import { NodeCache } from './node-cache.js'
 import { PagedReads } from './paged-reads.js'
-import type { ChangeOrigin, LiveChange, NodeDraft, SyncNodeApi, SyncRoom, UpdateFn, WriteRuleHook } from './types.js'
+import type { ChangeOrigin, LiveChange, NodeCapabilities, NodeDraft, SyncNodeApi, SyncRoom, UpdateFn, WriteRuleHook } from './types.js'
 import { WritePath } from './write-path.js'
-import { WriteRules } from './write-policy.js'
+import { WriteRules, allowsRule, checkFieldRules, ownerOf } from './write-policy.js'
 
 export interface NodeServiceOptions {
   idleUnloadMs: number
@@ -188,6 +189,35 @@ export class NodeService implements SyncNodeApi {
 
   permissions(principal: Principal, path: NodePath): PermissionSet {
     return this.access.permissions(principal, path)
+  }
+
+  /**
+   * [WEB15] What `principal` may do on `node`, decided by the very checks a write makes
+   * (`allowsRule` for delete, `checkFieldRules` per field), so an app can offer only what the
+   * server accepts: each declared or present field, a new field, deleting the node, creating under it.
+   */
+  capabilities(principal: Principal, node: MeshNode): NodeCapabilities {
+    const perms = this.access.permissions(principal, node.path)
+    const owner = ownerOf(node)
+    const def = nodeTypeDef(node.nodeType)
+    const mayWrite = (field: string): boolean => {
+      try {
+        checkFieldRules(principal, perms, node.nodeType, node.path, [field], owner)
+        return true
+      } catch {
+        return false
+      }
+    }
+    const fields: Record<string, boolean> = {}
+    for (const f of new Set([...Object.keys(def.fields), ...Object.keys(node.content)])) fields[f] = mayWrite(f)
+    return {
+      permissions: [...perms],
+      fields,
+      // A field no rule names follows the type's default rule; ' ' is never a declared field.
+      newFields: mayWrite(' '),
+      canDelete: allowsRule(principal, () => perms, def.delete),
+      canCreate: perms.has('Create'),
+    }
   }
 
   private requirePermission(principal: Principal, path: NodePath, permission: Permission): void {

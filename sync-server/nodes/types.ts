@@ -139,6 +139,19 @@ export interface SyncRoom {
 export interface HttpNodeApi extends NodeApi {
   queryPage(principal: Principal, query: NodeQuery): Promise<{ items: MeshNode[]; next: string | null }>
   changesPage(principal: Principal, version: number, limit?: number): Promise<{ items: ChangeRecord[]; next: number }>
+  /** [WEB15] What the caller may do on a node (GET /api/permissions/{path}). */
+  capabilities(principal: Principal, node: MeshNode): NodeCapabilities
+}
+
+/** [WEB15] What a caller may do on one node (GET /api/permissions/{path}). */
+export interface NodeCapabilities {
+  permissions: string[]
+  /** Each field the type declares or the node holds: may the caller write it. */
+  fields: Record<string, boolean>
+  /** May the caller add a field the type does not declare. */
+  newFields: boolean
+  canDelete: boolean
+  canCreate: boolean
 }
 
 /** What the sockets use: the node API, rooms, and client Yjs updates applied in arrival order. */
