@@ -155,9 +155,10 @@ test('[WEB26] a required input left empty refuses the run before it starts; a dr
   const draft = code.locator('weft-activity-panel')
   await expect(draft.locator('.start-run')).toHaveAttribute('disabled', '')
   await expect(draft.locator('[data-reason=required]')).toContainText('Fill in Your name first.')
-  // One of Run / Start at a time.
+  // One action at a time: the draft's Start, not Run or New run… beside it.
   await expect(code.locator('.run')).toHaveCount(0)
-  await expect(v.page.locator('.start-run:visible, .run:visible')).toHaveCount(1)
+  await expect(code.locator('.new-run')).toHaveCount(0)
+  await expect(v.page.locator('.start-run:visible, .run:visible, .new-run:visible')).toHaveCount(1)
   await shoot(v.page, 'required')
   await draft.getByLabel('Your name').fill('Vic')
   await draft.getByLabel('Your name').press('Tab')
@@ -165,6 +166,7 @@ test('[WEB26] a required input left empty refuses the run before it starts; a dr
   await draft.locator('.start-run').click()
   await expect(draft.locator('.badge')).toHaveAttribute('data-status', 'Succeeded', { timeout: 20_000 })
   await expect(draft).toContainText('Hello, Vic')
+  await expect(code.locator('.new-run')).toBeVisible()
   await v.context.close()
 })
 
