@@ -160,7 +160,9 @@ test('[WEB5] a new field has a kind: numbers and booleans are stored as JSON num
   const addField = async (key: string, kind: string, value: string) => {
     await add.getByLabel('Field').fill(key)
     await add.getByLabel('Kind').selectOption(kind)
-    await add.getByLabel('Value').fill(value)
+    // The value box takes the kind's shape: Yes/No is a choice.
+    if (kind === 'checkbox') await add.getByLabel('Value').selectOption(value)
+    else await add.getByLabel('Value').fill(value)
     await add.getByRole('button', { name: 'Add field' }).click()
     await expect(page$(a.page).locator(`[data-field="${key}"]`)).toBeVisible()
   }
@@ -190,7 +192,8 @@ test('[WEB5] a new field has a kind: numbers and booleans are stored as JSON num
   await expect(page$(a.page).locator('[data-field=alpha]')).toBeVisible()
   expect(await order()).toEqual(['zeta', 'done', 'tags', 'meta', 'see', 'alpha'])
   await expect(field(a.page, 'done')).toBeChecked()
-  await expect(page$(a.page).getByRole('link', { name: 'Open Essay' })).toBeVisible()
+  // A link reads as the node's name, never its path.
+  await expect(page$(a.page).locator('[data-field=see]').getByRole('link', { name: 'Essay' })).toBeVisible()
   await a.context.close()
 })
 

@@ -54,10 +54,14 @@ test('a refused field among accepted ones: the others are replayed and saved, th
   await expect(field(a.page, 'Email')).toHaveValue(ann.email)
   await a.context.setOffline(true)
   await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'offline')
-  // Only `system` writes Email on a User node; FullName is the user's. The page offers no input
-  // for it ([WEB15]), so the refused edit comes the way an older build would have queued it.
+  // Only `system` writes Email on a User node; FullName is the user's. The page no longer offers
+  // Email as an input ([WEB23]), so the refused write is made through the app's client, as a
+  // stale tab or another build would send it.
   await expect(field(a.page, 'Email')).toHaveAttribute('readonly', '')
-  await a.page.evaluate((p) => (globalThis as unknown as { __weft: { client: { patch(p: string, c: object): Promise<unknown> } } }).__weft.client.patch(p, { Email: 'someone-else@example.com' }), ann.userId)
+  await a.page.evaluate(([path]) => {
+    const w = (globalThis as unknown as { __weft: { client: { patch(path: string, patch: object): Promise<void> } } }).__weft
+    void w.client.patch(path!, { Email: 'someone-else@example.com' })
+  }, [ann.userId])
   await editField(a.page, 'FullName', 'Ann Renamed')
   await expect(syncStatus(a.page)).toHaveAttribute('data-pending', '2')
   await a.context.setOffline(false)

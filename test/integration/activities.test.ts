@@ -54,6 +54,18 @@ describe('activities: run endpoint and status', () => {
     expect(String(t.content.Error)).toContain('boom')
   })
 
+  it('[WEB25] a thrown error names the line and column of the source the person wrote (JavaScript and TypeScript), once in the log', async () => {
+    const js = await run(ts.url, alice.token, await createCode(ts.url, alice.token, `${space}/throw-at`, 'const a = 1\nLog.info("before")\n  null.foo()\nreturn a'))
+    const done = await waitForStatus(ts.url, alice.token, js, terminal)
+    expect(done.content.Error).toMatch(/^TypeError: .* \(line 3, column \d+\)$/)
+    const ts2 = await run(ts.url, alice.token, await createCode(ts.url, alice.token, `${space}/throw-ts`, 'const n: number = 2\nthrow new Error("ts " + n)', { Language: 'typescript' }))
+    const tdone = await waitForStatus(ts.url, alice.token, ts2, terminal)
+    expect(tdone.content.Error).toMatch(/^Error: ts 2 \(line 2, column \d+\)$/)
+    // Printed once: the log's last line is the error, the panel does not print it again.
+    const messages = done.content.Messages as { Level: string; Text: string }[]
+    expect(messages.filter((m) => m.Text === done.content.Error)).toHaveLength(1)
+  })
+
   it('[ACT1] Execute is needed on the Code node; a stranger is refused', async () => {
     const stranger = await signup(ts.url)
     const code = await createCode(ts.url, alice.token, `${space}/secret`, 'return 1')

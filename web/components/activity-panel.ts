@@ -9,16 +9,10 @@ import type { PresenceUser, ReplicaState } from '../sync/index.js'
 import { requestStatus, runCode } from './activity-api.js'
 import { nodeHref } from './route.js'
 import { formatWhen, limitOf, runDuration } from './run-text.js'
+import { errorLocation, type LogLine } from './run-log-text.js'
+import { humanMessage } from './error-text.js'
 import './activity-form.js'
-
-/** Lines rendered at once: a 10,000-line log opens with its tail, older lines on request. */
-const TAIL = 200
-
-interface Message {
-  Level: string
-  Text: string
-  At: string
-}
+import './run-log.js'
 
 /** The Code node a run came from, as the server has it now (name and current Source). */
 interface CodeNow {
@@ -40,12 +34,15 @@ const str = (v: JsonValue | undefined): string | null => (typeof v === 'string' 
  * to everyone once a cancel is asked for.
  */
 export class WeftActivityPanel extends LitElement {
-  static override properties = { path: {}, full: { type: Boolean }, showAll: { state: true }, error: { state: true } }
+  static override properties = { path: {}, full: { type: Boolean }, error: { state: true }, codeOpen: { state: true }, markedLine: { state: true } }
   declare path: string
   /** The run's own page (inputs shown; the code block opens with a click like everywhere). */
   declare full: boolean
-  declare showAll: boolean
   declare error: string
+  /** The "Code it ran" block is open (a click on the error's line opens it). */
+  declare codeOpen: boolean
+  /** The source line the error points at, marked in the code block once the reader followed the link. */
+  declare markedLine: number
   private readonly node = new ObservableController<NodeView | null>(this)
   private readonly presence = new ObservableController<PresenceUser[]>(this)
   private readonly access = new ObservableController<ReplicaState>(this)
@@ -76,8 +73,10 @@ export class WeftActivityPanel extends LitElement {
     dl.inputs dt { font-weight: 500; }
     dl.inputs dd { margin: 0; font-family: ui-monospace, monospace; font-size: 0.9em; overflow-wrap: anywhere; white-space: pre-wrap; }
     progress { width: 100%; }
-    ol.log { font-family: monospace; font-size: 0.85em; max-height: 24em; overflow: auto; padding-left: 3.5em; overflow-wrap: anywhere; }
-    .Warning-line { color: #960; } .Error-line { color: #b00; }
+    .thrown pre.at-line { margin: 0.3em 0 0; padding: 0.3em 0.5em; background: #fff4f4; border-radius: 4px; overflow: auto; font-size: 0.85em; color: #600; }
+    .thrown .ln { display: inline-block; min-width: 2.5em; color: #a88; user-select: none; }
+    pre.source .line.marked { background: #ffe0e0; outline: none; }
+    .denied { color: #555; font-style: italic; }
     pre.output { background: #f6f6f6; padding: 0.4em; overflow: auto; }
     .error { color: #b00; overflow-wrap: anywhere; }
     .reason-off { color: #555; font-style: italic; font-size: 0.9em; }
@@ -88,8 +87,9 @@ export class WeftActivityPanel extends LitElement {
     super()
     this.path = ''
     this.full = false
-    this.showAll = false
     this.error = ''
+    this.codeOpen = false
+    this.markedLine = 0
   }
 
   override willUpdate() {
@@ -118,16 +118,15 @@ export class WeftActivityPanel extends LitElement {
     }
   }
 
-  /** The log follows its tail while the reader is at its end; scrolling up stops that. */
-  private atTail = true
-  private readonly onLogScroll = (ev: Event) => {
-    const ol = ev.target as HTMLElement
-    this.atTail = ol.scrollHeight - ol.scrollTop - ol.clientHeight < 8
-  }
-
-  override updated() {
-    const ol = this.renderRoot.querySelector<HTMLElement>('ol.log')
-    if (ol && this.atTail) ol.scrollTop = ol.scrollHeight
+  /** The error's "line N" link: open the code it ran at that line, marked [WEB25]. */
+  private async showLine(line: number, ev?: Event) {
+    ev?.preventDefault()
+    this.codeOpen = true
+    this.markedLine = line
+    await this.updateComplete
+    const el = this.renderRoot.querySelector<HTMLElement>(`pre.source [data-line="${line}"]`)
+    el?.scrollIntoView({ block: 'center' })
+    el?.focus()
   }
 
   private async act(fn: () => Promise<unknown>) {
@@ -183,11 +182,11 @@ export class WeftActivityPanel extends LitElement {
     const lines = source.split('\n')
     // The link to the Code node stays outside <summary>: a link inside a toggle is two
     // controls in one (axe: nested-interactive).
-    return html`${codePath ? html`<p class="code-link">Code: ${codeLink}</p>` : nothing}<details class="code" ?data-differs=${!!differs}>
+    return html`${codePath ? html`<p class="code-link">Code: ${codeLink}</p>` : nothing}<details class="code" ?data-differs=${!!differs} .open=${this.codeOpen} @toggle=${(e: Event) => (this.codeOpen = (e.target as HTMLDetailsElement).open)}>
       <summary>Code it ran · ${lines.length} line${lines.length === 1 ? '' : 's'}${differs
         ? html` · <span class="differs" data-differs>differs from the current code</span>`
         : nothing}</summary>
-      <pre class="source" aria-label="Code it ran" tabindex="0">${lines.map((l) => html`<span class="line">${l}</span>`)}</pre>
+      <pre class="source" aria-label="Code it ran" tabindex="0">${lines.map((l, i) => html`<span class="line ${this.markedLine === i + 1 ? 'marked' : ''}" data-line=${i + 1} tabindex=${this.markedLine === i + 1 ? '-1' : nothing}>${l}</span>`)}</pre>
     </details>`
   }
 
@@ -196,6 +195,16 @@ export class WeftActivityPanel extends LitElement {
     const error = str(c.Error)
     if (!error) return nothing
     const hit = limitOf(error)
+    const at = errorLocation(error)
+    if (at) {
+      const source = typeof c.Source === 'string' ? c.Source : null
+      const line = source?.split('\n')[at.line - 1]
+      return html`<div class="error thrown" role="alert" data-error="run" data-line=${at.line} data-column=${at.column}>
+        ${at.message} <a href="#" class="at" @click=${(e: Event) => this.showLine(at.line, e)}>(line ${at.line}, column ${at.column})</a>
+        ${line !== undefined ? html`<pre class="at-line"><span class="ln">${at.line}</span>${line}
+<span class="ln"></span>${' '.repeat(Math.max(0, at.column - 1))}^</pre>` : nothing}
+      </div>`
+    }
     if (!hit) return html`<p class="error" role="alert" data-error="run">${error}</p>`
     return html`<div class="stopped" role="alert" data-limit=${hit.limit}>
       <strong>Stopped:</strong> ${hit.reason} (${hit.limit}${hit.value ? `, ${hit.value}` : ''}).
@@ -244,13 +253,17 @@ export class WeftActivityPanel extends LitElement {
 
   override render() {
     const view = this.node.value
+    const denied = this.access.value?.denied
+    // [WEB26] Someone else's run this caller may not read: said, not "Loading…" forever.
+    if (!view && denied) {
+      return html`<p class="denied" role="status" data-denied=${denied.code}>${denied.code === 'not_found' ? 'This run does not exist (any more).' : 'You cannot see this run'}: ${humanMessage(denied.code, denied.message)}</p>`
+    }
     if (!view) return html`<p aria-busy="true">Loading activity…</p>`
     const c = view.content
     const status = typeof c.Status === 'string' ? c.Status : 'Draft'
-    const all = (Array.isArray(c.Messages) ? c.Messages : []) as unknown as Message[]
+    const all = (Array.isArray(c.Messages) ? c.Messages : []) as unknown as LogLine[]
     // The engine logs the error that ended a run and keeps it in Error: printed once, above.
     const messages = typeof c.Error === 'string' && all.at(-1)?.Level === 'Error' && all.at(-1)?.Text === c.Error ? all.slice(0, -1) : all
-    const shown = this.showAll ? messages : messages.slice(-TAIL)
     const progress = c.Progress as { Fraction?: number; Text?: string } | undefined
     const me = app().session.userId
     const others = (this.presence.value ?? []).filter((u) => u.id !== me)
@@ -271,14 +284,7 @@ export class WeftActivityPanel extends LitElement {
         ? // A run that succeeded is done, whatever fraction its script last reported.
           html`<progress max="1" aria-label="Progress" .value=${status === 'Succeeded' ? 1 : progress.Fraction}></progress> <small>${progress.Text ?? ''}</small>`
         : nothing}
-      ${messages.length > shown.length
-        ? html`<wa-button size="small" appearance="plain" @click=${() => (this.showAll = true)}>Show ${messages.length - shown.length} earlier lines</wa-button>`
-        : nothing}
-      ${messages.length
-        ? html`<ol class="log" start=${messages.length - shown.length + 1} aria-label="Messages" tabindex="0" @scroll=${this.onLogScroll}>
-            ${shown.map((m) => html`<li class="${m.Level}-line">${m.Text}</li>`)}
-          </ol>`
-        : nothing}
+      ${messages.length ? html`<weft-run-log .lines=${messages}></weft-run-log>` : nothing}
       ${c.ReturnValue !== undefined ? this.renderOutput(view.name, c.ReturnValue) : nothing}
       ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       ${this.renderActions(c, status, codePath)}

@@ -1,9 +1,10 @@
 import { LitElement, css, html, nothing } from 'lit'
-import { Compartment, EditorState, type Extension } from '@codemirror/state'
+import { Compartment, EditorState, Prec, type Extension } from '@codemirror/state'
 import { drawSelection, dropCursor, EditorView, highlightActiveLine, highlightActiveLineGutter, highlightSpecialChars, keymap, lineNumbers } from '@codemirror/view'
 import { defaultKeymap, indentWithTab } from '@codemirror/commands'
 import { bracketMatching, defaultHighlightStyle, indentOnInput, LanguageSupport, syntaxHighlighting } from '@codemirror/language'
 import { javascriptLanguage, typescriptLanguage } from '@codemirror/lang-javascript'
+import { markdownLanguage } from '@codemirror/lang-markdown'
 import { YTextEditorController } from './y-text-editor-controller.js'
 
 /**
@@ -19,7 +20,7 @@ export class WeftCodeEditor extends LitElement {
   static override properties = { path: {}, key: {}, language: {}, readonly: { type: Boolean }, initial: {}, label: {} }
   declare path: string
   declare key: string
-  /** 'typescript' or anything else (JavaScript). */
+  /** 'typescript', 'markdown' (prose: wrapped lines, no line numbers) or anything else (JavaScript). */
   declare language: string
   declare readonly: boolean
   /** Shown until the node's doc is loaded. */
@@ -85,8 +86,7 @@ export class WeftCodeEditor extends LitElement {
       state: EditorState.create({
         doc: this.initial,
         extensions: [
-          lineNumbers(),
-          highlightActiveLineGutter(),
+          this.language === 'markdown' ? [EditorView.lineWrapping, Prec.highest(proseTheme)] : [lineNumbers(), highlightActiveLineGutter()],
           highlightSpecialChars(),
           drawSelection(),
           dropCursor(),
@@ -118,14 +118,20 @@ export class WeftCodeEditor extends LitElement {
  * does not offer.
  */
 function languageOf(language: string): Extension {
-  return new LanguageSupport(language === 'typescript' ? typescriptLanguage : javascriptLanguage)
+  return new LanguageSupport(language === 'typescript' ? typescriptLanguage : language === 'markdown' ? markdownLanguage : javascriptLanguage)
 }
 
-function editableOf(readonly: boolean): Extension {
+export function editableOf(readonly: boolean): Extension {
   return [EditorState.readOnly.of(readonly), EditorView.editable.of(!readonly)]
 }
 
-const theme = EditorView.theme({
+/** Long text reads as prose: the page's font, a shorter editor. */
+const proseTheme = EditorView.theme({
+  '.cm-scroller': { fontFamily: 'inherit' },
+  '.cm-content, .cm-gutter': { minHeight: '6em' },
+})
+
+export const theme = EditorView.theme({
   '&': { fontSize: '0.9em', maxHeight: '70vh' },
   '.cm-scroller': { fontFamily: 'ui-monospace, SFMono-Regular, Menlo, monospace' },
   // On the gutter too, so the line-number column runs the editor's full height.

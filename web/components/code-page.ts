@@ -31,6 +31,8 @@ export class WeftCodePage extends LitElement {
   private readonly node = new ObservableController<NodeView | null>(this)
   /** The syntax check the server keeps at `{path}/_Check` [ACT16]. */
   private readonly check = new ObservableController<NodeView | null>(this)
+  /** The draft this page made, while its form is being filled: one Start is offered, not New run… beside it [WEB26]. */
+  private readonly draftNode = new ObservableController<NodeView | null>(this)
 
   static override styles = css`
     :host { display: block; }
@@ -55,12 +57,16 @@ export class WeftCodePage extends LitElement {
     background(import('./code-editor.js').then(() => undefined))
   }
 
-  override willUpdate() {
+  override willUpdate(changed: Map<string, unknown>) {
+    // The run this page started belongs to the Code node it was started from.
+    if (changed.has('path') && changed.get('path') !== undefined) this.draft = ''
     if (this.path) {
       this.node.watch(this.path, () => app().streams.node$(this.path))
       const checkPath = `${this.path}/_Check`
       this.check.watch(checkPath, () => app().streams.node$(checkPath))
     }
+    const draft = this.draft
+    if (draft) this.draftNode.watch(draft, () => app().streams.node$(draft))
   }
 
   private async act(fn: () => Promise<unknown>) {
@@ -70,6 +76,12 @@ export class WeftCodePage extends LitElement {
     } catch (e) {
       this.error = (e as Error).message
     }
+  }
+
+  /** The page's draft has not been started: its panel's Start is the one action. */
+  private fillingDraft(): boolean {
+    const c = this.draft ? this.draftNode.value?.content : undefined
+    return !!c && c.Status === undefined && c.RequestedStatus !== 'Running'
   }
 
   private renderCheck() {
@@ -99,7 +111,7 @@ export class WeftCodePage extends LitElement {
         ${this.renderCheck()}
       </section>
       <section aria-label="Run">
-        ${hasInputs
+        ${hasInputs && !this.fillingDraft()
           ? html`<wa-button size="small" variant="brand" class="new-run" @click=${() => this.act(async () => (this.draft = await runCode(this.path, { start: false })))}>New run…</wa-button>`
           : nothing}
         ${hasInputs ? nothing : html`<wa-button size="small" variant="brand" class="run" @click=${() => this.act(async () => (this.draft = await runCode(this.path)))}>Run</wa-button>`}

@@ -5,8 +5,45 @@ import type { JsonValue } from '../../shared/json.js'
  * and booleans are JSON numbers and booleans, never the text "3" or "true". A node link is
  * `{ "$ref": "<path>" }` (a string would be indistinguishable from text).
  */
-export const FIELD_KINDS = ['text', 'number', 'checkbox', 'list', 'object', 'link'] as const
+export const FIELD_KINDS = ['text', 'longtext', 'number', 'checkbox', 'date', 'list', 'object', 'link'] as const
 export type FieldKind = (typeof FIELD_KINDS)[number]
+
+/** What the kind picker says for each kind (the option values stay the stored kinds' names). */
+export const FIELD_KIND_LABELS: Readonly<Record<FieldKind, string>> = {
+  text: 'Text',
+  longtext: 'Long text (Markdown)',
+  number: 'Number',
+  checkbox: 'Yes/no',
+  date: 'Date',
+  list: 'List',
+  object: 'JSON',
+  link: 'Link to a node',
+}
+
+/** A date as people pick it and JSON keeps it: ISO 8601, day precision. */
+const ISO_DATE = /^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$/
+
+export function isIsoDate(v: unknown): v is string {
+  return typeof v === 'string' && ISO_DATE.test(v) && !Number.isNaN(Date.parse(`${v}T00:00:00Z`))
+}
+
+/** A list the chips edit: every item a string, number or boolean (anything else is edited as JSON). */
+export function isScalarList(v: JsonValue | undefined): v is (string | number | boolean)[] {
+  return Array.isArray(v) && v.every((x) => typeof x === 'string' || typeof x === 'number' || typeof x === 'boolean')
+}
+
+/**
+ * The editor a stored value gets, from the value itself (content is plain JSON: no kind is
+ * stored beside it). `multiline` says a text field is long text (it has a line break or is long).
+ */
+export function kindOf(value: JsonValue | undefined, multiline: boolean): FieldKind {
+  if (typeof value === 'boolean') return 'checkbox'
+  if (typeof value === 'number') return 'number'
+  if (typeof value === 'string') return isIsoDate(value) ? 'date' : multiline ? 'longtext' : 'text'
+  if (isNodeLink(value)) return 'link'
+  if (isScalarList(value)) return 'list'
+  return 'object'
+}
 
 export type Parsed = { ok: true; value: JsonValue } | { ok: false; message: string }
 
@@ -19,6 +56,13 @@ export function parseAs(kind: FieldKind, raw: string): Parsed {
   switch (kind) {
     case 'text':
       return { ok: true, value: raw }
+    case 'longtext':
+      // Ends with a line break, as Markdown files do: the field stays long text (kindOf) even
+      // while its first line is short.
+      return { ok: true, value: raw.endsWith('\n') ? raw : `${raw}\n` }
+    case 'date':
+      if (text === '') return { ok: true, value: new Date().toISOString().slice(0, 10) }
+      return isIsoDate(text) ? { ok: true, value: text } : { ok: false, message: `“${raw}” is not a date (YYYY-MM-DD).` }
     case 'number': {
       const n = Number(text)
       if (text === '' || !Number.isFinite(n)) return { ok: false, message: `“${raw}” is not a number.` }
@@ -38,8 +82,9 @@ export function parseAs(kind: FieldKind, raw: string): Parsed {
     }
     case 'object': {
       if (text === '') return { ok: true, value: {} }
-      const v = parseJson(text)
-      return v && typeof v === 'object' && !Array.isArray(v) ? { ok: true, value: v } : { ok: false, message: 'An object is written as JSON, e.g. {"a": 1}.' }
+      const v = parseJsonResult(text)
+      if (!v.ok) return { ok: false, message: `Not valid JSON: ${v.message}` }
+      return v.value && typeof v.value === 'object' ? { ok: true, value: v.value } : { ok: false, message: 'JSON here is an object or a list, e.g. {"a": 1}.' }
     }
     case 'link':
       if (!/^[A-Za-z0-9_.@-]+(\/[A-Za-z0-9_.@-]+)*$/.test(text)) return { ok: false, message: `“${raw}” is not a node path (e.g. Space/Notes).` }
@@ -59,6 +104,15 @@ export function parseLike(previous: JsonValue | undefined, raw: string): Parsed 
   return { ok: true, value: v }
 }
 
+/** JSON.parse with the parser's own message (it names the position) when the text is not JSON. */
+export function parseJsonResult(text: string): Parsed {
+  try {
+    return { ok: true, value: JSON.parse(text) as JsonValue }
+  } catch (e) {
+    return { ok: false, message: (e as Error).message }
+  }
+}
+
 function parseJson(text: string): JsonValue | undefined {
   try {
     return JSON.parse(text) as JsonValue
@@ -72,4 +126,14 @@ export function formatValue(v: JsonValue | undefined): string {
   if (typeof v === 'string') return v
   if (typeof v === 'number' || typeof v === 'boolean') return String(v)
   return JSON.stringify(v, null, 2)
+}
+
+/** What a field editor asks the page to write: `{ [key]: value }` as one merge patch. */
+export interface FieldCommit {
+  key: string
+  value: JsonValue | null
+}
+
+export function commitEvent(key: string, value: JsonValue | null): CustomEvent<FieldCommit> {
+  return new CustomEvent<FieldCommit>('field-commit', { detail: { key, value }, bubbles: true, composed: true })
 }

@@ -4,6 +4,7 @@ import { repeat } from 'lit/directives/repeat.js'
 // schemas, which the browser never needs and which cost cold-start parse time.
 import { joinPath, parentPath, type NodePath } from '../../shared/path.js'
 import { jsonEqual, type JsonObject, type JsonValue } from '../../shared/json.js'
+import { diffToMergePatch, type MergePatch } from '../../shared/merge-patch.js'
 import { isTextField, TYPED_TEXT_FIELDS } from '../../shared/text-fields.js'
 import type { Permission } from '../../shared/enums.js'
 import { ObservableController } from '../controllers/index.js'
@@ -17,7 +18,11 @@ import { nextFreeName, segmentForName } from './names.js'
 import { nodeHref } from './route.js'
 import { codeOf, humanError, humanMessage } from './error-text.js'
 import { newCodeContent } from './code-template.js'
-import { formatValue, isNodeLink, parseAs, parseLike, type FieldKind } from './field-kinds.js'
+import { formatValue, kindOf, parseAs, parseLike, type FieldCommit, type FieldKind } from './field-kinds.js'
+import { mayWriteField } from './field-rules.js'
+import { renderTypedField, typedFieldStyles } from './typed-field.js'
+import { kindSelect, valueInput } from './add-field.js'
+import { warmPicker } from './link-field.js'
 import './text-field.js'
 import './refused-list.js'
 import './value-view.js'
@@ -37,14 +42,6 @@ const typeSelect = html`<select name="nodeType">
   <option>Code</option>
   <option>Thread</option>
   <option>Post</option>
-</select>`
-const kindSelect = html`<select name="kind">
-  <option value="text">Text</option>
-  <option value="number">Number</option>
-  <option value="checkbox">Checkbox (yes/no)</option>
-  <option value="list">List</option>
-  <option value="object">Object (JSON)</option>
-  <option value="link">Node link</option>
 </select>`
 
 function fieldId(key: string): string {
@@ -78,12 +75,15 @@ export class WeftNodePage extends LitElement {
     createError: { state: true },
     pageError: { state: true },
     drafts: { state: true },
+    addKind: { state: true },
   }
   declare path: string
   declare fieldError: string
   declare createError: CreateError | null
   declare pageError: string
   declare drafts: ReadonlyMap<string, Draft>
+  /** The kind chosen in "Add a field": the value box takes its shape (a date picker, Yes/No…). */
+  declare addKind: FieldKind
   private readonly node = new ObservableController<NodeView | null>(this)
   private readonly presence = new ObservableController<PresenceUser[]>(this)
   private readonly access = new ObservableController<ReplicaState>(this)
@@ -95,7 +95,7 @@ export class WeftNodePage extends LitElement {
   /** Once a field is shown multi-line it stays so (switching the element would drop the caret). */
   private readonly multiline = new Map<string, boolean>()
 
-  static override styles = css`
+  static override styles = [typedFieldStyles, css`
     :host { display: block; }
     header { display: flex; flex-wrap: wrap; align-items: baseline; gap: 0.6em; }
     h1 { margin: 0; font-size: 1.5em; overflow-wrap: anywhere; }
@@ -131,7 +131,7 @@ export class WeftNodePage extends LitElement {
       form.inline { flex-direction: column; align-items: stretch; }
       form.inline wa-button { width: 100%; }
     }
-  `
+  `]
 
   constructor() {
     super()
@@ -140,6 +140,7 @@ export class WeftNodePage extends LitElement {
     this.createError = null
     this.pageError = ''
     this.drafts = new Map()
+    this.addKind = 'text'
   }
 
   override willUpdate(changed: Map<string, unknown>) {
@@ -173,10 +174,10 @@ export class WeftNodePage extends LitElement {
     return !perms || perms.has(p)
   }
 
-  private async patchField(key: string, value: JsonValue | null): Promise<boolean> {
+  private async patchField(key: string, value: JsonValue | null, patch: MergePatch = { [key]: value }): Promise<boolean> {
     this.fieldError = ''
     try {
-      await app().client.patch(this.path, { [key]: value })
+      await app().client.patch(this.path, patch)
       return true
     } catch (e) {
       this.fieldError = `${key}: ${humanError(e)}`
@@ -208,8 +209,15 @@ export class WeftNodePage extends LitElement {
     if (await this.patchField(key, parsed.value)) this.setDraft(key, null)
   }
 
-  private onCheckbox(key: string, ev: Event) {
-    void this.patchField(key, (ev.target as HTMLInputElement).checked)
+  /** A typed field's editor asks for a write (typed-field.ts): one merge patch, like every edit here. */
+  private onFieldCommit(ev: CustomEvent<FieldCommit>) {
+    ev.stopPropagation()
+    const { key, value } = ev.detail
+    const current = this.node.value?.content[key]
+    // An object merges in a merge patch: a key the person deleted is written as null, so the
+    // field ends as typed, not as the old object with the new keys added.
+    const patch = value !== null && current !== undefined ? diffToMergePatch({ [key]: current }, { [key]: value }) : { [key]: value }
+    if (Object.keys(patch).length) void this.patchField(key, value, patch)
   }
 
   private async onAddField(ev: SubmitEvent) {
@@ -223,7 +231,7 @@ export class WeftNodePage extends LitElement {
       this.fieldError = `A field named “${key}” exists already; edit it above.`
       return
     }
-    const parsed = parseAs(kind, String(data.get('value') ?? ''))
+    const parsed = await this.parseNew(kind, String(data.get('value') ?? ''))
     if (!parsed.ok) {
       this.fieldError = `${key}: ${parsed.message}`
       return
@@ -232,10 +240,25 @@ export class WeftNodePage extends LitElement {
     // already be typing the next field); what was typed comes back if the edit is refused.
     const typed = { key: String(data.get('key') ?? ''), value: String(data.get('value') ?? '') }
     form.reset()
+    this.addKind = 'text'
     if (!(await this.patchField(key, parsed.value))) {
       ;(form.elements.namedItem('key') as HTMLInputElement).value = typed.key
       ;(form.elements.namedItem('value') as HTMLInputElement).value = typed.value
     }
+  }
+
+  /** A link may be given by a node's name as well as its path: the name is looked up in this device's index. */
+  private async parseNew(kind: FieldKind, raw: string) {
+    if (kind === 'link' && raw.trim()) {
+      const { store } = app().client
+      const byPath = await store.getIndexRow(raw.trim())
+      if (!byPath) {
+        await warmPicker(this.path)
+        const byName = await store.db.nodes.filter((r) => r.name === raw.trim() && !/(^|\/)_/.test(r.path)).first()
+        if (byName) return parseAs('link', byName.path)
+      }
+    }
+    return parseAs(kind, raw)
   }
 
   private async create(name: string, nodeType: string, form: HTMLFormElement | null) {
@@ -295,14 +318,19 @@ export class WeftNodePage extends LitElement {
     const draft = this.drafts.get(key)
     let input
     let note: unknown = nothing
-    // [WEB8] A role that cannot write the node sees its values, not inputs it could type into;
-    // [WEB15] nor does anyone see an input for a field only the system writes (a profile's Email).
-    const readonly = !this.caps.mayWrite(key, this.can('Update'))
-    if (typeof value === 'string' && isTextField(view.nodeType, key)) {
+    // [WEB8] A role that cannot write the field sees its value, not an input it could type into;
+    // [WEB15] nor does anyone see an input for a field only the system writes (a profile's Email):
+    // the server's answer (capabilities), and offline the type's field rules ([WEB23]).
+    const perms = this.access.value?.permissions ?? null
+    const readonly = !this.caps.mayWrite(key, this.can('Update')) || !mayWriteField(view.nodeType, key, perms)
+    const isText = typeof value === 'string' && isTextField(view.nodeType, key)
+    const kind = kindOf(value, isText && this.isMultiline(key, value as string, view.nodeType))
+    // Long text is Markdown only where strings are text (a typed node's plain strings are values).
+    const typed = kind === 'longtext' && !isText ? null : renderTypedField({ path: view.path, key, value, kind, id, readonly })
+    if (typed) input = typed
+    else if (isText) {
       input = html`<weft-text-field .path=${view.path} .key=${key} .fieldId=${id} .initial=${value}
         ?multiline=${this.isMultiline(key, value, view.nodeType)} ?readonly=${readonly}></weft-text-field>`
-    } else if (typeof value === 'boolean') {
-      input = html`<input id=${id} name=${key} type="checkbox" .checked=${value} ?disabled=${readonly} @change=${(e: Event) => this.onCheckbox(key, e)} />`
     } else if (readonly && typeof value === 'object' && value !== null) {
       // [WEB16] A list reads as chips, a link as the linked node's name, never as raw JSON.
       input = html`<weft-value-view id=${id} .value=${value}></weft-value-view>`
@@ -318,10 +346,9 @@ export class WeftNodePage extends LitElement {
           <wa-button size="small" appearance="outlined" @click=${() => this.setDraft(key, null)}>Use theirs</wa-button></span>`
       }
     }
-    const link = isNodeLink(value) && !readonly ? html`<weft-value-view .value=${value} prefix="Open "></weft-value-view>` : nothing
     // [WEB15] A field the caller cannot write has no ✕: nothing offered that the server refuses.
     return html`<label for=${id} id=${`label-${id}`}>${key}</label>
-      <div class="value" data-field=${key}>${input}${link}${note}</div>
+      <div class="value" data-field=${key} data-kind=${kind}>${input}${note}</div>
       ${readonly
         ? html`<span></span>`
         : html`<wa-button size="small" appearance="plain" class="icon" title=${`Remove field ${key}`}
@@ -379,7 +406,9 @@ export class WeftNodePage extends LitElement {
     const access = this.access.value
     const others = this.presence.value ?? []
     if (access?.denied && !view) {
-      return html`<p class="denied" role="alert">You cannot open ${this.path}: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>`
+      // [WEB26] Someone else's run (on a shared operation, say) is a run the reader cannot see, in words.
+      const what = this.path.includes('/_Activity/') ? 'You cannot see this run' : `You cannot open ${this.path}`
+      return html`<p class="denied" role="alert" data-denied=${access.denied.code}>${what}: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>`
     }
     if (!view) return html`<p aria-busy="true">Loading ${this.path}… (not stored on this device yet)</p>`
     const kids = this.childList.value ?? []
@@ -429,15 +458,15 @@ export class WeftNodePage extends LitElement {
 
   private renderEditable(view: NodeView, kids: IndexRow[], canUpdate: boolean, canCreate: boolean) {
     return html`
-      <section aria-label="Content" @field-error=${(e: CustomEvent<string>) => (this.fieldError = e.detail)}>
+      <section aria-label="Content" @field-error=${(e: CustomEvent<string>) => (this.fieldError = e.detail)} @field-commit=${this.onFieldCommit}>
         <form class="fields" aria-label=${`Fields of ${view.name}`} @submit=${(e: Event) => e.preventDefault()}>
           ${repeat(view.fields.filter((k) => !EXTENSION_FIELDS[view.nodeType]?.includes(k)), (k) => k, (k) => this.renderField(view, k))}
         </form>
         ${this.fieldError ? html`<p class="error" role="alert" data-error="fields">${this.fieldError}</p>` : nothing}
         <form class="inline" aria-label="Add a field" @submit=${this.onAddField}>
           <label>Field <input name="key" required ?disabled=${!canUpdate} /></label>
-          <label>Kind ${kindSelect}</label>
-          <label>Value <input name="value" ?disabled=${!canUpdate} /></label>
+          <label @change=${(e: Event) => (this.addKind = (e.target as HTMLSelectElement).value as FieldKind)}>Kind ${kindSelect}</label>
+          <label>Value ${valueInput(this.addKind, !canUpdate)}</label>
           <wa-button type="submit" size="small" variant="neutral" appearance="outlined" ?disabled=${!canUpdate} title=${canUpdate ? '' : 'Your role cannot edit this node'}>Add field</wa-button>
         </form>
       </section>

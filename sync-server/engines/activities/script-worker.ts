@@ -2,6 +2,7 @@ import { setPriority } from 'node:os'
 import { parentPort, workerData } from 'node:worker_threads'
 import { RELEASE_SYNC, newQuickJSWASMModuleFromVariant, newVariant, type QuickJSContext, type QuickJSHandle, type QuickJSRuntime } from 'quickjs-emscripten'
 import type { FromWorker, LogLine, ScriptLimit, ToWorker } from './script-protocol.js'
+import { SCRIPT_FILE, WRAPPER_LINES, scriptLocation } from './script-location.js'
 import { CpuTurn, type CpuSlotsInit } from './cpu-slots.js'
 
 /**
@@ -376,16 +377,18 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
 
   // Compiled on the main thread (script-host.ts compileScript): the function wrapping the source.
   const code = m.source
+  // The wrapper's closing line is not the person's: a frame there (never, in practice) names no line.
+  const sourceLines = code.split('\n').length - WRAPPER_LINES - 1
   {
-    const result = onCpu(() => vm.evalCode(`${code}\n__weft_run().then((v) => JSON.stringify(v === undefined ? null : v))`))
+    const result = onCpu(() => vm.evalCode(`${code}\n__weft_run().then((v) => JSON.stringify(v === undefined ? null : v))`, SCRIPT_FILE))
     if (result.error) {
-      finishRun(failure(errorText(vm, result.error)))
+      finishRun(failure(errorText(vm, result.error, sourceLines)))
       result.error.dispose()
     } else {
       const promise = result.value
       vm.resolvePromise(promise).then((r) => {
         if (r.error) {
-          finishRun(failure(errorText(vm, r.error)))
+          finishRun(failure(errorText(vm, r.error, sourceLines)))
           r.error.dispose()
           return
         }
@@ -426,12 +429,15 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   // with live handles cannot be freed cleanly, and the thread's memory goes with it anyway).
 }
 
-function errorText(vm: QuickJSContext, handle: QuickJSHandle): string {
+function errorText(vm: QuickJSContext, handle: QuickJSHandle, sourceLines = Number.MAX_SAFE_INTEGER): string {
   try {
     const e = vm.dump(handle) as unknown
     if (e && typeof e === 'object') {
-      const o = e as { name?: string; message?: string }
-      return [o.name, o.message].filter(Boolean).join(': ') || JSON.stringify(e)
+      const o = e as { name?: string; message?: string; stack?: unknown }
+      const text = [o.name, o.message].filter(Boolean).join(': ') || JSON.stringify(e)
+      // The run page links "line N, column M" to that line of the code the run executed.
+      const at = scriptLocation(o.stack, sourceLines)
+      return at ? `${text} (line ${at.line}, column ${at.column})` : text
     }
     return String(e)
   } catch {

@@ -1,0 +1,188 @@
+import { mkdir } from 'node:fs/promises'
+import { expect, test, type Page } from '@playwright/test'
+import { api, grant, openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+
+/**
+ * Issue 16 finding 8, the run page like the best CI pages: Ann (the space's Admin) and Vic (a
+ * Viewer) watch the same runs side by side. The log follows its tail unless scrolled up, with
+ * times and search; a thrown error names its line, linked to the code, once; "Stopping…" for
+ * both; a required input refuses an empty form before anything starts; someone else's run that
+ * cannot be read says so.
+ */
+let server: E2eServer
+let ann: TestUser
+let vic: TestUser
+
+const LOOP = 'for (let i = 0; ; i++) {\n  Log.info("tick " + i)\n  await sleep(100)\n}'
+const THROWS = 'const a = 1\nLog.info("before")\n  null.foo()\nreturn a'
+/** Ignores the cancel (no await, no Ct check): it runs until the grace period ends it. */
+const STUBBORN = 'Log.info("busy")\nawait sleep(10)\nfor (;;) {}'
+
+test.beforeAll(async () => {
+  // A longer grace than the default 2 s, so "Stopping…" is on screen long enough to be seen
+  // on a slow machine (the setting is read when the server starts).
+  const grace = process.env.SCRIPT_CANCEL_GRACE_MS
+  process.env.SCRIPT_CANCEL_GRACE_MS = '6000'
+  server = await startE2eServer()
+  if (grace === undefined) delete process.env.SCRIPT_CANCEL_GRACE_MS
+  else process.env.SCRIPT_CANCEL_GRACE_MS = grace
+  ann = await signUp(server, 'Ann')
+  vic = await signUp(server, 'Vic')
+  await putNode(server, ann, 'Lab', 'Space', {}, 'Lab')
+  await grant(server, ann, 'Lab', vic.userId, 'Viewer')
+  const code = (Source: string, extra: object = {}) => ({ Language: 'javascript', IsExecutable: true, Source, ...extra })
+  await putNode(server, ann, 'Lab/Loop', 'Code', code(LOOP), 'Loop')
+  await putNode(server, ann, 'Lab/Thrower', 'Code', code(THROWS), 'Thrower')
+  await putNode(server, ann, 'Lab/Stubborn', 'Code', code(STUBBORN), 'Stubborn')
+  await putNode(server, ann, 'Lab/Greet', 'Code', code('return "Hello, " + Inputs.Name', { Inputs: { Name: { Type: 'string', Label: 'Your name', Required: true } } }), 'Greet')
+  await mkdir('test-results', { recursive: true })
+})
+
+test.afterAll(async () => {
+  await server?.dispose()
+})
+
+const panel = (page: Page) => page.locator('weft-node-page weft-activity-panel').first()
+const log = (page: Page) => panel(page).locator('weft-run-log')
+
+async function shoot(page: Page, name: string) {
+  for (const width of [1280, 390]) {
+    await page.setViewportSize({ width, height: width === 390 ? 844 : 900 })
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width)
+    await page.screenshot({ path: `test-results/run-log-${name}-${width}.png`, fullPage: true })
+  }
+  await page.setViewportSize({ width: 1280, height: 900 })
+}
+
+async function runOf(user: TestUser, code: string, body: object = {}): Promise<string> {
+  const res = await api<{ path: string }>(server, user, 'POST', `/api/nodes/${code}/run`, body)
+  expect(res.status).toBe(201)
+  return res.body.path
+}
+
+test('[WEB24] the live log: a time on every line, follows its tail until the reader scrolls up ("Jump to latest" brings it back), search marks the lines', async ({ browser }) => {
+  const path = await runOf(ann, 'Lab/Loop')
+  const a = await openLoggedIn(browser, server, ann, path)
+  const v = await openLoggedIn(browser, server, vic, path)
+  const ol = log(v.page).locator('ol.log')
+  await expect.poll(() => ol.locator('li').count(), { timeout: 20_000 }).toBeGreaterThan(30)
+  // Every line has its time.
+  await expect(ol.locator('li').first().locator('time')).toHaveText(/^\d\d:\d\d:\d\d$/)
+  expect(await ol.evaluate((el) => [...el.querySelectorAll('li')].every((li) => li.querySelector('time')))).toBe(true)
+  // At the tail while new lines come.
+  const atEnd = () => ol.evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight < 8)
+  await expect.poll(atEnd).toBe(true)
+  await expect(log(v.page).getByRole('button', { name: /Jump to latest/ })).toHaveCount(0)
+  // Vic scrolls up: the log stays where he is while lines keep coming.
+  await ol.evaluate((el) => el.scrollTo({ top: 0 }))
+  const jump = log(v.page).getByRole('button', { name: /Jump to latest/ })
+  await expect(jump).toBeVisible()
+  const before = await ol.locator('li').count()
+  await expect.poll(() => ol.locator('li').count()).toBeGreaterThan(before + 3)
+  expect(await ol.evaluate((el) => el.scrollTop)).toBe(0)
+  await expect(jump).toContainText('new')
+  await shoot(v.page, 'scrolled-up')
+  await jump.click()
+  await expect.poll(atEnd).toBe(true)
+  await expect(jump).toHaveCount(0)
+  // Search keeps the lines holding the words, marked, and says how many.
+  await log(v.page).getByRole('searchbox', { name: 'Search the log' }).fill('tick 1')
+  await expect(log(v.page).locator('.count')).toContainText(/\d+ of \d+ lines match/)
+  const shown = await ol.locator('li').allTextContents()
+  expect(shown.length).toBeGreaterThan(0)
+  for (const line of shown) expect(line).toContain('tick 1')
+  await expect(ol.locator('mark').first()).toHaveText('tick 1')
+  await shoot(v.page, 'search')
+  await log(v.page).getByRole('searchbox', { name: 'Search the log' }).fill('')
+  await panel(a.page).locator('.cancel').click()
+  await expect(panel(v.page).locator('.badge')).toHaveAttribute('data-status', 'Cancelled')
+  await a.context.close()
+  await v.context.close()
+})
+
+test('[WEB25] a thrown error shows its line and column, links to that line of the code it ran, and is printed once', async ({ browser }) => {
+  const path = await runOf(ann, 'Lab/Thrower')
+  const a = await openLoggedIn(browser, server, ann, path)
+  const v = await openLoggedIn(browser, server, vic, path)
+  for (const { page } of [a, v]) {
+    await expect(panel(page).locator('.badge')).toHaveAttribute('data-status', 'Failed')
+    const error = panel(page).locator('[data-error=run]')
+    await expect(error).toHaveAttribute('data-line', '3')
+    await expect(error.getByRole('link', { name: /line 3, column \d+/ })).toBeVisible()
+    await expect(error.locator('pre.at-line')).toContainText('null.foo()')
+    // Once: not again as the log's last line.
+    await expect(log(page).locator('ol.log li')).toHaveCount(1)
+    await expect(log(page).locator('ol.log')).toContainText('before')
+    const text = await panel(page).evaluate((el) => el.shadowRoot!.textContent ?? '')
+    expect(text.split("cannot read property 'foo' of null").length - 1).toBe(1)
+  }
+  await panel(v.page).locator('[data-error=run]').getByRole('link', { name: /line 3/ }).click()
+  await expect(panel(v.page).locator('details.code')).toHaveAttribute('open', '')
+  const line = panel(v.page).locator('pre.source [data-line="3"]')
+  await expect(line).toHaveClass(/marked/)
+  await expect(line).toBeInViewport()
+  await shoot(v.page, 'thrown')
+  await a.context.close()
+  await v.context.close()
+})
+
+test('[WEB26] "Stopping…" shows to both while a cancel is in progress, then Cancelled', async ({ browser }) => {
+  const path = await runOf(ann, 'Lab/Stubborn')
+  const a = await openLoggedIn(browser, server, ann, path)
+  const v = await openLoggedIn(browser, server, vic, path)
+  for (const { page } of [a, v]) await expect(panel(page).locator('.badge')).toHaveAttribute('data-status', 'Running')
+  await panel(a.page).locator('.cancel').click()
+  for (const { page } of [a, v]) await expect(panel(page).locator('[data-stopping]')).toHaveText('Stopping…')
+  await shoot(v.page, 'stopping')
+  for (const { page } of [a, v]) {
+    await expect(panel(page).locator('.badge')).toHaveAttribute('data-status', 'Cancelled', { timeout: 20_000 })
+    await expect(panel(page).locator('[data-stopping]')).toHaveCount(0)
+  }
+  await a.context.close()
+  await v.context.close()
+})
+
+test('[WEB26] a required input left empty refuses the run before it starts; a draft offers one of Run / Start', async ({ browser }) => {
+  // The server refuses a started run without it too.
+  const refused = await api<{ error: { code: string } }>(server, vic, 'POST', '/api/nodes/Lab/Greet/run', {})
+  expect(refused.status).toBe(400)
+  expect(refused.body.error.code).toBe('invalid_request')
+  const v = await openLoggedIn(browser, server, vic, 'Lab/Greet')
+  const code = v.page.locator('weft-code-page')
+  await expect(code.locator('.new-run')).toBeVisible()
+  await expect(code.locator('.run')).toHaveCount(0)
+  await code.locator('.new-run').click()
+  const draft = code.locator('weft-activity-panel')
+  await expect(draft.locator('.start-run')).toHaveAttribute('disabled', '')
+  await expect(draft.locator('[data-reason=required]')).toContainText('Fill in Your name first.')
+  // One action at a time: the draft's Start, not Run or New run… beside it.
+  await expect(code.locator('.run')).toHaveCount(0)
+  await expect(code.locator('.new-run')).toHaveCount(0)
+  await expect(v.page.locator('.start-run:visible, .run:visible, .new-run:visible')).toHaveCount(1)
+  await shoot(v.page, 'required')
+  await draft.getByLabel('Your name').fill('Vic')
+  await draft.getByLabel('Your name').press('Tab')
+  await expect(draft.locator('.start-run')).not.toHaveAttribute('disabled')
+  await draft.locator('.start-run').click()
+  await expect(draft.locator('.badge')).toHaveAttribute('data-status', 'Succeeded', { timeout: 20_000 })
+  await expect(draft).toContainText('Hello, Vic')
+  await expect(code.locator('.new-run')).toBeVisible()
+  await v.context.close()
+})
+
+test('[WEB26] another user\'s run on a shared operation: never "Loading activity…" forever; "You cannot see this run"', async ({ browser }) => {
+  const path = await runOf(ann, 'Admin/Operations/ExportJson', { inputs: { Root: 'Lab' } })
+  const a = await openLoggedIn(browser, server, ann, path)
+  await expect(panel(a.page).locator('.badge')).toHaveAttribute('data-status', 'Succeeded', { timeout: 20_000 })
+  const v = await openLoggedIn(browser, server, vic, path)
+  await expect(v.page.locator('weft-node-page [data-denied]')).toContainText('You cannot see this run')
+  await expect(v.page.locator('weft-node-page')).not.toContainText('Loading')
+  // The operation's page lists only the runs Vic may read: none of Ann's.
+  await v.page.goto('/#/n/Admin/Operations/ExportJson')
+  await expect(v.page.locator('weft-code-page')).toBeVisible()
+  await expect(v.page.locator('weft-code-page .new-run')).toBeVisible()
+  await expect(v.page.locator('weft-node-page')).not.toContainText('Loading activity')
+  await shoot(v.page, 'shared-operation')
+  await a.context.close()
+  await v.context.close()
+})

@@ -1,0 +1,134 @@
+import { LitElement, css, html, nothing } from 'lit'
+import { repeat } from 'lit/directives/repeat.js'
+import { ObservableController } from '../controllers/index.js'
+import { NamesController } from '../controllers/names-controller.js'
+import { app } from '../app-context.js'
+import { liveStoreQuery, type IndexRow } from '../store/index.js'
+import { commitEvent } from './field-kinds.js'
+import { nodeHref } from './route.js'
+import { background } from '../sync/background.js'
+
+/** Suggestions shown at once: a picker, not a browser. */
+const PICKS = 8
+
+/** Nodes of this device's index whose name (or path) holds `q`: every one came from a listing the server filtered by access. */
+function candidates$(q: string) {
+  const { store } = app().client
+  const needle = q.trim().toLowerCase()
+  return liveStoreQuery(store.db, ['nodes'], () =>
+    store.db.nodes
+      .filter((r: IndexRow) => !r.localOnly && !/(^|\/)_/.test(r.path) && (!needle || r.name.toLowerCase().includes(needle) || r.path.toLowerCase().includes(needle)))
+      .limit(PICKS)
+      .toArray(),
+  )
+}
+
+/**
+ * Brings the places a link most likely points to into this device's index (the top level, the
+ * page's space, its parent and its children), each listed by the server for this caller: what
+ * the picker offers is what the caller may read.
+ */
+export async function warmPicker(base: string): Promise<void> {
+  const { client } = app()
+  const segments = base.split('/')
+  const places = new Set(['', segments[0]!, segments.slice(0, -1).join('/'), base].filter((p, i) => i === 0 || p !== ''))
+  await Promise.all([...places].map((p) => client.refreshChildren(p)))
+}
+
+/**
+ * A link to a node (`{ "$ref": path }`, [WEB5]): shown as the node's name, opening it; "Change"
+ * opens a picker over the nodes this device knows (names first, the path beside for two of the
+ * same name). Picking one writes the link; the person never types a path.
+ */
+export class WeftLinkField extends LitElement {
+  static override properties = { key: {}, ref: {}, base: {}, readonly: { type: Boolean }, picking: { state: true }, query: { state: true } }
+  declare key: string
+  /** The page's node: its space and neighbours are listed first when the picker opens. */
+  declare base: string
+  declare ref: string
+  declare readonly: boolean
+  declare picking: boolean
+  declare query: string
+  private readonly names = new NamesController(this)
+  private readonly picks = new ObservableController<IndexRow[]>(this)
+
+  static override styles = css`
+    :host { display: block; min-width: 0; }
+    .row { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: baseline; }
+    a { overflow-wrap: anywhere; }
+    button { font: inherit; padding: 0.15em 0.6em; border: 1px solid var(--wa-color-neutral-80, #bbc); border-radius: var(--wa-border-radius-m, 6px); background: var(--wa-color-neutral-95, #f4f6fb); cursor: pointer; }
+    .picker { margin-top: 0.35em; border: 1px solid var(--wa-color-neutral-85, #ccd); border-radius: var(--wa-border-radius-m, 6px); padding: 0.35em; background: #fff; }
+    input { width: 100%; box-sizing: border-box; font: inherit; padding: 0.25em 0.5em; border: 1px solid var(--wa-color-neutral-80, #bbc); border-radius: var(--wa-border-radius-m, 6px); }
+    ul { list-style: none; margin: 0.3em 0 0; padding: 0; }
+    li button { display: block; width: 100%; text-align: left; border: 0; background: transparent; padding: 0.3em 0.4em; overflow-wrap: anywhere; }
+    li button:hover, li button:focus-visible { background: var(--wa-color-brand-95, #e8f0fe); }
+    small { color: #666; }
+    .none { color: #666; font-style: italic; padding: 0.3em 0.4em; }
+  `
+
+  constructor() {
+    super()
+    this.key = ''
+    this.ref = ''
+    this.base = ''
+    this.readonly = false
+    this.picking = false
+    this.query = ''
+  }
+
+  override willUpdate(changed: Map<string, unknown>) {
+    this.names.watch(this.ref ? [this.ref] : [])
+    // The target's name, asked of the server (as this caller) when this device has not listed it.
+    if (changed.has('ref') && this.ref) {
+      const ref = this.ref
+      const { client } = app()
+      background(client.store.getIndexRow(ref).then((row) => (row ? undefined : client.refreshNode(ref))))
+    }
+    if (this.picking) {
+      const q = this.query
+      this.picks.watch(q, () => candidates$(q))
+    }
+  }
+
+  private pick(path: string) {
+    this.picking = false
+    this.query = ''
+    if (path !== this.ref) this.dispatchEvent(commitEvent(this.key, { $ref: path }))
+  }
+
+  private renderPicker() {
+    const rows = this.picks.value ?? []
+    return html`<div class="picker">
+      <input role="combobox" aria-expanded="true" aria-controls="picks" aria-label=${`Link ${this.key} to`} placeholder="Find a node by name"
+        .value=${this.query} @input=${(e: Event) => (this.query = (e.target as HTMLInputElement).value)}
+        @keydown=${(e: KeyboardEvent) => {
+          if (e.key === 'Escape') this.picking = false
+          if (e.key === 'Enter' && rows[0]) {
+            e.preventDefault()
+            this.pick(rows[0].path)
+          }
+        }} />
+      <ul id="picks" role="listbox" aria-label="Nodes">
+        ${repeat(rows, (r) => r.path, (r) => html`<li role="option" aria-selected="false"><button type="button" data-pick=${r.path} @click=${() => this.pick(r.path)}>${r.name} <small>${r.nodeType} · ${r.path}</small></button></li>`)}
+        ${rows.length === 0 ? html`<li class="none">No node of that name on this device.</li>` : nothing}
+      </ul>
+    </div>`
+  }
+
+  override render() {
+    const name = this.names.value[0]?.name ?? this.ref
+    return html`<div class="row">
+        ${this.ref ? html`<a href=${nodeHref(this.ref)} data-link=${this.ref} title=${this.ref}>${name}</a>` : html`<span>Not linked</span>`}
+        ${this.readonly
+          ? nothing
+          : html`<button type="button" aria-expanded=${String(this.picking)} @click=${() => {
+              this.picking = !this.picking
+              if (this.picking && this.base) background(warmPicker(this.base))
+              if (this.picking) void this.updateComplete.then(() => this.renderRoot.querySelector('input')?.focus())
+            }}>${this.picking ? 'Close' : 'Change…'}</button>`}
+      </div>
+      ${this.picking ? this.renderPicker() : nothing}`
+  }
+}
+
+customElements.define('weft-link-field', WeftLinkField)
