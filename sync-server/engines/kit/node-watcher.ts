@@ -1,4 +1,4 @@
-import { defer, Observable, retry, Subscription, takeWhile } from 'rxjs'
+import { defer, Observable, retry, takeWhile, type Subscription } from 'rxjs'
 import type { Logger } from 'pino'
 import type { MeshNode, NodePath } from '../../../shared/index.js'
 import { delayMs, type BackoffPolicy } from './backoff.js'
