@@ -130,7 +130,7 @@ describe('activities: control plane', () => {
     const done = await waitForStatus(ts.url, alice.token, path, terminal)
     await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Cancelled' })
     await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Running' })
-    await new Promise((r) => setTimeout(r, 200))
+    await engineOf().engine.settled()
     const after = (await api(ts.url, alice.token).getNode(path)).body
     expect(after.content.Status).toBe(done.content.Status)
     expect(after.content.End).toBe(done.content.End)
@@ -172,7 +172,7 @@ describe('activities: control plane', () => {
     const code = await createCode(ts.url, alice.token, `${space}/never`, 'return 1')
     const path = await run(ts.url, alice.token, code, { start: false })
     await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Cancelled' })
-    await new Promise((r) => setTimeout(r, 200))
+    await engineOf().engine.settled()
     expect((await api(ts.url, alice.token).getNode(path)).body.content.Status).toBeUndefined()
     await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Running' })
     expect((await waitForStatus(ts.url, alice.token, path, terminal)).content.Status).toBe('Succeeded')

@@ -1,5 +1,4 @@
-import type { Subscription} from 'rxjs';
-import { defer, Observable, retry, takeWhile } from 'rxjs'
+import { defer, Observable, retry, takeWhile, type Subscription } from 'rxjs'
 import type { Logger } from 'pino'
 import type { MeshNode, NodePath } from '../../../shared/index.js'
 import { delayMs, type BackoffPolicy } from './backoff.js'

@@ -15,7 +15,6 @@ import {
   type NodePath,
 } from '../../../shared/index.js'
 import type { LiveChange, NodeApi } from '../../nodes/index.js'
-import { ALL } from './access.js'
 import { ContinuationFailure, type ContinuationRegistry } from './continuation-registry.js'
 import { needsTakeBack } from './continuations.js'
 import { scheduleAt, type CancelTimer } from './long-timer.js'
@@ -374,21 +373,27 @@ export class SubscriptionRunner {
         for (const entry of list) await this.reconcileOne(entry, entry.trigger as NodeChangeTrigger)
         continue
       }
-      let nodes: MeshNode[]
-      try {
-        nodes = await this.nodes.query(SYSTEM, { nodeType, limit: ALL })
-      } catch (err) {
-        // One node type's trouble must not keep the server from booting; the next reconcile retries.
-        this.log.error({ err, nodeType }, 'reconcile scan failed')
-        continue
-      }
-      for (const node of nodes) {
-        for (const kind of ['Created', 'Updated'] as const) {
-          for (const id of this.index.candidates(nodeType, kind, node.content)) {
-            const entry = this.entries.get(id)
-            if (entry && happenedSince(entry, kind, node)) this.fire(id, node.path)
+      // Paged by path (issue 17: never the whole type in memory at once).
+      let after: string | undefined
+      for (;;) {
+        let nodes: MeshNode[]
+        try {
+          nodes = await this.nodes.query(SYSTEM, { nodeType, limit: LOAD_PAGE, ...(after !== undefined ? { after } : {}) })
+        } catch (err) {
+          // One node type's trouble must not keep the server from booting; the next reconcile retries.
+          this.log.error({ err, nodeType }, 'reconcile scan failed')
+          break
+        }
+        for (const node of nodes) {
+          for (const kind of ['Created', 'Updated'] as const) {
+            for (const id of this.index.candidates(nodeType, kind, node.content)) {
+              const entry = this.entries.get(id)
+              if (entry && happenedSince(entry, kind, node)) this.fire(id, node.path)
+            }
           }
         }
+        if (nodes.length < LOAD_PAGE) break
+        after = nodes[nodes.length - 1]!.path
       }
     }
   }
@@ -399,19 +404,26 @@ export class SubscriptionRunner {
     const current = this.entries.get(entry.id)
     if (t.kind === 'Deleted' || !current || triggerSignature(current.trigger) !== triggerSignature(t)) return
     const where = t.field === null ? undefined : { [t.field]: String(t.value) }
-    let found: MeshNode[]
-    try {
-      found = await this.nodes.query(SYSTEM, { nodeType: t.nodeType, where, limit: t.field === null ? ALL : 100 })
-    } catch (err) {
-      this.log.error({ err, subscription: entry.id }, 'reconcile query failed; the next reconcile retries')
-      return
-    }
     const wanted = t.value === null ? null : matchKey(t.value)
-    for (const node of found) {
-      if (t.field !== null && matchKey(readFieldInsensitive(node.content, t.field)) !== wanted) continue
-      if (!happenedSince(entry, t.kind, node)) continue
-      this.fire(entry.id, node.path)
-      return
+    // Paged by path until the first match (issue 17: never every node of the type at once).
+    let after: string | undefined
+    for (;;) {
+      let found: MeshNode[]
+      try {
+        found = await this.nodes.query(SYSTEM, { nodeType: t.nodeType, where, limit: t.field === null ? LOAD_PAGE : 100, ...(after !== undefined ? { after } : {}) })
+      } catch (err) {
+        this.log.error({ err, subscription: entry.id }, 'reconcile query failed; the next reconcile retries')
+        return
+      }
+      for (const node of found) {
+        if (t.field !== null && matchKey(readFieldInsensitive(node.content, t.field)) !== wanted) continue
+        if (!happenedSince(entry, t.kind, node)) continue
+        this.fire(entry.id, node.path)
+        return
+      }
+      // A MatchField query looks at its first 100 candidates, as before; "any node" pages on.
+      if (t.field !== null || found.length < LOAD_PAGE) return
+      after = found[found.length - 1]!.path
     }
   }
 

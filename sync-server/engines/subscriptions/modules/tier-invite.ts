@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { filter } from 'rxjs'
+import { defineEngine, lightPage } from '../../kit/index.js'
 import {
   EventDeliverySchema,
   Role,
@@ -14,7 +14,7 @@ import {
   type NodePath,
 } from '../../../../shared/index.js'
 import type { NodeApi } from '../../../nodes/index.js'
-import { ALL, isAdminOf } from '../access.js'
+import { isAdminOf } from '../access.js'
 import { deniedMessage, grantAccess } from '../continuations.js'
 import type { ModuleContext, SubscriptionModule } from '../module.js'
 
@@ -132,18 +132,22 @@ export function tierInviteReceiver(nodes: NodeApi, log: ModuleContext['log']): {
 
 async function startTierInvites(ctx: ModuleContext): Promise<() => void> {
   const receiver = tierInviteReceiver(ctx.nodes, ctx.log)
-  const sub = ctx.changes$
-    .pipe(filter((c) => c.nodeType === TIER_INVITE && c.node !== null))
-    .subscribe((c) => void receiver.run(c.path))
-  // Reconcile: deliveries written while the receiver was down are acted on now, through the same
-  // receiver (a live delivery meanwhile coalesces with it), a bounded number at a time.
-  const paths = (await ctx.nodes.query(SYSTEM, { nodeType: TIER_INVITE, limit: ALL })).map((n) => n.path)
-  let next = 0
-  const worker = async () => {
-    while (next < paths.length) await receiver.run(paths[next++]!)
-  }
-  await Promise.all(Array.from({ length: Math.min(RECONCILE_CONCURRENCY, paths.length) }, worker))
-  return () => sub.unsubscribe()
+  // The kit (issue 17): the feed with gap replay, and a paged boot reconcile (deliveries written
+  // while the receiver was down), both through the same receiver, a bounded number at a time.
+  const engine = defineEngine(
+    {
+      name: 'tier invites',
+      watch: (c) => (c.nodeType === TIER_INVITE && c.node !== null ? [c.path] : []),
+      replays: (r) => r.nodeType === TIER_INVITE && r.kind !== 'Deleted',
+      reconcile: { page: lightPage(ctx.nodes, { nodeType: TIER_INVITE }, []), keyOf: (r) => r.path, intervalMs: null },
+      handle: (path) => receiver.run(path as NodePath),
+      concurrency: RECONCILE_CONCURRENCY,
+    },
+    { nodes: ctx.nodes, log: ctx.log, changes$: ctx.changes$ },
+  )
+  await engine.start()
+  await engine.idle()
+  return () => void engine.stop()
 }
 
 export const tierInviteModule: SubscriptionModule = {

@@ -1,0 +1,58 @@
+import { filter, firstValueFrom } from 'rxjs'
+import { afterEach, describe, expect, it } from 'vitest'
+import { SUBSCRIPTIONS_PARENT, SYSTEM, type MeshNode, type NodePath } from '../../shared/index.js'
+import { createSubscriptionsEngine } from '../../sync-server/engines/subscriptions/engine.js'
+import type { ContinuationHandler } from '../../sync-server/engines/subscriptions/continuation-registry.js'
+import { SimMesh, type SimEngineFactory } from './mesh.js'
+import { forEachSeed, seeds } from './rng.js'
+
+/**
+ * The subscriptions runner on the mesh: its retry state lives on the subscription ([KIT6]), so a
+ * crash between two attempts neither forgets the count nor retries early.
+ */
+
+let calls = 0
+const flaky: ContinuationHandler = async () => {
+  calls++
+  throw new Error('transient')
+}
+
+const subscriptionsOnSim: SimEngineFactory = (ctx, deps) =>
+  createSubscriptionsEngine({ modules: [{ name: 'sim', continuations: { SimFlaky: flaky } }], changes$: () => deps.changes$, reconcileIntervalMs: null })(ctx)
+
+let mesh: SimMesh | null = null
+afterEach(async () => {
+  await mesh?.close()
+  mesh = null
+})
+
+describe('[KIT6] subscription retries: attempts and the next retry on the node, across a crash', () => {
+  it('a continuation failing every time is tried maxAttempts times in all, whatever crashes come between', async () => {
+    await forEachSeed('subscription retries', seeds(2, 4400), async (seed) => {
+      calls = 0
+      mesh = await SimMesh.open({ seed, faults: { drop: 0.2, delay: 0.2, maxDelayMs: 20 }, engines: [subscriptionsOnSim] })
+      const m = mesh
+      const path = `${SUBSCRIPTIONS_PARENT}/flaky-${seed}` as NodePath
+      const noted = (n: number) => firstValueFrom(m.nodes.node$(path).pipe(filter((x): x is MeshNode => x !== null && (x.content.Attempts === n || x.content.Status === 'Failed'))))
+      await m.nodes.put(SYSTEM, path, {
+        nodeType: 'EventSubscription',
+        name: 'flaky',
+        content: { Id: `flaky-${seed}`, TriggerType: 'Timer', FireAt: new Date(Date.now() - 1_000).toISOString(), ContinuationType: 'SimFlaky', Status: 'Pending' },
+      })
+      const first = await noted(1)
+      expect(first.content.Attempts).toBe(1)
+      expect(typeof first.content.NextRetryAt).toBe('string')
+      // A crash after the first failure, and (seeded) one after the second.
+      await m.crash()
+      const second = await noted(2)
+      if (second.content.Status !== 'Failed' && m.rng.next() < 0.5) await m.crash()
+      const done = await firstValueFrom(m.nodes.node$(path).pipe(filter((x): x is MeshNode => x?.content.Status === 'Failed')))
+      expect(done.content.LastError).toContain('after 3 attempts')
+      expect(calls).toBe(3)
+      const steps = m.counts.events + m.counts.crashes
+      await m.close()
+      mesh = null
+      return steps
+    })
+  })
+})
