@@ -41,6 +41,7 @@ const MODULES: BenchModule[] = [
   { name: 'query', file: 'query-bench.ts', fn: 'benchQuery' },
   { name: 'gate', file: 'gate-bench.ts', fn: 'benchGate' },
   { name: 'activities', file: 'activities-bench.ts', fn: 'benchActivities' },
+  { name: 'threads', file: 'threads-bench.ts', fn: 'benchThreads' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */
