@@ -92,6 +92,8 @@ describe('threads: rounds', () => {
     expect(user!.content).toMatchObject({ Role: 'user', Author: alice.userId, Text: 'hello there' })
     expect(answer!.content).toMatchObject({ Role: 'assistant', Text: 'You said: hello there' })
     expect(answer!.createdBy).toBe('system')
+    // A thread at rest with nothing to do holds no watcher; the next post installs one again.
+    await waitFor(() => !engineOf().isWatched(t as never))
   })
 
   it('[THR3] three rapid submits → three ingested, each once', async () => {

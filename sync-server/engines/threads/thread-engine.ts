@@ -61,8 +61,9 @@ export class ThreadEngine {
       this.nodes.changes$.subscribe((c) => {
         if (this.stopping) return
         if (c.nodeType === 'Thread') {
-          if (c.node) this.watch(c.path)
-          else this.unwatch(c.path)
+          // A thread at rest with nothing to do holds no watcher (the next change re-installs it).
+          if (c.node && !isAtRest(c.node)) this.watch(c.path)
+          else if (!this.rounds.has(c.path)) this.unwatch(c.path)
         } else if (c.nodeType === 'ThreadMessage' && c.kind === 'Created' && c.by !== 'system' && c.node?.content.Role === 'user') {
           // [THR1] A person's own cell made on their device (offline composing): ingested by its id.
           this.track(this.adopt(c.path))
@@ -419,6 +420,10 @@ export class ThreadEngine {
       after = page[page.length - 1]
     }
   }
+}
+
+function isAtRest(n: MeshNode): boolean {
+  return RESTING.has(statusOf(n)) && strings(n.content.PendingUserMessages).length === 0 && n.content.RequestedStatus == null && roundOf(n.content) === null
 }
 
 /** An orphaned claim undone: its input pending again (first), its cells out of Messages. */
