@@ -3,6 +3,7 @@ import { WeftError } from './errors.js'
 import {
   ActivityStatus,
   EventSubscriptionStatus,
+  ThreadExecutionStatus,
   Role,
   type Permission,
 } from './enums.js'
@@ -178,7 +179,64 @@ const builtins: NodeTypeDef[] = [
     z.looseObject({ Namespace: z.string().optional(), DefaultActivityParentPath: z.string().optional() }),
     { defaultWrite: 'admin', create: 'admin', delete: 'admin' },
   ),
-  def('Thread', anyObject, { fields: { ExecutionStatus: 'system' } }),
+  // Threads (DESIGN.md "Threads (contract)", issue 18, [THR1]). The threads engine is the sole
+  // writer of the round state; people request a cancel (RequestedStatus, Thread permission) and
+  // pick the Agent (Update). Cells are ThreadMessage children, listed in Messages by path.
+  def(
+    'Thread',
+    z.looseObject({
+      Agent: z.looseObject({ Kind: z.enum(['builtin', 'script', 'llm']), CodePath: z.string().optional(), Model: z.string().optional() }).optional(),
+      Status: enumName(ThreadExecutionStatus.members as unknown as [string, ...string[]]).optional(),
+      RequestedStatus: z.enum(['Cancelled']).nullable().optional(),
+      Disposition: z.enum(['Completed', 'AwaitingInput', 'Failed']).nullable().optional(),
+      Messages: z.array(z.string()).optional(),
+      UserMessageIds: z.array(z.string()).optional(),
+      IngestedMessageIds: z.array(z.string()).optional(),
+      PendingUserMessages: z.array(z.string()).optional(),
+      HasPending: z.boolean().optional(),
+      ExecutionStartedAt: isoDate.nullable().optional(),
+      LastActivityAt: isoDate.nullable().optional(),
+      ParentPath: z.string().nullable().optional(),
+      Round: z.looseObject({ Response: z.string(), Inputs: z.array(z.string()) }).nullable().optional(),
+      Question: z.string().nullable().optional(),
+    }),
+    {
+      fields: {
+        ExecutionStatus: 'system',
+        Status: 'system',
+        Disposition: 'system',
+        Messages: 'system',
+        UserMessageIds: 'system',
+        IngestedMessageIds: 'system',
+        PendingUserMessages: 'system',
+        HasPending: 'system',
+        ExecutionStartedAt: 'system',
+        LastActivityAt: 'system',
+        ParentPath: 'system',
+        Round: 'system',
+        Question: 'system',
+        PendingApproval: 'system',
+        RequestedStatus: 'Thread',
+        Agent: 'Update',
+      },
+    },
+  ),
+  // A message of a thread ([THR1]): made by system (the posting route, the engine). A user may
+  // create their OWN user cell (offline composing): the write rule holds Role to "user", Author
+  // to the writer and refuses any later change; the engine then ingests it by its id.
+  def(
+    'ThreadMessage',
+    z.looseObject({
+      Role: z.enum(['user', 'assistant', 'tool']),
+      Author: z.string().min(1),
+      Text: z.string(),
+      OnBehalfOf: z.array(z.string()).optional(),
+      ToolCalls: z.array(z.unknown()).optional(),
+      Error: z.string().nullable().optional(),
+      CreatedAt: isoDate,
+    }),
+    { defaultWrite: 'Thread', create: 'Thread', delete: 'system' },
+  ),
   def('Post', anyObject),
 ]
 

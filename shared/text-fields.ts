@@ -24,6 +24,8 @@ export const TYPED_TEXT_FIELDS: Readonly<Record<string, readonly string[]>> = {
   Code: ['Source', 'Description'],
   CodeCheck: [],
   Partition: [],
+  Thread: [],
+  ThreadMessage: ['Text'],
 }
 
 const everyString: TextPolicy = () => true

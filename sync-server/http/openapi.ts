@@ -317,6 +317,27 @@ export const OPENAPI_DOCUMENT = {
         responses: { '201': { description: 'The activity.', content: json({ type: 'object', required: ['path'], properties: { path: { type: 'string' } } }) }, ...common, '404': error('`not_found`: no such Code node, or the routed parent does not exist.') },
       },
     },
+    '/api/nodes/{path}/messages': {
+      parameters: [pathParam],
+      post: {
+        summary: 'Post a user message to a Thread (needs the Thread permission on it).',
+        description:
+          'Creates the cell {path}/{id} (Role user, Author = the caller) as system and queues it for the next round. ' +
+          'The same id twice adds one cell (idempotent); the same id by another author is 409 `conflict`. Without an id the server makes one.',
+        security: bearer,
+        requestBody: {
+          required: true,
+          content: json({ type: 'object', required: ['text'], properties: { id: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$' }, text: { type: 'string', maxLength: 100000 } } }),
+        },
+        responses: {
+          '201': { description: 'The message cell.', content: json({ type: 'object', required: ['path'], properties: { path: { type: 'string' } } }) },
+          ...common,
+          '404': error('`not_found`: no readable node at the path.'),
+          '409': error('`conflict`: the id is another author\'s message.'),
+          '413': error('`payload_too_large`: more than 100,000 characters.'),
+        },
+      },
+    },
     '/api/changes': {
       get: {
         summary: 'The change feed: changes after `since` the caller may read, in version order.',

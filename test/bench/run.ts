@@ -42,6 +42,7 @@ const MODULES: BenchModule[] = [
   { name: 'gate', file: 'gate-bench.ts', fn: 'benchGate' },
   { name: 'activities', file: 'activities-bench.ts', fn: 'benchActivities' },
   { name: 'kit', file: 'kit-bench.ts', fn: 'benchKit' },
+  { name: 'threads', file: 'threads-bench.ts', fn: 'benchThreads' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */

@@ -212,7 +212,8 @@ describe('[SUB-R] event subscription runner', () => {
     await s.nodes.patch(SYSTEM, `${space}/child` as NodePath, { Status: 'Idle' })
     expect((await settled(s, 'delegate')).content.Status).toBe('Fired')
     const thread = await get(s, `${space}/parent`)
-    expect(thread?.content.Messages).toEqual([expect.objectContaining({ Role: 'system', SubscriptionId: 'delegate', Text: expect.stringContaining(`${space}/child`) })])
+    expect(thread?.content.Messages).toEqual([`${space}/parent/_t.delegate`])
+    expect((await get(s, `${space}/parent/_t.delegate`))?.content).toEqual(expect.objectContaining({ Role: 'tool', SubscriptionId: 'delegate', Text: expect.stringContaining(`${space}/child`) }))
 
     await s.nodes.delete(SYSTEM, `${space}/doomed` as NodePath)
     const failed = await settled(s, 'doomed')

@@ -3,11 +3,14 @@ import { apiRoutes, type ApiDeps } from '../../sync-server/http/api-routes.js'
 import { OPENAPI_DOCUMENT } from '../../sync-server/http/openapi.js'
 import { inviteRoutes } from '../../sync-server/engines/subscriptions/routes.js'
 import type { InviteDeps } from '../../sync-server/engines/subscriptions/invites.js'
+import { threadRoutes } from '../../sync-server/engines/threads/post.js'
+import { systemClock } from '../../sync-server/engines/threads/model.js'
+import type { NodeApi } from '../../sync-server/nodes/types.js'
 
 /** [DOCS1] The OpenAPI document describes every route the server has. */
 describe('OpenAPI document', () => {
   // Building the route tables touches none of their dependencies.
-  const routes = [...apiRoutes({ isHealthy: () => true } as unknown as ApiDeps), ...inviteRoutes({} as unknown as InviteDeps)]
+  const routes = [...apiRoutes({ isHealthy: () => true } as unknown as ApiDeps), ...inviteRoutes({} as unknown as InviteDeps), ...threadRoutes({} as unknown as NodeApi, systemClock)]
   const paths = OPENAPI_DOCUMENT.paths as Record<string, Record<string, unknown>>
   /** A concrete URL for an OpenAPI path template: every `{param}` becomes a valid segment. */
   const example = (template: string) => template.replace(/\{[^}]+\}/g, 'Seg1')

@@ -262,29 +262,27 @@ function defaultMessageText(sub: EventSubscription): string {
   return `Subscription ${sub.Id} fired.`
 }
 
+/**
+ * [THR9] PostThreadMessage: a `tool` cell `{thread}/_t.{subscription id}` (made once: a replay
+ * after a crash finds it) listed in the thread's Messages once. It records the hand-back in the
+ * thread; it is not input for a round (a delegating round, live or resumed, waits on the
+ * sub-thread itself), so the parent continues exactly once.
+ */
 async function postThreadMessage(input: ContinuationInput): Promise<void> {
   const { nodes, subscription: sub } = input
   const thread = requirePath(sub.TargetPath, 'TargetPath')
-  let missing = false
+  const target = await nodes.get(SYSTEM, thread)
+  if (!target) throw new ContinuationFailure(`Thread ${thread} does not exist.`)
+  const cell = requirePath(`${thread}/_t.${sub.Id}`, 'TargetPath')
+  const content: JsonObject = { Role: 'tool', Author: 'system', Text: defaultMessageText(sub), CreatedAt: input.now.toISOString(), SubscriptionId: sub.Id }
+  if (input.subjectId) content.SubjectId = input.subjectId
+  await nodes.update(SYSTEM, cell, (current) => (current ? undefined : { nodeType: 'ThreadMessage', name: `_t.${sub.Id}`, content }), 'engine')
   await nodes.update(SYSTEM, thread, (current) => {
-    if (!current) {
-      missing = true
-      return undefined
-    }
+    if (!current) return undefined
     const messages = Array.isArray(current.content.Messages) ? current.content.Messages : []
-    // Idempotent per subscription: a replay after a crash finds its own message and stops.
-    if (messages.some((m) => isJsonObject(m) && m.SubscriptionId === sub.Id)) return undefined
-    const message: JsonObject = {
-      Id: `sub_${sub.Id}`,
-      Role: 'system',
-      Text: defaultMessageText(sub),
-      SubscriptionId: sub.Id,
-      At: input.now.toISOString(),
-    }
-    if (input.subjectId) message.SubjectId = input.subjectId
-    return { nodeType: current.nodeType, name: current.name, content: { ...current.content, Messages: [...messages, message] } }
+    if (messages.includes(cell)) return undefined
+    return { nodeType: current.nodeType, name: current.name, content: { ...current.content, Messages: [...messages, cell] } }
   }, 'engine')
-  if (missing) throw new ContinuationFailure(`Thread ${thread} does not exist.`)
 }
 
 /**

@@ -1,0 +1,244 @@
+import * as Y from 'yjs'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { subscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
+import { createThreadsEngine, type ThreadsEngine } from '../../sync-server/engines/threads/index.js'
+import { api, createSpace, errorCode, grantRole, nodeUrlPath, signup, startTestServer, stockProvider, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
+import { HeldClock, cells, createThread, expectInvariants, node, post, settled, statusIs } from './threads-helpers.js'
+
+let ts: TestServer
+let alice: TestUser
+let bob: TestUser
+let viewer: TestUser
+let space: string
+const clock = new HeldClock()
+let n = 0
+const fresh = () => createThread(ts.url, alice.token, `${space}/t${++n}`)
+
+beforeAll(async () => {
+  ts = await startTestServer({ config: { engines: [subscriptionsEngine, createThreadsEngine({ clock })] } })
+  alice = await signup(ts.url)
+  bob = await signup(ts.url)
+  viewer = await signup(ts.url)
+  space = await createSpace(ts.url, alice.token)
+  await grantRole(ts.url, alice.token, space, bob.userId, 'Editor')
+  await grantRole(ts.url, alice.token, space, viewer.userId, 'Viewer')
+})
+afterAll(() => ts.cleanup())
+
+const engineOf = () => (ts.server.engines.find((e) => e.name === 'threads') as ThreadsEngine).engine
+
+describe('threads: posting', () => {
+  it('[THR2] bad input is 400 with a stable code; unknown thread 404; no Thread permission 403; no token 401', async () => {
+    const t = await fresh()
+    const url = `/api/nodes/${nodeUrlPath(t)}/messages`
+    const http = api(ts.url, alice.token)
+    for (const body of [{}, { text: 5 }, { text: '' }, { text: 'x', id: '../x' }, { text: 'x', id: '_r.x' }, { text: 'x', id: 7 }, [], 'text']) {
+      const res = await http.post(url, body)
+      expect(res.status, JSON.stringify(body)).toBe(400)
+      expect(errorCode(res)).toBe('invalid_request')
+    }
+    const big = await http.post(url, { text: 'x'.repeat(100_001) })
+    expect(errorCode(big)).toBe('payload_too_large')
+    expect(errorCode(await http.post(`/api/nodes/${nodeUrlPath(`${space}/missing`)}/messages`, { text: 'x' }))).toBe('not_found')
+    const doc = `${space}/doc${n}`
+    await http.putNode(doc, 'Document', {})
+    expect(errorCode(await http.post(`/api/nodes/${nodeUrlPath(doc)}/messages`, { text: 'x' }))).toBe('invalid_request')
+    const asViewer = await api(ts.url, viewer.token).post(url, { text: 'hi' })
+    expect(asViewer.status).toBe(403)
+    expect(errorCode(asViewer)).toBe('forbidden')
+    const stranger = await signup(ts.url)
+    expect((await api(ts.url, stranger.token).post(url, { text: 'hi' })).status).toBe(403)
+    expect((await api(ts.url).post(url, { text: 'hi' })).status).toBe(401)
+    // Nothing was posted by any of them.
+    expect((await node(ts.url, alice.token, t)).content.UserMessageIds ?? []).toEqual([])
+  })
+
+  it('[THR1] the round state is the engine\'s: a person may request a cancel but not write Status, Messages or a cell of someone else', async () => {
+    const t = await fresh()
+    const http = api(ts.url, bob.token)
+    for (const patch of [{ Status: 'Executing' }, { Messages: ['x'] }, { PendingUserMessages: ['x'] }, { Disposition: 'Completed' }, { RequestedStatus: 'Executing' }]) {
+      const res = await http.patchNode(t, patch)
+      expect(res.status, JSON.stringify(patch)).toBeGreaterThanOrEqual(400)
+    }
+    const cell = await post(ts.url, alice.token, t, 'mine', 'm1')
+    expect(errorCode(await http.patchNode(cell, { Text: 'forged' }))).toBe('forbidden_field')
+    expect(errorCode(await http.putNode(`${t}/forged`, 'ThreadMessage', { Role: 'user', Author: alice.userId, Text: 'as alice', CreatedAt: new Date().toISOString() }))).toBe('forbidden_field')
+    expect(errorCode(await http.putNode(`${t}/forged2`, 'ThreadMessage', { Role: 'assistant', Author: bob.userId, Text: 'as agent', CreatedAt: new Date().toISOString() }))).toBe('forbidden_field')
+    await settled(ts.url, alice.token, t)
+  })
+
+  it('[THR1][THR2] a user cell made on the device (offline composing) is ingested once by its id', async () => {
+    const t = await fresh()
+    const res = await api(ts.url, bob.token).putNode(`${t}/offline1`, 'ThreadMessage', { Role: 'user', Author: bob.userId, Text: 'from the train', CreatedAt: new Date().toISOString() })
+    expect(res.status).toBe(201)
+    const done = await settled(ts.url, alice.token, t, (x) => ((x.content.IngestedMessageIds as string[]) ?? []).includes('offline1'))
+    expect(done.content.Messages).toEqual([`${t}/offline1`, `${t}/_r.offline1`])
+    // Posting the same id over HTTP later adds nothing.
+    expect(await post(ts.url, bob.token, t, 'from the train', 'offline1')).toBe(`${t}/offline1`)
+    const again = await settled(ts.url, alice.token, t)
+    expect(again.content.Messages).toHaveLength(2)
+  })
+})
+
+describe('threads: rounds', () => {
+  it('[THR3][THR4] one submit → exactly one response cell, streamed "You said: …", Idle + Completed + LastActivityAt', async () => {
+    const t = await fresh()
+    const path = await post(ts.url, alice.token, t, 'hello there', 'u1')
+    expect(path).toBe(`${t}/u1`)
+    const done = await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'Completed')
+    expect(done.content).toMatchObject({ Status: 'Idle', Disposition: 'Completed', Messages: [`${t}/u1`, `${t}/_r.u1`], IngestedMessageIds: ['u1'], UserMessageIds: ['u1'] })
+    expect(typeof done.content.LastActivityAt).toBe('string')
+    const [user, answer] = await cells(ts.url, alice.token, done)
+    expect(user!.content).toMatchObject({ Role: 'user', Author: alice.userId, Text: 'hello there' })
+    expect(answer!.content).toMatchObject({ Role: 'assistant', Text: 'You said: hello there' })
+    expect(answer!.createdBy).toBe('system')
+    // A thread at rest with nothing to do holds no watcher; the next post installs one again.
+    await waitFor(() => !engineOf().isWatched(t as never))
+  })
+
+  it('[THR3] three rapid submits → three ingested, each once', async () => {
+    const t = await fresh()
+    await Promise.all(['a', 'b', 'c'].map((id) => post(ts.url, alice.token, t, `m ${id}`, id)))
+    const done = await settled(ts.url, alice.token, t, (x) => ((x.content.IngestedMessageIds as string[]) ?? []).length === 3)
+    expect([...(done.content.IngestedMessageIds as string[])].sort()).toEqual(['a', 'b', 'c'])
+    await expectInvariants(ts.url, alice.token, done)
+  })
+
+  it('[THR3] a submit during a slow round is queued: Messages [u1, r1, u2, u3, u4, r2]', async () => {
+    const t = await fresh()
+    await post(ts.url, alice.token, t, '/sleep 1000', 'u1')
+    await statusIs(ts.url, alice.token, t, 'Executing')
+    await waitFor(() => clock.sleeping > 0)
+    for (const id of ['u2', 'u3', 'u4']) await post(ts.url, alice.token, t, id, id)
+    expect((await node(ts.url, alice.token, t)).content.PendingUserMessages).toEqual([`${t}/u2`, `${t}/u3`, `${t}/u4`])
+    clock.release()
+    const done = await settled(ts.url, alice.token, t, (x) => ((x.content.IngestedMessageIds as string[]) ?? []).length === 4)
+    expect(done.content.Messages).toEqual([`${t}/u1`, `${t}/_r.u1`, `${t}/u2`, `${t}/u3`, `${t}/u4`, `${t}/_r.u2`])
+    expect((await node(ts.url, alice.token, `${t}/_r.u2`)).content.Text).toBe('You said: u2 / u3 / u4')
+  })
+
+  it('[THR2] resubmitting an ingested id adds no cell', async () => {
+    const t = await fresh()
+    await post(ts.url, alice.token, t, 'once', 'same')
+    await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'Completed')
+    expect(await post(ts.url, alice.token, t, 'once', 'same')).toBe(`${t}/same`)
+    // Another author under the same id is a different message: conflict, nothing added.
+    expect(errorCode(await api(ts.url, bob.token).post(`/api/nodes/${nodeUrlPath(t)}/messages`, { id: 'same', text: 'x' }))).toBe('conflict')
+    const done = await settled(ts.url, alice.token, t)
+    expect(done.content.Messages).toEqual([`${t}/same`, `${t}/_r.same`])
+    expect(done.content.UserMessageIds).toEqual(['same'])
+  })
+
+  it('[THR4] /fail → an assistant cell with Error and Disposition Failed; /ask → AwaitingInput with the question', async () => {
+    const t = await fresh()
+    await post(ts.url, alice.token, t, '/fail', 'f1')
+    const failed = await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'Failed')
+    expect(failed.content.Status).toBe('Idle')
+    const cell = await node(ts.url, alice.token, `${t}/_r.f1`)
+    expect(cell.content).toMatchObject({ Role: 'assistant' })
+    expect(String(cell.content.Error)).toMatch(/fail/)
+    await post(ts.url, alice.token, t, '/ask which colour?', 'q1')
+    const asked = await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'AwaitingInput')
+    expect(asked.content.Question).toBe('which colour?')
+    expect((await node(ts.url, alice.token, `${t}/_r.q1`)).content.Text).toBe('which colour?')
+  })
+
+  it('[THR3] 50 concurrent submits from two users: each ingested once, one response cell per round', async () => {
+    const t = await fresh()
+    const ids = Array.from({ length: 50 }, (_, i) => `c${i}`)
+    await Promise.all(ids.map((id, i) => post(ts.url, i % 2 ? bob.token : alice.token, t, `say ${id}`, id)))
+    const done = await settled(ts.url, alice.token, t, (x) => ((x.content.IngestedMessageIds as string[]) ?? []).length === 50, 30_000)
+    expect([...(done.content.IngestedMessageIds as string[])].sort()).toEqual([...ids].sort())
+    await expectInvariants(ts.url, alice.token, done)
+  })
+
+  it('[THR8] a round acts only with the rights of every author: an author who lost Thread fails the round', async () => {
+    const t = await fresh()
+    const carol = await signup(ts.url)
+    await grantRole(ts.url, alice.token, space, carol.userId, 'Editor')
+    await post(ts.url, alice.token, t, '/sleep 1', 'h1')
+    await statusIs(ts.url, alice.token, t, 'Executing')
+    await waitFor(() => clock.sleeping > 0)
+    await post(ts.url, carol.token, t, 'carol asks', 'k1')
+    await post(ts.url, alice.token, t, 'alice too', 'k2')
+    expect((await api(ts.url, alice.token).deleteNode(`${space}/_Access/${carol.userId}_Access`)).status).toBe(204)
+    clock.release()
+    await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'Failed')
+    expect(String((await node(ts.url, alice.token, `${t}/_r.k1`)).content.Error)).toMatch(/forbidden/)
+  })
+})
+
+describe('threads: cancel and streaming', () => {
+  it('[THR6] cancel mid-round: Status Cancelled and RequestedStatus cleared in one write; pending input re-dispatches', async () => {
+    const t = await fresh()
+    await post(ts.url, alice.token, t, '/sleep 1000', 's1')
+    await statusIs(ts.url, alice.token, t, 'Executing')
+    await waitFor(() => clock.sleeping > 0)
+    await post(ts.url, alice.token, t, 'after stop', 's2')
+    // A stock watcher records every state of the thread it is sent.
+    const watcher = stockProvider(ts.url, t, bob.token)
+    await watcher.synced()
+    const states: Record<string, unknown>[] = []
+    watcher.doc.on('afterTransaction', () => states.push(watcher.json()))
+    // Everyone sees the request at once (a person's write), then the engine settles it.
+    expect((await api(ts.url, bob.token).patchNode(t, { RequestedStatus: 'Cancelled' })).status).toBe(200)
+    const done = await settled(ts.url, alice.token, t, (x) => ((x.content.IngestedMessageIds as string[]) ?? []).length === 2 && x.content.Status === 'Idle')
+    expect(done.content.RequestedStatus).toBeUndefined()
+    expect(done.content.Messages).toEqual([`${t}/s1`, `${t}/_r.s1`, `${t}/s2`, `${t}/_r.s2`])
+    expect((await node(ts.url, alice.token, `${t}/_r.s2`)).content.Text).toBe('You said: after stop')
+    // Executing → Cancelled with the request cleared in the same write: no state in between.
+    await waitFor(() => states.some((x) => x.Status === 'Idle' && (x.IngestedMessageIds as string[]).length === 2))
+    watcher.destroy()
+    expect(states.some((x) => x.Status === 'Cancelled')).toBe(true)
+    expect(states.filter((x) => x.Status === 'Cancelled' && x.RequestedStatus !== undefined)).toEqual([])
+    expect(states.filter((x) => x.Status === 'Executing' && x.RequestedStatus === undefined && (x.IngestedMessageIds as string[]).length === 1)).toEqual([])
+  })
+
+  it('[THR6] cancelling a parent cancels its running sub-thread', async () => {
+    const t = await fresh()
+    await post(ts.url, alice.token, t, '/delegate /sleep 1000', 'd1')
+    const sub = `${t}/_sub.d1`
+    await statusIs(ts.url, alice.token, sub, 'Executing')
+    await waitFor(() => clock.sleeping > 0)
+    await api(ts.url, alice.token).patchNode(t, { RequestedStatus: 'Cancelled' })
+    const subDone = await settled(ts.url, alice.token, sub, (x) => x.content.Status === 'Cancelled')
+    expect(subDone.content.RequestedStatus).toBeUndefined()
+    const parent = await settled(ts.url, alice.token, t, (x) => x.content.Status === 'Cancelled')
+    expect(parent.content.RequestedStatus).toBeUndefined()
+  })
+
+  it('[THR4] a stock y-websocket watcher sees the answer streamed into the response cell as text deltas', async () => {
+    const t = await fresh()
+    await post(ts.url, alice.token, t, '/sleep 5', 'w1')
+    await statusIs(ts.url, alice.token, t, 'Executing')
+    await waitFor(() => clock.sleeping > 0)
+    const watcher = stockProvider(ts.url, `${t}/_r.w1`, bob.token)
+    try {
+      await watcher.synced()
+      const seen: string[] = []
+      const text = await waitFor(() => watcher.content.get('Text') as Y.Text | undefined)
+      expect(text).toBeInstanceOf(Y.Text)
+      text.observe(() => seen.push(text.toString()))
+      clock.release()
+      await waitFor(() => text.toString() === 'You said: /sleep 5')
+      // A word at a time: the watcher saw growing prefixes, not one write.
+      expect(seen.length).toBeGreaterThan(1)
+      expect(seen.every((s) => 'You said: /sleep 5'.startsWith(s))).toBe(true)
+    } finally {
+      watcher.destroy()
+    }
+    await settled(ts.url, alice.token, t)
+  })
+
+  it('[THR9] /delegate: a sub-thread (same agent, ParentPath) runs the task; the parent answers "Delegated: " + its answer', async () => {
+    const t = await fresh()
+    await post(ts.url, alice.token, t, '/delegate write a haiku', 'g1')
+    const done = await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'Completed')
+    expect((await node(ts.url, alice.token, `${t}/_r.g1`)).content.Text).toBe('Delegated: You said: write a haiku')
+    const sub = await node(ts.url, alice.token, `${t}/_sub.g1`)
+    expect(sub.content).toMatchObject({ ParentPath: t, Agent: { Kind: 'builtin' }, Status: 'Idle', Disposition: 'Completed' })
+    expect((await node(ts.url, alice.token, `${t}/_sub.g1/task`)).content).toMatchObject({ Role: 'user', Author: alice.userId, Text: 'write a haiku' })
+    await expectInvariants(ts.url, alice.token, done)
+    expect(engineOf().liveRounds()).not.toContain(t)
+  })
+})
