@@ -12,6 +12,7 @@ import type { Route } from './http/route.js'
 import { createLogger } from './log.js'
 import { NodeService } from './nodes/node-service.js'
 import { openStorage } from './storage/index.js'
+import { SearchService, searchRoutes } from './search/index.js'
 import type { StorageAdapter } from './storage/types.js'
 import { SocketServer } from './sync/socket-server.js'
 
@@ -74,7 +75,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
 
   const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal, maxPayloadBytes: config.maxPayloadBytes }))
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
-  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits })]
+  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage))]
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({
     nodes,

@@ -10,6 +10,7 @@ import { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
 import type { ItemResult } from './group-commit.js'
 import { pathColumns, toBuffer, toBytes } from './row-mapping.js'
 import { SQLITE_ADDED_COLUMNS, SQLITE_ADDED_INDEXES, SQLITE_SCHEMA } from './sqlite-schema.js'
+import { ensureSqliteSearchIndex } from './sqlite-search-index.js'
 import type { Account } from './types.js'
 
 export interface PreparedCommit {
@@ -44,6 +45,8 @@ export function openSqliteConnection(file: string, busyTimeoutMs: number): Datab
     }
   }
   db.exec(SQLITE_ADDED_INDEXES)
+  // [FIND1] The full-text index and its triggers (filled at boot by repairSqliteSearchIndex).
+  ensureSqliteSearchIndex(db)
   return db
 }
 

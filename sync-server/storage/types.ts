@@ -1,4 +1,5 @@
 import type { ChangeRecord, JsonObject, MeshChangeKind, MeshNode, NodePath, NodeQuery } from '../../shared/index.js'
+import type { SearchHit, SearchPlan } from './search-plan.js'
 
 /**
  * The narrow storage interface every adapter (SQLite, PostgreSQL) implements. One contract
@@ -84,6 +85,14 @@ export interface StorageAdapter {
   stalePaths(after: string | null, limit: number): Promise<NodePath[]>
   /** `within`: only paths `from <= path < to` ([QUERY1]: the caller's readable regions). */
   queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]>
+  /**
+   * [FIND1] [FIND2] The full-text matches of `plan`, best first (name equal to the query, name
+   * starting with it, name containing it, text only; then the shorter name; then the path),
+   * offered to `accept` in that order until `limit` are accepted. The order of matches depends
+   * on each node alone, never on the others (no corpus statistics), so rows `accept` refuses
+   * cannot move the accepted ones.
+   */
+  searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number): Promise<SearchHit[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>
   changesSince(version: number, limit: number): Promise<ChangeRecord[]>

@@ -1,0 +1,111 @@
+import type Database from 'better-sqlite3'
+import type { NodePath } from '../../shared/index.js'
+import { SEARCH_BODY_CHARS, fts5Phrase, type SearchHit, type SearchPlan } from './search-plan.js'
+
+/**
+ * [FIND1] The SQLite full-text index: an FTS5 table beside `nodes`, kept by triggers on `nodes`
+ * so every write path (create, replace, patch, a Yjs update's row write, delete, and whatever
+ * later rewrites a row's path or state) keeps it in the same transaction as the row.
+ *
+ * The `trigram` tokenizer: `unicode61` cuts words at spaces and punctuation, so "日本語のメモ"
+ * (no spaces) would be one token and "日本語" would not find it. Trigrams match any substring of
+ * three characters or more, in any script; a shorter term is checked with `instr` on the rows.
+ *
+ * The triggers use only SQLite's own functions (json_tree, group_concat), so any connection
+ * (the writer thread, a backup tool, the sqlite3 shell) keeps the index right.
+ *
+ * FTS rowid = the node row's rowid. `nodes` has a TEXT primary key, so its rowids are stable
+ * unless the file is VACUUMed; the boot check (repairSqliteSearchIndex) rebuilds the index when
+ * its rows and the nodes disagree, and when SEARCH_INDEX_VERSION changes.
+ */
+export const SEARCH_INDEX_VERSION = 1
+
+/** Whether a row is indexed: not under a reserved `_` segment, and Active (the hook for trash). */
+const searchable = (r: string) => `(${r}.state = 'Active' AND substr(${r}.path, 1, 1) <> '_' AND instr(${r}.path, '/_') = 0)`
+const displayName = (r: string) => `(CASE WHEN ${r}.name <> '' THEN ${r}.name ELSE ${r}.last_segment END)`
+const bodyText = (r: string) =>
+  `(CASE WHEN json_valid(${r}.content) THEN coalesce(substr((SELECT group_concat(value, char(10)) FROM json_tree(${r}.content) WHERE type = 'text'), 1, ${SEARCH_BODY_CHARS}), '') ELSE '' END)`
+
+const SQLITE_SEARCH_SCHEMA = `
+CREATE TABLE IF NOT EXISTS search_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS node_search USING fts5(path UNINDEXED, name, body, tokenize = 'trigram');
+CREATE TRIGGER IF NOT EXISTS node_search_insert AFTER INSERT ON nodes WHEN ${searchable('new')} BEGIN
+  INSERT INTO node_search (rowid, path, name, body) VALUES (new.rowid, new.path, ${displayName('new')}, ${bodyText('new')});
+END;
+CREATE TRIGGER IF NOT EXISTS node_search_delete AFTER DELETE ON nodes BEGIN
+  DELETE FROM node_search WHERE rowid = old.rowid;
+END;
+CREATE TRIGGER IF NOT EXISTS node_search_update AFTER UPDATE OF path, name, last_segment, content, state ON nodes
+WHEN old.path IS NOT new.path OR old.name IS NOT new.name OR old.content IS NOT new.content OR old.state IS NOT new.state BEGIN
+  DELETE FROM node_search WHERE rowid = old.rowid;
+  INSERT INTO node_search (rowid, path, name, body) SELECT new.rowid, new.path, ${displayName('new')}, ${bodyText('new')} WHERE ${searchable('new')};
+END;
+`
+
+const DROP_SEARCH_INDEX = `
+DROP TRIGGER IF EXISTS node_search_insert;
+DROP TRIGGER IF EXISTS node_search_delete;
+DROP TRIGGER IF EXISTS node_search_update;
+DROP TABLE IF EXISTS node_search;
+`
+
+/** Creates the index's table and triggers when missing (an older data dir gains them; repairSqliteSearchIndex fills them). */
+export function ensureSqliteSearchIndex(db: Database.Database): void {
+  db.exec(SQLITE_SEARCH_SCHEMA)
+}
+
+/**
+ * [FIND1] At boot, before any write: builds the index for a data dir that had none (or one of
+ * another SEARCH_INDEX_VERSION), and rebuilds it when its rows and the indexable nodes disagree
+ * (a VACUUM renumbered rowids, a file restored from elsewhere). One transaction: a crash halfway
+ * leaves the old index and the next boot starts over. Returns whether it rebuilt.
+ */
+export function repairSqliteSearchIndex(db: Database.Database): boolean {
+  return db.transaction((): boolean => {
+    const version = db.prepare<[], { value: string }>("SELECT value FROM search_meta WHERE key = 'version'").get()?.value
+    const indexed = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM node_search').get()!.n
+    const expected = db.prepare<[], { n: number }>(`SELECT count(*) AS n FROM nodes WHERE ${searchable('nodes')}`).get()!.n
+    const mismatched =
+      indexed !== expected ||
+      // Same count, other rows: a sample of rowids must name the same paths.
+      db.prepare<[], { n: number }>('SELECT count(*) AS n FROM (SELECT s.path, n.path AS np FROM node_search s LEFT JOIN nodes n ON n.rowid = s.rowid LIMIT 1000) WHERE np IS NOT path').get()!.n > 0
+    if (version === String(SEARCH_INDEX_VERSION) && !mismatched) return false
+    db.exec(DROP_SEARCH_INDEX)
+    db.exec(SQLITE_SEARCH_SCHEMA)
+    db.exec(`INSERT INTO node_search (rowid, path, name, body) SELECT rowid, path, ${displayName('nodes')}, ${bodyText('nodes')} FROM nodes WHERE ${searchable('nodes')}`)
+    db.prepare("INSERT INTO search_meta (key, value) VALUES ('version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(String(SEARCH_INDEX_VERSION))
+    return true
+  }).immediate()
+}
+
+/**
+ * [FIND2] The matches of `plan`, best first (see rankSql), handed to `accept` one by one until
+ * `limit` are accepted. Long terms go through the index as quoted phrases (nothing of the user's
+ * text is FTS syntax); short ones are `instr` checks on the matched rows (or on every row when
+ * the query has no long term). Rows `accept` refuses cost time, never a place in the answer.
+ */
+export function searchSqlite(db: Database.Database, plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number): SearchHit[] {
+  const clauses: string[] = ['n.path = s.path']
+  const params: unknown[] = [plan.phrase, plan.phrase, plan.phrase]
+  if (plan.long.length) {
+    clauses.push('node_search MATCH ?')
+    params.push(plan.long.map(fts5Phrase).join(' '))
+  }
+  for (const term of plan.short) {
+    clauses.push('(instr(weft_lower(s.name), ?) > 0 OR instr(weft_lower(s.body), ?) > 0)')
+    params.push(term, term)
+  }
+  const sql = `SELECT s.path AS path, s.name AS name, n.node_type AS node_type,
+      CASE WHEN weft_lower(s.name) = ? THEN 0 WHEN instr(weft_lower(s.name), ?) = 1 THEN 1 WHEN instr(weft_lower(s.name), ?) > 0 THEN 2 ELSE 3 END AS tier
+    FROM node_search s JOIN nodes n ON n.rowid = s.rowid
+    WHERE ${clauses.join(' AND ')}
+    ORDER BY tier, length(s.name), s.path`
+  const out: SearchHit[] = []
+  if (limit < 1) return out
+  for (const row of db.prepare<unknown[], { path: string; name: string; node_type: string }>(sql).iterate(...params)) {
+    if (!accept(row.path as NodePath)) continue
+    out.push({ path: row.path as NodePath, name: row.name, nodeType: row.node_type })
+    if (out.length >= limit) break
+  }
+  return out
+}
