@@ -17,7 +17,8 @@ const word = fc.array(fc.constantFrom(...ALPHABET), { minLength: 1, maxLength: 7
 
 /**
  * The brute-force answer: every node the user may read (by the access check itself), not under
- * a reserved segment, whose display name or text holds every term; ranked by name equal to the
+ * a reserved segment, whose display name or text holds every term (the name alone when every
+ * term is shorter than 3 characters); ranked by name equal to the
  * query, name starting with it, name holding it, text only; then the shorter name; then path.
  */
 function bruteForce(all: MeshNode[], canRead: (path: NodePath) => boolean, q: string, limit: number): string[] {
@@ -30,7 +31,9 @@ function bruteForce(all: MeshNode[], canRead: (path: NodePath) => boolean, q: st
       const lname = name.toLowerCase()
       const body = searchText(n.content).toLowerCase()
       const tier = lname === plan.phrase ? 0 : lname.startsWith(plan.phrase) ? 1 : lname.includes(plan.phrase) ? 2 : 3
-      return { path: n.path as string, name, tier, ok: terms.every((t) => lname.includes(t) || body.includes(t)) }
+      // A query of only one- and two-character words matches names only.
+      const ok = plan.long.length === 0 ? terms.every((t) => lname.includes(t)) : terms.every((t) => lname.includes(t) || body.includes(t))
+      return { path: n.path as string, name, tier, ok }
     })
     .filter((r) => r.ok)
   rows.sort((x, y) => x.tier - y.tier || [...x.name].length - [...y.name].length || (x.path < y.path ? -1 : x.path > y.path ? 1 : 0))
@@ -133,6 +136,6 @@ describe('[FIND2] property: quick find equals a brute-force filter over readable
       { numRuns: 80, seed: 20261203 },
     )
     // The runs found things (an oracle that always answers nothing proves nothing).
-    expect(nonEmpty).toBeGreaterThan(20)
+    expect(nonEmpty).toBeGreaterThan(15)
   })
 })
