@@ -41,6 +41,7 @@ const MODULES: BenchModule[] = [
   { name: 'query', file: 'query-bench.ts', fn: 'benchQuery' },
   { name: 'gate', file: 'gate-bench.ts', fn: 'benchGate' },
   { name: 'activities', file: 'activities-bench.ts', fn: 'benchActivities' },
+  { name: 'search', file: 'search-bench.ts', fn: 'benchSearch' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */
