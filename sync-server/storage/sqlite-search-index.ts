@@ -18,7 +18,7 @@ import { SEARCH_BODY_CHARS, fts5Phrase, type SearchHit, type SearchPlan } from '
  * unless the file is VACUUMed; the boot check (repairSqliteSearchIndex) rebuilds the index when
  * its rows and the nodes disagree, and when SEARCH_INDEX_VERSION changes.
  */
-export const SEARCH_INDEX_VERSION = 1
+export const SEARCH_INDEX_VERSION = 2
 
 /** Whether a row is indexed: not under a reserved `_` segment, and Active (the hook for trash). */
 const searchable = (r: string) => `(${r}.state = 'Active' AND substr(${r}.path, 1, 1) <> '_' AND instr(${r}.path, '/_') = 0)`
@@ -28,17 +28,17 @@ const bodyText = (r: string) =>
 
 const SQLITE_SEARCH_SCHEMA = `
 CREATE TABLE IF NOT EXISTS search_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE VIRTUAL TABLE IF NOT EXISTS node_search USING fts5(path UNINDEXED, name, body, tokenize = 'trigram');
+CREATE VIRTUAL TABLE IF NOT EXISTS node_search USING fts5(path UNINDEXED, node_type UNINDEXED, name, body, tokenize = 'trigram');
 CREATE TRIGGER IF NOT EXISTS node_search_insert AFTER INSERT ON nodes WHEN ${searchable('new')} BEGIN
-  INSERT INTO node_search (rowid, path, name, body) VALUES (new.rowid, new.path, ${displayName('new')}, ${bodyText('new')});
+  INSERT INTO node_search (rowid, path, node_type, name, body) VALUES (new.rowid, new.path, new.node_type, ${displayName('new')}, ${bodyText('new')});
 END;
 CREATE TRIGGER IF NOT EXISTS node_search_delete AFTER DELETE ON nodes BEGIN
   DELETE FROM node_search WHERE rowid = old.rowid;
 END;
-CREATE TRIGGER IF NOT EXISTS node_search_update AFTER UPDATE OF path, name, last_segment, content, state ON nodes
-WHEN old.path IS NOT new.path OR old.name IS NOT new.name OR old.content IS NOT new.content OR old.state IS NOT new.state BEGIN
+CREATE TRIGGER IF NOT EXISTS node_search_update AFTER UPDATE OF path, node_type, name, last_segment, content, state ON nodes
+WHEN old.path IS NOT new.path OR old.node_type IS NOT new.node_type OR old.name IS NOT new.name OR old.content IS NOT new.content OR old.state IS NOT new.state BEGIN
   DELETE FROM node_search WHERE rowid = old.rowid;
-  INSERT INTO node_search (rowid, path, name, body) SELECT new.rowid, new.path, ${displayName('new')}, ${bodyText('new')} WHERE ${searchable('new')};
+  INSERT INTO node_search (rowid, path, node_type, name, body) SELECT new.rowid, new.path, new.node_type, ${displayName('new')}, ${bodyText('new')} WHERE ${searchable('new')};
 END;
 `
 
@@ -72,7 +72,7 @@ export function repairSqliteSearchIndex(db: Database.Database): boolean {
     if (version === String(SEARCH_INDEX_VERSION) && !mismatched) return false
     db.exec(DROP_SEARCH_INDEX)
     db.exec(SQLITE_SEARCH_SCHEMA)
-    db.exec(`INSERT INTO node_search (rowid, path, name, body) SELECT rowid, path, ${displayName('nodes')}, ${bodyText('nodes')} FROM nodes WHERE ${searchable('nodes')}`)
+    db.exec(`INSERT INTO node_search (rowid, path, node_type, name, body) SELECT rowid, path, node_type, ${displayName('nodes')}, ${bodyText('nodes')} FROM nodes WHERE ${searchable('nodes')}`)
     db.prepare("INSERT INTO search_meta (key, value) VALUES ('version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(String(SEARCH_INDEX_VERSION))
     return true
   }).immediate()
@@ -97,11 +97,13 @@ export function searchSqlite(db: Database.Database, plan: SearchPlan, accept: (p
     clauses.push('AND (instr(weft_lower(s.name), ?) > 0 OR instr(weft_lower(s.body), ?) > 0)')
     params.push(term, term)
   }
-  const sql = `SELECT s.path, s.name, n.node_type,
+  // No join with `nodes`: the index row carries what the answer needs (a join doubles the cost of
+  // a common word's thousands of matches); the triggers and the boot check keep it the row's.
+  const sql = `SELECT s.path, s.name, s.node_type,
       CASE WHEN s.rowid IN (SELECT rowid FROM node_search WHERE node_search MATCH ?) THEN (CASE WHEN length(s.name) = ? THEN 0 ELSE 1 END)
            WHEN s.rowid IN (SELECT rowid FROM node_search WHERE node_search MATCH ?) THEN 2 ELSE 3 END AS tier
-    FROM node_search s JOIN nodes n ON n.rowid = s.rowid
-    WHERE node_search MATCH ? AND n.path = s.path ${clauses.join(' ')}
+    FROM node_search s
+    WHERE node_search MATCH ? ${clauses.join(' ')}
     ORDER BY tier, length(s.name), s.path`
   const out: SearchHit[] = []
   for (const [path, name, nodeType] of db.prepare<unknown[], [string, string, string]>(sql).raw().iterate(...params)) {
