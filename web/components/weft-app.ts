@@ -119,7 +119,7 @@ export class WeftApp extends LitElement {
         <span class="title">Weft</span>
         <weft-sync-status></weft-sync-status>
         <span class="spacer"></span>
-        <wa-button size="small" appearance="outlined" class="find" aria-keyshortcuts="Control+K Meta+K" title="Find (Ctrl+K)" @click=${() => void this.renderRoot.querySelector<WeftQuickFind>('weft-quick-find')?.show()}>🔍<span class="find-label"> Search</span></wa-button>
+        <wa-button size="small" appearance="outlined" class="find" aria-label="Search (Ctrl+K)" aria-keyshortcuts="Control+K Meta+K" title="Find (Ctrl+K)" @click=${() => void this.renderRoot.querySelector<WeftQuickFind>('weft-quick-find')?.show()}>🔍<span class="find-label"> Search</span></wa-button>
         <weft-quick-find></weft-quick-find>
         <span class="user">${this.session.name}</span>
         <wa-button size="small" appearance="outlined" @click=${this.signOut}>Sign out</wa-button>
