@@ -91,26 +91,36 @@ export function searchSqlite(db: Database.Database, plan: SearchPlan, accept: (p
   if (limit < 1) return []
   if (plan.long.length === 0) return searchNamesSqlite(db, plan, accept, limit)
   const phrase = fts5Phrase(plan.phrase)
-  const params: unknown[] = [`name : ^${phrase}`, [...plan.phrase].length, `name : ${phrase}`, plan.long.map(fts5Phrase).join(' ')]
-  const clauses: string[] = []
+  const terms = plan.long.map(fts5Phrase).join(' ')
+  const shortParams: unknown[] = []
+  const shortClauses: string[] = []
   for (const term of plan.short) {
-    clauses.push('AND (instr(weft_lower(s.name), ?) > 0 OR instr(weft_lower(s.body), ?) > 0)')
-    params.push(term, term)
+    shortClauses.push('AND (instr(weft_lower(s.name), ?) > 0 OR instr(weft_lower(s.body), ?) > 0)')
+    shortParams.push(term, term)
   }
-  // No join with `nodes`: the index row carries what the answer needs (a join doubles the cost of
-  // a common word's thousands of matches); the triggers and the boot check keep it the row's.
-  const sql = `SELECT s.path, s.name, s.node_type,
-      CASE WHEN s.rowid IN (SELECT rowid FROM node_search WHERE node_search MATCH ?) THEN (CASE WHEN length(s.name) = ? THEN 0 ELSE 1 END)
-           WHEN s.rowid IN (SELECT rowid FROM node_search WHERE node_search MATCH ?) THEN 2 ELSE 3 END AS tier
-    FROM node_search s
-    WHERE node_search MATCH ? ${clauses.join(' ')}
-    ORDER BY tier, length(s.name), s.path`
   const out: SearchHit[] = []
-  for (const [path, name, nodeType] of db.prepare<unknown[], [string, string, string]>(sql).raw().iterate(...params)) {
-    if (!accept(path as NodePath)) continue
-    out.push({ path: path as NodePath, name, nodeType })
-    if (out.length >= limit) break
+  const take = (sql: string, params: unknown[]): boolean => {
+    for (const [path, name, nodeType] of db.prepare<unknown[], [string, string, string]>(sql).raw().iterate(...params)) {
+      if (!accept(path as NodePath)) continue
+      out.push({ path: path as NodePath, name, nodeType })
+      if (out.length >= limit) return true
+    }
+    return false
   }
+  // A tier at a time: the names that hold the phrase (tiers 0–2) are few next to a common word's
+  // text matches, and when they fill the page the text-only matches are never sorted.
+  // No join with `nodes`: the index row carries what the answer needs; the triggers and the boot
+  // check keep it the row's.
+  const named = `SELECT s.path, s.name, s.node_type,
+      CASE WHEN s.rowid IN (SELECT rowid FROM node_search WHERE node_search MATCH ?) THEN (CASE WHEN length(s.name) = ? THEN 0 ELSE 1 END) ELSE 2 END AS tier
+    FROM node_search s
+    WHERE node_search MATCH ? ${shortClauses.join(' ')}
+    ORDER BY tier, length(s.name), s.path`
+  if (take(named, [`name : ^${phrase}`, [...plan.phrase].length, `(name : ${phrase}) AND ${terms}`, ...shortParams])) return out
+  const textOnly = `SELECT s.path, s.name, s.node_type FROM node_search s
+    WHERE node_search MATCH ? AND s.rowid NOT IN (SELECT rowid FROM node_search WHERE node_search MATCH ?) ${shortClauses.join(' ')}
+    ORDER BY length(s.name), s.path`
+  take(textOnly, [terms, `name : ${phrase}`, ...shortParams])
   return out
 }
 
