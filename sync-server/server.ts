@@ -10,6 +10,7 @@ import { createLogger } from './log.js'
 import { NodeService } from './nodes/index.js'
 import { openStorage, type StorageAdapter } from './storage/index.js'
 import { SocketServer } from './sync/index.js'
+import { SearchService, searchRoutes } from './search/index.js'
 
 /** Versions of full change history kept; older records survive only as the latest per path. */
 const CHANGE_HISTORY = 100_000
@@ -70,7 +71,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
 
   const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal, maxPayloadBytes: config.maxPayloadBytes }))
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
-  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits })]
+  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage))]
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({
     nodes,

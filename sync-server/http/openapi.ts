@@ -363,6 +363,47 @@ export const OPENAPI_DOCUMENT = {
         },
       },
     },
+    '/api/search': {
+      get: {
+        summary: 'Quick find: nodes whose name or text holds every word of `q`, among those the caller may read, best first.',
+        description:
+          'Ranked by the name (equal to `q`, starting with it, holding it), then text-only matches; ties by the shorter name, then the path. ' +
+          'A word of 3 or more characters matches any part of a name or text in any script (SQLite) or the start of a word (PostgreSQL). ' +
+          'Nodes the caller cannot read are never returned and never change the answer. Nodes under reserved `_` segments are not indexed. ' +
+          'Search syntax characters (quotes, `*`, `NEAR(`, parentheses, `:`) are plain text.',
+        security: bearer,
+        parameters: [
+          { name: 'q', in: 'query', required: true, description: '1 to 200 characters, at most 8 words (else 400 `invalid_request`).', schema: { type: 'string', minLength: 1, maxLength: 200 } },
+          { name: 'limit', in: 'query', description: '1 to 50 (default 20).', schema: { type: 'integer', minimum: 1, maximum: 50 } },
+        ],
+        responses: {
+          '200': {
+            description: 'The best matches.',
+            content: json({
+              type: 'object',
+              required: ['items'],
+              properties: {
+                items: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    required: ['path', 'name', 'nodeType', 'snippet'],
+                    properties: {
+                      path: { type: 'string' },
+                      name: { type: 'string', description: 'The display name: the node name, else its last path segment.' },
+                      nodeType: { type: 'string' },
+                      snippet: { type: 'string', description: 'Up to 120 characters of the text around the first match.' },
+                    },
+                  },
+                },
+              },
+            }),
+          },
+          '400': common['400'],
+          '401': common['401'],
+        },
+      },
+    },
     '/api/spaces/{space}/invites': {
       parameters: [spaceParam],
       post: {

@@ -5,3 +5,4 @@ export { PostgresStorage, openPostgresStorage, type PostgresStorageOptions } fro
 export type { RowJson, RowPart } from './row-parts.js'
 export { COMPACT_AFTER_UPDATES } from './compaction.js'
 export { MAX_QUERY_LIMIT } from './query.js'
+export { planSearch, SEARCH_BODY_CHARS, type SearchHit, type SearchPlan } from './search-plan.js'

@@ -18,6 +18,8 @@ import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
 import { assertFieldName, clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
 import type { Account, ClientBinding, CommitInput, FieldRow, StorageAdapter, StoredDoc } from './types.js'
+import { ensurePostgresSearchIndex, searchPostgres } from './postgres-search-index.js'
+import type { SearchHit, SearchPlan } from './search-plan.js'
 
 export interface PostgresStorageOptions {
   connectionString: string
@@ -75,6 +77,8 @@ export class PostgresStorage implements StorageAdapter {
         await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK_KEY])
         if (schema) await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`)
         await client.query(POSTGRES_SCHEMA)
+        // [FIND1] The full-text column, its trigger and GIN index (an existing data set is filled once).
+        await ensurePostgresSearchIndex(client)
       })
     } catch (error) {
       await pool.end()
@@ -335,6 +339,10 @@ export class PostgresStorage implements StorageAdapter {
       stale: Boolean(row.content_stale),
       fields: Object.fromEntries(fields.map((f, i) => [f, row[`f${i}`] == null ? undefined : (row[`f${i}`] as JsonValue)])),
     }))
+  }
+
+  async searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number): Promise<SearchHit[]> {
+    return searchPostgres(this.pool, plan, accept, limit)
   }
 
   async stalePaths(after: string | null, limit: number): Promise<NodePath[]> {

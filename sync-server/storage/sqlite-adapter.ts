@@ -20,6 +20,8 @@ import type { RowJson } from './row-parts.js'
 import { SqliteWriter, openSqliteConnection, type BatchItem } from './sqlite-writer.js'
 import { deserializeError, fromWire, toWire, type WireItemResult, type WriterInit, type WriterRequest, type WriterResponse } from './sqlite-writer-protocol.js'
 import type { Account, ClientBinding, CommitInput, FieldRow, StorageAdapter, StoredDoc } from './types.js'
+import { repairSqliteSearchIndex, searchSqlite } from './sqlite-search-index.js'
+import type { SearchHit, SearchPlan } from './search-plan.js'
 
 export interface SqliteStorageOptions {
   /** Database file; `:memory:` works but is not durable (and cannot be shared with a writer thread). */
@@ -164,6 +166,8 @@ export class SqliteStorage implements StorageAdapter {
     const busyTimeoutMs = options.busyTimeoutMs ?? 5000
     // This connection creates the schema before the writer opens its own.
     const db = (this.db = openSqliteConnection(options.file, busyTimeoutMs))
+    // [FIND1] Before the writer opens: an older data dir gains its full-text index here, once.
+    if (repairSqliteSearchIndex(db)) options.log?.info('storage: built the full-text search index')
     const inline = options.writer === 'inline' || options.file === ':memory:'
     this.writer = inline ? new InlineWriter(new SqliteWriter(options.file, busyTimeoutMs)) : new ThreadWriter({ file: options.file, busyTimeoutMs }, options.log)
     this.stmt = {
@@ -284,6 +288,10 @@ export class SqliteStorage implements StorageAdapter {
       stale: Boolean(row.content_stale),
       fields: Object.fromEntries(fields.map((f, i) => [f, row[`f${i}`] == null ? undefined : (JSON.parse(row[`f${i}`] as string) as JsonValue)])),
     }))
+  }
+
+  async searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number): Promise<SearchHit[]> {
+    return searchSqlite(this.db, plan, accept, limit)
   }
 
   async stalePaths(after: string | null, limit: number): Promise<NodePath[]> {

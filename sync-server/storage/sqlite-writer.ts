@@ -11,6 +11,7 @@ import type { ItemResult } from './group-commit.js'
 import { pathColumns, toBuffer, toBytes } from './row-mapping.js'
 import { RowPartsCache, type RowJson } from './row-parts.js'
 import { SQLITE_ADDED_COLUMNS, SQLITE_ADDED_INDEXES, SQLITE_SCHEMA } from './sqlite-schema.js'
+import { ensureSqliteSearchIndex } from './sqlite-search-index.js'
 import type { Account } from './types.js'
 
 export interface PreparedCommit {
@@ -45,6 +46,8 @@ export function openSqliteConnection(file: string, busyTimeoutMs: number): Datab
     }
   }
   db.exec(SQLITE_ADDED_INDEXES)
+  // [FIND1] The full-text index and its triggers (filled at boot by repairSqliteSearchIndex).
+  ensureSqliteSearchIndex(db)
   return db
 }
 

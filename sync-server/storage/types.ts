@@ -1,5 +1,6 @@
 import type { RowJson } from './row-parts.js'
 import type { ChangeRecord, JsonObject, JsonValue, MeshChangeKind, MeshNode, NodePath, NodeQuery } from '../../shared/index.js'
+import type { SearchHit, SearchPlan } from './search-plan.js'
 
 /**
  * The narrow storage interface every adapter (SQLite, PostgreSQL) implements. One contract
@@ -93,6 +94,14 @@ export interface StorageAdapter {
    * reconciler reads to find work among nodes that may be large (an activity's 100,000-line log).
    */
   queryFields(query: NodeQuery, fields: readonly string[]): Promise<FieldRow[]>
+  /**
+   * [FIND1] [FIND2] The full-text matches of `plan`, best first (name equal to the query, name
+   * starting with it, name containing it, text only; then the shorter name; then the path),
+   * offered to `accept` in that order until `limit` are accepted. The order of matches depends
+   * on each node alone, never on the others (no corpus statistics), so rows `accept` refuses
+   * cannot move the accepted ones.
+   */
+  searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number): Promise<SearchHit[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>
   changesSince(version: number, limit: number): Promise<ChangeRecord[]>

@@ -6,16 +6,17 @@ import type { InviteDeps } from '../../sync-server/engines/subscriptions/invites
 import { threadRoutes } from '../../sync-server/engines/threads/post.js'
 import { systemClock } from '../../sync-server/engines/threads/model.js'
 import type { NodeApi } from '../../sync-server/nodes/types.js'
+import { searchRoutes, type SearchService } from '../../sync-server/search/index.js'
 
 /** [DOCS1] The OpenAPI document describes every route the server has. */
 describe('OpenAPI document', () => {
   // Building the route tables touches none of their dependencies.
-  const routes = [...apiRoutes({ isHealthy: () => true } as unknown as ApiDeps), ...inviteRoutes({} as unknown as InviteDeps), ...threadRoutes({} as unknown as NodeApi, systemClock)]
+  const routes = [...apiRoutes({ isHealthy: () => true } as unknown as ApiDeps), ...inviteRoutes({} as unknown as InviteDeps), ...threadRoutes({} as unknown as NodeApi, systemClock), ...searchRoutes({} as unknown as SearchService)]
   const paths = OPENAPI_DOCUMENT.paths as Record<string, Record<string, unknown>>
   /** A concrete URL for an OpenAPI path template: every `{param}` becomes a valid segment. */
   const example = (template: string) => template.replace(/\{[^}]+\}/g, 'Seg1')
 
-  it('[DOCS1] every route in api-routes (and the invite routes) is described with its method', () => {
+  it('[DOCS1] every route in api-routes (and the invite and search routes) is described with its method', () => {
     const missing = routes
       .filter((route) => !Object.entries(paths).some(([template, ops]) => route.pattern.test(example(template)) && route.method.toLowerCase() in ops))
       .map((r) => `${r.method} ${r.pattern.source}`)

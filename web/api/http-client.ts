@@ -19,6 +19,14 @@ export interface ServerConfig {
   protocolVersion: number
 }
 
+/** One quick-find result (`GET /api/search`). */
+export interface SearchHit {
+  path: string
+  name: string
+  nodeType: string
+  snippet: string
+}
+
 /** An HTTP answer with an error body `{ error: { code, message } }`. */
 /** [WEB15] What the caller may do on one node, by the server's own checks. */
 export interface Capabilities {
@@ -115,6 +123,12 @@ export class HttpApi {
 
   me(): Promise<Me> {
     return this.request('GET', '/api/me')
+  }
+
+  /** [FIND2] `GET /api/search`: quick find over the nodes the caller may read, best first. */
+  async search(q: string, limit = 20): Promise<SearchHit[]> {
+    const res = await this.request<{ items: SearchHit[] }>('GET', `/api/search?q=${encodeURIComponent(q)}&limit=${limit}`)
+    return res.items
   }
 
   getNode(path: string): Promise<MeshNode> {

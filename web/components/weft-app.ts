@@ -13,6 +13,8 @@ import './sync-status.js'
 import './refused-list.js'
 import './home-page.js'
 import './operations-page.js'
+import './quick-find.js'
+import type { WeftQuickFind } from './quick-find.js'
 
 /** The root: sign-in, or the signed-in layout (status bar, navigation tree, node page). */
 export class WeftApp extends LitElement {
@@ -54,7 +56,7 @@ export class WeftApp extends LitElement {
       weft-nav-tree { display: none; border-right: none; border-bottom: 1px solid #e3e6ee; }
       .layout.nav-open weft-nav-tree { display: block; }
       main { padding: 0.8em; }
-      .bar .user, .bar .title { display: none; }
+      .bar .user, .bar .title, .bar .find-label { display: none; }
       .bar { flex-wrap: nowrap; }
       .bar weft-sync-status { flex: 1; }
       .bar .spacer { display: none; }
@@ -128,6 +130,8 @@ export class WeftApp extends LitElement {
         <span class="title">Weft</span>
         <weft-sync-status></weft-sync-status>
         <span class="spacer"></span>
+        <wa-button size="small" appearance="outlined" class="find" aria-label="Search (Ctrl+K)" aria-keyshortcuts="Control+K Meta+K" title="Find (Ctrl+K)" @click=${() => void this.renderRoot.querySelector<WeftQuickFind>('weft-quick-find')?.show()}>🔍<span class="find-label"> Search</span></wa-button>
+        <weft-quick-find></weft-quick-find>
         <span class="user">${this.session.name}</span>
         <wa-button size="small" appearance="outlined" @click=${this.signOut}>Sign out</wa-button>
       </div>

@@ -1,0 +1,161 @@
+import type Database from 'better-sqlite3'
+import type { NodePath } from '../../shared/index.js'
+import { SEARCH_BODY_CHARS, fts5Phrase, type SearchHit, type SearchPlan } from './search-plan.js'
+
+/**
+ * [FIND1] The SQLite full-text index: an FTS5 table beside `nodes`, kept by triggers on `nodes`
+ * so every write path (create, replace, patch, a Yjs update's row write, delete, and whatever
+ * later rewrites a row's path or state) keeps it in the same transaction as the row.
+ *
+ * The `trigram` tokenizer: `unicode61` cuts words at spaces and punctuation, so "日本語のメモ"
+ * (no spaces) would be one token and "日本語" would not find it. Trigrams match any substring of
+ * three characters or more, in any script; a shorter term is checked with `instr` on the rows.
+ *
+ * The triggers use only SQLite's own functions (json_tree, group_concat), so any connection
+ * (the writer thread, a backup tool, the sqlite3 shell) keeps the index right.
+ *
+ * FTS rowid = the node row's rowid. `nodes` has a TEXT primary key, so its rowids are stable
+ * unless the file is VACUUMed; the boot check (repairSqliteSearchIndex) rebuilds the index when
+ * its rows and the nodes disagree, and when SEARCH_INDEX_VERSION changes.
+ */
+export const SEARCH_INDEX_VERSION = 2
+
+/** Whether a row is indexed: not under a reserved `_` segment, and Active (the hook for trash). */
+const searchable = (r: string) => `(${r}.state = 'Active' AND substr(${r}.path, 1, 1) <> '_' AND instr(${r}.path, '/_') = 0)`
+const displayName = (r: string) => `(CASE WHEN ${r}.name <> '' THEN ${r}.name ELSE ${r}.last_segment END)`
+const bodyText = (r: string) =>
+  `(CASE WHEN json_valid(${r}.content) THEN coalesce(substr((SELECT group_concat(value, char(10)) FROM json_tree(${r}.content) WHERE type = 'text'), 1, ${SEARCH_BODY_CHARS}), '') ELSE '' END)`
+
+const SQLITE_SEARCH_SCHEMA = `
+CREATE TABLE IF NOT EXISTS search_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS node_search USING fts5(path UNINDEXED, node_type UNINDEXED, name, body, tokenize = 'trigram');
+CREATE TRIGGER IF NOT EXISTS node_search_insert AFTER INSERT ON nodes WHEN ${searchable('new')} BEGIN
+  INSERT INTO node_search (rowid, path, node_type, name, body) VALUES (new.rowid, new.path, new.node_type, ${displayName('new')}, ${bodyText('new')});
+END;
+CREATE TRIGGER IF NOT EXISTS node_search_delete AFTER DELETE ON nodes BEGIN
+  DELETE FROM node_search WHERE rowid = old.rowid;
+END;
+CREATE TRIGGER IF NOT EXISTS node_search_update AFTER UPDATE OF path, node_type, name, last_segment, content, state ON nodes
+WHEN old.path IS NOT new.path OR old.node_type IS NOT new.node_type OR old.name IS NOT new.name OR old.content IS NOT new.content OR old.state IS NOT new.state BEGIN
+  DELETE FROM node_search WHERE rowid = old.rowid;
+  INSERT INTO node_search (rowid, path, node_type, name, body) SELECT new.rowid, new.path, new.node_type, ${displayName('new')}, ${bodyText('new')} WHERE ${searchable('new')};
+END;
+`
+
+const DROP_SEARCH_INDEX = `
+DROP TRIGGER IF EXISTS node_search_insert;
+DROP TRIGGER IF EXISTS node_search_delete;
+DROP TRIGGER IF EXISTS node_search_update;
+DROP TABLE IF EXISTS node_search;
+`
+
+/** Creates the index's table and triggers when missing (an older data dir gains them; repairSqliteSearchIndex fills them). */
+export function ensureSqliteSearchIndex(db: Database.Database): void {
+  db.exec(SQLITE_SEARCH_SCHEMA)
+}
+
+/**
+ * [FIND1] At boot, before any write: builds the index for a data dir that had none (or one of
+ * another SEARCH_INDEX_VERSION), and rebuilds it when its rows and the indexable nodes disagree
+ * (a VACUUM renumbered rowids, a file restored from elsewhere). One transaction: a crash halfway
+ * leaves the old index and the next boot starts over. Returns whether it rebuilt.
+ */
+export function repairSqliteSearchIndex(db: Database.Database): boolean {
+  return db.transaction((): boolean => {
+    const version = db.prepare<[], { value: string }>("SELECT value FROM search_meta WHERE key = 'version'").get()?.value
+    const indexed = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM node_search').get()!.n
+    const expected = db.prepare<[], { n: number }>(`SELECT count(*) AS n FROM nodes WHERE ${searchable('nodes')}`).get()!.n
+    const mismatched =
+      indexed !== expected ||
+      // Same count, other rows: a sample of rowids must name the same paths.
+      db.prepare<[], { n: number }>('SELECT count(*) AS n FROM (SELECT s.path, n.path AS np FROM node_search s LEFT JOIN nodes n ON n.rowid = s.rowid LIMIT 1000) WHERE np IS NOT path').get()!.n > 0
+    if (version === String(SEARCH_INDEX_VERSION) && !mismatched) return false
+    db.exec(DROP_SEARCH_INDEX)
+    db.exec(SQLITE_SEARCH_SCHEMA)
+    db.exec(`INSERT INTO node_search (rowid, path, node_type, name, body) SELECT rowid, path, node_type, ${displayName('nodes')}, ${bodyText('nodes')} FROM nodes WHERE ${searchable('nodes')}`)
+    db.prepare("INSERT INTO search_meta (key, value) VALUES ('version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(String(SEARCH_INDEX_VERSION))
+    return true
+  }).immediate()
+}
+
+/**
+ * [FIND2] The matches of `plan`, best first (see StorageAdapter.searchNodes), of which the first
+ * `limit` that `accept` takes. Long terms go through the index as quoted phrases (nothing of the
+ * user's text is FTS syntax); short ones are `instr` checks on the matched rows. The rank is
+ * computed by the index too (the name starts with the phrase: `name : ^"…"`; holds it:
+ * `name : "…"`), so SQLite sorts the matches and this reads them only until `limit` are taken.
+ * A query of only short terms (one or two characters: a typeahead's first keys) matches names
+ * only, a scan of the name column ranked here. Rows `accept` refuses cost time, never a place.
+ */
+export function searchSqlite(db: Database.Database, plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number): SearchHit[] {
+  if (limit < 1) return []
+  if (plan.long.length === 0) return searchNamesSqlite(db, plan, accept, limit)
+  const phrase = fts5Phrase(plan.phrase)
+  const terms = plan.long.map(fts5Phrase).join(' ')
+  const shortParams: unknown[] = []
+  const shortClauses: string[] = []
+  for (const term of plan.short) {
+    shortClauses.push('AND (instr(weft_lower(s.name), ?) > 0 OR instr(weft_lower(s.body), ?) > 0)')
+    shortParams.push(term, term)
+  }
+  const out: SearchHit[] = []
+  const take = (sql: string, params: unknown[]): boolean => {
+    for (const [path, name, nodeType] of db.prepare<unknown[], [string, string, string]>(sql).raw().iterate(...params)) {
+      if (!accept(path as NodePath)) continue
+      out.push({ path: path as NodePath, name, nodeType })
+      if (out.length >= limit) return true
+    }
+    return false
+  }
+  // A tier at a time: the names that hold the phrase (tiers 0–2) are few next to a common word's
+  // text matches, and when they fill the page the text-only matches are never sorted.
+  // No join with `nodes`: the index row carries what the answer needs; the triggers and the boot
+  // check keep it the row's.
+  const named = `SELECT s.path, s.name, s.node_type,
+      CASE WHEN s.rowid IN (SELECT rowid FROM node_search WHERE node_search MATCH ?) THEN (CASE WHEN length(s.name) = ? THEN 0 ELSE 1 END) ELSE 2 END AS tier
+    FROM node_search s
+    WHERE node_search MATCH ? ${shortClauses.join(' ')}
+    ORDER BY tier, length(s.name), s.path`
+  if (take(named, [`name : ^${phrase}`, [...plan.phrase].length, `(name : ${phrase}) AND ${terms}`, ...shortParams])) return out
+  const textOnly = `SELECT s.path, s.name, s.node_type FROM node_search s
+    WHERE node_search MATCH ? AND s.rowid NOT IN (SELECT rowid FROM node_search WHERE node_search MATCH ?) ${shortClauses.join(' ')}
+    ORDER BY length(s.name), s.path`
+  take(textOnly, [terms, `name : ${phrase}`, ...shortParams])
+  return out
+}
+
+/**
+ * Only one- and two-character terms: names that hold each, ranked here (names are short). Read
+ * from `nodes` (a plain table scan is about twice as fast as one of the FTS table's content).
+ */
+function searchNamesSqlite(db: Database.Database, plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number): SearchHit[] {
+  const name = displayName('nodes')
+  const clauses = plan.short.map(() => `instr(weft_lower(${name}), ?) > 0`)
+  const sql = `SELECT path, ${name}, node_type FROM nodes WHERE ${searchable('nodes')} AND ${clauses.join(' AND ')}`
+  const ranked: { hit: SearchHit; tier: number; length: number }[] = []
+  for (const [path, display, nodeType] of db.prepare<unknown[], [string, string, string]>(sql).raw().iterate(...plan.short)) {
+    if (!accept(path as NodePath)) continue
+    ranked.push({ hit: { path: path as NodePath, name: display, nodeType }, tier: nameTier(display, plan.phrase), length: codePoints(display) })
+  }
+  return rankHits(ranked, limit)
+}
+
+/** 0: the name is the query; 1: it starts with it; 2: it holds it; 3: only the text does. */
+export function nameTier(name: string, phrase: string): number {
+  const lower = name.toLowerCase()
+  if (lower === phrase) return 0
+  const at = lower.indexOf(phrase)
+  return at === 0 ? 1 : at > 0 ? 2 : 3
+}
+
+function codePoints(s: string): number {
+  let n = 0
+  for (const _ of s) n++
+  return n
+}
+
+/** The best `limit`: by tier, then the shorter name, then the path (bytewise, as paths are ASCII). */
+export function rankHits(ranked: { hit: SearchHit; tier: number; length: number }[], limit: number): SearchHit[] {
+  ranked.sort((a, b) => a.tier - b.tier || a.length - b.length || (a.hit.path < b.hit.path ? -1 : a.hit.path > b.hit.path ? 1 : 0))
+  return ranked.slice(0, Math.max(0, limit)).map((r) => r.hit)
+}

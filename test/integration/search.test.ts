@@ -1,0 +1,162 @@
+import { join } from 'node:path'
+import Database from 'better-sqlite3'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import {
+  api,
+  createSpace,
+  errorCode,
+  expectStatus,
+  grantRole,
+  signup,
+  startTestServer,
+  stockProvider,
+  waitFor,
+  type TestServer,
+  type TestUser,
+} from '../helpers/index.js'
+
+interface Hit {
+  path: string
+  name: string
+  nodeType: string
+  snippet: string
+}
+
+/** Quick find over HTTP: the items of `GET /api/search`. */
+async function find(url: string, token: string, q: string, limit?: number): Promise<Hit[]> {
+  const params = new URLSearchParams({ q })
+  if (limit !== undefined) params.set('limit', String(limit))
+  return expectStatus(await api(url, token).get<{ items: Hit[] }>(`/api/search?${params.toString()}`), 200).body.items
+}
+
+describe('[FIND1] [FIND2] [FIND3] quick find over the server index', () => {
+  let ts: TestServer
+  let alice: TestUser
+  let bob: TestUser
+  let space: string
+
+  beforeAll(async () => {
+    ts = await startTestServer()
+    alice = await signup(ts.url)
+    bob = await signup(ts.url)
+    space = await createSpace(ts.url, alice.token)
+  })
+  afterAll(() => ts.cleanup())
+
+  it('[FIND1] names in any language are found by a part of them: 日本語 finds 日本語のメモ, 메모, Über, 🚀', async () => {
+    const http = api(ts.url, alice.token)
+    expectStatus(await http.putNode(`${space}/jp`, 'Document', { Body: '会議の議事録です' }, '日本語のメモ'), 201)
+    expectStatus(await http.putNode(`${space}/ko`, 'Document', {}, '한국어 메모'), 201)
+    expectStatus(await http.putNode(`${space}/de`, 'Document', {}, 'Über uns'), 201)
+    expectStatus(await http.putNode(`${space}/rocket`, 'Document', {}, '🚀'), 201)
+    expect((await find(ts.url, alice.token, '日本語')).map((h) => h.name)).toEqual(['日本語のメモ'])
+    expect((await find(ts.url, alice.token, 'メモ')).map((h) => h.name)).toEqual(['日本語のメモ'])
+    expect((await find(ts.url, alice.token, '議事録')).map((h) => h.path)).toEqual([`${space}/jp`])
+    expect((await find(ts.url, alice.token, '메모')).map((h) => h.name)).toEqual(['한국어 메모'])
+    expect((await find(ts.url, alice.token, 'über')).map((h) => h.name)).toEqual(['Über uns'])
+    expect((await find(ts.url, alice.token, '🚀')).map((h) => h.name)).toEqual(['🚀'])
+    const [hit] = await find(ts.url, alice.token, '議事録')
+    expect(hit).toMatchObject({ name: '日本語のメモ', nodeType: 'Document' })
+    expect(hit!.snippet).toContain('議事録')
+  })
+
+  it('[FIND1] every write path keeps the index: create, replace, patch, a Yjs update, delete', async () => {
+    const http = api(ts.url, alice.token)
+    const path = `${space}/paths`
+    expectStatus(await http.putNode(path, 'Document', { Text: 'alpha created' }), 201)
+    expect((await find(ts.url, alice.token, 'alpha')).map((h) => h.path)).toEqual([path])
+    expectStatus(await http.putNode(path, 'Document', { Text: 'bravo replaced' }), 200)
+    expect(await find(ts.url, alice.token, 'alpha')).toEqual([])
+    expect((await find(ts.url, alice.token, 'bravo')).map((h) => h.path)).toEqual([path])
+    expectStatus(await http.patchNode(path, { Text: 'charlie patched', Deep: { List: ['delta in a list'] } }), 200)
+    expect(await find(ts.url, alice.token, 'bravo')).toEqual([])
+    expect((await find(ts.url, alice.token, 'charlie')).map((h) => h.path)).toEqual([path])
+    expect((await find(ts.url, alice.token, 'delta list')).map((h) => h.path)).toEqual([path])
+    // A stock y-websocket client's edit: the row's content follows within a flush ([STO5]).
+    const client = stockProvider(ts.url, path, alice.token)
+    try {
+      await client.synced()
+      client.content.set('Text', 'echo from yjs')
+      await waitFor(async () => (await find(ts.url, alice.token, 'echo')).length === 1, { timeoutMs: 10_000, description: 'the Yjs edit is found' })
+      expect(await find(ts.url, alice.token, 'charlie')).toEqual([])
+    } finally {
+      client.destroy()
+    }
+    expectStatus(await http.deleteNode(path), 204)
+    expect(await find(ts.url, alice.token, 'echo')).toEqual([])
+    expect(await find(ts.url, alice.token, 'delta')).toEqual([])
+  })
+
+  it('[FIND1] system children (access assignments, runs) are not indexed', async () => {
+    await grantRole(ts.url, alice.token, space, bob.userId, 'Viewer')
+    // The assignment's content names bob; only the nodes people write are found.
+    expect((await find(ts.url, alice.token, bob.userId)).filter((h) => h.path.includes('/_'))).toEqual([])
+  })
+
+  it('[FIND2] a node the caller cannot read is never found, and does not push a readable one out', async () => {
+    const http = api(ts.url, alice.token)
+    const secret = await createSpace(ts.url, alice.token)
+    for (let i = 0; i < 30; i++) expectStatus(await http.putNode(`${secret}/s${i}`, 'Document', {}, 'zulu'), 201)
+    const bobSpace = await createSpace(ts.url, bob.token)
+    expectStatus(await api(ts.url, bob.token).putNode(`${bobSpace}/mine`, 'Document', { Note: 'zulu in my text' }), 201)
+    // Thirty better-ranked matches bob cannot read: his one match still comes first, alone.
+    expect((await find(ts.url, bob.token, 'zulu', 1)).map((h) => h.path)).toEqual([`${bobSpace}/mine`])
+    expect((await find(ts.url, bob.token, 'zulu')).map((h) => h.path)).toEqual([`${bobSpace}/mine`])
+    // Alice reads hers, names first (equal names, then path order), her text-only match absent.
+    const hers = await find(ts.url, alice.token, 'zulu', 50)
+    expect(hers).toHaveLength(30)
+    expect(hers.every((h) => h.path.startsWith(`${secret}/`))).toBe(true)
+    // Granted: found at once; revoked (Denied): gone at once.
+    await grantRole(ts.url, alice.token, secret, bob.userId, 'Viewer')
+    expect(await find(ts.url, bob.token, 'zulu', 50)).toHaveLength(31)
+    await grantRole(ts.url, alice.token, secret, bob.userId, 'Viewer', true)
+    expect((await find(ts.url, bob.token, 'zulu', 50)).map((h) => h.path)).toEqual([`${bobSpace}/mine`])
+  })
+
+  it('[FIND3] bad input: a stable 400 or safe results, never a 500', async () => {
+    const http = api(ts.url, alice.token)
+    const status = async (q: string, extra = '') => {
+      const res = await http.get(`/api/search?q=${encodeURIComponent(q)}${extra}`)
+      expect(res.status, q.slice(0, 30)).not.toBe(500)
+      return res
+    }
+    for (const q of ['', '   ', 'x'.repeat(201), Array.from({ length: 9 }, (_, i) => `w${i}`).join(' '), 'a\u0000b']) {
+      const res = await status(q)
+      expect(res.status, JSON.stringify(q.slice(0, 20))).toBe(400)
+      expect(errorCode(res)).toBe('invalid_request')
+    }
+    expect(errorCode(await http.get('/api/search'))).toBe('invalid_request')
+    for (const extra of ['&limit=0', '&limit=51', '&limit=abc', '&limit=1.5']) expect(errorCode(await status('memo', extra))).toBe('invalid_request')
+    // FTS syntax is plain text: quotes, stars, NEAR(, parentheses, column filters, operators.
+    expectStatus(await http.putNode(`${space}/syntax`, 'Document', { Text: 'say "hi" (now) a*b NEAR(x y) name:q' }), 201)
+    for (const q of ['"', '""', '"hi"', '*', 'a*b', 'NEAR(', 'NEAR(x y)', ')', '(now)', 'name:q', 'AND', 'OR NOT', '^', '-', '{name}', "'", '\\']) {
+      const res = await status(q)
+      expect(res.status, q).toBe(200)
+    }
+    expect((await find(ts.url, alice.token, '"hi"')).map((h) => h.path)).toEqual([`${space}/syntax`])
+    expect((await find(ts.url, alice.token, 'NEAR(x')).map((h) => h.path)).toEqual([`${space}/syntax`])
+    expect((await find(ts.url, alice.token, 'a*b')).map((h) => h.path)).toEqual([`${space}/syntax`])
+    // No token: 401, as every API route.
+    expect((await api(ts.url).get('/api/search?q=memo')).status).toBe(401)
+  })
+
+  it('[FIND1] an existing data dir without the index gains it at boot, and a damaged one is rebuilt', async () => {
+    const http = api(ts.url, alice.token)
+    expectStatus(await http.putNode(`${space}/old`, 'Document', { Text: 'yankee before the index' }), 201)
+    await ts.server.close()
+    // What a data dir from before the index looks like: no table, no triggers, no marker.
+    const db = new Database(join(ts.dataDir, 'weft.db'))
+    db.exec('DROP TRIGGER node_search_insert; DROP TRIGGER node_search_delete; DROP TRIGGER node_search_update; DROP TABLE node_search; DROP TABLE search_meta;')
+    db.close()
+    await ts.restart()
+    expect((await find(ts.url, alice.token, 'yankee')).map((h) => h.path)).toEqual([`${space}/old`])
+    // Rows lost from the index (a file restored from elsewhere): rebuilt at the next boot.
+    await ts.server.close()
+    const db2 = new Database(join(ts.dataDir, 'weft.db'))
+    db2.exec('DELETE FROM node_search')
+    db2.close()
+    await ts.restart()
+    expect((await find(ts.url, alice.token, 'yankee')).map((h) => h.path)).toEqual([`${space}/old`])
+    expect((await find(ts.url, alice.token, '日本語')).map((h) => h.name)).toEqual(['日本語のメモ'])
+  })
+})

@@ -1,0 +1,176 @@
+import { LitElement, css, html, nothing } from 'lit'
+import { Subject, debounceTime, distinctUntilChanged, from, map, of, switchMap, catchError, type Subscription } from 'rxjs'
+import { NetworkError, type SearchHit } from '../api/index.js'
+import { app } from '../app-context.js'
+import { humanError } from './error-text.js'
+import { nodeHref } from './route.js'
+
+/** Keystrokes closer together than this are one request ([FIND2]'s server does the rest). */
+const DEBOUNCE_MS = 150
+const LIMIT = 20
+
+interface Found {
+  q: string
+  items: SearchHit[]
+  /** Answered from this device's index of names (offline, or the server unreachable). */
+  isLocal: boolean
+  error?: string
+}
+
+/**
+ * Quick find (Ctrl+K / ⌘K, or the header's Search button): a dialog with a typeahead over
+ * `GET /api/search` (debounced; only what the server lets the caller read), arrow keys and Enter
+ * to open a node. Offline, it searches the names of the nodes cached on this device.
+ */
+export class WeftQuickFind extends LitElement {
+  static override properties = { open: { state: true }, found: { state: true }, active: { state: true }, loaded: { state: true } }
+  declare open: boolean
+  declare found: Found | null
+  declare active: number
+  /** The dialog's module is loaded on first use: it costs the cold start nothing. */
+  declare loaded: boolean
+  private readonly queries = new Subject<string>()
+  private sub: Subscription | null = null
+  private readonly onKey = (ev: KeyboardEvent) => {
+    if ((ev.ctrlKey || ev.metaKey) && !ev.altKey && !ev.shiftKey && ev.key.toLowerCase() === 'k') {
+      ev.preventDefault()
+      void this.show()
+    }
+  }
+
+  static override styles = css`
+    :host { display: contents; }
+    wa-dialog { --width: min(40rem, calc(100vw - 1.5rem)); }
+    wa-dialog::part(body) { padding-top: 0; }
+    input { box-sizing: border-box; width: 100%; font: inherit; font-size: 1.05em; padding: 0.55em 0.7em; border: 1px solid #bbc; border-radius: 6px; }
+    ul { list-style: none; margin: 0.6em 0 0; padding: 0; max-height: min(60vh, 28rem); overflow: auto; }
+    li { padding: 0.45em 0.6em; border-radius: 6px; cursor: pointer; overflow-wrap: anywhere; }
+    li[aria-selected='true'] { background: #e8efff; }
+    .name { font-weight: 600; }
+    .type { color: #667; font-size: 0.85em; margin-left: 0.4em; }
+    .snippet { color: #445; font-size: 0.9em; margin-top: 0.15em; }
+    .note { color: #667; font-size: 0.9em; margin: 0.6em 0 0; }
+  `
+
+  constructor() {
+    super()
+    this.open = false
+    this.found = null
+    this.active = 0
+    this.loaded = false
+  }
+
+  override connectedCallback() {
+    super.connectedCallback()
+    window.addEventListener('keydown', this.onKey)
+    this.sub = this.queries
+      .pipe(
+        map((q) => q.trim()),
+        distinctUntilChanged(),
+        debounceTime(DEBOUNCE_MS),
+        switchMap((q) => (q === '' ? of<Found | null>(null) : from(this.find(q)).pipe(catchError((e: unknown) => of<Found>({ q, items: [], isLocal: false, error: humanError(e) }))))),
+      )
+      .subscribe((found) => {
+        this.found = found
+        this.active = 0
+      })
+  }
+
+  override disconnectedCallback() {
+    super.disconnectedCallback()
+    window.removeEventListener('keydown', this.onKey)
+    this.sub?.unsubscribe()
+    this.sub = null
+  }
+
+  /** Opens the dialog with the input focused (also the header button's action). */
+  async show(): Promise<void> {
+    if (!this.loaded) {
+      await import('@awesome.me/webawesome/dist/components/dialog/dialog.js')
+      this.loaded = true
+    }
+    this.open = true
+    await this.updateComplete
+    const input = this.renderRoot.querySelector('input')
+    input?.focus()
+    input?.select()
+  }
+
+  private async find(q: string): Promise<Found> {
+    const { client } = app()
+    if (navigator.onLine) {
+      try {
+        return { q, items: await client.api.search(q, LIMIT), isLocal: false }
+      } catch (e) {
+        if (!(e instanceof NetworkError)) throw e
+      }
+    }
+    // Offline: the names this device holds (every one of them was readable when it synced).
+    const rows = await client.store.query({ text: q, limit: LIMIT })
+    return { q, items: rows.map((r) => ({ path: r.path, name: r.name, nodeType: r.nodeType, snippet: '' })), isLocal: true }
+  }
+
+  private go(hit: SearchHit | undefined): void {
+    if (!hit) return
+    this.open = false
+    location.hash = nodeHref(hit.path)
+  }
+
+  private onInputKey(ev: KeyboardEvent): void {
+    const n = this.found?.items.length ?? 0
+    if (ev.key === 'ArrowDown' && n) {
+      ev.preventDefault()
+      this.active = (this.active + 1) % n
+    } else if (ev.key === 'ArrowUp' && n) {
+      ev.preventDefault()
+      this.active = (this.active - 1 + n) % n
+    } else if (ev.key === 'Enter') {
+      ev.preventDefault()
+      this.go(this.found?.items[this.active])
+    }
+  }
+
+  override updated(): void {
+    this.renderRoot.querySelector('li[aria-selected="true"]')?.scrollIntoView({ block: 'nearest' })
+  }
+
+  override render() {
+    if (!this.loaded) return nothing
+    const found = this.found
+    return html`
+      <wa-dialog label="Find a node" ?open=${this.open} @wa-after-hide=${() => (this.open = false)}>
+        <input
+          type="search"
+          role="combobox"
+          aria-label="Find a node by name or text"
+          aria-controls="quick-find-results"
+          aria-expanded=${found?.items.length ? 'true' : 'false'}
+          aria-activedescendant=${found?.items.length ? `qf-${this.active}` : nothing}
+          placeholder="Search names and text…"
+          autocomplete="off"
+          @input=${(e: Event) => this.queries.next((e.target as HTMLInputElement).value)}
+          @keydown=${this.onInputKey}
+        />
+        ${found?.isLocal ? html`<p class="note" role="status">Offline: searching the names on this device.</p>` : nothing}
+        ${found?.error ? html`<p class="note" role="alert">${found.error}</p>` : nothing}
+        ${found && !found.error && found.items.length === 0 ? html`<p class="note" role="status">Nothing found for “${found.q}”.</p>` : nothing}
+        <ul id="quick-find-results" role="listbox" aria-label="Results">
+          ${(found?.items ?? []).map(
+            (hit, i) => html`<li
+              id="qf-${i}"
+              role="option"
+              aria-selected=${i === this.active ? 'true' : 'false'}
+              data-path=${hit.path}
+              @click=${() => this.go(hit)}
+              @mousemove=${() => (this.active = i)}
+            >
+              <span class="name">${hit.name}</span><span class="type">${hit.nodeType}</span>
+              ${hit.snippet ? html`<div class="snippet">${hit.snippet}</div>` : nothing}
+            </li>`,
+          )}
+        </ul>
+      </wa-dialog>
+    `
+  }
+}
+customElements.define('weft-quick-find', WeftQuickFind)
