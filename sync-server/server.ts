@@ -7,6 +7,7 @@ import { LoginThrottle } from './auth/login-throttle.js'
 import { configFromEnv, defaultConfig, type ServerConfig } from './config.js'
 import { defaultEngines, type Engine, type EngineFactory } from './engines/index.js'
 import { apiRoutes } from './http/api-routes.js'
+import { moveRoutes } from './http/move-routes.js'
 import { createHttpHandler } from './http/http-server.js'
 import type { Route } from './http/route.js'
 import { createLogger } from './log.js'
@@ -74,7 +75,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
 
   const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal, maxPayloadBytes: config.maxPayloadBytes }))
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
-  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits })]
+  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits })]
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({
     nodes,

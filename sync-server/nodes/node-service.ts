@@ -15,6 +15,7 @@ import {
   docToJson,
   fieldRule,
   isPermissiveContent,
+  isInTrash,
   isReservedSegment,
   isSystem,
   jsonEqual,
@@ -25,6 +26,7 @@ import {
   principalName,
   replaceDocContent,
   replaceJsonContent,
+  selfAndAncestors,
   SYSTEM,
   validateAppend,
   validateContent,
@@ -44,7 +46,7 @@ import {
   type Principal,
   type WriteRule,
 } from '../../shared/index.js'
-import type { StorageAdapter } from '../storage/types.js'
+import type { MoveInput, StorageAdapter } from '../storage/types.js'
 import { ACCESS_SEGMENT, assignmentLabel, assignmentScope, type AccessService } from '../access/access-service.js'
 import { admitUpdate, ClientBindings, type ClientBinding } from '../admission/index.js'
 import { DocCorrupted, LoadedNode, type RoomConnection } from './loaded-node.js'
@@ -115,6 +117,8 @@ export class NodeService implements NodeApi {
   private readonly retired = new Map<NodePath, LoadedNode>()
   /** Subtrees whose cascade delete is under way: nothing new may be created inside them. */
   private readonly deleting = new Set<NodePath>()
+  /** [MOVE2] Subtrees being moved (source and destination): no write inside them meanwhile. */
+  private readonly moving = new Set<NodePath>()
   private readonly changesSubject = new Subject<LiveChange>()
   /** [QUERY1] Seals query cursors that stop between readable regions. */
   private readonly cursors = new CursorSealer()
@@ -196,6 +200,17 @@ export class NodeService implements NodeApi {
       for (const node of page) yield node
       if (page.length < QUERY_MAX_LIMIT) return
       after = page[page.length - 1]!.path
+    }
+  }
+
+  /** [MOVE4] Every node below `path` (not itself), in path order. System use only. */
+  async *scanSubtree(path: NodePath): AsyncGenerator<MeshNode> {
+    let after: string = `${path}/`
+    for (;;) {
+      const page = await this.storage.queryNodes({ limit: QUERY_MAX_LIMIT }, { from: after, to: `${path}0` })
+      for (const node of page) yield node
+      if (page.length < QUERY_MAX_LIMIT) return
+      after = `${page[page.length - 1]!.path},`
     }
   }
 
@@ -423,6 +438,7 @@ export class NodeService implements NodeApi {
     const parent = query.parent
     const window = parent ? { from: `${parent}/`, to: `${parent}0` } : null
     const regions: { from: string; to: string }[] = []
+    const inTrash = parent !== undefined && isInTrash(parent)
     for (const r of this.access.readRegions(userId)) {
       let from = r.from
       let to = r.to
@@ -443,7 +459,8 @@ export class NodeService implements NodeApi {
       const rows = await this.storage.queryNodes({ ...query, after: undefined, limit: want }, region)
       queries++
       // The regions are exact; the check stays as a second line of defence.
-      for (const row of rows) if (this.access.has(principal, row.path, 'Read')) items.push(row)
+      // [MOVE5] A trash is listed on the trash page, never in a query (unless asked for by parent).
+      for (const row of rows) if (this.access.has(principal, row.path, 'Read') && (inTrash || !isInTrash(row.path))) items.push(row)
       if (rows.length < want) i++
       else regions[i] = { from: `${rows[rows.length - 1]!.path},`, to: region.to }
     }
@@ -850,6 +867,85 @@ export class NodeService implements NodeApi {
 
   private writable(ln: LoadedNode): void {
     if (ln.poisoned) throw new WeftError('unavailable', `A change to ${ln.path} could not be saved; retry in a moment.`)
+    if (this.moving.size > 0 && this.underMove(ln.path)) throw new WeftError('conflict', `${ln.path} is being moved; retry in a moment.`)
+  }
+
+  private underMove(path: NodePath): boolean {
+    for (let p: NodePath | null = path; p; p = parentPath(p)) if (this.moving.has(p)) return true
+    return false
+  }
+
+  /**
+   * [MOVE2] Moves the subtree at `from` to `to` (the caller checked the rules, move-service.ts):
+   * writes inside either subtree wait it out (refused with `conflict`), the subtree's pending
+   * commits settle first, storage moves every row in one transaction, then, in one synchronous
+   * stretch, the access index follows the moved assignments, clients of the old paths are told
+   * where it went (closed with `moved`) and the feed publishes a Deleted and a Created per node.
+   */
+  async relocate(principal: Principal, from: NodePath, to: NodePath, extra: Pick<MoveInput, 'redirect' | 'trash' | 'restore'>, origin: ChangeOrigin = 'http'): Promise<ChangeRecord[]> {
+    if (this.underMove(from) || this.underMove(to) || this.deleting.has(from)) throw new WeftError('conflict', `${from} is being moved or deleted; retry in a moment.`)
+    for (const p of this.moving) if (p.startsWith(`${from}/`) || p.startsWith(`${to}/`)) throw new WeftError('conflict', `Part of ${from} is being moved; retry in a moment.`)
+    this.moving.add(from)
+    this.moving.add(to)
+    try {
+      const inside = (path: NodePath, root: NodePath) => path === root || path.startsWith(`${root}/`)
+      const copies = [...this.loaded.values()].filter((ln) => inside(ln.path, from))
+      await Promise.all(copies.map((ln) => ln.settled()))
+      for (const ln of copies) await this.retired.get(ln.path)?.settled()
+      // The access nodes the move carries: the index drops the old paths and takes the new ones.
+      const carried: MeshNode[] = []
+      for (const nodeType of ['AccessAssignment', 'Membership']) {
+        carried.push(...(await this.storage.queryNodes({ nodeType, limit: QUERY_MAX_LIMIT }, { from: `${from}/`, to: `${from}0` })))
+      }
+      const records = await this.storage.moveSubtree({ from, to, at: now(), ...extra })
+      const moved = new Map<NodePath, MeshNode | null>()
+      await Promise.all(records.filter((r) => r.kind === 'Created').map(async (r) => moved.set(r.path, await this.storage.getNode(r.path))))
+      // From here on synchronous: no read or write sees half of it in memory.
+      const newPath = (p: NodePath) => `${to}${p.slice(from.length)}` as NodePath
+      for (const ln of [...this.loaded.values()]) {
+        if (inside(ln.path, from)) {
+          for (const conn of [...ln.connections]) conn.evict(4404, 'moved', `Moved to ${newPath(ln.path)}`)
+          ln.contentDirty = false
+          this.loaded.delete(ln.path)
+          ln.destroy()
+        } else if (inside(ln.path, to) && ln.node === null && ln.holds === 0) {
+          this.loaded.delete(ln.path)
+          ln.destroy()
+        }
+      }
+      for (const path of [...this.readCache.keys()]) if (inside(path, from) || inside(path, to)) this.readCache.delete(path)
+      this.writeEpoch++
+      for (const node of carried) this.access.observe(node, moved.get(newPath(node.path)) ?? null)
+      const by = principalName(principal)
+      for (const r of records) {
+        const change: LiveChange = { ...r, node: r.kind === 'Created' ? (moved.get(r.path) ?? null) : null, by, origin }
+        this.changesSubject.next(change)
+        this.pathSubjects.get(r.path)?.next(change)
+      }
+      return records
+    } finally {
+      this.moving.delete(from)
+      this.moving.delete(to)
+    }
+  }
+
+  /** [MOVE3] Where a path that is gone now lives, following recorded moves (null: nowhere known). */
+  async movedTo(path: NodePath): Promise<NodePath | null> {
+    let at = path
+    for (let hop = 0; hop < 8; hop++) {
+      const hit = await this.storage.movedFrom(selfAndAncestors(at))
+      if (!hit) return null
+      const next = `${hit.to}${at.slice(hit.from.length)}` as NodePath
+      if (next === at) return null
+      at = next
+      if (await this.exists(at)) return at
+    }
+    return null
+  }
+
+  /** [MOVE5] The trash entries of a top-level node, for its Admins. */
+  listTrash(top: NodePath) {
+    return this.storage.listTrash(top)
   }
 
   private existing(ln: LoadedNode, principal: Principal): MeshNode {

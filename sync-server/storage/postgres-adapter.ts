@@ -15,7 +15,8 @@ import { GroupCommitter, type ItemResult } from './group-commit.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
 import { clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
-import type { Account, ClientBinding, CommitInput, StorageAdapter, StoredDoc } from './types.js'
+import type { Account, ClientBinding, CommitInput, StorageAdapter, StoredDoc, MoveInput, TrashEntry } from './types.js'
+import { applyPostgresMoveSchema, postgresListTrash, postgresMovedFrom, postgresMoveSubtree } from './postgres-move.js'
 
 export interface PostgresStorageOptions {
   connectionString: string
@@ -73,6 +74,7 @@ export class PostgresStorage implements StorageAdapter {
         await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK_KEY])
         if (schema) await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`)
         await client.query(POSTGRES_SCHEMA)
+        await applyPostgresMoveSchema(client)
       })
     } catch (error) {
       await pool.end()
@@ -354,6 +356,19 @@ export class PostgresStorage implements StorageAdapter {
       [Math.floor(version), clampLimit(limit, 1000, MAX_CHANGES_LIMIT)],
     )
     return r.rows.map((row) => ({ version: Number(row.version), path: row.path as NodePath, nodeType: row.node_type, kind: row.kind }))
+  }
+
+  async moveSubtree(input: MoveInput): Promise<ChangeRecord[]> {
+    if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
+    return withTransaction(this.pool, (client) => postgresMoveSubtree(client, input))
+  }
+
+  async movedFrom(paths: readonly NodePath[]): Promise<{ from: NodePath; to: NodePath } | null> {
+    return postgresMovedFrom(this.pool, paths)
+  }
+
+  async listTrash(top: NodePath): Promise<TrashEntry[]> {
+    return postgresListTrash(this.pool, top)
   }
 
   async lastVersion(): Promise<number> {

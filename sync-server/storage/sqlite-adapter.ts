@@ -17,7 +17,8 @@ import { NODE_COLUMNS, rowToNode, toBytes, type NodeRow } from './row-mapping.js
 import { contentOfLog } from './compaction.js'
 import { SqliteWriter, openSqliteConnection, type BatchItem } from './sqlite-writer.js'
 import { deserializeError, fromWire, toWire, type WireItemResult, type WriterInit, type WriterRequest, type WriterResponse } from './sqlite-writer-protocol.js'
-import type { Account, ClientBinding, CommitInput, StorageAdapter, StoredDoc } from './types.js'
+import type { Account, ClientBinding, CommitInput, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
+import { sqliteListTrash, sqliteMovedFrom } from './sqlite-move.js'
 
 export interface SqliteStorageOptions {
   /** Database file; `:memory:` works but is not durable (and cannot be shared with a writer thread). */
@@ -101,6 +102,8 @@ class InlineWriter implements WriterPort {
         setImmediate(() => this.compactSome())
         return results
       }
+      case 'move':
+        return this.writer.moveSubtree(message.move).map((value) => ({ ok: true, value }))
       case 'createAccount':
         this.writer.createAccount(message.account)
         return undefined
@@ -312,6 +315,21 @@ export class SqliteStorage implements StorageAdapter {
     return this.stmt.changesSince
       .all(Math.floor(version), clampLimit(limit, 1000, MAX_CHANGES_LIMIT))
       .map((r) => ({ version: r.version, path: r.path as NodePath, nodeType: r.node_type, kind: r.kind }))
+  }
+
+  async moveSubtree(input: MoveInput): Promise<ChangeRecord[]> {
+    if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
+    // The node service waits for the subtree's commits to settle and holds its writes meanwhile.
+    const results = (await this.writer.request({ op: 'move', move: input })) ?? []
+    return results.flatMap((r) => (r.ok && r.value ? [r.value] : []))
+  }
+
+  async movedFrom(paths: readonly NodePath[]): Promise<{ from: NodePath; to: NodePath } | null> {
+    return sqliteMovedFrom(this.db, paths)
+  }
+
+  async listTrash(top: NodePath): Promise<TrashEntry[]> {
+    return sqliteListTrash(this.db, top)
   }
 
   async lastVersion(): Promise<number> {

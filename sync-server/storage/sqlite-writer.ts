@@ -10,7 +10,8 @@ import { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
 import type { ItemResult } from './group-commit.js'
 import { pathColumns, toBuffer, toBytes } from './row-mapping.js'
 import { SQLITE_ADDED_COLUMNS, SQLITE_ADDED_INDEXES, SQLITE_SCHEMA } from './sqlite-schema.js'
-import type { Account } from './types.js'
+import type { Account, MoveInput } from './types.js'
+import { applySqliteMoveSchema, sqliteMoveSubtree } from './sqlite-move.js'
 
 export interface PreparedCommit {
   /** Without the content object: the writer thread writes its JSON text, and cloning the object to it would be wasted. */
@@ -44,6 +45,7 @@ export function openSqliteConnection(file: string, busyTimeoutMs: number): Datab
     }
   }
   db.exec(SQLITE_ADDED_INDEXES)
+  applySqliteMoveSchema(db)
   return db
 }
 
@@ -216,6 +218,11 @@ export class SqliteWriter {
         this.stmt.dropLogged.run(path, last.seq)
       })
       .immediate()
+  }
+
+  /** [MOVE2] One subtree's move in one transaction. */
+  moveSubtree(input: MoveInput): ChangeRecord[] {
+    return this.db.transaction(() => sqliteMoveSubtree(this.db, input)).immediate()
   }
 
   createAccount(account: Account): void {

@@ -2,17 +2,19 @@ import { describe, expect, it } from 'vitest'
 import { apiRoutes, type ApiDeps } from '../../sync-server/http/api-routes.js'
 import { OPENAPI_DOCUMENT } from '../../sync-server/http/openapi.js'
 import { inviteRoutes } from '../../sync-server/engines/subscriptions/routes.js'
+import { moveRoutes } from '../../sync-server/http/move-routes.js'
+import type { NodeService } from '../../sync-server/nodes/node-service.js'
 import type { InviteDeps } from '../../sync-server/engines/subscriptions/invites.js'
 
 /** [DOCS1] The OpenAPI document describes every route the server has. */
 describe('OpenAPI document', () => {
   // Building the route tables touches none of their dependencies.
-  const routes = [...apiRoutes({ isHealthy: () => true } as unknown as ApiDeps), ...inviteRoutes({} as unknown as InviteDeps)]
+  const routes = [...apiRoutes({ isHealthy: () => true } as unknown as ApiDeps), ...inviteRoutes({} as unknown as InviteDeps), ...moveRoutes({} as unknown as NodeService)]
   const paths = OPENAPI_DOCUMENT.paths as Record<string, Record<string, unknown>>
   /** A concrete URL for an OpenAPI path template: every `{param}` becomes a valid segment. */
   const example = (template: string) => template.replace(/\{[^}]+\}/g, 'Seg1')
 
-  it('[DOCS1] every route in api-routes (and the invite routes) is described with its method', () => {
+  it('[DOCS1] every route in api-routes (and the invite and move routes) is described with its method', () => {
     const missing = routes
       .filter((route) => !Object.entries(paths).some(([template, ops]) => route.pattern.test(example(template)) && route.method.toLowerCase() in ops))
       .map((r) => `${r.method} ${r.pattern.source}`)
