@@ -7,7 +7,10 @@ function caller(r: RouteRequest): Principal {
   return must(r.principal, 'route requires auth')
 }
 
-/** [MOVE1] [MOVE5] [MOVE6] Move, trash, restore and the trash listing. */
+/** The longest name a rename takes (a PUT's `name` takes 500). */
+const MAX_NAME_LENGTH = 500
+
+/** [MOVE1] [MOVE5] [MOVE6] [MOVE8] Rename, move, trash, restore and the trash listing. */
 export function moveRoutes(nodes: NodeService): Route[] {
   const moves = new MoveService(nodes)
   return [
@@ -18,6 +21,19 @@ export function moveRoutes(nodes: NodeService): Route[] {
         const body = await r.json()
         if (!isJsonObject(body) || typeof body.to !== 'string') throw new WeftError('invalid_request', 'Send { "to": "<the new path>" }.')
         return { status: 200, body: await moves.move(caller(r), parseNodePath(r.params.path), parseNodePath(body.to)) }
+      },
+    },
+    {
+      method: 'POST',
+      pattern: /^\/api\/nodes\/(?<path>.+)\/rename$/,
+      handler: async (r) => {
+        const body = await r.json()
+        const name = isJsonObject(body) && typeof body.name === 'string' ? body.name.trim() : ''
+        // eslint-disable-next-line no-control-regex
+        if (!name || name.length > MAX_NAME_LENGTH || /[\u0000-\u001f\u007f]/.test(name)) {
+          throw new WeftError('invalid_request', `Send { "name": "…" }: 1 to ${MAX_NAME_LENGTH} characters, any language, no control characters.`)
+        }
+        return { status: 200, body: await nodes.rename(caller(r), parseNodePath(r.params.path), name) }
       },
     },
     {

@@ -316,6 +316,15 @@ export const OPENAPI_DOCUMENT = {
         },
       },
     },
+    '/api/nodes/{path}/rename': {
+      parameters: [pathParam],
+      post: {
+        summary: 'Change the name people see ([MOVE8]); the path, and every link to it, stays. Needs Update.',
+        security: bearer,
+        requestBody: { required: true, content: json({ type: 'object', required: ['name'], properties: { name: { type: 'string', minLength: 1, maxLength: 500, description: 'Any Unicode text, no control characters.' } } }) },
+        responses: { '200': { description: 'The renamed node.', content: json(ref('MeshNode')) }, ...common, '404': error('`not_found`.') },
+      },
+    },
     '/api/nodes/{path}/trash': {
       parameters: [pathParam],
       post: {

@@ -929,6 +929,13 @@ export class NodeService implements NodeApi {
     }
   }
 
+  /** [MOVE8] Renames: the name changes, the path (and every link to it) stays. Needs Update. */
+  async rename(principal: Principal, path: NodePath, name: string, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
+    const ln = await this.acquire(path)
+    const before = this.existing(ln, principal)
+    return (await this.writeContent(ln, principal, before, name, before.content, {}, origin, []))!
+  }
+
   /** [MOVE3] Where a path that is gone now lives, following recorded moves (null: nowhere known). */
   async movedTo(path: NodePath): Promise<NodePath | null> {
     let at = path

@@ -183,3 +183,27 @@ describe('move and trash', () => {
     expect(errorCode(await api(ts.url, admin.token).getNode(doc))).toBe('moved')
   })
 })
+
+describe('rename', () => {
+  let ts: TestServer
+  beforeAll(async () => {
+    ts = await startTestServer()
+  })
+  afterAll(() => ts.cleanup())
+
+  it('[MOVE8] renames to any Unicode name and keeps the path; a Viewer and bad names are refused', async () => {
+    const admin = await signup(ts.url)
+    const viewer = await signup(ts.url)
+    const space = await createSpace(ts.url, admin.token)
+    await grantRole(ts.url, admin.token, space, viewer.userId, 'Viewer')
+    const doc = await createDocument(ts.url, admin.token, `${space}/notes`, { Title: 'x' })
+    const a = api(ts.url, admin.token)
+    const res = await a.post<{ path: string; name: string; content: unknown }>(`/api/nodes/${doc}/rename`, { name: '  日本語のメモ 🚀 ' })
+    expect(res.status).toBe(200)
+    expect(res.body).toMatchObject({ path: doc, name: '日本語のメモ 🚀', content: { Title: 'x' } })
+    expect((await a.getNode(doc)).body.name).toBe('日本語のメモ 🚀')
+    expect(errorCode(await api(ts.url, viewer.token).post(`/api/nodes/${doc}/rename`, { name: 'Mine' }))).toBe('forbidden')
+    for (const name of ['', '   ', 'a\u0000b', 'x'.repeat(501), 42]) expect(errorCode(await a.post(`/api/nodes/${doc}/rename`, { name }))).toBe('invalid_request')
+    expect((await a.getNode(doc)).body.name).toBe('日本語のメモ 🚀')
+  })
+})
