@@ -2,7 +2,7 @@ import { LitElement, css, html, nothing } from 'lit'
 import { repeat } from 'lit/directives/repeat.js'
 // Runtime imports name shared/ modules directly: shared/index.js also pulls the zod node-type
 // schemas, which the browser never needs and which cost cold-start parse time.
-import { joinPath, parentPath, type NodePath } from '../../shared/path.js'
+import { joinPath, type NodePath } from '../../shared/path.js'
 import { jsonEqual, type JsonValue } from '../../shared/json.js'
 import { isTextField, TYPED_TEXT_FIELDS } from '../../shared/text-fields.js'
 import type { Permission } from '../../shared/enums.js'
@@ -18,6 +18,8 @@ import { codeOf, humanError, humanMessage } from './error-text.js'
 import { formatValue, isNodeLink, parseAs, parseLike, type FieldKind } from './field-kinds.js'
 import './text-field.js'
 import './refused-list.js'
+import './node-actions.js'
+import { removeFieldWithUndo } from './field-undo.js'
 
 const CHILD_LIMIT = 200
 /** A text field longer than this (or with a line break) gets a multi-line editor. */
@@ -253,17 +255,6 @@ export class WeftNodePage extends LitElement {
     void this.create(name, String(data.get('nodeType') ?? 'Document'), form)
   }
 
-  private async onDelete() {
-    if (!confirm(`Delete ${this.path} and everything under it?`)) return
-    const parent = parentPath(this.path as NodePath)
-    try {
-      await app().client.deleteNode(this.path)
-      location.hash = nodeHref(parent ?? app().session.userId)
-    } catch (e) {
-      this.pageError = humanError(e)
-    }
-  }
-
   private isMultiline(key: string, value: string, nodeType: string): boolean {
     let m = this.multiline.get(key)
     if (m === undefined) {
@@ -303,7 +294,7 @@ export class WeftNodePage extends LitElement {
     return html`<label for=${id}>${key}</label>
       <div class="value" data-field=${key}>${input}${link}${note}</div>
       <button type="button" class="icon" aria-label=${`Remove field ${key}`} title=${this.can('Update') ? `Remove field ${key}` : 'Your role cannot edit this node'}
-        ?disabled=${!this.can('Update')} @click=${() => this.patchField(key, null)}>✕</button>`
+        ?disabled=${!this.can('Update')} @click=${() => removeFieldWithUndo(key, value, (k, v) => this.patchField(k, v))}>✕</button>`
   }
 
   private renderExtension(view: NodeView) {
@@ -356,6 +347,8 @@ export class WeftNodePage extends LitElement {
     const view = this.node.value
     const access = this.access.value
     const others = this.presence.value ?? []
+    const movedTo = access?.denied?.code === 'moved' ? /Moved to (\S+)/.exec(access.denied.message)?.[1] : undefined
+    if (movedTo) return html`<p role="status" data-moved>This node was moved. <a href=${nodeHref(movedTo)}>Open it in its new place</a></p>`
     if (access?.denied && !view) {
       return html`<p class="denied" role="alert">You cannot open ${this.path}: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>`
     }
@@ -366,7 +359,7 @@ export class WeftNodePage extends LitElement {
     const canDelete = this.can('Delete')
     return html`
       <header>
-        <h1>${view.name}</h1>
+        <weft-node-title .view=${view} ?canRename=${canUpdate}></weft-node-title>
         <wa-badge class="type" variant="brand" appearance="filled" pill>${view.nodeType === 'ActivityLog' ? 'Run' : view.nodeType}</wa-badge>
         ${this.crumbs.value.length
           ? html`<nav class="crumbs" aria-label="Breadcrumb">${this.crumbs.value.map((c) => html`<a href=${nodeHref(c.path)}>${c.name}</a><span aria-hidden="true"> › </span>`)}</nav>`
@@ -386,10 +379,7 @@ export class WeftNodePage extends LitElement {
       ${view.nodeType === 'ActivityLog' ? this.renderRun(view) : this.renderEditable(view, kids, canUpdate, canCreate)}
       ${view.nodeType === 'ActivityLog' && !canDelete
         ? nothing
-        : html`<section>
-            <wa-button size="small" variant="danger" appearance="outlined" ?disabled=${!canDelete} @click=${this.onDelete}>Delete node</wa-button>
-            ${canDelete ? nothing : html`<span class="reason-off">Only an Admin can delete this node.</span>`}
-          </section>`}
+        : html`<section><weft-node-actions .view=${view} ?canDelete=${canDelete} ?canManage=${this.can('ManageAccess')}></weft-node-actions></section>`}
     `
   }
 

@@ -10,3 +10,13 @@ export function pathFromHash(hash: string): string | null {
 
 /** The list of every refused edit on this device (the status bar's count opens it). */
 export const REFUSED_HREF = '#/refused'
+
+/** [MOVE6] A space's trash (its Admins restore from it). */
+export function trashHref(space: string): string {
+  return `#/trash/${space}`
+}
+
+export function trashFromHash(hash: string): string | null {
+  const m = /^#\/trash\/([^/]+)$/.exec(hash)
+  return m ? decodeURIComponent(m[1]!) : null
+}

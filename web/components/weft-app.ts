@@ -5,12 +5,13 @@ import type { Session, SyncStatus } from '../sync/index.js'
 import type { OpError } from '../sync/sync-client.js'
 import { humanMessage } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
-import { pathFromHash, REFUSED_HREF } from './route.js'
+import { pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
 import './auth-page.js'
 import './nav-tree.js'
 import './node-page.js'
 import './sync-status.js'
 import './refused-list.js'
+import './trash-page.js'
 
 /** The root: sign-in, or the signed-in layout (status bar, navigation tree, node page). */
 export class WeftApp extends LitElement {
@@ -109,7 +110,8 @@ export class WeftApp extends LitElement {
   override render() {
     if (!this.session) return html`<weft-auth-page @signed-in=${this.onSignedIn}></weft-auth-page>`
     if (!this.ready) return html`<p aria-busy="true">Opening your nodes…</p>`
-    const path = pathFromHash(this.route) ?? this.session.userId
+    const trash = trashFromHash(this.route)
+    const path = pathFromHash(this.route) ?? trash ?? this.session.userId
     const final = this.status.value?.final
     return html`
       <div class="bar">
@@ -144,7 +146,9 @@ export class WeftApp extends LitElement {
         <main>
           ${this.route === REFUSED_HREF
             ? html`<h1 class="page-title">Refused changes</h1><weft-refused-list></weft-refused-list>`
-            : html`<weft-node-page .path=${path}></weft-node-page>`}
+            : trash
+              ? html`<h1 class="page-title">Trash</h1><weft-trash-page .space=${trash}></weft-trash-page>`
+              : html`<weft-node-page .path=${path}></weft-node-page>`}
         </main>
       </div>
     `
