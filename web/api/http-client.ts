@@ -25,6 +25,8 @@ export class HttpError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** [MOVE3] A `moved` refusal's new path. */
+    readonly to?: string,
   ) {
     super(message)
     this.name = 'HttpError'
@@ -84,8 +86,8 @@ export class HttpApi {
       // not JSON (e.g. a proxy's error page)
     }
     if (!res.ok) {
-      const err = (json as { error?: { code?: string; message?: string } } | null)?.error
-      throw new HttpError(res.status, err?.code ?? 'http_' + res.status, err?.message ?? `${method} ${url} failed with ${res.status}`)
+      const err = (json as { error?: { code?: string; message?: string; to?: string } } | null)?.error
+      throw new HttpError(res.status, err?.code ?? 'http_' + res.status, err?.message ?? `${method} ${url} failed with ${res.status}`, typeof err?.to === 'string' ? err.to : undefined)
     }
     return json as T
   }

@@ -101,6 +101,7 @@ export class WeftNodeActions extends LitElement {
     rows: { state: true },
     error: { state: true },
     busy: { state: true },
+    picking: { state: true },
   }
   declare view: NodeView
   declare canDelete: boolean
@@ -110,6 +111,8 @@ export class WeftNodeActions extends LitElement {
   declare rows: PickerRow[]
   declare error: string
   declare busy: boolean
+  /** The dialog is open: its contents exist only then (a closed picker adds nothing to the page). */
+  declare picking: boolean
   private atName = new Map<string, string>()
 
   static override styles = css`
@@ -117,8 +120,8 @@ export class WeftNodeActions extends LitElement {
     .reason-off { color: #555; font-style: italic; font-size: 0.9em; }
     dialog { width: min(32em, calc(100vw - 2em)); box-sizing: border-box; border: 1px solid #ccd; border-radius: 10px; padding: 1em; }
     dialog h2 { margin: 0 0 0.5em; font-size: 1.15em; overflow-wrap: anywhere; }
-    .crumbs { font-size: 0.9em; color: #445; margin-bottom: 0.4em; overflow-wrap: anywhere; }
-    .crumbs button, ul button { font: inherit; background: none; border: none; color: #1d4ed8; cursor: pointer; padding: 0.15em 0.2em; text-align: left; }
+    .where { font-size: 0.9em; color: #445; margin-bottom: 0.4em; overflow-wrap: anywhere; }
+    .where button, ul button { font: inherit; background: none; border: none; color: #1d4ed8; cursor: pointer; padding: 0.15em 0.2em; text-align: left; }
     ul { list-style: none; padding: 0; margin: 0 0 0.8em; max-height: 16em; overflow: auto; border: 1px solid #e3e6ee; border-radius: 6px; }
     li { padding: 0.2em 0.4em; border-bottom: 1px solid #f0f1f5; overflow-wrap: anywhere; }
     li[aria-disabled='true'] { color: #888; }
@@ -135,6 +138,7 @@ export class WeftNodeActions extends LitElement {
     this.rows = []
     this.error = ''
     this.busy = false
+    this.picking = false
   }
 
   private get dialog(): HTMLDialogElement {
@@ -143,6 +147,7 @@ export class WeftNodeActions extends LitElement {
 
   private async openMove() {
     this.error = ''
+    this.picking = true
     this.dialog.showModal()
     await this.browse(parentPath(this.view.path as NodePath) ?? '')
   }
@@ -207,6 +212,14 @@ export class WeftNodeActions extends LitElement {
   }
 
   private renderPicker() {
+    const self = this.view.path as NodePath
+    const canHere = this.at !== '' && !isDescendantOrSelf(this.at as NodePath, self) && this.at !== parentPath(self)
+    return html`<dialog aria-label=${`Move ${this.view.name}`} @close=${() => ((this.error = ''), (this.picking = false))}>
+      ${this.picking ? this.renderPickerBody(self, canHere) : nothing}
+    </dialog>`
+  }
+
+  private renderPickerBody(self: NodePath, canHere: boolean) {
     const crumbs: { path: string; name: string }[] = [{ path: '', name: 'All spaces' }]
     if (this.at) {
       const parts = this.at.split('/')
@@ -215,11 +228,9 @@ export class WeftNodeActions extends LitElement {
         crumbs.push({ path: p, name: this.atName.get(p) ?? parts[i - 1]! })
       }
     }
-    const self = this.view.path as NodePath
-    const canHere = this.at !== '' && !isDescendantOrSelf(this.at as NodePath, self) && this.at !== parentPath(self)
-    return html`<dialog aria-label=${`Move ${this.view.name}`} @close=${() => (this.error = '')}>
+    return html`
       <h2>Move “${this.view.name}”</h2>
-      <nav class="crumbs" aria-label="Where">${crumbs.map((c, i) => html`${i ? ' › ' : ''}<button type="button" @click=${() => this.browse(c.path)}>${c.name}</button>`)}</nav>
+      <nav class="where" aria-label="Where">${crumbs.map((c, i) => html`${i ? ' › ' : ''}<button type="button" @click=${() => this.browse(c.path)}>${c.name}</button>`)}</nav>
       <ul aria-label="Places">
         ${this.rows.length === 0 ? html`<li>Nothing inside.</li>` : nothing}
         ${this.rows.map((r) => {
@@ -235,8 +246,7 @@ export class WeftNodeActions extends LitElement {
         <wa-button size="small" variant="brand" ?disabled=${!canHere || this.busy} @click=${this.moveHere}
           >${this.at === '' ? 'Choose a place' : `Move into “${this.atName.get(this.at) ?? this.at}”`}</wa-button
         >
-      </div>
-    </dialog>`
+      </div>`
   }
 
   /** Permanent: a space (its Admins), or a system child such as a run (nothing to restore it into). */
@@ -266,7 +276,7 @@ export class WeftNodeActions extends LitElement {
     return html`
       ${buttons}
       ${top && this.canManage ? html`<a href=${trashHref(path)}>Trash</a>` : nothing}
-      ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
+      ${this.error && !this.picking ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       ${system || top ? nothing : this.renderPicker()}
     `
   }

@@ -19,6 +19,7 @@ import { formatValue, isNodeLink, parseAs, parseLike, type FieldKind } from './f
 import './text-field.js'
 import './refused-list.js'
 import './node-actions.js'
+import './moved-notice.js'
 import { removeFieldWithUndo } from './field-undo.js'
 
 const CHILD_LIMIT = 200
@@ -347,8 +348,8 @@ export class WeftNodePage extends LitElement {
     const view = this.node.value
     const access = this.access.value
     const others = this.presence.value ?? []
-    const movedTo = access?.denied?.code === 'moved' ? /Moved to (\S+)/.exec(access.denied.message)?.[1] : undefined
-    if (movedTo) return html`<p role="status" data-moved>This node was moved. <a href=${nodeHref(movedTo)}>Open it in its new place</a></p>`
+    const gone = access?.denied && (access.denied.code === 'moved' || (access.denied.code === 'not_found' && !view)) ? access.denied : null
+    if (gone) return html`<weft-moved-notice .path=${this.path} .code=${gone.code} .message=${gone.message}></weft-moved-notice>`
     if (access?.denied && !view) {
       return html`<p class="denied" role="alert">You cannot open ${this.path}: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>`
     }

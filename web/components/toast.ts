@@ -20,8 +20,8 @@ export class WeftToast extends LitElement {
   private nextId = 1
 
   static override styles = css`
-    :host { position: fixed; left: 50%; bottom: 1em; transform: translateX(-50%); z-index: 20; display: flex; flex-direction: column; gap: 0.5em; max-width: calc(100vw - 2em); }
-    .toast { display: flex; align-items: center; gap: 0.8em; padding: 0.6em 0.9em; border-radius: 8px; background: #1d2433; color: #fff; box-shadow: 0 4px 16px rgb(0 0 0 / 0.2); overflow-wrap: anywhere; }
+    :host { position: fixed; left: 50%; bottom: 1em; transform: translateX(-50%); z-index: 20; pointer-events: none; display: flex; flex-direction: column; gap: 0.5em; max-width: calc(100vw - 2em); }
+    .toast { pointer-events: auto; display: flex; align-items: center; gap: 0.8em; padding: 0.6em 0.9em; border-radius: 8px; background: #1d2433; color: #fff; box-shadow: 0 4px 16px rgb(0 0 0 / 0.2); overflow-wrap: anywhere; }
     button { font: inherit; border: 1px solid #8ab4ff; color: #cfe0ff; background: transparent; border-radius: 6px; padding: 0.2em 0.7em; cursor: pointer; }
     button.close { border: none; color: #aab; }
     button:focus-visible { outline: 2px solid #8ab4ff; outline-offset: 1px; }
