@@ -8,6 +8,7 @@ import { configFromEnv, defaultConfig, type ServerConfig } from './config.js'
 import { defaultEngines, type Engine, type EngineFactory } from './engines/index.js'
 import { apiRoutes } from './http/api-routes.js'
 import { moveRoutes } from './http/move-routes.js'
+import { MoveService } from './nodes/move-service.js'
 import { createHttpHandler } from './http/http-server.js'
 import type { Route } from './http/route.js'
 import { createLogger } from './log.js'
@@ -70,6 +71,15 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   purgeChanges()
   const purgeTimer = setInterval(purgeChanges, 3_600_000)
   purgeTimer.unref()
+  // [MOVE6] A trashed subtree can be restored for TRASH_RETENTION_MS; then it is purged.
+  const moves = new MoveService(nodes)
+  const purgeTrash = () =>
+    void moves
+      .purgeExpiredTrash(new Date(Date.now() - config.trashRetentionMs).toISOString())
+      .catch((err: unknown) => log.warn({ err }, 'trash purge failed'))
+  purgeTrash()
+  const trashTimer = setInterval(purgeTrash, 3_600_000)
+  trashTimer.unref()
   const abort = new AbortController()
   let healthy = false
 
@@ -127,6 +137,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
         abort.abort()
         auth.stop()
         clearInterval(purgeTimer)
+        clearInterval(trashTimer)
         await sockets.close()
         await new Promise<void>((resolve) => {
           http.close(() => resolve())

@@ -87,6 +87,17 @@ export class MoveService {
     return { path: to }
   }
 
+  /** [MOVE6] Purges (for good) every trash entry deleted before `before`; answers how many. */
+  async purgeExpiredTrash(before: string): Promise<number> {
+    let purged = 0
+    for (;;) {
+      const paths = await this.nodes.expiredTrash(before, 100)
+      for (const path of paths) await this.nodes.delete(SYSTEM, path, 'system')
+      purged += paths.length
+      if (paths.length < 100) return purged
+    }
+  }
+
   private async readable(principal: Principal, path: NodePath): Promise<MeshNode> {
     const node = await this.nodes.get(principal, path)
     if (!node) throw new WeftError('not_found', `No node at ${path}.`)

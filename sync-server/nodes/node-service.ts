@@ -950,6 +950,11 @@ export class NodeService implements NodeApi {
     return null
   }
 
+  /** [MOVE6] Trash entries deleted before `before`, for the purge. */
+  expiredTrash(before: string, limit: number) {
+    return this.storage.expiredTrash(before, limit)
+  }
+
   /** [MOVE5] The trash entries of a top-level node, for its Admins. */
   listTrash(top: NodePath) {
     return this.storage.listTrash(top)

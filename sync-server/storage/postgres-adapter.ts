@@ -16,7 +16,7 @@ import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
 import { clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
 import type { Account, ClientBinding, CommitInput, StorageAdapter, StoredDoc, MoveInput, TrashEntry } from './types.js'
-import { applyPostgresMoveSchema, postgresListTrash, postgresMovedFrom, postgresMoveSubtree } from './postgres-move.js'
+import { applyPostgresMoveSchema, postgresExpiredTrash, postgresListTrash, postgresMovedFrom, postgresMoveSubtree } from './postgres-move.js'
 
 export interface PostgresStorageOptions {
   connectionString: string
@@ -369,6 +369,10 @@ export class PostgresStorage implements StorageAdapter {
 
   async listTrash(top: NodePath): Promise<TrashEntry[]> {
     return postgresListTrash(this.pool, top)
+  }
+
+  async expiredTrash(before: string, limit: number): Promise<NodePath[]> {
+    return postgresExpiredTrash(this.pool, before, limit)
   }
 
   async lastVersion(): Promise<number> {

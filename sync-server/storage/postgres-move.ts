@@ -73,3 +73,8 @@ export async function postgresListTrash(pool: pg.Pool, top: NodePath): Promise<T
   )
   return r.rows.map(trashRowToEntry)
 }
+
+export async function postgresExpiredTrash(pool: pg.Pool, before: string, limit: number): Promise<NodePath[]> {
+  const r = await pool.query<{ path: string }>('SELECT t.path FROM trash t JOIN nodes n ON n.path = t.path WHERE t.deleted_at < $1 ORDER BY t.deleted_at LIMIT $2', [before, limit])
+  return r.rows.map((row) => row.path as NodePath)
+}

@@ -18,7 +18,7 @@ import { contentOfLog } from './compaction.js'
 import { SqliteWriter, openSqliteConnection, type BatchItem } from './sqlite-writer.js'
 import { deserializeError, fromWire, toWire, type WireItemResult, type WriterInit, type WriterRequest, type WriterResponse } from './sqlite-writer-protocol.js'
 import type { Account, ClientBinding, CommitInput, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
-import { sqliteListTrash, sqliteMovedFrom } from './sqlite-move.js'
+import { sqliteExpiredTrash, sqliteListTrash, sqliteMovedFrom } from './sqlite-move.js'
 
 export interface SqliteStorageOptions {
   /** Database file; `:memory:` works but is not durable (and cannot be shared with a writer thread). */
@@ -330,6 +330,10 @@ export class SqliteStorage implements StorageAdapter {
 
   async listTrash(top: NodePath): Promise<TrashEntry[]> {
     return sqliteListTrash(this.db, top)
+  }
+
+  async expiredTrash(before: string, limit: number): Promise<NodePath[]> {
+    return sqliteExpiredTrash(this.db, before, limit)
   }
 
   async lastVersion(): Promise<number> {

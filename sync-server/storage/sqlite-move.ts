@@ -101,3 +101,10 @@ export function sqliteListTrash(db: Database.Database, top: NodePath): TrashEntr
     .all(from, to, TRASH_LIST_LIMIT)
     .map(trashRowToEntry)
 }
+
+export function sqliteExpiredTrash(db: Database.Database, before: string, limit: number): NodePath[] {
+  return db
+    .prepare<[string, number], { path: string }>('SELECT t.path FROM trash t JOIN nodes n ON n.path = t.path WHERE t.deleted_at < ? ORDER BY t.deleted_at LIMIT ?')
+    .all(before, limit)
+    .map((r) => r.path as NodePath)
+}

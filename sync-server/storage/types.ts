@@ -122,6 +122,8 @@ export interface StorageAdapter {
   movedFrom(paths: readonly NodePath[]): Promise<{ from: NodePath; to: NodePath } | null>
   /** [MOVE5] The trash entries under `{top}/_Trash/` whose node is still there, newest first. */
   listTrash(top: NodePath): Promise<TrashEntry[]>
+  /** [MOVE6] Trash entries (still there) deleted before `before` (an ISO time), at most `limit`. */
+  expiredTrash(before: string, limit: number): Promise<NodePath[]>
   lastVersion(): Promise<number>
 
   createAccount(account: Account): Promise<void>

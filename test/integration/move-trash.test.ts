@@ -207,3 +207,22 @@ describe('rename', () => {
     expect((await a.getNode(doc)).body.name).toBe('日本語のメモ 🚀')
   })
 })
+
+describe('trash retention', () => {
+  it('[MOVE6] past TRASH_RETENTION_MS an entry is purged for good (at boot, then hourly)', async () => {
+    const first = await startTestServer()
+    const admin = await signup(first.url)
+    const space = await createSpace(first.url, admin.token)
+    const doc = await createDocument(first.url, admin.token, `${space}/old`, {})
+    const a = api(first.url, admin.token)
+    const { trashPath } = (await a.post<{ trashPath: string }>(`/api/nodes/${doc}/trash`)).body
+    await first.server.close()
+    // The same data, a server that keeps trash for 1 ms: the entry goes at boot.
+    const second = await startTestServer({ dataDir: first.dataDir, config: { trashRetentionMs: 1 } })
+    const b = api(second.url, admin.token)
+    await waitFor(async () => (await b.get<{ items: unknown[] }>(`/api/trash/${space}`)).body.items.length === 0)
+    expect((await b.getNode(trashPath)).status).toBe(404)
+    await second.cleanup()
+    await first.cleanup()
+  })
+})
