@@ -218,9 +218,9 @@ describe('trash retention', () => {
     const { trashPath } = (await a.post<{ trashPath: string }>(`/api/nodes/${doc}/trash`)).body
     await first.server.close()
     // The same data, a server that keeps trash for 1 ms: the entry goes at boot.
-    const second = await startTestServer({ dataDir: first.dataDir, config: { trashRetentionMs: 1 } })
+    const second = await startTestServer({ dataDir: first.dataDir, config: { trashRetentionMs: 1, logLevel: 'warn' } })
     const b = api(second.url, admin.token)
-    await waitFor(async () => (await b.get<{ items: unknown[] }>(`/api/trash/${space}`)).body.items.length === 0)
+    await waitFor(async () => (await b.get<{ items: unknown[] }>(`/api/trash/${space}`)).body.items.length === 0, { timeoutMs: 30_000, description: 'the expired entry is purged' })
     expect((await b.getNode(trashPath)).status).toBe(404)
     await second.cleanup()
     await first.cleanup()
