@@ -14,6 +14,25 @@ export default tseslint.config(
     },
   },
   {
+    // Each server subsystem's surface is its index.ts (STYLE.md): no deep imports into another
+    // folder. Tests beside the code may reach inside what they test.
+    files: ['sync-server/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(\\.\\.?/)+(nodes|sync|http|storage|access|admission|auth)/(?!index\\.js$)',
+              message: "Import another subsystem through its index.ts (e.g. '../nodes/index.js'), not its files.",
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['shared/**/*.ts'],
     rules: {
       'no-restricted-imports': ['error', { patterns: ['node:*', '../sync-server/*', '../web/*'] }],

@@ -12,7 +12,7 @@ import { isJsonObject, jsonEqual, type JsonObject, type JsonValue } from './json
  * scalars are stored as plain values: RFC 7396 replaces them whole, and so do we. Strings the
  * node type's text policy names (shared/text-fields.ts) are Y.Text: a patch that replaces one
  * is applied as the minimal diff of the text, so two people typing in one field both keep
- * their words (docs/decisions/0005-text-fields.md).
+ * their words (docs/decisions/0008-text-fields.md).
  */
 export const CONTENT_MAP = 'content'
 

@@ -1,6 +1,6 @@
 /**
  * Which string values of a node are text that merges character by character (a Y.Text in the
- * node's doc) and which stay plain values that a write replaces whole (docs/decisions/0005).
+ * node's doc) and which stay plain values that a write replaces whole (docs/decisions/0008).
  *
  *  - Node types whose content is permissive (Document, Space, unknown types: any JSON object):
  *    every string, at any depth. What people type there is prose.

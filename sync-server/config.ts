@@ -1,5 +1,5 @@
 import path from 'node:path'
-import { DEFAULT_LOGIN_LIMITS } from './auth/login-throttle.js'
+import { DEFAULT_LOGIN_LIMITS } from './auth/index.js'
 
 export interface ServerConfig {
   port: number
@@ -8,7 +8,6 @@ export interface ServerConfig {
   dataDir: string
   /** postgres://... switches storage to PostgreSQL. */
   databaseUrl?: string
-  redisUrl?: string
   logLevel: string
   /** Largest HTTP body or WebSocket frame accepted, in bytes. */
   maxPayloadBytes: number
@@ -72,7 +71,6 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     host: env.HOST || d.host,
     dataDir: path.resolve(env.DATA_DIR || d.dataDir),
     databaseUrl: env.DATABASE_URL || undefined,
-    redisUrl: env.REDIS_URL || undefined,
     logLevel: env.LOG_LEVEL || d.logLevel,
     maxPayloadBytes: int(env.MAX_PAYLOAD_BYTES, d.maxPayloadBytes, 'MAX_PAYLOAD_BYTES'),
     idleUnloadMs: int(env.IDLE_UNLOAD_MS, d.idleUnloadMs, 'IDLE_UNLOAD_MS'),

@@ -1,21 +1,15 @@
 import { createServer as createHttpServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
-import { AccessService } from './access/access-service.js'
-import { AuthService } from './auth/auth-service.js'
-import { LoginThrottle } from './auth/login-throttle.js'
+import { AccessService } from './access/index.js'
+import { AuthService, LoginThrottle } from './auth/index.js'
 import { configFromEnv, defaultConfig, type ServerConfig } from './config.js'
 import { defaultEngines, type Engine, type EngineFactory } from './engines/index.js'
-import { apiRoutes } from './http/api-routes.js'
-import { moveRoutes } from './http/move-routes.js'
-import { MoveService } from './nodes/move-service.js'
-import { createHttpHandler } from './http/http-server.js'
-import type { Route } from './http/route.js'
+import { apiRoutes, createHttpHandler, moveRoutes, type Route } from './http/index.js'
 import { createLogger } from './log.js'
-import { NodeService } from './nodes/node-service.js'
-import { openStorage } from './storage/index.js'
-import type { StorageAdapter } from './storage/types.js'
-import { SocketServer } from './sync/socket-server.js'
+import { MoveService, NodeService } from './nodes/index.js'
+import { openStorage, type StorageAdapter } from './storage/index.js'
+import { SocketServer } from './sync/index.js'
 
 /** Versions of full change history kept; older records survive only as the latest per path. */
 const CHANGE_HISTORY = 100_000
@@ -85,7 +79,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
 
   const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal, maxPayloadBytes: config.maxPayloadBytes }))
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
-  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits })]
+  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits })]
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({
     nodes,

@@ -2,8 +2,8 @@ import { createHash, randomBytes, scrypt as scryptCb, timingSafeEqual } from 'no
 import { promisify } from 'node:util'
 import { z } from 'zod'
 import { SYSTEM, WeftError, parseUserId, type NodePath, type UserId } from '../../shared/index.js'
-import type { Account, StorageAdapter } from '../storage/types.js'
-import type { NodeService } from '../nodes/node-service.js'
+import type { Account, StorageAdapter } from '../storage/index.js'
+import type { NodeApi } from '../nodes/index.js'
 import type { UserDirectory } from './types.js'
 import { LoginThrottle } from './login-throttle.js'
 
@@ -60,7 +60,7 @@ export class AuthService implements UserDirectory {
 
   constructor(
     private readonly storage: StorageAdapter,
-    private readonly nodes: NodeService,
+    private readonly nodes: NodeApi,
     private readonly tokenTtlMs: number,
     private readonly throttle: LoginThrottle = new LoginThrottle(),
   ) {}

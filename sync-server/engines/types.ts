@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
-import type { NodeApi } from '../nodes/types.js'
-import type { Route } from '../http/route.js'
-import type { UserDirectory } from '../auth/types.js'
+import type { NodeApi } from '../nodes/index.js'
+import type { Route } from '../http/index.js'
+import type { UserDirectory } from '../auth/index.js'
 
 /** What the server hands every engine. Engines act as SYSTEM and re-check callers where the seeds say so. */
 export interface EngineContext {

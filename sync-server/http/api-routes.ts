@@ -10,18 +10,15 @@ import {
   type NodeQuery,
   type Principal,
 } from '../../shared/index.js'
-import type { AuthService } from '../auth/auth-service.js'
-import { parse } from '../auth/auth-service.js'
-import { DEFAULT_LOGIN_LIMITS } from '../auth/login-throttle.js'
-import { MAX_CURSOR_LENGTH, isSealedCursor } from '../nodes/query-cursor.js'
-import type { NodeService } from '../nodes/node-service.js'
+import { DEFAULT_LOGIN_LIMITS, parse, type AuthService } from '../auth/index.js'
+import { MAX_CURSOR_LENGTH, isSealedCursor, type HttpNodeApi } from '../nodes/index.js'
 import { bearerToken } from './http-server.js'
 import { OPENAPI_DOCUMENT } from './openapi.js'
 import { absentNode } from './move-routes.js'
 import type { Route, RouteRequest } from './route.js'
 
 export interface ApiDeps {
-  nodes: NodeService
+  nodes: HttpNodeApi
   auth: AuthService
   isHealthy(): boolean
   /** The limits `GET /api/config` tells clients; absent fields fall back to the defaults. */
@@ -116,6 +113,18 @@ export function apiRoutes(deps: ApiDeps): Route[] {
             pinnedPaths: Array.isArray(content.PinnedPaths) ? content.PinnedPaths : [],
           },
         }
+      },
+    },
+    {
+      // [WEB15] What the caller may do on a node, from the checks writes make: the app offers
+      // nothing the server would refuse.
+      method: 'GET',
+      pattern: /^\/api\/permissions\/(?<path>.+)$/,
+      handler: async (r) => {
+        const path = nodePath(r)
+        const node = await nodes.get(caller(r), path)
+        if (!node) throw new WeftError('not_found', `No node at ${path}.`)
+        return { status: 200, body: { path, nodeType: node.nodeType, ...nodes.capabilities(caller(r), node) } }
       },
     },
     {

@@ -2,7 +2,7 @@ import { createReadStream, promises as fs } from 'node:fs'
 import path from 'node:path'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
-import { WeftError, isWeftError, userPrincipal, type Principal, type UserId } from '../../shared/index.js'
+import { WeftError, decodePathParam, isWeftError, rawPathname, userPrincipal, type Principal, type UserId } from '../../shared/index.js'
 import type { Route, RouteRequest, RouteResult } from './route.js'
 
 export interface HttpHandlerOptions {
@@ -27,33 +27,6 @@ const MIME: Record<string, string> = {
   '.txt': 'text/plain; charset=utf-8',
 }
 
-/** The request path exactly as sent: WHATWG URL parsing would resolve `..` and hide it. */
-export function rawPathname(req: IncomingMessage): string {
-  const raw = req.url ?? '/'
-  const q = raw.indexOf('?')
-  return q < 0 ? raw : raw.slice(0, q)
-}
-
-/**
- * Decodes a path taken from a URL segment by segment, so an encoded slash (`%2F`) cannot
- * smuggle a separator into a segment.
- */
-export function decodePathParam(raw: string): string {
-  return raw
-    .split('/')
-    .map((segment) => {
-      let decoded: string
-      try {
-        decoded = decodeURIComponent(segment)
-      } catch {
-        throw new WeftError('invalid_path', `Malformed percent-encoding in ${JSON.stringify(segment)}.`)
-      }
-      if (decoded.includes('/')) throw new WeftError('invalid_path', `A path segment cannot contain '/': ${JSON.stringify(segment)}.`)
-      return decoded
-    })
-    .join('/')
-}
-
 /**
  * [AUTH4] The token of an HTTP request: the `Authorization: Bearer` header only. A token in the
  * URL ends up in access logs, proxies and browser history, so `?token=` is not read on HTTP (it
@@ -66,7 +39,7 @@ export function bearerToken(req: IncomingMessage): string | null {
 }
 
 /** Reads the body within the limit; a larger body is refused before it is buffered whole. */
-export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length'] ?? 0)
     if (declared > limit) {
@@ -92,7 +65,7 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   })
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   if (res.headersSent) return
   if (status === 204 || body === undefined) {
     res.writeHead(status, headers)
@@ -104,7 +77,7 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(payload)
 }
 
-export function sendError(res: ServerResponse, err: WeftError): void {
+function sendError(res: ServerResponse, err: WeftError): void {
   // [AUTH3] A refusal that says when to come back says it in the header clients read.
   const retry = (err.details as { retryAfterSeconds?: unknown } | undefined)?.retryAfterSeconds
   sendJson(res, err.httpStatus, err.toJSON(), typeof retry === 'number' ? { 'retry-after': String(retry) } : {})
@@ -120,7 +93,7 @@ export function createHttpHandler(opts: HttpHandlerOptions) {
       return sendError(res, new WeftError('invalid_request', 'Malformed URL.'))
     }
     const method = (req.method ?? 'GET').toUpperCase()
-    const pathname = rawPathname(req)
+    const pathname = rawPathname(req.url)
     try {
       if (pathname.startsWith('/api/') || pathname === '/healthz') {
         const result = await dispatch(opts, req, res, url, pathname, method)

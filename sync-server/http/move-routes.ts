@@ -1,6 +1,5 @@
 import { WeftError, isJsonObject, must, parseNodePath, type NodePath, type Principal } from '../../shared/index.js'
-import { MoveService } from '../nodes/move-service.js'
-import type { NodeService } from '../nodes/node-service.js'
+import type { HttpNodeApi, MoveService } from '../nodes/index.js'
 import type { Route, RouteRequest } from './route.js'
 
 function caller(r: RouteRequest): Principal {
@@ -11,8 +10,7 @@ function caller(r: RouteRequest): Principal {
 const MAX_NAME_LENGTH = 500
 
 /** [MOVE1] [MOVE5] [MOVE6] [MOVE8] Rename, move, trash, restore and the trash listing. */
-export function moveRoutes(nodes: NodeService): Route[] {
-  const moves = new MoveService(nodes)
+export function moveRoutes(nodes: HttpNodeApi, moves: MoveService): Route[] {
   return [
     {
       method: 'POST',
@@ -58,7 +56,7 @@ export function moveRoutes(nodes: NodeService): Route[] {
  * [MOVE3] The refusal for a read of an absent node: `moved` with the new place when the node was
  * moved and the caller may read it there, else `not_found`.
  */
-export async function absentNode(nodes: NodeService, principal: Principal, path: NodePath): Promise<WeftError> {
+export async function absentNode(nodes: HttpNodeApi, principal: Principal, path: NodePath): Promise<WeftError> {
   const to = await nodes.movedTo(path)
   if (to && nodes.permissions(principal, to).has('Read')) return new WeftError('moved', `${path} was moved to ${to}.`, { to })
   return new WeftError('not_found', `No node at ${path}.`)

@@ -212,6 +212,33 @@ export const OPENAPI_DOCUMENT = {
         },
       },
     },
+    '/api/permissions/{path}': {
+      get: {
+        summary: 'What the caller may do on a node, decided by the same checks its writes meet (fields, delete, create).',
+        security: bearer,
+        parameters: [{ name: 'path', in: 'path', required: true, schema: { type: 'string' } }],
+        responses: {
+          '200': {
+            description: 'Capabilities.',
+            content: json({
+              type: 'object',
+              properties: {
+                path: { type: 'string' },
+                nodeType: { type: 'string' },
+                permissions: { type: 'array', items: { type: 'string' } },
+                fields: { type: 'object', additionalProperties: { type: 'boolean' } },
+                newFields: { type: 'boolean' },
+                canDelete: { type: 'boolean' },
+                canCreate: { type: 'boolean' },
+              },
+            }),
+          },
+          '401': common['401'],
+          '403': common['403'],
+          '404': error('`not_found`.'),
+        },
+      },
+    },
     '/api/nodes': {
       get: {
         summary: 'Query nodes the caller may read, ordered by path, paged by a cursor.',

@@ -1,21 +1,10 @@
 import * as Y from 'yjs'
-import * as encoding from 'lib0/encoding'
 import * as awarenessProtocol from 'y-protocols/awareness'
-import * as syncProtocol from 'y-protocols/sync'
-import { YMessage, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
+import type { MeshNode, NodePath } from '../../shared/index.js'
 import { ClientBindings } from '../admission/index.js'
+import type { RoomConnection, SyncRoom } from './types.js'
 
-/** One client's presence in a room (a /sync socket, or one room of a /mux socket). */
-export interface RoomConnection {
-  readonly id: number
-  readonly principal: Principal
-  /** Sends one y-websocket message (sync / awareness / auth) to the client. */
-  send(message: Uint8Array): void
-  /** Ends the client's membership of the room: node deleted, access lost. */
-  evict(closeCode: number, code: string, message: string): void
-  /** Awareness client ids this connection controls (removed when it leaves). */
-  readonly awarenessIds: Set<number>
-}
+export type { RoomConnection } from './types.js'
 
 /** Yjs failed while applying an admitted update: the doc may hold part of it and must be dropped. */
 export class DocCorrupted extends Error {
@@ -40,11 +29,11 @@ function cloneDoc(doc: Y.Doc): Y.Doc {
  * schema checks, and every update, whatever its origin, is relayed to the room's connections
  * except the one it came from.
  */
-export class LoadedNode {
+export class LoadedNode implements SyncRoom {
   readonly path: NodePath
   private ydoc: Y.Doc | null = null
   node: MeshNode | null
-  /** Set while the doc is being built and its catch-up made durable (NodeService.materialize). */
+  /** Set while the doc is being built and its catch-up made durable (NodeCache.materialize). */
   materializing: Promise<void> | null = null
   private awarenessState: awarenessProtocol.Awareness | null = null
   readonly connections = new Set<RoomConnection>()
@@ -56,11 +45,11 @@ export class LoadedNode {
   poisoned = false
   private settleWaiters: (() => void)[] = []
   lastUsed = Date.now()
-  /** When the node last moved to the back of the LRU order (NodeService.acquire). */
+  /** When the node last moved to the back of the LRU order (NodeCache.acquire). */
   movedAt = this.lastUsed
   /** Counts Created and Deleted commits: a doc build that waited on storage checks it did not change. */
   generation = 0
-  /** [STO5] Commits of this copy left the stored row's content stale; NodeService writes it soon. */
+  /** [STO5] Commits of this copy left the stored row's content stale; the content flush writes it soon. */
   contentDirty = false
   /** [ACC12] Who writes under each Yjs client id of the doc; replaced with the doc. */
   clientBindings = new ClientBindings()
@@ -155,7 +144,7 @@ export class LoadedNode {
   private captured: Uint8Array[] | null = null
 
   /** Relays held while an admitted update is applied: sent once it applied whole, dropped if it threw. */
-  private held: { message: Uint8Array; origin: unknown }[] | null = null
+  private held: { update: Uint8Array; origin: unknown }[] | null = null
   /**
    * A copy of the doc kept in step with it, for node types with a schema: an admitted update is
    * tried there first, so a refusal never touches the doc ([ACC10]). Built on the first client
@@ -175,15 +164,11 @@ export class LoadedNode {
       }
     }
     if (this.connections.size === 0) return
-    const e = encoding.createEncoder()
-    encoding.writeVarUint(e, YMessage.Sync)
-    syncProtocol.writeUpdate(e, update)
-    const message = encoding.toUint8Array(e)
     if (this.held) {
-      this.held.push({ message, origin })
+      this.held.push({ update, origin })
       return
     }
-    for (const c of this.connections) if (c !== origin) c.send(message)
+    for (const c of this.connections) if (c !== origin) c.sendUpdate(update)
   }
 
   /**
@@ -219,7 +204,7 @@ export class LoadedNode {
     }
     const held = this.held
     this.held = null
-    for (const { message, origin: from } of held) for (const c of this.connections) if (c !== from) c.send(message)
+    for (const { update: relayed, origin: from } of held) for (const c of this.connections) if (c !== from) c.sendUpdate(relayed)
     return applied
   }
 
@@ -239,28 +224,13 @@ export class LoadedNode {
       for (const id of removed) ids.delete(id)
     }
     if (this.connections.size === 0) return
-    const e = encoding.createEncoder()
-    encoding.writeVarUint(e, YMessage.Awareness)
-    encoding.writeVarUint8Array(e, awarenessProtocol.encodeAwarenessUpdate(this.awareness, changed))
-    const message = encoding.toUint8Array(e)
-    for (const c of this.connections) c.send(message)
+    const update = awarenessProtocol.encodeAwarenessUpdate(this.awareness, changed)
+    for (const c of this.connections) c.sendAwareness(update)
   }
 
-  /** Messages a client gets on joining: the server's sync step 1 and the room's presence. */
-  greeting(): Uint8Array[] {
-    const out: Uint8Array[] = []
-    const e = encoding.createEncoder()
-    encoding.writeVarUint(e, YMessage.Sync)
-    syncProtocol.writeSyncStep1(e, this.doc)
-    out.push(encoding.toUint8Array(e))
-    const states = this.awarenessState?.getStates() ?? new Map()
-    if (states.size > 0) {
-      const a = encoding.createEncoder()
-      encoding.writeVarUint(a, YMessage.Awareness)
-      encoding.writeVarUint8Array(a, awarenessProtocol.encodeAwarenessUpdate(this.awareness, [...states.keys()]))
-      out.push(encoding.toUint8Array(a))
-    }
-    return out
+  /** The room's presence if a client has joined since it was last empty (null: none; nothing is created). */
+  get presence(): awarenessProtocol.Awareness | null {
+    return this.awarenessState
   }
 
   join(conn: RoomConnection): void {

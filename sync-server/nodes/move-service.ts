@@ -19,7 +19,7 @@ import {
   type Principal,
   type WriteRule,
 } from '../../shared/index.js'
-import type { TrashEntry } from '../storage/types.js'
+import type { TrashEntry } from '../storage/index.js'
 import type { NodeService } from './node-service.js'
 
 /** [MOVE2] Nodes one move carries at most: a bigger subtree is moved in parts. */

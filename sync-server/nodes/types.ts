@@ -1,4 +1,6 @@
 import type { Observable } from 'rxjs'
+import type * as Y from 'yjs'
+import type { Awareness } from 'y-protocols/awareness'
 import type {
   ChangeRecord,
   JsonObject,
@@ -96,4 +98,75 @@ export interface NodeApi {
   ): Promise<MeshNode>
   /** Registers the write rule of a node type (one per type; engines register theirs at start-up). */
   registerWriteRule(nodeType: string, rule: WriteRuleHook): void
+}
+
+/**
+ * One client's presence in a room (a /sync socket, or one room of a /mux socket), as the node
+ * side sees it: it is sent the room's relayed Yjs updates and presence changes (the sync layer
+ * frames them for its wire) and can be evicted.
+ */
+export interface RoomConnection {
+  readonly id: number
+  readonly principal: Principal
+  /** Relays a Yjs update the room's doc integrated (another client's, or a server write). */
+  sendUpdate(update: Uint8Array): void
+  /** Relays an awareness update (y-protocols/awareness encoding) of the room's presence. */
+  sendAwareness(update: Uint8Array): void
+  /** Ends the client's membership of the room: node deleted, access lost. */
+  evict(closeCode: number, code: string, message: string): void
+  /** Awareness client ids this connection controls (removed when it leaves). */
+  readonly awarenessIds: Set<number>
+}
+
+/** A node opened for sync: what the sockets use of a loaded node. */
+export interface SyncRoom {
+  readonly path: NodePath
+  /** The node now; null when absent (deleted). */
+  readonly node: MeshNode | null
+  /** The authoritative doc (built: rooms come from `acquireDoc`). */
+  readonly doc: Y.Doc
+  /** The room's presence, created on first use. */
+  readonly awareness: Awareness
+  /** The presence if it exists now (null: nobody joined since it was last empty). */
+  readonly presence: Awareness | null
+  /** The connection whose client owns an awareness client id, if another one already does. */
+  awarenessOwner(clientId: number): RoomConnection | null
+  join(conn: RoomConnection): void
+  leave(conn: RoomConnection): void
+}
+
+/** What the HTTP API uses: the node API and its paged reads with their cursors. */
+export interface HttpNodeApi extends NodeApi {
+  queryPage(principal: Principal, query: NodeQuery): Promise<{ items: MeshNode[]; next: string | null }>
+  changesPage(principal: Principal, version: number, limit?: number): Promise<{ items: ChangeRecord[]; next: number }>
+  /** [WEB15] What the caller may do on a node (GET /api/permissions/{path}). */
+  capabilities(principal: Principal, node: MeshNode): NodeCapabilities
+  /** [MOVE8] Renames: the name changes, the path stays. Needs Update. */
+  rename(principal: Principal, path: NodePath, name: string, origin?: ChangeOrigin): Promise<MeshNode>
+  /** [MOVE3] Where a path that is gone now lives, following recorded moves (null: nowhere known). */
+  movedTo(path: NodePath): Promise<NodePath | null>
+}
+
+/** [WEB15] What a caller may do on one node (GET /api/permissions/{path}). */
+export interface NodeCapabilities {
+  permissions: string[]
+  /** Each field the type declares or the node holds: may the caller write it. */
+  fields: Record<string, boolean>
+  /** May the caller add a field the type does not declare. */
+  newFields: boolean
+  canDelete: boolean
+  canCreate: boolean
+}
+
+/** What the sockets use: the node API, rooms, and client Yjs updates applied in arrival order. */
+export interface SyncNodeApi extends HttpNodeApi {
+  /** The node in memory (no doc built): whether a room may open. */
+  acquire(path: NodePath): Promise<SyncRoom>
+  /** The node opened for sync (its doc built and caught up). */
+  acquireDoc(path: NodePath): Promise<SyncRoom>
+  /**
+   * [ACC10] Checks and applies a client's update synchronously (so a socket's updates apply in
+   * arrival order); the promise settles once durable. Throws a WeftError when refused.
+   */
+  applyClientUpdateLoaded(room: SyncRoom, principal: Principal, update: Uint8Array, conn: RoomConnection | null, origin: ChangeOrigin): Promise<MeshNode | null>
 }

@@ -5,6 +5,7 @@ import {
   parseNodePath,
   type NodePath,
 } from '../../shared/index.js'
+import type { RowJson } from './row-parts.js'
 import type { CommitInput } from './types.js'
 import type { ItemResult } from './group-commit.js'
 
@@ -25,7 +26,7 @@ export interface PreparedFold {
 
 /** `writeContent` as a group-commit item: the row's content, stored after deferred commits ([STO5]). */
 export interface PreparedContent {
-  rowContent: { path: NodePath; json: string }
+  rowContent: { path: NodePath; json: RowJson }
 }
 
 /** Folds travel in the same queue as an adapter's commits, so they keep their place among them. */

@@ -4,6 +4,7 @@ import {
   WeftError,
   type ChangeRecord,
   type JsonObject,
+  type JsonValue,
   type MeshChangeKind,
   type MeshNode,
   type NodePath,
@@ -11,11 +12,12 @@ import {
 } from '../../shared/index.js'
 import { batchPaths, isFold, isRowContent, planBatch, validateCommitInput, type ExistingNode, type PreparedFold, type PreparedContent } from './commit-plan.js'
 import { COMPACT_AFTER_UPDATES, compactUpdates, contentOfLog } from './compaction.js'
+import type { RowJson } from './row-parts.js'
 import { GroupCommitter, type ItemResult } from './group-commit.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
-import { clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
+import { assertFieldName, clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
-import type { Account, ClientBinding, CommitInput, StorageAdapter, StoredDoc, MoveInput, TrashEntry } from './types.js'
+import type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
 import { applyPostgresMoveSchema, postgresExpiredTrash, postgresListTrash, postgresMovedFrom, postgresMoveSubtree } from './postgres-move.js'
 
 export interface PostgresStorageOptions {
@@ -270,9 +272,10 @@ export class PostgresStorage implements StorageAdapter {
     })
   }
 
-  async writeContent(path: NodePath, content: JsonObject, given?: string): Promise<void> {
+  async writeContent(path: NodePath, content: JsonObject, given?: RowJson): Promise<void> {
     if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
-    const json = given ?? JSON.stringify(content)
+    // Parts are the SQLite writer's ([ACT12]); this adapter does not ask for them.
+    const json = typeof given === 'string' ? given : JSON.stringify(content)
     if (json.includes('\\u0000')) throw new WeftError('invalid_content', 'Node content must not contain NUL characters.')
     await this.committer.submit({ rowContent: { path, json } })
   }
@@ -315,28 +318,25 @@ export class PostgresStorage implements StorageAdapter {
   }
 
   async queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]> {
-    const q = normaliseQuery(query)
-    const clauses: string[] = []
-    const params: unknown[] = []
-    const param = (value: unknown): string => {
-      params.push(value)
-      return `$${params.length}`
-    }
-    if (within) clauses.push(`path >= ${param(within.from)} AND path < ${param(within.to)}`)
-    // An empty parent means the top level, whose rows have no parent.
-    if (q.parent === '') clauses.push('parent IS NULL')
-    else if (q.parent !== undefined) clauses.push(`parent = ${param(q.parent)}`)
-    if (q.after !== undefined) clauses.push(`path > ${param(q.after)}`)
-    if (q.nodeType !== undefined) clauses.push(`node_type = ${param(q.nodeType)}`)
-    for (const { field, value } of q.where) {
-      // Field names match case-insensitively (NodeQuery), hence jsonb_each_text rather than ->>.
-      clauses.push(
-        `EXISTS (SELECT 1 FROM jsonb_each_text(nodes.content) AS f WHERE lower(f.key) = ${param(field)} AND lower(f.value) = ${param(value)})`,
-      )
-    }
-    const sql = `SELECT ${NODE_COLUMNS} FROM nodes ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY path LIMIT ${param(q.limit)}`
+    const { where, params, param, limit } = pgFilter(query, within)
+    const sql = `SELECT ${NODE_COLUMNS} FROM nodes ${where} ORDER BY path LIMIT ${param(limit)}`
     const r = await this.pool.query<NodeRow>(sql, params)
     return Promise.all(r.rows.map((row) => this.toNode(row)))
+  }
+
+  async queryFields(query: NodeQuery, fields: readonly string[]): Promise<FieldRow[]> {
+    const { where, params, param, limit } = pgFilter(query)
+    for (const f of fields) assertFieldName(f)
+    const cols = fields.map((f, i) => `content -> ${param(f)}::text AS f${i}`).join(', ')
+    const sql = `SELECT path, node_type, content_stale${cols ? `, ${cols}` : ''} FROM nodes ${where} ORDER BY path LIMIT ${param(limit)}`
+    const r = await this.pool.query<Record<string, unknown>>(sql, params)
+    // A stale row answers from the row as it is ([STO5]: at most a second old), never its log.
+    return r.rows.map((row) => ({
+      path: row.path as NodePath,
+      nodeType: row.node_type as string,
+      stale: Boolean(row.content_stale),
+      fields: Object.fromEntries(fields.map((f, i) => [f, row[`f${i}`] == null ? undefined : (row[`f${i}`] as JsonValue)])),
+    }))
   }
 
   async stalePaths(after: string | null, limit: number): Promise<NodePath[]> {
@@ -465,4 +465,26 @@ async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => 
   } finally {
     client.release(isBroken)
   }
+}
+
+/** The WHERE of a node query (and its parameters), shared by `queryNodes` and `queryFields`. */
+function pgFilter(query: NodeQuery, within?: { from: string; to: string }): { where: string; params: unknown[]; param: (v: unknown) => string; limit: number } {
+  const q = normaliseQuery(query)
+  const clauses: string[] = []
+  const params: unknown[] = []
+  const param = (value: unknown): string => {
+    params.push(value)
+    return `$${params.length}`
+  }
+  if (within) clauses.push(`path >= ${param(within.from)} AND path < ${param(within.to)}`)
+  // An empty parent means the top level, whose rows have no parent.
+  if (q.parent === '') clauses.push('parent IS NULL')
+  else if (q.parent !== undefined) clauses.push(`parent = ${param(q.parent)}`)
+  if (q.after !== undefined) clauses.push(`path > ${param(q.after)}`)
+  if (q.nodeType !== undefined) clauses.push(`node_type = ${param(q.nodeType)}`)
+  for (const { field, value } of q.where) {
+    // Field names match case-insensitively (NodeQuery), hence jsonb_each_text rather than ->>.
+    clauses.push(`EXISTS (SELECT 1 FROM jsonb_each_text(nodes.content) AS f WHERE lower(f.key) = ${param(field)} AND lower(f.value) = ${param(value)})`)
+  }
+  return { where: clauses.length ? `WHERE ${clauses.join(' AND ')}` : '', params, param, limit: q.limit }
 }

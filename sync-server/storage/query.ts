@@ -15,6 +15,11 @@ export interface NormalisedQuery {
   after: string | undefined
 }
 
+/** A field name an engine asks `queryFields` for: the same safe alphabet (it is spelled into SQL). */
+export function assertFieldName(field: string): void {
+  if (!FIELD_NAME.test(field)) throw new WeftError('invalid_request', `Invalid query field ${JSON.stringify(field)}: use letters, digits and _.`)
+}
+
 /** Field names reach SQL only as bound parameters, but are still restricted to a safe alphabet. */
 export function normaliseQuery(query: NodeQuery): NormalisedQuery {
   const where = Object.entries(query.where ?? {}).map(([field, value]) => {

@@ -6,18 +6,20 @@ import {
   type ChangeRecord,
   type MeshChangeKind,
   type JsonObject,
+  type JsonValue,
   type MeshNode,
   type NodePath,
   type NodeQuery,
 } from '../../shared/index.js'
 import { validateCommitInput, type CommitHeader } from './commit-plan.js'
 import { GroupCommitter } from './group-commit.js'
-import { clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
+import { assertFieldName, clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, rowToNode, toBytes, type NodeRow } from './row-mapping.js'
 import { contentOfLog } from './compaction.js'
+import type { RowJson } from './row-parts.js'
 import { SqliteWriter, openSqliteConnection, type BatchItem } from './sqlite-writer.js'
 import { deserializeError, fromWire, toWire, type WireItemResult, type WriterInit, type WriterRequest, type WriterResponse } from './sqlite-writer-protocol.js'
-import type { Account, ClientBinding, CommitInput, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
+import type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
 import { sqliteExpiredTrash, sqliteListTrash, sqliteMovedFrom } from './sqlite-move.js'
 
 export interface SqliteStorageOptions {
@@ -231,7 +233,10 @@ export class SqliteStorage implements StorageAdapter {
     await this.committer.submit({ fold: { path, state } })
   }
 
-  async writeContent(path: NodePath, content: JsonObject, json?: string): Promise<void> {
+  /** [ACT12] The writer thread puts a row's JSON together from its parts. */
+  readonly rowParts = true
+
+  async writeContent(path: NodePath, content: JsonObject, json?: RowJson): Promise<void> {
     if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
     await this.committer.submit({ rowContent: { path, json: json ?? JSON.stringify(content) } })
   }
@@ -260,42 +265,28 @@ export class SqliteStorage implements StorageAdapter {
   }
 
   async queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]> {
-    const q = normaliseQuery(query)
-    const clauses: string[] = []
-    const params: unknown[] = []
-    if (within) {
-      clauses.push('path >= ? AND path < ?')
-      params.push(within.from, within.to)
-    }
-    // An empty parent means the top level, whose rows have no parent.
-    if (q.parent === '') clauses.push('parent IS NULL')
-    else if (q.parent !== undefined) {
-      clauses.push('parent = ?')
-      params.push(q.parent)
-    }
-    if (q.after !== undefined) {
-      clauses.push('path > ?')
-      params.push(q.after)
-    }
-    if (q.nodeType !== undefined) {
-      clauses.push('node_type = ?')
-      params.push(q.nodeType)
-    }
-    for (const { field, value } of q.where) {
-      // Field names match case-insensitively (NodeQuery), hence json_each rather than a json path.
-      // JSON true/false surface as 1/0 in SQLite; spell them as JSON does, like PostgreSQL's ->>.
-      clauses.push(
-        `EXISTS (SELECT 1 FROM json_each(nodes.content) AS f WHERE weft_lower(f.key) = ?
-           AND (CASE f.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' ELSE weft_lower(CAST(f.value AS TEXT)) END) = ?)`,
-      )
-      params.push(field, value)
-    }
-    const sql = `SELECT ${NODE_COLUMNS} FROM nodes ${clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''} ORDER BY path LIMIT ?`
-    params.push(q.limit)
+    const { where, params, limit } = sqliteFilter(query, within)
+    const sql = `SELECT ${NODE_COLUMNS} FROM nodes ${where} ORDER BY path LIMIT ?`
     return this.db
       .prepare<unknown[], NodeRow>(sql)
-      .all(...params)
+      .all(...params, limit)
       .map((row) => this.toNode(row))
+  }
+
+  async queryFields(query: NodeQuery, fields: readonly string[]): Promise<FieldRow[]> {
+    const { where, params, limit } = sqliteFilter(query)
+    // `->` gives each field as JSON text (SQLite parses the row in C). A stale row answers from
+    // the row as it is ([STO5]: at most a second old); rebuilding it from its Yjs log here held
+    // the event loop for seconds on a running 100,000-line log.
+    const cols = fields.map((f, i) => `content -> ${sqlJsonPath(f)} AS f${i}`).join(', ')
+    const sql = `SELECT path, node_type, content_stale${cols ? `, ${cols}` : ''} FROM nodes ${where} ORDER BY path LIMIT ?`
+    const rows = this.db.prepare<unknown[], Record<string, unknown>>(sql).all(...params, limit)
+    return rows.map((row) => ({
+      path: row.path as NodePath,
+      nodeType: row.node_type as string,
+      stale: Boolean(row.content_stale),
+      fields: Object.fromEntries(fields.map((f, i) => [f, row[`f${i}`] == null ? undefined : (JSON.parse(row[`f${i}`] as string) as JsonValue)])),
+    }))
   }
 
   async stalePaths(after: string | null, limit: number): Promise<NodePath[]> {
@@ -383,4 +374,45 @@ export class SqliteStorage implements StorageAdapter {
 
 export function openSqliteStorage(options: SqliteStorageOptions): SqliteStorage {
   return new SqliteStorage(options)
+}
+
+/** The WHERE of a node query (and its parameters), shared by `queryNodes` and `queryFields`. */
+function sqliteFilter(query: NodeQuery, within?: { from: string; to: string }): { where: string; params: unknown[]; limit: number } {
+  const q = normaliseQuery(query)
+  const clauses: string[] = []
+  const params: unknown[] = []
+  if (within) {
+    clauses.push('path >= ? AND path < ?')
+    params.push(within.from, within.to)
+  }
+  // An empty parent means the top level, whose rows have no parent.
+  if (q.parent === '') clauses.push('parent IS NULL')
+  else if (q.parent !== undefined) {
+    clauses.push('parent = ?')
+    params.push(q.parent)
+  }
+  if (q.after !== undefined) {
+    clauses.push('path > ?')
+    params.push(q.after)
+  }
+  if (q.nodeType !== undefined) {
+    clauses.push('node_type = ?')
+    params.push(q.nodeType)
+  }
+  for (const { field, value } of q.where) {
+    // Field names match case-insensitively (NodeQuery), hence json_each rather than a json path.
+    // JSON true/false surface as 1/0 in SQLite; spell them as JSON does, like PostgreSQL's ->>.
+    clauses.push(
+      `EXISTS (SELECT 1 FROM json_each(nodes.content) AS f WHERE weft_lower(f.key) = ?
+         AND (CASE f.type WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' ELSE weft_lower(CAST(f.value AS TEXT)) END) = ?)`,
+    )
+    params.push(field, value)
+  }
+  return { where: clauses.length ? `WHERE ${clauses.join(' AND ')}` : '', params, limit: q.limit }
+}
+
+/** A top-level field as a JSON path literal; the name is checked against the query alphabet first. */
+function sqlJsonPath(field: string): string {
+  assertFieldName(field)
+  return `'$."${field}"'`
 }

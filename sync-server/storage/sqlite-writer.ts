@@ -6,9 +6,10 @@ import {
   type NodePath,
 } from '../../shared/index.js'
 import { batchPaths, isFold, isRowContent, planBatch, type CommitHeader, type ExistingNode, type PlannedCommit, type PreparedContent, type PreparedFold } from './commit-plan.js'
-import { COMPACT_AFTER_UPDATES, compactUpdates } from './compaction.js'
+import { COMPACT_AFTER_UPDATES, compactUpdates, contentOfLog } from './compaction.js'
 import type { ItemResult } from './group-commit.js'
 import { pathColumns, toBuffer, toBytes } from './row-mapping.js'
+import { RowPartsCache, type RowJson } from './row-parts.js'
 import { SQLITE_ADDED_COLUMNS, SQLITE_ADDED_INDEXES, SQLITE_SCHEMA } from './sqlite-schema.js'
 import type { Account, MoveInput } from './types.js'
 import { applySqliteMoveSchema, sqliteMoveSubtree } from './sqlite-move.js'
@@ -58,6 +59,8 @@ export class SqliteWriter {
   private readonly db: Database.Database
   private readonly stmt
   private readonly toCompact = new Set<NodePath>()
+  /** [ACT12] The JSON of the growing arrays of rows written in parts. */
+  private readonly rowParts = new RowPartsCache()
 
   constructor(file: string, busyTimeoutMs: number) {
     const db = (this.db = openSqliteConnection(file, busyTimeoutMs))
@@ -127,7 +130,7 @@ export class SqliteWriter {
             return { ok: true, value: null }
           }
           if (isRowContent(item)) {
-            this.stmt.rowContent.run(item.rowContent.json, item.rowContent.path)
+            this.stmt.rowContent.run(this.rowJson(item.rowContent.path, item.rowContent.json), item.rowContent.path)
             return { ok: true, value: null }
           }
           const i = next++
@@ -180,6 +183,7 @@ export class SqliteWriter {
         break
       }
       case 'Deleted':
+        this.rowParts.forget(input.path)
         this.stmt.deleteUpdates.run(input.path)
         this.stmt.deleteClients.run(input.path)
         this.stmt.deleteNode.run(input.path)
@@ -188,6 +192,21 @@ export class SqliteWriter {
         input.kind satisfies never
     }
     return { version, path: input.path, nodeType: plan.nodeType, kind: input.kind }
+  }
+
+  /**
+   * [ACT12] A row's JSON from its parts; when they continue arrays this thread no longer holds, the
+   * row is rebuilt from the node's Yjs log (what the row says, [STO5]) and its arrays kept again.
+   */
+  private rowJson(path: NodePath, json: RowJson): string {
+    if (typeof json === 'string') return json
+    const assembled = this.rowParts.assemble(path, json.parts)
+    if (assembled !== null) return assembled
+    const node = this.stmt.snapshot.get(path)
+    if (!node) return '{}'
+    const content = contentOfLog(node.snapshot ? toBytes(node.snapshot) : null, this.stmt.updates.all(path).map((u) => toBytes(u.data)))
+    this.rowParts.prime(path, content, json.parts.filter((p) => 'tail' in p).map((p) => p.key))
+    return JSON.stringify(content)
   }
 
   /** [ACC12] In the commit's transaction: an Ack never stands for an update whose binding could be lost. */

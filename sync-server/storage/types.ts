@@ -1,4 +1,5 @@
-import type { ChangeRecord, JsonObject, MeshChangeKind, MeshNode, NodePath, NodeQuery } from '../../shared/index.js'
+import type { RowJson } from './row-parts.js'
+import type { ChangeRecord, JsonObject, JsonValue, MeshChangeKind, MeshNode, NodePath, NodeQuery } from '../../shared/index.js'
 
 /**
  * The narrow storage interface every adapter (SQLite, PostgreSQL) implements. One contract
@@ -100,14 +101,22 @@ export interface StorageAdapter {
   foldDoc(path: NodePath, state: Uint8Array): Promise<void>
   /**
    * [STO5] Stores the node's materialised content (after deferred commits); ordered with commits.
-   * No-op when absent. `json`, when given, is `JSON.stringify(content)` already made (a log's
-   * rewrite reuses what it serialised before, [ACT12]).
+   * No-op when absent. `json`, when given, is `JSON.stringify(content)` already made, or, where
+   * `rowParts` is true, the row in parts whose grown arrays carry only their new items ([ACT12]).
    */
-  writeContent(path: NodePath, content: JsonObject, json?: string): Promise<void>
+  writeContent(path: NodePath, content: JsonObject, json?: RowJson): Promise<void>
+  /** [ACT12] `writeContent` takes `RowJson` parts (the writer keeps the arrays' JSON). */
+  readonly rowParts?: boolean
   /** [STO5] Paths (after `after`, in path order, at most `limit`) whose row content is stale: what a crash left for the boot to repair. */
   stalePaths(after: string | null, limit: number): Promise<NodePath[]>
   /** `within`: only paths `from <= path < to` ([QUERY1]: the caller's readable regions). */
   queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]>
+  /**
+   * [KIT7] A light page of `query`: each row's path, type and the named top-level content fields
+   * only (storage projects them; no row's whole content is parsed in JS). What an engine's
+   * reconciler reads to find work among nodes that may be large (an activity's 100,000-line log).
+   */
+  queryFields(query: NodeQuery, fields: readonly string[]): Promise<FieldRow[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>
   changesSince(version: number, limit: number): Promise<ChangeRecord[]>
@@ -143,4 +152,16 @@ export interface StorageAdapter {
 
   /** Waits for pending commits, then closes. */
   close(): Promise<void>
+}
+
+/** A row of `queryFields`: a missing field is undefined. */
+export interface FieldRow {
+  path: NodePath
+  nodeType: string
+  fields: Record<string, JsonValue | undefined>
+  /**
+   * [STO5] The row's content lags deferred commits (by at most about a second): the fields are
+   * the row's, not rebuilt from the Yjs log. An engine re-checks inside its claim anyway.
+   */
+  stale: boolean
 }

@@ -1,26 +1,18 @@
 import * as Y from 'yjs'
-import * as encoding from 'lib0/encoding'
 import * as decoding from 'lib0/decoding'
+import * as encoding from 'lib0/encoding'
 import * as awarenessProtocol from 'y-protocols/awareness'
-import * as authProtocol from 'y-protocols/auth'
 import * as syncProtocol from 'y-protocols/sync'
 import { SYSTEM, WeftError, YMessage, isJsonObject, isWeftError, isSystem, type JsonObject, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
-import type { LoadedNode, RoomConnection } from '../nodes/loaded-node.js'
-import type { NodeService } from '../nodes/node-service.js'
-import type { ChangeOrigin } from '../nodes/types.js'
+import type { ChangeOrigin, SyncNodeApi, SyncRoom } from '../nodes/index.js'
+import { permissionDeniedMessage, presenceMessage, syncStep2Message, type SocketConnection } from './framing.js'
 
-/** `[messageAuth][permissionDenied][reason]`: how y-protocols says no. Reasons start with our error code. */
-export function permissionDeniedMessage(code: string, message: string): Uint8Array {
-  const e = encoding.createEncoder()
-  encoding.writeVarUint(e, YMessage.Auth)
-  authProtocol.writePermissionDenied(e, `${code}: ${message}`)
-  return encoding.toUint8Array(e)
-}
+export { permissionDeniedMessage } from './framing.js'
 
 export interface RoomContext {
-  nodes: NodeService
-  room: LoadedNode
-  conn: RoomConnection
+  nodes: SyncNodeApi
+  room: SyncRoom
+  conn: SocketConnection
   principal: Principal
   origin: ChangeOrigin
   /** Called when an update is refused (the socket's refusal budget). */
@@ -40,13 +32,13 @@ export interface PresenceIdentity {
  * selection (a few hundred bytes), not for a document. A bigger one is dropped (the others of
  * the update still apply), so presence cannot carry bulk data to everyone in the room.
  */
-export const MAX_PRESENCE_STATE_BYTES = 8 * 1024
+const MAX_PRESENCE_STATE_BYTES = 8 * 1024
 
 /** Longest display name a presence carries (a User's FullName is free text). */
 const MAX_PRESENCE_NAME = 200
 
 /** [SYNC5] The identity a socket's presence carries: the user id and their User node's FullName (else the id). */
-export async function presenceIdentity(nodes: NodeService, principal: Principal): Promise<PresenceIdentity> {
+export async function presenceIdentity(nodes: SyncNodeApi, principal: Principal): Promise<PresenceIdentity> {
   if (isSystem(principal)) return { id: 'system', name: 'system' }
   const id = principal.userId as string
   const user = await nodes.get(SYSTEM, id as NodePath).catch(() => null)
@@ -87,11 +79,7 @@ export function handleRoomMessage(ctx: RoomContext, message: Uint8Array): Promis
         } catch {
           throw new WeftError('protocol_error', 'Malformed state vector in sync step 1.')
         }
-        const e = encoding.createEncoder()
-        encoding.writeVarUint(e, YMessage.Sync)
-        encoding.writeVarUint(e, syncProtocol.messageYjsSyncStep2)
-        encoding.writeVarUint8Array(e, diff)
-        ctx.conn.send(encoding.toUint8Array(e))
+        ctx.conn.send(syncStep2Message(diff))
         return null
       }
       if (subtype === syncProtocol.messageYjsSyncStep2 || subtype === syncProtocol.messageYjsUpdate) {
@@ -110,11 +98,7 @@ export function handleRoomMessage(ctx: RoomContext, message: Uint8Array): Promis
       return null
     }
     case YMessage.QueryAwareness: {
-      const states = ctx.room.awareness.getStates()
-      const e = encoding.createEncoder()
-      encoding.writeVarUint(e, YMessage.Awareness)
-      encoding.writeVarUint8Array(e, awarenessProtocol.encodeAwarenessUpdate(ctx.room.awareness, [...states.keys()]))
-      ctx.conn.send(encoding.toUint8Array(e))
+      ctx.conn.send(presenceMessage(ctx.room.awareness))
       return null
     }
     case YMessage.Auth:

@@ -1,4 +1,18 @@
-import type { WebSocket } from 'ws'
+/**
+ * What a session needs of its socket: a `ws` WebSocket, or a simulated one in tests
+ * (test/sim/net/). Sessions never touch anything else of the transport.
+ */
+export interface SessionSocket {
+  readonly readyState: number
+  readonly OPEN: number
+  /** Bytes queued but not yet sent. */
+  readonly bufferedAmount: number
+  send(data: Uint8Array): void
+  close(code?: number, reason?: string): void
+  /** Stops reading the client's frames (backpressure) until `resume`. */
+  pause(): void
+  resume(): void
+}
 
 /**
  * Refusals a socket may earn before it is closed (4429): a token bucket. Refusing an update
@@ -27,7 +41,7 @@ export class RefusalBudget {
 }
 
 /** Counts one refusal against the socket's budget; past it the socket is closed with 4429. */
-export function spendRefusal(ws: WebSocket, budget: RefusalBudget): void {
+export function spendRefusal(ws: SessionSocket, budget: RefusalBudget): void {
   if (!budget.spend()) ws.close(CLOSE_TOO_MANY_REFUSALS, 'too_many_refusals: this socket keeps sending refused updates')
 }
 
@@ -40,7 +54,7 @@ export class InFlightGate {
   private paused = false
 
   constructor(
-    private readonly ws: WebSocket,
+    private readonly ws: SessionSocket,
     private readonly max: number,
   ) {}
 
@@ -66,7 +80,7 @@ export class InFlightGate {
  * too slowly) is closed (1013, transient: it reconnects and catches up by sync step 1) instead of
  * holding an ever-growing buffer of relays in server memory.
  */
-export function sendBounded(ws: WebSocket, data: Uint8Array, limit: number): void {
+export function sendBounded(ws: SessionSocket, data: Uint8Array, limit: number): void {
   if (ws.readyState !== ws.OPEN) return
   if (ws.bufferedAmount > limit) {
     ws.close(CLOSE_TOO_SLOW, 'too_slow: the connection does not keep up; reconnect')
@@ -75,6 +89,6 @@ export function sendBounded(ws: WebSocket, data: Uint8Array, limit: number): voi
   ws.send(data)
 }
 
-export const CLOSE_TOO_SLOW = 1013
-export const CLOSE_TOO_MANY_REFUSALS = 4429
+const CLOSE_TOO_SLOW = 1013
+const CLOSE_TOO_MANY_REFUSALS = 4429
 export const CLOSE_SESSION_ENDED = 4401

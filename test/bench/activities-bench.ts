@@ -150,7 +150,7 @@ async function benchLog(server: RunningServer, url: string, token: string, http:
     }
     const writeContent = storage.writeContent.bind(storage)
     storage.writeContent = (path, content, json) => {
-      count(path, (json ?? JSON.stringify(content)).length)
+      count(path, json === undefined ? JSON.stringify(content).length : typeof json === 'string' ? json.length : json.parts.reduce((n, part) => n + ('tail' in part ? part.tail.length : part.json.length), 0))
       return writeContent(path, content, json)
     }
     const foldDoc = storage.foldDoc.bind(storage)

@@ -23,8 +23,11 @@ test('sign up, sign out and sign in again from the app', async ({ browser }) => 
   await signup.getByLabel('Password').fill('a long password')
   await signup.getByRole('button', { name: 'Sign up' }).click()
 
-  // Home is the User node: its fields are shown, Email among them.
+  // [WEB14] The landing page is the home; the profile (the User node) is its own page, where
+  // the Email is shown read-only.
   await expect(syncStatus(page)).toHaveAttribute('data-status', 'saved')
+  await expect(page.locator('weft-home-page h1')).toHaveText('Welcome, Dana')
+  await page.locator('weft-home-page').getByRole('link', { name: 'Your profile' }).click()
   await expect(page.locator('weft-node-page h1')).toHaveText('Dana')
   await expect(page.locator('weft-node-page').getByLabel('Email', { exact: true })).toHaveValue(email)
 

@@ -31,7 +31,7 @@ test('an invited email signs up and sees the space in their navigation without a
   await invite.getByRole('button', { name: 'Invite' }).click()
   await expect(panel.getByRole('status')).toContainText(`Invited ${email}`)
   const row = panel.getByRole('table', { name: 'Invites' }).locator('tr', { hasText: email })
-  await expect(row).toContainText('Pending')
+  await expect(row).toContainText('Waiting for sign-up')
 
   // The invitee, in a fresh context, creates an account through the app.
   const context = await browser.newContext({ baseURL: server.url })
@@ -46,7 +46,7 @@ test('an invited email signs up and sees the space in their navigation without a
 
   await expect(page.locator('weft-nav-tree a[role=treeitem][data-path="Atelier"]').first()).toBeVisible()
   // The admin's panel shows the invite fired and the new member with the invited role.
-  await expect(row).toContainText('Fired')
+  await expect(row).toContainText('Accepted')
   await expect(panel.getByRole('table', { name: 'Members' })).toContainText('Cleo')
 
   await context.close()

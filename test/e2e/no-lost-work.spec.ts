@@ -190,7 +190,7 @@ test('[WEB5] a new field has a kind: numbers and booleans are stored as JSON num
   await expect(page$(a.page).locator('[data-field=alpha]')).toBeVisible()
   expect(await order()).toEqual(['zeta', 'done', 'tags', 'meta', 'see', 'alpha'])
   await expect(field(a.page, 'done')).toBeChecked()
-  await expect(page$(a.page).getByRole('link', { name: 'Open Team/Essay' })).toBeVisible()
+  await expect(page$(a.page).getByRole('link', { name: 'Open Essay' })).toBeVisible()
   await a.context.close()
 })
 

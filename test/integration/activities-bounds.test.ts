@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import fc from 'fast-check'
+import Database from 'better-sqlite3'
+import { join } from 'node:path'
 import { SYSTEM, type NodePath } from '../../shared/index.js'
 import type { CommitInput } from '../../sync-server/storage/types.js'
 import { createActivitiesEngine } from '../../sync-server/engines/activities/index.js'
@@ -109,12 +111,15 @@ describe('[ACT18] log: SCRIPT_LOG_MAX_LINES and SCRIPT_LOG_MAX_BYTES (finding 6)
       if (input.path === path) seen.push(input)
       return commit(input)
     }
-    // The row's coalesced rewrite reuses the log's serialised lines: what it hands storage is
-    // exactly the content's JSON.
-    const rows: boolean[] = []
+    // The row's coalesced rewrite hands the writer thread only the lines added since the last
+    // one (it keeps the rest): each line is serialised once, in order, and the row it stores is
+    // the content.
+    const sent: { from: number; count: number }[] = []
     const writeContent = storage.writeContent.bind(storage)
     storage.writeContent = (p, content, json) => {
-      if (p === path) rows.push(json === JSON.stringify(content))
+      if (p === path && json !== undefined && typeof json !== 'string') {
+        for (const part of json.parts) if (part.key === 'Messages' && 'tail' in part) sent.push({ from: part.from, count: part.count })
+      }
       return writeContent(p, content, json)
     }
     try {
@@ -126,8 +131,18 @@ describe('[ACT18] log: SCRIPT_LOG_MAX_LINES and SCRIPT_LOG_MAX_BYTES (finding 6)
       expect(afterClaim.length).toBeGreaterThan(0)
       // The old terminal write replaced the whole content (a diff and a stringify of every line).
       expect(afterClaim.filter((c) => c.deferContent !== true)).toEqual([])
-      await waitFor(() => rows.length > 0, { timeoutMs: 10_000, description: 'the row rewrite' })
-      expect(rows.every(Boolean)).toBe(true)
+      await waitFor(() => sent.at(-1)?.count === lines(done).length, { timeoutMs: 10_000, description: 'the row rewrite' })
+      expect(sent[0]!.from).toBe(0)
+      for (let i = 1; i < sent.length; i++) expect(sent[i]!.from).toBe(sent[i - 1]!.count)
+      // The row itself (not rebuilt from the log on read): fresh, and exactly the content.
+      const db = new Database(join(ts.dataDir, 'weft.db'), { readonly: true })
+      try {
+        const raw = () => db.prepare('SELECT content, content_stale AS stale FROM nodes WHERE path = ?').get(path) as { content: string; stale: number }
+        await waitFor(() => raw().stale === 0 && JSON.parse(raw().content).Status === 'Succeeded', { timeoutMs: 10_000, description: 'the row written' })
+        expect(JSON.parse(raw().content)).toEqual(done.content)
+      } finally {
+        db.close()
+      }
     } finally {
       storage.commit = commit
       storage.writeContent = writeContent

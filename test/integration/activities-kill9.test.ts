@@ -43,7 +43,7 @@ describe('[ACT9] kill -9 mid-run', () => {
     expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 'quick' })
   })
 
-  it('[ACT12] kill -9 mid-log before the row was rewritten: the log comes back from the update log, an in-order prefix of what was logged', { timeout: 90_000 }, async () => {
+  it('[ACT12] kill -9 mid-log before the row was rewritten: the log comes back from the update log, an in-order prefix of what was logged', { timeout: 150_000 }, async () => {
     const d = await makeTempDir('weft-act-log-kill9-')
     try {
       const { first, user, code } = await serverWithCode(d, 'chatty', 'for (let i = 0; i < 300; i++) { Log.info("line " + i); if (i % 50 === 0) await sleep(5) } for (;;) await sleep(50)')
@@ -54,7 +54,7 @@ describe('[ACT9] kill -9 mid-run', () => {
       await watcher.synced()
       await api(first.url, user.token).patchNode(path, { RequestedStatus: 'Running' })
       const seen = () => ((watcher.content.get('Messages') as { length: number } | undefined)?.length ?? 0)
-      await waitFor(() => seen() >= 300, 15_000)
+      await waitFor(() => seen() >= 300, 60_000)
       // At once: well inside the row's one-second coalescing window.
       await first.kill('SIGKILL')
       watcher.destroy()

@@ -256,17 +256,18 @@ describe('activities: sandbox', () => {
   it('[ACT7] an infinite loop is stopped at SCRIPT_TIMEOUT_MS while /healthz keeps answering', async () => {
     const code = await createCode(ts.url, alice.token, `${space}/loop`, 'for (;;) {}')
     const path = await run(ts.url, alice.token, code)
-    const lags: number[] = []
-    const until = Date.now() + 1_000
-    while (Date.now() < until) {
-      const t = performance.now()
-      expect((await api(ts.url).get('/healthz')).status).toBe(200)
-      lags.push(performance.now() - t)
-    }
+    // The server answers while the loop spins (how fast is a figure of `npm run bench`, the
+    // activities bench's `ping` part, not of this test: it must pass on a loaded machine).
+    await waitForStatus(ts.url, alice.token, path, (s) => s === 'Running' || terminal(s))
+    const statuses: number[] = []
+    for (let i = 0; i < 20; i++) statuses.push((await api(ts.url).get('/healthz')).status)
+    // Still spinning after those answers: they were served beside the loop, not after it.
+    const spinning = (await api(ts.url, alice.token).getNode(path)).body.content.Status
     const done = await waitForStatus(ts.url, alice.token, path, terminal)
+    expect(statuses).toEqual(Array(20).fill(200))
+    expect(spinning).toBe('Running')
     expect(done.content.Status).toBe('Failed')
     expect(String(done.content.Error)).toContain('SCRIPT_TIMEOUT_MS')
-    expect(Math.max(...lags)).toBeLessThan(250)
   })
 })
 
@@ -288,24 +289,30 @@ describe('activities: watching', () => {
     client.destroy()
   })
 
-  it('[ACT12] a 10,000-line log: every line lands, in order, as appends of at most 200 lines (one event-loop task each)', async () => {
-    const code = await createCode(ts.url, alice.token, `${space}/chatty`, 'for (let i = 0; i < 10000; i++) Log.info("line " + i); return 10000')
+  it('[ACT12] a 10,000-line log: every line lands, in order, as appends of at most 200 lines (one event-loop task each)', { timeout: 180_000 }, async () => {
+    // Its own server: a loaded machine can take longer than the shared server's 5 s SCRIPT_TIMEOUT_MS
+    // to take 10,000 lines (the script waits for the server, [ACT12]), which would end it Failed.
+    const own = await startTestServer({ config: { engines: [createActivitiesEngine({ timeoutMs: 120_000, spares: 1, seedTemplates: false })] } })
+    const me = await signup(own.url)
+    const home = await createSpace(own.url, me.token)
+    const code = await createCode(own.url, me.token, `${home}/chatty`, 'for (let i = 0; i < 10000; i++) Log.info("line " + i); return 10000')
     // Every append the engine makes for this run: how many lines each carries.
     const added: number[] = []
     let path = ''
     let done: MeshNode
-    const nodes = ts.server.nodes
+    const nodes = own.server.nodes
     const append = nodes.append.bind(nodes)
     nodes.append = (principal, at, field, items, ...rest) => {
       if (at === path) added.push(items.length)
       return append(principal, at, field, items, ...rest)
     }
     try {
-      path = await run(ts.url, alice.token, code)
-      done = await waitForStatus(ts.url, alice.token, path, terminal, 60_000)
+      path = await run(own.url, me.token, code)
+      done = await waitForStatus(own.url, me.token, path, terminal, 120_000)
     } finally {
       nodes.append = append
     }
+    expect(done.content.Status).toBe('Succeeded')
     const lines = texts(done)
     expect(lines).toHaveLength(10_000)
     expect(lines[0]).toBe('line 0')
@@ -314,8 +321,7 @@ describe('activities: watching', () => {
     expect(added.reduce((a, b) => a + b, 0)).toBe(10_000)
     expect(added.length).toBeGreaterThanOrEqual(50)
     expect(Math.max(...added)).toBeLessThanOrEqual(200)
-    const node = await ts.server.nodes.get(SYSTEM, path as NodePath)
-    expect(node?.content.Status).toBe('Succeeded')
+    await own.cleanup()
   })
 })
 

@@ -91,7 +91,7 @@ describe('the Code check [ACT16]', () => {
     const code = await createCode(ts.url, alice.token, `${space}/interrupted`, 'return 40 + 2')
     const check = checkPathOf(code as NodePath)
     const first = await checkOf(code, settled)
-    await checks().idle()
+    await checks().settled()
     // What a crash in the middle of a check leaves behind: Checking, with no result.
     await ts.server.nodes.update(SYSTEM, check, (cur) => ({ nodeType: 'CodeCheck', name: cur!.name, content: { Status: 'Checking', SourceHash: first.content.SourceHash as string, Errors: [], CheckedAt: null } }), 'engine')
     await ts.restart()
@@ -128,7 +128,7 @@ describe('the Code check [ACT16]', () => {
     await checkOf(code, settled)
     const res = await api(ts.url, alice.token).deleteNode(code)
     expect(res.status).toBeLessThan(300)
-    await checks().idle()
+    await checks().settled()
     expect(await ts.server.nodes.get(SYSTEM, checkPathOf(code as NodePath))).toBeNull()
   })
 

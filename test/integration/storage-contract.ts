@@ -388,6 +388,9 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       expect(paths(await store.queryNodes({ where: { Done: 'false', Status: 'pending' } }))).toEqual(['org/a'])
       expect(paths(await store.queryNodes({ where: { Missing: 'x' } }))).toEqual([])
       expect(paths(await store.queryNodes({ nodeType: 'Document', limit: 2 }))).toEqual(['org/a', 'org/a/deep'])
+      // queryFields with no field: the same matches, paths only (an engine's scan reads no content).
+      expect(paths(await store.queryFields({ where: { Done: 'false', Status: 'pending' } }, []))).toEqual(['org/a'])
+      expect(paths(await store.queryFields({ nodeType: 'Document', after: 'org/a', limit: 2 }, []))).toEqual(['org/a/deep', 'org/b'])
       // An empty parent is the top level; `after` pages by path.
       expect(paths(await store.queryNodes({ parent: '' as NodePath }))).toEqual(['org'])
       expect(paths(await store.queryNodes({ nodeType: 'Document', limit: 2, after: 'org/a/deep' }))).toEqual(['org/b', 'other/x'])

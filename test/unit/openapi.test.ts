@@ -3,13 +3,13 @@ import { apiRoutes, type ApiDeps } from '../../sync-server/http/api-routes.js'
 import { OPENAPI_DOCUMENT } from '../../sync-server/http/openapi.js'
 import { inviteRoutes } from '../../sync-server/engines/subscriptions/routes.js'
 import { moveRoutes } from '../../sync-server/http/move-routes.js'
-import type { NodeService } from '../../sync-server/nodes/node-service.js'
+import type { HttpNodeApi, MoveService } from '../../sync-server/nodes/index.js'
 import type { InviteDeps } from '../../sync-server/engines/subscriptions/invites.js'
 
 /** [DOCS1] The OpenAPI document describes every route the server has. */
 describe('OpenAPI document', () => {
   // Building the route tables touches none of their dependencies.
-  const routes = [...apiRoutes({ isHealthy: () => true } as unknown as ApiDeps), ...inviteRoutes({} as unknown as InviteDeps), ...moveRoutes({} as unknown as NodeService)]
+  const routes = [...apiRoutes({ isHealthy: () => true } as unknown as ApiDeps), ...inviteRoutes({} as unknown as InviteDeps), ...moveRoutes({} as unknown as HttpNodeApi, {} as unknown as MoveService)]
   const paths = OPENAPI_DOCUMENT.paths as Record<string, Record<string, unknown>>
   /** A concrete URL for an OpenAPI path template: every `{param}` becomes a valid segment. */
   const example = (template: string) => template.replace(/\{[^}]+\}/g, 'Seg1')

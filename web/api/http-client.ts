@@ -20,6 +20,17 @@ export interface ServerConfig {
 }
 
 /** An HTTP answer with an error body `{ error: { code, message } }`. */
+/** [WEB15] What the caller may do on one node, by the server's own checks. */
+export interface Capabilities {
+  path: string
+  nodeType: string
+  permissions: string[]
+  fields: Record<string, boolean>
+  newFields: boolean
+  canDelete: boolean
+  canCreate: boolean
+}
+
 export class HttpError extends Error {
   constructor(
     readonly status: number,
@@ -139,32 +150,40 @@ export class HttpApi {
     return (await this.request<{ items: MeshNode[] }>('GET', `/api/nodes?${q}`)).items
   }
 
+  /** Nodes of a type anywhere the caller can read (one page, ordered by path). */
+  async queryByType(nodeType: string, limit = 200): Promise<MeshNode[]> {
+    return (await this.request<{ items: MeshNode[] }>('GET', `/api/nodes?nodeType=${encodeURIComponent(nodeType)}&limit=${limit}`)).items
+  }
+
   putNode(path: string, body: { nodeType: string; name?: string; content: JsonObject }): Promise<MeshNode> {
     return this.request('PUT', `/api/nodes/${encodePath(path)}`, body)
   }
 
   /**
    * Creates a node and never replaces one: `If-None-Match: *` makes the server answer 412
-   * `already_exists` when the path is taken (DESIGN.md). A server from before that header would
-   * replace silently, so the path is first checked with a GET; the header is what closes the
-   * race between the check and the PUT.
+   * `already_exists` when the path is taken (DESIGN.md, [CREATE1]). No GET first: a probe for a
+   * free path answers 404, which the browser logs as an error on every create.
    */
-  async createNode(path: string, body: { nodeType: string; name?: string; content: JsonObject }): Promise<MeshNode> {
-    if (await this.nodeExists(path)) throw new HttpError(412, 'already_exists', `A node already exists at ${path}.`)
+  createNode(path: string, body: { nodeType: string; name?: string; content: JsonObject }): Promise<MeshNode> {
     return this.request('PUT', `/api/nodes/${encodePath(path)}`, body, 'application/json', { 'If-None-Match': '*' })
   }
 
-  /** True when the node is there (readable or not); false on 404. */
+  /**
+   * True when the caller can see a node at `path`, asked of its parent's listing (always a 200:
+   * a GET of a free path would log a 404). A node they cannot read is not listed; the create's
+   * If-None-Match still refuses it.
+   */
   async nodeExists(path: string): Promise<boolean> {
-    try {
-      await this.getNode(path)
-      return true
-    } catch (e) {
-      if (e instanceof HttpError && e.status === 404) return false
-      // 403: not readable; the PUT's If-None-Match decides.
-      if (e instanceof HttpError && e.status === 403) return false
-      throw e
-    }
+    const slash = path.lastIndexOf('/')
+    const parent = slash < 0 ? '' : path.slice(0, slash)
+    const q = `parent=${encodeURIComponent(parent)}&limit=1000`
+    const { items } = await this.request<{ items: MeshNode[] }>('GET', `/api/nodes?${q}`)
+    return items.some((n) => n.path === path)
+  }
+
+  /** [WEB15] What the caller may do on a node (GET /api/permissions/{path}). */
+  capabilities(path: string): Promise<Capabilities> {
+    return this.request('GET', `/api/permissions/${encodePath(path)}`)
   }
 
   /** The server's limits; null when the server has no `/api/config` (older builds). */

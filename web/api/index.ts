@@ -1,1 +1,1 @@
-export { HttpApi, HttpError, NetworkError, nextVersion, type AuthResult, type ChangePage, type Me, type TrashEntry } from './http-client.js'
+export { HttpApi, HttpError, NetworkError, nextVersion, type AuthResult, type Capabilities, type ChangePage, type Me, type TrashEntry } from './http-client.js'

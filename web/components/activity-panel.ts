@@ -181,8 +181,10 @@ export class WeftActivityPanel extends LitElement {
     }
     const differs = now && now.source !== null && now.source !== source
     const lines = source.split('\n')
-    return html`<details class="code" ?data-differs=${!!differs}>
-      <summary>Code it ran${codePath ? html` (from ${codeLink})` : nothing} · ${lines.length} line${lines.length === 1 ? '' : 's'}${differs
+    // The link to the Code node stays outside <summary>: a link inside a toggle is two
+    // controls in one (axe: nested-interactive).
+    return html`${codePath ? html`<p class="code-link">Code: ${codeLink}</p>` : nothing}<details class="code" ?data-differs=${!!differs}>
+      <summary>Code it ran · ${lines.length} line${lines.length === 1 ? '' : 's'}${differs
         ? html` · <span class="differs" data-differs>differs from the current code</span>`
         : nothing}</summary>
       <pre class="source" aria-label="Code it ran" tabindex="0">${lines.map((l) => html`<span class="line">${l}</span>`)}</pre>

@@ -5,14 +5,17 @@ import type { Session } from '../sync/index.js'
 
 /** Sign up and sign in. Fires `signed-in` with the Session. */
 export class WeftAuthPage extends LitElement {
-  static override properties = { mode: { state: true }, error: { state: true }, busy: { state: true } }
+  static override properties = { mode: { state: true }, error: { state: true }, busy: { state: true }, ui: { state: true } }
+  /** The component library is loaded (its buttons submit the form only once defined). */
+  declare ui: boolean
   declare mode: 'login' | 'signup'
   declare error: string
   declare busy: boolean
   static override styles = css`
-    :host { display: block; max-width: 24em; margin: 4em auto; font-family: system-ui, sans-serif; }
+    :host { display: block; max-width: 24em; margin: 4em auto; padding: 0 1em; font-family: system-ui, sans-serif; }
     form { display: grid; gap: 0.6em; }
     label { display: grid; gap: 0.2em; }
+    input { font: inherit; padding: 0.45em 0.6em; border: 1px solid var(--wa-color-neutral-70, #aab); border-radius: var(--wa-border-radius-m, 6px); }
     .error { color: #b00; }
   `
 
@@ -21,6 +24,13 @@ export class WeftAuthPage extends LitElement {
     this.mode = 'login'
     this.error = ''
     this.busy = false
+    this.ui = false
+  }
+
+  override connectedCallback() {
+    super.connectedCallback()
+    // Signed out, nothing else competes for the first paint: load the library now.
+    void import('./ui.js').then(() => (this.ui = true))
   }
 
   private async submit(ev: SubmitEvent) {
@@ -63,12 +73,12 @@ export class WeftAuthPage extends LitElement {
         ${signup ? html`<label>Name <input name="name" autocomplete="name" required /></label>` : ''}
         <label>Email <input name="email" type="email" autocomplete="email" required /></label>
         <label>Password <input name="password" type="password" autocomplete=${signup ? 'new-password' : 'current-password'} required minlength="8" /></label>
-        <button type="submit" ?disabled=${this.busy}>${signup ? 'Sign up' : 'Sign in'}</button>
+        <wa-button type="submit" variant="brand" ?loading=${this.busy} ?disabled=${!this.ui}>${signup ? 'Sign up' : 'Sign in'}</wa-button>
         ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : ''}
       </form>
       <p>
         ${signup ? 'Have an account?' : 'New here?'}
-        <button type="button" @click=${() => (this.mode = signup ? 'login' : 'signup')}>${signup ? 'Sign in' : 'Create an account'}</button>
+        <wa-button size="small" appearance="outlined" @click=${() => (this.mode = signup ? 'login' : 'signup')}>${signup ? 'Sign in' : 'Create an account'}</wa-button>
       </p>
     `
   }

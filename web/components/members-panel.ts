@@ -2,6 +2,8 @@ import { LitElement, css, html, nothing, type ReactiveController, type ReactiveC
 import { app } from '../app-context.js'
 import { HttpError, NetworkError } from '../api/index.js'
 import { humanError } from './error-text.js'
+import { ObservableController } from '../controllers/index.js'
+import type { ReplicaState } from '../sync/index.js'
 import type { InviteView as InviteRow, MemberView as MemberRow } from '../../shared/subscription.js'
 
 /**
@@ -50,6 +52,22 @@ function currentToken(): string | null {
 
 function encodePath(path: string): string {
   return path.split('/').map(encodeURIComponent).join('/')
+}
+
+/** [WEB15] An invite's status in words (the subscription's `Fired` means the person joined). */
+export function inviteStatusWord(status: string): string {
+  switch (status) {
+    case 'Pending':
+      return 'Waiting for sign-up'
+    case 'Fired':
+      return 'Accepted'
+    case 'Failed':
+      return 'Failed'
+    case 'Cancelled':
+      return 'Revoked'
+    default:
+      return status
+  }
 }
 
 /** Loads members and invites of one space; polls while the host is connected. */
@@ -108,9 +126,13 @@ export class WeftMembersPanel extends LitElement {
   declare notice: string
   declare busy: boolean
   private readonly data = new MembersController(this)
+  /** [WEB15] Inviting and revoking are the space Admins' (ManageAccess): others are not offered them. */
+  private readonly access = new ObservableController<ReplicaState>(this)
 
   static override styles = css`
     :host { display: block; }
+    h2 { font-size: 1.1em; margin: 0 0 0.5em; }
+    h3 { font-size: 1em; }
     table { border-collapse: collapse; width: 100%; margin: 0.4em 0 1em; }
     th, td { text-align: left; padding: 0.25em 0.5em; border-bottom: 1px solid #e4e4e4; vertical-align: top; }
     form { display: flex; gap: 0.5em; flex-wrap: wrap; align-items: center; margin: 0.5em 0; }
@@ -134,6 +156,7 @@ export class WeftMembersPanel extends LitElement {
 
   override willUpdate() {
     this.data.setPath(this.path)
+    if (this.path) this.access.watch(this.path, () => app().streams.access$(this.path))
   }
 
   private async invite(e: Event) {
@@ -172,6 +195,7 @@ export class WeftMembersPanel extends LitElement {
 
   override render() {
     const d = this.data
+    const canManage = this.access.value?.permissions?.has('ManageAccess') === true
     return html`
       <h2>Members</h2>
       ${d.error ? html`<p class="error" role="alert">${d.error}</p>` : nothing}
@@ -185,14 +209,16 @@ export class WeftMembersPanel extends LitElement {
             </tr>`)}
           </tbody>
         </table>`}
-      <form @submit=${this.invite} aria-label="Invite by email">
-        <input type="email" name="email" placeholder="name@example.com" aria-label="Email" required />
-        <select name="role" aria-label="Role">
-          ${ROLES.map((r) => html`<option value=${r} ?selected=${r === 'Editor'}>${r}</option>`)}
-        </select>
-        <label><input type="checkbox" name="pin" checked /> Pin to their navigation</label>
-        <button type="submit" ?disabled=${this.busy}>Invite</button>
-      </form>
+      ${canManage
+        ? html`<form @submit=${this.invite} aria-label="Invite by email">
+            <input type="email" name="email" placeholder="name@example.com" aria-label="Email" required />
+            <select name="role" aria-label="Role">
+              ${ROLES.map((r) => html`<option value=${r} ?selected=${r === 'Editor'}>${r}</option>`)}
+            </select>
+            <label><input type="checkbox" name="pin" checked /> Pin to their navigation</label>
+            <wa-button type="submit" size="small" variant="brand" ?disabled=${this.busy}>Invite</wa-button>
+          </form>`
+        : html`<p class="muted">Only the space's Admins invite people.</p>`}
       ${this.notice ? html`<p class="notice" role="status">${this.notice}</p>` : nothing}
       ${d.invites.length ? html`
         <h3>Invites</h3>
@@ -202,8 +228,8 @@ export class WeftMembersPanel extends LitElement {
             ${d.invites.map((i) => html`<tr data-invite=${i.subscriptionId}>
               <td>${i.email ?? '—'}</td>
               <td>${i.role ?? '—'}${i.pin ? html` <span class="muted">(pinned)</span>` : nothing}</td>
-              <td><span class="status ${i.status}">${i.status}</span>${i.lastError ? html`<div class="error">${i.lastError}</div>` : nothing}</td>
-              <td>${i.status === 'Pending' ? html`<button type="button" @click=${() => this.revoke(i.subscriptionId)}>Revoke</button>` : nothing}</td>
+              <td><span class="status ${i.status}" data-status=${i.status}>${inviteStatusWord(i.status)}</span>${i.lastError ? html`<div class="error">${i.lastError}</div>` : nothing}</td>
+              <td>${i.status === 'Pending' && canManage ? html`<wa-button size="small" appearance="outlined" @click=${() => this.revoke(i.subscriptionId)}>Revoke</wa-button>` : nothing}</td>
             </tr>`)}
           </tbody>
         </table>` : nothing}

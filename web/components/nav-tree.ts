@@ -6,7 +6,7 @@ import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
 import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
-import { nodeHref } from './route.js'
+import { HOME_HREF, nodeHref, OPERATIONS_HREF } from './route.js'
 
 const LEVEL_LIMIT = 200
 
@@ -175,7 +175,9 @@ export class WeftNavTree extends LitElement {
     const others = (this.top.value ?? []).filter((r) => r.path !== session.userId)
     return html`<nav aria-label="Nodes" @keydown=${this.onKeyDown} @focusin=${this.rovingFocus}>
       <ul role="tree" aria-label="Nodes">
-        <h2 role="none">Home</h2>
+        <li role="none"><a role="treeitem" tabindex="-1" href=${HOME_HREF} aria-current=${this.current === '' || this.current === HOME_HREF ? 'page' : 'false'} data-nav="home">Home</a></li>
+        <li role="none"><a role="treeitem" tabindex="-1" href=${OPERATIONS_HREF} aria-current=${this.current === OPERATIONS_HREF ? 'page' : 'false'} data-nav="operations">Operations</a></li>
+        <h2 role="none">Profile</h2>
         <weft-tree-node .path=${session.userId} .label=${this.home.value?.name ?? session.name} .current=${this.current}></weft-tree-node>
         ${pins.length ? html`<h2 role="none">Pinned</h2>` : nothing}
         ${pins.map((p) => html`<weft-tree-node .path=${p} .label=${pinName.get(p) ?? p.slice(p.lastIndexOf('/') + 1)} .current=${this.current}></weft-tree-node>`)}
@@ -198,9 +200,12 @@ export class WeftNavTree extends LitElement {
     for (const a of this.renderRoot.querySelectorAll<HTMLElement>('a[role=treeitem]')) a.tabIndex = a === target ? 0 : -1
   }
 
-  override updated() {
+  override updated(changed: Map<string, unknown>) {
     const items = [...this.renderRoot.querySelectorAll<HTMLElement>('a[role=treeitem]')]
-    if (items.length && !items.some((a) => a.tabIndex === 0)) items[0]!.tabIndex = 0
+    // The tree's one tab stop is the open page's item when it is listed, else the first.
+    const current = items.find((a) => a.getAttribute('aria-current') === 'page')
+    if (current && changed.has('current')) for (const a of items) a.tabIndex = a === current ? 0 : -1
+    if (items.length && !items.some((a) => a.tabIndex === 0)) (current ?? items[0]!).tabIndex = 0
   }
 }
 customElements.define('weft-nav-tree', WeftNavTree)

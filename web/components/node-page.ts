@@ -3,11 +3,12 @@ import { repeat } from 'lit/directives/repeat.js'
 // Runtime imports name shared/ modules directly: shared/index.js also pulls the zod node-type
 // schemas, which the browser never needs and which cost cold-start parse time.
 import { joinPath, type NodePath } from '../../shared/path.js'
-import { jsonEqual, type JsonValue } from '../../shared/json.js'
+import { jsonEqual, type JsonObject, type JsonValue } from '../../shared/json.js'
 import { isTextField, TYPED_TEXT_FIELDS } from '../../shared/text-fields.js'
 import type { Permission } from '../../shared/enums.js'
 import { ObservableController } from '../controllers/index.js'
 import { ancestorsOf, NamesController } from '../controllers/names-controller.js'
+import { CapabilitiesController } from '../controllers/capabilities-controller.js'
 import { app } from '../app-context.js'
 import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
@@ -15,12 +16,15 @@ import type { PresenceUser, ReplicaState } from '../sync/index.js'
 import { nextFreeName, segmentForName } from './names.js'
 import { nodeHref } from './route.js'
 import { codeOf, humanError, humanMessage } from './error-text.js'
+import { newCodeContent } from './code-template.js'
 import { formatValue, isNodeLink, parseAs, parseLike, type FieldKind } from './field-kinds.js'
 import './text-field.js'
 import './refused-list.js'
+import './value-view.js'
 import './node-actions.js'
 import './moved-notice.js'
 import { removeFieldWithUndo } from './field-undo.js'
+import { recordRecent } from './recent.js'
 
 const CHILD_LIMIT = 200
 /** A text field longer than this (or with a line break) gets a multi-line editor. */
@@ -89,6 +93,8 @@ export class WeftNodePage extends LitElement {
   private readonly childList = new ObservableController<IndexRow[]>(this)
   /** The names of the page's ancestors (the breadcrumb: names, never paths). */
   private readonly crumbs = new NamesController(this)
+  /** [WEB15] What the server lets the caller do here (system fields, deleting a profile). */
+  private readonly caps = new CapabilitiesController(this)
   /** Once a field is shown multi-line it stays so (switching the element would drop the caret). */
   private readonly multiline = new Map<string, boolean>()
 
@@ -120,7 +126,8 @@ export class WeftNodePage extends LitElement {
     button:disabled { cursor: not-allowed; opacity: 0.55; }
     button.icon { padding: 0.3em 0.55em; }
     .children { padding-left: 1.2em; }
-    .children li { margin: 0.2em 0; }
+    .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; }
+    .children li { margin: 0.2em 0; overflow-wrap: anywhere; }
     @media (max-width: 600px) {
       .fields { grid-template-columns: minmax(0, 1fr) auto; }
       .fields label { grid-column: 1 / -1; padding-top: 0.4em; }
@@ -148,6 +155,7 @@ export class WeftNodePage extends LitElement {
       this.pageError = ''
       this.drafts = new Map()
       this.multiline.clear()
+      this.caps.reset()
     }
     const { streams } = app()
     this.node.watch(path, () => streams.node$(path))
@@ -155,6 +163,12 @@ export class WeftNodePage extends LitElement {
     this.access.watch(path, () => streams.access$(path))
     this.childList.watch(path, () => streams.query$({ parent: path, limit: CHILD_LIMIT }))
     this.crumbs.watch(ancestorsOf(path))
+    // Asked once the server has the node (a node made offline, or a path that is not there,
+    // would answer 404: an error in the console) and while online; again when the role changes.
+    const perms = this.access.value?.permissions
+    const view = this.node.value
+    if (view && view.path === path && !view.localOnly && navigator.onLine !== false) this.caps.watch(path, perms ? [...perms].sort().join(',') : '')
+    if (changed.has('path')) recordRecent(path)
   }
 
   private can(p: Permission): boolean {
@@ -231,7 +245,8 @@ export class WeftNodePage extends LitElement {
     this.createError = null
     const path = joinPath(this.path as NodePath, segmentForName(name))
     try {
-      await app().client.createNode(path, nodeType, name)
+      // [WEB19] A Code node starts from the commented template of the script API.
+      await app().client.createNode(path, nodeType, name, nodeType === 'Code' ? (newCodeContent() as JsonObject) : {})
       form?.reset()
     } catch (e) {
       if (codeOf(e) === 'already_exists') {
@@ -272,13 +287,17 @@ export class WeftNodePage extends LitElement {
     const draft = this.drafts.get(key)
     let input
     let note: unknown = nothing
-    // [WEB8] A role that cannot write the node sees its values, not inputs it could type into.
-    const readonly = !this.can('Update')
+    // [WEB8] A role that cannot write the node sees its values, not inputs it could type into;
+    // [WEB15] nor does anyone see an input for a field only the system writes (a profile's Email).
+    const readonly = !this.caps.mayWrite(key, this.can('Update'))
     if (typeof value === 'string' && isTextField(view.nodeType, key)) {
       input = html`<weft-text-field .path=${view.path} .key=${key} .fieldId=${id} .initial=${value}
         ?multiline=${this.isMultiline(key, value, view.nodeType)} ?readonly=${readonly}></weft-text-field>`
     } else if (typeof value === 'boolean') {
       input = html`<input id=${id} name=${key} type="checkbox" .checked=${value} ?disabled=${readonly} @change=${(e: Event) => this.onCheckbox(key, e)} />`
+    } else if (readonly && typeof value === 'object' && value !== null) {
+      // [WEB16] A list reads as chips, a link as the linked node's name, never as raw JSON.
+      input = html`<weft-value-view id=${id} .value=${value}></weft-value-view>`
     } else {
       const shown = draft ? draft.raw : formatValue(value)
       const onInput = (e: Event) => this.onDraftInput(key, e)
@@ -288,14 +307,17 @@ export class WeftNodePage extends LitElement {
       else input = html`<textarea id=${id} name=${key} class="json" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange}></textarea>`
       if (draft && !jsonEqual(draft.base as JsonValue, value)) {
         note = html`<span class="changed" data-changed-remotely=${key}>Changed by someone else to ${formatValue(value)}; your version is kept until you save it.
-          <button type="button" @click=${() => this.setDraft(key, null)}>Use theirs</button></span>`
+          <wa-button size="small" appearance="outlined" @click=${() => this.setDraft(key, null)}>Use theirs</wa-button></span>`
       }
     }
-    const link = isNodeLink(value) ? html`<a href=${nodeHref(value.$ref)}>Open ${value.$ref}</a>` : nothing
-    return html`<label for=${id}>${key}</label>
+    const link = isNodeLink(value) && !readonly ? html`<weft-value-view .value=${value} prefix="Open "></weft-value-view>` : nothing
+    // [WEB15] A field the caller cannot write has no ✕: nothing offered that the server refuses.
+    return html`<label for=${id} id=${`label-${id}`}>${key}</label>
       <div class="value" data-field=${key}>${input}${link}${note}</div>
-      <button type="button" class="icon" aria-label=${`Remove field ${key}`} title=${this.can('Update') ? `Remove field ${key}` : 'Your role cannot edit this node'}
-        ?disabled=${!this.can('Update')} @click=${() => removeFieldWithUndo(key, value, (k, v) => this.patchField(k, v))}>✕</button>`
+      ${readonly
+        ? html`<span></span>`
+        : html`<wa-button size="small" appearance="plain" class="icon" title=${`Remove field ${key}`}
+            @click=${() => removeFieldWithUndo(key, value, (k, v) => this.patchField(k, v))}><span aria-hidden="true">✕</span><span class="visually-hidden">Remove field ${key}</span></wa-button>`}`
   }
 
   private renderExtension(view: NodeView) {
@@ -357,7 +379,10 @@ export class WeftNodePage extends LitElement {
     const kids = this.childList.value ?? []
     const canUpdate = this.can('Update')
     const canCreate = this.can('Create')
-    const canDelete = this.can('Delete')
+    const canDelete = this.caps.value ? this.caps.value.canDelete : this.can('Delete')
+    // [WEB15] The role would allow it but the node type never lets a person delete (a profile):
+    // not offered at all.
+    const neverDeletable = !canDelete && this.can('Delete')
     return html`
       <header>
         <weft-node-title .view=${view} ?canRename=${canUpdate}></weft-node-title>
@@ -378,7 +403,7 @@ export class WeftNodePage extends LitElement {
       <weft-refused-list .path=${view.path}></weft-refused-list>
       ${this.pageError ? html`<p class="error" role="alert">${this.pageError}</p>` : nothing}
       ${view.nodeType === 'ActivityLog' ? this.renderRun(view) : this.renderEditable(view, kids, canUpdate, canCreate)}
-      ${view.nodeType === 'ActivityLog' && !canDelete
+      ${(view.nodeType === 'ActivityLog' && !canDelete) || neverDeletable
         ? nothing
         : html`<section><weft-node-actions .view=${view} ?canDelete=${canDelete} ?canManage=${this.can('ManageAccess')}></weft-node-actions></section>`}
     `
@@ -410,8 +435,9 @@ export class WeftNodePage extends LitElement {
       ${this.renderExtension(view)}
       <section aria-label="Children">
         <h2>Children</h2>
+        ${kids.filter(isShownChild).length ? nothing : html`<p class="reason-off">No children yet.</p>`}
         <ul class="children">
-          ${repeat(kids, (k) => k.path, (k) => html`<li><a href=${nodeHref(k.path)}>${k.name}</a> <small>${k.nodeType}</small>${k.pending ? html` <span class="pending" title="Saved on this device, not yet synced">•</span>` : nothing}</li>`)}
+          ${repeat(kids.filter(isShownChild), (k) => k.path, (k) => html`<li><a href=${nodeHref(k.path)}>${k.name}</a> <small>${k.nodeType}</small>${k.pending ? html` <span class="pending" title="Saved on this device, not yet synced">•</span>` : nothing}</li>`)}
         </ul>
         ${kids.length >= CHILD_LIMIT ? html`<p>Showing the first ${CHILD_LIMIT}.</p>` : nothing}
         <form class="inline" aria-label="New child node" @submit=${this.onCreateChild} @input=${() => (this.createError = null)}>
@@ -425,6 +451,11 @@ export class WeftNodePage extends LitElement {
     `
   }
 }
+/** A child whose segment starts with `_` is the system's (a Code node's `_Check`, runs, access): not listed. */
+function isShownChild(row: IndexRow): boolean {
+  return !row.path.slice(row.path.lastIndexOf('/') + 1).startsWith('_')
+}
+
 /** Fields a node type's extension shows or edits itself (the Code page's editor owns Source): not repeated in the field grid. */
 const EXTENSION_FIELDS: Readonly<Record<string, readonly string[]>> = {
   // LastActivityPath is the engine's pointer; the page shows that run as "Latest run".

@@ -11,6 +11,12 @@ export function pathFromHash(hash: string): string | null {
 /** The list of every refused edit on this device (the status bar's count opens it). */
 export const REFUSED_HREF = '#/refused'
 
+/** [WEB14] The landing page after sign-in: spaces, recent nodes, runs, pending invites. */
+export const HOME_HREF = '#/'
+
+/** [WEB18] The operations the caller can run: the built-in ones and shared Code operations. */
+export const OPERATIONS_HREF = '#/operations'
+
 /** [MOVE6] A space's trash (its Admins restore from it). */
 export function trashHref(space: string): string {
   return `#/trash/${space}`

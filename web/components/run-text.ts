@@ -38,7 +38,7 @@ export function limitOf(error: string): StoppedBy | null {
 }
 
 /** "3.2 s", "4 min 05 s", "1 h 02 min". */
-export function formatDuration(ms: number): string {
+function formatDuration(ms: number): string {
   if (!Number.isFinite(ms) || ms < 0) return ''
   if (ms < 1000) return `${Math.round(ms)} ms`
   const s = ms / 1000

@@ -8,7 +8,7 @@ import { humanError } from './error-text.js'
 import { transformIndex, type Delta } from './caret.js'
 
 /**
- * One text field bound to the node's Y.Text itself (docs/decisions/0005-text-fields.md): every
+ * One text field bound to the node's Y.Text itself (docs/decisions/0008-text-fields.md): every
  * keystroke is a merge patch applied as a text diff, so it is one small Yjs edit; remote edits
  * are applied into the input under the caret without moving it (index transform of the Yjs
  * delta). Light DOM, so the node page's <label for> names it.

@@ -5,12 +5,14 @@ import type { Session, SyncStatus } from '../sync/index.js'
 import type { OpError } from '../sync/sync-client.js'
 import { humanMessage } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
-import { pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
+import { HOME_HREF, OPERATIONS_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
 import './auth-page.js'
 import './nav-tree.js'
 import './node-page.js'
 import './sync-status.js'
 import './refused-list.js'
+import './home-page.js'
+import './operations-page.js'
 import './trash-page.js'
 
 /** The root: sign-in, or the signed-in layout (status bar, navigation tree, node page). */
@@ -107,15 +109,25 @@ export class WeftApp extends LitElement {
     this.ready = false
   }
 
+  /** [WEB14] No route (or `#/`) is the home; `#/n/{path}` a node; the refused list; operations. */
+  private renderPage(path: string | null, trash: string | null) {
+    if (path) return html`<weft-node-page .path=${path}></weft-node-page>`
+    if (trash) return html`<h1 class="page-title">Trash</h1><weft-trash-page .space=${trash}></weft-trash-page>`
+    if (this.route === REFUSED_HREF) return html`<h1 class="page-title">Refused changes</h1><weft-refused-list></weft-refused-list>`
+    if (this.route === OPERATIONS_HREF) return html`<weft-operations-page></weft-operations-page>`
+    if (this.route !== '' && this.route !== HOME_HREF && this.route !== '#') return html`<h1 class="page-title">Not found</h1><p>Nothing lives at this address. <a href=${HOME_HREF}>Go home</a>.</p>`
+    return html`<weft-home-page></weft-home-page>`
+  }
+
   override render() {
     if (!this.session) return html`<weft-auth-page @signed-in=${this.onSignedIn}></weft-auth-page>`
     if (!this.ready) return html`<p aria-busy="true">Opening your nodes…</p>`
+    const path = pathFromHash(this.route)
     const trash = trashFromHash(this.route)
-    const path = pathFromHash(this.route) ?? trash ?? this.session.userId
     const final = this.status.value?.final
     return html`
       <div class="bar">
-        <button type="button" class="menu" aria-expanded=${this.navOpen ? 'true' : 'false'} aria-controls="nav" @click=${() => (this.navOpen = !this.navOpen)}>☰ Nodes</button>
+        <wa-button size="small" appearance="outlined" class="menu" aria-expanded=${this.navOpen ? 'true' : 'false'} aria-controls="nav" @click=${() => (this.navOpen = !this.navOpen)}>☰ Nodes</wa-button>
         <span class="title">Weft</span>
         <weft-sync-status></weft-sync-status>
         <span class="spacer"></span>
@@ -132,7 +144,7 @@ export class WeftApp extends LitElement {
       ${final
         ? html`<div class="banner" role="alert">
             ${final.code === 4401 ? 'You were signed out' : 'The server refused this session'} (${final.code}${final.reason ? `: ${final.reason}` : ''}).
-            Changes stay on this device. <button type="button" @click=${this.signOut}>Sign in again</button>
+            Changes stay on this device. <wa-button size="small" appearance="outlined" @click=${this.signOut}>Sign in again</wa-button>
           </div>`
         : nothing}
       ${(this.opErrors.value ?? []).length
@@ -142,14 +154,8 @@ export class WeftApp extends LitElement {
           </div>`
         : nothing}
       <div class="layout ${this.navOpen ? 'nav-open' : ''}">
-        <weft-nav-tree id="nav" .current=${path}></weft-nav-tree>
-        <main>
-          ${this.route === REFUSED_HREF
-            ? html`<h1 class="page-title">Refused changes</h1><weft-refused-list></weft-refused-list>`
-            : trash
-              ? html`<h1 class="page-title">Trash</h1><weft-trash-page .space=${trash}></weft-trash-page>`
-              : html`<weft-node-page .path=${path}></weft-node-page>`}
-        </main>
+        <weft-nav-tree id="nav" .current=${path ?? trash ?? this.route}></weft-nav-tree>
+        <main>${this.renderPage(path, trash)}</main>
       </div>
     `
   }

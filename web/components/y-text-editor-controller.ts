@@ -20,7 +20,7 @@ export interface YTextEditorTarget {
 const fromReplica = Annotation.define<true>()
 
 /**
- * Binds a CodeMirror view to a node's text field (docs/decisions/0005-text-fields.md): while the
+ * Binds a CodeMirror view to a node's text field (docs/decisions/0008-text-fields.md): while the
  * field is a Y.Text, y-codemirror.next's yCollab (ySync, remote carets of the room's awareness,
  * an undo manager of one's own edits) sits in a compartment, and its transaction origins are
  * registered with the replica (`bindTextEditor`), so every keystroke and every undo is stored

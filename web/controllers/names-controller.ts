@@ -10,7 +10,7 @@ export interface Named {
 }
 
 /** The name a person reads for `path` when this device knows no node there yet. */
-export function fallbackName(path: string): string {
+function fallbackName(path: string): string {
   const { session } = app()
   if (path === session.userId) return session.name
   return path.slice(path.lastIndexOf('/') + 1)

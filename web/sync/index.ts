@@ -1,3 +1,3 @@
 export { SyncClient, type Session, type SyncStatus, type SyncStatusKind, type SyncClientOptions } from './sync-client.js'
-export { MuxConnection, isFinalCloseCode, type ConnectionStatus, type FinalClose } from './mux-connection.js'
+export { MuxConnection, type ConnectionStatus, type FinalClose } from './mux-connection.js'
 export { NodeReplica, type PresenceUser, type ReplicaState, type RoomDenial, type TabMessage, type ChangeOrigin, type TextEditorBinding, type TextLike } from './node-replica.js'

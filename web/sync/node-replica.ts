@@ -97,7 +97,7 @@ function formatBytes(n: number): string {
 }
 
 /** `payload_too_large` with the sizes a person needs: how big the edit is and what the server takes. */
-export function tooLargeError(size: number, limit: number): WeftError {
+function tooLargeError(size: number, limit: number): WeftError {
   return new WeftError('payload_too_large', `This change is ${formatBytes(size)}; the server accepts at most ${formatBytes(limit)} per change. It was not saved.`, { size, limit })
 }
 
@@ -185,6 +185,8 @@ export class NodeReplica implements RoomHandler {
    * conversions at once: the map entry keeps one). What was typed into ours is merged onto
    * theirs as a normal edit, so the conversion race loses nothing.
    */
+  /** The doc whose content map onContentChange observes (none until the first swapDoc). */
+  private observedDoc: Y.Doc | null = null
   private readonly onContentChange = (event: Y.YMapEvent<unknown>) => {
     if (event.transaction.origin !== 'remote' && event.transaction.origin !== 'tab') return
     for (const key of event.keysChanged) {
@@ -605,13 +607,16 @@ export class NodeReplica implements RoomHandler {
 
   private swapDoc(doc: Y.Doc): void {
     this.doc.off('update', this.onDocUpdate)
-    this.doc.getMap(CONTENT_MAP).unobserve(this.onContentChange)
+    // The constructor's placeholder doc was never observed: Yjs logs an error for unobserving a
+    // handler it does not hold (a console error on every node opened).
+    if (this.observedDoc === this.doc) this.doc.getMap(CONTENT_MAP).unobserve(this.onContentChange)
     this.converted.clear()
     // Their Y.Texts belong to the old doc; editors bind again on the changed$ below.
     this.editorOrigins.clear()
     this.doc = doc
     doc.on('update', this.onDocUpdate)
     doc.getMap(CONTENT_MAP).observe(this.onContentChange)
+    this.observedDoc = doc
     this.changed$.next()
   }
 

@@ -1,6 +1,6 @@
 import type { Observable} from 'rxjs';
 import { BehaviorSubject, Subject, combineLatest, distinctUntilChanged, map, shareReplay, type Subscription } from 'rxjs'
-import type { ChangeRecord, JsonObject, MergePatch } from '../../shared/index.js'
+import type { ChangeRecord, JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
 import { HttpApi, HttpError, NetworkError } from '../api/index.js'
 import { dbNameFor, liveStoreQuery, NodeStore, type OpRow } from '../store/index.js'
 import { MuxConnection, type ConnectionStatus, type ConnectionTrouble, type FinalClose } from './mux-connection.js'
@@ -73,7 +73,7 @@ const CHANGE_FEED_PERIOD_MS = 10_000
 const FEED_CATCH_UP_PAGES = 50
 
 /** The server's documented default (MAX_PAYLOAD_BYTES), used until /api/config answers. */
-export const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 
 function parentOf(path: string): string {
   const i = path.lastIndexOf('/')
@@ -426,6 +426,19 @@ export class SyncClient {
     await Promise.all([parentOf(from), parentOf(to)].map((p) => this.refreshChildren(p)))
   }
 
+  /**
+   * A node from the server. A system child (a Code node's `_Check`) appears when its engine
+   * writes it, often just after a page asks: it is looked up in its parent's listing, which
+   * answers 200 either way (a GET of it would log a 404 in the console in normal use).
+   */
+  private async fetchNode(path: string): Promise<MeshNode> {
+    const slash = path.lastIndexOf('/')
+    if (slash < 0 || !path.startsWith('_', slash + 1)) return this.api.getNode(path)
+    const found = (await this.api.listChildren(path.slice(0, slash), 500)).find((n) => n.path === path)
+    if (!found) throw new HttpError(404, 'not_found', `No node at ${path}.`)
+    return found
+  }
+
   /** Refreshes the local index of `parent` ('' = top level) from the server; offline it is a no-op. */
   async refreshChildren(parent: string): Promise<void> {
     const limit = 500
@@ -439,7 +452,7 @@ export class SyncClient {
 
   async refreshNode(path: string): Promise<void> {
     try {
-      await this.store.upsertNodes([await this.api.getNode(path)])
+      await this.store.upsertNodes([await this.fetchNode(path)])
     } catch (e) {
       if (e instanceof HttpError && e.status === 404) {
         const row = await this.store.getIndexRow(path)

@@ -3,7 +3,7 @@ import { simpleDiffString } from 'lib0/diff'
 /**
  * A three-way merge of two single-span edits of one string: `ours` and `theirs` were both made
  * from `base`. Used when two replicas turned the same plain string into a Y.Text at once
- * (docs/decisions/0005): one Y.Text wins the map entry, and the loser's typing is carried over
+ * (docs/decisions/0008): one Y.Text wins the map entry, and the loser's typing is carried over
  * onto the winner instead of disappearing. Edits at different places both apply; overlapping
  * ones keep their text too (ours inserted where it was typed).
  */

@@ -1,5 +1,4 @@
-import { setMaxListeners } from 'node:events'
-import { Subscription } from 'rxjs'
+import type { Observable } from 'rxjs'
 import type { Logger } from 'pino'
 import {
   PARTITION_CATALOG,
@@ -19,10 +18,22 @@ import {
   type NodePath,
   type Principal,
 } from '../../../shared/index.js'
-import type { NodeApi } from '../../nodes/types.js'
-import { field, watchControlPlane, watchSubmission } from './control-plane.js'
+import type { LiveChange, NodeApi } from '../../nodes/index.js'
 import { meshCall } from './mesh-proxy.js'
-import { actAs, requesterOf } from '../kit/index.js'
+import {
+  actAs,
+  claimAppend,
+  concatPages,
+  defineEngine,
+  lightPage,
+  pageKey,
+  realClock,
+  requesterOf,
+  type Clock,
+  type KitEngine,
+  type LightQuerySource,
+  type LightRow,
+} from '../kit/index.js'
 import { ScriptHost, type ScriptOutcome, type ScriptRun } from './script-host.js'
 
 export interface ActivityEngineConfig {
@@ -68,6 +79,8 @@ interface LiveRun {
   draining: Promise<unknown> | null
   /** [ACT3] What the run's lines say so far (Error → Failed, Warning → Warning): the terminal write needs no scan of the log. */
   worst: ActivityStatus
+  /** A cancel was passed to the script: later changes of the node need nothing more. */
+  cancelSent: boolean
 }
 
 const LEVEL_STATUS: Record<ActivityMessage['Level'], ActivityStatus> = { Info: 'Succeeded', Warning: 'Warning', Error: 'Failed' }
@@ -81,72 +94,99 @@ const LINES_PER_APPEND = 200
 
 const RESTART_MESSAGE = 'The server restarted while this activity was running, so the run was lost. Run it again to retry.'
 
-function now(): string {
-  return new Date().toISOString()
+function now(clock: Clock): string {
+  return new Date(clock.now()).toISOString()
 }
 
 /**
+ * [ACT3][ACT4] The terminal fields: Status = max(floor — raised to Cancelled when a cancel was
+ * requested — and what the lines say, `worst`); undefined (write nothing) once terminal: a
+ * terminal status is final.
+ */
+function terminalPatch(cur: MeshNode, floor: ActivityStatus, extra: JsonObject, worst: ActivityStatus, progress: ActivityProgress | null, at: string): JsonObject | undefined {
+  if (cur.nodeType !== 'ActivityLog' || isTerminal(cur.content.Status)) return undefined
+  const effective = cur.content.RequestedStatus === 'Cancelled' ? maxStatus(floor, 'Cancelled') : floor
+  const status = maxStatus(effective === 'Running' ? 'Succeeded' : effective, worst)
+  const patch: JsonObject = { ...extra, Status: status, End: at }
+  if (progress) patch.Progress = progress as unknown as JsonObject
+  else if (cur.content.Progress === undefined && status === 'Succeeded') patch.Progress = { Fraction: 1 }
+  return patch
+}
+
+/** What the reconciler reads of an activity: its path and the two status fields, never its log. */
+const LIGHT_FIELDS = ['Status', 'RequestedStatus'] as const
+
+/**
  * [ACT1]–[ACT10] The activity engine: the sole writer of every ActivityLog's Status, Messages,
- * Progress and result. Callers only patch RequestedStatus; the engine watches each activity that
- * is not terminal (watchSubmission for starting, watchControlPlane for cancelling) and drives it.
+ * Progress and result. Callers only patch RequestedStatus; the engine is built from the kit
+ * (engines/kit, issue 17): the feed (with gap replay) and a paged reconciler kick the path of an
+ * activity that needs work; one job per path at a time drives it through claims.
  */
 export class ActivityEngine {
-  private readonly watchers = new Map<NodePath, Subscription>()
   private readonly runs = new Map<NodePath, LiveRun>()
-  private readonly feed = new Subscription()
-  private sweepTimer: NodeJS.Timeout | null = null
+  private readonly kit: KitEngine
+  private readonly clock: Clock
   readonly host: ScriptHost
   private stopping = false
+  /** True until the boot pass is done: a Running activity found then was left by a dead process. */
+  private booting = true
+  /** Resolves waiters once no run is live here (tests: `settled`). */
+  private drainedWaiters: Array<() => void> = []
 
   constructor(
-    private readonly nodes: NodeApi,
+    private readonly nodes: NodeApi & LightQuerySource,
     private readonly log: Logger,
     private readonly config: ActivityEngineConfig,
     signal: AbortSignal,
+    opts: { clock?: Clock; changes$?: Observable<LiveChange> } = {},
   ) {
     this.host = new ScriptHost({ ...config, log })
-    // One listener on the server's signal; every watcher listens on this one (there may be many).
-    setMaxListeners(0, this.shutdown.signal)
-    if (signal.aborted) this.shutdown.abort()
-    else signal.addEventListener('abort', () => this.shutdown.abort(), { once: true })
-  }
-
-  private readonly shutdown = new AbortController()
-
-  private get signal(): AbortSignal {
-    return this.shutdown.signal
+    this.clock = opts.clock ?? realClock
+    if (!signal.aborted) signal.addEventListener('abort', () => void this.stop(), { once: true })
+    this.kit = defineEngine<{ source: number; row: LightRow }>(
+      {
+        name: 'activities',
+        watch: (c) => (c.nodeType === 'ActivityLog' && c.node && this.needsWork(c.path, c.node.content) ? [c.path] : []),
+        replays: (r) => r.nodeType === 'ActivityLog' && r.kind !== 'Deleted',
+        reconcile: {
+          // [ACT9] Three light, paged scans; none loads a log's content.
+          page: concatPages([
+            lightPage(nodes, { nodeType: 'ActivityLog', where: { Status: 'Running' } }, LIGHT_FIELDS),
+            lightPage(nodes, { nodeType: 'ActivityLog', where: { RequestedStatus: 'Running' } }, LIGHT_FIELDS),
+            lightPage(nodes, { nodeType: 'ActivityLog', where: { RequestedStatus: 'Cancelled' } }, LIGHT_FIELDS),
+          ]),
+          keyOf: pageKey,
+          needs: (item) => this.reconcileOne(item.row),
+          intervalMs: config.reconcileIntervalMs,
+        },
+        handle: (path) => this.drive(path as NodePath),
+        concurrency: 16,
+      },
+      { nodes, log, clock: this.clock, ...(opts.changes$ ? { changes$: opts.changes$ } : {}) },
+    )
   }
 
   // ---------------------------------------------------------------- lifecycle
 
+  /**
+   * [ACT9] Recovery on boot is the reconciler's first pass: this process has no run yet, so an
+   * activity Running now was left by a process that died: it ends Failed, naming the restart. A
+   * pending start request is honoured. Later passes (ACTIVITY_RECONCILE_MS) fail a Running
+   * activity with no run here and pick up a request the feed did not deliver.
+   */
   async start(): Promise<void> {
     this.host.warm()
     await this.nodes.update(SYSTEM, PARTITION_CATALOG as NodePath, (c) => c ?? { nodeType: 'Document', name: 'Partition', content: {} }, 'system')
-    // Every activity change (any transport) makes sure a live activity is watched.
-    this.feed.add(
-      this.nodes.changes$.subscribe((c) => {
-        if (c.nodeType !== 'ActivityLog' || this.stopping) return
-        if (!c.node || isTerminal(c.node.content.Status)) {
-          if (!this.runs.has(c.path)) this.unwatch(c.path)
-          return
-        }
-        this.watch(c.path)
-      }),
-    )
-    await this.recover()
-    if (this.config.reconcileIntervalMs) {
-      this.sweepTimer = setInterval(() => void this.sweep().catch((err: unknown) => this.log.error({ err }, 'activity sweep failed')), this.config.reconcileIntervalMs)
-      this.sweepTimer.unref()
-    }
+    await this.kit.start()
+    await this.orphans
+    this.booting = false
   }
 
   async stop(): Promise<void> {
-    // Watchers first: a shutting-down engine reacts to nothing more.
+    if (this.stopping) return
+    // The feed and the reconciler first: a shutting-down engine reacts to nothing more.
     this.stopping = true
-    this.shutdown.abort()
-    this.feed.unsubscribe()
-    for (const p of [...this.watchers.keys()]) this.unwatch(p)
-    if (this.sweepTimer) clearInterval(this.sweepTimer)
+    await this.kit.stop()
     for (const run of this.runs.values()) {
       if (run.flushTimer) clearTimeout(run.flushTimer)
       if (run.watchdog) clearInterval(run.watchdog)
@@ -154,85 +194,73 @@ export class ActivityEngine {
     await this.host.close()
   }
 
-  /**
-   * [ACT9] Recovery on boot. This process has no run yet, so an activity Running now was left by
-   * a process that died: it ends Failed, naming the restart. A pending start request is honoured.
-   */
-  private async recover(): Promise<void> {
-    const running = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { Status: 'Running' }, limit: Number.MAX_SAFE_INTEGER })
-    await Promise.all(running.map((n) => this.failOrphan(n.path, RESTART_MESSAGE)))
-    const requested = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { RequestedStatus: 'Running' }, limit: Number.MAX_SAFE_INTEGER })
-    for (const n of requested) if (!isTerminal(n.content.Status)) this.watch(n.path)
-    const cancels = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { RequestedStatus: 'Cancelled' }, limit: Number.MAX_SAFE_INTEGER })
-    for (const n of cancels) if (!isTerminal(n.content.Status)) this.watch(n.path)
+  /** Whether an activity needs this engine now (what the feed kicks on; cheap, no reads). */
+  private needsWork(path: NodePath, c: JsonObject): boolean {
+    if (this.stopping || isTerminal(c.Status)) return false
+    if (c.RequestedStatus === 'Cancelled') return !this.runs.get(path)?.cancelSent
+    return c.Status === undefined && c.RequestedStatus === 'Running'
   }
 
-  /** [ACT9] The periodic check: a Running activity with no run here fails; a lost watcher is restarted. */
-  private async sweep(): Promise<void> {
-    if (this.stopping) return
-    const running = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { Status: 'Running' }, limit: Number.MAX_SAFE_INTEGER })
-    for (const n of running) {
-      if (!this.runs.has(n.path)) await this.failOrphan(n.path, 'No run is behind this activity any more (its worker was lost). Run it again to retry.')
-      else this.watch(n.path)
+  /** Orphans failed by the pass under way (awaited by start, so /healthz follows recovery). */
+  private orphans: Promise<unknown> = Promise.resolve()
+
+  /** [ACT9] One light row of a reconcile pass: fail an orphan, or kick work the feed missed. */
+  private reconcileOne(row: LightRow): NodePath[] {
+    const c = row.fields as JsonObject
+    if (c.Status === 'Running' && !this.runs.has(row.path)) {
+      const reason = this.booting ? RESTART_MESSAGE : 'No run is behind this activity any more (its worker was lost). Run it again to retry.'
+      const failing = this.failOrphan(row.path, reason).catch((err: unknown) => this.log.error({ err, path: row.path }, 'failing an orphaned activity failed'))
+      this.orphans = Promise.all([this.orphans, failing])
+      return []
     }
-    const requested = await this.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { RequestedStatus: 'Running' }, limit: Number.MAX_SAFE_INTEGER })
-    for (const n of requested) if (n.content.Status === undefined) this.watch(n.path)
+    return this.needsWork(row.path, c) ? [row.path] : []
   }
 
-  private async failOrphan(path: NodePath, reason: string): Promise<void> {
-    const at = now()
-    let claimed = false
-    // The claim is the re-check inside update: still Running and still no run of ours.
-    await this.nodes.update(SYSTEM, path, (cur) => {
-      if (!cur || cur.content.Status !== 'Running' || this.runs.has(path)) return undefined
-      claimed = true
-      return cur
+  /**
+   * [ACT9] A Running activity with no run here ends Failed. A claim: the re-check (still Running,
+   * still no run of ours), the Error line and the terminal fields are one write, so recover, sweep
+   * and cancel racing on one run append exactly one line.
+   */
+  private async failOrphan(path: NodePath, reason: string): Promise<boolean> {
+    const at = now(this.clock)
+    const r = await claimAppend(this.nodes, path, 'Messages', [activityMessage('Error', reason, at)] as unknown as JsonValue[], {
+      when: (cur) => cur.nodeType === 'ActivityLog' && cur.content.Status === 'Running' && !this.runs.has(path),
+      patch: (cur) => terminalPatch(cur, 'Failed', { Error: reason }, 'Failed', null, at),
     })
-    if (!claimed) return
-    // A Failed floor is above anything the messages can say: no need to read them.
-    await this.terminal(path, 'Failed', { Error: reason }, [activityMessage('Error', reason, at)], 'Failed', null)
+    return r.claimed
   }
 
-  // ---------------------------------------------------------------- watching
+  // ---------------------------------------------------------------- driving
 
-  /** Watches one activity that is not terminal (idempotent). */
+  /** Asks for an activity to be looked at (the run route, after it wrote a start request). */
   watch(path: NodePath): void {
-    if (this.stopping || this.watchers.has(path)) return
-    const sub = new Subscription()
-    this.watchers.set(path, sub)
-    const opts = { log: this.log, signal: this.signal, onGone: () => this.unwatch(path) }
-    sub.add(
-      watchSubmission(
-        this.nodes,
-        path,
-        (n) => [field(n, 'RequestedStatus'), field(n, 'Status')],
-        (n) => n.content.RequestedStatus === 'Running' && n.content.Status === undefined,
-        () => this.claimAndStart(path),
-        opts,
-      ),
-    )
-    sub.add(
-      watchControlPlane(
-        this.nodes,
-        path,
-        (requested) => {
-          if (requested === 'Cancelled') void this.cancel(path).catch((err: unknown) => this.log.error({ err, path }, 'cancel failed'))
-        },
-        opts,
-      ),
-    )
+    this.kit.kick(path)
   }
 
-  private unwatch(path: NodePath): void {
-    const sub = this.watchers.get(path)
-    if (!sub) return
-    this.watchers.delete(path)
-    sub.unsubscribe()
+  /** The one job of a path: reads it and does what its state asks (all through claims). */
+  private async drive(path: NodePath): Promise<void> {
+    if (this.stopping) return
+    const node = await this.nodes.get(SYSTEM, path)
+    if (!node || node.nodeType !== 'ActivityLog' || isTerminal(node.content.Status)) return
+    if (node.content.RequestedStatus === 'Cancelled') await this.cancel(path)
+    else if (node.content.Status === undefined && node.content.RequestedStatus === 'Running') await this.claimAndStart(path)
   }
 
-  /** Whether a watcher is installed (diagnostics and tests). */
-  isWatched(path: NodePath): boolean {
-    return this.watchers.has(path)
+  /** Resolves once the feed, the reconciler and every job are idle and no run is live here. */
+  async settled(): Promise<void> {
+    await this.kit.idle()
+    await this.orphans
+    while (this.runs.size > 0) {
+      await new Promise<void>((resolve) => this.drainedWaiters.push(resolve))
+      await this.kit.idle()
+    }
+  }
+
+  /** A reconcile pass now (tests; the periodic one runs on the clock). */
+  reconcileNow(): Promise<void> {
+    return this.kit.reconcileNow().then(async () => {
+      await this.orphans
+    })
   }
 
   // ---------------------------------------------------------------- starting
@@ -244,7 +272,7 @@ export class ActivityEngine {
   async claimAndStart(path: NodePath): Promise<void> {
     if (this.stopping) return
     let run: LiveRun | null = null
-    const at = now()
+    const at = now(this.clock)
     let node: MeshNode | null
     try {
       node = await this.nodes.update(SYSTEM, path, (cur) => {
@@ -280,6 +308,7 @@ export class ActivityEngine {
       watchdog: null,
       watchdogFired: false,
       worst,
+      cancelSent: false,
     }
     this.runs.set(path, run)
     return run
@@ -333,7 +362,7 @@ export class ActivityEngine {
     }, principalName(owner))
     // A cancel requested between the claim and now is honoured at once.
     const latest = await this.nodes.get(SYSTEM, run.path)
-    if (latest?.content.RequestedStatus === 'Cancelled') run.script.cancel()
+    if (latest?.content.RequestedStatus === 'Cancelled') this.cancelRun(run)
     void run.script.done.then((o) => this.finishRun(run, o))
   }
 
@@ -411,17 +440,21 @@ export class ActivityEngine {
   async cancel(path: NodePath): Promise<void> {
     const run = this.runs.get(path)
     if (run) {
-      run.script?.cancel()
+      this.cancelRun(run)
       return
     }
-    let claimed = false
-    await this.nodes.update(SYSTEM, path, (cur) => {
-      if (!cur || cur.content.Status !== 'Running' || cur.content.RequestedStatus !== 'Cancelled' || this.runs.has(path)) return undefined
-      claimed = true
-      return cur
+    // A claim: the re-check, the line and the terminal fields are one write ([ACT9] racing).
+    const at = now(this.clock)
+    await claimAppend(this.nodes, path, 'Messages', [activityMessage('Info', 'Cancelled on request.', at)] as unknown as JsonValue[], {
+      when: (cur) => cur.content.Status === 'Running' && cur.content.RequestedStatus === 'Cancelled' && !this.runs.has(path),
+      patch: (cur) => terminalPatch(cur, 'Cancelled', {}, 'Cancelled', null, at),
     })
-    if (!claimed) return
-    await this.terminal(path, 'Cancelled', {}, [activityMessage('Info', 'Cancelled on request.')], 'Cancelled', null)
+  }
+
+  private cancelRun(run: LiveRun): void {
+    if (!run.script || run.cancelSent) return
+    run.cancelSent = true
+    run.script.cancel()
   }
 
   private armWatchdog(run: LiveRun): void {
@@ -464,15 +497,18 @@ export class ActivityEngine {
       .catch((err: unknown) => this.log.error({ err, path: run.path }, 'activity terminal write failed'))
       .finally(() => {
         if (this.runs.get(run.path) === run) this.runs.delete(run.path)
-        this.unwatch(run.path)
+        if (this.runs.size === 0) {
+          const waiters = this.drainedWaiters
+          this.drainedWaiters = []
+          for (const w of waiters) w()
+        }
       })
   }
 
   /**
-   * [ACT3][ACT4] The terminal write: Status = max(floor — raised to Cancelled when a cancel was
-   * requested — and what the lines say, `worst`), re-checked inside the write: a terminal status
-   * is final. [ACT12] O(1) in the log's length: the last lines are appended and the few terminal
-   * fields patched in one transaction; nothing reads, diffs or serialises the whole log.
+   * [ACT3][ACT4] The terminal write (terminalPatch), re-checked inside the write. [ACT12] O(1) in
+   * the log's length: the last lines are appended and the few terminal fields patched in one
+   * transaction; nothing reads, diffs or serialises the whole log.
    */
   private async terminal(
     path: NodePath,
@@ -482,17 +518,9 @@ export class ActivityEngine {
     worst: ActivityStatus,
     progress: ActivityProgress | null,
   ): Promise<void> {
-    const at = now()
+    const at = now(this.clock)
     await this.nodes.append(SYSTEM, path, 'Messages', lines as unknown as JsonValue[], 'engine', {
-      patch: (cur) => {
-        if (cur.nodeType !== 'ActivityLog' || isTerminal(cur.content.Status)) return undefined
-        const effective = cur.content.RequestedStatus === 'Cancelled' ? maxStatus(floor, 'Cancelled') : floor
-        const status = maxStatus(effective === 'Running' ? 'Succeeded' : effective, worst)
-        const patch: JsonObject = { ...extra, Status: status, End: at }
-        if (progress) patch.Progress = progress as unknown as JsonObject
-        else if (cur.content.Progress === undefined && status === 'Succeeded') patch.Progress = { Fraction: 1 }
-        return patch
-      },
+      patch: (cur) => terminalPatch(cur, floor, extra, worst, progress, at),
     })
   }
 

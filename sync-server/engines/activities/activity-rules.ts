@@ -1,5 +1,5 @@
 import { WeftError, jsonEqual, parseNodePath, type JsonObject } from '../../../shared/index.js'
-import type { WriteRuleHook } from '../../nodes/types.js'
+import type { WriteRuleHook } from '../../nodes/index.js'
 import { request, type PermissionSource } from '../kit/index.js'
 
 function isDraft(content: JsonObject): boolean {
@@ -21,6 +21,11 @@ function isDraft(content: JsonObject): boolean {
 export function activityWriteRule(access: PermissionSource): WriteRuleHook {
   return ({ principal, before, after }) => {
     const prior = before?.content ?? {}
+    // [ACT10] A run reads its Inputs as it starts: once it has a Status they are history, and a
+    // change would only show inputs the run never saw.
+    if (before && !isDraft(prior) && !jsonEqual(prior.Inputs ?? null, after.Inputs ?? null)) {
+      throw new WeftError('conflict', `The run ${before.path} has started and read its Inputs then; they can no longer change. Run it again with the new inputs.`)
+    }
     if (!isDraft(prior)) return undefined
     if (before && prior.RequestedStatus === 'Running' && !jsonEqual(prior.Inputs ?? null, after.Inputs ?? null)) {
       throw new WeftError('conflict', `The run ${before.path} has been asked to start with its Inputs as they are; cancel the request to change them.`)

@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto'
 import { transform, type Message } from 'esbuild'
-import { Subscription } from 'rxjs'
+import type { Observable } from 'rxjs'
 import type { Logger } from 'pino'
-import { SYSTEM, isReservedSegment, lastSegment, parentPath, type JsonObject, type MeshNode, type NodePath } from '../../../shared/index.js'
-import type { NodeApi } from '../../nodes/types.js'
+import { SYSTEM, isReservedSegment, lastSegment, parentPath, type JsonObject, type NodePath } from '../../../shared/index.js'
+import type { LiveChange, NodeApi } from '../../nodes/index.js'
+import { FeedFollower, KeyedWorker, RECONCILE_PAGE, claim, lightPage, realClock, type CancelTimer, type Clock } from '../kit/index.js'
 import { reRequestInterrupted } from './control-plane.js'
 
 /**
@@ -54,82 +55,102 @@ export async function checkSource(source: string, language: 'javascript' | 'type
 
 const MAX_SOURCE_CHECKED = 1024 * 1024
 
+/**
+ * Built from the kit (issue 17): the feed follower (boot-then-live, gap replay) and a debounce on
+ * the injected clock kick a keyed worker, one check per Code node at a time (a change meanwhile
+ * re-runs it once the check settles); the claims are the kit's `claim`.
+ */
 export class CodeCheckEngine {
-  private readonly feed = new Subscription()
-  private readonly timers = new Map<NodePath, NodeJS.Timeout>()
-  /** One check per Code node at a time; a change meanwhile re-runs it once the check settles. */
-  private readonly inFlight = new Map<NodePath, Promise<void>>()
-  private readonly again = new Set<NodePath>()
+  private readonly timers = new Map<NodePath, CancelTimer>()
+  private timerWaiters: Array<() => void> = []
+  private readonly worker: KeyedWorker<NodePath>
+  private readonly feed: FeedFollower
+  private readonly clock: Clock
   private stopped = false
 
   constructor(
     private readonly nodes: NodeApi,
     private readonly log: Logger,
-    private readonly opts: { debounceMs: number; signal: AbortSignal },
-  ) {}
-
-  async start(): Promise<void> {
-    this.feed.add(
-      this.nodes.changes$.subscribe((c) => {
-        if (this.stopped) return
+    private readonly opts: { debounceMs: number; signal: AbortSignal; clock?: Clock; changes$?: Observable<LiveChange> },
+  ) {
+    this.clock = opts.clock ?? realClock
+    this.worker = new KeyedWorker<NodePath>((code) => this.check(code), {
+      concurrency: 4,
+      onError: (err, path) => this.log.error({ err, path }, 'code check failed; the next change retries'),
+    })
+    this.feed = new FeedFollower({
+      nodes,
+      ...(opts.changes$ ? { changes$: opts.changes$ } : {}),
+      interested: (r) => r.kind !== 'Deleted' && (r.nodeType === 'Code' || r.nodeType === 'CodeCheck'),
+      onChange: (c) => {
         if (c.nodeType === 'Code' && c.node) this.schedule(c.path, this.opts.debounceMs)
         // A re-request (boot's flip, or a Pending written by anyone with the right) is dispatched at once.
         else if (c.nodeType === 'CodeCheck' && c.node?.content.Status === 'Pending' && lastSegment(c.path) === CHECK_SEGMENT) {
           const code = parentPath(c.path)
           if (code) this.schedule(code, 0)
         }
-      }),
-    )
-    // The owner's own state, first: a check left Checking by the previous process is asked again.
-    await reRequestInterrupted(this.nodes, { nodeType: 'CodeCheck', field: 'Status', inProgress: 'Checking', requested: 'Pending' }, { log: this.log, signal: this.opts.signal })
-    const pending = await this.nodes.query(SYSTEM, { nodeType: 'CodeCheck', where: { Status: 'Pending' }, limit: Number.MAX_SAFE_INTEGER })
-    for (const n of pending) {
-      const code = parentPath(n.path)
-      if (code) this.schedule(code, 0)
-    }
+      },
+      clock: this.clock,
+      log,
+      what: 'code check',
+    })
+  }
+
+  async start(): Promise<void> {
+    await this.feed.start(async () => {
+      // The owner's own state, first: a check left Checking by the previous process is asked again.
+      await reRequestInterrupted(this.nodes, { nodeType: 'CodeCheck', field: 'Status', inProgress: 'Checking', requested: 'Pending' }, { log: this.log, signal: this.opts.signal })
+      // Paged and light: the pending checks' paths, never their content.
+      const page = lightPage(this.nodes, { nodeType: 'CodeCheck', where: { Status: 'Pending' } }, [])
+      let after: string | undefined
+      for (;;) {
+        const rows = await page(after, RECONCILE_PAGE)
+        for (const r of rows) {
+          const code = parentPath(r.path)
+          if (code) this.schedule(code, 0)
+        }
+        if (rows.length < RECONCILE_PAGE) break
+        after = rows[rows.length - 1]!.path
+      }
+    })
   }
 
   async stop(): Promise<void> {
     this.stopped = true
-    this.feed.unsubscribe()
-    for (const t of this.timers.values()) clearTimeout(t)
+    await this.feed.stop()
+    for (const cancel of this.timers.values()) cancel()
     this.timers.clear()
-    await Promise.allSettled([...this.inFlight.values()])
+    this.wakeTimerWaiters()
+    await this.worker.stop()
   }
 
-  /** Settles when every scheduled and running check has finished (tests). */
-  async idle(): Promise<void> {
-    while (this.timers.size > 0 || this.inFlight.size > 0) {
-      await Promise.allSettled([...this.inFlight.values()])
-      await new Promise((r) => setTimeout(r, 10))
+  /** Resolves once no check is scheduled or running (tests): woken by the work itself, no polling. */
+  async settled(): Promise<void> {
+    for (;;) {
+      if (this.timers.size > 0) await new Promise<void>((resolve) => this.timerWaiters.push(resolve))
+      await this.feed.idle()
+      await this.worker.idle()
+      if (this.timers.size === 0 && this.worker.pending === 0) return
     }
+  }
+
+  private wakeTimerWaiters(): void {
+    const waiters = this.timerWaiters
+    this.timerWaiters = []
+    for (const w of waiters) w()
   }
 
   private schedule(codePath: NodePath, delayMs: number): void {
     if (this.stopped || isReservedSegment(lastSegment(codePath))) return
-    const prev = this.timers.get(codePath)
-    if (prev) clearTimeout(prev)
-    const t = setTimeout(() => {
-      this.timers.delete(codePath)
-      this.dispatch(codePath)
-    }, delayMs)
-    t.unref()
-    this.timers.set(codePath, t)
-  }
-
-  private dispatch(codePath: NodePath): void {
-    if (this.stopped) return
-    if (this.inFlight.has(codePath)) {
-      this.again.add(codePath)
-      return
-    }
-    const p = this.check(codePath)
-      .catch((err: unknown) => this.log.error({ err, path: codePath }, 'code check failed; the next change retries'))
-      .finally(() => {
-        this.inFlight.delete(codePath)
-        if (this.again.delete(codePath)) this.dispatch(codePath)
-      })
-    this.inFlight.set(codePath, p)
+    this.timers.get(codePath)?.()
+    this.timers.set(
+      codePath,
+      this.clock.setTimeout(() => {
+        this.timers.delete(codePath)
+        this.worker.kick(codePath)
+        if (this.timers.size === 0) this.wakeTimerWaiters()
+      }, delayMs),
+    )
   }
 
   private async check(codePath: NodePath): Promise<void> {
@@ -139,34 +160,27 @@ export class CodeCheckEngine {
     const language = code.content.Language === 'typescript' ? 'typescript' : 'javascript'
     const hash = sourceHash(`${language}\n${source}`)
     const checkPath = checkPathOf(codePath)
-    let claimed = false
     // The claim is the re-check inside update: stale (another Source) or re-requested.
-    await this.nodes.update(
-      SYSTEM,
-      checkPath,
-      (cur) => {
+    const claimed = await claim(this.nodes, checkPath, {
+      when: (cur) => !(cur && cur.content.SourceHash === hash && cur.content.Status !== 'Pending'),
+      write: (cur) => {
         const c = cur?.content
-        if (c && c.SourceHash === hash && c.Status !== 'Pending') return undefined
-        claimed = true
         const content: JsonObject = { Status: 'Checking', SourceHash: hash, Errors: (c?.Errors as JsonObject[] | undefined) ?? [], CheckedAt: (c?.CheckedAt as string | undefined) ?? null }
         return { nodeType: 'CodeCheck', name: 'Check', content }
       },
-      'engine',
-    )
-    if (!claimed) return
+    })
+    if (!claimed.claimed) return
     const errors: CheckError[] =
       source.length > MAX_SOURCE_CHECKED ? [{ Line: 1, Column: 1, Text: `The source is over ${MAX_SOURCE_CHECKED / 1024} KB and was not checked.` }] : await checkSource(source, language)
-    await this.nodes.update(
-      SYSTEM,
-      checkPath,
-      (cur: MeshNode | null) => {
-        // Still our claim for this Source: a newer claim, a re-request or a delete wins.
-        if (!cur || cur.content.Status !== 'Checking' || cur.content.SourceHash !== hash) return undefined
-        const content: JsonObject = { Status: errors.length === 0 ? 'Passed' : 'Failed', SourceHash: hash, Errors: errors as unknown as JsonObject[], CheckedAt: new Date().toISOString() }
-        return { nodeType: 'CodeCheck', name: 'Check', content }
-      },
-      'engine',
-    )
+    await claim(this.nodes, checkPath, {
+      // Still our claim for this Source: a newer claim, a re-request or a delete wins.
+      when: (cur) => cur !== null && cur.content.Status === 'Checking' && cur.content.SourceHash === hash,
+      write: () => ({
+        nodeType: 'CodeCheck',
+        name: 'Check',
+        content: { Status: errors.length === 0 ? 'Passed' : 'Failed', SourceHash: hash, Errors: errors as unknown as JsonObject[], CheckedAt: new Date(this.clock.now()).toISOString() },
+      }),
+    })
     // The Source moved on while esbuild ran: check again.
     const latest = await this.nodes.get(SYSTEM, codePath)
     if (!latest || latest.nodeType !== 'Code') {
@@ -174,7 +188,8 @@ export class CodeCheckEngine {
       await this.nodes.delete(SYSTEM, checkPath, 'engine').catch(() => undefined)
     } else {
       const now = `${latest.content.Language === 'typescript' ? 'typescript' : 'javascript'}\n${typeof latest.content.Source === 'string' ? latest.content.Source : ''}`
-      if (sourceHash(now) !== hash) this.again.add(codePath)
+      // A kick from inside the job marks it dirty: it runs once more after this one.
+      if (sourceHash(now) !== hash) this.worker.kick(codePath)
     }
   }
 }

@@ -1,7 +1,8 @@
-import { defer, distinctUntilChanged, map, retry, Subscription, takeWhile, timer, type Observable } from 'rxjs'
+import { distinctUntilChanged, map, Subscription, type Observable } from 'rxjs'
 import type { Logger } from 'pino'
 import { ActivityStatus, SYSTEM, jsonEqual, type JsonValue, type MeshNode, type NodePath } from '../../../shared/index.js'
-import type { NodeApi } from '../../nodes/types.js'
+import type { NodeApi } from '../../nodes/index.js'
+import { bindToSignal, RECONCILE_PAGE, untilGone } from '../kit/index.js'
 
 /**
  * The activity control plane (seed "activity-control-plane"): callers patch RequestedStatus, the
@@ -21,33 +22,9 @@ export interface WatchOptions {
 
 type NodeSource = Pick<NodeApi, 'node$'>
 
-const MAX_BACKOFF_MS = 10_000
-
-/** node$ that re-establishes itself after a fault and completes once the node is gone. */
+/** node$ that re-establishes itself after a fault and completes once the node is gone (the kit's watcher). */
 function selfHealing(nodes: NodeSource, path: NodePath, opts: WatchOptions, what: string): Observable<MeshNode> {
-  return defer(() => nodes.node$(path)).pipe(
-    retry({
-      resetOnSuccess: true,
-      delay: (error: unknown, attempt: number) => {
-        opts.log.warn({ err: error, path, attempt }, `${what} faulted; re-establishing`)
-        return timer(Math.min(MAX_BACKOFF_MS, 50 * 2 ** (attempt - 1)))
-      },
-    }),
-    takeWhile((node): node is MeshNode => node !== null),
-  )
-}
-
-/** Ties a subscription to the shutdown signal: aborting unsubscribes before anything else runs. */
-function bindToSignal(sub: Subscription, signal: AbortSignal | undefined): Subscription {
-  if (!signal) return sub
-  if (signal.aborted) {
-    sub.unsubscribe()
-    return sub
-  }
-  const onAbort = () => sub.unsubscribe()
-  signal.addEventListener('abort', onAbort, { once: true })
-  sub.add(() => signal.removeEventListener('abort', onAbort))
-  return sub
+  return untilGone(() => nodes.node$(path), path, { log: opts.log, what, backoff: { baseMs: 50, maxMs: 10_000 } })
 }
 
 /** The RequestedStatus of an ActivityLog node's content (null when none is pending or it is not a status name). */
@@ -186,20 +163,26 @@ export async function reRequestInterrupted(
   spec: ReRequestSpec,
   opts: { log: Logger; signal?: AbortSignal },
 ): Promise<NodePath[]> {
-  const found = await nodes.query(SYSTEM, { nodeType: spec.nodeType, where: { [spec.field]: spec.inProgress }, limit: Number.MAX_SAFE_INTEGER })
   const flipped: NodePath[] = []
-  for (const n of found) {
-    if (opts.signal?.aborted) break
-    await nodes.update(
-      SYSTEM,
-      n.path,
-      (cur) => {
-        if (!cur || cur.nodeType !== spec.nodeType || cur.content[spec.field] !== spec.inProgress) return undefined
-        flipped.push(n.path)
-        return { nodeType: cur.nodeType, name: cur.name, content: { ...cur.content, [spec.field]: spec.requested } }
-      },
-      'engine',
-    )
+  // Paged by path: a flipped node leaves the condition, so the next page starts after the last seen.
+  let after: string | undefined
+  for (;;) {
+    const found = await nodes.query(SYSTEM, { nodeType: spec.nodeType, where: { [spec.field]: spec.inProgress }, limit: RECONCILE_PAGE, ...(after !== undefined ? { after } : {}) })
+    for (const n of found) {
+      if (opts.signal?.aborted) break
+      await nodes.update(
+        SYSTEM,
+        n.path,
+        (cur) => {
+          if (!cur || cur.nodeType !== spec.nodeType || cur.content[spec.field] !== spec.inProgress) return undefined
+          flipped.push(n.path)
+          return { nodeType: cur.nodeType, name: cur.name, content: { ...cur.content, [spec.field]: spec.requested } }
+        },
+        'engine',
+      )
+    }
+    if (found.length < RECONCILE_PAGE || opts.signal?.aborted) break
+    after = found[found.length - 1]!.path
   }
   if (flipped.length > 0) opts.log.info({ count: flipped.length, nodeType: spec.nodeType }, `re-requested ${spec.field}: ${spec.inProgress} → ${spec.requested} after a restart`)
   return flipped

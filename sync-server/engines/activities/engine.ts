@@ -1,4 +1,7 @@
 import { availableParallelism } from 'node:os'
+import type { Observable } from 'rxjs'
+import type { LiveChange } from '../../nodes/index.js'
+import type { Clock } from '../kit/index.js'
 import type { Engine, EngineContext, EngineFactory } from '../types.js'
 import { ActivityEngine, type ActivityEngineConfig } from './activity-engine.js'
 import { activityRoutes } from './run-route.js'
@@ -11,6 +14,10 @@ export type ActivitiesEngineOptions = Partial<ActivityEngineConfig> & {
   checkDebounceMs?: number
   /** Seed the built-in operation templates (default true). */
   seedTemplates?: boolean
+  /** The engine's clock (default wall time; the test mesh passes a virtual one). */
+  clock?: Clock
+  /** The change feed (default `nodes.changes$`; the test mesh drops, delays and reorders it). */
+  changes$?: Observable<LiveChange>
 }
 
 export interface ActivitiesEngine extends Engine {
@@ -67,15 +74,15 @@ export function activityLimits(config: ActivityEngineConfig): Record<string, num
 /** The activities engine ([ACT1]–[ACT12], docs/SPEC.md "Activities (issue 11)"). */
 export function createActivitiesEngine(options: ActivitiesEngineOptions = {}): EngineFactory {
   return (ctx: EngineContext): ActivitiesEngine => {
-    const { seedTemplates: seed = true, checkDebounceMs = 300, ...overrides } = options
+    const { seedTemplates: seed = true, checkDebounceMs = 300, clock, changes$, ...overrides } = options
     const fromEnv = activityConfigFromEnv()
     // MAX_PAYLOAD_BYTES is the server's setting: the context carries what the server was started with.
     const config: ActivityEngineConfig = { ...fromEnv, ...(ctx.maxPayloadBytes !== undefined ? { maxPayloadBytes: ctx.maxPayloadBytes } : {}), ...overrides }
     const log = ctx.log.child({ engine: 'activities' })
     // [ACT17] Before any write can reach an ActivityLog: who starts a run is recorded with the request.
     ctx.nodes.registerWriteRule('ActivityLog', activityWriteRule(ctx.nodes))
-    const engine = new ActivityEngine(ctx.nodes, log, config, ctx.signal)
-    const checks = new CodeCheckEngine(ctx.nodes, log.child({ part: 'code-check' }), { debounceMs: checkDebounceMs, signal: ctx.signal })
+    const engine = new ActivityEngine(ctx.nodes, log, config, ctx.signal, { ...(clock ? { clock } : {}), ...(changes$ ? { changes$ } : {}) })
+    const checks = new CodeCheckEngine(ctx.nodes, log.child({ part: 'code-check' }), { debounceMs: checkDebounceMs, signal: ctx.signal, ...(clock ? { clock } : {}), ...(changes$ ? { changes$ } : {}) })
     return {
       name: 'activities',
       engine,

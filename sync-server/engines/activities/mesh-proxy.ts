@@ -1,6 +1,6 @@
 import { filter, take, timeout, type Subscription } from 'rxjs'
 import { WeftError, isJsonObject, parseNodePath, type JsonObject, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../../shared/index.js'
-import type { NodeApi } from '../../nodes/types.js'
+import type { NodeApi } from '../../nodes/index.js'
 import type { MeshOp } from './script-protocol.js'
 
 const WAIT_FOR_DEFAULT_MS = 30_000

@@ -15,8 +15,8 @@ import {
   type NodePath,
   type Principal,
 } from '../../../shared/index.js'
-import type { NodeApi } from '../../nodes/types.js'
-import type { Route, RouteRequest } from '../../http/route.js'
+import type { NodeApi } from '../../nodes/index.js'
+import type { Route, RouteRequest } from '../../http/index.js'
 import { request } from '../kit/index.js'
 
 const RunBody = z.object({

@@ -1,6 +1,6 @@
 import { SYSTEM, jsonEqual, parseNodePath, type JsonObject, type NodePath } from '../../../shared/index.js'
 import { fieldRule, knownNodeTypes, nodeTypeDef } from '../../../shared/node-types.js'
-import type { NodeApi } from '../../nodes/types.js'
+import type { NodeApi } from '../../nodes/index.js'
 
 /**
  * Built-in operations as Code templates (seed: "operations as scripts") at `Admin/Operations/*`,

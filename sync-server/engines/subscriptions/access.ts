@@ -5,7 +5,7 @@ import {
   type Permission,
   type UserId,
 } from '../../../shared/index.js'
-import type { NodeApi } from '../../nodes/types.js'
+import type { NodeApi } from '../../nodes/index.js'
 
 /** System queries may ask for everything: the node service pages through storage for them. */
 export const ALL = Number.MAX_SAFE_INTEGER

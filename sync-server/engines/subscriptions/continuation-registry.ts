@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import type { EventSubscription, MeshNode } from '../../../shared/index.js'
-import type { NodeApi } from '../../nodes/types.js'
+import type { NodeApi } from '../../nodes/index.js'
 
 /**
  * A failure with a name: the subscription ends Failed with this message on LastError. Anything

@@ -11,8 +11,8 @@ import {
   type MeshNode,
   type NodePath,
 } from '../../../shared/index.js'
-import { ACCESS_SEGMENT, assignmentLabel } from '../../access/access-service.js'
-import type { NodeApi } from '../../nodes/types.js'
+import { ACCESS_SEGMENT, assignmentLabel } from '../../access/index.js'
+import type { NodeApi } from '../../nodes/index.js'
 import { higherRole, isAdminOf } from './access.js'
 import { ContinuationFailure, type ContinuationInput, type ContinuationRegistry } from './continuation-registry.js'
 

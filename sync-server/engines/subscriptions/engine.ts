@@ -1,6 +1,6 @@
 import type { Observable } from 'rxjs'
 import type { Engine, EngineContext, EngineFactory } from '../types.js'
-import type { LiveChange } from '../../nodes/types.js'
+import type { LiveChange } from '../../nodes/index.js'
 import { ContinuationRegistry } from './continuation-registry.js'
 import { registerPlatformContinuations } from './continuations.js'
 import type { SubscriptionModule } from './module.js'

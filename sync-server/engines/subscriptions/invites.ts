@@ -17,8 +17,8 @@ import {
   type InviteView,
   type MemberView,
 } from '../../../shared/index.js'
-import type { UserDirectory } from '../../auth/types.js'
-import type { NodeApi } from '../../nodes/types.js'
+import type { UserDirectory } from '../../auth/index.js'
+import type { NodeApi } from '../../nodes/index.js'
 import { ALL, isAdminOf } from './access.js'
 import { addMembership, deniedMessage, grantAccess, pinForUser } from './continuations.js'
 

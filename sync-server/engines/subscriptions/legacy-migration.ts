@@ -13,7 +13,7 @@ import {
   type MeshNode,
   type NodePath,
 } from '../../../shared/index.js'
-import type { NodeApi } from '../../nodes/types.js'
+import type { NodeApi } from '../../nodes/index.js'
 import { ALL } from './access.js'
 import { scheduleAt, type CancelTimer } from './long-timer.js'
 import { idFromPath } from './model.js'

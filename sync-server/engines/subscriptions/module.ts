@@ -1,6 +1,6 @@
 import type { Observable } from 'rxjs'
 import type { Logger } from 'pino'
-import type { LiveChange, NodeApi } from '../../nodes/types.js'
+import type { LiveChange, NodeApi } from '../../nodes/index.js'
 import type { ContinuationHandler } from './continuation-registry.js'
 
 export interface ModuleContext {

@@ -1,5 +1,5 @@
 import { WeftError, parseNodePath, type NodePath, type Principal } from '../../../shared/index.js'
-import type { Route, RouteRequest } from '../../http/route.js'
+import type { Route, RouteRequest } from '../../http/index.js'
 import {
   GroupInviteBody,
   SpaceInviteBody,

@@ -8,14 +8,13 @@ import {
   readContinuationType,
   readSubscriptionStatus,
   tryParseNodePath,
-  type ChangeRecord,
   type EventSubscription,
   type JsonObject,
   type MeshChangeKind,
   type MeshNode,
   type NodePath,
 } from '../../../shared/index.js'
-import type { LiveChange, NodeApi } from '../../nodes/types.js'
+import type { LiveChange, NodeApi } from '../../nodes/index.js'
 import { ALL } from './access.js'
 import { ContinuationFailure, type ContinuationRegistry } from './continuation-registry.js'
 import { needsTakeBack } from './continuations.js'
@@ -25,6 +24,7 @@ import { classifySubscription, idFromPath, matchKey, readFieldInsensitive, trigg
 import { LegacyMigrator } from './legacy-migration.js'
 import { watchStatus } from './status-watch.js'
 import { WorkQueue } from './work-queue.js'
+import { FeedFollower, afterFailure, claim, isDue, waitMs, type BackoffPolicy } from '../kit/index.js'
 
 export interface RunnerOptions {
   nodes: NodeApi
@@ -87,6 +87,7 @@ export class SubscriptionRunner {
   private readonly scanThreshold: number
   private readonly reconcileIntervalMs: number | null
   private readonly warmAheadMs: number
+  private readonly retry: BackoffPolicy
 
   private readonly entries = new Map<string, PendingEntry>()
   private readonly index = new MatchIndex()
@@ -94,17 +95,13 @@ export class SubscriptionRunner {
   private readonly watches = new Map<string, Subscription>()
   /** Coalesces a subscription's concurrent firings (live + reconcile) into one attempt. */
   private readonly inFlight = new Set<string>()
-  private readonly attempts = new Map<string, number>()
   private readonly parsed = new WeakMap<JsonObject, ReturnType<typeof EventSubscriptionContent.safeParse>>()
   private readonly retryTimers = new Set<CancelTimer>()
   private readonly queue: WorkQueue
   private readonly warmQueue: WorkQueue
   private readonly migrator: LegacyMigrator
-  /** Highest change version seen on the feed; a jump past +1 means the feed lost events. */
-  private lastVersion = 0
-  private readonly gaps: Array<[after: number, before: number]> = []
-  private catchUp: ReturnType<typeof setTimeout> | null = null
-  private feed: Subscription | null = null
+  /** The feed, boot-then-live, with gaps replayed from the durable change log (the kit's). */
+  private feed: FeedFollower | null = null
   private interval: ReturnType<typeof setInterval> | null = null
   private stopped = false
 
@@ -115,6 +112,7 @@ export class SubscriptionRunner {
     this.changes$ = opts.changes$ ?? opts.nodes.changes$
     this.now = opts.now ?? Date.now
     this.maxAttempts = opts.maxAttempts ?? 3
+    this.retry = { baseMs: 400, maxMs: 60_000, maxAttempts: this.maxAttempts }
     this.scanThreshold = opts.scanThreshold ?? 32
     this.warmAheadMs = opts.warmAheadMs ?? 2_000
     this.reconcileIntervalMs = opts.reconcileIntervalMs === undefined ? 5 * 60_000 : opts.reconcileIntervalMs
@@ -130,26 +128,34 @@ export class SubscriptionRunner {
 
   /** Resolves once the boot reconcile is done and the firings it started have settled. */
   async start(): Promise<void> {
-    // Feed first, then read state: a change between the read and the subscription is not lost.
-    this.feed = this.changes$.subscribe({
-      next: (change) => this.onChange(change),
-      error: (err) => this.log.error({ err }, 'subscription runner: change feed failed; reconcile remains the safety net'),
+    // Feed first, then read state: a change between the read and the subscription is not lost
+    // (held until the boot read is done, then delivered).
+    this.feed = new FeedFollower({
+      nodes: this.nodes,
+      changes$: this.changes$,
+      interested: (r) => isSubscriptionPath(r.path) || r.path.startsWith(LEGACY_PREFIX) || this.index.watches(r.nodeType, r.kind),
+      onChange: (change) => this.onChange(change),
+      clock: { now: this.now, setTimeout: (fn, ms) => scheduleAt(this.now() + ms, fn, this.now) },
+      log: this.log,
+      what: 'subscription runner',
     })
-    await this.migrator.migrateAll()
     const started = this.now()
-    // Page by path: each page is routed and dropped, so 100,000 subscriptions never sit in the
-    // heap as MeshNodes at once (young-generation garbage instead of a full-heap collection).
     let loaded = 0
-    let after: string | undefined
-    for (;;) {
-      const page = await this.nodes.query(SYSTEM, { parent: SUBSCRIPTIONS_PARENT as NodePath, nodeType: 'EventSubscription', limit: LOAD_PAGE, after })
-      for (const node of page) this.upsert(node, false)
-      loaded += page.length
-      if (page.length < LOAD_PAGE) break
-      after = page[page.length - 1]!.path
-    }
-    await this.reconcileNodeChanges()
-    await this.queue.onIdle()
+    await this.feed.start(async () => {
+      await this.migrator.migrateAll()
+      // Page by path: each page is routed and dropped, so 100,000 subscriptions never sit in the
+      // heap as MeshNodes at once (young-generation garbage instead of a full-heap collection).
+      let after: string | undefined
+      for (;;) {
+        const page = await this.nodes.query(SYSTEM, { parent: SUBSCRIPTIONS_PARENT as NodePath, nodeType: 'EventSubscription', limit: LOAD_PAGE, after })
+        for (const node of page) this.upsert(node, false)
+        loaded += page.length
+        if (page.length < LOAD_PAGE) break
+        after = page[page.length - 1]!.path
+      }
+      await this.reconcileNodeChanges()
+      await this.queue.onIdle()
+    })
     this.log.info({ pending: this.entries.size, loaded, ms: this.now() - started }, 'subscription runner reconciled')
     if (this.reconcileIntervalMs !== null) {
       this.interval = setInterval(() => void this.reconcile(), this.reconcileIntervalMs)
@@ -159,9 +165,8 @@ export class SubscriptionRunner {
 
   async stop(): Promise<void> {
     this.stopped = true
-    this.feed?.unsubscribe()
+    await this.feed?.stop()
     if (this.interval) clearInterval(this.interval)
-    if (this.catchUp) clearTimeout(this.catchUp)
     for (const cancel of this.timers.values()) cancel()
     for (const w of this.watches.values()) w.unsubscribe()
     for (const cancel of this.retryTimers) cancel()
@@ -191,7 +196,6 @@ export class SubscriptionRunner {
 
   private onChange(change: LiveChange): void {
     if (this.stopped) return
-    this.noteVersion(change.version)
     if (change.path.startsWith(SUBSCRIPTION_PREFIX) && change.path.indexOf('/', SUBSCRIPTION_PREFIX.length) < 0) {
       const id = idFromPath(change.path)
       if (change.kind === 'Deleted' || !change.node) this.removeEntry(id)
@@ -209,50 +213,6 @@ export class SubscriptionRunner {
     }
     const candidates = this.index.candidates(change.nodeType, change.kind, change.node?.content ?? null)
     for (const id of candidates) this.fire(id, change.path)
-  }
-
-  /**
-   * Versions are one contiguous sequence, emitted in order: a jump means the feed dropped events
-   * (a lossy fan-out, a slow consumer). Replay the gap from the durable change log instead of
-   * waiting for the periodic reconcile.
-   */
-  private noteVersion(version: number): void {
-    if (version === 0) return // a replayed change
-    if (this.lastVersion > 0 && version > this.lastVersion + 1) {
-      this.gaps.push([this.lastVersion, version])
-      this.catchUp ??= setTimeout(() => {
-        this.catchUp = null
-        void this.replayGaps()
-      }, 10)
-      this.catchUp.unref?.()
-    }
-    if (version > this.lastVersion) this.lastVersion = version
-  }
-
-  private async replayGaps(): Promise<void> {
-    for (const [after, before] of this.gaps.splice(0)) {
-      try {
-        let from = after
-        while (from < before - 1 && !this.stopped) {
-          const records = await this.nodes.changesSince(SYSTEM, from, Math.min(10_000, before - 1 - from))
-          if (records.length === 0) break
-          for (const r of records) if (r.version < before) await this.replayChange(r)
-          from = records[records.length - 1]!.version
-        }
-      } catch (err) {
-        this.log.warn({ err, after, before }, 'could not replay a gap in the change feed; reconcile remains the safety net')
-      }
-    }
-  }
-
-  private async replayChange(r: ChangeRecord): Promise<void> {
-    const isSubscription = r.path.startsWith(SUBSCRIPTION_PREFIX) && !r.path.slice(SUBSCRIPTION_PREFIX.length).includes('/')
-    if (!isSubscription && !r.path.startsWith(LEGACY_PREFIX) && !this.index.watches(r.nodeType, r.kind)) return
-    const node = r.kind === 'Deleted' ? null : await this.nodes.get(SYSTEM, r.path)
-    // The node as it is now stands in for the node as it was: enough for Created, and the
-    // claim inside the update keeps any firing at most once.
-    if (r.kind !== 'Deleted' && !node) return
-    this.onChange({ ...r, node, by: 'system', origin: 'system', version: 0 })
   }
 
   /** A subscription node appeared or changed: route it, and (live) reconcile just this one. */
@@ -353,8 +313,6 @@ export class SubscriptionRunner {
   }
 
   private removeEntry(id: string): void {
-    // A subscription that ended (or went) while a retry waited keeps no attempt count behind.
-    this.attempts.delete(id)
     // Index, timer and watch exist only for an entry (addEntry): nothing else to drop without one.
     if (!this.entries.delete(id)) return
     this.index.remove(id)
@@ -497,6 +455,11 @@ export class SubscriptionRunner {
       return
     }
     const subjectId = subjectPath ?? sub.SubjectId ?? fallbackSubject
+    // A retry whose time has not come (found by a reconcile or a restart): wake up then.
+    if (!isDue(node.content, this.now())) {
+      this.retryAt(this.now() + waitMs(node.content, this.now()), id, subjectPath, fallbackSubject)
+      return
+    }
     try {
       await handler({ nodes: this.nodes, log: this.log, node, subscription: sub, subjectId, now: new Date(this.now()) })
     } catch (err) {
@@ -505,29 +468,38 @@ export class SubscriptionRunner {
         await this.finish(path, 'Failed', err.message)
         return
       }
-      const attempt = (this.attempts.get(id) ?? 0) + 1
-      this.attempts.set(id, attempt)
+      // [KIT6] The count and the next retry's time live on the subscription (Attempts,
+      // NextRetryAt), written as a claim: a restart neither forgets them nor retries early.
       const message = `${key} failed: ${(err as Error).message ?? String(err)}`
-      if (attempt >= this.maxAttempts) {
-        this.attempts.delete(id)
-        await this.finish(path, 'Failed', `${message} (after ${attempt} attempts)`)
+      const failure = afterFailure(this.retry, node.content, this.now())
+      if (failure.kind === 'exhausted') {
+        await this.finish(path, 'Failed', `${message} (after ${failure.attempts} attempts)`)
         return
       }
-      this.log.warn({ err, subscription: id, attempt }, 'continuation failed; retrying')
-      const cancel = scheduleAt(this.now() + 200 * 2 ** attempt, () => {
-        this.retryTimers.delete(cancel)
-        this.fire(id, subjectPath, fallbackSubject)
-      }, this.now)
-      this.retryTimers.add(cancel)
+      this.log.warn({ err, subscription: id, attempt: failure.fields.Attempts }, 'continuation failed; retrying')
+      const noted = await claim(this.nodes, path, {
+        when: (cur) => cur !== null && isPending(cur),
+        write: (cur) => ({ nodeType: cur!.nodeType, name: cur!.name, content: { ...cur!.content, ...failure.fields } }),
+      })
+      if (noted.claimed) this.retryAt(failure.at, id, subjectPath, fallbackSubject)
       return
     }
-    this.attempts.delete(id)
     const ended = await this.finish(path, 'Fired', null, subjectId)
     // [SUB10] A revoke overtook the firing after its claim-ahead: take the effect back.
     if (ended === 'Cancelled' && handler.takeBack) {
       const now = await this.nodes.read(SYSTEM, path)
       if (now && needsTakeBack(now)) await handler.takeBack(this.nodes, now)
     }
+  }
+
+  /** A wake-up for a retry (only a timer: the attempt count and time are on the node). */
+  private retryAt(at: number, id: string, subjectPath: string | null, fallbackSubject: string | null): void {
+    if (this.stopped) return
+    const cancel = scheduleAt(at, () => {
+      this.retryTimers.delete(cancel)
+      this.fire(id, subjectPath, fallbackSubject)
+    }, this.now)
+    this.retryTimers.add(cancel)
   }
 
   /**
@@ -565,9 +537,11 @@ export class SubscriptionRunner {
         return undefined
       }
       const content: JsonObject = { ...current.content, Status: status }
+      delete content.NextRetryAt
       if (status === 'Fired') {
         content.FiredAt = at
         delete content.LastError
+        delete content.Attempts
         if (subjectId && !content.SubjectId) content.SubjectId = subjectId
       } else {
         content.LastError = lastError ?? 'Failed.'
@@ -583,6 +557,10 @@ export class SubscriptionRunner {
 function continuationKey(sub: EventSubscription): string {
   const type = readContinuationType(sub.ContinuationType)
   return type.known ? type.value : String(sub.ContinuationType)
+}
+
+function isSubscriptionPath(path: string): boolean {
+  return path.startsWith(SUBSCRIPTION_PREFIX) && !path.slice(SUBSCRIPTION_PREFIX.length).includes('/')
 }
 
 /** A terminal status by its name (what the runner itself writes); numbers and unknown values take the full path. */

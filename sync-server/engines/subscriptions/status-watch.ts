@@ -1,5 +1,7 @@
-import { defer, retry, Subscription, timer, type Observable } from 'rxjs'
-import type { MeshNode } from '../../../shared/index.js'
+import { Subscription, type Observable } from 'rxjs'
+import pino from 'pino'
+import type { MeshNode, NodePath } from '../../../shared/index.js'
+import { selfHealing } from '../kit/index.js'
 import { isResting, readFieldInsensitive, type Trigger } from './model.js'
 
 type StatusTrigger = Extract<Trigger, { type: 'NodeStatus' }>
@@ -15,11 +17,13 @@ export interface StatusWatchHandlers {
   onFault(error: unknown, attempt: number): void
 }
 
-const MAX_BACKOFF_MS = 30_000
+const BACKOFF = { baseMs: 100, maxMs: 30_000 }
+/** Faults are reported through onFault; the kit's watcher needs a logger it will not use. */
+const quiet = pino({ level: 'silent' })
 
 /**
- * A self-healing watch of one node's status field. A fault re-subscribes (with back-off, reset on
- * the next emission) and replays the current state; a node that is gone stops the watch without
+ * A self-healing watch of one node's status field (kit/node-watcher). A fault re-subscribes (with
+ * back-off, reset on the next emission) and replays the current state; a node that is gone stops the watch without
  * re-subscribing (the anti-storm rule). It fires at most once.
  */
 export function watchStatus(node$: Observable<MeshNode | null>, trigger: StatusTrigger, handlers: StatusWatchHandlers): Subscription {
@@ -31,16 +35,8 @@ export function watchStatus(node$: Observable<MeshNode | null>, trigger: StatusT
     done = true
     subscription.unsubscribe()
   }
-  const inner = defer(() => node$)
-    .pipe(
-      retry({
-        resetOnSuccess: true,
-        delay: (error, attempt) => {
-          handlers.onFault(error, attempt)
-          return timer(Math.min(MAX_BACKOFF_MS, 100 * 2 ** (attempt - 1)))
-        },
-      }),
-    )
+  // The kit's self-healing watcher (one with the activity control plane's): a null passes through.
+  const inner = selfHealing(() => node$, trigger.watchPath as NodePath, { log: quiet, what: 'status watch', backoff: BACKOFF, onFault: handlers.onFault })
     .subscribe((node) => {
       if (done) return
       if (node === null) {

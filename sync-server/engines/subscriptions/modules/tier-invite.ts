@@ -13,7 +13,7 @@ import {
   type MeshNode,
   type NodePath,
 } from '../../../../shared/index.js'
-import type { NodeApi } from '../../../nodes/types.js'
+import type { NodeApi } from '../../../nodes/index.js'
 import { ALL, isAdminOf } from '../access.js'
 import { deniedMessage, grantAccess } from '../continuations.js'
 import type { ModuleContext, SubscriptionModule } from '../module.js'

@@ -1,0 +1,140 @@
+import { Observable, Subject } from 'rxjs'
+import { WeftError, principalName, type MeshChangeKind, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
+import type { ClientBinding } from '../admission/index.js'
+import type { AccessService } from '../access/index.js'
+import type { StorageAdapter } from '../storage/index.js'
+import type { ContentFlush } from './content-flush.js'
+import type { LoadedNode } from './loaded-node.js'
+import type { NodeCache } from './node-cache.js'
+import type { ChangeOrigin, LiveChange } from './types.js'
+
+/** One change to commit: the node before and after (null: absent), and how it came. */
+export interface ChangeToCommit {
+  principal: Principal
+  before: MeshNode | null
+  after: MeshNode | null
+  kind: MeshChangeKind
+  update: Uint8Array | null
+  origin: ChangeOrigin
+  /** Leave the row's content to the content flush ([STO5]); only an update with a Yjs log entry can. */
+  deferContent?: boolean
+  /** [ACC12] The client ids a client's update binds; absent for the server's own writes. */
+  clients?: readonly ClientBinding[]
+}
+
+/**
+ * Commit and feed: the one place a change is committed (memory first, so the next write sees it;
+ * storage enqueued in the same synchronous stretch) and published once durable, to the whole
+ * feed (`changes$`) and to the watchers of its node (`node$`).
+ */
+export class CommitFeed {
+  private readonly changesSubject = new Subject<LiveChange>()
+  /** Per-path feeds for node$: a watcher sees its node's changes only, not the whole mesh's. */
+  private readonly pathSubjects = new Map<NodePath, Subject<LiveChange>>()
+  readonly changes$: Observable<LiveChange> = this.changesSubject.asObservable()
+
+  constructor(
+    private readonly storage: StorageAdapter,
+    private readonly access: AccessService,
+    private readonly cache: NodeCache,
+    private readonly flush: ContentFlush,
+  ) {}
+
+  commit(ln: LoadedNode, c: ChangeToCommit): Promise<MeshNode | null> {
+    const { principal, before, after, kind, update, origin, clients } = c
+    const target = after ?? before!
+    // Only an update with a Yjs log entry can leave the row's content to a later write.
+    const deferred = c.deferContent === true && kind === 'Updated' && update !== null
+    if (deferred) this.flush.markContentDirty(ln)
+    // Every other commit writes the whole row (or removes it).
+    else ln.contentDirty = false
+    if (kind !== 'Updated') ln.generation++
+    ln.node = after
+    ln.lastUsed = Date.now()
+    this.access.observe(before, after)
+    ln.commitStarted()
+    const committed = this.storage.commit({
+      path: ln.path,
+      kind,
+      nodeType: target.nodeType,
+      name: target.name,
+      content: target.content,
+      createdBy: target.createdBy,
+      at: target.updatedAt,
+      update,
+      deferContent: deferred || undefined,
+      // [ACC12] Stored with the update that introduces them; the server doc's own id with its first write.
+      clients: clients !== undefined ? (clients.length > 0 ? clients : undefined) : update && ln.hasDoc ? ln.clientBindings.serverBinding() : undefined,
+    })
+    return committed.then(
+      (record) => {
+        this.cache.settledWrite(ln.path)
+        this.cache.commitLanded(ln)
+        const versioned = after ? { ...after, version: record.version } : null
+        if (ln.node === after) ln.node = versioned
+        const change: LiveChange = {
+          version: record.version,
+          path: record.path,
+          nodeType: record.nodeType,
+          kind: record.kind,
+          node: versioned,
+          by: principalName(principal),
+          origin,
+        }
+        this.publish(change)
+        return versioned
+      },
+      (err: unknown) => {
+        this.cache.settledWrite(ln.path)
+        this.access.observe(after, before)
+        this.cache.commitFailed(ln, err)
+        throw err instanceof WeftError ? err : new WeftError('internal', 'The change could not be saved.')
+      },
+    )
+  }
+
+  /** Publishes a durable change to the whole feed and to the watchers of its node. */
+  publish(change: LiveChange): void {
+    this.changesSubject.next(change)
+    this.pathSubjects.get(change.path)?.next(change)
+  }
+
+  /** The node as `read` gives it, then each of its committed changes (never an older one). */
+  node$(path: NodePath, read: () => Promise<MeshNode | null>): Observable<MeshNode | null> {
+    return new Observable<MeshNode | null>((subscriber) => {
+      // Subscribe to the feed first so no change between the read and the subscription is lost.
+      let current: MeshNode | null | undefined
+      const buffered: LiveChange[] = []
+      const emit = (c: LiveChange) => {
+        if (current && c.node && c.version <= current.version) return
+        current = c.node
+        subscriber.next(c.node)
+      }
+      let subject = this.pathSubjects.get(path)
+      if (!subject) this.pathSubjects.set(path, (subject = new Subject<LiveChange>()))
+      const feed = subject
+      const sub = feed.subscribe((c) => {
+        if (current === undefined) buffered.push(c)
+        else emit(c)
+      })
+      read().then(
+        (node) => {
+          current = node
+          subscriber.next(node)
+          for (const c of buffered.splice(0)) emit(c)
+        },
+        (err) => subscriber.error(err),
+      )
+      return () => {
+        sub.unsubscribe()
+        if (!feed.observed && this.pathSubjects.get(path) === feed) this.pathSubjects.delete(path)
+      }
+    })
+  }
+
+  close(): void {
+    this.changesSubject.complete()
+    for (const s of this.pathSubjects.values()) s.complete()
+    this.pathSubjects.clear()
+  }
+}

@@ -1,0 +1,15 @@
+export { NodeService, type NodeServiceOptions } from './node-service.js'
+export { MoveService } from './move-service.js'
+export { MAX_CURSOR_LENGTH, isSealedCursor } from './query-cursor.js'
+export type {
+  ChangeOrigin,
+  HttpNodeApi,
+  LiveChange,
+  NodeApi,
+  NodeDraft,
+  RoomConnection,
+  SyncNodeApi,
+  SyncRoom,
+  UpdateFn,
+  WriteRuleHook,
+} from './types.js'

@@ -1,0 +1,567 @@
+import * as Y from 'yjs'
+import {
+  ALL_PERMISSIONS,
+  CONTENT_MAP,
+  WeftError,
+  applyMergePatch,
+  applyPatchToDoc,
+  applyPatchToJson,
+  assertJsonContent,
+  assertMergePatch,
+  docToJson,
+  isPermissiveContent,
+  isReservedSegment,
+  isSystem,
+  lastSegment,
+  nodeTypeDef,
+  parentPath,
+  partitionPlace,
+  principalName,
+  replaceDocContent,
+  replaceJsonContent,
+  SYSTEM,
+  validateAppend,
+  validateContent,
+  validateFields,
+  textPolicyFor,
+  withFieldsFromDoc,
+  type ChangeRecord,
+  type JsonObject,
+  type JsonValue,
+  type MergePatch,
+  type MeshChangeKind,
+  type MeshNode,
+  type NodePath,
+  type Permission,
+  type Principal,
+  type WriteRule,
+} from '../../shared/index.js'
+import { MAX_QUERY_LIMIT, type MoveInput, type StorageAdapter } from '../storage/index.js'
+import { ACCESS_SEGMENT, type AccessService } from '../access/index.js'
+import { admitUpdate, type ClientBinding } from '../admission/index.js'
+import type { CommitFeed } from './commit-feed.js'
+import type { ContentFlush } from './content-flush.js'
+import { DocCorrupted, type LoadedNode, type RoomConnection } from './loaded-node.js'
+import type { NodeCache } from './node-cache.js'
+import type { ChangeOrigin, NodeDraft, UpdateFn } from './types.js'
+import { allowsRule, buildsDocOnCreate, changedFields, checkFieldRules, checkInvariants, checkPlacement, ownerOf, type WriteRules } from './write-policy.js'
+
+/** The result of a write: the node after it, once durable. */
+type Written = Promise<MeshNode | null>
+
+/**
+ * The write path: the eight write verbs, each through the same checks (access, field rules,
+ * the type's write rule, schema, invariants; write-policy.ts) before it is applied to the loaded
+ * copy and committed (commit-feed.ts).
+ *
+ * Concurrency: a write's checks, its application to the doc and its enqueueing in storage run
+ * in ONE synchronous stretch after the node is loaded, so no other write to the node can
+ * interleave: an update function's re-check is a real claim. Storage keeps commits in call
+ * order, so versions follow application order.
+ */
+export class WritePath {
+  /** Subtrees whose cascade delete is under way: nothing new may be created inside them. */
+  private readonly deleting = new Set<NodePath>()
+  /** [MOVE2] Subtrees being moved (source and destination): no write inside them meanwhile. */
+  private readonly moving = new Set<NodePath>()
+
+  constructor(
+    private readonly storage: StorageAdapter,
+    private readonly access: AccessService,
+    private readonly cache: NodeCache,
+    private readonly feed: CommitFeed,
+    private readonly flush: ContentFlush,
+    private readonly rules: WriteRules,
+    /** Deepest JSON a client may write (MAX_JSON_DEPTH). */
+    private readonly maxJsonDepth: number,
+  ) {}
+
+
+  private requirePermission(principal: Principal, path: NodePath, permission: Permission): void {
+    if (!this.access.has(principal, path, permission)) {
+      throw new WeftError('forbidden', `${principalName(principal)} lacks ${permission} on ${path}.`)
+    }
+  }
+
+  private allows(principal: Principal, path: NodePath, rule: WriteRule): boolean {
+    return allowsRule(principal, () => this.access.permissions(principal, path), rule)
+  }
+
+  /** Invariants across nodes (write-policy.ts), against the access indexes as they are now. */
+  private checkInvariants(before: MeshNode | null, after: MeshNode | null, cascading = false): void {
+    checkInvariants(before, after, cascading, (scope) => this.access.adminsOf(scope))
+  }
+
+  /** The one place a write commits (commit-feed.ts). */
+  private commitChange(
+    ln: LoadedNode,
+    principal: Principal,
+    before: MeshNode | null,
+    after: MeshNode | null,
+    kind: MeshChangeKind,
+    update: Uint8Array | null,
+    origin: ChangeOrigin,
+    deferContent = false,
+    clients?: readonly ClientBinding[],
+  ): Written {
+    return this.feed.commit(ln, { principal, before, after, kind, update, origin, deferContent, clients })
+  }
+
+  async put(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http'): Promise<{ node: MeshNode; created: boolean }> {
+    await this.requireParent(principal, path)
+    const ln = await this.cache.acquire(path)
+    if (!ln.node) return { node: (await this.createIn(ln, principal, draft, origin))!, created: true }
+    return { node: (await this.replaceIn(ln, principal, draft, origin))!, created: false }
+  }
+
+  async create(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
+    await this.requireParent(principal, path)
+    const ln = await this.cache.acquire(path)
+    if (ln.node) throw new WeftError('already_exists', `A node already exists at ${path}.`)
+    return (await this.createIn(ln, principal, draft, origin))!
+  }
+
+  async patch(principal: Principal, path: NodePath, patch: MergePatch, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
+    assertMergePatch(patch, this.maxJsonDepth)
+    const ln = await this.cache.acquire(path)
+    const before = this.existing(ln, principal)
+    const next = applyMergePatch(before.content, patch) as JsonObject
+    return (await this.writeContent(ln, principal, before, before.name, next, patch, origin))!
+  }
+
+  async update(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin = 'engine'): Promise<MeshNode | null> {
+    const ln = await this.cache.acquire(path)
+    const current = ln.node
+    const result = fn(current)
+    if (result === undefined || result === current) return current
+    if (result === null) {
+      if (!current) return null
+      await this.deleteIn(ln, principal, origin, false)
+      return null
+    }
+    if (!current) return this.createIn(ln, principal, result, origin)
+    return this.replaceIn(ln, principal, result, origin)
+  }
+
+  async delete(principal: Principal, path: NodePath, origin: ChangeOrigin = 'http'): Promise<void> {
+    const ln = await this.cache.acquire(path)
+    this.existing(ln, principal)
+    await this.deleteIn(ln, principal, origin, false)
+  }
+
+  /** A client's Yjs update (sockets): inspected before it may touch the authoritative doc. */
+  async applyClientUpdate(principal: Principal, path: NodePath, update: Uint8Array, conn: RoomConnection | null, origin: ChangeOrigin): Promise<MeshNode | null> {
+    return this.applyClientUpdateLoaded(await this.cache.acquireDoc(path), principal, update, conn, origin)
+  }
+
+  /**
+   * [ACC10] The synchronous part (admission, checks, application, enqueueing) happens before
+   * this returns, so a socket's updates apply in arrival order; the returned promise settles once
+   * durable. All or nothing: a refused update leaves the doc, the stored log and the room exactly
+   * as they were.
+   */
+  applyClientUpdateLoaded(ln: LoadedNode, principal: Principal, update: Uint8Array, conn: RoomConnection | null, origin: ChangeOrigin): Written {
+    const before = this.existing(ln, principal)
+    if (!ln.hasDoc) throw new WeftError('internal', `${ln.path} was not opened for sync; reconnect.`)
+    const perms = isSystem(principal) ? null : this.access.permissions(principal, ln.path)
+    // The `owner` of a node (a run's creator) may change the fields the owner rule gives them; the
+    // field rules below decide which.
+    const mayWrite = perms === null || perms.has('Update') || (principal.kind === 'user' && ownerOf(before) === principal.userId)
+    const admission = admitUpdate(ln.doc, update, { maxDepth: this.maxJsonDepth, mayWriteStructure: mayWrite })
+    if (!admission.ok) {
+      if (admission.code === 'forbidden') throw new WeftError('forbidden', `${principalName(principal)} may not change ${ln.path} (no Update permission).`)
+      throw new WeftError(admission.code, `${admission.message} (${ln.path}; reload the node.)`)
+    }
+    if (!admission.update) return Promise.resolve(before)
+    // [ACC12] Nobody writes under a client id another principal wrote with in this node.
+    const bindings = ln.clientBindings.claim(principalName(principal), admission.clients, ln.path)
+    const fields = admission.fields
+    this.authorizeFields(principal, before, fields)
+    // Types with a schema (or a write rule): the touched fields are checked on the shadow before
+    // the doc sees anything.
+    let added: JsonObject | undefined
+    const check = isPermissiveContent(before.nodeType) && !this.rules.has(before.nodeType)
+      ? null
+      : (result: Y.Doc) => {
+          const next = withFieldsFromDoc(before.content, result, fields)
+          validateFields(before.nodeType, next, fields)
+          this.checkInvariants(before, { ...before, content: next })
+          added = this.rules.fields(principal, before.nodeType, before, next)
+        }
+    let applied: Uint8Array | null
+    try {
+      applied = ln.applyAdmitted(admission.update, conn, check)
+    } catch (e) {
+      if (!(e instanceof DocCorrupted)) throw e
+      // Yjs failed half-way (the gate should have refused it): this copy is dropped and the next
+      // use reloads what storage holds, which never saw the update.
+      this.cache.dropCorrupted(ln, e)
+      throw new WeftError('invalid_update', `The update to ${ln.path} could not be applied; reload the node.`)
+    }
+    if (!applied) return Promise.resolve(before)
+    ln.clientBindings.record(bindings)
+    const next = withFieldsFromDoc(before.content, ln.doc, fields)
+    const written = this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', applied, origin, true, bindings)
+    if (!added) return written
+    // The write rule's fields, as system, in this same synchronous stretch: no write (and no
+    // engine's claim) can come between the user's change and them. Relayed to every client.
+    const amended = ln.node!
+    const extra = added
+    const system = ln.capture(() => applyPatchToDoc(ln.doc, extra, 'system', textPolicyFor(amended.nodeType)))
+    const also = this.commitChange(ln, SYSTEM, amended, { ...amended, content: applyMergePatch(amended.content, extra) as JsonObject, updatedAt: now() }, 'Updated', system, 'system')
+    return Promise.all([written, also]).then(([, n]) => n)
+  }
+
+  async append(
+    principal: Principal,
+    path: NodePath,
+    field: string,
+    items: readonly JsonValue[],
+    origin: ChangeOrigin = 'engine',
+    opts: { patch?: (current: MeshNode) => MergePatch | undefined } = {},
+  ): Promise<MeshNode> {
+    assertMergePatch({ [field]: [...items] })
+    let ln = await this.cache.acquire(path)
+    // Refused (missing, unreadable) before a doc is built for it.
+    let before = this.existing(ln, principal)
+    if (items.length === 0 && !opts.patch) return before
+    if (!ln.hasDoc) {
+      ln = await this.cache.acquireDoc(path)
+      before = this.existing(ln, principal)
+    }
+    let patch = opts.patch ? opts.patch(before) : {}
+    if (patch === undefined) return before
+    assertMergePatch(patch, this.maxJsonDepth)
+    if (Object.prototype.hasOwnProperty.call(patch, field)) throw new WeftError('invalid_patch', `An append to ${field} cannot also patch ${field}.`)
+    let patched = Object.keys(patch)
+    if (items.length === 0 && patched.length === 0) return before
+    const prev = before.content[field]
+    if (prev !== undefined && prev !== null && !Array.isArray(prev)) {
+      throw new WeftError('invalid_patch', `${field} of ${path} is not an array; nothing can be appended to it.`)
+    }
+    this.authorizeFields(principal, before, items.length > 0 ? [field, ...patched] : patched)
+    // The type's write rule, as on every other user write: it may refuse, or add system fields.
+    if (!isSystem(principal) && this.rules.has(before.nodeType)) {
+      const grown = items.length > 0 ? { [field]: [...(Array.isArray(prev) ? prev : []), ...items] } : {}
+      const added = this.rules.fields(principal, before.nodeType, before, { ...(applyMergePatch(before.content, patch) as JsonObject), ...grown })
+      if (added) {
+        patch = { ...patch, ...added }
+        patched = Object.keys(patch)
+      }
+    }
+    // The array this copy of the node owns (grown in place); another array is copied once.
+    let array = Array.isArray(prev) ? prev : []
+    if (items.length > 0 && this.flush.appendable.get(array) !== ln) {
+      array = [...array]
+      this.flush.appendable.set(array, ln)
+    }
+    const merged = applyMergePatch(before.content, patch) as JsonObject
+    if (items.length > 0) validateAppend(before.nodeType, field, items, () => ({ ...merged, [field]: [...array, ...items] }))
+    if (patched.length > 0) validateFields(before.nodeType, merged, patched)
+    this.checkInvariants(before, { ...before, content: merged })
+    const doc = ln.doc
+    const update = ln.capture(() =>
+      doc.transact(() => {
+        if (items.length > 0) {
+          const map = doc.getMap(CONTENT_MAP)
+          const current = map.get(field)
+          if (current instanceof Y.Array) {
+            // [ACT12] At the end by index (a search marker finds it in O(1), push walks the whole
+            // list), after a placeholder inserted and deleted: at the transaction's end Yjs merges
+            // a new item into its left neighbour by clock when they are adjacent, and merging
+            // ContentAny concatenates the arrays, copying the whole log on every append.
+            const at = current.length
+            current.insert(at, [null])
+            current.delete(at, 1)
+            current.insert(at, [...items])
+          } else {
+            const yarray = new Y.Array<unknown>()
+            yarray.push([...(Array.isArray(current) ? current : []), ...items])
+            map.set(field, yarray)
+          }
+        }
+        if (patched.length > 0) applyPatchToDoc(doc, patch, origin, textPolicyFor(before.nodeType))
+      }, origin),
+    )
+    this.flush.noteAppended(array, items)
+    for (const item of items) array.push(item)
+    const next = patched.length > 0 ? withFieldsFromDoc(before.content, doc, patched) : { ...before.content }
+    if (items.length > 0) next[field] = array
+    // [STO5] The row's JSON is written later, coalesced: a line costs its Yjs insert, not the log.
+    return (await this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', update, origin, true))!
+  }
+
+  /**
+   * [MOVE2] Moves the subtree at `from` to `to` (the caller checked the rules, move-service.ts):
+   * writes inside either subtree wait it out (refused with `conflict`), the subtree's pending
+   * commits settle first, storage moves every row in one transaction, then, in one synchronous
+   * stretch, the access index follows the moved assignments, clients of the old paths are told
+   * where it went (closed with `moved`) and the feed publishes a Deleted and a Created per node.
+   */
+  async relocate(principal: Principal, from: NodePath, to: NodePath, extra: Pick<MoveInput, 'redirect' | 'trash' | 'restore'>, origin: ChangeOrigin = 'http'): Promise<ChangeRecord[]> {
+    if (this.underMove(from) || this.underMove(to) || this.deleting.has(from)) throw new WeftError('conflict', `${from} is being moved or deleted; retry in a moment.`)
+    for (const p of this.moving) if (p.startsWith(`${from}/`) || p.startsWith(`${to}/`)) throw new WeftError('conflict', `Part of ${from} is being moved; retry in a moment.`)
+    this.moving.add(from)
+    this.moving.add(to)
+    try {
+      await this.cache.settleUnder(from)
+      // The access nodes the move carries: the index drops the old paths and takes the new ones.
+      const carried: MeshNode[] = []
+      for (const nodeType of ['AccessAssignment', 'Membership']) {
+        carried.push(...(await this.storage.queryNodes({ nodeType, limit: MAX_QUERY_LIMIT }, { from: `${from}/`, to: `${from}0` })))
+      }
+      const records = await this.storage.moveSubtree({ from, to, at: now(), ...extra })
+      const moved = new Map<NodePath, MeshNode | null>()
+      await Promise.all(records.filter((r) => r.kind === 'Created').map(async (r) => moved.set(r.path, await this.storage.getNode(r.path))))
+      // From here on synchronous: no read or write sees half of it in memory.
+      this.cache.dropMoved(from, to)
+      for (const node of carried) this.access.observe(node, moved.get(`${to}${node.path.slice(from.length)}` as NodePath) ?? null)
+      const by = principalName(principal)
+      for (const r of records) this.feed.publish({ ...r, node: r.kind === 'Created' ? (moved.get(r.path) ?? null) : null, by, origin })
+      return records
+    } finally {
+      this.moving.delete(from)
+      this.moving.delete(to)
+    }
+  }
+
+  /** [MOVE8] Renames: the name changes, the path (and every link to it) stays. Needs Update. */
+  async rename(principal: Principal, path: NodePath, name: string, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
+    const ln = await this.cache.acquire(path)
+    const before = this.existing(ln, principal)
+    return (await this.writeContent(ln, principal, before, name, before.content, {}, origin, []))!
+  }
+
+  // ---------------------------------------------------------------- write internals
+
+  /** A caller creates under an existing node (reserved segments like `_Access` are not nodes). */
+  private async requireParent(principal: Principal, path: NodePath): Promise<void> {
+    if (isSystem(principal)) return
+    let parent = parentPath(path)
+    while (parent && isReservedSegment(lastSegment(parent))) parent = parentPath(parent)
+    if (!parent) return
+    // [ACC11] Whether the parent exists is told only to someone who may read it, or who holds a
+    // right at the path itself (a partition's Admin writes under Admin/Partition without reading
+    // it): the same refusal under an unreadable parent whether it is there or not.
+    if (!this.access.has(principal, parent, 'Read') && this.access.permissions(principal, path).size === 0) {
+      this.requirePermission(principal, parent, 'Read')
+    }
+    if (!(await this.cache.exists(parent))) throw new WeftError('not_found', `Cannot create ${path}: its parent ${parent} does not exist.`)
+    // [ACT11] A partition is defined for an existing top-level node; told only to someone with a
+    // right at the definition's path (the rest are refused by the create's own check).
+    const place = partitionPlace(path)
+    if (place && 'name' in place && this.access.permissions(principal, path).size > 0 && !(await this.cache.exists(place.name as NodePath))) {
+      throw new WeftError('invalid_path', `${path} would define the partition of ${place.name}, and there is no top-level node ${place.name}.`)
+    }
+  }
+
+  private writable(ln: LoadedNode): void {
+    if (ln.poisoned) throw new WeftError('unavailable', `A change to ${ln.path} could not be saved; retry in a moment.`)
+    if (this.moving.size > 0 && this.underMove(ln.path)) throw new WeftError('conflict', `${ln.path} is being moved; retry in a moment.`)
+  }
+
+  private underMove(path: NodePath): boolean {
+    for (let p: NodePath | null = path; p; p = parentPath(p)) if (this.moving.has(p)) return true
+    return false
+  }
+
+  private existing(ln: LoadedNode, principal: Principal): MeshNode {
+    this.writable(ln)
+    if (!ln.node) {
+      // Never reveal absence to someone who could not read the node anyway.
+      this.requirePermission(principal, ln.path, 'Read')
+      throw new WeftError('not_found', `No node at ${ln.path}.`)
+    }
+    this.requirePermission(principal, ln.path, 'Read')
+    return ln.node
+  }
+
+  private createIn(ln: LoadedNode, principal: Principal, draft: NodeDraft, origin: ChangeOrigin): Written {
+    this.writable(ln)
+    const path = ln.path
+    for (let p = parentPath(path); p; p = parentPath(p)) {
+      if (this.deleting.has(p)) throw new WeftError('conflict', `Cannot create ${path}: ${p} is being deleted.`)
+    }
+    const def = nodeTypeDef(draft.nodeType)
+    let content = draft.content ?? {}
+    assertJsonContent(content, this.maxJsonDepth)
+    checkPlacement(principal, path, draft.nodeType)
+    const parent = parentPath(path)
+    if (!parent) {
+      if (!isSystem(principal) && draft.nodeType !== 'Space') {
+        throw new WeftError('forbidden', `Only a Space may be created at the top level (${path} is a ${draft.nodeType}).`)
+      }
+    } else {
+      // A path the caller cannot read gets the refusal an existing unreadable node gets ([ACC11]).
+      if (!isSystem(principal)) this.requirePermission(principal, path, 'Read')
+      if (!this.allows(principal, path, def.create)) {
+        throw new WeftError('forbidden', `${principalName(principal)} may not create a ${draft.nodeType} at ${path}.`)
+      }
+    }
+    // Creating writes every field it names: the same rules as a patch ([ACC7]). The creator of a
+    // top-level space becomes its Admin, so it may write whatever an Admin may.
+    if (!isSystem(principal) && parent) {
+      checkFieldRules(principal, this.access.permissions(principal, path), draft.nodeType, path, Object.keys(content))
+    } else if (!isSystem(principal)) {
+      checkFieldRules(principal, ALL_PERMISSIONS, draft.nodeType, path, Object.keys(content))
+    }
+    const added = this.rules.fields(principal, draft.nodeType, null, content)
+    if (added) content = { ...content, ...added }
+    validateContent(draft.nodeType, content)
+    this.checkInvariants(null, { path, nodeType: draft.nodeType, content } as MeshNode)
+    let update: Uint8Array | null = null
+    let stored: JsonObject
+    // A new doc has no log to read: cheap to build now for a node a client will likely open.
+    if (!ln.hasDoc && buildsDocOnCreate(origin)) ln.setDoc(new Y.Doc({ guid: path }))
+    if (ln.hasDoc) {
+      const doc = ln.doc
+      // [WEB3] Text fields become Y.Text on the server's writes too, so they merge from the start.
+      // [PATCH4] The content is set, not patched: a null member is kept, as it was sent.
+      update = ln.capture(() => replaceDocContent(doc, content, 'system', textPolicyFor(draft.nodeType))) ?? Y.encodeStateAsUpdate(doc)
+      stored = docToJson(doc)
+    } else {
+      // [DOC1] No doc built: the JSON the doc would hold; it is built (and caught up) when a client opens the node.
+      stored = replaceJsonContent(content)
+    }
+    const at = now()
+    const node: MeshNode = {
+      path,
+      nodeType: draft.nodeType,
+      name: draft.name ?? lastSegment(path),
+      content: stored,
+      createdBy: principalName(principal),
+      createdAt: at,
+      updatedAt: at,
+      version: 0,
+      state: 'Active',
+    }
+    const written = this.commitChange(ln, principal, null, node, 'Created', update, origin)
+    if (!parent && draft.nodeType === 'Space' && !isSystem(principal)) {
+      // The creator of a space becomes its Admin (DESIGN.md "Identity and access").
+      const grant = this.update(
+        SYSTEM,
+        `${path}/${ACCESS_SEGMENT}/${principal.userId}_Access` as NodePath,
+        () => ({ nodeType: 'AccessAssignment', content: { Subject: principal.userId, Role: 'Admin' } }),
+        'system',
+      )
+      return Promise.all([written, grant]).then(
+        ([n]) => n,
+        async (err: unknown) => {
+          // A space without its Admin could be read or fixed by nobody: take it back.
+          await this.delete(SYSTEM, path, 'system').catch(() => undefined)
+          throw err
+        },
+      )
+    }
+    return written
+  }
+
+  /** Structural rules of reserved places. */
+  private replaceIn(ln: LoadedNode, principal: Principal, draft: NodeDraft | MeshNode, origin: ChangeOrigin): Written {
+    const before = this.existing(ln, principal)
+    if (draft.nodeType !== before.nodeType) {
+      throw new WeftError('conflict', `${ln.path} is a ${before.nodeType}; it cannot become a ${draft.nodeType} (delete it first).`)
+    }
+    const content = draft.content ?? {}
+    assertJsonContent(content, this.maxJsonDepth)
+    // [PATCH4] A replace sets the content (a merge patch could not set a member to null).
+    return this.writeContent(ln, principal, before, draft.name ?? before.name, content, null, origin)
+  }
+
+  private writeContent(
+    ln: LoadedNode,
+    principal: Principal,
+    before: MeshNode,
+    name: string,
+    next: JsonObject,
+    /** null: `next` replaces the content whole ([PATCH4]). */
+    patch: MergePatch | null,
+    origin: ChangeOrigin,
+    changed: readonly string[] = changedFields(before.content, next),
+  ): Written {
+    if (changed.length === 0 && name === before.name) return Promise.resolve(before)
+    this.authorizeFields(principal, before, changed)
+    if (name !== before.name && !this.allows(principal, ln.path, 'Update')) {
+      throw new WeftError('forbidden', `${principalName(principal)} may not rename ${ln.path}.`)
+    }
+    const added = this.rules.fields(principal, before.nodeType, before, next)
+    if (added) {
+      next = { ...next, ...added }
+      // A replace (patch null) stays a replace of the amended content.
+      if (patch) patch = { ...patch, ...added }
+    }
+    validateContent(before.nodeType, next)
+    this.checkInvariants(before, { ...before, content: next })
+    let update: Uint8Array | null = null
+    let content: JsonObject
+    if (ln.hasDoc) {
+      const isText = textPolicyFor(before.nodeType)
+      update = ln.capture(() => (patch ? applyPatchToDoc(ln.doc, patch, origin, isText) : replaceDocContent(ln.doc, next, origin, isText)))
+      content = docToJson(ln.doc)
+    } else {
+      // [DOC1] JSON only until a client opens the node; the same merge the doc would apply.
+      content = patch ? applyPatchToJson(before.content, patch) : replaceJsonContent(next)
+    }
+    const after: MeshNode = { ...before, name, content, updatedAt: now() }
+    return this.commitChange(ln, principal, before, after, 'Updated', update, origin)
+  }
+
+  private authorizeFields(principal: Principal, node: MeshNode, fields: Iterable<string>): void {
+    if (isSystem(principal)) return
+    const perms = this.access.permissions(principal, node.path)
+    if (!perms.has('Read')) throw new WeftError('forbidden', `${principalName(principal)} cannot read ${node.path}.`)
+    checkFieldRules(principal, perms, node.nodeType, node.path, fields, ownerOf(node))
+  }
+
+  /** [ACC7] The one field-rule check: patch, replace, Yjs update and create alike. */
+  private async deleteIn(ln: LoadedNode, principal: Principal, origin: ChangeOrigin, cascading: boolean): Promise<void> {
+    const before = ln.node
+    if (!before) return
+    if (!cascading && !this.allows(principal, ln.path, nodeTypeDef(before.nodeType).delete)) {
+      throw new WeftError('forbidden', `${principalName(principal)} may not delete ${ln.path}.`)
+    }
+    this.checkInvariants(before, null, cascading)
+    // Marked before the first await: no child can be created under the subtree meanwhile.
+    const marked = !this.deleting.has(ln.path)
+    if (marked) this.deleting.add(ln.path)
+    // Held across the awaits below: this copy must stay the loaded one until its delete commits.
+    ln.holds++
+    try {
+      // Children first, so a crash half-way never leaves orphans under a deleted parent. The
+      // list is read again until empty: a child committed while the first list was read counts.
+      for (let pass = 0; pass < 5; pass++) {
+        // Stored children, and those whose creation is applied but not yet durable.
+        const prefix = `${ln.path}/`
+        const children = [...new Set([...(await this.storage.descendants(ln.path)), ...this.cache.loadedUnder(prefix)])]
+        if (children.length === 0) break
+        children.sort((a, b) => b.length - a.length)
+        for (const child of children) {
+          const cl = await this.cache.acquire(child)
+          await this.deleteIn(cl, principal, origin, true)
+        }
+      }
+    } finally {
+      if (marked) this.deleting.delete(ln.path)
+      ln.holds--
+    }
+    const current = ln.node
+    if (!current) return
+    const written = this.commitChange(ln, principal, current, null, 'Deleted', null, origin)
+    for (const conn of [...ln.connections]) conn.evict(4404, 'not_found', `${ln.path} was deleted.`)
+    ln.resetDoc()
+    await written
+  }
+}
+
+let nowMs = 0
+let nowIso = ''
+
+/** The time as ISO text, formatted once per millisecond (a burst of writes shares it). */
+function now(): string {
+  const ms = Date.now()
+  if (ms !== nowMs) {
+    nowMs = ms
+    nowIso = new Date(ms).toISOString()
+  }
+  return nowIso
+}

@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest'
+import { SYSTEM, WeftError, userPrincipal, type MeshNode, type UserId } from '../../shared/index.js'
+import { WriteRules, changedFields } from './write-policy.js'
+
+describe('write policy', () => {
+  it('one write rule per node type; it runs for users only, and empty additions are none', () => {
+    const rules = new WriteRules()
+    const calls: string[] = []
+    rules.register('Thing', ({ after }) => {
+      calls.push(String(after.X))
+      if (after.X === 'bad') throw new WeftError('conflict', 'no')
+      return after.X === 'add' ? { Added: true } : ({} as Record<string, never>)
+    })
+    expect(() => rules.register('Thing', () => undefined)).toThrow(/already registered/)
+    const alice = userPrincipal('alice' as UserId)
+    expect(rules.fields(alice, 'Thing', null, { X: 'add' })).toEqual({ Added: true })
+    expect(rules.fields(alice, 'Thing', null, { X: 'plain' })).toBeUndefined()
+    expect(() => rules.fields(alice, 'Thing', null, { X: 'bad' })).toThrow(WeftError)
+    expect(rules.fields(SYSTEM, 'Thing', null, { X: 'bad' })).toBeUndefined()
+    expect(rules.fields(alice, 'Other', {} as MeshNode, { X: 'bad' })).toBeUndefined()
+    expect(calls).toEqual(['add', 'plain', 'bad'])
+  })
+
+  it('changedFields: a member set to null differs from an absent one; equal values do not count', () => {
+    expect(changedFields({ a: 1, b: { c: 2 } }, { a: 1, b: { c: 2 } })).toEqual([])
+    expect(changedFields({ a: 1 }, { a: 1, n: null })).toEqual(['n'])
+    expect(changedFields({ a: 1, b: [1] }, { b: [1, 2] }).sort()).toEqual(['a', 'b'])
+  })
+})

@@ -1,0 +1,115 @@
+import type { Logger } from 'pino'
+import { CloseCode, isWeftError, type NodePath, type Principal } from '../../shared/index.js'
+import type { SyncNodeApi, SyncRoom } from '../nodes/index.js'
+import { greeting, permissionDeniedMessage, socketConnection, type SocketConnection } from './framing.js'
+import { handleRoomMessage, presenceIdentity, type PresenceIdentity } from './room-protocol.js'
+import { InFlightGate, RefusalBudget, sendBounded, spendRefusal, type SessionSocket } from './socket-guards.js'
+
+let connectionIds = 1
+
+/** A process-wide id for each room connection. */
+export function nextConnectionId(): number {
+  return connectionIds++
+}
+
+/** Why a principal may not join a room, as a close code, or null when it may. */
+export async function refusal(nodes: SyncNodeApi, principal: Principal, path: NodePath): Promise<{ closeCode: number; code: string; message: string } | null> {
+  if (!nodes.permissions(principal, path).has('Read')) {
+    return { closeCode: CloseCode.Forbidden, code: 'forbidden', message: `You cannot read ${path}.` }
+  }
+  const room = await nodes.acquire(path)
+  if (!room.node) return { closeCode: CloseCode.NotFound, code: 'not_found', message: `No node at ${path}; create it over HTTP first.` }
+  return null
+}
+
+/** Closes a socket whose handling threw: garbage is the client's (1002), anything else ours (1011). */
+export function closeOnError(ws: SessionSocket, e: unknown, log: Logger): void {
+  if (isWeftError(e) && e.code === 'protocol_error') {
+    ws.close(CloseCode.ProtocolError, e.message.slice(0, 120))
+    return
+  }
+  log.error({ err: e }, 'socket handler failed')
+  ws.close(CloseCode.InternalError, 'internal error')
+}
+
+/** What a /sync session needs of the server. */
+export interface SyncSessionOptions {
+  nodes: SyncNodeApi
+  maxPayloadBytes: number
+  /** A socket whose unsent data passes this is closed as too slow. */
+  sendLimit: number
+  /** Updates of one socket waiting for durability before it stops being read. */
+  inFlightLimit: number
+  log: Logger
+}
+
+/** One `/sync/{path}` socket, authenticated: one stock y-websocket room. */
+export class SyncSession {
+  private readonly budget = new RefusalBudget()
+  private readonly inFlight: InFlightGate
+
+  private constructor(
+    private readonly ws: SessionSocket,
+    readonly room: SyncRoom,
+    readonly conn: SocketConnection,
+    private readonly principal: Principal,
+    private readonly presence: PresenceIdentity,
+    private readonly opts: SyncSessionOptions,
+  ) {
+    this.inFlight = new InFlightGate(ws, opts.inFlightLimit)
+  }
+
+  /**
+   * Joins the socket to the node's room and greets it (sync step 1, presence). A refusal is told
+   * (permission-denied) and closes the socket; null then, or when the socket closed meanwhile.
+   */
+  static async open(ws: SessionSocket, principal: Principal, path: NodePath, opts: SyncSessionOptions): Promise<SyncSession | null> {
+    const refused = await refusal(opts.nodes, principal, path)
+    if (refused) {
+      ws.send(permissionDeniedMessage(refused.code, refused.message))
+      ws.close(refused.closeCode, `${refused.code}: ${refused.message}`.slice(0, 120))
+      return null
+    }
+    if (ws.readyState !== ws.OPEN) return null
+    const room = await opts.nodes.acquireDoc(path)
+    const presence = await presenceIdentity(opts.nodes, principal)
+    // Building the doc may have waited for storage: a socket closed meanwhile must not join.
+    if (ws.readyState !== ws.OPEN) return null
+    const conn = socketConnection({
+      id: nextConnectionId(),
+      principal,
+      awarenessIds: new Set(),
+      send: (m) => sendBounded(ws, m, opts.sendLimit),
+      evict: (closeCode, code, message) => {
+        if (ws.readyState === ws.OPEN) ws.send(permissionDeniedMessage(code, message))
+        ws.close(closeCode, `${code}: ${message}`.slice(0, 120))
+      },
+    })
+    room.join(conn)
+    for (const m of greeting(room)) conn.send(m)
+    return new SyncSession(ws, room, conn, principal, presence, opts)
+  }
+
+  /** One y-websocket message off the wire; whatever it throws costs this socket only. */
+  receive(m: Uint8Array): void {
+    const ws = this.ws
+    if (ws.readyState !== ws.OPEN) return
+    if (m.length > this.opts.maxPayloadBytes) {
+      return ws.close(CloseCode.MessageTooBig, `payload_too_large: frames are limited to ${this.opts.maxPayloadBytes} bytes`)
+    }
+    try {
+      const written = handleRoomMessage(
+        { nodes: this.opts.nodes, room: this.room, conn: this.conn, principal: this.principal, origin: 'sync', onRefused: () => spendRefusal(ws, this.budget), presence: this.presence },
+        m,
+      )
+      if (written) this.inFlight.track(written)
+    } catch (e) {
+      closeOnError(ws, e, this.opts.log)
+    }
+  }
+
+  /** The socket closed: the connection leaves the room. */
+  close(): void {
+    this.room.leave(this.conn)
+  }
+}

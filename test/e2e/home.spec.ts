@@ -1,0 +1,199 @@
+import { mkdir } from 'node:fs/promises'
+import { expect, test, type Page } from '@playwright/test'
+import { adminAndViewerOn, api, getContent, openLoggedIn, putNode, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+
+/**
+ * Issue 16 "Home": a landing page (spaces, recent nodes, runs, pending invites), the profile as
+ * its own page, nothing offered that the server refuses, an Operations entry, and a Code node
+ * that starts from the script API's template.
+ */
+let server: E2eServer
+let ann: TestUser
+let vic: TestUser
+
+test.beforeAll(async () => {
+  server = await startE2eServer()
+  ;({ ann, vic } = await adminAndViewerOn(server, 'Lab', { Notes: { Body: 'a document', Tags: ['planning', 'q3'] } }))
+  await putNode(server, ann, 'Lab/Quick', 'Code', { Language: 'javascript', IsExecutable: true, Description: 'Says hello', Source: 'Log.info("quick"); return 1' }, 'Quick')
+  await api(server, ann, 'PATCH', '/api/nodes/Lab/Notes', { See: { $ref: 'Lab/Quick' } })
+  expect((await api(server, ann, 'POST', '/api/spaces/Lab/invites', { email: 'zoe@example.com', role: 'Viewer', pin: true })).status).toBe(201)
+  await mkdir('test-results', { recursive: true })
+})
+
+test.afterAll(async () => {
+  await server?.dispose()
+})
+
+/** Console errors of a page (a 404 probe, an exception) from now on. */
+function consoleErrors(page: Page): string[] {
+  const errors: string[] = []
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(m.text())
+  })
+  page.on('pageerror', (e) => errors.push(e.message))
+  return errors
+}
+
+async function runStatus(user: TestUser, path: string): Promise<string | undefined> {
+  return (await getContent(server, user, path)).Status as string | undefined
+}
+
+test('[WEB14] the landing page is a home: your spaces, recently opened nodes, your runs with their status, pending invites; the profile is its own page', async ({ browser }) => {
+  const run = await api<{ path: string }>(server, vic, 'POST', '/api/nodes/Lab/Quick/run', {})
+  expect(run.status).toBe(201)
+  await expect.poll(() => runStatus(vic, run.body.path), { timeout: 30_000 }).toBe('Succeeded')
+
+  const v = await openLoggedIn(browser, server, vic, 'Lab/Notes')
+  await v.page.goto('/')
+  const home = v.page.locator('weft-home-page')
+  await expect(home.locator('h1')).toHaveText('Welcome, Vic')
+  await expect(home.locator('[data-home="spaces"] a')).toHaveText(['Lab'])
+  await expect(home.locator('[data-home="recent"] a').first()).toHaveText('Notes')
+  const runRow = home.locator('[data-home="runs"] weft-run-row')
+  await expect(runRow).toHaveCount(1)
+  await expect(runRow.locator('a.row[data-status="Succeeded"]')).toContainText('Succeeded')
+  await expect(home.locator('[data-home="invites"] li')).toContainText('zoe@example.com')
+  await expect(home.locator('[data-home="invites"] li')).toContainText('Waiting for sign-up')
+  await v.page.screenshot({ path: 'test-results/home-viewer-1280.png', fullPage: true })
+
+  // The profile: Email is the system's (read-only, no ✕), the profile is never deleted.
+  await home.getByRole('link', { name: 'Your profile' }).click()
+  await expect(v.page).toHaveURL(new RegExp(`#/n/${vic.userId}$`))
+  const page = v.page.locator('weft-node-page')
+  await expect(page.locator('h1')).toHaveText('Vic')
+  await expect(page.getByLabel('Email', { exact: true })).toHaveAttribute('readonly', '')
+  await expect(page.getByRole('button', { name: 'Remove field Email' })).toHaveCount(0)
+  await expect(page.getByRole('button', { name: 'Remove field FullName' })).toHaveCount(1)
+  await expect(page.getByLabel('FullName', { exact: true })).not.toHaveAttribute('readonly', '')
+  await expect(page.getByRole('button', { name: 'Delete node' })).toHaveCount(0)
+  await v.page.screenshot({ path: 'test-results/profile-viewer-1280.png', fullPage: true })
+  await v.context.close()
+})
+
+test('[WEB15] nothing offered that the server refuses: no Invite form for a Viewer, invites in words, a Code node hides its check and LastActivityPath, a run has no inputs', async ({ browser }) => {
+  const v = await openLoggedIn(browser, server, vic, 'Lab')
+  const members = v.page.locator('weft-members-panel')
+  await expect(members.getByRole('table', { name: 'Members' })).toContainText('Ann')
+  await expect(members.getByRole('form', { name: 'Invite by email' })).toHaveCount(0)
+  await expect(members).toContainText("Only the space's Admins invite people.")
+  const invite = members.getByRole('table', { name: 'Invites' }).locator('tr', { hasText: 'zoe@example.com' })
+  await expect(invite).toContainText('Waiting for sign-up')
+  await expect(invite).not.toContainText('Pending')
+  await expect(invite.getByRole('button', { name: 'Revoke' })).toHaveCount(0)
+  await v.context.close()
+
+  // The Admin is offered both.
+  const a = await openLoggedIn(browser, server, ann, 'Lab')
+  await expect(a.page.locator('weft-members-panel').getByRole('form', { name: 'Invite by email' })).toBeVisible()
+  await expect(a.page.locator('weft-members-panel').getByRole('table', { name: 'Invites' }).getByRole('button', { name: 'Revoke' })).toHaveCount(1)
+
+  // A Code node that has run: its syntax check (_Check) is not a child, LastActivityPath no field.
+  const run = await api<{ path: string }>(server, ann, 'POST', '/api/nodes/Lab/Quick/run', {})
+  await expect.poll(async () => (await getContent(server, ann, 'Lab/Quick')).LastActivityPath).toBe(run.body.path)
+  await a.page.goto('/#/n/Lab/Quick')
+  const code = a.page.locator('weft-node-page')
+  await expect(code.locator('[data-field="Description"]')).toBeVisible()
+  await expect(code.locator('[data-field="LastActivityPath"]')).toHaveCount(0)
+  await expect(code.locator('section[aria-label="Children"] a')).toHaveCount(0)
+  await expect(code.locator('section[aria-label="Children"]')).not.toContainText('Check')
+
+  // A run's page: Status, Start, End, CreatedBy are text, never inputs, and nothing has a ✕.
+  await expect.poll(() => runStatus(ann, run.body.path), { timeout: 30_000 }).toBe('Succeeded')
+  await a.page.goto(`/#/n/${run.body.path}`)
+  const runPage = a.page.locator('weft-node-page')
+  await expect(runPage.locator('weft-activity-panel')).toContainText('Succeeded')
+  await expect(runPage.locator('input, textarea')).toHaveCount(0)
+  await expect(runPage.getByRole('button', { name: /^Remove field/ })).toHaveCount(0)
+  await a.context.close()
+})
+
+test('[WEB16] a Viewer reads a list as chips and a link as the linked node\'s name, not raw JSON', async ({ browser }) => {
+  const v = await openLoggedIn(browser, server, vic, 'Lab/Notes')
+  const page = v.page.locator('weft-node-page')
+  await expect(page.locator('[data-field="Tags"] li.chip')).toHaveText(['planning', 'q3'])
+  await expect(page.locator('[data-field="Tags"]')).not.toContainText('[')
+  const link = page.locator('[data-field="See"]').getByRole('link')
+  await expect(link).toHaveText('Quick')
+  await expect(page.locator('[data-field="See"]')).not.toContainText('$ref')
+  await link.click()
+  await expect(v.page).toHaveURL(/#\/n\/Lab\/Quick$/)
+  await v.context.close()
+})
+
+test('[WEB18] Operations in the navigation lists the built-in and shared operations with their descriptions and one Run button each', async ({ browser }) => {
+  const v = await openLoggedIn(browser, server, vic, 'Lab')
+  await v.page.locator('weft-nav-tree').getByRole('treeitem', { name: 'Operations' }).click()
+  await expect(v.page).toHaveURL(/#\/operations$/)
+  const ops = v.page.locator('weft-operations-page')
+  const builtIn = ops.locator('[data-operations="built-in"] > li')
+  await expect(builtIn).toHaveCount(3)
+  for (const name of ['ExportJson', 'ExportMarkdown', 'ImportJson']) {
+    const op = ops.locator(`li[data-operation="Admin/Operations/${name}"]`)
+    await expect(op.getByRole('link', { name })).toBeVisible()
+    await expect(op.locator('.desc')).not.toBeEmpty()
+    await expect(op.getByRole('button', { name: `Run ${name}` })).toHaveCount(1)
+  }
+  const quick = ops.locator('[data-operations="shared"] li[data-operation="Lab/Quick"]')
+  await expect(quick).toContainText('Says hello')
+  await v.page.screenshot({ path: 'test-results/operations-viewer-1280.png', fullPage: true })
+  // No required input: Run starts it and opens the run.
+  await quick.getByRole('button', { name: 'Run Quick' }).click()
+  await expect(v.page).toHaveURL(/#\/n\/Lab\/_Activity\//)
+  await expect(v.page.locator('weft-activity-panel')).toContainText('Succeeded', { timeout: 30_000 })
+  // A required input with no default: Run opens the operation's form.
+  await v.page.goto('/#/operations')
+  await ops.getByRole('button', { name: 'Run ExportJson' }).click()
+  await expect(v.page).toHaveURL(/#\/n\/Admin\/Operations\/ExportJson$/)
+  await v.context.close()
+})
+
+test('[WEB19] a Code node created in the app starts from the commented script API template, which runs; creating logs no console error (no 404 probe)', async ({ browser }) => {
+  const a = await openLoggedIn(browser, server, ann, 'Lab')
+  const errors = consoleErrors(a.page)
+  const form = a.page.locator('weft-node-page').getByRole('form', { name: 'New child node' })
+  await form.getByLabel('Name').fill('Plan')
+  await form.getByRole('button', { name: 'Create' }).click()
+  await expect(a.page.locator('weft-node-page section[aria-label="Children"]').getByRole('link', { name: 'Plan' })).toBeVisible()
+  await form.getByLabel('Name').fill('Script')
+  await form.getByLabel('Type').selectOption('Code')
+  await form.getByRole('button', { name: 'Create' }).click()
+  const script = a.page.locator('weft-node-page section[aria-label="Children"]').getByRole('link', { name: 'Script' })
+  await expect(script).toBeVisible()
+  await script.click()
+  await expect(a.page.locator('weft-code-page .cm-content')).toContainText('// A script runs on the server')
+  await expect(a.page.locator('weft-code-page .cm-content')).toContainText('Mesh.query')
+  const content = await getContent(server, ann, 'Lab/Script')
+  expect(content).toMatchObject({ Language: 'javascript', IsExecutable: true })
+  const run = await api<{ path: string }>(server, ann, 'POST', '/api/nodes/Lab/Script/run', {})
+  await expect.poll(() => runStatus(ann, run.body.path), { timeout: 30_000 }).toBe('Succeeded')
+  expect(errors).toEqual([])
+  await a.context.close()
+})
+
+test('[WEB17] keyboard reachable: Tab goes from the navigation to an operation\'s Run button, and Enter runs it', async ({ browser }) => {
+  const v = await openLoggedIn(browser, server, vic, 'Lab')
+  await v.page.goto('/#/operations')
+  await expect(v.page.locator('weft-operations-page li[data-operation="Lab/Quick"]')).toBeVisible()
+  /** The text of the focused control, through shadow roots (a library button's label is its light DOM). */
+  const focused = () =>
+    v.page.evaluate(() => {
+      let el: Element | null = document.activeElement
+      let label = ''
+      while (el) {
+        if (el.tagName === 'WA-BUTTON' || el.getAttribute('role') === 'treeitem' || el.tagName === 'A') label = (el.textContent ?? '').replace(/\s+/g, ' ').trim()
+        el = el.shadowRoot?.activeElement ?? null
+      }
+      return label
+    })
+  const seen: string[] = []
+  for (let i = 0; i < 40 && seen.at(-1) !== 'Run Quick'; i++) {
+    await v.page.keyboard.press('Tab')
+    seen.push(await focused())
+  }
+  // The navigation tree is one tab stop (arrow keys move inside it): the open page's item.
+  expect(seen).toContain('Operations')
+  expect(seen.at(-1)).toBe('Run Quick')
+  await v.page.keyboard.press('Enter')
+  await expect(v.page).toHaveURL(/#\/n\/Lab\/_Activity\//)
+  await v.context.close()
+})

@@ -1,0 +1,4 @@
+import { transportContract } from './transport-contract.js'
+
+transportContract('sync')
+transportContract('mux')
