@@ -19,6 +19,10 @@ export const ERROR_CODES = {
   already_exists: 412,
   email_taken: 409,
   conflict: 409,
+  /** [MOVE1] A move the rules refuse (into its own subtree, Admin, a home, a reserved place). */
+  invalid_move: 409,
+  /** [MOVE3] The node is no longer here: it was moved; `to` says where (told only to a reader of it). */
+  moved: 404,
   last_admin: 409,
   invalid_update: 400,
   /** [ACC12] A Yjs update under a client id another writer holds in that node: reload with a new id. */
@@ -46,8 +50,10 @@ export class WeftError extends Error {
   get httpStatus(): number {
     return ERROR_CODES[this.code]
   }
-  toJSON(): { error: { code: ErrorCode; message: string } } {
-    return { error: { code: this.code, message: this.message } }
+  toJSON(): { error: { code: ErrorCode; message: string; to?: string } } {
+    // [MOVE3] A `moved` refusal names the new place.
+    const to = (this.details as { to?: unknown } | undefined)?.to
+    return { error: typeof to === 'string' ? { code: this.code, message: this.message, to } : { code: this.code, message: this.message } }
   }
 }
 

@@ -107,6 +107,19 @@ export function parseUserId(raw: unknown): UserId {
   return path as string as UserId
 }
 
+/** [MOVE5] `{top}/_Trash/{id}`: where a trashed node waits, readable only by the Admins of `{top}`. */
+export const TRASH_SEGMENT = '_Trash'
+
+/**
+ * [MOVE5] Whether the path lies in a trash (`{top}/_Trash` or below). Trashed nodes are left out of
+ * queries, the feed for non-Admins and any index a search builds: filter with this (or on the
+ * path prefix `{top}/_Trash/` in SQL).
+ */
+export function isInTrash(path: string): boolean {
+  const i = path.indexOf('/')
+  return i > 0 && path.startsWith(`${TRASH_SEGMENT}`, i + 1) && (path.length === i + 1 + TRASH_SEGMENT.length || path[i + 1 + TRASH_SEGMENT.length] === '/')
+}
+
 export const ADMIN_PARTITION = 'Admin' as NodePath
 
 /** Slug per the invite contract: trim, lower-case, every character that is not a letter or digit becomes `_`. */

@@ -22,6 +22,8 @@ export interface ServerConfig {
   /** Built web app (vite build output) served at `/`; absent folder = API only. */
   staticDir: string
   tokenTtlMs: number
+  /** [MOVE6] How long a trashed subtree can be restored; purged after (TRASH_RETENTION_MS, default 30 days). */
+  trashRetentionMs: number
   /** Most rooms one /mux socket may hold at once. */
   maxRoomsPerSocket: number
   /** Deepest JSON a client may write, over every transport (MAX_JSON_DEPTH). */
@@ -51,6 +53,7 @@ export function defaultConfig(): ServerConfig {
     maxLoadedDocs: 50_000,
     staticDir: path.resolve('dist'),
     tokenTtlMs: 30 * 24 * 3600 * 1000,
+    trashRetentionMs: 30 * 24 * 3600 * 1000,
     maxRoomsPerSocket: 20_000,
     maxJsonDepth: 64,
     loginFreeFailuresPerAccount: DEFAULT_LOGIN_LIMITS.freePerAccount,
@@ -74,6 +77,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     maxLoadedDocs: int(env.MAX_LOADED_DOCS, d.maxLoadedDocs, 'MAX_LOADED_DOCS'),
     staticDir: path.resolve(env.STATIC_DIR || d.staticDir),
     tokenTtlMs: int(env.TOKEN_TTL_MS, d.tokenTtlMs, 'TOKEN_TTL_MS'),
+    trashRetentionMs: int(env.TRASH_RETENTION_MS, d.trashRetentionMs, 'TRASH_RETENTION_MS'),
     maxRoomsPerSocket: int(env.MAX_ROOMS_PER_SOCKET, d.maxRoomsPerSocket, 'MAX_ROOMS_PER_SOCKET'),
     maxJsonDepth: Math.max(1, int(env.MAX_JSON_DEPTH, d.maxJsonDepth, 'MAX_JSON_DEPTH')),
     loginFreeFailuresPerAccount: int(env.LOGIN_FREE_FAILURES_PER_ACCOUNT, d.loginFreeFailuresPerAccount, 'LOGIN_FREE_FAILURES_PER_ACCOUNT'),

@@ -5,9 +5,9 @@ import { AccessService } from './access/index.js'
 import { AuthService, LoginThrottle } from './auth/index.js'
 import { configFromEnv, defaultConfig, type ServerConfig } from './config.js'
 import { defaultEngines, type Engine, type EngineFactory } from './engines/index.js'
-import { apiRoutes, createHttpHandler, type Route } from './http/index.js'
+import { apiRoutes, createHttpHandler, moveRoutes, type Route } from './http/index.js'
 import { createLogger } from './log.js'
-import { NodeService } from './nodes/index.js'
+import { MoveService, NodeService } from './nodes/index.js'
 import { openStorage, type StorageAdapter } from './storage/index.js'
 import { SocketServer } from './sync/index.js'
 import { SearchService, searchRoutes } from './search/index.js'
@@ -66,12 +66,21 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   purgeChanges()
   const purgeTimer = setInterval(purgeChanges, 3_600_000)
   purgeTimer.unref()
+  // [MOVE6] A trashed subtree can be restored for TRASH_RETENTION_MS; then it is purged.
+  const moves = new MoveService(nodes)
+  const purgeTrash = () =>
+    void moves
+      .purgeExpiredTrash(new Date(Date.now() - config.trashRetentionMs).toISOString())
+      .catch((err: unknown) => log.warn({ err }, 'trash purge failed'))
+  purgeTrash()
+  const trashTimer = setInterval(purgeTrash, 3_600_000)
+  trashTimer.unref()
   const abort = new AbortController()
   let healthy = false
 
   const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal, maxPayloadBytes: config.maxPayloadBytes }))
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
-  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage))]
+  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage))]
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({
     nodes,
@@ -123,6 +132,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
         abort.abort()
         auth.stop()
         clearInterval(purgeTimer)
+        clearInterval(trashTimer)
         await sockets.close()
         await new Promise<void>((resolve) => {
           http.close(() => resolve())

@@ -2,8 +2,10 @@ import {
   ALL_PERMISSIONS,
   NO_PERMISSIONS,
   Role,
+  isInTrash,
   isSystem,
   lastSegment,
+  TRASH_SEGMENT,
   parentPath,
   permissionsOf,
   selfAndAncestors,
@@ -35,6 +37,11 @@ const PARTITION_PERMISSIONS: PermissionSet = new Set<Permission>(['Read', 'Updat
 /** Admin/Operations and below ([ACT14]). */
 const OPERATIONS_NODE = /^Admin\/Operations(?:\/|$)/
 const OPERATION_PERMISSIONS = permissionsOf('Viewer')
+/**
+ * [MOVE5] What the Admins of `{top}` hold in `{top}/_Trash` and below: list, read, restore and
+ * purge. Nobody else holds anything there, whatever assignments the trashed subtree carries.
+ */
+const TRASH_PERMISSIONS: PermissionSet = new Set<Permission>(['Read', 'Delete', 'ManageAccess'])
 const CACHE_MAX = 50_000
 const REGION_CACHE_MAX = 10_000
 const OPERATIONS_ROOT = 'Admin/Operations'
@@ -153,6 +160,7 @@ export class AccessService {
     if (partition && this.userPermissions(userId, partition as NodePath).has('ManageAccess')) return PARTITION_PERMISSIONS
     // [ACT14] The built-in operation templates are readable and executable by every user.
     if (OPERATIONS_NODE.test(path)) return OPERATION_PERMISSIONS
+    if (isInTrash(path)) return this.userPermissions(userId, topLevel(path)).has('ManageAccess') ? TRASH_PERMISSIONS : NO_PERMISSIONS
     const key = `${userId}\u0000${path}`
     const hit = this.cache.get(key)
     if (hit) return hit
@@ -207,6 +215,8 @@ export class AccessService {
     const roots = new Set<string>([userId, OPERATIONS_ROOT])
     for (const subject of [userId, ...this.groupsOf(userId)]) for (const scope of this.scopesBySubject.get(subject) ?? []) roots.add(scope)
     for (const root of [...roots]) if (!root.includes('/')) roots.add(`${PARTITION_ROOT}/${root}`)
+    // [MOVE5] A trash is governed by its own rule, not by the space above it.
+    for (const root of [...roots]) if (!root.includes('/') || isInTrash(root)) roots.add(`${topLevel(root as NodePath)}/${TRASH_SEGMENT}`)
     const readable = new Map<string, boolean>()
     for (const root of roots) readable.set(root, this.userPermissions(userId, root as NodePath).has('Read'))
     // [ACT11] A partition definition is a leaf: its Admins hold it, never anything below it.

@@ -14,6 +14,7 @@ import { DEFAULT_LOGIN_LIMITS, parse, type AuthService } from '../auth/index.js'
 import { MAX_CURSOR_LENGTH, isSealedCursor, type HttpNodeApi } from '../nodes/index.js'
 import { bearerToken } from './http-server.js'
 import { OPENAPI_DOCUMENT } from './openapi.js'
+import { absentNode } from './move-routes.js'
 import type { Route, RouteRequest } from './route.js'
 
 export interface ApiDeps {
@@ -160,7 +161,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
       handler: async (r) => {
         const path = nodePath(r)
         const node = await nodes.get(caller(r), path)
-        if (!node) throw new WeftError('not_found', `No node at ${path}.`)
+        if (!node) throw await absentNode(nodes, caller(r), path)
         return { status: 200, body: node }
       },
     },

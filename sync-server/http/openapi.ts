@@ -54,6 +54,23 @@ export const OPENAPI_DOCUMENT = {
           },
         },
       },
+      TrashMove: {
+        type: 'object',
+        required: ['trashPath', 'originalPath'],
+        properties: { trashPath: { type: 'string', description: '`{space}/_Trash/{id}`: where the entry waits.' }, originalPath: { type: 'string' } },
+      },
+      TrashEntry: {
+        type: 'object',
+        required: ['path', 'originalPath', 'name', 'nodeType', 'deletedBy', 'deletedAt'],
+        properties: {
+          path: { type: 'string' },
+          originalPath: { type: 'string' },
+          name: { type: 'string' },
+          nodeType: { type: 'string' },
+          deletedBy: { type: 'string' },
+          deletedAt: { type: 'string', format: 'date-time' },
+        },
+      },
       MeshNode: {
         type: 'object',
         required: ['path', 'nodeType', 'name', 'content', 'createdBy', 'createdAt', 'updatedAt', 'version', 'state'],
@@ -261,7 +278,11 @@ export const OPENAPI_DOCUMENT = {
       get: {
         summary: 'Read a node.',
         security: bearer,
-        responses: { '200': { description: 'The node.', content: json(ref('MeshNode')) }, ...common, '404': error('`not_found`.') },
+        responses: {
+          '200': { description: 'The node.', content: json(ref('MeshNode')) },
+          ...common,
+          '404': error('`not_found`, or `moved` with `error.to`: the node was moved there ([MOVE3]; told only to a reader of the new place).'),
+        },
       },
       put: {
         summary: 'Create or replace a node; with `If-None-Match: *` create only.',
@@ -303,6 +324,69 @@ export const OPENAPI_DOCUMENT = {
         summary: 'Delete a node and its descendants.',
         security: bearer,
         responses: { '204': { description: 'Deleted.' }, ...common, '404': error('`not_found`.'), '409': error('`last_admin`.') },
+      },
+    },
+    '/api/nodes/{path}/move': {
+      parameters: [pathParam],
+      post: {
+        summary: 'Move the node with its subtree (children, access assignments, history) to `to`, in one transaction ([MOVE1]).',
+        description:
+          'Needs the right to delete the node where it is and to create it at `to`. The old path answers `moved` afterwards; clients with it open are closed with `moved`. ' +
+          'Refused: `invalid_move` (into itself, a top-level node, the Admin partition, a reserved `_` place, a subtree holding a Group), `conflict` (something at `to`, or a run or thread still working inside).',
+        security: bearer,
+        requestBody: { required: true, content: json({ type: 'object', required: ['to'], properties: { to: { type: 'string', description: 'The new path.' } } }) },
+        responses: {
+          '200': { description: 'Moved.', content: json({ type: 'object', required: ['path', 'moved'], properties: { path: { type: 'string' }, moved: { type: 'integer', description: 'Nodes moved.' } } }) },
+          ...common,
+          '404': error('`not_found`: the node or the new parent does not exist.'),
+          '409': error('`conflict` or `invalid_move`, with the reason.'),
+        },
+      },
+    },
+    '/api/nodes/{path}/rename': {
+      parameters: [pathParam],
+      post: {
+        summary: 'Change the name people see ([MOVE8]); the path, and every link to it, stays. Needs Update.',
+        security: bearer,
+        requestBody: { required: true, content: json({ type: 'object', required: ['name'], properties: { name: { type: 'string', minLength: 1, maxLength: 500, description: 'Any Unicode text, no control characters.' } } }) },
+        responses: { '200': { description: 'The renamed node.', content: json(ref('MeshNode')) }, ...common, '404': error('`not_found`.') },
+      },
+    },
+    '/api/nodes/{path}/trash': {
+      parameters: [pathParam],
+      post: {
+        summary: 'Move the node and its subtree to the trash of its space ([MOVE5]); it disappears from reads, queries and sync for everyone but the space\'s Admins.',
+        security: bearer,
+        responses: {
+          '200': { description: 'Trashed.', content: json(ref('TrashMove')) },
+          ...common,
+          '404': error('`not_found`.'),
+          '409': error('`invalid_move` (a top-level node, the Admin partition, a reserved place) or `conflict` (a run still working inside).'),
+        },
+      },
+    },
+    '/api/nodes/{path}/restore': {
+      parameters: [pathParam],
+      post: {
+        summary: 'Put a trash entry (`{space}/_Trash/{id}`) back where it was ([MOVE6]); Admins of the space only.',
+        security: bearer,
+        responses: {
+          '200': { description: 'Restored.', content: json({ type: 'object', required: ['path'], properties: { path: { type: 'string' } } }) },
+          ...common,
+          '404': error('`not_found`: no such trash entry.'),
+          '409': error('`conflict`: the original place is taken or its parent is gone; the message says which.'),
+        },
+      },
+    },
+    '/api/trash/{space}': {
+      parameters: [spaceParam],
+      get: {
+        summary: 'The trash of a space or home, newest first ([MOVE6]); Admins of it only. Purge an entry with `DELETE /api/nodes/{entry}`.',
+        security: bearer,
+        responses: {
+          '200': { description: 'The entries.', content: json({ type: 'object', required: ['items'], properties: { items: { type: 'array', items: ref('TrashEntry') } } }) },
+          ...common,
+        },
       },
     },
     '/api/nodes/{path}/run': {

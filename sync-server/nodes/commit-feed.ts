@@ -81,8 +81,7 @@ export class CommitFeed {
           by: principalName(principal),
           origin,
         }
-        this.changesSubject.next(change)
-        this.pathSubjects.get(ln.path)?.next(change)
+        this.publish(change)
         return versioned
       },
       (err: unknown) => {
@@ -92,6 +91,12 @@ export class CommitFeed {
         throw err instanceof WeftError ? err : new WeftError('internal', 'The change could not be saved.')
       },
     )
+  }
+
+  /** Publishes a durable change to the whole feed and to the watchers of its node. */
+  publish(change: LiveChange): void {
+    this.changesSubject.next(change)
+    this.pathSubjects.get(change.path)?.next(change)
   }
 
   /** The node as `read` gives it, then each of its committed changes (never an older one). */

@@ -1,6 +1,6 @@
 import * as Y from 'yjs'
 import type { Logger } from 'pino'
-import { WeftError, docToJson, jsonEqual, replaceDocContent, textPolicyFor, type MeshNode, type NodePath } from '../../shared/index.js'
+import { WeftError, docToJson, isDescendantOrSelf, jsonEqual, replaceDocContent, textPolicyFor, type MeshNode, type NodePath } from '../../shared/index.js'
 import type { StorageAdapter } from '../storage/index.js'
 import { ClientBindings } from '../admission/index.js'
 import { LoadedNode, type DocCorrupted } from './loaded-node.js'
@@ -283,6 +283,38 @@ export class NodeCache {
     if (this.loaded.get(ln.path) === ln) this.loaded.delete(ln.path)
     if (ln.pendingCommits > 0) this.retired.set(ln.path, ln)
     else ln.destroy()
+  }
+
+  // ---------------------------------------------------------------- a subtree's move
+
+  /**
+   * [MOVE2] Waits until every copy inside `root` (loaded, or retired after a failed commit) has
+   * no commit in flight: a move reads the rows after them.
+   */
+  async settleUnder(root: NodePath): Promise<void> {
+    const copies = [...this.loaded.values()].filter((ln) => isDescendantOrSelf(ln.path, root))
+    await Promise.all(copies.map((ln) => ln.settled()))
+    for (const ln of copies) await this.retired.get(ln.path)?.settled()
+  }
+
+  /**
+   * [MOVE2] The subtree at `from` now lives at `to` in storage: the copies of the old paths are
+   * dropped (their clients evicted with `moved`), empty copies at the new paths too (they said
+   * "absent"), and no remembered read of either survives. Synchronous.
+   */
+  dropMoved(from: NodePath, to: NodePath): void {
+    const newPath = (p: NodePath) => `${to}${p.slice(from.length)}`
+    for (const ln of [...this.loaded.values()]) {
+      if (isDescendantOrSelf(ln.path, from)) {
+        for (const conn of [...ln.connections]) conn.evict(4404, 'moved', `Moved to ${newPath(ln.path)}`)
+        ln.contentDirty = false
+        this.unload(ln.path, ln)
+      } else if (isDescendantOrSelf(ln.path, to) && ln.node === null && ln.holds === 0) {
+        this.unload(ln.path, ln)
+      }
+    }
+    for (const path of [...this.readCache.keys()]) if (isDescendantOrSelf(path, from) || isDescendantOrSelf(path, to)) this.readCache.delete(path)
+    this.writeEpoch++
   }
 
   /** Stops loading and drops every copy (after the content flush wrote what was dirty). */

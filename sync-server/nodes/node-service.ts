@@ -18,7 +18,7 @@ import {
   type PermissionSet,
   type Principal,
 } from '../../shared/index.js'
-import { MAX_QUERY_LIMIT, type FieldRow, type StorageAdapter } from '../storage/index.js'
+import { MAX_QUERY_LIMIT, type FieldRow, type MoveInput, type StorageAdapter, type TrashEntry } from '../storage/index.js'
 import type { AccessService } from '../access/index.js'
 import { CommitFeed } from './commit-feed.js'
 import { ContentFlush } from './content-flush.js'
@@ -115,6 +115,11 @@ export class NodeService implements SyncNodeApi {
     return this.reads.scan(query)
   }
 
+  /** [MOVE4] Every node below `path` (not itself), in path order. System use only. */
+  scanSubtree(path: NodePath): AsyncGenerator<MeshNode> {
+    return this.reads.scanSubtree(path)
+  }
+
   stats(): { loadedDocs: number } {
     return { loadedDocs: this.cache.size }
   }
@@ -185,6 +190,21 @@ export class NodeService implements SyncNodeApi {
   /** [FEED1] [FEED2] The readable changes after `version`, and the last version examined (paged-reads.ts). */
   changesPage(principal: Principal, version: number, limit = 1000): Promise<{ items: ChangeRecord[]; next: number }> {
     return this.reads.changesPage(principal, version, limit)
+  }
+
+  /** [MOVE3] Where a path that is gone now lives, following recorded moves (null: nowhere known). */
+  movedTo(path: NodePath): Promise<NodePath | null> {
+    return this.reads.movedTo(path, (p) => this.cache.exists(p))
+  }
+
+  /** [MOVE6] Trash entries deleted before `before`, for the purge. */
+  expiredTrash(before: string, limit: number): Promise<NodePath[]> {
+    return this.storage.expiredTrash(before, limit)
+  }
+
+  /** [MOVE5] The trash entries of a top-level node, for its Admins (move-service.ts checks who). */
+  listTrash(top: NodePath): Promise<TrashEntry[]> {
+    return this.storage.listTrash(top)
   }
 
   permissions(principal: Principal, path: NodePath): PermissionSet {
@@ -261,6 +281,16 @@ export class NodeService implements SyncNodeApi {
     opts: { patch?: (current: MeshNode) => MergePatch | undefined } = {},
   ): Promise<MeshNode> {
     return this.writes.append(principal, path, field, items, origin, opts)
+  }
+
+  /** [MOVE2] Moves a subtree in one storage transaction; move-service.ts checks the rules first (write-path.ts). */
+  relocate(principal: Principal, from: NodePath, to: NodePath, extra: Pick<MoveInput, 'redirect' | 'trash' | 'restore'>, origin: ChangeOrigin = 'http'): Promise<ChangeRecord[]> {
+    return this.writes.relocate(principal, from, to, extra, origin)
+  }
+
+  /** [MOVE8] Renames: the name changes, the path stays (write-path.ts). */
+  rename(principal: Principal, path: NodePath, name: string, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
+    return this.writes.rename(principal, path, name, origin)
   }
 
   /** A client's Yjs update (sockets): inspected before it may touch the authoritative doc. */

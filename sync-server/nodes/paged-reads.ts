@@ -1,4 +1,4 @@
-import { isSystem, type ChangeRecord, type MeshNode, type NodeQuery, type Principal } from '../../shared/index.js'
+import { isInTrash, isSystem, selfAndAncestors, type ChangeRecord, type MeshNode, type NodePath, type NodeQuery, type Principal } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
 import type { StorageAdapter } from '../storage/index.js'
 import { CursorSealer, isSealedCursor } from './query-cursor.js'
@@ -74,6 +74,34 @@ export class PagedReads {
     }
   }
 
+  /** [MOVE4] Every node below `path` (not itself), in path order. System use only. */
+  async *scanSubtree(path: NodePath): AsyncGenerator<MeshNode> {
+    let after = `${path}/`
+    for (;;) {
+      const page = await this.storage.queryNodes({ limit: QUERY_MAX_LIMIT }, { from: after, to: `${path}0` })
+      for (const node of page) yield node
+      if (page.length < QUERY_MAX_LIMIT) return
+      after = `${page[page.length - 1]!.path},`
+    }
+  }
+
+  /**
+   * [MOVE3] Where a path that is gone now lives, following recorded moves (null: nowhere known);
+   * `exists` says whether a node is at a path now.
+   */
+  async movedTo(path: NodePath, exists: (path: NodePath) => Promise<boolean>): Promise<NodePath | null> {
+    let at = path
+    for (let hop = 0; hop < 8; hop++) {
+      const hit = await this.storage.movedFrom(selfAndAncestors(at))
+      if (!hit) return null
+      const next = `${hit.to}${at.slice(hit.from.length)}` as NodePath
+      if (next === at) return null
+      at = next
+      if (await exists(at)) return at
+    }
+    return null
+  }
+
   /**
    * [FEED3] [QUERY1] A page of the readable nodes of the query, in path order. For a user, storage
    * is scanned only inside the paths they may read (AccessService.readRegions), so a row they may
@@ -106,6 +134,7 @@ export class PagedReads {
     const parent = query.parent
     const window = parent ? { from: `${parent}/`, to: `${parent}0` } : null
     const regions: { from: string; to: string }[] = []
+    const inTrash = parent !== undefined && isInTrash(parent)
     for (const r of this.access.readRegions(userId)) {
       let from = r.from
       let to = r.to
@@ -137,7 +166,8 @@ export class PagedReads {
         },
       },
       // The regions are exact; the check stays as a second line of defence.
-      (row) => this.access.has(principal, row.path, 'Read'),
+      // [MOVE5] A trash is listed on the trash page, never in a query (unless asked for by parent).
+      (row) => this.access.has(principal, row.path, 'Read') && (inTrash || !isInTrash(row.path)),
     )
     if (sealed !== null) return { items, next: sealed }
     return { items, next: items.length >= limit ? items[items.length - 1]!.path : null }

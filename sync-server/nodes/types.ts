@@ -141,6 +141,10 @@ export interface HttpNodeApi extends NodeApi {
   changesPage(principal: Principal, version: number, limit?: number): Promise<{ items: ChangeRecord[]; next: number }>
   /** [WEB15] What the caller may do on a node (GET /api/permissions/{path}). */
   capabilities(principal: Principal, node: MeshNode): NodeCapabilities
+  /** [MOVE8] Renames: the name changes, the path stays. Needs Update. */
+  rename(principal: Principal, path: NodePath, name: string, origin?: ChangeOrigin): Promise<MeshNode>
+  /** [MOVE3] Where a path that is gone now lives, following recorded moves (null: nowhere known). */
+  movedTo(path: NodePath): Promise<NodePath | null>
 }
 
 /** [WEB15] What a caller may do on one node (GET /api/permissions/{path}). */

@@ -25,6 +25,7 @@ import {
   validateFields,
   textPolicyFor,
   withFieldsFromDoc,
+  type ChangeRecord,
   type JsonObject,
   type JsonValue,
   type MergePatch,
@@ -35,7 +36,7 @@ import {
   type Principal,
   type WriteRule,
 } from '../../shared/index.js'
-import type { StorageAdapter } from '../storage/index.js'
+import { MAX_QUERY_LIMIT, type MoveInput, type StorageAdapter } from '../storage/index.js'
 import { ACCESS_SEGMENT, type AccessService } from '../access/index.js'
 import { admitUpdate, type ClientBinding } from '../admission/index.js'
 import type { CommitFeed } from './commit-feed.js'
@@ -61,6 +62,8 @@ type Written = Promise<MeshNode | null>
 export class WritePath {
   /** Subtrees whose cascade delete is under way: nothing new may be created inside them. */
   private readonly deleting = new Set<NodePath>()
+  /** [MOVE2] Subtrees being moved (source and destination): no write inside them meanwhile. */
+  private readonly moving = new Set<NodePath>()
 
   constructor(
     private readonly storage: StorageAdapter,
@@ -288,6 +291,47 @@ export class WritePath {
     return (await this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', update, origin, true))!
   }
 
+  /**
+   * [MOVE2] Moves the subtree at `from` to `to` (the caller checked the rules, move-service.ts):
+   * writes inside either subtree wait it out (refused with `conflict`), the subtree's pending
+   * commits settle first, storage moves every row in one transaction, then, in one synchronous
+   * stretch, the access index follows the moved assignments, clients of the old paths are told
+   * where it went (closed with `moved`) and the feed publishes a Deleted and a Created per node.
+   */
+  async relocate(principal: Principal, from: NodePath, to: NodePath, extra: Pick<MoveInput, 'redirect' | 'trash' | 'restore'>, origin: ChangeOrigin = 'http'): Promise<ChangeRecord[]> {
+    if (this.underMove(from) || this.underMove(to) || this.deleting.has(from)) throw new WeftError('conflict', `${from} is being moved or deleted; retry in a moment.`)
+    for (const p of this.moving) if (p.startsWith(`${from}/`) || p.startsWith(`${to}/`)) throw new WeftError('conflict', `Part of ${from} is being moved; retry in a moment.`)
+    this.moving.add(from)
+    this.moving.add(to)
+    try {
+      await this.cache.settleUnder(from)
+      // The access nodes the move carries: the index drops the old paths and takes the new ones.
+      const carried: MeshNode[] = []
+      for (const nodeType of ['AccessAssignment', 'Membership']) {
+        carried.push(...(await this.storage.queryNodes({ nodeType, limit: MAX_QUERY_LIMIT }, { from: `${from}/`, to: `${from}0` })))
+      }
+      const records = await this.storage.moveSubtree({ from, to, at: now(), ...extra })
+      const moved = new Map<NodePath, MeshNode | null>()
+      await Promise.all(records.filter((r) => r.kind === 'Created').map(async (r) => moved.set(r.path, await this.storage.getNode(r.path))))
+      // From here on synchronous: no read or write sees half of it in memory.
+      this.cache.dropMoved(from, to)
+      for (const node of carried) this.access.observe(node, moved.get(`${to}${node.path.slice(from.length)}` as NodePath) ?? null)
+      const by = principalName(principal)
+      for (const r of records) this.feed.publish({ ...r, node: r.kind === 'Created' ? (moved.get(r.path) ?? null) : null, by, origin })
+      return records
+    } finally {
+      this.moving.delete(from)
+      this.moving.delete(to)
+    }
+  }
+
+  /** [MOVE8] Renames: the name changes, the path (and every link to it) stays. Needs Update. */
+  async rename(principal: Principal, path: NodePath, name: string, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
+    const ln = await this.cache.acquire(path)
+    const before = this.existing(ln, principal)
+    return (await this.writeContent(ln, principal, before, name, before.content, {}, origin, []))!
+  }
+
   // ---------------------------------------------------------------- write internals
 
   /** A caller creates under an existing node (reserved segments like `_Access` are not nodes). */
@@ -313,6 +357,12 @@ export class WritePath {
 
   private writable(ln: LoadedNode): void {
     if (ln.poisoned) throw new WeftError('unavailable', `A change to ${ln.path} could not be saved; retry in a moment.`)
+    if (this.moving.size > 0 && this.underMove(ln.path)) throw new WeftError('conflict', `${ln.path} is being moved; retry in a moment.`)
+  }
+
+  private underMove(path: NodePath): boolean {
+    for (let p: NodePath | null = path; p; p = parentPath(p)) if (this.moving.has(p)) return true
+    return false
   }
 
   private existing(ln: LoadedNode, principal: Principal): MeshNode {

@@ -1,4 +1,4 @@
-export type { Account, ClientBinding, CommitInput, FieldRow, StorageAdapter, StoredDoc } from './types.js'
+export type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
 export { openStorage, type OpenStorageOptions } from './open-storage.js'
 export { SqliteStorage, openSqliteStorage, type SqliteStorageOptions } from './sqlite-adapter.js'
 export { PostgresStorage, openPostgresStorage, type PostgresStorageOptions } from './postgres-adapter.js'

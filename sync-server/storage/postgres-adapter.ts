@@ -17,7 +17,8 @@ import { GroupCommitter, type ItemResult } from './group-commit.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
 import { assertFieldName, clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
-import type { Account, ClientBinding, CommitInput, FieldRow, StorageAdapter, StoredDoc } from './types.js'
+import type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
+import { applyPostgresMoveSchema, postgresExpiredTrash, postgresListTrash, postgresMovedFrom, postgresMoveSubtree } from './postgres-move.js'
 import { ensurePostgresSearchIndex, searchPostgres } from './postgres-search-index.js'
 import type { SearchHit, SearchPlan } from './search-plan.js'
 
@@ -79,6 +80,7 @@ export class PostgresStorage implements StorageAdapter {
         await client.query(POSTGRES_SCHEMA)
         // [FIND1] The full-text column, its trigger and GIN index (an existing data set is filled once).
         await ensurePostgresSearchIndex(client)
+        await applyPostgresMoveSchema(client)
       })
     } catch (error) {
       await pool.end()
@@ -362,6 +364,23 @@ export class PostgresStorage implements StorageAdapter {
       [Math.floor(version), clampLimit(limit, 1000, MAX_CHANGES_LIMIT)],
     )
     return r.rows.map((row) => ({ version: Number(row.version), path: row.path as NodePath, nodeType: row.node_type, kind: row.kind }))
+  }
+
+  async moveSubtree(input: MoveInput): Promise<ChangeRecord[]> {
+    if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
+    return withTransaction(this.pool, (client) => postgresMoveSubtree(client, input))
+  }
+
+  async movedFrom(paths: readonly NodePath[]): Promise<{ from: NodePath; to: NodePath } | null> {
+    return postgresMovedFrom(this.pool, paths)
+  }
+
+  async listTrash(top: NodePath): Promise<TrashEntry[]> {
+    return postgresListTrash(this.pool, top)
+  }
+
+  async expiredTrash(before: string, limit: number): Promise<NodePath[]> {
+    return postgresExpiredTrash(this.pool, before, limit)
   }
 
   async lastVersion(): Promise<number> {

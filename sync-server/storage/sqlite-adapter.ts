@@ -19,7 +19,8 @@ import { contentOfLog } from './compaction.js'
 import type { RowJson } from './row-parts.js'
 import { SqliteWriter, openSqliteConnection, type BatchItem } from './sqlite-writer.js'
 import { deserializeError, fromWire, toWire, type WireItemResult, type WriterInit, type WriterRequest, type WriterResponse } from './sqlite-writer-protocol.js'
-import type { Account, ClientBinding, CommitInput, FieldRow, StorageAdapter, StoredDoc } from './types.js'
+import type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
+import { sqliteExpiredTrash, sqliteListTrash, sqliteMovedFrom } from './sqlite-move.js'
 import { repairSqliteSearchIndex, searchSqlite } from './sqlite-search-index.js'
 import type { SearchHit, SearchPlan } from './search-plan.js'
 
@@ -105,6 +106,8 @@ class InlineWriter implements WriterPort {
         setImmediate(() => this.compactSome())
         return results
       }
+      case 'move':
+        return this.writer.moveSubtree(message.move).map((value) => ({ ok: true, value }))
       case 'createAccount':
         this.writer.createAccount(message.account)
         return undefined
@@ -311,6 +314,25 @@ export class SqliteStorage implements StorageAdapter {
     return this.stmt.changesSince
       .all(Math.floor(version), clampLimit(limit, 1000, MAX_CHANGES_LIMIT))
       .map((r) => ({ version: r.version, path: r.path as NodePath, nodeType: r.node_type, kind: r.kind }))
+  }
+
+  async moveSubtree(input: MoveInput): Promise<ChangeRecord[]> {
+    if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
+    // The node service waits for the subtree's commits to settle and holds its writes meanwhile.
+    const results = (await this.writer.request({ op: 'move', move: input })) ?? []
+    return results.flatMap((r) => (r.ok && r.value ? [r.value] : []))
+  }
+
+  async movedFrom(paths: readonly NodePath[]): Promise<{ from: NodePath; to: NodePath } | null> {
+    return sqliteMovedFrom(this.db, paths)
+  }
+
+  async listTrash(top: NodePath): Promise<TrashEntry[]> {
+    return sqliteListTrash(this.db, top)
+  }
+
+  async expiredTrash(before: string, limit: number): Promise<NodePath[]> {
+    return sqliteExpiredTrash(this.db, before, limit)
   }
 
   async lastVersion(): Promise<number> {

@@ -1,7 +1,7 @@
 import { WeftError, isWeftError, type ChangeRecord, type ErrorCode } from '../../shared/index.js'
 import type { ItemResult } from './group-commit.js'
 import type { BatchItem } from './sqlite-writer.js'
-import type { Account } from './types.js'
+import type { Account, MoveInput } from './types.js'
 
 /** Messages from the storage adapter to its writer thread. */
 export type WriterRequest =
@@ -11,6 +11,7 @@ export type WriterRequest =
   | { id: number; op: 'revokeToken'; hash: string }
   | { id: number; op: 'purgeTokens'; before: string }
   | { id: number; op: 'purgeChanges'; below: number }
+  | { id: number; op: 'move'; move: MoveInput }
   | { id: number; op: 'close' }
 
 export interface SerializedError {

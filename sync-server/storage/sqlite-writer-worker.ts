@@ -31,6 +31,9 @@ port.on('message', (request: WriterRequest) => {
       case 'batch':
         response = { id: request.id, ok: true, value: toWire(writer.writeBatch(request.batch)) }
         break
+      case 'move':
+        response = { id: request.id, ok: true, value: writer.moveSubtree(request.move).map((value) => ({ ok: true, value })) }
+        break
       case 'createAccount':
         writer.createAccount(request.account)
         response = { id: request.id, ok: true }

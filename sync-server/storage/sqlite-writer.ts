@@ -11,8 +11,9 @@ import type { ItemResult } from './group-commit.js'
 import { pathColumns, toBuffer, toBytes } from './row-mapping.js'
 import { RowPartsCache, type RowJson } from './row-parts.js'
 import { SQLITE_ADDED_COLUMNS, SQLITE_ADDED_INDEXES, SQLITE_SCHEMA } from './sqlite-schema.js'
+import type { Account, MoveInput } from './types.js'
+import { applySqliteMoveSchema, sqliteMoveSubtree } from './sqlite-move.js'
 import { ensureSqliteSearchIndex } from './sqlite-search-index.js'
-import type { Account } from './types.js'
 
 export interface PreparedCommit {
   /** Without the content object: the writer thread writes its JSON text, and cloning the object to it would be wasted. */
@@ -48,6 +49,7 @@ export function openSqliteConnection(file: string, busyTimeoutMs: number): Datab
   db.exec(SQLITE_ADDED_INDEXES)
   // [FIND1] The full-text index and its triggers (filled at boot by repairSqliteSearchIndex).
   ensureSqliteSearchIndex(db)
+  applySqliteMoveSchema(db)
   return db
 }
 
@@ -238,6 +240,11 @@ export class SqliteWriter {
         this.stmt.dropLogged.run(path, last.seq)
       })
       .immediate()
+  }
+
+  /** [MOVE2] One subtree's move in one transaction. */
+  moveSubtree(input: MoveInput): ChangeRecord[] {
+    return this.db.transaction(() => sqliteMoveSubtree(this.db, input)).immediate()
   }
 
   createAccount(account: Account): void {

@@ -50,6 +50,30 @@ export interface CommitInput {
   clients?: readonly ClientBinding[]
 }
 
+/** [MOVE2] A subtree's move: every row, log entry and client binding under `from` goes under `to`. */
+export interface MoveInput {
+  from: NodePath
+  to: NodePath
+  /** ISO time of the move. */
+  at: string
+  /** [MOVE3] Remember `from -> to`, so a read of an old path can say where it went (a plain move). */
+  redirect: boolean
+  /** [MOVE5] A trash: `to` is the trash entry; this is what a restore needs. */
+  trash?: { originalPath: NodePath; deletedBy: string }
+  /** [MOVE6] A restore: `from` is a trash entry, dropped in the same transaction. */
+  restore?: boolean
+}
+
+/** [MOVE5] A trashed subtree: its root now at `path` (`{top}/_Trash/{id}`). */
+export interface TrashEntry {
+  path: NodePath
+  originalPath: NodePath
+  name: string
+  nodeType: string
+  deletedBy: string
+  deletedAt: string
+}
+
 export interface StoredDoc {
   /** Compacted state (a Yjs update) or null, followed by the updates logged since. */
   snapshot: Uint8Array | null
@@ -105,6 +129,19 @@ export interface StorageAdapter {
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>
   changesSince(version: number, limit: number): Promise<ChangeRecord[]>
+  /**
+   * [MOVE2] Moves a subtree in ONE transaction, or nothing: `not_found` when `from` is absent,
+   * `conflict` when `to` or anything under it exists. Each moved node gets a Deleted change of its
+   * old path and a Created change of its new one (returned: the Deleted ones first, each in path
+   * order); a row keeps its Yjs log, bindings, creator and times. Ordered after earlier commits.
+   */
+  moveSubtree(input: MoveInput): Promise<ChangeRecord[]>
+  /** [MOVE3] The recorded move of the closest of `paths` (a path and its ancestors) that has one. */
+  movedFrom(paths: readonly NodePath[]): Promise<{ from: NodePath; to: NodePath } | null>
+  /** [MOVE5] The trash entries under `{top}/_Trash/` whose node is still there, newest first. */
+  listTrash(top: NodePath): Promise<TrashEntry[]>
+  /** [MOVE6] Trash entries (still there) deleted before `before` (an ISO time), at most `limit`. */
+  expiredTrash(before: string, limit: number): Promise<NodePath[]>
   lastVersion(): Promise<number>
 
   createAccount(account: Account): Promise<void>

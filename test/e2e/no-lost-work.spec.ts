@@ -237,9 +237,9 @@ test('[WEB8] at 390 px the page is usable: no sideways scrolling, navigation beh
 
   const v = await openLoggedIn(browser, server, vic, 'Team/Essay')
   await v.page.setViewportSize({ width: 390, height: 844 })
-  await expect(page$(v.page).getByRole('button', { name: 'Delete node' })).toBeDisabled()
+  await expect(page$(v.page).getByRole('button', { name: 'Delete', exact: true })).toBeDisabled()
   await expect(page$(v.page).getByRole('button', { name: 'Add field' })).toBeDisabled()
-  await expect(page$(v.page).getByText('Only an Admin can delete this node.')).toBeVisible()
+  await expect(page$(v.page).getByText('Only an Admin can move or delete this node.')).toBeVisible()
   await v.page.screenshot({ path: '/tmp/weft-390-viewer.png', fullPage: true })
   await v.context.close()
 })

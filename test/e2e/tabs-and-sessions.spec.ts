@@ -104,12 +104,11 @@ test('the navigation tree works from the keyboard and fields are labelled', asyn
   await context.close()
 })
 
-test('a node is deleted from its page (after confirming) and is gone from the server and the list', async ({ browser }) => {
+test('[MOVE5] a node is deleted from its page (to the trash) and is gone from the server and the list', async ({ browser }) => {
   await putNode(server, ann, 'Desk/Doomed', 'Document', { X: 1 }, 'Doomed')
   const { context, page } = await openLoggedIn(browser, server, ann, 'Desk/Doomed')
   await expect(field(page, 'X')).toHaveValue('1')
-  page.once('dialog', (d) => void d.accept())
-  await page.locator('weft-node-page').getByRole('button', { name: 'Delete node' }).click()
+  await page.locator('weft-node-page').getByRole('button', { name: 'Delete', exact: true }).click()
   await expect(page).toHaveURL(/#\/n\/Desk$/)
   await expect(page.locator('weft-node-page ul.children').getByRole('link', { name: 'Doomed' })).toHaveCount(0)
   expect((await api(server, ann, 'GET', '/api/nodes/Desk/Doomed')).status).toBe(404)

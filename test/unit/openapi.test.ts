@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest'
 import { apiRoutes, type ApiDeps } from '../../sync-server/http/api-routes.js'
 import { OPENAPI_DOCUMENT } from '../../sync-server/http/openapi.js'
 import { inviteRoutes } from '../../sync-server/engines/subscriptions/routes.js'
+import { moveRoutes } from '../../sync-server/http/move-routes.js'
+import type { HttpNodeApi, MoveService } from '../../sync-server/nodes/index.js'
 import type { InviteDeps } from '../../sync-server/engines/subscriptions/invites.js'
 import { threadRoutes } from '../../sync-server/engines/threads/post.js'
 import { systemClock } from '../../sync-server/engines/threads/model.js'
@@ -11,12 +13,12 @@ import { searchRoutes, type SearchService } from '../../sync-server/search/index
 /** [DOCS1] The OpenAPI document describes every route the server has. */
 describe('OpenAPI document', () => {
   // Building the route tables touches none of their dependencies.
-  const routes = [...apiRoutes({ isHealthy: () => true } as unknown as ApiDeps), ...inviteRoutes({} as unknown as InviteDeps), ...threadRoutes({} as unknown as NodeApi, systemClock), ...searchRoutes({} as unknown as SearchService)]
+  const routes = [...apiRoutes({ isHealthy: () => true } as unknown as ApiDeps), ...inviteRoutes({} as unknown as InviteDeps), ...threadRoutes({} as unknown as NodeApi, systemClock), ...searchRoutes({} as unknown as SearchService), ...moveRoutes({} as unknown as HttpNodeApi, {} as unknown as MoveService)]
   const paths = OPENAPI_DOCUMENT.paths as Record<string, Record<string, unknown>>
   /** A concrete URL for an OpenAPI path template: every `{param}` becomes a valid segment. */
   const example = (template: string) => template.replace(/\{[^}]+\}/g, 'Seg1')
 
-  it('[DOCS1] every route in api-routes (and the invite and search routes) is described with its method', () => {
+  it('[DOCS1] every route in api-routes (and the invite, thread, search and move routes) is described with its method', () => {
     const missing = routes
       .filter((route) => !Object.entries(paths).some(([template, ops]) => route.pattern.test(example(template)) && route.method.toLowerCase() in ops))
       .map((r) => `${r.method} ${r.pattern.source}`)

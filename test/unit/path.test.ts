@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest'
 import fc from 'fast-check'
 import {
   isDescendantOrSelf,
+  isInTrash,
   isReservedSegment,
   isWeftError,
   joinPath,
@@ -209,5 +210,16 @@ describe('slug (invite contract: trim, lower-case, every non letter/digit char b
         expect(tryParseNodePath(slug(s))).not.toBeNull()
       }),
     )
+  })
+})
+
+describe('isInTrash', () => {
+  it('[MOVE5] is true for {top}/_Trash and below only', () => {
+    expect(isInTrash('space/_Trash')).toBe(true)
+    expect(isInTrash('space/_Trash/ab12/doc')).toBe(true)
+    expect(isInTrash('space/_TrashX/doc')).toBe(false)
+    expect(isInTrash('space/doc/_Trash/x')).toBe(false)
+    expect(isInTrash('_Trash/x')).toBe(false)
+    expect(isInTrash('space')).toBe(false)
   })
 })

@@ -44,6 +44,8 @@ export class HttpError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** [MOVE3] A `moved` refusal's new path. */
+    readonly to?: string,
   ) {
     super(message)
     this.name = 'HttpError'
@@ -103,8 +105,8 @@ export class HttpApi {
       // not JSON (e.g. a proxy's error page)
     }
     if (!res.ok) {
-      const err = (json as { error?: { code?: string; message?: string } } | null)?.error
-      throw new HttpError(res.status, err?.code ?? 'http_' + res.status, err?.message ?? `${method} ${url} failed with ${res.status}`)
+      const err = (json as { error?: { code?: string; message?: string; to?: string } } | null)?.error
+      throw new HttpError(res.status, err?.code ?? 'http_' + res.status, err?.message ?? `${method} ${url} failed with ${res.status}`, typeof err?.to === 'string' ? err.to : undefined)
     }
     return json as T
   }
@@ -226,4 +228,38 @@ export class HttpApi {
   deleteNode(path: string): Promise<void> {
     return this.request('DELETE', `/api/nodes/${encodePath(path)}`)
   }
+
+  /** [MOVE8] The name changes, the path stays. */
+  renameNode(path: string, name: string): Promise<MeshNode> {
+    return this.request('POST', `/api/nodes/${encodePath(path)}/rename`, { name })
+  }
+
+  /** [MOVE1] Moves the node and its subtree to `to`. */
+  moveNode(path: string, to: string): Promise<{ path: string; moved: number }> {
+    return this.request('POST', `/api/nodes/${encodePath(path)}/move`, { to })
+  }
+
+  /** [MOVE5] The app's Delete: to the trash of its space. */
+  trashNode(path: string): Promise<{ trashPath: string; originalPath: string }> {
+    return this.request('POST', `/api/nodes/${encodePath(path)}/trash`, {})
+  }
+
+  /** [MOVE6] Admins of the space. */
+  listTrash(space: string): Promise<{ items: TrashEntry[] }> {
+    return this.request('GET', `/api/trash/${encodePath(space)}`)
+  }
+
+  restoreNode(trashPath: string): Promise<{ path: string }> {
+    return this.request('POST', `/api/nodes/${encodePath(trashPath)}/restore`, {})
+  }
+}
+
+/** [MOVE6] A trashed subtree, as the trash page lists it. */
+export interface TrashEntry {
+  path: string
+  originalPath: string
+  name: string
+  nodeType: string
+  deletedBy: string
+  deletedAt: string
 }

@@ -1,1 +1,1 @@
-export { HttpApi, HttpError, NetworkError, nextVersion, type AuthResult, type Capabilities, type ChangePage, type Me, type SearchHit } from './http-client.js'
+export { HttpApi, HttpError, NetworkError, nextVersion, type AuthResult, type Capabilities, type ChangePage, type Me, type SearchHit, type TrashEntry } from './http-client.js'

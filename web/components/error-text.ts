@@ -22,6 +22,8 @@ const BY_CODE: Record<string, string> = {
   invalid_credentials: 'The email or password is not right.',
   rate_limited: 'Too many failed sign-ins. Wait a little and try again.',
   email_taken: 'An account with this email already exists. Sign in instead.',
+  invalid_move: 'That cannot move there: a space, a home and the Admin area keep their place, a group keeps its place, and nothing moves into itself.',
+  moved: 'This node was moved.',
   last_admin: 'A space always keeps at least one Admin.',
   conflict: 'Someone changed this at the same time. Try again.',
   payload_too_large: 'This change is larger than the server accepts.',

@@ -32,8 +32,14 @@ export class WeftTreeNode extends LitElement {
     return this
   }
 
-  override willUpdate() {
+  override willUpdate(changed: Map<string, unknown>) {
+    // [MOVE9] The open node is revealed: every ancestor of it in the tree opens.
+    if (changed.has('current') && this.current.startsWith(`${this.path}/`)) this.expanded = true
     if (this.expanded) this.children$.watch(this.path, () => app().streams.query$({ parent: this.path, limit: LEVEL_LIMIT }))
+  }
+
+  override updated(changed: Map<string, unknown>) {
+    if (changed.has('current') && this.current === this.path) this.querySelector(':scope > li > a')?.scrollIntoView({ block: 'nearest' })
   }
 
   toggle(open = !this.expanded) {

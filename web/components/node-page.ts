@@ -2,7 +2,7 @@ import { LitElement, css, html, nothing } from 'lit'
 import { repeat } from 'lit/directives/repeat.js'
 // Runtime imports name shared/ modules directly: shared/index.js also pulls the zod node-type
 // schemas, which the browser never needs and which cost cold-start parse time.
-import { joinPath, parentPath, type NodePath } from '../../shared/path.js'
+import { joinPath, type NodePath } from '../../shared/path.js'
 import { jsonEqual, type JsonObject, type JsonValue } from '../../shared/json.js'
 import { diffToMergePatch, type MergePatch } from '../../shared/merge-patch.js'
 import { isTextField, TYPED_TEXT_FIELDS } from '../../shared/text-fields.js'
@@ -26,6 +26,9 @@ import { warmPicker } from './link-field.js'
 import './text-field.js'
 import './refused-list.js'
 import './value-view.js'
+import './node-actions.js'
+import './moved-notice.js'
+import { removeFieldWithUndo } from './field-undo.js'
 import { recordRecent } from './recent.js'
 
 const CHILD_LIMIT = 200
@@ -291,17 +294,6 @@ export class WeftNodePage extends LitElement {
     void this.create(name, String(data.get('nodeType') ?? 'Document'), form)
   }
 
-  private async onDelete() {
-    if (!confirm(`Delete ${this.path} and everything under it?`)) return
-    const parent = parentPath(this.path as NodePath)
-    try {
-      await app().client.deleteNode(this.path)
-      location.hash = nodeHref(parent ?? app().session.userId)
-    } catch (e) {
-      this.pageError = humanError(e)
-    }
-  }
-
   private isMultiline(key: string, value: string, nodeType: string): boolean {
     let m = this.multiline.get(key)
     if (m === undefined) {
@@ -352,7 +344,7 @@ export class WeftNodePage extends LitElement {
       ${readonly
         ? html`<span></span>`
         : html`<wa-button size="small" appearance="plain" class="icon" title=${`Remove field ${key}`}
-            @click=${() => this.patchField(key, null)}><span aria-hidden="true">✕</span><span class="visually-hidden">Remove field ${key}</span></wa-button>`}`
+            @click=${() => removeFieldWithUndo(key, value, (k, v) => this.patchField(k, v))}><span aria-hidden="true">✕</span><span class="visually-hidden">Remove field ${key}</span></wa-button>`}`
   }
 
   private renderExtension(view: NodeView) {
@@ -405,6 +397,8 @@ export class WeftNodePage extends LitElement {
     const view = this.node.value
     const access = this.access.value
     const others = this.presence.value ?? []
+    const gone = access?.denied && (access.denied.code === 'moved' || (access.denied.code === 'not_found' && !view)) ? access.denied : null
+    if (gone) return html`<weft-moved-notice .path=${this.path} .code=${gone.code} .message=${gone.message}></weft-moved-notice>`
     if (access?.denied && !view) {
       // [WEB26] Someone else's run (on a shared operation, say) is a run the reader cannot see, in words.
       const what = this.path.includes('/_Activity/') ? 'You cannot see this run' : `You cannot open ${this.path}`
@@ -420,7 +414,7 @@ export class WeftNodePage extends LitElement {
     const neverDeletable = !canDelete && this.can('Delete')
     return html`
       <header>
-        <h1>${view.name}</h1>
+        <weft-node-title .view=${view} ?canRename=${canUpdate}></weft-node-title>
         <wa-badge class="type" variant="brand" appearance="filled" pill>${view.nodeType === 'ActivityLog' ? 'Run' : view.nodeType}</wa-badge>
         ${this.crumbs.value.length
           ? html`<nav class="crumbs" aria-label="Breadcrumb">${this.crumbs.value.map((c) => html`<a href=${nodeHref(c.path)}>${c.name}</a><span aria-hidden="true"> › </span>`)}</nav>`
@@ -440,10 +434,7 @@ export class WeftNodePage extends LitElement {
       ${view.nodeType === 'ActivityLog' ? this.renderRun(view) : this.renderEditable(view, kids, canUpdate, canCreate)}
       ${(view.nodeType === 'ActivityLog' && !canDelete) || neverDeletable
         ? nothing
-        : html`<section>
-            <wa-button size="small" variant="danger" appearance="outlined" ?disabled=${!canDelete} @click=${this.onDelete}>Delete node</wa-button>
-            ${canDelete ? nothing : html`<span class="reason-off">Only an Admin can delete this node.</span>`}
-          </section>`}
+        : html`<section><weft-node-actions .view=${view} ?canDelete=${canDelete} ?canManage=${this.can('ManageAccess')}></weft-node-actions></section>`}
     `
   }
 

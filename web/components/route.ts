@@ -16,3 +16,13 @@ export const HOME_HREF = '#/'
 
 /** [WEB18] The operations the caller can run: the built-in ones and shared Code operations. */
 export const OPERATIONS_HREF = '#/operations'
+
+/** [MOVE6] A space's trash (its Admins restore from it). */
+export function trashHref(space: string): string {
+  return `#/trash/${space}`
+}
+
+export function trashFromHash(hash: string): string | null {
+  const m = /^#\/trash\/([^/]+)$/.exec(hash)
+  return m ? decodeURIComponent(m[1]!) : null
+}

@@ -5,7 +5,7 @@ import type { Session, SyncStatus } from '../sync/index.js'
 import type { OpError } from '../sync/sync-client.js'
 import { humanMessage } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
-import { HOME_HREF, OPERATIONS_HREF, pathFromHash, REFUSED_HREF } from './route.js'
+import { HOME_HREF, OPERATIONS_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
 import './auth-page.js'
 import './nav-tree.js'
 import './node-page.js'
@@ -15,6 +15,7 @@ import './home-page.js'
 import './operations-page.js'
 import './quick-find.js'
 import type { WeftQuickFind } from './quick-find.js'
+import './trash-page.js'
 
 /** The root: sign-in, or the signed-in layout (status bar, navigation tree, node page). */
 export class WeftApp extends LitElement {
@@ -111,8 +112,9 @@ export class WeftApp extends LitElement {
   }
 
   /** [WEB14] No route (or `#/`) is the home; `#/n/{path}` a node; the refused list; operations. */
-  private renderPage(path: string | null) {
+  private renderPage(path: string | null, trash: string | null) {
     if (path) return html`<weft-node-page .path=${path}></weft-node-page>`
+    if (trash) return html`<h1 class="page-title">Trash</h1><weft-trash-page .space=${trash}></weft-trash-page>`
     if (this.route === REFUSED_HREF) return html`<h1 class="page-title">Refused changes</h1><weft-refused-list></weft-refused-list>`
     if (this.route === OPERATIONS_HREF) return html`<weft-operations-page></weft-operations-page>`
     if (this.route !== '' && this.route !== HOME_HREF && this.route !== '#') return html`<h1 class="page-title">Not found</h1><p>Nothing lives at this address. <a href=${HOME_HREF}>Go home</a>.</p>`
@@ -123,6 +125,7 @@ export class WeftApp extends LitElement {
     if (!this.session) return html`<weft-auth-page @signed-in=${this.onSignedIn}></weft-auth-page>`
     if (!this.ready) return html`<p aria-busy="true">Opening your nodes…</p>`
     const path = pathFromHash(this.route)
+    const trash = trashFromHash(this.route)
     const final = this.status.value?.final
     return html`
       <div class="bar">
@@ -155,8 +158,8 @@ export class WeftApp extends LitElement {
           </div>`
         : nothing}
       <div class="layout ${this.navOpen ? 'nav-open' : ''}">
-        <weft-nav-tree id="nav" .current=${path ?? this.route}></weft-nav-tree>
-        <main>${this.renderPage(path)}</main>
+        <weft-nav-tree id="nav" .current=${path ?? trash ?? this.route}></weft-nav-tree>
+        <main>${this.renderPage(path, trash)}</main>
       </div>
     `
   }

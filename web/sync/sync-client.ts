@@ -402,6 +402,11 @@ export class SyncClient {
       else if (e instanceof NetworkError) queue = true
       else throw e
     }
+    this.dropReplicas(path)
+    await this.store.removeLocal(path, queue)
+  }
+
+  private dropReplicas(path: string): void {
     for (const [p, held] of this.replicas) {
       if (p === path || p.startsWith(path + '/')) {
         if (held.idleTimer) clearTimeout(held.idleTimer)
@@ -409,7 +414,16 @@ export class SyncClient {
         this.replicas.delete(p)
       }
     }
-    await this.store.removeLocal(path, queue)
+  }
+
+  /**
+   * [MOVE2] After a move, a trash or a restore: this device forgets the subtree's old place and
+   * re-reads the parents on both sides (the server holds the nodes at their new place).
+   */
+  async relocated(from: string, to: string): Promise<void> {
+    this.dropReplicas(from)
+    await this.store.removeLocal(from, false)
+    await Promise.all([parentOf(from), parentOf(to)].map((p) => this.refreshChildren(p)))
   }
 
   /**

@@ -1,0 +1,45 @@
+import { LitElement, html, nothing } from 'lit'
+import { HttpError } from '../api/index.js'
+import { app } from '../app-context.js'
+import { humanMessage } from './error-text.js'
+import { nodeHref } from './route.js'
+
+/**
+ * [MOVE3] `<weft-moved-notice path code message>`: shown instead of a node the server refused to
+ * open (`moved`, or `not_found`). It asks the server where the node went (a read of the old path
+ * answers `moved` with the new one, to a reader of it) and links there; else it says why.
+ */
+export class WeftMovedNotice extends LitElement {
+  static override properties = { path: {}, code: {}, message: {}, to: { state: true }, asked: { state: true } }
+  declare path: string
+  declare code: string
+  declare message: string
+  declare to: string | null
+  declare asked: string
+
+  constructor() {
+    super()
+    this.to = null
+    this.asked = ''
+  }
+
+  override willUpdate(): void {
+    if (this.asked === this.path) return
+    this.asked = this.path
+    this.to = this.code === 'moved' ? (/Moved to (\S+)/.exec(this.message)?.[1] ?? null) : null
+    if (this.to) return
+    const asked = this.path
+    app()
+      .client.api.getNode(asked)
+      .catch((e: unknown) => {
+        const to = e instanceof HttpError && e.code === 'moved' ? e.to : undefined
+        if (this.asked === asked && to) this.to = to
+      })
+  }
+
+  override render() {
+    if (this.to) return html`<p role="status" data-moved>This node was moved. <a href=${nodeHref(this.to)}>Open it in its new place</a></p>`
+    return html`<p class="denied" role="alert">You cannot open this node: ${humanMessage(this.code, this.message)} (${this.code}).</p>${nothing}`
+  }
+}
+customElements.define('weft-moved-notice', WeftMovedNotice)

@@ -1,0 +1,79 @@
+import { LitElement, css, html, nothing } from 'lit'
+
+/** How long a toast stays when nobody acts on it (its Undo stays reachable that long). */
+const TOAST_MS = 10_000
+
+interface ToastItem {
+  id: number
+  message: string
+  action?: { label: string; run: () => Promise<void> | void }
+}
+
+/**
+ * [MOVE9] `<weft-toast>`: one line at the bottom of the screen saying what just happened, with an
+ * Undo where it can be undone ("Moved to trash · Undo", "Removed field Title · Undo"). Polite live
+ * region; the action is a real button (keyboard reachable).
+ */
+export class WeftToast extends LitElement {
+  static override properties = { items: { state: true } }
+  declare items: ToastItem[]
+  private nextId = 1
+
+  static override styles = css`
+    :host { position: fixed; left: 50%; bottom: 1em; transform: translateX(-50%); z-index: 20; pointer-events: none; display: flex; flex-direction: column; gap: 0.5em; max-width: calc(100vw - 2em); }
+    .toast { pointer-events: auto; display: flex; align-items: center; gap: 0.8em; padding: 0.6em 0.9em; border-radius: 8px; background: #1d2433; color: #fff; box-shadow: 0 4px 16px rgb(0 0 0 / 0.2); overflow-wrap: anywhere; }
+    button { font: inherit; border: 1px solid #8ab4ff; color: #cfe0ff; background: transparent; border-radius: 6px; padding: 0.2em 0.7em; cursor: pointer; }
+    button.close { border: none; color: #aab; }
+    button:focus-visible { outline: 2px solid #8ab4ff; outline-offset: 1px; }
+  `
+
+  constructor() {
+    super()
+    this.items = []
+  }
+
+  show(message: string, action?: ToastItem['action']): void {
+    const item = { id: this.nextId++, message, action }
+    this.items = [...this.items.slice(-2), item]
+    setTimeout(() => this.dismiss(item.id), TOAST_MS)
+  }
+
+  private dismiss(id: number): void {
+    this.items = this.items.filter((i) => i.id !== id)
+  }
+
+  private async act(item: ToastItem): Promise<void> {
+    this.dismiss(item.id)
+    try {
+      await item.action?.run()
+    } catch (e) {
+      this.show(`Could not undo: ${(e as Error).message}`)
+    }
+  }
+
+  override render() {
+    return html`<div role="status" aria-live="polite">
+      ${this.items.map(
+        (item) => html`<div class="toast" data-toast>
+          <span>${item.message}</span>
+          ${item.action ? html`<button type="button" @click=${() => this.act(item)}>${item.action.label}</button>` : nothing}
+          <button type="button" class="close" aria-label="Dismiss" @click=${() => this.dismiss(item.id)}>✕</button>
+        </div>`,
+      )}
+    </div>`
+  }
+}
+customElements.define('weft-toast', WeftToast)
+
+/** Shows a toast (creating the one `<weft-toast>` of the page on first use). */
+export function showToast(message: string, action?: ToastItem['action']): void {
+  let el = document.querySelector('weft-toast')
+  if (!el) el = document.body.appendChild(document.createElement('weft-toast'))
+  el.show(message, action)
+}
+
+declare global {
+  interface HTMLElementTagNameMap {
+    'weft-toast': WeftToast
+  }
+}
