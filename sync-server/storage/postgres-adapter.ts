@@ -329,10 +329,17 @@ export class PostgresStorage implements StorageAdapter {
   }
 
   async queryFields(query: NodeQuery, fields: readonly string[]): Promise<FieldRow[]> {
-    const { where, params, param, limit } = pgFilter(query)
+    // [KIT7] An engine's filter is exact (field and value as written), `content ->> 'F' = $n`:
+    // what the engine-scan indexes hold (postgres-schema.ts), so no row's content is read to match.
+    const { where: plain, params, param, limit } = pgFilter({ ...query, where: undefined })
+    const exact = Object.entries(query.where ?? {}).map(([f, v]) => {
+      assertFieldName(f)
+      return `content ->> '${f}' = ${param(v)}`
+    })
+    const where = [plain.replace(/^WHERE /, ''), ...exact].filter(Boolean).join(' AND ')
     for (const f of fields) assertFieldName(f)
     const cols = fields.map((f, i) => `content -> ${param(f)}::text AS f${i}`).join(', ')
-    const sql = `SELECT path, node_type, content_stale${cols ? `, ${cols}` : ''} FROM nodes ${where} ORDER BY path LIMIT ${param(limit)}`
+    const sql = `SELECT path, node_type, content_stale${cols ? `, ${cols}` : ''} FROM nodes ${where ? `WHERE ${where}` : ''} ORDER BY path LIMIT ${param(limit)}`
     const r = await this.pool.query<Record<string, unknown>>(sql, params)
     // A stale row answers from the row as it is ([STO5]: at most a second old), never its log.
     return r.rows.map((row) => ({

@@ -32,6 +32,10 @@ CREATE INDEX IF NOT EXISTS nodes_stale ON nodes (path) WHERE content_stale;
 CREATE INDEX IF NOT EXISTS nodes_parent ON nodes (parent, path);
 CREATE INDEX IF NOT EXISTS nodes_type ON nodes (node_type, path);
 CREATE INDEX IF NOT EXISTS nodes_last_segment ON nodes (last_segment);
+-- [KIT7] Engine scans (queryFields, exact): the few matches come from these, no row is read to match.
+CREATE INDEX IF NOT EXISTS nodes_scan_status ON nodes (node_type, (content ->> 'Status'));
+CREATE INDEX IF NOT EXISTS nodes_scan_requested ON nodes (node_type, (content ->> 'RequestedStatus'));
+CREATE INDEX IF NOT EXISTS nodes_scan_pending ON nodes (node_type, (content ->> 'HasPending'));
 
 CREATE TABLE IF NOT EXISTS node_updates (
   path text COLLATE "C" NOT NULL,

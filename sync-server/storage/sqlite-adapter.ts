@@ -16,6 +16,7 @@ import { GroupCommitter } from './group-commit.js'
 import { assertFieldName, clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, rowToNode, toBytes, type NodeRow } from './row-mapping.js'
 import { contentOfLog } from './compaction.js'
+import { ENGINE_SCANS } from './sqlite-schema.js'
 import type { RowJson } from './row-parts.js'
 import { SqliteWriter, openSqliteConnection, type BatchItem } from './sqlite-writer.js'
 import { deserializeError, fromWire, toWire, type WireItemResult, type WriterInit, type WriterRequest, type WriterResponse } from './sqlite-writer-protocol.js'
@@ -278,12 +279,12 @@ export class SqliteStorage implements StorageAdapter {
   }
 
   async queryFields(query: NodeQuery, fields: readonly string[]): Promise<FieldRow[]> {
-    const { where, params, limit } = sqliteFilter(query)
+    const { where, params, limit } = sqliteExactFilter(query)
     // `->` gives each field as JSON text (SQLite parses the row in C). A stale row answers from
     // the row as it is ([STO5]: at most a second old); rebuilding it from its Yjs log here held
     // the event loop for seconds on a running 100,000-line log.
     const cols = fields.map((f, i) => `content -> ${sqlJsonPath(f)} AS f${i}`).join(', ')
-    const sql = `SELECT path, node_type, content_stale${cols ? `, ${cols}` : ''} FROM nodes ${where} ORDER BY path LIMIT ?`
+    const sql = `SELECT path, node_type, content_stale${cols ? `, ${cols}` : ''} FROM nodes${scanIndex(query)} ${where} ORDER BY path LIMIT ?`
     const rows = this.db.prepare<unknown[], Record<string, unknown>>(sql).all(...params, limit)
     return rows.map((row) => ({
       path: row.path as NodePath,
@@ -420,6 +421,38 @@ function sqliteFilter(query: NodeQuery, within?: { from: string; to: string }): 
 }
 
 /** A top-level field as a JSON path literal; the name is checked against the query alphabet first. */
+/**
+ * [KIT7] An engine's filter: `where` is exact (field name and value as written; "true"/"false"
+ * are JSON booleans) and written as `json_extract(content, '$."F"') = ?` with the node type
+ * inline, the very expressions of the engine-scan indexes (sqlite-schema.ts), so SQLite answers
+ * from the index instead of parsing every row.
+ */
+function sqliteExactFilter(query: NodeQuery): { where: string; params: unknown[]; limit: number } {
+  const { where: plain, params } = sqliteFilter({ ...query, where: undefined, nodeType: undefined })
+  const clauses = plain ? [plain.replace(/^WHERE /, '')] : []
+  if (query.nodeType !== undefined) {
+    if (!/^[A-Za-z][A-Za-z0-9_.]{0,99}$/.test(query.nodeType)) throw new WeftError('invalid_request', `Invalid node type ${JSON.stringify(query.nodeType)}.`)
+    clauses.push(`node_type = '${query.nodeType}'`)
+  }
+  for (const [field, value] of Object.entries(query.where ?? {})) {
+    clauses.push(`json_extract(content, ${sqlJsonPath(field)}) = ?`)
+    params.push(value === 'true' ? 1 : value === 'false' ? 0 : value)
+  }
+  return { where: clauses.length ? `WHERE ${clauses.join(' AND ')}` : '', params, limit: normaliseQuery(query).limit }
+}
+
+/**
+ * [KIT7] The engine-scan index for the query, forced (` INDEXED BY …`): without statistics the
+ * planner prefers `nodes_type` (node_type, path), which saves the sort and parses every row.
+ */
+function scanIndex(query: NodeQuery): string {
+  const fields = Object.keys(query.where ?? {})
+  const type = query.nodeType
+  if (!type || fields.length === 0 || !Object.prototype.hasOwnProperty.call(ENGINE_SCANS, type)) return ''
+  const field = fields.find((f) => ENGINE_SCANS[type]!.includes(f))
+  return field ? ` INDEXED BY nodes_scan_${type}_${field}` : ''
+}
+
 function sqlJsonPath(field: string): string {
   assertFieldName(field)
   return `'$."${field}"'`

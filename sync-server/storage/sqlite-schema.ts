@@ -65,8 +65,25 @@ CREATE INDEX IF NOT EXISTS tokens_user ON tokens (user_id);
 `
 
 /** [STO5] Indexes over added columns: created after the columns exist (an older file gains them first). */
+/**
+ * [KIT7] The fields engines scan by (`queryFields`, exact match), per node type, each with an index
+ * on its value: a reconcile pass finds its few matches in the index, never parsing a row (a
+ * running activity's log is megabytes; json_each over every ActivityLog row held the event loop
+ * ~300 ms each pass). The index's values are computed on the writer thread as rows are written;
+ * each index is partial on `node_type = '…'`, which the query spells the same way (SQLite uses a
+ * partial index only when the query's terms imply its WHERE).
+ */
+export const ENGINE_SCANS: Readonly<Record<string, readonly string[]>> = {
+  ActivityLog: ['Status', 'RequestedStatus'],
+  CodeCheck: ['Status'],
+  Thread: ['Status', 'RequestedStatus', 'HasPending'],
+}
+
 export const SQLITE_ADDED_INDEXES = `
 CREATE INDEX IF NOT EXISTS nodes_stale ON nodes (path) WHERE content_stale = 1;
+${Object.entries(ENGINE_SCANS)
+  .flatMap(([type, fields]) => fields.map((f) => `CREATE INDEX IF NOT EXISTS nodes_scan_${type}_${f} ON nodes (json_extract(content, '$."${f}"')) WHERE node_type = '${type}';`))
+  .join('\n')}
 `
 
 /** Columns added after the first release, with the statement that adds each to an older file. */

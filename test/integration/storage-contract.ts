@@ -388,8 +388,12 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       expect(paths(await store.queryNodes({ where: { Done: 'false', Status: 'pending' } }))).toEqual(['org/a'])
       expect(paths(await store.queryNodes({ where: { Missing: 'x' } }))).toEqual([])
       expect(paths(await store.queryNodes({ nodeType: 'Document', limit: 2 }))).toEqual(['org/a', 'org/a/deep'])
+      // [KIT7] queryFields is an engine's filter: exact (case as written), "true"/"false" are booleans.
+      expect(paths(await store.queryFields({ nodeType: 'Thread', where: { Status: 'pending' } }, ['Status']))).toEqual(['org/c'])
+      expect(paths(await store.queryFields({ nodeType: 'Thread', where: { Status: 'Pending' } }, ['Status']))).toEqual([])
+      expect(paths(await store.queryFields({ where: { Done: 'true' } }, []))).toEqual(['org/b'])
       // queryFields with no field: the same matches, paths only (an engine's scan reads no content).
-      expect(paths(await store.queryFields({ where: { Done: 'false', Status: 'pending' } }, []))).toEqual(['org/a'])
+      expect(paths(await store.queryFields({ where: { Done: 'false', Status: 'Pending' } }, []))).toEqual(['org/a'])
       expect(paths(await store.queryFields({ nodeType: 'Document', after: 'org/a', limit: 2 }, []))).toEqual(['org/a/deep', 'org/b'])
       // An empty parent is the top level; `after` pages by path.
       expect(paths(await store.queryNodes({ parent: '' as NodePath }))).toEqual(['org'])

@@ -30,7 +30,15 @@ export const WRITE_RULES: Readonly<Record<string, TypeRules>> = {
   Code: { defaultWrite: 'Update', fields: { LastActivityPath: 'system' } },
   CodeCheck: { defaultWrite: 'system' },
   Partition: { defaultWrite: 'admin' },
-  Thread: { defaultWrite: 'Update', fields: { ExecutionStatus: 'system' } },
+  Thread: {
+    defaultWrite: 'Update',
+    fields: {
+      ExecutionStatus: 'system', Status: 'system', Disposition: 'system', Messages: 'system', UserMessageIds: 'system', IngestedMessageIds: 'system',
+      PendingUserMessages: 'system', HasPending: 'system', ExecutionStartedAt: 'system', LastActivityAt: 'system', ParentPath: 'system', Round: 'system',
+      Question: 'system', PendingApproval: 'system', RequestedStatus: 'Thread', Agent: 'Update',
+    },
+  },
+  ThreadMessage: { defaultWrite: 'Thread' },
 }
 
 /** The rule for one field; types this build does not name are written with Update. */
