@@ -82,7 +82,7 @@ export class WeftLinkField extends LitElement {
     if (changed.has('ref') && this.ref) {
       const ref = this.ref
       const { client } = app()
-      background(client.store.getIndexRow(ref).then((row) => (row ? undefined : client.refreshNode(ref))))
+      background(client.store.getIndexRow(ref).then((row) => (row ? undefined : client.learnNode(ref))))
     }
     if (this.picking) {
       const q = this.query

@@ -32,7 +32,7 @@ export class WeftRunLog extends LitElement {
     .wrap { position: relative; }
     ol { font-family: ui-monospace, monospace; font-size: 0.85em; max-height: 24em; overflow: auto; margin: 0; padding: 0.3em 0.3em 0.3em 3.5em; overflow-wrap: anywhere; background: #fafbfd; border: 1px solid #e3e6ee; border-radius: 4px; }
     li { padding: 0.05em 0; }
-    time { color: #778; margin-right: 0.6em; user-select: none; font-size: 0.95em; }
+    time { color: #555566; margin-right: 0.6em; user-select: none; font-size: 0.95em; }
     .Warning-line { color: #960; } .Error-line { color: #b00; }
     mark { background: #ffe58a; color: inherit; border-radius: 2px; }
     button { font: inherit; cursor: pointer; border: 1px solid var(--wa-color-neutral-80, #bbc); border-radius: var(--wa-border-radius-m, 6px); background: var(--wa-color-neutral-95, #f4f6fb); padding: 0.2em 0.6em; }

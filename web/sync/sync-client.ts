@@ -450,6 +450,20 @@ export class SyncClient {
     }
   }
 
+  /**
+   * [WEB16] Learns a linked node (its name) from its parent's listing, which holds only what the
+   * caller may read: a link to a node they cannot read (another person's profile) costs no 403.
+   */
+  async learnNode(path: string): Promise<void> {
+    const slash = path.lastIndexOf('/')
+    try {
+      const found = (await this.api.listChildren(slash < 0 ? '' : path.slice(0, slash), 500)).find((n) => n.path === path)
+      if (found) await this.store.upsertNodes([found])
+    } catch (e) {
+      if (!(e instanceof NetworkError || e instanceof HttpError)) throw e
+    }
+  }
+
   async refreshNode(path: string): Promise<void> {
     try {
       await this.store.upsertNodes([await this.fetchNode(path)])
