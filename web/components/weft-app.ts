@@ -133,7 +133,7 @@ export class WeftApp extends LitElement {
         <span class="title">Weft</span>
         <weft-sync-status></weft-sync-status>
         <span class="spacer"></span>
-        <wa-button size="small" appearance="outlined" class="find" aria-label="Search (Ctrl+K)" aria-keyshortcuts="Control+K Meta+K" title="Find (Ctrl+K)" @click=${() => void this.renderRoot.querySelector<WeftQuickFind>('weft-quick-find')?.show()}>🔍<span class="find-label"> Search</span></wa-button>
+        <wa-button size="small" appearance="outlined" class="find" aria-label="Search (Ctrl+K)" aria-keyshortcuts="Control+K Meta+K" title="Find (Ctrl+K)" @click=${() => void this.renderRoot.querySelector<WeftQuickFind>('weft-quick-find')?.show()}><svg aria-hidden="true" width="14" height="14" viewBox="0 0 16 16" style="vertical-align: -2px"><circle cx="6.5" cy="6.5" r="4.75" fill="none" stroke="currentColor" stroke-width="1.8"></circle><line x1="10" y1="10" x2="14.5" y2="14.5" stroke="currentColor" stroke-width="1.8" stroke-linecap="round"></line></svg><span class="find-label"> Search</span></wa-button>
         <weft-quick-find></weft-quick-find>
         <span class="user">${this.session.name}</span>
         <wa-button size="small" appearance="outlined" @click=${this.signOut}>Sign out</wa-button>
