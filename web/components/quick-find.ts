@@ -83,8 +83,31 @@ export class WeftQuickFind extends LitElement {
     this.sub = null
   }
 
+  /**
+   * The dialog's hide animation under way, if any: a show asked for meanwhile (Enter opened a
+   * node, then Ctrl+K at once) waits for it, or the hide's end would close the dialog again.
+   */
+  private hiding: { done: Promise<void>; resolve: () => void } | null = null
+
+  private hide(): void {
+    if (!this.open) return
+    let resolve!: () => void
+    const done = new Promise<void>((r) => (resolve = r))
+    this.hiding = { done, resolve }
+    this.open = false
+  }
+
+  private onHidden(): void {
+    this.open = false
+    this.hiding?.resolve()
+    this.hiding = null
+  }
+
   /** Opens the dialog with the input focused (also the header button's action). */
   async show(): Promise<void> {
+    // At most a second: a hide whose end event never comes does not keep the dialog shut.
+    if (this.hiding) await Promise.race([this.hiding.done, new Promise((r) => setTimeout(r, 1000))])
+    this.hiding = null
     if (!this.loaded) {
       await import('@awesome.me/webawesome/dist/components/dialog/dialog.js')
       this.loaded = true
@@ -112,7 +135,7 @@ export class WeftQuickFind extends LitElement {
 
   private go(hit: SearchHit | undefined): void {
     if (!hit) return
-    this.open = false
+    this.hide()
     location.hash = nodeHref(hit.path)
   }
 
@@ -138,7 +161,7 @@ export class WeftQuickFind extends LitElement {
     if (!this.loaded) return nothing
     const found = this.found
     return html`
-      <wa-dialog label="Find a node" ?open=${this.open} @wa-after-hide=${() => (this.open = false)}>
+      <wa-dialog label="Find a node" ?open=${this.open} @wa-after-hide=${(e: Event) => e.target === e.currentTarget && this.onHidden()}>
         <input
           type="search"
           role="combobox"
