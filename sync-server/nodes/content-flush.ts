@@ -1,5 +1,5 @@
 import type { JsonObject } from '../../shared/index.js'
-import type { RowJson, RowPart, StorageAdapter } from '../storage/index.js'
+import { itemsJson, type RowJson, type RowPart, type StorageAdapter } from '../storage/index.js'
 import type { LoadedNode } from './loaded-node.js'
 
 /**
@@ -60,7 +60,7 @@ export class ContentFlush {
   noteAppended(array: readonly unknown[], items: readonly unknown[]): void {
     if (items.length === 0 || !this.storage.rowParts) return
     const unsent = this.unsentJson.get(array)
-    const json = items.map((v) => JSON.stringify(v) ?? 'null').join(',')
+    const json = itemsJson(items)
     if (unsent && unsent.to === array.length) {
       unsent.chunks.push(json)
       unsent.to += items.length
@@ -106,7 +106,7 @@ export class ContentFlush {
         const tail =
           unsent && unsent.from === from && unsent.to === value.length
             ? unsent.chunks.join(',')
-            : value.slice(from).map((v) => JSON.stringify(v) ?? 'null').join(',')
+            : itemsJson(value.slice(from))
         parts.push({ key, from, tail, count: value.length })
         this.rowSent.set(value, value.length)
         this.unsentJson.set(value, { from: value.length, to: value.length, chunks: [] })
@@ -126,7 +126,7 @@ export class ContentFlush {
         let cached = this.appendedJson.get(value)
         if (!cached || cached.count > value.length) cached = { json: '', count: 0 }
         if (cached.count < value.length) {
-          const tail = value.slice(cached.count).map((v) => JSON.stringify(v) ?? 'null').join(',')
+          const tail = itemsJson(value.slice(cached.count))
           cached = { json: cached.count === 0 ? tail : `${cached.json},${tail}`, count: value.length }
           this.appendedJson.set(value, cached)
         }

@@ -2,7 +2,7 @@ export type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageA
 export { openStorage, type OpenStorageOptions } from './open-storage.js'
 export { SqliteStorage, openSqliteStorage, type SqliteStorageOptions } from './sqlite-adapter.js'
 export { PostgresStorage, openPostgresStorage, type PostgresStorageOptions } from './postgres-adapter.js'
-export type { RowJson, RowPart } from './row-parts.js'
+export { itemsJson, type RowJson, type RowPart } from './row-parts.js'
 export { COMPACT_AFTER_UPDATES } from './compaction.js'
 export { MAX_QUERY_LIMIT } from './query.js'
 export { planSearch, SEARCH_BODY_CHARS, type SearchHit, type SearchPlan } from './search-plan.js'

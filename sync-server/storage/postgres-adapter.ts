@@ -331,12 +331,12 @@ export class PostgresStorage implements StorageAdapter {
   async queryFields(query: NodeQuery, fields: readonly string[]): Promise<FieldRow[]> {
     // [KIT7] An engine's filter is exact (field and value as written), `content ->> 'F' = $n`:
     // what the engine-scan indexes hold (postgres-schema.ts), so no row's content is read to match.
-    const { where: plain, params, param, limit } = pgFilter({ ...query, where: undefined })
-    const exact = Object.entries(query.where ?? {}).map(([f, v]) => {
+    const { clauses, params, param, limit } = pgFilter({ ...query, where: undefined })
+    for (const [f, v] of Object.entries(query.where ?? {})) {
       assertFieldName(f)
-      return `content ->> '${f}' = ${param(v)}`
-    })
-    const where = [plain.replace(/^WHERE /, ''), ...exact].filter(Boolean).join(' AND ')
+      clauses.push(`content ->> '${f}' = ${param(v)}`)
+    }
+    const where = clauses.join(' AND ')
     for (const f of fields) assertFieldName(f)
     const cols = fields.map((f, i) => `content -> ${param(f)}::text AS f${i}`).join(', ')
     const sql = `SELECT path, node_type, content_stale${cols ? `, ${cols}` : ''} FROM nodes ${where ? `WHERE ${where}` : ''} ORDER BY path LIMIT ${param(limit)}`
@@ -483,7 +483,7 @@ async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => 
 }
 
 /** The WHERE of a node query (and its parameters), shared by `queryNodes` and `queryFields`. */
-function pgFilter(query: NodeQuery, within?: { from: string; to: string }): { where: string; params: unknown[]; param: (v: unknown) => string; limit: number } {
+function pgFilter(query: NodeQuery, within?: { from: string; to: string }): { where: string; clauses: string[]; params: unknown[]; param: (v: unknown) => string; limit: number } {
   const q = normaliseQuery(query)
   const clauses: string[] = []
   const params: unknown[] = []
@@ -501,5 +501,5 @@ function pgFilter(query: NodeQuery, within?: { from: string; to: string }): { wh
     // Field names match case-insensitively (NodeQuery), hence jsonb_each_text rather than ->>.
     clauses.push(`EXISTS (SELECT 1 FROM jsonb_each_text(nodes.content) AS f WHERE lower(f.key) = ${param(field)} AND lower(f.value) = ${param(value)})`)
   }
-  return { where: clauses.length ? `WHERE ${clauses.join(' AND ')}` : '', params, param, limit: q.limit }
+  return { where: clauses.length ? `WHERE ${clauses.join(' AND ')}` : '', clauses, params, param, limit: q.limit }
 }

@@ -23,9 +23,7 @@ export function assertFieldName(field: string): void {
 /** Field names reach SQL only as bound parameters, but are still restricted to a safe alphabet. */
 export function normaliseQuery(query: NodeQuery): NormalisedQuery {
   const where = Object.entries(query.where ?? {}).map(([field, value]) => {
-    if (!FIELD_NAME.test(field)) {
-      throw new WeftError('invalid_request', `Invalid query field ${JSON.stringify(field)}: use letters, digits and _.`)
-    }
+    assertFieldName(field)
     return { field: field.toLowerCase(), value: String(value).toLowerCase() }
   })
   return {

@@ -8,6 +8,11 @@ import type { NodePath } from '../../shared/index.js'
  */
 export type RowPart = { key: string; json: string } | { key: string; from: number; tail: string; count: number }
 
+/** The JSON of array items without the brackets, as `JSON.stringify` writes them inside an array. */
+export function itemsJson(items: readonly unknown[]): string {
+  return items.map((v) => JSON.stringify(v) ?? 'null').join(',')
+}
+
 /** What `writeContent` stores: the row's JSON text, or its parts ([ACT12]). */
 export type RowJson = string | { parts: RowPart[] }
 
@@ -71,7 +76,7 @@ export class RowPartsCache {
     for (const key of keys) {
       const value = content[key]
       if (!Array.isArray(value)) continue
-      const json = value.map((v) => JSON.stringify(v) ?? 'null').join(',')
+      const json = itemsJson(value)
       fields.set(key, { count: value.length, chunks: json.length > 0 ? [json] : [], bytes: json.length })
       this.bytes += json.length
     }

@@ -386,7 +386,7 @@ export function openSqliteStorage(options: SqliteStorageOptions): SqliteStorage 
 }
 
 /** The WHERE of a node query (and its parameters), shared by `queryNodes` and `queryFields`. */
-function sqliteFilter(query: NodeQuery, within?: { from: string; to: string }): { where: string; params: unknown[]; limit: number } {
+function sqliteFilter(query: NodeQuery, within?: { from: string; to: string }): { where: string; clauses: string[]; params: unknown[]; limit: number } {
   const q = normaliseQuery(query)
   const clauses: string[] = []
   const params: unknown[] = []
@@ -417,7 +417,11 @@ function sqliteFilter(query: NodeQuery, within?: { from: string; to: string }): 
     )
     params.push(field, value)
   }
-  return { where: clauses.length ? `WHERE ${clauses.join(' AND ')}` : '', params, limit: q.limit }
+  return { where: whereOf(clauses), clauses, params, limit: q.limit }
+}
+
+function whereOf(clauses: readonly string[]): string {
+  return clauses.length ? `WHERE ${clauses.join(' AND ')}` : ''
 }
 
 /** A top-level field as a JSON path literal; the name is checked against the query alphabet first. */
@@ -428,17 +432,16 @@ function sqliteFilter(query: NodeQuery, within?: { from: string; to: string }): 
  * from the index instead of parsing every row.
  */
 function sqliteExactFilter(query: NodeQuery): { where: string; params: unknown[]; limit: number } {
-  const { where: plain, params } = sqliteFilter({ ...query, where: undefined, nodeType: undefined })
-  const clauses = plain ? [plain.replace(/^WHERE /, '')] : []
-  if (query.nodeType !== undefined) {
-    if (!/^[A-Za-z][A-Za-z0-9_.]{0,99}$/.test(query.nodeType)) throw new WeftError('invalid_request', `Invalid node type ${JSON.stringify(query.nodeType)}.`)
-    clauses.push(`node_type = '${query.nodeType}'`)
-  }
+  // A type with engine-scan indexes is spelled inline (its name is ours, from ENGINE_SCANS), as
+  // the partial indexes' WHERE is; any other type stays a bound parameter.
+  const inline = query.nodeType !== undefined && Object.prototype.hasOwnProperty.call(ENGINE_SCANS, query.nodeType)
+  const { clauses, params, limit } = sqliteFilter({ ...query, where: undefined, ...(inline ? { nodeType: undefined } : {}) })
+  if (inline) clauses.push(`node_type = '${query.nodeType}'`)
   for (const [field, value] of Object.entries(query.where ?? {})) {
     clauses.push(`json_extract(content, ${sqlJsonPath(field)}) = ?`)
     params.push(value === 'true' ? 1 : value === 'false' ? 0 : value)
   }
-  return { where: clauses.length ? `WHERE ${clauses.join(' AND ')}` : '', params, limit: normaliseQuery(query).limit }
+  return { where: whereOf(clauses), params, limit }
 }
 
 /**

@@ -434,9 +434,15 @@ export class SyncClient {
   private async fetchNode(path: string): Promise<MeshNode> {
     const slash = path.lastIndexOf('/')
     if (slash < 0 || !path.startsWith('_', slash + 1)) return this.api.getNode(path)
-    const found = (await this.api.listChildren(path.slice(0, slash), 500)).find((n) => n.path === path)
+    const found = await this.fromListing(path)
     if (!found) throw new HttpError(404, 'not_found', `No node at ${path}.`)
     return found
+  }
+
+  /** `path` as its parent's listing ('' = top level) has it: only what the caller may read, always 200. */
+  private async fromListing(path: string): Promise<MeshNode | undefined> {
+    const slash = path.lastIndexOf('/')
+    return (await this.api.listChildren(slash < 0 ? '' : path.slice(0, slash), 500)).find((n) => n.path === path)
   }
 
   /** Refreshes the local index of `parent` ('' = top level) from the server; offline it is a no-op. */
@@ -455,9 +461,8 @@ export class SyncClient {
    * caller may read: a link to a node they cannot read (another person's profile) costs no 403.
    */
   async learnNode(path: string): Promise<void> {
-    const slash = path.lastIndexOf('/')
     try {
-      const found = (await this.api.listChildren(slash < 0 ? '' : path.slice(0, slash), 500)).find((n) => n.path === path)
+      const found = await this.fromListing(path)
       if (found) await this.store.upsertNodes([found])
     } catch (e) {
       if (!(e instanceof NetworkError || e instanceof HttpError)) throw e
