@@ -81,6 +81,25 @@ describe('web sync client', () => {
     expect(stored.getMap('content').get('Email')).toBe(email)
   })
 
+  it('an edit made before the node\'s row is known converts no field by a guessed type: a User home keeps its Email (CI caught the race)', async () => {
+    const ann = await user('Ann')
+    const a = await client(ann)
+    const home = ann.userId
+    // The race, forced: the edit lands before this device has the node's row, so the outbox
+    // write makes a stand-in row. Its type (Document) is a guess; the text conversion that
+    // follows the sync must not act on it (every string of a Document is text, Email included).
+    await a.store.db.nodes.delete(home)
+    const r = a.acquire(home)
+    await a.patch(home, { FullName: 'Renamed' })
+    await r.synced
+    await a.refreshNode(home)
+    expect(await a.store.getIndexRow(home)).toMatchObject({ nodeType: 'User' })
+    await waitFor(async () => (await a.store.outboxFor(home)).length === 0, 10_000)
+    const server = (await api(ts.url, ann.token).getNode(home)).body.content
+    expect(server).toMatchObject({ FullName: 'Renamed' })
+    expect(r.content.FullName).toBe('Renamed')
+  })
+
   it('[ACC12] an edit under a client id another user holds in the node is refused (client_id_conflict) and replayed with a new id: nothing is lost', async () => {
     const ann = await user('Ann')
     const bob = await user('Bob')

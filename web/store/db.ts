@@ -34,6 +34,13 @@ export interface IndexRow {
   refused: number
   /** Created locally and not yet on the server. */
   localOnly?: 0 | 1
+  /**
+   * A stand-in row, made by an edit to a node this device had no row for: its `nodeType` is a
+   * guess (Document) until the server's row replaces it. Nothing may decide by that type
+   * (which strings are text): a User taken for a Document had its Email "converted" to text,
+   * which the server refuses (forbidden_field), an edit its author never made.
+   */
+  typeUnknown?: 1
 }
 
 export type OutboxStatus = 'pending' | 'refused'

@@ -176,6 +176,7 @@ export class NodeStore {
         version: 0,
         pending,
         refused,
+        typeUnknown: 1,
       })
     }
   }

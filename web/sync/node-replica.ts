@@ -12,7 +12,7 @@ import { mergeTextEdits } from './text-rebase.js'
 import { MuxType, YMessage, type MuxFrame } from '../../shared/protocol.js'
 import { permissionsFromMask, type PermissionSet } from '../../shared/access-policy.js'
 import type { JsonObject } from '../../shared/json.js'
-import { liveStoreQuery, newNodeDoc, type NodeStore } from '../store/index.js'
+import { liveStoreQuery, newNodeDoc, type IndexRow, type NodeStore } from '../store/index.js'
 import { isFinalCloseCode, type MuxConnection, type RoomHandler } from './mux-connection.js'
 import { background } from './background.js'
 import { presenceColor } from './presence-color.js'
@@ -237,7 +237,7 @@ export class NodeReplica implements RoomHandler {
     // now: tried again once the row is stored.
     let known: boolean
     try {
-      known = (await this.deps.store.getIndexRow(this.path)) !== undefined
+      known = isKnownType(await this.deps.store.getIndexRow(this.path))
     } catch (err) {
       // The store closed under a disposed replica (sign-out, a test's teardown): nothing to do.
       this.migrated = false
@@ -249,7 +249,7 @@ export class NodeReplica implements RoomHandler {
       this.migrated = false
       this.typeWait ??= liveStoreQuery(this.deps.store.db, ['nodes'], () => this.deps.store.getIndexRow(this.path)).subscribe({
         next: (row) => {
-          if (!row || this.disposed) return
+          if (!isKnownType(row) || this.disposed) return
           this.typeWait?.unsubscribe()
           this.typeWait = null
           background(this.migrateText())
@@ -280,8 +280,9 @@ export class NodeReplica implements RoomHandler {
   private async policy(): Promise<TextPolicy> {
     if (this.textPolicy) return this.textPolicy
     const row = await this.deps.store.getIndexRow(this.path)
-    const policy = textPolicyFor(row?.nodeType ?? 'Document')
-    if (row) this.textPolicy = policy
+    const known = isKnownType(row)
+    const policy = textPolicyFor(known ? row.nodeType : 'Document')
+    if (known) this.textPolicy = policy
     return policy
   }
 
@@ -788,6 +789,11 @@ export class NodeReplica implements RoomHandler {
     const prev = this.presence$.value
     if (next.length !== prev.length || next.some((u, i) => u.id !== prev[i]!.id || u.name !== prev[i]!.name)) this.presence$.next(next)
   }
+}
+
+/** The row names the node's real type (the server's, or the creator's), not a stand-in's guess. */
+function isKnownType(row: IndexRow | undefined): row is IndexRow {
+  return row !== undefined && !row.typeUnknown
 }
 
 /** Refusals of the bytes, not of the intent: the outbox patch is replayed once on a rebuilt doc. */
