@@ -18,7 +18,7 @@ const flaky: ContinuationHandler = async () => {
 }
 
 const subscriptionsOnSim: SimEngineFactory = (ctx, deps) =>
-  createSubscriptionsEngine({ modules: [{ name: 'sim', continuations: { SimFlaky: flaky } }], changes$: () => deps.changes$, reconcileIntervalMs: null })(ctx)
+  createSubscriptionsEngine({ modules: [{ name: 'sim', continuations: { SimFlaky: flaky } }], changes$: () => deps.changes$, reconcileIntervalMs: null, clock: deps.clock })(ctx)
 
 let mesh: SimMesh | null = null
 afterEach(async () => {
@@ -37,16 +37,28 @@ describe('[KIT6] subscription retries: attempts and the next retry on the node, 
       await m.nodes.put(SYSTEM, path, {
         nodeType: 'EventSubscription',
         name: 'flaky',
-        content: { Id: `flaky-${seed}`, TriggerType: 'Timer', FireAt: new Date(Date.now() - 1_000).toISOString(), ContinuationType: 'SimFlaky', Status: 'Pending' },
+        content: { Id: `flaky-${seed}`, TriggerType: 'Timer', FireAt: new Date(m.clock.now() - 1_000).toISOString(), ContinuationType: 'SimFlaky', Status: 'Pending' },
       })
-      const first = await noted(1)
+      // FireAt is past: the firing waits only for the clock's next turn.
+      const firstNoted = noted(1)
+      await m.clock.advance(0)
+      const first = await firstNoted
       expect(first.content.Attempts).toBe(1)
-      expect(typeof first.content.NextRetryAt).toBe('string')
-      // A crash after the first failure, and (seeded) one after the second.
+      expect(Date.parse(first.content.NextRetryAt as string)).toBe(m.clock.now() + 400)
+      // A crash after the first failure: the count and the time come back from the node. Not a
+      // millisecond early: 399 ms on, nothing has run.
       await m.crash()
-      const second = await noted(2)
+      await m.clock.advance(399)
+      expect(calls).toBe(1)
+      const secondNoted = noted(2)
+      await m.clock.advance(1)
+      const second = await secondNoted
+      expect(calls).toBe(2)
+      // (Seeded) a crash after the second failure too; the third attempt is 800 ms after it.
       if (second.content.Status !== 'Failed' && m.rng.next() < 0.5) await m.crash()
-      const done = await firstValueFrom(m.nodes.node$(path).pipe(filter((x): x is MeshNode => x?.content.Status === 'Failed')))
+      const failed = firstValueFrom(m.nodes.node$(path).pipe(filter((x): x is MeshNode => x?.content.Status === 'Failed')))
+      await m.clock.advance(800)
+      const done = await failed
       expect(done.content.LastError).toContain('after 3 attempts')
       expect(calls).toBe(3)
       const steps = m.counts.events + m.counts.crashes
