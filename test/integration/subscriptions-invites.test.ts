@@ -53,17 +53,16 @@ describe('[SUB-INV] space and group invites', () => {
     expect(s?.content).toMatchObject({ Id: id, TriggerType: 'NodeChange', TriggerNodeType: 'User', TriggerKind: 'Created', MatchValue: email, ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: 'Editor', Pin: true, Status: 'Pending', CreatedBy: admin.userId })
     expect((await node(invitationPath(email)))?.content).toMatchObject({ Email: email, SubscriptionIds: [id] })
 
-    const started = Date.now()
+    // "At once": on the sign-up's change, not a reconcile (minutes away); how fast is a bench figure.
     const user = await signup(ts.url, email)
-    const assignment = await waitFor(() => node(`${space}/_Access/${user.userId}_Access`), { timeoutMs: 3000, description: 'grant' })
+    const assignment = await waitFor(() => node(`${space}/_Access/${user.userId}_Access`), { description: 'grant' })
     expect(assignment.content).toMatchObject({ Subject: user.userId, Role: 'Editor', Denied: false })
     // The grant lands first (so a pinned path is always readable), then the pin.
     const pinned = await waitFor(async () => {
       const me = await api(ts.url, user.token).getNode(user.userId)
       return (me.body.content.PinnedPaths as string[]).length > 0 ? me.body.content.PinnedPaths : null
-    }, { timeoutMs: 3000, description: 'pin' })
+    }, { description: 'pin' })
     expect(pinned).toEqual([space])
-    expect(Date.now() - started).toBeLessThan(3000)
     // The invitee can now read the space with their own token.
     expect((await api(ts.url, user.token).getNode(space)).status).toBe(200)
     const fired = await waitFor(async () => ((await sub(id))?.content.Status === 'Fired' ? await sub(id) : null))

@@ -186,9 +186,9 @@ export class SubscriptionRunner {
     }
   }
 
-  /** Waits until no firing is queued or running (tests and benchmarks). */
-  idle(): Promise<void> {
-    return this.queue.onIdle()
+  /** Waits until no firing or warm-up is queued or running (tests and benchmarks). */
+  async idle(): Promise<void> {
+    await Promise.all([this.queue.onIdle(), this.warmQueue.onIdle()])
   }
 
   // ------------------------------------------------------------------ live path
