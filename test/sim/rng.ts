@@ -89,7 +89,8 @@ export function keptSeeds(name: string, file = SEEDS_FILE): KeptSeed[] {
 export function replayCommand(seed: number, env = 'WEFT_SIM_SEED'): string {
   const state = expect.getState()
   const file = state.testPath ? relative(process.cwd(), state.testPath) : 'test/sim/'
-  const title = state.currentTestName?.split(' > ').pop()
+  // -t is a regular expression: the title's own brackets and parentheses are escaped.
+  const title = state.currentTestName?.split(' > ').pop()?.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
   return `${env}=${seed} npx vitest run ${file}${title ? ` -t ${JSON.stringify(title)}` : ''}`
 }
 
