@@ -13,10 +13,12 @@
  *    as a ratio to idle in the same run (median of 5 interleaved rounds), goal ≤ 1.5;
  *  - issue 15: the cost of one append on the event loop at a log length of 1,000, 10,000 and
  *    100,000 lines (event-loop busy time per append, median of 5 trials), goal flat: the
- *    100k / 1k ratio ≤ 1.3.
+ *    100k / 1k ratio ≤ 1.3;
+ *  - issue 17 ([ACT5], was a timing assert in a functional test): cancel request (PATCH
+ *    RequestedStatus) → the run Cancelled, p50 / p99 of 20 runs, goal p99 < 1 s.
  *
  * Run alone: `npx tsx test/bench/activities-bench.ts` prints JSON. `ACTIVITIES_BENCH_PARTS`
- * (comma list of ping, log, first, hundred, flood, slope; default all) runs only those parts.
+ * (comma list of ping, log, first, hundred, flood, slope, cancel; default all) runs only those parts.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -38,6 +40,7 @@ export const GOALS: Record<string, { op: '<' | '<=' | '>' | '>='; value: number;
   hundredEventLoopP99Ms: { op: '<', value: 50, unit: 'ms' },
   floodPingP99RatioToIdle: { op: '<=', value: 1.5, unit: '×' },
   appendCostRatio100kTo1k: { op: '<=', value: 1.3, unit: '×' },
+  cancelToCancelledP99Ms: { op: '<', value: 1000, unit: 'ms' },
 }
 
 /** Which parts run (ACTIVITIES_BENCH_PARTS, comma-separated; unset = all). */
@@ -94,6 +97,7 @@ export async function benchActivities(): Promise<Record<string, number | string>
     if (part('hundred')) await benchHundred(code, start, status, out)
     if (part('flood')) await benchFlood(url, code, start, status, out)
     if (part('slope')) await benchAppendSlope(server, space, out)
+    if (part('cancel')) await benchCancel(server, http, code, start, out)
     return out
   } finally {
     await server?.close()
@@ -226,6 +230,24 @@ async function benchFirstLine(server: RunningServer, code: Code, start: Start, o
     firsts.sort((a, b) => a - b)
     out.runToFirstLineP50Ms = Number(percentile(firsts, 50).toFixed(1))
     out.runToFirstLineP99Ms = Number(percentile(firsts, 99).toFixed(1))
+}
+
+/** 7. Issue 17 ([ACT5]): a cancel request → the run Cancelled (a cooperative script, 20 runs). */
+async function benchCancel(server: RunningServer, http: ReturnType<typeof api>, code: Code, start: Start, out: Out): Promise<void> {
+  const long = await code('cancellable', 'Log.info("started"); for (;;) await sleep(20)')
+  const times: number[] = []
+  for (let i = 0; i < 20; i++) {
+    const path = await start(long)
+    await firstValueFrom(server.nodes.node$(path as NodePath).pipe(filter((n) => Array.isArray(n?.content.Messages) && (n!.content.Messages as unknown[]).length > 0)))
+    const t0 = performance.now()
+    const ended = firstValueFrom(server.nodes.node$(path as NodePath).pipe(filter((n) => n?.content.Status === 'Cancelled')))
+    await http.patchNode(path, { RequestedStatus: 'Cancelled' })
+    await ended
+    times.push(performance.now() - t0)
+  }
+  times.sort((a, b) => a - b)
+  out.cancelToCancelledP50Ms = Number(percentile(times, 50).toFixed(1))
+  out.cancelToCancelledP99Ms = Number(percentile(times, 99).toFixed(1))
 }
 
 async function benchHundred(code: Code, start: Start, status: Status, out: Out): Promise<void> {

@@ -81,7 +81,9 @@ describe('activities: run endpoint and status', () => {
 })
 
 describe('activities: control plane', () => {
-  it('[ACT5] cancel mid-run: Cancelled within 1 s and the script saw Ct', async () => {
+  // How fast a cancel lands is a figure of `npm run bench` (activities, `cancel`), not of this test;
+  // the grace timer and its boundary are tested on virtual time (test/sim/activities-timers.sim.test.ts).
+  it('[ACT5] cancel mid-run over HTTP by the run\'s owner (a Viewer): Cancelled, and the script saw Ct', async () => {
     const code = await createCode(
       ts.url,
       alice.token,
@@ -90,23 +92,11 @@ describe('activities: control plane', () => {
     )
     const path = await run(ts.url, viewer.token, code)
     await waitFor(async () => texts((await api(ts.url, viewer.token).getNode(path)).body as MeshNode).includes('started'))
-    const at = Date.now()
     // The owner is only a Viewer of the space: the owner field rule lets them request (no role).
     expect((await api(ts.url, viewer.token).patchNode(path, { RequestedStatus: 'Cancelled' })).status).toBe(200)
-    const done = await waitForStatus(ts.url, viewer.token, path, terminal, 1_000)
-    expect(Date.now() - at).toBeLessThan(1_000)
+    const done = await waitForStatus(ts.url, viewer.token, path, terminal)
     expect(done.content.Status).toBe('Cancelled')
     expect(texts(done)).toContain('saw cancel true')
-  })
-
-  it('[ACT5] a script that ignores cancel is terminated after SCRIPT_CANCEL_GRACE_MS', async () => {
-    const code = await createCode(ts.url, alice.token, `${space}/stubborn`, 'Log.info("spinning"); for (;;) {}')
-    const path = await run(ts.url, alice.token, code)
-    await waitFor(async () => texts((await api(ts.url, alice.token).getNode(path)).body as MeshNode).includes('spinning'))
-    await api(ts.url, alice.token).patchNode(path, { RequestedStatus: 'Cancelled' })
-    const done = await waitForStatus(ts.url, alice.token, path, terminal, 3_000)
-    expect(done.content.Status).toBe('Cancelled')
-    expect(texts(done).join('\n')).toContain('SCRIPT_CANCEL_GRACE_MS')
   })
 
   it('[ACT4] two concurrent start requests start one run', async () => {
@@ -343,19 +333,12 @@ describe('activities: limits of their own server', () => {
   let home: string
   beforeAll(async () => {
     lts = await startTestServer({
-      config: { engines: [createActivitiesEngine({ timeoutMs: 20_000, memoryMb: 16, watchdogMs: 600, spares: 1, seedTemplates: false })] },
+      config: { engines: [createActivitiesEngine({ timeoutMs: 20_000, memoryMb: 16, spares: 1, seedTemplates: false })] },
     })
     owner = await signup(lts.url)
     home = await createSpace(lts.url, owner.token)
   })
   afterAll(() => lts.cleanup())
-
-  it('[ACT9] a run with no message or progress for ACTIVITY_WATCHDOG_MS ends Failed', async () => {
-    const code = await createCode(lts.url, owner.token, `${home}/wedged`, 'Log.info("working"); await sleep(10000)')
-    const done = await waitForStatus(lts.url, owner.token, await run(lts.url, owner.token, code), terminal, 5_000)
-    expect(done.content.Status).toBe('Failed')
-    expect(String(done.content.Error)).toContain('ACTIVITY_WATCHDOG_MS')
-  })
 
   it('[ACT7] a script past SCRIPT_MEMORY_MB fails naming the limit', async () => {
     const code = await createCode(lts.url, owner.token, `${home}/hog`, 'const a = []; for (;;) { a.push("xxxxxxxxxxxxxxxxxxxxxx" + a.length); if (a.length % 5000 === 0) Progress(0.5) }')

@@ -53,6 +53,7 @@ describe('[SUB-INV] space and group invites', () => {
     expect(s?.content).toMatchObject({ Id: id, TriggerType: 'NodeChange', TriggerNodeType: 'User', TriggerKind: 'Created', MatchValue: email, ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: 'Editor', Pin: true, Status: 'Pending', CreatedBy: admin.userId })
     expect((await node(invitationPath(email)))?.content).toMatchObject({ Email: email, SubscriptionIds: [id] })
 
+    // "At once": on the sign-up's change, not a reconcile (minutes away); how fast is a bench figure.
     const user = await signup(ts.url, email)
     const assignment = await waitFor(() => node(`${space}/_Access/${user.userId}_Access`), { description: 'grant' })
     expect(assignment.content).toMatchObject({ Subject: user.userId, Role: 'Editor', Denied: false })

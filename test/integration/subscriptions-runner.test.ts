@@ -161,34 +161,7 @@ describe('[SUB-R] event subscription runner', () => {
     expect(Date.parse(fired.content.FiredAt as string)).toBeGreaterThanOrEqual(Date.parse(fired.content.FireAt as string))
   })
 
-  it('[SUB-R4b] a Timer subscription and the nodes its continuation touches are loaded warmAheadMs before its FireAt, still Pending, and it fires on time', async () => {
-    const dir = await freshDir()
-    const s1 = await boot(dir, [])
-    const admin = await signup(s1.url)
-    const space = await createSpace(s1.url, admin.token)
-    const trial = await signup(s1.url)
-    const fireAt = Date.now() + 3000
-    await putSub(s1, 'warm', { TriggerType: 'Timer', FireAt: new Date(fireAt).toISOString(), SubjectId: trial.userId, ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: 'Viewer' })
-    await s1.close()
-    const s2 = await boot(dir, [createSubscriptionsEngine({ warmAheadMs: 1500, reconcileIntervalMs: null })])
-    const path = subscriptionPath('warm') as NodePath
-    // Boot reads subscriptions without loading their docs; the warm-up loads this one early.
-    if (Date.now() < fireAt - 1600) expect(s2.nodes.isLoaded(path)).toBe(false)
-    const grant = `${space}/_Access/${trial.userId}_Access` as NodePath
-    if (Date.now() < fireAt - 1600) expect(s2.nodes.isLoaded(grant)).toBe(false)
-    await waitFor(() => s2.nodes.isLoaded(path), { timeoutMs: 5000, description: 'the timer node is warmed' })
-    // GrantSpaceAccess touches the space and the assignment it will create: loaded ahead too,
-    // the assignment as an absent node the grant then creates.
-    await waitFor(() => s2.nodes.isLoaded(grant) && s2.nodes.isLoaded(space as NodePath), { timeoutMs: 5000, description: 'the grant target is warmed' })
-    const warmedAt = Date.now()
-    expect(warmedAt).toBeLessThan(fireAt)
-    expect((await get(s2, path))?.content.Status).toBe('Pending')
-    expect(await get(s2, grant)).toBeNull()
-    const fired = await settled(s2, 'warm')
-    expect(fired.content.Status).toBe('Fired')
-    expect(Date.parse(fired.content.FiredAt as string)).toBeGreaterThanOrEqual(fireAt)
-    expect((await get(s2, `${space}/_Access/${trial.userId}_Access`))?.content.Role).toBe('Viewer')
-  })
+  // [SUB-R4b] (warm-up warmAheadMs before FireAt, firing at FireAt) is on virtual time: test/sim/subscriptions.sim.test.ts.
 
   it('[SUB-R5] NodeStatus: Running → Idle fires PostThreadMessage once; deleting the watched node ends Failed', async () => {
     const dir = await freshDir()

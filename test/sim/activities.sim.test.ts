@@ -17,7 +17,8 @@ afterEach(async () => {
 })
 
 describe('[KIT1] activities on a lossy feed: every run requested ends, once', () => {
-  it('drops, delays and reorders: gap replay and the reconciler start every requested run exactly once', async () => {
+  // A sweep of seeds, each starting script threads: room for a loaded machine (and WEFT_SIM_SEEDS).
+  it('drops, delays and reorders: gap replay and the reconciler start every requested run exactly once', { timeout: 180_000 }, async () => {
     await forEachSeed('activities lossy feed', seeds(4), async (seed) => {
       mesh = await SimMesh.open({ seed, faults: { drop: 0.3, delay: 0.3, maxDelayMs: 200 }, engines: [activitiesOnSim] })
       const m = mesh
@@ -56,7 +57,8 @@ describe('[KIT1] activities on a lossy feed: every run requested ends, once', ()
 })
 
 describe('[KIT2][ACT9] a crash mid-run: the restarted engine fails the orphan once, naming the restart', () => {
-  it('kill -9 while a script runs; boot finds it Running with no run and writes exactly one Error line', async () => {
+  // A sweep of seeds, each starting script threads: room for a loaded machine (and WEFT_SIM_SEEDS).
+  it('kill -9 while a script runs; boot finds it Running with no run and writes exactly one Error line', { timeout: 180_000 }, async () => {
     await forEachSeed('activities crash', seeds(2, 7000), async (seed) => {
       mesh = await SimMesh.open({ seed, faults: { drop: 0.2, delay: 0.2, maxDelayMs: 50 }, engines: [activitiesOnSim] })
       const m = mesh
@@ -84,7 +86,8 @@ describe('[KIT2][ACT9] a crash mid-run: the restarted engine fails the orphan on
 })
 
 describe('[KIT3][ACT9][ACT5] recover, sweep and cancel racing on one run append exactly one line', () => {
-  it('an orphaned Running activity with a cancel requested: every racer claims, one wins, one line', async () => {
+  // A sweep of seeds, each starting script threads: room for a loaded machine (and WEFT_SIM_SEEDS).
+  it('an orphaned Running activity with a cancel requested: every racer claims, one wins, one line', { timeout: 180_000 }, async () => {
     await forEachSeed('activities orphan race', seeds(8, 9100), async (seed) => {
       mesh = await SimMesh.open({ seed, faults: { drop: 0.2, delay: 0.3, maxDelayMs: 20 }, engines: [activitiesOnSim] })
       const m = mesh

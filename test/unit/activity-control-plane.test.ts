@@ -3,6 +3,7 @@ import pino from 'pino'
 import { Observable, Subject } from 'rxjs'
 import type { MeshNode, NodePath } from '../../shared/index.js'
 import { watchControlPlane, watchSubmission } from '../../sync-server/engines/activities/index.js'
+import { VirtualClock, settle } from '../../sync-server/engines/kit/index.js'
 
 const log = pino({ level: 'silent' })
 const path = 'space/_Activity/a' as NodePath
@@ -36,7 +37,8 @@ function fakeNodes() {
   }
 }
 
-const tick = (ms = 5) => new Promise((r) => setTimeout(r, ms))
+/** Lets pending promise chains settle (no wall time: the watchers' backoff runs on a VirtualClock). */
+const tick = () => settle()
 
 describe('[ACT2] watchControlPlane', () => {
   it('delivers RequestedStatus transitions only, distinct until changed', () => {
@@ -54,10 +56,14 @@ describe('[ACT2] watchControlPlane', () => {
   it('re-establishes itself after a fault, without re-delivering an unchanged value', async () => {
     const nodes = fakeNodes()
     const seen: unknown[] = []
-    watchControlPlane(nodes, path, (r) => seen.push(r), { log })
+    const clock = new VirtualClock()
+    watchControlPlane(nodes, path, (r) => seen.push(r), { log, clock })
     nodes.emit(node({ RequestedStatus: 'Running' }))
     nodes.fault()
-    await tick(100)
+    // The re-subscription waits for its backoff (50 ms) on the clock: not before.
+    await tick()
+    expect(nodes.subscriptions).toBe(1)
+    await clock.advance(50)
     expect(nodes.subscriptions).toBe(2)
     nodes.emit(node({ RequestedStatus: 'Cancelled' }))
     expect(seen).toEqual([null, 'Running', 'Cancelled'])
@@ -69,7 +75,7 @@ describe('[ACT2] watchControlPlane', () => {
     const seen: unknown[] = []
     const sub = watchControlPlane(nodes, path, (r) => seen.push(r), { log, onGone: () => gone++ })
     nodes.emit(null)
-    await tick(100)
+    await tick()
     expect(gone).toBe(1)
     expect(sub.closed).toBe(true)
     expect(nodes.subscriptions).toBe(1)
@@ -139,7 +145,7 @@ describe('[ACT2] watchSubmission', () => {
     let status: string | undefined
     let claims = 0
     const claim = async () => {
-      await tick(1)
+      await new Promise<void>((r) => setImmediate(r))
       if (status !== undefined) return
       status = 'Running'
       claims++
@@ -149,7 +155,7 @@ describe('[ACT2] watchSubmission', () => {
       watchSubmission(nodes, path, (n) => (n.content.RequestedStatus as string) ?? null, (n) => n.content.RequestedStatus === 'Running', claim, opts)
     }
     nodes.emit(node({ RequestedStatus: 'Running' }))
-    await tick(20)
+    await tick()
     expect(claims).toBe(1)
   })
 })

@@ -27,8 +27,10 @@ import {
   defineEngine,
   lightPage,
   pageKey,
+  every,
   realClock,
   requesterOf,
+  type CancelTimer,
   type Clock,
   type KitEngine,
   type LightQuerySource,
@@ -67,13 +69,15 @@ interface LiveRun {
   script: ScriptRun | null
   messages: ActivityMessage[]
   progress: ActivityProgress | null
-  flushTimer: NodeJS.Timeout | null
+  flushTimer: CancelTimer | null
+  /** A leading-edge flush is queued (a microtask away). */
+  flushSoon: boolean
   /** The run's appends, chained: the terminal write waits for every one before it. */
   writes: Promise<unknown>
   /** When the log was last flushed (the throttle's leading edge). */
   lastFlushAt: number
   lastSign: number
-  watchdog: NodeJS.Timeout | null
+  watchdog: CancelTimer | null
   watchdogFired: boolean
   /** The drain of pending lines under way, if any (one at a time). */
   draining: Promise<unknown> | null
@@ -140,8 +144,8 @@ export class ActivityEngine {
     signal: AbortSignal,
     opts: { clock?: Clock; changes$?: Observable<LiveChange> } = {},
   ) {
-    this.host = new ScriptHost({ ...config, log })
     this.clock = opts.clock ?? realClock
+    this.host = new ScriptHost({ ...config, log, clock: this.clock })
     if (!signal.aborted) signal.addEventListener('abort', () => void this.stop(), { once: true })
     this.kit = defineEngine<{ source: number; row: LightRow }>(
       {
@@ -188,8 +192,8 @@ export class ActivityEngine {
     this.stopping = true
     await this.kit.stop()
     for (const run of this.runs.values()) {
-      if (run.flushTimer) clearTimeout(run.flushTimer)
-      if (run.watchdog) clearInterval(run.watchdog)
+      run.flushTimer?.()
+      run.watchdog?.()
     }
     await this.host.close()
   }
@@ -256,6 +260,15 @@ export class ActivityEngine {
     }
   }
 
+  /**
+   * Resolves once the feed, the reconciler and every job are idle, live runs or not: what the
+   * engine was asked to do (start, cancel) it has done (tests on virtual time advance the clock then).
+   */
+  async idle(): Promise<void> {
+    await this.kit.idle()
+    await this.orphans
+  }
+
   /** A reconcile pass now (tests; the periodic one runs on the clock). */
   reconcileNow(): Promise<void> {
     return this.kit.reconcileNow().then(async () => {
@@ -301,10 +314,11 @@ export class ActivityEngine {
       messages: [],
       progress: null,
       flushTimer: null,
+      flushSoon: false,
       writes: Promise.resolve(),
       draining: null,
       lastFlushAt: 0,
-      lastSign: Date.now(),
+      lastSign: this.clock.now(),
       watchdog: null,
       watchdogFired: false,
       worst,
@@ -348,17 +362,17 @@ export class ActivityEngine {
     const inputs = (c.Inputs && typeof c.Inputs === 'object' && !Array.isArray(c.Inputs) ? c.Inputs : {}) as JsonObject
     run.script = this.host.run(source, language, inputs, {
       onStart: () => {
-        run.lastSign = Date.now()
+        run.lastSign = this.clock.now()
         this.armWatchdog(run)
       },
       onLog: (level, text, at) => this.push(run, activityMessage(level, text, at)),
       onProgress: (fraction, text) => {
         run.progress = text === undefined ? { Fraction: fraction } : { Fraction: fraction, Text: text }
-        run.lastSign = Date.now()
+        run.lastSign = this.clock.now()
         this.scheduleFlush(run)
       },
       onMesh: (op, args, signal) => meshCall(this.nodes, owner, op, args, signal),
-      onQueued: (message) => this.push(run, activityMessage('Info', message)),
+      onQueued: (message) => this.push(run, activityMessage('Info', message, now(this.clock))),
     }, principalName(owner))
     // A cancel requested between the claim and now is honoured at once.
     const latest = await this.nodes.get(SYSTEM, run.path)
@@ -371,7 +385,7 @@ export class ActivityEngine {
   private push(run: LiveRun, m: ActivityMessage): void {
     run.messages.push(m)
     run.worst = maxStatus(run.worst, LEVEL_STATUS[m.Level])
-    run.lastSign = Date.now()
+    run.lastSign = this.clock.now()
     this.scheduleFlush(run)
   }
 
@@ -381,11 +395,22 @@ export class ActivityEngine {
    * the same worker message carried; under a stream, one append per window.
    */
   private scheduleFlush(run: LiveRun): void {
-    if (run.flushTimer) return
-    run.flushTimer = setTimeout(() => {
+    if (run.flushTimer || run.flushSoon) return
+    const wait = run.lastFlushAt + this.config.flushMs - this.clock.now()
+    if (wait <= 0) {
+      // The leading edge: after the lines and progress of this same worker message are pushed
+      // (a microtask later), not after a timer: on the engine's clock, not on wall time.
+      run.flushSoon = true
+      queueMicrotask(() => {
+        run.flushSoon = false
+        void this.flush(run)
+      })
+      return
+    }
+    run.flushTimer = this.clock.setTimeout(() => {
       run.flushTimer = null
       void this.flush(run)
-    }, Math.max(0, run.lastFlushAt + this.config.flushMs - Date.now()))
+    }, wait)
   }
 
   /**
@@ -396,7 +421,7 @@ export class ActivityEngine {
    */
   private flush(run: LiveRun): Promise<unknown> {
     if (run.flushTimer) {
-      clearTimeout(run.flushTimer)
+      run.flushTimer()
       run.flushTimer = null
     }
     if (!run.draining) {
@@ -419,7 +444,7 @@ export class ActivityEngine {
       // Progress goes with the last slice: it is never ahead of the lines before it.
       const progress = last ? run.progress : null
       if (last) run.progress = null
-      run.lastFlushAt = Date.now()
+      run.lastFlushAt = this.clock.now()
       // [ACT12] Lines and progress in one write, O(lines) whatever the log's length.
       const wrote = this.nodes
         .append(SYSTEM, run.path, 'Messages', messages as unknown as JsonValue[], 'engine', progress ? { patch: () => ({ Progress: progress as unknown as JsonObject }) } : {})
@@ -457,18 +482,19 @@ export class ActivityEngine {
     run.script.cancel()
   }
 
+  /** [ACT9] On the engine's clock: no message or progress for watchdogMs kills the run. */
   private armWatchdog(run: LiveRun): void {
-    const every = Math.max(10, Math.min(1_000, Math.floor(this.config.watchdogMs / 4)))
-    run.watchdog = setInterval(() => {
-      if (Date.now() - run.lastSign < this.config.watchdogMs || run.watchdogFired) return
+    const period = Math.max(10, Math.min(1_000, Math.floor(this.config.watchdogMs / 4)))
+    run.watchdog = every(this.clock, period, () => {
+      if (this.clock.now() - run.lastSign < this.config.watchdogMs || run.watchdogFired) return
       run.watchdogFired = true
       run.script?.kill(`No message or progress for ACTIVITY_WATCHDOG_MS (${this.config.watchdogMs} ms); the run was stopped.`)
-    }, every)
-    run.watchdog.unref()
+    })
   }
 
   private finishRun(run: LiveRun, outcome: ScriptOutcome): void {
-    if (run.watchdog) clearInterval(run.watchdog)
+    run.watchdog?.()
+    run.watchdog = null
     const done = async () => {
       let floor: ActivityStatus = 'Succeeded'
       const extra: JsonObject = {}
@@ -476,11 +502,11 @@ export class ActivityEngine {
         if (outcome.value !== null && outcome.value !== undefined) extra.ReturnValue = outcome.value
       } else if (outcome.aborted && !run.watchdogFired) {
         floor = 'Cancelled'
-        this.push(run, activityMessage(outcome.limit ? 'Warning' : 'Info', outcome.limit ? outcome.message : 'Cancelled on request.'))
+        this.push(run, activityMessage(outcome.limit ? 'Warning' : 'Info', outcome.limit ? outcome.message : 'Cancelled on request.', now(this.clock)))
       } else {
         floor = 'Failed'
         extra.Error = outcome.message
-        this.push(run, activityMessage('Error', outcome.message))
+        this.push(run, activityMessage('Error', outcome.message, now(this.clock)))
       }
       // The backlog first, in slices ([ACT12]); the terminal write carries what came after it.
       await this.flush(run)

@@ -2,7 +2,7 @@ import { distinctUntilChanged, map, Subscription, type Observable } from 'rxjs'
 import type { Logger } from 'pino'
 import { ActivityStatus, SYSTEM, jsonEqual, type JsonValue, type MeshNode, type NodePath } from '../../../shared/index.js'
 import type { NodeApi } from '../../nodes/index.js'
-import { bindToSignal, RECONCILE_PAGE, untilGone } from '../kit/index.js'
+import { bindToSignal, RECONCILE_PAGE, untilGone, type Clock } from '../kit/index.js'
 
 /**
  * The activity control plane (seed "activity-control-plane"): callers patch RequestedStatus, the
@@ -18,13 +18,15 @@ export interface WatchOptions {
   signal?: AbortSignal
   /** The node is gone (deleted, or never existed): the watcher has stopped for good. */
   onGone?: () => void
+  /** The clock of the re-subscription backoff (default wall time; tests pass a virtual one). */
+  clock?: Clock
 }
 
 type NodeSource = Pick<NodeApi, 'node$'>
 
 /** node$ that re-establishes itself after a fault and completes once the node is gone (the kit's watcher). */
 function selfHealing(nodes: NodeSource, path: NodePath, opts: WatchOptions, what: string): Observable<MeshNode> {
-  return untilGone(() => nodes.node$(path), path, { log: opts.log, what, backoff: { baseMs: 50, maxMs: 10_000 } })
+  return untilGone(() => nodes.node$(path), path, { log: opts.log, what, backoff: { baseMs: 50, maxMs: 10_000 }, ...(opts.clock ? { clock: opts.clock } : {}) })
 }
 
 /** The RequestedStatus of an ActivityLog node's content (null when none is pending or it is not a status name). */

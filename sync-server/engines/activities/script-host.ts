@@ -7,6 +7,7 @@ import type { Logger } from 'pino'
 import type { JsonObject, JsonValue } from '../../../shared/index.js'
 import type { FromWorker, MeshOp, ScriptLanguage, ScriptLimit, ScriptLimits, ToWorker } from './script-protocol.js'
 import { CpuSlots } from './cpu-slots.js'
+import { realClock, type CancelTimer, type Clock } from '../kit/index.js'
 
 let bundled: URL | null = null
 
@@ -61,6 +62,8 @@ export interface ScriptHostOptions extends ScriptLimits {
    */
   workerNice?: number
   log: Logger
+  /** The grace and backstop timers and the lines' timestamps (default wall time; the test mesh's is virtual). */
+  clock?: Clock
 }
 
 export interface ScriptRunHandlers {
@@ -220,8 +223,9 @@ export class ScriptHost {
     let worker: Worker | null = null
     let settle: (o: ScriptOutcome) => void = () => undefined
     let outcome: ScriptOutcome | null = null
-    let graceTimer: NodeJS.Timeout | null = null
-    let backstop: NodeJS.Timeout | null = null
+    const clock = this.opts.clock ?? realClock
+    let graceTimer: CancelTimer | null = null
+    let backstop: CancelTimer | null = null
     let cancelled = false
     let holdsSlot = false
     const meshAbort = new AbortController()
@@ -229,8 +233,8 @@ export class ScriptHost {
     const end = (o: ScriptOutcome) => {
       if (outcome) return
       outcome = o
-      if (graceTimer) clearTimeout(graceTimer)
-      if (backstop) clearTimeout(backstop)
+      graceTimer?.()
+      backstop?.()
       meshAbort.abort()
       if (worker) void worker.terminate()
       this.live.delete(run)
@@ -242,7 +246,7 @@ export class ScriptHost {
         cancelled = true
         Atomics.store(flag, 0, 1)
         worker?.postMessage({ t: 'cancel' } satisfies ToWorker)
-        graceTimer = setTimeout(() => {
+        graceTimer = clock.setTimeout(() => {
           end({
             ok: false,
             aborted: true,
@@ -299,7 +303,7 @@ export class ScriptHost {
             return
           case 'logs':
             {
-              const at = new Date().toISOString()
+              const at = new Date(clock.now()).toISOString()
               for (const line of m.lines) handlers.onLog(line.level, line.text, at)
             }
             if (m.progress) handlers.onProgress(m.progress.fraction, m.progress.text)
@@ -334,8 +338,9 @@ export class ScriptHost {
         } else end({ ok: false, aborted: cancelled, message: `The script worker crashed: ${err.message}` })
       })
       worker.once('exit', () => end({ ok: false, aborted: cancelled, message: 'The script worker stopped unexpectedly.' }))
-      // The worker stops a spinning script itself (interrupt handler); this is the backstop.
-      backstop = setTimeout(() => {
+      // The worker stops a spinning script itself (interrupt handler); this is the backstop. Wall
+      // time, not the engine's clock: what it backs up, the worker's deadline, is wall time.
+      backstop = realClock.setTimeout(() => {
         end({ ok: false, aborted: false, limit: 'SCRIPT_TIMEOUT_MS', message: `The script ran longer than SCRIPT_TIMEOUT_MS (${this.opts.timeoutMs} ms) and was terminated.` })
       }, this.opts.timeoutMs + 2_000)
       handlers.onStart?.()

@@ -36,7 +36,8 @@ export type ContinuationHandler = ((input: ContinuationInput) => Promise<void>) 
    * runner calls it when its claim finds the subscription Cancelled, and at boot or on the feed
    * for a Cancelled subscription with no firing in flight; it must be idempotent.
    */
-  takeBack?: (nodes: NodeApi, subscription: MeshNode) => Promise<void>
+  /** `at`: the engine clock's now (TakenBackAt). */
+  takeBack?: (nodes: NodeApi, subscription: MeshNode, at?: Date) => Promise<void>
 }
 
 /**

@@ -198,7 +198,7 @@ async function grantSpaceAccess(input: ContinuationInput): Promise<void> {
  * assignment still as this firing left it is touched: a change someone made since stands.
  * `TakenBackAt` on the subscription says it was done, so it runs once.
  */
-grantSpaceAccess.takeBack = async (nodes: NodeApi, subscription: MeshNode): Promise<void> => {
+grantSpaceAccess.takeBack = async (nodes: NodeApi, subscription: MeshNode, at: Date = new Date()): Promise<void> => {
   const id = typeof subscription.content.Id === 'string' ? subscription.content.Id : null
   const space = tryParseNodePath(subscription.content.TargetPath)
   const invited = typeof subscription.content.CreatedAt === 'string' ? subscription.content.CreatedAt : null
@@ -233,7 +233,7 @@ grantSpaceAccess.takeBack = async (nodes: NodeApi, subscription: MeshNode): Prom
   }
   await nodes.update(SYSTEM, subscription.path, (current) => {
     if (!current || !needsTakeBack(current)) return undefined
-    return { nodeType: current.nodeType, name: current.name, content: { ...current.content, TakenBackAt: new Date().toISOString() } }
+    return { nodeType: current.nodeType, name: current.name, content: { ...current.content, TakenBackAt: at.toISOString() } }
   }, 'engine')
 }
 

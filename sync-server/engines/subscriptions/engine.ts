@@ -1,6 +1,7 @@
 import type { Observable } from 'rxjs'
 import type { Engine, EngineContext, EngineFactory } from '../types.js'
 import type { LiveChange } from '../../nodes/index.js'
+import type { Clock } from '../kit/index.js'
 import { ContinuationRegistry } from './continuation-registry.js'
 import { registerPlatformContinuations } from './continuations.js'
 import type { SubscriptionModule } from './module.js'
@@ -17,6 +18,8 @@ export interface SubscriptionsEngineOptions {
   reconcileIntervalMs?: number | null
   concurrency?: number
   warmAheadMs?: number
+  /** The runner's clock (default wall time; the test mesh passes a virtual one). */
+  clock?: Clock
 }
 
 export interface SubscriptionsEngine extends Engine {
@@ -62,6 +65,7 @@ export function createSubscriptionsEngine(options: SubscriptionsEngineOptions = 
       reconcileIntervalMs: options.reconcileIntervalMs,
       concurrency: options.concurrency,
       warmAheadMs: options.warmAheadMs,
+      ...(options.clock ? { clock: options.clock } : {}),
     })
     const stops: Array<() => void> = []
     return {
@@ -70,7 +74,7 @@ export function createSubscriptionsEngine(options: SubscriptionsEngineOptions = 
       registry,
       routes: inviteRoutes({ nodes: ctx.nodes, users: ctx.users }),
       async start() {
-        for (const m of modules) if (m.start) stops.push(await m.start({ nodes: ctx.nodes, log: log.child({ module: m.name }), changes$ }))
+        for (const m of modules) if (m.start) stops.push(await m.start({ nodes: ctx.nodes, log: log.child({ module: m.name }), changes$, ...(options.clock ? { clock: options.clock } : {}) }))
         await runner.start()
       },
       async stop() {

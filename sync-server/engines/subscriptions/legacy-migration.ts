@@ -14,11 +14,11 @@ import {
   type NodePath,
 } from '../../../shared/index.js'
 import type { NodeApi } from '../../nodes/index.js'
-import { ALL } from './access.js'
-import { scheduleAt, type CancelTimer } from './long-timer.js'
+import { RECONCILE_PAGE, delayMs, realClock, type CancelTimer, type Clock } from '../kit/index.js'
 import { idFromPath } from './model.js'
 
-const MAX_RETRY_MS = 60_000
+/** The kit's one backoff (a legacy node carries no retry fields: the count is this process's). */
+const RETRY = { baseMs: 500, maxMs: 60_000, maxAttempts: Infinity }
 
 /**
  * Back-compat: legacy `Admin/ScheduledAction/{id}` nodes (the NodeChange + GrantSpaceAccess case,
@@ -35,11 +35,18 @@ export class LegacyMigrator {
   constructor(
     private readonly nodes: NodeApi,
     private readonly log: Logger,
+    private readonly clock: Clock = realClock,
   ) {}
 
+  /** Pages by path (a migrated node leaves the parent, so the next page starts after the last seen). */
   async migrateAll(): Promise<void> {
-    const legacy = await this.nodes.query(SYSTEM, { parent: LEGACY_SCHEDULED_ACTIONS_PARENT as NodePath, limit: ALL })
-    await Promise.all(legacy.map((node) => this.migrateOne(node)))
+    let after: string | undefined
+    for (;;) {
+      const page = await this.nodes.query(SYSTEM, { parent: LEGACY_SCHEDULED_ACTIONS_PARENT as NodePath, limit: RECONCILE_PAGE, ...(after !== undefined ? { after } : {}) })
+      await Promise.all(page.map((node) => this.migrateOne(node)))
+      if (page.length < RECONCILE_PAGE) break
+      after = page[page.length - 1]!.path
+    }
   }
 
   /** Fire-and-forget form for the live path. */
@@ -69,10 +76,10 @@ export class LegacyMigrator {
       return true
     } catch (err) {
       const attempt = (this.retries.get(id)?.attempt ?? 0) + 1
-      const delay = Math.min(MAX_RETRY_MS, 500 * 2 ** (attempt - 1))
+      const delay = delayMs(RETRY, attempt)
       this.log.warn({ err, id, attempt, retryInMs: delay }, 'legacy ScheduledAction migration failed; will retry')
       if (!this.stopped) {
-        const cancel = scheduleAt(Date.now() + delay, () => {
+        const cancel = this.clock.setTimeout(() => {
           void this.nodes.get(SYSTEM, legacy.path).then(
             (node) => {
               // Gone meanwhile (migrated by another instance, or deleted): nothing to retry.
@@ -81,7 +88,7 @@ export class LegacyMigrator {
             },
             (e) => this.log.warn({ err: e, id }, 'legacy migration retry could not read the node'),
           )
-        })
+        }, delay)
         this.retries.set(id, { attempt, cancel })
       }
       return false

@@ -1,12 +1,15 @@
 import type { Observable } from 'rxjs'
 import type { Logger } from 'pino'
 import type { LiveChange, NodeApi } from '../../nodes/index.js'
+import type { Clock } from '../kit/index.js'
 import type { ContinuationHandler } from './continuation-registry.js'
 
 export interface ModuleContext {
   nodes: NodeApi
   log: Logger
   changes$: Observable<LiveChange>
+  /** The engine's clock (the runner's). */
+  clock?: Clock
 }
 
 /**

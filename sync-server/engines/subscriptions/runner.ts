@@ -23,7 +23,7 @@ import { classifySubscription, idFromPath, matchKey, readFieldInsensitive, trigg
 import { LegacyMigrator } from './legacy-migration.js'
 import { watchStatus } from './status-watch.js'
 import { WorkQueue } from './work-queue.js'
-import { FeedFollower, afterFailure, claim, isDue, waitMs, type BackoffPolicy } from '../kit/index.js'
+import { FeedFollower, afterFailure, claim, every, isDue, realClock, waitMs, type BackoffPolicy, type Clock } from '../kit/index.js'
 
 export interface RunnerOptions {
   nodes: NodeApi
@@ -50,7 +50,8 @@ export interface RunnerOptions {
    * not on storage reads and doc rebuilds. Keep it under the server's idle-unload time (30 s).
    */
   warmAheadMs?: number
-  now?: () => number
+  /** Every timer, retry and timestamp of the runner (default wall time; the test mesh passes a virtual one). */
+  clock?: Clock
 }
 
 type NodeChangeTrigger = Extract<Trigger, { type: 'NodeChange' }>
@@ -81,7 +82,7 @@ export class SubscriptionRunner {
   private readonly log: Logger
   private readonly registry: ContinuationRegistry
   private readonly changes$: Observable<LiveChange>
-  private readonly now: () => number
+  private readonly clock: Clock
   private readonly maxAttempts: number
   private readonly scanThreshold: number
   private readonly reconcileIntervalMs: number | null
@@ -101,7 +102,7 @@ export class SubscriptionRunner {
   private readonly migrator: LegacyMigrator
   /** The feed, boot-then-live, with gaps replayed from the durable change log (the kit's). */
   private feed: FeedFollower | null = null
-  private interval: ReturnType<typeof setInterval> | null = null
+  private interval: CancelTimer | null = null
   private stopped = false
 
   constructor(opts: RunnerOptions) {
@@ -109,7 +110,7 @@ export class SubscriptionRunner {
     this.log = opts.log
     this.registry = opts.registry
     this.changes$ = opts.changes$ ?? opts.nodes.changes$
-    this.now = opts.now ?? Date.now
+    this.clock = opts.clock ?? realClock
     this.maxAttempts = opts.maxAttempts ?? 3
     this.retry = { baseMs: 400, maxMs: 60_000, maxAttempts: this.maxAttempts }
     this.scanThreshold = opts.scanThreshold ?? 32
@@ -117,7 +118,7 @@ export class SubscriptionRunner {
     this.reconcileIntervalMs = opts.reconcileIntervalMs === undefined ? 5 * 60_000 : opts.reconcileIntervalMs
     this.queue = new WorkQueue(opts.concurrency ?? 512, (e) => this.log.error({ err: e }, 'subscription firing crashed'))
     this.warmQueue = new WorkQueue(WARM_CONCURRENCY, (e) => this.log.debug({ err: e }, 'subscription warm-up failed; the firing reads it'))
-    this.migrator = new LegacyMigrator(opts.nodes, opts.log)
+    this.migrator = new LegacyMigrator(opts.nodes, opts.log, this.clock)
   }
 
   /** Number of pending subscriptions the runner currently routes events to. */
@@ -134,11 +135,11 @@ export class SubscriptionRunner {
       changes$: this.changes$,
       interested: (r) => isSubscriptionPath(r.path) || r.path.startsWith(LEGACY_PREFIX) || this.index.watches(r.nodeType, r.kind),
       onChange: (change) => this.onChange(change),
-      clock: { now: this.now, setTimeout: (fn, ms) => scheduleAt(this.now() + ms, fn, this.now) },
+      clock: this.clock,
       log: this.log,
       what: 'subscription runner',
     })
-    const started = this.now()
+    const started = this.clock.now()
     let loaded = 0
     await this.feed.start(async () => {
       await this.migrator.migrateAll()
@@ -155,17 +156,16 @@ export class SubscriptionRunner {
       await this.reconcileNodeChanges()
       await this.queue.onIdle()
     })
-    this.log.info({ pending: this.entries.size, loaded, ms: this.now() - started }, 'subscription runner reconciled')
+    this.log.info({ pending: this.entries.size, loaded, ms: this.clock.now() - started }, 'subscription runner reconciled')
     if (this.reconcileIntervalMs !== null) {
-      this.interval = setInterval(() => void this.reconcile(), this.reconcileIntervalMs)
-      this.interval.unref()
+      this.interval = every(this.clock, this.reconcileIntervalMs, () => void this.reconcile())
     }
   }
 
   async stop(): Promise<void> {
     this.stopped = true
     await this.feed?.stop()
-    if (this.interval) clearInterval(this.interval)
+    this.interval?.()
     for (const cancel of this.timers.values()) cancel()
     for (const w of this.watches.values()) w.unsubscribe()
     for (const cancel of this.retryTimers) cancel()
@@ -186,9 +186,9 @@ export class SubscriptionRunner {
     }
   }
 
-  /** Waits until no firing is queued or running (tests and benchmarks). */
-  idle(): Promise<void> {
-    return this.queue.onIdle()
+  /** Waits until no firing or warm-up is queued or running (tests and benchmarks). */
+  async idle(): Promise<void> {
+    await Promise.all([this.queue.onIdle(), this.warmQueue.onIdle()])
   }
 
   // ------------------------------------------------------------------ live path
@@ -254,7 +254,7 @@ export class SubscriptionRunner {
       case 'Timer':
         // A past-due FireAt fires at once (inside the boot reconcile that gates /healthz):
         // at-least-once across restarts, no external scheduler.
-        if (t.fireAt <= this.now()) this.fire(entry.id, null)
+        if (t.fireAt <= this.clock.now()) this.fire(entry.id, null)
         else this.timers.set(entry.id, this.armTimer(entry, t.fireAt))
         break
       case 'NodeStatus':
@@ -268,14 +268,14 @@ export class SubscriptionRunner {
   /** The timer of a Timer subscription, with its warm-up `warmAheadMs` before FireAt. */
   private armTimer(entry: PendingEntry, fireAt: number): CancelTimer {
     const fire = () => this.fire(entry.id, null)
-    if (fireAt - this.now() <= this.warmAheadMs) {
+    if (fireAt - this.clock.now() <= this.warmAheadMs) {
       this.warm(entry)
-      return scheduleAt(fireAt, fire, this.now)
+      return scheduleAt(fireAt, fire, this.clock)
     }
     let cancel = scheduleAt(fireAt - this.warmAheadMs, () => {
-      cancel = scheduleAt(fireAt, fire, this.now)
+      cancel = scheduleAt(fireAt, fire, this.clock)
       this.warm(entry)
-    }, this.now)
+    }, this.clock)
     return () => cancel()
   }
 
@@ -341,14 +341,14 @@ export class SubscriptionRunner {
       onFault: (err, attempt) => {
         this.log.warn({ err, subscription: entry.id, watchPath, attempt }, 'status watch faulted; re-establishing')
       },
-    })
+    }, this.clock)
     if (!subscription.closed) this.watches.set(entry.id, subscription)
   }
 
   private async recordObservedActive(path: NodePath): Promise<void> {
     await this.nodes.update(SYSTEM, path, (current) => {
       if (!current || current.content.ObservedActiveAt || !isPending(current)) return undefined
-      return { nodeType: current.nodeType, name: current.name, content: { ...current.content, ObservedActiveAt: new Date(this.now()).toISOString() } }
+      return { nodeType: current.nodeType, name: current.name, content: { ...current.content, ObservedActiveAt: new Date(this.clock.now()).toISOString() } }
     }, 'engine')
   }
 
@@ -468,12 +468,12 @@ export class SubscriptionRunner {
     }
     const subjectId = subjectPath ?? sub.SubjectId ?? fallbackSubject
     // A retry whose time has not come (found by a reconcile or a restart): wake up then.
-    if (!isDue(node.content, this.now())) {
-      this.retryAt(this.now() + waitMs(node.content, this.now()), id, subjectPath, fallbackSubject)
+    if (!isDue(node.content, this.clock.now())) {
+      this.retryAt(this.clock.now() + waitMs(node.content, this.clock.now()), id, subjectPath, fallbackSubject)
       return
     }
     try {
-      await handler({ nodes: this.nodes, log: this.log, node, subscription: sub, subjectId, now: new Date(this.now()) })
+      await handler({ nodes: this.nodes, log: this.log, node, subscription: sub, subjectId, now: new Date(this.clock.now()) })
     } catch (err) {
       if (err instanceof ContinuationFailure) {
         this.log.warn({ subscription: id, continuation: key }, err.message)
@@ -483,7 +483,7 @@ export class SubscriptionRunner {
       // [KIT6] The count and the next retry's time live on the subscription (Attempts,
       // NextRetryAt), written as a claim: a restart neither forgets them nor retries early.
       const message = `${key} failed: ${(err as Error).message ?? String(err)}`
-      const failure = afterFailure(this.retry, node.content, this.now())
+      const failure = afterFailure(this.retry, node.content, this.clock.now())
       if (failure.kind === 'exhausted') {
         await this.finish(path, 'Failed', `${message} (after ${failure.attempts} attempts)`)
         return
@@ -500,7 +500,7 @@ export class SubscriptionRunner {
     // [SUB10] A revoke overtook the firing after its claim-ahead: take the effect back.
     if (ended === 'Cancelled' && handler.takeBack) {
       const now = await this.nodes.read(SYSTEM, path)
-      if (now && needsTakeBack(now)) await handler.takeBack(this.nodes, now)
+      if (now && needsTakeBack(now)) await handler.takeBack(this.nodes, now, new Date(this.clock.now()))
     }
   }
 
@@ -510,7 +510,7 @@ export class SubscriptionRunner {
     const cancel = scheduleAt(at, () => {
       this.retryTimers.delete(cancel)
       this.fire(id, subjectPath, fallbackSubject)
-    }, this.now)
+    }, this.clock)
     this.retryTimers.add(cancel)
   }
 
@@ -529,7 +529,7 @@ export class SubscriptionRunner {
     this.queue.push(async () => {
       try {
         const now = await this.nodes.read(SYSTEM, node.path as NodePath)
-        if (now && needsTakeBack(now)) await takeBack(this.nodes, now)
+        if (now && needsTakeBack(now)) await takeBack(this.nodes, now, new Date(this.clock.now()))
       } finally {
         this.inFlight.delete(id)
       }
@@ -539,7 +539,7 @@ export class SubscriptionRunner {
   /** The claim: only a subscription that is still Pending (or has an unknown status) ends. */
   /** Resolves with the status the subscription had when the claim found it already ended, else null. */
   private async finish(path: NodePath, status: 'Fired' | 'Failed', lastError: string | null, subjectId?: string | null): Promise<string | null> {
-    const at = new Date(this.now()).toISOString()
+    const at = new Date(this.clock.now()).toISOString()
     let ended: string | null = null
     await this.nodes.update(SYSTEM, path, (current) => {
       if (!current) return undefined

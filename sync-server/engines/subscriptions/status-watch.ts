@@ -1,7 +1,7 @@
 import { Subscription, type Observable } from 'rxjs'
 import pino from 'pino'
 import type { MeshNode, NodePath } from '../../../shared/index.js'
-import { selfHealing } from '../kit/index.js'
+import { selfHealing, type Clock } from '../kit/index.js'
 import { isResting, readFieldInsensitive, type Trigger } from './model.js'
 
 type StatusTrigger = Extract<Trigger, { type: 'NodeStatus' }>
@@ -26,7 +26,7 @@ const quiet = pino({ level: 'silent' })
  * back-off, reset on the next emission) and replays the current state; a node that is gone stops the watch without
  * re-subscribing (the anti-storm rule). It fires at most once.
  */
-export function watchStatus(node$: Observable<MeshNode | null>, trigger: StatusTrigger, handlers: StatusWatchHandlers): Subscription {
+export function watchStatus(node$: Observable<MeshNode | null>, trigger: StatusTrigger, handlers: StatusWatchHandlers, clock?: Clock): Subscription {
   const subscription = new Subscription()
   let sawNode = false
   let sawActive = trigger.observedActive
@@ -36,7 +36,7 @@ export function watchStatus(node$: Observable<MeshNode | null>, trigger: StatusT
     subscription.unsubscribe()
   }
   // The kit's self-healing watcher (one with the activity control plane's): a null passes through.
-  const inner = selfHealing(() => node$, trigger.watchPath as NodePath, { log: quiet, what: 'status watch', backoff: BACKOFF, onFault: handlers.onFault })
+  const inner = selfHealing(() => node$, trigger.watchPath as NodePath, { log: quiet, what: 'status watch', backoff: BACKOFF, onFault: handlers.onFault, ...(clock ? { clock } : {}) })
     .subscribe((node) => {
       if (done) return
       if (node === null) {

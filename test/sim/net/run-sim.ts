@@ -28,7 +28,10 @@ export class SimFailure extends Error {
     readonly step: number,
     what: string,
   ) {
-    super(`sim ${kind} seed=${seed} step=${step}: ${what} (replay: SIM_KIND=${kind} SIM_SEED=${seed} npx vitest run test/sim/net/)`)
+    super(
+      `sim ${kind} seed=${seed} step=${step}: ${what} (replay: SIM_KIND=${kind} SIM_SEED=${seed} npx vitest run test/sim/net/sync-sim.test.ts -t replay; ` +
+        `keep it: add { "seed": ${seed}, "why": "<what it caught>" } under "sim net ${kind}" in test/sim/seeds.json)`,
+    )
   }
 }
 

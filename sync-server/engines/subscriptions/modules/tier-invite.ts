@@ -143,7 +143,7 @@ async function startTierInvites(ctx: ModuleContext): Promise<() => void> {
       handle: (path) => receiver.run(path as NodePath),
       concurrency: RECONCILE_CONCURRENCY,
     },
-    { nodes: ctx.nodes, log: ctx.log, changes$: ctx.changes$ },
+    { nodes: ctx.nodes, log: ctx.log, changes$: ctx.changes$, ...(ctx.clock ? { clock: ctx.clock } : {}) },
   )
   await engine.start()
   await engine.idle()
