@@ -38,6 +38,9 @@ export class NodeCache {
    */
   private readonly readCache = new Map<NodePath, MeshNode | null>()
   private writeEpoch = 0
+  /** [SCALE3] Given to every loaded copy (LoadedNode.presenceOut / presenceOpened). */
+  presenceOut: LoadedNode['presenceOut'] = null
+  presenceOpened: LoadedNode['presenceOpened'] = null
   private sweepTimer: NodeJS.Timeout | null = null
   private closed = false
 
@@ -99,6 +102,8 @@ export class NodeCache {
     const cached = this.readCache.get(path)
     const node = cached !== undefined ? cached : await this.storage.getNode(path)
     const ln = new LoadedNode(path, node)
+    ln.presenceOut = this.presenceOut
+    ln.presenceOpened = this.presenceOpened
     this.loaded.set(path, ln)
     this.readCache.delete(path)
     this.trimLoaded()
@@ -236,6 +241,24 @@ export class NodeCache {
   async exists(path: NodePath): Promise<boolean> {
     const loaded = this.loaded.get(path)
     return loaded ? loaded.node !== null : (await this.storage.getNode(path)) !== null
+  }
+
+  /**
+   * [SCALE1] Another instance changed the node: a copy nobody uses here (no client, no commit,
+   * no hold) is dropped, so the next use reads storage. Says whether it was dropped.
+   */
+  forget(path: NodePath): boolean {
+    this.settledWrite(path)
+    const ln = this.loaded.get(path)
+    if (!ln) return true
+    if (ln.connections.size > 0 || ln.pendingCommits > 0 || ln.holds > 0 || ln.contentDirty || ln.materializing) return false
+    this.unload(path, ln)
+    return true
+  }
+
+  /** Whether the node is being loaded right now (a remote change must be re-read after it). */
+  isLoading(path: NodePath): boolean {
+    return this.loading.has(path)
   }
 
   /** A commit settled: storage may have changed under any read of the path, cached or under way. */
