@@ -61,6 +61,7 @@ export class FanOut {
         })
       },
       presence: (path, update) => this.o.publish({ t: 'presence', from: this.o.instanceId, path, update: Buffer.from(update).toString('base64') }),
+      watermark: () => this.applied,
       presenceOpened: (path) => this.o.publish({ t: 'presence?', from: this.o.instanceId, path }),
     })
     const poll = this.o.pollMs ?? 1000

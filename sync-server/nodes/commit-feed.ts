@@ -36,6 +36,8 @@ export class CommitFeed {
    * [SCALE1] Where this instance's own durable changes go besides the local feed (the Redis
    * fan-out, sync-server/cluster/); changes applied from another instance do not go there.
    */
+  /** [SCALE2] Several instances: the version up to which every instance's changes are applied here. */
+  watermark: (() => number) | null = null
   outbox: ((change: LiveChange, update: Uint8Array | null, clients: readonly ClientBinding[] | undefined) => void) | null = null
 
   constructor(
@@ -69,6 +71,8 @@ export class CommitFeed {
       update,
       deferContent: deferred || undefined,
       // [ACC12] Stored with the update that introduces them; the server doc's own id with its first write.
+      // [SCALE2] Several instances: every change up to this version is in this copy.
+      ...(this.watermark ? { baseVersion: this.watermark() } : {}),
       clients: clients !== undefined ? (clients.length > 0 ? clients : undefined) : update && ln.hasDoc ? ln.clientBindings.serverBinding() : undefined,
     })
     return committed.then(

@@ -41,6 +41,8 @@ export class NodeCache {
   /** [SCALE3] Given to every loaded copy (LoadedNode.presenceOut / presenceOpened). */
   presenceOut: LoadedNode['presenceOut'] = null
   presenceOpened: LoadedNode['presenceOpened'] = null
+  /** [SCALE2] Set with several instances: a node's Yjs log holds all its content (buildDoc). */
+  logIsComplete = false
   private sweepTimer: NodeJS.Timeout | null = null
   private closed = false
 
@@ -157,8 +159,12 @@ export class NodeCache {
         if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
         for (const u of stored.updates) Y.applyUpdate(doc, u)
       }
-      const content = ln.node?.content ?? {}
       const logged = docToJson(doc)
+      // [SCALE2] Several instances: every write goes through a doc, so the log holds every
+      // change, and a row read before the log may miss one another instance committed in
+      // between: the log is the content (a catch-up from the row would undo that change).
+      if (this.logIsComplete && ln.node && stored && ln.generation === generation) ln.node = { ...ln.node, content: logged }
+      const content = ln.node?.content ?? {}
       const lags = !jsonEqual(logged, content)
       // Before the catch-up: the server's own writes use an id nobody else holds.
       bindings.adoptServerDoc(doc)

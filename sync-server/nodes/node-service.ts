@@ -86,8 +86,13 @@ export class NodeService implements SyncNodeApi {
     committed: NonNullable<CommitFeed['outbox']>
     presence: (path: NodePath, update: Uint8Array) => void
     presenceOpened: (path: NodePath) => void
+    /** [SCALE2] Every change up to this version (any instance's) is applied here. */
+    watermark: () => number
   }): void {
     this.writes.everyWriteThroughDoc = true
+    this.cache.logIsComplete = true
+    this.flush.watermark = hooks.watermark
+    this.feed.watermark = hooks.watermark
     this.feed.outbox = hooks.committed
     this.cache.presenceOut = hooks.presence
     this.cache.presenceOpened = hooks.presenceOpened

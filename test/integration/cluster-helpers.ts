@@ -118,7 +118,10 @@ export async function engineOwner(servers: readonly SpawnedServer[], timeoutMs =
     let best: { s: SpawnedServer; time: number } | null = null
     for (const s of servers) {
       if (s.child.exitCode !== null || s.child.signalCode !== null) continue
-      for (const l of s.logs()) if (l.msg === 'engines started under the lease' && typeof l.time === 'number' && (!best || l.time > best.time)) best = { s, time: l.time }
+      for (const l of s.logs()) {
+        const time = typeof l.time === 'string' ? Date.parse(l.time) : Number(l.time)
+        if (l.msg === 'engines started under the lease' && (!best || time > best.time)) best = { s, time }
+      }
     }
     return best?.s ?? null
   }, { timeoutMs, description: 'an instance owns the engines' })
