@@ -3,7 +3,7 @@ import { spaceInviteSubscriptionId } from '../../shared/index.js'
 import { api, createSpace, signup, uniqueEmail, waitFor, type SpawnedServer } from '../helpers/index.js'
 import { createCode, run, texts } from './activities-helpers.js'
 import { createThread, node, post, settled, statusIs } from './threads-helpers.js'
-import { engineOwner, startInstances, type Instances } from './cluster-helpers.js'
+import { engineOwner, startInstances, type Instances } from '../helpers/index.js'
 
 /**
  * [SCALE6] [SCALE7] [SCALE8] One owner of the engines at a time, through a PostgreSQL lease; kill -9

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { api, createSpace, signup, stockProvider, waitFor, type StockClient } from '../helpers/index.js'
-import { startInstances, type Instances } from './cluster-helpers.js'
+import { startInstances, type Instances } from '../helpers/index.js'
 
 /**
  * [SCALE4] Redis is the fast path, PostgreSQL the truth: Redis killed (SIGKILL) and started again

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { api, createSpace, grantRole, signup, stockProvider, waitFor, type StockClient, type TestUser } from '../helpers/index.js'
-import { startInstances, type Instances } from './cluster-helpers.js'
+import { startInstances, type Instances } from '../helpers/index.js'
 
 /**
  * Several instances (issue 20): three servers as child processes on one fresh PostgreSQL

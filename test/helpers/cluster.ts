@@ -2,7 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
 import pg from 'pg'
-import { makeTempDir, removeDir, spawnServer, waitFor, type SpawnedServer } from '../helpers/index.js'
+import { spawnServer, type SpawnedServer } from './spawn-server.js'
+import { makeTempDir, removeDir } from './test-server.js'
+import { waitFor } from './wait-for.js'
 
 /** The machine's PostgreSQL (trust): each test gets a database of its own, dropped after. */
 const ADMIN_URL = process.env.WEFT_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
