@@ -1,3 +1,4 @@
+import os from 'node:os'
 import path from 'node:path'
 import { DEFAULT_LOGIN_LIMITS } from './auth/index.js'
 
@@ -8,6 +9,12 @@ export interface ServerConfig {
   dataDir: string
   /** postgres://... switches storage to PostgreSQL. */
   databaseUrl?: string
+  /** [SCALE1] redis://... : several instances on one PostgreSQL fan updates out through Redis (needs databaseUrl). */
+  redisUrl?: string
+  /** [SCALE6] How long the engines' lease lasts unless renewed (ENGINE_LEASE_MS); failover takes about this long. */
+  engineLeaseMs: number
+  /** [SCALE1] This instance's name among the others (INSTANCE_ID; default host name and process id). */
+  instanceId: string
   logLevel: string
   /** Largest HTTP body or WebSocket frame accepted, in bytes. */
   maxPayloadBytes: number
@@ -48,6 +55,8 @@ export function defaultConfig(): ServerConfig {
     host: '0.0.0.0',
     dataDir: path.resolve('data'),
     logLevel: 'info',
+    engineLeaseMs: 3_000,
+    instanceId: `${os.hostname()}-${process.pid}`,
     maxPayloadBytes: 1024 * 1024,
     idleUnloadMs: 30_000,
     maxLoadedDocs: 50_000,
@@ -71,6 +80,9 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     host: env.HOST || d.host,
     dataDir: path.resolve(env.DATA_DIR || d.dataDir),
     databaseUrl: env.DATABASE_URL || undefined,
+    redisUrl: env.REDIS_URL || undefined,
+    engineLeaseMs: Math.max(300, int(env.ENGINE_LEASE_MS, d.engineLeaseMs, 'ENGINE_LEASE_MS')),
+    instanceId: env.INSTANCE_ID || d.instanceId,
     logLevel: env.LOG_LEVEL || d.logLevel,
     maxPayloadBytes: int(env.MAX_PAYLOAD_BYTES, d.maxPayloadBytes, 'MAX_PAYLOAD_BYTES'),
     idleUnloadMs: int(env.IDLE_UNLOAD_MS, d.idleUnloadMs, 'IDLE_UNLOAD_MS'),

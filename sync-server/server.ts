@@ -1,6 +1,7 @@
 import { createServer as createHttpServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
+import { WeftError } from '../shared/index.js'
 import { AccessService } from './access/index.js'
 import { AuthService, LoginThrottle } from './auth/index.js'
 import { configFromEnv, defaultConfig, type ServerConfig } from './config.js'
@@ -11,6 +12,7 @@ import { MoveService, NodeService } from './nodes/index.js'
 import { openStorage, type StorageAdapter } from './storage/index.js'
 import { SocketServer } from './sync/index.js'
 import { SearchService, searchRoutes } from './search/index.js'
+import { startCluster, type Cluster } from './cluster/index.js'
 
 /** Versions of full change history kept; older records survive only as the latest per path. */
 const CHANGE_HISTORY = 100_000
@@ -32,6 +34,8 @@ export interface RunningServer {
   access: AccessService
   storage: StorageAdapter
   engines: Engine[]
+  /** [SCALE1] Set when REDIS_URL is: the fan-out and the engines' lease. */
+  cluster: Cluster | null
   stats(): { loadedDocs: number }
   /** Graceful: stop accepting, close sockets, stop engines, flush storage. */
   close(): Promise<void>
@@ -45,6 +49,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const { engines: factories = defaultEngines, logger, now, ...overrides } = options
   const config: ServerConfig = { ...defaultConfig(), host: '127.0.0.1', ...overrides }
   const log = logger ?? createLogger(config.logLevel)
+  if (config.redisUrl && !config.databaseUrl) throw new WeftError('invalid_request', 'REDIS_URL needs DATABASE_URL: several instances share one PostgreSQL database.')
   const storage = await openStorage({ dataDir: config.dataDir, databaseUrl: config.databaseUrl, log })
   const access = new AccessService()
   const nodes = new NodeService(storage, access, { idleUnloadMs: config.idleUnloadMs, maxLoadedDocs: config.maxLoadedDocs, maxJsonDepth: config.maxJsonDepth, log })
@@ -79,6 +84,22 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   let healthy = false
 
   const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal, maxPayloadBytes: config.maxPayloadBytes }))
+  // [SCALE6] With several instances these serve the engines' routes only; the engines that work
+  // run on the one instance holding the lease (cluster/engine-owner.ts).
+  const cluster = config.redisUrl
+    ? await startCluster({
+        instanceId: config.instanceId,
+        redisUrl: config.redisUrl,
+        databaseUrl: config.databaseUrl!,
+        engineLeaseMs: config.engineLeaseMs,
+        nodes,
+        storage,
+        factories,
+        context: { users: auth, log, maxPayloadBytes: config.maxPayloadBytes },
+        log,
+      })
+    : null
+  if (cluster) for (const engine of engines) await engine.stop()
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
   const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage))]
   const authenticate = (token: string | null) => auth.authenticate(token)
@@ -111,7 +132,8 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host
   const url = `http://${host}:${port}`
 
-  for (const engine of engines) await engine.start()
+  if (cluster) cluster.startEngines()
+  else for (const engine of engines) await engine.start()
   healthy = true
   log.info({ port, url, storage: storage.kind, dataDir: config.dataDir }, 'listening')
 
@@ -125,6 +147,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     access,
     storage,
     engines,
+    cluster,
     stats: () => nodes.stats(),
     close() {
       closing ??= (async () => {
@@ -138,7 +161,8 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
           http.close(() => resolve())
           http.closeAllConnections()
         })
-        for (const engine of [...engines].reverse()) await engine.stop().catch((err: unknown) => log.error({ err }, 'engine stop failed'))
+        if (cluster) await cluster.close().catch((err: unknown) => log.error({ err }, 'cluster close failed'))
+        else for (const engine of [...engines].reverse()) await engine.stop().catch((err: unknown) => log.error({ err }, 'engine stop failed'))
         await nodes.close()
         await storage.close()
         log.info('closed')

@@ -32,6 +32,13 @@ export class CommitFeed {
   /** Per-path feeds for node$: a watcher sees its node's changes only, not the whole mesh's. */
   private readonly pathSubjects = new Map<NodePath, Subject<LiveChange>>()
   readonly changes$: Observable<LiveChange> = this.changesSubject.asObservable()
+  /**
+   * [SCALE1] Where this instance's own durable changes go besides the local feed (the Redis
+   * fan-out, sync-server/cluster/); changes applied from another instance do not go there.
+   */
+  /** [SCALE2] Several instances: the version up to which every instance's changes are applied here. */
+  watermark: (() => number) | null = null
+  outbox: ((change: LiveChange, update: Uint8Array | null, clients: readonly ClientBinding[] | undefined) => void) | null = null
 
   constructor(
     private readonly storage: StorageAdapter,
@@ -64,6 +71,8 @@ export class CommitFeed {
       update,
       deferContent: deferred || undefined,
       // [ACC12] Stored with the update that introduces them; the server doc's own id with its first write.
+      // [SCALE2] Several instances: every change up to this version is in this copy.
+      ...(this.watermark ? { baseVersion: this.watermark() } : {}),
       clients: clients !== undefined ? (clients.length > 0 ? clients : undefined) : update && ln.hasDoc ? ln.clientBindings.serverBinding() : undefined,
     })
     return committed.then(
@@ -81,7 +90,7 @@ export class CommitFeed {
           by: principalName(principal),
           origin,
         }
-        this.publish(change)
+        this.publish(change, update, clients)
         return versioned
       },
       (err: unknown) => {
@@ -93,8 +102,14 @@ export class CommitFeed {
     )
   }
 
-  /** Publishes a durable change to the whole feed and to the watchers of its node. */
-  publish(change: LiveChange): void {
+  /** Publishes a durable change of this instance to the whole feed, the watchers of its node and the outbox. */
+  publish(change: LiveChange, update: Uint8Array | null = null, clients?: readonly ClientBinding[]): void {
+    this.publishLocal(change)
+    this.outbox?.(change, update, clients)
+  }
+
+  /** Publishes a durable change to the local feed and the watchers of its node only (a change another instance made). */
+  publishLocal(change: LiveChange): void {
     this.changesSubject.next(change)
     this.pathSubjects.get(change.path)?.next(change)
   }

@@ -21,6 +21,8 @@ export interface FlushSettling {
  * at most once per CONTENT_FLUSH_MS, for copies whose commits deferred it. Kept as one unit.
  */
 export class ContentFlush {
+  /** [SCALE2] Several instances: every change up to this version is in this instance's copies; a row past it is not written. */
+  watermark: (() => number) | null = null
   /** [ACT12] Arrays `append` grows in place, and the copy of the node that owns each. */
   readonly appendable = new WeakMap<object, LoadedNode>()
   /** [ACT12] The JSON of such an array's first `count` items (they never change: items are only added). */
@@ -78,7 +80,7 @@ export class ContentFlush {
       if (!node || ln.poisoned) continue
       ln.commitStarted()
       writes.push(
-        this.storage.writeContent(ln.path, node.content, this.rowJson(ln, node.content)).then(
+        this.storage.writeContent(ln.path, node.content, this.rowJson(ln, node.content), this.watermark?.()).then(
           () => this.settling.commitLanded(ln),
           (err: unknown) => this.settling.commitFailed(ln, err),
         ),

@@ -1,4 +1,5 @@
 export { NodeService, type NodeServiceOptions } from './node-service.js'
+export type { RemoteChange } from './remote-apply.js'
 export { MoveService } from './move-service.js'
 export { MAX_CURSOR_LENGTH, isSealedCursor } from './query-cursor.js'
 export type {

@@ -6,6 +6,9 @@ import type { RoomConnection, SyncRoom } from './types.js'
 
 export type { RoomConnection } from './types.js'
 
+/** [SCALE1] The origin of Yjs and awareness updates applied from another instance. */
+export const REMOTE_ORIGIN = 'remote'
+
 /** Yjs failed while applying an admitted update: the doc may hold part of it and must be dropped. */
 export class DocCorrupted extends Error {
   constructor(
@@ -53,6 +56,13 @@ export class LoadedNode implements SyncRoom {
   contentDirty = false
   /** [ACC12] Who writes under each Yjs client id of the doc; replaced with the doc. */
   clientBindings = new ClientBindings()
+  /**
+   * [SCALE3] Presence made here (by this instance's clients, or their leaving), for the other
+   * instances; presence applied from another instance (origin REMOTE_ORIGIN) is not sent back.
+   */
+  presenceOut: ((path: NodePath, update: Uint8Array) => void) | null = null
+  /** [SCALE3] Called when this room's presence is created (its first client here): ask the others for theirs. */
+  presenceOpened: ((path: NodePath) => void) | null = null
 
   constructor(path: NodePath, node: MeshNode | null) {
     this.path = path
@@ -93,6 +103,7 @@ export class LoadedNode implements SyncRoom {
       awareness.setLocalState(null)
       awareness.on('update', this.onAwarenessUpdate)
       this.awarenessState = awareness
+      this.presenceOpened?.(this.path)
     }
     return this.awarenessState
   }
@@ -223,8 +234,8 @@ export class LoadedNode implements SyncRoom {
       for (const id of added) ids.add(id)
       for (const id of removed) ids.delete(id)
     }
-    if (this.connections.size === 0) return
     const update = awarenessProtocol.encodeAwarenessUpdate(this.awareness, changed)
+    if (origin !== REMOTE_ORIGIN) this.presenceOut?.(this.path, update)
     for (const c of this.connections) c.sendAwareness(update)
   }
 

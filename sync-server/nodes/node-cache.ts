@@ -38,6 +38,11 @@ export class NodeCache {
    */
   private readonly readCache = new Map<NodePath, MeshNode | null>()
   private writeEpoch = 0
+  /** [SCALE3] Given to every loaded copy (LoadedNode.presenceOut / presenceOpened). */
+  presenceOut: LoadedNode['presenceOut'] = null
+  presenceOpened: LoadedNode['presenceOpened'] = null
+  /** [SCALE2] Set with several instances: a node's Yjs log holds all its content (buildDoc). */
+  logIsComplete = false
   private sweepTimer: NodeJS.Timeout | null = null
   private closed = false
 
@@ -99,6 +104,8 @@ export class NodeCache {
     const cached = this.readCache.get(path)
     const node = cached !== undefined ? cached : await this.storage.getNode(path)
     const ln = new LoadedNode(path, node)
+    ln.presenceOut = this.presenceOut
+    ln.presenceOpened = this.presenceOpened
     this.loaded.set(path, ln)
     this.readCache.delete(path)
     this.trimLoaded()
@@ -152,8 +159,12 @@ export class NodeCache {
         if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
         for (const u of stored.updates) Y.applyUpdate(doc, u)
       }
-      const content = ln.node?.content ?? {}
       const logged = docToJson(doc)
+      // [SCALE2] Several instances: every write goes through a doc, so the log holds every
+      // change, and a row read before the log may miss one another instance committed in
+      // between: the log is the content (a catch-up from the row would undo that change).
+      if (this.logIsComplete && ln.node && stored && ln.generation === generation) ln.node = { ...ln.node, content: logged }
+      const content = ln.node?.content ?? {}
       const lags = !jsonEqual(logged, content)
       // Before the catch-up: the server's own writes use an id nobody else holds.
       bindings.adoptServerDoc(doc)
@@ -236,6 +247,24 @@ export class NodeCache {
   async exists(path: NodePath): Promise<boolean> {
     const loaded = this.loaded.get(path)
     return loaded ? loaded.node !== null : (await this.storage.getNode(path)) !== null
+  }
+
+  /**
+   * [SCALE1] Another instance changed the node: a copy nobody uses here (no client, no commit,
+   * no hold) is dropped, so the next use reads storage. Says whether it was dropped.
+   */
+  forget(path: NodePath): boolean {
+    this.settledWrite(path)
+    const ln = this.loaded.get(path)
+    if (!ln) return true
+    if (ln.connections.size > 0 || ln.pendingCommits > 0 || ln.holds > 0 || ln.contentDirty || ln.materializing) return false
+    this.unload(path, ln)
+    return true
+  }
+
+  /** Whether the node is being loaded right now (a remote change must be re-read after it). */
+  isLoading(path: NodePath): boolean {
+    return this.loading.has(path)
   }
 
   /** A commit settled: storage may have changed under any read of the path, cached or under way. */

@@ -27,6 +27,7 @@ import { NodeCache } from './node-cache.js'
 import { PagedReads } from './paged-reads.js'
 import type { ChangeOrigin, LiveChange, NodeCapabilities, NodeDraft, SyncNodeApi, SyncRoom, UpdateFn, WriteRuleHook } from './types.js'
 import { WritePath } from './write-path.js'
+import { RemoteApply, type RemoteChange } from './remote-apply.js'
 import { WriteRules, allowsRule, checkFieldRules, ownerOf } from './write-policy.js'
 
 export interface NodeServiceOptions {
@@ -58,6 +59,7 @@ export class NodeService implements SyncNodeApi {
   private readonly flush: ContentFlush
   private readonly feed: CommitFeed
   private readonly writes: WritePath
+  private readonly remote: RemoteApply
   readonly changes$: Observable<LiveChange>
 
   constructor(
@@ -71,6 +73,44 @@ export class NodeService implements SyncNodeApi {
     this.feed = new CommitFeed(storage, access, this.cache, this.flush)
     this.writes = new WritePath(storage, access, this.cache, this.feed, this.flush, this.rules, opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH)
     this.changes$ = this.feed.changes$
+    this.remote = new RemoteApply(storage, access, this.cache, this.feed)
+  }
+
+  // ---------------------------------------------------------------- several instances (issue 20)
+
+  /**
+   * [SCALE1] [SCALE3] Connects this instance to the others (sync-server/cluster/): its own
+   * durable changes and its clients' presence go out; a room opening here asks for theirs.
+   */
+  connectCluster(hooks: {
+    committed: NonNullable<CommitFeed['outbox']>
+    presence: (path: NodePath, update: Uint8Array) => void
+    presenceOpened: (path: NodePath) => void
+    /** [SCALE2] Every change up to this version (any instance's) is applied here. */
+    watermark: () => number
+  }): void {
+    this.writes.everyWriteThroughDoc = true
+    this.cache.logIsComplete = true
+    this.flush.watermark = hooks.watermark
+    this.feed.watermark = hooks.watermark
+    this.feed.outbox = hooks.committed
+    this.cache.presenceOut = hooks.presence
+    this.cache.presenceOpened = hooks.presenceOpened
+  }
+
+  /** [SCALE1] A change another instance made durable: into this instance's memory and feed. */
+  applyRemote(change: RemoteChange): Promise<void> {
+    return this.remote.apply(change)
+  }
+
+  /** [SCALE3] Presence from another instance's clients. */
+  applyRemotePresence(path: NodePath, update: Uint8Array): void {
+    this.remote.applyPresence(path, update)
+  }
+
+  /** [SCALE3] The presence of this instance's clients in a room (null: none here). */
+  localPresence(path: NodePath): Uint8Array | null {
+    return this.remote.localPresence(path)
   }
 
   /**

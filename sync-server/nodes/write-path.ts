@@ -64,6 +64,12 @@ export class WritePath {
   private readonly deleting = new Set<NodePath>()
   /** [MOVE2] Subtrees being moved (source and destination): no write inside them meanwhile. */
   private readonly moving = new Set<NodePath>()
+  /**
+   * [SCALE1] Set with several instances: every write goes through the node's Y.Doc, so each
+   * change carries a Yjs update that another instance's open doc can apply (a JSON-only write
+   * could not reach a room on another instance without each rebuilding it differently).
+   */
+  everyWriteThroughDoc = false
 
   constructor(
     private readonly storage: StorageAdapter,
@@ -107,30 +113,34 @@ export class WritePath {
     return this.feed.commit(ln, { principal, before, after, kind, update, origin, deferContent, clients })
   }
 
+  private acquireForWrite(path: NodePath): Promise<LoadedNode> {
+    return this.everyWriteThroughDoc ? this.cache.acquireDoc(path) : this.cache.acquire(path)
+  }
+
   async put(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http'): Promise<{ node: MeshNode; created: boolean }> {
     await this.requireParent(principal, path)
-    const ln = await this.cache.acquire(path)
+    const ln = await this.acquireForWrite(path)
     if (!ln.node) return { node: (await this.createIn(ln, principal, draft, origin))!, created: true }
     return { node: (await this.replaceIn(ln, principal, draft, origin))!, created: false }
   }
 
   async create(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
     await this.requireParent(principal, path)
-    const ln = await this.cache.acquire(path)
+    const ln = await this.acquireForWrite(path)
     if (ln.node) throw new WeftError('already_exists', `A node already exists at ${path}.`)
     return (await this.createIn(ln, principal, draft, origin))!
   }
 
   async patch(principal: Principal, path: NodePath, patch: MergePatch, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
     assertMergePatch(patch, this.maxJsonDepth)
-    const ln = await this.cache.acquire(path)
+    const ln = await this.acquireForWrite(path)
     const before = this.existing(ln, principal)
     const next = applyMergePatch(before.content, patch) as JsonObject
     return (await this.writeContent(ln, principal, before, before.name, next, patch, origin))!
   }
 
   async update(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin = 'engine'): Promise<MeshNode | null> {
-    const ln = await this.cache.acquire(path)
+    const ln = await this.acquireForWrite(path)
     const current = ln.node
     const result = fn(current)
     if (result === undefined || result === current) return current
@@ -327,7 +337,7 @@ export class WritePath {
 
   /** [MOVE8] Renames: the name changes, the path (and every link to it) stays. Needs Update. */
   async rename(principal: Principal, path: NodePath, name: string, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
-    const ln = await this.cache.acquire(path)
+    const ln = await this.acquireForWrite(path)
     const before = this.existing(ln, principal)
     return (await this.writeContent(ln, principal, before, name, before.content, {}, origin, []))!
   }

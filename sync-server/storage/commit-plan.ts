@@ -26,7 +26,7 @@ export interface PreparedFold {
 
 /** `writeContent` as a group-commit item: the row's content, stored after deferred commits ([STO5]). */
 export interface PreparedContent {
-  rowContent: { path: NodePath; json: RowJson }
+  rowContent: { path: NodePath; json: RowJson; baseVersion?: number }
 }
 
 /** Folds travel in the same queue as an adapter's commits, so they keep their place among them. */

@@ -144,7 +144,12 @@ export class PostgresStorage implements StorageAdapter {
           continue
         }
         if (isRowContent(item)) {
-          await client.query('UPDATE nodes SET content = $2::jsonb, content_stale = false WHERE path = $1', [item.rowContent.path, item.rowContent.json])
+          // [SCALE2] With a base version: only while the row is not past it (else it stays stale).
+          await client.query('UPDATE nodes SET content = $2::jsonb, content_stale = false WHERE path = $1 AND ($3::bigint IS NULL OR version <= $3::bigint)', [
+            item.rowContent.path,
+            item.rowContent.json,
+            item.rowContent.baseVersion ?? null,
+          ])
           out.push({ ok: true, value: null })
           continue
         }
@@ -178,9 +183,9 @@ export class PostgresStorage implements StorageAdapter {
                   [input.path, input.name, input.at, version],
                 )
               : await client.query<{ update_count: number }>(
-                  `UPDATE nodes SET name = $2, content = $3::jsonb, content_stale = false, updated_at = $4, version = $5, update_count = update_count + $6
+                  `UPDATE nodes SET name = $2, content = $3::jsonb, content_stale = ($7::bigint IS NOT NULL AND version > $7::bigint), updated_at = $4, version = $5, update_count = update_count + $6
                    WHERE path = $1 RETURNING update_count`,
-                  [input.path, input.name, prepared.contentJson, input.at, version, input.update ? 1 : 0],
+                  [input.path, input.name, prepared.contentJson, input.at, version, input.update ? 1 : 0, input.baseVersion ?? null],
                 )
             if (input.update) logged.push({ path: input.path, seq: version, data: toBuffer(input.update) })
             for (const b of input.clients ?? []) bound.push({ path: input.path, ...b })
@@ -276,12 +281,12 @@ export class PostgresStorage implements StorageAdapter {
     })
   }
 
-  async writeContent(path: NodePath, content: JsonObject, given?: RowJson): Promise<void> {
+  async writeContent(path: NodePath, content: JsonObject, given?: RowJson, baseVersion?: number): Promise<void> {
     if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
     // Parts are the SQLite writer's ([ACT12]); this adapter does not ask for them.
     const json = typeof given === 'string' ? given : JSON.stringify(content)
     if (json.includes('\\u0000')) throw new WeftError('invalid_content', 'Node content must not contain NUL characters.')
-    await this.committer.submit({ rowContent: { path, json } })
+    await this.committer.submit({ rowContent: { path, json, ...(baseVersion !== undefined ? { baseVersion } : {}) } })
   }
 
   async getNode(path: NodePath): Promise<MeshNode | null> {

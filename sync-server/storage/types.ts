@@ -48,6 +48,13 @@ export interface CommitInput {
    * bindings go with it.
    */
   clients?: readonly ClientBinding[]
+  /**
+   * [SCALE2] Several instances: the version up to which the writer has applied every change of
+   * every instance. When the row is past it (a change this content may lack), the row's content
+   * is marked stale: reads rebuild it from the Yjs log, which holds every instance's updates.
+   * Adapters for one instance may ignore it.
+   */
+  baseVersion?: number
 }
 
 /** [MOVE2] A subtree's move: every row, log entry and client binding under `from` goes under `to`. */
@@ -105,7 +112,7 @@ export interface StorageAdapter {
    * No-op when absent. `json`, when given, is `JSON.stringify(content)` already made, or, where
    * `rowParts` is true, the row in parts whose grown arrays carry only their new items ([ACT12]).
    */
-  writeContent(path: NodePath, content: JsonObject, json?: RowJson): Promise<void>
+  writeContent(path: NodePath, content: JsonObject, json?: RowJson, baseVersion?: number): Promise<void>
   /** [ACT12] `writeContent` takes `RowJson` parts (the writer keeps the arrays' JSON). */
   readonly rowParts?: boolean
   /** [STO5] Paths (after `after`, in path order, at most `limit`) whose row content is stale: what a crash left for the boot to repair. */

@@ -44,6 +44,7 @@ const MODULES: BenchModule[] = [
   { name: 'kit', file: 'kit-bench.ts', fn: 'benchKit' },
   { name: 'threads', file: 'threads-bench.ts', fn: 'benchThreads' },
   { name: 'search', file: 'search-bench.ts', fn: 'benchSearch' },
+  { name: 'cluster', file: 'cluster-bench.ts', fn: 'benchCluster' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */

@@ -17,3 +17,5 @@ export { acquire, renew, release, fenced, isExpired, isFree, leaseOf } from './l
 export type { Lease } from './lease.js'
 export { defineEngine } from './define-engine.js'
 export type { EngineSpec, EngineDeps, KitEngine } from './define-engine.js'
+export { Ownership } from './ownership.js'
+export type { LeaseStore, OwnershipOptions } from './ownership.js'

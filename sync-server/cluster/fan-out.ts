@@ -1,0 +1,181 @@
+import type { Logger } from 'pino'
+import type { ChangeRecord, MeshChangeKind, NodePath } from '../../shared/index.js'
+import type { ChangeOrigin, NodeService } from '../nodes/index.js'
+import type { StorageAdapter } from '../storage/index.js'
+import type { BusMessage } from './redis-bus.js'
+
+/** Changes read per catch-up query. */
+const CATCH_UP_PAGE = 1000
+
+export interface FanOutOptions {
+  instanceId: string
+  nodes: NodeService
+  storage: StorageAdapter
+  log: Logger
+  publish: (m: BusMessage) => void
+  /** After a hole in the versions, how long to wait for the missing messages before reading them (ms). */
+  gapWaitMs?: number
+  /** How often the database's last version is compared with the last one seen (ms): a lost last message is found this way. */
+  pollMs?: number
+}
+
+/**
+ * [SCALE1] [SCALE2] [SCALE4] Updates between instances. Every instance's durable changes go to
+ * Redis with their version (one global, gap-free sequence: postgres-schema.ts); each instance
+ * applies the others' in one serial queue (a doc sees a node's updates in order) and keeps the
+ * highest version up to which it has seen every change. A hole in the versions (a lost
+ * message), a Redis reconnect, or the database's last version ahead of it (polled) makes it
+ * read the missing changes from PostgreSQL: Redis is the fast path, PostgreSQL the truth.
+ */
+export class FanOut {
+  /** Every version up to this one is applied (or was this instance's own). */
+  private applied = 0
+  /** Versions above `applied` already applied. */
+  private readonly seen = new Set<number>()
+  private queue: Promise<void> = Promise.resolve()
+  private gapTimer: NodeJS.Timeout | null = null
+  private pollTimer: NodeJS.Timeout | null = null
+  private catchingUp = false
+  private closed = false
+  /** Changes read from the database rather than received (diagnostics, tests, metrics). */
+  caughtUp = 0
+
+  constructor(private readonly o: FanOutOptions) {}
+
+  async start(): Promise<void> {
+    this.applied = await this.o.storage.lastVersion()
+    this.o.nodes.connectCluster({
+      committed: (change, update, clients) => {
+        this.mark(change.version)
+        this.o.publish({
+          t: 'change',
+          from: this.o.instanceId,
+          version: change.version,
+          path: change.path,
+          nodeType: change.nodeType,
+          kind: change.kind,
+          by: change.by,
+          origin: change.origin,
+          ...(update ? { update: Buffer.from(update).toString('base64') } : {}),
+          ...(clients && clients.length > 0 ? { clients: [...clients] } : {}),
+        })
+      },
+      presence: (path, update) => this.o.publish({ t: 'presence', from: this.o.instanceId, path, update: Buffer.from(update).toString('base64') }),
+      watermark: () => this.applied,
+      presenceOpened: (path) => this.o.publish({ t: 'presence?', from: this.o.instanceId, path }),
+    })
+    const poll = this.o.pollMs ?? 1000
+    this.pollTimer = setInterval(() => void this.poll(), poll)
+    this.pollTimer.unref()
+  }
+
+  /** The highest version up to which this instance has every change (tests, metrics). */
+  get version(): number {
+    return this.applied
+  }
+
+  receive(m: BusMessage): void {
+    if (this.closed || m.from === this.o.instanceId) return
+    switch (m.t) {
+      case 'change': {
+        if (m.version <= this.applied || this.seen.has(m.version)) return
+        const change = {
+          version: m.version,
+          path: m.path as NodePath,
+          nodeType: m.nodeType,
+          kind: m.kind as MeshChangeKind,
+          by: m.by,
+          origin: m.origin as ChangeOrigin,
+          update: m.update ? new Uint8Array(Buffer.from(m.update, 'base64')) : null,
+          ...(m.clients ? { clients: m.clients } : {}),
+        }
+        this.enqueue(async () => {
+          if (change.version <= this.applied || this.seen.has(change.version)) return
+          await this.o.nodes.applyRemote(change)
+          this.mark(change.version)
+        })
+        return
+      }
+      case 'presence':
+        this.o.nodes.applyRemotePresence(m.path as NodePath, new Uint8Array(Buffer.from(m.update, 'base64')))
+        return
+      case 'presence?': {
+        const mine = this.o.nodes.localPresence(m.path as NodePath)
+        if (mine) this.o.publish({ t: 'presence', from: this.o.instanceId, path: m.path, update: Buffer.from(mine).toString('base64') })
+        return
+      }
+      default:
+        m satisfies never
+    }
+  }
+
+  /** [SCALE4] Redis came back: whatever was published meanwhile is read from the database. */
+  reconnected(): void {
+    this.catchUp()
+  }
+
+  private mark(version: number): void {
+    if (version <= this.applied) return
+    this.seen.add(version)
+    while (this.seen.delete(this.applied + 1)) this.applied++
+    if (this.seen.size > 0 && !this.gapTimer && !this.closed) {
+      this.gapTimer = setTimeout(() => {
+        this.gapTimer = null
+        if (this.seen.size > 0) this.catchUp()
+      }, this.o.gapWaitMs ?? 150)
+      this.gapTimer.unref()
+    }
+  }
+
+  private async poll(): Promise<void> {
+    if (this.closed || this.catchingUp) return
+    try {
+      const last = await this.o.storage.lastVersion()
+      if (last > this.applied) this.catchUp()
+    } catch (err) {
+      this.o.log.warn({ err }, 'cluster: could not read the last version')
+    }
+  }
+
+  /** Reads the changes after `applied` from the database and applies those not seen yet. */
+  catchUp(): Promise<void> {
+    if (this.catchingUp) return this.queue
+    this.catchingUp = true
+    return this.enqueue(async () => {
+      try {
+        for (;;) {
+          const records: ChangeRecord[] = await this.o.storage.changesSince(this.applied, CATCH_UP_PAGE)
+          for (const r of records) {
+            if (r.version <= this.applied || this.seen.has(r.version)) continue
+            await this.o.nodes.applyRemote(r)
+            this.caughtUp++
+            this.mark(r.version)
+          }
+          const last = records.at(-1)
+          // Versions the change log no longer holds ([STO7] purge) are past: nothing to apply.
+          if (last && last.version > this.applied) {
+            for (const v of [...this.seen]) if (v <= last.version) this.seen.delete(v)
+            this.applied = last.version
+            while (this.seen.delete(this.applied + 1)) this.applied++
+          }
+          if (records.length < CATCH_UP_PAGE) return
+        }
+      } finally {
+        this.catchingUp = false
+      }
+    })
+  }
+
+  private enqueue(job: () => Promise<void>): Promise<void> {
+    const next = this.queue.then(job).catch((err: unknown) => this.o.log.error({ err }, 'cluster: applying a change from another instance failed'))
+    this.queue = next
+    return next
+  }
+
+  async close(): Promise<void> {
+    this.closed = true
+    if (this.gapTimer) clearTimeout(this.gapTimer)
+    if (this.pollTimer) clearInterval(this.pollTimer)
+    await this.queue
+  }
+}

@@ -1,0 +1,66 @@
+import { Redis } from 'ioredis'
+import type { Logger } from 'pino'
+
+/** One message between instances on the `weft:cluster` channel (JSON; binary fields base64). */
+export type BusMessage =
+  | { t: 'change'; from: string; version: number; path: string; nodeType: string; kind: string; by: string; origin: string; update?: string; clients?: { client: number; principal: string }[] }
+  | { t: 'presence'; from: string; path: string; update: string }
+  | { t: 'presence?'; from: string; path: string }
+
+export const CLUSTER_CHANNEL = 'weft:cluster'
+
+/**
+ * [SCALE1] Redis pub/sub between the instances of one deployment (ioredis: one connection to
+ * publish, one subscribed). Fire and forget: what Redis drops is caught up from PostgreSQL by
+ * the fan-out (fan-out.ts), so nothing here retries. `reconnected` fires each time the
+ * subscription is back after a loss (the fan-out then reads what it missed).
+ */
+export class RedisBus {
+  private readonly pub: Redis
+  private readonly sub: Redis
+  private wasLost = false
+
+  constructor(
+    url: string,
+    private readonly log: Logger,
+    handlers: { message: (m: BusMessage) => void; reconnected: () => void },
+  ) {
+    const options = { maxRetriesPerRequest: 1, enableOfflineQueue: false, retryStrategy: (n: number) => Math.min(50 * n, 500) }
+    this.pub = new Redis(url, options)
+    this.sub = new Redis(url, { ...options, enableOfflineQueue: true })
+    for (const c of [this.pub, this.sub]) c.on('error', (err: Error) => log.debug({ err: err.message }, 'redis: connection error'))
+    this.sub.on('close', () => {
+      this.wasLost = true
+    })
+    this.sub.on('ready', () => {
+      if (!this.wasLost) return
+      this.wasLost = false
+      log.info('redis: subscription back; catching up from the database')
+      handlers.reconnected()
+    })
+    this.sub.on('message', (_channel: string, text: string) => {
+      let m: BusMessage
+      try {
+        m = JSON.parse(text) as BusMessage
+      } catch {
+        return
+      }
+      handlers.message(m)
+    })
+  }
+
+  async start(): Promise<void> {
+    await this.sub.subscribe(CLUSTER_CHANNEL)
+  }
+
+  publish(m: BusMessage): void {
+    this.pub.publish(CLUSTER_CHANNEL, JSON.stringify(m)).catch((err: unknown) => {
+      this.log.debug({ err: (err as Error).message }, 'redis: publish failed (the others catch up from the database)')
+    })
+  }
+
+  async close(): Promise<void> {
+    this.sub.disconnect()
+    this.pub.disconnect()
+  }
+}

@@ -1,0 +1,122 @@
+import type { Logger } from 'pino'
+import type { Lease } from './lease.js'
+
+/**
+ * [SCALE6] Where engine-partition leases live across instances (a PostgreSQL table:
+ * sync-server/cluster/pg-leases.ts). Every operation is one atomic statement on the database:
+ *  - `acquire`: take the lease when it is free or expired, raising its fence (never lowered);
+ *  - `renew`: extend it, only while this holder still holds it with this fence;
+ *  - `release`: give it up (the fence stays).
+ */
+export interface LeaseStore {
+  acquire(name: string, holder: string, ttlMs: number): Promise<Lease | null>
+  renew(name: string, lease: Lease, ttlMs: number): Promise<Lease | null>
+  release(name: string, lease: Lease): Promise<void>
+}
+
+export interface OwnershipOptions {
+  name: string
+  holder: string
+  store: LeaseStore
+  /** How long a lease lasts unless renewed (ENGINE_LEASE_MS). Renewed every third of it. */
+  ttlMs: number
+  log: Logger
+  /** This instance now owns the partition (the fence is the lease's): start the work. */
+  acquired: (lease: Lease) => Promise<void>
+  /** The lease is lost or given up: stop the work before anything more is done under it. */
+  lost: (lease: Lease) => Promise<void>
+}
+
+/**
+ * [SCALE6] [SCALE7] One active owner per partition. Each instance runs this loop: try to take
+ * the lease (every third of its time), then renew it. The owner's lease is valid here only until
+ * `sent + ttl` by this process's monotonic clock, counted from when the last successful renewal
+ * was SENT: past that (a renewal failed, the process stalled) `holds()` is false at once, and the
+ * work is stopped, before the database can hand the lease to another instance.
+ */
+export class Ownership {
+  private lease: Lease | null = null
+  private validUntil = 0
+  private timer: NodeJS.Timeout | null = null
+  private expiry: NodeJS.Timeout | null = null
+  private stopped = false
+  private busy: Promise<void> = Promise.resolve()
+
+  constructor(private readonly o: OwnershipOptions) {}
+
+  /** Whether this instance holds the lease right now (checked before every write under it). */
+  holds(): boolean {
+    return this.lease !== null && performance.now() < this.validUntil
+  }
+
+  get fence(): number | null {
+    return this.holds() ? this.lease!.fence : null
+  }
+
+  start(): void {
+    this.tick()
+  }
+
+  private schedule(): void {
+    if (this.stopped) return
+    this.timer = setTimeout(() => this.tick(), Math.max(50, Math.floor(this.o.ttlMs / 3)))
+    this.timer.unref()
+  }
+
+  private tick(): void {
+    this.busy = this.step().finally(() => this.schedule())
+  }
+
+  private async step(): Promise<void> {
+    const sent = performance.now()
+    try {
+      if (this.lease) {
+        const renewed = await this.o.store.renew(this.o.name, this.lease, this.o.ttlMs)
+        if (this.stopped) return
+        if (renewed && this.lease) this.hold(renewed, sent)
+        else if (this.lease) await this.lose('renewal refused')
+        return
+      }
+      const lease = await this.o.store.acquire(this.o.name, this.o.holder, this.o.ttlMs)
+      if (!lease || this.stopped) return
+      this.hold(lease, sent)
+      this.o.log.info({ partition: this.o.name, fence: lease.fence }, 'engine lease acquired')
+      // Not awaited: starting the work (a reconcile) may take longer than the lease, which is renewed meanwhile.
+      this.o.acquired(lease).catch((err: unknown) => this.o.log.error({ err, partition: this.o.name }, 'engines failed to start under the lease'))
+    } catch (err) {
+      this.o.log.warn({ err, partition: this.o.name }, 'engine lease: the database did not answer')
+    }
+  }
+
+  private hold(lease: Lease, sent: number): void {
+    this.lease = lease
+    this.validUntil = sent + this.o.ttlMs
+    if (this.expiry) clearTimeout(this.expiry)
+    this.expiry = setTimeout(() => {
+      if (this.lease && !this.holds()) void this.lose('not renewed in time')
+    }, Math.max(0, this.validUntil - performance.now()) + 1)
+    this.expiry.unref()
+  }
+
+  private async lose(why: string): Promise<void> {
+    const lease = this.lease
+    if (!lease) return
+    this.lease = null
+    this.validUntil = 0
+    this.o.log.warn({ partition: this.o.name, fence: lease.fence, why }, 'engine lease lost; engines stopped')
+    await this.o.lost(lease)
+  }
+
+  /** Stops the loop; the owner stops its work and gives the lease up so another takes over at once. */
+  async stop(): Promise<void> {
+    this.stopped = true
+    if (this.timer) clearTimeout(this.timer)
+    if (this.expiry) clearTimeout(this.expiry)
+    await this.busy.catch(() => undefined)
+    const lease = this.lease
+    if (!lease) return
+    this.lease = null
+    await this.o.lost(lease)
+    await this.o.store.release(this.o.name, lease).catch(() => undefined)
+  }
+}

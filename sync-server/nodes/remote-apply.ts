@@ -1,0 +1,104 @@
+import * as Y from 'yjs'
+import * as awarenessProtocol from 'y-protocols/awareness'
+import { docToJson, type ChangeRecord, type MeshNode, type NodePath } from '../../shared/index.js'
+import type { AccessService } from '../access/index.js'
+import type { ClientBinding, StorageAdapter } from '../storage/index.js'
+import type { CommitFeed } from './commit-feed.js'
+import { REMOTE_ORIGIN, type LoadedNode } from './loaded-node.js'
+import type { NodeCache } from './node-cache.js'
+import type { ChangeOrigin } from './types.js'
+
+/** [SCALE1] A change another instance made durable, as the fan-out hands it over. */
+export interface RemoteChange extends ChangeRecord {
+  /** Its Yjs update, when the message carried it (a catch-up from storage does not). */
+  update?: Uint8Array | null
+  /** [ACC12] The client ids its update bound. */
+  clients?: readonly ClientBinding[]
+  by?: string
+  origin?: ChangeOrigin
+}
+
+/**
+ * [SCALE1] Applies a change made by another instance on the same database to this instance's
+ * memory: the copy of the node here (a room's doc gets the Yjs update and relays it to its
+ * clients; a copy nobody uses is dropped, so the next use reads storage), the access indexes
+ * (the gate decides alike on every instance) and the local feed (engines and watchers see it).
+ * Idempotent: Yjs updates apply once, and a catch-up may hand over the same change again.
+ */
+export class RemoteApply {
+  constructor(
+    private readonly storage: StorageAdapter,
+    private readonly access: AccessService,
+    private readonly cache: NodeCache,
+    private readonly feed: CommitFeed,
+  ) {}
+
+  async apply(change: RemoteChange): Promise<void> {
+    const { path } = change
+    const node = change.kind === 'Deleted' ? null : await this.storage.getNode(path)
+    this.cache.settledWrite(path)
+    if (change.nodeType === 'AccessAssignment' || change.nodeType === 'Membership') {
+      // The indexes key an assignment by its path: the stub stands for whatever was there.
+      this.access.observe({ path, nodeType: change.nodeType } as MeshNode, node)
+    }
+    await this.refreshCopy(path, change)
+    this.feed.publishLocal({ version: change.version, path, nodeType: change.nodeType, kind: change.kind, node, by: change.by ?? 'remote', origin: change.origin ?? 'system' })
+  }
+
+  private async refreshCopy(path: NodePath, change: RemoteChange): Promise<void> {
+    if (this.cache.isLoading(path)) await this.cache.acquire(path).catch(() => undefined)
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const ln = this.cache.peek(path)
+      if (!ln || this.cache.forget(path)) return
+      if (ln.materializing) await ln.materializing.catch(() => undefined)
+      if (change.kind === 'Updated' && ln.hasDoc && ln.node) {
+        await this.applyToDoc(ln, change)
+        return
+      }
+      if (ln.connections.size > 0 && ln.pendingCommits === 0 && ln.holds === 0) {
+        // Created or deleted elsewhere under a room here: its clients resync from storage.
+        for (const conn of [...ln.connections]) conn.evict(1012, 'unavailable', 'The node was replaced on another server; reconnect.')
+        continue
+      }
+      await ln.settled()
+      await new Promise((r) => setTimeout(r, 20))
+    }
+  }
+
+  /** The update (or, from a catch-up, the stored log: Yjs applies only what the doc lacks) into the room's doc, relayed to its clients. */
+  private async applyToDoc(ln: LoadedNode, change: RemoteChange): Promise<void> {
+    let updates: Uint8Array[]
+    if (change.update) updates = [change.update]
+    else {
+      const stored = await this.storage.loadDoc(ln.path)
+      updates = stored ? [...(stored.snapshot ? [stored.snapshot] : []), ...stored.updates] : []
+    }
+    const bindings = change.clients ?? (change.update ? [] : await this.storage.loadClientBindings(ln.path))
+    if (!ln.hasDoc || !ln.node || ln.poisoned) return
+    // One synchronous stretch: no local write interleaves between the doc and its JSON.
+    ln.clientBindings.record(bindings)
+    for (const u of updates) Y.applyUpdate(ln.doc, u, REMOTE_ORIGIN)
+    if (ln.doc.store.pendingStructs || ln.doc.store.pendingDs) {
+      // An update this doc missed came later (its message lost): the stored log has it.
+      const stored = await this.storage.loadDoc(ln.path)
+      if (!ln.hasDoc || !ln.node || ln.poisoned) return
+      for (const u of stored ? [...(stored.snapshot ? [stored.snapshot] : []), ...stored.updates] : []) Y.applyUpdate(ln.doc, u, REMOTE_ORIGIN)
+    }
+    ln.node = { ...ln.node, content: docToJson(ln.doc), version: Math.max(ln.node.version, change.version) }
+  }
+
+  /** [SCALE3] Presence from another instance's clients, into this instance's room (if one is open here). */
+  applyPresence(path: NodePath, update: Uint8Array): void {
+    const presence = this.cache.peek(path)?.presence
+    if (presence) awarenessProtocol.applyAwarenessUpdate(presence, update, REMOTE_ORIGIN)
+  }
+
+  /** [SCALE3] The presence of this instance's own clients in a room, for an instance whose room just opened. */
+  localPresence(path: NodePath): Uint8Array | null {
+    const ln = this.cache.peek(path)
+    const presence = ln?.presence
+    if (!ln || !presence) return null
+    const ids = [...ln.connections].flatMap((c) => [...c.awarenessIds])
+    return ids.length > 0 ? awarenessProtocol.encodeAwarenessUpdate(presence, ids) : null
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * Several instances (issue 20): three instances vs one on PostgreSQL, child processes on
+ * loopback, a private Redis. Figures:
+ *  - aggregate durable writes/s: concurrent HTTP PATCHes (each acknowledged once committed in
+ *    PostgreSQL) spread over the instances, for CLUSTER_BENCH_SECONDS;
+ *  - edit latency p99: a stock client sets a key, another sees it (other instance vs same);
+ *  - failover: kill -9 of the engine owner until another instance takes the lease, and until
+ *    its engines have started (ENGINE_LEASE_MS = 3000, the default).
+ * The machine is shared (2 cores, ~8 agents): all three instances and the load generator share
+ * the cores, so the writes/s ratio measures the database's group commit more than added CPU.
+ */
+import { api, createSpace, engineOwner, signup, startInstances, stockProvider, waitFor, type Instances, type SpawnedServer } from '../helpers/index.js'
+import type { Goal } from './run.js'
+
+export const GOALS: Record<string, Goal> = {
+  writesRatio3to1: { op: '>=', value: 2, unit: '×' },
+  editP99Ratio: { op: '<=', value: 2, unit: '×' },
+  failoverTakeoverMs: { op: '<', value: 5000, unit: 'ms' },
+}
+
+const SECONDS = Number(process.env.CLUSTER_BENCH_SECONDS ?? 8)
+const WORKERS = 24
+const DOCS = 24
+const EDITS = 200
+
+async function writesPerSec(set: Instances): Promise<number> {
+  const urls = set.servers.map((s) => s.url)
+  const user = await signup(urls[0]!)
+  const space = await createSpace(urls[0]!, user.token)
+  const docs = Array.from({ length: DOCS }, (_, i) => `${space}/d${i}`)
+  for (const d of docs) await api(urls[0]!, user.token).putNode(d, 'Document', {})
+  // Every instance knows the user's token and the space before the clock starts.
+  for (const u of urls) await waitFor(async () => (await api(u, user.token).getNode(docs.at(-1)!)).status === 200, { timeoutMs: 30_000 })
+  let ok = 0
+  let n = 0
+  const end = Date.now() + SECONDS * 1000
+  await Promise.all(
+    Array.from({ length: WORKERS }, async (_, w) => {
+      while (Date.now() < end) {
+        const i = n++
+        const res = await api(urls[(w + i) % urls.length]!, user.token).patchNode(docs[i % DOCS]!, { [`k${w}`]: i })
+        if (res.status === 200) ok++
+      }
+    }),
+  )
+  return ok / SECONDS
+}
+
+async function editP99(set: Instances, other: number): Promise<number> {
+  const urls = set.servers.map((s) => s.url)
+  const user = await signup(urls[0]!)
+  const space = await createSpace(urls[0]!, user.token)
+  const path = `${space}/latency`
+  await api(urls[0]!, user.token).putNode(path, 'Document', {})
+  const a = stockProvider(urls[0]!, path, user.token)
+  const b = stockProvider(urls[other]!, path, user.token)
+  try {
+    await Promise.all([a.synced(), b.synced()])
+    const times: number[] = []
+    for (let i = 0; i < EDITS; i++) {
+      const seen = new Promise<void>((resolve) => {
+        const check = () => {
+          if (b.content.get('n') === i) {
+            b.content.unobserve(check)
+            resolve()
+          }
+        }
+        b.content.observe(check)
+      })
+      const t0 = performance.now()
+      a.content.set('n', i)
+      await seen
+      times.push(performance.now() - t0)
+    }
+    times.sort((x, y) => x - y)
+    return times[Math.floor(times.length * 0.99)]!
+  } finally {
+    a.destroy()
+    b.destroy()
+  }
+}
+
+async function failover(set: Instances): Promise<{ takeover: number; started: number }> {
+  const owner = await engineOwner(set.servers)
+  const others = set.servers.filter((s) => s !== owner)
+  const firstAt = (s: SpawnedServer, msg: string, after: number) =>
+    s.logs().map((l) => (l.msg === msg ? Date.parse(String(l.time)) : NaN)).find((t) => t >= after)
+  const killedAt = Date.now()
+  await owner.kill('SIGKILL')
+  const next = await engineOwner(others, 30_000)
+  const takeover = firstAt(next, 'engine lease acquired', killedAt)!
+  const started = firstAt(next, 'engines started under the lease', killedAt)!
+  return { takeover: takeover - killedAt, started: started - killedAt }
+}
+
+export async function benchCluster(): Promise<Record<string, number>> {
+  const out: Record<string, number> = {}
+  const one = await startInstances(1)
+  try {
+    out.writesPerSec1 = Math.round(await writesPerSec(one))
+    out.editP99Same1Ms = Math.round(await editP99(one, 0))
+  } finally {
+    await one.cleanup()
+  }
+  const three = await startInstances(3)
+  try {
+    out.writesPerSec3 = Math.round(await writesPerSec(three))
+    out.editP99Cross3Ms = Math.round(await editP99(three, 1))
+    const f = await failover(three)
+    out.failoverTakeoverMs = f.takeover
+    out.failoverEnginesStartedMs = f.started
+  } finally {
+    await three.cleanup()
+  }
+  out.writesRatio3to1 = Math.round((out.writesPerSec3! / out.writesPerSec1!) * 100) / 100
+  out.editP99Ratio = Math.round((out.editP99Cross3Ms! / Math.max(1, out.editP99Same1Ms!)) * 100) / 100
+  return out
+}

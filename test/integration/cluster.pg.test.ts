@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { api, createSpace, grantRole, signup, stockProvider, waitFor, type StockClient, type TestUser } from '../helpers/index.js'
+import { startInstances, type Instances } from '../helpers/index.js'
+
+/**
+ * Several instances (issue 20): three servers as child processes on one fresh PostgreSQL
+ * database and a private Redis, clients on different instances.
+ */
+describe('Several instances on one PostgreSQL, fanned out through Redis', () => {
+  let set: Instances
+  let user: TestUser
+  let space = ''
+  const clients: StockClient[] = []
+  const url = (i: number) => set.servers[i]!.url
+
+  beforeAll(async () => {
+    set = await startInstances(3)
+    user = await signup(url(0))
+    space = await createSpace(url(0), user.token)
+  }, 120_000)
+  afterAll(async () => {
+    for (const c of clients) c.destroy()
+    await set?.cleanup()
+  })
+
+  function client(i: number, path: string, token = user.token): StockClient {
+    const c = stockProvider(url(i), path, token)
+    clients.push(c)
+    return c
+  }
+
+  it('[SCALE1] a client on instance 1 and one on instance 2 editing one node converge; an HTTP write on instance 3 reaches both', { timeout: 60_000 }, async () => {
+    const path = `${space}/shared`
+    expect((await api(url(0), user.token).putNode(path, 'Document', { Title: 'start' })).status).toBe(201)
+    const a = client(0, path)
+    const b = client(1, path)
+    await Promise.all([a.synced(), b.synced()])
+    a.content.set('FromA', 'a1')
+    b.content.set('FromB', 'b1')
+    await waitFor(() => a.json().FromB === 'b1' && b.json().FromA === 'a1', { timeoutMs: 20_000, description: 'both edits on both clients' })
+    expect((await api(url(2), user.token).patchNode(path, { FromHttp: 'h1' })).status).toBe(200)
+    await waitFor(() => a.json().FromHttp === 'h1' && b.json().FromHttp === 'h1', { timeoutMs: 20_000, description: 'the HTTP write on both clients' })
+    expect(a.json()).toEqual(b.json())
+    // Every instance reads the same durable node.
+    for (let i = 0; i < 3; i++) {
+      const n = await waitFor(async () => {
+        const body = (await api(url(i), user.token).getNode(path)).body
+        return body.content?.FromA === 'a1' && body.content.FromB === 'b1' && body.content.FromHttp === 'h1' ? body : null
+      }, { timeoutMs: 20_000, description: `instance ${i + 1} reads every write` })
+      expect(n.content.Title).toBe('start')
+    }
+  })
+
+  it('[SCALE3] presence made on one instance is seen on the other, both ways', { timeout: 60_000 }, async () => {
+    const path = `${space}/presence`
+    await api(url(0), user.token).putNode(path, 'Document', {})
+    const a = client(0, path)
+    await a.synced()
+    a.provider.awareness.setLocalStateField('cursor', { at: 'on-one' })
+    // b joins later: it must get the presence made before its room opened on instance 2.
+    const b = client(1, path)
+    await b.synced()
+    b.provider.awareness.setLocalStateField('cursor', { at: 'on-two' })
+    const names = (c: StockClient) => [...c.provider.awareness.getStates().values()].map((s) => (s.cursor as { at?: string } | undefined)?.at).filter(Boolean).sort()
+    await waitFor(() => names(a).length === 2 && names(b).length === 2, { timeoutMs: 20_000, description: 'both presences on both clients' })
+    expect(names(a)).toEqual(['on-one', 'on-two'])
+    expect(names(b)).toEqual(['on-one', 'on-two'])
+    // Leaving on instance 1 removes the presence on instance 2.
+    a.provider.disconnect()
+    await waitFor(() => names(b).length === 1, { timeoutMs: 20_000, description: 'the left client gone on instance 2' })
+    expect(names(b)).toEqual(['on-two'])
+  })
+
+  it('[SCALE5] the gate decides alike on every instance: a grant and a revocation made on one reach the others', { timeout: 60_000 }, async () => {
+    const other = await signup(url(1))
+    const path = `${space}/gated`
+    await api(url(0), user.token).putNode(path, 'Document', { Secret: 1 })
+    // Read first on instance 3, so its access cache holds the refusal.
+    expect((await api(url(2), other.token).getNode(path)).status).toBe(403)
+    const grant = await grantRole(url(0), user.token, space, other.userId, 'Viewer')
+    for (const i of [1, 2]) {
+      await waitFor(async () => (await api(url(i), other.token).getNode(path)).status === 200, { timeoutMs: 20_000, description: `the grant reaches instance ${i + 1}` })
+    }
+    const revoked = await api(url(1), user.token).deleteNode(grant)
+    expect([200, 204]).toContain(revoked.status)
+    for (const i of [0, 2]) {
+      await waitFor(async () => (await api(url(i), other.token).getNode(path)).status === 403, { timeoutMs: 20_000, description: `the revocation reaches instance ${i + 1}` })
+    }
+  })
+})
