@@ -9,6 +9,8 @@ export const searchWithinLimits = {
   fewMatches: 2000,
   /** More readable rows than this: most rows are the caller's; the index's own ranked stream (searchSqlite) is cheaper. */
   walkAtMost: 30_000,
+  /** Text-only candidates read and checked at a time, in rank order, before the index's rowids narrow the rest. */
+  batch: 250,
 }
 /** Rows read per statement by rowid (bound parameters of one `IN` list). */
 const BATCH = 250
@@ -33,9 +35,10 @@ interface Row {
  *  - Otherwise (many matches, or only 1–2 character words) the regions' rows are walked on the
  *    path index (their names, folded in JavaScript: no SQL callback). The name tiers (the name
  *    holds the whole query, so every word) come from the names alone; only when they do not fill
- *    the page are text-only candidates read, a batch at a time in rank order (the shorter name,
- *    then the path), their text checked for every word, until the page is full: a common word
- *    stops after a few batches, and a rare one costs at most the readable rows.
+ *    the page are text-only candidates read in rank order (the shorter name, then the path): a
+ *    first batch, their text checked for every word (a common word fills the page there); then
+ *    the index's matching rowids, read once, drop the candidates that cannot match, and the rest
+ *    are read a batch at a time (no text at all when the query has no 1–2 character word).
  *
  * Ranked as StorageAdapter.searchNodes says (tier from the folded name, then its length in code
  * points, then the path) and offered to `accept` (the access check again) in that order.
@@ -83,14 +86,22 @@ export function searchSqliteWithin(db: Database.Database, plan: SearchPlan, with
     return out
   }
   if (offer(sorted(named))) return out
+  // Text-only candidates in rank order. The first batch is read and checked as it is (a common
+  // word fills the page from it); past it, the index's matching rowids (all of them, once) drop
+  // the rows that cannot match before any text is read, and a query without short words needs
+  // no text at all.
   const rest = sorted(textOnly)
-  for (let i = 0; i < rest.length; i += BATCH) {
-    const batch = rest.slice(i, i + BATCH)
+  const checked = (batch: Row[]): boolean => {
     const bodies = new Map<number, string>()
     for (const [rowid, body] of byRowids<[number, string]>(db, 'rowid, body', batch.map((r) => r.rowid))) bodies.set(rowid, body)
-    const matching = batch.filter((r) => bodies.has(r.rowid) && holdsAll(r.folded, bodies.get(r.rowid)!.toLowerCase()))
-    if (offer(matching)) break
+    return offer(batch.filter((r) => bodies.has(r.rowid) && holdsAll(r.folded, bodies.get(r.rowid)!.toLowerCase())))
   }
+  const first = searchWithinLimits.batch
+  if (checked(rest.slice(0, first)) || rest.length <= first) return out
+  const matching = new Set(db.prepare<[string], number>('SELECT rowid FROM node_search WHERE node_search MATCH ?').pluck().all(plan.long.map(fts5Phrase).join(' ')))
+  const left = rest.slice(first).filter((r) => matching.has(r.rowid))
+  if (plan.short.length === 0) offer(left)
+  else for (let i = 0; i < left.length && !checked(left.slice(i, i + BATCH)); i += BATCH);
   return out
 }
 
