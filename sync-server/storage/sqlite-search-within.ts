@@ -26,7 +26,7 @@ interface Row {
 }
 
 /**
- * [FIND4] [FIND5] Quick find for a user, driven by their readable regions ([QUERY1]): a row
+ * [FIND4] Quick find for a user, driven by their readable regions ([QUERY1]): a row
  * outside them is never ranked or read beyond its rowid, so the cost follows what the caller
  * can read and what matches, not the size of the mesh.
  *
