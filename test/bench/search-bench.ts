@@ -5,6 +5,10 @@
  *    of 10 of 100 spaces (10,000 of the 100,000 nodes readable), over 400 queries: whole words
  *    common and rare, 3–5 character parts of words, two-word queries, Japanese and Korean, one
  *    and two characters (the scan path), and words only unreadable nodes hold.
+ *  - `quickFind.<class>.p50Ms/p99Ms`: the same per query class.
+ *  - `storage.*`: [FIND4] the storage search alone, side by side, alternating per query: the
+ *    whole index's ranked stream access-checked row by row (`wholeIndex`, the way before) and
+ *    driven by the reader's readable regions (`regions`); the run fails if they disagree.
  *  - `quickFindHttpP99Ms`: the same queries over HTTP on loopback, client-measured.
  *  - `indexBuild100kMs`: the first boot of a data dir from before the index (100,000 nodes):
  *    the one-time build. `boot100kToHealthzMs`: a later boot to `/healthz` ok, index in place.
@@ -13,7 +17,8 @@
  * Real server on port 0, real SQLite in a temp dir; rows are written straight into the file
  * (as the node service writes them: row, change record) while the server is down, with the
  * index dropped: the next boot builds it, as for a data dir from before the index.
- * Run alone: `npx tsx test/bench/search-bench.ts` prints JSON.
+ * Run alone: `npx tsx test/bench/search-bench.ts` prints JSON (`SEARCH_BENCH_TRACE=1`: each
+ * query's time on stderr; `SEARCH_BENCH_KEEP=1`: the 100,000-node data dir is kept, its path on stderr).
  */
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
