@@ -251,6 +251,11 @@ export class NodeService implements SyncNodeApi {
     return this.access.permissions(principal, path)
   }
 
+  /** [QUERY1] [FIND4] The paths `principal` may read, as sorted disjoint ranges; `null` for system (everything). */
+  readRegions(principal: Principal): readonly { from: string; to: string }[] | null {
+    return isSystem(principal) ? null : this.access.readRegions(principal.userId as string)
+  }
+
   /**
    * [WEB15] What `principal` may do on `node`, decided by the very checks a write makes
    * (`allowsRule` for delete, `checkFieldRules` per field), so an app can offer only what the

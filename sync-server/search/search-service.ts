@@ -32,7 +32,8 @@ export class SearchService {
     const plan = planSearch(q)
     const want = Math.min(Math.max(1, Math.floor(limit)), SEARCH_MAX_LIMIT)
     const canRead = isSystem(principal) ? () => true : (path: NodePath) => this.nodes.permissions(principal, path).has('Read')
-    const hits = await this.storage.searchNodes(plan, canRead, want)
+    // [FIND4] Driven by the caller's readable regions: a row outside them is never examined.
+    const hits = await this.storage.searchNodes(plan, canRead, want, this.nodes.readRegions(principal) ?? undefined)
     const out: SearchResult[] = []
     for (const hit of hits) {
       // Read as the caller: the same check again, and the snippet comes from what they may read.

@@ -5,4 +5,4 @@ export { PostgresStorage, openPostgresStorage, type PostgresStorageOptions } fro
 export { itemsJson, type RowJson, type RowPart } from './row-parts.js'
 export { COMPACT_AFTER_UPDATES } from './compaction.js'
 export { MAX_QUERY_LIMIT } from './query.js'
-export { planSearch, SEARCH_BODY_CHARS, type SearchHit, type SearchPlan } from './search-plan.js'
+export { planSearch, SEARCH_BODY_CHARS, type PathRegion, type SearchHit, type SearchPlan } from './search-plan.js'

@@ -20,7 +20,7 @@ import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow }
 import type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
 import { applyPostgresMoveSchema, postgresExpiredTrash, postgresListTrash, postgresMovedFrom, postgresMoveSubtree } from './postgres-move.js'
 import { ensurePostgresSearchIndex, searchPostgres } from './postgres-search-index.js'
-import type { SearchHit, SearchPlan } from './search-plan.js'
+import type { PathRegion, SearchHit, SearchPlan } from './search-plan.js'
 
 export interface PostgresStorageOptions {
   connectionString: string
@@ -355,8 +355,8 @@ export class PostgresStorage implements StorageAdapter {
     }))
   }
 
-  async searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number): Promise<SearchHit[]> {
-    return searchPostgres(this.pool, plan, accept, limit)
+  async searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRegion[]): Promise<SearchHit[]> {
+    return searchPostgres(this.pool, plan, accept, limit, within)
   }
 
   async stalePaths(after: string | null, limit: number): Promise<NodePath[]> {

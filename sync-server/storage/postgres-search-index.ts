@@ -1,6 +1,6 @@
 import type pg from 'pg'
 import type { NodePath } from '../../shared/index.js'
-import { SEARCH_BODY_CHARS, tsqueryPrefix, type SearchHit, type SearchPlan } from './search-plan.js'
+import { SEARCH_BODY_CHARS, tsqueryPrefix, type PathRegion, type SearchHit, type SearchPlan } from './search-plan.js'
 
 /**
  * [FIND1] The PostgreSQL full-text index: a `search` tsvector column on `nodes` with a GIN index,
@@ -51,8 +51,13 @@ export async function ensurePostgresSearchIndex(client: pg.PoolClient): Promise<
 /** Matches read per round trip while `accept` refuses rows. */
 const PAGE = 500
 
-/** [FIND2] As searchSqlite: matches best first, offered to `accept` until `limit` are accepted. */
-export async function searchPostgres(pool: pg.Pool, plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number): Promise<SearchHit[]> {
+/**
+ * [FIND2] As searchSqlite: matches best first, offered to `accept` until `limit` are accepted.
+ * [FIND4] `within` (the caller's readable regions): only rows inside them are matched and sorted
+ * (the planner combines the GIN index with the path index); none: nothing.
+ */
+export async function searchPostgres(pool: pg.Pool, plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRegion[]): Promise<SearchHit[]> {
+  if (within && within.length === 0) return []
   const terms = [...plan.long, ...plan.short]
   // Which terms have a lexeme (an emoji or punctuation has none): those go through the index.
   const lexemes = await pool.query<{ n: number }>(`SELECT numnode(to_tsquery('simple', t)) AS n FROM unnest($1::text[]) WITH ORDINALITY AS u(t, i) ORDER BY i`, [terms.map(tsqueryPrefix)])
@@ -66,6 +71,7 @@ export async function searchPostgres(pool: pg.Pool, plan: SearchPlan, accept: (p
   if (indexed.length) clauses.push(`search @@ to_tsquery('simple', ${param(indexed.map(tsqueryPrefix).join(' & '))})`)
   else clauses.push('search IS NOT NULL')
   for (const term of terms.filter((_, i) => (lexemes.rows[i]?.n ?? 0) === 0)) clauses.push(`strpos(lower(dname), ${param(term)}) > 0`)
+  if (within) clauses.push(`(${within.map((r) => `(path >= ${param(r.from)} AND path < ${param(r.to)})`).join(' OR ')})`)
   const sql = `SELECT path, dname AS name, node_type,
       CASE WHEN lower(dname) = $1 THEN 0 WHEN strpos(lower(dname), $1) = 1 THEN 1 WHEN strpos(lower(dname), $1) > 0 THEN 2 ELSE 3 END AS tier
     FROM (SELECT path, node_type, search, CASE WHEN name <> '' THEN name ELSE last_segment END AS dname FROM nodes) AS n

@@ -63,3 +63,23 @@ export function fts5Phrase(term: string): string {
 export function tsqueryPrefix(term: string): string {
   return `'${term.replaceAll('\\', '\\\\').replaceAll("'", "''")}':*`
 }
+
+/** [FIND4] A half-open range of paths, `from <= path < to` (bytewise): one of a caller's readable regions ([QUERY1]). */
+export interface PathRegion {
+  from: string
+  to: string
+}
+
+/** Whether `path` lies in one of `regions` (sorted, disjoint, as AccessService.readRegions gives them): a binary search. */
+export function inRegions(path: string, regions: readonly PathRegion[]): boolean {
+  let lo = 0
+  let hi = regions.length - 1
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1
+    const r = regions[mid]!
+    if (path < r.from) hi = mid - 1
+    else if (path >= r.to) lo = mid + 1
+    else return true
+  }
+  return false
+}

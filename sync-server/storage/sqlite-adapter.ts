@@ -23,7 +23,8 @@ import { deserializeError, fromWire, toWire, type WireItemResult, type WriterIni
 import type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
 import { sqliteExpiredTrash, sqliteListTrash, sqliteMovedFrom } from './sqlite-move.js'
 import { repairSqliteSearchIndex, searchSqlite } from './sqlite-search-index.js'
-import type { SearchHit, SearchPlan } from './search-plan.js'
+import type { PathRegion, SearchHit, SearchPlan } from './search-plan.js'
+import { searchSqliteWithin } from './sqlite-search-within.js'
 
 export interface SqliteStorageOptions {
   /** Database file; `:memory:` works but is not durable (and cannot be shared with a writer thread). */
@@ -294,8 +295,8 @@ export class SqliteStorage implements StorageAdapter {
     }))
   }
 
-  async searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number): Promise<SearchHit[]> {
-    return searchSqlite(this.db, plan, accept, limit)
+  async searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRegion[]): Promise<SearchHit[]> {
+    return within ? searchSqliteWithin(this.db, plan, within, accept, limit) : searchSqlite(this.db, plan, accept, limit)
   }
 
   async stalePaths(after: string | null, limit: number): Promise<NodePath[]> {

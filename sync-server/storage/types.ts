@@ -1,6 +1,6 @@
 import type { RowJson } from './row-parts.js'
 import type { ChangeRecord, JsonObject, JsonValue, MeshChangeKind, MeshNode, NodePath, NodeQuery } from '../../shared/index.js'
-import type { SearchHit, SearchPlan } from './search-plan.js'
+import type { PathRegion, SearchHit, SearchPlan } from './search-plan.js'
 
 /**
  * The narrow storage interface every adapter (SQLite, PostgreSQL) implements. One contract
@@ -130,9 +130,10 @@ export interface StorageAdapter {
    * starting with it, name containing it, text only; then the shorter name; then the path),
    * offered to `accept` in that order until `limit` are accepted. The order of matches depends
    * on each node alone, never on the others (no corpus statistics), so rows `accept` refuses
-   * cannot move the accepted ones.
+   * cannot move the accepted ones. [FIND4] `within`: the caller's readable regions ([QUERY1]);
+   * only rows inside them are examined (`accept` stays the second line of defence).
    */
-  searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number): Promise<SearchHit[]>
+  searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRegion[]): Promise<SearchHit[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>
   changesSince(version: number, limit: number): Promise<ChangeRecord[]>

@@ -5,6 +5,10 @@
  *    of 10 of 100 spaces (10,000 of the 100,000 nodes readable), over 400 queries: whole words
  *    common and rare, 3–5 character parts of words, two-word queries, Japanese and Korean, one
  *    and two characters (the scan path), and words only unreadable nodes hold.
+ *  - `quickFind.<class>.p50Ms/p99Ms`: the same per query class.
+ *  - `storage.*`: [FIND4] the storage search alone, side by side, alternating per query: the
+ *    whole index's ranked stream access-checked row by row (`wholeIndex`, the way before) and
+ *    driven by the reader's readable regions (`regions`); the run fails if they disagree.
  *  - `quickFindHttpP99Ms`: the same queries over HTTP on loopback, client-measured.
  *  - `indexBuild100kMs`: the first boot of a data dir from before the index (100,000 nodes):
  *    the one-time build. `boot100kToHealthzMs`: a later boot to `/healthz` ok, index in place.
@@ -13,7 +17,8 @@
  * Real server on port 0, real SQLite in a temp dir; rows are written straight into the file
  * (as the node service writes them: row, change record) while the server is down, with the
  * index dropped: the next boot builds it, as for a data dir from before the index.
- * Run alone: `npx tsx test/bench/search-bench.ts` prints JSON.
+ * Run alone: `npx tsx test/bench/search-bench.ts` prints JSON (`SEARCH_BENCH_TRACE=1`: each
+ * query's time on stderr; `SEARCH_BENCH_KEEP=1`: the 100,000-node data dir is kept, its path on stderr).
  */
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -21,6 +26,7 @@ import { pathToFileURL } from 'node:url'
 import Database from 'better-sqlite3'
 import { userPrincipal, type NodePath, type UserId } from '../../shared/index.js'
 import { SearchService } from '../../sync-server/search/index.js'
+import { planSearch } from '../../sync-server/storage/index.js'
 import { pathColumns } from '../../sync-server/storage/row-mapping.js'
 import { api, grantRole, makeTempDir, removeDir, signup, startTestServer, waitFor } from '../helpers/index.js'
 
@@ -137,10 +143,13 @@ export async function benchSearch(): Promise<Record<string, number | string>> {
     const search = new SearchService(ts.server.nodes, ts.server.storage)
     const reader = userPrincipal(alice.userId as UserId)
     const queries: string[] = []
+    const classes: string[] = []
+    const CLASS = ['word', 'part', 'twoWords', 'short', 'wordNumber', 'script']
     for (let i = 0; i < QUERIES; i++) {
       // Half the queries are the real (frequent) words, half the rest of the vocabulary.
       const w = i % 2 === 0 ? REAL[Math.floor(rand() * REAL.length)]! : WORDS[Math.floor(rand() * WORDS.length)]!
       const kind = i % 6
+      classes.push(CLASS[kind]!)
       if (kind === 0) queries.push(w)
       else if (kind === 1) queries.push([...w].slice(0, 3 + Math.floor(rand() * 3)).join(''))
       else if (kind === 2) queries.push(`${w} ${WORDS[Math.floor(rand() * WORDS.length)]!}`)
@@ -155,12 +164,40 @@ export async function benchSearch(): Promise<Record<string, number | string>> {
     for (const q of queries) {
       t0 = performance.now()
       const items = await search.search(reader, q)
+      if (process.env.SEARCH_BENCH_TRACE) console.error(`${(performance.now() - t0).toFixed(1)} ms ${items.length} ${JSON.stringify(q)}`)
       inProcess.push(performance.now() - t0)
       hits += items.length
       const stray = items.find((h) => !h.path.startsWith('Space00') && h.path !== alice.userId && !h.path.startsWith('Admin/'))
       if (stray) throw new Error(`an unreadable node was found: ${stray.path}`)
     }
     progress('in-process queries done')
+    // [FIND4] Side by side, alternating per query: the storage search without the caller's
+    // regions (the index's ranked stream, access-checked row by row: before) and driven by them (after).
+    const canRead = (path: NodePath) => ts.server.nodes.permissions(reader, path).has('Read')
+    const regions = ts.server.nodes.readRegions(reader) ?? undefined
+    const before: number[] = []
+    const after: number[] = []
+    for (const q of queries) {
+      const plan = planSearch(q)
+      t0 = performance.now()
+      const a = await ts.server.storage.searchNodes(plan, canRead, 20)
+      before.push(performance.now() - t0)
+      t0 = performance.now()
+      const b = await ts.server.storage.searchNodes(plan, canRead, 20, regions)
+      after.push(performance.now() - t0)
+      if (JSON.stringify(a) !== JSON.stringify(b)) throw new Error(`the two ways disagree on ${JSON.stringify(q)}`)
+    }
+    figures['storage.wholeIndexP50Ms'] = percentile(before, 50)
+    figures['storage.wholeIndexP99Ms'] = percentile(before, 99)
+    figures['storage.regionsP50Ms'] = percentile(after, 50)
+    figures['storage.regionsP99Ms'] = percentile(after, 99)
+    figures['storage.p99Ratio'] = Number((percentile(before, 99) / percentile(after, 99)).toFixed(1))
+    for (const c of CLASS) {
+      const pick = (xs: number[]) => xs.filter((_, i) => classes[i] === c)
+      figures[`storage.${c}.wholeIndexP99Ms`] = percentile(pick(before), 99)
+      figures[`storage.${c}.regionsP99Ms`] = percentile(pick(after), 99)
+    }
+    progress('side by side done')
     const http = api(ts.url, alice.token)
     const overHttp: number[] = []
     for (const q of queries) {
@@ -176,12 +213,22 @@ export async function benchSearch(): Promise<Record<string, number | string>> {
     figures.quickFindP50Ms = percentile(inProcess, 50)
     figures.quickFindP99Ms = percentile(inProcess, 99)
     figures.quickFindMaxMs = percentile(inProcess, 100)
+    for (const c of CLASS) {
+      const xs = inProcess.filter((_, i) => classes[i] === c)
+      figures[`quickFind.${c}.p50Ms`] = percentile(xs, 50)
+      figures[`quickFind.${c}.p99Ms`] = percentile(xs, 99)
+    }
     figures.quickFindHttpP50Ms = percentile(overHttp, 50)
     figures.quickFindHttpP99Ms = percentile(overHttp, 99)
     return figures
   } finally {
-    await ts.cleanup()
-    await removeDir(dir)
+    if (process.env.SEARCH_BENCH_KEEP) {
+      await ts.server.close()
+      console.error(`search-bench: kept ${dir}`)
+    } else {
+      await ts.cleanup()
+      await removeDir(dir)
+    }
   }
 }
 

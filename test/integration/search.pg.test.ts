@@ -7,6 +7,7 @@ import { AccessService } from '../../sync-server/access/access-service.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
 import { SearchService } from '../../sync-server/search/index.js'
 import { openPostgresStorage } from '../../sync-server/storage/postgres-adapter.js'
+import { planSearch } from '../../sync-server/storage/search-plan.js'
 import type { StorageAdapter } from '../../sync-server/storage/types.js'
 
 /** [FIND1] [FIND2] [FIND3] Quick find on PostgreSQL (tsvector + GIN), a fresh schema. */
@@ -75,6 +76,13 @@ describe('quick find on PostgreSQL', () => {
     // More unreadable matches than one page of the storage scan (500): the readable ones still come.
     expect(await found('zulu', 1)).toEqual(['Shared/z-name'])
     expect(await found('zulu')).toEqual(['Shared/z-name', 'Shared/z-text'])
+  })
+
+  it('[FIND4] driven by the readable regions: no row outside them reaches the access check', async () => {
+    const offered: string[] = []
+    const hits = await storage.searchNodes(planSearch('zulu'), (p) => (offered.push(p), true), 50, nodes.readRegions(alice)!)
+    expect(hits.map((h) => h.path)).toEqual(['Shared/z-name', 'Shared/z-text'])
+    expect(offered.filter((p) => p.startsWith('Hidden/'))).toEqual([])
   })
 
   it('[FIND3] FTS and tsquery syntax is plain text: never an error', async () => {

@@ -15,6 +15,10 @@ import {
   type TestUser,
 } from '../helpers/index.js'
 
+import { userPrincipal, type UserId } from '../../shared/index.js'
+import { planSearch } from '../../sync-server/storage/index.js'
+import { searchWithinLimits } from '../../sync-server/storage/sqlite-search-within.js'
+
 interface Hit {
   path: string
   name: string
@@ -29,7 +33,7 @@ async function find(url: string, token: string, q: string, limit?: number): Prom
   return expectStatus(await api(url, token).get<{ items: Hit[] }>(`/api/search?${params.toString()}`), 200).body.items
 }
 
-describe('[FIND1] [FIND2] [FIND3] quick find over the server index', () => {
+describe('[FIND1] [FIND2] [FIND3] [FIND4] quick find over the server index', () => {
   let ts: TestServer
   let alice: TestUser
   let bob: TestUser
@@ -111,6 +115,33 @@ describe('[FIND1] [FIND2] [FIND3] quick find over the server index', () => {
     expect(await find(ts.url, bob.token, 'zulu', 50)).toHaveLength(31)
     await grantRole(ts.url, alice.token, secret, bob.userId, 'Viewer', true)
     expect((await find(ts.url, bob.token, 'zulu', 50)).map((h) => h.path)).toEqual([`${bobSpace}/mine`])
+  })
+
+  it('[FIND4] driven by the readable regions: rows outside them never reach the access check, by every way', async () => {
+    const http = api(ts.url, alice.token)
+    const hidden = await createSpace(ts.url, alice.token)
+    for (let i = 0; i < 20; i++) expectStatus(await http.putNode(`${hidden}/h${i}`, 'Document', { Note: 'xray text' }, i % 2 ? 'xray' : `xr ${i}`), 201)
+    const bobSpace = await createSpace(ts.url, bob.token)
+    const bobHttp = api(ts.url, bob.token)
+    expectStatus(await bobHttp.putNode(`${bobSpace}/name`, 'Document', {}, 'xray notes'), 201)
+    expectStatus(await bobHttp.putNode(`${bobSpace}/text`, 'Document', { Note: 'a xray in the text' }), 201)
+    const reader = userPrincipal(bob.userId as UserId)
+    const regions = ts.server.nodes.readRegions(reader)!
+    const saved = { ...searchWithinLimits }
+    try {
+      // Few matches, the regions walked, the walk narrowed by the index after one candidate.
+      for (const limits of [{}, { fewMatches: 0 }, { fewMatches: 0, batch: 1 }]) {
+        Object.assign(searchWithinLimits, saved, limits)
+        for (const q of ['xray', 'xr', 'xray te']) {
+          const offered: string[] = []
+          const hits = await ts.server.storage.searchNodes(planSearch(q), (p) => (offered.push(p), true), 50, regions)
+          expect(offered.filter((p) => p.startsWith(`${hidden}/`)), `${q} ${JSON.stringify(limits)}`).toEqual([])
+          expect(hits.map((h) => h.path), `${q} ${JSON.stringify(limits)}`).toEqual(q === 'xray' ? [`${bobSpace}/name`, `${bobSpace}/text`] : q === 'xr' ? [`${bobSpace}/name`] : [`${bobSpace}/text`, `${bobSpace}/name`])
+        }
+      }
+    } finally {
+      Object.assign(searchWithinLimits, saved)
+    }
   })
 
   it('[FIND3] bad input: a stable 400 or safe results, never a 500', async () => {

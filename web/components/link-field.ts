@@ -1,15 +1,51 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { repeat } from 'lit/directives/repeat.js'
+import { catchError, from, map, of, switchMap, timer, type Observable } from 'rxjs'
+import { NetworkError } from '../api/index.js'
 import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
 import { liveStoreQuery, type IndexRow } from '../store/index.js'
 import { commitEvent } from './field-kinds.js'
+import { humanError } from './error-text.js'
 import { nodeHref } from './route.js'
 import { background } from '../sync/background.js'
 
 /** Suggestions shown at once: a picker, not a browser. */
 const PICKS = 8
+/** Keystrokes closer together than this are one request (each key resubscribes, dropping the last wait). */
+const DEBOUNCE_MS = 150
+
+/** What the picker offers: a node's path, name and type. */
+interface Pick {
+  path: string
+  name: string
+  nodeType: string
+}
+
+interface Picks {
+  rows: Pick[]
+  /** Answered from this device's index (offline, the server unreachable, or nothing typed yet). */
+  local: boolean
+  error?: string
+}
+
+/**
+ * [FIND6] The picker's suggestions for `q`: online, the server's quick find (`GET /api/search`,
+ * only nodes the caller may read, anywhere in the mesh, opened on this device or not); offline
+ * or unreachable, the nodes this device knows. With nothing typed, this device's neighbours of
+ * the page (warmPicker lists them).
+ */
+function picks$(q: string): Observable<Picks> {
+  const needle = q.trim()
+  const local$ = candidates$(needle).pipe(map((rows): Picks => ({ rows, local: true })))
+  if (needle === '' || !navigator.onLine) return local$
+  return timer(DEBOUNCE_MS).pipe(
+    switchMap(() => from(app().client.api.search(needle, PICKS))),
+    map((items): Picks => ({ rows: items, local: false })),
+    catchError((e: unknown) => (e instanceof NetworkError ? local$ : of<Picks>({ rows: [], local: false, error: humanError(e) }))),
+  )
+}
 
 /** Nodes of this device's index whose name (or path) holds `q`: every one came from a listing the server filtered by access. */
 function candidates$(q: string) {
@@ -37,8 +73,9 @@ export async function warmPicker(base: string): Promise<void> {
 
 /**
  * A link to a node (`{ "$ref": path }`, [WEB5]): shown as the node's name, opening it; "Change"
- * opens a picker over the nodes this device knows (names first, the path beside for two of the
- * same name). Picking one writes the link; the person never types a path.
+ * opens a picker over the nodes the caller may read ([FIND6]: the server's quick find online,
+ * this device's nodes offline; names first, the path beside for two of the same name). Picking
+ * one writes the link; the person never types a path.
  */
 export class WeftLinkField extends LitElement {
   static override properties = { key: {}, ref: {}, base: {}, readonly: { type: Boolean }, picking: { state: true }, query: { state: true } }
@@ -50,7 +87,7 @@ export class WeftLinkField extends LitElement {
   declare picking: boolean
   declare query: string
   private readonly names = new NamesController(this)
-  private readonly picks = new ObservableController<IndexRow[]>(this)
+  private readonly picks = new ObservableController<Picks>(this)
 
   static override styles = css`
     :host { display: block; min-width: 0; }
@@ -64,6 +101,7 @@ export class WeftLinkField extends LitElement {
     li button:hover, li button:focus-visible { background: var(--wa-color-brand-95, #e8f0fe); }
     small { color: #666; }
     .none { color: #666; font-style: italic; padding: 0.3em 0.4em; }
+    .note { color: #666; font-size: 0.9em; margin: 0.3em 0.4em 0; }
   `
 
   constructor() {
@@ -86,7 +124,7 @@ export class WeftLinkField extends LitElement {
     }
     if (this.picking) {
       const q = this.query
-      this.picks.watch(q, () => candidates$(q))
+      this.picks.watch(q, () => picks$(q))
     }
   }
 
@@ -97,7 +135,8 @@ export class WeftLinkField extends LitElement {
   }
 
   private renderPicker() {
-    const rows = this.picks.value ?? []
+    const found = this.picks.value
+    const rows = found?.rows ?? []
     return html`<div class="picker">
       <input role="combobox" aria-expanded="true" aria-controls="picks" aria-label=${`Link ${this.key} to`} placeholder="Find a node by name"
         .value=${this.query} @input=${(e: Event) => (this.query = (e.target as HTMLInputElement).value)}
@@ -110,8 +149,11 @@ export class WeftLinkField extends LitElement {
         }} />
       <ul id="picks" role="listbox" aria-label="Nodes">
         ${repeat(rows, (r) => r.path, (r) => html`<li role="option" aria-selected="false"><button type="button" data-pick=${r.path} @click=${() => this.pick(r.path)}>${r.name} <small>${r.nodeType} · ${r.path}</small></button></li>`)}
-        ${rows.length === 0 ? html`<li class="none">No node of that name on this device.</li>` : nothing}
+        ${found && rows.length === 0 && !found.error ? html`<li class="none">${found.local ? 'No node of that name on this device.' : 'No node you can read has that name.'}</li>` : nothing}
       </ul>
+      ${!found && this.query.trim() ? html`<p class="note" role="status">Looking…</p>` : nothing}
+      ${found?.error ? html`<p class="note" role="alert">${found.error}</p>` : nothing}
+      ${found?.local && this.query.trim() ? html`<p class="note" role="status" data-offline>Offline: only the nodes on this device.</p>` : nothing}
     </div>`
   }
 
