@@ -319,14 +319,6 @@ test('[WEB39] a thread as an Editor and as a Viewer: axe clean, no sideways scro
   const a = await openLoggedIn(browser, server, ann, path)
   const v = await openLoggedIn(browser, server, vic, path)
   for (const { page } of [a, v]) await expect(cells(page).nth(1).locator('[data-text]')).toContainText('You said:')
-  console.log(await a.page.evaluate(() => {
-    const deep = (root: Document | ShadowRoot, sel: string, out: Element[] = []): Element[] => {
-      out.push(...root.querySelectorAll(sel))
-      for (const el of root.querySelectorAll('*')) if (el.shadowRoot) deep(el.shadowRoot, sel, out)
-      return out
-    }
-    return deep(document, 'article').map((e) => `${e.className} ${getComputedStyle(e).fontSize} ${getComputedStyle(e.parentElement ?? e).fontSize} ${getComputedStyle((e.getRootNode() as ShadowRoot).host).fontSize}`)
-  }))
   await sideBySide(browser, a.page, v.page, 'look')
   for (const { page } of [a, v]) {
     for (const width of [1280, 390]) {

@@ -65,11 +65,12 @@ export class WeftThreadPage extends LitElement {
     .question { border-left: 4px solid #d9a400; background: #fffbea; padding: 0.5em 0.8em; border-radius: 4px; margin: 0 0 0.8em; overflow-wrap: anywhere; }
     .approval { border: 1px solid #e6c36a; background: #fffbea; border-radius: 8px; padding: 0.6em 0.8em; margin: 0 0 0.8em; }
     .approval h3 { margin: 0 0 0.3em; font-size: 1em; }
+    .approval code, .approval pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
     .approval pre { background: #fff; border: 1px solid #eadfb8; border-radius: 4px; padding: 0.4em; overflow: auto; max-height: 12em; font-size: 0.85em; margin: 0.3em 0; white-space: pre-wrap; overflow-wrap: anywhere; }
     .approval .buttons { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: center; }
     ol.messages { list-style: none; margin: 0; padding: 0; display: flex; flex-direction: column; gap: 0.6em; }
-    ol.messages li.user { margin-left: min(3em, 8%); }
-    ol.messages li.agent { margin-right: min(3em, 8%); }
+    ol.messages li.from-user { margin-left: min(3em, 8%); }
+    ol.messages li.from-agent { margin-right: min(3em, 8%); }
     .empty, .reason-off { color: #555; font-style: italic; }
     section.subs { margin-top: 1em; }
     section.subs h3 { font-size: 1em; margin: 0 0 0.4em; }
@@ -260,11 +261,11 @@ export class WeftThreadPage extends LitElement {
       ${approval ? this.renderApproval(c, approval) : nothing}
       ${cells.length || sending.length
         ? html`<ol class="messages" aria-label="Messages">
-            ${repeat(cells, (s) => s.path, (s) => html`<li class=${idOf(s.path).startsWith('_') ? 'agent' : 'user'}>
+            ${repeat(cells, (s) => s.path, (s) => html`<li class=${idOf(s.path).startsWith('_') ? 'from-agent' : 'from-user'}>
               ${known.has(s.path) || !idOf(s.path).startsWith('_')
                 ? html`<weft-thread-cell .path=${s.path} .note=${s.note} .agent=${agent} ?streaming=${s.path === round && state.live}></weft-thread-cell>`
                 : html`<weft-thread-cell .placeholder=${s.path === round && state.live ? 'Thinking…' : 'Loading the message…'} .agent=${agent}></weft-thread-cell>`}</li>`)}
-            ${sending.map(([p, text]) => html`<li class="user" data-sending=${p}><weft-thread-cell .draftText=${text} .note=${'sending'}></weft-thread-cell></li>`)}
+            ${sending.map(([p, text]) => html`<li class="from-user" data-sending=${p}><weft-thread-cell .draftText=${text} .note=${'sending'}></weft-thread-cell></li>`)}
           </ol>`
         : html`<p class="empty">No messages yet.${canThread ? ' Write the first one below.' : ''}</p>`}
       ${subs.length
