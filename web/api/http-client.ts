@@ -249,6 +249,11 @@ export class HttpApi {
     return this.request('GET', `/api/trash/${encodePath(space)}`)
   }
 
+  /** [THR2] Posts a message to a thread; the same `id` again adds no second cell. */
+  postMessage(thread: string, body: { id: string; text: string }): Promise<{ path: string }> {
+    return this.request('POST', `/api/nodes/${encodePath(thread)}/messages`, body)
+  }
+
   restoreNode(trashPath: string): Promise<{ path: string }> {
     return this.request('POST', `/api/nodes/${encodePath(trashPath)}/restore`, {})
   }

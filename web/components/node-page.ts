@@ -28,6 +28,7 @@ import './refused-list.js'
 import './value-view.js'
 import './node-actions.js'
 import './moved-notice.js'
+import './thread-page.js'
 import { removeFieldWithUndo } from './field-undo.js'
 import { recordRecent } from './recent.js'
 
@@ -269,8 +270,10 @@ export class WeftNodePage extends LitElement {
     const path = joinPath(this.path as NodePath, segmentForName(name))
     try {
       // [WEB19] A Code node starts from the commented template of the script API.
-      await app().client.createNode(path, nodeType, name, nodeType === 'Code' ? (newCodeContent() as JsonObject) : {})
+      await app().client.createNode(path, nodeType, name, initialContent(nodeType))
       form?.reset()
+      // [WEB37] A new thread opens, ready for its first message.
+      if (nodeType === 'Thread') location.hash = nodeHref(path)
     } catch (e) {
       if (codeOf(e) === 'already_exists') {
         const client = app().client
@@ -428,10 +431,10 @@ export class WeftNodePage extends LitElement {
         ${others.length ? html`Also here: ${others.map((u) => u.name).join(', ')}` : 'Nobody else is here.'}
       </p>
       ${access?.denied ? html`<p class="denied" role="alert">Access removed: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>` : nothing}
-      ${!canUpdate && view.nodeType !== 'ActivityLog' ? html`<p class="readonly">You can view this node; your role cannot edit it.</p>` : nothing}
+      ${!canUpdate && view.nodeType !== 'ActivityLog' && view.nodeType !== 'Thread' ? html`<p class="readonly">You can view this node; your role cannot edit it.</p>` : nothing}
       <weft-refused-list .path=${view.path}></weft-refused-list>
       ${this.pageError ? html`<p class="error" role="alert">${this.pageError}</p>` : nothing}
-      ${view.nodeType === 'ActivityLog' ? this.renderRun(view) : this.renderEditable(view, kids, canUpdate, canCreate)}
+      ${view.nodeType === 'ActivityLog' ? this.renderRun(view) : view.nodeType === 'Thread' ? this.renderThread(view) : this.renderEditable(view, kids, canUpdate, canCreate)}
       ${(view.nodeType === 'ActivityLog' && !canDelete) || neverDeletable
         ? nothing
         : html`<section><weft-node-actions .view=${view} ?canDelete=${canDelete} ?canManage=${this.can('ManageAccess')}></weft-node-actions></section>`}
@@ -445,6 +448,14 @@ export class WeftNodePage extends LitElement {
    */
   private renderRun(view: NodeView) {
     return html`<section aria-label="Run"><weft-activity-panel path=${view.path} full></weft-activity-panel></section>`
+  }
+
+  /**
+   * [WEB30] A thread's page: its round state is the engine's and its cells are messages, so the
+   * thread page shows them as a conversation (no field grid, no children list).
+   */
+  private renderThread(view: NodeView) {
+    return html`<section aria-label="Thread"><weft-thread-page .path=${view.path}></weft-thread-page></section>`
   }
 
   private renderEditable(view: NodeView, kids: IndexRow[], canUpdate: boolean, canCreate: boolean) {
@@ -480,6 +491,13 @@ export class WeftNodePage extends LitElement {
     `
   }
 }
+/** What a node made here starts with: a Code node its template [WEB19], a thread the built-in agent [WEB37]. */
+function initialContent(nodeType: string): JsonObject {
+  if (nodeType === 'Code') return newCodeContent() as JsonObject
+  if (nodeType === 'Thread') return { Agent: { Kind: 'builtin' } }
+  return {}
+}
+
 /** A child whose segment starts with `_` is the system's (a Code node's `_Check`, runs, access): not listed. */
 function isShownChild(row: IndexRow): boolean {
   return !row.path.slice(row.path.lastIndexOf('/') + 1).startsWith('_')

@@ -60,7 +60,20 @@ export interface OutboxRow {
 }
 
 export type OpRow =
-  | { id?: number; kind: 'create'; path: string; nodeType: string; name: string; at: string }
+  | {
+      id?: number
+      kind: 'create'
+      path: string
+      nodeType: string
+      name: string
+      at: string
+      /**
+       * A sealed creation: the node is made with this whole content in its one PUT and its
+       * author never changes it after (a thread's user cell, composed offline: [THR1] lets a
+       * person create their own cell, never edit it). Its local state is not in the outbox.
+       */
+      content?: JsonObject
+    }
   | { id?: number; kind: 'delete'; path: string; at: string }
 
 export interface MetaRow {

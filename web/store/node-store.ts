@@ -1,6 +1,6 @@
 import * as Y from 'yjs'
 import { Dexie } from 'dexie'
-import type { MergePatch, MeshNode } from '../../shared/index.js'
+import type { JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
 import { parentPath, type NodePath } from '../../shared/path.js'
 import { WeftDb, type IndexRow, type OpRow, type OutboxRow } from './db.js'
 
@@ -376,11 +376,17 @@ export class NodeStore {
 
   // ---- offline create / delete ----
 
-  async queueCreate(path: string, nodeType: string, name: string): Promise<void> {
+  /**
+   * Queues a creation made offline. A sealed one (`sealed`: its whole content and the Yjs state
+   * that holds it) is stored with its state in the same transaction: it shows on this device at
+   * once, and its content travels with the create, not as later edits.
+   */
+  async queueCreate(path: string, nodeType: string, name: string, sealed?: { content: JsonObject; state: Uint8Array }): Promise<void> {
     const at = new Date().toISOString()
-    await this.db.transaction('rw', this.db.ops, this.db.nodes, async () => {
-      await this.db.ops.add({ kind: 'create', path, nodeType, name, at })
+    await this.db.transaction('rw', this.db.ops, this.db.nodes, this.db.updates, async () => {
+      await this.db.ops.add(sealed ? { kind: 'create', path, nodeType, name, at, content: sealed.content } : { kind: 'create', path, nodeType, name, at })
       await this.db.nodes.put({ path, parent: parentOf(path), nodeType, name, updatedAt: at, version: 0, pending: 0, refused: 0, localOnly: 1 })
+      if (sealed) await this.db.updates.add({ path, update: sealed.state })
     })
   }
 

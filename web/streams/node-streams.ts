@@ -26,11 +26,15 @@ export interface NodeView {
 export class NodeStreams {
   constructor(readonly client: SyncClient) {}
 
-  /** Emits the node as stored locally (null while nothing is known of it), then every change. */
-  node$(path: string): Observable<NodeView | null> {
+  /**
+   * Emits the node as stored locally (null while nothing is known of it), then every change.
+   * `listed`: an item of a list whose parent is watched (a thread's cells): the parent's listing
+   * keeps its row fresh (no request per item) and it says no "here" in its room.
+   */
+  node$(path: string, opts: { listed?: boolean } = {}): Observable<NodeView | null> {
     return new Observable<NodeView | null>((sub) => {
-      const replica = this.client.acquire(path)
-      background(this.client.refreshNode(path))
+      const replica = this.client.acquire(path, !opts.listed)
+      if (!opts.listed) background(this.client.refreshNode(path))
       const content$ = defer(() => from(replica.ready)).pipe(
         switchMap(() => replica.changed$.pipe(startWith(null))),
         map(() => ({ content: replica.content, fields: replica.fieldOrder })),

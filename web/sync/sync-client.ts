@@ -2,10 +2,14 @@ import type { Observable} from 'rxjs';
 import { BehaviorSubject, Subject, combineLatest, distinctUntilChanged, map, shareReplay, type Subscription } from 'rxjs'
 import type { ChangeRecord, JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
 import { HttpApi, HttpError, NetworkError } from '../api/index.js'
-import { dbNameFor, liveStoreQuery, NodeStore, type OpRow } from '../store/index.js'
+import { dbNameFor, liveStoreQuery, newNodeDoc, NodeStore, type OpRow } from '../store/index.js'
 import { MuxConnection, type ConnectionStatus, type ConnectionTrouble, type FinalClose } from './mux-connection.js'
 import { NodeReplica, type TabMessage } from './node-replica.js'
 import { background } from './background.js'
+import * as Y from 'yjs'
+import { applyPatchToDoc } from '../../shared/merge-patch.js'
+import { jsonEqual } from '../../shared/json.js'
+import { textPolicyFor } from '../../shared/text-fields.js'
 
 export interface Session {
   userId: string
@@ -260,9 +264,11 @@ export class SyncClient {
   }
 
   /** A replica for `path`, held by a view until `release`. */
-  acquire(path: string): NodeReplica {
+  acquire(path: string, announce = true): NodeReplica {
     const replica = this.hold(path, 1)
-    replica.setPresence({ id: this.session.userId, name: this.session.name })
+    // A view that only shows a node beside another (a thread's cells, a sub-thread's status)
+    // does not say "here" in its room.
+    if (announce) replica.setPresence({ id: this.session.userId, name: this.session.name })
     return replica
   }
 
@@ -368,7 +374,7 @@ export class SyncClient {
    * the path is taken); queued (and shown as pending) when the network is not there, unless
    * this device already knows a node at that path.
    */
-  async createNode(path: string, nodeType: string, name: string, content: JsonObject = {}): Promise<void> {
+  async createNode(path: string, nodeType: string, name: string, content: JsonObject = {}, opts: { sealed?: boolean } = {}): Promise<void> {
     try {
       if (typeof navigator !== 'undefined' && navigator.onLine === false) throw new NetworkError('offline')
       const node = await this.api.createNode(path, { nodeType, name, content })
@@ -376,6 +382,15 @@ export class SyncClient {
     } catch (e) {
       if (!(e instanceof NetworkError)) throw e
       if (await this.store.getIndexRow(path)) throw new HttpError(412, 'already_exists', `A node already exists at ${path}.`)
+      if (opts.sealed) {
+        // Made whole (a thread's user cell): the content goes with the create when it is
+        // replayed, never as an edit of a node its author may not change once made.
+        const doc = newNodeDoc(path)
+        applyPatchToDoc(doc, content, 'local', textPolicyFor(nodeType))
+        await this.store.queueCreate(path, nodeType, name, { content, state: Y.encodeStateAsUpdate(doc) })
+        this.replicas.get(path)?.replica.applyFromTab({ kind: 'reload', path })
+        return
+      }
       await this.store.queueCreate(path, nodeType, name)
       if (Object.keys(content).length > 0) await this.patch(path, content)
     }
@@ -519,11 +534,11 @@ export class SyncClient {
         // A replay of a create the server already made (an earlier attempt whose answer was
         // lost) also answers already_exists; it is told apart by the node being ours.
         try {
-          await this.store.upsertNodes([await this.api.createNode(op.path, { nodeType: op.nodeType, name: op.name, content: {} })])
+          await this.store.upsertNodes([await this.api.createNode(op.path, { nodeType: op.nodeType, name: op.name, content: op.content ?? {} })])
         } catch (e) {
           if (!(e instanceof HttpError && e.code === 'already_exists')) throw e
           const existing = await this.api.getNode(op.path).catch(() => null)
-          if (!existing || existing.createdBy !== this.session.userId || existing.createdAt < op.at) throw e
+          if (!existing || !(sameSealed(op, existing) || (existing.createdBy === this.session.userId && existing.createdAt >= op.at))) throw e
           await this.store.upsertNodes([existing])
         }
         return
@@ -538,6 +553,16 @@ export class SyncClient {
         op satisfies never
     }
   }
+}
+
+/**
+ * A sealed creation already made another way (a message posted over HTTP whose answer was lost,
+ * then queued): the node there is the same type with the same content, its time stamp aside
+ * (the server stamps the time it made it).
+ */
+function sameSealed(op: OpRow & { kind: 'create' }, existing: MeshNode): boolean {
+  if (!op.content || existing.nodeType !== op.nodeType) return false
+  return Object.entries(op.content).every(([k, v]) => k === 'CreatedAt' || jsonEqual(existing.content[k] ?? null, v))
 }
 
 function statusKind(conn: ConnectionStatus, pending: number): SyncStatusKind {

@@ -1,0 +1,333 @@
+import { mkdir, readFile } from 'node:fs/promises'
+import AxeBuilder from '@axe-core/playwright'
+import { expect, test, type Browser, type Page } from '@playwright/test'
+import { SYSTEM, type NodePath } from '../../shared/index.js'
+import { api, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
+
+/**
+ * Issue 18 item 7, the thread page (docs/SPEC.md [WEB30]–[WEB39]): messages with their authors,
+ * the agent's answer streaming to everyone watching, the state in words, Stop, approvals,
+ * sub-threads, a composer that works offline, a Viewer's read-only view, 390 px and axe.
+ * Real server, real Chromium, the built-in agent (DESIGN.md "Threads (contract)").
+ */
+let server: E2eServer
+let ann: TestUser
+let bob: TestUser
+let vic: TestUser
+
+// Two or three browsers per test on a shared machine, and screenshots: room to breathe.
+test.describe.configure({ timeout: 180_000 })
+
+test.beforeAll(async () => {
+  server = await startE2eServer()
+  ann = await signUp(server, 'Ann')
+  bob = await signUp(server, 'Bob')
+  vic = await signUp(server, 'Vic')
+  await putNode(server, ann, 'Talk', 'Space', {}, 'Talk')
+  await grant(server, ann, 'Talk', bob.userId, 'Editor')
+  await grant(server, ann, 'Talk', vic.userId, 'Viewer')
+  await mkdir('test-results', { recursive: true })
+})
+
+test.afterAll(async () => {
+  await server?.dispose()
+})
+
+async function newThread(name: string): Promise<string> {
+  const path = `Talk/${name}`
+  await putNode(server, ann, path, 'Thread', { Agent: { Kind: 'builtin' } }, name)
+  return path
+}
+
+const tp = (page: Page) => page.locator('weft-thread-page')
+const badge = (page: Page) => tp(page).locator('.state .badge')
+const cells = (page: Page) => tp(page).locator('weft-thread-cell')
+const composer = (page: Page) => tp(page).getByLabel('Message', { exact: true })
+
+async function send(page: Page, text: string) {
+  await composer(page).fill(text)
+  await composer(page).press('Enter')
+}
+
+/**
+ * Records, in the page, every state the thread's badge took (a MutationObserver with old
+ * values: a state shown for one frame is kept) and every text the agent's answers showed (each
+ * animation frame). Functional, not timing: what was shown, in order.
+ */
+async function record(page: Page) {
+  await expect(badge(page)).toBeVisible()
+  await page.evaluate(() => {
+    const deep = (root: Document | ShadowRoot, sel: string): Element | null => {
+      const hit = root.querySelector(sel)
+      if (hit) return hit
+      for (const el of root.querySelectorAll('*')) {
+        const found = el.shadowRoot ? deep(el.shadowRoot, sel) : null
+        if (found) return found
+      }
+      return null
+    }
+    const w = window as unknown as { __kinds: string[]; __texts: string[] }
+    w.__kinds = []
+    w.__texts = []
+    const host = deep(document, 'weft-thread-page')!
+    const push = (k: string | null) => {
+      if (k && w.__kinds.at(-1) !== k) w.__kinds.push(k)
+    }
+    push(host.shadowRoot!.querySelector('.badge')!.getAttribute('data-kind'))
+    new MutationObserver((records) => {
+      for (const r of records) {
+        const el = r.target as Element
+        if (r.type === 'attributes' && el.classList.contains('badge')) {
+          push(r.oldValue)
+          push(el.getAttribute('data-kind'))
+        }
+      }
+    }).observe(host.shadowRoot!, { subtree: true, attributes: true, attributeFilter: ['data-kind'], attributeOldValue: true })
+    const tick = () => {
+      for (const cell of host.shadowRoot!.querySelectorAll('weft-thread-cell')) {
+        const art = cell.shadowRoot?.querySelector('article[data-role="assistant"] [data-text]')
+        const t = art?.textContent ?? ''
+        if (t && w.__texts.at(-1) !== t) w.__texts.push(t)
+      }
+      requestAnimationFrame(tick)
+    }
+    tick()
+  })
+}
+
+const history = (page: Page) => page.evaluate(() => (window as unknown as { __kinds: string[] }).__kinds)
+const texts = (page: Page) => page.evaluate(() => (window as unknown as { __texts: string[] }).__texts)
+
+/** Refused outbox entries of this browser (what the status bar counts). */
+function refusedRows(page: Page) {
+  return page.evaluate(async () => {
+    const w = (globalThis as unknown as { __weft: { client: { store: { db: { outbox: { toArray(): Promise<{ status: string; code?: string }[]> } } } } } }).__weft
+    return (await w.client.store.db.outbox.toArray()).filter((r) => r.status === 'refused')
+  })
+}
+
+/** Two pages side by side in one picture (made in a third page from their screenshots). */
+async function sideBySide(browser: Browser, left: Page, right: Page, name: string) {
+  for (const width of [1280, 390]) {
+    const shots: string[] = []
+    for (const page of [left, right]) {
+      await page.setViewportSize({ width, height: width === 390 ? 844 : 900 })
+      expect(await page.evaluate(() => document.documentElement.scrollWidth), `${name} ${width} scrolls sideways`).toBeLessThanOrEqual(width)
+      const file = `test-results/threads-${name}-${width}-${shots.length}.png`
+      await page.screenshot({ path: file, fullPage: true, animations: 'disabled', timeout: 60_000 })
+      shots.push((await readFile(file)).toString('base64'))
+    }
+    const ctx = await browser.newContext({ viewport: { width: width * 2 + 24, height: 600 } })
+    const sheet = await ctx.newPage()
+    await sheet.setContent(`<body style="margin:0;display:flex;gap:24px;align-items:flex-start;background:#889">${shots.map((s) => `<img src="data:image/png;base64,${s}" style="width:${width}px">`).join('')}</body>`)
+    await sheet.screenshot({ path: `test-results/threads-${name}-${width}.png`, fullPage: true, timeout: 60_000 })
+    await ctx.close()
+  }
+  for (const page of [left, right]) await page.setViewportSize({ width: 1280, height: 900 })
+}
+
+test('[WEB30][WEB38] New → Thread from a space opens a thread with the built-in agent; a message and its streamed answer show author, role and time', async ({ browser }) => {
+  const a = await openLoggedIn(browser, server, ann, 'Talk')
+  const form = a.page.locator('weft-node-page form[aria-label="New child node"]')
+  await form.getByLabel('Name').fill('Plans')
+  await form.locator('select[name="nodeType"]').selectOption('Thread')
+  await form.locator('wa-button[type="submit"]').click()
+  await expect(a.page).toHaveURL(/#\/n\/Talk\/Plans$/)
+  await expect(badge(a.page)).toHaveText('Ready')
+  await expect(tp(a.page).locator('.agent')).toHaveText('Built-in agent')
+  expect(await getContent(server, ann, 'Talk/Plans')).toMatchObject({ Agent: { Kind: 'builtin' } })
+
+  await send(a.page, 'hello there')
+  await expect(composer(a.page)).toHaveValue('')
+  await expect(cells(a.page)).toHaveCount(2)
+  const [mine, answer] = [cells(a.page).nth(0), cells(a.page).nth(1)]
+  await expect(mine.locator('.who')).toHaveText('Ann (you)')
+  await expect(mine.locator('.role')).toHaveText('Message')
+  await expect(mine.locator('[data-text]')).toHaveText('hello there')
+  await expect(mine.locator('time')).toContainText('today')
+  await expect(answer.locator('.who')).toHaveText('Built-in agent')
+  await expect(answer.locator('.role')).toHaveText('Agent')
+  await expect(answer.locator('[data-text]')).toHaveText('You said: hello there')
+  await expect(badge(a.page)).toHaveText('Answered')
+  // The round's facts on the server: one message in, one answer.
+  const c = await getContent(server, ann, 'Talk/Plans')
+  expect(c.IngestedMessageIds).toHaveLength(1)
+  expect(c.Messages).toHaveLength(2)
+  expect(await refusedRows(a.page)).toEqual([])
+  await a.context.close()
+})
+
+test('[WEB31][WEB32] two browsers watch one answer stream in: both see "Thinking…", then the same answer, only ever a prefix of it; each sees the other here', async ({ browser }) => {
+  const path = await newThread('Watch')
+  const a = await openLoggedIn(browser, server, ann, path)
+  const b = await openLoggedIn(browser, server, bob, path)
+  for (const { page } of [a, b]) await record(page)
+  await expect(a.page.locator('weft-node-page .presence')).toContainText('Bob')
+  await expect(b.page.locator('weft-node-page .presence')).toContainText('Ann')
+
+  await send(a.page, '/sleep 1500')
+  const answer = 'You said: /sleep 1500'
+  for (const { page } of [a, b]) {
+    await expect(cells(page).nth(1).locator('[data-text]')).toHaveText(answer)
+    await expect(badge(page)).toHaveText('Answered')
+    const kinds = await history(page)
+    expect(kinds.indexOf('thinking')).toBeGreaterThanOrEqual(0)
+    expect(kinds.indexOf('answered')).toBeGreaterThan(kinds.indexOf('thinking'))
+    const seen = await texts(page)
+    expect(seen.at(-1)).toBe(answer)
+    for (const t of seen) expect(answer.startsWith(t), `"${t}" is a prefix of the answer`).toBe(true)
+  }
+  // Bob's page names Ann as the author, never her id.
+  await expect(cells(b.page).nth(0).locator('.who')).toHaveText('Ann')
+
+  // A question ends the round waiting for an answer, said in words, with the question.
+  await send(b.page, '/ask Which colour?')
+  for (const { page } of [a, b]) {
+    await expect(badge(page)).toHaveText('Waiting for your answer')
+    await expect(tp(page).locator('[data-question]')).toContainText('Which colour?')
+  }
+  await sideBySide(browser, a.page, b.page, 'watching')
+  await a.context.close()
+  await b.context.close()
+})
+
+test('[WEB31][WEB34] Stop mid-round: "Stopping…" then Cancelled for both; a cancelled thread answers the next message', async ({ browser }) => {
+  const path = await newThread('Stop')
+  const a = await openLoggedIn(browser, server, ann, path)
+  const b = await openLoggedIn(browser, server, bob, path)
+  for (const { page } of [a, b]) await record(page)
+  await send(a.page, '/sleep 60000')
+  for (const { page } of [a, b]) {
+    await expect(badge(page)).toHaveText('Thinking…')
+    await expect(cells(page).nth(1).locator('.thinking')).toHaveText('Thinking…')
+    // Bob (Editor) holds the Thread permission too.
+    await expect(tp(page).locator('.stop')).toBeVisible()
+  }
+  await tp(a.page).locator('.stop').click()
+  for (const { page } of [a, b]) {
+    await expect(badge(page)).toHaveText('Cancelled')
+    await expect(tp(page).locator('.stop')).toHaveCount(0)
+    const kinds = await history(page)
+    expect(kinds, 'Stopping… was shown before Cancelled').toContain('stopping')
+    expect(kinds.indexOf('cancelled')).toBeGreaterThan(kinds.indexOf('stopping'))
+  }
+  expect(await getContent(server, ann, path)).toMatchObject({ Status: 'Cancelled' })
+  expect((await getContent(server, ann, path)).RequestedStatus ?? null).toBeNull()
+
+  await send(b.page, 'again')
+  for (const { page } of [a, b]) await expect(cells(page).nth(3).locator('[data-text]')).toHaveText('You said: again')
+  for (const { page } of [a, b]) expect(await refusedRows(page)).toEqual([])
+  await a.context.close()
+  await b.context.close()
+})
+
+test('[WEB33] a message sent offline is kept on the device, then sent when online: ingested once, answered once', async ({ browser }) => {
+  const path = await newThread('Offline')
+  const a = await openLoggedIn(browser, server, ann, path)
+  await expect(badge(a.page)).toHaveText('Ready')
+  await a.context.setOffline(true)
+  await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'offline')
+  await expect(tp(a.page).locator('[data-offline="yes"]')).toBeVisible()
+  await send(a.page, 'written on the train')
+  const mine = cells(a.page).nth(0)
+  await expect(mine.locator('[data-text]')).toHaveText('written on the train')
+  await expect(mine.locator('[data-note="local"]')).toBeVisible()
+  // Nothing reached the server yet.
+  expect((await getContent(server, ann, path)).UserMessageIds ?? []).toEqual([])
+
+  await a.context.setOffline(false)
+  await expect(cells(a.page).nth(1).locator('[data-text]')).toHaveText('You said: written on the train')
+  await expect(cells(a.page)).toHaveCount(2)
+  await expect(mine.locator('[data-note]')).toHaveCount(0)
+  await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'saved', { timeout: 15_000 })
+  const c = await getContent(server, ann, path)
+  expect(c.UserMessageIds).toHaveLength(1)
+  expect(c.IngestedMessageIds).toHaveLength(1)
+  expect(c.Messages).toHaveLength(2)
+  const kids = await api<{ items: { path: string; nodeType: string; content: { Role?: string; Author?: string } }[] }>(server, ann, 'GET', `/api/nodes?parent=${encodeURIComponent(path)}`)
+  const users = kids.body.items.filter((n) => n.content.Role === 'user')
+  expect(users).toHaveLength(1)
+  expect(users[0]!.content.Author).toBe(ann.userId)
+  expect(kids.body.items.filter((n) => n.content.Role === 'assistant')).toHaveLength(1)
+  // Created by Ann on her device, sent as her creation: nothing refused, nothing pending.
+  expect(await refusedRows(a.page)).toEqual([])
+  await a.context.close()
+})
+
+test('[WEB35] a Viewer reads the thread and its live state but is offered no composer and no Stop, and reads why', async ({ browser }) => {
+  const path = await newThread('Viewer')
+  const posted = await api<{ path: string }>(server, ann, 'POST', `/api/nodes/${path}/messages`, { id: 'first', text: 'hello' })
+  expect(posted.status).toBe(201)
+  const v = await openLoggedIn(browser, server, vic, path)
+  await expect(cells(v.page).nth(1).locator('[data-text]')).toHaveText('You said: hello')
+  await expect(cells(v.page).nth(0).locator('.who')).toHaveText('Ann')
+  await api(server, ann, 'POST', `/api/nodes/${path}/messages`, { id: 'second', text: '/sleep 60000' })
+  await expect(badge(v.page)).toHaveText('Thinking…')
+  await expect(tp(v.page).locator('.stop')).toHaveCount(0)
+  await expect(tp(v.page).locator('textarea, form.composer')).toHaveCount(0)
+  await expect(tp(v.page).locator('[data-reason="thread"]')).toContainText('your role cannot post')
+  await api(server, ann, 'PATCH', `/api/nodes/${path}`, { RequestedStatus: 'Cancelled' })
+  await expect(badge(v.page)).toHaveText('Cancelled')
+  await v.context.close()
+})
+
+test('[WEB36] an approval the agent waits for: Approve / Deny for an Editor (the answer is patched), disabled with the reason for a Viewer', async ({ browser }) => {
+  const path = await newThread('Approve')
+  // The engine's write, as the server makes it (system): the approval fields of DESIGN.md.
+  await server.running.nodes.patch(SYSTEM, path as NodePath, {
+    PendingApproval: { Id: 'ap1', Tool: 'patch', Args: { path: 'Talk/Notes', patch: { Done: true } }, Summary: 'Mark Talk/Notes as done', RequestedAt: new Date().toISOString() },
+  }, 'engine')
+  const a = await openLoggedIn(browser, server, ann, path)
+  const v = await openLoggedIn(browser, server, vic, path)
+  for (const { page } of [a, v]) {
+    await expect(badge(page)).toHaveText('Waiting for approval')
+    await expect(tp(page).locator('.approval')).toContainText('Mark Talk/Notes as done')
+    await expect(tp(page).locator('.approval code').first()).toHaveText('patch')
+  }
+  await expect(tp(v.page).locator('.approve')).toHaveAttribute('disabled', '')
+  await expect(tp(v.page).locator('.deny')).toHaveAttribute('disabled', '')
+  await expect(tp(v.page).locator('[data-reason="approve"]')).toContainText('Editors')
+  await expect(tp(a.page).locator('[data-reason="approve"]')).toHaveCount(0)
+  await sideBySide(browser, a.page, v.page, 'approval')
+  await tp(a.page).locator('.approve').click()
+  await expect.poll(async () => (await getContent(server, ann, path)).ApprovalAnswer).toEqual({ Id: 'ap1', Decision: 'Approved' })
+  await expect(tp(a.page).locator('[data-answered="Approved"]')).toBeVisible()
+  expect(await refusedRows(a.page)).toEqual([])
+  await a.context.close()
+  await v.context.close()
+})
+
+test('[WEB37] a delegated sub-thread is a live link with its state on the parent; its page links back', async ({ browser }) => {
+  const path = await newThread('Delegate')
+  const a = await openLoggedIn(browser, server, ann, path)
+  await send(a.page, '/delegate /sleep 1000')
+  const link = tp(a.page).locator('weft-thread-link')
+  await expect(link).toHaveCount(1)
+  await expect(link.locator('a')).toHaveAttribute('data-state', 'answered')
+  await expect(cells(a.page).locator('article[data-role="assistant"] [data-text]').first()).toHaveText('Delegated: You said: /sleep 1000')
+  await link.locator('a').click()
+  await expect(a.page).toHaveURL(/_sub\./)
+  await expect(tp(a.page).locator('.parent a')).toHaveText('Delegate')
+  await expect(cells(a.page).nth(1).locator('[data-text]')).toHaveText('You said: /sleep 1000')
+  await a.context.close()
+})
+
+test('[WEB39] a thread as an Editor and as a Viewer: axe clean, no sideways scroll at 1280 and 390 px', async ({ browser }) => {
+  const path = await newThread('Look')
+  await api(server, ann, 'POST', `/api/nodes/${path}/messages`, { id: 'one', text: 'A rather long first message so that the cell has to wrap at 390 px: Averyveryverylongunbrokenwordthatgoesonandonandonforever' })
+  await expect.poll(async () => (await getContent(server, ann, path)).Disposition).toBe('Completed')
+  const a = await openLoggedIn(browser, server, ann, path)
+  const v = await openLoggedIn(browser, server, vic, path)
+  for (const { page } of [a, v]) await expect(cells(page).nth(1).locator('[data-text]')).toContainText('You said:')
+  await sideBySide(browser, a.page, v.page, 'look')
+  for (const { page } of [a, v]) {
+    for (const width of [1280, 390]) {
+      await page.setViewportSize({ width, height: 844 })
+      const axe = await new AxeBuilder({ page }).analyze()
+      const bad = axe.violations.filter((x) => x.impact === 'serious' || x.impact === 'critical')
+      expect(bad.map((x) => `${x.id}: ${x.help} (${x.nodes.map((n) => n.target.join(' ')).join(', ')})`)).toEqual([])
+    }
+  }
+  await a.context.close()
+  await v.context.close()
+})

@@ -1,0 +1,281 @@
+import { LitElement, css, html, nothing } from 'lit'
+import { repeat } from 'lit/directives/repeat.js'
+import type { JsonObject } from '../../shared/json.js'
+import { ObservableController } from '../controllers/index.js'
+import { NamesController } from '../controllers/names-controller.js'
+import { app } from '../app-context.js'
+import { NetworkError } from '../api/index.js'
+import type { IndexRow } from '../store/index.js'
+import type { NodeView } from '../streams/index.js'
+import type { ReplicaState, SyncStatus } from '../sync/index.js'
+import { humanError } from './error-text.js'
+import { nodeHref } from './route.js'
+import { formatWhen } from './run-text.js'
+import { agentName, answeredDecision, newMessageId, pendingApproval, strings, threadState, type PendingApproval } from './thread-text.js'
+import type { CellNote } from './thread-cell.js'
+import './thread-cell.js'
+import './thread-link.js'
+
+/** Children of a thread this page reads (its cells and sub-threads). */
+const CHILD_LIMIT = 500
+
+interface Shown {
+  path: string
+  note: CellNote
+}
+
+function idOf(path: string): string {
+  return path.slice(path.lastIndexOf('/') + 1)
+}
+
+/**
+ * A thread's page ([WEB30]–[WEB38], DESIGN.md "Threads (contract)"): its messages in order, the
+ * agent's answer streaming into its cell, the state in words ("Thinking…", "Stopping…",
+ * "Waiting for your answer" and the question), Stop, the approval the agent waits for, the
+ * sub-threads it delegated to (live), and a composer that works offline: online it posts
+ * (`POST /api/nodes/{thread}/messages` with an id made here), offline it creates the person's
+ * own user cell on this device, which reaches the server (and is ingested by its id, once)
+ * when the device is back online. Who else is here is the node page's line above.
+ */
+export class WeftThreadPage extends LitElement {
+  static override properties = { path: {}, error: { state: true }, sent: { state: true }, draft: { state: true } }
+  declare path: string
+  declare error: string
+  /** Messages posted from this page the thread does not list yet (path → text). */
+  declare sent: ReadonlyMap<string, string>
+  declare draft: string
+  private readonly node = new ObservableController<NodeView | null>(this)
+  private readonly access = new ObservableController<ReplicaState>(this)
+  private readonly kids = new ObservableController<IndexRow[]>(this)
+  private readonly status = new ObservableController<SyncStatus>(this)
+  private readonly parent = new NamesController(this)
+
+  static override styles = css`
+    :host { display: block; min-width: 0; }
+    .state { display: flex; flex-wrap: wrap; gap: 0.4em 0.8em; align-items: center; margin: 0.4em 0 0.8em; }
+    .badge { border-radius: 4px; padding: 0.1em 0.55em; font-weight: 600; background: #eef0f5; }
+    .badge[data-kind='thinking'], .badge[data-kind='queued'] { background: #dde9ff; }
+    .badge[data-kind='stopping'] { background: #fff1d6; color: #6b4300; }
+    .badge[data-kind='asking'], .badge[data-kind='approval'] { background: #fff4cc; color: #5c4500; }
+    .badge[data-kind='failed'] { background: #fdd; color: #7a1010; }
+    .badge[data-kind='cancelled'] { background: #e9e9ee; }
+    .badge[data-kind='answered'], .badge[data-kind='done'] { background: #dff3df; color: #15501f; }
+    .agent { color: #555566; font-size: 0.9em; }
+    .parent { margin: 0 0 0.6em; color: #333; overflow-wrap: anywhere; }
+    .question { border-left: 4px solid #d9a400; background: #fffbea; padding: 0.5em 0.8em; border-radius: 4px; margin: 0 0 0.8em; overflow-wrap: anywhere; }
+    .approval { border: 1px solid #e6c36a; background: #fffbea; border-radius: 8px; padding: 0.6em 0.8em; margin: 0 0 0.8em; }
+    .approval h3 { margin: 0 0 0.3em; font-size: 1em; }
+    .approval code, .approval pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+    .approval pre { background: #fff; border: 1px solid #eadfb8; border-radius: 4px; padding: 0.4em; overflow: auto; max-height: 12em; font-size: 0.85em; margin: 0.3em 0; white-space: pre-wrap; overflow-wrap: anywhere; }
+    .approval .buttons { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: center; }
+    ol.messages { list-style: none; margin: 0; padding: 0; display: flex; flex-direction: column; gap: 0.6em; }
+    ol.messages li.from-user { margin-left: min(3em, 8%); }
+    ol.messages li.from-agent { margin-right: min(3em, 8%); }
+    .empty, .reason-off { color: #555; font-style: italic; }
+    section.subs { margin-top: 1em; }
+    section.subs h3 { font-size: 1em; margin: 0 0 0.4em; }
+    section.subs ul { list-style: none; margin: 0; padding: 0; display: flex; flex-direction: column; gap: 0.4em; }
+    form.composer { margin-top: 1em; display: flex; flex-direction: column; gap: 0.4em; position: sticky; bottom: 0; background: #fafbfd; padding: 0.5em 0; }
+    form.composer label { font-weight: 500; }
+    form.composer textarea { font: inherit; width: 100%; box-sizing: border-box; min-height: 4.2em; resize: vertical; padding: 0.45em 0.6em; border: 1px solid var(--wa-color-neutral-80, #bbc); border-radius: var(--wa-border-radius-m, 6px); background: #fff; color: inherit; }
+    form.composer textarea:focus-visible { outline: var(--wa-focus-ring, 2px solid #36c); outline-offset: 1px; }
+    .row { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: center; }
+    .hint { color: #555566; font-size: 0.85em; flex: 1 1 14em; }
+    .offline { color: #7a4f00; }
+    .error { color: #a40000; overflow-wrap: anywhere; }
+  `
+
+  constructor() {
+    super()
+    this.path = ''
+    this.error = ''
+    this.sent = new Map()
+    this.draft = ''
+  }
+
+  override willUpdate(changed: Map<string, unknown>) {
+    const path = this.path
+    if (!path) return
+    if (changed.has('path')) {
+      this.error = ''
+      this.sent = new Map()
+      this.draft = ''
+    }
+    const { streams } = app()
+    this.node.watch(path, () => streams.node$(path))
+    this.access.watch(path, () => streams.access$(path))
+    this.kids.watch(path, () => streams.query$({ parent: path, limit: CHILD_LIMIT }))
+    this.status.watch('status', () => streams.status$)
+    const parent = this.node.value?.content.ParentPath
+    this.parent.watch(typeof parent === 'string' && parent ? [parent] : [])
+  }
+
+  private can(p: 'Thread' | 'Update'): boolean {
+    const perms = this.access.value?.permissions
+    return !!perms && perms.has(p)
+  }
+
+  private async act(fn: () => Promise<unknown>) {
+    this.error = ''
+    try {
+      await fn()
+    } catch (e) {
+      this.error = humanError(e)
+    }
+  }
+
+  /**
+   * [WEB33] Online: POST with an id made here (the same id again adds nothing). Offline, or when
+   * the server cannot be reached: the person's own user cell is created on this device and its
+   * creation replayed when online; the engine ingests it by its id, once.
+   */
+  private async send(text: string) {
+    const { client, session } = app()
+    const id = newMessageId()
+    const cell = `${this.path}/${id}`
+    this.sent = new Map(this.sent).set(cell, text)
+    this.draft = ''
+    try {
+      try {
+        if (navigator.onLine === false) throw new NetworkError('offline')
+        await client.api.postMessage(this.path, { id, text })
+      } catch (e) {
+        if (!(e instanceof NetworkError)) throw e
+        await client.createNode(cell, 'ThreadMessage', id, { Role: 'user', Author: session.userId, Text: text, CreatedAt: new Date().toISOString() }, { sealed: true })
+      }
+    } catch (e) {
+      // Not sent: what was typed comes back.
+      const next = new Map(this.sent)
+      next.delete(cell)
+      this.sent = next
+      if (!this.draft) this.draft = text
+      this.error = humanError(e)
+    }
+  }
+
+  private onSubmit(ev: SubmitEvent) {
+    ev.preventDefault()
+    const text = this.draft
+    if (text.trim() === '') return
+    void this.send(text)
+  }
+
+  private onKey(ev: KeyboardEvent) {
+    // Enter sends, Shift+Enter is a new line (as in every chat).
+    if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) {
+      ev.preventDefault()
+      ;(ev.target as HTMLTextAreaElement).form?.requestSubmit()
+    }
+  }
+
+  /** The cells in order: the rounds' (Messages), then those waiting for a round, then this device's unsent ones. */
+  private cells(c: JsonObject): Shown[] {
+    const messages = strings(c.Messages)
+    const listed = new Set(messages)
+    const shown: Shown[] = messages.map((path) => ({ path, note: '' }))
+    for (const p of strings(c.PendingUserMessages)) {
+      if (listed.has(p)) continue
+      listed.add(p)
+      shown.push({ path: p, note: 'queued' })
+    }
+    const known = new Set(strings(c.UserMessageIds))
+    for (const row of this.kids.value ?? []) {
+      if (row.nodeType !== 'ThreadMessage' || listed.has(row.path) || known.has(idOf(row.path))) continue
+      // A user cell made here (offline) or just posted, not yet taken in by the thread.
+      listed.add(row.path)
+      shown.push({ path: row.path, note: row.localOnly ? 'local' : 'sending' })
+    }
+    return shown
+  }
+
+  private renderApproval(c: JsonObject, p: PendingApproval) {
+    const canAnswer = this.can('Update')
+    const answered = answeredDecision(c, p.Id)
+    const args = p.Args === null ? '' : JSON.stringify(p.Args, null, 2)
+    const answer = (Decision: 'Approved' | 'Denied') => this.act(() => app().client.patch(this.path, { ApprovalAnswer: { Id: p.Id, Decision } }))
+    return html`<section class="approval" aria-labelledby="approval-h" data-approval=${p.Id}>
+      <h3 id="approval-h">The agent asks to use <code>${p.Tool}</code></h3>
+      ${p.Summary ? html`<p>${p.Summary}</p>` : nothing}
+      ${args ? html`<pre aria-label="What it would use it with" tabindex="0">${args}</pre>` : nothing}
+      ${p.RequestedAt ? html`<p class="agent">Asked ${formatWhen(p.RequestedAt)}</p>` : nothing}
+      ${answered
+        ? html`<p data-answered=${answered}>${answered === 'Approved' ? 'Approved' : 'Denied'}; waiting for the agent to go on…</p>`
+        : html`<div class="buttons">
+            <wa-button size="small" variant="brand" class="approve" ?disabled=${!canAnswer} @click=${() => answer('Approved')}>Approve</wa-button>
+            <wa-button size="small" variant="danger" appearance="outlined" class="deny" ?disabled=${!canAnswer} @click=${() => answer('Denied')}>Deny</wa-button>
+            ${canAnswer ? nothing : html`<span class="reason-off" data-reason="approve">Only people who can edit this thread (Editors) can approve or deny.</span>`}
+          </div>`}
+    </section>`
+  }
+
+  private renderComposer(canPost: boolean, offline: boolean) {
+    if (!this.access.value?.permissions) return nothing
+    if (!canPost) {
+      return html`<p class="reason-off" data-reason="thread">You can read this thread; your role cannot post to it or stop it (that needs an Editor).</p>`
+    }
+    return html`<form class="composer" aria-label="New message" @submit=${this.onSubmit}>
+      <label for="composer-text">Message</label>
+      <textarea id="composer-text" name="text" .value=${this.draft} @input=${(e: Event) => (this.draft = (e.target as HTMLTextAreaElement).value)} @keydown=${this.onKey}
+        placeholder="Write to the thread. Enter sends, Shift+Enter starts a new line."></textarea>
+      <div class="row">
+        <span class="hint ${offline ? 'offline' : ''}" data-offline=${offline ? 'yes' : 'no'}>${offline
+          ? 'You are offline: what you send is kept on this device and sent when you are back online.'
+          : 'A message sent while the agent is busy waits for the next round.'}</span>
+        <wa-button type="submit" size="small" variant="brand" class="send" ?disabled=${this.draft.trim() === ''}>Send</wa-button>
+      </div>
+    </form>`
+  }
+
+  override render() {
+    const view = this.node.value
+    if (!view) return nothing
+    const c = view.content
+    const state = threadState(c)
+    const canThread = this.can('Thread')
+    const approval = pendingApproval(c)
+    const question = state.kind === 'asking' && typeof c.Question === 'string' ? c.Question : null
+    const round = c.Round && typeof c.Round === 'object' && !Array.isArray(c.Round) && typeof c.Round.Response === 'string' ? c.Round.Response : null
+    const cells = this.cells(c)
+    const seen = new Set(cells.map((s) => s.path))
+    const sending = [...this.sent].filter(([p]) => !seen.has(p))
+    const subs = (this.kids.value ?? []).filter((r) => r.nodeType === 'Thread')
+    // An engine-made cell is joined once the thread's listing has it: the round lists its
+    // answer's cell a moment before the cell is made, and joining a node not there yet is
+    // refused. A user cell exists before it is listed.
+    const known = new Set((this.kids.value ?? []).map((r) => r.path))
+    const offline = this.status.value?.kind === 'offline'
+    const parent = typeof c.ParentPath === 'string' && c.ParentPath ? c.ParentPath : null
+    const agent = agentName(c.Agent)
+    return html`
+      ${parent
+        ? html`<p class="parent">Delegated from <a href=${nodeHref(parent)}>${this.parent.value[0]?.name ?? idOf(parent)}</a></p>`
+        : nothing}
+      <div class="state">
+        <span class="badge" role="status" aria-live="polite" data-kind=${state.kind} data-status=${String(c.Status ?? 'Idle')}>${state.label}</span>
+        <span class="agent">${agent}</span>
+        ${state.live && canThread && state.kind !== 'stopping'
+          ? html`<wa-button size="small" variant="danger" appearance="outlined" class="stop" @click=${() => this.act(() => app().client.patch(this.path, { RequestedStatus: 'Cancelled' }))}>Stop</wa-button>`
+          : nothing}
+      </div>
+      ${question ? html`<p class="question" data-question><strong>The agent asks:</strong> ${question}</p>` : nothing}
+      ${approval ? this.renderApproval(c, approval) : nothing}
+      ${cells.length || sending.length
+        ? html`<ol class="messages" aria-label="Messages">
+            ${repeat(cells, (s) => s.path, (s) => html`<li class=${idOf(s.path).startsWith('_') ? 'from-agent' : 'from-user'}>
+              ${known.has(s.path) || !idOf(s.path).startsWith('_')
+                ? html`<weft-thread-cell .path=${s.path} .note=${s.note} .agent=${agent} ?streaming=${s.path === round && state.live}></weft-thread-cell>`
+                : html`<weft-thread-cell .placeholder=${s.path === round && state.live ? 'Thinking…' : 'Loading the message…'} .agent=${agent}></weft-thread-cell>`}</li>`)}
+            ${sending.map(([p, text]) => html`<li class="from-user" data-sending=${p}><weft-thread-cell .draftText=${text} .note=${'sending'}></weft-thread-cell></li>`)}
+          </ol>`
+        : html`<p class="empty">No messages yet.${canThread ? ' Write the first one below.' : ''}</p>`}
+      ${subs.length
+        ? html`<section class="subs" aria-labelledby="subs-h"><h3 id="subs-h">Sub-threads</h3>
+            <ul>${repeat(subs, (r) => r.path, (r) => html`<li><weft-thread-link .path=${r.path}></weft-thread-link></li>`)}</ul></section>`
+        : nothing}
+      ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
+      ${this.renderComposer(canThread, offline)}
+    `
+  }
+}
+
+customElements.define('weft-thread-page', WeftThreadPage)

@@ -1,0 +1,97 @@
+import type { JsonObject, JsonValue } from '../../shared/json.js'
+
+/**
+ * A thread's state in words (DESIGN.md "Threads (contract)", [WEB31]). Pure functions (no DOM):
+ * the thread page, its sub-thread links and the home's list share them.
+ */
+
+export type ThreadStateKind = 'thinking' | 'stopping' | 'asking' | 'approval' | 'queued' | 'failed' | 'cancelled' | 'done' | 'answered' | 'ready'
+
+export interface ThreadState {
+  kind: ThreadStateKind
+  label: string
+  /** A round is in flight: Stop applies. */
+  live: boolean
+}
+
+const RESTING = new Set(['Idle', 'Cancelled', 'Done'])
+
+const str = (v: JsonValue | undefined): string | null => (typeof v === 'string' && v !== '' ? v : null)
+
+export function strings(v: JsonValue | undefined): string[] {
+  return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []
+}
+
+/** What the thread is doing, as everyone watching it reads it. */
+export function threadState(c: JsonObject): ThreadState {
+  const status = str(c.Status) ?? 'Idle'
+  const live = !RESTING.has(status)
+  if (live && c.RequestedStatus === 'Cancelled') return { kind: 'stopping', label: 'Stopping…', live }
+  if (pendingApproval(c)) return { kind: 'approval', label: 'Waiting for approval', live }
+  if (live) return { kind: 'thinking', label: 'Thinking…', live }
+  if (strings(c.PendingUserMessages).length > 0) return { kind: 'queued', label: 'Starting…', live: false }
+  if (status === 'Cancelled') return { kind: 'cancelled', label: 'Cancelled', live: false }
+  if (status === 'Done') return { kind: 'done', label: 'Done', live: false }
+  switch (c.Disposition) {
+    case 'AwaitingInput':
+      return { kind: 'asking', label: 'Waiting for your answer', live: false }
+    case 'Failed':
+      return { kind: 'failed', label: 'The last round failed', live: false }
+    case 'Completed':
+      return { kind: 'answered', label: 'Answered', live: false }
+    default:
+      return { kind: 'ready', label: 'Ready', live: false }
+  }
+}
+
+/** The approval the agent waits for (system-written), when there is one. */
+export interface PendingApproval {
+  Id: string
+  Tool: string
+  Args: JsonValue
+  Summary: string
+  RequestedAt: string | null
+}
+
+export function pendingApproval(c: JsonObject): PendingApproval | null {
+  const p = c.PendingApproval
+  if (!p || typeof p !== 'object' || Array.isArray(p)) return null
+  const id = str(p.Id)
+  if (!id) return null
+  return { Id: id, Tool: str(p.Tool) ?? 'a tool', Args: p.Args ?? null, Summary: str(p.Summary) ?? '', RequestedAt: str(p.RequestedAt) }
+}
+
+/** The answer already given to this approval (the person's patch, before the engine clears it). */
+export function answeredDecision(c: JsonObject, id: string): 'Approved' | 'Denied' | null {
+  const a = c.ApprovalAnswer
+  if (!a || typeof a !== 'object' || Array.isArray(a) || a.Id !== id) return null
+  return a.Decision === 'Approved' || a.Decision === 'Denied' ? a.Decision : null
+}
+
+/** How a cell's role reads beside its author. */
+export function roleWord(role: JsonValue | undefined): string {
+  if (role === 'assistant') return 'Agent'
+  if (role === 'tool') return 'Tool'
+  return 'Message'
+}
+
+/** The agent's name in words ({ Kind: "builtin" } → "Built-in agent"). */
+export function agentName(agent: JsonValue | undefined): string {
+  const kind = agent && typeof agent === 'object' && !Array.isArray(agent) ? agent.Kind : undefined
+  if (kind === 'llm') {
+    const model = agent && typeof agent === 'object' && !Array.isArray(agent) ? str(agent.Model) : null
+    return model ? `AI agent (${model})` : 'AI agent'
+  }
+  if (kind === 'script') return 'Script agent'
+  return 'Built-in agent'
+}
+
+/**
+ * A message id the server takes ([THR2]: letters, digits, `_ . @ -`, starting with a letter or
+ * digit, at most 64): made on this device, so an offline message and its later sending are one.
+ */
+export function newMessageId(): string {
+  // getRandomValues works outside secure contexts too (randomUUID does not).
+  const bytes = crypto.getRandomValues(new Uint8Array(16))
+  return `m-${Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')}`
+}
