@@ -1,5 +1,6 @@
 export { NodeService, type NodeServiceOptions } from './node-service.js'
 export { MoveService } from './move-service.js'
+export { withCommitAttachment } from './commit-feed.js'
 export { MAX_CURSOR_LENGTH, isSealedCursor } from './query-cursor.js'
 export type {
   ChangeOrigin,
