@@ -304,8 +304,11 @@ function toOutcome(r: Row): OutcomeRow {
 }
 
 /** [CTX26] Inside the commit's transaction: is the lease still the one the reaction was verified against, and no outcome yet? */
-export function* checkAttachment(a: ContextualAttachment): Op<string | null> {
-  const held = (yield* all(`SELECT 1 AS ok FROM contextual_events WHERE ${FENCED}`, ...fenceArgs(a.fence)))[0]
+export function* checkAttachment(a: ContextualAttachment, dialect: Dialect): Op<string | null> {
+  // PostgreSQL: the lease row stays locked until the commit, so no pull can take it meanwhile
+  // (SQLite's writer holds the database's write lock for the whole transaction anyway).
+  const lock = dialect === 'postgres' ? ' FOR UPDATE' : ''
+  const held = (yield* all(`SELECT 1 AS ok FROM contextual_events WHERE ${FENCED}${lock}`, ...fenceArgs(a.fence)))[0]
   if (!held) return 'The lease of this work item is no longer held.'
   const done = (yield* all('SELECT 1 AS ok FROM contextual_outcomes WHERE key = ?', a.outcome.key))[0]
   return done ? 'This reaction already has an outcome.' : null
@@ -356,7 +359,7 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       return r ? toOutcome(r) : null
     }
     case 'recordOutcome': {
-      const refusal = yield* checkAttachment(call.attachment)
+      const refusal = yield* checkAttachment(call.attachment, dialect)
       if (refusal) return refusal
       yield* insertOutcome(call.attachment, null)
       return null

@@ -160,7 +160,7 @@ export class PostgresStorage implements StorageAdapter {
         const { input } = plan
         const attached = input.contextual
         if (attached) {
-          const refusal = await runAsync(checkAttachment(attached), pgExec(client))
+          const refusal = await runAsync(checkAttachment(attached, 'postgres'), pgExec(client))
           if (refusal) {
             out.push({ ok: false, error: new WeftError('stale_lease', refusal) })
             continue
