@@ -7,7 +7,7 @@ import { ctx, definition, pull, putSubscription } from './contextual-helpers.js'
  * and the ack never came. After the restart the lease runs out, the event is redelivered (the next
  * attempt), and the reaction resolves to the same persisted outcome: no second commit.
  */
-describe('[CTX27] kill -9 between react and ack', () => {
+describe('[CTX27] [CTX33] kill -9 between react and ack', () => {
   let dir = ''
   const children: SpawnedServer[] = []
   afterAll(async () => {

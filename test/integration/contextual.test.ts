@@ -36,7 +36,7 @@ describe('contextual agent subscriptions (issue 19)', () => {
     expect((await api(ts.url, owner.token).patchNode(`${space}/subA`, { Hash: 'x' })).status).toBe(403)
   })
 
-  it('[CTX2] [CTX3] a definition that breaks a bound is refused with its named error, nothing written', async () => {
+  it('[CTX2] [CTX3] [CTX18] a definition that breaks a bound is refused with its named error, nothing written', async () => {
     const many = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`q${i}`, { Get: '{event.path}' }]))
     const reactions = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`r${i}`, { Command: 'delete', Target: '{event.path}' }]))
     const cases: Array<[object, string]> = [
@@ -59,7 +59,7 @@ describe('contextual agent subscriptions (issue 19)', () => {
     expectStatus(await putSubscription(ts.url, owner.token, `${space}/edge`, definition(`${space}/inbox`, { Hydration: many(16), Reactions: reactions(32) })), 201)
   })
 
-  it('[CTX6] [CTX7] [CTX15] [CTX19] next leases one matching event with a fresh hydration and the reactions the caller may run', async () => {
+  it('[CTX5] [CTX6] [CTX7] [CTX15] [CTX16] [CTX17] [CTX19] [CTX29] next leases one matching event with a fresh hydration and the reactions the caller may run', async () => {
     const { sub, c, first } = await setup('7')
     expect(first.item).toBeNull()
     await api(ts.url, owner.token).putNode(`${space}/elsewhere`, 'Document', { a: 1 })
@@ -83,13 +83,16 @@ describe('contextual agent subscriptions (issue 19)', () => {
     expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ leased: 0, acked: 1 })
   })
 
-  it('[CTX20] [CTX21] [CTX27] react commits once; a repeat returns the persisted outcome; the token is opaque and sealed', async () => {
+  it('[CTX20] [CTX21] [CTX23] [CTX27] [CTX32] react commits once; a repeat returns the persisted outcome; the token is opaque and sealed', async () => {
     const { sub, c } = await setup('21')
     await api(ts.url, owner.token).putNode(`${space}/in21/one`, 'Document', {})
     const { consumerId, item } = await pull(ts.url, owner.token, sub)
     const r1 = expectStatus(await c.react(item, 'reply', { Text: 'hello' }), 200).body
     expect(r1.outcome).toMatchObject({ status: 'committed', path: `${space}/in21/one/reply`, reaction: 'reply' })
     expect(r1.repeated).toBe(false)
+    // [CTX32] The nested command's request id is derived, distinct from the root request's.
+    expect(r1.outcome.childRequestId).toMatch(/^[0-9a-f]{32}$/)
+    expect(r1.outcome.childRequestId).not.toBe(r1.outcome.rootRequestId)
     const reply = (await api(ts.url, owner.token).getNode(`${space}/in21/one/reply`)).body
     expect(reply.content).toEqual({ Text: 'hello' })
     const r2 = expectStatus(await c.react(item, 'reply', { Text: 'other text' }), 200).body
@@ -164,7 +167,7 @@ describe('contextual agent subscriptions (issue 19)', () => {
     expectStatus(await c.ack(fresh.consumerId, fresh.item), 200)
   })
 
-  it('[CTX25] a capability revoked between pull and react: denial, no commit', async () => {
+  it('[CTX15] [CTX25] a capability revoked between pull and react: denial, no commit', async () => {
     const worker = await signup(ts.url)
     const grant = await grantRole(ts.url, owner.token, space, worker.userId, 'Editor')
     const { sub, c } = await setup('25', worker.token)
@@ -175,7 +178,11 @@ describe('contextual agent subscriptions (issue 19)', () => {
     const r = await c.react(item, 'reply', { Text: 'after revoke' })
     expect([r.status, errorCode(r)]).toEqual([403, 'reaction_denied'])
     expect((await api(ts.url, owner.token).getNode(`${space}/in25/d/reply`)).status).toBe(404)
-    // Pulled again as a Viewer: the reaction is no longer offered.
+    // [CTX15] Redelivered: the view is recomputed under current access; the reaction is no longer offered.
+    const { consumerId } = await c.next(sub).then((r) => r.body)
+    expectStatus(await c.nack(consumerId, item, 0), 200)
+    const again = await pull(ts.url, worker.token, sub)
+    expect([again.item.attempt, again.item.reactions.map((x) => x.name)]).toEqual([2, []])
     expectStatus(await api(ts.url, owner.token).deleteNode(grant), 204)
   })
 
@@ -197,7 +204,7 @@ describe('contextual agent subscriptions (issue 19)', () => {
     expect((await api(ts.url, owner.token).queryNodes({ parent: `${space}/notes` })).body.items).toEqual([])
   })
 
-  it('[CTX8] events the caller cannot read are never delivered; another user cannot use someone else\'s consumer', async () => {
+  it('[CTX5] [CTX8] events the caller cannot read are never delivered; another user cannot use someone else\'s consumer', async () => {
     const worker = await signup(ts.url)
     await grantRole(ts.url, owner.token, space, worker.userId, 'Viewer')
     const { sub, c, consumerId } = await setup('8', worker.token)
@@ -215,7 +222,7 @@ describe('contextual agent subscriptions (issue 19)', () => {
     expect((await ctx(ts.url, owner.token).ack(consumerId, item)).status).toBe(404)
   })
 
-  it('[CTX10] next long-polls: a commit while it waits wakes it with the new event', async () => {
+  it('[CTX10] [CTX31] next long-polls: a commit while it waits wakes it with the new event', async () => {
     const { sub, c } = await setup('10')
     const waiting = c.next(sub, 'w1', { waitSeconds: 30 })
     await api(ts.url, owner.token).putNode(`${space}/in10/late`, 'Document', {})
