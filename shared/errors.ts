@@ -32,6 +32,20 @@ export const ERROR_CODES = {
   /** [AUTH3] Too many failed logins: the answer carries `Retry-After`. */
   rate_limited: 429,
   protocol_error: 400,
+  /** [CTX2] A ContextualSubscription that breaks a bound: each bound has its own code. */
+  contextual_invalid_definition: 422,
+  contextual_too_many_queries: 422,
+  contextual_too_many_reactions: 422,
+  contextual_too_many_rows: 422,
+  contextual_lease_out_of_range: 422,
+  contextual_in_flight_out_of_range: 422,
+  contextual_attempts_out_of_range: 422,
+  /** [CTX12] The work item evidence (lease token, attempt) is not the current lease: a stale worker. */
+  stale_lease: 409,
+  /** [CTX25] A reaction the caller may not commit now; every reason gives the same answer. */
+  reaction_denied: 403,
+  /** [CTX22] A reaction's parameters do not fit its declared schema. */
+  invalid_params: 422,
   internal: 500,
   unavailable: 503,
 } as const

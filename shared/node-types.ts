@@ -9,6 +9,7 @@ import {
 } from './enums.js'
 import type { JsonObject, JsonValue } from './json.js'
 import { TYPED_TEXT_FIELDS } from './text-fields.js'
+import { ContextualDefinitionSchema } from './contextual.js'
 
 /**
  * Who may write a top-level content field (or create/delete a node) of a node type.
@@ -238,6 +239,9 @@ const builtins: NodeTypeDef[] = [
     { defaultWrite: 'Thread', create: 'Thread', delete: 'system' },
   ),
   def('Post', anyObject),
+  // [CTX1] Contextual agent subscriptions (issue 19): a definition, compiled on write by the
+  // contextual service's write rule (bounds refused by name; Hash = its identity, system's).
+  def('ContextualSubscription', ContextualDefinitionSchema, { fields: { Hash: 'system' } }),
 ]
 
 const registry = new Map<string, NodeTypeDef>(builtins.map((d) => [d.name, d]))

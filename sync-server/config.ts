@@ -40,6 +40,8 @@ export interface ServerConfig {
   loginFreeFailuresPerAddress: number
   loginLockoutBaseMs: number
   loginLockoutMaxMs: number
+  /** [CTX20] CONTEXTUAL_SEAL_KEY: 32 bytes, base64, that seal causation tokens; default: a key made once and kept in the database. */
+  contextualSealKey?: string
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -47,6 +49,12 @@ function int(value: string | undefined, fallback: number, name: string): number 
   const n = Number(value)
   if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got ${JSON.stringify(value)}`)
   return n
+}
+
+function sealKey(value: string | undefined): string | undefined {
+  if (value === undefined || value === '') return undefined
+  if (Buffer.from(value, 'base64').length !== 32) throw new Error('CONTEXTUAL_SEAL_KEY must be 32 bytes, base64 (e.g. `openssl rand -base64 32`).')
+  return value
 }
 
 export function defaultConfig(): ServerConfig {
@@ -96,5 +104,6 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     loginFreeFailuresPerAddress: int(env.LOGIN_FREE_FAILURES_PER_ADDRESS, d.loginFreeFailuresPerAddress, 'LOGIN_FREE_FAILURES_PER_ADDRESS'),
     loginLockoutBaseMs: int(env.LOGIN_LOCKOUT_BASE_MS, d.loginLockoutBaseMs, 'LOGIN_LOCKOUT_BASE_MS'),
     loginLockoutMaxMs: int(env.LOGIN_LOCKOUT_MAX_MS, d.loginLockoutMaxMs, 'LOGIN_LOCKOUT_MAX_MS'),
+    contextualSealKey: sealKey(env.CONTEXTUAL_SEAL_KEY),
   }
 }

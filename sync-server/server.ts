@@ -13,6 +13,7 @@ import { openStorage, type StorageAdapter } from './storage/index.js'
 import { SocketServer } from './sync/index.js'
 import { SearchService, searchRoutes } from './search/index.js'
 import { startCluster, type Cluster } from './cluster/index.js'
+import { ContextualService, contextualRoutes, contextualWriteRule } from './contextual/index.js'
 
 /** Versions of full change history kept; older records survive only as the latest per path. */
 const CHANGE_HISTORY = 100_000
@@ -36,6 +37,8 @@ export interface RunningServer {
   engines: Engine[]
   /** [SCALE1] Set when REDIS_URL is: the fan-out and the engines' lease. */
   cluster: Cluster | null
+  /** [CTX30] The contextual subscriptions service (every surface calls it). */
+  contextual: ContextualService
   stats(): { loadedDocs: number }
   /** Graceful: stop accepting, close sockets, stop engines, flush storage. */
   close(): Promise<void>
@@ -82,6 +85,11 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   trashTimer.unref()
   const abort = new AbortController()
   let healthy = false
+  // [CTX1] Contextual subscriptions: definitions compiled on write; one service for every surface.
+  nodes.registerWriteRule('ContextualSubscription', contextualWriteRule())
+  const sealKey = config.contextualSealKey ? Buffer.from(config.contextualSealKey, 'base64') : undefined
+  const contextual = new ContextualService({ nodes, access, storage, log, ...(sealKey ? { sealKey } : {}) })
+  contextual.start()
 
   const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal, maxPayloadBytes: config.maxPayloadBytes }))
   // [SCALE6] With several instances these serve the engines' routes only; the engines that work
@@ -101,7 +109,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     : null
   if (cluster) for (const engine of engines) await engine.stop()
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
-  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage))]
+  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage)), ...contextualRoutes(contextual)]
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({
     nodes,
@@ -148,12 +156,14 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     storage,
     engines,
     cluster,
+    contextual,
     stats: () => nodes.stats(),
     close() {
       closing ??= (async () => {
         healthy = false
         abort.abort()
         auth.stop()
+        contextual.stop()
         clearInterval(purgeTimer)
         clearInterval(trashTimer)
         await sockets.close()

@@ -4,6 +4,8 @@
  * `test/unit/openapi.test.ts` fails when a route exists that it does not describe.
  */
 
+import { CONTEXTUAL_PATHS, CONTEXTUAL_SCHEMAS } from './openapi-contextual.js'
+
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` })
 const json = (schema: unknown) => ({ 'application/json': { schema } })
 const error = (description: string) => ({ description, content: json(ref('Error')) })
@@ -40,6 +42,7 @@ export const OPENAPI_DOCUMENT = {
   components: {
     securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'The token from signup or login, in the Authorization header (never in the URL).' } },
     schemas: {
+      ...CONTEXTUAL_SCHEMAS,
       Error: {
         type: 'object',
         required: ['error'],
@@ -123,6 +126,7 @@ export const OPENAPI_DOCUMENT = {
     },
   },
   paths: {
+    ...CONTEXTUAL_PATHS,
     '/healthz': {
       get: {
         summary: 'Ready once storage is open and the engines have reconciled.',

@@ -1,6 +1,7 @@
 export { NodeService, type NodeServiceOptions } from './node-service.js'
 export type { RemoteChange } from './remote-apply.js'
 export { MoveService } from './move-service.js'
+export { withCommitAttachment } from './commit-feed.js'
 export { MAX_CURSOR_LENGTH, isSealedCursor } from './query-cursor.js'
 export type {
   ChangeOrigin,

@@ -14,6 +14,7 @@ import { batchPaths, isFold, isRowContent, planBatch, validateCommitInput, type 
 import { COMPACT_AFTER_UPDATES, compactUpdates, contentOfLog } from './compaction.js'
 import type { RowJson } from './row-parts.js'
 import { GroupCommitter, type ItemResult } from './group-commit.js'
+import { checkAttachment, contextualOp, contextualSchema, insertOutcome, pgSql, runAsync, type ContextualCall, type Row, type Stmt } from './contextual-store.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
 import { assertFieldName, clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
@@ -81,6 +82,7 @@ export class PostgresStorage implements StorageAdapter {
         // [FIND1] The full-text column, its trigger and GIN index (an existing data set is filled once).
         await ensurePostgresSearchIndex(client)
         await applyPostgresMoveSchema(client)
+        await client.query(contextualSchema('postgres'))
       })
     } catch (error) {
       await pool.end()
@@ -161,7 +163,16 @@ export class PostgresStorage implements StorageAdapter {
           continue
         }
         const { input } = plan
+        const attached = input.contextual
+        if (attached) {
+          const refusal = await runAsync(checkAttachment(attached, 'postgres'), pgExec(client))
+          if (refusal) {
+            out.push({ ok: false, error: new WeftError('stale_lease', refusal) })
+            continue
+          }
+        }
         version += 1
+        if (attached) await runAsync(insertOutcome(attached, version), pgExec(client))
         switch (input.kind) {
           case 'Created': {
             const { parent, lastSegment } = pathColumns(input.path)
@@ -395,6 +406,11 @@ export class PostgresStorage implements StorageAdapter {
     return postgresExpiredTrash(this.pool, before, limit)
   }
 
+  async contextual(call: ContextualCall): Promise<unknown> {
+    if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
+    return withTransaction(this.pool, (client) => runAsync(contextualOp(call, 'postgres'), pgExec(client)))
+  }
+
   async lastVersion(): Promise<number> {
     const r = await this.pool.query<{ value: string }>('SELECT value FROM version_counter WHERE id = 1')
     return Number(r.rows[0]?.value ?? 0)
@@ -465,6 +481,14 @@ export class PostgresStorage implements StorageAdapter {
 
 export function openPostgresStorage(options: PostgresStorageOptions): Promise<PostgresStorage> {
   return PostgresStorage.open(options)
+}
+
+/** Runs contextual statements (contextual-store.ts) on one transaction's client. */
+function pgExec(client: pg.PoolClient): (s: Stmt) => Promise<Row[] | number> {
+  return async (s) => {
+    const r = await client.query(pgSql(s.sql), s.params)
+    return s.mode === 'all' ? (r.rows as Row[]) : (r.rowCount ?? 0)
+  }
 }
 
 async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {

@@ -25,6 +25,7 @@ import { sqliteExpiredTrash, sqliteListTrash, sqliteMovedFrom } from './sqlite-m
 import { repairSqliteSearchIndex, searchSqlite } from './sqlite-search-index.js'
 import type { PathRegion, SearchHit, SearchPlan } from './search-plan.js'
 import { searchSqliteWithin } from './sqlite-search-within.js'
+import type { ContextualCall } from './contextual-store.js'
 
 export interface SqliteStorageOptions {
   /** Database file; `:memory:` works but is not durable (and cannot be shared with a writer thread). */
@@ -46,13 +47,15 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 /** Where writes go: the writer thread, or the same thread. Both answer asynchronously. */
 interface WriterPort {
   request(message: DistributiveOmit<WriterRequest, 'id'>): Promise<WireItemResult[] | undefined>
+  /** [CTX5] A contextual call's answer. */
+  contextual(call: ContextualCall): Promise<unknown>
   close(): Promise<void>
 }
 
 class ThreadWriter implements WriterPort {
   private readonly worker: Worker
   private nextId = 1
-  private readonly pending = new Map<number, { resolve(v: WireItemResult[] | undefined): void; reject(e: unknown): void }>()
+  private readonly pending = new Map<number, { resolve(v: WriterResponse & { ok: true }): void; reject(e: unknown): void }>()
   private failure: Error | null = null
   private isClosing = false
 
@@ -64,7 +67,7 @@ class ThreadWriter implements WriterPort {
       if (!p) return
       this.pending.delete(response.id)
       if (this.pending.size === 0) this.worker.unref()
-      if (response.ok) p.resolve(response.value)
+      if (response.ok) p.resolve(response)
       else p.reject(deserializeError(response.error))
     })
     const fail = (error: Error) => {
@@ -80,7 +83,15 @@ class ThreadWriter implements WriterPort {
     })
   }
 
-  request(message: DistributiveOmit<WriterRequest, 'id'>): Promise<WireItemResult[] | undefined> {
+  async request(message: DistributiveOmit<WriterRequest, 'id'>): Promise<WireItemResult[] | undefined> {
+    return (await this.send(message)).value
+  }
+
+  async contextual(call: ContextualCall): Promise<unknown> {
+    return (await this.send({ op: 'contextual', call })).result
+  }
+
+  private send(message: DistributiveOmit<WriterRequest, 'id'>): Promise<WriterResponse & { ok: true }> {
     if (this.failure) return Promise.reject(new WeftError('unavailable', 'Storage is unavailable: the writer stopped.'))
     const id = this.nextId++
     return new Promise((resolve, reject) => {
@@ -125,12 +136,17 @@ class InlineWriter implements WriterPort {
       case 'purgeChanges':
         this.writer.purgeChanges(message.below)
         return undefined
+      case 'contextual':
       case 'close':
         return undefined
       default:
         message satisfies never
         return undefined
     }
+  }
+
+  async contextual(call: ContextualCall): Promise<unknown> {
+    return this.writer.contextual(call)
   }
 
   private compactSome(): void {
@@ -226,6 +242,7 @@ export class SqliteStorage implements StorageAdapter {
         update: input.update,
         deferContent: input.deferContent,
         clients: input.clients,
+        contextual: input.contextual,
       }
       // A commit item always resolves to its record (only folds resolve to null).
       return this.committer.submit({ input: header, contentJson }) as Promise<ChangeRecord>
@@ -339,6 +356,11 @@ export class SqliteStorage implements StorageAdapter {
 
   async lastVersion(): Promise<number> {
     return this.stmt.lastVersion.get()?.v ?? 0
+  }
+
+  async contextual(call: ContextualCall): Promise<unknown> {
+    if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
+    return this.writer.contextual(call)
   }
 
   async createAccount(account: Account): Promise<void> {

@@ -2,6 +2,7 @@ import { WeftError, isWeftError, type ChangeRecord, type ErrorCode } from '../..
 import type { ItemResult } from './group-commit.js'
 import type { BatchItem } from './sqlite-writer.js'
 import type { Account, MoveInput } from './types.js'
+import type { ContextualCall } from './contextual-store.js'
 
 /** Messages from the storage adapter to its writer thread. */
 export type WriterRequest =
@@ -12,6 +13,7 @@ export type WriterRequest =
   | { id: number; op: 'purgeTokens'; before: string }
   | { id: number; op: 'purgeChanges'; below: number }
   | { id: number; op: 'move'; move: MoveInput }
+  | { id: number; op: 'contextual'; call: ContextualCall }
   | { id: number; op: 'close' }
 
 export interface SerializedError {
@@ -21,7 +23,7 @@ export interface SerializedError {
 
 export type WireItemResult = { ok: true; value: ChangeRecord | null } | { ok: false; error: SerializedError }
 
-export type WriterResponse = { id: number; ok: true; value?: WireItemResult[] } | { id: number; ok: false; error: SerializedError }
+export type WriterResponse = { id: number; ok: true; value?: WireItemResult[]; result?: unknown } | { id: number; ok: false; error: SerializedError }
 
 export interface WriterInit {
   file: string

@@ -54,6 +54,9 @@ port.on('message', (request: WriterRequest) => {
         writer.revokeToken(request.hash)
         response = { id: request.id, ok: true }
         break
+      case 'contextual':
+        response = { id: request.id, ok: true, result: writer.contextual(request.call) }
+        break
       case 'close':
         while (writer.compactNext()) {
           // Finish waiting compactions: a reopened store starts with short logs.

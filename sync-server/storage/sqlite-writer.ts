@@ -14,6 +14,7 @@ import { SQLITE_ADDED_COLUMNS, SQLITE_ADDED_INDEXES, SQLITE_SCHEMA } from './sql
 import type { Account, MoveInput } from './types.js'
 import { applySqliteMoveSchema, sqliteMoveSubtree } from './sqlite-move.js'
 import { ensureSqliteSearchIndex } from './sqlite-search-index.js'
+import { checkAttachment, contextualOp, contextualSchema, insertOutcome, runSync, type ContextualCall, type Row, type Stmt } from './contextual-store.js'
 
 export interface PreparedCommit {
   /** Without the content object: the writer thread writes its JSON text, and cloning the object to it would be wasted. */
@@ -50,6 +51,7 @@ export function openSqliteConnection(file: string, busyTimeoutMs: number): Datab
   // [FIND1] The full-text index and its triggers (filled at boot by repairSqliteSearchIndex).
   ensureSqliteSearchIndex(db)
   applySqliteMoveSchema(db)
+  db.exec(contextualSchema('sqlite'))
   return db
 }
 
@@ -139,7 +141,14 @@ export class SqliteWriter {
           const i = next++
           const plan = plans[i]
           if (!plan) return refused[i] ?? { ok: false, error: new Error('Invariant: unplanned commit') }
-          return { ok: true, value: this.applyCommit(plan, item.contentJson, compactCandidates) }
+          const attached = plan.input.contextual
+          if (attached) {
+            const refusal = runSync(checkAttachment(attached, 'sqlite'), this.exec)
+            if (refusal) return { ok: false, error: new WeftError('stale_lease', refusal) }
+          }
+          const record = this.applyCommit(plan, item.contentJson, compactCandidates)
+          if (attached) runSync(insertOutcome(attached, record.version), this.exec)
+          return { ok: true, value: record }
         })
       })
       .immediate()
@@ -276,6 +285,19 @@ export class SqliteWriter {
   /** Drops tokens that expired by `before` (ISO times compare as text). */
   purgeTokens(before: string): void {
     this.stmt.purgeTokens.run(before)
+  }
+
+  private readonly prepared = new Map<string, Database.Statement>()
+  /** Runs one statement of a contextual op (contextual-store.ts), prepared once. */
+  private readonly exec = (s: Stmt): Row[] | number => {
+    let st = this.prepared.get(s.sql)
+    if (!st) this.prepared.set(s.sql, (st = this.db.prepare(s.sql)))
+    return s.mode === 'all' ? (st.all(...s.params) as Row[]) : st.run(...s.params).changes
+  }
+
+  /** [CTX5] One contextual call, in one transaction (BEGIN IMMEDIATE: the lease decision and its write are one). */
+  contextual(call: ContextualCall): unknown {
+    return this.db.transaction(() => runSync(contextualOp(call, 'sqlite'), this.exec)).immediate()
   }
 
   close(): void {

@@ -1,6 +1,7 @@
 import type { RowJson } from './row-parts.js'
 import type { ChangeRecord, JsonObject, JsonValue, MeshChangeKind, MeshNode, NodePath, NodeQuery } from '../../shared/index.js'
 import type { PathRegion, SearchHit, SearchPlan } from './search-plan.js'
+import type { ContextualAttachment, ContextualCall } from './contextual-store.js'
 
 /**
  * The narrow storage interface every adapter (SQLite, PostgreSQL) implements. One contract
@@ -55,6 +56,12 @@ export interface CommitInput {
    * Adapters for one instance may ignore it.
    */
   baseVersion?: number
+  /**
+   * [CTX26] A contextual reaction's outcome, committed in this commit's transaction after its
+   * lease is re-checked there; a lease no longer held (or an outcome already there) refuses the
+   * whole commit with `stale_lease`.
+   */
+  contextual?: ContextualAttachment
 }
 
 /** [MOVE2] A subtree's move: every row, log entry and client binding under `from` goes under `to`. */
@@ -166,6 +173,9 @@ export interface StorageAdapter {
   purgeSupersededChanges(below: number): Promise<void>
   /** Drops every token that expired by `before` (an ISO time): the table does not grow forever. */
   purgeExpiredTokens(before: string): Promise<void>
+
+  /** [CTX5]–[CTX14] Durable contextual consumer state (contextual-store.ts): one transaction per call. */
+  contextual(call: ContextualCall): Promise<unknown>
 
   /** Waits for pending commits, then closes. */
   close(): Promise<void>

@@ -1,0 +1,60 @@
+import { WeftError, lastSegment, parentPath, tryParseNodePath, type JsonObject, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
+import type { NodeApi } from '../nodes/index.js'
+import type { StorageAdapter, LeasedEvent } from '../storage/index.js'
+import type { CompiledDefinition } from './definition.js'
+
+/** [CTX17] Fills a path template from the event and the consumer's canonical parameters; null when it is not a path. */
+export function resolveTemplate(template: string, event: Pick<LeasedEvent, 'path'>, params: JsonObject): NodePath | null {
+  let broken = false
+  const text = template.replace(/\{(event\.path|event\.parent|event\.name|param\.[A-Za-z][A-Za-z0-9_]*)\}/g, (_, key: string) => {
+    const path = event.path as NodePath
+    if (key === 'event.path') return path
+    if (key === 'event.parent') return parentPath(path) ?? ((broken = true), '')
+    if (key === 'event.name') return lastSegment(path)
+    const v: JsonValue | undefined = params[key.slice('param.'.length)]
+    if (typeof v === 'string' || typeof v === 'number') return String(v)
+    broken = true
+    return ''
+  })
+  return broken ? null : tryParseNodePath(text)
+}
+
+export type Hydrated = Record<string, MeshNode | null | MeshNode[]>
+
+/** How many times a hydration is re-read when a commit lands while it reads. */
+const SNAPSHOT_TRIES = 4
+
+/**
+ * [CTX15]–[CTX18] Every hydration query of the definition, as `principal` (the caller, checked now:
+ * what they cannot read is null or absent, exactly as a read of theirs), in one consistent view:
+ * the storage head is read before and after; a commit landing meanwhile re-reads the lot. Returns
+ * that head as `contextHead` (≥ the event's version: the event came from the durable log).
+ */
+export async function hydrate(
+  nodes: NodeApi,
+  storage: Pick<StorageAdapter, 'lastVersion'>,
+  principal: Principal,
+  def: CompiledDefinition,
+  event: LeasedEvent,
+  params: JsonObject,
+): Promise<{ contextHead: number; event: MeshNode | null; results: Hydrated }> {
+  for (let attempt = 1; ; attempt++) {
+    const head = await storage.lastVersion()
+    const node = event.kind === 'Deleted' ? null : await nodes.get(principal, event.path as NodePath).catch(() => null)
+    const results: Hydrated = {}
+    for (const { name, spec } of def.hydration) {
+      const path = resolveTemplate('Get' in spec ? spec.Get : spec.Children, event, params)
+      if (!path) {
+        results[name] = 'Get' in spec ? null : []
+        continue
+      }
+      if ('Get' in spec) results[name] = await nodes.get(principal, path).catch(() => null)
+      else results[name] = await nodes.query(principal, { parent: path, ...(spec.NodeType ? { nodeType: spec.NodeType } : {}), limit: spec.Limit }).catch(() => [])
+    }
+    const after = await storage.lastVersion()
+    if (after === head || attempt >= SNAPSHOT_TRIES) {
+      if (after !== head) throw new WeftError('unavailable', 'The context kept changing while it was read; pull again.')
+      return { contextHead: Math.max(head, event.version), event: node, results }
+    }
+  }
+}

@@ -1,0 +1,428 @@
+import { randomBytes, randomUUID } from 'node:crypto'
+import type { Logger } from 'pino'
+import type { Subscription } from 'rxjs'
+import { z } from 'zod'
+import {
+  CONTEXTUAL_BOUNDS,
+  WeftError,
+  isWeftError,
+  parseNodePath,
+  type JsonObject,
+  type MeshNode,
+  type NodePath,
+  type Principal,
+} from '../../shared/index.js'
+import type { AccessService } from '../access/index.js'
+import { withCommitAttachment, type NodeApi } from '../nodes/index.js'
+import type { ContextualAttachment, ConsumerRow, ConsumerStatus, ContextualCall, ContextualMeta, Fence, LeasedEvent, LeaseTruth, OutcomeRow, StorageAdapter } from '../storage/index.js'
+import { realClock, type Clock } from '../engines/kit/index.js'
+import { canonicalJson, sha256Hex } from './canonical.js'
+import { compileDefinition, type CompiledDefinition } from './definition.js'
+import { hydrate, resolveTemplate, type Hydrated } from './context.js'
+import { mayRun, runCommand } from './reactions.js'
+import { systemClock, type Clock as ThreadClock } from '../engines/threads/index.js'
+import { openClaims, sealClaims, type CausationClaims } from './seal.js'
+
+/**
+ * [CTX5]–[CTX33] The one contextual service: every surface (HTTP now; gRPC and MCP call the same
+ * functions) goes through `next`, `ack`, `nack`, `extend`, `status`, `react` and `redrive`, each
+ * acting as its caller, checked as themselves on every call.
+ */
+
+export const NextRequest = z.strictObject({
+  subscription: z.string().min(1).max(1024),
+  consumer: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a consumer name is 1–64 letters, digits, _ . -'),
+  params: z.record(z.string(), z.unknown()).optional(),
+  waitSeconds: z.number().min(0).max(CONTEXTUAL_BOUNDS.maxWaitSeconds).optional(),
+})
+export const FenceRequest = z.strictObject({
+  consumerId: z.string().min(1).max(100),
+  eventId: z.string().min(1).max(40),
+  leaseToken: z.string().min(1).max(100),
+  attempt: z.number().int().min(1),
+})
+export const NackRequest = FenceRequest.extend({
+  delaySeconds: z.number().min(0).max(CONTEXTUAL_BOUNDS.maxNackDelaySeconds).optional(),
+  error: z.string().max(2000).optional(),
+})
+export const ExtendRequest = FenceRequest.extend({
+  seconds: z.number().int().min(CONTEXTUAL_BOUNDS.leaseSeconds.min).max(CONTEXTUAL_BOUNDS.leaseSeconds.max).optional(),
+})
+export const ConsumerRequest = z.strictObject({ consumerId: z.string().min(1).max(100) })
+export const ReactRequest = z.strictObject({
+  causationToken: z.string().min(1).max(4096),
+  params: z.record(z.string(), z.unknown()).optional(),
+})
+
+export interface OfferedReaction {
+  name: string
+  command: string
+  target: NodePath
+  parameters: JsonObject
+  rejections: string[]
+  causationToken: string
+}
+
+export interface WorkItem {
+  event: { eventId: string; version: number; path: string; nodeType: string; kind: string; node: MeshNode | null }
+  leaseToken: string
+  attempt: number
+  expiresAt: string
+  databaseId: string
+  incarnation: number
+  contextHead: number
+  hydration: Hydrated
+  reactions: OfferedReaction[]
+}
+
+export interface ReactionOutcome {
+  status: 'committed' | 'rejected'
+  reaction: string
+  eventId: string
+  path: string
+  version: number | null
+  code?: string
+  message?: string
+  rootRequestId: string
+  childRequestId: string
+}
+
+const DENIED = 'This reaction is not authorized now (the lease, the token, your access or the source row no longer allow it).'
+const deny = () => new WeftError('reaction_denied', DENIED)
+
+function parse<T>(schema: z.ZodType<T>, raw: unknown, what: string): T {
+  const r = schema.safeParse(raw)
+  if (r.success) return r.data
+  const issue = r.error.issues[0]
+  const where = issue && issue.path.length ? ` at ${issue.path.join('.')}` : ''
+  throw new WeftError('invalid_request', `${what} is invalid${where}: ${issue?.message ?? 'invalid'}.`)
+}
+
+function userOf(principal: Principal): string {
+  if (principal.kind !== 'user') throw new WeftError('unauthorized', 'Sign in first.')
+  return principal.userId
+}
+
+export interface ContextualServiceOptions {
+  nodes: NodeApi
+  access: Pick<AccessService, 'permissions' | 'generation'>
+  storage: StorageAdapter
+  log: Logger
+  clock?: Clock
+  /** 32 bytes (CONTEXTUAL_SEAL_KEY, base64); default: the key kept in the database's contextual meta row. */
+  sealKey?: Buffer
+}
+
+export class ContextualService {
+  private readonly clock: Clock
+  private metaP: Promise<ContextualMeta & { key: Buffer }> | null = null
+  private readonly waiters = new Set<() => void>()
+  private feed: Subscription | null = null
+  /** Reactions under way, per idempotency key: one at a time in this process (storage fences across processes). */
+  private readonly reacting = new Map<string, Promise<unknown>>()
+
+  /** The threads' clock over ours (a thread post stamps its cell with it). */
+  private readonly threadClock: ThreadClock
+
+  constructor(private readonly opts: ContextualServiceOptions) {
+    this.clock = opts.clock ?? realClock
+    this.threadClock = { now: () => new Date(this.clock.now()), sleep: systemClock.sleep }
+  }
+
+  /** [CTX31] Payload-free wake-ups: any commit wakes the long polls, which re-ask durable truth. */
+  start(): void {
+    this.feed ??= this.opts.nodes.changes$.subscribe(() => this.wakeAll())
+  }
+
+  stop(): void {
+    this.feed?.unsubscribe()
+    this.feed = null
+    this.wakeAll()
+  }
+
+  private wakeAll(): void {
+    const ws = [...this.waiters]
+    this.waiters.clear()
+    for (const w of ws) w()
+  }
+
+  private wait(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        cancel()
+        this.waiters.delete(done)
+        resolve()
+      }
+      const cancel = this.clock.setTimeout(done, ms)
+      this.waiters.add(done)
+    })
+  }
+
+  private call<T>(c: ContextualCall): Promise<T> {
+    return this.opts.storage.contextual(c) as Promise<T>
+  }
+
+  private meta(): Promise<ContextualMeta & { key: Buffer }> {
+    this.metaP ??= this.call<ContextualMeta>({ op: 'meta', fresh: { databaseId: randomUUID(), incarnation: 1, sealKey: randomBytes(32).toString('base64') } }).then((m) => ({
+      ...m,
+      key: this.opts.sealKey ?? Buffer.from(m.sealKey, 'base64'),
+    }))
+    return this.metaP
+  }
+
+  /** The definition as the caller reads it, compiled. */
+  private async definition(principal: Principal, path: NodePath): Promise<CompiledDefinition> {
+    const node = await this.opts.nodes.get(principal, path)
+    if (!node) throw new WeftError('not_found', `No ContextualSubscription at ${path} that you can read.`)
+    if (node.nodeType !== 'ContextualSubscription') throw new WeftError('invalid_request', `${path} is a ${node.nodeType}, not a ContextualSubscription.`)
+    return compileDefinition(node.content)
+  }
+
+  private async ownConsumer(principal: Principal, consumerId: string): Promise<ConsumerRow> {
+    const user = userOf(principal)
+    const c = await this.call<ConsumerRow | null>({ op: 'consumer', id: consumerId })
+    if (!c || c.owner !== user) throw new WeftError('not_found', `No consumer ${consumerId} of yours.`)
+    return c
+  }
+
+  /** [CTX5] [CTX6] `next`: leases at most one event, waiting up to `waitSeconds` for one (long poll). */
+  async next(principal: Principal, raw: unknown): Promise<{ consumerId: string; item: WorkItem | null }> {
+    const user = userOf(principal)
+    const req = parse(NextRequest, raw, 'The next request')
+    const subscription = parseNodePath(req.subscription)
+    const def = await this.definition(principal, subscription)
+    const p = def.paramsSchema.safeParse(req.params ?? {})
+    if (!p.success) throw new WeftError('invalid_params', `Consumer parameters are invalid: ${p.error.issues[0]?.message ?? 'invalid'}.`)
+    const params = p.data
+    const id = sha256Hex(canonicalJson([def.hash, def.operation, params, req.consumer])).slice(0, 32)
+    const consumer = await this.call<ConsumerRow>({
+      op: 'ensureConsumer',
+      consumer: {
+        id, defHash: def.hash, operation: def.operation, subscriptionPath: subscription, params: canonicalJson(params), name: req.consumer, owner: user,
+        limits: JSON.stringify(def.limits), cursor: await this.opts.storage.lastVersion(), createdAt: new Date(this.clock.now()).toISOString(),
+      },
+    })
+    if (consumer.owner !== user) throw new WeftError('forbidden', `Consumer ${req.consumer} of this subscription belongs to someone else; pick another name.`)
+    const deadline = this.clock.now() + (req.waitSeconds ?? 0) * 1000
+    const filter = { nodeTypes: [...def.events.nodeTypes], kinds: [...def.events.kinds], prefix: def.events.pathPrefix }
+    for (;;) {
+      const now = this.clock.now()
+      const leased = await this.call<{ kind: 'leased'; event: LeasedEvent } | { kind: 'none'; nextAt: number | null } | { kind: 'full' }>({
+        op: 'lease', consumerId: id, filter, now, leaseMs: def.limits.leaseMs, maxInFlight: def.limits.maxInFlight, maxAttempts: def.limits.maxAttempts, token: randomBytes(16).toString('base64url'),
+      })
+      if (leased.kind === 'leased') {
+        const e = leased.event
+        // [CTX8] An event the caller cannot read is not theirs to see: skipped, never delivered.
+        if (!this.opts.access.permissions(principal, e.path as NodePath).has('Read')) {
+          await this.call({ op: 'skip', fence: { consumerId: id, eventId: e.eventId, token: e.token, attempt: e.attempt, now } })
+          continue
+        }
+        return { consumerId: id, item: await this.workItem(principal, def, consumer, params, e) }
+      }
+      const left = deadline - this.clock.now()
+      if (left <= 0) return { consumerId: id, item: null }
+      const due = leased.kind === 'none' && leased.nextAt !== null ? Math.max(1, leased.nextAt - this.clock.now()) : left
+      await this.wait(Math.min(left, due))
+    }
+  }
+
+  private async workItem(principal: Principal, def: CompiledDefinition, consumer: ConsumerRow, params: JsonObject, e: LeasedEvent): Promise<WorkItem> {
+    const meta = await this.meta()
+    const user = userOf(principal)
+    const view = await hydrate(this.opts.nodes, this.opts.storage, principal, def, e, params)
+    const root = randomUUID()
+    const rev = this.opts.access.generation
+    const reactions: OfferedReaction[] = []
+    for (const r of def.reactions.values()) {
+      const target = resolveTemplate(r.spec.Target, e, params)
+      if (!target) continue
+      const targetNode = r.spec.Command === 'request_activity_status' ? await this.opts.nodes.get(principal, target).catch(() => null) : null
+      // [CTX19] Offered only when declared AND the caller may run its command now.
+      if (!mayRun(this.opts.access, principal, r, target, targetNode)) continue
+      const claims: CausationClaims = {
+        db: meta.databaseId, inc: meta.incarnation, def: def.hash, op: def.operation, consumer: consumer.id, name: consumer.name,
+        event: e.eventId, attempt: e.attempt, principal: user, rev, reaction: r.name, command: r.commandId, target, root,
+        exp: this.clock.now() + CONTEXTUAL_BOUNDS.leaseSeconds.max * 1000,
+      }
+      reactions.push({
+        name: r.name, command: r.spec.Command, target, parameters: (r.spec.Parameters ?? {}) as JsonObject, rejections: r.spec.Rejections ?? [],
+        causationToken: sealClaims(meta.key, claims),
+      })
+    }
+    return {
+      event: { eventId: e.eventId, version: e.version, path: e.path, nodeType: e.nodeType, kind: e.kind, node: view.event },
+      leaseToken: e.token,
+      attempt: e.attempt,
+      expiresAt: new Date(e.expiresAt).toISOString(),
+      databaseId: meta.databaseId,
+      incarnation: meta.incarnation,
+      contextHead: view.contextHead,
+      hydration: view.results,
+      reactions,
+    }
+  }
+
+  private async fence(principal: Principal, raw: z.infer<typeof FenceRequest>): Promise<{ consumer: ConsumerRow; fence: Fence }> {
+    const consumer = await this.ownConsumer(principal, raw.consumerId)
+    return { consumer, fence: { consumerId: raw.consumerId, eventId: raw.eventId, token: raw.leaseToken, attempt: raw.attempt, now: this.clock.now() } }
+  }
+
+  private static stale(): WeftError {
+    return new WeftError('stale_lease', 'This work item is no longer leased to you (expired, taken by another pull, or already settled); pull again.')
+  }
+
+  /** [CTX12] `ack`: settles the event, fenced by (lease token, attempt). */
+  async ack(principal: Principal, raw: unknown): Promise<{ ok: true }> {
+    const { fence } = await this.fence(principal, parse(FenceRequest, raw, 'The ack request'))
+    if (!(await this.call<boolean>({ op: 'ack', fence }))) throw ContextualService.stale()
+    return { ok: true }
+  }
+
+  /** [CTX13] `nack`: back to pending after a bounded delay, or a dead letter after the last attempt. */
+  async nack(principal: Principal, raw: unknown): Promise<{ state: 'pending' | 'dead' }> {
+    const req = parse(NackRequest, raw, 'The nack request')
+    const { consumer, fence } = await this.fence(principal, req)
+    const limits = JSON.parse(consumer.limits) as CompiledDefinition['limits']
+    const state = await this.call<'pending' | 'dead' | null>({
+      op: 'nack', fence, availableAt: fence.now + (req.delaySeconds ?? 0) * 1000, error: req.error ?? 'nacked', maxAttempts: limits.maxAttempts,
+    })
+    if (!state) throw ContextualService.stale()
+    this.wakeAll()
+    return { state }
+  }
+
+  /** [CTX14] `extend`: a heartbeat; the lease runs `seconds` (default: the definition's lease) from now. */
+  async extend(principal: Principal, raw: unknown): Promise<{ expiresAt: string }> {
+    const req = parse(ExtendRequest, raw, 'The extend request')
+    const { consumer, fence } = await this.fence(principal, req)
+    const limits = JSON.parse(consumer.limits) as CompiledDefinition['limits']
+    const expiresAt = fence.now + (req.seconds !== undefined ? req.seconds * 1000 : limits.leaseMs)
+    if (!(await this.call<boolean>({ op: 'extend', fence, expiresAt }))) throw ContextualService.stale()
+    return { expiresAt: new Date(expiresAt).toISOString() }
+  }
+
+  /** [CTX29] `status` of one's own consumer. */
+  async status(principal: Principal, raw: unknown): Promise<ConsumerStatus & { consumerId: string; lag: number; subscription: string; name: string }> {
+    const req = parse(ConsumerRequest, raw, 'The status request')
+    const consumer = await this.ownConsumer(principal, req.consumerId)
+    const s = (await this.call<ConsumerStatus | null>({ op: 'status', consumerId: req.consumerId, now: this.clock.now() }))!
+    return { consumerId: consumer.id, subscription: consumer.subscriptionPath, name: consumer.name, ...s, lag: Math.max(0, s.headVersion - s.cursor) }
+  }
+
+  /** [CTX11] An Admin of the subscription re-drives a consumer's dead letters (attempts start over). */
+  async redrive(principal: Principal, raw: unknown): Promise<{ redriven: number }> {
+    userOf(principal)
+    const req = parse(ConsumerRequest, raw, 'The redrive request')
+    const consumer = await this.call<ConsumerRow | null>({ op: 'consumer', id: req.consumerId })
+    if (!consumer || !this.opts.access.permissions(principal, consumer.subscriptionPath as NodePath).has('Read')) throw new WeftError('not_found', `No consumer ${req.consumerId}.`)
+    if (!this.opts.access.permissions(principal, consumer.subscriptionPath as NodePath).has('ManageAccess')) {
+      throw new WeftError('forbidden', 'Only an Admin of the subscription re-drives dead letters.')
+    }
+    const redriven = await this.call<number>({ op: 'redrive', consumerId: req.consumerId })
+    this.wakeAll()
+    return { redriven }
+  }
+
+  /** [CTX20]–[CTX28] `react`: one declared reaction, exactly once in effect. */
+  async react(principal: Principal, raw: unknown): Promise<{ outcome: ReactionOutcome; repeated: boolean }> {
+    const user = userOf(principal)
+    const req = parse(ReactRequest, raw, 'The react request')
+    const meta = await this.meta()
+    const claims = openClaims(meta.key, req.causationToken)
+    if (!claims || claims.principal !== user || claims.db !== meta.databaseId || claims.inc !== meta.incarnation) throw deny()
+    // [CTX23] The idempotency key is the server's, from the sealed claims; a caller cannot pick it.
+    const key = sha256Hex(canonicalJson([claims.def, claims.op, claims.event, claims.command, claims.reaction])).slice(0, 48)
+    for (;;) {
+      const running = this.reacting.get(key)
+      if (!running) break
+      await running.catch(() => undefined)
+    }
+    const work = this.reactOnce(principal, user, claims, key, req.params ?? {})
+    this.reacting.set(key, work)
+    try {
+      return await work
+    } finally {
+      this.reacting.delete(key)
+    }
+  }
+
+  private outcomeOf(row: OutcomeRow): ReactionOutcome {
+    return { ...(JSON.parse(row.outcome) as ReactionOutcome), version: row.version }
+  }
+
+  private async reactOnce(principal: Principal, user: string, claims: CausationClaims, key: string, rawParams: Record<string, unknown>): Promise<{ outcome: ReactionOutcome; repeated: boolean }> {
+    const { nodes, access, log } = this.opts
+    // [CTX27] A repeat resolves the persisted outcome, even with an expired token.
+    const prior = await this.call<OutcomeRow | null>({ op: 'outcome', key })
+    if (prior) {
+      if (prior.principal !== user) throw deny()
+      return { outcome: this.outcomeOf(prior), repeated: true }
+    }
+    const now = this.clock.now()
+    // [CTX28] An expired token never authorizes a new commit.
+    if (claims.exp <= now) throw deny()
+    // [CTX24] Durable lease truth: this event, this attempt, leased and not expired.
+    const consumer = await this.call<ConsumerRow | null>({ op: 'consumer', id: claims.consumer })
+    if (!consumer || consumer.owner !== user || consumer.defHash !== claims.def) throw deny()
+    const lease = await this.call<LeaseTruth | null>({ op: 'leaseOf', consumerId: claims.consumer, eventId: claims.event })
+    if (!lease || lease.state !== 'leased' || lease.attempt !== claims.attempt || lease.expiresAt <= now || !lease.token) throw deny()
+    // [CTX25] Reauthorize as the caller now: the definition, the source row, the command.
+    let def: CompiledDefinition
+    try {
+      def = await this.definition(principal, consumer.subscriptionPath as NodePath)
+    } catch {
+      throw deny()
+    }
+    const reaction = def.reactions.get(claims.reaction)
+    if (def.hash !== claims.def || !reaction || reaction.commandId !== claims.command) throw deny()
+    const source = lease.path as NodePath
+    if (!access.permissions(principal, source).has('Read')) throw deny()
+    if (lease.kind !== 'Deleted' && !(await nodes.get(principal, source).catch(() => null))) throw deny()
+    const params = JSON.parse(consumer.params) as JsonObject
+    const target = resolveTemplate(reaction.spec.Target, lease, params)
+    if (target !== claims.target) throw deny()
+    const targetNode = reaction.spec.Command === 'request_activity_status' ? await nodes.get(principal, target).catch(() => null) : null
+    if (!mayRun(access, principal, reaction, target, targetNode)) throw deny()
+    const p = reaction.params.safeParse(rawParams)
+    if (!p.success) {
+      const issue = p.error.issues[0]
+      throw new WeftError('invalid_params', `Parameters of ${reaction.name} are invalid${issue?.path.length ? ` at ${issue.path.join('.')}` : ''}: ${issue?.message ?? 'invalid'}.`)
+    }
+    // [CTX26] The nested command is a separate audited operation with a derived child request id.
+    const childRequestId = sha256Hex(`${claims.root}:${key}`).slice(0, 32)
+    const causation = {
+      rootRequestId: claims.root, childRequestId, subscription: consumer.subscriptionPath, definitionHash: claims.def, operation: claims.op,
+      consumer: claims.consumer, consumerName: claims.name, event: { id: claims.event, path: lease.path, kind: lease.kind, version: lease.version },
+      attempt: claims.attempt, principal: user, capabilityRevision: claims.rev, reaction: claims.reaction, commandId: claims.command, target,
+    }
+    const at = new Date(now).toISOString()
+    const base = { reaction: reaction.name, eventId: claims.event, path: target, rootRequestId: claims.root, childRequestId }
+    const attachment = (outcome: ReactionOutcome): ContextualAttachment => ({
+      fence: { consumerId: claims.consumer, eventId: claims.event, token: lease.token!, attempt: claims.attempt, now },
+      outcome: { key, consumerId: claims.consumer, eventId: claims.event, reaction: reaction.name, attempt: claims.attempt, principal: user, outcome: JSON.stringify(outcome), causation: JSON.stringify(causation), at },
+    })
+    log.info({ op: 'contextual.react', requestId: claims.root, key, reaction: reaction.name, event: claims.event, user }, 'contextual reaction')
+    const committed: ReactionOutcome = { status: 'committed', ...base, version: null }
+    try {
+      log.info({ op: 'contextual.command', requestId: childRequestId, rootRequestId: claims.root, command: reaction.spec.Command, target, user }, 'contextual nested command')
+      const { value, carried } = await withCommitAttachment(attachment(committed), () => runCommand(nodes, principal, reaction, target, p.data, `ctx-${key.slice(0, 40)}`, this.threadClock))
+      if (!carried) await this.recordAlone(attachment(committed))
+      return { outcome: { ...committed, version: carried ? value.version : null }, repeated: false }
+    } catch (err) {
+      if (!isWeftError(err)) throw err
+      if (err.code === 'stale_lease' || err.code === 'forbidden' || err.code === 'forbidden_field' || err.code === 'reaction_denied') throw deny()
+      // [CTX22] A declared business rejection is an outcome, persisted like a commit.
+      if ((reaction.spec.Rejections ?? []).includes(err.code)) {
+        const rejected: ReactionOutcome = { status: 'rejected', ...base, version: null, code: err.code, message: err.message }
+        await this.recordAlone(attachment(rejected))
+        return { outcome: rejected, repeated: false }
+      }
+      throw err
+    }
+  }
+
+  private async recordAlone(attachment: ContextualAttachment): Promise<void> {
+    const refusal = await this.call<string | null>({ op: 'recordOutcome', attachment })
+    if (refusal) throw deny()
+  }
+}

@@ -1,0 +1,129 @@
+import { z } from 'zod'
+import {
+  CONTEXTUAL_BOUNDS,
+  ContextualDefinitionSchema,
+  WeftError,
+  type ContextualHydrationSpec,
+  type ContextualParameterSpec,
+  type ContextualReactionSpec,
+  type JsonObject,
+  type JsonValue,
+  type MeshChangeKind,
+} from '../../shared/index.js'
+import { canonicalJson, sha256Hex } from './canonical.js'
+
+/**
+ * [CTX1]–[CTX4] A ContextualSubscription compiled: validated, bounds checked (each broken bound
+ * refused with its own named error), parameter schemas built with zod, and its identity the
+ * sha-256 of the canonical definition (the known fields only, keys sorted; `Hash` excluded).
+ */
+export interface CompiledDefinition {
+  readonly hash: string
+  readonly operation: string
+  readonly events: { readonly nodeTypes: ReadonlySet<string>; readonly kinds: ReadonlySet<MeshChangeKind>; readonly pathPrefix: string }
+  readonly parameters: Readonly<Record<string, ContextualParameterSpec>>
+  readonly paramsSchema: z.ZodType<JsonObject>
+  readonly hydration: ReadonlyArray<{ readonly name: string; readonly spec: ContextualHydrationSpec }>
+  readonly reactions: ReadonlyMap<string, CompiledReaction>
+  readonly limits: { readonly leaseMs: number; readonly maxInFlight: number; readonly maxAttempts: number }
+}
+
+export interface CompiledReaction {
+  readonly name: string
+  readonly spec: ContextualReactionSpec
+  readonly params: z.ZodType<JsonObject>
+  /** The command's id in the idempotency key: the canonical reaction spec's hash. */
+  readonly commandId: string
+}
+
+function valueSchema(p: ContextualParameterSpec): z.ZodType<JsonValue> {
+  switch (p.Type) {
+    case 'string':
+      return (p.MaxLength ? z.string().max(p.MaxLength) : z.string().max(100_000)) as z.ZodType<JsonValue>
+    case 'number':
+      return z.number().finite() as z.ZodType<JsonValue>
+    case 'boolean':
+      return z.boolean() as z.ZodType<JsonValue>
+    case 'json':
+      return z.json() as z.ZodType<JsonValue>
+    default:
+      p.Type satisfies never
+      throw new Error('unreachable')
+  }
+}
+
+/** A strict object schema from declared parameters (unknown keys refused). */
+export function paramsSchemaOf(params: Readonly<Record<string, ContextualParameterSpec>> | undefined): z.ZodType<JsonObject> {
+  const shape: Record<string, z.ZodType<unknown>> = {}
+  for (const [name, p] of Object.entries(params ?? {})) shape[name] = p.Required ? valueSchema(p) : valueSchema(p).optional()
+  return z.strictObject(shape) as unknown as z.ZodType<JsonObject>
+}
+
+function within(value: number | undefined, b: { min: number; max: number; default: number }, code: ConstructorParameters<typeof WeftError>[0], what: string): number {
+  const v = value ?? b.default
+  if (v < b.min || v > b.max) throw new WeftError(code, `${what} must be between ${b.min} and ${b.max} (got ${v}).`)
+  return v
+}
+
+/** The definition's canonical form: what its hash covers. */
+export function canonicalDefinition(content: JsonObject): string {
+  const d = ContextualDefinitionSchema.parse(content)
+  return canonicalJson({
+    Operation: d.Operation,
+    Events: { ...d.Events, NodeTypes: [...new Set(d.Events.NodeTypes)].sort(), Kinds: [...new Set(d.Events.Kinds)].sort() },
+    Parameters: d.Parameters ?? {},
+    Hydration: d.Hydration ?? {},
+    Reactions: d.Reactions,
+    Limits: d.Limits ?? {},
+  })
+}
+
+export function compileDefinition(content: JsonObject): CompiledDefinition {
+  const parsed = ContextualDefinitionSchema.safeParse(content)
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]
+    const where = issue && issue.path.length ? issue.path.join('.') : 'content'
+    throw new WeftError('contextual_invalid_definition', `ContextualSubscription is invalid at ${where}: ${issue?.message ?? 'invalid'}.`)
+  }
+  const d = parsed.data
+  const hydration = Object.entries(d.Hydration ?? {})
+  if (hydration.length > CONTEXTUAL_BOUNDS.maxHydrationQueries) {
+    throw new WeftError('contextual_too_many_queries', `At most ${CONTEXTUAL_BOUNDS.maxHydrationQueries} hydration queries (got ${hydration.length}).`)
+  }
+  for (const [name, spec] of hydration) {
+    if ('Limit' in spec && spec.Limit > CONTEXTUAL_BOUNDS.maxRowsPerQuery) {
+      throw new WeftError('contextual_too_many_rows', `Hydration query ${name} reads at most ${CONTEXTUAL_BOUNDS.maxRowsPerQuery} rows (Limit ${spec.Limit}).`)
+    }
+  }
+  const reactions = Object.entries(d.Reactions)
+  if (reactions.length > CONTEXTUAL_BOUNDS.maxReactions) {
+    throw new WeftError('contextual_too_many_reactions', `At most ${CONTEXTUAL_BOUNDS.maxReactions} reactions (got ${reactions.length}).`)
+  }
+  if (reactions.length === 0) throw new WeftError('contextual_invalid_definition', 'A ContextualSubscription declares at least one reaction.')
+  if (Object.keys(d.Parameters ?? {}).length > CONTEXTUAL_BOUNDS.maxParameters) {
+    throw new WeftError('contextual_invalid_definition', `At most ${CONTEXTUAL_BOUNDS.maxParameters} parameters.`)
+  }
+  if (d.Events.NodeTypes.length > CONTEXTUAL_BOUNDS.maxEventTypes) {
+    throw new WeftError('contextual_invalid_definition', `At most ${CONTEXTUAL_BOUNDS.maxEventTypes} event node types.`)
+  }
+  for (const [name, r] of reactions) {
+    if (r.Command === 'create' && !r.NodeType) throw new WeftError('contextual_invalid_definition', `Reaction ${name} creates a node: give its NodeType.`)
+  }
+  const leaseSeconds = within(d.Limits?.LeaseSeconds, CONTEXTUAL_BOUNDS.leaseSeconds, 'contextual_lease_out_of_range', 'Limits.LeaseSeconds')
+  const maxInFlight = within(d.Limits?.MaxInFlight, CONTEXTUAL_BOUNDS.maxInFlight, 'contextual_in_flight_out_of_range', 'Limits.MaxInFlight')
+  const maxAttempts = within(d.Limits?.MaxAttempts, CONTEXTUAL_BOUNDS.maxAttempts, 'contextual_attempts_out_of_range', 'Limits.MaxAttempts')
+  const compiledReactions = new Map<string, CompiledReaction>()
+  for (const [name, spec] of reactions) {
+    compiledReactions.set(name, { name, spec, params: paramsSchemaOf(spec.Parameters), commandId: sha256Hex(canonicalJson(spec)).slice(0, 32) })
+  }
+  return {
+    hash: sha256Hex(canonicalDefinition(content)),
+    operation: d.Operation,
+    events: { nodeTypes: new Set(d.Events.NodeTypes), kinds: new Set(d.Events.Kinds), pathPrefix: d.Events.PathPrefix },
+    parameters: d.Parameters ?? {},
+    paramsSchema: paramsSchemaOf(d.Parameters),
+    hydration: hydration.map(([name, spec]) => ({ name, spec })),
+    reactions: compiledReactions,
+    limits: { leaseMs: leaseSeconds * 1000, maxInFlight, maxAttempts },
+  }
+}

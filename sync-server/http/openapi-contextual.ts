@@ -1,0 +1,157 @@
+/**
+ * [CTX30] The contextual subscriptions part of the OpenAPI document (issue 19; docs/API.md
+ * "Contextual agent subscriptions"): `POST /api/contextual/{operation}`, one per service function.
+ */
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` })
+const json = (schema: unknown) => ({ 'application/json': { schema } })
+const error = (description: string) => ({ description, content: json(ref('Error')) })
+const bearer = [{ bearer: [] }]
+
+const fenceProps = {
+  consumerId: { type: 'string' },
+  eventId: { type: 'string', description: 'The stable event id (the change version that made the event).' },
+  leaseToken: { type: 'string' },
+  attempt: { type: 'integer', minimum: 1 },
+} as const
+const fenceRequired = ['consumerId', 'eventId', 'leaseToken', 'attempt']
+
+export const CONTEXTUAL_SCHEMAS = {
+  ContextualFence: { type: 'object', additionalProperties: false, required: fenceRequired, properties: fenceProps },
+  ContextualReaction: {
+    type: 'object',
+    required: ['name', 'command', 'target', 'parameters', 'rejections', 'causationToken'],
+    properties: {
+      name: { type: 'string' },
+      command: { type: 'string', enum: ['create', 'patch', 'delete', 'request_activity_status', 'post_thread_message'] },
+      target: { type: 'string', description: 'The node path the command acts on.' },
+      parameters: { type: 'object', description: 'The declared parameter schema: `{ name: { Type, Required?, MaxLength? } }`.' },
+      rejections: { type: 'array', items: { type: 'string' }, description: 'Error codes that end as a `rejected` outcome.' },
+      causationToken: { type: 'string', description: 'Opaque, sealed by the server (AES-256-GCM); pass it to react unchanged.' },
+    },
+  },
+  ContextualWorkItem: {
+    type: 'object',
+    required: ['event', 'leaseToken', 'attempt', 'expiresAt', 'databaseId', 'incarnation', 'contextHead', 'hydration', 'reactions'],
+    properties: {
+      event: {
+        type: 'object',
+        required: ['eventId', 'version', 'path', 'nodeType', 'kind', 'node'],
+        properties: {
+          eventId: { type: 'string' },
+          version: { type: 'integer' },
+          path: { type: 'string' },
+          nodeType: { type: 'string' },
+          kind: { type: 'string', enum: ['Created', 'Updated', 'Deleted'] },
+          node: { description: 'The node as the caller reads it now (null when deleted or no longer readable).', oneOf: [ref('MeshNode'), { type: 'null' }] },
+        },
+      },
+      leaseToken: { type: 'string' },
+      attempt: { type: 'integer', minimum: 1 },
+      expiresAt: { type: 'string', format: 'date-time' },
+      databaseId: { type: 'string' },
+      incarnation: { type: 'integer' },
+      contextHead: { type: 'integer', description: 'The version every hydration read sees; at least the event version.' },
+      hydration: { type: 'object', additionalProperties: { oneOf: [ref('MeshNode'), { type: 'null' }, { type: 'array', items: ref('MeshNode') }] } },
+      reactions: { type: 'array', items: ref('ContextualReaction') },
+    },
+  },
+  ContextualOutcome: {
+    type: 'object',
+    required: ['status', 'reaction', 'eventId', 'path', 'version', 'rootRequestId', 'childRequestId'],
+    properties: {
+      status: { type: 'string', enum: ['committed', 'rejected'] },
+      reaction: { type: 'string' },
+      eventId: { type: 'string' },
+      path: { type: 'string' },
+      version: { type: ['integer', 'null'], description: 'The commit version of the command (null when it committed no node change).' },
+      code: { type: 'string', description: 'For `rejected`: the declared rejection code.' },
+      message: { type: 'string' },
+      rootRequestId: { type: 'string' },
+      childRequestId: { type: 'string', description: 'The nested command\'s request id, derived by the server.' },
+    },
+  },
+  ContextualStatus: {
+    type: 'object',
+    required: ['consumerId', 'subscription', 'name', 'pending', 'leased', 'acked', 'skipped', 'dead', 'cursor', 'headVersion', 'lag', 'deadLetters'],
+    properties: {
+      consumerId: { type: 'string' },
+      subscription: { type: 'string' },
+      name: { type: 'string' },
+      pending: { type: 'integer' },
+      leased: { type: 'integer' },
+      acked: { type: 'integer' },
+      skipped: { type: 'integer' },
+      dead: { type: 'integer' },
+      cursor: { type: 'integer' },
+      headVersion: { type: 'integer' },
+      lag: { type: 'integer' },
+      deadLetters: {
+        type: 'array',
+        items: { type: 'object', properties: { eventId: { type: 'string' }, path: { type: 'string' }, attempt: { type: 'integer' }, lastError: { type: ['string', 'null'] } } },
+      },
+    },
+  },
+} as const
+
+const c4xx = {
+  '400': error('`invalid_request`: the body does not fit the shape.'),
+  '401': error('`unauthorized`.'),
+  '404': error('`not_found`: no such consumer of the caller.'),
+  '409': error('`stale_lease`: the evidence is not the current lease (expired, taken by a later attempt, or settled).'),
+} as const
+
+function op(summary: string, description: string, body: unknown, ok: unknown, extra: Record<string, unknown> = {}) {
+  return {
+    post: {
+      summary,
+      description,
+      security: bearer,
+      requestBody: { required: true, content: json(body) },
+      responses: { '200': { description: 'OK', content: json(ok) }, ...c4xx, ...extra },
+    },
+  }
+}
+
+export const CONTEXTUAL_PATHS = {
+  '/api/contextual/next': op(
+    'Lease at most one event of a consumer (long poll).',
+    'Creates the consumer on first use (identity: definition hash, operation, canonical params, consumer name; owned by the caller). Leases one due event the caller may read, with a fresh hydration in one view and the reactions the caller may run now; `item` is null when none came within `waitSeconds` (0–60) or MaxInFlight leases are held.',
+    {
+      type: 'object',
+      additionalProperties: false,
+      required: ['subscription', 'consumer'],
+      properties: { subscription: { type: 'string' }, consumer: { type: 'string', pattern: '^[A-Za-z0-9_.-]{1,64}$' }, params: { type: 'object' }, waitSeconds: { type: 'number', minimum: 0, maximum: 60 } },
+    },
+    { type: 'object', required: ['consumerId', 'item'], properties: { consumerId: { type: 'string' }, item: { oneOf: [ref('ContextualWorkItem'), { type: 'null' }] } } },
+    { '403': error('`forbidden`: the consumer name is another user\'s.'), '422': error('A definition that breaks a bound (`contextual_*`) or consumer params that do not fit (`invalid_params`).') },
+  ),
+  '/api/contextual/ack': op('Acknowledge a work item (fenced by lease token and attempt).', 'Settles the event for good. Acknowledge only after protected work is durable.', ref('ContextualFence'), { type: 'object', properties: { ok: { const: true } } }),
+  '/api/contextual/nack': op(
+    'Negative-acknowledge: retry after a bounded delay, or dead-letter after the last attempt.',
+    'The event becomes due again after `delaySeconds` (0–900); when this was attempt MaxAttempts it becomes a dead letter with `error` as its last error.',
+    { type: 'object', additionalProperties: false, required: fenceRequired, properties: { ...fenceProps, delaySeconds: { type: 'number', minimum: 0, maximum: 900 }, error: { type: 'string', maxLength: 2000 } } },
+    { type: 'object', properties: { state: { type: 'string', enum: ['pending', 'dead'] } } },
+  ),
+  '/api/contextual/extend': op(
+    'Extend a lease (heartbeat).',
+    'The lease runs `seconds` (5–900; default the definition\'s LeaseSeconds) from now.',
+    { type: 'object', additionalProperties: false, required: fenceRequired, properties: { ...fenceProps, seconds: { type: 'integer', minimum: 5, maximum: 900 } } },
+    { type: 'object', properties: { expiresAt: { type: 'string', format: 'date-time' } } },
+  ),
+  '/api/contextual/status': op('A consumer\'s state: counts, cursor, lag, dead letters.', 'Only the consumer\'s owner.', { type: 'object', required: ['consumerId'], properties: { consumerId: { type: 'string' } } }, ref('ContextualStatus')),
+  '/api/contextual/redrive': op(
+    'Re-drive a consumer\'s dead letters (an Admin of the subscription).',
+    'Every dead letter becomes pending again with its attempts starting over.',
+    { type: 'object', required: ['consumerId'], properties: { consumerId: { type: 'string' } } },
+    { type: 'object', properties: { redriven: { type: 'integer' } } },
+    { '403': error('`forbidden`: not an Admin (ManageAccess) of the subscription node.') },
+  ),
+  '/api/contextual/react': op(
+    'Run one offered reaction, exactly once in effect.',
+    'Verifies the sealed causation token against durable lease truth and the caller\'s current access, derives the idempotency key, and commits the command with its outcome and causation record in one transaction. A repeat returns the persisted outcome (`repeated: true`), even after the lease or token expired; an expired token never commits anything new.',
+    { type: 'object', additionalProperties: false, required: ['causationToken'], properties: { causationToken: { type: 'string', maxLength: 4096 }, params: { type: 'object' } } },
+    { type: 'object', required: ['outcome', 'repeated'], properties: { outcome: ref('ContextualOutcome'), repeated: { type: 'boolean' } } },
+    { '403': error('`reaction_denied`: one answer for every reason (token, lease, access, source row).'), '422': error('`invalid_params`: the parameters do not fit the reaction\'s schema.') },
+  ),
+} as const

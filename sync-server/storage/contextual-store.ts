@@ -1,0 +1,399 @@
+import type { MeshChangeKind } from '../../shared/index.js'
+
+/**
+ * [CTX5]–[CTX14] Durable consumer state of contextual subscriptions, one algorithm for both
+ * storages: each operation is a generator that yields its SQL statements (`?` placeholders) and
+ * receives their answers, so SQLite runs it synchronously inside one writer-thread transaction and
+ * PostgreSQL runs it with `await` inside one transaction (the consumer row locked FOR UPDATE), and
+ * the lease logic exists once.
+ */
+
+export type Dialect = 'sqlite' | 'postgres'
+
+export function contextualSchema(d: Dialect): string {
+  const int = d === 'sqlite' ? 'INTEGER' : 'bigint'
+  return `
+CREATE TABLE IF NOT EXISTS contextual_meta (
+  id ${int} PRIMARY KEY CHECK (id = 1),
+  database_id TEXT NOT NULL,
+  incarnation ${int} NOT NULL,
+  seal_key TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS contextual_consumers (
+  id TEXT PRIMARY KEY,
+  def_hash TEXT NOT NULL,
+  operation TEXT NOT NULL,
+  subscription_path TEXT NOT NULL,
+  params TEXT NOT NULL,
+  name TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  limits TEXT NOT NULL,
+  cursor ${int} NOT NULL,
+  created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS contextual_events (
+  consumer_id TEXT NOT NULL,
+  event_id TEXT NOT NULL,
+  version ${int} NOT NULL,
+  path TEXT NOT NULL,
+  node_type TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempt ${int} NOT NULL,
+  lease_token TEXT,
+  expires_at ${int} NOT NULL,
+  available_at ${int} NOT NULL,
+  last_error TEXT,
+  PRIMARY KEY (consumer_id, event_id)
+);
+CREATE INDEX IF NOT EXISTS contextual_events_state ON contextual_events (consumer_id, state, version);
+CREATE TABLE IF NOT EXISTS contextual_outcomes (
+  key TEXT PRIMARY KEY,
+  consumer_id TEXT NOT NULL,
+  event_id TEXT NOT NULL,
+  reaction TEXT NOT NULL,
+  attempt ${int} NOT NULL,
+  principal TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  causation TEXT NOT NULL,
+  version ${int},
+  at TEXT NOT NULL
+);
+`
+}
+
+export interface ContextualMeta {
+  databaseId: string
+  incarnation: number
+  sealKey: string
+}
+
+export interface ConsumerRow {
+  id: string
+  defHash: string
+  operation: string
+  subscriptionPath: string
+  params: string
+  name: string
+  owner: string
+  /** JSON { leaseMs, maxInFlight, maxAttempts }: the definition's limits when the consumer was made. */
+  limits: string
+  cursor: number
+  createdAt: string
+}
+
+export interface EventFilter {
+  nodeTypes: readonly string[]
+  kinds: readonly MeshChangeKind[]
+  /** A path and everything under it. */
+  prefix: string
+}
+
+export interface LeasedEvent {
+  eventId: string
+  version: number
+  path: string
+  nodeType: string
+  kind: MeshChangeKind
+  attempt: number
+  token: string
+  expiresAt: number
+}
+
+/** Evidence of a work item: every ack, nack, extend and react is fenced by it. */
+export interface Fence {
+  consumerId: string
+  eventId: string
+  token: string
+  attempt: number
+  now: number
+}
+
+export interface ConsumerStatus {
+  pending: number
+  leased: number
+  acked: number
+  skipped: number
+  dead: number
+  cursor: number
+  headVersion: number
+  deadLetters: Array<{ eventId: string; path: string; attempt: number; lastError: string | null }>
+}
+
+/** [CTX25] The durable truth of one event's lease. */
+export interface LeaseTruth {
+  state: string
+  attempt: number
+  token: string | null
+  expiresAt: number
+  path: string
+  kind: MeshChangeKind
+  version: number
+}
+
+export interface OutcomeRow {
+  key: string
+  consumerId: string
+  eventId: string
+  reaction: string
+  attempt: number
+  principal: string
+  outcome: string
+  causation: string
+  version: number | null
+  at: string
+}
+
+/** [CTX26] Carried by a node commit: the reaction's outcome, written in the same transaction after the lease is re-checked. */
+export interface ContextualAttachment {
+  fence: Fence
+  outcome: Omit<OutcomeRow, 'version'>
+}
+
+export type ContextualCall =
+  | { op: 'meta'; fresh: ContextualMeta }
+  | { op: 'ensureConsumer'; consumer: ConsumerRow }
+  | { op: 'consumer'; id: string }
+  | { op: 'lease'; consumerId: string; filter: EventFilter; now: number; leaseMs: number; maxInFlight: number; maxAttempts: number; token: string }
+  | { op: 'skip'; fence: Fence }
+  | { op: 'ack'; fence: Fence }
+  | { op: 'nack'; fence: Fence; availableAt: number; error: string; maxAttempts: number }
+  | { op: 'extend'; fence: Fence; expiresAt: number }
+  | { op: 'status'; consumerId: string; now: number }
+  | { op: 'redrive'; consumerId: string }
+  | { op: 'outcome'; key: string }
+  | { op: 'recordOutcome'; attachment: ContextualAttachment }
+  | { op: 'leaseOf'; consumerId: string; eventId: string }
+
+/** A statement yielded to the driver: `all` answers rows, `run` the count of changed rows. */
+export type Stmt = { sql: string; params: unknown[]; mode: 'all' | 'run' }
+export type Row = Record<string, unknown>
+export type Op<T> = Generator<Stmt, T, Row[] | number>
+
+function* all(sql: string, ...params: unknown[]): Generator<Stmt, Row[], Row[] | number> {
+  return (yield { sql, params, mode: 'all' }) as Row[]
+}
+function* run(sql: string, ...params: unknown[]): Generator<Stmt, number, Row[] | number> {
+  return (yield { sql, params, mode: 'run' }) as number
+}
+
+const num = (v: unknown): number => (v === null || v === undefined ? 0 : Number(v))
+/** How many change records one lease reads at most while looking for matching events. */
+const INGEST_PAGE = 500
+const INGEST_PAGES = 8
+
+function matches(f: EventFilter, r: Row): boolean {
+  const path = String(r.path)
+  return (
+    f.nodeTypes.includes(String(r.node_type)) &&
+    (f.kinds as readonly string[]).includes(String(r.kind)) &&
+    (path === f.prefix || path.startsWith(f.prefix.endsWith('/') ? f.prefix : `${f.prefix}/`))
+  )
+}
+
+function* lockConsumer(consumerId: string, dialect: Dialect): Generator<Stmt, Row | null, Row[] | number> {
+  const rows = yield* all(`SELECT id, cursor FROM contextual_consumers WHERE id = ?${dialect === 'postgres' ? ' FOR UPDATE' : ''}`, consumerId)
+  return rows[0] ?? null
+}
+
+/** [CTX6] [CTX9] [CTX10] Leases at most one event: a due one (new, nacked and due, or whose lease expired), else ingests from the change log. */
+function* lease(c: Extract<ContextualCall, { op: 'lease' }>, dialect: Dialect): Op<{ kind: 'leased'; event: LeasedEvent } | { kind: 'none'; nextAt: number | null } | { kind: 'full' }> {
+  const consumer = yield* lockConsumer(c.consumerId, dialect)
+  if (!consumer) return { kind: 'none', nextAt: null }
+  let cursor = num(consumer.cursor)
+  const inFlight = num((yield* all(`SELECT count(*) AS n FROM contextual_events WHERE consumer_id = ? AND state = 'leased' AND expires_at > ?`, c.consumerId, c.now))[0]?.n)
+  if (inFlight >= c.maxInFlight) return { kind: 'full' }
+  for (let pages = 0; ; ) {
+    const due = (yield* all(
+      `SELECT event_id, version, path, node_type, kind, attempt FROM contextual_events WHERE consumer_id = ?
+       AND ((state = 'pending' AND available_at <= ?) OR (state = 'leased' AND expires_at <= ?)) ORDER BY version LIMIT 1`,
+      c.consumerId, c.now, c.now,
+    ))[0]
+    if (due) {
+      const attempt = num(due.attempt)
+      if (attempt >= c.maxAttempts) {
+        // [CTX11] The last attempt's lease ran out: dead letter.
+        yield* run(`UPDATE contextual_events SET state = 'dead', lease_token = NULL, last_error = coalesce(last_error, 'lease expired') WHERE consumer_id = ? AND event_id = ?`, c.consumerId, due.event_id)
+        continue
+      }
+      const expiresAt = c.now + c.leaseMs
+      yield* run(`UPDATE contextual_events SET state = 'leased', attempt = ?, lease_token = ?, expires_at = ? WHERE consumer_id = ? AND event_id = ?`, attempt + 1, c.token, expiresAt, c.consumerId, due.event_id)
+      return {
+        kind: 'leased',
+        event: { eventId: String(due.event_id), version: num(due.version), path: String(due.path), nodeType: String(due.node_type), kind: String(due.kind) as MeshChangeKind, attempt: attempt + 1, token: c.token, expiresAt },
+      }
+    }
+    if (pages++ >= INGEST_PAGES) break
+    const changes = yield* all('SELECT version, path, node_type, kind FROM changes WHERE version > ? ORDER BY version LIMIT ?', cursor, INGEST_PAGE)
+    if (changes.length === 0) break
+    for (const r of changes) {
+      if (!matches(c.filter, r)) continue
+      yield* run(
+        `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
+         VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, NULL, 0, 0, NULL) ON CONFLICT DO NOTHING`,
+        c.consumerId, String(r.version), num(r.version), r.path, r.node_type, r.kind,
+      )
+    }
+    cursor = num(changes[changes.length - 1]!.version)
+    yield* run('UPDATE contextual_consumers SET cursor = ? WHERE id = ?', cursor, c.consumerId)
+  }
+  const next = (yield* all(
+    `SELECT min(CASE WHEN state = 'pending' THEN available_at ELSE expires_at END) AS at FROM contextual_events WHERE consumer_id = ? AND state IN ('pending', 'leased')`,
+    c.consumerId,
+  ))[0]?.at
+  return { kind: 'none', nextAt: next === null || next === undefined ? null : num(next) }
+}
+
+const FENCED = `consumer_id = ? AND event_id = ? AND state = 'leased' AND lease_token = ? AND attempt = ? AND expires_at > ?`
+const fenceArgs = (f: Fence) => [f.consumerId, f.eventId, f.token, f.attempt, f.now]
+
+function* nack(c: Extract<ContextualCall, { op: 'nack' }>, dialect: Dialect): Op<'pending' | 'dead' | null> {
+  yield* lockConsumer(c.fence.consumerId, dialect)
+  const dead = c.fence.attempt >= c.maxAttempts
+  const n = yield* run(
+    `UPDATE contextual_events SET state = ?, lease_token = NULL, available_at = ?, last_error = ? WHERE ${FENCED}`,
+    dead ? 'dead' : 'pending', c.availableAt, c.error, ...fenceArgs(c.fence),
+  )
+  return n === 1 ? (dead ? 'dead' : 'pending') : null
+}
+
+function* status(c: Extract<ContextualCall, { op: 'status' }>): Op<ConsumerStatus | null> {
+  const consumer = (yield* all('SELECT cursor FROM contextual_consumers WHERE id = ?', c.consumerId))[0]
+  if (!consumer) return null
+  const counts = yield* all(
+    `SELECT CASE WHEN state = 'leased' AND expires_at <= ? THEN 'pending' ELSE state END AS s, count(*) AS n FROM contextual_events WHERE consumer_id = ? GROUP BY 1`,
+    c.now, c.consumerId,
+  )
+  const by = Object.fromEntries(counts.map((r) => [String(r.s), num(r.n)]))
+  const head = num((yield* all('SELECT coalesce(max(version), 0) AS v FROM changes'))[0]?.v)
+  const dead = yield* all(`SELECT event_id, path, attempt, last_error FROM contextual_events WHERE consumer_id = ? AND state = 'dead' ORDER BY version LIMIT 20`, c.consumerId)
+  return {
+    pending: by.pending ?? 0,
+    leased: by.leased ?? 0,
+    acked: by.acked ?? 0,
+    skipped: by.skipped ?? 0,
+    dead: by.dead ?? 0,
+    cursor: num(consumer.cursor),
+    headVersion: head,
+    deadLetters: dead.map((r) => ({ eventId: String(r.event_id), path: String(r.path), attempt: num(r.attempt), lastError: r.last_error === null ? null : String(r.last_error) })),
+  }
+}
+
+function* consumer(id: string): Op<ConsumerRow | null> {
+  const r = (yield* all('SELECT id, def_hash, operation, subscription_path, params, name, owner, limits, cursor, created_at FROM contextual_consumers WHERE id = ?', id))[0]
+  if (!r) return null
+  return {
+    id: String(r.id), defHash: String(r.def_hash), operation: String(r.operation), subscriptionPath: String(r.subscription_path),
+    params: String(r.params), name: String(r.name), owner: String(r.owner), limits: String(r.limits), cursor: num(r.cursor), createdAt: String(r.created_at),
+  }
+}
+
+function toOutcome(r: Row): OutcomeRow {
+  return {
+    key: String(r.key),
+    consumerId: String(r.consumer_id),
+    eventId: String(r.event_id),
+    reaction: String(r.reaction),
+    attempt: num(r.attempt),
+    principal: String(r.principal),
+    outcome: String(r.outcome),
+    causation: String(r.causation),
+    version: r.version === null || r.version === undefined ? null : num(r.version),
+    at: String(r.at),
+  }
+}
+
+/** [CTX26] Inside the commit's transaction: is the lease still the one the reaction was verified against, and no outcome yet? */
+export function* checkAttachment(a: ContextualAttachment, dialect: Dialect): Op<string | null> {
+  // PostgreSQL: the lease row stays locked until the commit, so no pull can take it meanwhile
+  // (SQLite's writer holds the database's write lock for the whole transaction anyway).
+  const lock = dialect === 'postgres' ? ' FOR UPDATE' : ''
+  const held = (yield* all(`SELECT 1 AS ok FROM contextual_events WHERE ${FENCED}${lock}`, ...fenceArgs(a.fence)))[0]
+  if (!held) return 'The lease of this work item is no longer held.'
+  const done = (yield* all('SELECT 1 AS ok FROM contextual_outcomes WHERE key = ?', a.outcome.key))[0]
+  return done ? 'This reaction already has an outcome.' : null
+}
+
+export function* insertOutcome(a: ContextualAttachment, version: number | null): Op<void> {
+  const o = a.outcome
+  yield* run(
+    `INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    o.key, o.consumerId, o.eventId, o.reaction, o.attempt, o.principal, o.outcome, o.causation, version, o.at,
+  )
+}
+
+export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknown> {
+  switch (call.op) {
+    case 'meta': {
+      const row = (yield* all('SELECT database_id, incarnation, seal_key FROM contextual_meta WHERE id = 1'))[0]
+      if (row) return { databaseId: String(row.database_id), incarnation: num(row.incarnation), sealKey: String(row.seal_key) } satisfies ContextualMeta
+      yield* run('INSERT INTO contextual_meta (id, database_id, incarnation, seal_key) VALUES (1, ?, ?, ?) ON CONFLICT DO NOTHING', call.fresh.databaseId, call.fresh.incarnation, call.fresh.sealKey)
+      return yield* contextualOp({ op: 'meta', fresh: call.fresh }, dialect)
+    }
+    case 'ensureConsumer': {
+      const c = call.consumer
+      yield* run(
+        `INSERT INTO contextual_consumers (id, def_hash, operation, subscription_path, params, name, owner, limits, cursor, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+        c.id, c.defHash, c.operation, c.subscriptionPath, c.params, c.name, c.owner, c.limits, c.cursor, c.createdAt,
+      )
+      return yield* consumer(c.id)
+    }
+    case 'consumer':
+      return yield* consumer(call.id)
+    case 'lease':
+      return yield* lease(call, dialect)
+    case 'skip':
+      return (yield* run(`UPDATE contextual_events SET state = 'skipped', lease_token = NULL WHERE ${FENCED}`, ...fenceArgs(call.fence))) === 1
+    case 'ack':
+      return (yield* run(`UPDATE contextual_events SET state = 'acked', lease_token = NULL WHERE ${FENCED}`, ...fenceArgs(call.fence))) === 1
+    case 'nack':
+      return yield* nack(call, dialect)
+    case 'extend':
+      return (yield* run(`UPDATE contextual_events SET expires_at = ? WHERE ${FENCED}`, call.expiresAt, ...fenceArgs(call.fence))) === 1
+    case 'status':
+      return yield* status(call)
+    case 'redrive':
+      return yield* run(`UPDATE contextual_events SET state = 'pending', attempt = 0, available_at = 0, lease_token = NULL WHERE consumer_id = ? AND state = 'dead'`, call.consumerId)
+    case 'outcome': {
+      const r = (yield* all('SELECT * FROM contextual_outcomes WHERE key = ?', call.key))[0]
+      return r ? toOutcome(r) : null
+    }
+    case 'recordOutcome': {
+      const refusal = yield* checkAttachment(call.attachment, dialect)
+      if (refusal) return refusal
+      yield* insertOutcome(call.attachment, null)
+      return null
+    }
+    case 'leaseOf': {
+      const r = (yield* all('SELECT state, attempt, lease_token, expires_at, path, kind, version FROM contextual_events WHERE consumer_id = ? AND event_id = ?', call.consumerId, call.eventId))[0]
+      if (!r) return null
+      return {
+        state: String(r.state), attempt: num(r.attempt), token: r.lease_token === null ? null : String(r.lease_token), expiresAt: num(r.expires_at),
+        path: String(r.path), kind: String(r.kind) as MeshChangeKind, version: num(r.version),
+      } satisfies LeaseTruth
+    }
+    default:
+      call satisfies never
+      return null
+  }
+}
+
+/** Runs an op synchronously (SQLite, inside a transaction). */
+export function runSync<T>(op: Op<T>, exec: (s: Stmt) => Row[] | number): T {
+  let step = op.next(undefined as never)
+  while (!step.done) step = op.next(exec(step.value))
+  return step.value
+}
+
+/** Runs an op asynchronously (PostgreSQL, inside a transaction). */
+export async function runAsync<T>(op: Op<T>, exec: (s: Stmt) => Promise<Row[] | number>): Promise<T> {
+  let step = op.next(undefined as never)
+  while (!step.done) step = op.next(await exec(step.value))
+  return step.value
+}
+
+/** `?` placeholders as PostgreSQL's `$n`. */
+export function pgSql(sql: string): string {
+  let i = 0
+  return sql.replace(/\?/g, () => `$${++i}`)
+}

@@ -1,0 +1,73 @@
+import type { JsonObject } from '../../shared/index.js'
+import { api, expectStatus, type ApiResponse } from '../helpers/index.js'
+
+/** A definition: Document events under `prefix`, a `reply` create reaction and an `annotate` patch. */
+export function definition(prefix: string, overrides: JsonObject = {}): JsonObject {
+  return {
+    Operation: 'triage',
+    Events: { NodeTypes: ['Document'], Kinds: ['Created', 'Updated'], PathPrefix: prefix },
+    Hydration: {
+      source: { Get: '{event.path}' },
+      siblings: { Children: '{event.parent}', NodeType: 'Document', Limit: 10 },
+    },
+    Reactions: {
+      reply: {
+        Command: 'create',
+        Target: '{event.path}/reply',
+        NodeType: 'Post',
+        Parameters: { Text: { Type: 'string', Required: true, MaxLength: 1000 } },
+        Rejections: ['already_exists'],
+      },
+      annotate: { Command: 'patch', Target: '{event.path}', Parameters: { Note: { Type: 'string' } } },
+    },
+    Limits: { LeaseSeconds: 30, MaxInFlight: 2, MaxAttempts: 3 },
+    ...overrides,
+  }
+}
+
+export interface Item {
+  event: { eventId: string; version: number; path: string; kind: string; node: unknown }
+  leaseToken: string
+  attempt: number
+  expiresAt: string
+  incarnation: number
+  databaseId: string
+  contextHead: number
+  hydration: Record<string, unknown>
+  reactions: Array<{ name: string; command: string; target: string; causationToken: string }>
+}
+
+export type NextBody = { consumerId: string; item: Item | null }
+
+/** The contextual HTTP surface for one caller. */
+export function ctx(url: string, token: string) {
+  const a = api(url, token)
+  const post = <T>(op: string, body: unknown) => a.post<T & { error?: { code: string; message: string } }>(`/api/contextual/${op}`, body)
+  return {
+    next: (subscription: string, consumer = 'w1', extra: JsonObject = {}) => post<NextBody>('next', { subscription, consumer, ...extra }),
+    ack: (consumerId: string, item: Item) => post<{ ok: true }>('ack', { consumerId, eventId: item.event.eventId, leaseToken: item.leaseToken, attempt: item.attempt }),
+    nack: (consumerId: string, item: Item, delaySeconds = 0, error = 'retry') =>
+      post<{ state: string }>('nack', { consumerId, eventId: item.event.eventId, leaseToken: item.leaseToken, attempt: item.attempt, delaySeconds, error }),
+    extend: (consumerId: string, item: Item, seconds?: number) =>
+      post<{ expiresAt: string }>('extend', { consumerId, eventId: item.event.eventId, leaseToken: item.leaseToken, attempt: item.attempt, ...(seconds ? { seconds } : {}) }),
+    status: (consumerId: string) => post<Record<string, unknown>>('status', { consumerId }),
+    redrive: (consumerId: string) => post<{ redriven: number }>('redrive', { consumerId }),
+    react: (item: Item, reaction: string, params: JsonObject = {}) => {
+      const r = item.reactions.find((x) => x.name === reaction)
+      if (!r) throw new Error(`reaction ${reaction} not offered: ${item.reactions.map((x) => x.name).join(', ')}`)
+      return post<{ outcome: Record<string, unknown>; repeated: boolean }>('react', { causationToken: r.causationToken, params })
+    },
+    reactToken: (causationToken: string, params: JsonObject = {}) => post<{ outcome: Record<string, unknown>; repeated: boolean }>('react', { causationToken, params }),
+  }
+}
+
+export async function putSubscription(url: string, token: string, path: string, content: JsonObject): Promise<ApiResponse<unknown>> {
+  return api(url, token).putNode(path, 'ContextualSubscription', content)
+}
+
+/** Pulls until an item comes (the consumer exists after the first pull). */
+export async function pull(url: string, token: string, sub: string, consumer = 'w1'): Promise<{ consumerId: string; item: Item }> {
+  const r = expectStatus(await ctx(url, token).next(sub, consumer, { waitSeconds: 10 }), 200)
+  if (!r.body.item) throw new Error(`no item: ${JSON.stringify(r.body)}`)
+  return { consumerId: r.body.consumerId, item: r.body.item }
+}

@@ -1,0 +1,213 @@
+import { mkdtemp } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pino from 'pino'
+import { expect } from 'vitest'
+import { SYSTEM, isWeftError, userPrincipal, type NodePath, type UserId } from '../../shared/index.js'
+import { AccessService } from '../../sync-server/access/access-service.js'
+import { ContextualService, contextualWriteRule, type WorkItem } from '../../sync-server/contextual/index.js'
+import type { VirtualClock } from '../../sync-server/engines/kit/index.js'
+import { NodeService } from '../../sync-server/nodes/node-service.js'
+import { openSqliteStorage, type StorageAdapter } from '../../sync-server/storage/index.js'
+import { Rng } from './rng.js'
+
+/**
+ * The contextual service over the real node service and real storage (a SQLite file, or a
+ * PostgreSQL schema), on a virtual clock; `crash()` drops all memory and boots again over the same
+ * storage. Used by the seeded interleavings on both storages ([CTX34]).
+ */
+export const log = pino({ level: 'silent' })
+export const USER = 'u1' as UserId
+export const ME = userPrincipal(USER)
+export const SUB = 'P/sub' as NodePath
+
+export type OpenStorage = () => Promise<StorageAdapter>
+
+export function sqliteStorageIn(dir: string): OpenStorage {
+  return async () => openSqliteStorage({ file: join(dir, 'weft.db'), log, writer: 'inline' })
+}
+
+export async function tempDir(): Promise<string> {
+  return mkdtemp(join(tmpdir(), 'weft-ctx-sim-'))
+}
+
+export class Harness {
+  storage!: StorageAdapter
+  nodes!: NodeService
+  service!: ContextualService
+  constructor(
+    readonly open: OpenStorage,
+    readonly clock: VirtualClock,
+    private readonly cleanup: () => Promise<void> = async () => undefined,
+  ) {}
+
+  async boot(): Promise<this> {
+    this.storage = await this.open()
+    const access = new AccessService()
+    this.nodes = new NodeService(this.storage, access, { idleUnloadMs: 60_000, log })
+    await this.nodes.boot()
+    this.nodes.registerWriteRule('ContextualSubscription', contextualWriteRule())
+    this.service = new ContextualService({ nodes: this.nodes, access, storage: this.storage, log, clock: this.clock })
+    this.service.start()
+    return this
+  }
+
+  async crash(): Promise<void> {
+    await this.stop()
+    await this.boot()
+  }
+
+  async stop(): Promise<void> {
+    this.service.stop()
+    await this.nodes.close()
+    await this.storage.close()
+  }
+
+  async close(): Promise<void> {
+    await this.stop()
+    await this.cleanup()
+  }
+}
+
+/** A space P where u1 is an Editor, P/in, and a subscription over Documents created under it (a patch reaction). */
+export async function seedMesh(h: Harness, leaseSeconds = 5): Promise<void> {
+  await h.nodes.put(SYSTEM, 'P' as NodePath, { nodeType: 'Space', content: {} })
+  await h.nodes.put(SYSTEM, 'P/_Access/u1_Access' as NodePath, { nodeType: 'AccessAssignment', content: { Subject: USER, Role: 'Editor' } })
+  await h.nodes.put(SYSTEM, 'P/in' as NodePath, { nodeType: 'Document', content: {} })
+  await h.nodes.put(ME, SUB, {
+    nodeType: 'ContextualSubscription',
+    content: {
+      Operation: 'annotate',
+      Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: 'P/in' },
+      Reactions: { annotate: { Command: 'patch', Target: '{event.path}', Parameters: { Note: { Type: 'string' } } } },
+      Limits: { LeaseSeconds: leaseSeconds, MaxInFlight: 2, MaxAttempts: 4 },
+    },
+  })
+}
+
+export interface Held {
+  consumerId: string
+  item: WorkItem
+}
+
+export async function attempt<T>(fn: () => Promise<T>): Promise<{ ok: true; value: T } | { ok: false; code: string }> {
+  try {
+    return { ok: true, value: await fn() }
+  } catch (err) {
+    if (isWeftError(err)) return { ok: false, code: err.code }
+    throw err
+  }
+}
+
+export const fenceOf = (held: Held) => ({ consumerId: held.consumerId, eventId: held.item.event.eventId, leaseToken: held.item.leaseToken, attempt: held.item.attempt })
+
+/**
+ * [CTX34] One seed of interleavings: pulls, reactions (some racing), acks, nacks, extends, the
+ * clock moving past leases, crashes between operations; the invariants checked as it goes and at
+ * the end. Returns the steps run.
+ */
+export async function leaseInterleavings(h: Harness, seed: number, steps = 60): Promise<number> {
+  const rng = new Rng(seed)
+  const clock = h.clock
+  await seedMesh(h)
+  const next = () => h.service.next(ME, { subscription: SUB, consumer: 'c' })
+  await next()
+  // The model: the latest lease handed out per event, acks, reactions committed.
+  const latest = new Map<string, { token: string; attempt: number; expiresAt: number }>()
+  const acked = new Set<string>()
+  const committed = new Map<string, number>()
+  const paths = new Map<string, string>()
+  const workers: Held[][] = [[], [], []]
+  const isCurrent = (held: Held) => {
+    const l = latest.get(held.item.event.eventId)
+    return !!l && l.token === held.item.leaseToken && l.attempt === held.item.attempt && clock.now() < l.expiresAt && !acked.has(held.item.event.eventId)
+  }
+  const react = async (held: Held, note: string) => {
+    const tokenOk = isCurrent(held)
+    const r = await attempt(() => h.service.react(ME, { causationToken: held.item.reactions[0]!.causationToken, params: { Note: note } }))
+    if (r.ok && !r.value.repeated) {
+      // A new commit only with the current lease.
+      expect(tokenOk, 'a reaction committed under a stale lease').toBe(true)
+      committed.set(held.item.event.eventId, (committed.get(held.item.event.eventId) ?? 0) + 1)
+    }
+    if (!r.ok) expect(r.code).toBe('reaction_denied')
+  }
+  let docs = 0
+  for (let step = 0; step < steps; step++) {
+    const w = rng.int(0, workers.length - 1)
+    const held = workers[w]!
+    const roll = rng.next()
+    if (roll < 0.15 && docs < 8) {
+      const path = `P/in/d${docs++}`
+      await h.nodes.put(ME, path as NodePath, { nodeType: 'Document', content: { N: docs } })
+    } else if (roll < 0.35) {
+      const got = await next()
+      if (got.item) {
+        const e = got.item.event.eventId
+        expect(acked.has(e), 'an acked event was leased again').toBe(false)
+        const prev = latest.get(e)
+        expect(got.item.attempt).toBe((prev?.attempt ?? 0) + 1)
+        if (prev) expect(clock.now() >= prev.expiresAt || prev.token === '', 'leased while another lease held').toBe(true)
+        latest.set(e, { token: got.item.leaseToken, attempt: got.item.attempt, expiresAt: Date.parse(got.item.expiresAt) })
+        paths.set(e, got.item.event.path)
+        held.push({ consumerId: got.consumerId, item: got.item })
+      }
+    } else if (roll < 0.5 && held.length > 0) {
+      await react(rng.pick(held), `w${w}-${step}`)
+    } else if (roll < 0.58) {
+      // Two workers race their reactions for the same event.
+      const all = workers.flatMap((x) => x)
+      if (all.length > 0) {
+        const e = rng.pick(all).item.event.eventId
+        const mine = all.filter((x) => x.item.event.eventId === e)
+        await Promise.all(mine.map((x, i) => react(x, `race-${step}-${i}`)))
+      }
+    } else if (roll < 0.78 && held.length > 0) {
+      const x = rng.pick(held)
+      const op = rng.pick(['ack', 'nack', 'extend'] as const)
+      const current = isCurrent(x)
+      const r = await attempt<unknown>(() =>
+        op === 'ack' ? h.service.ack(ME, fenceOf(x)) : op === 'nack' ? h.service.nack(ME, { ...fenceOf(x), delaySeconds: rng.int(0, 3) }) : h.service.extend(ME, { ...fenceOf(x), seconds: 5 }),
+      )
+      expect(r.ok, `${op} with ${current ? 'current' : 'stale'} evidence`).toBe(current)
+      if (!r.ok) expect(r.code).toBe('stale_lease')
+      if (r.ok) {
+        const e = x.item.event.eventId
+        if (op === 'ack') acked.add(e)
+        if (op === 'nack') latest.set(e, { ...latest.get(e)!, token: '', expiresAt: 0 })
+        if (op === 'extend') latest.set(e, { ...latest.get(e)!, expiresAt: Date.parse((r.value as { expiresAt: string }).expiresAt) })
+      }
+    } else if (roll < 0.97) {
+      await clock.advance(rng.int(0, 4000))
+    } else {
+      await h.crash()
+    }
+  }
+  // Each event: at most one commit, and its outcome in storage agrees with the mutation (one transaction).
+  const changes = await h.storage.changesSince(0, 10_000)
+  for (const [e, path] of paths) {
+    const updates = changes.filter((c) => c.path === path && c.kind === 'Updated').length
+    expect(committed.get(e) ?? 0).toBeLessThanOrEqual(1)
+    expect(updates, `event ${e}: mutations committed`).toBe(committed.get(e) ?? 0)
+  }
+  return steps
+}
+
+/**
+ * [CTX26] At the storage safe point: a commit carrying a reaction's outcome whose lease evidence is
+ * not the current lease is refused whole (`stale_lease`): neither the node nor the outcome is written.
+ */
+export async function staleAttachmentRefused(h: Harness): Promise<void> {
+  const before = await h.storage.lastVersion()
+  const attachment = {
+    fence: { consumerId: 'nobody', eventId: '1', token: 'forged', attempt: 1, now: h.clock.now() },
+    outcome: { key: 'k-forged', consumerId: 'nobody', eventId: '1', reaction: 'r', attempt: 1, principal: USER, outcome: '{}', causation: '{}', at: new Date(0).toISOString() },
+  }
+  const r = await attempt(() =>
+    h.storage.commit({ path: 'P/forged' as NodePath, kind: 'Created', nodeType: 'Document', name: 'forged', content: {}, createdBy: USER, at: new Date(0).toISOString(), update: null, contextual: attachment }),
+  )
+  expect(r).toEqual({ ok: false, code: 'stale_lease' })
+  expect(await h.storage.getNode('P/forged' as NodePath)).toBeNull()
+  expect(await h.storage.lastVersion()).toBe(before)
+  expect(await h.storage.contextual({ op: 'outcome', key: 'k-forged' })).toBeNull()
+}

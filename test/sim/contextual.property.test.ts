@@ -1,0 +1,61 @@
+import { afterEach, describe, expect, it } from 'vitest'
+import { VirtualClock } from '../../sync-server/engines/kit/index.js'
+import { rm } from 'node:fs/promises'
+import { ME, SUB, Harness, attempt, fenceOf, leaseInterleavings, seedMesh, sqliteStorageIn, staleAttachmentRefused, tempDir } from './contextual-harness.js'
+import type { NodePath } from '../../shared/index.js'
+import { forEachSeed, seeds } from './rng.js'
+
+let h: Harness | null = null
+afterEach(async () => {
+  await h?.close()
+  h = null
+})
+
+/**
+ * [CTX34] Seeded interleavings of pulls, reactions (some racing), acks, nacks, extends, the clock
+ * moving past leases, and crashes between operations, on SQLite. Invariants: each event's reaction
+ * is committed at most once, and committed iff its outcome says so (the mutation and the outcome
+ * are one transaction); no ack, nack or extend succeeds with evidence that is not the current
+ * lease; an acked event is never leased again. (contextual.pg.test.ts: the same on PostgreSQL.)
+ */
+describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => {
+  it('reactions commit at most once; no stale evidence is ever accepted', { timeout: 300_000 }, async () => {
+    await forEachSeed('contextual leases', seeds(6, 1900), async (seed) => {
+      const dir = await tempDir()
+      h = await new Harness(sqliteStorageIn(dir), new VirtualClock(), () => rm(dir, { recursive: true, force: true })).boot()
+      const steps = await leaseInterleavings(h, seed)
+      await h.close()
+      h = null
+      return steps
+    })
+  })
+
+  it('[CTX28] an expired causation token never authorizes a new commit, even while the lease is held; it still resolves a prior outcome', async () => {
+    const dir = await tempDir()
+    h = await new Harness(sqliteStorageIn(dir), new VirtualClock(), () => rm(dir, { recursive: true, force: true })).boot()
+    await seedMesh(h)
+    const s = h.service
+    const { consumerId } = await s.next(ME, { subscription: SUB, consumer: 'c' })
+    await h.nodes.put(ME, 'P/in/a' as NodePath, { nodeType: 'Document', content: {} })
+    await h.nodes.put(ME, 'P/in/b' as NodePath, { nodeType: 'Document', content: {} })
+    const a = (await s.next(ME, { subscription: SUB, consumer: 'c' })).item!
+    const b = (await s.next(ME, { subscription: SUB, consumer: 'c' })).item!
+    expect((await s.react(ME, { causationToken: a.reactions[0]!.causationToken, params: { Note: 'in time' } })).repeated).toBe(false)
+    // Keep both leases alive past the token's life (900 s) with heartbeats.
+    for (let t = 0; t < 4; t++) {
+      for (const item of [a, b]) await s.extend(ME, { ...fenceOf({ consumerId, item }), seconds: 300 })
+      await h.clock.advance(290_000)
+    }
+    expect(await attempt(() => s.react(ME, { causationToken: b.reactions[0]!.causationToken, params: { Note: 'too late' } }))).toEqual({ ok: false, code: 'reaction_denied' })
+    expect((await h.nodes.get(ME, 'P/in/b' as NodePath))?.content).toEqual({})
+    const repeat = await s.react(ME, { causationToken: a.reactions[0]!.causationToken, params: { Note: 'again' } })
+    expect([repeat.repeated, repeat.outcome.status]).toEqual([true, 'committed'])
+  })
+
+  it('[CTX26] a commit carrying an outcome with stale lease evidence is refused whole', async () => {
+    const dir = await tempDir()
+    h = await new Harness(sqliteStorageIn(dir), new VirtualClock(), () => rm(dir, { recursive: true, force: true })).boot()
+    await seedMesh(h)
+    await staleAttachmentRefused(h)
+  })
+})
