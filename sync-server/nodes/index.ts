@@ -1,6 +1,7 @@
 export { NodeService, type NodeServiceOptions } from './node-service.js'
 export { MoveService } from './move-service.js'
 export { MAX_CURSOR_LENGTH, isSealedCursor } from './query-cursor.js'
+export { checkFieldRules, ownerOf } from './write-policy.js'
 export type {
   ChangeOrigin,
   HttpNodeApi,
