@@ -4,7 +4,8 @@
  *  - stream: one round streams 10,000 tokens (6 characters each) into one response cell; a stock
  *    y-websocket watcher (a second user) is joined to the cell. Figures: bytes the watcher is sent
  *    per token and bytes the data directory grows per token, each over the first 1,000 tokens and
- *    over the last 1,000 (the slope: equal = constant per token), and the watcher's latency from
+ *    over the last 1,000 (stored: tokens 1,000–2,000, past the WAL's growth; the slope is last /
+ *    first: 1 = constant per token), and the watcher's latency from
  *    the agent's emit to the token in its Y.Text, p50 / p99.
  *  - load: 1,000 threads, each with a round in flight at once (the built-in agent's `/sleep
  *    1000`, then its answer streamed a word at a time); rounds per second from the first post to
@@ -60,7 +61,7 @@ async function streamPart(): Promise<Record<string, number>> {
     for (let i = 0; i < TOKENS; i++) {
       emitted[i] = performance.now()
       await io.emit(token(i))
-      if (i + 1 === 1_000 || i + 1 === TOKENS - 1_000 || i + 1 === TOKENS) marks[i + 1] = await dirBytes(dir)
+      if (i + 1 === 1_000 || i + 1 === 2_000 || i + 1 === TOKENS - 1_000 || i + 1 === TOKENS) marks[i + 1] = await dirBytes(dir)
     }
     return { disposition: 'Completed' }
   }
@@ -102,7 +103,9 @@ async function streamPart(): Promise<Record<string, number>> {
     const lat = seenAt.map((t, i) => t - emitted[i]!)
     const firstSent = sentAt[1_000]! / 1_000
     const lastSent = (sentAt[TOKENS]! - sentAt[TOKENS - 1_000]!) / 1_000
-    const firstStored = ((marks[1_000] ?? 0) - (marks[0] ?? 0)) / 1_000
+    // Stored: tokens 1,000–2,000 against the last 1,000 (the first 1,000 also grow SQLite's WAL
+    // file to its working size, which later writes reuse: not a per-token cost).
+    const firstStored = ((marks[2_000] ?? 0) - (marks[1_000] ?? 0)) / 1_000
     const lastStored = ((marks[TOKENS] ?? 0) - (marks[TOKENS - 1_000] ?? 0)) / 1_000
     return {
       streamTokens: TOKENS,
@@ -112,7 +115,7 @@ async function streamPart(): Promise<Record<string, number>> {
       streamSentBytesPerTokenFirst1k: Number(firstSent.toFixed(1)),
       streamSentBytesPerTokenLast1k: Number(lastSent.toFixed(1)),
       streamSentBytesPerTokenSlope: Number((lastSent / firstSent).toFixed(2)),
-      streamStoredBytesPerTokenFirst1k: Number(firstStored.toFixed(1)),
+      streamStoredBytesPerTokenSecond1k: Number(firstStored.toFixed(1)),
       streamStoredBytesPerTokenLast1k: Number(lastStored.toFixed(1)),
       streamStoredBytesPerTokenSlope: Number((lastStored / Math.max(1, firstStored)).toFixed(2)),
       streamDataDirBytesAtEnd: marks[TOKENS] ?? 0,

@@ -14,6 +14,7 @@ export type { Agent, RoundIo, RoundOutcome, ToolCallRecord } from './builtin-age
 export { createLlmAgent, llmConfigFromEnv, DEFAULT_APPROVE } from './llm-agent.js'
 export type { LlmConfig } from './llm-agent.js'
 export { scriptAgent } from './script-agent.js'
+export { RoundTools } from './round-tools.js'
 export { systemClock, type Clock } from './model.js'
 
 export interface ThreadsEngine extends Engine {
