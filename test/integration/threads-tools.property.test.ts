@@ -2,23 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SYSTEM, userPrincipal, type NodePath, type Permission, type UserId } from '../../shared/index.js'
 import { RoundTools, createThreadsEngine } from '../../sync-server/engines/threads/index.js'
 import { api, createSpace, grantRole, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
+import { rng } from './threads-helpers.js'
 
 /**
  * [THR11] Seeded property: whatever the model asks (crafted paths, engine-only fields, other
  * spaces) and whoever wrote the round, a tool call succeeds only when EVERY principal of the round
  * holds the permission it needs there, and a refused call changes nothing.
  */
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 let ts: TestServer
 let users: TestUser[]
