@@ -186,7 +186,8 @@ const builtins: NodeTypeDef[] = [
   def(
     'Thread',
     z.looseObject({
-      Agent: z.looseObject({ Kind: z.enum(['builtin', 'script', 'llm']), CodePath: z.string().optional(), Model: z.string().optional() }).optional(),
+      // Approve: the tools whose calls wait for a person's approval ([THR13]; default patch, create, run).
+      Agent: z.looseObject({ Kind: z.enum(['builtin', 'script', 'llm']), CodePath: z.string().optional(), Model: z.string().optional(), Approve: z.array(z.string()).optional() }).optional(),
       Status: enumName(ThreadExecutionStatus.members as unknown as [string, ...string[]]).optional(),
       RequestedStatus: z.enum(['Cancelled']).nullable().optional(),
       Disposition: z.enum(['Completed', 'AwaitingInput', 'Failed']).nullable().optional(),
@@ -200,6 +201,11 @@ const builtins: NodeTypeDef[] = [
       ParentPath: z.string().nullable().optional(),
       Round: z.looseObject({ Response: z.string(), Inputs: z.array(z.string()) }).nullable().optional(),
       Question: z.string().nullable().optional(),
+      // [THR13][THR14] A tool call waiting for a person: the engine's PendingApproval, a person's
+      // ApprovalAnswer (Update), and who answered (ApprovalBy, stamped by the write rule).
+      PendingApproval: z.looseObject({ Id: z.string(), Tool: z.string(), Args: z.unknown(), Summary: z.string(), RequestedAt: isoDate }).nullable().optional(),
+      ApprovalAnswer: z.object({ Id: z.string().min(1).max(200), Decision: z.enum(['Approved', 'Denied']) }).nullable().optional(),
+      ApprovalBy: z.string().nullable().optional(),
     }),
     {
       fields: {
@@ -217,6 +223,8 @@ const builtins: NodeTypeDef[] = [
         Round: 'system',
         Question: 'system',
         PendingApproval: 'system',
+        ApprovalBy: 'system',
+        ApprovalAnswer: 'Update',
         RequestedStatus: 'Thread',
         Agent: 'Update',
       },

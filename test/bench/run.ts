@@ -43,6 +43,7 @@ const MODULES: BenchModule[] = [
   { name: 'activities', file: 'activities-bench.ts', fn: 'benchActivities' },
   { name: 'kit', file: 'kit-bench.ts', fn: 'benchKit' },
   { name: 'threads', file: 'threads-bench.ts', fn: 'benchThreads' },
+  { name: 'threads-scale', file: 'threads-scale-bench.ts', fn: 'benchThreadsScale' },
   { name: 'search', file: 'search-bench.ts', fn: 'benchSearch' },
   { name: 'cluster', file: 'cluster-bench.ts', fn: 'benchCluster' },
 ]

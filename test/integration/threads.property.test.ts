@@ -2,19 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { subscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
 import { createThreadsEngine } from '../../sync-server/engines/threads/index.js'
 import { api, createSpace, grantRole, signup, startTestServer, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
-import { HeldClock, createThread, expectInvariants, node, post } from './threads-helpers.js'
-
-/** mulberry32: a small seeded PRNG, so a failing interleaving replays from its seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+import { HeldClock, createThread, expectInvariants, node, post, rng } from './threads-helpers.js'
 
 let ts: TestServer
 let alice: TestUser

@@ -15,7 +15,7 @@ let n = 0
 const fresh = () => createThread(ts.url, alice.token, `${space}/t${++n}`)
 
 beforeAll(async () => {
-  ts = await startTestServer({ config: { engines: [subscriptionsEngine, createThreadsEngine({ clock })] } })
+  ts = await startTestServer({ config: { engines: [subscriptionsEngine, createThreadsEngine({ clock, llm: null })] } })
   alice = await signup(ts.url)
   bob = await signup(ts.url)
   viewer = await signup(ts.url)
@@ -141,6 +141,13 @@ describe('threads: rounds', () => {
     const asked = await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'AwaitingInput')
     expect(asked.content.Question).toBe('which colour?')
     expect((await node(ts.url, alice.token, `${t}/_r.q1`)).content.Text).toBe('which colour?')
+  })
+
+  it('[THR17] a round of an agent kind the server has none for (no LLM configured) fails with unavailable', async () => {
+    const t = await createThread(ts.url, alice.token, `${space}/nollm${++n}`, { Agent: { Kind: 'llm' } })
+    await post(ts.url, alice.token, t, 'anyone there?', 'l1')
+    await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'Failed')
+    expect(String((await node(ts.url, alice.token, `${t}/_r.l1`)).content.Error)).toMatch(/^unavailable: .*WEFT_LLM_BASE_URL/)
   })
 
   it('[THR3] 50 concurrent submits from two users: each ingested once, one response cell per round', async () => {

@@ -1,3 +1,4 @@
+import type { JsonObject, JsonValue } from '../../../shared/index.js'
 import type { Clock } from './model.js'
 
 /**
@@ -14,8 +15,56 @@ export interface RoundOutcome {
 }
 
 export interface AgentTools {
-  /** Runs `task` in a sub-thread, as every author of the round; resolves with its outcome. */
-  delegate(task: string, signal: AbortSignal): Promise<{ answer: string; question: string | null }>
+  /** Runs `task` in a sub-thread, as every author of the round; resolves with its outcome. `key` tells apart several in one round. */
+  delegate(task: string, signal: AbortSignal, key?: string): Promise<{ answer: string; question: string | null }>
+  /**
+   * [THR11] A tool over the mesh (read, query, patch, create, run, delegate) as the round's
+   * authority: allowed only when every author (and each of `also`, e.g. the approver) could make
+   * it; a refusal throws a WeftError and nothing runs.
+   */
+  call(tool: string, args: unknown, also: readonly string[], signal: AbortSignal, key?: string): Promise<JsonValue>
+  /** The check `call` makes, without doing anything. */
+  authorize(tool: string, args: unknown, also: readonly string[]): Promise<void>
+  /** [THR13] Pauses the round until a person answers the approval `req` (kept on the thread). */
+  approval(req: ApprovalRequest, signal: AbortSignal): Promise<{ decision: 'Approved' | 'Denied'; by: string }>
+  /** Records the round's tool calls on its response cell (so a resumed round knows them). */
+  recordToolCalls(calls: readonly ToolCallRecord[]): Promise<void>
+  /** [THR16] Runs the Code node as an activity as the round's authority; `onLine` gets its log lines. */
+  runScript(codePath: string, inputs: JsonObject, signal: AbortSignal, onLine: (text: string) => Promise<void>): Promise<ScriptResult>
+}
+
+export interface ApprovalRequest {
+  Id: string
+  Tool: string
+  Args: JsonValue
+  Summary: string
+}
+
+/** A tool call of a round, as the response cell's `ToolCalls` holds it. */
+export interface ToolCallRecord {
+  Id: string
+  Tool: string
+  Args: JsonValue
+  /** The model step it belongs to, and how much of the cell's text preceded its end. */
+  Step: number
+  TextAt: number
+  Status: 'Pending' | 'AwaitingApproval' | 'Approved' | 'Denied' | 'Done' | 'Error'
+  ApprovedBy?: string
+  Result?: JsonValue
+  Error?: string
+}
+
+export interface ScriptResult {
+  status: string
+  returnValue: JsonValue | null
+  error: string | null
+  activity: string
+}
+
+/** A message of the thread before this round, for an agent that needs the conversation. */
+export interface HistoryEntry {
+  role: 'user' | 'assistant' | 'tool'
+  text: string
 }
 
 export interface RoundIo {
@@ -26,6 +75,12 @@ export interface RoundIo {
   signal: AbortSignal
   clock: Clock
   tools: AgentTools
+  /** The thread, its Agent settings, the conversation before this round. */
+  thread: string
+  agent: JsonObject
+  history: readonly HistoryEntry[]
+  /** What the response cell already holds (a round resumed after a restart continues it). */
+  response: { text: string; toolCalls: readonly ToolCallRecord[] }
 }
 
 export type Agent = (io: RoundIo) => Promise<RoundOutcome>

@@ -2,12 +2,19 @@ import type { Engine, EngineContext, EngineFactory } from '../types.js'
 import { ThreadEngine } from './thread-engine.js'
 import { systemClock, type Clock } from './model.js'
 import { threadMessageWriteRule, threadRoutes } from './post.js'
-import type { Agent } from './builtin-agent.js'
+import { builtinAgent, type Agent } from './builtin-agent.js'
+import { threadWriteRule } from './approvals.js'
+import { createLlmAgent, llmConfigFromEnv, type LlmConfig } from './llm-agent.js'
+import { scriptAgent } from './script-agent.js'
 
 export { ThreadEngine } from './thread-engine.js'
 export { postMessage, MAX_MESSAGE_CHARS } from './post.js'
 export { builtinAgent } from './builtin-agent.js'
-export type { Agent, RoundIo, RoundOutcome } from './builtin-agent.js'
+export type { Agent, RoundIo, RoundOutcome, ToolCallRecord } from './builtin-agent.js'
+export { createLlmAgent, llmConfigFromEnv, DEFAULT_APPROVE } from './llm-agent.js'
+export type { LlmConfig } from './llm-agent.js'
+export { scriptAgent } from './script-agent.js'
+export { RoundTools } from './round-tools.js'
 export { systemClock, type Clock } from './model.js'
 
 export interface ThreadsEngine extends Engine {
@@ -16,15 +23,21 @@ export interface ThreadsEngine extends Engine {
 
 export interface ThreadsEngineOptions {
   clock?: Clock
+  /** The built-in kind's executor (default the deterministic built-in agent). */
   agent?: Agent
+  /** [THR10] The LLM provider (default from WEFT_LLM_* in the environment; null = none). */
+  llm?: LlmConfig | null
 }
 
-/** The threads engine ([THR1]–[THR10], docs/SPEC.md "Threads (issue 18)"). */
+/** The threads engine ([THR1]–[THR29], docs/SPEC.md "Threads (issue 18)"). */
 export function createThreadsEngine(options: ThreadsEngineOptions = {}): EngineFactory {
   return (ctx: EngineContext): ThreadsEngine => {
     const clock = options.clock ?? systemClock
     ctx.nodes.registerWriteRule('ThreadMessage', threadMessageWriteRule())
-    const engine = new ThreadEngine(ctx.nodes, ctx.log.child({ engine: 'threads' }), clock, ctx.signal, options.agent)
+    ctx.nodes.registerWriteRule('Thread', threadWriteRule())
+    const llm = options.llm === undefined ? llmConfigFromEnv() : options.llm
+    const agents = { builtin: options.agent ?? builtinAgent, script: scriptAgent, ...(llm ? { llm: createLlmAgent(llm) } : {}) }
+    const engine = new ThreadEngine(ctx.nodes, ctx.log.child({ engine: 'threads' }), clock, ctx.signal, agents)
     return {
       name: 'threads',
       engine,

@@ -16,9 +16,25 @@ import type { NodeApi } from '../../nodes/index.js'
 import { lightPage } from '../kit/index.js'
 import { field, watchControlPlane, watchSubmission } from '../activities/control-plane.js'
 import { actAs, request, requesterOf } from '../kit/index.js'
-import { builtinAgent, type Agent, type RoundOutcome } from './builtin-agent.js'
+import { builtinAgent, type Agent, type AgentTools, type HistoryEntry, type RoundOutcome, type ToolCallRecord } from './builtin-agent.js'
+import { APPROVAL_FIELDS, awaitApproval } from './approvals.js'
+import { RoundTools } from './round-tools.js'
+import { runActivity } from './script-agent.js'
 import { RESTING, idOf, needsDispatch, responsePath, roundOf, statusOf, strings, subThreadPath, without, type Clock, type RoundState } from './model.js'
 import { enqueue, postCell, userCell } from './post.js'
+
+/** The round executors by `Agent.Kind` ([THR10]); a kind with none fails its rounds saying so. */
+export type AgentKind = 'builtin' | 'script' | 'llm'
+export type AgentSet = Partial<Record<AgentKind, Agent>>
+
+const NO_AGENT: Record<AgentKind, string> = {
+  builtin: 'No built-in agent is configured on this server.',
+  script: 'No script agent is configured on this server.',
+  llm: 'No LLM is configured on this server: set WEFT_LLM_BASE_URL (and WEFT_LLM_MODEL, WEFT_LLM_API_KEY) and restart it.',
+}
+
+/** How many earlier messages of the thread an agent is given. */
+const HISTORY_CELLS = 50
 
 /** A round of this process: the in-memory half (the thread node stays the source of truth). */
 interface LiveRound {
@@ -48,7 +64,7 @@ export class ThreadEngine {
     private readonly log: Logger,
     private readonly clock: Clock,
     signal: AbortSignal,
-    private readonly agent: Agent = builtinAgent,
+    private readonly agents: AgentSet = { builtin: builtinAgent },
   ) {
     setMaxListeners(0, this.shutdown.signal)
     if (signal.aborted) this.shutdown.abort()
@@ -79,7 +95,8 @@ export class ThreadEngine {
     this.shutdown.abort()
     this.feed.unsubscribe()
     for (const p of [...this.watchers.keys()]) this.unwatch(p)
-    for (const r of this.rounds.values()) r.controller.abort(new Error('shutdown'))
+    // Live rounds end through the shutdown signal (each round's signal follows it): they stay
+    // Executing on the node, resumed by the next boot ([THR7]), never settled as cancelled.
     await Promise.allSettled([...this.work])
   }
 
@@ -234,12 +251,20 @@ export class ThreadEngine {
       // A cancel asked before this point (between the claim and now) is honoured at once.
       const now = await this.nodes.get(SYSTEM, path)
       if (now?.content.RequestedStatus === 'Cancelled') live.controller.abort()
-      outcome = await this.agent({
+      const settings = (now?.content.Agent && typeof now.content.Agent === 'object' && !Array.isArray(now.content.Agent) ? now.content.Agent : {}) as JsonObject
+      const kind = (typeof settings.Kind === 'string' ? settings.Kind : 'builtin') as AgentKind
+      const agent = this.agents[kind]
+      if (!agent) throw new WeftError('unavailable', NO_AGENT[kind] ?? `No agent of kind ${String(kind)}.`)
+      outcome = await agent({
         messages: texts,
         emit,
         signal,
         clock: this.clock,
-        tools: { delegate: (task, s) => this.delegate(path, round, authors, task, s) },
+        tools: this.toolsFor(path, round, authors),
+        thread: path,
+        agent: settings,
+        history: await this.historyOf(now, round),
+        response: { text: existing, toolCalls: Array.isArray(cell?.content.ToolCalls) ? (cell.content.ToolCalls as unknown as ToolCallRecord[]) : [] },
       })
       if (text !== existing && !existing.startsWith(text) && text.length < existing.length) {
         await this.nodes.patch(SYSTEM, round.Response as NodePath, { Text: text }, 'engine')
@@ -265,6 +290,51 @@ export class ThreadEngine {
     }
   }
 
+  /** [THR11]–[THR16] What an agent may do in this round, each as the round's authority. */
+  private toolsFor(path: NodePath, round: RoundState, authors: UserId[]): AgentTools {
+    const delegate = (task: string, s: AbortSignal, key?: string) => this.delegate(path, round, authors, task, s, key)
+    const mesh = new RoundTools(this.nodes, authors, {
+      delegate,
+      run: async (codePath, inputs, principals, s) => {
+        const out = await runActivity(this.nodes, codePath, inputs, principals, s)
+        return { Status: out.status, ReturnValue: out.returnValue, Error: out.error, Activity: out.activity }
+      },
+    })
+    const response = round.Response as NodePath
+    return {
+      delegate,
+      call: (tool, args, also, s, key) => mesh.call(tool, args, also, s, key),
+      authorize: (tool, args, also) => mesh.authorize(tool, args, also),
+      approval: (req, s) => awaitApproval(this.nodes, path, round.Response, req, this.clock, s),
+      recordToolCalls: async (calls) => {
+        await this.nodes.patch(SYSTEM, response, { ToolCalls: calls as unknown as JsonObject[] }, 'engine')
+      },
+      runScript: async (codePath, inputs, s, onLine) => {
+        const p = tryParseNodePath(codePath)
+        if (!p) throw new WeftError('invalid_request', `Agent.CodePath ${JSON.stringify(codePath)} is not a node path.`)
+        return runActivity(this.nodes, p, inputs, authors, s, onLine, async (activity) => {
+          await this.nodes.patch(SYSTEM, response, { ActivityPath: activity }, 'engine')
+        })
+      },
+    }
+  }
+
+  /** The thread's messages before this round (the last HISTORY_CELLS), for agents that need them. */
+  private async historyOf(thread: MeshNode | null, round: RoundState): Promise<HistoryEntry[]> {
+    const all = strings(thread?.content.Messages)
+    const end = all.indexOf(round.Inputs[0]!)
+    const before = (end < 0 ? [] : all.slice(0, end)).slice(-HISTORY_CELLS)
+    const out: HistoryEntry[] = []
+    for (const p of before) {
+      const c = await this.nodes.get(SYSTEM, p as NodePath)
+      const role = c?.content.Role
+      if (role !== 'user' && role !== 'assistant' && role !== 'tool') continue
+      const text = typeof c!.content.Text === 'string' ? c!.content.Text : ''
+      if (text !== '') out.push({ role, text })
+    }
+    return out
+  }
+
   /**
    * [THR5][THR6] The terminal write, one update: Status Idle (or Cancelled, clearing
    * RequestedStatus), Disposition, LastActivityAt; compare-and-set on the round.
@@ -277,7 +347,7 @@ export class ThreadEngine {
       // write (pending input → the next round) finds no live round in the way.
       if (this.rounds.get(path) === live) this.rounds.delete(path)
       const cancelled = live.controller.signal.aborted || cur.content.RequestedStatus === 'Cancelled'
-      const content: JsonObject = { ...without(cur.content, 'Round', 'RequestedStatus', 'Question', 'Disposition'), LastActivityAt: at }
+      const content: JsonObject = { ...without(cur.content, 'Round', 'RequestedStatus', 'Question', 'Disposition', ...APPROVAL_FIELDS), LastActivityAt: at }
       if (cancelled) content.Status = 'Cancelled'
       else {
         content.Status = 'Idle'
@@ -302,7 +372,7 @@ export class ThreadEngine {
         const c = cur.content
         const s = statusOf(cur)
         if (s === 'StartingExecution') return { nodeType: cur.nodeType, name: cur.name, content: { ...rolledBack(c), Status: 'Cancelled', LastActivityAt: at } }
-        const content = without(c, 'RequestedStatus', 'Round')
+        const content = without(c, 'RequestedStatus', 'Round', ...APPROVAL_FIELDS)
         if (s === 'Executing') Object.assign(content, { Status: 'Cancelled', LastActivityAt: at })
         return { nodeType: cur.nodeType, name: cur.name, content }
       }, 'engine')
@@ -325,9 +395,9 @@ export class ThreadEngine {
    * round waits here for the sub-thread to come to rest after running. A resumed round finds the
    * sub-thread (and the subscription) by their fixed paths and waits again: it continues once.
    */
-  private async delegate(path: NodePath, round: RoundState, authors: UserId[], task: string, signal: AbortSignal): Promise<{ answer: string; question: string | null }> {
+  private async delegate(path: NodePath, round: RoundState, authors: UserId[], task: string, signal: AbortSignal, key?: string): Promise<{ answer: string; question: string | null }> {
     if (authors.length === 0) throw new WeftError('forbidden', 'Nobody behind this round may delegate.')
-    const firstId = idOf(round.Inputs[0]!)
+    const firstId = key === undefined ? idOf(round.Inputs[0]!) : `${idOf(round.Inputs[0]!)}.${key}`
     const sub = subThreadPath(path, firstId)
     for (const a of authors) request(this.nodes, userPrincipal(a), 'Create', sub)
     const parent = await this.nodes.get(SYSTEM, path)

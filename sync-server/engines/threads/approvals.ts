@@ -1,0 +1,90 @@
+import { filter, firstValueFrom, takeWhile } from 'rxjs'
+import { SYSTEM, WeftError, isJsonObject, type JsonObject, type JsonValue, type MeshNode, type NodePath } from '../../../shared/index.js'
+import type { NodeApi, WriteRuleHook } from '../../nodes/index.js'
+import type { ApprovalRequest } from './builtin-agent.js'
+import { roundOf, without, type Clock } from './model.js'
+
+/**
+ * [THR13][THR14] Approvals. A tool call that needs approval pauses its round: the engine writes
+ * `PendingApproval: { Id, Tool, Args, Summary, RequestedAt }` and `Disposition: AwaitingInput`
+ * on the thread (system fields); a person with Update answers by patching `ApprovalAnswer: { Id,
+ * Decision }`. The thread's write rule stamps who answered (`ApprovalBy`, system) in that same
+ * write, so the answer and its author are one fact on the node and survive a restart.
+ */
+
+export const APPROVAL_FIELDS = ['PendingApproval', 'ApprovalAnswer', 'ApprovalBy'] as const
+
+function pendingOf(c: JsonObject): JsonObject | null {
+  return isJsonObject(c.PendingApproval as JsonValue) ? (c.PendingApproval as JsonObject) : null
+}
+
+/**
+ * [THR14] The Thread write rule (every user write, every transport): an `ApprovalAnswer` must
+ * answer the approval pending now (same Id; `conflict` otherwise, nothing written); its writer is
+ * recorded as `ApprovalBy`. The field rule (Update) has already passed.
+ */
+export function threadWriteRule(): WriteRuleHook {
+  return ({ principal, before, after }) => {
+    const answer = after.ApprovalAnswer
+    const prior = before?.content.ApprovalAnswer
+    if (answer === undefined || answer === null || JSON.stringify(answer) === JSON.stringify(prior ?? null)) return undefined
+    const pending = before ? pendingOf(before.content) : null
+    const id = isJsonObject(answer as JsonValue) ? (answer as JsonObject).Id : undefined
+    if (!pending || pending.Id !== id) {
+      throw new WeftError('conflict', `No approval ${JSON.stringify(id ?? null)} is pending on this thread${pending ? ` (the pending one is ${JSON.stringify(pending.Id)})` : ''}; reload and answer the one shown.`)
+    }
+    if (before?.content.ApprovalBy !== undefined && prior !== undefined) {
+      throw new WeftError('conflict', `Approval ${String(id)} has been answered already.`)
+    }
+    return { ApprovalBy: principal.userId }
+  }
+}
+
+/**
+ * [THR13] Pauses the round of `thread` (whose response cell is `response`) until a person answers
+ * `req`. Writes the pending approval unless it is there already (a resumed round waits on the
+ * same one); resolves with the answer and clears the three fields and the Disposition in one
+ * write. Rejects when `signal` aborts (a cancel: the terminal write clears them).
+ */
+export async function awaitApproval(
+  nodes: NodeApi,
+  thread: NodePath,
+  response: string,
+  req: ApprovalRequest,
+  clock: Clock,
+  signal: AbortSignal,
+): Promise<{ decision: 'Approved' | 'Denied'; by: string }> {
+  const ours = (n: MeshNode) => n.content.Status === 'Executing' && roundOf(n.content)?.Response === response
+  await nodes.update(SYSTEM, thread, (cur) => {
+    if (!cur || !ours(cur) || pendingOf(cur.content)?.Id === req.Id) return undefined
+    const content: JsonObject = {
+      ...without(cur.content, ...APPROVAL_FIELDS),
+      Disposition: 'AwaitingInput',
+      PendingApproval: { Id: req.Id, Tool: req.Tool, Args: req.Args, Summary: req.Summary, RequestedAt: clock.now().toISOString() },
+    }
+    return { nodeType: cur.nodeType, name: cur.name, content }
+  }, 'engine')
+  const answered = (n: MeshNode): boolean => {
+    const a = n.content.ApprovalAnswer
+    return isJsonObject(a as JsonValue) && (a as JsonObject).Id === req.Id && typeof n.content.ApprovalBy === 'string'
+  }
+  const aborted = new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(signal.reason as Error)
+    signal.addEventListener('abort', () => reject(signal.reason as Error), { once: true })
+  })
+  // Raced below; an abort after the answer arrived is nobody's error.
+  aborted.catch(() => undefined)
+  const node = await Promise.race([
+    firstValueFrom(nodes.node$(thread).pipe(takeWhile((n): n is MeshNode => n !== null && ours(n)), filter(answered)), { defaultValue: null }),
+    aborted,
+  ])
+  if (!node) throw new WeftError('conflict', `The round of ${thread} ended while approval ${req.Id} was pending.`)
+  const answer = node.content.ApprovalAnswer as JsonObject
+  const decision = answer.Decision === 'Approved' ? 'Approved' : 'Denied'
+  const by = String(node.content.ApprovalBy)
+  await nodes.update(SYSTEM, thread, (cur) => {
+    if (!cur || !ours(cur) || pendingOf(cur.content)?.Id !== req.Id) return undefined
+    return { nodeType: cur.nodeType, name: cur.name, content: without(cur.content, ...APPROVAL_FIELDS, 'Disposition') }
+  }, 'engine')
+  return { decision, by }
+}

@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { SYSTEM, userPrincipal, type NodePath, type Permission, type UserId } from '../../shared/index.js'
+import { RoundTools, createThreadsEngine } from '../../sync-server/engines/threads/index.js'
+import { api, createSpace, grantRole, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
+import { rng } from './threads-helpers.js'
+
+/**
+ * [THR11] Seeded property: whatever the model asks (crafted paths, engine-only fields, other
+ * spaces) and whoever wrote the round, a tool call succeeds only when EVERY principal of the round
+ * holds the permission it needs there, and a refused call changes nothing.
+ */
+
+let ts: TestServer
+let users: TestUser[]
+let a: string
+let b: string
+
+beforeAll(async () => {
+  ts = await startTestServer({ config: { engines: [createThreadsEngine({ llm: null })] } })
+  users = [await signup(ts.url), await signup(ts.url), await signup(ts.url), await signup(ts.url)]
+  const [alice, bob, carol] = users as [TestUser, TestUser, TestUser, TestUser]
+  a = await createSpace(ts.url, alice.token)
+  b = await createSpace(ts.url, alice.token)
+  await grantRole(ts.url, alice.token, a, bob.userId, 'Editor')
+  await grantRole(ts.url, alice.token, b, bob.userId, 'Viewer')
+  await grantRole(ts.url, alice.token, a, carol.userId, 'Viewer')
+  for (const p of [`${a}/doc`, `${b}/doc`]) await api(ts.url, alice.token).putNode(p, 'Document', { Title: 'x' })
+  await api(ts.url, alice.token).putNode(`${a}/th`, 'Thread', { Agent: { Kind: 'builtin' } })
+})
+afterAll(() => ts.cleanup())
+
+describe('[THR11] seeded tool calls as the round\'s authority', () => {
+  for (const seed of [1, 7, 42]) {
+    it(`seed ${seed}: a call succeeds only when every principal could make it; a refused call writes nothing`, { timeout: 60_000 }, async () => {
+      const r = rng(seed)
+      const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!
+      const nodes = ts.server.nodes
+      const paths = [`${a}/doc`, `${b}/doc`, `${a}/th`, `${a}/new`, `${b}/new`, 'Admin/Partition', `${a}/../x`, '']
+      const seen = { ok: 0, refused: 0 }
+      for (let i = 0; i < 60; i++) {
+        const ids = users.map((u) => u.userId as UserId)
+        const authors = ids.filter(() => r() < 0.5)
+        if (authors.length === 0) authors.push(pick(ids))
+        const also = r() < 0.3 ? [pick(ids)] : []
+        const tool = pick(['read', 'patch', 'create', 'query'] as const)
+        const path = pick(paths)
+        const field = pick(['Title', 'Status', 'Messages', 'Other'])
+        const args =
+          tool === 'read' ? { path } : tool === 'patch' ? { path, patch: { [field]: `v${i}` } } : tool === 'create' ? { path: `${path}-${seed}-${i}`, nodeType: pick(['Document', 'Thread']), content: { [field]: `v${i}` } } : { parent: path }
+        const target = (tool === 'create' ? args.path : path) as NodePath
+        const before = await nodes.get(SYSTEM, target).catch(() => null)
+        const tools = new RoundTools(nodes, authors, { delegate: () => Promise.reject(new Error('no')), run: () => Promise.reject(new Error('no')) })
+        let ok = true
+        await tools.call(tool, args, also, new AbortController().signal).catch(() => (ok = false))
+        const need: Permission = tool === 'read' || tool === 'query' ? 'Read' : tool === 'patch' ? 'Update' : 'Create'
+        seen[ok ? 'ok' : 'refused']++
+        if (ok) {
+          for (const u of new Set([...authors, ...also])) {
+            expect(nodes.permissions(userPrincipal(u), target).has(need), `${tool} ${target} by ${u}`).toBe(true)
+          }
+        } else if (tool !== 'read' && tool !== 'query') {
+          expect(await nodes.get(SYSTEM, target).catch(() => null)).toEqual(before)
+        }
+      }
+      // The seed exercised both sides of the rule.
+      expect(seen.ok).toBeGreaterThan(0)
+      expect(seen.refused).toBeGreaterThan(0)
+    })
+  }
+})
