@@ -26,6 +26,7 @@ export const TYPED_TEXT_FIELDS: Readonly<Record<string, readonly string[]>> = {
   Partition: [],
   Thread: [],
   ThreadMessage: ['Text'],
+  ContextualSubscription: [],
 }
 
 const everyString: TextPolicy = () => true

@@ -35,10 +35,11 @@ export const WRITE_RULES: Readonly<Record<string, TypeRules>> = {
     fields: {
       ExecutionStatus: 'system', Status: 'system', Disposition: 'system', Messages: 'system', UserMessageIds: 'system', IngestedMessageIds: 'system',
       PendingUserMessages: 'system', HasPending: 'system', ExecutionStartedAt: 'system', LastActivityAt: 'system', ParentPath: 'system', Round: 'system',
-      Question: 'system', PendingApproval: 'system', RequestedStatus: 'Thread', Agent: 'Update',
+      Question: 'system', PendingApproval: 'system', ApprovalBy: 'system', ApprovalAnswer: 'Update', RequestedStatus: 'Thread', Agent: 'Update',
     },
   },
   ThreadMessage: { defaultWrite: 'Thread' },
+  ContextualSubscription: { defaultWrite: 'Update', fields: { Hash: 'system' } },
 }
 
 /** The rule for one field; types this build does not name are written with Update. */
