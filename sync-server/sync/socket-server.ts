@@ -116,6 +116,11 @@ export class SocketServer {
     this.pingTimer.unref()
   }
 
+  /** [OPS4] Open WebSockets, /sync and /mux together (read on scrape). */
+  get connectionCount(): number {
+    return this.wss.clients.size
+  }
+
   /** Routes an HTTP upgrade; returns false when the URL is not ours. */
   handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean {
     let url: URL
