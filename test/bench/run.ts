@@ -45,6 +45,7 @@ const MODULES: BenchModule[] = [
   { name: 'threads', file: 'threads-bench.ts', fn: 'benchThreads' },
   { name: 'search', file: 'search-bench.ts', fn: 'benchSearch' },
   { name: 'cluster', file: 'cluster-bench.ts', fn: 'benchCluster' },
+  { name: 'metrics', file: 'metrics-bench.ts', fn: 'benchMetrics' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */
