@@ -122,6 +122,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     maxPayloadBytes: config.maxPayloadBytes,
     maxRoomsPerSocket: config.maxRoomsPerSocket,
     log,
+    onRefused: metrics ? (code, transport) => metrics.refused(code, transport) : undefined,
   })
   const http: Server = createHttpServer(createHttpHandler({ routes: () => routes, authenticate, maxPayloadBytes: config.maxPayloadBytes, staticDir: config.staticDir, log, onRefused: metrics ? (code) => metrics.refused(code, 'http') : undefined }))
   http.on('upgrade', (req, socket, head) => {

@@ -39,6 +39,8 @@ export interface SocketServerOptions {
   /** Updates of one socket waiting for durability before it stops being read (default 256). */
   maxUpdatesInFlight?: number
   log: Logger
+  /** [OPS3] Told of a /mux update refused before the node store sees it (payload_too_large). */
+  onRefused?(code: string, transport: 'mux'): void
 }
 
 const PING_INTERVAL_MS = 30_000

@@ -155,6 +155,11 @@ describe('Metrics (issue 20)', () => {
     const refused = await v.patch(path, { title: 'nope' })
     expect(refused).toMatchObject({ ok: false })
     const code = (refused as { code: string }).code
+    // An editor's oversized /mux update: refused by name before the node store sees it.
+    const e = await MuxClient.connect(ts.url, editor.token)
+    expect(await e.join(path)).toMatchObject({ ok: true })
+    expect(await e.patch(path, { big: 'x'.repeat(ts.server.config.maxPayloadBytes + 10) })).toMatchObject({ ok: false, code: 'payload_too_large' })
+    await e.close()
     // A bad HTTP request: refused by name too.
     const bad = await api(ts.url, editor.token).patchNode(`${space}/missing-node`, { x: 1 })
     const httpCode = errorCode(bad)!
@@ -172,6 +177,7 @@ describe('Metrics (issue 20)', () => {
     // The viewer's join sends its (empty) sync step 2 as well: at least the refused edit arrived.
     expect(value(after, 'weft_updates_total', { transport: 'mux' })).toBeGreaterThanOrEqual(value(before, 'weft_updates_total', { transport: 'mux' }) + 1)
     expect(value(after, 'weft_refusals_total', { code, transport: 'mux' })).toBe(value(before, 'weft_refusals_total', { code, transport: 'mux' }) + 1)
+    expect(value(after, 'weft_refusals_total', { code: 'payload_too_large', transport: 'mux' })).toBe(value(before, 'weft_refusals_total', { code: 'payload_too_large', transport: 'mux' }) + 1)
     expect(value(after, 'weft_refusals_total', { code: httpCode, transport: 'http' })).toBeGreaterThanOrEqual(value(before, 'weft_refusals_total', { code: httpCode, transport: 'http' }) + 1)
     // Every durable commit is observed: the histogram's count moved, its +Inf bucket equals its count.
     const count = value(after, 'weft_commit_duration_seconds_count')
