@@ -42,6 +42,8 @@ export interface ServerConfig {
   loginLockoutMaxMs: number
   /** [CTX20] CONTEXTUAL_SEAL_KEY: 32 bytes, base64, that seal causation tokens; default: a key made once and kept in the database. */
   contextualSealKey?: string
+  /** [OPS1] METRICS_TOKEN: the bearer token `GET /metrics` asks for; unset, /metrics answers 404. */
+  metricsToken?: string
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -105,5 +107,6 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     loginLockoutBaseMs: int(env.LOGIN_LOCKOUT_BASE_MS, d.loginLockoutBaseMs, 'LOGIN_LOCKOUT_BASE_MS'),
     loginLockoutMaxMs: int(env.LOGIN_LOCKOUT_MAX_MS, d.loginLockoutMaxMs, 'LOGIN_LOCKOUT_MAX_MS'),
     contextualSealKey: sealKey(env.CONTEXTUAL_SEAL_KEY),
+    metricsToken: env.METRICS_TOKEN || undefined,
   }
 }

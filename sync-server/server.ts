@@ -14,6 +14,8 @@ import { SocketServer } from './sync/index.js'
 import { SearchService, searchRoutes } from './search/index.js'
 import { startCluster, type Cluster } from './cluster/index.js'
 import { ContextualService, contextualRoutes, contextualWriteRule } from './contextual/index.js'
+import { ServerMetrics, metricsRoute } from './metrics/index.js'
+import type { ContextualTotals } from './storage/index.js'
 
 /** Versions of full change history kept; older records survive only as the latest per path. */
 const CHANGE_HISTORY = 100_000
@@ -39,7 +41,7 @@ export interface RunningServer {
   cluster: Cluster | null
   /** [CTX30] The contextual subscriptions service (every surface calls it). */
   contextual: ContextualService
-  stats(): { loadedDocs: number }
+  stats(): { loadedDocs: number; rooms: number }
   /** Graceful: stop accepting, close sockets, stop engines, flush storage. */
   close(): Promise<void>
 }
@@ -109,7 +111,8 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     : null
   if (cluster) for (const engine of engines) await engine.stop()
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
-  const routes: Route[] = [...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage)), ...contextualRoutes(contextual)]
+  const metrics = config.metricsToken ? await startMetrics() : null
+  const routes: Route[] = [metricsRoute(metrics, config.metricsToken), ...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage)), ...contextualRoutes(contextual)]
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({
     nodes,
@@ -119,8 +122,9 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     maxPayloadBytes: config.maxPayloadBytes,
     maxRoomsPerSocket: config.maxRoomsPerSocket,
     log,
+    onRefused: metrics ? (code, transport) => metrics.refused(code, transport) : undefined,
   })
-  const http: Server = createHttpServer(createHttpHandler({ routes: () => routes, authenticate, maxPayloadBytes: config.maxPayloadBytes, staticDir: config.staticDir, log }))
+  const http: Server = createHttpServer(createHttpHandler({ routes: () => routes, authenticate, maxPayloadBytes: config.maxPayloadBytes, staticDir: config.staticDir, log, onRefused: metrics ? (code) => metrics.refused(code, 'http') : undefined }))
   http.on('upgrade', (req, socket, head) => {
     try {
       if (!sockets.handleUpgrade(req, socket, head)) socket.destroy()
@@ -131,6 +135,34 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     }
   })
   http.keepAliveTimeout = 5_000
+
+  /**
+   * [OPS3]–[OPS8] Only with METRICS_TOKEN: counters on the write path, gauges read on scrape.
+   * Engine lag: the change log's head minus the newest version this instance's feed delivered.
+   */
+  async function startMetrics(): Promise<ServerMetrics> {
+    let fed = await storage.lastVersion()
+    nodes.changes$.subscribe((c) => {
+      if (c.version > fed) fed = c.version
+    })
+    const m = new ServerMetrics(
+      {
+        connections: () => sockets.connectionCount,
+        nodes: () => nodes.stats(),
+        engineLag: async () => Math.max(0, (await storage.lastVersion()) - fed),
+        engineLeaseHeld: () => (cluster ? cluster.owner.owns : true),
+        contextual: async () => (await storage.contextual({ op: 'totals', now: Date.now() })) as ContextualTotals,
+      },
+      log,
+    )
+    nodes.instrument({
+      update: (origin) => m.update(origin),
+      durable: (origin) => m.acked(origin),
+      refused: (code, origin) => m.refused(code, origin),
+      committed: (seconds) => m.committed(seconds),
+    })
+    return m
+  }
 
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject)

@@ -11,6 +11,8 @@ export interface HttpHandlerOptions {
   maxPayloadBytes: number
   staticDir: string
   log: Logger
+  /** [OPS3] Told the code of every refused request (the metrics' refusals by code). */
+  onRefused?(code: string): void
 }
 
 const MIME: Record<string, string> = {
@@ -95,7 +97,7 @@ export function createHttpHandler(opts: HttpHandlerOptions) {
     const method = (req.method ?? 'GET').toUpperCase()
     const pathname = rawPathname(req.url)
     try {
-      if (pathname.startsWith('/api/') || pathname === '/healthz') {
+      if (pathname.startsWith('/api/') || pathname === '/healthz' || pathname === '/metrics') {
         const result = await dispatch(opts, req, res, url, pathname, method)
         if (result) sendJson(res, result.status, result.body, result.headers)
         return
@@ -106,6 +108,7 @@ export function createHttpHandler(opts: HttpHandlerOptions) {
       const err = isWeftError(e) ? e : new WeftError('internal', 'Something went wrong on the server; the change was not applied.')
       if (!isWeftError(e)) opts.log.error({ err: e, method, path: url.pathname }, 'request failed')
       else if (err.code === 'payload_too_large') res.setHeader('connection', 'close')
+      opts.onRefused?.(err.code)
       sendError(res, err)
     }
   }

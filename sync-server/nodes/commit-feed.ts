@@ -53,6 +53,8 @@ export class CommitFeed {
    */
   /** [SCALE2] Several instances: the version up to which every instance's changes are applied here. */
   watermark: (() => number) | null = null
+  /** [OPS3] Told how long each commit took to become durable, in seconds (the metrics' histogram). */
+  onCommitted: ((seconds: number) => void) | null = null
   outbox: ((change: LiveChange, update: Uint8Array | null, clients: readonly ClientBinding[] | undefined) => void) | null = null
 
   constructor(
@@ -78,6 +80,7 @@ export class CommitFeed {
     const holder = attachments.getStore()
     const contextual = holder?.attachment ?? undefined
     if (holder) holder.attachment = null
+    const started = this.onCommitted ? performance.now() : 0
     const committed = this.storage.commit({
       contextual,
       path: ln.path,
@@ -96,6 +99,7 @@ export class CommitFeed {
     })
     return committed.then(
       (record) => {
+        if (this.onCommitted) this.onCommitted((performance.now() - started) / 1000)
         this.cache.settledWrite(ln.path)
         this.cache.commitLanded(ln)
         const versioned = after ? { ...after, version: record.version } : null

@@ -1,4 +1,4 @@
-export { NodeService, type NodeServiceOptions } from './node-service.js'
+export { NodeService, type NodeMetricsHooks, type NodeServiceOptions } from './node-service.js'
 export type { RemoteChange } from './remote-apply.js'
 export { MoveService } from './move-service.js'
 export { withCommitAttachment } from './commit-feed.js'

@@ -59,6 +59,13 @@ export class NodeCache {
     return this.loaded.size
   }
 
+  /** [OPS2] Loaded nodes with at least one client connected (sync rooms); counted on scrape. */
+  roomCount(): number {
+    let n = 0
+    for (const ln of this.loaded.values()) if (ln.connections.size > 0) n++
+    return n
+  }
+
   /** The loaded copy of a node, if any (no load, no LRU move). */
   peek(path: NodePath): LoadedNode | undefined {
     return this.loaded.get(path)

@@ -6,6 +6,7 @@ import {
   SYSTEM,
   WeftError,
   isSystem,
+  isWeftError,
   nodeTypeDef,
   principalName,
   type ChangeRecord,
@@ -41,6 +42,18 @@ export interface NodeServiceOptions {
   log: Logger
 }
 
+/** [OPS3] What `/metrics` counts of the node store (sync-server/metrics/); each call is a counter increment. */
+export interface NodeMetricsHooks {
+  /** A client's update arrived over a socket. */
+  update(origin: ChangeOrigin): void
+  /** It became durable (the client is acknowledged). */
+  durable(origin: ChangeOrigin): void
+  /** It was refused (before it touched the doc, or its commit failed). */
+  refused(code: string, origin: ChangeOrigin): void
+  /** A commit became durable after this many seconds (any origin). */
+  committed(seconds: number): void
+}
+
 /** Stale rows repaired per step at boot: their logs are replayed together, then written in one group commit. */
 const STALE_REPAIR_PAGE = 200
 
@@ -58,6 +71,7 @@ export class NodeService implements SyncNodeApi {
   private readonly rules = new WriteRules()
   private readonly flush: ContentFlush
   private readonly feed: CommitFeed
+  private metrics: NodeMetricsHooks | null = null
   private readonly writes: WritePath
   private readonly remote: RemoteApply
   readonly changes$: Observable<LiveChange>
@@ -160,8 +174,14 @@ export class NodeService implements SyncNodeApi {
     return this.reads.scanSubtree(path)
   }
 
-  stats(): { loadedDocs: number } {
-    return { loadedDocs: this.cache.size }
+  stats(): { loadedDocs: number; rooms: number } {
+    return { loadedDocs: this.cache.size, rooms: this.cache.roomCount() }
+  }
+
+  /** [OPS3] Counts client updates, acknowledgements, refusals and commit latency into `hooks`. */
+  instrument(hooks: NodeMetricsHooks): void {
+    this.metrics = hooks
+    this.feed.onCommitted = hooks.committed
   }
 
   /** Whether the node is in memory right now (diagnostics and tests). */
@@ -346,7 +366,21 @@ export class NodeService implements SyncNodeApi {
   /** [ACC10] A client's update to a loaded room, checked and applied before this returns (write-path.ts). */
   applyClientUpdateLoaded(room: SyncRoom, principal: Principal, update: Uint8Array, conn: RoomConnection | null, origin: ChangeOrigin): Promise<MeshNode | null> {
     if (!(room instanceof LoadedNode)) throw new Error(`Invariant: the room of ${room.path} did not come from acquireDoc`)
-    return this.writes.applyClientUpdateLoaded(room, principal, update, conn, origin)
+    const m = this.metrics
+    if (!m) return this.writes.applyClientUpdateLoaded(room, principal, update, conn, origin)
+    m.update(origin)
+    let written: Promise<MeshNode | null>
+    try {
+      written = this.writes.applyClientUpdateLoaded(room, principal, update, conn, origin)
+    } catch (e) {
+      m.refused(isWeftError(e) ? e.code : 'internal', origin)
+      throw e
+    }
+    written.then(
+      () => m.durable(origin),
+      (e: unknown) => m.refused(isWeftError(e) ? e.code : 'internal', origin),
+    )
+    return written
   }
 
   async close(): Promise<void> {

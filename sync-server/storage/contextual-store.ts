@@ -120,6 +120,16 @@ export interface ConsumerStatus {
   deadLetters: Array<{ eventId: string; path: string; attempt: number; lastError: string | null }>
 }
 
+/** [OPS6] Every consumer's events together, for `/metrics`: how many wait, are leased, are dead letters; the largest lag. */
+export interface ContextualTotals {
+  consumers: number
+  pending: number
+  leased: number
+  dead: number
+  /** The change-log head minus the furthest-behind consumer's cursor (0: none behind). */
+  maxLag: number
+}
+
 /** [CTX25] The durable truth of one event's lease. */
 export interface LeaseTruth {
   state: string
@@ -160,6 +170,7 @@ export type ContextualCall =
   | { op: 'nack'; fence: Fence; availableAt: number; error: string; maxAttempts: number }
   | { op: 'extend'; fence: Fence; expiresAt: number }
   | { op: 'status'; consumerId: string; now: number }
+  | { op: 'totals'; now: number }
   | { op: 'redrive'; consumerId: string }
   | { op: 'outcome'; key: string }
   | { op: 'recordOutcome'; attachment: ContextualAttachment }
@@ -279,6 +290,18 @@ function* status(c: Extract<ContextualCall, { op: 'status' }>): Op<ConsumerStatu
   }
 }
 
+function* totals(now: number): Op<ContextualTotals> {
+  const counts = yield* all(
+    `SELECT CASE WHEN state = 'leased' AND expires_at <= ? THEN 'pending' ELSE state END AS s, count(*) AS n FROM contextual_events WHERE state IN ('pending', 'leased', 'dead') GROUP BY 1`,
+    now,
+  )
+  const by = Object.fromEntries(counts.map((r) => [String(r.s), num(r.n)]))
+  const c = (yield* all('SELECT count(*) AS n, coalesce(min(cursor), 0) AS m FROM contextual_consumers'))[0]
+  const consumers = num(c?.n)
+  const head = num((yield* all('SELECT coalesce(max(version), 0) AS v FROM changes'))[0]?.v)
+  return { consumers, pending: by.pending ?? 0, leased: by.leased ?? 0, dead: by.dead ?? 0, maxLag: consumers > 0 ? Math.max(0, head - num(c?.m)) : 0 }
+}
+
 function* consumer(id: string): Op<ConsumerRow | null> {
   const r = (yield* all('SELECT id, def_hash, operation, subscription_path, params, name, owner, limits, cursor, created_at FROM contextual_consumers WHERE id = ?', id))[0]
   if (!r) return null
@@ -352,6 +375,8 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       return (yield* run(`UPDATE contextual_events SET expires_at = ? WHERE ${FENCED}`, call.expiresAt, ...fenceArgs(call.fence))) === 1
     case 'status':
       return yield* status(call)
+    case 'totals':
+      return yield* totals(call.now)
     case 'redrive':
       return yield* run(`UPDATE contextual_events SET state = 'pending', attempt = 0, available_at = 0, lease_token = NULL WHERE consumer_id = ? AND state = 'dead'`, call.consumerId)
     case 'outcome': {

@@ -25,6 +25,8 @@ export interface MuxSessionOptions {
   maxPayloadBytes: number
   maxRoomsPerSocket: number
   log: Logger
+  /** [OPS3] Told of an update refused here, before the node store sees it (the metrics' refusals by code). */
+  onRefused?(code: string, transport: 'mux'): void
 }
 
 /** Change hints are coalesced: one frame per socket per this many ms, whatever the write rate. */
@@ -74,6 +76,7 @@ export class MuxSession {
         this.ws.close(CloseCode.MessageTooBig, `payload_too_large: frames are limited to ${this.opts.maxPayloadBytes} bytes`)
         return
       }
+      this.opts.onRefused?.('payload_too_large', 'mux')
       this.refuse(frame.path, frame.seq, new WeftError('payload_too_large', `This change is ${bytes.length} bytes; the server accepts at most ${this.opts.maxPayloadBytes} bytes per update. Split it or make the value smaller.`))
       return
     }

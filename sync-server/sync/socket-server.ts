@@ -39,6 +39,8 @@ export interface SocketServerOptions {
   /** Updates of one socket waiting for durability before it stops being read (default 256). */
   maxUpdatesInFlight?: number
   log: Logger
+  /** [OPS3] Told of a /mux update refused before the node store sees it (payload_too_large). */
+  onRefused?(code: string, transport: 'mux'): void
 }
 
 const PING_INTERVAL_MS = 30_000
@@ -114,6 +116,11 @@ export class SocketServer {
       }
     }, PING_INTERVAL_MS)
     this.pingTimer.unref()
+  }
+
+  /** [OPS4] Open WebSockets, /sync and /mux together (read on scrape). */
+  get connectionCount(): number {
+    return this.wss.clients.size
   }
 
   /** Routes an HTTP upgrade; returns false when the URL is not ours. */

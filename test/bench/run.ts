@@ -46,6 +46,7 @@ const MODULES: BenchModule[] = [
   { name: 'threads-scale', file: 'threads-scale-bench.ts', fn: 'benchThreadsScale' },
   { name: 'search', file: 'search-bench.ts', fn: 'benchSearch' },
   { name: 'cluster', file: 'cluster-bench.ts', fn: 'benchCluster' },
+  { name: 'metrics', file: 'metrics-bench.ts', fn: 'benchMetrics' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */

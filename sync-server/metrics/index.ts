@@ -1,0 +1,1 @@
+export { ServerMetrics, metricsRoute, type MetricsSources } from './metrics.js'
