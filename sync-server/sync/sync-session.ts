@@ -71,8 +71,11 @@ export class SyncSession {
       return null
     }
     if (ws.readyState !== ws.OPEN) return null
-    const room = await opts.nodes.acquireDoc(path)
     const presence = await presenceIdentity(opts.nodes, principal)
+    // [SYNC10] Joined in the same synchronous stretch as the copy is handed over: an await in
+    // between let the copy be unloaded (idle, or the cap) and the socket join a dead room that
+    // later writes, made on a fresh copy, never reach.
+    const room = await opts.nodes.acquireDoc(path)
     // Building the doc may have waited for storage: a socket closed meanwhile must not join.
     if (ws.readyState !== ws.OPEN) return null
     const conn = socketConnection({

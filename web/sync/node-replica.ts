@@ -477,6 +477,8 @@ export class NodeReplica implements RoomHandler {
   dispose(): void {
     this.typeWait?.unsubscribe()
     this.typeWait = null
+    this.creationWait?.unsubscribe()
+    this.creationWait = null
     if (this.disposed) return
     this.awareness.setLocalState(null)
     this.disposed = true
@@ -591,6 +593,44 @@ export class NodeReplica implements RoomHandler {
     this.setState({ joined: false, denied: { closeCode, code, message } })
     this.syncing = false
     background(this.deps.store.refuseAllPending(this.path, code, message).then(() => this.deps.onIdle(this.path)))
+    if (code === 'not_found') this.awaitCreation()
+  }
+
+  /** Watches the node's index row after a join refused `not_found` (awaitCreation). */
+  private creationWait: Subscription | null = null
+
+  /**
+   * [SYNC14] A join refused with `not_found` is final for THAT node: none was there. A node made
+   * a moment later (an engine's answer cell, listed before it is created) is a new node at the
+   * same path: once a row for it from the server arrives in the local index (a listing, a
+   * refresh), the room is joined again. Without this a view that opened the path a moment too
+   * early held an empty replica for good ("Loading the message…").
+   */
+  private awaitCreation(): void {
+    if (this.creationWait || this.disposed) return
+    let first = true
+    let before: string | null = null
+    this.creationWait = liveStoreQuery(this.deps.store.db, ['nodes'], () => this.deps.store.getIndexRow(this.path)).subscribe({
+      next: (row) => {
+        const seen = isKnownType(row) && !row.localOnly ? `${row.version}|${row.updatedAt}` : null
+        // The row as it was when the join was refused says nothing new: only a later one counts.
+        if (first) {
+          first = false
+          before = seen
+          return
+        }
+        if (seen === null || seen === before || this.disposed) return
+        this.creationWait?.unsubscribe()
+        this.creationWait = null
+        if (this.state$.value.denied?.code !== 'not_found') return
+        this.setState({ denied: null })
+        this.startSync()
+      },
+      // A closed store ends the wait; the next open of the node joins again.
+      error: () => {
+        this.creationWait = null
+      },
+    })
   }
 
   private appendedSinceLoad = 0
