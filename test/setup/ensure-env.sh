@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes a fresh machine ready for the test suite: Debian's Chromium for Playwright, and the
-# local PostgreSQL and Redis started when they are installed but stopped. Idempotent and quiet
+# local PostgreSQL and Redis started when they are installed but stopped, and redis-server
+# installed when missing (the several-instance tests start their own). Idempotent and quiet
 # when everything is already there.
 set -u
 if [ ! -x /usr/bin/chromium ] && ! ls "${HOME}/.cache/ms-playwright"/chromium* >/dev/null 2>&1; then
@@ -9,6 +10,15 @@ if [ ! -x /usr/bin/chromium ] && ! ls "${HOME}/.cache/ms-playwright"/chromium* >
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   else
     echo "ensure-env: no Chromium found; install it (apt-get install chromium) or run 'npx playwright install chromium'" >&2
+  fi
+fi
+# The several-instance tests run a private redis-server child (never the shared one).
+if ! command -v redis-server >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "ensure-env: installing Debian redis-server for the several-instance tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  else
+    echo "ensure-env: no redis-server found; install it (apt-get install redis-server)" >&2
   fi
 fi
 if command -v pg_isready >/dev/null && ! pg_isready -q -h 127.0.0.1 -p 5432; then
