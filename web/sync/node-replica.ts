@@ -468,10 +468,28 @@ export class NodeReplica implements RoomHandler {
           if (this.rebuildDoc) Y.applyUpdate(this.rebuildDoc, msg.update, 'tab')
           return
         }
-        const doc = await this.deps.store.loadDoc(this.path)
-        if (!this.disposed) this.swapDoc(doc)
+        await this.reloadNow()
       }),
     )
+  }
+
+  /**
+   * Replaces the doc with what the store holds. Awaitable: a caller that starts the sync next
+   * (a refused offline create) must wait for it, or the server's state, applied to the old doc,
+   * is swapped away by the reload and the page stays empty.
+   */
+  async reload(): Promise<void> {
+    await this.ready
+    if (!this.disposed) await this.reloadNow()
+  }
+
+  private async reloadNow(): Promise<void> {
+    const doc = await this.deps.store.loadDoc(this.path)
+    if (this.disposed) return
+    this.swapDoc(doc)
+    // Joined already: what the server sent the old doc may not be in the store yet; ask for
+    // what the new one lacks.
+    if (this.state$.value.joined && !this.rebuildDoc) this.requestState('normal')
   }
 
   dispose(): void {

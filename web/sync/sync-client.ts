@@ -515,8 +515,13 @@ export class SyncClient {
           const message = `“${op.name}” was created on this device while offline, but a node already exists at ${op.path}. Your edits to it were not applied; they are kept below.`
           await this.store.refuseCreate(op, e.code, message)
           this.opErrors$.next([...this.opErrors$.value, { path: op.path, code: e.code, message }])
-          this.replicas.get(op.path)?.replica.applyFromTab({ kind: 'reload', path: op.path })
-          this.replicas.get(op.path)?.replica.startSync()
+          // The reload first, then the sync: the other way round, the server's state could land
+          // on the doc the reload then replaces (an empty page, CI caught it).
+          const held = this.replicas.get(op.path)?.replica
+          if (held) {
+            await held.reload()
+            held.startSync()
+          }
           continue
         }
         const message = e instanceof Error ? e.message : String(e)
