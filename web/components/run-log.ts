@@ -57,6 +57,9 @@ export class WeftRunLog extends LitElement {
     }
   }
 
+  /** Where the last pin to the end left the list (a lower scrollTop since: the reader scrolled up). */
+  private pinnedTop = 0
+
   private get list(): HTMLElement | null {
     return this.renderRoot.querySelector('ol')
   }
@@ -66,19 +69,34 @@ export class WeftRunLog extends LitElement {
     if (!ol) return
     const atEnd = ol.scrollHeight - ol.scrollTop - ol.clientHeight < AT_END_PX
     if (atEnd !== this.following) this.following = atEnd
-    if (atEnd) this.unseen = 0
+    if (atEnd) {
+      this.unseen = 0
+      this.pinnedTop = ol.scrollTop
+    }
   }
 
   override updated() {
     const ol = this.list
-    if (ol && this.following && !this.query) ol.scrollTop = ol.scrollHeight
+    if (!ol || !this.following || this.query) return
+    // The reader scrolled up since the last pin, and the scroll event (dispatched on the next
+    // frame) has not told us yet: a line arriving now must not yank them back to the end.
+    const atEnd = ol.scrollHeight - ol.scrollTop - ol.clientHeight < AT_END_PX
+    if (!atEnd && ol.scrollTop < this.pinnedTop - AT_END_PX) {
+      this.following = false
+      return
+    }
+    ol.scrollTop = ol.scrollHeight
+    this.pinnedTop = ol.scrollTop
   }
 
   private jump() {
     this.following = true
     this.unseen = 0
     const ol = this.list
-    if (ol) ol.scrollTop = ol.scrollHeight
+    if (ol) {
+      ol.scrollTop = ol.scrollHeight
+      this.pinnedTop = ol.scrollTop
+    }
   }
 
   private renderLine(n: number) {
