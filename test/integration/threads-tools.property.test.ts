@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SYSTEM, userPrincipal, type NodePath, type Permission, type UserId } from '../../shared/index.js'
 import { RoundTools, createThreadsEngine } from '../../sync-server/engines/threads/index.js'
 import { api, createSpace, grantRole, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
-import { rng } from './threads-helpers.js'
+import { Rng } from '../sim/rng.js'
 
 /**
  * [THR11] Seeded property: whatever the model asks (crafted paths, engine-only fields, other
@@ -32,21 +32,20 @@ afterAll(() => ts.cleanup())
 describe('[THR11] seeded tool calls as the round\'s authority', () => {
   for (const seed of [1, 7, 42]) {
     it(`seed ${seed}: a call succeeds only when every principal could make it; a refused call writes nothing`, { timeout: 60_000 }, async () => {
-      const r = rng(seed)
-      const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!
+      const rand = new Rng(seed)
       const nodes = ts.server.nodes
       const paths = [`${a}/doc`, `${b}/doc`, `${a}/th`, `${a}/new`, `${b}/new`, 'Admin/Partition', `${a}/../x`, '']
       const seen = { ok: 0, refused: 0 }
       for (let i = 0; i < 60; i++) {
         const ids = users.map((u) => u.userId as UserId)
-        const authors = ids.filter(() => r() < 0.5)
-        if (authors.length === 0) authors.push(pick(ids))
-        const also = r() < 0.3 ? [pick(ids)] : []
-        const tool = pick(['read', 'patch', 'create', 'query'] as const)
-        const path = pick(paths)
-        const field = pick(['Title', 'Status', 'Messages', 'Other'])
+        const authors = ids.filter(() => rand.next() < 0.5)
+        if (authors.length === 0) authors.push(rand.pick(ids))
+        const also = rand.next() < 0.3 ? [rand.pick(ids)] : []
+        const tool = rand.pick(['read', 'patch', 'create', 'query'] as const)
+        const path = rand.pick(paths)
+        const field = rand.pick(['Title', 'Status', 'Messages', 'Other'])
         const args =
-          tool === 'read' ? { path } : tool === 'patch' ? { path, patch: { [field]: `v${i}` } } : tool === 'create' ? { path: `${path}-${seed}-${i}`, nodeType: pick(['Document', 'Thread']), content: { [field]: `v${i}` } } : { parent: path }
+          tool === 'read' ? { path } : tool === 'patch' ? { path, patch: { [field]: `v${i}` } } : tool === 'create' ? { path: `${path}-${seed}-${i}`, nodeType: rand.pick(['Document', 'Thread']), content: { [field]: `v${i}` } } : { parent: path }
         const target = (tool === 'create' ? args.path : path) as NodePath
         const before = await nodes.get(SYSTEM, target).catch(() => null)
         const tools = new RoundTools(nodes, authors, { delegate: () => Promise.reject(new Error('no')), run: () => Promise.reject(new Error('no')) })

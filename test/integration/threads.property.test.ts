@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { subscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
 import { createThreadsEngine } from '../../sync-server/engines/threads/index.js'
 import { api, createSpace, grantRole, signup, startTestServer, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
-import { HeldClock, createThread, expectInvariants, node, post, rng } from './threads-helpers.js'
+import { HeldClock, createThread, expectInvariants, node, post } from './threads-helpers.js'
+import { Rng } from '../sim/rng.js'
 
 let ts: TestServer
 let alice: TestUser
@@ -22,25 +23,25 @@ afterAll(() => ts.cleanup())
 describe('[THR3][THR6][THR7] seeded interleavings of submit, cancel, release and restart', () => {
   for (const seed of [1, 7, 42]) {
     it(`seed ${seed}: each message ingested once, one response cell per round, nothing stuck in StartingExecution`, { timeout: 120_000 }, async () => {
-      const r = rng(seed)
+      const rand = new Rng(seed)
       const t = await createThread(ts.url, alice.token, `${space}/p${seed}`)
       const posted = new Set<string>()
       let next = 0
       for (let step = 0; step < 14; step++) {
-        const x = r()
+        const x = rand.next()
         if (x < 0.45) {
           // A burst of submits (sometimes a slow one, sometimes a re-post of a known id), concurrently.
-          const burst = 1 + Math.floor(r() * 3)
+          const burst = 1 + Math.floor(rand.next() * 3)
           await Promise.all(Array.from({ length: burst }, () => {
-            const reuse = posted.size > 0 && r() < 0.2
-            const id = reuse ? [...posted][Math.floor(r() * posted.size)]! : `m${next++}`
+            const reuse = posted.size > 0 && rand.next() < 0.2
+            const id = reuse ? [...posted][Math.floor(rand.next() * posted.size)]! : `m${next++}`
             const author = id.length % 2 ? alice : bob
-            const text = r() < 0.4 ? '/sleep 1' : `hello ${id}`
+            const text = rand.next() < 0.4 ? '/sleep 1' : `hello ${id}`
             posted.add(id)
             return api(ts.url, author.token).post(`/api/nodes/${t.split('/').map(encodeURIComponent).join('/')}/messages`, { id, text })
           }))
         } else if (x < 0.65) {
-          await api(ts.url, r() < 0.5 ? alice.token : bob.token).patchNode(t, { RequestedStatus: 'Cancelled' })
+          await api(ts.url, rand.next() < 0.5 ? alice.token : bob.token).patchNode(t, { RequestedStatus: 'Cancelled' })
         } else if (x < 0.85) {
           clock.release()
         } else {
