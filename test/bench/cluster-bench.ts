@@ -11,6 +11,7 @@
  */
 import { api, createSpace, engineOwner, signup, startInstances, stockProvider, waitFor, type Instances, type SpawnedServer } from '../helpers/index.js'
 import type { Goal } from './run.js'
+import { percentile } from './stats.js'
 
 export const GOALS: Record<string, Goal> = {
   writesRatio3to1: { op: '>=', value: 2, unit: '×' },
@@ -72,8 +73,7 @@ async function editP99(set: Instances, other: number): Promise<number> {
       await seen
       times.push(performance.now() - t0)
     }
-    times.sort((x, y) => x - y)
-    return times[Math.floor(times.length * 0.99)]!
+    return percentile(times, 99)
   } finally {
     a.destroy()
     b.destroy()

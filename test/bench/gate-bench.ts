@@ -21,6 +21,7 @@ import { CONTENT_MAP, MuxType, applyPatchToDoc } from '../../shared/index.js'
 import { admitUpdate } from '../../sync-server/admission/index.js'
 import { MuxClient, api, createDocument, createSpace, encodeCrafted, expectStatus, grantRole, makeTempDir, removeDir, rootEntry, signup, spawnServer, startTestServer } from '../helpers/index.js'
 import { REPO_ROOT } from '../helpers/spawn-server.js'
+import { percentile, round } from './stats.js'
 
 export const GOALS: Record<string, { op: '<' | '<=' | '>' | '>='; value: number; unit?: string }> = {
   admissionRatio1MbTo1Kb: { op: '<=', value: 1.5, unit: '×' },
@@ -28,12 +29,6 @@ export const GOALS: Record<string, { op: '<' | '<=' | '>' | '>='; value: number;
   healthzP99DuringRefusalFloodMs: { op: '<', value: 20, unit: 'ms' },
 }
 
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN
-}
-
-const round = (n: number, d = 2) => Number(n.toFixed(d))
 
 /** A server doc and a synced client; `big` makes the doc ~1 MB of many structs. */
 function docs(big: boolean): { server: Y.Doc; client: Y.Doc } {

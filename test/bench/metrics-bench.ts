@@ -18,8 +18,10 @@ import { pathToFileURL } from 'node:url'
 import { SYSTEM, type NodePath } from '../../shared/index.js'
 import { ServerMetrics } from '../../sync-server/metrics/index.js'
 import { MuxClient, createDocument, createSpace, signup, startTestServer, type TestServer } from '../helpers/index.js'
+import { percentile, round } from './stats.js'
+import type { Goal } from './run.js'
 
-export const GOALS: Record<string, { op: '<' | '<=' | '>' | '>='; value: number; unit?: string }> = {
+export const GOALS: Record<string, Goal> = {
   hookShareOfAck: { op: '<', value: 0.01 },
 }
 
@@ -29,12 +31,6 @@ const UPDATES = 500
 const LOADED = 2_000
 const SCRAPES = 50
 
-const round = (n: number, d = 2) => Number(n.toFixed(d))
-
-function percentile(samples: number[], p: number): number {
-  const sorted = [...samples].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN
-}
 
 async function prepare(ts: TestServer): Promise<{ client: MuxClient; path: string }> {
   const user = await signup(ts.url)

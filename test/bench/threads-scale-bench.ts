@@ -23,8 +23,10 @@ import type * as Y from 'yjs'
 import { startServer } from '../../sync-server/server.js'
 import { createThreadsEngine, type Agent, type ThreadsEngine } from '../../sync-server/engines/threads/index.js'
 import { api, createSpace, grantRole, nodeUrlPath, signup, stockProvider, waitFor } from '../helpers/index.js'
+import { percentile, round } from './stats.js'
+import type { Goal } from './run.js'
 
-export const GOALS: Record<string, { op: '<' | '<=' | '>' | '>='; value: number; unit?: string }> = {
+export const GOALS: Record<string, Goal> = {
   streamWatcherP99Ms: { op: '<', value: 50, unit: 'ms' },
   streamSentBytesPerTokenSlope: { op: '<=', value: 1.5, unit: '×' },
   loadEventLoopP99Ms: { op: '<', value: 50, unit: 'ms' },
@@ -32,11 +34,6 @@ export const GOALS: Record<string, { op: '<' | '<=' | '>' | '>='; value: number;
 
 const TOKENS = Number(process.env.THREADS_STREAM_TOKENS ?? 10_000)
 const THREADS = Number(process.env.THREADS_LOAD_THREADS ?? 1_000)
-
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN
-}
 
 async function dirBytes(dir: string): Promise<number> {
   let total = 0
@@ -110,8 +107,8 @@ async function streamPart(): Promise<Record<string, number>> {
     return {
       streamTokens: TOKENS,
       streamTokensPerSec: Math.round(TOKENS / secs),
-      streamWatcherP50Ms: Number(pct(lat, 50).toFixed(2)),
-      streamWatcherP99Ms: Number(pct(lat, 99).toFixed(2)),
+      streamWatcherP50Ms: round(percentile(lat, 50)),
+      streamWatcherP99Ms: round(percentile(lat, 99)),
       streamSentBytesPerTokenFirst1k: Number(firstSent.toFixed(1)),
       streamSentBytesPerTokenLast1k: Number(lastSent.toFixed(1)),
       streamSentBytesPerTokenSlope: Number((lastSent / firstSent).toFixed(2)),

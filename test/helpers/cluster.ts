@@ -7,10 +7,10 @@ import { makeTempDir, removeDir } from './test-server.js'
 import { waitFor } from './wait-for.js'
 
 /** The machine's PostgreSQL (trust): each test gets a database of its own, dropped after. */
-const ADMIN_URL = process.env.WEFT_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+export const TEST_DATABASE_URL = process.env.WEFT_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 
 async function sql(text: string): Promise<void> {
-  const client = new pg.Client({ connectionString: ADMIN_URL })
+  const client = new pg.Client({ connectionString: TEST_DATABASE_URL })
   await client.connect()
   try {
     await client.query(text)
@@ -19,10 +19,10 @@ async function sql(text: string): Promise<void> {
   }
 }
 
-export async function freshDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
-  const name = `weft_scale_${randomBytes(5).toString('hex')}`
+export async function freshDatabase(prefix = 'weft_scale_'): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `${prefix}${randomBytes(5).toString('hex')}`
   await sql(`CREATE DATABASE "${name}"`)
-  const url = new URL(ADMIN_URL)
+  const url = new URL(TEST_DATABASE_URL)
   url.pathname = `/${name}`
   return { url: url.toString(), drop: () => sql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`) }
 }
@@ -39,14 +39,14 @@ export function freePort(): Promise<number> {
 }
 
 /**
- * A private `redis-server` child on a free port (never the machine's shared Redis): `restart()`
- * kills it with SIGKILL and starts a new empty one on the same port, as a Redis crash would.
+ * A private `redis-server` child on a free port (never the machine's shared Redis): `stop()`
+ * kills it with SIGKILL and `start()` starts a new empty one on the same port, as a Redis crash
+ * and restart would.
  */
 export interface PrivateRedis {
   url: string
   stop(): Promise<void>
   start(): Promise<void>
-  restart(): Promise<void>
 }
 
 export async function privateRedis(): Promise<PrivateRedis> {
@@ -73,15 +73,12 @@ export async function privateRedis(): Promise<PrivateRedis> {
     await exited
   }
   await start()
-  return { url: `redis://127.0.0.1:${port}`, start, stop, restart: async () => (await stop(), await start()) }
+  return { url: `redis://127.0.0.1:${port}`, start, stop }
 }
 
 export interface Instances {
   servers: SpawnedServer[]
-  db: { url: string; drop: () => Promise<void> }
   redis: PrivateRedis
-  /** One more instance on the same database and Redis. */
-  add(env?: Record<string, string>): Promise<SpawnedServer>
   cleanup(): Promise<void>
 }
 
@@ -91,20 +88,16 @@ export async function startInstances(n: number, env: Record<string, string> = {}
   const redis = await privateRedis()
   const dirs: string[] = []
   const servers: SpawnedServer[] = []
-  const add = async (extra: Record<string, string> = {}) => {
+  const add = async () => {
     const dir = await makeTempDir('weft-scale-')
     dirs.push(dir)
-    const s = await spawnServer({ dataDir: dir, env: { DATABASE_URL: db.url, REDIS_URL: redis.url, INSTANCE_ID: `i${servers.length + 1}`, ...env, ...extra }, startTimeoutMs: 60_000 })
-    servers.push(s)
-    return s
+    servers.push(await spawnServer({ dataDir: dir, env: { DATABASE_URL: db.url, REDIS_URL: redis.url, INSTANCE_ID: `i${servers.length + 1}`, ...env }, startTimeoutMs: 60_000 }))
   }
   // One at a time: the first creates the schema (the others would wait on its lock anyway).
   for (let i = 0; i < n; i++) await add()
   return {
     servers,
-    db,
     redis,
-    add,
     async cleanup() {
       for (const s of servers) await s.kill('SIGKILL')
       await redis.stop()

@@ -1,14 +1,13 @@
-import { mkdtemp } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
 import { expect } from 'vitest'
 import { SYSTEM, isWeftError, userPrincipal, type NodePath, type UserId } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/access-service.js'
 import { ContextualService, contextualWriteRule, type WorkItem } from '../../sync-server/contextual/index.js'
-import type { VirtualClock } from '../../sync-server/engines/kit/index.js'
+import { VirtualClock } from '../../sync-server/engines/kit/index.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
 import { openSqliteStorage, type StorageAdapter } from '../../sync-server/storage/index.js'
+import { makeTempDir, removeDir } from '../helpers/index.js'
 import { Rng } from './rng.js'
 
 /**
@@ -27,10 +26,6 @@ export function sqliteStorageIn(dir: string): OpenStorage {
   return async () => openSqliteStorage({ file: join(dir, 'weft.db'), log, writer: 'inline' })
 }
 
-export async function tempDir(): Promise<string> {
-  return mkdtemp(join(tmpdir(), 'weft-ctx-sim-'))
-}
-
 export class Harness {
   storage!: StorageAdapter
   nodes!: NodeService
@@ -40,6 +35,12 @@ export class Harness {
     readonly clock: VirtualClock,
     private readonly cleanup: () => Promise<void> = async () => undefined,
   ) {}
+
+  /** A harness on a SQLite file in a temporary folder of its own, removed by stop(). */
+  static async sqlite(clock = new VirtualClock()): Promise<Harness> {
+    const dir = await makeTempDir('weft-ctx-sim-')
+    return new Harness(sqliteStorageIn(dir), clock, () => removeDir(dir)).boot()
+  }
 
   async boot(): Promise<this> {
     this.storage = await this.open()

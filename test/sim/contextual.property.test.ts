@@ -1,7 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { VirtualClock } from '../../sync-server/engines/kit/index.js'
-import { rm } from 'node:fs/promises'
-import { ME, SUB, Harness, attempt, fenceOf, leaseInterleavings, seedMesh, sqliteStorageIn, staleAttachmentRefused, tempDir } from './contextual-harness.js'
+import { ME, SUB, Harness, attempt, fenceOf, leaseInterleavings, seedMesh, staleAttachmentRefused } from './contextual-harness.js'
 import type { NodePath } from '../../shared/index.js'
 import { forEachSeed, seeds } from './rng.js'
 
@@ -21,8 +19,7 @@ afterEach(async () => {
 describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => {
   it('reactions commit at most once; no stale evidence is ever accepted', { timeout: 300_000 }, async () => {
     await forEachSeed('contextual leases', seeds(6, 1900), async (seed) => {
-      const dir = await tempDir()
-      h = await new Harness(sqliteStorageIn(dir), new VirtualClock(), () => rm(dir, { recursive: true, force: true })).boot()
+      h = await Harness.sqlite()
       const steps = await leaseInterleavings(h, seed)
       await h.close()
       h = null
@@ -31,8 +28,7 @@ describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => 
   })
 
   it('[CTX28] an expired causation token never authorizes a new commit, even while the lease is held; it still resolves a prior outcome', async () => {
-    const dir = await tempDir()
-    h = await new Harness(sqliteStorageIn(dir), new VirtualClock(), () => rm(dir, { recursive: true, force: true })).boot()
+    h = await Harness.sqlite()
     await seedMesh(h)
     const s = h.service
     const { consumerId } = await s.next(ME, { subscription: SUB, consumer: 'c' })
@@ -53,8 +49,7 @@ describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => 
   })
 
   it('[CTX26] a commit carrying an outcome with stale lease evidence is refused whole', async () => {
-    const dir = await tempDir()
-    h = await new Harness(sqliteStorageIn(dir), new VirtualClock(), () => rm(dir, { recursive: true, force: true })).boot()
+    h = await Harness.sqlite()
     await seedMesh(h)
     await staleAttachmentRefused(h)
   })

@@ -80,13 +80,13 @@ export function loadKeptSeeds(file = SEEDS_FILE): Record<string, KeptSeed[]> {
 }
 
 /** The kept seeds of one seeded test (none when WEFT_SIM_SEED pins one seed to replay). */
-export function keptSeeds(name: string, file = SEEDS_FILE): KeptSeed[] {
+function keptSeeds(name: string, file = SEEDS_FILE): KeptSeed[] {
   if (process.env.WEFT_SIM_SEED) return []
   return loadKeptSeeds(file)[name] ?? []
 }
 
 /** The one-line command that replays `seed` of the test running now. */
-export function replayCommand(seed: number, env = 'WEFT_SIM_SEED'): string {
+function replayCommand(seed: number, env = 'WEFT_SIM_SEED'): string {
   const state = expect.getState()
   const file = state.testPath ? relative(process.cwd(), state.testPath) : 'test/sim/'
   // -t is a regular expression: the title's own brackets and parentheses are escaped.

@@ -1,7 +1,6 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { repeat } from 'lit/directives/repeat.js'
 import { catchError, from, map, of, switchMap, timer, type Observable } from 'rxjs'
-import { NetworkError } from '../api/index.js'
 import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
@@ -9,12 +8,11 @@ import { liveStoreQuery, type IndexRow } from '../store/index.js'
 import { commitEvent } from './field-kinds.js'
 import { humanError } from './error-text.js'
 import { nodeHref } from './route.js'
+import { FIND_DEBOUNCE_MS, searchOnline } from './find-nodes.js'
 import { background } from '../sync/background.js'
 
 /** Suggestions shown at once: a picker, not a browser. */
 const PICKS = 8
-/** Keystrokes closer together than this are one request (each key resubscribes, dropping the last wait). */
-const DEBOUNCE_MS = 150
 
 /** What the picker offers: a node's path, name and type. */
 interface Pick {
@@ -40,10 +38,11 @@ function picks$(q: string): Observable<Picks> {
   const needle = q.trim()
   const local$ = candidates$(needle).pipe(map((rows): Picks => ({ rows, local: true })))
   if (needle === '' || !navigator.onLine) return local$
-  return timer(DEBOUNCE_MS).pipe(
-    switchMap(() => from(app().client.api.search(needle, PICKS))),
-    map((items): Picks => ({ rows: items, local: false })),
-    catchError((e: unknown) => (e instanceof NetworkError ? local$ : of<Picks>({ rows: [], local: false, error: humanError(e) }))),
+  // Each key resubscribes, dropping the last wait: keystrokes closer together are one request.
+  return timer(FIND_DEBOUNCE_MS).pipe(
+    switchMap(() => from(searchOnline(needle, PICKS))),
+    switchMap((items) => (items ? of<Picks>({ rows: items, local: false }) : local$)),
+    catchError((e: unknown) => of<Picks>({ rows: [], local: false, error: humanError(e) })),
   )
 }
 

@@ -1,12 +1,12 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { Subject, debounceTime, distinctUntilChanged, from, map, of, switchMap, catchError, type Subscription } from 'rxjs'
-import { NetworkError, type SearchHit } from '../api/index.js'
+import type { SearchHit } from '../api/index.js'
 import { app } from '../app-context.js'
 import { humanError } from './error-text.js'
 import { nodeHref } from './route.js'
+import { FIND_DEBOUNCE_MS, searchOnline } from './find-nodes.js'
 
 /** Keystrokes closer together than this are one request ([FIND2]'s server does the rest). */
-const DEBOUNCE_MS = 150
 const LIMIT = 20
 
 interface Found {
@@ -67,7 +67,7 @@ export class WeftQuickFind extends LitElement {
       .pipe(
         map((q) => q.trim()),
         distinctUntilChanged(),
-        debounceTime(DEBOUNCE_MS),
+        debounceTime(FIND_DEBOUNCE_MS),
         switchMap((q) => (q === '' ? of<Found | null>(null) : from(this.find(q)).pipe(catchError((e: unknown) => of<Found>({ q, items: [], isLocal: false, error: humanError(e) }))))),
       )
       .subscribe((found) => {
@@ -121,13 +121,8 @@ export class WeftQuickFind extends LitElement {
 
   private async find(q: string): Promise<Found> {
     const { client } = app()
-    if (navigator.onLine) {
-      try {
-        return { q, items: await client.api.search(q, LIMIT), isLocal: false }
-      } catch (e) {
-        if (!(e instanceof NetworkError)) throw e
-      }
-    }
+    const online = await searchOnline(q, LIMIT)
+    if (online) return { q, items: online, isLocal: false }
     // Offline: the names this device holds (every one of them was readable when it synced).
     const rows = await client.store.query({ text: q, limit: LIMIT })
     return { q, items: rows.map((r) => ({ path: r.path, name: r.name, nodeType: r.nodeType, snippet: '' })), isLocal: true }

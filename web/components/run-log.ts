@@ -8,6 +8,8 @@ const MAX_HITS = 500
 /** How close to the end (px) still counts as "at the end": a fractional scroll is not a scroll up. */
 const AT_END_PX = 8
 
+const isAtEnd = (ol: HTMLElement): boolean => ol.scrollHeight - ol.scrollTop - ol.clientHeight < AT_END_PX
+
 /**
  * A run's live log like the best CI pages ([WEB24]): numbered lines with their time, the tail
  * followed while the reader is at the end (scrolling up stops that, and "Jump to latest"
@@ -67,7 +69,7 @@ export class WeftRunLog extends LitElement {
   private readonly onScroll = () => {
     const ol = this.list
     if (!ol) return
-    const atEnd = ol.scrollHeight - ol.scrollTop - ol.clientHeight < AT_END_PX
+    const atEnd = isAtEnd(ol)
     if (atEnd !== this.following) this.following = atEnd
     if (atEnd) {
       this.unseen = 0
@@ -75,28 +77,29 @@ export class WeftRunLog extends LitElement {
     }
   }
 
+  /** Shows the last line and remembers where that left the list. */
+  private pin(ol: HTMLElement) {
+    ol.scrollTop = ol.scrollHeight
+    this.pinnedTop = ol.scrollTop
+  }
+
   override updated() {
     const ol = this.list
     if (!ol || !this.following || this.query) return
     // The reader scrolled up since the last pin, and the scroll event (dispatched on the next
     // frame) has not told us yet: a line arriving now must not yank them back to the end.
-    const atEnd = ol.scrollHeight - ol.scrollTop - ol.clientHeight < AT_END_PX
-    if (!atEnd && ol.scrollTop < this.pinnedTop - AT_END_PX) {
+    if (!isAtEnd(ol) && ol.scrollTop < this.pinnedTop - AT_END_PX) {
       this.following = false
       return
     }
-    ol.scrollTop = ol.scrollHeight
-    this.pinnedTop = ol.scrollTop
+    this.pin(ol)
   }
 
   private jump() {
     this.following = true
     this.unseen = 0
     const ol = this.list
-    if (ol) {
-      ol.scrollTop = ol.scrollHeight
-      this.pinnedTop = ol.scrollTop
-    }
+    if (ol) this.pin(ol)
   }
 
   private renderLine(n: number) {

@@ -1,11 +1,11 @@
 import { LitElement, css, html, nothing } from 'lit'
-import type { JsonValue } from '../../shared/json.js'
+import { isJsonObject, type JsonValue } from '../../shared/json.js'
 import { ObservableController } from '../controllers/index.js'
 import { PeopleController } from '../controllers/people-controller.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
 import { formatWhen } from './run-text.js'
-import { roleWord, strings } from './thread-text.js'
+import { roleWord, str, strings } from './thread-text.js'
 
 /** Where a cell stands on its way to a round ([WEB32]). */
 export type CellNote = '' | 'queued' | 'local' | 'sending'
@@ -16,7 +16,6 @@ const NOTES: Record<Exclude<CellNote, ''>, string> = {
   sending: 'Sending…',
 }
 
-const str = (v: JsonValue | undefined): string | null => (typeof v === 'string' && v !== '' ? v : null)
 
 /**
  * One message of a thread ([WEB30]), bound to its cell node: who wrote it (in words), its role
@@ -89,9 +88,8 @@ export class WeftThreadCell extends LitElement {
   private renderTools(calls: JsonValue | undefined) {
     if (!Array.isArray(calls) || calls.length === 0) return nothing
     return html`<ul class="tools" aria-label="Tool calls">${calls.map((t) => {
-      const o = t && typeof t === 'object' && !Array.isArray(t) ? t : {}
-      const name = str(o.Tool) ?? str(o.Name) ?? str(o.toolName) ?? 'a tool'
-      return html`<li><code>${name}</code>${str(o.Summary) ? html` · ${o.Summary}` : nothing}</li>`
+      const name = (isJsonObject(t) ? str(t.Tool) : null) ?? 'a tool'
+      return html`<li><code>${name}</code></li>`
     })}</ul>`
   }
 

@@ -1,6 +1,6 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { repeat } from 'lit/directives/repeat.js'
-import type { JsonObject } from '../../shared/json.js'
+import { isJsonObject, type JsonObject } from '../../shared/json.js'
 import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
@@ -234,7 +234,7 @@ export class WeftThreadPage extends LitElement {
     const canThread = this.can('Thread')
     const approval = pendingApproval(c)
     const question = state.kind === 'asking' && typeof c.Question === 'string' ? c.Question : null
-    const round = c.Round && typeof c.Round === 'object' && !Array.isArray(c.Round) && typeof c.Round.Response === 'string' ? c.Round.Response : null
+    const round = isJsonObject(c.Round) && typeof c.Round.Response === 'string' ? c.Round.Response : null
     const cells = this.cells(c)
     const seen = new Set(cells.map((s) => s.path))
     const sending = [...this.sent].filter(([p]) => !seen.has(p))

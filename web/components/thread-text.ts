@@ -1,4 +1,4 @@
-import type { JsonObject, JsonValue } from '../../shared/json.js'
+import { isJsonObject, type JsonObject, type JsonValue } from '../../shared/json.js'
 
 /**
  * A thread's state in words (DESIGN.md "Threads (contract)", [WEB31]). Pure functions (no DOM):
@@ -16,7 +16,8 @@ export interface ThreadState {
 
 const RESTING = new Set(['Idle', 'Cancelled', 'Done'])
 
-const str = (v: JsonValue | undefined): string | null => (typeof v === 'string' && v !== '' ? v : null)
+/** A non-empty string, else null. */
+export const str = (v: JsonValue | undefined): string | null => (typeof v === 'string' && v !== '' ? v : null)
 
 export function strings(v: JsonValue | undefined): string[] {
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []
@@ -55,7 +56,7 @@ export interface PendingApproval {
 
 export function pendingApproval(c: JsonObject): PendingApproval | null {
   const p = c.PendingApproval
-  if (!p || typeof p !== 'object' || Array.isArray(p)) return null
+  if (!isJsonObject(p)) return null
   const id = str(p.Id)
   if (!id) return null
   return { Id: id, Tool: str(p.Tool) ?? 'a tool', Args: p.Args ?? null, Summary: str(p.Summary) ?? '', RequestedAt: str(p.RequestedAt) }
@@ -64,7 +65,7 @@ export function pendingApproval(c: JsonObject): PendingApproval | null {
 /** The answer already given to this approval (the person's patch, before the engine clears it). */
 export function answeredDecision(c: JsonObject, id: string): 'Approved' | 'Denied' | null {
   const a = c.ApprovalAnswer
-  if (!a || typeof a !== 'object' || Array.isArray(a) || a.Id !== id) return null
+  if (!isJsonObject(a) || a.Id !== id) return null
   return a.Decision === 'Approved' || a.Decision === 'Denied' ? a.Decision : null
 }
 
@@ -77,12 +78,12 @@ export function roleWord(role: JsonValue | undefined): string {
 
 /** The agent's name in words ({ Kind: "builtin" } → "Built-in agent"). */
 export function agentName(agent: JsonValue | undefined): string {
-  const kind = agent && typeof agent === 'object' && !Array.isArray(agent) ? agent.Kind : undefined
-  if (kind === 'llm') {
-    const model = agent && typeof agent === 'object' && !Array.isArray(agent) ? str(agent.Model) : null
+  const a = isJsonObject(agent) ? agent : null
+  if (a?.Kind === 'llm') {
+    const model = str(a.Model)
     return model ? `AI agent (${model})` : 'AI agent'
   }
-  if (kind === 'script') return 'Script agent'
+  if (a?.Kind === 'script') return 'Script agent'
   return 'Built-in agent'
 }
 

@@ -219,6 +219,11 @@ export class NodeReplica implements RoomHandler {
     return p
   }
   private migrated = false
+  /** This node's row in the local index, live. */
+  private indexRow$() {
+    return liveStoreQuery(this.deps.store.db, ['nodes'], () => this.deps.store.getIndexRow(this.path))
+  }
+
   /** Waits for the node's index row (its type) before text fields are converted. */
   private typeWait: Subscription | null = null
 
@@ -247,7 +252,7 @@ export class NodeReplica implements RoomHandler {
     if (this.disposed) return
     if (!known) {
       this.migrated = false
-      this.typeWait ??= liveStoreQuery(this.deps.store.db, ['nodes'], () => this.deps.store.getIndexRow(this.path)).subscribe({
+      this.typeWait ??= this.indexRow$().subscribe({
         next: (row) => {
           if (!isKnownType(row) || this.disposed) return
           this.typeWait?.unsubscribe()
@@ -628,7 +633,7 @@ export class NodeReplica implements RoomHandler {
     if (this.creationWait || this.disposed) return
     let first = true
     let before: string | null = null
-    this.creationWait = liveStoreQuery(this.deps.store.db, ['nodes'], () => this.deps.store.getIndexRow(this.path)).subscribe({
+    this.creationWait = this.indexRow$().subscribe({
       next: (row) => {
         const seen = isKnownType(row) && !row.localOnly ? `${row.version}|${row.updatedAt}` : null
         // The row as it was when the join was refused says nothing new: only a later one counts.

@@ -388,7 +388,7 @@ export class SyncClient {
         const doc = newNodeDoc(path)
         applyPatchToDoc(doc, content, 'local', textPolicyFor(nodeType))
         await this.store.queueCreate(path, nodeType, name, { content, state: Y.encodeStateAsUpdate(doc) })
-        this.replicas.get(path)?.replica.applyFromTab({ kind: 'reload', path })
+        await this.replicas.get(path)?.replica.reload()
         return
       }
       await this.store.queueCreate(path, nodeType, name)
