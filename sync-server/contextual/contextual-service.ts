@@ -14,7 +14,20 @@ import {
 } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
 import { withCommitAttachment, type NodeApi } from '../nodes/index.js'
-import type { ContextualAttachment, ConsumerRow, ConsumerStatus, ContextualCall, ContextualMeta, Fence, LeasedEvent, LeaseTruth, OutcomeRow, StorageAdapter } from '../storage/index.js'
+import {
+  matchesEventFilter,
+  type ContextualAttachment,
+  type ConsumerRow,
+  type ConsumerStatus,
+  type ContextualCall,
+  type ContextualMeta,
+  type EventFilter,
+  type Fence,
+  type LeasedEvent,
+  type LeaseTruth,
+  type OutcomeRow,
+  type StorageAdapter,
+} from '../storage/index.js'
 import { realClock, type Clock } from '../engines/kit/index.js'
 import { canonicalJson, sha256Hex } from './canonical.js'
 import { compileDefinition, type CompiledDefinition } from './definition.js'
@@ -116,7 +129,8 @@ export interface ContextualServiceOptions {
 export class ContextualService {
   private readonly clock: Clock
   private metaP: Promise<ContextualMeta & { key: Buffer }> | null = null
-  private readonly waiters = new Set<() => void>()
+  /** Long polls waiting, each with the events that may give it work (null: any commit). */
+  private readonly waiters = new Map<() => void, Readonly<EventFilter> | null>()
   private feed: Subscription | null = null
   /** Reactions under way, per idempotency key: one at a time in this process (storage fences across processes). */
   private readonly reacting = new Map<string, Promise<unknown>>()
@@ -129,9 +143,9 @@ export class ContextualService {
     this.threadClock = { now: () => new Date(this.clock.now()), sleep: systemClock.sleep }
   }
 
-  /** [CTX31] Payload-free wake-ups: any commit wakes the long polls, which re-ask durable truth. */
+  /** [CTX31] Payload-free wake-ups: a commit wakes the long polls it may give work, which re-ask durable truth. */
   start(): void {
-    this.feed ??= this.opts.nodes.changes$.subscribe(() => this.wakeAll())
+    this.feed ??= this.opts.nodes.changes$.subscribe((c) => this.wake({ path: c.path, node_type: c.nodeType, kind: c.kind }))
   }
 
   stop(): void {
@@ -141,12 +155,17 @@ export class ContextualService {
   }
 
   private wakeAll(): void {
-    const ws = [...this.waiters]
+    const ws = [...this.waiters.keys()]
     this.waiters.clear()
     for (const w of ws) w()
   }
 
-  private wait(ms: number): Promise<void> {
+  /** Wakes the waiters whose filter the change matches (each one leaves the map as it resolves). */
+  private wake(change: { path: string; node_type: string; kind: string }): void {
+    for (const [w, filter] of [...this.waiters]) if (!filter || matchesEventFilter(filter, change)) w()
+  }
+
+  private wait(ms: number, filter: Readonly<EventFilter> | null): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
         cancel()
@@ -154,7 +173,7 @@ export class ContextualService {
         resolve()
       }
       const cancel = this.clock.setTimeout(done, ms)
-      this.waiters.add(done)
+      this.waiters.set(done, filter)
     })
   }
 
@@ -204,11 +223,10 @@ export class ContextualService {
     })
     if (consumer.owner !== user) throw new WeftError('forbidden', `Consumer ${req.consumer} of this subscription belongs to someone else; pick another name.`)
     const deadline = this.clock.now() + (req.waitSeconds ?? 0) * 1000
-    const filter = { nodeTypes: [...def.events.nodeTypes], kinds: [...def.events.kinds], prefix: def.events.pathPrefix }
     for (;;) {
       const now = this.clock.now()
       const leased = await this.call<{ kind: 'leased'; event: LeasedEvent } | { kind: 'none'; nextAt: number | null } | { kind: 'full' }>({
-        op: 'lease', consumerId: id, filter, now, leaseMs: def.limits.leaseMs, maxInFlight: def.limits.maxInFlight, maxAttempts: def.limits.maxAttempts, token: randomBytes(16).toString('base64url'),
+        op: 'lease', consumerId: id, filter: def.events, now, leaseMs: def.limits.leaseMs, maxInFlight: def.limits.maxInFlight, maxAttempts: def.limits.maxAttempts, token: randomBytes(16).toString('base64url'),
       })
       if (leased.kind === 'leased') {
         const e = leased.event
@@ -222,7 +240,8 @@ export class ContextualService {
       const left = deadline - this.clock.now()
       if (left <= 0) return { consumerId: id, item: null }
       const due = leased.kind === 'none' && leased.nextAt !== null ? Math.max(1, leased.nextAt - this.clock.now()) : left
-      await this.wait(Math.min(left, due))
+      // At its in-flight limit the consumer waits for any commit, as before (its leases settle without one of its events).
+      await this.wait(Math.min(left, due), leased.kind === 'full' ? null : def.events)
     }
   }
 
@@ -314,8 +333,9 @@ export class ContextualService {
     userOf(principal)
     const req = parse(ConsumerRequest, raw, 'The redrive request')
     const consumer = await this.call<ConsumerRow | null>({ op: 'consumer', id: req.consumerId })
-    if (!consumer || !this.opts.access.permissions(principal, consumer.subscriptionPath as NodePath).has('Read')) throw new WeftError('not_found', `No consumer ${req.consumerId}.`)
-    if (!this.opts.access.permissions(principal, consumer.subscriptionPath as NodePath).has('ManageAccess')) {
+    const perms = consumer ? this.opts.access.permissions(principal, consumer.subscriptionPath as NodePath) : null
+    if (!perms?.has('Read')) throw new WeftError('not_found', `No consumer ${req.consumerId}.`)
+    if (!perms.has('ManageAccess')) {
       throw new WeftError('forbidden', 'Only an Admin of the subscription re-drives dead letters.')
     }
     const redriven = await this.call<number>({ op: 'redrive', consumerId: req.consumerId })

@@ -3,13 +3,14 @@ import {
   CONTEXTUAL_BOUNDS,
   ContextualDefinitionSchema,
   WeftError,
+  type ContextualDefinitionContent,
   type ContextualHydrationSpec,
   type ContextualParameterSpec,
   type ContextualReactionSpec,
   type JsonObject,
   type JsonValue,
-  type MeshChangeKind,
 } from '../../shared/index.js'
+import type { EventFilter } from '../storage/index.js'
 import { canonicalJson, sha256Hex } from './canonical.js'
 
 /**
@@ -20,8 +21,8 @@ import { canonicalJson, sha256Hex } from './canonical.js'
 export interface CompiledDefinition {
   readonly hash: string
   readonly operation: string
-  readonly events: { readonly nodeTypes: ReadonlySet<string>; readonly kinds: ReadonlySet<MeshChangeKind>; readonly pathPrefix: string }
-  readonly parameters: Readonly<Record<string, ContextualParameterSpec>>
+  /** The events the subscription asks for, as the lease's filter (and the long poll's wake-up test). */
+  readonly events: Readonly<EventFilter>
   readonly paramsSchema: z.ZodType<JsonObject>
   readonly hydration: ReadonlyArray<{ readonly name: string; readonly spec: ContextualHydrationSpec }>
   readonly reactions: ReadonlyMap<string, CompiledReaction>
@@ -66,8 +67,7 @@ function within(value: number | undefined, b: { min: number; max: number; defaul
 }
 
 /** The definition's canonical form: what its hash covers. */
-export function canonicalDefinition(content: JsonObject): string {
-  const d = ContextualDefinitionSchema.parse(content)
+function canonicalDefinition(d: ContextualDefinitionContent): string {
   return canonicalJson({
     Operation: d.Operation,
     Events: { ...d.Events, NodeTypes: [...new Set(d.Events.NodeTypes)].sort(), Kinds: [...new Set(d.Events.Kinds)].sort() },
@@ -117,10 +117,9 @@ export function compileDefinition(content: JsonObject): CompiledDefinition {
     compiledReactions.set(name, { name, spec, params: paramsSchemaOf(spec.Parameters), commandId: sha256Hex(canonicalJson(spec)).slice(0, 32) })
   }
   return {
-    hash: sha256Hex(canonicalDefinition(content)),
+    hash: sha256Hex(canonicalDefinition(d)),
     operation: d.Operation,
-    events: { nodeTypes: new Set(d.Events.NodeTypes), kinds: new Set(d.Events.Kinds), pathPrefix: d.Events.PathPrefix },
-    parameters: d.Parameters ?? {},
+    events: { nodeTypes: [...new Set(d.Events.NodeTypes)], kinds: [...new Set(d.Events.Kinds)], prefix: d.Events.PathPrefix },
     paramsSchema: paramsSchemaOf(d.Parameters),
     hydration: hydration.map(([name, spec]) => ({ name, spec })),
     reactions: compiledReactions,

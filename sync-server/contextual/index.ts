@@ -1,6 +1,4 @@
 export { ContextualService, type ContextualServiceOptions, type OfferedReaction, type ReactionOutcome, type WorkItem } from './contextual-service.js'
-export { compileDefinition, canonicalDefinition, type CompiledDefinition, type CompiledReaction } from './definition.js'
+export { compileDefinition, type CompiledDefinition, type CompiledReaction } from './definition.js'
 export { contextualRoutes } from './routes.js'
 export { contextualWriteRule } from './write-rule.js'
-export { sealClaims, openClaims, type CausationClaims } from './seal.js'
-export { canonicalJson } from './canonical.js'

@@ -1,6 +1,6 @@
 import { WeftError, type JsonObject, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
-import type { NodeApi } from '../nodes/index.js'
+import { ownerOf, type NodeApi } from '../nodes/index.js'
 import { postMessage, type Clock } from '../engines/threads/index.js'
 import type { CompiledReaction } from './definition.js'
 
@@ -19,7 +19,8 @@ export function mayRun(access: Pick<AccessService, 'permissions'>, principal: Pr
     case 'delete':
       return perms.has('Delete')
     case 'request_activity_status':
-      return perms.has('Update') || (principal.kind === 'user' && targetNode?.content.CreatedBy === principal.userId && perms.has('Read'))
+      // The owner rule of RequestedStatus (an ActivityLog's CreatedBy), as the field check applies it.
+      return perms.has('Update') || (principal.kind === 'user' && targetNode !== null && ownerOf(targetNode) === principal.userId && perms.has('Read'))
     case 'post_thread_message':
       return perms.has('Thread')
     default:

@@ -2,6 +2,9 @@
  * [CTX30] The contextual subscriptions part of the OpenAPI document (issue 19; docs/API.md
  * "Contextual agent subscriptions"): `POST /api/contextual/{operation}`, one per service function.
  */
+import { CONTEXTUAL_BOUNDS, ContextualCommands, ContextualEventKinds } from '../../shared/index.js'
+
+const { maxWaitSeconds, maxNackDelaySeconds, leaseSeconds } = CONTEXTUAL_BOUNDS
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` })
 const json = (schema: unknown) => ({ 'application/json': { schema } })
@@ -23,7 +26,7 @@ export const CONTEXTUAL_SCHEMAS = {
     required: ['name', 'command', 'target', 'parameters', 'rejections', 'causationToken'],
     properties: {
       name: { type: 'string' },
-      command: { type: 'string', enum: ['create', 'patch', 'delete', 'request_activity_status', 'post_thread_message'] },
+      command: { type: 'string', enum: [...ContextualCommands] },
       target: { type: 'string', description: 'The node path the command acts on.' },
       parameters: { type: 'object', description: 'The declared parameter schema: `{ name: { Type, Required?, MaxLength? } }`.' },
       rejections: { type: 'array', items: { type: 'string' }, description: 'Error codes that end as a `rejected` outcome.' },
@@ -42,7 +45,7 @@ export const CONTEXTUAL_SCHEMAS = {
           version: { type: 'integer' },
           path: { type: 'string' },
           nodeType: { type: 'string' },
-          kind: { type: 'string', enum: ['Created', 'Updated', 'Deleted'] },
+          kind: { type: 'string', enum: [...ContextualEventKinds] },
           node: { description: 'The node as the caller reads it now (null when deleted or no longer readable).', oneOf: [ref('MeshNode'), { type: 'null' }] },
         },
       },
@@ -116,12 +119,12 @@ function op(summary: string, description: string, body: unknown, ok: unknown, ex
 export const CONTEXTUAL_PATHS = {
   '/api/contextual/next': op(
     'Lease at most one event of a consumer (long poll).',
-    'Creates the consumer on first use (identity: definition hash, operation, canonical params, consumer name; owned by the caller). Leases one due event the caller may read, with a fresh hydration in one view and the reactions the caller may run now; `item` is null when none came within `waitSeconds` (0–60) or MaxInFlight leases are held.',
+    `Creates the consumer on first use (identity: definition hash, operation, canonical params, consumer name; owned by the caller). Leases one due event the caller may read, with a fresh hydration in one view and the reactions the caller may run now; \`item\` is null when none came within \`waitSeconds\` (0–${maxWaitSeconds}) or MaxInFlight leases are held.`,
     {
       type: 'object',
       additionalProperties: false,
       required: ['subscription', 'consumer'],
-      properties: { subscription: { type: 'string' }, consumer: { type: 'string', pattern: '^[A-Za-z0-9_.-]{1,64}$' }, params: { type: 'object' }, waitSeconds: { type: 'number', minimum: 0, maximum: 60 } },
+      properties: { subscription: { type: 'string' }, consumer: { type: 'string', pattern: '^[A-Za-z0-9_.-]{1,64}$' }, params: { type: 'object' }, waitSeconds: { type: 'number', minimum: 0, maximum: maxWaitSeconds } },
     },
     { type: 'object', required: ['consumerId', 'item'], properties: { consumerId: { type: 'string' }, item: { oneOf: [ref('ContextualWorkItem'), { type: 'null' }] } } },
     { '403': error('`forbidden`: the consumer name is another user\'s.'), '422': error('A definition that breaks a bound (`contextual_*`) or consumer params that do not fit (`invalid_params`).') },
@@ -129,14 +132,14 @@ export const CONTEXTUAL_PATHS = {
   '/api/contextual/ack': op('Acknowledge a work item (fenced by lease token and attempt).', 'Settles the event for good. Acknowledge only after protected work is durable.', ref('ContextualFence'), { type: 'object', properties: { ok: { const: true } } }),
   '/api/contextual/nack': op(
     'Negative-acknowledge: retry after a bounded delay, or dead-letter after the last attempt.',
-    'The event becomes due again after `delaySeconds` (0–900); when this was attempt MaxAttempts it becomes a dead letter with `error` as its last error.',
-    { type: 'object', additionalProperties: false, required: fenceRequired, properties: { ...fenceProps, delaySeconds: { type: 'number', minimum: 0, maximum: 900 }, error: { type: 'string', maxLength: 2000 } } },
+    `The event becomes due again after \`delaySeconds\` (0–${maxNackDelaySeconds}); when this was attempt MaxAttempts it becomes a dead letter with \`error\` as its last error.`,
+    { type: 'object', additionalProperties: false, required: fenceRequired, properties: { ...fenceProps, delaySeconds: { type: 'number', minimum: 0, maximum: maxNackDelaySeconds }, error: { type: 'string', maxLength: 2000 } } },
     { type: 'object', properties: { state: { type: 'string', enum: ['pending', 'dead'] } } },
   ),
   '/api/contextual/extend': op(
     'Extend a lease (heartbeat).',
-    'The lease runs `seconds` (5–900; default the definition\'s LeaseSeconds) from now.',
-    { type: 'object', additionalProperties: false, required: fenceRequired, properties: { ...fenceProps, seconds: { type: 'integer', minimum: 5, maximum: 900 } } },
+    `The lease runs \`seconds\` (${leaseSeconds.min}–${leaseSeconds.max}; default the definition's LeaseSeconds) from now.`,
+    { type: 'object', additionalProperties: false, required: fenceRequired, properties: { ...fenceProps, seconds: { type: 'integer', minimum: leaseSeconds.min, maximum: leaseSeconds.max } } },
     { type: 'object', properties: { expiresAt: { type: 'string', format: 'date-time' } } },
   ),
   '/api/contextual/status': op('A consumer\'s state: counts, cursor, lag, dead letters.', 'Only the consumer\'s owner.', { type: 'object', required: ['consumerId'], properties: { consumerId: { type: 'string' } } }, ref('ContextualStatus')),

@@ -193,7 +193,8 @@ const num = (v: unknown): number => (v === null || v === undefined ? 0 : Number(
 const INGEST_PAGE = 500
 const INGEST_PAGES = 8
 
-function matches(f: EventFilter, r: Row): boolean {
+/** Is the change (a `changes` row: path, node_type, kind) one the filter asks for? */
+export function matches(f: Readonly<EventFilter>, r: Row): boolean {
   const path = String(r.path)
   return (
     f.nodeTypes.includes(String(r.node_type)) &&

@@ -1,5 +1,5 @@
 import { filter, firstValueFrom, takeWhile } from 'rxjs'
-import { SYSTEM, WeftError, isJsonObject, type JsonObject, type JsonValue, type MeshNode, type NodePath } from '../../../shared/index.js'
+import { SYSTEM, WeftError, isJsonObject, jsonEqual, type JsonObject, type MeshNode, type NodePath } from '../../../shared/index.js'
 import type { NodeApi, WriteRuleHook } from '../../nodes/index.js'
 import type { ApprovalRequest } from './builtin-agent.js'
 import { roundOf, without, type Clock } from './model.js'
@@ -15,7 +15,7 @@ import { roundOf, without, type Clock } from './model.js'
 export const APPROVAL_FIELDS = ['PendingApproval', 'ApprovalAnswer', 'ApprovalBy'] as const
 
 function pendingOf(c: JsonObject): JsonObject | null {
-  return isJsonObject(c.PendingApproval as JsonValue) ? (c.PendingApproval as JsonObject) : null
+  return isJsonObject(c.PendingApproval) ? c.PendingApproval : null
 }
 
 /**
@@ -27,9 +27,9 @@ export function threadWriteRule(): WriteRuleHook {
   return ({ principal, before, after }) => {
     const answer = after.ApprovalAnswer
     const prior = before?.content.ApprovalAnswer
-    if (answer === undefined || answer === null || JSON.stringify(answer) === JSON.stringify(prior ?? null)) return undefined
+    if (answer === undefined || answer === null || jsonEqual(answer, prior ?? null)) return undefined
     const pending = before ? pendingOf(before.content) : null
-    const id = isJsonObject(answer as JsonValue) ? (answer as JsonObject).Id : undefined
+    const id = isJsonObject(answer) ? answer.Id : undefined
     if (!pending || pending.Id !== id) {
       throw new WeftError('conflict', `No approval ${JSON.stringify(id ?? null)} is pending on this thread${pending ? ` (the pending one is ${JSON.stringify(pending.Id)})` : ''}; reload and answer the one shown.`)
     }
@@ -66,7 +66,7 @@ export async function awaitApproval(
   }, 'engine')
   const answered = (n: MeshNode): boolean => {
     const a = n.content.ApprovalAnswer
-    return isJsonObject(a as JsonValue) && (a as JsonObject).Id === req.Id && typeof n.content.ApprovalBy === 'string'
+    return isJsonObject(a) && a.Id === req.Id && typeof n.content.ApprovalBy === 'string'
   }
   const aborted = new Promise<never>((_, reject) => {
     if (signal.aborted) reject(signal.reason as Error)

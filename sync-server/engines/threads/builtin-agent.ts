@@ -75,7 +75,7 @@ export interface RoundIo {
   signal: AbortSignal
   clock: Clock
   tools: AgentTools
-  /** The thread, its Agent settings, the conversation before this round. */
+  /** The thread, its Agent settings, the conversation before this round (empty for the built-in kind, which never reads it). */
   thread: string
   agent: JsonObject
   history: readonly HistoryEntry[]

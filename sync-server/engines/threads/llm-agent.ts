@@ -78,6 +78,19 @@ function output(call: ToolCallRecord): ToolResultPart['output'] {
   return { type: 'error-text', value: call.Error ?? 'The call did not run.' }
 }
 
+/** A step's assistant message: what it said before its tool calls, then the calls. */
+function assistantMessage(said: string, calls: readonly ToolCallRecord[]): ModelMessage {
+  return {
+    role: 'assistant',
+    content: [...(said ? [{ type: 'text' as const, text: said }] : []), ...calls.map((c) => ({ type: 'tool-call' as const, toolCallId: c.Id, toolName: c.Tool, input: c.Args }))],
+  }
+}
+
+/** A step's tool message: the results of its (settled) calls. */
+function toolMessage(calls: readonly ToolCallRecord[]): ModelMessage {
+  return { role: 'tool', content: calls.map((c) => ({ type: 'tool-result' as const, toolCallId: c.Id, toolName: c.Tool, output: output(c) })) }
+}
+
 /** The model messages of the round's earlier steps, from the cell's text and ToolCalls. */
 function replay(text: string, calls: readonly ToolCallRecord[]): ModelMessage[] {
   const out: ModelMessage[] = []
@@ -88,12 +101,9 @@ function replay(text: string, calls: readonly ToolCallRecord[]): ModelMessage[] 
     const end = Math.max(at, these[0]!.TextAt)
     const said = text.slice(at, end)
     at = end
-    out.push({
-      role: 'assistant',
-      content: [...(said ? [{ type: 'text' as const, text: said }] : []), ...these.map((c) => ({ type: 'tool-call' as const, toolCallId: c.Id, toolName: c.Tool, input: c.Args }))],
-    })
+    out.push(assistantMessage(said, these))
     const done = these.filter((c) => c.Status === 'Done' || c.Status === 'Error' || c.Status === 'Denied')
-    if (done.length === these.length) out.push({ role: 'tool', content: these.map((c) => ({ type: 'tool-result' as const, toolCallId: c.Id, toolName: c.Tool, output: output(c) })) })
+    if (done.length === these.length) out.push(toolMessage(these))
   }
   return out
 }
@@ -161,7 +171,7 @@ export function createLlmAgent(config: LlmConfig): Agent {
       for (const c of open) await settle(c)
       const last = open[0]!.Step
       const these = calls.filter((c) => c.Step === last)
-      messages.push({ role: 'tool', content: these.map((c) => ({ type: 'tool-result' as const, toolCallId: c.Id, toolName: c.Tool, output: output(c) })) })
+      messages.push(toolMessage(these))
     }
     // Steps are numbered from 0 in the round (a resumed round goes on counting).
     for (; step < config.maxSteps; step++) {
@@ -186,12 +196,9 @@ export function createLlmAgent(config: LlmConfig): Agent {
       for (const c of stepCalls) c.TextAt = text.length
       calls.push(...stepCalls)
       await record()
-      messages.push({
-        role: 'assistant',
-        content: [...(said ? [{ type: 'text' as const, text: said }] : []), ...stepCalls.map((c) => ({ type: 'tool-call' as const, toolCallId: c.Id, toolName: c.Tool, input: c.Args }))],
-      })
+      messages.push(assistantMessage(said, stepCalls))
       for (const c of stepCalls) await settle(c)
-      messages.push({ role: 'tool', content: stepCalls.map((c) => ({ type: 'tool-result' as const, toolCallId: c.Id, toolName: c.Tool, output: output(c) })) })
+      messages.push(toolMessage(stepCalls))
     }
     return { disposition: 'Failed', error: `The agent used its ${config.maxSteps} steps without finishing (WEFT_LLM_MAX_STEPS).` }
   }

@@ -2,7 +2,7 @@ import { z } from 'zod'
 import {
   SYSTEM,
   WeftError,
-  isJsonObject,
+  lastSegment,
   parseNodePath,
   userPrincipal,
   type JsonObject,
@@ -177,9 +177,8 @@ export class RoundTools {
       }
       case 'create': {
         const a = parseArgs('create', args)
-        if (!isJsonObject(a.content as JsonValue)) throw new WeftError('invalid_request', 'content must be an object.')
         const path = parseNodePath(a.path)
-        return bounded(asJson(await this.nodes.create(as, path, { nodeType: a.nodeType, name: a.name ?? path.split('/').pop()!, content: a.content as JsonObject }, 'engine')))
+        return bounded(asJson(await this.nodes.create(as, path, { nodeType: a.nodeType, name: a.name ?? lastSegment(path), content: a.content as JsonObject }, 'engine')))
       }
       case 'run': {
         const a = parseArgs('run', args)

@@ -2,6 +2,7 @@ import { filter, firstValueFrom, takeWhile } from 'rxjs'
 import {
   SYSTEM,
   WeftError,
+  isJsonObject,
   isTerminal,
   userPrincipal,
   type JsonObject,
@@ -96,7 +97,7 @@ export const scriptAgent: Agent = async (io) => {
     return { disposition: 'Failed', error: `The script ${out.activity} ended ${out.status}${out.error ? `: ${out.error}` : '.'}` }
   }
   const v = out.returnValue
-  const text = typeof v === 'string' ? v : v && typeof v === 'object' && !Array.isArray(v) && typeof v.Text === 'string' ? v.Text : v === null ? '' : JSON.stringify(v)
+  const text = typeof v === 'string' ? v : isJsonObject(v) && typeof v.Text === 'string' ? v.Text : v === null ? '' : JSON.stringify(v)
   if (text !== '') await io.emit(text)
   return { disposition: 'Completed' }
 }

@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import {
   SYSTEM,
   WeftError,
+  isJsonObject,
   subscriptionPath,
   tryParseNodePath,
   userPrincipal,
@@ -251,7 +252,7 @@ export class ThreadEngine {
       // A cancel asked before this point (between the claim and now) is honoured at once.
       const now = await this.nodes.get(SYSTEM, path)
       if (now?.content.RequestedStatus === 'Cancelled') live.controller.abort()
-      const settings = (now?.content.Agent && typeof now.content.Agent === 'object' && !Array.isArray(now.content.Agent) ? now.content.Agent : {}) as JsonObject
+      const settings = isJsonObject(now?.content.Agent) ? now.content.Agent : {}
       const kind = (typeof settings.Kind === 'string' ? settings.Kind : 'builtin') as AgentKind
       const agent = this.agents[kind]
       if (!agent) throw new WeftError('unavailable', NO_AGENT[kind] ?? `No agent of kind ${String(kind)}.`)
@@ -263,7 +264,8 @@ export class ThreadEngine {
         tools: this.toolsFor(path, round, authors),
         thread: path,
         agent: settings,
-        history: await this.historyOf(now, round),
+        // The built-in kind never reads the conversation: it is not fetched for it.
+        history: kind === 'builtin' ? [] : await this.historyOf(now, round),
         response: { text: existing, toolCalls: Array.isArray(cell?.content.ToolCalls) ? (cell.content.ToolCalls as unknown as ToolCallRecord[]) : [] },
       })
       if (text !== existing && !existing.startsWith(text) && text.length < existing.length) {
@@ -324,9 +326,9 @@ export class ThreadEngine {
     const all = strings(thread?.content.Messages)
     const end = all.indexOf(round.Inputs[0]!)
     const before = (end < 0 ? [] : all.slice(0, end)).slice(-HISTORY_CELLS)
+    const cells = await Promise.all(before.map((p) => this.nodes.get(SYSTEM, p as NodePath)))
     const out: HistoryEntry[] = []
-    for (const p of before) {
-      const c = await this.nodes.get(SYSTEM, p as NodePath)
+    for (const c of cells) {
       const role = c?.content.Role
       if (role !== 'user' && role !== 'assistant' && role !== 'tool') continue
       const text = typeof c!.content.Text === 'string' ? c!.content.Text : ''
