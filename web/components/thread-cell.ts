@@ -5,7 +5,8 @@ import { PeopleController } from '../controllers/people-controller.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
 import { formatWhen } from './run-text.js'
-import { roleWord, str, strings } from './thread-text.js'
+import { strings } from '../../shared/threads.js'
+import { roleWord, str } from './thread-text.js'
 
 /** Where a cell stands on its way to a round ([WEB32]). */
 export type CellNote = '' | 'queued' | 'local' | 'sending'

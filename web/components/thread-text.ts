@@ -1,4 +1,5 @@
 import { isJsonObject, type JsonObject, type JsonValue } from '../../shared/json.js'
+import { RESTING, strings } from '../../shared/threads.js'
 
 /**
  * A thread's state in words (DESIGN.md "Threads (contract)", [WEB31]). Pure functions (no DOM):
@@ -14,14 +15,10 @@ export interface ThreadState {
   live: boolean
 }
 
-const RESTING = new Set(['Idle', 'Cancelled', 'Done'])
 
 /** A non-empty string, else null. */
 export const str = (v: JsonValue | undefined): string | null => (typeof v === 'string' && v !== '' ? v : null)
 
-export function strings(v: JsonValue | undefined): string[] {
-  return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []
-}
 
 /** What the thread is doing, as everyone watching it reads it. */
 export function threadState(c: JsonObject): ThreadState {

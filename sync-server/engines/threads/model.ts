@@ -1,5 +1,5 @@
 import { setTimeout as sleepFor } from 'node:timers/promises'
-import { isValidSegment, joinPath, lastSegment, type JsonObject, type MeshNode, type NodePath } from '../../../shared/index.js'
+import { joinPath, lastSegment, strings, type JsonObject, type MeshNode, type NodePath } from '../../../shared/index.js'
 
 /**
  * The thread model (DESIGN.md "Threads (contract)", [THR1]): a `Thread` node holds the round
@@ -7,14 +7,7 @@ import { isValidSegment, joinPath, lastSegment, type JsonObject, type MeshNode, 
  * (`_r.`, `_sub.`, `_t.`) so no posted id can collide with them.
  */
 
-export const RESTING = new Set(['Idle', 'Cancelled', 'Done'])
-
-/** A posted message id: a plain path segment a person chooses (or the server generates). */
-export const MESSAGE_ID = /^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$/
-
-export function isMessageId(id: unknown): id is string {
-  return typeof id === 'string' && MESSAGE_ID.test(id) && isValidSegment(id)
-}
+export { RESTING, MESSAGE_ID, isMessageId, strings } from '../../../shared/index.js'
 
 export function cellPath(thread: NodePath, id: string): NodePath {
   return joinPath(thread, id)
@@ -34,9 +27,6 @@ export function idOf(cell: string): string {
   return lastSegment(cell as NodePath)
 }
 
-export function strings(v: unknown): string[] {
-  return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []
-}
 
 export function statusOf(node: MeshNode): string {
   return typeof node.content.Status === 'string' ? node.content.Status : 'Idle'
