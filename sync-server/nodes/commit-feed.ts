@@ -1,13 +1,12 @@
-import { AsyncLocalStorage } from 'node:async_hooks'
 import { Observable, Subject } from 'rxjs'
 import { WeftError, principalName, type MeshChangeKind, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { ClientBinding } from '../admission/index.js'
 import type { AccessService } from '../access/index.js'
-import type { ContextualAttachment, StorageAdapter } from '../storage/index.js'
+import type { StorageAdapter } from '../storage/index.js'
 import type { ContentFlush } from './content-flush.js'
 import type { LoadedNode } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
-import type { ChangeOrigin, LiveChange } from './types.js'
+import type { ChangeOrigin, CommitAttachment, LiveChange } from './types.js'
 
 /** One change to commit: the node before and after (null: absent), and how it came. */
 export interface ChangeToCommit {
@@ -21,20 +20,8 @@ export interface ChangeToCommit {
   deferContent?: boolean
   /** [ACC12] The client ids a client's update binds; absent for the server's own writes. */
   clients?: readonly ClientBinding[]
-}
-
-/** [CTX26] The attachment the next commit in this async context carries (taken by one commit only). */
-const attachments = new AsyncLocalStorage<{ attachment: ContextualAttachment | null }>()
-
-/**
- * [CTX26] Runs one node write (`fn`) whose commit carries `attachment` into its transaction: the
- * contextual reaction's outcome and causation record commit with the command's mutation, or
- * neither does. Only the first commit `fn` makes carries it.
- */
-export async function withCommitAttachment<T>(attachment: ContextualAttachment, fn: () => Promise<T>): Promise<{ value: T; carried: boolean }> {
-  const holder: { attachment: ContextualAttachment | null } = { attachment }
-  const value = await attachments.run(holder, fn)
-  return { value, carried: holder.attachment === null }
+  /** [CTX26] Carried into this commit's transaction, if still there (the first commit takes it). */
+  attach?: CommitAttachment
 }
 
 /**
@@ -77,7 +64,7 @@ export class CommitFeed {
     ln.lastUsed = Date.now()
     this.access.observe(before, after)
     ln.commitStarted()
-    const holder = attachments.getStore()
+    const holder = c.attach
     const contextual = holder?.attachment ?? undefined
     if (holder) holder.attachment = null
     const started = this.onCommitted ? performance.now() : 0

@@ -26,7 +26,7 @@ import { ContentFlush } from './content-flush.js'
 import { LoadedNode, type RoomConnection } from './loaded-node.js'
 import { NodeCache } from './node-cache.js'
 import { PagedReads } from './paged-reads.js'
-import type { ChangeOrigin, LiveChange, NodeCapabilities, NodeDraft, SyncNodeApi, SyncRoom, UpdateFn, WriteRuleHook } from './types.js'
+import type { ChangeOrigin, CommitAttachment, LiveChange, NodeApi, NodeCapabilities, NodeDraft, SyncNodeApi, SyncRoom, UpdateFn, WriteRuleHook } from './types.js'
 import { WritePath } from './write-path.js'
 import { RemoteApply, type RemoteChange } from './remote-apply.js'
 import { WriteRules, allowsRule, checkFieldRules, ownerOf } from './write-policy.js'
@@ -346,6 +346,28 @@ export class NodeService implements SyncNodeApi {
     opts: { patch?: (current: MeshNode) => MergePatch | undefined } = {},
   ): Promise<MeshNode> {
     return this.writes.append(principal, path, field, items, origin, opts)
+  }
+
+  /** [CTX26] A view of this API whose writes carry `holder`'s attachment into their first commit. */
+  attaching(holder: CommitAttachment): NodeApi {
+    const w = this.writes
+    return {
+      permissions: (principal, path) => this.permissions(principal, path),
+      get: (principal, path) => this.get(principal, path),
+      read: (principal, path) => this.read(principal, path),
+      query: (principal, query) => this.query(principal, query),
+      node$: (path) => this.node$(path),
+      changes$: this.changes$,
+      changesSince: (principal, version, limit) => this.changesSince(principal, version, limit),
+      registerWriteRule: (nodeType, rule) => this.registerWriteRule(nodeType, rule),
+      attaching: (other) => this.attaching(other),
+      put: (principal, path, draft, origin = 'http') => w.put(principal, path, draft, origin, holder),
+      create: (principal, path, draft, origin = 'http') => w.create(principal, path, draft, origin, holder),
+      patch: (principal, path, patch, origin = 'http') => w.patch(principal, path, patch, origin, holder),
+      update: (principal, path, fn, origin = 'engine') => w.update(principal, path, fn, origin, holder),
+      delete: (principal, path, origin = 'http') => w.delete(principal, path, origin, holder),
+      append: (principal, path, field, items, origin = 'engine', opts = {}) => w.append(principal, path, field, items, origin, opts, holder),
+    }
   }
 
   /** [MOVE2] Moves a subtree in one storage transaction; move-service.ts checks the rules first (write-path.ts). */

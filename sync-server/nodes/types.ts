@@ -12,6 +12,7 @@ import type {
   PermissionSet,
   Principal,
 } from '../../shared/index.js'
+import type { ContextualAttachment } from '../storage/index.js'
 
 /** What an update function may return. */
 export interface NodeDraft {
@@ -45,6 +46,15 @@ export type WriteRuleHook = (write: {
   /** The content the write leaves (before any returned fields). */
   after: JsonObject
 }) => JsonObject | undefined
+
+/**
+ * [CTX26] An attachment for the next commit of a write (NodeApi.attaching): the contextual
+ * reaction's outcome and causation record commit with the command's mutation, or neither does.
+ * Only the first commit carries it; it is null once taken.
+ */
+export interface CommitAttachment {
+  attachment: ContextualAttachment | null
+}
 
 /** Where a change came from; behaviour branches on it exhaustively (STYLE.md "Tag every change"). */
 export type ChangeOrigin = 'http' | 'sync' | 'mux' | 'engine' | 'system'
@@ -98,6 +108,11 @@ export interface NodeApi {
   ): Promise<MeshNode>
   /** Registers the write rule of a node type (one per type; engines register theirs at start-up). */
   registerWriteRule(nodeType: string, rule: WriteRuleHook): void
+  /**
+   * [CTX26] This API, whose writes carry `holder`'s attachment into the first commit they make
+   * (the holder's attachment is null afterwards: whether it was carried).
+   */
+  attaching(holder: CommitAttachment): NodeApi
 }
 
 /**
