@@ -117,6 +117,11 @@ export class NodeService implements SyncNodeApi {
     return this.remote.apply(change)
   }
 
+  /** [SCALE2] A page of changes another instance made, read from storage (remote-apply.ts): each path read once. */
+  applyRemotePage(changes: readonly RemoteChange[], fresh: (change: RemoteChange) => boolean, applied: (change: RemoteChange) => void): Promise<void> {
+    return this.remote.applyPage(changes, fresh, applied)
+  }
+
   /** [SCALE3] Presence from another instance's clients. */
   applyRemotePresence(path: NodePath, update: Uint8Array): void {
     this.remote.applyPresence(path, update)
