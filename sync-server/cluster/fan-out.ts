@@ -39,8 +39,6 @@ export class FanOut {
   /** [SCALE2] The database's last version at the previous poll. */
   private polledHead = 0
   private closed = false
-  /** Changes read from the database rather than received (diagnostics, tests, metrics). */
-  caughtUp = 0
 
   constructor(private readonly o: FanOutOptions) {}
 
@@ -69,11 +67,6 @@ export class FanOut {
     const poll = this.o.pollMs ?? 1000
     this.pollTimer = setInterval(() => void this.poll(), poll)
     this.pollTimer.unref()
-  }
-
-  /** The highest version up to which this instance has every change (tests, metrics). */
-  get version(): number {
-    return this.applied
   }
 
   receive(m: BusMessage): void {
@@ -152,10 +145,7 @@ export class FanOut {
           await this.o.nodes.applyRemotePage(
             records,
             (r) => r.version > this.applied && !this.seen.has(r.version),
-            (r) => {
-              this.caughtUp++
-              this.mark(r.version)
-            },
+            (r) => this.mark(r.version),
           )
           const last = records.at(-1)
           // Versions the change log no longer holds ([STO7] purge) are past: nothing to apply.

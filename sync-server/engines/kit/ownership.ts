@@ -49,10 +49,6 @@ export class Ownership {
     return this.lease !== null && performance.now() < this.validUntil
   }
 
-  get fence(): number | null {
-    return this.holds() ? this.lease!.fence : null
-  }
-
   start(): void {
     this.tick()
   }
