@@ -18,6 +18,7 @@ import {
   type Permission,
   type PermissionSet,
   type Principal,
+  type PathRange,
 } from '../../shared/index.js'
 import { MAX_QUERY_LIMIT, type FieldRow, type MoveInput, type StorageAdapter, type TrashEntry } from '../storage/index.js'
 import type { AccessService } from '../access/index.js'
@@ -277,7 +278,7 @@ export class NodeService implements SyncNodeApi {
   }
 
   /** [QUERY1] [FIND4] The paths `principal` may read, as sorted disjoint ranges; `null` for system (everything). */
-  readRegions(principal: Principal): readonly { from: string; to: string }[] | null {
+  readRegions(principal: Principal): readonly PathRange[] | null {
     return isSystem(principal) ? null : this.access.readRegions(principal.userId as string)
   }
 

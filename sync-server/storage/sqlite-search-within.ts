@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3'
-import type { NodePath } from '../../shared/index.js'
-import { fts5Phrase, inRegions, type PathRegion, type SearchHit, type SearchPlan } from './search-plan.js'
+import type { NodePath, PathRange } from '../../shared/index.js'
+import { fts5Phrase, inRegions, type SearchHit, type SearchPlan } from './search-plan.js'
 import { codePoints, compareRanked, displayName, nameTier, searchSqlite, searchable, type RankedHit } from './sqlite-search-index.js'
 
 /** Where the strategy changes (tests set them low to take every path on small data). */
@@ -38,7 +38,7 @@ interface Row extends RankedHit {
  * Ranked as StorageAdapter.searchNodes says (tier from the folded name, then its length in code
  * points, then the path) and offered to `accept` (the access check again) in that order.
  */
-export function searchSqliteWithin(db: Database.Database, plan: SearchPlan, within: readonly PathRegion[], accept: (path: NodePath) => boolean, limit: number): SearchHit[] {
+export function searchSqliteWithin(db: Database.Database, plan: SearchPlan, within: readonly PathRange[], accept: (path: NodePath) => boolean, limit: number): SearchHit[] {
   if (limit < 1 || within.length === 0) return []
   const out: SearchHit[] = []
   const offer = (rows: Iterable<Row>): boolean => {
