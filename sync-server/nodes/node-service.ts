@@ -181,7 +181,17 @@ export class NodeService implements SyncNodeApi {
   }
 
   stats(): { loadedDocs: number; rooms: number } {
-    return { loadedDocs: this.cache.size, rooms: this.cache.roomCount() }
+    return { loadedDocs: this.loadedDocCount(), rooms: this.roomCount() }
+  }
+
+  /** Nodes loaded in memory. */
+  loadedDocCount(): number {
+    return this.cache.size
+  }
+
+  /** Loaded nodes with a client connected (counts every copy: for a scrape, not a hot path). */
+  roomCount(): number {
+    return this.cache.roomCount()
   }
 
   /** [OPS3] Counts client updates, acknowledgements, refusals and commit latency into `hooks`. */
