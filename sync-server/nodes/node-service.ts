@@ -27,7 +27,7 @@ import { ContentFlush } from './content-flush.js'
 import { LoadedNode, type RoomConnection } from './loaded-node.js'
 import { NodeCache } from './node-cache.js'
 import { PagedReads } from './paged-reads.js'
-import type { ChangeOrigin, CommitAttachment, LiveChange, NodeApi, NodeCapabilities, NodeDraft, SyncNodeApi, SyncRoom, UpdateFn, WriteRuleHook } from './types.js'
+import type { ChangeOrigin, ClusterHooks, ClusterLink, CommitAttachment, LiveChange, NodeApi, NodeCapabilities, NodeDraft, SyncNodeApi, SyncRoom, UpdateFn, WriteRuleHook } from './types.js'
 import { WritePath } from './write-path.js'
 import { RemoteApply, type RemoteChange } from './remote-apply.js'
 import { WriteRules, allowsRule, checkFieldRules, ownerOf } from './write-policy.js'
@@ -75,6 +75,8 @@ export class NodeService implements SyncNodeApi {
   private metrics: NodeMetricsHooks | null = null
   private readonly writes: WritePath
   private readonly remote: RemoteApply
+  /** [SCALE1] The other instances, read by every part at each use (connectCluster sets them). */
+  private readonly cluster: ClusterLink = { hooks: null }
   readonly changes$: Observable<LiveChange>
 
   constructor(
@@ -82,11 +84,11 @@ export class NodeService implements SyncNodeApi {
     private readonly access: AccessService,
     private readonly opts: NodeServiceOptions,
   ) {
-    this.cache = new NodeCache(storage, opts)
+    this.cache = new NodeCache(storage, opts, this.cluster)
     this.reads = new PagedReads(storage, access, opts.regionQueryBudget)
-    this.flush = new ContentFlush(storage, this.cache)
-    this.feed = new CommitFeed(storage, access, this.cache, this.flush)
-    this.writes = new WritePath(storage, access, this.cache, this.feed, this.flush, this.rules, opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH)
+    this.flush = new ContentFlush(storage, this.cache, this.cluster)
+    this.feed = new CommitFeed(storage, access, this.cache, this.flush, this.cluster)
+    this.writes = new WritePath(storage, access, this.cache, this.feed, this.flush, this.rules, opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH, this.cluster)
     this.changes$ = this.feed.changes$
     this.remote = new RemoteApply(storage, access, this.cache, this.feed)
   }
@@ -97,20 +99,8 @@ export class NodeService implements SyncNodeApi {
    * [SCALE1] [SCALE3] Connects this instance to the others (sync-server/cluster/): its own
    * durable changes and its clients' presence go out; a room opening here asks for theirs.
    */
-  connectCluster(hooks: {
-    committed: NonNullable<CommitFeed['outbox']>
-    presence: (path: NodePath, update: Uint8Array) => void
-    presenceOpened: (path: NodePath) => void
-    /** [SCALE2] Every change up to this version (any instance's) is applied here. */
-    watermark: () => number
-  }): void {
-    this.writes.everyWriteThroughDoc = true
-    this.cache.logIsComplete = true
-    this.flush.watermark = hooks.watermark
-    this.feed.watermark = hooks.watermark
-    this.feed.outbox = hooks.committed
-    this.cache.presenceOut = hooks.presence
-    this.cache.presenceOpened = hooks.presenceOpened
+  connectCluster(hooks: ClusterHooks): void {
+    this.cluster.hooks = hooks
   }
 
   /** [SCALE1] A change another instance made durable: into this instance's memory and feed. */

@@ -12,7 +12,7 @@ import type {
   PermissionSet,
   Principal,
 } from '../../shared/index.js'
-import type { ContextualAttachment } from '../storage/index.js'
+import type { ClientBinding, ContextualAttachment } from '../storage/index.js'
 
 /** What an update function may return. */
 export interface NodeDraft {
@@ -54,6 +54,28 @@ export type WriteRuleHook = (write: {
  */
 export interface CommitAttachment {
   attachment: ContextualAttachment | null
+}
+
+/**
+ * [SCALE1] [SCALE2] [SCALE3] How this instance reaches the others (sync-server/cluster/), given
+ * by NodeService.connectCluster. With them, every write goes through the node's Y.Doc (so each
+ * change carries a Yjs update another instance's open doc can apply), and a node's Yjs log holds
+ * all its content.
+ */
+export interface ClusterHooks {
+  /** This instance's own durable changes, for the others (changes applied from another instance do not go there). */
+  committed: (change: LiveChange, update: Uint8Array | null, clients: readonly ClientBinding[] | undefined) => void
+  /** Presence made here (by this instance's clients, or their leaving). */
+  presence: (path: NodePath, update: Uint8Array) => void
+  /** A room's presence was created here (its first client): ask the others for theirs. */
+  presenceOpened: (path: NodePath) => void
+  /** [SCALE2] Every change up to this version (any instance's) is applied here. */
+  watermark: () => number
+}
+
+/** The cluster hooks, shared by reference by every part of the node store (null: a lone instance); read at each use. */
+export interface ClusterLink {
+  hooks: ClusterHooks | null
 }
 
 /** Where a change came from; behaviour branches on it exhaustively (STYLE.md "Tag every change"). */

@@ -43,7 +43,7 @@ import type { CommitFeed } from './commit-feed.js'
 import type { ContentFlush } from './content-flush.js'
 import { DocCorrupted, type LoadedNode, type RoomConnection } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
-import type { ChangeOrigin, CommitAttachment, NodeDraft, UpdateFn } from './types.js'
+import type { ChangeOrigin, ClusterLink, CommitAttachment, NodeDraft, UpdateFn } from './types.js'
 import { allowsRule, buildsDocOnCreate, changedFields, checkFieldRules, checkInvariants, checkPlacement, ownerOf, type WriteRules } from './write-policy.js'
 
 /** The result of a write: the node after it, once durable. */
@@ -64,12 +64,6 @@ export class WritePath {
   private readonly deleting = new Set<NodePath>()
   /** [MOVE2] Subtrees being moved (source and destination): no write inside them meanwhile. */
   private readonly moving = new Set<NodePath>()
-  /**
-   * [SCALE1] Set with several instances: every write goes through the node's Y.Doc, so each
-   * change carries a Yjs update that another instance's open doc can apply (a JSON-only write
-   * could not reach a room on another instance without each rebuilding it differently).
-   */
-  everyWriteThroughDoc = false
 
   constructor(
     private readonly storage: StorageAdapter,
@@ -80,6 +74,12 @@ export class WritePath {
     private readonly rules: WriteRules,
     /** Deepest JSON a client may write (MAX_JSON_DEPTH). */
     private readonly maxJsonDepth: number,
+    /**
+     * [SCALE1] With other instances every write goes through the node's Y.Doc, so each change
+     * carries a Yjs update that another instance's open doc can apply (a JSON-only write could
+     * not reach a room on another instance without each rebuilding it differently).
+     */
+    private readonly cluster: ClusterLink,
   ) {}
 
 
@@ -115,7 +115,7 @@ export class WritePath {
   }
 
   private acquireForWrite(path: NodePath): Promise<LoadedNode> {
-    return this.everyWriteThroughDoc ? this.cache.acquireDoc(path) : this.cache.acquire(path)
+    return this.cluster.hooks ? this.cache.acquireDoc(path) : this.cache.acquire(path)
   }
 
   async put(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<{ node: MeshNode; created: boolean }> {
