@@ -25,6 +25,12 @@ export interface ChangeRecord {
   kind: MeshChangeKind
 }
 
+/** A half-open range of path strings, `from <= path < to` (bytewise, as both backends order paths): a caller's readable region ([QUERY1]). */
+export interface PathRange {
+  from: string
+  to: string
+}
+
 export interface NodeQuery {
   parent?: NodePath
   nodeType?: string

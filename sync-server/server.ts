@@ -148,7 +148,8 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     const m = new ServerMetrics(
       {
         connections: () => sockets.connectionCount,
-        nodes: () => nodes.stats(),
+        loadedDocs: () => nodes.loadedDocCount(),
+        rooms: () => nodes.roomCount(),
         engineLag: async () => Math.max(0, (await storage.lastVersion()) - fed),
         engineLeaseHeld: () => (cluster ? cluster.owner.owns : true),
         contextual: async () => (await storage.contextual({ op: 'totals', now: Date.now() })) as ContextualTotals,

@@ -16,6 +16,7 @@ import {
   type PermissionSet,
   type Principal,
   type UserId,
+  type PathRange,
 } from '../../shared/index.js'
 
 interface Assignment {
@@ -46,12 +47,6 @@ const CACHE_MAX = 50_000
 const REGION_CACHE_MAX = 10_000
 const OPERATIONS_ROOT = 'Admin/Operations'
 const PARTITION_ROOT = 'Admin/Partition'
-
-/** A half-open range of path strings, `from <= path < to` (bytewise, as both backends order paths). */
-export interface PathRange {
-  from: string
-  to: string
-}
 
 /** Bytewise order of ASCII path strings, as SQLite and PostgreSQL's "C" collation order them. */
 function compareStrings(a: string, b: string): number {

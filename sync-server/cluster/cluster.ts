@@ -20,7 +20,6 @@ export interface ClusterOptions {
 }
 
 export interface Cluster {
-  fanOut: FanOut
   owner: EngineOwner
   /** Starts competing for the engines' lease (after the server listens). */
   startEngines(): void
@@ -42,7 +41,6 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const store = await PgLeaseStore.open(o.databaseUrl)
   const owner = new EngineOwner({ instanceId: o.instanceId, factories: o.factories, context: o.context, nodes: o.nodes, store, ttlMs: o.engineLeaseMs, log, catchUp: () => fan.catchUp() })
   return {
-    fanOut: fan,
     owner,
     startEngines: () => owner.start(),
     async close() {

@@ -49,8 +49,6 @@ export class EngineOwner {
   private running: { engines: Engine[]; abort: AbortController } | null = null
   private chain: Promise<void> = Promise.resolve()
   readonly ownership: Ownership
-  /** When this instance last took the lease (ms since epoch; metrics and the failover bench). */
-  acquiredAt: number | null = null
 
   constructor(private readonly o: EngineOwnerOptions) {
     this.ownership = new Ownership({
@@ -80,7 +78,6 @@ export class EngineOwner {
 
   private async begin(): Promise<void> {
     if (!this.ownership.holds() || this.running) return
-    this.acquiredAt = Date.now()
     await this.o.catchUp()
     const abort = new AbortController()
     const nodes = fencedNodes(this.o.nodes, () => this.ownership.holds())

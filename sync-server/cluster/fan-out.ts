@@ -36,9 +36,9 @@ export class FanOut {
   private gapTimer: NodeJS.Timeout | null = null
   private pollTimer: NodeJS.Timeout | null = null
   private catchingUp = false
+  /** [SCALE2] The database's last version at the previous poll. */
+  private polledHead = 0
   private closed = false
-  /** Changes read from the database rather than received (diagnostics, tests, metrics). */
-  caughtUp = 0
 
   constructor(private readonly o: FanOutOptions) {}
 
@@ -67,11 +67,6 @@ export class FanOut {
     const poll = this.o.pollMs ?? 1000
     this.pollTimer = setInterval(() => void this.poll(), poll)
     this.pollTimer.unref()
-  }
-
-  /** The highest version up to which this instance has every change (tests, metrics). */
-  get version(): number {
-    return this.applied
   }
 
   receive(m: BusMessage): void {
@@ -131,7 +126,9 @@ export class FanOut {
     if (this.closed || this.catchingUp) return
     try {
       const last = await this.o.storage.lastVersion()
-      if (last > this.applied) this.catchUp()
+      // The head the previous poll saw, still not applied: its message is lost, not in flight.
+      if (this.polledHead > this.applied) this.catchUp()
+      this.polledHead = last
     } catch (err) {
       this.o.log.warn({ err }, 'cluster: could not read the last version')
     }
@@ -145,12 +142,11 @@ export class FanOut {
       try {
         for (;;) {
           const records: ChangeRecord[] = await this.o.storage.changesSince(this.applied, CATCH_UP_PAGE)
-          for (const r of records) {
-            if (r.version <= this.applied || this.seen.has(r.version)) continue
-            await this.o.nodes.applyRemote(r)
-            this.caughtUp++
-            this.mark(r.version)
-          }
+          await this.o.nodes.applyRemotePage(
+            records,
+            (r) => r.version > this.applied && !this.seen.has(r.version),
+            (r) => this.mark(r.version),
+          )
           const last = records.at(-1)
           // Versions the change log no longer holds ([STO7] purge) are past: nothing to apply.
           if (last && last.version > this.applied) {

@@ -1,5 +1,1 @@
-export { RedisBus, CLUSTER_CHANNEL, type BusMessage } from './redis-bus.js'
-export { FanOut } from './fan-out.js'
-export { PgLeaseStore } from './pg-leases.js'
-export { EngineOwner, fencedNodes } from './engine-owner.js'
 export { startCluster, type Cluster } from './cluster.js'

@@ -53,12 +53,6 @@ export class PgLeaseStore implements LeaseStore {
     await this.pool.query('UPDATE engine_leases SET holder = NULL, expires_at = now() WHERE name = $1 AND holder = $2 AND fence = $3', [name, held.holder, held.fence])
   }
 
-  /** [SCALE8] Whether `fence` is still the partition's current one, held and unexpired. */
-  async isCurrent(name: string, held: Lease): Promise<boolean> {
-    const r = await this.pool.query('SELECT 1 FROM engine_leases WHERE name = $1 AND holder = $2 AND fence = $3 AND expires_at > now()', [name, held.holder, held.fence])
-    return (r.rowCount ?? 0) > 0
-  }
-
   async close(): Promise<void> {
     await this.pool.end()
   }

@@ -13,7 +13,7 @@ import {
   type Principal,
 } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
-import { withCommitAttachment, type NodeApi } from '../nodes/index.js'
+import type { NodeApi } from '../nodes/index.js'
 import {
   matchesEventFilter,
   type ContextualAttachment,
@@ -425,7 +425,9 @@ export class ContextualService {
     const committed: ReactionOutcome = { status: 'committed', ...base, version: null }
     try {
       log.info({ op: 'contextual.command', requestId: childRequestId, rootRequestId: claims.root, command: reaction.spec.Command, target, user }, 'contextual nested command')
-      const { value, carried } = await withCommitAttachment(attachment(committed), () => runCommand(nodes, principal, reaction, target, p.data, `ctx-${key.slice(0, 40)}`, this.threadClock))
+      const holder: { attachment: ContextualAttachment | null } = { attachment: attachment(committed) }
+      const value = await runCommand(nodes.attaching(holder), principal, reaction, target, p.data, `ctx-${key.slice(0, 40)}`, this.threadClock)
+      const carried = holder.attachment === null
       if (!carried) await this.recordAlone(attachment(committed))
       return { outcome: { ...committed, version: carried ? value.version : null }, repeated: false }
     } catch (err) {

@@ -8,8 +8,10 @@ import { bearerToken, type Route } from '../http/index.js'
 export interface MetricsSources {
   /** Open WebSockets (/sync and /mux). */
   connections(): number
-  /** Loaded nodes, and those with a client connected (rooms). */
-  nodes(): { loadedDocs: number; rooms: number }
+  /** Loaded nodes. */
+  loadedDocs(): number
+  /** Loaded nodes with a client connected. */
+  rooms(): number
   /** [OPS5] Versions in the change log not yet on this instance's change feed (what the engines follow). */
   engineLag(): Promise<number>
   /** [OPS5] Whether this instance holds the engines' lease (a lone instance always does). */
@@ -40,8 +42,8 @@ export class ServerMetrics {
     this.refusals = new Counter({ name: 'weft_refusals_total', help: 'Requests and client updates refused, by error code and transport.', labelNames: ['code', 'transport'], registers })
     this.commits = new Histogram({ name: 'weft_commit_duration_seconds', help: 'Time from a commit being enqueued to it being durable.', buckets: COMMIT_BUCKETS, registers })
     this.gauge('weft_connections', 'Open WebSockets (/sync and /mux).', () => sources.connections())
-    this.gauge('weft_rooms', 'Loaded nodes with at least one client connected.', () => sources.nodes().rooms)
-    this.gauge('weft_loaded_docs', 'Nodes loaded in memory.', () => sources.nodes().loadedDocs)
+    this.gauge('weft_rooms', 'Loaded nodes with at least one client connected.', () => sources.rooms())
+    this.gauge('weft_loaded_docs', 'Nodes loaded in memory.', () => sources.loadedDocs())
     this.gauge('weft_engine_lag_versions', 'Versions in the change log not yet on this instance\'s change feed.', () => sources.engineLag())
     this.gauge('weft_engine_lease_held', '1 when this instance holds the engines\' lease (runs the engines), else 0.', () => (sources.engineLeaseHeld() ? 1 : 0))
     // One query for the five contextual figures per scrape, shared by their collect functions.

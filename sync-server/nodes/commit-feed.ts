@@ -1,13 +1,12 @@
-import { AsyncLocalStorage } from 'node:async_hooks'
 import { Observable, Subject } from 'rxjs'
 import { WeftError, principalName, type MeshChangeKind, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { ClientBinding } from '../admission/index.js'
 import type { AccessService } from '../access/index.js'
-import type { ContextualAttachment, StorageAdapter } from '../storage/index.js'
+import type { StorageAdapter } from '../storage/index.js'
 import type { ContentFlush } from './content-flush.js'
 import type { LoadedNode } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
-import type { ChangeOrigin, LiveChange } from './types.js'
+import type { ChangeOrigin, ClusterLink, CommitAttachment, LiveChange } from './types.js'
 
 /** One change to commit: the node before and after (null: absent), and how it came. */
 export interface ChangeToCommit {
@@ -21,20 +20,8 @@ export interface ChangeToCommit {
   deferContent?: boolean
   /** [ACC12] The client ids a client's update binds; absent for the server's own writes. */
   clients?: readonly ClientBinding[]
-}
-
-/** [CTX26] The attachment the next commit in this async context carries (taken by one commit only). */
-const attachments = new AsyncLocalStorage<{ attachment: ContextualAttachment | null }>()
-
-/**
- * [CTX26] Runs one node write (`fn`) whose commit carries `attachment` into its transaction: the
- * contextual reaction's outcome and causation record commit with the command's mutation, or
- * neither does. Only the first commit `fn` makes carries it.
- */
-export async function withCommitAttachment<T>(attachment: ContextualAttachment, fn: () => Promise<T>): Promise<{ value: T; carried: boolean }> {
-  const holder: { attachment: ContextualAttachment | null } = { attachment }
-  const value = await attachments.run(holder, fn)
-  return { value, carried: holder.attachment === null }
+  /** [CTX26] Carried into this commit's transaction, if still there (the first commit takes it). */
+  attach?: CommitAttachment
 }
 
 /**
@@ -47,21 +34,19 @@ export class CommitFeed {
   /** Per-path feeds for node$: a watcher sees its node's changes only, not the whole mesh's. */
   private readonly pathSubjects = new Map<NodePath, Subject<LiveChange>>()
   readonly changes$: Observable<LiveChange> = this.changesSubject.asObservable()
-  /**
-   * [SCALE1] Where this instance's own durable changes go besides the local feed (the Redis
-   * fan-out, sync-server/cluster/); changes applied from another instance do not go there.
-   */
-  /** [SCALE2] Several instances: the version up to which every instance's changes are applied here. */
-  watermark: (() => number) | null = null
   /** [OPS3] Told how long each commit took to become durable, in seconds (the metrics' histogram). */
   onCommitted: ((seconds: number) => void) | null = null
-  outbox: ((change: LiveChange, update: Uint8Array | null, clients: readonly ClientBinding[] | undefined) => void) | null = null
 
   constructor(
     private readonly storage: StorageAdapter,
     private readonly access: AccessService,
     private readonly cache: NodeCache,
     private readonly flush: ContentFlush,
+    /**
+     * [SCALE1] [SCALE2] The other instances: this instance's own durable changes go to them too
+     * (changes applied from another instance do not), each commit with the watermark.
+     */
+    private readonly cluster: ClusterLink,
   ) {}
 
   commit(ln: LoadedNode, c: ChangeToCommit): Promise<MeshNode | null> {
@@ -77,7 +62,7 @@ export class CommitFeed {
     ln.lastUsed = Date.now()
     this.access.observe(before, after)
     ln.commitStarted()
-    const holder = attachments.getStore()
+    const holder = c.attach
     const contextual = holder?.attachment ?? undefined
     if (holder) holder.attachment = null
     const started = this.onCommitted ? performance.now() : 0
@@ -94,7 +79,7 @@ export class CommitFeed {
       deferContent: deferred || undefined,
       // [ACC12] Stored with the update that introduces them; the server doc's own id with its first write.
       // [SCALE2] Several instances: every change up to this version is in this copy.
-      ...(this.watermark ? { baseVersion: this.watermark() } : {}),
+      ...(this.cluster.hooks ? { baseVersion: this.cluster.hooks.watermark() } : {}),
       clients: clients !== undefined ? (clients.length > 0 ? clients : undefined) : update && ln.hasDoc ? ln.clientBindings.serverBinding() : undefined,
     })
     return committed.then(
@@ -125,10 +110,10 @@ export class CommitFeed {
     )
   }
 
-  /** Publishes a durable change of this instance to the whole feed, the watchers of its node and the outbox. */
+  /** Publishes a durable change of this instance to the whole feed, the watchers of its node and the other instances. */
   publish(change: LiveChange, update: Uint8Array | null = null, clients?: readonly ClientBinding[]): void {
     this.publishLocal(change)
-    this.outbox?.(change, update, clients)
+    this.cluster.hooks?.committed(change, update, clients)
   }
 
   /** Publishes a durable change to the local feed and the watchers of its node only (a change another instance made). */

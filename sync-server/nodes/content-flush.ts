@@ -1,6 +1,7 @@
 import type { JsonObject } from '../../shared/index.js'
 import { itemsJson, type RowJson, type RowPart, type StorageAdapter } from '../storage/index.js'
 import type { LoadedNode } from './loaded-node.js'
+import type { ClusterLink } from './types.js'
 
 /**
  * [STO5] How long the stored row's content may lag a client's Yjs edits. Each edit logs its
@@ -21,8 +22,6 @@ export interface FlushSettling {
  * at most once per CONTENT_FLUSH_MS, for copies whose commits deferred it. Kept as one unit.
  */
 export class ContentFlush {
-  /** [SCALE2] Several instances: every change up to this version is in this instance's copies; a row past it is not written. */
-  watermark: (() => number) | null = null
   /** [ACT12] Arrays `append` grows in place, and the copy of the node that owns each. */
   readonly appendable = new WeakMap<object, LoadedNode>()
   /** [ACT12] The JSON of such an array's first `count` items (they never change: items are only added). */
@@ -44,6 +43,8 @@ export class ContentFlush {
   constructor(
     private readonly storage: StorageAdapter,
     private readonly settling: FlushSettling,
+    /** [SCALE2] Several instances: every change up to the watermark is in this instance's copies; a row past it is not written. */
+    private readonly cluster: ClusterLink,
   ) {}
 
   /** [STO5] Schedules the write of a deferred commit's row content. */
@@ -80,7 +81,7 @@ export class ContentFlush {
       if (!node || ln.poisoned) continue
       ln.commitStarted()
       writes.push(
-        this.storage.writeContent(ln.path, node.content, this.rowJson(ln, node.content), this.watermark?.()).then(
+        this.storage.writeContent(ln.path, node.content, this.rowJson(ln, node.content), this.cluster.hooks?.watermark()).then(
           () => this.settling.commitLanded(ln),
           (err: unknown) => this.settling.commitFailed(ln, err),
         ),

@@ -1,11 +1,11 @@
 export { NodeService, type NodeMetricsHooks, type NodeServiceOptions } from './node-service.js'
 export type { RemoteChange } from './remote-apply.js'
 export { MoveService } from './move-service.js'
-export { withCommitAttachment } from './commit-feed.js'
 export { MAX_CURSOR_LENGTH, isSealedCursor } from './query-cursor.js'
 export { checkFieldRules, ownerOf } from './write-policy.js'
 export type {
   ChangeOrigin,
+  CommitAttachment,
   HttpNodeApi,
   LiveChange,
   NodeApi,

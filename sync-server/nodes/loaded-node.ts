@@ -2,7 +2,7 @@ import * as Y from 'yjs'
 import * as awarenessProtocol from 'y-protocols/awareness'
 import type { MeshNode, NodePath } from '../../shared/index.js'
 import { ClientBindings } from '../admission/index.js'
-import type { RoomConnection, SyncRoom } from './types.js'
+import type { ClusterLink, RoomConnection, SyncRoom } from './types.js'
 
 export type { RoomConnection } from './types.js'
 
@@ -56,15 +56,13 @@ export class LoadedNode implements SyncRoom {
   contentDirty = false
   /** [ACC12] Who writes under each Yjs client id of the doc; replaced with the doc. */
   clientBindings = new ClientBindings()
-  /**
-   * [SCALE3] Presence made here (by this instance's clients, or their leaving), for the other
-   * instances; presence applied from another instance (origin REMOTE_ORIGIN) is not sent back.
-   */
-  presenceOut: ((path: NodePath, update: Uint8Array) => void) | null = null
-  /** [SCALE3] Called when this room's presence is created (its first client here): ask the others for theirs. */
-  presenceOpened: ((path: NodePath) => void) | null = null
 
-  constructor(path: NodePath, node: MeshNode | null) {
+  constructor(
+    path: NodePath,
+    node: MeshNode | null,
+    /** [SCALE3] The other instances: this room's presence goes to them, read at each use (null hooks: none). */
+    private readonly cluster: ClusterLink,
+  ) {
     this.path = path
     this.node = node
   }
@@ -103,7 +101,7 @@ export class LoadedNode implements SyncRoom {
       awareness.setLocalState(null)
       awareness.on('update', this.onAwarenessUpdate)
       this.awarenessState = awareness
-      this.presenceOpened?.(this.path)
+      this.cluster.hooks?.presenceOpened(this.path)
     }
     return this.awarenessState
   }
@@ -235,7 +233,8 @@ export class LoadedNode implements SyncRoom {
       for (const id of removed) ids.delete(id)
     }
     const update = awarenessProtocol.encodeAwarenessUpdate(this.awareness, changed)
-    if (origin !== REMOTE_ORIGIN) this.presenceOut?.(this.path, update)
+    // Presence applied from another instance (origin REMOTE_ORIGIN) is not sent back.
+    if (origin !== REMOTE_ORIGIN) this.cluster.hooks?.presence(this.path, update)
     for (const c of this.connections) c.sendAwareness(update)
   }
 

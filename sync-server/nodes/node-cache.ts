@@ -4,6 +4,7 @@ import { WeftError, docToJson, isDescendantOrSelf, jsonEqual, replaceDocContent,
 import type { StorageAdapter } from '../storage/index.js'
 import { ClientBindings } from '../admission/index.js'
 import { LoadedNode, type DocCorrupted } from './loaded-node.js'
+import type { ClusterLink } from './types.js'
 
 export interface NodeCacheOptions {
   idleUnloadMs: number
@@ -38,17 +39,14 @@ export class NodeCache {
    */
   private readonly readCache = new Map<NodePath, MeshNode | null>()
   private writeEpoch = 0
-  /** [SCALE3] Given to every loaded copy (LoadedNode.presenceOut / presenceOpened). */
-  presenceOut: LoadedNode['presenceOut'] = null
-  presenceOpened: LoadedNode['presenceOpened'] = null
-  /** [SCALE2] Set with several instances: a node's Yjs log holds all its content (buildDoc). */
-  logIsComplete = false
   private sweepTimer: NodeJS.Timeout | null = null
   private closed = false
 
   constructor(
     private readonly storage: StorageAdapter,
     private readonly opts: NodeCacheOptions,
+    /** [SCALE2] [SCALE3] The other instances (given to every loaded copy); with them a node's Yjs log holds all its content (buildDoc). */
+    private readonly cluster: ClusterLink,
   ) {
     const every = Math.max(50, Math.min(5_000, Math.floor(opts.idleUnloadMs / 2)))
     this.sweepTimer = setInterval(() => this.unloadIdle(), every)
@@ -110,9 +108,7 @@ export class NodeCache {
     // current (a settling commit drops it), so a read that a write follows costs one query.
     const cached = this.readCache.get(path)
     const node = cached !== undefined ? cached : await this.storage.getNode(path)
-    const ln = new LoadedNode(path, node)
-    ln.presenceOut = this.presenceOut
-    ln.presenceOpened = this.presenceOpened
+    const ln = new LoadedNode(path, node, this.cluster)
     this.loaded.set(path, ln)
     this.readCache.delete(path)
     this.trimLoaded()
@@ -170,7 +166,7 @@ export class NodeCache {
       // [SCALE2] Several instances: every write goes through a doc, so the log holds every
       // change, and a row read before the log may miss one another instance committed in
       // between: the log is the content (a catch-up from the row would undo that change).
-      if (this.logIsComplete && ln.node && stored && ln.generation === generation) ln.node = { ...ln.node, content: logged }
+      if (this.cluster.hooks && ln.node && stored && ln.generation === generation) ln.node = { ...ln.node, content: logged }
       const content = ln.node?.content ?? {}
       const lags = !jsonEqual(logged, content)
       // Before the catch-up: the server's own writes use an id nobody else holds.

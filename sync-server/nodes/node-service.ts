@@ -18,6 +18,7 @@ import {
   type Permission,
   type PermissionSet,
   type Principal,
+  type PathRange,
 } from '../../shared/index.js'
 import { MAX_QUERY_LIMIT, type FieldRow, type MoveInput, type StorageAdapter, type TrashEntry } from '../storage/index.js'
 import type { AccessService } from '../access/index.js'
@@ -26,7 +27,7 @@ import { ContentFlush } from './content-flush.js'
 import { LoadedNode, type RoomConnection } from './loaded-node.js'
 import { NodeCache } from './node-cache.js'
 import { PagedReads } from './paged-reads.js'
-import type { ChangeOrigin, LiveChange, NodeCapabilities, NodeDraft, SyncNodeApi, SyncRoom, UpdateFn, WriteRuleHook } from './types.js'
+import type { ChangeOrigin, ClusterHooks, ClusterLink, CommitAttachment, LiveChange, NodeApi, NodeCapabilities, NodeDraft, SyncNodeApi, SyncRoom, UpdateFn, WriteRuleHook } from './types.js'
 import { WritePath } from './write-path.js'
 import { RemoteApply, type RemoteChange } from './remote-apply.js'
 import { WriteRules, allowsRule, checkFieldRules, ownerOf } from './write-policy.js'
@@ -74,6 +75,8 @@ export class NodeService implements SyncNodeApi {
   private metrics: NodeMetricsHooks | null = null
   private readonly writes: WritePath
   private readonly remote: RemoteApply
+  /** [SCALE1] The other instances, read by every part at each use (connectCluster sets them). */
+  private readonly cluster: ClusterLink = { hooks: null }
   readonly changes$: Observable<LiveChange>
 
   constructor(
@@ -81,11 +84,11 @@ export class NodeService implements SyncNodeApi {
     private readonly access: AccessService,
     private readonly opts: NodeServiceOptions,
   ) {
-    this.cache = new NodeCache(storage, opts)
+    this.cache = new NodeCache(storage, opts, this.cluster)
     this.reads = new PagedReads(storage, access, opts.regionQueryBudget)
-    this.flush = new ContentFlush(storage, this.cache)
-    this.feed = new CommitFeed(storage, access, this.cache, this.flush)
-    this.writes = new WritePath(storage, access, this.cache, this.feed, this.flush, this.rules, opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH)
+    this.flush = new ContentFlush(storage, this.cache, this.cluster)
+    this.feed = new CommitFeed(storage, access, this.cache, this.flush, this.cluster)
+    this.writes = new WritePath(storage, access, this.cache, this.feed, this.flush, this.rules, opts.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH, this.cluster)
     this.changes$ = this.feed.changes$
     this.remote = new RemoteApply(storage, access, this.cache, this.feed)
   }
@@ -96,25 +99,18 @@ export class NodeService implements SyncNodeApi {
    * [SCALE1] [SCALE3] Connects this instance to the others (sync-server/cluster/): its own
    * durable changes and its clients' presence go out; a room opening here asks for theirs.
    */
-  connectCluster(hooks: {
-    committed: NonNullable<CommitFeed['outbox']>
-    presence: (path: NodePath, update: Uint8Array) => void
-    presenceOpened: (path: NodePath) => void
-    /** [SCALE2] Every change up to this version (any instance's) is applied here. */
-    watermark: () => number
-  }): void {
-    this.writes.everyWriteThroughDoc = true
-    this.cache.logIsComplete = true
-    this.flush.watermark = hooks.watermark
-    this.feed.watermark = hooks.watermark
-    this.feed.outbox = hooks.committed
-    this.cache.presenceOut = hooks.presence
-    this.cache.presenceOpened = hooks.presenceOpened
+  connectCluster(hooks: ClusterHooks): void {
+    this.cluster.hooks = hooks
   }
 
   /** [SCALE1] A change another instance made durable: into this instance's memory and feed. */
   applyRemote(change: RemoteChange): Promise<void> {
     return this.remote.apply(change)
+  }
+
+  /** [SCALE2] A page of changes another instance made, read from storage (remote-apply.ts): each path read once. */
+  applyRemotePage(changes: readonly RemoteChange[], fresh: (change: RemoteChange) => boolean, applied: (change: RemoteChange) => void): Promise<void> {
+    return this.remote.applyPage(changes, fresh, applied)
   }
 
   /** [SCALE3] Presence from another instance's clients. */
@@ -175,7 +171,17 @@ export class NodeService implements SyncNodeApi {
   }
 
   stats(): { loadedDocs: number; rooms: number } {
-    return { loadedDocs: this.cache.size, rooms: this.cache.roomCount() }
+    return { loadedDocs: this.loadedDocCount(), rooms: this.roomCount() }
+  }
+
+  /** Nodes loaded in memory. */
+  loadedDocCount(): number {
+    return this.cache.size
+  }
+
+  /** Loaded nodes with a client connected (counts every copy: for a scrape, not a hot path). */
+  roomCount(): number {
+    return this.cache.roomCount()
   }
 
   /** [OPS3] Counts client updates, acknowledgements, refusals and commit latency into `hooks`. */
@@ -272,7 +278,7 @@ export class NodeService implements SyncNodeApi {
   }
 
   /** [QUERY1] [FIND4] The paths `principal` may read, as sorted disjoint ranges; `null` for system (everything). */
-  readRegions(principal: Principal): readonly { from: string; to: string }[] | null {
+  readRegions(principal: Principal): readonly PathRange[] | null {
     return isSystem(principal) ? null : this.access.readRegions(principal.userId as string)
   }
 
@@ -346,6 +352,28 @@ export class NodeService implements SyncNodeApi {
     opts: { patch?: (current: MeshNode) => MergePatch | undefined } = {},
   ): Promise<MeshNode> {
     return this.writes.append(principal, path, field, items, origin, opts)
+  }
+
+  /** [CTX26] A view of this API whose writes carry `holder`'s attachment into their first commit. */
+  attaching(holder: CommitAttachment): NodeApi {
+    const w = this.writes
+    return {
+      permissions: (principal, path) => this.permissions(principal, path),
+      get: (principal, path) => this.get(principal, path),
+      read: (principal, path) => this.read(principal, path),
+      query: (principal, query) => this.query(principal, query),
+      node$: (path) => this.node$(path),
+      changes$: this.changes$,
+      changesSince: (principal, version, limit) => this.changesSince(principal, version, limit),
+      registerWriteRule: (nodeType, rule) => this.registerWriteRule(nodeType, rule),
+      attaching: (other) => this.attaching(other),
+      put: (principal, path, draft, origin = 'http') => w.put(principal, path, draft, origin, holder),
+      create: (principal, path, draft, origin = 'http') => w.create(principal, path, draft, origin, holder),
+      patch: (principal, path, patch, origin = 'http') => w.patch(principal, path, patch, origin, holder),
+      update: (principal, path, fn, origin = 'engine') => w.update(principal, path, fn, origin, holder),
+      delete: (principal, path, origin = 'http') => w.delete(principal, path, origin, holder),
+      append: (principal, path, field, items, origin = 'engine', opts = {}) => w.append(principal, path, field, items, origin, opts, holder),
+    }
   }
 
   /** [MOVE2] Moves a subtree in one storage transaction; move-service.ts checks the rules first (write-path.ts). */

@@ -1,4 +1,4 @@
-import { isInTrash, isSystem, selfAndAncestors, type ChangeRecord, type MeshNode, type NodePath, type NodeQuery, type Principal } from '../../shared/index.js'
+import { isInTrash, isSystem, selfAndAncestors, type ChangeRecord, type MeshNode, type NodePath, type NodeQuery, type PathRange, type Principal } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
 import type { StorageAdapter } from '../storage/index.js'
 import { CursorSealer, isSealedCursor } from './query-cursor.js'
@@ -133,7 +133,7 @@ export class PagedReads {
     // A parent's children lie in [parent/, parent0).
     const parent = query.parent
     const window = parent ? { from: `${parent}/`, to: `${parent}0` } : null
-    const regions: { from: string; to: string }[] = []
+    const regions: PathRange[] = []
     const inTrash = parent !== undefined && isInTrash(parent)
     for (const r of this.access.readRegions(userId)) {
       let from = r.from

@@ -34,14 +34,50 @@ export class RemoteApply {
   ) {}
 
   async apply(change: RemoteChange): Promise<void> {
+    const node = change.kind === 'Deleted' ? null : await this.storage.getNode(change.path)
+    await this.take(change, node, change)
+  }
+
+  /**
+   * [SCALE2] A page of changes read from storage (a catch-up), in order: each path's node is read
+   * once and its copy refreshed once (from the stored log, which holds every change of the page),
+   * before its first change is published; every change is still published, in order. `fresh`
+   * says whether a change is still to apply (asked again as it comes: this instance's own commit
+   * may land meanwhile); `applied` is told each change applied.
+   */
+  async applyPage(changes: readonly RemoteChange[], fresh: (change: RemoteChange) => boolean, applied: (change: RemoteChange) => void): Promise<void> {
+    // What each path's refresh stands for: its first creation or deletion (the copy is dropped),
+    // else its last update (the doc takes the stored log, the copy that version).
+    const refreshes = new Map<NodePath, RemoteChange | null>()
+    for (const c of changes) {
+      const prev = refreshes.get(c.path)
+      if (fresh(c) && (!prev || prev.kind === 'Updated')) refreshes.set(c.path, c)
+    }
+    const nodes = new Map<NodePath, MeshNode | null>()
+    for (const change of changes) {
+      if (!fresh(change)) continue
+      const { path } = change
+      let node: MeshNode | null = null
+      if (change.kind !== 'Deleted') {
+        if (!nodes.has(path)) nodes.set(path, await this.storage.getNode(path))
+        node = nodes.get(path)!
+      }
+      const refresh = refreshes.get(path) ?? null
+      refreshes.set(path, null)
+      await this.take(change, node, refresh)
+      applied(change)
+    }
+  }
+
+  /** One change into the access indexes, the copy here (refreshed as `refresh` says; null: already) and the local feed. */
+  private async take(change: RemoteChange, node: MeshNode | null, refresh: RemoteChange | null): Promise<void> {
     const { path } = change
-    const node = change.kind === 'Deleted' ? null : await this.storage.getNode(path)
     this.cache.settledWrite(path)
     if (change.nodeType === 'AccessAssignment' || change.nodeType === 'Membership') {
       // The indexes key an assignment by its path: the stub stands for whatever was there.
       this.access.observe({ path, nodeType: change.nodeType } as MeshNode, node)
     }
-    await this.refreshCopy(path, change)
+    if (refresh) await this.refreshCopy(path, refresh)
     this.feed.publishLocal({ version: change.version, path, nodeType: change.nodeType, kind: change.kind, node, by: change.by ?? 'remote', origin: change.origin ?? 'system' })
   }
 
@@ -67,24 +103,25 @@ export class RemoteApply {
 
   /** The update (or, from a catch-up, the stored log: Yjs applies only what the doc lacks) into the room's doc, relayed to its clients. */
   private async applyToDoc(ln: LoadedNode, change: RemoteChange): Promise<void> {
-    let updates: Uint8Array[]
-    if (change.update) updates = [change.update]
-    else {
-      const stored = await this.storage.loadDoc(ln.path)
-      updates = stored ? [...(stored.snapshot ? [stored.snapshot] : []), ...stored.updates] : []
-    }
+    const updates = change.update ? [change.update] : await this.storedUpdates(ln.path)
     const bindings = change.clients ?? (change.update ? [] : await this.storage.loadClientBindings(ln.path))
     if (!ln.hasDoc || !ln.node || ln.poisoned) return
     // One synchronous stretch: no local write interleaves between the doc and its JSON.
     ln.clientBindings.record(bindings)
     for (const u of updates) Y.applyUpdate(ln.doc, u, REMOTE_ORIGIN)
-    if (ln.doc.store.pendingStructs || ln.doc.store.pendingDs) {
+    if (change.update && (ln.doc.store.pendingStructs || ln.doc.store.pendingDs)) {
       // An update this doc missed came later (its message lost): the stored log has it.
-      const stored = await this.storage.loadDoc(ln.path)
+      const stored = await this.storedUpdates(ln.path)
       if (!ln.hasDoc || !ln.node || ln.poisoned) return
-      for (const u of stored ? [...(stored.snapshot ? [stored.snapshot] : []), ...stored.updates] : []) Y.applyUpdate(ln.doc, u, REMOTE_ORIGIN)
+      for (const u of stored) Y.applyUpdate(ln.doc, u, REMOTE_ORIGIN)
     }
     ln.node = { ...ln.node, content: docToJson(ln.doc), version: Math.max(ln.node.version, change.version) }
+  }
+
+  /** The node's stored log: its snapshot (if any), then its updates. */
+  private async storedUpdates(path: NodePath): Promise<Uint8Array[]> {
+    const stored = await this.storage.loadDoc(path)
+    return stored ? [...(stored.snapshot ? [stored.snapshot] : []), ...stored.updates] : []
   }
 
   /** [SCALE3] Presence from another instance's clients, into this instance's room (if one is open here). */

@@ -12,6 +12,7 @@ import type {
   PermissionSet,
   Principal,
 } from '../../shared/index.js'
+import type { ClientBinding, ContextualAttachment } from '../storage/index.js'
 
 /** What an update function may return. */
 export interface NodeDraft {
@@ -45,6 +46,37 @@ export type WriteRuleHook = (write: {
   /** The content the write leaves (before any returned fields). */
   after: JsonObject
 }) => JsonObject | undefined
+
+/**
+ * [CTX26] An attachment for the next commit of a write (NodeApi.attaching): the contextual
+ * reaction's outcome and causation record commit with the command's mutation, or neither does.
+ * Only the first commit carries it; it is null once taken.
+ */
+export interface CommitAttachment {
+  attachment: ContextualAttachment | null
+}
+
+/**
+ * [SCALE1] [SCALE2] [SCALE3] How this instance reaches the others (sync-server/cluster/), given
+ * by NodeService.connectCluster. With them, every write goes through the node's Y.Doc (so each
+ * change carries a Yjs update another instance's open doc can apply), and a node's Yjs log holds
+ * all its content.
+ */
+export interface ClusterHooks {
+  /** This instance's own durable changes, for the others (changes applied from another instance do not go there). */
+  committed: (change: LiveChange, update: Uint8Array | null, clients: readonly ClientBinding[] | undefined) => void
+  /** Presence made here (by this instance's clients, or their leaving). */
+  presence: (path: NodePath, update: Uint8Array) => void
+  /** A room's presence was created here (its first client): ask the others for theirs. */
+  presenceOpened: (path: NodePath) => void
+  /** [SCALE2] Every change up to this version (any instance's) is applied here. */
+  watermark: () => number
+}
+
+/** The cluster hooks, shared by reference by every part of the node store (null: a lone instance); read at each use. */
+export interface ClusterLink {
+  hooks: ClusterHooks | null
+}
 
 /** Where a change came from; behaviour branches on it exhaustively (STYLE.md "Tag every change"). */
 export type ChangeOrigin = 'http' | 'sync' | 'mux' | 'engine' | 'system'
@@ -98,6 +130,11 @@ export interface NodeApi {
   ): Promise<MeshNode>
   /** Registers the write rule of a node type (one per type; engines register theirs at start-up). */
   registerWriteRule(nodeType: string, rule: WriteRuleHook): void
+  /**
+   * [CTX26] This API, whose writes carry `holder`'s attachment into the first commit they make
+   * (the holder's attachment is null afterwards: whether it was carried).
+   */
+  attaching(holder: CommitAttachment): NodeApi
 }
 
 /**

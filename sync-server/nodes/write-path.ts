@@ -43,7 +43,7 @@ import type { CommitFeed } from './commit-feed.js'
 import type { ContentFlush } from './content-flush.js'
 import { DocCorrupted, type LoadedNode, type RoomConnection } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
-import type { ChangeOrigin, NodeDraft, UpdateFn } from './types.js'
+import type { ChangeOrigin, ClusterLink, CommitAttachment, NodeDraft, UpdateFn } from './types.js'
 import { allowsRule, buildsDocOnCreate, changedFields, checkFieldRules, checkInvariants, checkPlacement, ownerOf, type WriteRules } from './write-policy.js'
 
 /** The result of a write: the node after it, once durable. */
@@ -64,12 +64,6 @@ export class WritePath {
   private readonly deleting = new Set<NodePath>()
   /** [MOVE2] Subtrees being moved (source and destination): no write inside them meanwhile. */
   private readonly moving = new Set<NodePath>()
-  /**
-   * [SCALE1] Set with several instances: every write goes through the node's Y.Doc, so each
-   * change carries a Yjs update that another instance's open doc can apply (a JSON-only write
-   * could not reach a room on another instance without each rebuilding it differently).
-   */
-  everyWriteThroughDoc = false
 
   constructor(
     private readonly storage: StorageAdapter,
@@ -80,6 +74,12 @@ export class WritePath {
     private readonly rules: WriteRules,
     /** Deepest JSON a client may write (MAX_JSON_DEPTH). */
     private readonly maxJsonDepth: number,
+    /**
+     * [SCALE1] With other instances every write goes through the node's Y.Doc, so each change
+     * carries a Yjs update that another instance's open doc can apply (a JSON-only write could
+     * not reach a room on another instance without each rebuilding it differently).
+     */
+    private readonly cluster: ClusterLink,
   ) {}
 
 
@@ -109,54 +109,55 @@ export class WritePath {
     origin: ChangeOrigin,
     deferContent = false,
     clients?: readonly ClientBinding[],
+    attach?: CommitAttachment,
   ): Written {
-    return this.feed.commit(ln, { principal, before, after, kind, update, origin, deferContent, clients })
+    return this.feed.commit(ln, { principal, before, after, kind, update, origin, deferContent, clients, attach })
   }
 
   private acquireForWrite(path: NodePath): Promise<LoadedNode> {
-    return this.everyWriteThroughDoc ? this.cache.acquireDoc(path) : this.cache.acquire(path)
+    return this.cluster.hooks ? this.cache.acquireDoc(path) : this.cache.acquire(path)
   }
 
-  async put(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http'): Promise<{ node: MeshNode; created: boolean }> {
+  async put(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<{ node: MeshNode; created: boolean }> {
     await this.requireParent(principal, path)
     const ln = await this.acquireForWrite(path)
-    if (!ln.node) return { node: (await this.createIn(ln, principal, draft, origin))!, created: true }
-    return { node: (await this.replaceIn(ln, principal, draft, origin))!, created: false }
+    if (!ln.node) return { node: (await this.createIn(ln, principal, draft, origin, attach))!, created: true }
+    return { node: (await this.replaceIn(ln, principal, draft, origin, attach))!, created: false }
   }
 
-  async create(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
+  async create(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<MeshNode> {
     await this.requireParent(principal, path)
     const ln = await this.acquireForWrite(path)
     if (ln.node) throw new WeftError('already_exists', `A node already exists at ${path}.`)
-    return (await this.createIn(ln, principal, draft, origin))!
+    return (await this.createIn(ln, principal, draft, origin, attach))!
   }
 
-  async patch(principal: Principal, path: NodePath, patch: MergePatch, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
+  async patch(principal: Principal, path: NodePath, patch: MergePatch, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<MeshNode> {
     assertMergePatch(patch, this.maxJsonDepth)
     const ln = await this.acquireForWrite(path)
     const before = this.existing(ln, principal)
     const next = applyMergePatch(before.content, patch) as JsonObject
-    return (await this.writeContent(ln, principal, before, before.name, next, patch, origin))!
+    return (await this.writeContent(ln, principal, before, before.name, next, patch, origin, attach))!
   }
 
-  async update(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin = 'engine'): Promise<MeshNode | null> {
+  async update(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin = 'engine', attach?: CommitAttachment): Promise<MeshNode | null> {
     const ln = await this.acquireForWrite(path)
     const current = ln.node
     const result = fn(current)
     if (result === undefined || result === current) return current
     if (result === null) {
       if (!current) return null
-      await this.deleteIn(ln, principal, origin, false)
+      await this.deleteIn(ln, principal, origin, false, attach)
       return null
     }
-    if (!current) return this.createIn(ln, principal, result, origin)
-    return this.replaceIn(ln, principal, result, origin)
+    if (!current) return this.createIn(ln, principal, result, origin, attach)
+    return this.replaceIn(ln, principal, result, origin, attach)
   }
 
-  async delete(principal: Principal, path: NodePath, origin: ChangeOrigin = 'http'): Promise<void> {
+  async delete(principal: Principal, path: NodePath, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<void> {
     const ln = await this.cache.acquire(path)
     this.existing(ln, principal)
-    await this.deleteIn(ln, principal, origin, false)
+    await this.deleteIn(ln, principal, origin, false, attach)
   }
 
   /** A client's Yjs update (sockets): inspected before it may touch the authoritative doc. */
@@ -229,6 +230,7 @@ export class WritePath {
     items: readonly JsonValue[],
     origin: ChangeOrigin = 'engine',
     opts: { patch?: (current: MeshNode) => MergePatch | undefined } = {},
+    attach?: CommitAttachment,
   ): Promise<MeshNode> {
     assertMergePatch({ [field]: [...items] })
     let ln = await this.cache.acquire(path)
@@ -298,7 +300,7 @@ export class WritePath {
     const next = patched.length > 0 ? withFieldsFromDoc(before.content, doc, patched) : { ...before.content }
     if (items.length > 0) next[field] = array
     // [STO5] The row's JSON is written later, coalesced: a line costs its Yjs insert, not the log.
-    return (await this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', update, origin, true))!
+    return (await this.commitChange(ln, principal, before, { ...before, content: next, updatedAt: now() }, 'Updated', update, origin, true, undefined, attach))!
   }
 
   /**
@@ -339,7 +341,7 @@ export class WritePath {
   async rename(principal: Principal, path: NodePath, name: string, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
     const ln = await this.acquireForWrite(path)
     const before = this.existing(ln, principal)
-    return (await this.writeContent(ln, principal, before, name, before.content, {}, origin, []))!
+    return (await this.writeContent(ln, principal, before, name, before.content, {}, origin, undefined, []))!
   }
 
   // ---------------------------------------------------------------- write internals
@@ -386,7 +388,7 @@ export class WritePath {
     return ln.node
   }
 
-  private createIn(ln: LoadedNode, principal: Principal, draft: NodeDraft, origin: ChangeOrigin): Written {
+  private createIn(ln: LoadedNode, principal: Principal, draft: NodeDraft, origin: ChangeOrigin, attach?: CommitAttachment): Written {
     this.writable(ln)
     const path = ln.path
     for (let p = parentPath(path); p; p = parentPath(p)) {
@@ -445,7 +447,7 @@ export class WritePath {
       version: 0,
       state: 'Active',
     }
-    const written = this.commitChange(ln, principal, null, node, 'Created', update, origin)
+    const written = this.commitChange(ln, principal, null, node, 'Created', update, origin, false, undefined, attach)
     if (!parent && draft.nodeType === 'Space' && !isSystem(principal)) {
       // The creator of a space becomes its Admin (DESIGN.md "Identity and access").
       const grant = this.update(
@@ -467,7 +469,7 @@ export class WritePath {
   }
 
   /** Structural rules of reserved places. */
-  private replaceIn(ln: LoadedNode, principal: Principal, draft: NodeDraft | MeshNode, origin: ChangeOrigin): Written {
+  private replaceIn(ln: LoadedNode, principal: Principal, draft: NodeDraft | MeshNode, origin: ChangeOrigin, attach?: CommitAttachment): Written {
     const before = this.existing(ln, principal)
     if (draft.nodeType !== before.nodeType) {
       throw new WeftError('conflict', `${ln.path} is a ${before.nodeType}; it cannot become a ${draft.nodeType} (delete it first).`)
@@ -475,7 +477,7 @@ export class WritePath {
     const content = draft.content ?? {}
     assertJsonContent(content, this.maxJsonDepth)
     // [PATCH4] A replace sets the content (a merge patch could not set a member to null).
-    return this.writeContent(ln, principal, before, draft.name ?? before.name, content, null, origin)
+    return this.writeContent(ln, principal, before, draft.name ?? before.name, content, null, origin, attach)
   }
 
   private writeContent(
@@ -487,6 +489,7 @@ export class WritePath {
     /** null: `next` replaces the content whole ([PATCH4]). */
     patch: MergePatch | null,
     origin: ChangeOrigin,
+    attach?: CommitAttachment,
     changed: readonly string[] = changedFields(before.content, next),
   ): Written {
     if (changed.length === 0 && name === before.name) return Promise.resolve(before)
@@ -513,7 +516,7 @@ export class WritePath {
       content = patch ? applyPatchToJson(before.content, patch) : replaceJsonContent(next)
     }
     const after: MeshNode = { ...before, name, content, updatedAt: now() }
-    return this.commitChange(ln, principal, before, after, 'Updated', update, origin)
+    return this.commitChange(ln, principal, before, after, 'Updated', update, origin, false, undefined, attach)
   }
 
   private authorizeFields(principal: Principal, node: MeshNode, fields: Iterable<string>): void {
@@ -524,7 +527,7 @@ export class WritePath {
   }
 
   /** [ACC7] The one field-rule check: patch, replace, Yjs update and create alike. */
-  private async deleteIn(ln: LoadedNode, principal: Principal, origin: ChangeOrigin, cascading: boolean): Promise<void> {
+  private async deleteIn(ln: LoadedNode, principal: Principal, origin: ChangeOrigin, cascading: boolean, attach?: CommitAttachment): Promise<void> {
     const before = ln.node
     if (!before) return
     if (!cascading && !this.allows(principal, ln.path, nodeTypeDef(before.nodeType).delete)) {
@@ -547,7 +550,7 @@ export class WritePath {
         children.sort((a, b) => b.length - a.length)
         for (const child of children) {
           const cl = await this.cache.acquire(child)
-          await this.deleteIn(cl, principal, origin, true)
+          await this.deleteIn(cl, principal, origin, true, attach)
         }
       }
     } finally {
@@ -556,7 +559,7 @@ export class WritePath {
     }
     const current = ln.node
     if (!current) return
-    const written = this.commitChange(ln, principal, current, null, 'Deleted', null, origin)
+    const written = this.commitChange(ln, principal, current, null, 'Deleted', null, origin, false, undefined, attach)
     for (const conn of [...ln.connections]) conn.evict(4404, 'not_found', `${ln.path} was deleted.`)
     ln.resetDoc()
     await written

@@ -5,6 +5,6 @@ export { PostgresStorage, openPostgresStorage, type PostgresStorageOptions } fro
 export { itemsJson, type RowJson, type RowPart } from './row-parts.js'
 export { COMPACT_AFTER_UPDATES } from './compaction.js'
 export { MAX_QUERY_LIMIT } from './query.js'
-export { planSearch, SEARCH_BODY_CHARS, type PathRegion, type SearchHit, type SearchPlan } from './search-plan.js'
+export { planSearch, SEARCH_BODY_CHARS, type SearchHit, type SearchPlan } from './search-plan.js'
 export type { ConsumerRow, ConsumerStatus, ContextualAttachment, ContextualCall, ContextualMeta, ContextualTotals, EventFilter, Fence, LeasedEvent, LeaseTruth, OutcomeRow } from './contextual-store.js'
 export { matches as matchesEventFilter } from './contextual-store.js'

@@ -9,6 +9,7 @@ import {
   type MeshNode,
   type NodePath,
   type NodeQuery,
+  type PathRange,
 } from '../../shared/index.js'
 import { batchPaths, isFold, isRowContent, planBatch, validateCommitInput, type ExistingNode, type PreparedFold, type PreparedContent } from './commit-plan.js'
 import { COMPACT_AFTER_UPDATES, compactUpdates, contentOfLog } from './compaction.js'
@@ -21,7 +22,7 @@ import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow }
 import type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
 import { applyPostgresMoveSchema, postgresExpiredTrash, postgresListTrash, postgresMovedFrom, postgresMoveSubtree } from './postgres-move.js'
 import { ensurePostgresSearchIndex, searchPostgres } from './postgres-search-index.js'
-import type { PathRegion, SearchHit, SearchPlan } from './search-plan.js'
+import type { SearchHit, SearchPlan } from './search-plan.js'
 
 export interface PostgresStorageOptions {
   connectionString: string
@@ -337,7 +338,7 @@ export class PostgresStorage implements StorageAdapter {
     return r.rows.map((row) => ({ client: Number(row.client), principal: row.principal }))
   }
 
-  async queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]> {
+  async queryNodes(query: NodeQuery, within?: PathRange): Promise<MeshNode[]> {
     const { where, params, param, limit } = pgFilter(query, within)
     const sql = `SELECT ${NODE_COLUMNS} FROM nodes ${where} ORDER BY path LIMIT ${param(limit)}`
     const r = await this.pool.query<NodeRow>(sql, params)
@@ -366,7 +367,7 @@ export class PostgresStorage implements StorageAdapter {
     }))
   }
 
-  async searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRegion[]): Promise<SearchHit[]> {
+  async searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRange[]): Promise<SearchHit[]> {
     return searchPostgres(this.pool, plan, accept, limit, within)
   }
 
@@ -512,7 +513,7 @@ async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => 
 }
 
 /** The WHERE of a node query (and its parameters), shared by `queryNodes` and `queryFields`. */
-function pgFilter(query: NodeQuery, within?: { from: string; to: string }): { where: string; clauses: string[]; params: unknown[]; param: (v: unknown) => string; limit: number } {
+function pgFilter(query: NodeQuery, within?: PathRange): { where: string; clauses: string[]; params: unknown[]; param: (v: unknown) => string; limit: number } {
   const q = normaliseQuery(query)
   const clauses: string[] = []
   const params: unknown[] = []

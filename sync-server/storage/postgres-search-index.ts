@@ -1,6 +1,6 @@
 import type pg from 'pg'
-import type { NodePath } from '../../shared/index.js'
-import { SEARCH_BODY_CHARS, tsqueryPrefix, type PathRegion, type SearchHit, type SearchPlan } from './search-plan.js'
+import type { NodePath, PathRange } from '../../shared/index.js'
+import { SEARCH_BODY_CHARS, tsqueryPrefix, type SearchHit, type SearchPlan } from './search-plan.js'
 
 /**
  * [FIND1] The PostgreSQL full-text index: a `search` tsvector column on `nodes` with a GIN index,
@@ -56,7 +56,7 @@ const PAGE = 500
  * [FIND4] `within` (the caller's readable regions): only rows inside them are matched and sorted
  * (the planner combines the GIN index with the path index); none: nothing.
  */
-export async function searchPostgres(pool: pg.Pool, plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRegion[]): Promise<SearchHit[]> {
+export async function searchPostgres(pool: pg.Pool, plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRange[]): Promise<SearchHit[]> {
   if (within && within.length === 0) return []
   const terms = [...plan.long, ...plan.short]
   // Which terms have a lexeme (an emoji or punctuation has none): those go through the index.

@@ -1,4 +1,4 @@
-import { WeftError, type NodePath } from '../../shared/index.js'
+import { WeftError, type NodePath, type PathRange } from '../../shared/index.js'
 
 /**
  * [FIND1] What the full-text index holds of a node, the same on both backends: its display name
@@ -64,14 +64,8 @@ export function tsqueryPrefix(term: string): string {
   return `'${term.replaceAll('\\', '\\\\').replaceAll("'", "''")}':*`
 }
 
-/** [FIND4] A half-open range of paths, `from <= path < to` (bytewise): one of a caller's readable regions ([QUERY1]). */
-export interface PathRegion {
-  from: string
-  to: string
-}
-
 /** Whether `path` lies in one of `regions` (sorted, disjoint, as AccessService.readRegions gives them): a binary search. */
-export function inRegions(path: string, regions: readonly PathRegion[]): boolean {
+export function inRegions(path: string, regions: readonly PathRange[]): boolean {
   let lo = 0
   let hi = regions.length - 1
   while (lo <= hi) {

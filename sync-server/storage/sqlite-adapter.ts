@@ -10,6 +10,7 @@ import {
   type MeshNode,
   type NodePath,
   type NodeQuery,
+  type PathRange,
 } from '../../shared/index.js'
 import { validateCommitInput, type CommitHeader } from './commit-plan.js'
 import { GroupCommitter } from './group-commit.js'
@@ -23,7 +24,7 @@ import { deserializeError, fromWire, toWire, type WireItemResult, type WriterIni
 import type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
 import { sqliteExpiredTrash, sqliteListTrash, sqliteMovedFrom } from './sqlite-move.js'
 import { repairSqliteSearchIndex, searchSqlite } from './sqlite-search-index.js'
-import type { PathRegion, SearchHit, SearchPlan } from './search-plan.js'
+import type { SearchHit, SearchPlan } from './search-plan.js'
 import { searchSqliteWithin } from './sqlite-search-within.js'
 import type { ContextualCall } from './contextual-store.js'
 
@@ -287,7 +288,7 @@ export class SqliteStorage implements StorageAdapter {
     return this.stmt.clients.all(path).map((r) => ({ client: r.client, principal: r.principal }))
   }
 
-  async queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]> {
+  async queryNodes(query: NodeQuery, within?: PathRange): Promise<MeshNode[]> {
     const { where, params, limit } = sqliteFilter(query, within)
     const sql = `SELECT ${NODE_COLUMNS} FROM nodes ${where} ORDER BY path LIMIT ?`
     return this.db
@@ -312,7 +313,7 @@ export class SqliteStorage implements StorageAdapter {
     }))
   }
 
-  async searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRegion[]): Promise<SearchHit[]> {
+  async searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRange[]): Promise<SearchHit[]> {
     return within ? searchSqliteWithin(this.db, plan, within, accept, limit) : searchSqlite(this.db, plan, accept, limit)
   }
 
@@ -409,7 +410,7 @@ export function openSqliteStorage(options: SqliteStorageOptions): SqliteStorage 
 }
 
 /** The WHERE of a node query (and its parameters), shared by `queryNodes` and `queryFields`. */
-function sqliteFilter(query: NodeQuery, within?: { from: string; to: string }): { where: string; clauses: string[]; params: unknown[]; limit: number } {
+function sqliteFilter(query: NodeQuery, within?: PathRange): { where: string; clauses: string[]; params: unknown[]; limit: number } {
   const q = normaliseQuery(query)
   const clauses: string[] = []
   const params: unknown[] = []

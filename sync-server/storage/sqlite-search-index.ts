@@ -21,8 +21,9 @@ import { SEARCH_BODY_CHARS, fts5Phrase, type SearchHit, type SearchPlan } from '
 export const SEARCH_INDEX_VERSION = 2
 
 /** Whether a row is indexed: not under a reserved `_` segment, and Active (the hook for trash). */
-const searchable = (r: string) => `(${r}.state = 'Active' AND substr(${r}.path, 1, 1) <> '_' AND instr(${r}.path, '/_') = 0)`
-const displayName = (r: string) => `(CASE WHEN ${r}.name <> '' THEN ${r}.name ELSE ${r}.last_segment END)`
+export const searchable = (r: string) => `(${r}.state = 'Active' AND substr(${r}.path, 1, 1) <> '_' AND instr(${r}.path, '/_') = 0)`
+/** A row's name as shown: its name, else its last path segment. */
+export const displayName = (r: string) => `(CASE WHEN ${r}.name <> '' THEN ${r}.name ELSE ${r}.last_segment END)`
 const bodyText = (r: string) =>
   `(CASE WHEN json_valid(${r}.content) THEN coalesce(substr((SELECT group_concat(value, char(10)) FROM json_tree(${r}.content) WHERE type = 'text'), 1, ${SEARCH_BODY_CHARS}), '') ELSE '' END)`
 
@@ -132,7 +133,7 @@ function searchNamesSqlite(db: Database.Database, plan: SearchPlan, accept: (pat
   const name = displayName('nodes')
   const clauses = plan.short.map(() => `instr(weft_lower(${name}), ?) > 0`)
   const sql = `SELECT path, ${name}, node_type FROM nodes WHERE ${searchable('nodes')} AND ${clauses.join(' AND ')}`
-  const ranked: { hit: SearchHit; tier: number; length: number }[] = []
+  const ranked: RankedHit[] = []
   for (const [path, display, nodeType] of db.prepare<unknown[], [string, string, string]>(sql).raw().iterate(...plan.short)) {
     if (!accept(path as NodePath)) continue
     ranked.push({ hit: { path: path as NodePath, name: display, nodeType }, tier: nameTier(display, plan.phrase), length: codePoints(display) })
@@ -148,14 +149,27 @@ export function nameTier(name: string, phrase: string): number {
   return at === 0 ? 1 : at > 0 ? 2 : 3
 }
 
-function codePoints(s: string): number {
+/** The length of `s` in code points. */
+export function codePoints(s: string): number {
   let n = 0
   for (const _ of s) n++
   return n
 }
 
-/** The best `limit`: by tier, then the shorter name, then the path (bytewise, as paths are ASCII). */
-export function rankHits(ranked: { hit: SearchHit; tier: number; length: number }[], limit: number): SearchHit[] {
-  ranked.sort((a, b) => a.tier - b.tier || a.length - b.length || (a.hit.path < b.hit.path ? -1 : a.hit.path > b.hit.path ? 1 : 0))
+/** A hit as ranked: its name's tier (nameTier) and length in code points. */
+export interface RankedHit {
+  hit: SearchHit
+  tier: number
+  length: number
+}
+
+/** The rank order: by tier, then the shorter name, then the path (bytewise, as paths are ASCII). */
+export function compareRanked(a: RankedHit, b: RankedHit): number {
+  return a.tier - b.tier || a.length - b.length || (a.hit.path < b.hit.path ? -1 : a.hit.path > b.hit.path ? 1 : 0)
+}
+
+/** The best `limit`, in rank order (compareRanked). */
+export function rankHits(ranked: RankedHit[], limit: number): SearchHit[] {
+  ranked.sort(compareRanked)
   return ranked.slice(0, Math.max(0, limit)).map((r) => r.hit)
 }

@@ -1,13 +1,13 @@
 import type Database from 'better-sqlite3'
-import type { NodePath } from '../../shared/index.js'
-import { fts5Phrase, inRegions, type PathRegion, type SearchHit, type SearchPlan } from './search-plan.js'
-import { nameTier, searchSqlite } from './sqlite-search-index.js'
+import type { NodePath, PathRange } from '../../shared/index.js'
+import { fts5Phrase, inRegions, type SearchHit, type SearchPlan } from './search-plan.js'
+import { codePoints, compareRanked, displayName, nameTier, searchSqlite, searchable, type RankedHit } from './sqlite-search-index.js'
 
 /** Where the strategy changes (tests set them low to take every path on small data). */
 export const searchWithinLimits = {
   /** At most this many rows match the words: each match is checked against the regions (cost: the matches). */
   fewMatches: 2000,
-  /** More readable rows than this: most rows are the caller's; the index's own ranked stream (searchSqlite) is cheaper. */
+  /** More readable rows walked than this: most rows are the caller's; the index's own ranked stream (searchSqlite) is cheaper. */
   walkAtMost: 30_000,
   /** Text-only candidates read and checked at a time, in rank order, before the index's rowids narrow the rest. */
   batch: 250,
@@ -15,14 +15,9 @@ export const searchWithinLimits = {
 /** Rows read per statement by rowid (bound parameters of one `IN` list). */
 const BATCH = 250
 
-const searchable = "state = 'Active' AND substr(path, 1, 1) <> '_' AND instr(path, '/_') = 0"
-
-interface Row {
+interface Row extends RankedHit {
   rowid: number
-  hit: SearchHit
   folded: string
-  tier: number
-  length: number
 }
 
 /**
@@ -43,7 +38,7 @@ interface Row {
  * Ranked as StorageAdapter.searchNodes says (tier from the folded name, then its length in code
  * points, then the path) and offered to `accept` (the access check again) in that order.
  */
-export function searchSqliteWithin(db: Database.Database, plan: SearchPlan, within: readonly PathRegion[], accept: (path: NodePath) => boolean, limit: number): SearchHit[] {
+export function searchSqliteWithin(db: Database.Database, plan: SearchPlan, within: readonly PathRange[], accept: (path: NodePath) => boolean, limit: number): SearchHit[] {
   if (limit < 1 || within.length === 0) return []
   const out: SearchHit[] = []
   const offer = (rows: Iterable<Row>): boolean => {
@@ -69,12 +64,14 @@ export function searchSqliteWithin(db: Database.Database, plan: SearchPlan, with
       return out
     }
   }
-  if (readableCount(db, within) > searchWithinLimits.walkAtMost) return searchSqlite(db, plan, accept, limit)
   const named: Row[] = []
   const textOnly: Row[] = []
-  const names = db.prepare<[string, string], [number, string, string, string]>(`SELECT rowid, path, CASE WHEN name <> '' THEN name ELSE last_segment END, node_type FROM nodes WHERE path >= ? AND path < ? AND ${searchable}`).raw()
+  const names = db.prepare<[string, string], [number, string, string, string]>(`SELECT rowid, path, ${displayName('nodes')}, node_type FROM nodes WHERE path >= ? AND path < ? AND ${searchable('nodes')}`).raw()
+  let walked = 0
   for (const region of within) {
     for (const [rowid, path, name, nodeType] of names.iterate(region.from, region.to)) {
+      // Most rows are the caller's: the index's own ranked stream is cheaper than the walk.
+      if (++walked > searchWithinLimits.walkAtMost) return searchSqlite(db, plan, accept, limit)
       const row = toRow(rowid, path, name, nodeType, plan.phrase)
       if (row.tier < 3) named.push(row)
       else if (plan.long.length === 0 ? terms.every((t) => row.folded.includes(t)) : true) textOnly.push(row)
@@ -106,13 +103,11 @@ export function searchSqliteWithin(db: Database.Database, plan: SearchPlan, with
 }
 
 function toRow(rowid: number, path: string, name: string, nodeType: string, phrase: string): Row {
-  let length = 0
-  for (const _ of name) length++
-  return { rowid, hit: { path: path as NodePath, name, nodeType }, folded: name.toLowerCase(), tier: nameTier(name, phrase), length }
+  return { rowid, hit: { path: path as NodePath, name, nodeType }, folded: name.toLowerCase(), tier: nameTier(name, phrase), length: codePoints(name) }
 }
 
 function sorted(rows: Row[]): Row[] {
-  return rows.sort((a, b) => a.tier - b.tier || a.length - b.length || (a.hit.path < b.hit.path ? -1 : a.hit.path > b.hit.path ? 1 : 0))
+  return rows.sort(compareRanked)
 }
 
 /** Rows of the index by rowid, BATCH at a time, in no particular order. */
@@ -121,12 +116,4 @@ function* byRowids<R extends unknown[]>(db: Database.Database, columns: string, 
     const batch = ids.slice(i, i + BATCH)
     yield* db.prepare<unknown[], R>(`SELECT ${columns} FROM node_search WHERE rowid IN (${batch.map(() => '?').join(',')})`).raw().iterate(...batch)
   }
-}
-
-/** How many rows lie in the regions (the path index only). */
-function readableCount(db: Database.Database, within: readonly PathRegion[]): number {
-  const count = db.prepare<[string, string], number>('SELECT count(*) FROM nodes WHERE path >= ? AND path < ?').pluck()
-  let n = 0
-  for (const r of within) n += count.get(r.from, r.to) ?? 0
-  return n
 }

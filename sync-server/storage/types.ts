@@ -1,6 +1,6 @@
 import type { RowJson } from './row-parts.js'
-import type { ChangeRecord, JsonObject, JsonValue, MeshChangeKind, MeshNode, NodePath, NodeQuery } from '../../shared/index.js'
-import type { PathRegion, SearchHit, SearchPlan } from './search-plan.js'
+import type { ChangeRecord, JsonObject, JsonValue, MeshChangeKind, MeshNode, NodePath, NodeQuery, PathRange } from '../../shared/index.js'
+import type { SearchHit, SearchPlan } from './search-plan.js'
 import type { ContextualAttachment, ContextualCall } from './contextual-store.js'
 
 /**
@@ -125,7 +125,7 @@ export interface StorageAdapter {
   /** [STO5] Paths (after `after`, in path order, at most `limit`) whose row content is stale: what a crash left for the boot to repair. */
   stalePaths(after: string | null, limit: number): Promise<NodePath[]>
   /** `within`: only paths `from <= path < to` ([QUERY1]: the caller's readable regions). */
-  queryNodes(query: NodeQuery, within?: { from: string; to: string }): Promise<MeshNode[]>
+  queryNodes(query: NodeQuery, within?: PathRange): Promise<MeshNode[]>
   /**
    * [KIT7] A light page of `query`: each row's path, type and the named top-level content fields
    * only (storage projects them; no row's whole content is parsed in JS). What an engine's
@@ -140,7 +140,7 @@ export interface StorageAdapter {
    * cannot move the accepted ones. [FIND4] `within`: the caller's readable regions ([QUERY1]);
    * only rows inside them are examined (`accept` stays the second line of defence).
    */
-  searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRegion[]): Promise<SearchHit[]>
+  searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRange[]): Promise<SearchHit[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>
   changesSince(version: number, limit: number): Promise<ChangeRecord[]>

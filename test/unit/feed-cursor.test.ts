@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import pino from 'pino'
-import { SYSTEM, userPrincipal, type ChangeRecord, type MeshNode, type NodePath, type NodeQuery, type UserId } from '../../shared/index.js'
+import { SYSTEM, userPrincipal, type ChangeRecord, type MeshNode, type NodePath, type NodeQuery, type PathRange, type UserId } from '../../shared/index.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
 import type { AccessService } from '../../sync-server/access/access-service.js'
 import type { StorageAdapter } from '../../sync-server/storage/types.js'
@@ -21,7 +21,7 @@ function service(changes: ChangeRecord[], nodes: MeshNode[] = []) {
       reads.rows += out.length
       return out
     },
-    async queryNodes(q: NodeQuery, within?: { from: string; to: string }) {
+    async queryNodes(q: NodeQuery, within?: PathRange) {
       reads.queries++
       const out = nodes
         .filter((n) => (q.parent === undefined || n.path.startsWith(`${q.parent}/`)) && (q.after === undefined || n.path > q.after))

@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { Subject } from 'rxjs'
 import type { MeshNode, NodePath } from '../../shared/index.js'
-import { MAX_TIMEOUT_MS, scheduleAt } from '../../sync-server/engines/subscriptions/long-timer.js'
+import { MAX_TIMEOUT_MS } from '../../sync-server/engines/kit/index.js'
+import { scheduleAt } from '../../sync-server/engines/subscriptions/long-timer.js'
 import { watchStatus } from '../../sync-server/engines/subscriptions/status-watch.js'
 import { WorkQueue } from '../../sync-server/engines/subscriptions/work-queue.js'
 

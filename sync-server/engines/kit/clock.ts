@@ -14,7 +14,7 @@ export interface Clock {
 }
 
 /** setTimeout takes at most 2^31-1 ms; a longer wait is chained, re-reading the clock each hop. */
-const MAX_TIMEOUT_MS = 2 ** 31 - 1
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1
 
 /** Wall time. Timers are unref'd: a pending one never keeps a stopping process alive. */
 export const realClock: Clock = {

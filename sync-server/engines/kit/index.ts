@@ -1,6 +1,6 @@
 export { request, actAs, requesterOf } from './authority.js'
 export type { Requester, PermissionSource } from './authority.js'
-export { realClock, VirtualClock, every, settle } from './clock.js'
+export { MAX_TIMEOUT_MS, realClock, VirtualClock, every, settle } from './clock.js'
 export type { Clock, CancelTimer } from './clock.js'
 export { claim, claimAppend } from './claim.js'
 export type { Claimed } from './claim.js'

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino'
+import { realClock, type CancelTimer, type Clock } from './clock.js'
 import type { Lease } from './lease.js'
 
 /**
@@ -21,6 +22,8 @@ export interface OwnershipOptions {
   /** How long a lease lasts unless renewed (ENGINE_LEASE_MS). Renewed every third of it. */
   ttlMs: number
   log: Logger
+  /** The timers of the loop (default: the wall clock). The lease's validity is measured on performance.now() regardless. */
+  clock?: Clock
   /** This instance now owns the partition (the fence is the lease's): start the work. */
   acquired: (lease: Lease) => Promise<void>
   /** The lease is lost or given up: stop the work before anything more is done under it. */
@@ -37,20 +40,20 @@ export interface OwnershipOptions {
 export class Ownership {
   private lease: Lease | null = null
   private validUntil = 0
-  private timer: NodeJS.Timeout | null = null
-  private expiry: NodeJS.Timeout | null = null
+  private timer: CancelTimer | null = null
+  private expiry: CancelTimer | null = null
   private stopped = false
   private busy: Promise<void> = Promise.resolve()
 
-  constructor(private readonly o: OwnershipOptions) {}
+  private readonly clock: Clock
+
+  constructor(private readonly o: OwnershipOptions) {
+    this.clock = o.clock ?? realClock
+  }
 
   /** Whether this instance holds the lease right now (checked before every write under it). */
   holds(): boolean {
     return this.lease !== null && performance.now() < this.validUntil
-  }
-
-  get fence(): number | null {
-    return this.holds() ? this.lease!.fence : null
   }
 
   start(): void {
@@ -59,8 +62,7 @@ export class Ownership {
 
   private schedule(): void {
     if (this.stopped) return
-    this.timer = setTimeout(() => this.tick(), Math.max(50, Math.floor(this.o.ttlMs / 3)))
-    this.timer.unref()
+    this.timer = this.clock.setTimeout(() => this.tick(), Math.max(50, Math.floor(this.o.ttlMs / 3)))
   }
 
   private tick(): void {
@@ -91,11 +93,10 @@ export class Ownership {
   private hold(lease: Lease, sent: number): void {
     this.lease = lease
     this.validUntil = sent + this.o.ttlMs
-    if (this.expiry) clearTimeout(this.expiry)
-    this.expiry = setTimeout(() => {
+    this.expiry?.()
+    this.expiry = this.clock.setTimeout(() => {
       if (this.lease && !this.holds()) void this.lose('not renewed in time')
     }, Math.max(0, this.validUntil - performance.now()) + 1)
-    this.expiry.unref()
   }
 
   private async lose(why: string): Promise<void> {
@@ -110,8 +111,8 @@ export class Ownership {
   /** Stops the loop; the owner stops its work and gives the lease up so another takes over at once. */
   async stop(): Promise<void> {
     this.stopped = true
-    if (this.timer) clearTimeout(this.timer)
-    if (this.expiry) clearTimeout(this.expiry)
+    this.timer?.()
+    this.expiry?.()
     await this.busy.catch(() => undefined)
     const lease = this.lease
     if (!lease) return
