@@ -65,39 +65,35 @@ describe('CPU slots [ACT15]', () => {
     expect(o).toMatchObject({ ok: false, limit: 'SCRIPT_CANCEL_GRACE_MS' })
     const next = await h.run('return 6 * 7', 'javascript', {}, noHandlers).done
     expect(next).toEqual({ ok: true, value: 42 })
-    await new Promise((r) => setTimeout(r, 100))
-    expect(h.cpu.held()).toBe(0)
+    // The worker that ran it releases its slot when its interpreter stops (a message later).
+    await waitFor(() => h.cpu.held() === 0, { timeoutMs: 10_000, description: 'every slot free after the runs' })
   })
 
   it('a script waiting for a slot is still stopped at its deadline', async () => {
     const h = newHost(1, { timeoutMs: 700 })
     const runs = [h.run('while (true) {}', 'javascript', {}, noHandlers), h.run('while (true) {}', 'javascript', {}, noHandlers)]
-    const started = performance.now()
     const outcomes = await Promise.all(runs.map((r) => r.done))
-    expect(outcomes.every((o) => !o.ok && o.limit === 'SCRIPT_TIMEOUT_MS')).toBe(true)
-    expect(performance.now() - started).toBeLessThan(2_500)
+    // Each worker stopped its script itself at the deadline ("was stopped"), the one waiting for
+    // the slot included; the host's backstop, 2 s past the deadline, would say "was terminated".
+    // (How long past the deadline a stop lands is a machine figure, not asserted here.)
+    for (const o of outcomes) expect(o).toMatchObject({ ok: false, limit: 'SCRIPT_TIMEOUT_MS', message: expect.stringMatching(/was stopped\.$/) })
   })
 
   it('log lines are batched, in order, and a line logged before a long spin arrives during the spin', async () => {
     const h = newHost(1)
     const lines: string[] = []
-    let firstAt = 0
-    const r = h.run('for (let i = 0; i < 5000; i++) Log.info("l" + i); Log.warn("before"); const until = Date.now() + 1500; while (Date.now() < until) {} return 1', 'javascript', {}, {
+    // The script never ends on its own (its deadline is 20 s away): the test cancels it once the
+    // line logged before the spin arrives. A line held back until the run ends would never come
+    // (the run would end at its deadline, SCRIPT_TIMEOUT_MS), so no wall-clock figure is needed.
+    const r = h.run('for (let i = 0; i < 5000; i++) Log.info("l" + i); Log.warn("before"); while (true) {}', 'javascript', {}, {
       ...noHandlers,
       onLog: (_level, text) => {
         lines.push(text)
-        if (text === 'before') firstAt = performance.now()
+        if (text === 'before') r.cancel()
       },
     })
-    let doneAt = 0
-    void r.done.then(() => (doneAt = performance.now()))
-    // Measured against the end of the spin, not the start of the run: a cold worker on a loaded
-    // machine may take a second to load its WASM before the script's first line.
-    expect((await r.done).ok).toBe(true)
-    await new Promise((resolve) => setTimeout(resolve, 0))
-    expect(firstAt).toBeGreaterThan(0)
-    // Seen while the script still spun (it ends 1.5 s after it logged the line), not with its end.
-    expect(doneAt - firstAt).toBeGreaterThan(1_000)
+    // Cancelled mid-spin (terminated after the grace), not stopped at the deadline.
+    expect(await r.done).toMatchObject({ ok: false, limit: 'SCRIPT_CANCEL_GRACE_MS' })
     expect(lines).toEqual([...Array.from({ length: 5000 }, (_, i) => `l${i}`), 'before'])
   })
 
@@ -111,8 +107,9 @@ describe('CPU slots [ACT15]', () => {
     expect(tb.acquire()).toBe(true)
     expect(slots.held()).toBe(2)
     // No slot free: c gives up at its deadline instead of blocking for ever.
-    const t0 = performance.now()
-    expect(tc.acquire(() => performance.now() - t0 > 50)).toBe(false)
+    let asked = 0
+    expect(tc.acquire(() => ++asked >= 3)).toBe(false)
+    expect(asked).toBe(3)
     slots.free(a.id) // a's worker died holding its slot
     expect(slots.held()).toBe(1)
     expect(tc.acquire()).toBe(true)

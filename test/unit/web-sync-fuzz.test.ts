@@ -6,10 +6,12 @@ import { api, createDocument, createSpace, grantRole, signup, startTestServer, w
 import { SyncClient, type Session } from '../../web/sync/index.js'
 
 /**
- * Seeded random sessions: two editors and one viewer patch the same node while their sockets
- * drop at random. Invariants: the viewer's edits never reach the server; at the end every
- * editor's outbox is empty and all docs equal the server's content. A failure prints its seed;
- * a seed that once failed becomes a named case below.
+ * A smoke test of the web client (outbox, IndexedDB store, refusals) on real sockets: two
+ * editors and one viewer patch the same node while their sockets drop. Invariants: the viewer's
+ * edits never reach the server; at the end every editor's outbox is empty and all docs equal the
+ * server's content. Its seed fixes the steps, not the interleaving (real sockets, real I/O): the
+ * seeded interleavings, which a seed replays exactly, are test/sim/net/sync-sim.test.ts's
+ * "with a Viewer" runs ([SIM1][SIM4]). `WEFT_FUZZ_SEEDS=1,2,3` runs more seeds here.
  */
 let ts: TestServer
 beforeAll(async () => {
@@ -57,9 +59,14 @@ async function runSeed(seed: number, steps = 60): Promise<void> {
       const x = rand()
       if (x < 0.6) await pick(editors).c.patch(path, { [pick(fields)]: `s${seed}-${step}` })
       else if (x < 0.7) await viewer.c.patch(path, { [pick(fields)]: `viewer-${step}` })
-      else if (x < 0.85) pick([...editors, viewer]).c.conn.cycle()
-      else await new Promise((r) => setTimeout(r, rand() * 30))
+      else if (x < 0.8) pick([...editors, viewer]).c.conn.cycle()
+      // The network is back for one client: it reconnects now instead of at its backoff's timer
+      // (which grows with every drop: waiting for it would make this a test of sleeping).
+      else if (x < 0.9) pick([...editors, viewer]).c.conn.connectNow()
+      // Let the sockets and the store move (one turn of the event loop; no sleep).
+      else await new Promise((r) => setImmediate(r))
     }
+    for (const e of [...editors, viewer]) e.c.conn.connectNow()
     await waitFor(async () => {
       for (const e of editors) if ((await e.c.store.totalPending()) !== 0) return false
       return true
@@ -84,9 +91,9 @@ function sorted(o: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(o).sort(([a], [b]) => a.localeCompare(b)))
 }
 
-const seeds = process.env.WEFT_FUZZ_SEEDS ? process.env.WEFT_FUZZ_SEEDS.split(',').map(Number) : [1, 2, 3]
+const seeds = process.env.WEFT_FUZZ_SEEDS ? process.env.WEFT_FUZZ_SEEDS.split(',').map(Number) : [1]
 for (const seed of seeds) {
-  it(`[web sync fuzz] seed ${seed}: editors converge, viewer edits never land, through random socket drops`, async () => {
+  it(`[web sync smoke] seed ${seed}: editors converge, viewer edits never land, through random socket drops`, async () => {
     try {
       await runSeed(seed)
     } catch (e) {

@@ -7,6 +7,11 @@ export interface SimRunOptions {
   seed: number
   steps: number
   clients?: number
+  /**
+   * Viewers beside the editors: they edit too, over the same seeded network, and every one of
+   * their edits must be refused ([SIM4]): the server's doc never holds a Viewer's clock.
+   */
+  viewers?: number
 }
 
 export interface SimRunResult {
@@ -17,6 +22,8 @@ export interface SimRunResult {
   reconnects: number
   /** Updates refused for a gap (sent before the reconnect's sync step 2), healed by it. */
   gapRefusals: number
+  /** Viewer edits refused as forbidden ([SIM4]). */
+  forbidden: number
   ms: number
 }
 
@@ -27,9 +34,11 @@ export class SimFailure extends Error {
     readonly seed: number,
     readonly step: number,
     what: string,
+    /** Env that sets the run's cast when it is not the default (SIM_CLIENTS, SIM_VIEWERS). */
+    cast = '',
   ) {
     super(
-      `sim ${kind} seed=${seed} step=${step}: ${what} (replay: SIM_KIND=${kind} SIM_SEED=${seed} npx vitest run test/sim/net/sync-sim.test.ts -t replay; ` +
+      `sim ${kind} seed=${seed} step=${step}: ${what} (replay: SIM_KIND=${kind} SIM_SEED=${seed} ${cast}npx vitest run test/sim/net/sync-sim.test.ts -t replay; ` +
         `keep it: add { "seed": ${seed}, "why": "<what it caught>" } under "sim net ${kind}" in test/sim/seeds.json)`,
     )
   }
@@ -44,15 +53,18 @@ export class SimFailure extends Error {
 export async function runSim(opts: SimRunOptions): Promise<SimRunResult> {
   const { kind, seed } = opts
   const rng = new Rng(seed)
-  const server = await SimServer.start({ kind, clients: opts.clients ?? 3 })
-  const clients = server.principals.map((_, i) => new SimClient(`c${i}`, kind, server.path))
+  const editorCount = opts.clients ?? 3
+  const server = await SimServer.start({ kind, clients: editorCount, viewers: opts.viewers ?? 0 })
+  const clients = server.principals.map((_, i) => new SimClient(i < editorCount ? `c${i}` : `v${i - editorCount}`, kind, server.path))
+  const isViewer = (c: SimClient) => clients.indexOf(c) >= editorCount
   const started = performance.now()
   let delivered = 0
   let reconnects = 0
   let gapRefusals = 0
+  let forbidden = 0
   let step = 0
   const fail = (what: string): never => {
-    throw new SimFailure(kind, seed, step, what)
+    throw new SimFailure(kind, seed, step, what, opts.viewers ? `SIM_CLIENTS=${editorCount} SIM_VIEWERS=${opts.viewers} ` : '')
   }
   try {
     clients.forEach((c, i) => c.connect(server.connect(server.principals[i]!)))
@@ -68,11 +80,14 @@ export async function runSim(opts: SimRunOptions): Promise<SimRunResult> {
         // refuses those with a gap (it lacks their predecessors), and the step 2 that follows
         // carries them. Any other refusal is a failure.
         for (const r of c.refusals.splice(0)) {
-          if (!/invalid_update: .*a gap in a client's clocks/.test(r)) fail(`${c.name} was refused: ${r}`)
-          gapRefusals++
+          if (isViewer(c) && /forbidden/.test(r)) forbidden++
+          else if (/invalid_update: .*a gap in a client's clocks/.test(r)) gapRefusals++
+          else fail(`${c.name} was refused: ${r}`)
         }
         const id = c.doc.clientID
         const now = Y.getState(room.doc.store, id)
+        // [SIM4] Nothing a Viewer wrote reaches the server's doc.
+        if (isViewer(c) && now > 0) fail(`${c.name} (a Viewer) has ${now} structs in the server's doc`)
         if (now < (seen.get(id) ?? 0)) fail(`the server's doc lost ${c.name}'s edits (${now} < ${seen.get(id)})`)
         seen.set(id, now)
         // [SIM1] Acknowledged (mux Ack: durable) is in the server's doc.
@@ -114,6 +129,14 @@ export async function runSim(opts: SimRunOptions): Promise<SimRunResult> {
     // [SIM1] Convergence: every client holds exactly the server's doc, with every edit of its own.
     const serverJson = docToJson(room.doc)
     for (const c of clients) {
+      if (isViewer(c)) {
+        // A Viewer holds everything the server has, plus its own refused edits and nothing else
+        // (a raw Yjs client keeps its refused writes: on a shared key its own value may win locally).
+        const own = c.json()
+        for (const [key, value] of Object.entries(serverJson)) if (!c.wroteShared.has(key) && !jsonEqual(own[key] ?? null, value)) fail(`${c.name} (a Viewer) did not converge on ${key}`)
+        for (const key of Object.keys(own)) if (!(key in serverJson) && !key.startsWith(`${c.name}_`) && !c.wroteShared.has(key)) fail(`${c.name} (a Viewer) holds ${key}, which the server does not`)
+        continue
+      }
       if (!jsonEqual(c.json(), serverJson)) fail(`${c.name} did not converge:\n${JSON.stringify(c.json())}\nserver:\n${JSON.stringify(serverJson)}`)
       for (const [key, value] of c.wrote) if (serverJson[key] !== value) fail(`${c.name}'s edit ${key}=${value} is lost (server has ${JSON.stringify(serverJson[key])})`)
     }
@@ -126,7 +149,7 @@ export async function runSim(opts: SimRunOptions): Promise<SimRunResult> {
     for (const c of clients) {
       if (Y.getState(reopened.doc.store, c.doc.clientID) < c.ackedClock) fail(`${c.name}'s acknowledged edits are not durable`)
     }
-    return { steps: opts.steps, delivered, edits: clients.reduce((n, c) => n + c.edits, 0), reconnects, gapRefusals, ms: performance.now() - started }
+    return { steps: opts.steps, delivered, edits: clients.reduce((n, c) => n + c.edits, 0), reconnects, gapRefusals, forbidden, ms: performance.now() - started }
   } finally {
     await server.stop()
   }

@@ -146,6 +146,8 @@ export class SimClient {
   edits = 0
   /** Every key this client wrote, with its last value: all must be in the converged doc. */
   readonly wrote = new Map<string, number>()
+  /** Shared keys this client wrote (a refused Viewer keeps its own value of those locally). */
+  readonly wroteShared = new Set<string>()
 
   constructor(
     readonly name: string,
@@ -195,6 +197,7 @@ export class SimClient {
     const key = rng.next() < 0.7 ? `${this.name}_${rng.int(8)}` : `shared_${rng.int(3)}`
     this.doc.transact(() => map.set(key, n))
     if (key.startsWith(this.name)) this.wrote.set(key, n)
+    else this.wroteShared.add(key)
   }
 
   /** Handles the next server→client frame; false when there is none. */

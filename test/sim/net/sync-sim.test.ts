@@ -6,12 +6,13 @@ import { loadKeptSeeds } from '../rng.js'
 /**
  * [SIM1] Sync on a simulated network: `/sync` and `/mux` sessions over the real node service,
  * seeded delivery, disconnects and reconnects, invariants after every step, then convergence
- * and durability. A failure prints its seed; `SIM_KIND=sync SIM_SEED=42 [SIM_STEPS=n]` replays
+ * and durability. A failure prints its seed; `SIM_KIND=sync SIM_SEED=42 [SIM_STEPS=n] [SIM_CLIENTS=2 SIM_VIEWERS=1]` replays
  * it alone, and a seed worth keeping goes into test/sim/seeds.json under "sim net {kind}" ([SIM7]).
  */
 
 const SEEDS_PER_TRANSPORT = 4
 const STEPS_PER_SEED = 2000
+const VIEWER_SEEDS = 2
 
 /** Seeds that once failed (or found an interleaving worth keeping), replayed by name: test/sim/seeds.json. */
 const kept = loadKeptSeeds()
@@ -32,7 +33,8 @@ function report(kind: TransportKind, results: SimRunResult[]): void {
   const sum = (k: keyof SimRunResult) => results.reduce((n, r) => n + r[k], 0)
   console.log(
     `[SIM1] sim net ${kind}: ${steps} seeded steps over ${results.length} seeds, ${Math.round(steps / (ms / 1000))} steps/s ` +
-      `(${sum('delivered')} messages delivered, ${sum('edits')} edits, ${sum('reconnects')} reconnects, ${sum('gapRefusals')} gap refusals healed)`,
+      `(${sum('delivered')} messages delivered, ${sum('edits')} edits, ${sum('reconnects')} reconnects, ${sum('gapRefusals')} gap refusals healed` +
+      `${sum('forbidden') > 0 ? `, ${sum('forbidden')} Viewer edits refused` : ''})`,
   )
 }
 
@@ -41,7 +43,8 @@ if (replay !== undefined) {
   describe('replay', () => {
     it(`SIM_KIND=${process.env.SIM_KIND ?? 'sync'} SIM_SEED=${replay}`, async () => {
       const kind = (process.env.SIM_KIND ?? 'sync') as TransportKind
-      report(kind, [await runSim({ kind, seed: Number(replay), steps: Number(process.env.SIM_STEPS ?? STEPS_PER_SEED) })])
+      const cast = { clients: Number(process.env.SIM_CLIENTS ?? 3), viewers: Number(process.env.SIM_VIEWERS ?? 0) }
+      report(kind, [await runSim({ kind, seed: Number(replay), steps: Number(process.env.SIM_STEPS ?? STEPS_PER_SEED), ...cast })])
     }, 120_000)
   })
 }
@@ -55,6 +58,15 @@ describe.each(['sync', 'mux'] as const)('sync on a simulated network: /%s', (kin
     expect(results.reduce((n, r) => n + r.steps, 0)).toBe(SEEDS_PER_TRANSPORT * STEPS_PER_SEED)
     // The runs exercised what they claim to: messages moved, connections dropped and came back.
     expect(results.every((r) => r.delivered > 0 && r.reconnects > 0 && r.edits > 0)).toBe(true)
+  }, 120_000)
+
+  it(`[SIM1][SIM4] with a Viewer, ${VIEWER_SEEDS} seeds × ${STEPS_PER_SEED} steps: a Viewer's edits never reach the server, every refusal is by name, editors converge`, async () => {
+    // What test/unit/web-sync-fuzz.test.ts checks on real sockets, here with seeded interleavings.
+    const base = Number(process.env.SIM_BASE_SEED ?? 3000)
+    const results: SimRunResult[] = []
+    for (let i = 0; i < VIEWER_SEEDS; i++) results.push(await runSim({ kind, seed: base + i, steps: STEPS_PER_SEED, clients: 2, viewers: 1 }))
+    report(kind, results)
+    expect(results.every((r) => r.forbidden > 0 && r.reconnects > 0 && r.delivered > 0)).toBe(true)
   }, 120_000)
 
   it('[SIM1] a seed replays exactly: two runs of one seed take the same steps', async () => {
