@@ -3,8 +3,11 @@ import { defineConfig } from 'vitest/config'
 export default defineConfig({
   test: {
     include: ['test/unit/**/*.test.ts', 'test/sim/**/*.test.ts', 'test/integration/**/*.test.ts', 'shared/**/*.test.ts', 'sync-server/**/*.test.ts', 'web/**/*.test.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
+    // Bounds for a hang, not figures: a test that passes takes what it takes. 30 s was not enough
+    // for a server to start (beforeAll) or an engine test to finish with two CPU hogs beside the
+    // suite on a shared 2-core machine (load 30+): every such failure was this timeout.
+    testTimeout: 120_000,
+    hookTimeout: 120_000,
     // Integration tests start real servers and child processes; two cores do not like a crowd.
     maxWorkers: 2,
   },

@@ -3,7 +3,7 @@
  * condition they care about, so a fast machine is not slowed down and a slow one does not flake.
  */
 export interface WaitForOptions {
-  /** Give up after this many milliseconds (default 15,000: a wait costs nothing when the condition comes true, and a machine under load is slow). */
+  /** Give up after this many milliseconds (default 60,000: a wait costs nothing when the condition comes true, and a machine under load, two CPU hogs beside the suite, is slow). */
   timeoutMs?: number
   /** Poll interval in milliseconds (default 5). */
   intervalMs?: number
@@ -20,7 +20,7 @@ export async function waitFor<T>(
   timeoutOrOptions: number | WaitForOptions = {},
 ): Promise<NonNullable<T>> {
   const opts = typeof timeoutOrOptions === 'number' ? { timeoutMs: timeoutOrOptions } : timeoutOrOptions
-  const timeoutMs = opts.timeoutMs ?? 15_000
+  const timeoutMs = opts.timeoutMs ?? 60_000
   const intervalMs = opts.intervalMs ?? 5
   const deadline = Date.now() + timeoutMs
   let lastError: unknown
