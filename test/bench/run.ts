@@ -42,6 +42,7 @@ const MODULES: BenchModule[] = [
   { name: 'gate', file: 'gate-bench.ts', fn: 'benchGate' },
   { name: 'activities', file: 'activities-bench.ts', fn: 'benchActivities' },
   { name: 'kit', file: 'kit-bench.ts', fn: 'benchKit' },
+  { name: 'sim-net', file: 'sim-net-bench.ts', fn: 'benchSimNet' },
   { name: 'threads', file: 'threads-bench.ts', fn: 'benchThreads' },
   { name: 'threads-scale', file: 'threads-scale-bench.ts', fn: 'benchThreadsScale' },
   { name: 'search', file: 'search-bench.ts', fn: 'benchSearch' },

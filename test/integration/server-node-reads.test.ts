@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 import pino from 'pino'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { SYSTEM, WeftError, userPrincipal, type JsonObject, type NodePath, type UserId } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/access-service.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
@@ -218,6 +218,17 @@ describe('node reads after a failed commit', () => {
 })
 
 describe('loaded docs are capped', () => {
+  /**
+   * The cache's residency clock (Date.now) jumps `ms` ahead, still running, until the returned
+   * function is called: what a sleep past MIN_RESIDENCY_MS showed, without the sleep (which a
+   * loaded machine stretches, and which let a delayed steady reader fall out of the window).
+   */
+  const jumpClock = (ms: number) => {
+    const real = Date.now.bind(Date)
+    const spy = vi.spyOn(Date, 'now').mockImplementation(() => real() + ms)
+    return () => spy.mockRestore()
+  }
+
   it('[MEM2] a node in steady use does not hold the cap back', async () => {
     const dir = await makeTempDir('weft-reads-cap-')
     const storage = openSqliteStorage({ file: `${dir}/weft.db` })
@@ -226,17 +237,17 @@ describe('loaded docs are capped', () => {
       const P = (s: string) => s as NodePath
       const busy = P('Busy')
       await nodes.update(SYSTEM, busy, () => ({ nodeType: 'Space', content: {} }), 'engine')
-      // The busy node is read every 50 ms throughout (an engine checking the same space).
-      const ticker = setInterval(() => void nodes.read(SYSTEM, busy), 50)
+      for (let i = 0; i < 20; i++) await nodes.update(SYSTEM, P(`Other${i}`), () => ({ nodeType: 'Space', content: { I: i } }), 'engine')
+      const restore = jumpClock(1300)
       try {
-        for (let i = 0; i < 20; i++) await nodes.update(SYSTEM, P(`Other${i}`), () => ({ nodeType: 'Space', content: { I: i } }), 'engine')
-        await new Promise((r) => setTimeout(r, 1300))
-        // The next load trims: the others are older than a second, the busy one is not.
+        // 1.3 s later the busy node is read again (an engine checking the same space); the
+        // others were last used 1.3 s ago. The next load trims: the others, not the busy one.
+        await nodes.read(SYSTEM, busy)
         await nodes.read(SYSTEM, P('Absent'))
         expect(nodes.stats().loadedDocs).toBeLessThanOrEqual(5)
         expect(nodes.isLoaded(busy)).toBe(true)
       } finally {
-        clearInterval(ticker)
+        restore()
       }
     } finally {
       await nodes.close()
@@ -258,9 +269,14 @@ describe('loaded docs are capped', () => {
         await client.synced()
         for (let i = 0; i < 20; i++) expectStatus(await http.putNode(`${space}/doc${i}`, 'Document', { I: i }), 201)
         expect(ts.server.nodes.stats().loadedDocs).toBeGreaterThan(5)
-        // Docs used in the last second are never unloaded for the cap; then the next load trims.
-        await new Promise((r) => setTimeout(r, 1100))
-        expect(await ts.server.nodes.read(SYSTEM, `${space}/not-there` as NodePath)).toBeNull()
+        // Docs used in the last second are never unloaded for the cap; a second later the next
+        // load trims (the cache's clock jumps instead of a sleep).
+        const restore = jumpClock(1100)
+        try {
+          expect(await ts.server.nodes.read(SYSTEM, `${space}/not-there` as NodePath)).toBeNull()
+        } finally {
+          restore()
+        }
         expect(ts.server.nodes.stats().loadedDocs).toBeLessThanOrEqual(5)
         expect(ts.server.nodes.isLoaded(open as NodePath)).toBe(true)
         expect(ts.server.nodes.isLoaded(`${space}/doc0` as NodePath)).toBe(false)
