@@ -56,8 +56,8 @@ describe('node replica', () => {
     expect(conn.joins).toBe(1)
     replica.onFrame({ type: MuxType.Denied, path: 'space/doc', closeCode: 1011, code: 'internal', message: 'Joining failed; retry.' })
     expect(replica.state$.value.denied).toBeNull()
-    await new Promise((r) => setTimeout(r, 700))
-    expect(conn.joins).toBe(2)
+    // Joined again after the rejoin delay (waited for, not slept past).
+    await waitFor(() => conn.joins === 2, { description: 'a second join' })
     expect((await store.pendingEntries('space/doc')).length).toBe(1)
     store.close()
   })
@@ -79,7 +79,7 @@ describe('node replica', () => {
     // Not joined yet: the patch waits; the next (re)connect sends it behind the Join.
     expect(conn.sent.filter((f) => f.type === MuxType.Update)).toHaveLength(0)
     conn.handler!.onSocketOpen()
-    await new Promise((r) => setTimeout(r, 20))
+    await waitFor(() => conn.sent.some((f) => f.type === MuxType.Update), { description: 'the outbox entry sent behind the Join' })
     expect(conn.sent.filter((f) => f.type === MuxType.Update)).toHaveLength(1)
     replica.onFrame({ type: MuxType.Joined, path: 'space/doc', permissions: 0xffff })
     conn.handler!.onFrame({ type: MuxType.Sync, path: 'space/doc', message: new Uint8Array([0, 0, 1, 0]) }) // server step 1 (empty state vector)
@@ -111,7 +111,14 @@ function serverText(conn: FakeConnection, key: string): string {
   return v instanceof Y.Text ? v.toString() : String(v)
 }
 
+/** For a check that must stay true (nothing sent): one short turn. Waits for something to happen use `eventually`. */
 const settle = () => new Promise((r) => setTimeout(r, 20))
+/** Retries the assertions until they pass (the store's writes are async): a wait, not a sleep. */
+const eventually = (check: () => unknown) =>
+  waitFor(async () => {
+    await check()
+    return true
+  })
 
 describe('[WEB3] a text editor bound with its own origin (bindTextEditor)', () => {
   it('[WEB3] an edit in the editor origin is sent early, lands in the outbox with the field as intent, and reaches the other tabs', async () => {
@@ -119,8 +126,7 @@ describe('[WEB3] a text editor bound with its own origin (bindTextEditor)', () =
     const { store, conn, replica } = await setup({ broadcast: (m) => tabs.push(m) })
     join(replica, conn)
     await replica.patch({ Source: 'let a = 1\n' })
-    await settle()
-    const text = replica.textOf('Source')!
+    const text = await waitFor(() => replica.textOf('Source'))
     expect(text).toBeInstanceOf(Y.Text)
     const origin = { editor: 'codemirror' } // stands for y-codemirror.next's YSyncConfig
     replica.bindTextEditor('Source', text, [origin])
@@ -131,15 +137,12 @@ describe('[WEB3] a text editor bound with its own origin (bindTextEditor)', () =
     const sent = updatesSent(conn).slice(before)
     expect(sent).toHaveLength(1)
     expect(sent[0]!.seq).toBeGreaterThanOrEqual(2 ** 40)
-    await settle()
-    const outbox = await store.outboxFor('space/doc')
-    expect(outbox.at(-1)).toMatchObject({ status: 'pending', patch: { Source: 'let a = 1\nlet b = 2\n' } })
+    await eventually(async () => expect((await store.outboxFor('space/doc')).at(-1)).toMatchObject({ status: 'pending', patch: { Source: 'let a = 1\nlet b = 2\n' } }))
     expect(serverText(conn, 'Source')).toBe('let a = 1\nlet b = 2\n')
     expect(tabs.slice(tabsBefore)).toEqual([{ kind: 'update', path: 'space/doc', update: sent[0]!.update }])
     // The server's Ack names the temporary seq; it settles the outbox entry it stands for.
     replica.onFrame({ type: MuxType.Ack, path: 'space/doc', seq: sent[0]!.seq, version: 1 })
-    await settle()
-    expect((await store.outboxFor('space/doc')).map((e) => e.patch)).not.toContainEqual({ Source: 'let a = 1\nlet b = 2\n' })
+    await eventually(async () => expect((await store.outboxFor('space/doc')).map((e) => e.patch)).not.toContainEqual({ Source: 'let a = 1\nlet b = 2\n' }))
     store.close()
   })
 
@@ -160,8 +163,7 @@ describe('[WEB3] a text editor bound with its own origin (bindTextEditor)', () =
     expect(text.toString()).toBe('>abcdef')
     undo.undo()
     expect(text.toString()).toBe('>abc')
-    await settle()
-    expect((await store.outboxFor('space/doc')).at(-1)!.patch).toEqual({ Source: '>abc' })
+    await eventually(async () => expect((await store.outboxFor('space/doc')).at(-1)!.patch).toEqual({ Source: '>abc' }))
     const server = new Y.Doc()
     Y.applyUpdate(server, Y.encodeStateAsUpdate(other))
     for (const f of updatesSent(conn)) Y.applyUpdate(server, f.update)
@@ -189,15 +191,13 @@ describe('[WEB3] a text editor bound with its own origin (bindTextEditor)', () =
     let changed = 0
     replica.changed$.subscribe(() => changed++)
     replica.applyFromTab({ kind: 'reload', path: 'space/doc' })
-    await settle()
-    expect(changed).toBeGreaterThan(0)
+    await waitFor(() => changed > 0, { description: 'changed$ after the doc swap' })
     const fresh = replica.textOf('Source')!
     expect(fresh).not.toBe(text)
     expect(fresh.toString()).toBe('x')
     replica.bindTextEditor('Source', fresh, [origin2])
     replica.doc.transact(() => fresh.insert(1, 'z'), origin2)
-    await settle()
-    expect((await store.outboxFor('space/doc')).at(-1)!.patch).toEqual({ Source: 'xz' })
+    await eventually(async () => expect((await store.outboxFor('space/doc')).at(-1)!.patch).toEqual({ Source: 'xz' }))
     store.close()
   })
 
@@ -227,7 +227,7 @@ describe('[ACC12] a client id another writer holds (client_id_conflict)', () => 
     join(replica, conn)
     await replica.patch({ title: 'mine' })
     await replica.patch({ body: 'more' })
-    await settle()
+    await waitFor(() => updatesSent(conn).length >= 2, { description: 'both patches sent' })
     const first = updatesSent(conn)
     expect(first).toHaveLength(2)
     const oldId = replica.doc.clientID

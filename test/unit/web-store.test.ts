@@ -7,6 +7,7 @@ import { applyPatchToDoc, docToJson } from '../../shared/merge-patch.js'
 import type { MeshNode } from '../../shared/node.js'
 import type { NodePath } from '../../shared/path.js'
 import { liveStoreQuery, NodeStore } from '../../web/store/index.js'
+import { waitFor } from '../helpers/wait-for.js'
 
 let store: NodeStore
 let n = 0
@@ -52,8 +53,8 @@ describe('web store', () => {
   it('compacts by itself after many rows', async () => {
     const doc = new Y.Doc()
     for (let i = 0; i < 70; i++) await store.appendUpdate('busy', patchUpdate(doc, { N: i }))
-    await new Promise((r) => setTimeout(r, 50))
-    expect(await store.db.updates.where('path').equals('busy').count()).toBeLessThan(70)
+    // The compaction runs in the background: waited for, not slept past (50 ms was a guess).
+    await waitFor(async () => (await store.db.updates.where('path').equals('busy').count()) < 70, { description: 'the busy doc compacted' })
     expect(docToJson(await store.loadDoc('busy'))).toEqual({ N: 69 })
   })
 
