@@ -31,8 +31,9 @@ beforeAll(async () => {
       engines: [
         createActivitiesEngine({
           // Generous time: these runs are stopped by the limit under test, never by the clock.
-          timeoutMs: 120_000,
-          watchdogMs: 120_000,
+          // (300 s: the 30,000-sleeps run took over 120 s with two CPU hogs on a loaded machine.)
+          timeoutMs: 300_000,
+          watchdogMs: 300_000,
           memoryMb: 64,
           spares: 1,
           seedTemplates: false,
@@ -247,10 +248,12 @@ describe('[ACT18] concurrent Mesh calls (finding 9)', () => {
       `const naps = []; for (let i = 0; i < 30000; i++) naps.push(sleep(1)); await Promise.all(naps);
        const all = []; for (let i = 0; i < 30000; i++) all.push(Mesh.get(${JSON.stringify(target)})); const got = await Promise.all(all);
        return [naps.length, got.filter((n) => n && n.content.N === 7).length]`,
+      alice,
+      280_000,
     )
     expect(done.content.Error).toBeUndefined()
     expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: [30_000, 30_000] })
-  }, 180_000)
+  }, 300_000)
 })
 
 describe('[ACT18] runs per user: SCRIPT_MAX_RUNS_PER_USER', () => {

@@ -14,8 +14,12 @@ export async function run(url: string, token: string, codePath: string, body: Js
   return res.body.path
 }
 
-/** Waits until the activity's Status satisfies `pred` (read as system-equivalent: the given token). */
-export async function waitForStatus(url: string, token: string, path: string, pred: (s: unknown) => boolean, timeoutMs = 10_000): Promise<MeshNode> {
+/**
+ * Waits until the activity's Status satisfies `pred` (read as system-equivalent: the given token).
+ * The default bound is generous (a run's start and end waited for with two CPU hogs beside a
+ * loaded suite took over 10 s); it costs nothing when the status comes.
+ */
+export async function waitForStatus(url: string, token: string, path: string, pred: (s: unknown) => boolean, timeoutMs = 60_000): Promise<MeshNode> {
   return waitFor(
     async () => {
       const r = await api(url, token).getNode(path)

@@ -379,13 +379,13 @@ describe('activities: built-in operations', () => {
 
   it('[ACT14] an export pages through a parent with more children than one query returns', async () => {
     // Its own server: 521 Mesh round trips may outlast the shared server's 5 s SCRIPT_TIMEOUT_MS on a busy machine.
-    const own = await startTestServer({ config: { engines: [createActivitiesEngine({ timeoutMs: 60_000, spares: 1 })] } })
+    const own = await startTestServer({ config: { engines: [createActivitiesEngine({ timeoutMs: 180_000, spares: 1 })] } })
     try {
       const me = await signup(own.url)
       const src = await createSpace(own.url, me.token)
       await api(own.url, me.token).putNode(`${src}/many`, 'Document', {})
       await Promise.all(Array.from({ length: 520 }, (_, i) => own.server.nodes.create(SYSTEM, `${src}/many/n${String(i).padStart(3, '0')}` as NodePath, { nodeType: 'Document', content: { I: i } }, 'engine')))
-      const exported = await waitForStatus(own.url, me.token, await run(own.url, me.token, 'Admin/Operations/ExportJson', { inputs: { Root: `${src}/many` } }), terminal, 60_000)
+      const exported = await waitForStatus(own.url, me.token, await run(own.url, me.token, 'Admin/Operations/ExportJson', { inputs: { Root: `${src}/many` } }), terminal, 180_000)
       expect(exported.content.Status).toBe('Succeeded')
       const paths = (exported.content.ReturnValue as { Nodes: { path: string }[] }).Nodes.map((n) => n.path)
       expect(paths).toHaveLength(521)
@@ -393,5 +393,5 @@ describe('activities: built-in operations', () => {
     } finally {
       await own.cleanup()
     }
-  }, 90_000)
+  }, 240_000)
 })
