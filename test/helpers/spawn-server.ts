@@ -57,8 +57,8 @@ export function spawnServer(opts: SpawnOptions): Promise<SpawnedServer> {
   return new Promise<SpawnedServer>((resolveStart, rejectStart) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL')
-      rejectStart(new Error(`server did not log "listening" within ${opts.startTimeoutMs ?? 20_000} ms. Output:\n${out}`))
-    }, opts.startTimeoutMs ?? 20_000)
+      rejectStart(new Error(`server did not log "listening" within ${opts.startTimeoutMs ?? 90_000} ms. Output:\n${out}`))
+    }, opts.startTimeoutMs ?? 90_000)
     let started = false
     child.stderr?.on('data', (chunk: Buffer) => {
       out += chunk.toString()

@@ -67,7 +67,7 @@ export function stockProvider(url: string, path: string, token: string, doc = ne
   provider.on('connection-close', (event) => {
     if (event) closes.push({ code: event.code, reason: event.reason })
   })
-  const synced = (timeoutMs = 5_000) =>
+  const synced = (timeoutMs = 60_000) =>
     new Promise<void>((resolve, reject) => {
       if (provider.synced) return resolve()
       const timer = setTimeout(() => {
