@@ -82,7 +82,7 @@ beforeAll(async () => {
   await assign(other, users[2]!, 'Denied')
   feed.add(ts.server.nodes.changes$.subscribe((c) => c.nodeType === 'ActivityLog' && c.kind === 'Created' && created.push(c.path)))
   console.info(`[ACT17] authority property: seed ${SEED}, ${RUNS} cases (WEFT_FC_SEED, WEFT_AUTHORITY_RUNS)`)
-}, 60_000)
+}, 180_000)
 afterAll(async () => {
   feed.unsubscribe()
   await ts.cleanup()

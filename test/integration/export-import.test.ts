@@ -64,7 +64,7 @@ describe('[XFER1] export / import round trip of a whole space', () => {
     expect(copy.content).not.toHaveProperty('LastActivityPath')
     expect((await api(ts.url, alice.token).getNode(`${dst}/${src}/_Access/${viewer.userId}_Access`)).body.content).toMatchObject({ Role: 'Viewer' })
     expect((await api(ts.url, alice.token).getNode(`${dst}/${src}/notes`)).body.content.Body).toBe('line one\nline two')
-  }, 60_000)
+  }, 180_000)
 
   it('[XFER1] an older bundle that still carries system fields imports without them, nothing refused', async () => {
     const dst = await createSpace(ts.url, alice.token)
@@ -79,5 +79,5 @@ describe('[XFER1] export / import round trip of a whole space', () => {
     const imported = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ImportJson', { inputs: { Bundle: bundle as never, Target: dst } }), terminal, 30_000)
     expect(imported.content).toMatchObject({ Status: 'Succeeded', ReturnValue: { Imported: 2, Refused: [] } })
     expect((await api(ts.url, alice.token).getNode(`${dst}/Old/tool`)).body.content).toEqual({ Language: 'javascript', Source: 'return 2' })
-  }, 60_000)
+  }, 180_000)
 })

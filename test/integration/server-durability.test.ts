@@ -56,7 +56,7 @@ describe('server durability (child process)', () => {
     const res = await api(second.url, user.token).getNode(path)
     expect(res.status).toBe(200)
     expect(missingAcks(acked, res.body.content)).toEqual([])
-  }, 60_000)
+  }, 180_000)
 
   it('[STO1][SYNC2] every /mux Update acknowledged before kill -9 is there after a restart', async () => {
     const dataDir = await tempDir()
@@ -86,7 +86,7 @@ describe('server durability (child process)', () => {
     } finally {
       await check.close()
     }
-  }, 60_000)
+  }, 180_000)
 
   it('[STO1] SIGTERM with writes in flight and sockets open exits 0, and every acknowledged write is there', async () => {
     const dataDir = await tempDir()
@@ -120,5 +120,5 @@ describe('server durability (child process)', () => {
       provider.destroy()
       await mux.close()
     }
-  }, 60_000)
+  }, 180_000)
 })

@@ -90,7 +90,7 @@ describe('server /mux with many nodes on one socket', () => {
     } finally {
       await Promise.all([writer.close(), reader.close()])
     }
-  }, 90_000)
+  }, 180_000)
 
   it('[SYNC2] a left room no longer receives updates; rejoining resyncs', async () => {
     const path = paths[5] as string

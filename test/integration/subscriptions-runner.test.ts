@@ -47,7 +47,7 @@ async function settled(s: RunningServer, id: string): Promise<MeshNode> {
   return waitFor(async () => {
     const n = await get(s, subscriptionPath(id))
     return n && n.content.Status !== 'Pending' ? n : null
-  }, { timeoutMs: 20_000, description: `subscription ${id} leaves Pending` })
+  }, { timeoutMs: 60_000, description: `subscription ${id} leaves Pending` })
 }
 
 function grantSub(email: string, space: string, extra: JsonObject = {}): JsonObject {

@@ -71,5 +71,5 @@ describe('[SYNC14] a replica opened before the engine creates its node', () => {
     } finally {
       c.stop()
     }
-  }, 60_000)
+  }, 180_000)
 })

@@ -100,5 +100,5 @@ for (const seed of seeds) {
       console.error(`web sync fuzz failed with seed ${seed} (rerun: WEFT_FUZZ_SEEDS=${seed})`)
       throw e
     }
-  }, 60_000)
+  }, 180_000)
 }
