@@ -15,6 +15,7 @@ import { SearchService, searchRoutes } from './search/index.js'
 import { startCluster, type Cluster } from './cluster/index.js'
 import { ContextualService, contextualRoutes, contextualWriteRule } from './contextual/index.js'
 import { ServerMetrics, metricsRoute } from './metrics/index.js'
+import { mcpRoutes } from './mcp/index.js'
 import type { ContextualTotals } from './storage/index.js'
 
 /** Versions of full change history kept; older records survive only as the latest per path. */
@@ -113,6 +114,8 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
   const metrics = config.metricsToken ? await startMetrics() : null
   const routes: Route[] = [metricsRoute(metrics, config.metricsToken), ...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage)), ...contextualRoutes(contextual)]
+  // [MCP5] The MCP tools at /mcp: the same services as the routes above, as the caller.
+  routes.push(...mcpRoutes({ contextual, nodes, maxJsonDepth: config.maxJsonDepth, log }))
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({
     nodes,

@@ -2,3 +2,4 @@ export { ContextualService, type ContextualServiceOptions, type OfferedReaction,
 export { compileDefinition, type CompiledDefinition, type CompiledReaction } from './definition.js'
 export { contextualRoutes } from './routes.js'
 export { contextualWriteRule } from './write-rule.js'
+export { ConsumerRequest, ExtendRequest, FenceRequest, NackRequest, NextRequest, ReactRequest } from './contextual-service.js'

@@ -97,7 +97,7 @@ export function createHttpHandler(opts: HttpHandlerOptions) {
     const method = (req.method ?? 'GET').toUpperCase()
     const pathname = rawPathname(req.url)
     try {
-      if (pathname.startsWith('/api/') || pathname === '/healthz' || pathname === '/metrics') {
+      if (pathname.startsWith('/api/') || pathname === '/healthz' || pathname === '/metrics' || pathname === '/mcp' || pathname === '/mcp/') {
         const result = await dispatch(opts, req, res, url, pathname, method)
         if (result) sendJson(res, result.status, result.body, result.headers)
         return

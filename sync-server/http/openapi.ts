@@ -5,6 +5,7 @@
  */
 
 import { CONTEXTUAL_PATHS, CONTEXTUAL_SCHEMAS } from './openapi-contextual.js'
+import { MCP_PATHS } from './openapi-mcp.js'
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` })
 const json = (schema: unknown) => ({ 'application/json': { schema } })
@@ -127,6 +128,7 @@ export const OPENAPI_DOCUMENT = {
   },
   paths: {
     ...CONTEXTUAL_PATHS,
+    ...MCP_PATHS,
     '/healthz': {
       get: {
         summary: 'Ready once storage is open and the engines have reconciled.',

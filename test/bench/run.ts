@@ -48,6 +48,7 @@ const MODULES: BenchModule[] = [
   { name: 'search', file: 'search-bench.ts', fn: 'benchSearch' },
   { name: 'cluster', file: 'cluster-bench.ts', fn: 'benchCluster' },
   { name: 'metrics', file: 'metrics-bench.ts', fn: 'benchMetrics' },
+  { name: 'mcp', file: 'mcp-bench.ts', fn: 'benchMcp' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */
