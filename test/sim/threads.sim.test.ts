@@ -1,8 +1,8 @@
 import fc from 'fast-check'
 import { afterEach, describe, expect, it } from 'vitest'
-import { SYSTEM, isJsonObject, jsonEqual, type JsonObject, type NodePath } from '../../shared/index.js'
+import { SYSTEM, isJsonObject, jsonEqual, type JsonObject, type MeshNode, type NodePath } from '../../shared/index.js'
 import type { Agent } from '../../sync-server/engines/threads/index.js'
-import { SimMesh } from './mesh.js'
+import { SimMesh, type FeedFaults } from './mesh.js'
 import { forEachSeed, seeds } from './rng.js'
 import { THREAD_RECONCILE_MS, alice, bob, eve, expectThreadInvariants, postAs, resting, runUntil, spaceAndThread, threads, threadsOnSim, vic } from './threads-mesh.js'
 
@@ -81,17 +81,24 @@ function approvingAgent(ran: { count: number }, doc: NodePath): Agent {
 }
 
 const APPROVAL_FIELDS = ['PendingApproval', 'ApprovalAnswer', 'ApprovalBy'] as const
+const DOC = 'S/doc' as NodePath
+
+/** A mesh whose thread S/{name} has a round waiting for approval ap1 (retitling S/doc); `ran` counts the patches made. */
+async function awaitingApproval(seed: number, faults: FeedFaults, name: string): Promise<{ m: SimMesh; t: NodePath; ran: { count: number }; waiting: MeshNode }> {
+  const ran = { count: 0 }
+  mesh = await SimMesh.open({ seed, faults, engines: [threadsOnSim(approvingAgent(ran, DOC))] })
+  const m = mesh
+  const t = await spaceAndThread(m.nodes, name)
+  await m.nodes.put(SYSTEM, DOC, { nodeType: 'Document', name: 'doc', content: { Title: 'before' } })
+  await postAs(m, alice, t, 'u1', 'retitle the doc')
+  const waiting = await runUntil(m, t, (n) => isJsonObject(n.content.PendingApproval))
+  return { m, t, ran, waiting }
+}
 
 describe('[THR6][THR13][THR14] cancel while a round waits for an approval', () => {
   it('Status ends Cancelled, the approval fields are cleared with it, a late answer is refused and nothing runs (across a crash too)', { timeout: 120_000 }, async () => {
     await forEachSeed('threads cancel awaiting approval', seeds(4, 1810), async (seed) => {
-      const ran = { count: 0 }
-      mesh = await SimMesh.open({ seed, faults: { drop: 0.2, delay: 0.2, maxDelayMs: 50 }, engines: [threadsOnSim(approvingAgent(ran, 'S/doc' as NodePath))] })
-      const m = mesh
-      const t = await spaceAndThread(m.nodes, 'ask')
-      await m.nodes.put(SYSTEM, 'S/doc' as NodePath, { nodeType: 'Document', name: 'doc', content: { Title: 'before' } })
-      await postAs(m, alice, t, 'u1', 'retitle the doc')
-      const waiting = await runUntil(m, t, (n) => isJsonObject(n.content.PendingApproval))
+      const { m, t, ran, waiting } = await awaitingApproval(seed, { drop: 0.2, delay: 0.2, maxDelayMs: 50 }, 'ask')
       expect(waiting.content).toMatchObject({ Status: 'Executing', Disposition: 'AwaitingInput', PendingApproval: { Id: 'ap1', Tool: 'patch' } })
       const crashed = m.rng.next() < 0.5
       if (crashed) {
@@ -107,7 +114,7 @@ describe('[THR6][THR13][THR14] cancel while a round waits for an approval', () =
       await m.clock.advance(THREAD_RECONCILE_MS)
       await threads(m).engine.idle()
       expect(ran.count).toBe(0)
-      expect((await m.nodes.get(SYSTEM, 'S/doc' as NodePath))?.content.Title).toBe('before')
+      expect((await m.nodes.get(SYSTEM, DOC))?.content.Title).toBe('before')
       expect((await m.nodes.get(SYSTEM, `${t}/_r.u1` as NodePath))?.content.Text).toBe('')
       expect((await m.nodes.get(SYSTEM, t))?.content).toEqual(done.content)
       await expectThreadInvariants(m.nodes, done, `seed ${seed}`)
@@ -120,13 +127,7 @@ describe('[THR6][THR13][THR14] cancel while a round waits for an approval', () =
 
   it('an answer and a cancel racing: the call runs at most once, and only if the answer won; the fields end cleared', { timeout: 120_000 }, async () => {
     await forEachSeed('threads answer races cancel', seeds(6, 1820), async (seed) => {
-      const ran = { count: 0 }
-      mesh = await SimMesh.open({ seed, faults: { drop: 0.2, delay: 0.3, maxDelayMs: 30 }, engines: [threadsOnSim(approvingAgent(ran, 'S/doc' as NodePath))] })
-      const m = mesh
-      const t = await spaceAndThread(m.nodes, 'race')
-      await m.nodes.put(SYSTEM, 'S/doc' as NodePath, { nodeType: 'Document', name: 'doc', content: { Title: 'before' } })
-      await postAs(m, alice, t, 'u1', 'retitle the doc')
-      await runUntil(m, t, (n) => isJsonObject(n.content.PendingApproval))
+      const { m, t, ran } = await awaitingApproval(seed, { drop: 0.2, delay: 0.3, maxDelayMs: 30 }, 'race')
       const racers = m.rng.shuffle([
         () => m.nodes.patch(bob, t, { ApprovalAnswer: { Id: 'ap1', Decision: 'Approved' } }),
         () => m.nodes.patch(alice, t, { RequestedStatus: 'Cancelled' }),
@@ -138,7 +139,7 @@ describe('[THR6][THR13][THR14] cancel while a round waits for an approval', () =
       })()])
       const done = await runUntil(m, t, resting)
       for (const f of APPROVAL_FIELDS) expect(done.content[f], `${f} (seed ${seed})`).toBeUndefined()
-      const title = (await m.nodes.get(SYSTEM, 'S/doc' as NodePath))?.content.Title
+      const title = (await m.nodes.get(SYSTEM, DOC))?.content.Title
       expect(ran.count).toBeLessThanOrEqual(1)
       expect(title).toBe(ran.count === 1 ? 'changed' : 'before')
       // A refused answer (the cancel came first) ran nothing.

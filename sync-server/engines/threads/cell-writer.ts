@@ -1,5 +1,6 @@
 import { SYSTEM, type NodePath } from '../../../shared/index.js'
 import type { NodeApi } from '../../nodes/index.js'
+import type { Pacer } from '../kit/index.js'
 
 /**
  * Most characters an agent may stream ahead of what the cell has durably taken: past this, its
@@ -28,6 +29,8 @@ export class CellWriter {
     private readonly nodes: Pick<NodeApi, 'patch'>,
     private readonly path: NodePath,
     private readonly existing: string,
+    /** Shared by the engine's rounds: a thousand cells woken at once write a few per turn of the loop. */
+    private readonly pacer: Pacer,
   ) {
     this.written = existing
   }
@@ -53,9 +56,14 @@ export class CellWriter {
 
   private pump(): void {
     if (this.inFlight || this.failure || this.text === this.written) return
-    const next = this.text
-    this.inFlight = this.nodes
-      .patch(SYSTEM, this.path, { Text: next }, 'engine')
+    let next = this.text
+    this.inFlight = this.pacer
+      .turn()
+      .then(() => {
+        // Tokens emitted while it waited for its turn go out in this write too.
+        next = this.text
+        return this.nodes.patch(SYSTEM, this.path, { Text: next }, 'engine')
+      })
       .then(
         () => {
           this.written = next

@@ -38,7 +38,7 @@ export interface ThreadsEngineOptions {
   llm?: LlmConfig | null
 }
 
-/** The threads engine ([THR1]–[THR29], docs/SPEC.md "Threads (issue 18)"). */
+/** The threads engine ([THR1]–[THR22], docs/SPEC.md "Threads (issue 18)"). */
 export function createThreadsEngine(options: ThreadsEngineOptions = {}): EngineFactory {
   return (ctx: EngineContext): ThreadsEngine => {
     const clock = options.clock ?? realClock

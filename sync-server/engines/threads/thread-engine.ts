@@ -24,6 +24,7 @@ import {
   pageKey,
   request,
   requesterOf,
+  Pacer,
   type Clock as KitClock,
   type KitEngine,
   type LightQuerySource,
@@ -61,6 +62,14 @@ interface LiveRound {
 const LIGHT_FIELDS = ['Status', 'RequestedStatus', 'HasPending'] as const
 
 const SCAN_PAGE = 500
+
+/**
+ * [THR20] Round writes (a response cell's text, the terminal write) admitted per turn of the event
+ * loop. A write's synchronous part (Yjs transaction, encoding, commit hand-off) is about a
+ * millisecond on a loaded machine: 8 a turn keeps a burst of 1,000 rounds (released together, or
+ * woken by one group commit) in stretches of a few ms instead of one block of hundreds.
+ */
+const ROUND_WRITES_PER_TURN = 8
 
 export interface ThreadEngineOptions {
   /** The engine's clock: reconcile passes, the feed's gap replay, timestamps (kit `Clock`). */
@@ -100,6 +109,7 @@ export class ThreadEngine {
   private readonly shutdown = new AbortController()
   private readonly work = new Set<Promise<unknown>>()
   private readonly agents: AgentSet
+  private readonly pacer = new Pacer(ROUND_WRITES_PER_TURN)
   private stopping = false
   /** Waiters for `settled()`: resolved when no round is live here. */
   private drainedWaiters: Array<() => void> = []
@@ -386,7 +396,7 @@ export class ThreadEngine {
       }
       const cell = await this.nodes.get(SYSTEM, response)
       const existing = typeof cell?.content.Text === 'string' ? cell.content.Text : ''
-      writer = new CellWriter(this.nodes, response, existing)
+      writer = new CellWriter(this.nodes, response, existing, this.pacer)
       // A cancel asked before this point (between the claim and now) is honoured at once.
       const now = await this.nodes.get(SYSTEM, path)
       if (now?.content.RequestedStatus === 'Cancelled') live.controller.abort()
@@ -481,6 +491,7 @@ export class ThreadEngine {
    * approval was pending leaves none to answer); compare-and-set on the round.
    */
   private async finish(path: NodePath, round: RoundState, live: LiveRound, outcome: RoundOutcome): Promise<void> {
+    await this.pacer.turn()
     const at = this.roundClock.now().toISOString()
     await this.nodes.update(SYSTEM, path, (cur) => {
       if (!cur || cur.content.Status !== 'Executing' || roundOf(cur.content)?.Response !== round.Response) return undefined
