@@ -14,9 +14,9 @@ describe('[THR9] kill -9 mid-delegation', () => {
     if (dir) await removeDir(dir)
   })
 
-  it('the parent continues exactly once after the restart', { timeout: 120_000 }, async () => {
+  it('the parent continues exactly once after the restart', { timeout: 300_000 }, async () => {
     dir = await makeTempDir('weft-thr-kill9-')
-    const first = await spawnServer({ dataDir: dir })
+    const first = await spawnServer({ dataDir: dir, startTimeoutMs: 90_000 })
     children.push(first)
     const user = await signup(first.url)
     const space = await createSpace(first.url, user.token)
@@ -27,7 +27,7 @@ describe('[THR9] kill -9 mid-delegation', () => {
     expect((await node(first.url, user.token, t)).content.Status).toBe('Executing')
     await first.kill('SIGKILL')
 
-    const second = await spawnServer({ dataDir: dir })
+    const second = await spawnServer({ dataDir: dir, startTimeoutMs: 90_000 })
     children.push(second)
     const done = await waitFor(async () => {
       const n = (await api(second.url, user.token).getNode(t)).body

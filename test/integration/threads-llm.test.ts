@@ -207,6 +207,31 @@ describe('threads: the LLM agent', () => {
     expect(String(call!.Error)).toContain(bob.userId)
   })
 
+  it('[THR19][THR14] cancel while a round waits for an approval: Cancelled with the fields cleared, the call marked, a late answer refused, nothing runs', async () => {
+    const doc = await docAt(space, 'stopped', 'before')
+    const th = await llmThread()
+    await post(ts.url, alice.token, th, `patch ${doc} never`, 'q1')
+    const waiting = await pendingOn(th)
+    const id = (waiting.content.PendingApproval as Record<string, unknown>).Id
+    // Crafted answers change nothing: a forged author, an answer to another id, a Viewer's answer.
+    expect(errorCode(await api(ts.url, bob.token).patchNode(th, { ApprovalAnswer: { Id: id, Decision: 'Approved', By: alice.userId } }))).toBe('invalid_content')
+    expect(errorCode(await api(ts.url, bob.token).patchNode(th, { ApprovalAnswer: { Id: `${String(id)}x`, Decision: 'Approved' } }))).toBe('conflict')
+    expect(errorCode(await api(ts.url, viewer.token).patchNode(th, { ApprovalAnswer: { Id: id, Decision: 'Approved' } }))).toBe('forbidden')
+    const asked = fake.requests.length
+    expect((await api(ts.url, bob.token).patchNode(th, { RequestedStatus: 'Cancelled' })).status).toBe(200)
+    const done = await settled(ts.url, alice.token, th, (x) => x.content.Status === 'Cancelled')
+    for (const f of ['PendingApproval', 'ApprovalAnswer', 'ApprovalBy', 'Disposition', 'RequestedStatus']) expect(done.content[f], f).toBeUndefined()
+    const late = await api(ts.url, bob.token).patchNode(th, { ApprovalAnswer: { Id: id, Decision: 'Approved' } })
+    expect(errorCode(late)).toBe('conflict')
+    expect((await node(ts.url, alice.token, th)).content.ApprovalAnswer).toBeUndefined()
+    expect((await node(ts.url, alice.token, doc)).content.Title).toBe('before')
+    const [call] = (await node(ts.url, alice.token, `${th}/_r.q1`)).content.ToolCalls as Array<Record<string, unknown>>
+    expect(call).toMatchObject({ Tool: 'patch', Status: 'Error', Error: 'cancelled while waiting for approval' })
+    expect(call!.ApprovedBy).toBeUndefined()
+    // The model was not asked again.
+    expect(fake.requests.length).toBe(asked)
+  })
+
   it('[THR12] cancel mid-stream aborts the HTTP request to the model; Status Cancelled, the partial text kept', async () => {
     const th = await llmThread()
     const before = fake.aborted

@@ -12,7 +12,7 @@ let space: string
 const clock = new HeldClock()
 
 beforeAll(async () => {
-  ts = await startTestServer({ config: { engines: [subscriptionsEngine, createThreadsEngine({ clock })] } })
+  ts = await startTestServer({ config: { engines: [subscriptionsEngine, createThreadsEngine({ roundClock: clock })] } })
   alice = await signup(ts.url)
   bob = await signup(ts.url)
   space = await createSpace(ts.url, alice.token)

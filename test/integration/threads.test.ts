@@ -15,7 +15,7 @@ let n = 0
 const fresh = () => createThread(ts.url, alice.token, `${space}/t${++n}`)
 
 beforeAll(async () => {
-  ts = await startTestServer({ config: { engines: [subscriptionsEngine, createThreadsEngine({ clock, llm: null })] } })
+  ts = await startTestServer({ config: { engines: [subscriptionsEngine, createThreadsEngine({ roundClock: clock, llm: null })] } })
   alice = await signup(ts.url)
   bob = await signup(ts.url)
   viewer = await signup(ts.url)
@@ -92,8 +92,8 @@ describe('threads: rounds', () => {
     expect(user!.content).toMatchObject({ Role: 'user', Author: alice.userId, Text: 'hello there' })
     expect(answer!.content).toMatchObject({ Role: 'assistant', Text: 'You said: hello there' })
     expect(answer!.createdBy).toBe('system')
-    // A thread at rest with nothing to do holds no watcher; the next post installs one again.
-    await waitFor(() => !engineOf().isWatched(t as never))
+    // A thread at rest holds nothing of the engine's: no job, no round, no watcher (the feed is the one watcher).
+    await waitFor(() => !engineOf().isBusy(t as never))
   })
 
   it('[THR3] three rapid submits → three ingested, each once', async () => {

@@ -7,6 +7,7 @@ import { afterFailure, delayMs, isDue, retryStateOf } from './backoff.js'
 import { VirtualClock, every } from './clock.js'
 import { FeedFollower } from './feed-follower.js'
 import { KeyedWorker } from './keyed-worker.js'
+import { Pacer } from './pacer.js'
 import { untilGone } from './node-watcher.js'
 import { Reconciler, concatPages, pageKey } from './reconciler.js'
 
@@ -221,5 +222,39 @@ describe('[KIT9] kit/node-watcher: heals after a fault on the clock, stops for g
     expect(subscribes).toBe(2)
     expect(seen).toEqual([node])
     expect(done).toBe(true)
+  })
+})
+
+describe('[KIT11] kit/pacer: many ready steps spread over turns of the event loop', () => {
+  const turn = () => new Promise<void>((resolve) => setImmediate(resolve))
+
+  it('admits at most perTurn callers a turn, in arrival order; timers get in between', async () => {
+    const pacer = new Pacer(3)
+    const admitted: number[] = []
+    const all = Array.from({ length: 8 }, (_, i) => pacer.turn().then(() => admitted.push(i)))
+    await Promise.resolve()
+    expect(admitted).toEqual([0, 1, 2])
+    expect(pacer.queued).toBe(5)
+    // A timer due now runs before the next batch: the loop got a turn.
+    let timerRan = false
+    setTimeout(() => (timerRan = true), 0)
+    await new Promise((r) => setTimeout(r, 1))
+    expect(timerRan).toBe(true)
+    await Promise.all(all)
+    expect(admitted).toEqual([0, 1, 2, 3, 4, 5, 6, 7])
+    expect(pacer.queued).toBe(0)
+  })
+
+  it('a lone caller is admitted at once, and again after the queue drained', async () => {
+    const pacer = new Pacer(2)
+    let done = false
+    void pacer.turn().then(() => (done = true))
+    await Promise.resolve()
+    expect(done).toBe(true)
+    for (let i = 0; i < 3; i++) await turn()
+    let again = false
+    void pacer.turn().then(() => (again = true))
+    await Promise.resolve()
+    expect(again).toBe(true)
   })
 })

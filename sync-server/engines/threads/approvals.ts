@@ -19,21 +19,30 @@ function pendingOf(c: JsonObject): JsonObject | null {
 }
 
 /**
- * [THR14] The Thread write rule (every user write, every transport): an `ApprovalAnswer` must
- * answer the approval pending now (same Id; `conflict` otherwise, nothing written); its writer is
- * recorded as `ApprovalBy`. The field rule (Update) has already passed.
+ * [THR14] The Thread write rule (every user write, every transport; the field rule, Update, has
+ * already passed). Any change of `ApprovalAnswer` by a person must answer the approval pending
+ * NOW (same Id), once: an answer to another Id, a second answer (a change of Decision), and a
+ * withdrawal (null, or the field left out) are `conflict`, nothing written, so an answer cannot
+ * be cleared and given again by someone else. Its writer is recorded as `ApprovalBy` (a system
+ * field) in the same write, so the answer and its author are one fact on the node.
  */
 export function threadWriteRule(): WriteRuleHook {
   return ({ principal, before, after }) => {
-    const answer = after.ApprovalAnswer
-    const prior = before?.content.ApprovalAnswer
-    if (answer === undefined || answer === null || jsonEqual(answer, prior ?? null)) return undefined
+    const answer = after.ApprovalAnswer ?? null
+    const prior = before?.content.ApprovalAnswer ?? null
+    if (jsonEqual(answer, prior)) return undefined
     const pending = before ? pendingOf(before.content) : null
-    const id = isJsonObject(answer) ? answer.Id : undefined
+    if (!isJsonObject(answer)) {
+      throw new WeftError('conflict', 'An approval answer cannot be withdrawn; the round clears it when it goes on.')
+    }
+    if (Object.keys(answer).some((k) => k !== 'Id' && k !== 'Decision')) {
+      throw new WeftError('invalid_content', 'An approval answer is exactly { Id, Decision: "Approved" | "Denied" }.')
+    }
+    const id = answer.Id
     if (!pending || pending.Id !== id) {
       throw new WeftError('conflict', `No approval ${JSON.stringify(id ?? null)} is pending on this thread${pending ? ` (the pending one is ${JSON.stringify(pending.Id)})` : ''}; reload and answer the one shown.`)
     }
-    if (before?.content.ApprovalBy !== undefined && prior !== undefined) {
+    if (prior !== null || (before?.content.ApprovalBy ?? null) !== null) {
       throw new WeftError('conflict', `Approval ${String(id)} has been answered already.`)
     }
     return { ApprovalBy: principal.userId }

@@ -1,6 +1,9 @@
+import type { Observable } from 'rxjs'
+import type { LiveChange } from '../../nodes/index.js'
+import { realClock, type Clock as KitClock } from '../kit/index.js'
 import type { Engine, EngineContext, EngineFactory } from '../types.js'
 import { ThreadEngine } from './thread-engine.js'
-import { systemClock, type Clock } from './model.js'
+import { roundClockOf, type Clock } from './model.js'
 import { threadMessageWriteRule, threadRoutes } from './post.js'
 import { builtinAgent, type Agent } from './builtin-agent.js'
 import { threadWriteRule } from './approvals.js'
@@ -14,33 +17,48 @@ export type { Agent, RoundIo, RoundOutcome } from './builtin-agent.js'
 export { DEFAULT_APPROVE } from './llm-agent.js'
 export type { LlmConfig } from './llm-agent.js'
 export { RoundTools } from './round-tools.js'
-export { systemClock, type Clock } from './model.js'
+export { systemClock, roundClockOf, type Clock } from './model.js'
 
 export interface ThreadsEngine extends Engine {
   readonly engine: ThreadEngine
 }
 
 export interface ThreadsEngineOptions {
-  clock?: Clock
+  /** The engine's clock (kit `Clock`; default wall time; the test mesh passes a virtual one). */
+  clock?: KitClock
+  /** A round's clock (`/sleep`; default made from `clock`): tests hold rounds open with it. */
+  roundClock?: Clock
+  /** The change feed (default `nodes.changes$`; the test mesh drops, delays and reorders it). */
+  changes$?: Observable<LiveChange>
+  /** How often a pass looks for work the feed missed (default 30 s; null = at boot only). */
+  reconcileIntervalMs?: number | null
   /** The built-in kind's executor (default the deterministic built-in agent). */
   agent?: Agent
   /** [THR10] The LLM provider (default from WEFT_LLM_* in the environment; null = none). */
   llm?: LlmConfig | null
 }
 
-/** The threads engine ([THR1]–[THR29], docs/SPEC.md "Threads (issue 18)"). */
+/** The threads engine ([THR1]–[THR22], docs/SPEC.md "Threads (issue 18)"). */
 export function createThreadsEngine(options: ThreadsEngineOptions = {}): EngineFactory {
   return (ctx: EngineContext): ThreadsEngine => {
-    const clock = options.clock ?? systemClock
+    const clock = options.clock ?? realClock
+    const roundClock = options.roundClock ?? roundClockOf(clock)
     ctx.nodes.registerWriteRule('ThreadMessage', threadMessageWriteRule())
     ctx.nodes.registerWriteRule('Thread', threadWriteRule())
     const llm = options.llm === undefined ? llmConfigFromEnv() : options.llm
     const agents = { builtin: options.agent ?? builtinAgent, script: scriptAgent, ...(llm ? { llm: createLlmAgent(llm) } : {}) }
-    const engine = new ThreadEngine(ctx.nodes, ctx.log.child({ engine: 'threads' }), clock, ctx.signal, agents)
+    const engine = new ThreadEngine(ctx.nodes, ctx.log.child({ engine: 'threads' }), {
+      clock,
+      roundClock,
+      signal: ctx.signal,
+      agents,
+      ...(options.changes$ ? { changes$: options.changes$ } : {}),
+      ...(options.reconcileIntervalMs !== undefined ? { reconcileIntervalMs: options.reconcileIntervalMs } : {}),
+    })
     return {
       name: 'threads',
       engine,
-      routes: threadRoutes(ctx.nodes, clock),
+      routes: threadRoutes(ctx.nodes, roundClock),
       start: () => engine.start(),
       stop: () => engine.stop(),
     }

@@ -156,7 +156,16 @@ export function createLlmAgent(config: LlmConfig): Agent {
         call.Result = await io.tools.call(call.Tool, call.Args, call.ApprovedBy ? [call.ApprovedBy] : [], io.signal, call.Id)
         call.Status = 'Done'
       } catch (err) {
-        if (io.signal.aborted) throw err
+        if (io.signal.aborted) {
+          // [THR6] Cancelled before it ran (waiting for approval, or mid-call): the cell says so;
+          // the terminal write clears the thread's approval fields, so a late answer has none to answer.
+          if (call.Status !== 'Done') {
+            call.Error = call.Status === 'AwaitingApproval' ? 'cancelled while waiting for approval' : 'cancelled'
+            call.Status = 'Error'
+            await record().catch(() => undefined)
+          }
+          throw err
+        }
         call.Status = 'Error'
         call.Error = errorText(err)
       } finally {

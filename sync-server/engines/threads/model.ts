@@ -1,5 +1,5 @@
-import { setTimeout as sleepFor } from 'node:timers/promises'
 import { joinPath, lastSegment, strings, type JsonObject, type MeshNode, type NodePath } from '../../../shared/index.js'
+import { realClock, type Clock as KitClock } from '../kit/index.js'
 
 /**
  * The thread model (DESIGN.md "Threads (contract)", [THR1]): a `Thread` node holds the round
@@ -50,17 +50,37 @@ export function roundOf(content: JsonObject): RoundState | null {
   return typeof o.Response === 'string' ? { Response: o.Response, Inputs: strings(o.Inputs) } : null
 }
 
-/** Time for the engine: injectable, so tests and the kit's Clock can drive it. */
+/**
+ * A round's time (what an agent sees: `/sleep`, timestamps), made from the engine's kit `Clock`
+ * by `roundClockOf`, so a round on the test mesh sleeps on virtual time.
+ */
 export interface Clock {
   now(): Date
-  /** Resolves after `ms`; rejects with an AbortError when `signal` aborts first. */
+  /** Resolves after `ms`; rejects with the signal's reason when `signal` aborts first. */
   sleep(ms: number, signal: AbortSignal): Promise<void>
 }
 
-export const systemClock: Clock = {
-  now: () => new Date(),
-  sleep: (ms, signal) => sleepFor(ms, undefined, { signal }),
+/** The round clock on a kit clock: `sleep` is one timer of `clock`, cancelled by the signal. */
+export function roundClockOf(clock: KitClock): Clock {
+  return {
+    now: () => new Date(clock.now()),
+    sleep: (ms, signal) =>
+      new Promise<void>((resolve, reject) => {
+        if (signal.aborted) return reject(signal.reason as Error)
+        const onAbort = () => {
+          cancel()
+          reject(signal.reason as Error)
+        }
+        const cancel = clock.setTimeout(() => {
+          signal.removeEventListener('abort', onAbort)
+          resolve()
+        }, ms)
+        signal.addEventListener('abort', onAbort, { once: true })
+      }),
+  }
 }
+
+export const systemClock: Clock = roundClockOf(realClock)
 
 /** Removes `keys` from a content object (a field left out of a draft is removed by the write). */
 export function without(content: JsonObject, ...keys: string[]): JsonObject {

@@ -1,28 +1,42 @@
 import { setMaxListeners } from 'node:events'
-import { filter, firstValueFrom, Subscription, takeWhile } from 'rxjs'
+import { filter, firstValueFrom, takeWhile, type Observable } from 'rxjs'
 import type { Logger } from 'pino'
 import {
   SYSTEM,
   WeftError,
   isJsonObject,
+  isMessageId,
   subscriptionPath,
   tryParseNodePath,
   userPrincipal,
   type JsonObject,
+  type JsonValue,
   type MeshNode,
   type NodePath,
   type UserId,
 } from '../../../shared/index.js'
-import type { NodeApi } from '../../nodes/index.js'
-import { lightPage } from '../kit/index.js'
-import { field, watchControlPlane, watchSubmission } from '../activities/control-plane.js'
-import { actAs, request, requesterOf } from '../kit/index.js'
+import type { LiveChange, NodeApi } from '../../nodes/index.js'
+import {
+  actAs,
+  concatPages,
+  defineEngine,
+  lightPage,
+  pageKey,
+  request,
+  requesterOf,
+  Pacer,
+  type Clock as KitClock,
+  type KitEngine,
+  type LightQuerySource,
+  type LightRow,
+} from '../kit/index.js'
 import { builtinAgent, type Agent, type AgentTools, type HistoryEntry, type RoundOutcome, type ToolCallRecord } from './builtin-agent.js'
 import { APPROVAL_FIELDS, awaitApproval } from './approvals.js'
 import { RoundTools } from './round-tools.js'
 import { runActivity } from './script-agent.js'
 import { RESTING, idOf, needsDispatch, responsePath, roundOf, statusOf, strings, subThreadPath, without, type Clock, type RoundState } from './model.js'
 import { enqueue, postCell, userCell } from './post.js'
+import { CellWriter } from './cell-writer.js'
 
 /** The round executors by `Agent.Kind` ([THR10]); a kind with none fails its rounds saying so. */
 export type AgentKind = 'builtin' | 'script' | 'llm'
@@ -40,65 +54,146 @@ const HISTORY_CELLS = 50
 /** A round of this process: the in-memory half (the thread node stays the source of truth). */
 interface LiveRound {
   controller: AbortController
+  /** Its sub-threads were asked to cancel (later changes of the thread need nothing more). */
+  cancelSent: boolean
 }
+
+/** What a reconcile pass reads of a thread: its path and the fields that say it needs work. */
+const LIGHT_FIELDS = ['Status', 'RequestedStatus', 'HasPending'] as const
 
 const SCAN_PAGE = 500
 
 /**
- * [THR3]–[THR9] The threads engine: the sole writer of a Thread's round state. Its pieces map
- * onto the engine kit's `defineEngine({ name, watch, reconcile, handle })`:
- *  - watch: `changes$` of Thread and ThreadMessage nodes → `watch(path)` / `adopt(cell)`;
- *  - claim: `claim(path)`, the re-check inside `update` (Idle|Cancelled + pending → StartingExecution);
- *  - handle: `execute(path, round)` (the agent streams into the round's one response cell), `cancel(path)`;
- *  - reconcile: `reconcile()` on boot (resume Executing, roll back StartingExecution, watch pending).
+ * [THR20] Round writes (a response cell's text, the terminal write) admitted per turn of the event
+ * loop. A write's synchronous part (Yjs transaction, encoding, commit hand-off) is about a
+ * millisecond on a loaded machine: 8 a turn keeps a burst of 1,000 rounds (released together, or
+ * woken by one group commit) in stretches of a few ms instead of one block of hundreds.
+ */
+const ROUND_WRITES_PER_TURN = 8
+
+export interface ThreadEngineOptions {
+  /** The engine's clock: reconcile passes, the feed's gap replay, timestamps (kit `Clock`). */
+  clock: KitClock
+  /** A round's clock (`/sleep`, what agents see); default: made from `clock`. */
+  roundClock: Clock
+  signal: AbortSignal
+  agents?: AgentSet
+  /** The change feed (default `nodes.changes$`; the test mesh drops, delays and reorders it). */
+  changes$?: Observable<LiveChange>
+  /** How often a pass looks for work the feed did not deliver; null = at boot only. */
+  reconcileIntervalMs?: number | null
+  /** Threads whose state the engine works on at once (claims, cancels, roll-backs; not rounds). */
+  concurrency?: number
+}
+
+/**
+ * [THR3]–[THR9] The threads engine: the sole writer of a Thread's round state, built from the
+ * engine kit (issue 17, docs/decisions/0007-engine-kit.md) like the activities engine:
+ *  - watch: a change of a Thread that needs work (pending input, a cancel request, a round with
+ *    no live executor here) kicks its path; a person's own user cell (offline composing) kicks
+ *    the cell's path, which `handle` ingests into its thread by id;
+ *  - reconcile: light, paged scans of the threads that may need work (StartingExecution,
+ *    Executing, HasPending, RequestedStatus Cancelled), at boot and every interval;
+ *  - handle(path): reads the thread and does what its state asks, each step a claim (the
+ *    re-check inside `update`): cancel, roll back an orphaned claim, resume an orphaned round,
+ *    claim pending input into a round. One job per thread at a time (the kit's keyed worker).
+ * A round, once claimed, runs outside the worker (it may last minutes): its writes are
+ * compare-and-sets on the round it belongs to, so a later handle of the same thread never
+ * interferes. No per-thread watcher is held: the feed is the one watcher of every thread.
  */
 export class ThreadEngine {
-  private readonly watchers = new Map<NodePath, Subscription>()
   private readonly rounds = new Map<NodePath, LiveRound>()
-  private readonly feed = new Subscription()
+  private readonly kit: KitEngine
+  private readonly clock: KitClock
+  private readonly roundClock: Clock
   private readonly shutdown = new AbortController()
   private readonly work = new Set<Promise<unknown>>()
+  private readonly agents: AgentSet
+  private readonly pacer = new Pacer(ROUND_WRITES_PER_TURN)
   private stopping = false
+  /** Waiters for `settled()`: resolved when no round is live here. */
+  private drainedWaiters: Array<() => void> = []
 
   constructor(
-    private readonly nodes: NodeApi,
+    private readonly nodes: NodeApi & LightQuerySource,
     private readonly log: Logger,
-    private readonly clock: Clock,
-    signal: AbortSignal,
-    private readonly agents: AgentSet = { builtin: builtinAgent },
+    opts: ThreadEngineOptions,
   ) {
+    this.clock = opts.clock
+    this.roundClock = opts.roundClock
+    this.agents = opts.agents ?? { builtin: builtinAgent }
     setMaxListeners(0, this.shutdown.signal)
-    if (signal.aborted) this.shutdown.abort()
-    else signal.addEventListener('abort', () => this.shutdown.abort(), { once: true })
+    if (opts.signal.aborted) this.shutdown.abort()
+    else opts.signal.addEventListener('abort', () => this.shutdown.abort(), { once: true })
+    const threads = (where: Record<string, string>) => lightPage(nodes, { nodeType: 'Thread', where }, LIGHT_FIELDS)
+    this.kit = defineEngine<{ source: number; row: LightRow }>(
+      {
+        name: 'threads',
+        watch: (c) => this.watchKeys(c),
+        replays: (r) => r.kind !== 'Deleted' && (r.nodeType === 'Thread' || (r.nodeType === 'ThreadMessage' && r.kind === 'Created')),
+        reconcile: {
+          // [THR7] Four light, paged scans; none reads a thread's content.
+          page: concatPages([threads({ Status: 'StartingExecution' }), threads({ Status: 'Executing' }), threads({ HasPending: 'true' }), threads({ RequestedStatus: 'Cancelled' })]),
+          keyOf: pageKey,
+          needs: (item) => (this.mayNeedWork(item.row.path, item.row.fields as JsonObject) ? [item.row.path] : []),
+          intervalMs: opts.reconcileIntervalMs === undefined ? 30_000 : opts.reconcileIntervalMs,
+        },
+        handle: (key) => this.drive(key as NodePath),
+        concurrency: opts.concurrency ?? 16,
+      },
+      { nodes, log, clock: this.clock, ...(opts.changes$ ? { changes$: opts.changes$ } : {}) },
+    )
   }
 
-  // ---------------------------------------------------------------- watch
+  // ---------------------------------------------------------------- lifecycle
 
+  /** [THR7] The feed, then the boot pass; resolves once the work that pass found is handled. */
   async start(): Promise<void> {
-    this.feed.add(
-      this.nodes.changes$.subscribe((c) => {
-        if (this.stopping) return
-        if (c.nodeType === 'Thread') {
-          // A thread at rest with nothing to do holds no watcher (the next change re-installs it).
-          if (c.node && !isAtRest(c.node)) this.watch(c.path)
-          else if (!this.rounds.has(c.path)) this.unwatch(c.path)
-        } else if (c.nodeType === 'ThreadMessage' && c.kind === 'Created' && c.by !== 'system' && c.node?.content.Role === 'user') {
-          // [THR1] A person's own cell made on their device (offline composing): ingested by its id.
-          this.track(this.adopt(c.path))
-        }
-      }),
-    )
-    await this.reconcile()
+    await this.kit.start()
+    await this.kit.idle()
   }
 
   async stop(): Promise<void> {
+    if (this.stopping) return
     this.stopping = true
     this.shutdown.abort()
-    this.feed.unsubscribe()
-    for (const p of [...this.watchers.keys()]) this.unwatch(p)
+    await this.kit.stop()
     // Live rounds end through the shutdown signal (each round's signal follows it): they stay
     // Executing on the node, resumed by the next boot ([THR7]), never settled as cancelled.
     await Promise.allSettled([...this.work])
+  }
+
+  /** Asks for a thread (or a person's own cell) to be looked at. */
+  kick(path: NodePath): void {
+    this.kit.kick(path)
+  }
+
+  /** Resolves once the feed, the reconciler and every job are idle (rounds may still run). */
+  idle(): Promise<void> {
+    return this.kit.idle()
+  }
+
+  /** Resolves once nothing is queued, no job runs and no round is live here. */
+  async settled(): Promise<void> {
+    await this.kit.idle()
+    while (this.rounds.size > 0) {
+      await new Promise<void>((resolve) => this.drainedWaiters.push(resolve))
+      await this.kit.idle()
+    }
+  }
+
+  /** A reconcile pass now (tests; the periodic one runs on the clock). */
+  reconcileNow(): Promise<void> {
+    return this.kit.reconcileNow()
+  }
+
+  /** Whether this engine holds work for `path`: a job queued or running, or a live round. */
+  isBusy(path: NodePath): boolean {
+    return this.kit.worker.isBusy(path) || this.rounds.has(path)
+  }
+
+  liveRounds(): NodePath[] {
+    return [...this.rounds.keys()]
   }
 
   private track(p: Promise<unknown>): void {
@@ -107,50 +202,78 @@ export class ThreadEngine {
     void t.finally(() => this.work.delete(t))
   }
 
-  private async adopt(cell: NodePath): Promise<void> {
+  private endRound(path: NodePath, live: LiveRound): void {
+    if (this.rounds.get(path) !== live) return
+    this.rounds.delete(path)
+    if (this.rounds.size > 0) return
+    const waiters = this.drainedWaiters
+    this.drainedWaiters = []
+    for (const w of waiters) w()
+  }
+
+  // ---------------------------------------------------------------- watch
+
+  /** The keys a change concerns (cheap, no reads: it runs for every change of the server). */
+  private watchKeys(c: LiveChange): readonly string[] {
+    if (this.stopping || !c.node) return []
+    if (c.nodeType === 'Thread') return this.mayNeedWork(c.path, c.node.content) ? [c.path] : []
+    // [THR1] A person's own cell made on their device (offline composing), ingested by its id. A
+    // replayed change (version 0) has lost its author: the ingest is idempotent, so kick it too.
+    if (c.nodeType === 'ThreadMessage' && c.kind === 'Created' && (c.by !== 'system' || c.version === 0) && c.node.content.Role === 'user') return [c.path]
+    return []
+  }
+
+  /** Whether a thread in this state may need this engine (what the feed and the reconciler kick on). */
+  private mayNeedWork(path: NodePath, c: JsonObject): boolean {
+    const live = this.rounds.get(path)
+    if (c.RequestedStatus === 'Cancelled') return !live?.cancelSent
+    if (live) return false
+    const s = typeof c.Status === 'string' ? c.Status : 'Idle'
+    if (s === 'StartingExecution' || s === 'Executing') return true
+    return (s === 'Idle' || s === 'Cancelled') && (c.HasPending === true || (Array.isArray(c.PendingUserMessages) && c.PendingUserMessages.length > 0))
+  }
+
+  // ---------------------------------------------------------------- handle
+
+  /**
+   * The one job of a path: reads it and does what its state asks, a step at a time, each a
+   * claim; it reads again after a step that changed the thread (a cancel settled with input
+   * pending then dispatches), at most a few times: a later change kicks it again anyway.
+   */
+  private async drive(path: NodePath): Promise<void> {
+    for (let step = 0; step < 4 && !this.stopping; step++) {
+      const node = await this.nodes.get(SYSTEM, path)
+      if (!node) return
+      if (node.nodeType === 'ThreadMessage') return this.adopt(path, node)
+      if (node.nodeType !== 'Thread') return
+      const c = node.content
+      const live = this.rounds.get(path)
+      if (c.RequestedStatus === 'Cancelled') {
+        if (live) return this.cancelLive(path, live)
+        if (!(await this.settleCancel(path))) return
+        continue
+      }
+      if (live) return
+      const s = statusOf(node)
+      if (s === 'StartingExecution') {
+        if (!(await this.rollBack(path))) return
+        continue
+      }
+      if (s === 'Executing') return this.resume(path)
+      if (needsDispatch(node)) return this.claim(path)
+      return
+    }
+  }
+
+  /** [THR1][THR2] A person's own user cell: ingested into its thread by its id, once. */
+  private async adopt(cell: NodePath, node: MeshNode): Promise<void> {
+    const id = idOf(cell)
+    // A cell the write rule let through is the author's own; an id outside the message-id form
+    // (never made by the route) is not ingested.
+    if (node.content.Role !== 'user' || !isMessageId(id)) return
     const thread = tryParseNodePath(cell.slice(0, cell.lastIndexOf('/')))
-    if (thread) await enqueue(this.nodes, thread, idOf(cell))
+    if (thread) await enqueue(this.nodes, thread, id)
   }
-
-  /** Watches one thread (idempotent): the submission watcher and the cancel watcher. */
-  watch(path: NodePath): void {
-    if (this.stopping || this.watchers.has(path)) return
-    const sub = new Subscription()
-    this.watchers.set(path, sub)
-    const opts = { log: this.log, signal: this.shutdown.signal, onGone: () => this.unwatch(path) }
-    sub.add(
-      watchSubmission(
-        this.nodes,
-        path,
-        (n) => [field(n, 'Status'), field(n, 'PendingUserMessages'), field(n, 'RequestedStatus')],
-        needsDispatch,
-        () => this.claim(path),
-        opts,
-      ),
-    )
-    sub.add(
-      watchControlPlane(this.nodes, path, (requested) => {
-        if (requested === 'Cancelled') this.track(this.cancel(path))
-      }, opts),
-    )
-  }
-
-  private unwatch(path: NodePath): void {
-    const sub = this.watchers.get(path)
-    if (!sub) return
-    this.watchers.delete(path)
-    sub.unsubscribe()
-  }
-
-  isWatched(path: NodePath): boolean {
-    return this.watchers.has(path)
-  }
-
-  liveRounds(): NodePath[] {
-    return [...this.rounds.keys()]
-  }
-
-  // ---------------------------------------------------------------- claim
 
   /**
    * [THR3] The claim: the re-check inside `update` moves Idle|Cancelled with pending input to
@@ -158,19 +281,18 @@ export class ThreadEngine {
    * round's one response cell, IngestedMessageIds their ids) in that one write; the live round is
    * registered in the same synchronous stretch.
    */
-  async claim(path: NodePath): Promise<void> {
-    if (this.stopping) return
+  private async claim(path: NodePath): Promise<void> {
     let live: LiveRound | null = null
     let round: RoundState | null = null
-    const at = this.clock.now().toISOString()
+    const at = this.roundClock.now().toISOString()
     try {
       await this.nodes.update(SYSTEM, path, (cur) => {
-        if (!cur || cur.nodeType !== 'Thread' || !needsDispatch(cur) || this.rounds.has(path)) return undefined
+        if (this.stopping || !cur || cur.nodeType !== 'Thread' || !needsDispatch(cur) || this.rounds.has(path)) return undefined
         const c = cur.content
         const inputs = strings(c.PendingUserMessages)
         const response = responsePath(path, idOf(inputs[0]!))
         round = { Response: response, Inputs: inputs }
-        live = { controller: new AbortController() }
+        live = { controller: new AbortController(), cancelSent: false }
         this.rounds.set(path, live)
         const content: JsonObject = {
           ...without(c, 'Disposition', 'Question'),
@@ -185,37 +307,68 @@ export class ThreadEngine {
         return { nodeType: cur.nodeType, name: cur.name, content }
       }, 'engine')
     } catch (err) {
-      if (live && this.rounds.get(path) === live) this.rounds.delete(path)
+      if (live) this.endRound(path, live)
       throw err
     }
     if (!live || !round) return
     const r: RoundState = round
     const l: LiveRound = live
-    // The one response cell, then StartingExecution → Executing (compare-and-set on the round).
-    await this.nodes.update(SYSTEM, r.Response as NodePath, (cur) =>
-      cur ? undefined : { nodeType: 'ThreadMessage', name: idOf(r.Response), content: { Role: 'assistant', Author: 'agent', Text: '', CreatedAt: at } },
-    'engine')
-    let executing = false
-    await this.nodes.update(SYSTEM, path, (cur) => {
-      if (!cur || cur.content.Status !== 'StartingExecution' || roundOf(cur.content)?.Response !== r.Response) return undefined
-      executing = true
-      return { nodeType: cur.nodeType, name: cur.name, content: { ...cur.content, Status: 'Executing' } }
-    }, 'engine')
-    if (!executing) {
-      this.rounds.delete(path)
-      return
+    try {
+      // The one response cell, then StartingExecution → Executing (compare-and-set on the round).
+      await this.nodes.update(SYSTEM, r.Response as NodePath, (cur) =>
+        cur ? undefined : { nodeType: 'ThreadMessage', name: idOf(r.Response), content: { Role: 'assistant', Author: 'agent', Text: '', CreatedAt: at } },
+      'engine')
+      let executing = false
+      await this.nodes.update(SYSTEM, path, (cur) => {
+        if (!cur || cur.content.Status !== 'StartingExecution' || roundOf(cur.content)?.Response !== r.Response) return undefined
+        executing = true
+        return { nodeType: cur.nodeType, name: cur.name, content: { ...cur.content, Status: 'Executing' } }
+      }, 'engine')
+      if (!executing) return this.endRound(path, l)
+    } catch (err) {
+      // Left StartingExecution with no round here: the next kick (or pass) rolls it back.
+      this.endRound(path, l)
+      throw err
     }
     this.track(this.execute(path, r, l))
   }
 
-  // ---------------------------------------------------------------- handle
+  /**
+   * [THR7] A thread Executing with no round here was left by a process that died: its round
+   * resumes into its existing cell (Status stays Executing: never Executing → StartingExecution).
+   * Registered inside the re-check, so two handles cannot both resume it.
+   */
+  private async resume(path: NodePath): Promise<void> {
+    let round: RoundState | null = null
+    let live: LiveRound | null = null
+    await this.nodes.update(SYSTEM, path, (cur) => {
+      if (this.stopping || !cur || cur.content.Status !== 'Executing' || this.rounds.has(path)) return undefined
+      round = roundOf(cur.content)
+      if (!round) return { nodeType: cur.nodeType, name: cur.name, content: { ...cur.content, Status: 'Idle' } }
+      live = { controller: new AbortController(), cancelSent: false }
+      this.rounds.set(path, live)
+      return undefined
+    }, 'engine')
+    if (round && live) this.track(this.execute(path, round, live))
+  }
+
+  /** [THR7] An orphaned StartingExecution claim undone by compare-and-set. Says whether it wrote. */
+  private async rollBack(path: NodePath): Promise<boolean> {
+    let done = false
+    await this.nodes.update(SYSTEM, path, (cur) => {
+      if (!cur || cur.content.Status !== 'StartingExecution' || this.rounds.has(path)) return undefined
+      done = true
+      return { nodeType: cur.nodeType, name: cur.name, content: rolledBack(cur.content) }
+    }, 'engine')
+    return done
+  }
 
   /** The authors a round acts for: every user behind its input cells (system is nobody's right). */
   private async inputsOf(round: RoundState): Promise<{ texts: string[]; authors: UserId[] }> {
     const texts: string[] = []
     const authors = new Set<string>()
-    for (const p of round.Inputs) {
-      const cell = await this.nodes.get(SYSTEM, p as NodePath)
+    const cells = await Promise.all(round.Inputs.map((p) => this.nodes.get(SYSTEM, p as NodePath)))
+    for (const cell of cells) {
       if (!cell) continue
       texts.push(typeof cell.content.Text === 'string' ? cell.content.Text : '')
       for (const a of [cell.content.Author, ...strings(cell.content.OnBehalfOf)]) {
@@ -226,12 +379,14 @@ export class ThreadEngine {
   }
 
   /**
-   * [THR4][THR6] Runs the round into its response cell. A resumed round ([THR7]) continues the
-   * cell's text where it stopped (the built-in agent is deterministic: what is there is skipped).
+   * [THR4][THR6][THR8] Runs the round into its response cell, as its authors. A resumed round
+   * ([THR7]) continues the cell's text where it stopped (what is there is not written again).
    */
   private async execute(path: NodePath, round: RoundState, live: LiveRound): Promise<void> {
     const signal = AbortSignal.any([live.controller.signal, this.shutdown.signal])
+    const response = round.Response as NodePath
     let outcome: RoundOutcome
+    let writer: CellWriter | null = null
     try {
       const { texts, authors } = await this.inputsOf(round)
       // [THR8] The round acts only with the rights EVERY author holds: each still holds Thread here.
@@ -239,16 +394,9 @@ export class ThreadEngine {
         const req = requesterOf(a, 'Thread', path)
         if (req) actAs(this.nodes, req)
       }
-      const cell = await this.nodes.get(SYSTEM, round.Response as NodePath)
+      const cell = await this.nodes.get(SYSTEM, response)
       const existing = typeof cell?.content.Text === 'string' ? cell.content.Text : ''
-      let text = ''
-      const emit = async (w: string) => {
-        const next = text + w
-        text = next
-        // A resumed round: what the cell already holds is not written again.
-        if (existing.startsWith(next)) return
-        await this.nodes.patch(SYSTEM, round.Response as NodePath, { Text: next }, 'engine')
-      }
+      writer = new CellWriter(this.nodes, response, existing, this.pacer)
       // A cancel asked before this point (between the claim and now) is honoured at once.
       const now = await this.nodes.get(SYSTEM, path)
       if (now?.content.RequestedStatus === 'Cancelled') live.controller.abort()
@@ -256,11 +404,12 @@ export class ThreadEngine {
       const kind = (typeof settings.Kind === 'string' ? settings.Kind : 'builtin') as AgentKind
       const agent = this.agents[kind]
       if (!agent) throw new WeftError('unavailable', NO_AGENT[kind] ?? `No agent of kind ${String(kind)}.`)
+      const w = writer
       outcome = await agent({
         messages: texts,
-        emit,
+        emit: (text) => w.emit(text),
         signal,
-        clock: this.clock,
+        clock: this.roundClock,
         tools: this.toolsFor(path, round, authors),
         thread: path,
         agent: settings,
@@ -268,14 +417,13 @@ export class ThreadEngine {
         history: kind === 'builtin' ? [] : await this.historyOf(now, round),
         response: { text: existing, toolCalls: Array.isArray(cell?.content.ToolCalls) ? (cell.content.ToolCalls as unknown as ToolCallRecord[]) : [] },
       })
-      if (text !== existing && !existing.startsWith(text) && text.length < existing.length) {
-        await this.nodes.patch(SYSTEM, round.Response as NodePath, { Text: text }, 'engine')
-      }
+      await writer.end()
     } catch (err) {
+      await writer?.end().catch(() => undefined)
       if (signal.aborted) {
         if (this.shutdown.signal.aborted && !live.controller.signal.aborted) {
           // Shutting down: the round stays Executing, resumed by the next boot ([THR7]).
-          this.rounds.delete(path)
+          this.endRound(path, live)
           return
         }
         outcome = { disposition: 'Completed' }
@@ -285,10 +433,10 @@ export class ThreadEngine {
       }
     }
     try {
-      if (outcome.error) await this.nodes.patch(SYSTEM, round.Response as NodePath, { Error: outcome.error }, 'engine')
+      if (outcome.error) await this.nodes.patch(SYSTEM, response, { Error: outcome.error }, 'engine')
       await this.finish(path, round, live, outcome)
     } finally {
-      if (this.rounds.get(path) === live) this.rounds.delete(path)
+      this.endRound(path, live)
     }
   }
 
@@ -307,9 +455,9 @@ export class ThreadEngine {
       delegate,
       call: (tool, args, also, s, key) => mesh.call(tool, args, also, s, key),
       authorize: (tool, args, also) => mesh.authorize(tool, args, also),
-      approval: (req, s) => awaitApproval(this.nodes, path, round.Response, req, this.clock, s),
+      approval: (req, s) => awaitApproval(this.nodes, path, round.Response, req, this.roundClock, s),
       recordToolCalls: async (calls) => {
-        await this.nodes.patch(SYSTEM, response, { ToolCalls: calls as unknown as JsonObject[] }, 'engine')
+        await this.nodes.patch(SYSTEM, response, { ToolCalls: calls as unknown as JsonValue[] }, 'engine')
       },
       runScript: async (codePath, inputs, s, onLine) => {
         const p = tryParseNodePath(codePath)
@@ -339,15 +487,17 @@ export class ThreadEngine {
 
   /**
    * [THR5][THR6] The terminal write, one update: Status Idle (or Cancelled, clearing
-   * RequestedStatus), Disposition, LastActivityAt; compare-and-set on the round.
+   * RequestedStatus), Disposition, LastActivityAt; the approval fields cleared (a cancel while an
+   * approval was pending leaves none to answer); compare-and-set on the round.
    */
   private async finish(path: NodePath, round: RoundState, live: LiveRound, outcome: RoundOutcome): Promise<void> {
-    const at = this.clock.now().toISOString()
+    await this.pacer.turn()
+    const at = this.roundClock.now().toISOString()
     await this.nodes.update(SYSTEM, path, (cur) => {
       if (!cur || cur.content.Status !== 'Executing' || roundOf(cur.content)?.Response !== round.Response) return undefined
-      // The round is over here in the same stretch as the write: the watcher that sees this
+      // The round is over here in the same stretch as the write: the handle that sees this
       // write (pending input → the next round) finds no live round in the way.
-      if (this.rounds.get(path) === live) this.rounds.delete(path)
+      this.endRound(path, live)
       const cancelled = live.controller.signal.aborted || cur.content.RequestedStatus === 'Cancelled'
       const content: JsonObject = { ...without(cur.content, 'Round', 'RequestedStatus', 'Question', 'Disposition', ...APPROVAL_FIELDS), LastActivityAt: at }
       if (cancelled) content.Status = 'Cancelled'
@@ -361,25 +511,36 @@ export class ThreadEngine {
   }
 
   /**
-   * [THR6] Cancel: a live round aborts (its terminal write sets Cancelled and clears the request);
-   * a thread with no round here is settled by compare-and-set; running sub-threads are asked too.
+   * [THR6] Cancel of a live round: it aborts (its terminal write sets Cancelled and clears the
+   * request); its running sub-threads are asked too, once.
    */
-  async cancel(path: NodePath): Promise<void> {
-    const live = this.rounds.get(path)
-    if (live) live.controller.abort()
-    else {
-      const at = this.clock.now().toISOString()
-      await this.nodes.update(SYSTEM, path, (cur) => {
-        if (!cur || cur.content.RequestedStatus !== 'Cancelled' || this.rounds.has(path)) return undefined
-        const c = cur.content
-        const s = statusOf(cur)
-        if (s === 'StartingExecution') return { nodeType: cur.nodeType, name: cur.name, content: { ...rolledBack(c), Status: 'Cancelled', LastActivityAt: at } }
-        const content = without(c, 'RequestedStatus', 'Round', ...APPROVAL_FIELDS)
-        if (s === 'Executing') Object.assign(content, { Status: 'Cancelled', LastActivityAt: at })
-        return { nodeType: cur.nodeType, name: cur.name, content }
-      }, 'engine')
-    }
+  private async cancelLive(path: NodePath, live: LiveRound): Promise<void> {
+    live.controller.abort()
+    if (live.cancelSent) return
+    live.cancelSent = true
     await this.cancelChildren(path)
+  }
+
+  /**
+   * [THR6] A cancel request on a thread with no round here, settled by compare-and-set: a resting
+   * thread's request is cleared, an orphaned claim rolled back as Cancelled, an orphaned round
+   * ended Cancelled. Says whether it wrote.
+   */
+  private async settleCancel(path: NodePath): Promise<boolean> {
+    const at = this.roundClock.now().toISOString()
+    let done = false
+    await this.nodes.update(SYSTEM, path, (cur) => {
+      if (!cur || cur.content.RequestedStatus !== 'Cancelled' || this.rounds.has(path)) return undefined
+      done = true
+      const c = cur.content
+      const s = statusOf(cur)
+      if (s === 'StartingExecution') return { nodeType: cur.nodeType, name: cur.name, content: { ...rolledBack(c), Status: 'Cancelled', LastActivityAt: at } }
+      const content = without(c, 'RequestedStatus', 'Round', ...APPROVAL_FIELDS)
+      if (s === 'Executing') Object.assign(content, { Status: 'Cancelled', LastActivityAt: at })
+      return { nodeType: cur.nodeType, name: cur.name, content }
+    }, 'engine')
+    if (done) await this.cancelChildren(path)
+    return done
   }
 
   private async cancelChildren(path: NodePath): Promise<void> {
@@ -403,7 +564,7 @@ export class ThreadEngine {
     const sub = subThreadPath(path, firstId)
     for (const a of authors) request(this.nodes, userPrincipal(a), 'Create', sub)
     const parent = await this.nodes.get(SYSTEM, path)
-    const at = this.clock.now()
+    const at = this.roundClock.now()
     await this.nodes.update(SYSTEM, sub, (cur) => cur ? undefined : {
       nodeType: 'Thread',
       name: `Delegated: ${task.slice(0, 60)}`,
@@ -449,41 +610,6 @@ export class ThreadEngine {
     }
   }
 
-  // ---------------------------------------------------------------- reconcile
-
-  /**
-   * [THR7] Recovery on boot (this process has no round yet): a thread left Executing resumes its
-   * round into its existing cell (Status stays Executing: never Executing → StartingExecution); an
-   * orphaned StartingExecution is rolled back by compare-and-set, its input pending again; threads
-   * with pending input or a cancel request are watched (which dispatches them).
-   */
-  async reconcile(): Promise<void> {
-    for await (const path of this.scan({ Status: 'StartingExecution' })) {
-      await this.nodes.update(SYSTEM, path, (cur) => {
-        if (!cur || cur.content.Status !== 'StartingExecution' || this.rounds.has(path)) return undefined
-        return { nodeType: cur.nodeType, name: cur.name, content: rolledBack(cur.content) }
-      }, 'engine')
-      this.watch(path)
-    }
-    for await (const path of this.scan({ Status: 'Executing' })) {
-      let round: RoundState | null = null
-      let live: LiveRound | null = null
-      await this.nodes.update(SYSTEM, path, (cur) => {
-        if (!cur || cur.content.Status !== 'Executing' || this.rounds.has(path)) return undefined
-        round = roundOf(cur.content)
-        if (!round) return { nodeType: cur.nodeType, name: cur.name, content: { ...cur.content, Status: 'Idle' } }
-        live = { controller: new AbortController() }
-        this.rounds.set(path, live)
-        return undefined
-      }, 'engine')
-      this.watch(path)
-      if (round && live) this.track(this.execute(path, round, live))
-    }
-    for (const where of [{ HasPending: 'true' }, { RequestedStatus: 'Cancelled' }] as Record<string, string>[]) {
-      for await (const path of this.scan(where)) this.watch(path)
-    }
-  }
-
   /** Paths of the threads matching `where`, a page at a time, reading no content (kit/light-query). */
   private async *scan(where: Record<string, string>): AsyncGenerator<NodePath> {
     const page = lightPage(this.nodes, { nodeType: 'Thread', where }, [])
@@ -495,10 +621,6 @@ export class ThreadEngine {
       after = rows[rows.length - 1]!.path
     }
   }
-}
-
-function isAtRest(n: MeshNode): boolean {
-  return RESTING.has(statusOf(n)) && strings(n.content.PendingUserMessages).length === 0 && n.content.RequestedStatus == null && roundOf(n.content) === null
 }
 
 /** An orphaned claim undone: its input pending again (first), its cells out of Messages. */

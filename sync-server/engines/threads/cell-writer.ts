@@ -1,0 +1,80 @@
+import { SYSTEM, type NodePath } from '../../../shared/index.js'
+import type { NodeApi } from '../../nodes/index.js'
+import type { Pacer } from '../kit/index.js'
+
+/**
+ * Most characters an agent may stream ahead of what the cell has durably taken: past this, its
+ * `emit` waits for the write in flight (back-pressure), so a fast model cannot pile up memory.
+ */
+const MAX_BUFFERED_CHARS = 4_096
+
+/**
+ * The response cell's text as a round streams it ([THR4][THR10]): per-token work coalesced per
+ * round. At most ONE write of the cell is in flight; tokens emitted meanwhile are carried by the
+ * next write together, so a thousand rounds streaming at once cost a write per round per storage
+ * turn, not one per token (each write is a Yjs transaction, a commit and a feed event).
+ *
+ * A resumed round ([THR7]) re-emits from the start: text the cell already holds is not written
+ * again; the first token that differs makes the round's own text the cell's.
+ */
+export class CellWriter {
+  private text = ''
+  /** The round's text differs from what the cell held when it (re)started. */
+  private diverged = false
+  private written: string
+  private inFlight: Promise<void> | null = null
+  private failure: unknown = null
+
+  constructor(
+    private readonly nodes: Pick<NodeApi, 'patch'>,
+    private readonly path: NodePath,
+    private readonly existing: string,
+    /** Shared by the engine's rounds: a thousand cells woken at once write a few per turn of the loop. */
+    private readonly pacer: Pacer,
+  ) {
+    this.written = existing
+  }
+
+  /** Appends `token`; resolves at once unless too much is waiting for the cell (then after a write). */
+  async emit(token: string): Promise<void> {
+    if (this.failure) throw this.failure
+    this.text += token
+    if (!this.diverged) {
+      if (this.existing.startsWith(this.text)) return
+      this.diverged = true
+    }
+    this.pump()
+    if (this.text.length - this.written.length > MAX_BUFFERED_CHARS) await this.inFlight
+    if (this.failure) throw this.failure
+  }
+
+  /** Resolves once everything emitted is in the cell (throws the write's error if one failed). */
+  async end(): Promise<void> {
+    while (this.inFlight) await this.inFlight
+    if (this.failure) throw this.failure
+  }
+
+  private pump(): void {
+    if (this.inFlight || this.failure || this.text === this.written) return
+    let next = this.text
+    this.inFlight = this.pacer
+      .turn()
+      .then(() => {
+        // Tokens emitted while it waited for its turn go out in this write too.
+        next = this.text
+        return this.nodes.patch(SYSTEM, this.path, { Text: next }, 'engine')
+      })
+      .then(
+        () => {
+          this.written = next
+        },
+        (err: unknown) => {
+          this.failure = err
+        },
+      )
+      .finally(() => {
+        this.inFlight = null
+        this.pump()
+      })
+  }
+}
