@@ -1,9 +1,17 @@
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
 import { must } from '../../shared/index.js'
 import type { Route } from '../http/index.js'
-import { buildMcpServer, type McpServerDeps } from './mcp-server.js'
+import type * as McpServerModule from './mcp-server.js'
+import type { McpServerDeps } from './mcp-server.js'
 
 const MCP = /^\/mcp\/?$/
+
+/**
+ * The MCP SDK is loaded on the first `/mcp` request, not at boot: building its protocol schemas
+ * takes a few hundred milliseconds on an idle core (seconds on a loaded one), which every server
+ * start and restart would pay whether or not an agent ever connects.
+ */
+let loading: Promise<typeof McpServerModule> | null = null
+export const loadMcpServer = () => (loading ??= import('./mcp-server.js'))
 
 /**
  * [MCP5] Streamable HTTP at `/mcp`, stateless: each POST gets a new server and transport for its
@@ -25,14 +33,7 @@ export function mcpRoutes(deps: McpServerDeps): Route[] {
       async handler(r) {
         const principal = must(r.principal, 'route requires auth')
         const body = await r.json()
-        const server = buildMcpServer(principal, deps)
-        const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
-        r.res.on('close', () => {
-          void transport.close()
-          void server.close()
-        })
-        await server.connect(transport)
-        await transport.handleRequest(r.req, r.res, body)
+        await (await loadMcpServer()).answerMcpRequest(principal, deps, r.req, r.res, body)
         return null
       },
     },

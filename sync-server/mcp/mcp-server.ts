@@ -1,4 +1,6 @@
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
 import { CallToolRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import type { Logger } from 'pino'
@@ -90,4 +92,19 @@ export function buildMcpServer(principal: Principal, deps: McpServerDeps): McpSe
     }
   })
   return server
+}
+
+/**
+ * [MCP5] Answers one `/mcp` POST: a server for the caller and a stateless transport (no session
+ * id), both closed when the response is. `body` is the JSON the HTTP server read under its limit.
+ */
+export async function answerMcpRequest(principal: Principal, deps: McpServerDeps, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+  const server = buildMcpServer(principal, deps)
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
+  res.on('close', () => {
+    void transport.close()
+    void server.close()
+  })
+  await server.connect(transport)
+  await transport.handleRequest(req, res, body)
 }

@@ -14,7 +14,7 @@ import { performance } from 'node:perf_hooks'
 import { pathToFileURL } from 'node:url'
 import pino from 'pino'
 import { userPrincipal, type UserId } from '../../shared/index.js'
-import { buildMcpServer } from '../../sync-server/mcp/index.js'
+import { loadMcpServer } from '../../sync-server/mcp/index.js'
 import { api, createDocument, createSpace, signup, startTestServer } from '../helpers/index.js'
 import { connectHttp, connectStdio } from '../integration/mcp-helpers.js'
 import { percentile, round } from './stats.js'
@@ -47,6 +47,7 @@ export async function benchMcp(): Promise<Record<string, number>> {
     await stdio.close()
     const deps = { contextual: ts.server.contextual, nodes: ts.server.nodes, maxJsonDepth: 64, log: pino({ level: 'silent' }) }
     const principal = userPrincipal(user.userId as UserId)
+    const { buildMcpServer } = await loadMcpServer()
     const t0 = performance.now()
     for (let i = 0; i < BUILDS; i++) buildMcpServer(principal, deps)
     const buildServerUs = ((performance.now() - t0) * 1000) / BUILDS

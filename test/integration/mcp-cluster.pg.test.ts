@@ -1,0 +1,57 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { MeshNode } from '../../shared/index.js'
+import { api, createSpace, expectStatus, signup, startInstances, type Instances } from '../helpers/index.js'
+import { definition, putSubscription, type NextBody } from './contextual-helpers.js'
+import { must } from './mcp-helpers.js'
+
+/**
+ * [MCP5] Stateless behind a load balancer: two instances on one PostgreSQL (and Redis), and an
+ * MCP client whose every POST goes to the next instance in turn (no stickiness). The agent loop
+ * runs across both: no request depends on a session one instance holds.
+ */
+describe('MCP across instances (PostgreSQL, issue 19)', () => {
+  let set: Instances
+  beforeAll(async () => {
+    set = await startInstances(2)
+  }, 240_000)
+  afterAll(async () => set?.cleanup(), 60_000)
+
+  it('[MCP5] an agent loop whose requests alternate between two instances: next → react → ack', { timeout: 180_000 }, async () => {
+    const [a, b] = set.servers.map((s) => s.url) as [string, string]
+    const owner = await signup(a)
+    const space = await createSpace(a, owner.token)
+    const sub = `${space}/sub`
+    expectStatus(await putSubscription(a, owner.token, sub, definition(`${space}/inbox`)), 201)
+    expectStatus(await api(a, owner.token).putNode(`${space}/inbox`, 'Document', {}), 201)
+
+    // The round-robin "load balancer": every POST of the one client goes to the other instance.
+    const hits = new Map<string, number>()
+    let turn = 0
+    const balanced: typeof fetch = (input, init) => {
+      const base = [a, b][turn++ % 2]!
+      hits.set(base, (hits.get(base) ?? 0) + 1)
+      return fetch(new URL('/mcp', base), init)
+    }
+    const agent = new Client({ name: 'balanced', version: '1' })
+    await agent.connect(new StreamableHTTPClientTransport(new URL('/mcp', a), { fetch: balanced, requestInit: { headers: { authorization: `Bearer ${owner.token}` } } }))
+
+    const { consumerId } = await must<NextBody>(agent, 'weft_contextual_next', { subscription: sub, consumer: 'w1' })
+    expectStatus(await api(b, owner.token).putNode(`${space}/inbox/t1`, 'Document', { Title: 'from b' }), 201)
+    const { item } = await must<NextBody>(agent, 'weft_contextual_next', { subscription: sub, consumer: 'w1', waitSeconds: 20 })
+    expect(item?.event.path).toBe(`${space}/inbox/t1`)
+    const reply = item!.reactions.find((r) => r.name === 'reply')!
+    const reacted = await must<{ outcome: { status: string }; repeated: boolean }>(agent, 'weft_contextual_react', { causationToken: reply.causationToken, params: { Text: 'done' } })
+    expect(reacted).toMatchObject({ repeated: false, outcome: { status: 'committed' } })
+    // The repeat lands on the other instance and resolves the same persisted outcome.
+    expect((await must<{ repeated: boolean }>(agent, 'weft_contextual_react', { causationToken: reply.causationToken, params: { Text: 'done' } })).repeated).toBe(true)
+    expect(await must(agent, 'weft_contextual_ack', { consumerId, eventId: item!.event.eventId, leaseToken: item!.leaseToken, attempt: item!.attempt })).toEqual({ ok: true })
+    expect(await must(agent, 'weft_contextual_status', { consumerId })).toMatchObject({ acked: 1, leased: 0 })
+    expect((await must<MeshNode>(agent, 'weft_get', { path: `${space}/inbox/t1/reply` })).content).toEqual({ Text: 'done' })
+    await agent.close()
+    // Both instances answered several of the one client's requests.
+    expect(hits.get(a)).toBeGreaterThanOrEqual(3)
+    expect(hits.get(b)).toBeGreaterThanOrEqual(3)
+  })
+})
