@@ -2,3 +2,4 @@ export { ContextualService, type ContextualServiceOptions, type OfferedReaction,
 export { compileDefinition, type CompiledDefinition, type CompiledReaction } from './definition.js'
 export { contextualRoutes } from './routes.js'
 export { contextualWriteRule } from './write-rule.js'
+export { GRPC_STATUS_OF, PROTO_FILE, startContextualGrpc, type ContextualGrpcServer } from './grpc-server.js'
