@@ -1,14 +1,23 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { Subscription } from 'rxjs'
-import { z } from 'zod'
+import type { z } from 'zod'
 import {
   CONTEXTUAL_BOUNDS,
+  ConsumerRequest,
+  ExtendRequest,
+  FenceRequest,
+  NackRequest,
+  NextRequest,
+  ReactRequest,
   WeftError,
+  type ContextualStatus,
+  type OfferedReaction,
+  type ReactionOutcome,
+  type WorkItem,
   isWeftError,
   parseNodePath,
   type JsonObject,
-  type MeshNode,
   type NodePath,
   type Principal,
 } from '../../shared/index.js'
@@ -31,7 +40,7 @@ import {
 import { realClock, type Clock } from '../engines/kit/index.js'
 import { canonicalJson, sha256Hex } from './canonical.js'
 import { compileDefinition, type CompiledDefinition } from './definition.js'
-import { hydrate, resolveTemplate, type Hydrated } from './context.js'
+import { hydrate, resolveTemplate } from './context.js'
 import { mayRun, runCommand } from './reactions.js'
 import { systemClock, type Clock as ThreadClock } from '../engines/threads/index.js'
 import { openClaims, sealClaims, type CausationClaims } from './seal.js'
@@ -42,63 +51,8 @@ import { openClaims, sealClaims, type CausationClaims } from './seal.js'
  * acting as its caller, checked as themselves on every call.
  */
 
-export const NextRequest = z.strictObject({
-  subscription: z.string().min(1).max(1024),
-  consumer: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a consumer name is 1–64 letters, digits, _ . -'),
-  params: z.record(z.string(), z.unknown()).optional(),
-  waitSeconds: z.number().min(0).max(CONTEXTUAL_BOUNDS.maxWaitSeconds).optional(),
-})
-export const FenceRequest = z.strictObject({
-  consumerId: z.string().min(1).max(100),
-  eventId: z.string().min(1).max(40),
-  leaseToken: z.string().min(1).max(100),
-  attempt: z.number().int().min(1),
-})
-export const NackRequest = FenceRequest.extend({
-  delaySeconds: z.number().min(0).max(CONTEXTUAL_BOUNDS.maxNackDelaySeconds).optional(),
-  error: z.string().max(2000).optional(),
-})
-export const ExtendRequest = FenceRequest.extend({
-  seconds: z.number().int().min(CONTEXTUAL_BOUNDS.leaseSeconds.min).max(CONTEXTUAL_BOUNDS.leaseSeconds.max).optional(),
-})
-export const ConsumerRequest = z.strictObject({ consumerId: z.string().min(1).max(100) })
-export const ReactRequest = z.strictObject({
-  causationToken: z.string().min(1).max(4096),
-  params: z.record(z.string(), z.unknown()).optional(),
-})
-
-export interface OfferedReaction {
-  name: string
-  command: string
-  target: NodePath
-  parameters: JsonObject
-  rejections: string[]
-  causationToken: string
-}
-
-export interface WorkItem {
-  event: { eventId: string; version: number; path: string; nodeType: string; kind: string; node: MeshNode | null }
-  leaseToken: string
-  attempt: number
-  expiresAt: string
-  databaseId: string
-  incarnation: number
-  contextHead: number
-  hydration: Hydrated
-  reactions: OfferedReaction[]
-}
-
-export interface ReactionOutcome {
-  status: 'committed' | 'rejected'
-  reaction: string
-  eventId: string
-  path: string
-  version: number | null
-  code?: string
-  message?: string
-  rootRequestId: string
-  childRequestId: string
-}
+export { NextRequest, FenceRequest, NackRequest, ExtendRequest, ConsumerRequest, ReactRequest }
+export type { OfferedReaction, ReactionOutcome, WorkItem }
 
 const DENIED = 'This reaction is not authorized now (the lease, the token, your access or the source row no longer allow it).'
 const deny = () => new WeftError('reaction_denied', DENIED)
@@ -321,7 +275,7 @@ export class ContextualService {
   }
 
   /** [CTX29] `status` of one's own consumer. */
-  async status(principal: Principal, raw: unknown): Promise<ConsumerStatus & { consumerId: string; lag: number; subscription: string; name: string }> {
+  async status(principal: Principal, raw: unknown): Promise<ContextualStatus> {
     const req = parse(ConsumerRequest, raw, 'The status request')
     const consumer = await this.ownConsumer(principal, req.consumerId)
     const s = (await this.call<ConsumerStatus | null>({ op: 'status', consumerId: req.consumerId, now: this.clock.now() }))!

@@ -1,4 +1,4 @@
-import type { MeshChangeKind } from '../../shared/index.js'
+import type { ContextualStatus, MeshChangeKind } from '../../shared/index.js'
 
 /**
  * [CTX5]–[CTX14] Durable consumer state of contextual subscriptions, one algorithm for both
@@ -109,16 +109,8 @@ export interface Fence {
   now: number
 }
 
-export interface ConsumerStatus {
-  pending: number
-  leased: number
-  acked: number
-  skipped: number
-  dead: number
-  cursor: number
-  headVersion: number
-  deadLetters: Array<{ eventId: string; path: string; attempt: number; lastError: string | null }>
-}
+/** What storage knows of a consumer's status (the service adds its identity and lag). */
+export type ConsumerStatus = Omit<ContextualStatus, 'consumerId' | 'subscription' | 'name' | 'lag'>
 
 /** [OPS6] Every consumer's events together, for `/metrics`: how many wait, are leased, are dead letters; the largest lag. */
 export interface ContextualTotals {
