@@ -25,5 +25,6 @@ export interface Route {
   pattern: RegExp
   /** Default true: a missing or invalid token answers 401 before the handler runs. */
   auth?: boolean
-  handler(request: RouteRequest): Promise<RouteResult>
+  /** null: the handler answered on `res` itself (a stream). */
+  handler(request: RouteRequest): Promise<RouteResult | null>
 }

@@ -156,6 +156,7 @@ export type ContextualCall =
   | { op: 'meta'; fresh: ContextualMeta }
   | { op: 'ensureConsumer'; consumer: ConsumerRow }
   | { op: 'consumer'; id: string }
+  | { op: 'consumersOf'; subscriptionPath: string; owner: string | null; limit: number }
   | { op: 'lease'; consumerId: string; filter: EventFilter; now: number; leaseMs: number; maxInFlight: number; maxAttempts: number; token: string }
   | { op: 'skip'; fence: Fence }
   | { op: 'ack'; fence: Fence }
@@ -356,6 +357,17 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     }
     case 'consumer':
       return yield* consumer(call.id)
+    case 'consumersOf': {
+      const rows = call.owner === null
+        ? yield* all('SELECT id FROM contextual_consumers WHERE subscription_path = ? ORDER BY created_at, id LIMIT ?', call.subscriptionPath, call.limit)
+        : yield* all('SELECT id FROM contextual_consumers WHERE subscription_path = ? AND owner = ? ORDER BY created_at, id LIMIT ?', call.subscriptionPath, call.owner, call.limit)
+      const out: ConsumerRow[] = []
+      for (const r of rows) {
+        const c = yield* consumer(String(r.id))
+        if (c) out.push(c)
+      }
+      return out
+    }
     case 'lease':
       return yield* lease(call, dialect)
     case 'skip':
