@@ -29,6 +29,7 @@ export const ExtendRequest = FenceRequest.extend({
   seconds: z.number().int().min(CONTEXTUAL_BOUNDS.leaseSeconds.min).max(CONTEXTUAL_BOUNDS.leaseSeconds.max).optional(),
 })
 export const ConsumerRequest = z.strictObject({ consumerId: z.string().min(1).max(100) })
+export const SubscriptionRequest = z.strictObject({ subscription: z.string().min(1).max(1024) })
 export const ReactRequest = z.strictObject({
   causationToken: z.string().min(1).max(4096),
   params: z.record(z.string(), z.unknown()).optional(),
@@ -96,6 +97,14 @@ export interface ContextualStatus {
   headVersion: number
   lag: number
   deadLetters: DeadLetter[]
+}
+
+/** [CTX38] A subscription's consumers as its status page shows them. */
+export interface SubscriptionConsumers {
+  subscription: string
+  /** The caller is an Admin (ManageAccess) of the subscription: every consumer is listed and may be re-driven. */
+  canRedrive: boolean
+  consumers: ContextualStatus[]
 }
 
 export interface NextResult {

@@ -8,7 +8,9 @@ import {
   ReactRequest,
   type ContextualStatus,
   type NextResult,
+  SubscriptionRequest,
   type ReactionOutcome,
+  type SubscriptionConsumers,
   type WorkItem,
 } from './contextual-api.js'
 import { CONTEXTUAL_BOUNDS } from './contextual.js'
@@ -68,6 +70,8 @@ export interface ContextualClient {
   status(consumerId: string, opts?: CallOptions): Promise<ContextualStatus>
   react(causationToken: string, params?: Record<string, unknown>, opts?: CallOptions): Promise<{ outcome: ReactionOutcome; repeated: boolean }>
   redrive(consumerId: string, opts?: CallOptions): Promise<{ redriven: number }>
+  /** A subscription's consumers with their status: yours, or all for an Admin of it ([CTX38]). */
+  consumers(subscription: string, opts?: CallOptions): Promise<SubscriptionConsumers>
   /**
    * Long-polls `next` until `signal` aborts, yielding each leased item. Transient failures
    * (`network`, `unavailable`) are retried with a capped backoff; any other error ends the loop.
@@ -167,6 +171,7 @@ export function createContextualClient(options: ContextualClientOptions): Contex
     status: async (consumerId, opts) => post('status', check(ConsumerRequest, { consumerId }, 'The status request'), opts),
     react: async (causationToken, params, opts) => post('react', check(ReactRequest, { causationToken, ...(params ? { params } : {}) }, 'The react request'), opts),
     redrive: async (consumerId, opts) => post('redrive', check(ConsumerRequest, { consumerId }, 'The redrive request'), opts),
+    consumers: async (subscription, opts) => post('consumers', check(SubscriptionRequest, { subscription }, 'The consumers request'), opts),
     async *items(req, opts) {
       const waitSeconds = req.waitSeconds ?? CONTEXTUAL_BOUNDS.maxWaitSeconds
       let backoff = 0

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { Subscription } from 'rxjs'
-import { z } from 'zod'
+import type { z } from 'zod'
 import {
   CONTEXTUAL_BOUNDS,
   ConsumerRequest,
@@ -10,7 +10,9 @@ import {
   NackRequest,
   NextRequest,
   ReactRequest,
+  SubscriptionRequest,
   WeftError,
+  type SubscriptionConsumers,
   type ContextualStatus,
   type OfferedReaction,
   type ReactionOutcome,
@@ -56,7 +58,6 @@ export type { OfferedReaction, ReactionOutcome, WorkItem }
 
 /** [CTX38] The most consumers one status page lists. */
 const CONSUMERS_PER_PAGE = 100
-const SubscriptionRequest = z.strictObject({ subscription: z.string().min(1).max(1024) })
 
 const DENIED = 'This reaction is not authorized now (the lease, the token, your access or the source row no longer allow it).'
 const deny = () => new WeftError('reaction_denied', DENIED)
@@ -324,7 +325,7 @@ export class ContextualService {
    * [CTX38] The consumers of one subscription with their status, for its status page: one's own,
    * or every consumer for an Admin of the subscription (ManageAccess, who may re-drive them).
    */
-  async consumers(principal: Principal, raw: unknown): Promise<{ subscription: string; canRedrive: boolean; consumers: ContextualStatus[] }> {
+  async consumers(principal: Principal, raw: unknown): Promise<SubscriptionConsumers> {
     const user = userOf(principal)
     const req = parse(SubscriptionRequest, raw, 'The consumers request')
     const path = parseNodePath(req.subscription)
