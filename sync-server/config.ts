@@ -42,6 +42,8 @@ export interface ServerConfig {
   loginLockoutMaxMs: number
   /** [CTX20] CONTEXTUAL_SEAL_KEY: 32 bytes, base64, that seal causation tokens; default: a key made once and kept in the database. */
   contextualSealKey?: string
+  /** [CTX35] GRPC_PORT: the contextual gRPC service's port (0: any free port); unset, no gRPC server. */
+  grpcPort?: number
   /** [OPS1] METRICS_TOKEN: the bearer token `GET /metrics` asks for; unset, /metrics answers 404. */
   metricsToken?: string
 }
@@ -108,5 +110,6 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     loginLockoutMaxMs: int(env.LOGIN_LOCKOUT_MAX_MS, d.loginLockoutMaxMs, 'LOGIN_LOCKOUT_MAX_MS'),
     contextualSealKey: sealKey(env.CONTEXTUAL_SEAL_KEY),
     metricsToken: env.METRICS_TOKEN || undefined,
+    grpcPort: env.GRPC_PORT === undefined || env.GRPC_PORT === '' ? undefined : int(env.GRPC_PORT, 0, 'GRPC_PORT'),
   }
 }

@@ -13,7 +13,7 @@ import { openStorage, type StorageAdapter } from './storage/index.js'
 import { SocketServer } from './sync/index.js'
 import { SearchService, searchRoutes } from './search/index.js'
 import { startCluster, type Cluster } from './cluster/index.js'
-import { ContextualService, contextualRoutes, contextualWriteRule } from './contextual/index.js'
+import { ContextualService, contextualRoutes, contextualWriteRule, startContextualGrpc, type ContextualGrpcServer } from './contextual/index.js'
 import { ServerMetrics, metricsRoute } from './metrics/index.js'
 import { mcpRoutes } from './mcp/index.js'
 import type { ContextualTotals } from './storage/index.js'
@@ -42,6 +42,8 @@ export interface RunningServer {
   cluster: Cluster | null
   /** [CTX30] The contextual subscriptions service (every surface calls it). */
   contextual: ContextualService
+  /** [CTX35] The contextual gRPC port; null when GRPC_PORT is unset. */
+  grpcPort: number | null
   stats(): { loadedDocs: number; rooms: number }
   /** Graceful: stop accepting, close sockets, stop engines, flush storage. */
   close(): Promise<void>
@@ -173,6 +175,18 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     http.listen(config.port, config.host, () => resolve())
   })
   const port = (http.address() as AddressInfo).port
+  const grpc: ContextualGrpcServer | null =
+    config.grpcPort === undefined
+      ? null
+      : await startContextualGrpc({
+          service: contextual,
+          authenticate,
+          host: config.host,
+          port: config.grpcPort,
+          maxReceiveBytes: config.maxPayloadBytes,
+          log,
+          onRefused: metrics ? (code) => metrics.refused(code, 'grpc') : undefined,
+        })
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host
   const url = `http://${host}:${port}`
 
@@ -193,6 +207,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     engines,
     cluster,
     contextual,
+    grpcPort: grpc?.port ?? null,
     stats: () => nodes.stats(),
     close() {
       closing ??= (async () => {
@@ -203,6 +218,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
         clearInterval(purgeTimer)
         clearInterval(trashTimer)
         await sockets.close()
+        await grpc?.close()
         await new Promise<void>((resolve) => {
           http.close(() => resolve())
           http.closeAllConnections()

@@ -1,4 +1,4 @@
-import { WeftError, lastSegment, parentPath, tryParseNodePath, type JsonObject, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
+import { WeftError, lastSegment, type Hydrated, parentPath, tryParseNodePath, type JsonObject, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { NodeApi } from '../nodes/index.js'
 import type { StorageAdapter, LeasedEvent } from '../storage/index.js'
 import type { CompiledDefinition } from './definition.js'
@@ -19,7 +19,7 @@ export function resolveTemplate(template: string, event: Pick<LeasedEvent, 'path
   return broken ? null : tryParseNodePath(text)
 }
 
-export type Hydrated = Record<string, MeshNode | null | MeshNode[]>
+export type { Hydrated }
 
 /** How many times a hydration is re-read when a commit lands while it reads. */
 const SNAPSHOT_TRIES = 4

@@ -1,14 +1,25 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { Subscription } from 'rxjs'
-import { z } from 'zod'
+import type { z } from 'zod'
 import {
   CONTEXTUAL_BOUNDS,
+  ConsumerRequest,
+  ExtendRequest,
+  FenceRequest,
+  NackRequest,
+  NextRequest,
+  ReactRequest,
+  SubscriptionRequest,
   WeftError,
+  type SubscriptionConsumers,
+  type ContextualStatus,
+  type OfferedReaction,
+  type ReactionOutcome,
+  type WorkItem,
   isWeftError,
   parseNodePath,
   type JsonObject,
-  type MeshNode,
   type NodePath,
   type Principal,
 } from '../../shared/index.js'
@@ -31,7 +42,7 @@ import {
 import { realClock, type Clock } from '../engines/kit/index.js'
 import { canonicalJson, sha256Hex } from './canonical.js'
 import { compileDefinition, type CompiledDefinition } from './definition.js'
-import { hydrate, resolveTemplate, type Hydrated } from './context.js'
+import { hydrate, resolveTemplate } from './context.js'
 import { mayRun, runCommand } from './reactions.js'
 import { systemClock, type Clock as ThreadClock } from '../engines/threads/index.js'
 import { openClaims, sealClaims, type CausationClaims } from './seal.js'
@@ -42,63 +53,11 @@ import { openClaims, sealClaims, type CausationClaims } from './seal.js'
  * acting as its caller, checked as themselves on every call.
  */
 
-export const NextRequest = z.strictObject({
-  subscription: z.string().min(1).max(1024),
-  consumer: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a consumer name is 1–64 letters, digits, _ . -'),
-  params: z.record(z.string(), z.unknown()).optional(),
-  waitSeconds: z.number().min(0).max(CONTEXTUAL_BOUNDS.maxWaitSeconds).optional(),
-})
-export const FenceRequest = z.strictObject({
-  consumerId: z.string().min(1).max(100),
-  eventId: z.string().min(1).max(40),
-  leaseToken: z.string().min(1).max(100),
-  attempt: z.number().int().min(1),
-})
-export const NackRequest = FenceRequest.extend({
-  delaySeconds: z.number().min(0).max(CONTEXTUAL_BOUNDS.maxNackDelaySeconds).optional(),
-  error: z.string().max(2000).optional(),
-})
-export const ExtendRequest = FenceRequest.extend({
-  seconds: z.number().int().min(CONTEXTUAL_BOUNDS.leaseSeconds.min).max(CONTEXTUAL_BOUNDS.leaseSeconds.max).optional(),
-})
-export const ConsumerRequest = z.strictObject({ consumerId: z.string().min(1).max(100) })
-export const ReactRequest = z.strictObject({
-  causationToken: z.string().min(1).max(4096),
-  params: z.record(z.string(), z.unknown()).optional(),
-})
+export { NextRequest, FenceRequest, NackRequest, ExtendRequest, ConsumerRequest, ReactRequest }
+export type { OfferedReaction, ReactionOutcome, WorkItem }
 
-export interface OfferedReaction {
-  name: string
-  command: string
-  target: NodePath
-  parameters: JsonObject
-  rejections: string[]
-  causationToken: string
-}
-
-export interface WorkItem {
-  event: { eventId: string; version: number; path: string; nodeType: string; kind: string; node: MeshNode | null }
-  leaseToken: string
-  attempt: number
-  expiresAt: string
-  databaseId: string
-  incarnation: number
-  contextHead: number
-  hydration: Hydrated
-  reactions: OfferedReaction[]
-}
-
-export interface ReactionOutcome {
-  status: 'committed' | 'rejected'
-  reaction: string
-  eventId: string
-  path: string
-  version: number | null
-  code?: string
-  message?: string
-  rootRequestId: string
-  childRequestId: string
-}
+/** [CTX38] The most consumers one status page lists. */
+const CONSUMERS_PER_PAGE = 100
 
 const DENIED = 'This reaction is not authorized now (the lease, the token, your access or the source row no longer allow it).'
 const deny = () => new WeftError('reaction_denied', DENIED)
@@ -114,6 +73,13 @@ function parse<T>(schema: z.ZodType<T>, raw: unknown, what: string): T {
 function userOf(principal: Principal): string {
   if (principal.kind !== 'user') throw new WeftError('unauthorized', 'Sign in first.')
   return principal.userId
+}
+
+interface WakeListener {
+  consumerId: string
+  principal: Principal
+  filter: Readonly<EventFilter>
+  wake(path: string | null): void
 }
 
 export interface ContextualServiceOptions {
@@ -132,6 +98,8 @@ export class ContextualService {
   /** Long polls waiting, each with the events that may give it work (null: any commit). */
   private readonly waiters = new Map<() => void, Readonly<EventFilter> | null>()
   private feed: Subscription | null = null
+  /** [CTX39] Wake-up listeners: each bound to one consumer of its owner, with the filter as the owner read the definition. */
+  private readonly listeners = new Set<WakeListener>()
   /** Reactions under way, per idempotency key: one at a time in this process (storage fences across processes). */
   private readonly reacting = new Map<string, Promise<unknown>>()
 
@@ -145,13 +113,39 @@ export class ContextualService {
 
   /** [CTX31] Payload-free wake-ups: a commit wakes the long polls it may give work, which re-ask durable truth. */
   start(): void {
-    this.feed ??= this.opts.nodes.changes$.subscribe((c) => this.wake({ path: c.path, node_type: c.nodeType, kind: c.kind }))
+    this.feed ??= this.opts.nodes.changes$.subscribe((c) => {
+      const change = { path: c.path, node_type: c.nodeType, kind: c.kind }
+      this.wake(change)
+      for (const l of this.listeners) {
+        // [CTX39] Only a change of the consumer's events that its owner may read now: a hidden commit wakes nobody.
+        if (matchesEventFilter(l.filter, change) && this.opts.access.permissions(l.principal, c.path as NodePath).has('Read')) l.wake(c.path)
+      }
+    })
   }
 
   stop(): void {
     this.feed?.unsubscribe()
     this.feed = null
     this.wakeAll()
+  }
+
+  /**
+   * [CTX39] Listens for "there may be work for this consumer" — the caller's own consumer only (a
+   * wake-up always names a subscription identity; there is no database-wide one). `wake` is told
+   * the changed path for in-process use; transports send nothing of it. Returns the unlisten.
+   */
+  async listen(principal: Principal, raw: unknown, wake: (path: string | null) => void): Promise<() => void> {
+    const req = parse(ConsumerRequest, raw, 'The wake-up request')
+    const consumer = await this.ownConsumer(principal, req.consumerId)
+    const def = await this.definition(principal, consumer.subscriptionPath as NodePath)
+    const listener: WakeListener = { consumerId: consumer.id, principal, filter: def.events, wake }
+    this.listeners.add(listener)
+    return () => this.listeners.delete(listener)
+  }
+
+  /** Wakes the listeners of one consumer (a nack or re-drive made work due). */
+  private kick(consumerId: string): void {
+    for (const l of this.listeners) if (l.consumerId === consumerId) l.wake(null)
   }
 
   private wakeAll(): void {
@@ -307,6 +301,7 @@ export class ContextualService {
     })
     if (!state) throw ContextualService.stale()
     this.wakeAll()
+    if (state === 'pending' && !req.delaySeconds) this.kick(req.consumerId)
     return { state }
   }
 
@@ -321,10 +316,30 @@ export class ContextualService {
   }
 
   /** [CTX29] `status` of one's own consumer. */
-  async status(principal: Principal, raw: unknown): Promise<ConsumerStatus & { consumerId: string; lag: number; subscription: string; name: string }> {
+  async status(principal: Principal, raw: unknown): Promise<ContextualStatus> {
     const req = parse(ConsumerRequest, raw, 'The status request')
-    const consumer = await this.ownConsumer(principal, req.consumerId)
-    const s = (await this.call<ConsumerStatus | null>({ op: 'status', consumerId: req.consumerId, now: this.clock.now() }))!
+    return this.statusOf(await this.ownConsumer(principal, req.consumerId))
+  }
+
+  /**
+   * [CTX38] The consumers of one subscription with their status, for its status page: one's own,
+   * or every consumer for an Admin of the subscription (ManageAccess, who may re-drive them).
+   */
+  async consumers(principal: Principal, raw: unknown): Promise<SubscriptionConsumers> {
+    const user = userOf(principal)
+    const req = parse(SubscriptionRequest, raw, 'The consumers request')
+    const path = parseNodePath(req.subscription)
+    const perms = this.opts.access.permissions(principal, path)
+    if (!perms.has('Read') || !(await this.opts.nodes.get(principal, path))) throw new WeftError('not_found', `No ContextualSubscription at ${path} that you can read.`)
+    const canRedrive = perms.has('ManageAccess')
+    const rows = await this.call<ConsumerRow[]>({ op: 'consumersOf', subscriptionPath: path, owner: canRedrive ? null : user, limit: CONSUMERS_PER_PAGE })
+    const consumers: ContextualStatus[] = []
+    for (const c of rows) consumers.push(await this.statusOf(c))
+    return { subscription: path, canRedrive, consumers }
+  }
+
+  private async statusOf(consumer: ConsumerRow): Promise<ContextualStatus> {
+    const s = (await this.call<ConsumerStatus | null>({ op: 'status', consumerId: consumer.id, now: this.clock.now() }))!
     return { consumerId: consumer.id, subscription: consumer.subscriptionPath, name: consumer.name, ...s, lag: Math.max(0, s.headVersion - s.cursor) }
   }
 
@@ -340,6 +355,7 @@ export class ContextualService {
     }
     const redriven = await this.call<number>({ op: 'redrive', consumerId: req.consumerId })
     this.wakeAll()
+    if (redriven > 0) this.kick(req.consumerId)
     return { redriven }
   }
 

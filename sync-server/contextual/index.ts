@@ -3,3 +3,4 @@ export { compileDefinition, type CompiledDefinition, type CompiledReaction } fro
 export { contextualRoutes } from './routes.js'
 export { contextualWriteRule } from './write-rule.js'
 export { ConsumerRequest, ExtendRequest, FenceRequest, NackRequest, NextRequest, ReactRequest } from './contextual-service.js'
+export { GRPC_STATUS_OF, PROTO_FILE, startContextualGrpc, type ContextualGrpcServer } from './grpc-server.js'

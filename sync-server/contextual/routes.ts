@@ -1,14 +1,66 @@
+import type { ServerResponse } from 'node:http'
 import { WeftError } from '../../shared/index.js'
 import type { Route } from '../http/index.js'
 import type { ContextualService } from './contextual-service.js'
 
-const OPERATIONS = ['next', 'ack', 'nack', 'extend', 'status', 'react', 'redrive'] as const
+const OPERATIONS = ['next', 'ack', 'nack', 'extend', 'status', 'react', 'redrive', 'consumers'] as const
 type Operation = (typeof OPERATIONS)[number]
 
 const isOperation = (op: string): op is Operation => (OPERATIONS as readonly string[]).includes(op)
 
+/** [CTX39] Bounds of the wake-up streams: per user, and how often one stream may wake. */
+export const WAKEUP_BOUNDS = { streamsPerUser: 16, coalesceMs: 200, heartbeatMs: 25_000 } as const
+
+/**
+ * [CTX39] `GET /api/contextual/wakeups?consumerId=`: a server-sent event stream of payload-free
+ * wake-ups for one's own consumer. Each `event: wake` says only "ask `next` again"; one comes at
+ * once (so a reconnect always re-asks durable truth), then at most one per `coalesceMs`.
+ */
+function wakeupStream(service: ContextualService, open: Map<string, number>): Route['handler'] {
+  return async (r) => {
+    const principal = r.principal
+    if (principal?.kind !== 'user') throw new WeftError('unauthorized', 'Sign in first.')
+    const user = principal.userId
+    if ((open.get(user) ?? 0) >= WAKEUP_BOUNDS.streamsPerUser) {
+      throw new WeftError('rate_limited', `At most ${WAKEUP_BOUNDS.streamsPerUser} wake-up streams at once; close one first.`)
+    }
+    const res: ServerResponse = r.res
+    let timer: ReturnType<typeof setTimeout> | null = null
+    let owed = false
+    const send = () => {
+      timer = setTimeout(() => {
+        timer = null
+        if (owed) {
+          owed = false
+          send()
+        }
+      }, WAKEUP_BOUNDS.coalesceMs)
+      res.write('event: wake\ndata: \n\n')
+    }
+    const unlisten = await service.listen(principal, { consumerId: r.query.get('consumerId') ?? '' }, () => {
+      if (timer) owed = true
+      else send()
+    })
+    open.set(user, (open.get(user) ?? 0) + 1)
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' })
+    send()
+    const heartbeat = setInterval(() => res.write(': \n\n'), WAKEUP_BOUNDS.heartbeatMs)
+    heartbeat.unref()
+    res.on('close', () => {
+      unlisten()
+      clearInterval(heartbeat)
+      if (timer) clearTimeout(timer)
+      const n = (open.get(user) ?? 1) - 1
+      if (n > 0) open.set(user, n)
+      else open.delete(user)
+    })
+    return null
+  }
+}
+
 /** [CTX30] `POST /api/contextual/{operation}`: JSON in, JSON out, the service's function per operation. */
 export function contextualRoutes(service: ContextualService): Route[] {
+  const open = new Map<string, number>()
   return [
     {
       method: 'POST',
@@ -17,10 +69,11 @@ export function contextualRoutes(service: ContextualService): Route[] {
         if (!r.principal) throw new WeftError('unauthorized', 'Sign in first.')
         const op = r.params.op ?? ''
         if (!isOperation(op)) {
-          throw new WeftError('not_found', `No contextual operation ${JSON.stringify(op)}: use next, ack, nack, extend, status, react or redrive.`)
+          throw new WeftError('not_found', `No contextual operation ${JSON.stringify(op)}: use next, ack, nack, extend, status, react, redrive or consumers.`)
         }
         return { status: 200, body: await service[op](r.principal, await r.json()) }
       },
     },
+    { method: 'GET', pattern: /^\/api\/contextual\/wakeups$/, handler: wakeupStream(service, open) },
   ]
 }

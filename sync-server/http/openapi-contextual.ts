@@ -157,4 +157,20 @@ export const CONTEXTUAL_PATHS = {
     { type: 'object', required: ['outcome', 'repeated'], properties: { outcome: ref('ContextualOutcome'), repeated: { type: 'boolean' } } },
     { '403': error('`reaction_denied`: one answer for every reason (token, lease, access, source row).'), '422': error('`invalid_params`: the parameters do not fit the reaction\'s schema.') },
   ),
+  '/api/contextual/consumers': op(
+    'The consumers of one subscription with their status (its status page).',
+    'The caller\'s own consumers; every consumer (at most 100) for an Admin (ManageAccess) of the subscription node, with `canRedrive` true.',
+    { type: 'object', additionalProperties: false, required: ['subscription'], properties: { subscription: { type: 'string' } } },
+    { type: 'object', required: ['subscription', 'canRedrive', 'consumers'], properties: { subscription: { type: 'string' }, canRedrive: { type: 'boolean' }, consumers: { type: 'array', items: ref('ContextualStatus') } } },
+  ),
+  '/api/contextual/wakeups': {
+    get: {
+      summary: 'Payload-free wake-ups for one of your consumers (server-sent events).',
+      description:
+        'A `text/event-stream` of `event: wake` with empty data: one at once (so a reconnect re-asks durable truth), then at most one per 200 ms when a commit of the consumer\'s events that you may read lands, or when a nack or re-drive makes its work due. It carries nothing of the commit; call `next`. There is no database-wide stream. At most 16 streams per user (429 `rate_limited`).',
+      security: bearer,
+      parameters: [{ name: 'consumerId', in: 'query', required: true, schema: { type: 'string' } }],
+      responses: { '200': { description: 'The stream', content: { 'text/event-stream': { schema: { type: 'string' } } } }, ...c4xx, '429': error('`rate_limited`: too many open streams.') },
+    },
+  },
 } as const

@@ -25,6 +25,6 @@ export interface Route {
   pattern: RegExp
   /** Default true: a missing or invalid token answers 401 before the handler runs. */
   auth?: boolean
-  /** null: the handler answered on `res` itself (the MCP transport writes its own response). */
+  /** null: the handler answered on `res` itself (a stream, or the MCP transport writing its own response). */
   handler(request: RouteRequest): Promise<RouteResult | null>
 }

@@ -1,4 +1,4 @@
-import type { MeshChangeKind } from '../../shared/index.js'
+import type { ContextualStatus, MeshChangeKind } from '../../shared/index.js'
 
 /**
  * [CTX5]–[CTX14] Durable consumer state of contextual subscriptions, one algorithm for both
@@ -109,16 +109,8 @@ export interface Fence {
   now: number
 }
 
-export interface ConsumerStatus {
-  pending: number
-  leased: number
-  acked: number
-  skipped: number
-  dead: number
-  cursor: number
-  headVersion: number
-  deadLetters: Array<{ eventId: string; path: string; attempt: number; lastError: string | null }>
-}
+/** What storage knows of a consumer's status (the service adds its identity and lag). */
+export type ConsumerStatus = Omit<ContextualStatus, 'consumerId' | 'subscription' | 'name' | 'lag'>
 
 /** [OPS6] Every consumer's events together, for `/metrics`: how many wait, are leased, are dead letters; the largest lag. */
 export interface ContextualTotals {
@@ -164,6 +156,7 @@ export type ContextualCall =
   | { op: 'meta'; fresh: ContextualMeta }
   | { op: 'ensureConsumer'; consumer: ConsumerRow }
   | { op: 'consumer'; id: string }
+  | { op: 'consumersOf'; subscriptionPath: string; owner: string | null; limit: number }
   | { op: 'lease'; consumerId: string; filter: EventFilter; now: number; leaseMs: number; maxInFlight: number; maxAttempts: number; token: string }
   | { op: 'skip'; fence: Fence }
   | { op: 'ack'; fence: Fence }
@@ -364,6 +357,17 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     }
     case 'consumer':
       return yield* consumer(call.id)
+    case 'consumersOf': {
+      const rows = call.owner === null
+        ? yield* all('SELECT id FROM contextual_consumers WHERE subscription_path = ? ORDER BY created_at, id LIMIT ?', call.subscriptionPath, call.limit)
+        : yield* all('SELECT id FROM contextual_consumers WHERE subscription_path = ? AND owner = ? ORDER BY created_at, id LIMIT ?', call.subscriptionPath, call.owner, call.limit)
+      const out: ConsumerRow[] = []
+      for (const r of rows) {
+        const c = yield* consumer(String(r.id))
+        if (c) out.push(c)
+      }
+      return out
+    }
     case 'lease':
       return yield* lease(call, dialect)
     case 'skip':

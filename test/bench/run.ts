@@ -49,6 +49,7 @@ const MODULES: BenchModule[] = [
   { name: 'cluster', file: 'cluster-bench.ts', fn: 'benchCluster' },
   { name: 'metrics', file: 'metrics-bench.ts', fn: 'benchMetrics' },
   { name: 'mcp', file: 'mcp-bench.ts', fn: 'benchMcp' },
+  { name: 'contextual', file: 'contextual-bench.ts', fn: 'benchContextual' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */

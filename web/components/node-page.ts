@@ -15,7 +15,7 @@ import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
 import type { PresenceUser, ReplicaState } from '../sync/index.js'
 import { nextFreeName, segmentForName } from './names.js'
-import { nodeHref } from './route.js'
+import { contextualHref, nodeHref } from './route.js'
 import { codeOf, humanError, humanMessage } from './error-text.js'
 import { newCodeContent } from './code-template.js'
 import { formatValue, kindOf, parseAs, parseLike, type FieldCommit, type FieldKind } from './field-kinds.js'
@@ -419,6 +419,7 @@ export class WeftNodePage extends LitElement {
       <header>
         <weft-node-title .view=${view} ?canRename=${canUpdate}></weft-node-title>
         <wa-badge class="type" variant="brand" appearance="filled" pill>${view.nodeType === 'ActivityLog' ? 'Run' : view.nodeType}</wa-badge>
+        ${view.nodeType === 'ContextualSubscription' ? html`<a class="status-link" href=${contextualHref(view.path)}>Consumers and dead letters</a>` : nothing}
         ${this.crumbs.value.length
           ? html`<nav class="crumbs" aria-label="Breadcrumb">${this.crumbs.value.map((c) => html`<a href=${nodeHref(c.path)}>${c.name}</a><span aria-hidden="true"> › </span>`)}</nav>`
           : nothing}

@@ -26,3 +26,13 @@ export function trashFromHash(hash: string): string | null {
   const m = /^#\/trash\/([^/]+)$/.exec(hash)
   return m ? decodeURIComponent(m[1]!) : null
 }
+
+/** [CTX38] A contextual subscription's status page: its consumers, dead letters, lag. */
+export function contextualHref(subscription: string): string {
+  return `#/contextual/${subscription}`
+}
+
+export function contextualFromHash(hash: string): string | null {
+  const m = /^#\/contextual\/(.+)$/.exec(hash)
+  return m ? decodeURIComponent(m[1]!) : null
+}

@@ -5,7 +5,8 @@ import type { Session, SyncStatus } from '../sync/index.js'
 import type { OpError } from '../sync/sync-client.js'
 import { humanMessage } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
-import { HOME_HREF, OPERATIONS_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
+import { contextualFromHash, HOME_HREF, OPERATIONS_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
+import './contextual-page.js'
 import './auth-page.js'
 import './nav-tree.js'
 import './node-page.js'
@@ -115,6 +116,8 @@ export class WeftApp extends LitElement {
   private renderPage(path: string | null, trash: string | null) {
     if (path) return html`<weft-node-page .path=${path}></weft-node-page>`
     if (trash) return html`<h1 class="page-title">Trash</h1><weft-trash-page .space=${trash}></weft-trash-page>`
+    const contextual = contextualFromHash(this.route)
+    if (contextual) return html`<h1 class="page-title">Subscription status</h1><weft-contextual-page .subscription=${contextual}></weft-contextual-page>`
     if (this.route === REFUSED_HREF) return html`<h1 class="page-title">Refused changes</h1><weft-refused-list></weft-refused-list>`
     if (this.route === OPERATIONS_HREF) return html`<weft-operations-page></weft-operations-page>`
     if (this.route !== '' && this.route !== HOME_HREF && this.route !== '#') return html`<h1 class="page-title">Not found</h1><p>Nothing lives at this address. <a href=${HOME_HREF}>Go home</a>.</p>`

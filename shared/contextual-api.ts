@@ -1,0 +1,118 @@
+import { z } from 'zod'
+import { CONTEXTUAL_BOUNDS } from './contextual.js'
+import type { JsonObject } from './json.js'
+import type { MeshNode } from './node.js'
+
+/**
+ * [CTX30] [CTX40] The contextual operations' shapes, shared by the server (which parses every
+ * request with these schemas), the typed client (shared/contextual-client.ts, which checks its
+ * input with the same schemas before sending) and the web app.
+ */
+
+export const NextRequest = z.strictObject({
+  subscription: z.string().min(1).max(1024),
+  consumer: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a consumer name is 1–64 letters, digits, _ . -'),
+  params: z.record(z.string(), z.unknown()).optional(),
+  waitSeconds: z.number().min(0).max(CONTEXTUAL_BOUNDS.maxWaitSeconds).optional(),
+})
+export const FenceRequest = z.strictObject({
+  consumerId: z.string().min(1).max(100),
+  eventId: z.string().min(1).max(40),
+  leaseToken: z.string().min(1).max(100),
+  attempt: z.number().int().min(1),
+})
+export const NackRequest = FenceRequest.extend({
+  delaySeconds: z.number().min(0).max(CONTEXTUAL_BOUNDS.maxNackDelaySeconds).optional(),
+  error: z.string().max(2000).optional(),
+})
+export const ExtendRequest = FenceRequest.extend({
+  seconds: z.number().int().min(CONTEXTUAL_BOUNDS.leaseSeconds.min).max(CONTEXTUAL_BOUNDS.leaseSeconds.max).optional(),
+})
+export const ConsumerRequest = z.strictObject({ consumerId: z.string().min(1).max(100) })
+export const SubscriptionRequest = z.strictObject({ subscription: z.string().min(1).max(1024) })
+export const ReactRequest = z.strictObject({
+  causationToken: z.string().min(1).max(4096),
+  params: z.record(z.string(), z.unknown()).optional(),
+})
+
+export type NextRequest = z.infer<typeof NextRequest>
+export type FenceRequest = z.infer<typeof FenceRequest>
+export type NackRequest = z.infer<typeof NackRequest>
+export type ExtendRequest = z.infer<typeof ExtendRequest>
+export type ConsumerRequest = z.infer<typeof ConsumerRequest>
+export type ReactRequest = z.infer<typeof ReactRequest>
+
+export interface OfferedReaction {
+  name: string
+  command: string
+  target: string
+  parameters: JsonObject
+  rejections: string[]
+  causationToken: string
+}
+
+export type Hydrated = Record<string, MeshNode | null | MeshNode[]>
+
+export interface WorkItem {
+  event: { eventId: string; version: number; path: string; nodeType: string; kind: string; node: MeshNode | null }
+  leaseToken: string
+  attempt: number
+  expiresAt: string
+  databaseId: string
+  incarnation: number
+  contextHead: number
+  hydration: Hydrated
+  reactions: OfferedReaction[]
+}
+
+export interface ReactionOutcome {
+  status: 'committed' | 'rejected'
+  reaction: string
+  eventId: string
+  path: string
+  version: number | null
+  code?: string
+  message?: string
+  rootRequestId: string
+  childRequestId: string
+}
+
+export interface DeadLetter {
+  eventId: string
+  path: string
+  attempt: number
+  lastError: string | null
+}
+
+export interface ContextualStatus {
+  consumerId: string
+  subscription: string
+  name: string
+  pending: number
+  leased: number
+  acked: number
+  skipped: number
+  dead: number
+  cursor: number
+  headVersion: number
+  lag: number
+  deadLetters: DeadLetter[]
+}
+
+/** [CTX38] A subscription's consumers as its status page shows them. */
+export interface SubscriptionConsumers {
+  subscription: string
+  /** The caller is an Admin (ManageAccess) of the subscription: every consumer is listed and may be re-driven. */
+  canRedrive: boolean
+  consumers: ContextualStatus[]
+}
+
+export interface NextResult {
+  consumerId: string
+  item: WorkItem | null
+}
+
+/** The evidence of a work item that ack, nack and extend carry. */
+export function fenceOf(consumerId: string, item: Pick<WorkItem, 'event' | 'leaseToken' | 'attempt'>): FenceRequest {
+  return { consumerId, eventId: item.event.eventId, leaseToken: item.leaseToken, attempt: item.attempt }
+}

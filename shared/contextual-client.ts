@@ -1,0 +1,195 @@
+import type { z } from 'zod'
+import {
+  ConsumerRequest,
+  ExtendRequest,
+  FenceRequest,
+  NackRequest,
+  NextRequest,
+  ReactRequest,
+  type ContextualStatus,
+  type NextResult,
+  SubscriptionRequest,
+  type ReactionOutcome,
+  type SubscriptionConsumers,
+  type WorkItem,
+} from './contextual-api.js'
+import { CONTEXTUAL_BOUNDS } from './contextual.js'
+import { ERROR_CODES, type ErrorCode } from './errors.js'
+
+/**
+ * [CTX40] A typed client of the contextual operations over HTTP (`POST /api/contextual/{op}`), for
+ * Node ≥ 20 and browsers (global `fetch`). Input is checked with the server's own schemas before it
+ * is sent; every failure is a `ContextualClientError` with a stable `code`.
+ *
+ *   const c = createContextualClient({ baseUrl: 'http://localhost:8787', token })
+ *   for await (const { consumerId, item } of c.items({ subscription, consumer: 'w1' }, { signal })) {
+ *     await c.react(item.reactions[0]!.causationToken, { Text: 'done' })
+ *     await c.ack(fenceOf(consumerId, item))
+ *   }
+ */
+
+/** Where the request never got an answer from Weft (connection refused, reset, aborted). */
+export type ContextualClientCode = ErrorCode | 'network' | 'aborted'
+
+export class ContextualClientError extends Error {
+  readonly code: ContextualClientCode
+  /** The HTTP status (0 when there was no answer). */
+  readonly status: number
+  constructor(code: ContextualClientCode, message: string, status: number) {
+    super(message)
+    this.name = 'ContextualClientError'
+    this.code = code
+    this.status = status
+  }
+}
+
+export function isContextualClientError(e: unknown): e is ContextualClientError {
+  return e instanceof ContextualClientError
+}
+
+export interface ContextualClientOptions {
+  /** The server, e.g. `http://localhost:8787` (a trailing slash is fine). */
+  baseUrl: string
+  token: string
+  /** Default: the global fetch. */
+  fetch?: typeof fetch
+  /** How long a call other than a long poll may take before it fails with `network` (default 30 s). */
+  timeoutMs?: number
+}
+
+export interface CallOptions {
+  signal?: AbortSignal
+}
+
+export interface ContextualClient {
+  /** Leases at most one event; with `waitSeconds` it waits that long for one (a long poll, ≤ 60 s). */
+  next(req: z.input<typeof NextRequest>, opts?: CallOptions): Promise<NextResult>
+  ack(fence: FenceRequest, opts?: CallOptions): Promise<{ ok: true }>
+  nack(req: z.input<typeof NackRequest>, opts?: CallOptions): Promise<{ state: 'pending' | 'dead' }>
+  extend(req: z.input<typeof ExtendRequest>, opts?: CallOptions): Promise<{ expiresAt: string }>
+  status(consumerId: string, opts?: CallOptions): Promise<ContextualStatus>
+  react(causationToken: string, params?: Record<string, unknown>, opts?: CallOptions): Promise<{ outcome: ReactionOutcome; repeated: boolean }>
+  redrive(consumerId: string, opts?: CallOptions): Promise<{ redriven: number }>
+  /** A subscription's consumers with their status: yours, or all for an Admin of it ([CTX38]). */
+  consumers(subscription: string, opts?: CallOptions): Promise<SubscriptionConsumers>
+  /**
+   * Long-polls `next` until `signal` aborts, yielding each leased item. Transient failures
+   * (`network`, `unavailable`) are retried with a capped backoff; any other error ends the loop.
+   */
+  items(req: Omit<z.input<typeof NextRequest>, 'waitSeconds'> & { waitSeconds?: number }, opts?: CallOptions): AsyncGenerator<{ consumerId: string; item: WorkItem }>
+}
+
+const isCode = (c: unknown): c is ErrorCode => typeof c === 'string' && Object.hasOwn(ERROR_CODES, c)
+
+function check<T>(schema: z.ZodType<T>, raw: unknown, what: string): T {
+  const r = schema.safeParse(raw)
+  if (r.success) return r.data
+  const issue = r.error.issues[0]
+  const where = issue && issue.path.length ? ` at ${issue.path.join('.')}` : ''
+  throw new ContextualClientError('invalid_request', `${what} is invalid${where}: ${issue?.message ?? 'invalid'}.`, 0)
+}
+
+/** Aborts when either signal does, or after `ms`. */
+function deadline(ms: number, outer: AbortSignal | undefined): { signal: AbortSignal; done(): void } {
+  const ctl = new AbortController()
+  const timer = setTimeout(() => ctl.abort(new ContextualClientError('network', `No answer within ${Math.round(ms / 1000)} s.`, 0)), ms)
+  const onOuter = () => ctl.abort(outer?.reason)
+  if (outer?.aborted) onOuter()
+  else outer?.addEventListener('abort', onOuter, { once: true })
+  return {
+    signal: ctl.signal,
+    done: () => {
+      clearTimeout(timer)
+      outer?.removeEventListener('abort', onOuter)
+    },
+  }
+}
+
+const sleep = (ms: number, signal: AbortSignal | undefined) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(done, ms)
+    function done() {
+      clearTimeout(t)
+      signal?.removeEventListener('abort', done)
+      resolve()
+    }
+    signal?.addEventListener('abort', done, { once: true })
+  })
+
+export function createContextualClient(options: ContextualClientOptions): ContextualClient {
+  const base = options.baseUrl.replace(/\/+$/, '')
+  const doFetch = options.fetch ?? ((...a: Parameters<typeof fetch>) => fetch(...a))
+  const timeoutMs = options.timeoutMs ?? 30_000
+
+  async function post<T>(op: string, body: unknown, opts: CallOptions | undefined, waitSeconds = 0): Promise<T> {
+    // A long poll is given its wait plus the ordinary allowance.
+    const d = deadline(timeoutMs + waitSeconds * 1000, opts?.signal)
+    let res: Response
+    try {
+      res = await doFetch(`${base}/api/contextual/${op}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${options.token}` },
+        body: JSON.stringify(body),
+        signal: d.signal,
+      })
+    } catch (e) {
+      d.done()
+      if (opts?.signal?.aborted) throw new ContextualClientError('aborted', 'The call was aborted.', 0)
+      if (isContextualClientError(d.signal.reason)) throw d.signal.reason
+      throw new ContextualClientError('network', `No answer from ${base}: ${(e as Error).message}`, 0)
+    }
+    try {
+      const text = await res.text()
+      let json: unknown = null
+      try {
+        json = text ? JSON.parse(text) : null
+      } catch {
+        // not JSON: a proxy's page, say
+      }
+      if (res.ok) return json as T
+      const err = (json as { error?: { code?: unknown; message?: unknown } } | null)?.error
+      const code: ContextualClientCode = isCode(err?.code) ? err.code : res.status >= 500 ? 'unavailable' : 'invalid_request'
+      throw new ContextualClientError(code, typeof err?.message === 'string' ? err.message : `HTTP ${res.status}`, res.status)
+    } catch (e) {
+      if (isContextualClientError(e)) throw e
+      if (opts?.signal?.aborted) throw new ContextualClientError('aborted', 'The call was aborted.', 0)
+      throw new ContextualClientError('network', `The answer from ${base} broke off: ${(e as Error).message}`, 0)
+    } finally {
+      d.done()
+    }
+  }
+
+  const client: ContextualClient = {
+    // async: a refused input is a rejected promise like every other failure.
+    async next(req, opts) {
+      const body = check(NextRequest, req, 'The next request')
+      return post('next', body, opts, body.waitSeconds ?? 0)
+    },
+    ack: async (fence, opts) => post('ack', check(FenceRequest, fence, 'The ack request'), opts),
+    nack: async (req, opts) => post('nack', check(NackRequest, req, 'The nack request'), opts),
+    extend: async (req, opts) => post('extend', check(ExtendRequest, req, 'The extend request'), opts),
+    status: async (consumerId, opts) => post('status', check(ConsumerRequest, { consumerId }, 'The status request'), opts),
+    react: async (causationToken, params, opts) => post('react', check(ReactRequest, { causationToken, ...(params ? { params } : {}) }, 'The react request'), opts),
+    redrive: async (consumerId, opts) => post('redrive', check(ConsumerRequest, { consumerId }, 'The redrive request'), opts),
+    consumers: async (subscription, opts) => post('consumers', check(SubscriptionRequest, { subscription }, 'The consumers request'), opts),
+    async *items(req, opts) {
+      const waitSeconds = req.waitSeconds ?? CONTEXTUAL_BOUNDS.maxWaitSeconds
+      let backoff = 0
+      while (!opts?.signal?.aborted) {
+        let got: NextResult
+        try {
+          got = await client.next({ ...req, waitSeconds }, opts)
+          backoff = 0
+        } catch (e) {
+          if (isContextualClientError(e) && e.code === 'aborted') return
+          if (!isContextualClientError(e) || (e.code !== 'network' && e.code !== 'unavailable')) throw e
+          backoff = Math.min(30_000, backoff ? backoff * 2 : 250)
+          await sleep(backoff, opts?.signal)
+          continue
+        }
+        if (got.item) yield { consumerId: got.consumerId, item: got.item }
+      }
+    },
+  }
+  return client
+}

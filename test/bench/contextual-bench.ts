@@ -1,0 +1,137 @@
+/**
+ * Contextual subscriptions' throughput (issue 19), in-process service calls (no HTTP), one
+ * worker, sequential:
+ *  - `sqliteCyclesPerSec` / `pgCyclesPerSec`: `next → react → ack` cycles per second, the react
+ *    committing a one-field patch of the event's node (a real commit with its outcome record);
+ *  - `sqliteNextAckPerSec` / `pgNextAckPerSec`: `next → ack` alone (the queue part);
+ *  - `pgBossFetchCompletePerSec`: pg-boss `fetch → complete` on the same PostgreSQL database in the
+ *    same run, rounds alternating with ours; `pgCycleRatioToPgBoss` and `pgNextAckRatioToPgBoss`
+ *    are ours over pg-boss's (goal for next→ack ≥ 1×). EVENTS per round, ROUNDS rounds each, best
+ *    round kept (the machine is shared).
+ * Run alone: `npx tsx test/bench/contextual-bench.ts` prints JSON.
+ */
+import { performance } from 'node:perf_hooks'
+import { pathToFileURL } from 'node:url'
+import { PgBoss } from 'pg-boss'
+import { fenceOf, userPrincipal, type Principal, type UserId } from '../../shared/index.js'
+import { api, createSpace, expectStatus, freshDatabase, signup, startTestServer, type TestServer } from '../helpers/index.js'
+import { round } from './stats.js'
+import type { Goal } from './run.js'
+
+export const GOALS: Record<string, Goal> = {
+  pgNextAckRatioToPgBoss: { op: '>=', value: 1, unit: '×' },
+}
+
+const EVENTS = Number(process.env.CONTEXTUAL_BENCH_EVENTS ?? 150)
+const ROUNDS = 2
+
+interface Rig {
+  ts: TestServer
+  principal: Principal
+  token: string
+  sub: string
+  prefix: string
+  round: number
+}
+
+async function rig(config: Record<string, unknown>): Promise<Rig> {
+  const ts = await startTestServer({ config })
+  const owner = await signup(ts.url)
+  const space = await createSpace(ts.url, owner.token)
+  const prefix = `${space}/inbox`
+  expectStatus(await api(ts.url, owner.token).putNode(prefix, 'Document', {}), 201)
+  const sub = `${space}/bench`
+  expectStatus(
+    await api(ts.url, owner.token).putNode(sub, 'ContextualSubscription', {
+      Operation: 'bench',
+      Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: prefix },
+      Reactions: { annotate: { Command: 'patch', Target: '{event.path}', Parameters: { Note: { Type: 'string' } } } },
+      Limits: { LeaseSeconds: 60, MaxInFlight: 1, MaxAttempts: 3 },
+    }),
+    201,
+  )
+  return { ts, principal: userPrincipal(owner.userId as UserId), token: owner.token, sub, prefix, round: 0 }
+}
+
+/** EVENTS fresh events for a fresh consumer; then the timed loop. */
+async function cycles(r: Rig, react: boolean): Promise<number> {
+  const svc = r.ts.server.contextual
+  const consumer = `c${++r.round}`
+  await svc.next(r.principal, { subscription: r.sub, consumer })
+  for (let i = 0; i < EVENTS; i++) expectStatus(await api(r.ts.url, r.token).putNode(`${r.prefix}/r${r.round}-${i}`, 'Document', { i }), 201)
+  const t0 = performance.now()
+  for (let i = 0; i < EVENTS; i++) {
+    const { consumerId, item } = await svc.next(r.principal, { subscription: r.sub, consumer })
+    if (!item) throw new Error(`no item at ${i}`)
+    if (react) await svc.react(r.principal, { causationToken: item.reactions[0]!.causationToken, params: { Note: 'seen' } })
+    await svc.ack(r.principal, fenceOf(consumerId, item))
+  }
+  return EVENTS / ((performance.now() - t0) / 1000)
+}
+
+async function pgBossRound(boss: PgBoss, queue: string): Promise<number> {
+  await boss.insert(queue, Array.from({ length: EVENTS }, (_, i) => ({ data: { i } })))
+  const t0 = performance.now()
+  for (let i = 0; i < EVENTS; i++) {
+    const [job] = await boss.fetch<{ i: number }>(queue)
+    if (!job) throw new Error(`pg-boss: no job at ${i}`)
+    await boss.complete(queue, job.id)
+  }
+  return EVENTS / ((performance.now() - t0) / 1000)
+}
+
+const best = (xs: number[]) => Math.max(...xs)
+
+export async function benchContextual(): Promise<Record<string, number | string>> {
+  const out: Record<string, number | string> = { events: EVENTS, rounds: ROUNDS }
+  const lite = await rig({})
+  try {
+    const c: number[] = []
+    const q: number[] = []
+    for (let i = 0; i < ROUNDS; i++) {
+      c.push(await cycles(lite, true))
+      q.push(await cycles(lite, false))
+    }
+    out.sqliteCyclesPerSec = round(best(c))
+    out.sqliteNextAckPerSec = round(best(q))
+  } finally {
+    await lite.ts.cleanup()
+  }
+  const db = await freshDatabase('weft_ctxbench_')
+  const pg = await rig({ databaseUrl: db.url })
+  const boss = new PgBoss({ connectionString: db.url, schema: 'pgboss' })
+  boss.on('error', (err) => console.error('pg-boss', err))
+  try {
+    await boss.start()
+    await boss.createQueue('bench')
+    const c: number[] = []
+    const q: number[] = []
+    const b: number[] = []
+    for (let i = 0; i < ROUNDS; i++) {
+      c.push(await cycles(pg, true))
+      b.push(await pgBossRound(boss, 'bench'))
+      q.push(await cycles(pg, false))
+      b.push(await pgBossRound(boss, 'bench'))
+    }
+    out.pgCyclesPerSec = round(best(c))
+    out.pgNextAckPerSec = round(best(q))
+    out.pgBossFetchCompletePerSec = round(best(b))
+    out.pgCycleRatioToPgBoss = round(best(c) / best(b), 2)
+    out.pgNextAckRatioToPgBoss = round(best(q) / best(b), 2)
+  } finally {
+    await boss.stop({ graceful: false }).catch(() => undefined)
+    await pg.ts.cleanup()
+    await db.drop()
+  }
+  return out
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  benchContextual().then(
+    (r) => console.log(JSON.stringify(r, null, 2)),
+    (e: unknown) => {
+      console.error(e)
+      process.exit(1)
+    },
+  )
+}

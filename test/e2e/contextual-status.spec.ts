@@ -1,0 +1,79 @@
+import { expect, test, type Page } from '@playwright/test'
+import { adminAndViewerOn, api, openLoggedIn, putNode, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+
+/**
+ * [CTX38] A contextual subscription's status page: Vic (Viewer) runs a worker whose event
+ * dead-letters; he sees its counts and last error but no re-drive; Ann (Admin) sees every consumer
+ * and re-drives it. At 1280 and 390 px.
+ */
+let server: E2eServer
+let ann: TestUser
+let vic: TestUser
+
+const SUB = 'Ops/triage'
+
+test.beforeAll(async () => {
+  server = await startE2eServer()
+  ;({ ann, vic } = await adminAndViewerOn(server, 'Ops', { inbox: {} }))
+  await putNode(server, ann, SUB, 'ContextualSubscription', {
+    Operation: 'triage',
+    Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: 'Ops/inbox' },
+    Reactions: { note: { Command: 'patch', Target: '{event.path}', Parameters: { Note: { Type: 'string' } } } },
+    Limits: { LeaseSeconds: 30, MaxInFlight: 1, MaxAttempts: 1 },
+  }, 'Triage')
+  // Vic's worker: its first pull makes the consumer; the event it then gets fails its only attempt.
+  expect((await api(server, vic, 'POST', '/api/contextual/next', { subscription: SUB, consumer: 'vic-worker' })).status).toBe(200)
+  await putNode(server, ann, 'Ops/inbox/report', 'Document', { Title: 'Q3 report' }, 'report')
+  const pulled = await api<{ consumerId: string; item: { event: { eventId: string }; leaseToken: string; attempt: number } }>(server, vic, 'POST', '/api/contextual/next', { subscription: SUB, consumer: 'vic-worker', waitSeconds: 20 })
+  const { consumerId, item } = pulled.body
+  const nack = await api<{ state: string }>(server, vic, 'POST', '/api/contextual/nack', { consumerId, eventId: item.event.eventId, leaseToken: item.leaseToken, attempt: item.attempt, error: 'model timed out after 30 s' })
+  expect(nack.body.state).toBe('dead')
+})
+test.afterAll(async () => {
+  await server?.dispose()
+})
+
+const statusPage = (page: Page) => page.locator('weft-contextual-page')
+const consumer = (page: Page, name: string) => statusPage(page).locator(`[data-consumer="${name}"]`)
+
+async function openStatus(page: Page) {
+  await page.locator('weft-node-page').getByRole('link', { name: 'Consumers and dead letters' }).click()
+  await expect(page).toHaveURL(/#\/contextual\/Ops\/triage$/)
+}
+
+test('[CTX38] a Viewer sees its consumer\'s dead letter and last error, and no re-drive', async ({ browser }) => {
+  const v = await openLoggedIn(browser, server, vic, SUB)
+  await openStatus(v.page)
+  const card = consumer(v.page, 'vic-worker')
+  await expect(card.locator('[data-count="Dead letters"]')).toHaveText('1')
+  await expect(card.getByRole('list', { name: 'Dead letters of vic-worker' })).toContainText('Ops/inbox/report')
+  await expect(card).toContainText('Last error: model timed out after 30 s')
+  await expect(statusPage(v.page).getByRole('button', { name: /Re-drive/ })).toHaveCount(0)
+  await v.page.setViewportSize({ width: 390, height: 800 })
+  await v.page.screenshot({ path: 'test-results/contextual-status-viewer-390.png', fullPage: true })
+  // Readable at 390 px: nothing wider than the viewport.
+  expect(await v.page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+  await v.context.close()
+})
+
+test('[CTX38] an Admin sees every consumer and re-drives the dead letter; the page follows', async ({ browser }) => {
+  const a = await openLoggedIn(browser, server, ann, SUB)
+  await a.page.setViewportSize({ width: 1280, height: 900 })
+  await openStatus(a.page)
+  const card = consumer(a.page, 'vic-worker')
+  await expect(card.locator('[data-count="Dead letters"]')).toHaveText('1')
+  await a.page.screenshot({ path: 'test-results/contextual-status-admin-1280.png', fullPage: true })
+  await card.getByRole('button', { name: 'Re-drive 1 dead letter' }).click()
+  await expect(card.locator('[data-count="Dead letters"]')).toHaveText('0')
+  await expect(card.locator('[data-count="Pending"]')).toHaveText('1')
+  await expect(card.getByRole('button', { name: /Re-drive/ })).toHaveCount(0)
+  // Durable truth agrees: Vic's worker gets the event again, attempts starting over.
+  const again = await api<{ item: { event: { path: string }; attempt: number } | null }>(server, vic, 'POST', '/api/contextual/next', { subscription: SUB, consumer: 'vic-worker', waitSeconds: 10 })
+  expect(again.body.item).toMatchObject({ event: { path: 'Ops/inbox/report' }, attempt: 1 })
+  // The page follows on its own (no reload): the event is leased now.
+  await expect(card.locator('[data-count="Leased"]')).toHaveText('1')
+  await a.page.setViewportSize({ width: 390, height: 800 })
+  await a.page.screenshot({ path: 'test-results/contextual-status-admin-390.png', fullPage: true })
+  expect(await a.page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+  await a.context.close()
+})

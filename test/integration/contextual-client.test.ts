@@ -1,0 +1,121 @@
+import fc from 'fast-check'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createContextualClient, fenceOf, isContextualClientError, type ContextualClientError } from '../../shared/index.js'
+import { api, createSpace, expectStatus, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
+import { definition, putSubscription } from './contextual-helpers.js'
+
+async function failure(p: Promise<unknown>): Promise<ContextualClientError> {
+  try {
+    await p
+  } catch (e) {
+    if (isContextualClientError(e)) return e
+    throw e
+  }
+  throw new Error('expected a ContextualClientError')
+}
+
+describe('[CTX40] the typed contextual client (shared/contextual-client.ts) against a real server', () => {
+  let ts: TestServer
+  let owner: TestUser
+  let space = ''
+  beforeAll(async () => {
+    ts = await startTestServer()
+    owner = await signup(ts.url)
+    space = await createSpace(ts.url, owner.token)
+  })
+  afterAll(async () => ts.cleanup())
+
+  async function setup(n: string) {
+    const sub = `${space}/s${n}`
+    const prefix = `${space}/in${n}`
+    expectStatus(await putSubscription(ts.url, owner.token, sub, definition(prefix)), 201)
+    expectStatus(await api(ts.url, owner.token).putNode(prefix, 'Document', {}), 201)
+    const c = createContextualClient({ baseUrl: `${ts.url}/`, token: owner.token })
+    const { consumerId } = await c.next({ subscription: sub, consumer: 'c1' })
+    return { sub, prefix, c, consumerId }
+  }
+
+  it('[CTX40] a long poll waiting before the event arrives gets it; react and ack through typed calls', async () => {
+    const { sub, prefix, c, consumerId } = await setup('1')
+    const polling = c.next({ subscription: sub, consumer: 'c1', waitSeconds: 30 })
+    expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/d`, 'Document', { Title: 'x' }), 201)
+    const { item } = await polling
+    expect(item?.event.path).toBe(`${prefix}/d`)
+    const reply = item!.reactions.find((r) => r.name === 'reply')!
+    const out = await c.react(reply.causationToken, { Text: 'typed' })
+    expect(out.outcome.status).toBe('committed')
+    expect(out.repeated).toBe(false)
+    expect(await c.extend({ ...fenceOf(consumerId, item!), seconds: 30 })).toHaveProperty('expiresAt')
+    expect(await c.ack(fenceOf(consumerId, item!))).toEqual({ ok: true })
+    const st = await c.status(consumerId)
+    expect([st.acked, st.leased, st.lag]).toEqual([1, 0, st.headVersion - st.cursor])
+    expect((await api(ts.url, owner.token).getNode(`${prefix}/d/reply`)).status).toBe(200)
+  })
+
+  it('[CTX40] failures are ContextualClientErrors with the stable code: stale_lease, unauthorized, not_found, forbidden', async () => {
+    const { sub, prefix, c, consumerId } = await setup('2')
+    expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/d`, 'Document', {}), 201)
+    const { item } = await c.next({ subscription: sub, consumer: 'c1', waitSeconds: 10 })
+    expect(await c.nack({ ...fenceOf(consumerId, item!), error: 'later' })).toEqual({ state: 'pending' })
+    expect(await failure(c.ack(fenceOf(consumerId, item!)))).toMatchObject({ code: 'stale_lease', status: 409 })
+    const anon = createContextualClient({ baseUrl: ts.url, token: 'nope' })
+    expect(await failure(anon.status(consumerId))).toMatchObject({ code: 'unauthorized', status: 401 })
+    const other = createContextualClient({ baseUrl: ts.url, token: (await signup(ts.url)).token })
+    expect(await failure(other.status(consumerId))).toMatchObject({ code: 'not_found', status: 404 })
+    expect(await failure(other.next({ subscription: sub, consumer: 'c1' }))).toMatchObject({ code: 'forbidden' })
+    expect(await failure(c.react('A'.repeat(200)))).toMatchObject({ code: 'reaction_denied', status: 403 })
+  })
+
+  it('[CTX40] an aborted long poll ends with code aborted; a server that is not there is network; items() stops on abort', async () => {
+    const { sub, prefix, c } = await setup('3')
+    const ctl = new AbortController()
+    const polling = failure(c.next({ subscription: sub, consumer: 'c1', waitSeconds: 60 }, { signal: ctl.signal }))
+    ctl.abort()
+    expect((await polling).code).toBe('aborted')
+    const gone = createContextualClient({ baseUrl: 'http://127.0.0.1:1', token: owner.token })
+    expect(await failure(gone.status('x'))).toMatchObject({ code: 'network', status: 0 })
+    // The iterator yields items as they come and ends when its signal aborts.
+    const stop = new AbortController()
+    const seen: string[] = []
+    const loop = (async () => {
+      for await (const { consumerId, item } of c.items({ subscription: sub, consumer: 'c1', waitSeconds: 30 }, { signal: stop.signal })) {
+        seen.push(item.event.path)
+        await c.ack(fenceOf(consumerId, item))
+        if (seen.length === 2) stop.abort()
+      }
+    })()
+    await api(ts.url, owner.token).putNode(`${prefix}/a`, 'Document', {})
+    await api(ts.url, owner.token).putNode(`${prefix}/b`, 'Document', {})
+    await loop
+    expect(seen).toEqual([`${prefix}/a`, `${prefix}/b`])
+  })
+
+  it('[CTX40] seeded property: the client refuses locally exactly the inputs the server refuses as invalid_request', async () => {
+    const { consumerId } = await setup('4')
+    let sent = 0
+    const c = createContextualClient({
+      baseUrl: ts.url,
+      token: owner.token,
+      fetch: (...a) => {
+        sent++
+        return fetch(...a)
+      },
+    })
+    const field = fc.oneof(fc.string({ maxLength: 120 }), fc.integer({ min: -3, max: 200 }), fc.double(), fc.constant(undefined), fc.constant(null), fc.boolean())
+    await fc.assert(
+      fc.asyncProperty(fc.record({ eventId: field, leaseToken: field, attempt: field, delaySeconds: field, error: field }, { requiredKeys: [] }), async (raw) => {
+        const body = { consumerId, ...raw }
+        const server = await api(ts.url, owner.token).post<{ error?: { code: string } }>('/api/contextual/nack', body)
+        const before = sent
+        const local = await c.nack(body as never).then(
+          () => null,
+          (e: ContextualClientError) => e,
+        )
+        const serverInvalid = server.status === 400
+        expect(local !== null && local.status === 0).toBe(serverInvalid)
+        if (serverInvalid) expect(sent).toBe(before)
+      }),
+      { seed: 40, numRuns: 50 },
+    )
+  })
+})

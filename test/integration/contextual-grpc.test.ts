@@ -1,0 +1,159 @@
+import * as grpc from '@grpc/grpc-js'
+import * as protoLoader from '@grpc/proto-loader'
+import fc from 'fast-check'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { PROTO_FILE } from '../../sync-server/contextual/index.js'
+import { api, createSpace, expectStatus, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
+import { definition, putSubscription } from './contextual-helpers.js'
+
+type Obj = Record<string, unknown>
+type Unary = (req: Obj, md: grpc.Metadata, cb: (err: grpc.ServiceError | null, res: Obj) => void) => void
+type ContextualStub = grpc.Client & Record<'next' | 'ack' | 'nack' | 'extend' | 'status' | 'react' | 'redrive', Unary>
+
+/** A stock @grpc/grpc-js client built from the repo's .proto, as any user would. */
+function stub(port: number): ContextualStub {
+  const pkg = grpc.loadPackageDefinition(protoLoader.loadSync(PROTO_FILE, { keepCase: false, longs: Number, defaults: true })) as unknown as {
+    weft: { contextual: { v1: { Contextual: new (address: string, creds: grpc.ChannelCredentials) => ContextualStub } } }
+  }
+  return new pkg.weft.contextual.v1.Contextual(`127.0.0.1:${port}`, grpc.credentials.createInsecure())
+}
+
+function call(s: ContextualStub, method: keyof ContextualStub & string, req: Obj, token: string | null): Promise<{ ok: true; body: Obj } | { ok: false; code: grpc.status; weftCode: string | undefined; details: string }> {
+  const md = new grpc.Metadata()
+  if (token) md.set('authorization', `Bearer ${token}`)
+  return new Promise((resolve) => {
+    ;(s[method] as Unary).call(s, req, md, (err, res) => {
+      if (err) resolve({ ok: false, code: err.code, weftCode: err.metadata?.get('weft-code')[0] as string | undefined, details: err.details })
+      else resolve({ ok: true, body: res })
+    })
+  })
+}
+
+async function ok(p: ReturnType<typeof call>): Promise<Obj> {
+  const r = await p
+  if (!r.ok) throw new Error(`grpc call failed: ${r.code} ${r.weftCode} ${r.details}`)
+  return r.body
+}
+
+/** Raw bytes to a method, bypassing the message codec (a crafted client). */
+function raw(s: grpc.Client, method: string, bytes: Buffer, token: string): Promise<grpc.status> {
+  const md = new grpc.Metadata()
+  md.set('authorization', `Bearer ${token}`)
+  return new Promise((resolve) => {
+    s.makeUnaryRequest(`/weft.contextual.v1.Contextual/${method}`, (b: Buffer) => b, (b: Buffer) => b, bytes, md, (err) => resolve(err ? err.code : grpc.status.OK))
+  })
+}
+
+describe('[CTX35] contextual subscriptions over gRPC', () => {
+  let ts: TestServer
+  let owner: TestUser
+  let space = ''
+  let client: ContextualStub
+  beforeAll(async () => {
+    ts = await startTestServer({ config: { grpcPort: 0, maxPayloadBytes: 64 * 1024 } })
+    owner = await signup(ts.url)
+    space = await createSpace(ts.url, owner.token)
+    client = stub(ts.server.grpcPort!)
+  })
+  afterAll(async () => {
+    client?.close()
+    await ts.cleanup()
+  })
+
+  async function setup(n: string) {
+    const sub = `${space}/s${n}`
+    const prefix = `${space}/in${n}`
+    expectStatus(await putSubscription(ts.url, owner.token, sub, definition(prefix)), 201)
+    expectStatus(await api(ts.url, owner.token).putNode(prefix, 'Document', {}), 201)
+    const first = await ok(call(client, 'next', { subscription: sub, consumer: 'g1' }, owner.token))
+    return { sub, prefix, consumerId: first.consumerId as string }
+  }
+
+  const fenceOf = (consumerId: string, item: Obj) => ({ consumerId, eventId: (item.event as Obj).eventId, leaseToken: item.leaseToken, attempt: item.attempt })
+
+  it('[CTX35] next → react → ack end to end through a stock client; status and the node agree', async () => {
+    const { sub, consumerId } = await setup('1')
+    expectStatus(await api(ts.url, owner.token).putNode(`${space}/in1/d`, 'Document', { Title: 'g' }), 201)
+    const pulled = await ok(call(client, 'next', { subscription: sub, consumer: 'g1', waitSeconds: 10 }, owner.token))
+    expect(pulled.consumerId).toBe(consumerId)
+    const item = pulled.item as Obj
+    expect((item.event as Obj).path).toBe(`${space}/in1/d`)
+    expect(JSON.parse((item.event as Obj).nodeJson as string)).toMatchObject({ content: { Title: 'g' } })
+    expect(JSON.parse(item.hydrationJson as string).source.content).toEqual({ Title: 'g' })
+    const reply = (item.reactions as Obj[]).find((r) => r.name === 'reply')!
+    const reacted = await ok(call(client, 'react', { causationToken: reply.causationToken, paramsJson: JSON.stringify({ Text: 'over grpc' }) }, owner.token))
+    expect(reacted).toMatchObject({ repeated: false, outcome: { status: 'committed', reaction: 'reply' } })
+    expect((reacted.outcome as Obj).version).toBeGreaterThan(0)
+    expect(expectStatus(await api(ts.url, owner.token).getNode(`${space}/in1/d/reply`), 200).body).toMatchObject({ content: { Text: 'over grpc' } })
+    // A repeat resolves the persisted outcome.
+    expect(await ok(call(client, 'react', { causationToken: reply.causationToken, paramsJson: JSON.stringify({ Text: 'again' }) }, owner.token))).toMatchObject({ repeated: true })
+    expect(await ok(call(client, 'extend', fenceOf(consumerId, item), owner.token))).toHaveProperty('expiresAt')
+    expect(await ok(call(client, 'ack', fenceOf(consumerId, item), owner.token))).toEqual({ ok: true })
+    const st = await ok(call(client, 'status', { consumerId }, owner.token))
+    expect(st).toMatchObject({ consumerId, subscription: sub, name: 'g1', acked: 1, leased: 0, pending: 0 })
+    // The same consumer over HTTP: one service, one truth.
+    const http = expectStatus(await api(ts.url, owner.token).post<Obj>('/api/contextual/status', { consumerId }), 200).body
+    expect(http).toMatchObject({ acked: 1, cursor: st.cursor })
+  })
+
+  it('[CTX35] [CTX12] a stale worker is fenced: ABORTED with weft-code stale_lease; its reaction PERMISSION_DENIED', async () => {
+    const { sub, consumerId } = await setup('2')
+    expectStatus(await api(ts.url, owner.token).putNode(`${space}/in2/d`, 'Document', {}), 201)
+    const old = (await ok(call(client, 'next', { subscription: sub, consumer: 'g1', waitSeconds: 10 }, owner.token))).item as Obj
+    expect(await ok(call(client, 'nack', { ...fenceOf(consumerId, old), error: 'try again' }, owner.token))).toEqual({ state: 'pending' })
+    const fresh = (await ok(call(client, 'next', { subscription: sub, consumer: 'g1', waitSeconds: 10 }, owner.token))).item as Obj
+    expect(fresh.attempt).toBe(2)
+    for (const m of ['ack', 'nack', 'extend'] as const) {
+      expect(await call(client, m, fenceOf(consumerId, old), owner.token)).toMatchObject({ ok: false, code: grpc.status.ABORTED, weftCode: 'stale_lease' })
+    }
+    const token = (old.reactions as Obj[]).find((r) => r.name === 'reply')!.causationToken
+    expect(await call(client, 'react', { causationToken: token, paramsJson: '{"Text":"stale"}' }, owner.token)).toMatchObject({ ok: false, code: grpc.status.PERMISSION_DENIED, weftCode: 'reaction_denied' })
+    expect((await api(ts.url, owner.token).getNode(`${space}/in2/d/reply`)).status).toBe(404)
+    expect(await ok(call(client, 'ack', fenceOf(consumerId, fresh), owner.token))).toEqual({ ok: true })
+  })
+
+  it('[CTX35] no token or a bad token is UNAUTHENTICATED; another user sees NOT_FOUND, not the consumer', async () => {
+    const { consumerId } = await setup('3')
+    expect(await call(client, 'status', { consumerId }, null)).toMatchObject({ ok: false, code: grpc.status.UNAUTHENTICATED, weftCode: 'unauthorized' })
+    expect(await call(client, 'status', { consumerId }, 'not-a-token')).toMatchObject({ ok: false, code: grpc.status.UNAUTHENTICATED })
+    const other = await signup(ts.url)
+    expect(await call(client, 'status', { consumerId }, other.token)).toMatchObject({ ok: false, code: grpc.status.NOT_FOUND, weftCode: 'not_found' })
+    expect(await call(client, 'redrive', { consumerId }, other.token)).toMatchObject({ ok: false, code: grpc.status.NOT_FOUND })
+  })
+
+  it('[CTX35] crafted input is INVALID_ARGUMENT, an oversized message RESOURCE_EXHAUSTED; the server keeps serving', async () => {
+    const { sub, consumerId } = await setup('4')
+    const bad: Array<[keyof ContextualStub & string, Obj]> = [
+      ['next', { subscription: sub, consumer: 'has space' }],
+      ['next', { subscription: sub, consumer: 'g1', paramsJson: '{not json' }],
+      ['next', { subscription: sub, consumer: 'g1', paramsJson: '[1,2]' }],
+      ['next', { subscription: sub, consumer: 'g1', waitSeconds: 61 }],
+      ['next', { consumer: 'g1' }],
+      ['ack', { consumerId }],
+      ['nack', { consumerId, eventId: '1', leaseToken: 'x', attempt: 1, delaySeconds: 10_000 }],
+      ['react', { causationToken: 'A'.repeat(5000) }],
+      ['status', { consumerId: 'x'.repeat(101) }],
+    ]
+    for (const [m, req] of bad) {
+      expect(await call(client, m, req, owner.token), `${m} ${JSON.stringify(req).slice(0, 80)}`).toMatchObject({ ok: false, code: grpc.status.INVALID_ARGUMENT })
+    }
+    // Bytes that are no protobuf message at all (a truncated length-delimited field).
+    expect(await raw(client, 'Ack', Buffer.from([0x0a, 0x7f, 0x41]), owner.token)).toBe(grpc.status.INVALID_ARGUMENT)
+    // Over MAX_PAYLOAD_BYTES (64 KiB here): grpc-js refuses the message before decoding it.
+    expect(await call(client, 'react', { causationToken: 'x', paramsJson: JSON.stringify({ Text: 'y'.repeat(70 * 1024) }) }, owner.token)).toMatchObject({ ok: false, code: grpc.status.RESOURCE_EXHAUSTED })
+    expect(await ok(call(client, 'status', { consumerId }, owner.token))).toMatchObject({ consumerId })
+  })
+
+  it('[CTX35] seeded property: any bytes to any method get a definite non-INTERNAL answer, and the server keeps serving', async () => {
+    const { consumerId } = await setup('5')
+    const methods = ['Next', 'Ack', 'Nack', 'Extend', 'Status', 'React', 'Redrive']
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(...methods), fc.uint8Array({ maxLength: 300 }), async (method, bytes) => {
+        const code = await raw(client, method, Buffer.from(bytes), owner.token)
+        expect([grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.OK]).not.toContain(code)
+      }),
+      { seed: 35, numRuns: 60 },
+    )
+    expect(await ok(call(client, 'status', { consumerId }, owner.token))).toMatchObject({ consumerId })
+  })
+})

@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { userPrincipal, type UserId } from '../../shared/index.js'
+import { WAKEUP_BOUNDS } from '../../sync-server/contextual/routes.js'
+import { api, createSpace, expectStatus, grantRole, signup, startTestServer, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
+import { ctx, definition, putSubscription } from './contextual-helpers.js'
+
+/** An open wake-up stream: its raw text so far, and how to end it. */
+async function wakeups(url: string, token: string | null, consumerId: string): Promise<{ status: number; text: () => string; frames: () => string[]; close(): void; body: string }> {
+  const ctl = new AbortController()
+  const res = await fetch(`${url}/api/contextual/wakeups?consumerId=${encodeURIComponent(consumerId)}`, {
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+    signal: ctl.signal,
+  })
+  let text = ''
+  if (res.headers.get('content-type')?.startsWith('text/event-stream')) {
+    void (async () => {
+      const reader = res.body!.getReader()
+      const dec = new TextDecoder()
+      for (;;) {
+        const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }))
+        if (done) return
+        text += dec.decode(value, { stream: true })
+      }
+    })()
+    return { status: res.status, text: () => text, frames: () => text.split('\n\n').filter((f) => f.startsWith('event:')), close: () => ctl.abort(), body: '' }
+  }
+  return { status: res.status, text: () => '', frames: () => [], close: () => ctl.abort(), body: await res.text() }
+}
+
+describe('[CTX39] payload-free wake-ups per consumer', () => {
+  let ts: TestServer
+  let owner: TestUser
+  let space = ''
+  beforeAll(async () => {
+    ts = await startTestServer()
+    owner = await signup(ts.url)
+    space = await createSpace(ts.url, owner.token)
+  })
+  afterAll(async () => ts.cleanup())
+
+  async function setup(n: string, token = owner.token) {
+    const sub = `${space}/s${n}`
+    const prefix = `${space}/in${n}`
+    expectStatus(await putSubscription(ts.url, owner.token, sub, definition(prefix)), 201)
+    expectStatus(await api(ts.url, owner.token).putNode(prefix, 'Document', {}), 201)
+    const consumerId = expectStatus(await ctx(ts.url, token).next(sub, 'w1'), 200).body.consumerId
+    return { sub, prefix, consumerId }
+  }
+
+  it('[CTX39] a stream wakes at once and on a matching commit, carrying nothing but "wake"; next then finds the work', async () => {
+    const { sub, prefix, consumerId } = await setup('1')
+    const s = await wakeups(ts.url, owner.token, consumerId)
+    try {
+      expect(s.status).toBe(200)
+      await waitFor(() => s.frames().length === 1, { description: 'the first wake-up' })
+      expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/d`, 'Document', { Secret: 'in the content' }), 201)
+      await waitFor(() => s.frames().length === 2, { description: 'a wake-up for the commit' })
+      // Nothing of the commit travels: no path, no version, no content.
+      expect(s.frames()).toEqual(['event: wake\ndata: ', 'event: wake\ndata: '])
+      expect(s.text()).not.toContain(prefix)
+      const item = expectStatus(await ctx(ts.url, owner.token).next(sub, 'w1'), 200).body.item
+      expect(item?.event.path).toBe(`${prefix}/d`)
+    } finally {
+      s.close()
+    }
+  })
+
+  it('[CTX39] a commit the listener cannot read (or that is not its events) wakes nothing; a nack back to pending does', async () => {
+    const worker = await signup(ts.url)
+    await grantRole(ts.url, owner.token, space, worker.userId, 'Editor')
+    const { sub, prefix, consumerId } = await setup('2', worker.token)
+    expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/secret`, 'Document', {}), 201)
+    await grantRole(ts.url, owner.token, `${prefix}/secret`, worker.userId, 'Viewer', true)
+    const causes: Array<string | null> = []
+    const unlisten = await ts.server.contextual.listen(userPrincipal(worker.userId as UserId), { consumerId }, (p) => causes.push(p))
+    try {
+      expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/secret/h`, 'Document', {}), 201)
+      expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/note`, 'Post', {}), 201)
+      expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/v1`, 'Document', {}), 201)
+      // The feed is ordered: when v1's wake-up has come, the hidden one and the Post would have come first.
+      await waitFor(() => causes.includes(`${prefix}/v1`))
+      expect(causes).toEqual([`${prefix}/v1`])
+      const w = ctx(ts.url, worker.token)
+      const item = expectStatus(await w.next(sub, 'w1'), 200).body.item!
+      expect(item.event.path).toBe(`${prefix}/v1`)
+      expectStatus(await w.nack(consumerId, item, 0), 200)
+      expect(causes).toEqual([`${prefix}/v1`, null])
+    } finally {
+      unlisten()
+    }
+  })
+
+  it('[CTX39] no database-wide stream: a consumer id is required, it must be the caller\'s, a token is needed, and streams are bounded', async () => {
+    const { consumerId } = await setup('3')
+    const none = await wakeups(ts.url, owner.token, '')
+    expect([none.status, JSON.parse(none.body).error.code]).toEqual([400, 'invalid_request'])
+    const other = await signup(ts.url)
+    const theirs = await wakeups(ts.url, other.token, consumerId)
+    expect([theirs.status, JSON.parse(theirs.body).error.code]).toEqual([404, 'not_found'])
+    const anon = await wakeups(ts.url, null, consumerId)
+    expect(anon.status).toBe(401)
+    const open = []
+    try {
+      for (let i = 0; i < WAKEUP_BOUNDS.streamsPerUser; i++) open.push(await wakeups(ts.url, owner.token, consumerId))
+      expect(open.every((s) => s.status === 200)).toBe(true)
+      const over = await wakeups(ts.url, owner.token, consumerId)
+      expect([over.status, JSON.parse(over.body).error.code]).toEqual([429, 'rate_limited'])
+    } finally {
+      for (const s of open) s.close()
+    }
+    // Closed streams free their places.
+    await waitFor(async () => {
+      const s = await wakeups(ts.url, owner.token, consumerId)
+      s.close()
+      return s.status === 200
+    })
+  })
+})

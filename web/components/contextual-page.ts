@@ -1,0 +1,155 @@
+import { LitElement, css, html, nothing, type ReactiveController, type ReactiveControllerHost } from 'lit'
+import { createContextualClient, type ContextualClient, type ContextualStatus, type SubscriptionConsumers } from '../../shared/index.js'
+import { app } from '../app-context.js'
+import { codeOf, humanError } from './error-text.js'
+import { nodeHref } from './route.js'
+import { showToast } from './toast.js'
+
+/** How often the page re-reads the consumers while it is open and visible. */
+const REFRESH_MS = 3_000
+
+/** Calls `tick` every `ms` while the host is connected and the tab is visible (and at once on return). */
+class PollController implements ReactiveController {
+  private timer: ReturnType<typeof setInterval> | null = null
+  private readonly onVisible = () => {
+    if (document.visibilityState === 'visible') this.tick()
+  }
+  constructor(
+    host: ReactiveControllerHost,
+    private readonly ms: number,
+    private readonly tick: () => void,
+  ) {
+    host.addController(this)
+  }
+  hostConnected() {
+    this.timer = setInterval(() => document.visibilityState === 'visible' && this.tick(), this.ms)
+    document.addEventListener('visibilitychange', this.onVisible)
+  }
+  hostDisconnected() {
+    if (this.timer) clearInterval(this.timer)
+    this.timer = null
+    document.removeEventListener('visibilitychange', this.onVisible)
+  }
+}
+
+/**
+ * [CTX38] `<weft-contextual-page subscription>`: each consumer of a ContextualSubscription (yours,
+ * or every one for its Admins) with pending, leased, acked and dead counts, lag behind the change
+ * log, and the dead letters with their last error; an Admin re-drives them. Refreshes every few
+ * seconds while visible.
+ */
+export class WeftContextualPage extends LitElement {
+  static override properties = { subscription: {}, data: { state: true }, error: { state: true }, busy: { state: true } }
+  declare subscription: string
+  declare data: SubscriptionConsumers | null
+  declare error: string
+  declare busy: ReadonlySet<string>
+  private client: ContextualClient | null = null
+  private loading = false
+
+  static override styles = css`
+    :host { display: block; }
+    .consumers { list-style: none; padding: 0; margin: 0; display: grid; gap: 1em; }
+    .consumer { border: 1px solid #d5d9e3; border-radius: 8px; padding: 0.8em 1em; }
+    .consumer h2 { font-size: 1.05em; margin: 0 0 0.5em; overflow-wrap: anywhere; }
+    dl.counts { display: flex; flex-wrap: wrap; gap: 0.5em 1.5em; margin: 0 0 0.6em; }
+    dl.counts div { min-width: 5.5em; }
+    dt { color: #555; font-size: 0.85em; }
+    dd { margin: 0; font-size: 1.25em; font-variant-numeric: tabular-nums; }
+    dd.bad { color: #b00; font-weight: 600; }
+    .dead { list-style: none; padding: 0; margin: 0.4em 0; }
+    .dead li { padding: 0.4em 0; border-top: 1px solid #eceef3; display: flex; flex-wrap: wrap; gap: 0.2em 1em; }
+    .dead a { overflow-wrap: anywhere; flex: 1 1 14em; }
+    .dead .err { color: #b00; flex-basis: 100%; overflow-wrap: anywhere; }
+    .meta { color: #555; font-size: 0.9em; }
+    .error { color: #b00; }
+  `
+
+  constructor() {
+    super()
+    this.subscription = ''
+    this.data = null
+    this.error = ''
+    this.busy = new Set()
+    new PollController(this, REFRESH_MS, () => void this.load())
+  }
+
+  private api(): ContextualClient {
+    this.client ??= createContextualClient({ baseUrl: location.origin, token: app().session.token })
+    return this.client
+  }
+
+  override willUpdate(changed: Map<string, unknown>) {
+    if (changed.has('subscription') && this.subscription) {
+      this.data = null
+      void this.load()
+    }
+  }
+
+  private async load() {
+    if (this.loading || !this.subscription) return
+    this.loading = true
+    try {
+      this.data = await this.api().consumers(this.subscription)
+      this.error = ''
+    } catch (e) {
+      this.error = codeOf(e) === 'not_found' ? 'There is no contextual subscription here that you can read.' : humanError(e)
+    } finally {
+      this.loading = false
+    }
+  }
+
+  private async redrive(c: ContextualStatus) {
+    this.busy = new Set(this.busy).add(c.consumerId)
+    try {
+      const { redriven } = await this.api().redrive(c.consumerId)
+      showToast(`Re-drove ${redriven} dead letter${redriven === 1 ? '' : 's'} of ${c.name}.`)
+      await this.load()
+    } catch (e) {
+      showToast(humanError(e))
+    } finally {
+      const next = new Set(this.busy)
+      next.delete(c.consumerId)
+      this.busy = next
+    }
+  }
+
+  private renderConsumer(c: ContextualStatus, canRedrive: boolean) {
+    const count = (label: string, n: number, bad = false) => html`<div><dt>${label}</dt><dd class=${bad && n > 0 ? 'bad' : ''} data-count=${label}>${n}</dd></div>`
+    return html`<li class="consumer" data-consumer=${c.name}>
+      <h2>${c.name}</h2>
+      <dl class="counts" aria-label="State of ${c.name}">
+        ${count('Pending', c.pending)} ${count('Leased', c.leased)} ${count('Acked', c.acked)} ${count('Dead letters', c.dead, true)} ${count('Lag', c.lag)}
+      </dl>
+      <p class="meta">Read up to version ${c.cursor} of ${c.headVersion}${c.skipped ? html` · ${c.skipped} skipped (not readable to its owner)` : nothing}</p>
+      ${c.deadLetters.length
+        ? html`<ul class="dead" aria-label="Dead letters of ${c.name}">
+            ${c.deadLetters.map(
+              (d) => html`<li data-dead=${d.eventId}>
+                <a href=${nodeHref(d.path)}>${d.path}</a>
+                <span class="meta">event ${d.eventId} · ${d.attempt} attempt${d.attempt === 1 ? '' : 's'}</span>
+                <span class="err">Last error: ${d.lastError ?? 'none recorded'}</span>
+              </li>`,
+            )}
+          </ul>`
+        : nothing}
+      ${canRedrive && c.dead > 0
+        ? html`<wa-button size="small" variant="brand" ?loading=${this.busy.has(c.consumerId)} @click=${() => this.redrive(c)}>Re-drive ${c.dead} dead letter${c.dead === 1 ? '' : 's'}</wa-button>`
+        : nothing}
+    </li>`
+  }
+
+  override render() {
+    if (this.error && !this.data) return html`<p class="error" role="alert">${this.error}</p>`
+    if (!this.data) return html`<p aria-busy="true">Reading the consumers…</p>`
+    const { consumers, canRedrive } = this.data
+    return html`
+      <p class="meta"><a href=${nodeHref(this.subscription)}>${this.subscription}</a> · ${canRedrive ? 'every consumer (you are an Admin)' : 'your consumers'} · refreshes every few seconds</p>
+      ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
+      ${consumers.length === 0
+        ? html`<p>No consumers yet: a worker makes one with its first <code>next</code>.</p>`
+        : html`<ul class="consumers" aria-label="Consumers">${consumers.map((c) => this.renderConsumer(c, canRedrive))}</ul>`}
+    `
+  }
+}
+customElements.define('weft-contextual-page', WeftContextualPage)
