@@ -17,7 +17,9 @@ beforeAll(async () => {
   ts = await startTestServer({
     // SCRIPT_TIMEOUT_MS 60 s: no test here is about the deadline but the loop's (its own server).
     // At 5 s, short scripts failed with it on a loaded machine (a worker's start alone took seconds).
-    config: { engines: [subscriptionsEngine, createActivitiesEngine({ timeoutMs: 60_000, memoryMb: 16, cancelGraceMs: 300, watchdogMs: 60_000, spares: 2 })] },
+    // SCRIPT_CANCEL_GRACE_MS 30 s: a cooperative script ends long before; at 300 ms a loaded
+    // machine terminated one before it could log that it saw the cancel ([ACT5]).
+    config: { engines: [subscriptionsEngine, createActivitiesEngine({ timeoutMs: 60_000, memoryMb: 16, cancelGraceMs: 30_000, watchdogMs: 60_000, spares: 2 })] },
   })
   alice = await signup(ts.url)
   viewer = await signup(ts.url)
@@ -343,7 +345,9 @@ describe('activities: limits of their own server', () => {
   let home: string
   beforeAll(async () => {
     lts = await startTestServer({
-      config: { engines: [createActivitiesEngine({ timeoutMs: 20_000, memoryMb: 16, spares: 1, seedTemplates: false })] },
+      // 120 s: these runs end at the limit under test, never at the clock (at 20 s the memory hog
+      // had not reached 16 MB at load 40 and ended with SCRIPT_TIMEOUT_MS instead).
+      config: { engines: [createActivitiesEngine({ timeoutMs: 120_000, memoryMb: 16, spares: 1, seedTemplates: false })] },
     })
     owner = await signup(lts.url)
     home = await createSpace(lts.url, owner.token)
@@ -352,7 +356,7 @@ describe('activities: limits of their own server', () => {
 
   it('[ACT7] a script past SCRIPT_MEMORY_MB fails naming the limit', async () => {
     const code = await createCode(lts.url, owner.token, `${home}/hog`, 'const a = []; for (;;) { a.push("xxxxxxxxxxxxxxxxxxxxxx" + a.length); if (a.length % 5000 === 0) Progress(0.5) }')
-    const done = await waitForStatus(lts.url, owner.token, await run(lts.url, owner.token, code), terminal, 20_000)
+    const done = await waitForStatus(lts.url, owner.token, await run(lts.url, owner.token, code), terminal, 150_000)
     expect(done.content.Status).toBe('Failed')
     expect(String(done.content.Error)).toContain('SCRIPT_MEMORY_MB')
   })
@@ -389,13 +393,13 @@ describe('activities: built-in operations', () => {
 
   it('[ACT14] an export pages through a parent with more children than one query returns', async () => {
     // Its own server: 521 Mesh round trips take minutes on a machine at load 30 (its own generous SCRIPT_TIMEOUT_MS).
-    const own = await startTestServer({ config: { engines: [createActivitiesEngine({ timeoutMs: 180_000, spares: 1 })] } })
+    const own = await startTestServer({ config: { engines: [createActivitiesEngine({ timeoutMs: 290_000, spares: 1 })] } })
     try {
       const me = await signup(own.url)
       const src = await createSpace(own.url, me.token)
       await api(own.url, me.token).putNode(`${src}/many`, 'Document', {})
       await Promise.all(Array.from({ length: 520 }, (_, i) => own.server.nodes.create(SYSTEM, `${src}/many/n${String(i).padStart(3, '0')}` as NodePath, { nodeType: 'Document', content: { I: i } }, 'engine')))
-      const exported = await waitForStatus(own.url, me.token, await run(own.url, me.token, 'Admin/Operations/ExportJson', { inputs: { Root: `${src}/many` } }), terminal, 180_000)
+      const exported = await waitForStatus(own.url, me.token, await run(own.url, me.token, 'Admin/Operations/ExportJson', { inputs: { Root: `${src}/many` } }), terminal, 280_000)
       expect(exported.content.Status).toBe('Succeeded')
       const paths = (exported.content.ReturnValue as { Nodes: { path: string }[] }).Nodes.map((n) => n.path)
       expect(paths).toHaveLength(521)
@@ -403,5 +407,5 @@ describe('activities: built-in operations', () => {
     } finally {
       await own.cleanup()
     }
-  }, 240_000)
+  }, 300_000)
 })
