@@ -5,9 +5,10 @@ export default defineConfig({
     include: ['test/unit/**/*.test.ts', 'test/sim/**/*.test.ts', 'test/integration/**/*.test.ts', 'shared/**/*.test.ts', 'sync-server/**/*.test.ts', 'web/**/*.test.ts'],
     // Bounds for a hang, not figures: a test that passes takes what it takes. 30 s was not enough
     // for a server to start (beforeAll) or an engine test to finish with two CPU hogs beside the
-    // suite on a shared 2-core machine (load 30+): every such failure was this timeout.
-    testTimeout: 120_000,
-    hookTimeout: 120_000,
+    // suite on a shared 2-core machine (load 30-40: a 10 s test took 200 s); every such failure
+    // was this timeout. A hung test now costs 5 minutes, not a false failure.
+    testTimeout: 300_000,
+    hookTimeout: 300_000,
     // Integration tests start real servers and child processes; two cores do not like a crowd.
     maxWorkers: 2,
   },

@@ -22,7 +22,8 @@ let secret: string // carol/private: only Carol reads it
 const READER = 'try { const n = await Mesh.get(Inputs.Path); return n ? n.content : null } catch (e) { return e.code }'
 
 beforeAll(async () => {
-  ts = await startTestServer({ config: { engines: [createActivitiesEngine({ timeoutMs: 5_000, memoryMb: 16, cancelGraceMs: 300, spares: 2 })] } })
+  // SCRIPT_TIMEOUT_MS 60 s: no test here is about the deadline; at 5 s, short scripts failed with it on a loaded machine.
+  ts = await startTestServer({ config: { engines: [createActivitiesEngine({ timeoutMs: 60_000, memoryMb: 16, cancelGraceMs: 300, spares: 2 })] } })
   ;[alice, bob, carol] = await Promise.all([signup(ts.url), signup(ts.url), signup(ts.url)])
   space = await createSpace(ts.url, alice.token)
   await grantRole(ts.url, alice.token, space, bob.userId, 'Editor')
@@ -167,7 +168,7 @@ describe('[ACT17] the starter is re-checked when the run launches', () => {
       await log('nobody', { CreatedBy: owner.userId })
       await log('control', { CreatedBy: owner.userId, StartedBy: owner.userId })
       await quiet.server.close()
-      const live = await startTestServer({ dataDir: dir, config: { engines: [createActivitiesEngine({ timeoutMs: 5_000, spares: 1, seedTemplates: false })] } })
+      const live = await startTestServer({ dataDir: dir, config: { engines: [createActivitiesEngine({ timeoutMs: 60_000, spares: 1, seedTemplates: false })] } })
       try {
         const revoked = await waitForStatus(live.url, owner.token, `${lab}/_Activity/revoked`, terminal)
         expect(revoked.content.Status).toBe('Failed')

@@ -53,7 +53,7 @@ beforeAll(async () => {
 })
 afterAll(() => ts.cleanup())
 
-const runCode = async (name: string, source: string, who: TestUser = alice, timeoutMs = 120_000) => {
+const runCode = async (name: string, source: string, who: TestUser = alice, timeoutMs = 280_000) => {
   const code = await createCode(ts.url, alice.token, `${space}/${name}`, source)
   return waitForStatus(ts.url, who.token, await run(ts.url, who.token, code), terminal, timeoutMs)
 }
@@ -284,7 +284,7 @@ describe('[ACT18] the limits are listed', () => {
     expect(res.status).toBe(200)
     expect(res.body.limits).toMatchObject({
       SCRIPT_MEMORY_MB: 64,
-      SCRIPT_TIMEOUT_MS: 120_000,
+      SCRIPT_TIMEOUT_MS: 300_000,
       SCRIPT_LOG_MAX_LINES: LOG_LINES,
       SCRIPT_LOG_MAX_BYTES: LOG_BYTES,
       SCRIPT_MESH_IN_FLIGHT: IN_FLIGHT,
