@@ -44,6 +44,12 @@ export interface ServerConfig {
   contextualSealKey?: string
   /** [OPS1] METRICS_TOKEN: the bearer token `GET /metrics` asks for; unset, /metrics answers 404. */
   metricsToken?: string
+  /**
+   * [PROD2] SHUTDOWN_TIMEOUT_MS: the bound on a graceful shutdown (SIGTERM / SIGINT). HTTP requests
+   * under way get half of it to finish before their connections are cut; past all of it the
+   * process exits 1 (what was acknowledged is durable regardless: an ack follows the fsync).
+   */
+  shutdownTimeoutMs: number
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -79,6 +85,7 @@ export function defaultConfig(): ServerConfig {
     loginFreeFailuresPerAddress: DEFAULT_LOGIN_LIMITS.freePerAddress,
     loginLockoutBaseMs: DEFAULT_LOGIN_LIMITS.lockoutBaseMs,
     loginLockoutMaxMs: DEFAULT_LOGIN_LIMITS.lockoutMaxMs,
+    shutdownTimeoutMs: 10_000,
   }
 }
 
@@ -108,5 +115,6 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     loginLockoutMaxMs: int(env.LOGIN_LOCKOUT_MAX_MS, d.loginLockoutMaxMs, 'LOGIN_LOCKOUT_MAX_MS'),
     contextualSealKey: sealKey(env.CONTEXTUAL_SEAL_KEY),
     metricsToken: env.METRICS_TOKEN || undefined,
+    shutdownTimeoutMs: Math.max(100, int(env.SHUTDOWN_TIMEOUT_MS, d.shutdownTimeoutMs, 'SHUTDOWN_TIMEOUT_MS')),
   }
 }

@@ -42,7 +42,12 @@ export interface RunningServer {
   /** [CTX30] The contextual subscriptions service (every surface calls it). */
   contextual: ContextualService
   stats(): { loadedDocs: number; rooms: number }
-  /** Graceful: stop accepting, close sockets, stop engines, flush storage. */
+  /**
+   * [PROD2] Graceful: stop accepting (and answer /healthz 503), close every socket with 1001
+   * (clients reconnect, to another instance behind a load balancer), let HTTP requests under way
+   * finish (at most half of `shutdownTimeoutMs`), stop the engines and give their lease up, then
+   * finish the pending commits and close storage.
+   */
   close(): Promise<void>
 }
 
@@ -194,16 +199,21 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     close() {
       closing ??= (async () => {
         healthy = false
+        // No new connection from here; idle keep-alive connections go now, busy ones when their request ends.
+        const drained = new Promise<void>((resolve) => http.close(() => resolve()))
+        http.closeIdleConnections()
         abort.abort()
         auth.stop()
         contextual.stop()
         clearInterval(purgeTimer)
         clearInterval(trashTimer)
+        // 1001 going away: outside 4400–4499, so stock y-websocket clients reconnect.
         await sockets.close()
-        await new Promise<void>((resolve) => {
-          http.close(() => resolve())
-          http.closeAllConnections()
-        })
+        let cut: ReturnType<typeof setTimeout> | undefined
+        await Promise.race([drained, new Promise<void>((resolve) => (cut = setTimeout(resolve, config.shutdownTimeoutMs / 2)))])
+        clearTimeout(cut)
+        http.closeAllConnections()
+        await drained
         if (cluster) await cluster.close().catch((err: unknown) => log.error({ err }, 'cluster close failed'))
         else for (const engine of [...engines].reverse()) await engine.stop().catch((err: unknown) => log.error({ err }, 'engine stop failed'))
         await nodes.close()
