@@ -50,6 +50,10 @@ export interface ServerConfig {
    * process exits 1 (what was acknowledged is durable regardless: an ack follows the fsync).
    */
   shutdownTimeoutMs: number
+  /** [OPS10] STUCK_RUN_MS: the operator's page lists a run `Running` for longer than this. */
+  stuckRunMs: number
+  /** [OPS10] OPERATOR_EMAILS: accounts (comma-separated emails) that see the operator's page besides the Admins of `Admin`. */
+  operatorEmails: string[]
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -86,6 +90,8 @@ export function defaultConfig(): ServerConfig {
     loginLockoutBaseMs: DEFAULT_LOGIN_LIMITS.lockoutBaseMs,
     loginLockoutMaxMs: DEFAULT_LOGIN_LIMITS.lockoutMaxMs,
     shutdownTimeoutMs: 10_000,
+    stuckRunMs: 15 * 60_000,
+    operatorEmails: [],
   }
 }
 
@@ -116,5 +122,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     contextualSealKey: sealKey(env.CONTEXTUAL_SEAL_KEY),
     metricsToken: env.METRICS_TOKEN || undefined,
     shutdownTimeoutMs: Math.max(100, int(env.SHUTDOWN_TIMEOUT_MS, d.shutdownTimeoutMs, 'SHUTDOWN_TIMEOUT_MS')),
+    stuckRunMs: int(env.STUCK_RUN_MS, d.stuckRunMs, 'STUCK_RUN_MS'),
+    operatorEmails: (env.OPERATOR_EMAILS ?? '').split(',').map((e) => e.trim().toLowerCase()).filter((e) => e !== ''),
   }
 }

@@ -14,7 +14,7 @@ import { SocketServer } from './sync/index.js'
 import { SearchService, searchRoutes } from './search/index.js'
 import { startCluster, type Cluster } from './cluster/index.js'
 import { ContextualService, contextualRoutes, contextualWriteRule } from './contextual/index.js'
-import { ServerMetrics, metricsRoute } from './metrics/index.js'
+import { ServerMetrics, adminOverviewRoute, metricsRoute } from './metrics/index.js'
 import type { ContextualTotals } from './storage/index.js'
 
 /** Versions of full change history kept; older records survive only as the latest per path. */
@@ -116,8 +116,18 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     : null
   if (cluster) for (const engine of engines) await engine.stop()
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
-  const metrics = config.metricsToken ? await startMetrics() : null
-  const routes: Route[] = [metricsRoute(metrics, config.metricsToken), ...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage)), ...contextualRoutes(contextual)]
+  // [OPS10] Always kept (counters and scrape-time gauges): the operator's page reads it; /metrics serves it only with METRICS_TOKEN.
+  const metrics = await startMetrics()
+  const overview = adminOverviewRoute({
+    metrics,
+    nodes,
+    access,
+    storage,
+    instanceId: config.instanceId,
+    stuckRunMs: config.stuckRunMs,
+    operatorEmails: new Set(config.operatorEmails.map((e) => e.toLowerCase())),
+  })
+  const routes: Route[] = [metricsRoute(metrics, config.metricsToken), overview, ...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage)), ...contextualRoutes(contextual)]
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({
     nodes,
@@ -127,9 +137,9 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     maxPayloadBytes: config.maxPayloadBytes,
     maxRoomsPerSocket: config.maxRoomsPerSocket,
     log,
-    onRefused: metrics ? (code, transport) => metrics.refused(code, transport) : undefined,
+    onRefused: (code, transport) => metrics.refused(code, transport),
   })
-  const http: Server = createHttpServer(createHttpHandler({ routes: () => routes, authenticate, maxPayloadBytes: config.maxPayloadBytes, staticDir: config.staticDir, log, onRefused: metrics ? (code) => metrics.refused(code, 'http') : undefined }))
+  const http: Server = createHttpServer(createHttpHandler({ routes: () => routes, authenticate, maxPayloadBytes: config.maxPayloadBytes, staticDir: config.staticDir, log, onRefused: (code) => metrics.refused(code, 'http') }))
   http.on('upgrade', (req, socket, head) => {
     try {
       if (!sockets.handleUpgrade(req, socket, head)) socket.destroy()
@@ -142,7 +152,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   http.keepAliveTimeout = 5_000
 
   /**
-   * [OPS3]–[OPS8] Only with METRICS_TOKEN: counters on the write path, gauges read on scrape.
+   * [OPS3]–[OPS8] Counters on the write path, gauges read on scrape.
    * Engine lag: the change log's head minus the newest version this instance's feed delivered.
    */
   async function startMetrics(): Promise<ServerMetrics> {
