@@ -14,7 +14,7 @@ import { SocketServer } from './sync/index.js'
 import { SearchService, searchRoutes } from './search/index.js'
 import { startCluster, type Cluster } from './cluster/index.js'
 import { ContextualService, contextualRoutes, contextualWriteRule } from './contextual/index.js'
-import { ServerMetrics, adminOverviewRoute, metricsRoute } from './metrics/index.js'
+import { ServerMetrics, adminOverviewRoute, isOperator, metricsRoute } from './metrics/index.js'
 import type { ContextualTotals } from './storage/index.js'
 
 /** Versions of full change history kept; older records survive only as the latest per path. */
@@ -118,16 +118,9 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
   // [OPS10] Always kept (counters and scrape-time gauges): the operator's page reads it; /metrics serves it only with METRICS_TOKEN.
   const metrics = await startMetrics()
-  const overview = adminOverviewRoute({
-    metrics,
-    nodes,
-    access,
-    storage,
-    instanceId: config.instanceId,
-    stuckRunMs: config.stuckRunMs,
-    operatorEmails: new Set(config.operatorEmails.map((e) => e.toLowerCase())),
-  })
-  const routes: Route[] = [metricsRoute(metrics, config.metricsToken), overview, ...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage)), ...contextualRoutes(contextual)]
+  const operators = { nodes, access, operatorEmails: new Set(config.operatorEmails.map((e) => e.toLowerCase())) }
+  const overview = adminOverviewRoute({ ...operators, metrics, storage, instanceId: config.instanceId, stuckRunMs: config.stuckRunMs })
+  const routes: Route[] = [metricsRoute(metrics, config.metricsToken), overview, ...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits, isOperator: (p) => isOperator(operators, p) }), ...searchRoutes(new SearchService(nodes, storage)), ...contextualRoutes(contextual)]
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({
     nodes,

@@ -249,7 +249,13 @@ export const OPENAPI_DOCUMENT = {
             description: 'Profile.',
             content: json({
               type: 'object',
-              properties: { userId: { type: 'string' }, email: { type: ['string', 'null'] }, name: { type: 'string' }, pinnedPaths: { type: 'array', items: { type: 'string' } } },
+              properties: {
+                userId: { type: 'string' },
+                email: { type: ['string', 'null'] },
+                name: { type: 'string' },
+                pinnedPaths: { type: 'array', items: { type: 'string' } },
+                operator: { type: 'boolean', description: '[OPS10] Whether the caller sees the operator\'s page (`GET /api/admin/overview`).' },
+              },
             }),
           },
           '401': common['401'],

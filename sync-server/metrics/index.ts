@@ -1,2 +1,2 @@
 export { ServerMetrics, metricsRoute, type MetricsSources } from './metrics.js'
-export { adminOverviewRoute, isOperator, type AdminOverview } from './overview.js'
+export { adminOverviewRoute, isOperator } from './overview.js'

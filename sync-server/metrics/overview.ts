@@ -1,5 +1,5 @@
 import type { MetricObjectWithValues, MetricValue, MetricValueWithName } from 'prom-client'
-import { ADMIN_PARTITION, SYSTEM, WeftError, type NodePath, type Principal } from '../../shared/index.js'
+import { ADMIN_PARTITION, SYSTEM, WeftError, type AdminOverview, type NodePath, type Principal } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
 import type { NodeService } from '../nodes/index.js'
 import type { ContextualAttention, StorageAdapter } from '../storage/index.js'
@@ -8,33 +8,6 @@ import type { ServerMetrics } from './metrics.js'
 
 /** Rows of each list the page shows; an operator acts on the first ones, the counts say how many in all. */
 const LISTED = 50
-
-/**
- * [OPS10] `GET /api/admin/overview`: what an operator watches and acts on. The figures are read
- * from this server's Prometheus registry (the one `/metrics` serves), never counted twice.
- */
-export interface AdminOverview {
-  at: string
-  instance: string
-  figures: {
-    connections: number
-    rooms: number
-    loadedDocs: number
-    /** Totals since start; the page turns two readings into a rate. */
-    updates: number
-    acks: number
-    commits: { count: number; meanSeconds: number; p99Seconds: number | null }
-    refusals: Record<string, number>
-    engineLagVersions: number
-    engineLeaseHeld: boolean
-    contextual: { consumers: number; pending: number; leased: number; dead: number; maxLag: number }
-    eventLoopDelaySeconds: { mean: number; p99: number }
-  }
-  deadLetters: ContextualAttention['deadLetters']
-  laggingConsumers: ContextualAttention['lagging']
-  stuckRuns: Array<{ path: string; category: string | null; codePath: string | null; startedBy: string | null; start: string; runningMs: number }>
-  stuckRunMs: number
-}
 
 type Family = MetricObjectWithValues<MetricValue<string> | MetricValueWithName<string>>
 

@@ -56,6 +56,8 @@ describe('[OPS10] the admin overview', () => {
     expect((await overview(ts.url, 'not-a-token')).status).toBe(401)
     expect((await overview(ts.url, TOKEN)).status).toBe(401)
     for (const who of [listed, granted]) expect((await overview(ts.url, who.token)).status).toBe(200)
+    // GET /api/me says so, for the app's navigation.
+    for (const [who, operator] of [[listed, true], [granted, true], [other, false]] as const) expect((await api(ts.url, who.token).get<{ operator: boolean }>('/api/me')).body.operator).toBe(operator)
   })
 
   it('[OPS10] the figures are the /metrics figures (one registry)', async () => {

@@ -5,7 +5,7 @@ import type { Session, SyncStatus } from '../sync/index.js'
 import type { OpError } from '../sync/sync-client.js'
 import { humanMessage } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
-import { HOME_HREF, OPERATIONS_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
+import { HOME_HREF, OPERATIONS_HREF, OPERATOR_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
 import './auth-page.js'
 import './nav-tree.js'
 import './node-page.js'
@@ -13,6 +13,7 @@ import './sync-status.js'
 import './refused-list.js'
 import './home-page.js'
 import './operations-page.js'
+import './operator-page.js'
 import './quick-find.js'
 import type { WeftQuickFind } from './quick-find.js'
 import './trash-page.js'
@@ -117,6 +118,7 @@ export class WeftApp extends LitElement {
     if (trash) return html`<h1 class="page-title">Trash</h1><weft-trash-page .space=${trash}></weft-trash-page>`
     if (this.route === REFUSED_HREF) return html`<h1 class="page-title">Refused changes</h1><weft-refused-list></weft-refused-list>`
     if (this.route === OPERATIONS_HREF) return html`<weft-operations-page></weft-operations-page>`
+    if (this.route === OPERATOR_HREF) return html`<weft-operator-page></weft-operator-page>`
     if (this.route !== '' && this.route !== HOME_HREF && this.route !== '#') return html`<h1 class="page-title">Not found</h1><p>Nothing lives at this address. <a href=${HOME_HREF}>Go home</a>.</p>`
     return html`<weft-home-page></weft-home-page>`
   }
