@@ -46,6 +46,16 @@ export interface ServerConfig {
   grpcPort?: number
   /** [OPS1] METRICS_TOKEN: the bearer token `GET /metrics` asks for; unset, /metrics answers 404. */
   metricsToken?: string
+  /**
+   * [PROD2] SHUTDOWN_TIMEOUT_MS: the bound on a graceful shutdown (SIGTERM / SIGINT). HTTP requests
+   * under way get half of it to finish before their connections are cut; past all of it the
+   * process exits 1 (what was acknowledged is durable regardless: an ack follows the fsync).
+   */
+  shutdownTimeoutMs: number
+  /** [OPS10] STUCK_RUN_MS: the operator's page lists a run `Running` for longer than this. */
+  stuckRunMs: number
+  /** [OPS10] OPERATOR_EMAILS: accounts (comma-separated emails) that see the operator's page besides the Admins of `Admin`. */
+  operatorEmails: string[]
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -81,6 +91,9 @@ export function defaultConfig(): ServerConfig {
     loginFreeFailuresPerAddress: DEFAULT_LOGIN_LIMITS.freePerAddress,
     loginLockoutBaseMs: DEFAULT_LOGIN_LIMITS.lockoutBaseMs,
     loginLockoutMaxMs: DEFAULT_LOGIN_LIMITS.lockoutMaxMs,
+    shutdownTimeoutMs: 10_000,
+    stuckRunMs: 15 * 60_000,
+    operatorEmails: [],
   }
 }
 
@@ -111,5 +124,8 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     contextualSealKey: sealKey(env.CONTEXTUAL_SEAL_KEY),
     metricsToken: env.METRICS_TOKEN || undefined,
     grpcPort: env.GRPC_PORT === undefined || env.GRPC_PORT === '' ? undefined : int(env.GRPC_PORT, 0, 'GRPC_PORT'),
+    shutdownTimeoutMs: Math.max(100, int(env.SHUTDOWN_TIMEOUT_MS, d.shutdownTimeoutMs, 'SHUTDOWN_TIMEOUT_MS')),
+    stuckRunMs: int(env.STUCK_RUN_MS, d.stuckRunMs, 'STUCK_RUN_MS'),
+    operatorEmails: (env.OPERATOR_EMAILS ?? '').split(',').map((e) => e.trim().toLowerCase()).filter((e) => e !== ''),
   }
 }

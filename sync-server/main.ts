@@ -11,7 +11,12 @@ try {
   const stop = (signal: string) => {
     if (stopping) return
     stopping = true
-    log.info({ signal }, 'shutting down')
+    log.info({ signal, timeoutMs: config.shutdownTimeoutMs }, 'shutting down')
+    // [PROD2] Bounded: an orchestrator kills what does not stop in time; better to say why first.
+    setTimeout(() => {
+      log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown did not finish within SHUTDOWN_TIMEOUT_MS; exiting')
+      process.exit(1)
+    }, config.shutdownTimeoutMs).unref()
     server.close().then(
       () => process.exit(0),
       (err: unknown) => {

@@ -14,7 +14,7 @@ import { SocketServer } from './sync/index.js'
 import { SearchService, searchRoutes } from './search/index.js'
 import { startCluster, type Cluster } from './cluster/index.js'
 import { ContextualService, contextualRoutes, contextualWriteRule, startContextualGrpc, type ContextualGrpcServer } from './contextual/index.js'
-import { ServerMetrics, metricsRoute } from './metrics/index.js'
+import { ServerMetrics, adminOverviewRoute, isOperator, metricsRoute } from './metrics/index.js'
 import { mcpRoutes } from './mcp/index.js'
 import type { ContextualTotals } from './storage/index.js'
 
@@ -45,7 +45,12 @@ export interface RunningServer {
   /** [CTX35] The contextual gRPC port; null when GRPC_PORT is unset. */
   grpcPort: number | null
   stats(): { loadedDocs: number; rooms: number }
-  /** Graceful: stop accepting, close sockets, stop engines, flush storage. */
+  /**
+   * [PROD2] Graceful: stop accepting (and answer /healthz 503), close every socket with 1001
+   * (clients reconnect, to another instance behind a load balancer), let HTTP requests under way
+   * finish (at most half of `shutdownTimeoutMs`), stop the engines and give their lease up, then
+   * finish the pending commits and close storage.
+   */
   close(): Promise<void>
 }
 
@@ -114,8 +119,11 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     : null
   if (cluster) for (const engine of engines) await engine.stop()
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
-  const metrics = config.metricsToken ? await startMetrics() : null
-  const routes: Route[] = [metricsRoute(metrics, config.metricsToken), ...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits }), ...searchRoutes(new SearchService(nodes, storage)), ...contextualRoutes(contextual)]
+  // [OPS10] Always kept (counters and scrape-time gauges): the operator's page reads it; /metrics serves it only with METRICS_TOKEN.
+  const metrics = await startMetrics()
+  const operators = { nodes, access, operatorEmails: new Set(config.operatorEmails.map((e) => e.toLowerCase())) }
+  const overview = adminOverviewRoute({ ...operators, metrics, storage, instanceId: config.instanceId, stuckRunMs: config.stuckRunMs })
+  const routes: Route[] = [metricsRoute(metrics, config.metricsToken), overview, ...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits, isOperator: (p) => isOperator(operators, p) }), ...searchRoutes(new SearchService(nodes, storage)), ...contextualRoutes(contextual)]
   // [MCP5] The MCP tools at /mcp: the same services as the routes above, as the caller.
   routes.push(...mcpRoutes({ contextual, nodes, maxJsonDepth: config.maxJsonDepth, log }))
   const authenticate = (token: string | null) => auth.authenticate(token)
@@ -127,9 +135,9 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     maxPayloadBytes: config.maxPayloadBytes,
     maxRoomsPerSocket: config.maxRoomsPerSocket,
     log,
-    onRefused: metrics ? (code, transport) => metrics.refused(code, transport) : undefined,
+    onRefused: (code, transport) => metrics.refused(code, transport),
   })
-  const http: Server = createHttpServer(createHttpHandler({ routes: () => routes, authenticate, maxPayloadBytes: config.maxPayloadBytes, staticDir: config.staticDir, log, onRefused: metrics ? (code) => metrics.refused(code, 'http') : undefined }))
+  const http: Server = createHttpServer(createHttpHandler({ routes: () => routes, authenticate, maxPayloadBytes: config.maxPayloadBytes, staticDir: config.staticDir, log, onRefused: (code) => metrics.refused(code, 'http') }))
   http.on('upgrade', (req, socket, head) => {
     try {
       if (!sockets.handleUpgrade(req, socket, head)) socket.destroy()
@@ -142,7 +150,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   http.keepAliveTimeout = 5_000
 
   /**
-   * [OPS3]–[OPS8] Only with METRICS_TOKEN: counters on the write path, gauges read on scrape.
+   * [OPS3]–[OPS8] Counters on the write path, gauges read on scrape.
    * Engine lag: the change log's head minus the newest version this instance's feed delivered.
    */
   async function startMetrics(): Promise<ServerMetrics> {
@@ -185,7 +193,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
           port: config.grpcPort,
           maxReceiveBytes: config.maxPayloadBytes,
           log,
-          onRefused: metrics ? (code) => metrics.refused(code, 'grpc') : undefined,
+          onRefused: (code) => metrics.refused(code, 'grpc'),
         })
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host
   const url = `http://${host}:${port}`
@@ -212,17 +220,22 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     close() {
       closing ??= (async () => {
         healthy = false
+        // No new connection from here; idle keep-alive connections go now, busy ones when their request ends.
+        const drained = new Promise<void>((resolve) => http.close(() => resolve()))
+        http.closeIdleConnections()
         abort.abort()
         auth.stop()
         contextual.stop()
         clearInterval(purgeTimer)
         clearInterval(trashTimer)
+        // 1001 going away: outside 4400–4499, so stock y-websocket clients reconnect.
         await sockets.close()
         await grpc?.close()
-        await new Promise<void>((resolve) => {
-          http.close(() => resolve())
-          http.closeAllConnections()
-        })
+        let cut: ReturnType<typeof setTimeout> | undefined
+        await Promise.race([drained, new Promise<void>((resolve) => (cut = setTimeout(resolve, config.shutdownTimeoutMs / 2)))])
+        clearTimeout(cut)
+        http.closeAllConnections()
+        await drained
         if (cluster) await cluster.close().catch((err: unknown) => log.error({ err }, 'cluster close failed'))
         else for (const engine of [...engines].reverse()) await engine.stop().catch((err: unknown) => log.error({ err }, 'engine stop failed'))
         await nodes.close()

@@ -30,8 +30,9 @@ export interface Cluster {
 export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const log = o.log.child({ instance: o.instanceId })
   let fanOut: FanOut | null = null
+  let owner: EngineOwner | null = null
   const bus = new RedisBus(o.redisUrl, log, {
-    message: (m) => fanOut?.receive(m),
+    message: (m) => (m.t === 'lease-released' ? owner?.ownership.poke() : fanOut?.receive(m)),
     reconnected: () => void fanOut?.reconnected(),
   })
   const fan = new FanOut({ instanceId: o.instanceId, nodes: o.nodes, storage: o.storage, log, publish: (m) => bus.publish(m) })
@@ -39,12 +40,16 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   await bus.start()
   await fan.start()
   const store = await PgLeaseStore.open(o.databaseUrl)
-  const owner = new EngineOwner({ instanceId: o.instanceId, factories: o.factories, context: o.context, nodes: o.nodes, store, ttlMs: o.engineLeaseMs, log, catchUp: () => fan.catchUp() })
+  const engineOwner = new EngineOwner({ instanceId: o.instanceId, factories: o.factories, context: o.context, nodes: o.nodes, store, ttlMs: o.engineLeaseMs, log, catchUp: () => fan.catchUp() })
+  owner = engineOwner
   return {
-    owner,
-    startEngines: () => owner.start(),
+    owner: engineOwner,
+    startEngines: () => engineOwner.start(),
     async close() {
-      await owner.stop()
+      // [PROD2] Given up, not left to expire: the others hear of it and take it over at once.
+      const held = engineOwner.owns
+      await engineOwner.stop()
+      if (held) await bus.publish({ t: 'lease-released', from: o.instanceId, name: 'engines' })
       await fan.close()
       await bus.close()
       await store.close()

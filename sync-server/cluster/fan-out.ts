@@ -99,6 +99,8 @@ export class FanOut {
         if (mine) this.o.publish({ t: 'presence', from: this.o.instanceId, path: m.path, update: Buffer.from(mine).toString('base64') })
         return
       }
+      case 'lease-released':
+        return // engine ownership's, not the fan-out's (cluster.ts)
       default:
         m satisfies never
     }

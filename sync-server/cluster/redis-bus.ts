@@ -6,6 +6,8 @@ export type BusMessage =
   | { t: 'change'; from: string; version: number; path: string; nodeType: string; kind: string; by: string; origin: string; update?: string; clients?: { client: number; principal: string }[] }
   | { t: 'presence'; from: string; path: string; update: string }
   | { t: 'presence?'; from: string; path: string }
+  /** [PROD2] An instance shutting down gave the `name` lease up: the others try to take it at once. */
+  | { t: 'lease-released'; from: string; name: string }
 
 export const CLUSTER_CHANNEL = 'weft:cluster'
 
@@ -53,10 +55,14 @@ export class RedisBus {
     await this.sub.subscribe(CLUSTER_CHANNEL)
   }
 
-  publish(m: BusMessage): void {
-    this.pub.publish(CLUSTER_CHANNEL, JSON.stringify(m)).catch((err: unknown) => {
-      this.log.debug({ err: (err as Error).message }, 'redis: publish failed (the others catch up from the database)')
-    })
+  /** Resolves once Redis took the message (or refused it; never rejects): a caller about to close awaits it. */
+  publish(m: BusMessage): Promise<void> {
+    return this.pub.publish(CLUSTER_CHANNEL, JSON.stringify(m)).then(
+      () => undefined,
+      (err: unknown) => {
+        this.log.debug({ err: (err as Error).message }, 'redis: publish failed (the others catch up from the database)')
+      },
+    )
   }
 
   async close(): Promise<void> {

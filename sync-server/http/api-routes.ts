@@ -25,6 +25,8 @@ export interface ApiDeps {
   config?: { maxPayloadBytes: number; maxJsonDepth?: number; loginFreeFailuresPerAccount?: number; loginFreeFailuresPerAddress?: number; loginLockoutBaseMs?: number; loginLockoutMaxMs?: number }
   /** [ACT18] The engines' limits (a run's memory, time, log, Mesh calls, runs per user), by setting name. */
   engineLimits?: () => Record<string, number>
+  /** [OPS10] Whether the caller sees the operator's page (`GET /api/me` says so, for the app's navigation). */
+  isOperator?: (principal: Principal) => Promise<boolean>
 }
 
 /** DESIGN.md: JSON nested deeper than MAX_JSON_DEPTH (default 64) is refused. */
@@ -111,6 +113,7 @@ export function apiRoutes(deps: ApiDeps): Route[] {
             email: content.Email ?? null,
             name: content.FullName ?? node?.name ?? p.userId,
             pinnedPaths: Array.isArray(content.PinnedPaths) ? content.PinnedPaths : [],
+            operator: (await deps.isOperator?.(p)) ?? false,
           },
         }
       },

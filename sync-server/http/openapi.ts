@@ -135,6 +135,47 @@ export const OPENAPI_DOCUMENT = {
         responses: { '200': { description: 'Ready.', content: json({ type: 'object', properties: { ok: { const: true } } }) }, '503': error('Starting (`unavailable`).') },
       },
     },
+    '/api/admin/overview': {
+      get: {
+        summary: "[OPS10] The operator's overview: this instance's /metrics figures (same registry) and what to act on. Operators only: the Admins of the `Admin` partition and the accounts in OPERATOR_EMAILS.",
+        security: bearer,
+        responses: {
+          '200': {
+            description: 'Figures (totals since start; two readings give a rate), dead letters, lagging consumers and stuck runs (at most 50 each).',
+            content: json({
+              type: 'object',
+              required: ['at', 'instance', 'figures', 'deadLetters', 'laggingConsumers', 'stuckRuns', 'stuckRunMs'],
+              properties: {
+                at: { type: 'string', format: 'date-time' },
+                instance: { type: 'string', description: 'INSTANCE_ID of the instance that answered.' },
+                figures: {
+                  type: 'object',
+                  properties: {
+                    connections: { type: 'integer' },
+                    rooms: { type: 'integer' },
+                    loadedDocs: { type: 'integer' },
+                    updates: { type: 'integer', description: 'weft_updates_total, every transport.' },
+                    acks: { type: 'integer', description: 'weft_acks_total, every transport.' },
+                    commits: { type: 'object', properties: { count: { type: 'integer' }, meanSeconds: { type: 'number' }, p99Seconds: { type: ['number', 'null'], description: 'Upper bound of the histogram bucket holding the 99th percentile.' } } },
+                    refusals: { type: 'object', additionalProperties: { type: 'integer' }, description: 'weft_refusals_total by code, every transport.' },
+                    engineLagVersions: { type: 'integer' },
+                    engineLeaseHeld: { type: 'boolean' },
+                    contextual: { type: 'object', properties: { consumers: { type: 'integer' }, pending: { type: 'integer' }, leased: { type: 'integer' }, dead: { type: 'integer' }, maxLag: { type: 'integer' } } },
+                    eventLoopDelaySeconds: { type: 'object', properties: { mean: { type: 'number' }, p99: { type: 'number' } } },
+                  },
+                },
+                deadLetters: { type: 'array', items: { type: 'object', properties: { consumerId: { type: 'string' }, subscriptionPath: { type: 'string' }, name: { type: 'string' }, eventId: { type: 'string' }, path: { type: 'string' }, attempt: { type: 'integer' }, lastError: { type: ['string', 'null'] } } } },
+                laggingConsumers: { type: 'array', items: { type: 'object', properties: { consumerId: { type: 'string' }, subscriptionPath: { type: 'string' }, name: { type: 'string' }, cursor: { type: 'integer' }, lag: { type: 'integer' } } } },
+                stuckRuns: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, category: { type: ['string', 'null'] }, codePath: { type: ['string', 'null'] }, startedBy: { type: ['string', 'null'] }, start: { type: 'string' }, runningMs: { type: 'integer' } } } },
+                stuckRunMs: { type: 'integer', description: 'STUCK_RUN_MS: a run Running longer than this is listed.' },
+              },
+            }),
+          },
+          '401': common['401'],
+          '403': error('Not an operator (`forbidden`).'),
+        },
+      },
+    },
     '/api/config': {
       get: {
         summary: "The server's limits, so a client can refuse an oversized edit before sending it.",
@@ -210,7 +251,13 @@ export const OPENAPI_DOCUMENT = {
             description: 'Profile.',
             content: json({
               type: 'object',
-              properties: { userId: { type: 'string' }, email: { type: ['string', 'null'] }, name: { type: 'string' }, pinnedPaths: { type: 'array', items: { type: 'string' } } },
+              properties: {
+                userId: { type: 'string' },
+                email: { type: ['string', 'null'] },
+                name: { type: 'string' },
+                pinnedPaths: { type: 'array', items: { type: 'string' } },
+                operator: { type: 'boolean', description: '[OPS10] Whether the caller sees the operator\'s page (`GET /api/admin/overview`).' },
+              },
             }),
           },
           '401': common['401'],

@@ -122,6 +122,16 @@ export interface ContextualTotals {
   maxLag: number
 }
 
+/**
+ * [OPS10] What an operator acts on, for the operator's page: the newest dead letters of every
+ * consumer, and the consumers furthest behind the change-log head.
+ */
+export interface ContextualAttention {
+  headVersion: number
+  deadLetters: Array<{ consumerId: string; subscriptionPath: string; name: string; eventId: string; path: string; attempt: number; lastError: string | null }>
+  lagging: Array<{ consumerId: string; subscriptionPath: string; name: string; cursor: number; lag: number }>
+}
+
 /** [CTX25] The durable truth of one event's lease. */
 export interface LeaseTruth {
   state: string
@@ -164,6 +174,7 @@ export type ContextualCall =
   | { op: 'extend'; fence: Fence; expiresAt: number }
   | { op: 'status'; consumerId: string; now: number }
   | { op: 'totals'; now: number }
+  | { op: 'attention'; limit: number }
   | { op: 'redrive'; consumerId: string }
   | { op: 'outcome'; key: string }
   | { op: 'recordOutcome'; attachment: ContextualAttachment }
@@ -296,6 +307,23 @@ function* totals(now: number): Op<ContextualTotals> {
   return { consumers, pending: by.pending ?? 0, leased: by.leased ?? 0, dead: by.dead ?? 0, maxLag: consumers > 0 ? Math.max(0, head - num(c?.m)) : 0 }
 }
 
+function* attention(limit: number): Op<ContextualAttention> {
+  const head = num((yield* all('SELECT coalesce(max(version), 0) AS v FROM changes'))[0]?.v)
+  const dead = yield* all(
+    `SELECT e.consumer_id, c.subscription_path, c.name, e.event_id, e.path, e.attempt, e.last_error FROM contextual_events e JOIN contextual_consumers c ON c.id = e.consumer_id WHERE e.state = 'dead' ORDER BY e.version DESC LIMIT ?`,
+    limit,
+  )
+  const behind = yield* all('SELECT id, subscription_path, name, cursor FROM contextual_consumers WHERE cursor < ? ORDER BY cursor, id LIMIT ?', head, limit)
+  return {
+    headVersion: head,
+    deadLetters: dead.map((r) => ({
+      consumerId: String(r.consumer_id), subscriptionPath: String(r.subscription_path), name: String(r.name), eventId: String(r.event_id),
+      path: String(r.path), attempt: num(r.attempt), lastError: r.last_error === null ? null : String(r.last_error),
+    })),
+    lagging: behind.map((r) => ({ consumerId: String(r.id), subscriptionPath: String(r.subscription_path), name: String(r.name), cursor: num(r.cursor), lag: head - num(r.cursor) })),
+  }
+}
+
 function* consumer(id: string): Op<ConsumerRow | null> {
   const r = (yield* all('SELECT id, def_hash, operation, subscription_path, params, name, owner, limits, cursor, created_at FROM contextual_consumers WHERE id = ?', id))[0]
   if (!r) return null
@@ -382,6 +410,8 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       return yield* status(call)
     case 'totals':
       return yield* totals(call.now)
+    case 'attention':
+      return yield* attention(call.limit)
     case 'redrive':
       return yield* run(`UPDATE contextual_events SET state = 'pending', attempt = 0, available_at = 0, lease_token = NULL WHERE consumer_id = ? AND state = 'dead'`, call.consumerId)
     case 'outcome': {

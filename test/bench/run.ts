@@ -50,6 +50,7 @@ const MODULES: BenchModule[] = [
   { name: 'metrics', file: 'metrics-bench.ts', fn: 'benchMetrics' },
   { name: 'mcp', file: 'mcp-bench.ts', fn: 'benchMcp' },
   { name: 'contextual', file: 'contextual-bench.ts', fn: 'benchContextual' },
+  { name: 'rss', file: 'rss-bench.ts', fn: 'benchRss' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */

@@ -23,10 +23,11 @@ export interface E2eServer {
   dispose(): Promise<void>
 }
 
-export async function startE2eServer(): Promise<E2eServer> {
+/** `config`: settings beyond the defaults (e.g. `stuckRunMs`), kept across restarts. */
+export async function startE2eServer(config: Parameters<typeof startServer>[0] = {}): Promise<E2eServer> {
   const dataDir = await mkdtemp(join(tmpdir(), 'weft-e2e-'))
   const staticDir = resolve('dist')
-  let running: Running | null = await startServer({ port: 0, host: '127.0.0.1', dataDir, staticDir, logLevel: 'warn' })
+  let running: Running | null = await startServer({ ...config, port: 0, host: '127.0.0.1', dataDir, staticDir, logLevel: 'warn' })
   const port = running.port
   const url = `http://127.0.0.1:${port}`
   const server: E2eServer = {
@@ -47,7 +48,7 @@ export async function startE2eServer(): Promise<E2eServer> {
       // The port may linger for a moment after close; retry briefly.
       for (let attempt = 0; ; attempt++) {
         try {
-          running = await startServer({ port, host: '127.0.0.1', dataDir, staticDir, logLevel: 'warn' })
+          running = await startServer({ ...config, port, host: '127.0.0.1', dataDir, staticDir, logLevel: 'warn' })
           return
         } catch (e) {
           if (attempt > 20) throw e

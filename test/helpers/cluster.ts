@@ -79,6 +79,8 @@ export async function privateRedis(): Promise<PrivateRedis> {
 export interface Instances {
   servers: SpawnedServer[]
   redis: PrivateRedis
+  /** The instances' database (to read the lease table directly). */
+  databaseUrl: string
   cleanup(): Promise<void>
 }
 
@@ -98,6 +100,7 @@ export async function startInstances(n: number, env: Record<string, string> = {}
   return {
     servers,
     redis,
+    databaseUrl: db.url,
     async cleanup() {
       for (const s of servers) await s.kill('SIGKILL')
       await redis.stop()

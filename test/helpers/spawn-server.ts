@@ -27,16 +27,22 @@ export interface SpawnOptions {
   env?: Record<string, string>
   /** Extra node flags, e.g. `--expose-gc`. */
   nodeArgs?: string[]
+  /**
+   * A compiled server to run with plain `node` (e.g. `dist-server/main.mjs` from
+   * `node sync-server/build.mjs`) instead of the sources through tsx.
+   */
+  compiledEntry?: string
   /** How long to wait for the `listening` line (default 20 s: tsx compiles on first start). */
   startTimeoutMs?: number
 }
 
 /**
- * Runs `node --import tsx sync-server/main.ts` as a child process (its own RSS, killable with
- * SIGKILL) and resolves once it logs `"msg":"listening"` with its port.
+ * Runs `node --import tsx sync-server/main.ts` (or `node <compiledEntry>`) as a child process
+ * (its own RSS, killable with SIGKILL) and resolves once it logs `"msg":"listening"` with its port.
  */
 export function spawnServer(opts: SpawnOptions): Promise<SpawnedServer> {
-  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), '--import', 'tsx', 'sync-server/main.ts'], {
+  const entry = opts.compiledEntry ? [opts.compiledEntry] : ['--import', 'tsx', 'sync-server/main.ts']
+  const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...entry], {
     cwd: REPO_ROOT,
     env: {
       ...process.env,

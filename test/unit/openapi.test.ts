@@ -11,11 +11,12 @@ import type { NodeApi } from '../../sync-server/nodes/types.js'
 import { searchRoutes, type SearchService } from '../../sync-server/search/index.js'
 import { contextualRoutes, type ContextualService } from '../../sync-server/contextual/index.js'
 import { mcpRoutes, type McpServerDeps } from '../../sync-server/mcp/index.js'
+import { adminOverviewRoute } from '../../sync-server/metrics/index.js'
 
 /** [DOCS1] The OpenAPI document describes every route the server has. */
 describe('OpenAPI document', () => {
   // Building the route tables touches none of their dependencies.
-  const routes = [...apiRoutes({ isHealthy: () => true } as unknown as ApiDeps), ...inviteRoutes({} as unknown as InviteDeps), ...threadRoutes({} as unknown as NodeApi, systemClock), ...searchRoutes({} as unknown as SearchService), ...moveRoutes({} as unknown as HttpNodeApi, {} as unknown as MoveService), ...contextualRoutes({} as unknown as ContextualService), ...mcpRoutes({} as unknown as McpServerDeps)]
+  const routes = [...apiRoutes({ isHealthy: () => true } as unknown as ApiDeps), ...inviteRoutes({} as unknown as InviteDeps), ...threadRoutes({} as unknown as NodeApi, systemClock), ...searchRoutes({} as unknown as SearchService), ...moveRoutes({} as unknown as HttpNodeApi, {} as unknown as MoveService), ...contextualRoutes({} as unknown as ContextualService), ...mcpRoutes({} as unknown as McpServerDeps), adminOverviewRoute({} as unknown as Parameters<typeof adminOverviewRoute>[0])]
   const paths = OPENAPI_DOCUMENT.paths as Record<string, Record<string, unknown>>
   /** A concrete URL for an OpenAPI path template: every `{param}` becomes a valid segment. */
   const example = (template: string) => template.replace(/\{[^}]+\}/g, 'Seg1')

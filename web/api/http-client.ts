@@ -1,4 +1,4 @@
-import type { ChangeRecord, JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
+import type { AdminOverview, ChangeRecord, JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
 
 export interface AuthResult {
   userId: string
@@ -10,6 +10,8 @@ export interface Me {
   email: string
   name: string
   pinnedPaths: string[]
+  /** [OPS10] The operator's page is shown to this user. */
+  operator?: boolean
 }
 
 /** `GET /api/config`: what the server accepts, known before an edit is sent. */
@@ -242,6 +244,11 @@ export class HttpApi {
   /** [MOVE5] The app's Delete: to the trash of its space. */
   trashNode(path: string): Promise<{ trashPath: string; originalPath: string }> {
     return this.request('POST', `/api/nodes/${encodePath(path)}/trash`, {})
+  }
+
+  /** [OPS10] The operator's overview (403 `forbidden` for anyone but an operator). */
+  adminOverview(): Promise<AdminOverview> {
+    return this.request('GET', '/api/admin/overview')
   }
 
   /** [MOVE6] Admins of the space. */

@@ -6,7 +6,7 @@ import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
 import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
-import { HOME_HREF, nodeHref, OPERATIONS_HREF } from './route.js'
+import { HOME_HREF, nodeHref, OPERATIONS_HREF, OPERATOR_HREF } from './route.js'
 
 const LEVEL_LIMIT = 200
 
@@ -78,9 +78,11 @@ customElements.define('weft-tree-node', WeftTreeNode)
  * top-level node the user can read. Arrow keys move, Right/Left expand and collapse.
  */
 export class WeftNavTree extends LitElement {
-  static override properties = { current: {}, creating: { state: true }, error: { state: true } }
+  static override properties = { current: {}, creating: { state: true }, error: { state: true }, operator: { state: true } }
   declare current: string
   declare error: string
+  /** [OPS10] Whether the server shows this user the operator's page (asked once; a refusal or no network hides the entry). */
+  declare operator: boolean
   private readonly top = new ObservableController<IndexRow[]>(this)
   private readonly home = new ObservableController<NodeView | null>(this)
   /** Pinned spaces are shown by name, never by path. */
@@ -105,9 +107,18 @@ export class WeftNavTree extends LitElement {
     super()
     this.current = ''
     this.error = ''
+    this.operator = false
     const { session, streams } = app()
     this.top.watch('top', () => streams.query$({ parent: '' }))
     this.home.watch(session.userId, () => streams.node$(session.userId))
+  }
+
+  override connectedCallback() {
+    super.connectedCallback()
+    app().client.api.me().then(
+      (me) => (this.operator = me.operator === true),
+      () => (this.operator = false),
+    )
   }
 
   override willUpdate() {
@@ -177,6 +188,7 @@ export class WeftNavTree extends LitElement {
       <ul role="tree" aria-label="Nodes">
         <li role="none"><a role="treeitem" tabindex="-1" href=${HOME_HREF} aria-current=${this.current === '' || this.current === HOME_HREF ? 'page' : 'false'} data-nav="home">Home</a></li>
         <li role="none"><a role="treeitem" tabindex="-1" href=${OPERATIONS_HREF} aria-current=${this.current === OPERATIONS_HREF ? 'page' : 'false'} data-nav="operations">Operations</a></li>
+        ${this.operator ? html`<li role="none"><a role="treeitem" tabindex="-1" href=${OPERATOR_HREF} aria-current=${this.current === OPERATOR_HREF ? 'page' : 'false'} data-nav="operator">Operator</a></li>` : nothing}
         <h2 role="none">Profile</h2>
         <weft-tree-node .path=${session.userId} .label=${this.home.value?.name ?? session.name} .current=${this.current}></weft-tree-node>
         ${pins.length ? html`<h2 role="none">Pinned</h2>` : nothing}

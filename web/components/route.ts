@@ -17,6 +17,9 @@ export const HOME_HREF = '#/'
 /** [WEB18] The operations the caller can run: the built-in ones and shared Code operations. */
 export const OPERATIONS_HREF = '#/operations'
 
+/** [OPS10] The operator's page (operators only: figures, dead letters, stuck runs, lagging consumers). */
+export const OPERATOR_HREF = '#/operator'
+
 /** [MOVE6] A space's trash (its Admins restore from it). */
 export function trashHref(space: string): string {
   return `#/trash/${space}`

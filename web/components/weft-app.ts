@@ -5,7 +5,7 @@ import type { Session, SyncStatus } from '../sync/index.js'
 import type { OpError } from '../sync/sync-client.js'
 import { humanMessage } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
-import { contextualFromHash, HOME_HREF, OPERATIONS_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
+import { contextualFromHash, HOME_HREF, OPERATIONS_HREF, OPERATOR_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
 import './contextual-page.js'
 import './auth-page.js'
 import './nav-tree.js'
@@ -14,6 +14,7 @@ import './sync-status.js'
 import './refused-list.js'
 import './home-page.js'
 import './operations-page.js'
+import './operator-page.js'
 import './quick-find.js'
 import type { WeftQuickFind } from './quick-find.js'
 import './trash-page.js'
@@ -120,6 +121,7 @@ export class WeftApp extends LitElement {
     if (contextual) return html`<h1 class="page-title">Subscription status</h1><weft-contextual-page .subscription=${contextual}></weft-contextual-page>`
     if (this.route === REFUSED_HREF) return html`<h1 class="page-title">Refused changes</h1><weft-refused-list></weft-refused-list>`
     if (this.route === OPERATIONS_HREF) return html`<weft-operations-page></weft-operations-page>`
+    if (this.route === OPERATOR_HREF) return html`<weft-operator-page></weft-operator-page>`
     if (this.route !== '' && this.route !== HOME_HREF && this.route !== '#') return html`<h1 class="page-title">Not found</h1><p>Nothing lives at this address. <a href=${HOME_HREF}>Go home</a>.</p>`
     return html`<weft-home-page></weft-home-page>`
   }

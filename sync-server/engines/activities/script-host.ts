@@ -11,6 +11,9 @@ import { realClock, type CancelTimer, type Clock } from '../kit/index.js'
 
 let bundled: URL | null = null
 
+/** `true` in the production build (sync-server/build.mjs defines it); undeclared under tsx. */
+declare const WEFT_COMPILED: boolean | undefined
+
 /**
  * The worker's code as one plain-JS file, built once per process with esbuild: a worker that
  * registers tsx compiles TypeScript as it starts (half a second per worker), a bundle starts in
@@ -18,6 +21,8 @@ let bundled: URL | null = null
  */
 function workerEntry(): URL {
   if (bundled) return bundled
+  // The production build ships the worker compiled beside the bundle (dist-server/script-worker.mjs).
+  if (typeof WEFT_COMPILED !== 'undefined' && WEFT_COMPILED) return (bundled = new URL('./script-worker.mjs', import.meta.url))
   try {
     // Inside node_modules, so the bundle's external imports resolve like the sources' do.
     const dir = fileURLToPath(new URL('../../../node_modules/.cache/weft-script-worker/', import.meta.url))

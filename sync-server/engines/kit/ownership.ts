@@ -43,6 +43,8 @@ export class Ownership {
   private timer: CancelTimer | null = null
   private expiry: CancelTimer | null = null
   private stopped = false
+  private stepping = false
+  private poked = false
   private busy: Promise<void> = Promise.resolve()
 
   private readonly clock: Clock
@@ -62,11 +64,34 @@ export class Ownership {
 
   private schedule(): void {
     if (this.stopped) return
+    if (this.poked) {
+      this.poked = false
+      if (!this.lease) return this.tick()
+    }
     this.timer = this.clock.setTimeout(() => this.tick(), Math.max(50, Math.floor(this.o.ttlMs / 3)))
   }
 
   private tick(): void {
-    this.busy = this.step().finally(() => this.schedule())
+    this.stepping = true
+    this.busy = this.step().finally(() => {
+      this.stepping = false
+      this.schedule()
+    })
+  }
+
+  /**
+   * [PROD2] The holder said it gave the lease up: try to take it now rather than at the next
+   * tick. Only a hint: the database decides, and a step already under way is left to finish.
+   */
+  poke(): void {
+    if (this.stopped || this.lease) return
+    this.o.log.info({ partition: this.o.name }, 'engine lease given up by its holder; trying to take it')
+    if (this.stepping) {
+      this.poked = true
+      return
+    }
+    this.timer?.()
+    this.tick()
   }
 
   private async step(): Promise<void> {

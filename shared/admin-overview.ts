@@ -1,0 +1,28 @@
+/**
+ * [OPS10] `GET /api/admin/overview`: what an operator watches and acts on (the server builds it in
+ * sync-server/metrics/overview.ts; the app's operator page reads it).
+ */
+export interface AdminOverview {
+  at: string
+  /** INSTANCE_ID of the instance that answered: the figures are that instance's. */
+  instance: string
+  figures: {
+    connections: number
+    rooms: number
+    loadedDocs: number
+    /** Totals since start; two readings give a rate. */
+    updates: number
+    acks: number
+    commits: { count: number; meanSeconds: number; p99Seconds: number | null }
+    refusals: Record<string, number>
+    engineLagVersions: number
+    engineLeaseHeld: boolean
+    contextual: { consumers: number; pending: number; leased: number; dead: number; maxLag: number }
+    eventLoopDelaySeconds: { mean: number; p99: number }
+  }
+  deadLetters: Array<{ consumerId: string; subscriptionPath: string; name: string; eventId: string; path: string; attempt: number; lastError: string | null }>
+  laggingConsumers: Array<{ consumerId: string; subscriptionPath: string; name: string; cursor: number; lag: number }>
+  stuckRuns: Array<{ path: string; category: string | null; codePath: string | null; startedBy: string | null; start: string; runningMs: number }>
+  /** STUCK_RUN_MS: a run `Running` longer than this is listed. */
+  stuckRunMs: number
+}
