@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto'
-import { open } from 'node:fs/promises'
+import { mkdir, open } from 'node:fs/promises'
 import * as random from 'lib0/random'
 import * as Y from 'yjs'
 import { docToJson, replaceDocContent, textPolicyFor, type JsonObject } from '../../shared/index.js'
@@ -46,7 +46,7 @@ interface Existing {
 
 /** Creates the schema (as the server would) so a fresh DATA_DIR or database can be restored into. */
 async function ensureSchema(at: Location): Promise<void> {
-  const storage = 'dataDir' in at ? openSqliteStorage({ file: sqliteFile(at.dataDir) }) : await openPostgresStorage({ connectionString: at.databaseUrl, schema: at.schema })
+  const storage = 'dataDir' in at ? openSqliteStorage({ file: sqliteFile(at.dataDir), writer: 'inline' }) : await openPostgresStorage({ connectionString: at.databaseUrl, schema: at.schema })
   await storage.close()
 }
 
@@ -282,6 +282,7 @@ async function setHead(x: Exec, head: number): Promise<void> {
  * node only the backup has comes back (`Created`); a node only the target has is deleted.
  */
 export async function restoreBackup(file: string, to: Location, onProgress: Progress = () => undefined): Promise<RestoreResult> {
+  if ('dataDir' in to) await mkdir(to.dataDir, { recursive: true })
   // Refused before anything else, and before the schema is created: a server may be running.
   const probe = await holdExclusive(to)
   await probe.release()

@@ -47,6 +47,7 @@ const MODULES: BenchModule[] = [
   { name: 'search', file: 'search-bench.ts', fn: 'benchSearch' },
   { name: 'cluster', file: 'cluster-bench.ts', fn: 'benchCluster' },
   { name: 'metrics', file: 'metrics-bench.ts', fn: 'benchMetrics' },
+  { name: 'backup', file: 'backup-bench.ts', fn: 'benchBackup' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */
