@@ -1,6 +1,7 @@
 import { createHash, type Hash } from 'node:crypto'
 import { open, type FileHandle } from 'node:fs/promises'
 import { z } from 'zod'
+import { isJsonObject, parseNodePath } from '../../shared/index.js'
 import { COUNTED_TABLES, NODE_CLIENTS, NODE_UPDATES, NODES, PLAIN_TABLES, fitsKind, fitsTable, type PortableRow, type TableSpec } from './tables.js'
 
 /**
@@ -149,6 +150,14 @@ export async function readHeader(fh: FileHandle, file: string): Promise<BackupHe
   return header.data
 }
 
+function isJsonContent(text: string): boolean {
+  try {
+    return isJsonObject(JSON.parse(text))
+  } catch {
+    return false
+  }
+}
+
 function parseRecord(line: string, at: number): BodyRecord {
   let v: { t?: unknown; r?: unknown; u?: unknown; c?: unknown }
   try {
@@ -159,6 +168,13 @@ function parseRecord(line: string, at: number): BodyRecord {
   if (v === null || typeof v !== 'object') throw new InvalidBackup(`record ${at} is not an object.`)
   if (v.t === 'node') {
     if (!fitsTable(NODES, v.r)) throw new InvalidBackup(`record ${at}: a node row of the wrong shape.`)
+    // A file can be crafted with a correct checksum: what the server would choke on is refused here too.
+    try {
+      parseNodePath(v.r[0])
+    } catch {
+      throw new InvalidBackup(`record ${at}: ${JSON.stringify(v.r[0])} is not a node path.`)
+    }
+    if (!isJsonContent(String(v.r[NODES.columns.findIndex(([c]) => c === 'content')]))) throw new InvalidBackup(`record ${at}: the node's content is not a JSON object.`)
     const updates = v.u
     const clients = v.c
     if (!Array.isArray(updates) || !updates.every((u) => Array.isArray(u) && u.length === 2 && fitsKind('int', u[0]) && fitsKind('bytes?', u[1]))) {

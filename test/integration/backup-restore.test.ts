@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { copyFile, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import fc from 'fast-check'
@@ -264,6 +265,50 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
     // The good file still verifies and restores.
     await copyFile(file, bad)
     await expect(verifyBackup(bad)).resolves.toMatchObject({ counts: { nodes: 60 } })
+  })
+
+  it('[BAK3] a crafted file whose checksum is right is still refused when a record would break the server (bad path, content not an object, wrong types)', { timeout: 120_000 }, async () => {
+    const source = await tempDir()
+    const s = openSqliteStorage({ file: join(source, 'weft.db') })
+    await seedNodes(s, 'Sp', 3, 10)
+    await s.close()
+    const dir = await tempDir()
+    const file = join(dir, 'good.weftbak')
+    await takeBackup({ dataDir: source }, file)
+    const good = await readFile(file)
+    const header = JSON.parse(good.subarray(0, HEADER_BYTES).toString()) as Record<string, unknown>
+    const lines = good.subarray(HEADER_BYTES).toString().split('\n').filter(Boolean)
+    const nodeAt = lines.findIndex((l) => l.startsWith('{"t":"node"'))
+    const target = await tempDir()
+    /** The file with one record rewritten and the header's length and checksum made right again. */
+    const crafted = async (edit: (rec: { t: string; r: unknown[] }) => void) => {
+      const body = lines.map((l, i) => {
+        if (i !== nodeAt) return l
+        const rec = JSON.parse(l) as { t: string; r: unknown[] }
+        edit(rec)
+        return JSON.stringify(rec)
+      })
+      const bytes = Buffer.from(body.join('\n') + '\n')
+      const h = JSON.stringify({ ...header, bodyBytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') })
+      const out = join(dir, 'crafted.weftbak')
+      await writeFile(out, Buffer.concat([Buffer.from(h.padEnd(HEADER_BYTES - 1, ' ') + '\n'), bytes]))
+      return out
+    }
+    const refused = async (edit: (rec: { t: string; r: unknown[] }) => void, message: RegExp) => {
+      const error = await restoreBackup(await crafted(edit), { dataDir: target }).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(InvalidBackup)
+      expect((error as Error).message).toMatch(message)
+    }
+    await refused((r) => (r.r[0] = '../etc'), /is not a node path/)
+    await refused((r) => (r.r[0] = 'a//b'), /is not a node path/)
+    await refused((r) => (r.r[5] = '[1,2]'), /content is not a JSON object/)
+    await refused((r) => (r.r[5] = '{"a":'), /content is not a JSON object/)
+    await refused((r) => (r.r[9] = 'seven'), /wrong shape/)
+    await refused((r) => (r.r[11] = 'not base64!'), /wrong shape/)
+    await refused((r) => r.r.pop(), /wrong shape/)
+    await refused((r) => (r.t = 'sqlite_master'), /unknown table/)
+    // Unchanged, the same rewrite restores: the refusals above are the records', not the rewriting's.
+    await expect(restoreBackup(await crafted(() => undefined), { dataDir: target })).resolves.toMatchObject({ mode: 'fresh', nodes: 3 })
   })
 
   it('[BAK5] kill -9 of a restore midway leaves the old state intact; the next restore completes', { timeout: 180_000 }, async () => {
