@@ -23,7 +23,7 @@ const withoutLeases = (t: Awaited<ReturnType<typeof dumpTables>>) => ({
 })
 
 describe('weft backup / weft restore on PostgreSQL', () => {
-  it('[BAK1] [BAK2] [BAK3] [BAK5] [BAK6] backup while writing, restore into a fresh database (identical) and over the old history (forward, old evidence refused)', { timeout: 300_000 }, async () => {
+  it('[BAK1] [BAK2] [BAK3] [BAK5] [BAK6] backup while writing, restore into a fresh database (identical) and over the old history (forward, old evidence refused)', { timeout: 900_000 }, async () => {
     const url = await database()
     const dir = await makeTempDir('weft-backup-pg-')
     dirs.push(dir)

@@ -38,7 +38,7 @@ function withoutLeases(t: Awaited<ReturnType<typeof dumpTables>>) {
 }
 
 describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6)', () => {
-  it('[BAK1] [BAK3] a backup taken while the server writes is one consistent commit, and restores to an identical copy', { timeout: 180_000 }, async () => {
+  it('[BAK1] [BAK3] a backup taken while the server writes is one consistent commit, and restores to an identical copy', { timeout: 480_000 }, async () => {
     const ts = await startTestServer({ dataDir: await tempDir() })
     const out = await tempDir()
     try {
@@ -103,7 +103,7 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
     }
   })
 
-  it('[BAK5] after a restore the incarnation is bumped: old lease and causation evidence is refused; the consumer resumes from the restored checkpoint', { timeout: 120_000 }, async () => {
+  it('[BAK5] after a restore the incarnation is bumped: old lease and causation evidence is refused; the consumer resumes from the restored checkpoint', { timeout: 300_000 }, async () => {
     const ts = await startTestServer({ dataDir: await tempDir() })
     const file = join(await tempDir(), 'ctx.weftbak')
     try {
@@ -167,7 +167,7 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
     }
   })
 
-  it('[BAK4] a restore reaches a stock y-websocket client that held newer state as forward updates; its resync does not revert it', { timeout: 120_000 }, async () => {
+  it('[BAK4] a restore reaches a stock y-websocket client that held newer state as forward updates; its resync does not revert it', { timeout: 300_000 }, async () => {
     const ts = await startTestServer({ dataDir: await tempDir() })
     const file = join(await tempDir(), 'fwd.weftbak')
     try {
@@ -210,7 +210,7 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
     }
   })
 
-  it('[BAK3] a damaged, truncated or foreign file is refused with a clear error, nothing changed (property: any mutation of the body)', { timeout: 180_000 }, async () => {
+  it('[BAK3] a damaged, truncated or foreign file is refused with a clear error, nothing changed (property: any mutation of the body)', { timeout: 400_000 }, async () => {
     const source = await tempDir()
     const s = openSqliteStorage({ file: join(source, 'weft.db') })
     await seedNodes(s, 'Sp', 60, 50)
@@ -311,7 +311,7 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
     await expect(restoreBackup(await crafted(() => undefined), { dataDir: target })).resolves.toMatchObject({ mode: 'fresh', nodes: 3 })
   })
 
-  it('[BAK5] kill -9 of a restore midway leaves the old state intact; the next restore completes', { timeout: 180_000 }, async () => {
+  it('[BAK5] kill -9 of a restore midway leaves the old state intact; the next restore completes', { timeout: 400_000 }, async () => {
     const source = await tempDir()
     const s = openSqliteStorage({ file: join(source, 'weft.db') })
     await seedNodes(s, 'Big', 6000, 400)
