@@ -6,6 +6,7 @@ import { postgresExec, sqliteExec, sqliteFile, type Exec, type Location } from '
 import { NODE_CLIENTS, NODE_UPDATES, NODES, PLAIN_TABLES, q, rowToPortable, selectList, type PortableRow } from '../../sync-server/backup/tables.js'
 import type { StorageAdapter } from '../../sync-server/storage/index.js'
 import { REPO_ROOT } from './spawn-server.js'
+import { api, expectStatus } from './api.js'
 
 /** Every backed-up table of a database, rows in key order, as portable values (what a restore must reproduce). */
 export async function dumpTables(at: Location): Promise<Record<string, PortableRow[]>> {
@@ -87,4 +88,43 @@ export function runWeft(args: readonly string[], env: Record<string, string>, ki
     child.on('error', reject)
     child.on('close', (code, signal) => resolvePromise({ code, signal, stdout, stderr }))
   })
+}
+
+/**
+ * A writer for "backup while writing": doc `w{i}`, then `counter` N = i, in a loop. A consistent
+ * snapshot holding N = k holds w0..wk and at most w{k+1} (`checkCounterSnapshot`).
+ */
+export async function startCounterWriter(url: string, token: string, space: string): Promise<{ written(): number; stop(): Promise<void> }> {
+  const a = api(url, token)
+  expectStatus(await a.putNode(`${space}/counter`, 'Document', { N: -1 }), 201)
+  let isStopping = false
+  let written = 0
+  const loop = (async () => {
+    for (let i = 0; !isStopping; i++) {
+      expectStatus(await a.putNode(`${space}/w${i}`, 'Document', { I: i }), 201)
+      expectStatus(await a.patchNode(`${space}/counter`, { N: i }), 200)
+      written = i + 1
+    }
+  })()
+  return {
+    written: () => written,
+    stop: async () => {
+      isStopping = true
+      await loop
+    },
+  }
+}
+
+/** Reads a restored copy: counter N = k ⇒ w0..wk exist and w{k+2} does not. Returns k. */
+export async function checkCounterSnapshot(url: string, token: string, space: string): Promise<number> {
+  const c = api(url, token)
+  const n = (expectStatus(await c.getNode(`${space}/counter`), 200).body.content as { N: number }).N
+  for (let i = 0; i <= n; i++) if ((await c.getNode(`${space}/w${i}`)).status !== 200) throw new Error(`counter ${n} but w${i} missing: not one commit`)
+  if ((await c.getNode(`${space}/w${n + 2}`)).status !== 404) throw new Error(`counter ${n} but w${n + 2} present: not one commit`)
+  return n
+}
+
+/** A table dump as a restore leaves it: leases expired, their tokens cleared ([BAK5]). */
+export function withoutLeases(t: Record<string, PortableRow[]>): Record<string, PortableRow[]> {
+  return { ...t, contextual_events: t.contextual_events!.map((r) => [...r.slice(0, 8), null, 0, ...r.slice(10)]) }
 }

@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { api, createSpace, errorCode, expectStatus, freshDatabase, makeTempDir, removeDir, signup, startTestServer, waitFor } from '../helpers/index.js'
-import { dumpTables, metaOf, runWeft } from '../helpers/backup-fixtures.js'
+import { checkCounterSnapshot, dumpTables, metaOf, runWeft, startCounterWriter, withoutLeases } from '../helpers/backup-fixtures.js'
 import { ctx, definition, pull, putSubscription } from './contextual-helpers.js'
 
 /** `weft backup` / `weft restore` on PostgreSQL: each test's databases are its own (CREATE DATABASE), as the CLI sees DATABASE_URL. */
@@ -15,11 +15,6 @@ async function database(): Promise<string> {
 afterAll(async () => {
   for (const d of drops) await d().catch(() => undefined)
   for (const d of dirs) await removeDir(d)
-})
-
-const withoutLeases = (t: Awaited<ReturnType<typeof dumpTables>>) => ({
-  ...t,
-  contextual_events: t.contextual_events!.map((r) => [...r.slice(0, 8), null, 0, ...r.slice(10)]),
 })
 
 describe('weft backup / weft restore on PostgreSQL', () => {
@@ -41,23 +36,13 @@ describe('weft backup / weft restore on PostgreSQL', () => {
       const held = await pull(ts.url, owner.token, sub)
       const before = (await metaOf({ databaseUrl: url }))!
 
-      expectStatus(await a.putNode(`${space}/counter`, 'Document', { N: -1 }), 201)
-      let stop = false
-      let written = 0
-      const writer = (async () => {
-        for (let i = 0; !stop; i++) {
-          expectStatus(await a.putNode(`${space}/w${i}`, 'Document', { I: i }), 201)
-          expectStatus(await a.patchNode(`${space}/counter`, { N: i }), 200)
-          written = i + 1
-        }
-      })()
-      await waitFor(() => written >= 10, 60_000)
+      const writer = await startCounterWriter(ts.url, owner.token, space)
+      await waitFor(() => writer.written() >= 10, 60_000)
       const live = join(dir, 'live.weftbak')
       const b = await runWeft(['backup', live], { DATABASE_URL: url })
-      const after = written
-      await waitFor(() => written >= after + 3, 60_000)
-      stop = true
-      await writer
+      const after = writer.written()
+      await waitFor(() => writer.written() >= after + 3, 60_000)
+      await writer.stop()
       expect(b.code, b.stderr).toBe(0)
       expect(JSON.parse(b.stdout)).toMatchObject({ backend: 'postgres', databaseId: before.databaseId, incarnation: before.incarnation })
 
@@ -74,11 +59,7 @@ describe('weft backup / weft restore on PostgreSQL', () => {
       expect(JSON.parse(r1.stdout)).toMatchObject({ mode: 'fresh' })
       const copy = await startTestServer({ config: { databaseUrl: copyUrl } })
       try {
-        const ca = api(copy.url, owner.token)
-        const n = (expectStatus(await ca.getNode(`${space}/counter`), 200).body.content as { N: number }).N
-        expect(n).toBeGreaterThanOrEqual(9)
-        for (let i = 0; i <= n; i++) expect((await ca.getNode(`${space}/w${i}`)).status).toBe(200)
-        expect((await ca.getNode(`${space}/w${n + 2}`)).status).toBe(404)
+        expect(await checkCounterSnapshot(copy.url, owner.token, space)).toBeGreaterThanOrEqual(9)
       } finally {
         await copy.cleanup()
       }
@@ -111,7 +92,7 @@ describe('weft backup / weft restore on PostgreSQL', () => {
       expect([again.item.event.path, again.item.attempt, again.item.incarnation]).toEqual([`${space}/in/one`, held.item.attempt + 1, before.incarnation + 1])
       // Versions went forward: the counter as the backup had it, at a version above every one handed out before.
       const counter = (await api(ts.url, owner.token).getNode(`${space}/counter`)).body as unknown as { version: number; content: { N: number } }
-      expect(counter.content.N).toBeLessThan(written - 1)
+      expect(counter.content.N).toBeLessThan(writer.written() - 1)
       expect(counter.version).toBeGreaterThan(Math.max(...dump.changes!.map((r) => Number(r[0]))))
     } finally {
       await ts.cleanup()
