@@ -23,6 +23,7 @@ import type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageA
 import { applyPostgresMoveSchema, postgresExpiredTrash, postgresListTrash, postgresMovedFrom, postgresMoveSubtree } from './postgres-move.js'
 import { ensurePostgresSearchIndex, searchPostgres } from './postgres-search-index.js'
 import type { SearchHit, SearchPlan } from './search-plan.js'
+import { holdPostgres, type HolderLock } from './holder-lock.js'
 
 export interface PostgresStorageOptions {
   connectionString: string
@@ -58,7 +59,7 @@ export class PostgresStorage implements StorageAdapter {
   private isClosing = false
   private closed: Promise<void> | null = null
 
-  private constructor(pool: pg.Pool, options: PostgresStorageOptions) {
+  private constructor(pool: pg.Pool, options: PostgresStorageOptions, private readonly holder: HolderLock) {
     this.pool = pool
     this.log = options.log
     this.committer = new GroupCommitter((batch) => this.writeBatch(batch), options.maxBatch ?? 1000)
@@ -75,6 +76,7 @@ export class PostgresStorage implements StorageAdapter {
     if (schema) settings.push(`-c search_path=${schema}`)
     const pool = new pg.Pool({ connectionString: options.connectionString, max: options.poolSize ?? 10, options: settings.join(' ') })
     pool.on('error', (err) => options.log?.error({ err }, 'storage: idle PostgreSQL client failed'))
+    let holder: HolderLock | null = null
     try {
       await withTransaction(pool, async (client) => {
         await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK_KEY])
@@ -85,11 +87,13 @@ export class PostgresStorage implements StorageAdapter {
         await applyPostgresMoveSchema(client)
         await client.query(contextualSchema('postgres'))
       })
+      // [BAK6] Held while open: `weft restore` refuses a database somebody has open.
+      holder = await holdPostgres(options.connectionString, schema, 10_000)
     } catch (error) {
       await pool.end()
       throw error
     }
-    return new PostgresStorage(pool, options)
+    return new PostgresStorage(pool, options, holder)
   }
 
   commit(input: CommitInput): Promise<ChangeRecord> {
@@ -475,6 +479,7 @@ export class PostgresStorage implements StorageAdapter {
       await this.committer.drain()
       await this.compacting
       await this.pool.end()
+      await this.holder.release()
     })()
     return this.closed
   }

@@ -27,6 +27,7 @@ import { repairSqliteSearchIndex, searchSqlite } from './sqlite-search-index.js'
 import type { SearchHit, SearchPlan } from './search-plan.js'
 import { searchSqliteWithin } from './sqlite-search-within.js'
 import type { ContextualCall } from './contextual-store.js'
+import { holdSqlite, type HolderLock } from './holder-lock.js'
 
 export interface SqliteStorageOptions {
   /** Database file; `:memory:` works but is not durable (and cannot be shared with a writer thread). */
@@ -183,9 +184,12 @@ export class SqliteStorage implements StorageAdapter {
   private closed: Promise<void> | null = null
   private readonly stmt
   private readonly readDoc: (path: string) => StoredDoc | null
+  /** [BAK6] Held while open: `weft restore` refuses a database somebody has open. */
+  private readonly holder: HolderLock | null
 
   constructor(options: SqliteStorageOptions) {
     const busyTimeoutMs = options.busyTimeoutMs ?? 5000
+    this.holder = options.file === ':memory:' ? null : holdSqlite(options.file, busyTimeoutMs)
     // This connection creates the schema before the writer opens its own.
     const db = (this.db = openSqliteConnection(options.file, busyTimeoutMs))
     // [FIND1] Before the writer opens: an older data dir gains its full-text index here, once.
@@ -400,6 +404,7 @@ export class SqliteStorage implements StorageAdapter {
       await this.committer.drain()
       await this.writer.close()
       this.db.close()
+      await this.holder?.release()
     })()
     return this.closed
   }

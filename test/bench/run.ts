@@ -51,6 +51,7 @@ const MODULES: BenchModule[] = [
   { name: 'mcp', file: 'mcp-bench.ts', fn: 'benchMcp' },
   { name: 'contextual', file: 'contextual-bench.ts', fn: 'benchContextual' },
   { name: 'rss', file: 'rss-bench.ts', fn: 'benchRss' },
+  { name: 'backup', file: 'backup-bench.ts', fn: 'benchBackup' },
 ]
 
 /** Goals of issue 2 (docs/BENCHMARKS.md explains each). */

@@ -1,0 +1,101 @@
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { api, createSpace, errorCode, expectStatus, freshDatabase, makeTempDir, removeDir, signup, startTestServer, waitFor } from '../helpers/index.js'
+import { checkCounterSnapshot, dumpTables, metaOf, runWeft, startCounterWriter, withoutLeases } from '../helpers/backup-fixtures.js'
+import { ctx, definition, pull, putSubscription } from './contextual-helpers.js'
+
+/** `weft backup` / `weft restore` on PostgreSQL: each test's databases are its own (CREATE DATABASE), as the CLI sees DATABASE_URL. */
+const drops: (() => Promise<void>)[] = []
+const dirs: string[] = []
+async function database(): Promise<string> {
+  const db = await freshDatabase('weft_backup_')
+  drops.push(db.drop)
+  return db.url
+}
+afterAll(async () => {
+  for (const d of drops) await d().catch(() => undefined)
+  for (const d of dirs) await removeDir(d)
+})
+
+describe('weft backup / weft restore on PostgreSQL', () => {
+  it('[BAK1] [BAK2] [BAK3] [BAK5] [BAK6] backup while writing, restore into a fresh database (identical) and over the old history (forward, old evidence refused)', { timeout: 900_000 }, async () => {
+    const url = await database()
+    const dir = await makeTempDir('weft-backup-pg-')
+    dirs.push(dir)
+    const ts = await startTestServer({ config: { databaseUrl: url } })
+    try {
+      const owner = await signup(ts.url)
+      const space = await createSpace(ts.url, owner.token)
+      const a = api(ts.url, owner.token)
+      const sub = `${space}/s`
+      expectStatus(await putSubscription(ts.url, owner.token, sub, definition(`${space}/in`)), 201)
+      expectStatus(await a.putNode(`${space}/in`, 'Document', {}), 201)
+      const c = ctx(ts.url, owner.token)
+      expectStatus(await c.next(sub), 200)
+      expectStatus(await a.putNode(`${space}/in/one`, 'Document', { T: 1 }), 201)
+      const held = await pull(ts.url, owner.token, sub)
+      const before = (await metaOf({ databaseUrl: url }))!
+
+      const writer = await startCounterWriter(ts.url, owner.token, space)
+      await waitFor(() => writer.written() >= 10, 60_000)
+      const live = join(dir, 'live.weftbak')
+      const b = await runWeft(['backup', live], { DATABASE_URL: url })
+      const after = writer.written()
+      await waitFor(() => writer.written() >= after + 3, 60_000)
+      await writer.stop()
+      expect(b.code, b.stderr).toBe(0)
+      expect(JSON.parse(b.stdout)).toMatchObject({ backend: 'postgres', databaseId: before.databaseId, incarnation: before.incarnation })
+
+      // [BAK6] Refused while the server holds the database; nothing changed.
+      const dump = await dumpTables({ databaseUrl: url })
+      const busy = await runWeft(['restore', live], { DATABASE_URL: url })
+      expect(busy.code).toBe(4)
+      expect(await dumpTables({ databaseUrl: url })).toEqual(dump)
+
+      // Into a fresh database: one consistent commit (counter N = k ⇒ w0..wk, at most w{k+1}).
+      const copyUrl = await database()
+      const r1 = await runWeft(['restore', live], { DATABASE_URL: copyUrl })
+      expect(r1.code, r1.stderr).toBe(0)
+      expect(JSON.parse(r1.stdout)).toMatchObject({ mode: 'fresh' })
+      const copy = await startTestServer({ config: { databaseUrl: copyUrl } })
+      try {
+        expect(await checkCounterSnapshot(copy.url, owner.token, space)).toBeGreaterThanOrEqual(9)
+      } finally {
+        await copy.cleanup()
+      }
+
+      // Stopped: backup → fresh database, and → a SQLite DATA_DIR (cross-backend): every table identical.
+      await ts.server.close()
+      const still = join(dir, 'still.weftbak')
+      expect((await runWeft(['backup', still], { DATABASE_URL: url })).code).toBe(0)
+      const sameUrl = await database()
+      expect((await runWeft(['restore', still], { DATABASE_URL: sameUrl })).code).toBe(0)
+      const source = withoutLeases(await dumpTables({ databaseUrl: url }))
+      expect(await dumpTables({ databaseUrl: sameUrl })).toEqual(source)
+      const sqliteDir = await makeTempDir('weft-backup-pg2sqlite-')
+      dirs.push(sqliteDir)
+      const cross = await runWeft(['restore', still], { DATA_DIR: sqliteDir })
+      expect(cross.code, cross.stderr).toBe(0)
+      expect(await dumpTables({ dataDir: sqliteDir })).toEqual(source)
+
+      // Over the old history: forward, incarnation bumped, the lease and token from before refused.
+      const r2 = await runWeft(['restore', live], { DATABASE_URL: url })
+      expect(r2.code, r2.stderr).toBe(0)
+      expect(JSON.parse(r2.stdout)).toMatchObject({ mode: 'forward', incarnation: before.incarnation + 1, databaseId: before.databaseId })
+      await ts.restart()
+      const c2 = ctx(ts.url, owner.token)
+      const ack = await c2.ack(held.consumerId, held.item)
+      expect([ack.status, errorCode(ack)]).toEqual([409, 'stale_lease'])
+      const react = await c2.react(held.item, 'reply', { Text: 'stale' })
+      expect([react.status, errorCode(react)]).toEqual([403, 'reaction_denied'])
+      const again = await pull(ts.url, owner.token, sub)
+      expect([again.item.event.path, again.item.attempt, again.item.incarnation]).toEqual([`${space}/in/one`, held.item.attempt + 1, before.incarnation + 1])
+      // Versions went forward: the counter as the backup had it, at a version above every one handed out before.
+      const counter = (await api(ts.url, owner.token).getNode(`${space}/counter`)).body as unknown as { version: number; content: { N: number } }
+      expect(counter.content.N).toBeLessThan(writer.written() - 1)
+      expect(counter.version).toBeGreaterThan(Math.max(...dump.changes!.map((r) => Number(r[0]))))
+    } finally {
+      await ts.cleanup()
+    }
+  })
+})
