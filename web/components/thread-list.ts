@@ -49,9 +49,9 @@ export class WeftThreadList extends LitElement {
       // A thread created, gone, or moved on (its status and message list are on the Thread node;
       // streamed text is on its cells, which do not count): the order may change.
       const announced = client.feed$.pipe(filter((c) => c.nodeType === 'Thread'))
-      // Offline: the index rows hold no content; a sub-thread is a thread's child.
+      // Offline: the index rows hold no content; a sub-thread is a thread's child. On the type index: never a scan.
       const onDevice = () =>
-        from(client.store.query({ nodeType: 'Thread' })).pipe(
+        from(client.store.db.nodes.where('nodeType').equals('Thread').toArray()).pipe(
           map((rows) => {
             const paths = new Set(rows.map((r) => r.path))
             return homeThreads(rows.filter((r) => !paths.has(r.parent)).map((r) => ({ path: r.path, content: {}, updatedAt: r.updatedAt })))
