@@ -29,6 +29,23 @@ const bodyText = (r: string) =>
 
 const SQLITE_SEARCH_SCHEMA = `
 CREATE TABLE IF NOT EXISTS search_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+-- [FIND4] The readable regions' names, walked on this index alone (a covering, partial index:
+-- only indexed rows, and what a name tier needs; state too, or SQLite reads the row to check the WHERE again), never the table's rows with their content.
+CREATE INDEX IF NOT EXISTS nodes_search_names ON nodes (path, name, last_segment, node_type, state) WHERE ${searchable('nodes')};
+-- [FIND4] Bumped whenever an indexed row is added or removed or its name, path, type or state
+-- changes (never by a text edit): a list of readable names kept in memory is current while it holds.
+CREATE TABLE IF NOT EXISTS search_names_generation (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
+INSERT OR IGNORE INTO search_names_generation (id, n) VALUES (1, 0);
+CREATE TRIGGER IF NOT EXISTS search_names_insert AFTER INSERT ON nodes WHEN ${searchable('new')} BEGIN
+  UPDATE search_names_generation SET n = n + 1 WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS search_names_delete AFTER DELETE ON nodes WHEN ${searchable('old')} BEGIN
+  UPDATE search_names_generation SET n = n + 1 WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS search_names_update AFTER UPDATE OF path, node_type, name, last_segment, state ON nodes
+WHEN old.path IS NOT new.path OR old.node_type IS NOT new.node_type OR old.name IS NOT new.name OR old.last_segment IS NOT new.last_segment OR old.state IS NOT new.state BEGIN
+  UPDATE search_names_generation SET n = n + 1 WHERE id = 1;
+END;
 CREATE VIRTUAL TABLE IF NOT EXISTS node_search USING fts5(path UNINDEXED, node_type UNINDEXED, name, body, tokenize = 'trigram');
 CREATE TRIGGER IF NOT EXISTS node_search_insert AFTER INSERT ON nodes WHEN ${searchable('new')} BEGIN
   INSERT INTO node_search (rowid, path, node_type, name, body) VALUES (new.rowid, new.path, new.node_type, ${displayName('new')}, ${bodyText('new')});
@@ -75,6 +92,8 @@ export function repairSqliteSearchIndex(db: Database.Database): boolean {
     db.exec(SQLITE_SEARCH_SCHEMA)
     db.exec(`INSERT INTO node_search (rowid, path, node_type, name, body) SELECT rowid, path, node_type, ${displayName('nodes')}, ${bodyText('nodes')} FROM nodes WHERE ${searchable('nodes')}`)
     db.prepare("INSERT INTO search_meta (key, value) VALUES ('version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value").run(String(SEARCH_INDEX_VERSION))
+    // Rowids may have changed (a VACUUM): no list of readable names read before stays current.
+    db.exec('UPDATE search_names_generation SET n = n + 1 WHERE id = 1')
     return true
   }).immediate()
 }

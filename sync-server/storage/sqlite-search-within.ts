@@ -9,15 +9,83 @@ export const searchWithinLimits = {
   fewMatches: 2000,
   /** More readable rows walked than this: most rows are the caller's; the index's own ranked stream (searchSqlite) is cheaper. */
   walkAtMost: 30_000,
-  /** Text-only candidates read and checked at a time, in rank order, before the index's rowids narrow the rest. */
+  /** Text-only candidates read and checked at a time, in rank order. */
   batch: 250,
+  /**
+   * Past the first batch, the index's matching rowids narrow the text-only candidates only when
+   * there are at most this many per candidate (the posting lists are read whole: for a word in
+   * most of the mesh that costs more than reading the readable candidates' texts).
+   */
+  narrowPerCandidate: 1,
 }
 /** Rows read per statement by rowid (bound parameters of one `IN` list). */
 const BATCH = 250
+/** Readable-name lists kept per database (one per distinct set of regions), and rows in all of them. */
+const CACHED_SETS = 8
+const CACHED_ROWS = 120_000
+
+/** A readable, indexed row as the walk reads it: what ranking needs, its name folded once. */
+interface Walked {
+  rowid: number
+  hit: SearchHit
+  folded: string
+  length: number
+}
 
 interface Row extends RankedHit {
   rowid: number
   folded: string
+}
+
+interface NameList {
+  generation: number
+  /** In the text-only rank order: the shorter name, then the path. */
+  rows: Walked[]
+}
+
+/** Per database: regions (as a key) → their names, as of a names generation ([FIND4]). */
+const nameLists = new WeakMap<Database.Database, Map<string, NameList>>()
+
+/**
+ * The readable regions' indexed rows, in text-only rank order, or null when they are more than
+ * `walkAtMost`. Read on the covering index `nodes_search_names` and kept per set of regions
+ * while the names generation (bumped by triggers whenever an indexed row is added, removed,
+ * renamed, moved, retyped or changes state: never by a text edit) stays the same, so a
+ * typeahead's keystrokes walk the regions once. The generation is read before the walk: a
+ * write between the two only makes the list look older than it is.
+ */
+function readableNames(db: Database.Database, within: readonly PathRange[]): Walked[] | null {
+  const generation = db.prepare<[], number>('SELECT n FROM search_names_generation WHERE id = 1').pluck().get() ?? 0
+  const key = within.map((r) => `${r.from}\u0000${r.to}`).join('\u0001')
+  let lists = nameLists.get(db)
+  if (!lists) nameLists.set(db, (lists = new Map()))
+  const hit = lists.get(key)
+  if (hit && hit.generation === generation && hit.rows.length <= searchWithinLimits.walkAtMost) {
+    // Most recently used last: the first key is the one evicted.
+    lists.delete(key)
+    lists.set(key, hit)
+    return hit.rows
+  }
+  lists.delete(key)
+  const names = db.prepare<[string, string], [number, string, string, string]>(`SELECT rowid, path, ${displayName('nodes')}, node_type FROM nodes WHERE path >= ? AND path < ? AND ${searchable('nodes')}`).raw()
+  const rows: Walked[] = []
+  for (const region of within) {
+    for (const [rowid, path, name, nodeType] of names.iterate(region.from, region.to)) {
+      // Most rows are the caller's: the index's own ranked stream is cheaper than the walk.
+      if (rows.length >= searchWithinLimits.walkAtMost) return null
+      rows.push({ rowid, hit: { path: path as NodePath, name, nodeType }, folded: name.toLowerCase(), length: codePoints(name) })
+    }
+  }
+  rows.sort((a, b) => a.length - b.length || (a.hit.path < b.hit.path ? -1 : a.hit.path > b.hit.path ? 1 : 0))
+  let total = rows.length
+  for (const list of lists.values()) total += list.rows.length
+  for (const [k, list] of lists) {
+    if (lists.size < CACHED_SETS && total <= CACHED_ROWS) break
+    lists.delete(k)
+    total -= list.rows.length
+  }
+  if (total <= CACHED_ROWS) lists.set(key, { generation, rows })
+  return rows
 }
 
 /**
@@ -27,13 +95,13 @@ interface Row extends RankedHit {
  *
  *  - Words of 3+ characters matching few rows (the index's posting lists, read up to
  *    `fewMatches` + 1 rowids): each match is read and kept when its path is in a region.
- *  - Otherwise (many matches, or only 1–2 character words) the regions' rows are walked on the
- *    path index (their names, folded in JavaScript: no SQL callback). The name tiers (the name
- *    holds the whole query, so every word) come from the names alone; only when they do not fill
- *    the page are text-only candidates read in rank order (the shorter name, then the path): a
- *    first batch, their text checked for every word (a common word fills the page there); then
- *    the index's matching rowids, read once, drop the candidates that cannot match, and the rest
- *    are read a batch at a time (no text at all when the query has no 1–2 character word).
+ *  - Otherwise (many matches, or only 1–2 character words) the regions' names (readableNames:
+ *    walked once, then kept until a name changes) give the name tiers (the name holds the whole
+ *    query, so every word) alone; only when they do not fill the page are text-only candidates
+ *    read in rank order (the shorter name, then the path), a batch at a time, their text checked
+ *    for every word. Past the first batch, the index's matching rowids drop the candidates that
+ *    cannot match, when that list is short next to the candidates (`narrowPerCandidate`), and
+ *    then a query without 1–2 character words needs no text at all.
  *
  * Ranked as StorageAdapter.searchNodes says (tier from the folded name, then its length in code
  * points, then the path) and offered to `accept` (the access check again) in that order.
@@ -41,7 +109,7 @@ interface Row extends RankedHit {
 export function searchSqliteWithin(db: Database.Database, plan: SearchPlan, within: readonly PathRange[], accept: (path: NodePath) => boolean, limit: number): SearchHit[] {
   if (limit < 1 || within.length === 0) return []
   const out: SearchHit[] = []
-  const offer = (rows: Iterable<Row>): boolean => {
+  const offer = (rows: Iterable<{ hit: SearchHit }>): boolean => {
     for (const row of rows) {
       if (!accept(row.hit.path)) continue
       out.push(row.hit)
@@ -51,8 +119,9 @@ export function searchSqliteWithin(db: Database.Database, plan: SearchPlan, with
   }
   const terms = [...plan.long, ...plan.short]
   const holdsAll = (name: string, body: string) => terms.every((t) => name.includes(t) || body.includes(t))
+  const words = plan.long.map(fts5Phrase).join(' ')
   if (plan.long.length > 0) {
-    const ids = db.prepare<[string, number], number>('SELECT rowid FROM node_search WHERE node_search MATCH ? LIMIT ?').pluck().all(plan.long.map(fts5Phrase).join(' '), searchWithinLimits.fewMatches + 1)
+    const ids = db.prepare<[string, number], number>('SELECT rowid FROM node_search WHERE node_search MATCH ? LIMIT ?').pluck().all(words, searchWithinLimits.fewMatches + 1)
     if (ids.length <= searchWithinLimits.fewMatches) {
       const kept: Row[] = []
       for (const [rowid, path, name, nodeType, body] of byRowids<[number, string, string, string, string]>(db, 'rowid, path, name, node_type, body', ids)) {
@@ -60,45 +129,54 @@ export function searchSqliteWithin(db: Database.Database, plan: SearchPlan, with
         const row = toRow(rowid, path, name, nodeType, plan.phrase)
         if (holdsAll(row.folded, body.toLowerCase())) kept.push(row)
       }
-      offer(sorted(kept))
+      offer(kept.sort(compareRanked))
       return out
     }
   }
-  const named: Row[] = []
-  const textOnly: Row[] = []
-  const names = db.prepare<[string, string], [number, string, string, string]>(`SELECT rowid, path, ${displayName('nodes')}, node_type FROM nodes WHERE path >= ? AND path < ? AND ${searchable('nodes')}`).raw()
-  let walked = 0
-  for (const region of within) {
-    for (const [rowid, path, name, nodeType] of names.iterate(region.from, region.to)) {
-      // Most rows are the caller's: the index's own ranked stream is cheaper than the walk.
-      if (++walked > searchWithinLimits.walkAtMost) return searchSqlite(db, plan, accept, limit)
-      const row = toRow(rowid, path, name, nodeType, plan.phrase)
-      if (row.tier < 3) named.push(row)
-      else if (plan.long.length === 0 ? terms.every((t) => row.folded.includes(t)) : true) textOnly.push(row)
-    }
+  const walked = readableNames(db, within)
+  if (!walked) return searchSqlite(db, plan, accept, limit)
+  // The list is in the text-only order already: split by tier, each stays in rank order.
+  const tiers: Walked[][] = [[], [], []]
+  const textOnly: Walked[] = []
+  for (const row of walked) {
+    const at = row.folded.indexOf(plan.phrase)
+    if (at >= 0) tiers[at > 0 ? 2 : row.folded === plan.phrase ? 0 : 1]!.push(row)
+    // Only 1–2 character words: names only ([FIND1]), holding every word in any order.
+    else if (plan.long.length > 0 || terms.every((t) => row.folded.includes(t))) textOnly.push(row)
   }
-  // Only 1–2 character words: names only ([FIND1]); the names holding every word, ranked.
+  if (offer(tiers.flat())) return out
   if (plan.long.length === 0) {
-    offer(sorted([...named, ...textOnly]))
+    offer(textOnly)
     return out
   }
-  if (offer(sorted(named))) return out
-  // Text-only candidates in rank order. The first batch is read and checked as it is (a common
-  // word fills the page from it); past it, the index's matching rowids (all of them, once) drop
-  // the rows that cannot match before any text is read, and a query without short words needs
-  // no text at all.
-  const rest = sorted(textOnly)
-  const checked = (batch: Row[]): boolean => {
+  // Text-only candidates in rank order, a batch at a time, each checked on its text.
+  // A 1–2 character word no case folding can reach (digits, CJK, Hangul) is checked by SQLite on
+  // the raw text: a candidate without it is never handed over (the common "a word and a number").
+  const caseless = plan.short.filter(isCaseless)
+  const where = caseless.map(() => 'AND (instr(name, ?) > 0 OR instr(body, ?) > 0)').join(' ')
+  const whereParams = caseless.flatMap((t) => [t, t])
+  const checked = (batch: Walked[]): boolean => {
     const bodies = new Map<number, string>()
-    for (const [rowid, body] of byRowids<[number, string]>(db, 'rowid, body', batch.map((r) => r.rowid))) bodies.set(rowid, body)
+    for (const [rowid, body] of byRowids<[number, string]>(db, 'rowid, body', batch.map((r) => r.rowid), where, whereParams)) bodies.set(rowid, body)
     return offer(batch.filter((r) => bodies.has(r.rowid) && holdsAll(r.folded, bodies.get(r.rowid)!.toLowerCase())))
   }
+  const inBatches = (rows: Walked[], size: number): void => {
+    for (let i = 0; i < rows.length && !checked(rows.slice(i, i + size)); i += size);
+  }
   const first = searchWithinLimits.batch
-  if (checked(rest.slice(0, first)) || rest.length <= first) return out
-  const matching = new Set(db.prepare<[string], number>('SELECT rowid FROM node_search WHERE node_search MATCH ?').pluck().all(plan.long.map(fts5Phrase).join(' ')))
-  const left = rest.slice(first).filter((r) => matching.has(r.rowid))
+  if (checked(textOnly.slice(0, first)) || textOnly.length <= first) return out
+  const rest = textOnly.slice(first)
+  // The matching rowids, read only while they are few next to the candidates left.
+  const most = Math.floor(rest.length * searchWithinLimits.narrowPerCandidate)
+  const matching = db.prepare<[string, number], number>('SELECT rowid FROM node_search WHERE node_search MATCH ? LIMIT ?').pluck().all(words, most + 1)
+  if (matching.length > most) {
+    inBatches(rest, BATCH)
+    return out
+  }
+  const matches = new Set(matching)
+  const left = rest.filter((r) => matches.has(r.rowid))
   if (plan.short.length === 0) offer(left)
-  else for (let i = 0; i < left.length && !checked(left.slice(i, i + BATCH)); i += BATCH);
+  else inBatches(left, BATCH)
   return out
 }
 
@@ -106,14 +184,26 @@ function toRow(rowid: number, path: string, name: string, nodeType: string, phra
   return { rowid, hit: { path: path as NodePath, name, nodeType }, folded: name.toLowerCase(), tier: nameTier(name, phrase), length: codePoints(name) }
 }
 
-function sorted(rows: Row[]): Row[] {
-  return rows.sort(compareRanked)
-}
-
-/** Rows of the index by rowid, BATCH at a time, in no particular order. */
-function* byRowids<R extends unknown[]>(db: Database.Database, columns: string, ids: readonly number[]): Generator<R> {
+/** Rows of the index by rowid (and `where`, more conditions on them), BATCH at a time, in no particular order. */
+function* byRowids<R extends unknown[]>(db: Database.Database, columns: string, ids: readonly number[], where = '', whereParams: readonly unknown[] = []): Generator<R> {
   for (let i = 0; i < ids.length; i += BATCH) {
     const batch = ids.slice(i, i + BATCH)
-    yield* db.prepare<unknown[], R>(`SELECT ${columns} FROM node_search WHERE rowid IN (${batch.map(() => '?').join(',')})`).raw().iterate(...batch)
+    yield* db.prepare<unknown[], R>(`SELECT ${columns} FROM node_search WHERE rowid IN (${batch.map(() => '?').join(',')}) ${where}`).raw().iterate(...batch, ...whereParams)
   }
+}
+
+/**
+ * Whether lower-casing can neither change `term` nor produce it from other text: ASCII other than
+ * letters, CJK symbols, kana and ideographs (U+3000–U+9FFF) and Hangul syllables (U+AC00–U+D7A3),
+ * blocks without a cased letter (unlike U+A640–U+ABBF between them). Lower-casing maps letters to
+ * letters and combining marks only, so for such a term `text.toLowerCase().includes(term)` is
+ * `text.includes(term)`, and SQLite's `instr` on the raw text decides it.
+ */
+export function isCaseless(term: string): boolean {
+  for (const ch of term) {
+    const c = ch.codePointAt(0)!
+    const asciiNonLetter = c >= 0x20 && c < 0x7f && !/[A-Za-z]/u.test(ch)
+    if (!asciiNonLetter && !(c >= 0x3000 && c <= 0x9fff) && !(c >= 0xac00 && c <= 0xd7a3)) return false
+  }
+  return true
 }

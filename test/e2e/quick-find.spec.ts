@@ -4,7 +4,7 @@ import { adminAndViewerOn, openLoggedIn, putNode, startE2eServer, type E2eServer
 /**
  * Issue 16 finding 7 ("no search"): quick find. Ctrl+K (or the header's Search button) opens a
  * dialog whose typeahead asks the server's full-text index for what the caller may read; arrow
- * keys and Enter open a node; offline it searches the names cached on the device.
+ * keys and Enter open a node; offline it searches the nodes the device holds ([FIND7]).
  */
 let server: E2eServer
 let ann: TestUser
@@ -71,17 +71,35 @@ test('[FIND2] two people: the Viewer never finds a node she cannot read; Ann doe
   await v.context.close()
 })
 
-test('[FIND2] at 390 px the header button opens it; offline it searches the names on this device', async ({ browser }) => {
-  const { context, page } = await openLoggedIn(browser, server, vic, 'Team/jp')
+test('[FIND2] [FIND7] at 390 px the header button opens it; offline it finds the nodes on this device by name and text, marked as offline results', async ({ browser }) => {
+  const { context, page } = await openLoggedIn(browser, server, vic, 'Team/Plan')
   await page.setViewportSize({ width: 390, height: 800 })
+  await expect(page.locator('weft-node-page h1')).toHaveText('Plan')
+  await page.goto('/#/n/Team/jp')
   await expect(page.locator('weft-node-page h1')).toHaveText('日本語のメモ')
   await page.locator('weft-app wa-button.find').click()
   await expect(input(page)).toBeFocused()
   const width = await page.evaluate(() => document.documentElement.scrollWidth)
   expect(width).toBeLessThanOrEqual(390)
   await context.setOffline(true)
+  const offlineNote = page.locator('weft-quick-find [role=status][data-offline]')
   await input(page).fill('メモ')
-  await expect(page.locator('weft-quick-find [role=status]')).toHaveText('Offline: searching the names on this device.')
+  await expect(offlineNote).toHaveText('Offline results: the names and text of the nodes on this device.')
+  await expect(results(page).locator('.name')).toHaveText(['日本語のメモ'])
+  await expect(results(page).first()).toHaveAttribute('data-offline', '')
+  // Words in any order, as online.
+  await input(page).fill('メモ 日本語')
+  await expect(results(page).locator('.name')).toHaveText(['日本語のメモ'])
+  // Text this device holds (the Plan it opened): found with its snippet.
+  await input(page).fill('agenda')
+  await expect(offlineNote).toBeVisible()
+  await expect(results(page).locator('.name')).toHaveText(['Plan'])
+  await expect(results(page).locator('.snippet')).toHaveText('kickoff agenda')
+  // Nothing of the node Vic cannot read, which this device never held.
+  await input(page).fill('secret')
+  await expect(results(page)).toHaveCount(0)
+  await page.screenshot({ path: '/tmp/find2/quick-find-offline-390.png' })
+  await input(page).fill('のメモ')
   await expect(results(page).locator('.name')).toHaveText(['日本語のメモ'])
   await input(page).press('Enter')
   await expect(page).toHaveURL(/#\/n\/Team\/jp$/)

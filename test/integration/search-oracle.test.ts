@@ -54,13 +54,14 @@ function bruteForce(all: MeshNode[], canRead: (path: NodePath) => boolean, q: st
  * text-only candidates in batches), and the index's own ranked stream for a caller who reads most.
  */
 const WAYS = [
-  { way: 'few matches, checked against the regions', fewMatches: 2000, walkAtMost: 30_000, batch: 250, runs: 80 },
-  { way: 'the readable regions walked', fewMatches: 0, walkAtMost: 30_000, batch: 250, runs: 40 },
-  { way: 'the regions walked, text-only candidates narrowed by the index', fewMatches: 0, walkAtMost: 30_000, batch: 1, runs: 40 },
+  { way: 'few matches, checked against the regions', fewMatches: 2000, walkAtMost: 30_000, batch: 250, narrowPerCandidate: 1, runs: 80 },
+  { way: 'the readable regions walked', fewMatches: 0, walkAtMost: 30_000, batch: 250, narrowPerCandidate: 1, runs: 40 },
+  { way: 'the regions walked, text-only candidates narrowed by the index', fewMatches: 0, walkAtMost: 30_000, batch: 1, narrowPerCandidate: 1000, runs: 40 },
+  { way: 'the regions walked, every text-only candidate read', fewMatches: 0, walkAtMost: 30_000, batch: 1, narrowPerCandidate: 0, runs: 40 },
   { way: 'the ranked stream of the whole index', fewMatches: 0, walkAtMost: 0, batch: 250, runs: 30 },
 ]
 
-describe.each(WAYS)('[FIND2] [FIND4] property: quick find equals a brute-force filter over readable nodes ($way)', ({ fewMatches, walkAtMost, batch, runs }) => {
+describe.each(WAYS)('[FIND2] [FIND4] property: quick find equals a brute-force filter over readable nodes ($way)', ({ fewMatches, walkAtMost, batch, narrowPerCandidate, runs }) => {
   let dir: string
   let storage: StorageAdapter
   let access: AccessService
@@ -70,7 +71,7 @@ describe.each(WAYS)('[FIND2] [FIND4] property: quick find equals a brute-force f
   let nonEmpty = 0
   const saved = { ...searchWithinLimits }
   beforeAll(async () => {
-    Object.assign(searchWithinLimits, { fewMatches, walkAtMost, batch })
+    Object.assign(searchWithinLimits, { fewMatches, walkAtMost, batch, narrowPerCandidate })
     dir = await makeTempDir('weft-search-oracle-')
     storage = openSqliteStorage({ file: join(dir, 'weft.db') })
     access = new AccessService()
@@ -147,6 +148,13 @@ describe.each(WAYS)('[FIND2] [FIND4] property: quick find equals a brute-force f
           // Every unreadable node now holds the query in its name and text: the same answer.
           for (const p of unreadable) await put(p, 'Document', { Text: [text], Title: text }, text)
           expect(await answer(), `q=${JSON.stringify(text)} after unreadable nodes took it`).toEqual(got)
+          // A readable node renamed to the query (the names kept between searches must follow).
+          const readable = paths.filter((p) => canRead(p as NodePath) && !spaces.includes(p))
+          if (readable.length) {
+            await put(readable[q.pick % readable.length]!, 'Document', { Text: [] }, text)
+            const after = await nodes.query(SYSTEM, { limit: 100_000 })
+            expect(await answer(), `q=${JSON.stringify(text)} after a readable node took it`).toEqual(bruteForce(after, canRead, text, q.limit))
+          }
         }
       }),
       { numRuns: runs, seed: 20261203 },

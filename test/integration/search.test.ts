@@ -17,7 +17,7 @@ import {
 
 import { userPrincipal, type UserId } from '../../shared/index.js'
 import { planSearch } from '../../sync-server/storage/index.js'
-import { searchWithinLimits } from '../../sync-server/storage/sqlite-search-within.js'
+import { isCaseless, searchWithinLimits } from '../../sync-server/storage/sqlite-search-within.js'
 
 interface Hit {
   path: string
@@ -130,7 +130,7 @@ describe('[FIND1] [FIND2] [FIND3] [FIND4] quick find over the server index', () 
     const saved = { ...searchWithinLimits }
     try {
       // Few matches, the regions walked, the walk narrowed by the index after one candidate.
-      for (const limits of [{}, { fewMatches: 0 }, { fewMatches: 0, batch: 1 }]) {
+      for (const limits of [{}, { fewMatches: 0 }, { fewMatches: 0, batch: 1 }, { fewMatches: 0, batch: 1, narrowPerCandidate: 0 }]) {
         Object.assign(searchWithinLimits, saved, limits)
         for (const q of ['xray', 'xr', 'xray te']) {
           const offered: string[] = []
@@ -142,6 +142,53 @@ describe('[FIND1] [FIND2] [FIND3] [FIND4] quick find over the server index', () 
     } finally {
       Object.assign(searchWithinLimits, saved)
     }
+  })
+
+  it('[FIND4] the readable names kept between searches follow every create, rename, move, trash and grant at once', async () => {
+    const saved = { ...searchWithinLimits }
+    // Every search walks the regions (or reuses the kept walk); few matches never decide.
+    Object.assign(searchWithinLimits, { fewMatches: 0 })
+    try {
+      const mine = await createSpace(ts.url, bob.token)
+      const bobHttp = api(ts.url, bob.token)
+      const names = async (q: string) => (await find(ts.url, bob.token, q, 50)).map((h) => `${h.path}=${h.name}`)
+      expectStatus(await bobHttp.putNode(`${mine}/k1`, 'Document', {}, 'kilo one'), 201)
+      expect(await names('kilo')).toEqual([`${mine}/k1=kilo one`])
+      expect(await names('ki')).toEqual([`${mine}/k1=kilo one`])
+      // Created: found by the next search.
+      expectStatus(await bobHttp.putNode(`${mine}/k2`, 'Document', {}, 'kilo'), 201)
+      expect(await names('kilo')).toEqual([`${mine}/k2=kilo`, `${mine}/k1=kilo one`])
+      // Renamed: the new name ranks, the old one is gone.
+      expectStatus(await bobHttp.post(`/api/nodes/${mine}/k2/rename`, { name: 'lima' }), 200)
+      expect(await names('kilo')).toEqual([`${mine}/k1=kilo one`])
+      expect(await names('li')).toEqual([`${mine}/k2=lima`])
+      // A text edit leaves the names as they are, and the text is read as it is now.
+      expectStatus(await bobHttp.patchNode(`${mine}/k2`, { Note: 'kilo in the text' }), 200)
+      expect(await names('kilo')).toEqual([`${mine}/k1=kilo one`, `${mine}/k2=lima`])
+      // Moved under another parent: found at its new path.
+      expectStatus(await bobHttp.putNode(`${mine}/folder`, 'Document', {}, 'folder'), 201)
+      expectStatus(await bobHttp.post(`/api/nodes/${mine}/k1/move`, { to: `${mine}/folder/k1` }), 200)
+      expect(await names('kilo one')).toEqual([`${mine}/folder/k1=kilo one`])
+      // Trashed: gone.
+      expectStatus(await bobHttp.post(`/api/nodes/${mine}/folder/k1/trash`, {}), 200)
+      expect(await names('kilo one')).toEqual([])
+      // Another user's space granted: its names join (the regions changed), revoked: they leave.
+      const hers = await createSpace(ts.url, alice.token)
+      expectStatus(await api(ts.url, alice.token).putNode(`${hers}/k3`, 'Document', {}, 'kilo three'), 201)
+      expect(await names('kilo three')).toEqual([])
+      await grantRole(ts.url, alice.token, hers, bob.userId, 'Viewer')
+      expect(await names('kilo three')).toEqual([`${hers}/k3=kilo three`])
+      await grantRole(ts.url, alice.token, hers, bob.userId, 'Viewer', true)
+      expect(await names('kilo three')).toEqual([])
+    } finally {
+      Object.assign(searchWithinLimits, saved)
+    }
+  })
+
+  it('[FIND4] a 1–2 character word checked on the raw text only where no case folding reaches it', () => {
+    for (const t of ['91', '7', '-', '会議', '메모', 'の', '日']) expect(isCaseless(t), t).toBe(true)
+    // Letters, accented or not, Cyrillic, Cherokee small letters (the lower case of U+13A0…), fullwidth Latin.
+    for (const t of ['a', 'B', '9a', 'ü', 'Ü', 'я', '\uab70', 'Ａ', '\u0307', 'İ']) expect(isCaseless(t), t).toBe(false)
   })
 
   it('[FIND3] bad input: a stable 400 or safe results, never a 500', async () => {

@@ -8,6 +8,7 @@ import { invitesApi, inviteStatusWord } from './members-panel.js'
 import { recentPaths } from './recent.js'
 import { nodeHref, OPERATIONS_HREF } from './route.js'
 import './activity-strip.js'
+import './thread-list.js'
 
 /** Spaces whose invites the home asks about (one request each). */
 const INVITE_SPACES = 20
@@ -19,7 +20,7 @@ interface PendingInvite extends InviteView {
 
 /**
  * [WEB14] The landing page after sign-in: your spaces, the nodes you opened recently (on this
- * device), your runs with their status, and the invites still waiting in your spaces. Your
+ * device), your runs and threads with their status, and the invites still waiting in your spaces. Your
  * profile (the User node) is its own page, linked from here.
  */
 export class WeftHomePage extends LitElement {
@@ -104,6 +105,10 @@ export class WeftHomePage extends LitElement {
       <section aria-label="Your runs" data-home="runs">
         <weft-activity-strip path=${session.userId} heading="Your runs" mine></weft-activity-strip>
         <p class="muted">The runs you start anywhere (an operation, a script in a space) are listed here with their status.</p>
+      </section>
+      <section aria-labelledby="h-threads">
+        <h2 id="h-threads">Your threads</h2>
+        <weft-thread-list></weft-thread-list>
       </section>
       <section aria-labelledby="h-invites">
         <h2 id="h-invites">Pending invites</h2>

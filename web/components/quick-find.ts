@@ -1,10 +1,9 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { Subject, debounceTime, distinctUntilChanged, from, map, of, switchMap, catchError, type Subscription } from 'rxjs'
 import type { SearchHit } from '../api/index.js'
-import { app } from '../app-context.js'
 import { humanError } from './error-text.js'
 import { nodeHref } from './route.js'
-import { FIND_DEBOUNCE_MS, searchOnline } from './find-nodes.js'
+import { FIND_DEBOUNCE_MS, findOnDevice, searchOnline } from './find-nodes.js'
 
 /** Keystrokes closer together than this are one request ([FIND2]'s server does the rest). */
 const LIMIT = 20
@@ -20,7 +19,7 @@ interface Found {
 /**
  * Quick find (Ctrl+K / ⌘K, or the header's Search button): a dialog with a typeahead over
  * `GET /api/search` (debounced; only what the server lets the caller read), arrow keys and Enter
- * to open a node. Offline, it searches the names of the nodes cached on this device.
+ * to open a node. Offline, it searches the nodes this device holds ([FIND7]), marked as offline results.
  */
 export class WeftQuickFind extends LitElement {
   static override properties = { open: { state: true }, found: { state: true }, active: { state: true }, loaded: { state: true } }
@@ -120,12 +119,10 @@ export class WeftQuickFind extends LitElement {
   }
 
   private async find(q: string): Promise<Found> {
-    const { client } = app()
     const online = await searchOnline(q, LIMIT)
     if (online) return { q, items: online, isLocal: false }
-    // Offline: the names this device holds (every one of them was readable when it synced).
-    const rows = await client.store.query({ text: q, limit: LIMIT })
-    return { q, items: rows.map((r) => ({ path: r.path, name: r.name, nodeType: r.nodeType, snippet: '' })), isLocal: true }
+    // [FIND7] Offline: the nodes this device holds (every one was readable when it synced).
+    return { q, items: await findOnDevice(q, LIMIT), isLocal: true }
   }
 
   private go(hit: SearchHit | undefined): void {
@@ -169,7 +166,7 @@ export class WeftQuickFind extends LitElement {
           @input=${(e: Event) => this.queries.next((e.target as HTMLInputElement).value)}
           @keydown=${this.onInputKey}
         />
-        ${found?.isLocal ? html`<p class="note" role="status">Offline: searching the names on this device.</p>` : nothing}
+        ${found?.isLocal ? html`<p class="note" role="status" data-offline>Offline results: the names and text of the nodes on this device.</p>` : nothing}
         ${found?.error ? html`<p class="note" role="alert">${found.error}</p>` : nothing}
         ${found && !found.error && found.items.length === 0 ? html`<p class="note" role="status">Nothing found for “${found.q}”.</p>` : nothing}
         <ul id="quick-find-results" role="listbox" aria-label="Results">
@@ -179,6 +176,7 @@ export class WeftQuickFind extends LitElement {
               role="option"
               aria-selected=${i === this.active ? 'true' : 'false'}
               data-path=${hit.path}
+              ?data-offline=${found?.isLocal}
               @click=${() => this.go(hit)}
               @mousemove=${() => (this.active = i)}
             >

@@ -2,17 +2,22 @@ import { LitElement, css, html } from 'lit'
 import { ObservableController } from '../controllers/index.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
+import type { ReplicaState } from '../sync/index.js'
 import { nodeHref } from './route.js'
-import { threadState } from './thread-text.js'
+import { threadState, type ThreadState } from './thread-text.js'
 
 /**
  * A link to a thread with its state, live ([WEB34]): a sub-thread the agent delegated to, shown
- * on its parent's page. Watching it says no "here" in the sub-thread's room.
+ * on its parent's page, or a thread on the home ([WEB40], `home`: a question the agent asked
+ * reads "Needs your answer" to those who may answer it, "Waiting for an answer" to the others).
+ * Watching it says no "here" in the thread's room.
  */
 export class WeftThreadLink extends LitElement {
-  static override properties = { path: {} }
+  static override properties = { path: {}, home: { type: Boolean } }
   declare path: string
+  declare home: boolean
   private readonly node = new ObservableController<NodeView | null>(this)
+  private readonly access = new ObservableController<ReplicaState>(this)
 
   static override styles = css`
     :host { display: block; min-width: 0; }
@@ -30,16 +35,27 @@ export class WeftThreadLink extends LitElement {
   constructor() {
     super()
     this.path = ''
+    this.home = false
   }
 
   override willUpdate() {
     const path = this.path
-    if (path) this.node.watch(path, () => app().streams.node$(path, { listed: true }))
+    if (!path) return
+    this.node.watch(path, () => app().streams.node$(path, { listed: true }))
+    if (this.home) this.access.watch(path, () => app().streams.access$(path, { listed: true }))
+  }
+
+  /** The state in words; on the home, a question is addressed to those who may answer it. */
+  private state(view: NodeView): ThreadState {
+    const state = threadState(view.content)
+    if (!this.home || state.kind !== 'asking') return state
+    const mayAnswer = this.access.value?.permissions?.has('Thread') ?? false
+    return { ...state, label: mayAnswer ? 'Needs your answer' : 'Waiting for an answer' }
   }
 
   override render() {
     const view = this.node.value
-    const state = view ? threadState(view.content) : null
+    const state = view ? this.state(view) : null
     return html`<a href=${nodeHref(this.path)} data-thread-link=${this.path} data-state=${state?.kind ?? 'loading'}>
       <span class="name">${view?.name ?? this.path.slice(this.path.lastIndexOf('/') + 1)}</span>
       <span class="state" data-kind=${state?.kind ?? 'loading'}>${state?.label ?? '…'}</span>

@@ -329,6 +329,15 @@ export class NodeStore {
     })
   }
 
+  /**
+   * Nodes the server answered outside a listing (a query by type): their index rows, where this
+   * device has none or an older one, so their names are known here (and offline).
+   */
+  async learnNodes(nodes: readonly MeshNode[]): Promise<void> {
+    const existing = await this.db.nodes.bulkGet(nodes.map((n) => n.path))
+    await this.upsertNodes(nodes.filter((n, i) => !existing[i] || existing[i]!.version < n.version))
+  }
+
   /** A server listing of `parent` is the truth for it: forget children the server no longer lists. */
   async reconcileChildren(parent: string, nodes: readonly MeshNode[], fullListing: boolean): Promise<void> {
     await this.upsertNodes(nodes)

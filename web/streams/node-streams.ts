@@ -78,9 +78,10 @@ export class NodeStreams {
     })
   }
 
-  access$(path: string): Observable<ReplicaState> {
+  /** The node's room state (joined, the caller's permissions); `listed` as node$: no "here" said. */
+  access$(path: string, opts: { listed?: boolean } = {}): Observable<ReplicaState> {
     return new Observable<ReplicaState>((sub) => {
-      const replica = this.client.acquire(path)
+      const replica = this.client.acquire(path, !opts.listed)
       const s = replica.state$.subscribe(sub)
       return () => {
         s.unsubscribe()
