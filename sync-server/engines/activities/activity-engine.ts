@@ -438,22 +438,28 @@ export class ActivityEngine {
     // node in the order they are called, and a watcher sees a line when it is applied. Waiting for
     // each commit's fsync before the next append made a streaming log's lines wait for it.
     const failed = (err: unknown) => this.log.warn({ err, path: run.path }, 'activity log write failed')
-    while (run.messages.length > 0 || run.progress) {
-      const messages = run.messages.splice(0, LINES_PER_APPEND)
-      const last = run.messages.length === 0
-      // Progress goes with the last slice: it is never ahead of the lines before it.
-      const progress = last ? run.progress : null
-      if (last) run.progress = null
-      run.lastFlushAt = this.clock.now()
-      // [ACT12] Lines and progress in one write, O(lines) whatever the log's length.
-      const wrote = this.nodes
-        .append(SYSTEM, run.path, 'Messages', messages as unknown as JsonValue[], 'engine', progress ? { patch: () => ({ Progress: progress as unknown as JsonObject }) } : {})
-        .catch(failed)
-      run.writes = Promise.all([run.writes, wrote])
-      if (last) break
-      await new Promise<void>((resolve) => setImmediate(resolve))
+    for (;;) {
+      while (run.messages.length > 0 || run.progress) {
+        const messages = run.messages.splice(0, LINES_PER_APPEND)
+        const last = run.messages.length === 0
+        // Progress goes with the last slice: it is never ahead of the lines before it.
+        const progress = last ? run.progress : null
+        if (last) run.progress = null
+        run.lastFlushAt = this.clock.now()
+        // [ACT12] Lines and progress in one write, O(lines) whatever the log's length.
+        const wrote = this.nodes
+          .append(SYSTEM, run.path, 'Messages', messages as unknown as JsonValue[], 'engine', progress ? { patch: () => ({ Progress: progress as unknown as JsonObject }) } : {})
+          .catch(failed)
+        run.writes = Promise.all([run.writes, wrote])
+        if (last) break
+        await new Promise<void>((resolve) => setImmediate(resolve))
+      }
+      await run.writes
+      // Lines that arrived while the slices became durable are this drain's too: a flush called
+      // meanwhile got this drain back, so nothing else would write them (they would wait for the
+      // next line, or go out all at once in the terminal write, past LINES_PER_APPEND).
+      if (run.messages.length === 0 && !run.progress) return
     }
-    return run.writes
   }
 
   // ---------------------------------------------------------------- cancelling and finishing
