@@ -1,8 +1,8 @@
 import fc from 'fast-check'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { createContextualClient, fenceOf, isContextualClientError, type ContextualClientError } from '../../shared/index.js'
-import { api, createSpace, expectStatus, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
-import { definition, putSubscription } from './contextual-helpers.js'
+import { api, expectStatus, signup } from '../helpers/index.js'
+import { definition, ownedServer, putSubscription } from './contextual-helpers.js'
 
 async function failure(p: Promise<unknown>): Promise<ContextualClientError> {
   try {
@@ -15,22 +15,14 @@ async function failure(p: Promise<unknown>): Promise<ContextualClientError> {
 }
 
 describe('[CTX40] the typed contextual client (shared/contextual-client.ts) against a real server', () => {
-  let ts: TestServer
-  let owner: TestUser
-  let space = ''
-  beforeAll(async () => {
-    ts = await startTestServer()
-    owner = await signup(ts.url)
-    space = await createSpace(ts.url, owner.token)
-  })
-  afterAll(async () => ts.cleanup())
+  const env = ownedServer()
 
   async function setup(n: string) {
-    const sub = `${space}/s${n}`
-    const prefix = `${space}/in${n}`
-    expectStatus(await putSubscription(ts.url, owner.token, sub, definition(prefix)), 201)
-    expectStatus(await api(ts.url, owner.token).putNode(prefix, 'Document', {}), 201)
-    const c = createContextualClient({ baseUrl: `${ts.url}/`, token: owner.token })
+    const sub = `${env.space}/s${n}`
+    const prefix = `${env.space}/in${n}`
+    expectStatus(await putSubscription(env.ts.url, env.owner.token, sub, definition(prefix)), 201)
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(prefix, 'Document', {}), 201)
+    const c = createContextualClient({ baseUrl: `${env.ts.url}/`, token: env.owner.token })
     const { consumerId } = await c.next({ subscription: sub, consumer: 'c1' })
     return { sub, prefix, c, consumerId }
   }
@@ -38,7 +30,7 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
   it('[CTX40] a long poll waiting before the event arrives gets it; react and ack through typed calls', async () => {
     const { sub, prefix, c, consumerId } = await setup('1')
     const polling = c.next({ subscription: sub, consumer: 'c1', waitSeconds: 30 })
-    expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/d`, 'Document', { Title: 'x' }), 201)
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/d`, 'Document', { Title: 'x' }), 201)
     const { item } = await polling
     expect(item?.event.path).toBe(`${prefix}/d`)
     const reply = item!.reactions.find((r) => r.name === 'reply')!
@@ -49,18 +41,18 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     expect(await c.ack(fenceOf(consumerId, item!))).toEqual({ ok: true })
     const st = await c.status(consumerId)
     expect([st.acked, st.leased, st.lag]).toEqual([1, 0, st.headVersion - st.cursor])
-    expect((await api(ts.url, owner.token).getNode(`${prefix}/d/reply`)).status).toBe(200)
+    expect((await api(env.ts.url, env.owner.token).getNode(`${prefix}/d/reply`)).status).toBe(200)
   })
 
   it('[CTX40] failures are ContextualClientErrors with the stable code: stale_lease, unauthorized, not_found, forbidden', async () => {
     const { sub, prefix, c, consumerId } = await setup('2')
-    expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/d`, 'Document', {}), 201)
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/d`, 'Document', {}), 201)
     const { item } = await c.next({ subscription: sub, consumer: 'c1', waitSeconds: 10 })
     expect(await c.nack({ ...fenceOf(consumerId, item!), error: 'later' })).toEqual({ state: 'pending' })
     expect(await failure(c.ack(fenceOf(consumerId, item!)))).toMatchObject({ code: 'stale_lease', status: 409 })
-    const anon = createContextualClient({ baseUrl: ts.url, token: 'nope' })
+    const anon = createContextualClient({ baseUrl: env.ts.url, token: 'nope' })
     expect(await failure(anon.status(consumerId))).toMatchObject({ code: 'unauthorized', status: 401 })
-    const other = createContextualClient({ baseUrl: ts.url, token: (await signup(ts.url)).token })
+    const other = createContextualClient({ baseUrl: env.ts.url, token: (await signup(env.ts.url)).token })
     expect(await failure(other.status(consumerId))).toMatchObject({ code: 'not_found', status: 404 })
     expect(await failure(other.next({ subscription: sub, consumer: 'c1' }))).toMatchObject({ code: 'forbidden' })
     expect(await failure(c.react('A'.repeat(200)))).toMatchObject({ code: 'reaction_denied', status: 403 })
@@ -72,7 +64,7 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     const polling = failure(c.next({ subscription: sub, consumer: 'c1', waitSeconds: 60 }, { signal: ctl.signal }))
     ctl.abort()
     expect((await polling).code).toBe('aborted')
-    const gone = createContextualClient({ baseUrl: 'http://127.0.0.1:1', token: owner.token })
+    const gone = createContextualClient({ baseUrl: 'http://127.0.0.1:1', token: env.owner.token })
     expect(await failure(gone.status('x'))).toMatchObject({ code: 'network', status: 0 })
     // The iterator yields items as they come and ends when its signal aborts.
     const stop = new AbortController()
@@ -84,8 +76,8 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
         if (seen.length === 2) stop.abort()
       }
     })()
-    await api(ts.url, owner.token).putNode(`${prefix}/a`, 'Document', {})
-    await api(ts.url, owner.token).putNode(`${prefix}/b`, 'Document', {})
+    await api(env.ts.url, env.owner.token).putNode(`${prefix}/a`, 'Document', {})
+    await api(env.ts.url, env.owner.token).putNode(`${prefix}/b`, 'Document', {})
     await loop
     expect(seen).toEqual([`${prefix}/a`, `${prefix}/b`])
   })
@@ -94,8 +86,8 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     const { consumerId } = await setup('4')
     let sent = 0
     const c = createContextualClient({
-      baseUrl: ts.url,
-      token: owner.token,
+      baseUrl: env.ts.url,
+      token: env.owner.token,
       fetch: (...a) => {
         sent++
         return fetch(...a)
@@ -105,7 +97,7 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     await fc.assert(
       fc.asyncProperty(fc.record({ eventId: field, leaseToken: field, attempt: field, delaySeconds: field, error: field }, { requiredKeys: [] }), async (raw) => {
         const body = { consumerId, ...raw }
-        const server = await api(ts.url, owner.token).post<{ error?: { code: string } }>('/api/contextual/nack', body)
+        const server = await api(env.ts.url, env.owner.token).post<{ error?: { code: string } }>('/api/contextual/nack', body)
         const before = sent
         const local = await c.nack(body as never).then(
           () => null,

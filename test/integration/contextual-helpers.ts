@@ -1,5 +1,6 @@
 import type { JsonObject } from '../../shared/index.js'
-import { api, expectStatus, type ApiResponse } from '../helpers/index.js'
+import { afterAll, beforeAll } from 'vitest'
+import { api, createSpace, expectStatus, signup, startTestServer, type ApiResponse, type TestServer, type TestUser } from '../helpers/index.js'
 
 /** A definition: Document events under `prefix`, a `reply` create reaction and an `annotate` patch. */
 export function definition(prefix: string, overrides: JsonObject = {}): JsonObject {
@@ -70,4 +71,22 @@ export async function pull(url: string, token: string, sub: string, consumer = '
   const r = expectStatus(await ctx(url, token).next(sub, consumer, { waitSeconds: 10 }), 200)
   if (!r.body.item) throw new Error(`no item: ${JSON.stringify(r.body)}`)
   return { consumerId: r.body.consumerId, item: r.body.item }
+}
+
+/** One describe block's server, its owner and the owner's space: made before its tests, removed after. */
+export interface OwnedServer {
+  ts: TestServer
+  owner: TestUser
+  space: string
+}
+
+export function ownedServer(): OwnedServer {
+  const env = { space: '' } as OwnedServer
+  beforeAll(async () => {
+    env.ts = await startTestServer()
+    env.owner = await signup(env.ts.url)
+    env.space = await createSpace(env.ts.url, env.owner.token)
+  })
+  afterAll(async () => env.ts.cleanup())
+  return env
 }

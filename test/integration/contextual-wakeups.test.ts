@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { userPrincipal, type UserId } from '../../shared/index.js'
 import { WAKEUP_BOUNDS } from '../../sync-server/contextual/routes.js'
-import { api, createSpace, expectStatus, grantRole, signup, startTestServer, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
-import { ctx, definition, putSubscription } from './contextual-helpers.js'
+import { api, expectStatus, grantRole, signup, waitFor } from '../helpers/index.js'
+import { ctx, definition, ownedServer, putSubscription } from './contextual-helpers.js'
 
 /** An open wake-up stream: its raw text so far, and how to end it. */
 async function wakeups(url: string, token: string | null, consumerId: string): Promise<{ status: number; text: () => string; frames: () => string[]; close(): void; body: string }> {
@@ -28,37 +28,29 @@ async function wakeups(url: string, token: string | null, consumerId: string): P
 }
 
 describe('[CTX39] payload-free wake-ups per consumer', () => {
-  let ts: TestServer
-  let owner: TestUser
-  let space = ''
-  beforeAll(async () => {
-    ts = await startTestServer()
-    owner = await signup(ts.url)
-    space = await createSpace(ts.url, owner.token)
-  })
-  afterAll(async () => ts.cleanup())
+  const env = ownedServer()
 
-  async function setup(n: string, token = owner.token) {
-    const sub = `${space}/s${n}`
-    const prefix = `${space}/in${n}`
-    expectStatus(await putSubscription(ts.url, owner.token, sub, definition(prefix)), 201)
-    expectStatus(await api(ts.url, owner.token).putNode(prefix, 'Document', {}), 201)
-    const consumerId = expectStatus(await ctx(ts.url, token).next(sub, 'w1'), 200).body.consumerId
+  async function setup(n: string, token = env.owner.token) {
+    const sub = `${env.space}/s${n}`
+    const prefix = `${env.space}/in${n}`
+    expectStatus(await putSubscription(env.ts.url, env.owner.token, sub, definition(prefix)), 201)
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(prefix, 'Document', {}), 201)
+    const consumerId = expectStatus(await ctx(env.ts.url, token).next(sub, 'w1'), 200).body.consumerId
     return { sub, prefix, consumerId }
   }
 
   it('[CTX39] a stream wakes at once and on a matching commit, carrying nothing but "wake"; next then finds the work', async () => {
     const { sub, prefix, consumerId } = await setup('1')
-    const s = await wakeups(ts.url, owner.token, consumerId)
+    const s = await wakeups(env.ts.url, env.owner.token, consumerId)
     try {
       expect(s.status).toBe(200)
       await waitFor(() => s.frames().length === 1, { description: 'the first wake-up' })
-      expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/d`, 'Document', { Secret: 'in the content' }), 201)
+      expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/d`, 'Document', { Secret: 'in the content' }), 201)
       await waitFor(() => s.frames().length === 2, { description: 'a wake-up for the commit' })
       // Nothing of the commit travels: no path, no version, no content.
       expect(s.frames()).toEqual(['event: wake\ndata: ', 'event: wake\ndata: '])
       expect(s.text()).not.toContain(prefix)
-      const item = expectStatus(await ctx(ts.url, owner.token).next(sub, 'w1'), 200).body.item
+      const item = expectStatus(await ctx(env.ts.url, env.owner.token).next(sub, 'w1'), 200).body.item
       expect(item?.event.path).toBe(`${prefix}/d`)
     } finally {
       s.close()
@@ -66,21 +58,21 @@ describe('[CTX39] payload-free wake-ups per consumer', () => {
   })
 
   it('[CTX39] a commit the listener cannot read (or that is not its events) wakes nothing; a nack back to pending does', async () => {
-    const worker = await signup(ts.url)
-    await grantRole(ts.url, owner.token, space, worker.userId, 'Editor')
+    const worker = await signup(env.ts.url)
+    await grantRole(env.ts.url, env.owner.token, env.space, worker.userId, 'Editor')
     const { sub, prefix, consumerId } = await setup('2', worker.token)
-    expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/secret`, 'Document', {}), 201)
-    await grantRole(ts.url, owner.token, `${prefix}/secret`, worker.userId, 'Viewer', true)
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/secret`, 'Document', {}), 201)
+    await grantRole(env.ts.url, env.owner.token, `${prefix}/secret`, worker.userId, 'Viewer', true)
     const causes: Array<string | null> = []
-    const unlisten = await ts.server.contextual.listen(userPrincipal(worker.userId as UserId), { consumerId }, (p) => causes.push(p))
+    const unlisten = await env.ts.server.contextual.listen(userPrincipal(worker.userId as UserId), { consumerId }, (p) => causes.push(p))
     try {
-      expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/secret/h`, 'Document', {}), 201)
-      expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/note`, 'Post', {}), 201)
-      expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/v1`, 'Document', {}), 201)
+      expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/secret/h`, 'Document', {}), 201)
+      expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/note`, 'Post', {}), 201)
+      expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/v1`, 'Document', {}), 201)
       // The feed is ordered: when v1's wake-up has come, the hidden one and the Post would have come first.
       await waitFor(() => causes.includes(`${prefix}/v1`))
       expect(causes).toEqual([`${prefix}/v1`])
-      const w = ctx(ts.url, worker.token)
+      const w = ctx(env.ts.url, worker.token)
       const item = expectStatus(await w.next(sub, 'w1'), 200).body.item!
       expect(item.event.path).toBe(`${prefix}/v1`)
       expectStatus(await w.nack(consumerId, item, 0), 200)
@@ -92,25 +84,25 @@ describe('[CTX39] payload-free wake-ups per consumer', () => {
 
   it('[CTX39] no database-wide stream: a consumer id is required, it must be the caller\'s, a token is needed, and streams are bounded', async () => {
     const { consumerId } = await setup('3')
-    const none = await wakeups(ts.url, owner.token, '')
+    const none = await wakeups(env.ts.url, env.owner.token, '')
     expect([none.status, JSON.parse(none.body).error.code]).toEqual([400, 'invalid_request'])
-    const other = await signup(ts.url)
-    const theirs = await wakeups(ts.url, other.token, consumerId)
+    const other = await signup(env.ts.url)
+    const theirs = await wakeups(env.ts.url, other.token, consumerId)
     expect([theirs.status, JSON.parse(theirs.body).error.code]).toEqual([404, 'not_found'])
-    const anon = await wakeups(ts.url, null, consumerId)
+    const anon = await wakeups(env.ts.url, null, consumerId)
     expect(anon.status).toBe(401)
     const open = []
     try {
-      for (let i = 0; i < WAKEUP_BOUNDS.streamsPerUser; i++) open.push(await wakeups(ts.url, owner.token, consumerId))
+      for (let i = 0; i < WAKEUP_BOUNDS.streamsPerUser; i++) open.push(await wakeups(env.ts.url, env.owner.token, consumerId))
       expect(open.every((s) => s.status === 200)).toBe(true)
-      const over = await wakeups(ts.url, owner.token, consumerId)
+      const over = await wakeups(env.ts.url, env.owner.token, consumerId)
       expect([over.status, JSON.parse(over.body).error.code]).toEqual([429, 'rate_limited'])
     } finally {
       for (const s of open) s.close()
     }
     // Closed streams free their places.
     await waitFor(async () => {
-      const s = await wakeups(ts.url, owner.token, consumerId)
+      const s = await wakeups(env.ts.url, env.owner.token, consumerId)
       s.close()
       return s.status === 200
     })
