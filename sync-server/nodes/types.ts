@@ -41,6 +41,8 @@ export type UpdateFn = (current: MeshNode | null) => NodeDraft | MeshNode | null
  */
 export type WriteRuleHook = (write: {
   principal: Extract<Principal, { kind: 'user' }>
+  /** The node written. */
+  path: NodePath
   /** The node before the write; null when it creates the node. */
   before: MeshNode | null
   /** The content the write leaves (before any returned fields). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { SYSTEM, WeftError, userPrincipal, type MeshNode, type UserId } from '../../shared/index.js'
+import { SYSTEM, WeftError, userPrincipal, type MeshNode, type NodePath, type UserId } from '../../shared/index.js'
 import { WriteRules, changedFields } from './write-policy.js'
 
 describe('write policy', () => {
@@ -13,11 +13,11 @@ describe('write policy', () => {
     })
     expect(() => rules.register('Thing', () => undefined)).toThrow(/already registered/)
     const alice = userPrincipal('alice' as UserId)
-    expect(rules.fields(alice, 'Thing', null, { X: 'add' })).toEqual({ Added: true })
-    expect(rules.fields(alice, 'Thing', null, { X: 'plain' })).toBeUndefined()
-    expect(() => rules.fields(alice, 'Thing', null, { X: 'bad' })).toThrow(WeftError)
-    expect(rules.fields(SYSTEM, 'Thing', null, { X: 'bad' })).toBeUndefined()
-    expect(rules.fields(alice, 'Other', {} as MeshNode, { X: 'bad' })).toBeUndefined()
+    expect(rules.fields(alice, 'Thing', 'S/x' as NodePath, null, { X: 'add' })).toEqual({ Added: true })
+    expect(rules.fields(alice, 'Thing', 'S/x' as NodePath, null, { X: 'plain' })).toBeUndefined()
+    expect(() => rules.fields(alice, 'Thing', 'S/x' as NodePath, null, { X: 'bad' })).toThrow(WeftError)
+    expect(rules.fields(SYSTEM, 'Thing', 'S/x' as NodePath, null, { X: 'bad' })).toBeUndefined()
+    expect(rules.fields(alice, 'Other', 'S/x' as NodePath, {} as MeshNode, { X: 'bad' })).toBeUndefined()
     expect(calls).toEqual(['add', 'plain', 'bad'])
   })
 

@@ -77,6 +77,13 @@ describe('threads: posting', () => {
     expect(await post(ts.url, bob.token, t, 'from the train', 'offline1')).toBe(`${t}/offline1`)
     const again = await settled(ts.url, alice.token, t)
     expect(again.content.Messages).toHaveLength(2)
+    // A cell the engine would never ingest (its id is no message id) is refused, not kept unanswered.
+    for (const id of ['-dash', '.dot', 'x'.repeat(65)]) {
+      const odd = await api(ts.url, bob.token).putNode(`${t}/${id}`, 'ThreadMessage', { Role: 'user', Author: bob.userId, Text: 'odd id', CreatedAt: new Date().toISOString() })
+      expect(odd.status, id).toBe(400)
+      expect(errorCode(odd), id).toBe('invalid_request')
+      expect((await api(ts.url, bob.token).getNode(`${t}/${id}`)).status, id).toBe(404)
+    }
   })
 })
 

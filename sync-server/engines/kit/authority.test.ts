@@ -69,7 +69,8 @@ describe('[ACT17] the ActivityLog write rule', () => {
   assignment(access, 'S', 'bob', 'Editor')
   assignment(access, 'S', 'carol', 'Viewer')
   assignment(access, 'S/locked', 'carol', 'Viewer', true)
-  const rule = activityWriteRule(access)
+  const written = activityWriteRule(access)
+  const rule = (w: Omit<Parameters<typeof written>[0], 'path'>) => written({ ...w, path: 'S/_Activity/a' as NodePath })
   const log = (content: JsonObject): MeshNode => ({ path: 'S/_Activity/a' as NodePath, nodeType: 'ActivityLog', name: 'a', content, createdBy: 'system', createdAt: '', updatedAt: '', version: 1, state: 'Active' })
   const draft = { CodePath: 'S/tool', CreatedBy: 'carol', Inputs: { a: 1 } }
   const as = (id: string) => ({ kind: 'user' as const, userId: id as UserId })

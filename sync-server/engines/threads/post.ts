@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import { z } from 'zod'
-import { SYSTEM, WeftError, parentPath, parseNodePath, type JsonObject, type MeshNode, type NodePath, type Principal } from '../../../shared/index.js'
+import { SYSTEM, WeftError, lastSegment, parentPath, parseNodePath, type JsonObject, type MeshNode, type NodePath, type Principal } from '../../../shared/index.js'
 import type { NodeApi, WriteRuleHook } from '../../nodes/index.js'
 import type { Route, RouteRequest } from '../../http/index.js'
 import { request } from '../kit/index.js'
@@ -8,6 +8,9 @@ import { cellPath, isMessageId, strings, type Clock } from './model.js'
 
 /** [THR2] The longest message text a post takes (characters). */
 export const MAX_MESSAGE_CHARS = 100_000
+
+/** What a message id may be, said when one is refused. */
+const MESSAGE_ID_RULE = 'A message id is 1–64 characters of letters, digits, _ . @ - and starts with a letter or digit.'
 
 const PostBody = z.object({ id: z.string().optional(), text: z.string() })
 
@@ -60,7 +63,7 @@ export async function postMessage(nodes: NodeApi, caller: Principal, thread: Nod
   const parsed = PostBody.safeParse(raw)
   if (!parsed.success) throw new WeftError('invalid_request', 'The body is { id?: string, text: string }.')
   const { id = randomUUID(), text } = parsed.data
-  if (!isMessageId(id)) throw new WeftError('invalid_request', 'A message id is 1–64 characters of letters, digits, _ . @ - and starts with a letter or digit.')
+  if (!isMessageId(id)) throw new WeftError('invalid_request', MESSAGE_ID_RULE)
   if (text.trim() === '') throw new WeftError('invalid_request', 'A message needs some text.')
   if (text.length > MAX_MESSAGE_CHARS) throw new WeftError('payload_too_large', `A message is at most ${MAX_MESSAGE_CHARS} characters.`)
   const node = await nodes.get(caller, thread)
@@ -76,8 +79,13 @@ export async function postMessage(nodes: NodeApi, caller: Principal, thread: Nod
  * cell, once made, is changed by system only (the agent's streaming, an error).
  */
 export function threadMessageWriteRule(): WriteRuleHook {
-  return ({ principal, before, after }) => {
+  return ({ principal, path, before, after }) => {
     if (before) throw new WeftError('forbidden_field', 'A thread message is written by the server once posted.')
+    // The engine ingests a cell by its id: one it would never ingest is refused here, so an
+    // offline author sees the refusal instead of a message that silently never gets an answer.
+    if (!isMessageId(lastSegment(path))) {
+      throw new WeftError('invalid_request', MESSAGE_ID_RULE)
+    }
     if (after.Role !== 'user' || after.Author !== principal.userId) {
       throw new WeftError('forbidden_field', 'A person creates only their own user message (Role "user", Author = you).')
     }

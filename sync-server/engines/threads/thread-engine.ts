@@ -268,8 +268,8 @@ export class ThreadEngine {
   /** [THR1][THR2] A person's own user cell: ingested into its thread by its id, once. */
   private async adopt(cell: NodePath, node: MeshNode): Promise<void> {
     const id = idOf(cell)
-    // A cell the write rule let through is the author's own; an id outside the message-id form
-    // (never made by the route) is not ingested.
+    // A cell the write rule let through is the author's own, with a message id (the rule refuses
+    // any other id); one written by system under another id is not ingested.
     if (node.content.Role !== 'user' || !isMessageId(id)) return
     const thread = tryParseNodePath(cell.slice(0, cell.lastIndexOf('/')))
     if (thread) await enqueue(this.nodes, thread, id)
