@@ -147,7 +147,12 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
       socket.destroy()
     }
   })
-  http.keepAliveTimeout = 5_000
+  // An idle keep-alive socket stays open past the usual 60 s of a proxy or load balancer in front,
+  // and past a long poll (`next` waits up to 60 s): otherwise the server closes a socket just as
+  // a client (or nginx) sends the next request on it, and that request fails with a reset. Node
+  // counts an idle socket's wait for the next request against headersTimeout: it stays above.
+  http.keepAliveTimeout = 65_000
+  http.headersTimeout = 66_000
 
   /**
    * [OPS3]–[OPS8] Counters on the write path, gauges read on scrape.

@@ -50,6 +50,7 @@ const MODULES: BenchModule[] = [
   { name: 'metrics', file: 'metrics-bench.ts', fn: 'benchMetrics' },
   { name: 'mcp', file: 'mcp-bench.ts', fn: 'benchMcp' },
   { name: 'contextual', file: 'contextual-bench.ts', fn: 'benchContextual' },
+  { name: 'contextual-scale', file: 'contextual-scale-bench.ts', fn: 'benchContextualScale' },
   { name: 'rss', file: 'rss-bench.ts', fn: 'benchRss' },
   { name: 'backup', file: 'backup-bench.ts', fn: 'benchBackup' },
 ]

@@ -40,7 +40,14 @@ function overlapMs(a: [number, number][], b: [number, number][]): number {
 describe('CPU slots [ACT15]', () => {
   it('two CPU-bound scripts on one slot take turns: they never run at the same time, and both make progress', async () => {
     const h = newHost(Number(process.env.WEFT_TEST_CPU_SLOTS ?? 1))
-    const runs = [h.run(spinRecording(1500), 'javascript', {}, noHandlers), h.run(spinRecording(1500), 'javascript', {}, noHandlers)]
+    // Both spin only once both are running (a worker may start a second late on a loaded machine,
+    // and a script alone has nobody to take turns with): a Mesh call each is the barrier.
+    let arrived = 0
+    let release!: () => void
+    const bothRunning = new Promise<void>((r) => (release = r))
+    const barrier = { ...noHandlers, onMesh: async () => (++arrived === 2 && release(), await bothRunning, null) }
+    const script = `await Mesh.get('S/barrier');\n${spinRecording(2000)}`
+    const runs = [h.run(script, 'javascript', {}, barrier), h.run(script, 'javascript', {}, barrier)]
     const outcomes = await Promise.all(runs.map((r) => r.done))
     expect(outcomes.every((o) => o.ok)).toBe(true)
     const [a, b] = outcomes.map((o) => (o as Extract<ScriptOutcome, { ok: true }>).value as { x: number; runs: [number, number][] })
@@ -49,9 +56,10 @@ describe('CPU slots [ACT15]', () => {
     const overlap = overlapMs(a!.runs, b!.runs)
     const span = Math.max(...[...a!.runs, ...b!.runs].map((r) => r[1])) - Math.min(...[...a!.runs, ...b!.runs].map((r) => r[0]))
     expect(overlap / span).toBeLessThan(0.05)
-    // Each had turns all along (time slices alternate), and comparable work done.
-    expect(a!.runs.length).toBeGreaterThan(10)
-    expect(b!.runs.length).toBeGreaterThan(10)
+    // Each had turns all along (time slices alternate: 10 ms each when the machine is idle, far
+    // fewer when the OS schedules the waiting thread late), and comparable work done.
+    expect(a!.runs.length).toBeGreaterThan(3)
+    expect(b!.runs.length).toBeGreaterThan(3)
     expect(Math.min(a!.x, b!.x) / Math.max(a!.x, b!.x)).toBeGreaterThan(0.25)
     expect(h.cpu.held()).toBe(0)
   })
