@@ -1,6 +1,7 @@
 import os from 'node:os'
 import path from 'node:path'
 import { DEFAULT_LOGIN_LIMITS } from './auth/index.js'
+import { ClientAddresses } from './http/index.js'
 
 export interface ServerConfig {
   port: number
@@ -56,6 +57,8 @@ export interface ServerConfig {
   stuckRunMs: number
   /** [OPS10] OPERATOR_EMAILS: accounts (comma-separated emails) that see the operator's page besides the Admins of `Admin`. */
   operatorEmails: string[]
+  /** [AUTH5] TRUSTED_PROXIES: reverse proxies (addresses or CIDR ranges) whose X-Forwarded-For names the client. */
+  trustedProxies: string[]
 }
 
 function int(value: string | undefined, fallback: number, name: string): number {
@@ -94,6 +97,7 @@ export function defaultConfig(): ServerConfig {
     shutdownTimeoutMs: 10_000,
     stuckRunMs: 15 * 60_000,
     operatorEmails: [],
+    trustedProxies: [],
   }
 }
 
@@ -127,5 +131,12 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     shutdownTimeoutMs: Math.max(100, int(env.SHUTDOWN_TIMEOUT_MS, d.shutdownTimeoutMs, 'SHUTDOWN_TIMEOUT_MS')),
     stuckRunMs: int(env.STUCK_RUN_MS, d.stuckRunMs, 'STUCK_RUN_MS'),
     operatorEmails: (env.OPERATOR_EMAILS ?? '').split(',').map((e) => e.trim().toLowerCase()).filter((e) => e !== ''),
+    trustedProxies: trustedProxies(env.TRUSTED_PROXIES),
   }
+}
+
+/** TRUSTED_PROXIES as a list, each entry checked now (a typo fails the start, naming the entry). */
+function trustedProxies(raw: string | undefined): string[] {
+  ClientAddresses.parse(raw)
+  return (raw ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '')
 }

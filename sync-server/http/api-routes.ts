@@ -12,6 +12,7 @@ import {
 } from '../../shared/index.js'
 import { DEFAULT_LOGIN_LIMITS, parse, type AuthService } from '../auth/index.js'
 import { MAX_CURSOR_LENGTH, isSealedCursor, type HttpNodeApi } from '../nodes/index.js'
+import { ClientAddresses } from './client-address.js'
 import { bearerToken } from './http-server.js'
 import { OPENAPI_DOCUMENT } from './openapi.js'
 import { absentNode } from './move-routes.js'
@@ -22,7 +23,7 @@ export interface ApiDeps {
   auth: AuthService
   isHealthy(): boolean
   /** The limits `GET /api/config` tells clients; absent fields fall back to the defaults. */
-  config?: { maxPayloadBytes: number; maxJsonDepth?: number; loginFreeFailuresPerAccount?: number; loginFreeFailuresPerAddress?: number; loginLockoutBaseMs?: number; loginLockoutMaxMs?: number }
+  config?: { maxPayloadBytes: number; maxJsonDepth?: number; loginFreeFailuresPerAccount?: number; loginFreeFailuresPerAddress?: number; loginLockoutBaseMs?: number; loginLockoutMaxMs?: number; trustedProxies?: string[] }
   /** [ACT18] The engines' limits (a run's memory, time, log, Mesh calls, runs per user), by setting name. */
   engineLimits?: () => Record<string, number>
   /** [OPS10] Whether the caller sees the operator's page (`GET /api/me` says so, for the app's navigation). */
@@ -67,6 +68,7 @@ function positiveInt(r: RouteRequest, name: string, fallback: number): number {
 /** The HTTP API of DESIGN.md's contract table. */
 export function apiRoutes(deps: ApiDeps): Route[] {
   const { nodes, auth } = deps
+  const addresses = ClientAddresses.parse(deps.config?.trustedProxies?.join(','))
   return [
     {
       method: 'GET',
@@ -87,8 +89,8 @@ export function apiRoutes(deps: ApiDeps): Route[] {
       method: 'POST',
       pattern: /^\/api\/auth\/login$/,
       auth: false,
-      // [AUTH3] Throttled per account and per client address.
-      handler: async (r) => ({ status: 200, body: await auth.login(await r.json(), r.req.socket.remoteAddress ?? 'unknown') }),
+      // [AUTH3] Throttled per account and per client address ([AUTH5]: the client's, behind a trusted proxy).
+      handler: async (r) => ({ status: 200, body: await auth.login(await r.json(), addresses.of(r.req)) }),
     },
     {
       method: 'POST',

@@ -110,6 +110,33 @@ describe('[AUTH3] login throttling', () => {
     expect((await login(ts.url, bob.email, bob.password)).status).toBe(429)
   })
 
+  it('[AUTH5] behind a trusted proxy the address is the client\'s from X-Forwarded-For; without one the header is ignored', async () => {
+    const from = (url: string, forwarded: string) => (email: string) =>
+      fetch(`${url}/api/auth/login`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Forwarded-For': forwarded }, body: JSON.stringify({ email, password: WRONG }) }).then((r) => r.status)
+    const behind = await startTestServer({ config: { loginFreeFailuresPerAddress: 3, now: () => 1_000_000, trustedProxies: ['127.0.0.1'] } })
+    try {
+      const a = from(behind.url, '203.0.113.7')
+      for (let i = 0; i < 3; i++) expect(await a(uniqueEmail(`a${i}`)), `failure ${i + 1} of .7`).toBe(401)
+      expect(await a(uniqueEmail('a-more'))).toBe(429)
+      // Another client behind the same proxy still has its own budget.
+      expect(await from(behind.url, '203.0.113.8')(uniqueEmail('b'))).toBe(401)
+      // What a client writes in front of the hops our proxy appended does not change who it is.
+      expect(await from(behind.url, '198.51.100.1, 203.0.113.7')(uniqueEmail('spoof'))).toBe(429)
+      // Garbage in the header is no address: the proxy's own hop stands.
+      expect(await from(behind.url, 'not-an-ip')(uniqueEmail('junk'))).toBe(401)
+    } finally {
+      await behind.cleanup()
+    }
+    const direct = await startTestServer({ config: { loginFreeFailuresPerAddress: 3, now: () => 1_000_000 } })
+    try {
+      for (let i = 0; i < 3; i++) expect(await from(direct.url, `203.0.113.${i}`)(uniqueEmail(`d${i}`))).toBe(401)
+      // Every request came from 127.0.0.1 whatever its header said: that address is locked.
+      expect(await from(direct.url, '203.0.113.99')(uniqueEmail('d-more'))).toBe(429)
+    } finally {
+      await direct.cleanup()
+    }
+  })
+
   it('[AUTH3] a burst of 60 concurrent wrong guesses gets no more answers than guesses sent one by one', async () => {
     const s = await throttled()
     ts = s.ts
