@@ -24,6 +24,17 @@ function wakeupStream(service: ContextualService, open: Map<string, number>): Ro
     if ((open.get(user) ?? 0) >= WAKEUP_BOUNDS.streamsPerUser) {
       throw new WeftError('rate_limited', `At most ${WAKEUP_BOUNDS.streamsPerUser} wake-up streams at once; close one first.`)
     }
+    // The stream's slot is taken before anything is awaited: concurrent opens cannot all pass the
+    // bound, and it is given back however the stream ends (refused, or closed, even mid-open).
+    open.set(user, (open.get(user) ?? 0) + 1)
+    let released = false
+    const release = () => {
+      if (released) return
+      released = true
+      const n = (open.get(user) ?? 1) - 1
+      if (n > 0) open.set(user, n)
+      else open.delete(user)
+    }
     const res: ServerResponse = r.res
     let timer: ReturnType<typeof setTimeout> | null = null
     let owed = false
@@ -37,11 +48,22 @@ function wakeupStream(service: ContextualService, open: Map<string, number>): Ro
       }, WAKEUP_BOUNDS.coalesceMs)
       res.write('event: wake\ndata: \n\n')
     }
-    const unlisten = await service.listen(principal, { consumerId: r.query.get('consumerId') ?? '' }, () => {
-      if (timer) owed = true
-      else send()
-    })
-    open.set(user, (open.get(user) ?? 0) + 1)
+    let unlisten: () => void
+    try {
+      unlisten = await service.listen(principal, { consumerId: r.query.get('consumerId') ?? '' }, () => {
+        if (timer) owed = true
+        else send()
+      })
+    } catch (err) {
+      release()
+      throw err
+    }
+    // The client left while the stream was being opened: nothing to listen for.
+    if (res.destroyed || r.req.destroyed) {
+      unlisten()
+      release()
+      return null
+    }
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' })
     send()
     const heartbeat = setInterval(() => res.write(': \n\n'), WAKEUP_BOUNDS.heartbeatMs)
@@ -50,9 +72,7 @@ function wakeupStream(service: ContextualService, open: Map<string, number>): Ro
       unlisten()
       clearInterval(heartbeat)
       if (timer) clearTimeout(timer)
-      const n = (open.get(user) ?? 1) - 1
-      if (n > 0) open.set(user, n)
-      else open.delete(user)
+      release()
     })
     return null
   }

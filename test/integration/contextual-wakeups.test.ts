@@ -1,3 +1,4 @@
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { userPrincipal, type UserId } from '../../shared/index.js'
 import { WAKEUP_BOUNDS } from '../../sync-server/contextual/routes.js'
@@ -101,6 +102,74 @@ describe('[CTX39] payload-free wake-ups per consumer', () => {
       for (const s of open) s.close()
     }
     // Closed streams free their places.
+    await waitFor(async () => {
+      const s = await wakeups(env.ts.url, env.owner.token, consumerId)
+      s.close()
+      return s.status === 200
+    })
+  })
+
+  it('[CTX39] seeded property: a listener is woken by exactly the commits of its events that its owner may read', async () => {
+    const viewer = await signup(env.ts.url)
+    await grantRole(env.ts.url, env.owner.token, env.space, viewer.userId, 'Viewer')
+    const { sub, prefix } = await setup('5')
+    const owner = api(env.ts.url, env.owner.token)
+    expectStatus(await owner.putNode(`${prefix}/hidden`, 'Document', {}), 201)
+    await grantRole(env.ts.url, env.owner.token, `${prefix}/hidden`, viewer.userId, 'Viewer', true)
+    expectStatus(await owner.putNode(`${env.space}/elsewhere`, 'Document', {}), 201)
+    const consumerId = expectStatus(await ctx(env.ts.url, viewer.token).next(sub, 'prop'), 200).body.consumerId
+    const woken: string[] = []
+    const unlisten = await env.ts.server.contextual.listen(userPrincipal(viewer.userId as UserId), { consumerId }, (path) => {
+      if (path) woken.push(path)
+    })
+    let n = 0
+    try {
+      await fc.assert(
+        fc.asyncProperty(fc.array(fc.constantFrom('readable', 'update', 'hidden', 'elsewhere', 'otherType'), { minLength: 1, maxLength: 8 }), async (ops) => {
+          woken.length = 0
+          const expected: string[] = []
+          let last: string | null = null
+          for (const op of ops) {
+            const id = `p${++n}`
+            if (op === 'readable' || (op === 'update' && !last)) {
+              expectStatus(await owner.putNode(`${prefix}/${id}`, 'Document', { n }), 201)
+              expected.push((last = `${prefix}/${id}`))
+            } else if (op === 'update') {
+              expectStatus(await owner.patchNode(last!, { n }), 200)
+              expected.push(last!)
+            } else if (op === 'hidden') {
+              expectStatus(await owner.putNode(`${prefix}/hidden/${id}`, 'Document', { n }), 201)
+            } else if (op === 'elsewhere') {
+              expectStatus(await owner.putNode(`${env.space}/elsewhere/${id}`, 'Document', { n }), 201)
+            } else {
+              expectStatus(await owner.putNode(`${prefix}/${id}`, 'Code', { Source: 'return 1', Language: 'javascript' }), 201)
+            }
+          }
+          // A last readable commit: once it woke the listener, every commit before it was seen.
+          const sentinel = `${prefix}/s${++n}`
+          expectStatus(await owner.putNode(sentinel, 'Document', {}), 201)
+          await waitFor(() => woken.includes(sentinel))
+          expect(woken.filter((p) => p !== sentinel)).toEqual(expected)
+        }),
+        { seed: 20261204, numRuns: 12 },
+      )
+    } finally {
+      unlisten()
+    }
+  })
+
+  it('[CTX39] streams opened all at once are bounded too, and a refused open takes no place', async () => {
+    const { consumerId } = await setup('4')
+    // Refusals first: none of them may keep a place.
+    for (let i = 0; i < 20; i++) expect((await wakeups(env.ts.url, env.owner.token, 'no-such-consumer')).status).toBe(404)
+    const burst = await Promise.all(Array.from({ length: 3 * WAKEUP_BOUNDS.streamsPerUser }, () => wakeups(env.ts.url, env.owner.token, consumerId)))
+    try {
+      const statuses = burst.map((s) => s.status)
+      expect(statuses.filter((x) => x === 200)).toHaveLength(WAKEUP_BOUNDS.streamsPerUser)
+      expect(statuses.filter((x) => x !== 200).every((x) => x === 429)).toBe(true)
+    } finally {
+      for (const s of burst) s.close()
+    }
     await waitFor(async () => {
       const s = await wakeups(env.ts.url, env.owner.token, consumerId)
       s.close()
