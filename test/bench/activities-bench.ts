@@ -20,17 +20,20 @@
  * Run alone: `npx tsx test/bench/activities-bench.ts` prints JSON. `ACTIVITIES_BENCH_PARTS`
  * (comma list of ping, log, first, hundred, flood, slope, cancel; default all) runs only those parts.
  */
+import { spawn } from 'node:child_process'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
-import { pathToFileURL } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import { filter, firstValueFrom } from 'rxjs'
 import { SYSTEM, type NodePath } from '../../shared/index.js'
 import { startServer, type RunningServer } from '../../sync-server/server.js'
 import { createActivitiesEngine } from '../../sync-server/engines/activities/index.js'
 import { api, nodeUrlPath, signup, createSpace, waitFor } from '../helpers/index.js'
+
+const HERE = dirname(fileURLToPath(import.meta.url))
 
 export const GOALS: Record<string, { op: '<' | '<=' | '>' | '>='; value: number; unit?: string }> = {
   pingP99RatioBusyToIdle: { op: '<=', value: 1.5, unit: '×' },
@@ -271,18 +274,27 @@ async function benchHundred(code: Code, start: Start, status: Status, out: Out):
 async function benchFlood(url: string, code: Code, start: Start, status: Status, out: Out): Promise<void> {
   const flood = await code('flood', 'for (let i = 0; i < 100000; i++) Log.info("line " + i); return 100000')
   await pings(url, 500)
+  // The same rounds seen by a client in its own process as well (test/bench/pinger.mjs): the
+  // in-process pings share the server's event loop with their own client work.
+  const pinger = spawn(process.execPath, [join(HERE, 'pinger.mjs')], { env: { ...process.env, PINGER_URL: url }, stdio: ['pipe', 'pipe', 'inherit'] })
+  let pinged = ''
+  pinger.stdout.setEncoding('utf8').on('data', (d: string) => (pinged += d))
+  const windows: { idle: [number, number]; flood: [number, number] }[] = []
   const idleLat: number[] = []
   const floodLat: number[] = []
   const ratios: number[] = []
   const took: number[] = []
   for (let round = 0; round < 5; round++) {
+    const idleFrom = Date.now()
     const idleRound = await pings(url, 1500)
     const t0 = performance.now()
+    const floodFrom = Date.now()
     const path = await start(flood)
     const floodRound: number[] = []
     let s: unknown
     while (!isDone((s = await status(path)))) floodRound.push(...(await pings(url, 50)))
     took.push(performance.now() - t0)
+    windows.push({ idle: [idleFrom, floodFrom], flood: [floodFrom, Date.now()] })
     if (s !== 'Succeeded') throw new Error(`the flood ended ${String(s)}`)
     idleLat.push(...idleRound)
     floodLat.push(...floodRound)
@@ -290,6 +302,16 @@ async function benchFlood(url: string, code: Code, start: Start, status: Status,
     // The row's coalesced content write comes up to a second after the last line.
     await new Promise((r) => setTimeout(r, 1_200))
   }
+  const ended = new Promise((r) => pinger.on('exit', r))
+  pinger.stdin.end()
+  await ended
+  const samples = pinged.trim().split('\n').map((l) => l.split(' ').map(Number) as [number, number])
+  const within = ([from, to]: [number, number]) => samples.filter(([at]) => at >= from && at < to).map(([, ms]) => ms)
+  const external = windows.map((w) => Number((p99(within(w.flood)) / p99(within(w.idle))).toFixed(2)))
+  out.floodExternalPingP99IdleMs = Number(p99(windows.flatMap((w) => within(w.idle))).toFixed(2))
+  out.floodExternalPingP99Ms = Number(p99(windows.flatMap((w) => within(w.flood))).toFixed(2))
+  out.floodExternalPingP99RatioToIdle = percentile([...external].sort((a, b) => a - b), 50)
+  out.floodExternalPingP99RatioPerRound = external.join(' / ')
   out.floodPingP99IdleMs = Number(p99(idleLat).toFixed(2))
   out.floodPingP99Ms = Number(p99(floodLat).toFixed(2))
   out.floodPingP99RatioToIdle = percentile([...ratios].sort((a, b) => a - b), 50)
