@@ -1,8 +1,9 @@
 import { mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
-import { buildSync, transform } from 'esbuild'
+import type * as Esbuild from 'esbuild'
 import type { Logger } from 'pino'
 import type { JsonObject, JsonValue } from '../../../shared/index.js'
 import type { FromWorker, MeshOp, ScriptLanguage, ScriptLimit, ScriptLimits, ToWorker } from './script-protocol.js'
@@ -28,6 +29,8 @@ function workerEntry(): URL {
     const dir = fileURLToPath(new URL('../../../node_modules/.cache/weft-script-worker/', import.meta.url))
     mkdirSync(dir, { recursive: true })
     const outfile = join(dir, `worker-${process.pid}.mjs`)
+    // Under tsx only (the production build never comes here); required, not imported, to stay synchronous.
+    const { buildSync } = createRequire(import.meta.url)('esbuild') as typeof Esbuild
     buildSync({
       entryPoints: [fileURLToPath(new URL('./script-worker.ts', import.meta.url))],
       bundle: true,
@@ -102,6 +105,8 @@ export interface ScriptRun {
 export async function compileScript(source: string, language: ScriptLanguage): Promise<string> {
   const wrapped = `async function __weft_run() {\n${source}\n}`
   if (language !== 'typescript') return wrapped
+  // [PROD3] esbuild loads with the first TypeScript script, not at start.
+  const { transform } = await import('esbuild')
   return (await transform(wrapped, { loader: 'ts', target: 'es2020' })).code
 }
 
