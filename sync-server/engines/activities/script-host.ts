@@ -54,7 +54,10 @@ export interface ScriptHostOptions extends ScriptLimits {
   cancelGraceMs: number
   /** Scripts running at once; more wait their turn (each worker holds a WASM heap). */
   maxConcurrent: number
-  /** Workers kept started and loaded, so a run does not wait for a thread and its WASM. */
+  /**
+   * Workers kept started and loaded, so a run does not wait for a thread and its WASM (one from
+   * `warmFirst`, the whole pool once a script has run).
+   */
   spares: number
   /** [ACT15] Cores scripts may use at once (SCRIPT_CPU_SLOTS); 0 = no limit. */
   cpuSlots: number
@@ -143,8 +146,23 @@ export class ScriptHost {
     this.cpu = new CpuSlots(opts.cpuSlots, opts.maxConcurrent + opts.spares + 16)
   }
 
-  warm(): void {
-    while (!this.closed && this.spares.length < this.opts.spares) this.spares.push(this.spawn())
+  /** Starts spares until `upTo` are kept (default the whole pool, `spares`). */
+  warm(upTo = this.opts.spares): void {
+    while (!this.closed && this.spares.length < Math.min(upTo, this.opts.spares)) this.spares.push(this.spawn())
+  }
+
+  /**
+   * [PROD3] At boot: one spare, so the first run starts as fast as any; the rest of the pool comes
+   * with the first run (each spare is a thread and a QuickJS heap, ~11 MB, that a server whose
+   * scripts never run would hold for nothing).
+   */
+  warmFirst(): void {
+    this.warm(1)
+  }
+
+  /** Spares started and not yet taken by a run. */
+  get spareCount(): number {
+    return this.spares.length
   }
 
   private spawn(): Spare {
