@@ -1,9 +1,9 @@
-import { fileURLToPath } from 'node:url'
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
 import type { Logger } from 'pino'
 import { WeftError, isWeftError, userPrincipal, type ErrorCode, type Principal, type UserId } from '../../shared/index.js'
 import type { ContextualService, WorkItem } from './contextual-service.js'
+import { PROTO_FILE } from './proto-file.js'
 
 /**
  * [CTX35] The contextual operations over gRPC (`proto/weft/contextual/v1/contextual.proto`, loaded
@@ -11,8 +11,6 @@ import type { ContextualService, WorkItem } from './contextual-service.js'
  * `authorization: Bearer` metadata names, and answers a Weft error with the gRPC status below (the
  * Weft code rides along in the trailing metadata `weft-code`).
  */
-
-export const PROTO_FILE = fileURLToPath(new URL('../../proto/weft/contextual/v1/contextual.proto', import.meta.url))
 
 /** Weft's stable error codes as gRPC status codes (docs/API.md "gRPC"). */
 export const GRPC_STATUS_OF: Readonly<Record<ErrorCode, grpc.status>> = {

@@ -1,10 +1,8 @@
-import {
-  MeshChangeKind,
-  WeftError,
-  isJsonObject,
-  parseNodePath,
-  type NodePath,
-} from '../../shared/index.js'
+import { MeshChangeKind } from '../../shared/enums.js'
+import { WeftError } from '../../shared/errors.js'
+import { isJsonObject } from '../../shared/json.js'
+import { parseNodePath } from '../../shared/path.js'
+import type { NodePath } from '../../shared/index.js'
 import type { RowJson } from './row-parts.js'
 import type { CommitInput } from './types.js'
 import type { ItemResult } from './group-commit.js'

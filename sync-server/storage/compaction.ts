@@ -1,5 +1,6 @@
 import * as Y from 'yjs'
-import { docToJson, type JsonObject } from '../../shared/index.js'
+import { docToJson } from '../../shared/merge-patch.js'
+import type { JsonObject } from '../../shared/index.js'
 
 /**
  * A node's update log is compacted into its snapshot once it holds more than this many entries:

@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3'
-import pg from 'pg'
+import type pg from 'pg'
 import { WeftError } from '../../shared/index.js'
 
 /**
@@ -71,8 +71,10 @@ export function holdSqliteExclusive(dbFile: string): HolderLock | null {
   }
 }
 
-function clientFor(connectionString: string, schema: string | undefined): pg.Client {
-  const client = new pg.Client({ connectionString, ...(schema ? { options: `-c search_path=${schema}` } : {}) })
+/** [PROD3] `pg` loads with the first PostgreSQL hold: a SQLite server never loads it. */
+async function clientFor(connectionString: string, schema: string | undefined): Promise<pg.Client> {
+  const { default: Pg } = await import('pg')
+  const client = new Pg.Client({ connectionString, ...(schema ? { options: `-c search_path=${schema}` } : {}) })
   client.on('error', () => undefined)
   return client
 }
@@ -81,7 +83,7 @@ const LOCK_KEY = `SELECT ${ADVISORY_CLASS}::int AS a, hashtext(current_schema())
 
 /** A shared hold on a PostgreSQL schema (its own connection, for the storage's lifetime). */
 export async function holdPostgres(connectionString: string, schema: string | undefined, waitMs: number): Promise<HolderLock> {
-  const client = clientFor(connectionString, schema)
+  const client = await clientFor(connectionString, schema)
   await client.connect()
   try {
     const key = (await client.query<{ a: number; b: number }>(LOCK_KEY)).rows[0]!
@@ -101,7 +103,7 @@ export async function holdPostgres(connectionString: string, schema: string | un
 
 /** The exclusive hold of a restore on its own connection; null when something holds the schema. */
 export async function holdPostgresExclusive(connectionString: string, schema: string | undefined): Promise<HolderLock | null> {
-  const client = clientFor(connectionString, schema)
+  const client = await clientFor(connectionString, schema)
   await client.connect()
   const key = (await client.query<{ a: number; b: number }>(LOCK_KEY)).rows[0]!
   const got = (await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS ok', [key.a, key.b])).rows[0]!.ok

@@ -1,7 +1,7 @@
 import { mkdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { Logger } from 'pino'
-import { openPostgresStorage } from './postgres-adapter.js'
+import type { PostgresStorage, PostgresStorageOptions } from './postgres-adapter.js'
 import { openSqliteStorage } from './sqlite-adapter.js'
 import type { StorageAdapter } from './types.js'
 
@@ -24,4 +24,13 @@ export async function openStorage(opts: OpenStorageOptions): Promise<StorageAdap
   const storage = openSqliteStorage({ file, log: opts.log })
   opts.log?.info({ file }, 'storage: SQLite')
   return storage
+}
+
+/**
+ * [PROD3] The PostgreSQL storage and `pg` load when one is first opened (DATABASE_URL, a restore
+ * into PostgreSQL): the embedded default never has them in memory.
+ */
+export async function openPostgresStorage(opts: PostgresStorageOptions): Promise<PostgresStorage> {
+  const postgres = await import('./postgres-adapter.js')
+  return postgres.openPostgresStorage(opts)
 }

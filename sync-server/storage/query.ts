@@ -1,4 +1,5 @@
-import { WeftError, type NodeQuery } from '../../shared/index.js'
+import { WeftError } from '../../shared/errors.js'
+import type { NodeQuery } from '../../shared/index.js'
 
 export const DEFAULT_QUERY_LIMIT = 100
 export const MAX_QUERY_LIMIT = 1000

@@ -1,4 +1,5 @@
-import { lastSegment, parentPath, type JsonObject, type MeshNode, type NodePath } from '../../shared/index.js'
+import { lastSegment, parentPath } from '../../shared/path.js'
+import type { JsonObject, MeshNode, NodePath } from '../../shared/index.js'
 
 /** The columns of a node row both adapters select for a MeshNode (never the snapshot). */
 export const NODE_COLUMNS = 'path, node_type, name, content, created_by, created_at, updated_at, version, state, content_stale'

@@ -1,4 +1,5 @@
-import { WeftError, type NodePath, type PathRange } from '../../shared/index.js'
+import { WeftError } from '../../shared/errors.js'
+import type { NodePath, PathRange } from '../../shared/index.js'
 
 /**
  * [FIND1] What the full-text index holds of a node, the same on both backends: its display name

@@ -1,5 +1,7 @@
 import type Database from 'better-sqlite3'
-import { WeftError, lastSegment, parentPath, type ChangeRecord, type MeshChangeKind, type NodePath } from '../../shared/index.js'
+import { WeftError } from '../../shared/errors.js'
+import { lastSegment, parentPath } from '../../shared/path.js'
+import type { ChangeRecord, MeshChangeKind, NodePath } from '../../shared/index.js'
 import { SQLITE_MOVE_SCHEMA } from './move-schema.js'
 import { descendantRange } from './query.js'
 import type { MoveInput, TrashEntry } from './types.js'

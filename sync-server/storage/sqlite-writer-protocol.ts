@@ -1,4 +1,5 @@
-import { WeftError, isWeftError, type ChangeRecord, type ErrorCode } from '../../shared/index.js'
+import { WeftError, isWeftError } from '../../shared/errors.js'
+import type { ChangeRecord, ErrorCode } from '../../shared/index.js'
 import type { ItemResult } from './group-commit.js'
 import type { BatchItem } from './sqlite-writer.js'
 import type { Account, MoveInput } from './types.js'

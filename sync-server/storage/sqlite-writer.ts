@@ -1,10 +1,6 @@
 import Database from 'better-sqlite3'
-import {
-  WeftError,
-  type ChangeRecord,
-  type MeshChangeKind,
-  type NodePath,
-} from '../../shared/index.js'
+import { WeftError } from '../../shared/errors.js'
+import type { ChangeRecord, MeshChangeKind, NodePath } from '../../shared/index.js'
 import { batchPaths, isFold, isRowContent, planBatch, type CommitHeader, type ExistingNode, type PlannedCommit, type PreparedContent, type PreparedFold } from './commit-plan.js'
 import { COMPACT_AFTER_UPDATES, compactUpdates, contentOfLog } from './compaction.js'
 import type { ItemResult } from './group-commit.js'

@@ -60,6 +60,30 @@ describe('[PROD1] the compiled server', () => {
     }
   })
 
+  it('[PROD3] the embedded default starts without the packages only other set-ups or first uses need', async () => {
+    const dir = await makeTempDir('weft-compiled-lazy-')
+    const log = join(dir, 'packages.txt')
+    const lazy = await spawnServer({
+      dataDir: join(dir, 'data'),
+      compiledEntry: join(outdir, 'main.mjs'),
+      nodeArgs: ['--import', join(REPO_ROOT, 'test/helpers/package-log.mjs')],
+      env: { WEFT_PACKAGE_LOG: log },
+    })
+    try {
+      await waitFor(async () => (await fetch(`${lazy.url}/healthz`).catch(() => null))?.ok === true)
+      const loaded = new Set(readFileSync(log, 'utf8').split('\n').filter(Boolean))
+      // What every start needs is there (the log works) ...
+      expect([...loaded]).toEqual(expect.arrayContaining(['better-sqlite3', 'yjs', 'ws', 'prom-client']))
+      // ... and what only DATABASE_URL, REDIS_URL, GRPC_PORT, an LLM agent or /mcp needs is not.
+      for (const name of ['pg', 'ioredis', '@grpc/grpc-js', '@grpc/proto-loader', 'ai', '@ai-sdk/openai-compatible', '@modelcontextprotocol/sdk']) {
+        expect(loaded.has(name), name).toBe(false)
+      }
+    } finally {
+      await lazy.kill('SIGKILL')
+      await removeDir(dir)
+    }
+  })
+
   it('[PROD1] /healthz is ok, signup and login work', async () => {
     const health = await api(server.url).get('/healthz')
     expect(health).toMatchObject({ status: 200, body: { ok: true } })

@@ -126,3 +126,30 @@ describe('CPU slots [ACT15]', () => {
     expect(slots.held()).toBe(0)
   })
 })
+
+const sparesHost = (spares: number) =>
+  (host = new ScriptHost({ timeoutMs: 20_000, memoryMb: 16, cancelGraceMs: 200, maxConcurrent: 4, spares, cpuSlots: 0, workerNice: 0, log }))
+
+/**
+ * [PROD3] Spare script workers: one at boot (the first run takes a warm worker), the whole pool
+ * (SCRIPT_SPARE_WORKERS) once a script has run.
+ */
+describe('[PROD3] spare script workers', () => {
+  it('boot warms one spare; the first run warms the rest of the pool', async () => {
+    const h = sparesHost(3)
+    h.warmFirst()
+    expect(h.spareCount).toBe(1)
+    expect(await h.run('return 6 * 7', 'javascript', {}, noHandlers).done).toEqual({ ok: true, value: 42 })
+    await waitFor(() => h.spareCount === 3)
+    expect(await h.run('return 1', 'javascript', {}, noHandlers).done).toEqual({ ok: true, value: 1 })
+    await waitFor(() => h.spareCount === 3)
+  })
+
+  it('SCRIPT_SPARE_WORKERS=0 keeps none, at boot or after a run', async () => {
+    const h = sparesHost(0)
+    h.warmFirst()
+    expect(h.spareCount).toBe(0)
+    expect(await h.run('return 2', 'javascript', {}, noHandlers).done).toEqual({ ok: true, value: 2 })
+    expect(h.spareCount).toBe(0)
+  })
+})

@@ -179,7 +179,7 @@ export class ActivityEngine {
    * activity with no run here and pick up a request the feed did not deliver.
    */
   async start(): Promise<void> {
-    this.host.warm()
+    this.host.warmFirst()
     await this.nodes.update(SYSTEM, PARTITION_CATALOG as NodePath, (c) => c ?? { nodeType: 'Document', name: 'Partition', content: {} }, 'system')
     await this.kit.start()
     await this.orphans

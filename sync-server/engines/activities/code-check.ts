@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { transform, type Message } from 'esbuild'
+import type { Message } from 'esbuild'
 import type { Observable } from 'rxjs'
 import type { Logger } from 'pino'
 import { SYSTEM, isReservedSegment, lastSegment, parentPath, type JsonObject, type NodePath } from '../../../shared/index.js'
@@ -38,6 +38,8 @@ export function sourceHash(source: string): string {
 /** What esbuild says of a script body (the body of an async function, as the runner wraps it). */
 export async function checkSource(source: string, language: 'javascript' | 'typescript'): Promise<CheckError[]> {
   const wrapped = `async function __weft_run() {\n${source}\n}`
+  // [PROD3] esbuild loads with the first check (a Code node saved), not at start.
+  const { transform } = await import('esbuild')
   try {
     await transform(wrapped, { loader: language === 'typescript' ? 'ts' : 'js', target: 'es2020', logLevel: 'silent' })
     return []

@@ -1,8 +1,9 @@
 import { mkdirSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
+import { createRequire } from 'node:module'
 import { Worker } from 'node:worker_threads'
-import { buildSync, transform } from 'esbuild'
+import type * as Esbuild from 'esbuild'
 import type { Logger } from 'pino'
 import type { JsonObject, JsonValue } from '../../../shared/index.js'
 import type { FromWorker, MeshOp, ScriptLanguage, ScriptLimit, ScriptLimits, ToWorker } from './script-protocol.js'
@@ -28,6 +29,8 @@ function workerEntry(): URL {
     const dir = fileURLToPath(new URL('../../../node_modules/.cache/weft-script-worker/', import.meta.url))
     mkdirSync(dir, { recursive: true })
     const outfile = join(dir, `worker-${process.pid}.mjs`)
+    // Under tsx only (the production build never comes here); required, not imported, to stay synchronous.
+    const { buildSync } = createRequire(import.meta.url)('esbuild') as typeof Esbuild
     buildSync({
       entryPoints: [fileURLToPath(new URL('./script-worker.ts', import.meta.url))],
       bundle: true,
@@ -51,7 +54,10 @@ export interface ScriptHostOptions extends ScriptLimits {
   cancelGraceMs: number
   /** Scripts running at once; more wait their turn (each worker holds a WASM heap). */
   maxConcurrent: number
-  /** Workers kept started and loaded, so a run does not wait for a thread and its WASM. */
+  /**
+   * Workers kept started and loaded, so a run does not wait for a thread and its WASM (one from
+   * `warmFirst`, the whole pool once a script has run).
+   */
   spares: number
   /** [ACT15] Cores scripts may use at once (SCRIPT_CPU_SLOTS); 0 = no limit. */
   cpuSlots: number
@@ -102,6 +108,8 @@ export interface ScriptRun {
 export async function compileScript(source: string, language: ScriptLanguage): Promise<string> {
   const wrapped = `async function __weft_run() {\n${source}\n}`
   if (language !== 'typescript') return wrapped
+  // [PROD3] esbuild loads with the first TypeScript script, not at start.
+  const { transform } = await import('esbuild')
   return (await transform(wrapped, { loader: 'ts', target: 'es2020' })).code
 }
 
@@ -138,8 +146,23 @@ export class ScriptHost {
     this.cpu = new CpuSlots(opts.cpuSlots, opts.maxConcurrent + opts.spares + 16)
   }
 
-  warm(): void {
-    while (!this.closed && this.spares.length < this.opts.spares) this.spares.push(this.spawn())
+  /** Starts spares until `upTo` are kept (default the whole pool, `spares`). */
+  warm(upTo = this.opts.spares): void {
+    while (!this.closed && this.spares.length < Math.min(upTo, this.opts.spares)) this.spares.push(this.spawn())
+  }
+
+  /**
+   * [PROD3] At boot: one spare, so the first run starts as fast as any; the rest of the pool comes
+   * with the first run (each spare is a thread and a QuickJS heap, ~11 MB, that a server whose
+   * scripts never run would hold for nothing).
+   */
+  warmFirst(): void {
+    this.warm(1)
+  }
+
+  /** Spares started and not yet taken by a run. */
+  get spareCount(): number {
+    return this.spares.length
   }
 
   private spawn(): Spare {
