@@ -171,15 +171,22 @@ export class ContextualService {
     for (const [w, filter] of [...this.waiters]) if (!filter || matchesEventFilter(filter, change)) w()
   }
 
-  private wait(ms: number, filter: Readonly<EventFilter> | null): Promise<void> {
+  /** [CTX42] Long polls waiting now. */
+  get waiting(): number {
+    return this.waiters.size
+  }
+
+  private wait(ms: number, filter: Readonly<EventFilter> | null, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
         cancel()
+        signal?.removeEventListener('abort', done)
         this.waiters.delete(done)
         resolve()
       }
       const cancel = this.clock.setTimeout(done, ms)
       this.waiters.set(done, filter)
+      signal?.addEventListener('abort', done, { once: true })
     })
   }
 
@@ -245,8 +252,12 @@ export class ContextualService {
     return this.remember(this.consumerRows, id, consumer)
   }
 
-  /** [CTX5] [CTX6] `next`: leases at most one event, waiting up to `waitSeconds` for one (long poll). */
-  async next(principal: Principal, raw: unknown): Promise<{ consumerId: string; item: WorkItem | null }> {
+  /**
+   * [CTX5] [CTX6] `next`: leases at most one event, waiting up to `waitSeconds` for one (long poll).
+   * [CTX42] `signal` ends the wait (the caller went away): its waiter is released and nothing more is
+   * leased for it.
+   */
+  async next(principal: Principal, raw: unknown, signal?: AbortSignal): Promise<{ consumerId: string; item: WorkItem | null }> {
     const user = userOf(principal)
     const req = parse(NextRequest, raw, 'The next request')
     const subscription = parseNodePath(req.subscription)
@@ -258,6 +269,7 @@ export class ContextualService {
     let consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id)
     const deadline = this.clock.now() + (req.waitSeconds ?? 0) * 1000
     for (let made = false; ; ) {
+      if (signal?.aborted) return { consumerId: id, item: null }
       const now = this.clock.now()
       const leased = await this.call<LeaseResult>({
         op: 'lease', consumerId: id, owner: user, filter: def.events, now, leaseMs: def.limits.leaseMs, maxInFlight: def.limits.maxInFlight, maxAttempts: def.limits.maxAttempts, token: randomBytes(16).toString('base64url'),
@@ -284,7 +296,7 @@ export class ContextualService {
       if (left <= 0) return { consumerId: id, item: null }
       const due = leased.kind === 'none' && leased.nextAt !== null ? Math.max(1, leased.nextAt - this.clock.now()) : left
       // At its in-flight limit the consumer waits for any commit, as before (its leases settle without one of its events).
-      await this.wait(Math.min(left, due), leased.kind === 'full' ? null : def.events)
+      await this.wait(Math.min(left, due), leased.kind === 'full' ? null : def.events, signal)
     }
   }
 
