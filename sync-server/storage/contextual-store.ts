@@ -5,8 +5,10 @@ import type { ContextualStatus, MeshChangeKind } from '../../shared/index.js'
  * [CTX5]–[CTX14] Durable consumer state of contextual subscriptions, one algorithm for both
  * storages: each operation is a generator that yields its SQL statements (`?` placeholders) and
  * receives their answers, so SQLite runs it synchronously inside one writer-thread transaction and
- * PostgreSQL runs it with `await` inside one transaction (the consumer row locked FOR UPDATE), and
- * the lease logic exists once.
+ * PostgreSQL runs it with `await` inside one transaction (or, for a one-statement call, as that
+ * statement alone). The exception is PostgreSQL's lease ([CTX41]): contextual-pg-lease.ts runs the
+ * same steps as single statements with SKIP LOCKED, so concurrent pulls of one consumer do not
+ * queue on its row; the contextual tests run both storages through the same interleavings.
  */
 
 export type Dialect = 'sqlite' | 'postgres'
