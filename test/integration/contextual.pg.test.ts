@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
 import type { NodePath, WorkItem } from '../../shared/index.js'
+import type { ContextualService } from '../../sync-server/contextual/index.js'
 import { VirtualClock } from '../../sync-server/engines/kit/index.js'
 import { openPostgresStorage } from '../../sync-server/storage/postgres-adapter.js'
 import { Harness, ME, SUB, attempt, fenceOf, leaseInterleavings, log, seedMesh, staleAttachmentRefused, type OpenStorage } from '../sim/contextual-harness.js'
@@ -23,6 +24,29 @@ afterAll(async () => {
   for (const s of schemas) await client.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`)
   await client.end()
 })
+
+type Pull = () => ReturnType<ContextualService['next']>
+
+/**
+ * One instance on a fresh schema with consumer `c` made and `docs` events committed, and a plain
+ * client of that schema (a transaction or a change made behind the service's back); both closed after `fn`.
+ */
+async function withPlainClient(maxInFlight: number, docs: number, fn: (h: Harness, raw: pg.Client, pull: Pull, consumerId: string) => Promise<void>): Promise<void> {
+  const h = await new Harness(freshSchema(), new VirtualClock()).boot()
+  const raw = new pg.Client({ connectionString })
+  try {
+    await seedMesh(h, 60, maxInFlight)
+    const pull: Pull = () => h.service.next(ME, { subscription: SUB, consumer: 'c' })
+    const { consumerId } = await pull()
+    for (let i = 0; i < docs; i++) await h.nodes.put(ME, `P/in/d${i}` as NodePath, { nodeType: 'Document', content: {} })
+    await raw.connect()
+    await raw.query(`SET search_path TO "${schemas[schemas.length - 1]}"`)
+    await fn(h, raw, pull, consumerId)
+  } finally {
+    await raw.end().catch(() => undefined)
+    await h.close()
+  }
+}
 
 /** Two instances on one fresh schema and one virtual clock, the mesh seeded through the first; both stopped after `fn`. */
 async function twoInstances(fn: (a: Harness, b: Harness, clock: VirtualClock) => Promise<void>, leaseSeconds = 5, maxInFlight = 2): Promise<void> {
@@ -88,6 +112,23 @@ describe('contextual subscriptions on PostgreSQL', () => {
     })
   })
 
+  it('[CTX41] a remembered consumer row authorizes nothing: when storage says the consumer is gone or another\'s, pulls and acks follow storage', { timeout: 120_000 }, async () => {
+    await withPlainClient(2, 3, async (h, raw, pull, consumerId) => {
+      const held = (await pull()).item!
+      // The row now belongs to someone else (as a restore of another history could leave it): the memory of it changes nothing.
+      await raw.query('UPDATE contextual_consumers SET owner = $1 WHERE id = $2', ['u2', consumerId])
+      expect(await attempt(() => h.service.ack(ME, fenceOf({ consumerId, item: held })))).toEqual({ ok: false, code: 'not_found' })
+      expect(await attempt(() => h.service.extend(ME, fenceOf({ consumerId, item: held })))).toEqual({ ok: false, code: 'not_found' })
+      expect(await attempt(pull)).toEqual({ ok: false, code: 'forbidden' })
+      // Deleted: the next pull makes it again, from the head (the old events are not its).
+      await raw.query('DELETE FROM contextual_consumers WHERE id = $1', [consumerId])
+      await raw.query('DELETE FROM contextual_events WHERE consumer_id = $1', [consumerId])
+      expect(await pull()).toEqual({ consumerId, item: null })
+      await h.nodes.put(ME, 'P/in/after' as NodePath, { nodeType: 'Document', content: {} })
+      expect((await pull()).item).toMatchObject({ event: { path: 'P/in/after' }, attempt: 1 })
+    })
+  })
+
   it('[CTX41] pulls racing on one consumer never hold more than MaxInFlight leases between them', { timeout: 120_000 }, async () => {
     await twoInstances(async (a, b) => {
       const pull = (h: Harness) => h.service.next(ME, { subscription: SUB, consumer: 'c' })
@@ -103,28 +144,17 @@ describe('contextual subscriptions on PostgreSQL', () => {
   })
 
   it('[CTX41] [SCALE9] a pull passes over an event another transaction holds locked (SKIP LOCKED) instead of waiting for it', { timeout: 120_000 }, async () => {
-    const h = await new Harness(freshSchema(), new VirtualClock()).boot()
-    const raw = new pg.Client({ connectionString })
-    try {
-      await seedMesh(h, 60, 4)
-      const pull = () => h.service.next(ME, { subscription: SUB, consumer: 'c' })
-      const { consumerId } = await pull()
-      for (let i = 0; i < 2; i++) await h.nodes.put(ME, `P/in/d${i}` as NodePath, { nodeType: 'Document', content: {} })
+    await withPlainClient(4, 2, async (h, raw, pull, consumerId) => {
       const first = (await pull()).item!
       await h.service.nack(ME, { consumerId, eventId: first.event.eventId, leaseToken: first.leaseToken, attempt: first.attempt })
       // The first event is due again, but another transaction (a pull on another instance, mid-lease) holds its row.
-      await raw.connect()
-      await raw.query(`SET search_path TO "${schemas[schemas.length - 1]}"`)
       await raw.query('BEGIN')
       await raw.query('SELECT 1 FROM contextual_events WHERE consumer_id = $1 AND event_id = $2 FOR UPDATE', [consumerId, first.event.eventId])
       const second = (await pull()).item!
       expect(second.event.eventId).not.toBe(first.event.eventId)
       await raw.query('ROLLBACK')
       expect((await pull()).item).toMatchObject({ event: { eventId: first.event.eventId }, attempt: 2 })
-    } finally {
-      await raw.end().catch(() => undefined)
-      await h.close()
-    }
+    })
   })
 
   it('[CTX41] [SCALE9] several workers on two instances pull one consumer at once while events arrive: every event leased exactly once, none lost', { timeout: 300_000 }, async () => {
