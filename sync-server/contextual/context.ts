@@ -28,7 +28,9 @@ const SNAPSHOT_TRIES = 4
  * [CTX15]–[CTX18] Every hydration query of the definition, as `principal` (the caller, checked now:
  * what they cannot read is null or absent, exactly as a read of theirs), in one consistent view:
  * the storage head is read before and after; a commit landing meanwhile re-reads the lot. Returns
- * that head as `contextHead` (≥ the event's version: the event came from the durable log).
+ * that head as `contextHead` (≥ the event's version: the event came from the durable log). With no
+ * hydration query there is one read, the event's node, consistent by itself: no head is read, and
+ * `contextHead` is the larger of the event's version and that node's.
  */
 export async function hydrate(
   nodes: NodeApi,
@@ -38,9 +40,14 @@ export async function hydrate(
   event: LeasedEvent,
   params: JsonObject,
 ): Promise<{ contextHead: number; event: MeshNode | null; results: Hydrated }> {
+  const readEvent = () => (event.kind === 'Deleted' ? null : nodes.get(principal, event.path as NodePath).catch(() => null))
+  if (def.hydration.length === 0) {
+    const node = await readEvent()
+    return { contextHead: Math.max(event.version, node?.version ?? 0), event: node, results: {} }
+  }
   for (let attempt = 1; ; attempt++) {
     const head = await storage.lastVersion()
-    const node = event.kind === 'Deleted' ? null : await nodes.get(principal, event.path as NodePath).catch(() => null)
+    const node = await readEvent()
     const results: Hydrated = {}
     for (const { name, spec } of def.hydration) {
       const path = resolveTemplate('Get' in spec ? spec.Get : spec.Children, event, params)

@@ -35,6 +35,7 @@ import {
   type EventFilter,
   type Fence,
   type LeasedEvent,
+  type LeaseResult,
   type LeaseTruth,
   type OutcomeRow,
   type StorageAdapter,
@@ -58,6 +59,8 @@ export type { OfferedReaction, ReactionOutcome, WorkItem }
 
 /** [CTX38] The most consumers one status page lists. */
 const CONSUMERS_PER_PAGE = 100
+/** How many consumer rows (and compiled definitions) a service keeps in memory. */
+const REMEMBERED = 10_000
 
 const DENIED = 'This reaction is not authorized now (the lease, the token, your access or the source row no longer allow it).'
 const deny = () => new WeftError('reaction_denied', DENIED)
@@ -102,6 +105,15 @@ export class ContextualService {
   private readonly listeners = new Set<WakeListener>()
   /** Reactions under way, per idempotency key: one at a time in this process (storage fences across processes). */
   private readonly reacting = new Map<string, Promise<unknown>>()
+  /**
+   * Consumer rows seen (immutable but for the cursor, which is not used from here), so `next` skips
+   * the upsert and `nack`/`extend` the read. Never an authorization: the lease and every fenced
+   * statement check the owner in storage; a lease that finds the row gone or another's drops it, and
+   * a changed history incarnation (a restore) drops them all with the meta.
+   */
+  private readonly consumerRows = new Map<string, ConsumerRow>()
+  /** Compiled definitions by subscription path, node version and update time. */
+  private readonly compiled = new Map<string, CompiledDefinition>()
 
   /** The threads' clock over ours (a thread post stamps its cell with it). */
   private readonly threadClock: ThreadClock
@@ -159,20 +171,40 @@ export class ContextualService {
     for (const [w, filter] of [...this.waiters]) if (!filter || matchesEventFilter(filter, change)) w()
   }
 
-  private wait(ms: number, filter: Readonly<EventFilter> | null): Promise<void> {
+  /** [CTX42] Long polls waiting now. */
+  get waiting(): number {
+    return this.waiters.size
+  }
+
+  private wait(ms: number, filter: Readonly<EventFilter> | null, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
         cancel()
+        signal?.removeEventListener('abort', done)
         this.waiters.delete(done)
         resolve()
       }
       const cancel = this.clock.setTimeout(done, ms)
       this.waiters.set(done, filter)
+      signal?.addEventListener('abort', done, { once: true })
     })
   }
 
   private call<T>(c: ContextualCall): Promise<T> {
     return this.opts.storage.contextual(c) as Promise<T>
+  }
+
+  private remember<V>(map: Map<string, V>, key: string, value: V): V {
+    if (map.size >= REMEMBERED) map.delete(map.keys().next().value as string)
+    map.set(key, value)
+    return value
+  }
+
+  /** [CTX37] A lease ran under another history incarnation than the one we hold: a restore; forget what it replaced. */
+  private async sameIncarnation(incarnation: number): Promise<void> {
+    if (!this.metaP || incarnation === 0 || (await this.metaP).incarnation === incarnation) return
+    this.metaP = null
+    this.consumerRows.clear()
   }
 
   private meta(): Promise<ContextualMeta & { key: Buffer }> {
@@ -188,18 +220,44 @@ export class ContextualService {
     const node = await this.opts.nodes.get(principal, path)
     if (!node) throw new WeftError('not_found', `No ContextualSubscription at ${path} that you can read.`)
     if (node.nodeType !== 'ContextualSubscription') throw new WeftError('invalid_request', `${path} is a ${node.nodeType}, not a ContextualSubscription.`)
-    return compileDefinition(node.content)
+    const key = `${path}\n${node.version}\n${node.updatedAt}`
+    return this.compiled.get(key) ?? this.remember(this.compiled, key, compileDefinition(node.content))
   }
 
   private async ownConsumer(principal: Principal, consumerId: string): Promise<ConsumerRow> {
     const user = userOf(principal)
     const c = await this.call<ConsumerRow | null>({ op: 'consumer', id: consumerId })
     if (!c || c.owner !== user) throw new WeftError('not_found', `No consumer ${consumerId} of yours.`)
-    return c
+    return this.remember(this.consumerRows, c.id, c)
   }
 
-  /** [CTX5] [CTX6] `next`: leases at most one event, waiting up to `waitSeconds` for one (long poll). */
-  async next(principal: Principal, raw: unknown): Promise<{ consumerId: string; item: WorkItem | null }> {
+  /** The caller's consumer, from memory when seen before (storage checks the owner again in the statement that uses it). */
+  private knownConsumer(principal: Principal, consumerId: string): Promise<ConsumerRow> {
+    const c = this.consumerRows.get(consumerId)
+    return c && c.owner === userOf(principal) ? Promise.resolve(c) : this.ownConsumer(principal, consumerId)
+  }
+
+  /** [CTX5] The consumer `next` names, made on its first pull and owned by its caller. */
+  private async ensureConsumer(user: string, def: CompiledDefinition, subscription: NodePath, params: JsonObject, name: string, id: string): Promise<ConsumerRow> {
+    const known = this.consumerRows.get(id)
+    if (known && known.owner === user) return known
+    const consumer = await this.call<ConsumerRow>({
+      op: 'ensureConsumer',
+      consumer: {
+        id, defHash: def.hash, operation: def.operation, subscriptionPath: subscription, params: canonicalJson(params), name, owner: user,
+        limits: JSON.stringify(def.limits), cursor: await this.opts.storage.lastVersion(), createdAt: new Date(this.clock.now()).toISOString(),
+      },
+    })
+    if (consumer.owner !== user) throw new WeftError('forbidden', `Consumer ${name} of this subscription belongs to someone else; pick another name.`)
+    return this.remember(this.consumerRows, id, consumer)
+  }
+
+  /**
+   * [CTX5] [CTX6] `next`: leases at most one event, waiting up to `waitSeconds` for one (long poll).
+   * [CTX42] `signal` ends the wait (the caller went away): its waiter is released and nothing more is
+   * leased for it.
+   */
+  async next(principal: Principal, raw: unknown, signal?: AbortSignal): Promise<{ consumerId: string; item: WorkItem | null }> {
     const user = userOf(principal)
     const req = parse(NextRequest, raw, 'The next request')
     const subscription = parseNodePath(req.subscription)
@@ -208,20 +266,23 @@ export class ContextualService {
     if (!p.success) throw new WeftError('invalid_params', `Consumer parameters are invalid: ${p.error.issues[0]?.message ?? 'invalid'}.`)
     const params = p.data
     const id = sha256Hex(canonicalJson([def.hash, def.operation, params, req.consumer])).slice(0, 32)
-    const consumer = await this.call<ConsumerRow>({
-      op: 'ensureConsumer',
-      consumer: {
-        id, defHash: def.hash, operation: def.operation, subscriptionPath: subscription, params: canonicalJson(params), name: req.consumer, owner: user,
-        limits: JSON.stringify(def.limits), cursor: await this.opts.storage.lastVersion(), createdAt: new Date(this.clock.now()).toISOString(),
-      },
-    })
-    if (consumer.owner !== user) throw new WeftError('forbidden', `Consumer ${req.consumer} of this subscription belongs to someone else; pick another name.`)
+    let consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id)
     const deadline = this.clock.now() + (req.waitSeconds ?? 0) * 1000
-    for (;;) {
+    for (let made = false; ; ) {
+      if (signal?.aborted) return { consumerId: id, item: null }
       const now = this.clock.now()
-      const leased = await this.call<{ kind: 'leased'; event: LeasedEvent } | { kind: 'none'; nextAt: number | null } | { kind: 'full' }>({
-        op: 'lease', consumerId: id, filter: def.events, now, leaseMs: def.limits.leaseMs, maxInFlight: def.limits.maxInFlight, maxAttempts: def.limits.maxAttempts, token: randomBytes(16).toString('base64url'),
+      const leased = await this.call<LeaseResult>({
+        op: 'lease', consumerId: id, owner: user, filter: def.events, now, leaseMs: def.limits.leaseMs, maxInFlight: def.limits.maxInFlight, maxAttempts: def.limits.maxAttempts, token: randomBytes(16).toString('base64url'),
       })
+      await this.sameIncarnation(leased.incarnation)
+      if (leased.kind === 'gone') {
+        // The row we remembered is gone (or, after a restore, another's): make or read it again, once.
+        this.consumerRows.delete(id)
+        if (made) throw new WeftError('not_found', `Consumer ${req.consumer} of this subscription is gone; pull again.`)
+        made = true
+        consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id)
+        continue
+      }
       if (leased.kind === 'leased') {
         const e = leased.event
         // [CTX8] An event the caller cannot read is not theirs to see: skipped, never delivered.
@@ -235,7 +296,7 @@ export class ContextualService {
       if (left <= 0) return { consumerId: id, item: null }
       const due = leased.kind === 'none' && leased.nextAt !== null ? Math.max(1, leased.nextAt - this.clock.now()) : left
       // At its in-flight limit the consumer waits for any commit, as before (its leases settle without one of its events).
-      await this.wait(Math.min(left, due), leased.kind === 'full' ? null : def.events)
+      await this.wait(Math.min(left, due), leased.kind === 'full' ? null : def.events, signal)
     }
   }
 
@@ -275,31 +336,35 @@ export class ContextualService {
     }
   }
 
-  private async fence(principal: Principal, raw: z.infer<typeof FenceRequest>): Promise<{ consumer: ConsumerRow; fence: Fence }> {
-    const consumer = await this.ownConsumer(principal, raw.consumerId)
-    return { consumer, fence: { consumerId: raw.consumerId, eventId: raw.eventId, token: raw.leaseToken, attempt: raw.attempt, now: this.clock.now() } }
+  private fence(raw: z.infer<typeof FenceRequest>): Fence {
+    return { consumerId: raw.consumerId, eventId: raw.eventId, token: raw.leaseToken, attempt: raw.attempt, now: this.clock.now() }
   }
 
-  private static stale(): WeftError {
-    return new WeftError('stale_lease', 'This work item is no longer leased to you (expired, taken by another pull, or already settled); pull again.')
+  /** A fenced statement changed nothing: `not_found` when the consumer is not the caller's (read durably), else `stale_lease`. */
+  private async refused(principal: Principal, consumerId: string): Promise<never> {
+    this.consumerRows.delete(consumerId)
+    await this.ownConsumer(principal, consumerId)
+    throw new WeftError('stale_lease', 'This work item is no longer leased to you (expired, taken by another pull, or already settled); pull again.')
   }
 
-  /** [CTX12] `ack`: settles the event, fenced by (lease token, attempt). */
+  /** [CTX12] `ack`: settles the event, fenced by (lease token, attempt) and the owner, in one statement. */
   async ack(principal: Principal, raw: unknown): Promise<{ ok: true }> {
-    const { fence } = await this.fence(principal, parse(FenceRequest, raw, 'The ack request'))
-    if (!(await this.call<boolean>({ op: 'ack', fence }))) throw ContextualService.stale()
+    const user = userOf(principal)
+    const req = parse(FenceRequest, raw, 'The ack request')
+    if (!(await this.call<boolean>({ op: 'ack', fence: this.fence(req), owner: user }))) await this.refused(principal, req.consumerId)
     return { ok: true }
   }
 
   /** [CTX13] `nack`: back to pending after a bounded delay, or a dead letter after the last attempt. */
   async nack(principal: Principal, raw: unknown): Promise<{ state: 'pending' | 'dead' }> {
     const req = parse(NackRequest, raw, 'The nack request')
-    const { consumer, fence } = await this.fence(principal, req)
+    const consumer = await this.knownConsumer(principal, req.consumerId)
+    const fence = this.fence(req)
     const limits = JSON.parse(consumer.limits) as CompiledDefinition['limits']
     const state = await this.call<'pending' | 'dead' | null>({
-      op: 'nack', fence, availableAt: fence.now + (req.delaySeconds ?? 0) * 1000, error: req.error ?? 'nacked', maxAttempts: limits.maxAttempts,
+      op: 'nack', fence, owner: consumer.owner, availableAt: fence.now + (req.delaySeconds ?? 0) * 1000, error: req.error ?? 'nacked', maxAttempts: limits.maxAttempts,
     })
-    if (!state) throw ContextualService.stale()
+    if (!state) return this.refused(principal, req.consumerId)
     this.wakeAll()
     if (state === 'pending' && !req.delaySeconds) this.kick(req.consumerId)
     return { state }
@@ -308,10 +373,11 @@ export class ContextualService {
   /** [CTX14] `extend`: a heartbeat; the lease runs `seconds` (default: the definition's lease) from now. */
   async extend(principal: Principal, raw: unknown): Promise<{ expiresAt: string }> {
     const req = parse(ExtendRequest, raw, 'The extend request')
-    const { consumer, fence } = await this.fence(principal, req)
+    const consumer = await this.knownConsumer(principal, req.consumerId)
+    const fence = this.fence(req)
     const limits = JSON.parse(consumer.limits) as CompiledDefinition['limits']
     const expiresAt = fence.now + (req.seconds !== undefined ? req.seconds * 1000 : limits.leaseMs)
-    if (!(await this.call<boolean>({ op: 'extend', fence, expiresAt }))) throw ContextualService.stale()
+    if (!(await this.call<boolean>({ op: 'extend', fence, owner: consumer.owner, expiresAt }))) await this.refused(principal, req.consumerId)
     return { expiresAt: new Date(expiresAt).toISOString() }
   }
 

@@ -106,13 +106,13 @@ function workItem(item: WorkItem) {
   }
 }
 
-type Method = (principal: Principal, request: Record<string, unknown>) => Promise<object>
+type Method = (principal: Principal, request: Record<string, unknown>, cancelled: AbortSignal) => Promise<object>
 
 /** Each method: the proto message to the service's request, the service's answer to the proto message. */
 function methods(s: ContextualService): Record<string, Method> {
   return {
-    next: async (p, r) => {
-      const out = await s.next(p, { subscription: r.subscription, consumer: r.consumer, params: jsonField(r.paramsJson, 'params_json'), waitSeconds: given(r.waitSeconds) })
+    next: async (p, r, cancelled) => {
+      const out = await s.next(p, { subscription: r.subscription, consumer: r.consumer, params: jsonField(r.paramsJson, 'params_json'), waitSeconds: given(r.waitSeconds) }, cancelled)
       return { consumerId: out.consumerId, ...(out.item ? { item: workItem(out.item) } : {}) }
     },
     ack: (p, r) => s.ack(p, fence(r)),
@@ -166,13 +166,16 @@ export async function startContextualGrpc(opts: ContextualGrpcOptions): Promise<
   const impl: grpc.UntypedServiceImplementation = {}
   for (const [name, method] of Object.entries(methods(opts.service))) {
     impl[name] = (call: grpc.ServerUnaryCall<Decoded, object>, callback: grpc.sendUnaryData<object>) => {
+      // [CTX42] A call the client cancelled (or whose connection dropped) stops its long poll.
+      const cancelled = new AbortController()
+      call.once('cancelled', () => cancelled.abort())
       void (async () => {
         try {
           const request = call.request
           if (MALFORMED in request) throw new WeftError('invalid_request', `The ${name} request is not a valid weft.contextual.v1 message.`)
           const userId = await opts.authenticate(bearer(call.metadata))
           if (!userId) throw new WeftError('unauthorized', 'Sign in first: send the metadata authorization: Bearer <token>.')
-          callback(null, await method(userPrincipal(userId), request))
+          callback(null, await method(userPrincipal(userId), request, cancelled.signal))
         } catch (e) {
           const err = isWeftError(e) ? e : new WeftError('internal', 'Something went wrong on the server; nothing was applied.')
           if (!isWeftError(e)) opts.log.error({ err: e, method: name }, 'grpc call failed')

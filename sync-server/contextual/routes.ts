@@ -91,6 +91,20 @@ export function contextualRoutes(service: ContextualService): Route[] {
         if (!isOperation(op)) {
           throw new WeftError('not_found', `No contextual operation ${JSON.stringify(op)}: use next, ack, nack, extend, status, react, redrive or consumers.`)
         }
+        if (op === 'next') {
+          // [CTX42] A long poll whose client went away stops waiting (and leases nothing for it).
+          const gone = new AbortController()
+          const res: ServerResponse = r.res
+          const onClose = () => {
+            if (!res.writableFinished) gone.abort()
+          }
+          res.once('close', onClose)
+          try {
+            return { status: 200, body: await service.next(r.principal, await r.json(), gone.signal) }
+          } finally {
+            res.off('close', onClose)
+          }
+        }
         return { status: 200, body: await service[op](r.principal, await r.json()) }
       },
     },

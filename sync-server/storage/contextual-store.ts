@@ -1,14 +1,27 @@
+import { createHash } from 'node:crypto'
 import type { ContextualStatus, MeshChangeKind } from '../../shared/index.js'
 
 /**
  * [CTX5]–[CTX14] Durable consumer state of contextual subscriptions, one algorithm for both
  * storages: each operation is a generator that yields its SQL statements (`?` placeholders) and
  * receives their answers, so SQLite runs it synchronously inside one writer-thread transaction and
- * PostgreSQL runs it with `await` inside one transaction (the consumer row locked FOR UPDATE), and
- * the lease logic exists once.
+ * PostgreSQL runs it with `await` inside one transaction (or, for a one-statement call, as that
+ * statement alone). The exception is PostgreSQL's lease ([CTX41]): contextual-pg-lease.ts runs the
+ * same steps as single statements with SKIP LOCKED, so concurrent pulls of one consumer do not
+ * queue on its row; the contextual tests run both storages through the same interleavings.
  */
 
 export type Dialect = 'sqlite' | 'postgres'
+
+/**
+ * [CTX6] PostgreSQL leases without a consumer-wide lock (contextual-pg-lease.ts): each lease holds
+ * one of MaxInFlight slots, and a unique index over the leased rows' slots keeps two concurrent
+ * pulls from holding more than MaxInFlight leases between them (the loser retries).
+ */
+const PG_SLOTS = `
+ALTER TABLE contextual_events ADD COLUMN IF NOT EXISTS slot integer;
+CREATE UNIQUE INDEX IF NOT EXISTS contextual_events_slot ON contextual_events (consumer_id, slot) WHERE state = 'leased';
+`
 
 export function contextualSchema(d: Dialect): string {
   const int = d === 'sqlite' ? 'INTEGER' : 'bigint'
@@ -47,7 +60,8 @@ CREATE TABLE IF NOT EXISTS contextual_events (
   PRIMARY KEY (consumer_id, event_id)
 );
 CREATE INDEX IF NOT EXISTS contextual_events_state ON contextual_events (consumer_id, state, version);
-CREATE TABLE IF NOT EXISTS contextual_outcomes (
+CREATE INDEX IF NOT EXISTS contextual_events_open ON contextual_events (consumer_id, version) WHERE state IN ('pending', 'leased');
+${d === 'postgres' ? PG_SLOTS : ''}CREATE TABLE IF NOT EXISTS contextual_outcomes (
   key TEXT PRIMARY KEY,
   consumer_id TEXT NOT NULL,
   event_id TEXT NOT NULL,
@@ -162,16 +176,33 @@ export interface ContextualAttachment {
   outcome: Omit<OutcomeRow, 'version'>
 }
 
+/** [CTX6] A pull's lease, as `owner`: a consumer that is missing or not theirs answers `gone`. */
+export interface LeaseCall {
+  op: 'lease'
+  consumerId: string
+  owner: string
+  filter: EventFilter
+  now: number
+  leaseMs: number
+  maxInFlight: number
+  maxAttempts: number
+  token: string
+}
+
+/** What a lease answers, with the history incarnation it ran under (a restore bumps it: [CTX37]). */
+export type LeaseAnswer = { kind: 'leased'; event: LeasedEvent } | { kind: 'none'; nextAt: number | null } | { kind: 'full' } | { kind: 'gone' }
+export type LeaseResult = LeaseAnswer & { incarnation: number }
+
 export type ContextualCall =
   | { op: 'meta'; fresh: ContextualMeta }
   | { op: 'ensureConsumer'; consumer: ConsumerRow }
   | { op: 'consumer'; id: string }
   | { op: 'consumersOf'; subscriptionPath: string; owner: string | null; limit: number }
-  | { op: 'lease'; consumerId: string; filter: EventFilter; now: number; leaseMs: number; maxInFlight: number; maxAttempts: number; token: string }
+  | LeaseCall
   | { op: 'skip'; fence: Fence }
-  | { op: 'ack'; fence: Fence }
-  | { op: 'nack'; fence: Fence; availableAt: number; error: string; maxAttempts: number }
-  | { op: 'extend'; fence: Fence; expiresAt: number }
+  | { op: 'ack'; fence: Fence; owner: string }
+  | { op: 'nack'; fence: Fence; owner: string; availableAt: number; error: string; maxAttempts: number }
+  | { op: 'extend'; fence: Fence; owner: string; expiresAt: number }
   | { op: 'status'; consumerId: string; now: number }
   | { op: 'totals'; now: number }
   | { op: 'attention'; limit: number }
@@ -192,10 +223,10 @@ function* run(sql: string, ...params: unknown[]): Generator<Stmt, number, Row[] 
   return (yield { sql, params, mode: 'run' }) as number
 }
 
-const num = (v: unknown): number => (v === null || v === undefined ? 0 : Number(v))
+export const num = (v: unknown): number => (v === null || v === undefined ? 0 : Number(v))
 /** How many change records one lease reads at most while looking for matching events. */
-const INGEST_PAGE = 500
-const INGEST_PAGES = 8
+export const INGEST_PAGE = 500
+export const INGEST_PAGES = 8
 
 /** Is the change (a `changes` row: path, node_type, kind) one the filter asks for? */
 export function matches(f: Readonly<EventFilter>, r: Row): boolean {
@@ -208,14 +239,26 @@ export function matches(f: Readonly<EventFilter>, r: Row): boolean {
 }
 
 function* lockConsumer(consumerId: string, dialect: Dialect): Generator<Stmt, Row | null, Row[] | number> {
-  const rows = yield* all(`SELECT id, cursor FROM contextual_consumers WHERE id = ?${dialect === 'postgres' ? ' FOR UPDATE' : ''}`, consumerId)
+  const rows = yield* all(`SELECT id, cursor, owner FROM contextual_consumers WHERE id = ?${dialect === 'postgres' ? ' FOR UPDATE' : ''}`, consumerId)
   return rows[0] ?? null
 }
 
-/** [CTX6] [CTX9] [CTX10] Leases at most one event: a due one (new, nacked and due, or whose lease expired), else ingests from the change log. */
-function* lease(c: Extract<ContextualCall, { op: 'lease' }>, dialect: Dialect): Op<{ kind: 'leased'; event: LeasedEvent } | { kind: 'none'; nextAt: number | null } | { kind: 'full' }> {
+/** The history incarnation now (0 before the meta row exists). */
+export const INCARNATION_SQL = 'SELECT coalesce((SELECT incarnation FROM contextual_meta WHERE id = 1), 0) AS inc'
+
+function* lease(c: LeaseCall, dialect: Dialect): Op<LeaseResult> {
+  const incarnation = num((yield* all(INCARNATION_SQL))[0]?.inc)
+  return { ...(yield* leaseOnce(c, dialect)), incarnation }
+}
+
+/**
+ * [CTX6] [CTX9] [CTX10] Leases at most one event: a due one (new, nacked and due, or whose lease
+ * expired), else ingests from the change log. SQLite runs it; PostgreSQL runs the same steps as
+ * the statements of contextual-pg-lease.ts (SKIP LOCKED, no consumer-wide lock but for ingest).
+ */
+function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
   const consumer = yield* lockConsumer(c.consumerId, dialect)
-  if (!consumer) return { kind: 'none', nextAt: null }
+  if (!consumer || String(consumer.owner) !== c.owner) return { kind: 'gone' }
   let cursor = num(consumer.cursor)
   const inFlight = num((yield* all(`SELECT count(*) AS n FROM contextual_events WHERE consumer_id = ? AND state = 'leased' AND expires_at > ?`, c.consumerId, c.now))[0]?.n)
   if (inFlight >= c.maxInFlight) return { kind: 'full' }
@@ -253,22 +296,24 @@ function* lease(c: Extract<ContextualCall, { op: 'lease' }>, dialect: Dialect): 
     cursor = num(changes[changes.length - 1]!.version)
     yield* run('UPDATE contextual_consumers SET cursor = ? WHERE id = ?', cursor, c.consumerId)
   }
-  const next = (yield* all(
-    `SELECT min(CASE WHEN state = 'pending' THEN available_at ELSE expires_at END) AS at FROM contextual_events WHERE consumer_id = ? AND state IN ('pending', 'leased')`,
-    c.consumerId,
-  ))[0]?.at
-  return { kind: 'none', nextAt: next === null || next === undefined ? null : num(next) }
+  return { kind: 'none', nextAt: nextAtOf((yield* all(NEXT_AT_SQL, c.consumerId))[0]) }
 }
+
+/** When a consumer's next event may become due (a nack's delay or a lease ending), for a long poll. */
+export const NEXT_AT_SQL = `SELECT min(CASE WHEN state = 'pending' THEN available_at ELSE expires_at END) AS at FROM contextual_events WHERE consumer_id = ? AND state IN ('pending', 'leased')`
+export const nextAtOf = (r: Row | undefined): number | null => (r?.at === null || r?.at === undefined ? null : num(r.at))
 
 const FENCED = `consumer_id = ? AND event_id = ? AND state = 'leased' AND lease_token = ? AND attempt = ? AND expires_at > ?`
 const fenceArgs = (f: Fence) => [f.consumerId, f.eventId, f.token, f.attempt, f.now]
+/** [CTX5] [CTX12] The fence and the owner check in one statement: nobody but the consumer's owner settles its work. */
+const OWNED = `${FENCED} AND EXISTS (SELECT 1 FROM contextual_consumers WHERE id = ? AND owner = ?)`
+const ownedArgs = (f: Fence, owner: string) => [...fenceArgs(f), f.consumerId, owner]
 
-function* nack(c: Extract<ContextualCall, { op: 'nack' }>, dialect: Dialect): Op<'pending' | 'dead' | null> {
-  yield* lockConsumer(c.fence.consumerId, dialect)
+function* nack(c: Extract<ContextualCall, { op: 'nack' }>): Op<'pending' | 'dead' | null> {
   const dead = c.fence.attempt >= c.maxAttempts
   const n = yield* run(
-    `UPDATE contextual_events SET state = ?, lease_token = NULL, available_at = ?, last_error = ? WHERE ${FENCED}`,
-    dead ? 'dead' : 'pending', c.availableAt, c.error, ...fenceArgs(c.fence),
+    `UPDATE contextual_events SET state = ?, lease_token = NULL, available_at = ?, last_error = ? WHERE ${OWNED}`,
+    dead ? 'dead' : 'pending', c.availableAt, c.error, ...ownedArgs(c.fence, c.owner),
   )
   return n === 1 ? (dead ? 'dead' : 'pending') : null
 }
@@ -401,11 +446,11 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     case 'skip':
       return (yield* run(`UPDATE contextual_events SET state = 'skipped', lease_token = NULL WHERE ${FENCED}`, ...fenceArgs(call.fence))) === 1
     case 'ack':
-      return (yield* run(`UPDATE contextual_events SET state = 'acked', lease_token = NULL WHERE ${FENCED}`, ...fenceArgs(call.fence))) === 1
+      return (yield* run(`UPDATE contextual_events SET state = 'acked', lease_token = NULL WHERE ${OWNED}`, ...ownedArgs(call.fence, call.owner))) === 1
     case 'nack':
-      return yield* nack(call, dialect)
+      return yield* nack(call)
     case 'extend':
-      return (yield* run(`UPDATE contextual_events SET expires_at = ? WHERE ${FENCED}`, call.expiresAt, ...fenceArgs(call.fence))) === 1
+      return (yield* run(`UPDATE contextual_events SET expires_at = ? WHERE ${OWNED}`, call.expiresAt, ...ownedArgs(call.fence, call.owner))) === 1
     case 'status':
       return yield* status(call)
     case 'totals':
@@ -451,6 +496,17 @@ export async function runAsync<T>(op: Op<T>, exec: (s: Stmt) => Promise<Row[] | 
   while (!step.done) step = op.next(await exec(step.value))
   return step.value
 }
+
+/**
+ * A statement PostgreSQL keeps prepared on each pooled connection (parsed and planned once per
+ * connection, not per call): the hot contextual statements.
+ */
+export function pgPrepared(sql: string, values: unknown[]): { name: string; text: string; values: unknown[] } {
+  let name = PREPARED.get(sql)
+  if (!name) PREPARED.set(sql, (name = `weft_ctx_${createHash('sha256').update(sql).digest('hex').slice(0, 16)}`))
+  return { name, text: sql, values }
+}
+const PREPARED = new Map<string, string>()
 
 /** `?` placeholders as PostgreSQL's `$n`. */
 export function pgSql(sql: string): string {

@@ -15,7 +15,8 @@ import { batchPaths, isFold, isRowContent, planBatch, validateCommitInput, type 
 import { COMPACT_AFTER_UPDATES, compactUpdates, contentOfLog } from './compaction.js'
 import type { RowJson } from './row-parts.js'
 import { GroupCommitter, type ItemResult } from './group-commit.js'
-import { checkAttachment, contextualOp, contextualSchema, insertOutcome, pgSql, runAsync, type ContextualCall, type Row, type Stmt } from './contextual-store.js'
+import { pgLease } from './contextual-pg-lease.js'
+import { checkAttachment, contextualOp, contextualSchema, insertOutcome, pgPrepared, pgSql, runAsync, type ContextualCall, type Row, type Stmt } from './contextual-store.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
 import { assertFieldName, clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
@@ -413,6 +414,9 @@ export class PostgresStorage implements StorageAdapter {
 
   async contextual(call: ContextualCall): Promise<unknown> {
     if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
+    if (call.op === 'lease') return pgLease(this.pool, call)
+    // One statement: no transaction around it (one round trip, not three).
+    if (SINGLE_STATEMENT.has(call.op)) return runAsync(contextualOp(call, 'postgres'), pgExec(this.pool, true))
     return withTransaction(this.pool, (client) => runAsync(contextualOp(call, 'postgres'), pgExec(client)))
   }
 
@@ -489,10 +493,15 @@ export function openPostgresStorage(options: PostgresStorageOptions): Promise<Po
   return PostgresStorage.open(options)
 }
 
-/** Runs contextual statements (contextual-store.ts) on one transaction's client. */
-function pgExec(client: pg.PoolClient): (s: Stmt) => Promise<Row[] | number> {
+/** The contextual calls that are one statement (contextual-store.ts), run without BEGIN/COMMIT around them. */
+const SINGLE_STATEMENT: ReadonlySet<ContextualCall['op']> = new Set(['consumer', 'skip', 'ack', 'nack', 'extend', 'redrive', 'outcome', 'leaseOf'])
+
+/** Runs contextual statements (contextual-store.ts) on one transaction's client, or (`single`) the one statement of a call on the pool. */
+function pgExec(client: pg.PoolClient | pg.Pool, single = false): (s: Stmt) => Promise<Row[] | number> {
+  let ran = 0
   return async (s) => {
-    const r = await client.query(pgSql(s.sql), s.params)
+    if (single && ran++ > 0) throw new Error('A single-statement contextual call ran a second statement outside a transaction.')
+    const r = single ? await client.query(pgPrepared(pgSql(s.sql), s.params)) : await client.query(pgSql(s.sql), s.params)
     return s.mode === 'all' ? (r.rows as Row[]) : (r.rowCount ?? 0)
   }
 }

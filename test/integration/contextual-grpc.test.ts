@@ -1,13 +1,13 @@
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
 import fc from 'fast-check'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { PROTO_FILE } from '../../sync-server/contextual/index.js'
 import { api, createSpace, expectStatus, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
 import { definition, putSubscription } from './contextual-helpers.js'
 
 type Obj = Record<string, unknown>
-type Unary = (req: Obj, md: grpc.Metadata, cb: (err: grpc.ServiceError | null, res: Obj) => void) => void
+type Unary = (req: Obj, md: grpc.Metadata, cb: (err: grpc.ServiceError | null, res: Obj) => void) => grpc.ClientUnaryCall
 type ContextualStub = grpc.Client & Record<'next' | 'ack' | 'nack' | 'extend' | 'status' | 'react' | 'redrive', Unary>
 
 /** A stock @grpc/grpc-js client built from the repo's .proto, as any user would. */
@@ -110,6 +110,19 @@ describe('[CTX35] contextual subscriptions over gRPC', () => {
     expect(await call(client, 'react', { causationToken: token, paramsJson: '{"Text":"stale"}' }, owner.token)).toMatchObject({ ok: false, code: grpc.status.PERMISSION_DENIED, weftCode: 'reaction_denied' })
     expect((await api(ts.url, owner.token).getNode(`${space}/in2/d/reply`)).status).toBe(404)
     expect(await ok(call(client, 'ack', fenceOf(consumerId, fresh), owner.token))).toEqual({ ok: true })
+  })
+
+  it('[CTX42] a long poll the client cancels stops waiting on the server', async () => {
+    const { sub } = await setup('42')
+    const md = new grpc.Metadata()
+    md.set('authorization', `Bearer ${owner.token}`)
+    const ended = new Promise<grpc.status>((resolve) => {
+      const polling = client.next({ subscription: sub, consumer: 'g1', waitSeconds: 60 }, md, (err) => resolve(err ? err.code : grpc.status.OK))
+      void vi.waitFor(() => expect(ts.server.contextual.waiting).toBe(1), { timeout: 60_000, interval: 20 }).then(() => polling.cancel())
+    })
+    expect(await ended).toBe(grpc.status.CANCELLED)
+    // Released once the server sees the cancel, long before the poll's own 60 s.
+    await vi.waitFor(() => expect(ts.server.contextual.waiting).toBe(0), { timeout: 30_000, interval: 20 })
   })
 
   it('[CTX35] no token or a bad token is UNAUTHENTICATED; another user sees NOT_FOUND, not the consumer', async () => {

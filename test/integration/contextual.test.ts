@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { JsonObject } from '../../shared/index.js'
 import { api, createSpace, errorCode, expectStatus, grantRole, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
 import { ctx, definition, pull, putSubscription } from './contextual-helpers.js'
@@ -228,6 +228,27 @@ describe('contextual agent subscriptions (issue 19)', () => {
     await api(ts.url, owner.token).putNode(`${space}/in10/late`, 'Document', {})
     const got = expectStatus(await waiting, 200).body
     expect(got.item?.event.path).toBe(`${space}/in10/late`)
+  })
+
+  it('[CTX42] a long poll whose client disconnects stops waiting and leases nothing for it', async () => {
+    const { sub, c } = await setup('42', owner.token, { Limits: { LeaseSeconds: 30, MaxInFlight: 1, MaxAttempts: 3 } })
+    const svc = ts.server.contextual
+    const gone = new AbortController()
+    const poll = fetch(`${ts.url}/api/contextual/next`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${owner.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ subscription: sub, consumer: 'w1', waitSeconds: 60 }),
+      signal: gone.signal,
+    }).catch((e: unknown) => e)
+    await vi.waitFor(() => expect(svc.waiting).toBe(1), { timeout: 60_000, interval: 20 })
+    gone.abort()
+    expect(await poll).toMatchObject({ name: 'AbortError' })
+    // Released once the server sees the connection close, long before the poll's own 60 s.
+    await vi.waitFor(() => expect(svc.waiting).toBe(0), { timeout: 30_000, interval: 20 })
+    // The event that lands now goes to the next pull, first attempt: the abandoned poll took nothing.
+    expectStatus(await api(ts.url, owner.token).putNode(`${space}/in42/late`, 'Document', {}), 201)
+    const got = expectStatus(await c.next(sub, 'w1', { waitSeconds: 10 }), 200).body
+    expect(got.item).toMatchObject({ event: { path: `${space}/in42/late` }, attempt: 1 })
   })
 
   it('[CTX30] bad input gets a stable code, never a 500', async () => {

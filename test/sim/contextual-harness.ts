@@ -71,7 +71,7 @@ export class Harness {
 }
 
 /** A space P where u1 is an Editor, P/in, and a subscription over Documents created under it (a patch reaction). */
-export async function seedMesh(h: Harness, leaseSeconds = 5): Promise<void> {
+export async function seedMesh(h: Harness, leaseSeconds = 5, maxInFlight = 2): Promise<void> {
   await h.nodes.put(SYSTEM, 'P' as NodePath, { nodeType: 'Space', content: {} })
   await h.nodes.put(SYSTEM, 'P/_Access/u1_Access' as NodePath, { nodeType: 'AccessAssignment', content: { Subject: USER, Role: 'Editor' } })
   await h.nodes.put(SYSTEM, 'P/in' as NodePath, { nodeType: 'Document', content: {} })
@@ -81,7 +81,7 @@ export async function seedMesh(h: Harness, leaseSeconds = 5): Promise<void> {
       Operation: 'annotate',
       Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: 'P/in' },
       Reactions: { annotate: { Command: 'patch', Target: '{event.path}', Parameters: { Note: { Type: 'string' } } } },
-      Limits: { LeaseSeconds: leaseSeconds, MaxInFlight: 2, MaxAttempts: 4 },
+      Limits: { LeaseSeconds: leaseSeconds, MaxInFlight: maxInFlight, MaxAttempts: 4 },
     },
   })
 }
