@@ -138,8 +138,19 @@ export class PostgresStorage implements StorageAdapter {
       // [ACC12] Client-id bindings, written in the same transaction as the updates that introduce them.
       const bound: { path: string; client: number; principal: string }[] = []
       const out: ItemResult<ChangeRecord | null>[] = []
+      // [SCALE10] Updates of distinct rows, written by one statement when the next item needs the
+      // rows as they are (or at the end): one round trip instead of one per update, while this
+      // transaction holds the version counter every instance's commits wait on.
+      const rows: BulkUpdate[] = []
+      const flushRows = async () => {
+        if (rows.length === 0) return
+        const done = await updateRows(client, rows.splice(0))
+        for (const r of done) if (r.update_count > COMPACT_AFTER_UPDATES) compactCandidates.push(r.path as NodePath)
+      }
       let next = 0
       for (const item of items) {
+        const bulk = !isFold(item) && !isRowContent(item) && item.input.kind === 'Updated' && !item.input.contextual
+        if (!bulk || rows.some((r) => r.path === item.input.path)) await flushRows()
         if (isFold(item)) {
           // Earlier entries of this batch are in the folded state: drop them with the stored log.
           const { path, state } = item.fold
@@ -191,21 +202,19 @@ export class PostgresStorage implements StorageAdapter {
             break
           }
           case 'Updated': {
-            // [STO5] A deferred commit leaves the content column alone and marks it stale.
-            const row = input.deferContent
-              ? await client.query<{ update_count: number }>(
-                  `UPDATE nodes SET name = $2, content_stale = true, updated_at = $3, version = $4, update_count = update_count + 1
-                   WHERE path = $1 RETURNING update_count`,
-                  [input.path, input.name, input.at, version],
-                )
-              : await client.query<{ update_count: number }>(
-                  `UPDATE nodes SET name = $2, content = $3::jsonb, content_stale = ($7::bigint IS NOT NULL AND version > $7::bigint), updated_at = $4, version = $5, update_count = update_count + $6
-                   WHERE path = $1 RETURNING update_count`,
-                  [input.path, input.name, prepared.contentJson, input.at, version, input.update ? 1 : 0, input.baseVersion ?? null],
-                )
+            rows.push({
+              path: input.path,
+              name: input.name,
+              // [STO5] A deferred commit leaves the content column alone and marks it stale.
+              content: input.deferContent ? null : prepared.contentJson,
+              at: input.at,
+              version,
+              count: input.update ? 1 : 0,
+              base: input.baseVersion ?? null,
+            })
+            if (!bulk) await flushRows()
             if (input.update) logged.push({ path: input.path, seq: version, data: toBuffer(input.update) })
             for (const b of input.clients ?? []) bound.push({ path: input.path, ...b })
-            if ((row.rows[0]?.update_count ?? 0) > COMPACT_AFTER_UPDATES) compactCandidates.push(input.path)
             break
           }
           case 'Deleted': {
@@ -226,12 +235,14 @@ export class PostgresStorage implements StorageAdapter {
         changes.kind.push(input.kind)
         out.push({ ok: true, value: { version, path: input.path, nodeType: plan.nodeType, kind: input.kind } })
       }
+      await flushRows()
       if (changes.version.length > 0) {
+        // The counter with the feed's rows: one round trip.
         await client.query(
-          'INSERT INTO changes (version, path, node_type, kind) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])',
-          [changes.version, changes.path, changes.nodeType, changes.kind],
+          `WITH counter AS (UPDATE version_counter SET value = $5 WHERE id = 1)
+           INSERT INTO changes (version, path, node_type, kind) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])`,
+          [changes.version, changes.path, changes.nodeType, changes.kind, version],
         )
-        await client.query('UPDATE version_counter SET value = $1 WHERE id = 1', [version])
       }
       if (logged.length > 0) {
         await client.query('INSERT INTO node_updates (path, seq, data) SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])', [
@@ -515,6 +526,38 @@ async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => 
   } finally {
     client.release(isBroken)
   }
+}
+
+/** [SCALE10] One Updated commit's row, for `updateRows` (content null: deferred, [STO5]). */
+interface BulkUpdate {
+  path: string
+  name: string
+  content: string | null
+  at: string
+  version: number
+  count: number
+  base: number | null
+}
+
+/**
+ * [SCALE10] Writes the rows of Updated commits (distinct paths) in one statement, as the
+ * statement per commit did: a deferred one ([STO5]) leaves the content and marks it stale; another
+ * writes it, stale when the row is past the copy's base version ([SCALE2]). Returns each row's
+ * update count (compaction).
+ */
+async function updateRows(client: pg.PoolClient, rows: readonly BulkUpdate[]): Promise<{ path: string; update_count: number }[]> {
+  const r = await client.query<{ path: string; update_count: number }>(
+    `UPDATE nodes AS n SET
+       name = u.name,
+       content = CASE WHEN u.content IS NULL THEN n.content ELSE u.content::jsonb END,
+       content_stale = CASE WHEN u.content IS NULL THEN true ELSE (u.base IS NOT NULL AND n.version > u.base) END,
+       updated_at = u.at, version = u.version, update_count = n.update_count + u.count
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::bigint[]) AS u(path, name, content, at, version, count, base)
+     WHERE n.path = u.path
+     RETURNING n.path, n.update_count`,
+    [rows.map((x) => x.path), rows.map((x) => x.name), rows.map((x) => x.content), rows.map((x) => x.at), rows.map((x) => x.version), rows.map((x) => x.count), rows.map((x) => x.base)],
+  )
+  return r.rows
 }
 
 /** The WHERE of a node query (and its parameters), shared by `queryNodes` and `queryFields`. */
