@@ -119,9 +119,9 @@ export class PostgresStorage implements StorageAdapter {
 
   private async writeBatch(items: readonly BatchItem[]): Promise<ItemResult<ChangeRecord | null>[]> {
     const compactCandidates: NodePath[] = []
-    const results = await withTransaction(this.pool, async (client) => {
-      const counter = await client.query<{ value: string }>('SELECT value FROM version_counter WHERE id = 1 FOR UPDATE')
-      let version = Number(counter.rows[0]?.value ?? 0)
+    // [SCALE10] BEGIN and the counter's lock in one round trip (a simple query: no parameters).
+    const results = await withTransaction(this.pool, async (client, begun) => {
+      let version = Number(begun.at(-1)?.rows[0]?.value ?? 0)
       const batch = items.filter((item): item is PreparedCommit => !isFold(item) && !isRowContent(item))
       const inputs = batch.map((p) => p.input)
       const existing = await client.query<{ path: string; node_type: string; created_by: string; created_at: string }>(
@@ -236,29 +236,30 @@ export class PostgresStorage implements StorageAdapter {
         out.push({ ok: true, value: { version, path: input.path, nodeType: plan.nodeType, kind: input.kind } })
       }
       await flushRows()
-      if (changes.version.length > 0) {
-        // The counter with the feed's rows: one round trip.
+      if (changes.version.length > 0 || logged.length > 0 || bound.length > 0) {
+        // [SCALE10] The counter, the feed's rows, the log and the bindings: one round trip.
         await client.query(
-          `WITH counter AS (UPDATE version_counter SET value = $5 WHERE id = 1)
-           INSERT INTO changes (version, path, node_type, kind) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])`,
-          [changes.version, changes.path, changes.nodeType, changes.kind, version],
-        )
-      }
-      if (logged.length > 0) {
-        await client.query('INSERT INTO node_updates (path, seq, data) SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])', [
-          logged.map((u) => u.path),
-          logged.map((u) => u.seq),
-          logged.map((u) => u.data),
-        ])
-      }
-      if (bound.length > 0) {
-        await client.query(
-          'INSERT INTO node_clients (path, client, principal) SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) ON CONFLICT (path, client) DO NOTHING',
-          [bound.map((b) => b.path), bound.map((b) => b.client), bound.map((b) => b.principal)],
+          `WITH counter AS (UPDATE version_counter SET value = $5 WHERE id = 1 AND cardinality($1::bigint[]) > 0),
+             feed AS (INSERT INTO changes (version, path, node_type, kind) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])),
+             log AS (INSERT INTO node_updates (path, seq, data) SELECT * FROM unnest($6::text[], $7::bigint[], $8::bytea[]))
+           INSERT INTO node_clients (path, client, principal) SELECT * FROM unnest($9::text[], $10::bigint[], $11::text[]) ON CONFLICT (path, client) DO NOTHING`,
+          [
+            changes.version,
+            changes.path,
+            changes.nodeType,
+            changes.kind,
+            version,
+            logged.map((u) => u.path),
+            logged.map((u) => u.seq),
+            logged.map((u) => u.data),
+            bound.map((b) => b.path),
+            bound.map((b) => b.client),
+            bound.map((b) => b.principal),
+          ],
         )
       }
       return out
-    })
+    }, 'BEGIN; SELECT value FROM version_counter WHERE id = 1 FOR UPDATE')
     if (compactCandidates.length > 0) this.scheduleCompaction(compactCandidates)
     return results
   }
@@ -508,12 +509,13 @@ function pgExec(client: pg.PoolClient): (s: Stmt) => Promise<Row[] | number> {
   }
 }
 
-async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
+async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient, begun: pg.QueryResult[]) => Promise<T>, begin = 'BEGIN'): Promise<T> {
   const client = await pool.connect()
   let isBroken = false
   try {
-    await client.query(begin)
-    const result = await fn(client)
+    // A begin of several statements (a simple query) answers one result per statement.
+    const begun: pg.QueryResult | pg.QueryResult[] = await client.query(begin)
+    const result = await fn(client, Array.isArray(begun) ? begun : [begun])
     await client.query('COMMIT')
     return result
   } catch (error) {
