@@ -114,9 +114,15 @@ describe('Several instances on one PostgreSQL, fanned out through Redis', () => 
         }
       }
     }
+    // Instance 1 writes last, so it holds both copies now (with their docs).
+    for (const d of docs) {
+      const key = `K${n++}`
+      expect((await api(url(0), user.token).patchNode(d, { [key]: 4 })).status).toBe(200)
+      expected[d]![key] = 4
+    }
     const loaded = await loadedDocs(url(0))
     // Writes on instances 2 and 3 only: instance 1's copies take them and are not dropped.
-    for (let round = 4; round < 8; round++) {
+    for (let round = 5; round < 9; round++) {
       for (const i of [1, 2]) {
         for (const d of docs) {
           const key = `K${n++}`
