@@ -58,6 +58,8 @@ export class FanOut {
           origin: change.origin,
           ...(update ? { update: Buffer.from(update).toString('base64') } : {}),
           ...(clients && clients.length > 0 ? { clients: [...clients] } : {}),
+          // [SCALE9] What a copy kept loaded elsewhere needs beside the update (its content is the doc's).
+          ...(change.node ? { name: change.node.name, at: change.node.updatedAt } : {}),
         })
       },
       presence: (path, update) => this.o.publish({ t: 'presence', from: this.o.instanceId, path, update: Buffer.from(update).toString('base64') }),
@@ -83,6 +85,8 @@ export class FanOut {
           origin: m.origin as ChangeOrigin,
           update: m.update ? new Uint8Array(Buffer.from(m.update, 'base64')) : null,
           ...(m.clients ? { clients: m.clients } : {}),
+          ...(m.name !== undefined ? { name: m.name } : {}),
+          ...(m.at !== undefined ? { at: m.at } : {}),
         }
         this.enqueue(async () => {
           if (change.version <= this.applied || this.seen.has(change.version)) return

@@ -122,6 +122,11 @@ export class CommitFeed {
     this.pathSubjects.get(change.path)?.next(change)
   }
 
+  /** [SCALE9] Whether anything here watches the changes of `path` (the whole feed, or that node's). */
+  wants(path: NodePath): boolean {
+    return this.changesSubject.observed || this.pathSubjects.has(path)
+  }
+
   /** The node as `read` gives it, then each of its committed changes (never an older one). */
   node$(path: NodePath, read: () => Promise<MeshNode | null>): Observable<MeshNode | null> {
     return new Observable<MeshNode | null>((subscriber) => {

@@ -8,6 +8,11 @@ import { REMOTE_ORIGIN, type LoadedNode } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
 import type { ChangeOrigin } from './types.js'
 
+/** The node types the access indexes hold. */
+function isAccessType(nodeType: string): boolean {
+  return nodeType === 'AccessAssignment' || nodeType === 'Membership'
+}
+
 /** [SCALE1] A change another instance made durable, as the fan-out hands it over. */
 export interface RemoteChange extends ChangeRecord {
   /** Its Yjs update, when the message carried it (a catch-up from storage does not). */
@@ -16,14 +21,23 @@ export interface RemoteChange extends ChangeRecord {
   clients?: readonly ClientBinding[]
   by?: string
   origin?: ChangeOrigin
+  /** [SCALE9] The node's name and updatedAt after the change, when the message carried them. */
+  name?: string
+  at?: string
 }
 
 /**
  * [SCALE1] Applies a change made by another instance on the same database to this instance's
- * memory: the copy of the node here (a room's doc gets the Yjs update and relays it to its
- * clients; a copy nobody uses is dropped, so the next use reads storage), the access indexes
- * (the gate decides alike on every instance) and the local feed (engines and watchers see it).
- * Idempotent: Yjs updates apply once, and a catch-up may hand over the same change again.
+ * memory: the copy of the node here, the access indexes (the gate decides alike on every
+ * instance) and the local feed (engines and watchers see it). Idempotent: Yjs updates apply
+ * once, and a catch-up may hand over the same change again.
+ *
+ * [SCALE9] A copy with its doc built takes the update the message carried (and relays it to
+ * its room's clients), whether or not a client has it open: the next write here goes through a
+ * doc that is already current, instead of reading the row and rebuilding the doc from the log.
+ * The node is read from storage only when something here needs it (the access indexes, or a
+ * feed watcher) and no doc here holds it; an instance that neither holds the node nor watches
+ * does no work beyond its bookkeeping.
  */
 export class RemoteApply {
   constructor(
@@ -34,8 +48,16 @@ export class RemoteApply {
   ) {}
 
   async apply(change: RemoteChange): Promise<void> {
-    const node = change.kind === 'Deleted' ? null : await this.storage.getNode(change.path)
-    await this.take(change, node, change)
+    const { path } = change
+    this.cache.settledWrite(path)
+    const kept = await this.refreshCopy(path, change)
+    const node = change.kind === 'Deleted' ? null : kept ? kept.node : this.needsNode(change) ? await this.storage.getNode(path) : null
+    this.publish(change, node)
+  }
+
+  /** Whether this instance needs the node of a change it holds no doc of: the access indexes or a watcher of the feed. */
+  private needsNode(change: RemoteChange): boolean {
+    return isAccessType(change.nodeType) || this.feed.wants(change.path)
   }
 
   /**
@@ -71,26 +93,36 @@ export class RemoteApply {
 
   /** One change into the access indexes, the copy here (refreshed as `refresh` says; null: already) and the local feed. */
   private async take(change: RemoteChange, node: MeshNode | null, refresh: RemoteChange | null): Promise<void> {
+    this.cache.settledWrite(change.path)
+    if (refresh) await this.refreshCopy(change.path, refresh)
+    this.publish(change, node)
+  }
+
+  /** The change into the access indexes and the local feed, with the node as it is after it here. */
+  private publish(change: RemoteChange, node: MeshNode | null): void {
     const { path } = change
-    this.cache.settledWrite(path)
-    if (change.nodeType === 'AccessAssignment' || change.nodeType === 'Membership') {
+    if (isAccessType(change.nodeType)) {
       // The indexes key an assignment by its path: the stub stands for whatever was there.
       this.access.observe({ path, nodeType: change.nodeType } as MeshNode, node)
     }
-    if (refresh) await this.refreshCopy(path, refresh)
     this.feed.publishLocal({ version: change.version, path, nodeType: change.nodeType, kind: change.kind, node, by: change.by ?? 'remote', origin: change.origin ?? 'system' })
   }
 
-  private async refreshCopy(path: NodePath, change: RemoteChange): Promise<void> {
+  /**
+   * Brings the copy here (if any) up to `change`: a copy with its doc takes the update (or, from
+   * a catch-up, the stored log) and stays loaded ([SCALE9]; returned); a copy without a doc that
+   * nobody uses is dropped (the next use reads storage); a room whose node was created or
+   * deleted elsewhere is evicted (its clients resync).
+   */
+  private async refreshCopy(path: NodePath, change: RemoteChange): Promise<LoadedNode | null> {
     if (this.cache.isLoading(path)) await this.cache.acquire(path).catch(() => undefined)
     for (let attempt = 0; attempt < 50; attempt++) {
       const ln = this.cache.peek(path)
-      if (!ln || this.cache.forget(path)) return
+      if (!ln) return null
       if (ln.materializing) await ln.materializing.catch(() => undefined)
-      if (change.kind === 'Updated' && ln.hasDoc && ln.node) {
-        await this.applyToDoc(ln, change)
-        return
-      }
+      if (this.cache.peek(path) !== ln) continue
+      if (change.kind === 'Updated' && ln.hasDoc && ln.node && !ln.poisoned) return (await this.applyToDoc(ln, change)) ? ln : null
+      if (this.cache.forget(path)) return null
       if (ln.connections.size > 0 && ln.pendingCommits === 0 && ln.holds === 0) {
         // Created or deleted elsewhere under a room here: its clients resync from storage.
         for (const conn of [...ln.connections]) conn.evict(1012, 'unavailable', 'The node was replaced on another server; reconnect.')
@@ -99,23 +131,32 @@ export class RemoteApply {
       await ln.settled()
       await new Promise((r) => setTimeout(r, 20))
     }
+    return null
   }
 
   /** The update (or, from a catch-up, the stored log: Yjs applies only what the doc lacks) into the room's doc, relayed to its clients. */
-  private async applyToDoc(ln: LoadedNode, change: RemoteChange): Promise<void> {
+  private async applyToDoc(ln: LoadedNode, change: RemoteChange): Promise<boolean> {
     const updates = change.update ? [change.update] : await this.storedUpdates(ln.path)
     const bindings = change.clients ?? (change.update ? [] : await this.storage.loadClientBindings(ln.path))
-    if (!ln.hasDoc || !ln.node || ln.poisoned) return
+    if (!ln.hasDoc || !ln.node || ln.poisoned) return false
     // One synchronous stretch: no local write interleaves between the doc and its JSON.
     ln.clientBindings.record(bindings)
     for (const u of updates) Y.applyUpdate(ln.doc, u, REMOTE_ORIGIN)
     if (change.update && (ln.doc.store.pendingStructs || ln.doc.store.pendingDs)) {
       // An update this doc missed came later (its message lost): the stored log has it.
       const stored = await this.storedUpdates(ln.path)
-      if (!ln.hasDoc || !ln.node || ln.poisoned) return
+      if (!ln.hasDoc || !ln.node || ln.poisoned) return false
       for (const u of stored) Y.applyUpdate(ln.doc, u, REMOTE_ORIGIN)
     }
-    ln.node = { ...ln.node, content: docToJson(ln.doc), version: Math.max(ln.node.version, change.version) }
+    const newer = change.version > ln.node.version
+    ln.node = {
+      ...ln.node,
+      ...(newer && change.name !== undefined ? { name: change.name } : {}),
+      ...(newer && change.at !== undefined ? { updatedAt: change.at } : {}),
+      content: docToJson(ln.doc),
+      version: Math.max(ln.node.version, change.version),
+    }
+    return true
   }
 
   /** The node's stored log: its snapshot (if any), then its updates. */

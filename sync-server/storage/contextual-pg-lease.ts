@@ -3,7 +3,7 @@ import { WeftError, type MeshChangeKind } from '../../shared/index.js'
 import { INCARNATION_SQL, INGEST_PAGE, INGEST_PAGES, NEXT_AT_SQL, nextAtOf, num, pgPrepared, pgSql, type LeaseCall, type LeaseResult, type Row } from './contextual-store.js'
 
 /**
- * [CTX6] [CTX9] [CTX10] [SCALE9] The PostgreSQL lease: the steps of contextual-store.ts's `lease`
+ * [CTX6] [CTX9] [CTX10] [SCALE11] The PostgreSQL lease: the steps of contextual-store.ts's `lease`
  * (which SQLite runs) as single statements, each its own transaction, so a pull is one round trip
  * when an event is due, and pulls of one consumer from several workers or instances do not queue
  * on the consumer row:

@@ -120,9 +120,9 @@ export class PostgresStorage implements StorageAdapter {
 
   private async writeBatch(items: readonly BatchItem[]): Promise<ItemResult<ChangeRecord | null>[]> {
     const compactCandidates: NodePath[] = []
-    const results = await withTransaction(this.pool, async (client) => {
-      const counter = await client.query<{ value: string }>('SELECT value FROM version_counter WHERE id = 1 FOR UPDATE')
-      let version = Number(counter.rows[0]?.value ?? 0)
+    // [SCALE10] BEGIN and the counter's lock in one round trip (a simple query: no parameters).
+    const results = await withTransaction(this.pool, async (client, begun) => {
+      let version = Number(begun.at(-1)?.rows[0]?.value ?? 0)
       const batch = items.filter((item): item is PreparedCommit => !isFold(item) && !isRowContent(item))
       const inputs = batch.map((p) => p.input)
       const existing = await client.query<{ path: string; node_type: string; created_by: string; created_at: string }>(
@@ -139,8 +139,19 @@ export class PostgresStorage implements StorageAdapter {
       // [ACC12] Client-id bindings, written in the same transaction as the updates that introduce them.
       const bound: { path: string; client: number; principal: string }[] = []
       const out: ItemResult<ChangeRecord | null>[] = []
+      // [SCALE10] Updates of distinct rows, written by one statement when the next item needs the
+      // rows as they are (or at the end): one round trip instead of one per update, while this
+      // transaction holds the version counter every instance's commits wait on.
+      const rows: BulkUpdate[] = []
+      const flushRows = async () => {
+        if (rows.length === 0) return
+        const done = await updateRows(client, rows.splice(0))
+        for (const r of done) if (r.update_count > COMPACT_AFTER_UPDATES) compactCandidates.push(r.path as NodePath)
+      }
       let next = 0
       for (const item of items) {
+        const bulk = !isFold(item) && !isRowContent(item) && item.input.kind === 'Updated' && !item.input.contextual
+        if (!bulk || rows.some((r) => r.path === item.input.path)) await flushRows()
         if (isFold(item)) {
           // Earlier entries of this batch are in the folded state: drop them with the stored log.
           const { path, state } = item.fold
@@ -192,21 +203,19 @@ export class PostgresStorage implements StorageAdapter {
             break
           }
           case 'Updated': {
-            // [STO5] A deferred commit leaves the content column alone and marks it stale.
-            const row = input.deferContent
-              ? await client.query<{ update_count: number }>(
-                  `UPDATE nodes SET name = $2, content_stale = true, updated_at = $3, version = $4, update_count = update_count + 1
-                   WHERE path = $1 RETURNING update_count`,
-                  [input.path, input.name, input.at, version],
-                )
-              : await client.query<{ update_count: number }>(
-                  `UPDATE nodes SET name = $2, content = $3::jsonb, content_stale = ($7::bigint IS NOT NULL AND version > $7::bigint), updated_at = $4, version = $5, update_count = update_count + $6
-                   WHERE path = $1 RETURNING update_count`,
-                  [input.path, input.name, prepared.contentJson, input.at, version, input.update ? 1 : 0, input.baseVersion ?? null],
-                )
+            rows.push({
+              path: input.path,
+              name: input.name,
+              // [STO5] A deferred commit leaves the content column alone and marks it stale.
+              content: input.deferContent ? null : prepared.contentJson,
+              at: input.at,
+              version,
+              count: input.update ? 1 : 0,
+              base: input.baseVersion ?? null,
+            })
+            if (!bulk) await flushRows()
             if (input.update) logged.push({ path: input.path, seq: version, data: toBuffer(input.update) })
             for (const b of input.clients ?? []) bound.push({ path: input.path, ...b })
-            if ((row.rows[0]?.update_count ?? 0) > COMPACT_AFTER_UPDATES) compactCandidates.push(input.path)
             break
           }
           case 'Deleted': {
@@ -227,28 +236,31 @@ export class PostgresStorage implements StorageAdapter {
         changes.kind.push(input.kind)
         out.push({ ok: true, value: { version, path: input.path, nodeType: plan.nodeType, kind: input.kind } })
       }
-      if (changes.version.length > 0) {
+      await flushRows()
+      if (changes.version.length > 0 || logged.length > 0 || bound.length > 0) {
+        // [SCALE10] The counter, the feed's rows, the log and the bindings: one round trip.
         await client.query(
-          'INSERT INTO changes (version, path, node_type, kind) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])',
-          [changes.version, changes.path, changes.nodeType, changes.kind],
-        )
-        await client.query('UPDATE version_counter SET value = $1 WHERE id = 1', [version])
-      }
-      if (logged.length > 0) {
-        await client.query('INSERT INTO node_updates (path, seq, data) SELECT * FROM unnest($1::text[], $2::bigint[], $3::bytea[])', [
-          logged.map((u) => u.path),
-          logged.map((u) => u.seq),
-          logged.map((u) => u.data),
-        ])
-      }
-      if (bound.length > 0) {
-        await client.query(
-          'INSERT INTO node_clients (path, client, principal) SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) ON CONFLICT (path, client) DO NOTHING',
-          [bound.map((b) => b.path), bound.map((b) => b.client), bound.map((b) => b.principal)],
+          `WITH counter AS (UPDATE version_counter SET value = $5 WHERE id = 1 AND cardinality($1::bigint[]) > 0),
+             feed AS (INSERT INTO changes (version, path, node_type, kind) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])),
+             log AS (INSERT INTO node_updates (path, seq, data) SELECT * FROM unnest($6::text[], $7::bigint[], $8::bytea[]))
+           INSERT INTO node_clients (path, client, principal) SELECT * FROM unnest($9::text[], $10::bigint[], $11::text[]) ON CONFLICT (path, client) DO NOTHING`,
+          [
+            changes.version,
+            changes.path,
+            changes.nodeType,
+            changes.kind,
+            version,
+            logged.map((u) => u.path),
+            logged.map((u) => u.seq),
+            logged.map((u) => u.data),
+            bound.map((b) => b.path),
+            bound.map((b) => b.client),
+            bound.map((b) => b.principal),
+          ],
         )
       }
       return out
-    })
+    }, 'BEGIN; SELECT value FROM version_counter WHERE id = 1 FOR UPDATE')
     if (compactCandidates.length > 0) this.scheduleCompaction(compactCandidates)
     return results
   }
@@ -506,12 +518,13 @@ function pgExec(client: pg.PoolClient | pg.Pool, single = false): (s: Stmt) => P
   }
 }
 
-async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, begin = 'BEGIN'): Promise<T> {
+async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient, begun: pg.QueryResult[]) => Promise<T>, begin = 'BEGIN'): Promise<T> {
   const client = await pool.connect()
   let isBroken = false
   try {
-    await client.query(begin)
-    const result = await fn(client)
+    // A begin of several statements (a simple query) answers one result per statement.
+    const begun: pg.QueryResult | pg.QueryResult[] = await client.query(begin)
+    const result = await fn(client, Array.isArray(begun) ? begun : [begun])
     await client.query('COMMIT')
     return result
   } catch (error) {
@@ -524,6 +537,38 @@ async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => 
   } finally {
     client.release(isBroken)
   }
+}
+
+/** [SCALE10] One Updated commit's row, for `updateRows` (content null: deferred, [STO5]). */
+interface BulkUpdate {
+  path: string
+  name: string
+  content: string | null
+  at: string
+  version: number
+  count: number
+  base: number | null
+}
+
+/**
+ * [SCALE10] Writes the rows of Updated commits (distinct paths) in one statement, as the
+ * statement per commit did: a deferred one ([STO5]) leaves the content and marks it stale; another
+ * writes it, stale when the row is past the copy's base version ([SCALE2]). Returns each row's
+ * update count (compaction).
+ */
+async function updateRows(client: pg.PoolClient, rows: readonly BulkUpdate[]): Promise<{ path: string; update_count: number }[]> {
+  const r = await client.query<{ path: string; update_count: number }>(
+    `UPDATE nodes AS n SET
+       name = u.name,
+       content = CASE WHEN u.content IS NULL THEN n.content ELSE u.content::jsonb END,
+       content_stale = CASE WHEN u.content IS NULL THEN true ELSE (u.base IS NOT NULL AND n.version > u.base) END,
+       updated_at = u.at, version = u.version, update_count = n.update_count + u.count
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::int[], $7::bigint[]) AS u(path, name, content, at, version, count, base)
+     WHERE n.path = u.path
+     RETURNING n.path, n.update_count`,
+    [rows.map((x) => x.path), rows.map((x) => x.name), rows.map((x) => x.content), rows.map((x) => x.at), rows.map((x) => x.version), rows.map((x) => x.count), rows.map((x) => x.base)],
+  )
+  return r.rows
 }
 
 /** The WHERE of a node query (and its parameters), shared by `queryNodes` and `queryFields`. */

@@ -6,6 +6,16 @@ import { startInstances, type Instances } from '../helpers/index.js'
  * Several instances (issue 20): three servers as child processes on one fresh PostgreSQL
  * database and a private Redis, clients on different instances.
  */
+const METRICS = 'cluster-metrics-token'
+
+/** The `weft_loaded_docs` gauge of one instance. */
+async function loadedDocs(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${METRICS}` } })).text()
+  const line = text.split('\n').find((l) => l.startsWith('weft_loaded_docs '))
+  if (!line) throw new Error('no weft_loaded_docs in /metrics')
+  return Number(line.split(' ')[1])
+}
+
 describe('Several instances on one PostgreSQL, fanned out through Redis', () => {
   let set: Instances
   let user: TestUser
@@ -14,7 +24,8 @@ describe('Several instances on one PostgreSQL, fanned out through Redis', () => 
   const url = (i: number) => set.servers[i]!.url
 
   beforeAll(async () => {
-    set = await startInstances(3)
+    // Metrics for [SCALE9]'s loaded-docs figure; no idle unloading while a test looks at it.
+    set = await startInstances(3, { METRICS_TOKEN: METRICS, IDLE_UNLOAD_MS: '600000' })
     user = await signup(url(0))
     space = await createSpace(url(0), user.token)
   }, 120_000)
@@ -85,6 +96,57 @@ describe('Several instances on one PostgreSQL, fanned out through Redis', () => 
     expect([200, 204]).toContain(revoked.status)
     for (const i of [0, 2]) {
       await waitFor(async () => (await api(url(i), other.token).getNode(path)).status === 403, { timeoutMs: 20_000, description: `the revocation reaches instance ${i + 1}` })
+    }
+  })
+
+  it('[SCALE9] HTTP writes spread over the instances on the same nodes: every write kept, a copy loaded here takes the others\' updates and stays loaded', { timeout: 90_000 }, async () => {
+    const docs = [`${space}/rr0`, `${space}/rr1`]
+    for (const d of docs) expect((await api(url(0), user.token).putNode(d, 'Document', { Start: true })).status).toBe(201)
+    // Each instance writes each node once (so each holds a copy with its doc), then round robin.
+    const expected: Record<string, Record<string, number>> = { [docs[0]!]: { Start: 1 }, [docs[1]!]: { Start: 1 } }
+    let n = 0
+    for (let round = 0; round < 4; round++) {
+      for (let i = 0; i < 3; i++) {
+        for (const d of docs) {
+          const key = `K${n++}`
+          expect((await api(url(i), user.token).patchNode(d, { [key]: round })).status).toBe(200)
+          expected[d]![key] = round
+        }
+      }
+    }
+    // Instance 1 writes last, so it holds both copies now (with their docs).
+    for (const d of docs) {
+      const key = `K${n++}`
+      expect((await api(url(0), user.token).patchNode(d, { [key]: 4 })).status).toBe(200)
+      expected[d]![key] = 4
+    }
+    const loaded = await loadedDocs(url(0))
+    // Writes on instances 2 and 3 only: instance 1's copies take them and are not dropped.
+    for (let round = 5; round < 9; round++) {
+      for (const i of [1, 2]) {
+        for (const d of docs) {
+          const key = `K${n++}`
+          expect((await api(url(i), user.token).patchNode(d, { [key]: round })).status).toBe(200)
+          expected[d]![key] = round
+        }
+      }
+    }
+    const complete = (content: Record<string, unknown> | undefined, d: string) => Object.keys(expected[d]!).every((k) => k === 'Start' || content?.[k] === expected[d]![k])
+    for (let i = 0; i < 3; i++) {
+      for (const d of docs) {
+        await waitFor(async () => complete((await api(url(i), user.token).getNode(d)).body.content, d), { timeoutMs: 20_000, description: `instance ${i + 1} reads every write of ${d}` })
+      }
+    }
+    expect(await loadedDocs(url(0))).toBeGreaterThanOrEqual(loaded)
+    // A write through instance 1's kept copy undoes none of the others' (the stored row, read fresh).
+    for (const d of docs) expect((await api(url(0), user.token).patchNode(d, { Last: 1 })).status).toBe(200)
+    for (let i = 0; i < 3; i++) {
+      for (const d of docs) {
+        await waitFor(async () => {
+          const content = (await api(url(i), user.token).getNode(d)).body.content
+          return complete(content, d) && content?.Last === 1
+        }, { timeoutMs: 20_000, description: `instance ${i + 1} reads every write of ${d} after the last` })
+      }
     }
   })
 })

@@ -143,7 +143,7 @@ describe('contextual subscriptions on PostgreSQL', () => {
     }, 60, 3)
   })
 
-  it('[CTX41] [SCALE9] a pull passes over an event another transaction holds locked (SKIP LOCKED) instead of waiting for it', { timeout: 120_000 }, async () => {
+  it('[CTX41] [SCALE11] a pull passes over an event another transaction holds locked (SKIP LOCKED) instead of waiting for it', { timeout: 120_000 }, async () => {
     await withPlainClient(4, 2, async (h, raw, pull, consumerId) => {
       const first = (await pull()).item!
       await h.service.nack(ME, { consumerId, eventId: first.event.eventId, leaseToken: first.leaseToken, attempt: first.attempt })
@@ -157,7 +157,7 @@ describe('contextual subscriptions on PostgreSQL', () => {
     })
   })
 
-  it('[CTX41] [SCALE9] several workers on two instances pull one consumer at once while events arrive: every event leased exactly once, none lost', { timeout: 300_000 }, async () => {
+  it('[CTX41] [SCALE11] several workers on two instances pull one consumer at once while events arrive: every event leased exactly once, none lost', { timeout: 300_000 }, async () => {
     const EVENTS = 60
     await twoInstances(async (a, b) => {
       const { consumerId } = await a.service.next(ME, { subscription: SUB, consumer: 'c' })
