@@ -202,6 +202,7 @@ export class SqliteStorage implements StorageAdapter {
         'SELECT snapshot, update_count FROM nodes WHERE path = ?',
       ),
       updates: db.prepare<[string], { seq: number; data: Buffer }>('SELECT seq, data FROM node_updates WHERE path = ? ORDER BY seq'),
+      lastSeq: db.prepare<[string], { seq: number | null }>('SELECT max(seq) AS seq FROM node_updates WHERE path = ?'),
       clients: db.prepare<[string], { client: number; principal: string }>('SELECT client, principal FROM node_clients WHERE path = ?'),
       descendants: db.prepare<[string, string], { path: string }>('SELECT path FROM nodes WHERE path >= ? AND path < ? ORDER BY path'),
       changesSince: db.prepare<[number, number], { version: number; path: string; node_type: string; kind: MeshChangeKind }>(
@@ -280,6 +281,9 @@ export class SqliteStorage implements StorageAdapter {
     if (row.content_stale) {
       const stored = this.readDoc(row.path)
       if (stored) node.content = contentOfLog(stored.snapshot, stored.updates)
+      // [STO5] The writer leaves a stale row's version to its next write: the log's last update says it.
+      const seq = this.stmt.lastSeq.get(row.path)?.seq
+      if (typeof seq === 'number' && seq > node.version) node.version = seq
     }
     return node
   }

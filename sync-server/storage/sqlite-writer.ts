@@ -19,6 +19,17 @@ export interface PreparedCommit {
   contentJson: string
 }
 
+/** [STO5] A stale row's head its skipped deferred commits left behind (sqlite-writer.ts `heads`). */
+interface StaleHead {
+  name: string
+  at: string
+  version: number
+  /** Deferred commits since the row was last updated (its update_count lacks them). */
+  skipped: number
+  /** The node's logged updates in all (what update_count will say). */
+  count: number
+}
+
 /** What a group-commit batch carries, in submission order. */
 export type BatchItem = PreparedCommit | PreparedFold | PreparedContent
 
@@ -62,6 +73,17 @@ export class SqliteWriter {
   private readonly toCompact = new Set<NodePath>()
   /** [ACT12] The JSON of the growing arrays of rows written in parts. */
   private readonly rowParts = new RowPartsCache()
+  /**
+   * [STO5] Rows already marked stale whose later deferred commits did not touch the row: updating
+   * a row rewrites its whole record, so each deferred commit to a growing log copied megabytes
+   * (20–40 ms of this thread per append at 50,000–100,000 lines, and as much WAL). Such a commit
+   * now logs its update and its change only; the row's version, updated_at and update count catch
+   * up at the row's next write (the coalesced content write, at most a second later), a compaction,
+   * a move or close. Changed only once the batch's transaction committed (`staged`).
+   */
+  private readonly heads = new Map<NodePath, StaleHead>()
+  /** The heads a batch under way changed (null: dropped), merged into `heads` once it commits. */
+  private staged: Map<NodePath, StaleHead | null> | null = null
 
   constructor(file: string, busyTimeoutMs: number) {
     const db = (this.db = openSqliteConnection(file, busyTimeoutMs))
@@ -75,14 +97,23 @@ export class SqliteWriter {
          VALUES (@path, @nodeType, @name, @parent, @lastSegment, @content, @createdBy, @at, @at, @version, 'Active', NULL, @updateCount)`,
       ),
       updateNode: db.prepare<unknown[], { update_count: number }>(
-        `UPDATE nodes SET name = @name, content = @content, content_stale = 0, updated_at = @at, version = @version, update_count = update_count + @added
+        `UPDATE nodes SET name = @name, content = @content, content_stale = 0, updated_at = @at, version = @version, update_count = update_count + @added + @skipped
          WHERE path = @path RETURNING update_count`,
       ),
       updateNodeDeferred: db.prepare<unknown[], { update_count: number }>(
-        `UPDATE nodes SET name = @name, content_stale = 1, updated_at = @at, version = @version, update_count = update_count + 1
+        `UPDATE nodes SET name = @name, content_stale = 1, updated_at = @at, version = @version, update_count = update_count + 1 + @skipped
          WHERE path = @path RETURNING update_count`,
       ),
-      rowContent: db.prepare<[string, string]>('UPDATE nodes SET content = ?, content_stale = 0 WHERE path = ?'),
+      // [STO5] The row's content, and the head its skipped deferred commits left behind. Version
+      // and update count come from the log itself (each logged update's seq is its commit's
+      // version), so a row a crash left stale with a lagging head is exact again after its repair.
+      rowContent: db.prepare<unknown[]>(
+        `UPDATE nodes SET content = @content, content_stale = 0, updated_at = coalesce(@at, updated_at),
+           version = max(version, coalesce((SELECT max(seq) FROM node_updates WHERE path = @path), 0)),
+           update_count = (SELECT count(*) FROM node_updates WHERE path = @path)
+         WHERE path = @path`,
+      ),
+      applyHead: db.prepare<unknown[]>('UPDATE nodes SET updated_at = @at, version = max(version, @version), update_count = update_count + @skipped WHERE path = @path'),
       deleteNode: db.prepare<[string]>('DELETE FROM nodes WHERE path = ?'),
       deleteUpdates: db.prepare<[string]>('DELETE FROM node_updates WHERE path = ?'),
       insertUpdate: db.prepare<[string, number, Buffer]>('INSERT INTO node_updates (path, seq, data) VALUES (?, ?, ?)'),
@@ -93,7 +124,7 @@ export class SqliteWriter {
       ),
       updates: db.prepare<[string], { seq: number; data: Buffer }>('SELECT seq, data FROM node_updates WHERE path = ? ORDER BY seq'),
       fold: db.prepare<[Buffer, string]>('UPDATE nodes SET snapshot = ?, update_count = 0 WHERE path = ?'),
-      compacted: db.prepare<[Buffer, number, string]>('UPDATE nodes SET snapshot = ?, update_count = update_count - ? WHERE path = ?'),
+      compacted: db.prepare<[Buffer, number, string]>('UPDATE nodes SET snapshot = ?, update_count = update_count + ? WHERE path = ?'),
       dropLogged: db.prepare<[string, number]>('DELETE FROM node_updates WHERE path = ? AND seq <= ?'),
       insertAccount: db.prepare<[string, string, string, string]>(
         'INSERT INTO accounts (user_id, email, password_hash, created_at) VALUES (?, ?, ?, ?)',
@@ -113,7 +144,23 @@ export class SqliteWriter {
   /** One transaction for the whole batch; BEGIN IMMEDIATE takes the write lock up front. */
   writeBatch(batch: readonly BatchItem[]): ItemResult<ChangeRecord | null>[] {
     const compactCandidates: NodePath[] = []
-    const results = this.db
+    const staged = (this.staged = new Map())
+    let results: ItemResult<ChangeRecord | null>[]
+    try {
+      results = this.writeBatchIn(batch, compactCandidates)
+    } finally {
+      this.staged = null
+    }
+    for (const [path, head] of staged) {
+      if (head) this.heads.set(path, head)
+      else this.heads.delete(path)
+    }
+    for (const p of compactCandidates) this.toCompact.add(p)
+    return results
+  }
+
+  private writeBatchIn(batch: readonly BatchItem[], compactCandidates: NodePath[]): ItemResult<ChangeRecord | null>[] {
+    return this.db
       .transaction((): ItemResult<ChangeRecord | null>[] => {
         const commits = batch.filter((item): item is PreparedCommit => !isFold(item) && !isRowContent(item))
         const inputs = commits.map((p) => p.input)
@@ -128,10 +175,15 @@ export class SqliteWriter {
           if (isFold(item)) {
             this.stmt.deleteUpdates.run(item.fold.path)
             this.stmt.fold.run(toBuffer(item.fold.state), item.fold.path)
+            // The log is gone and the count reset: nothing skipped is left to count.
+            const head = this.head(item.fold.path)
+            if (head) this.setHead(item.fold.path, { ...head, skipped: 0, count: 0 })
             return { ok: true, value: null }
           }
           if (isRowContent(item)) {
-            this.stmt.rowContent.run(this.rowJson(item.rowContent.path, item.rowContent.json), item.rowContent.path)
+            const path = item.rowContent.path
+            this.stmt.rowContent.run({ content: this.rowJson(path, item.rowContent.json), at: this.head(path)?.at ?? null, path })
+            this.setHead(path, null)
             return { ok: true, value: null }
           }
           const i = next++
@@ -148,8 +200,24 @@ export class SqliteWriter {
         })
       })
       .immediate()
-    for (const p of compactCandidates) this.toCompact.add(p)
-    return results
+  }
+
+  /** The row's head left behind by skipped deferred commits, as this batch sees it. */
+  private head(path: NodePath): StaleHead | undefined {
+    const staged = this.staged?.get(path)
+    if (staged !== undefined) return staged ?? undefined
+    return this.heads.get(path)
+  }
+
+  private setHead(path: NodePath, head: StaleHead | null): void {
+    if (this.staged) this.staged.set(path, head)
+    else if (head) this.heads.set(path, head)
+    else this.heads.delete(path)
+  }
+
+  /** Writes every head into its row (the caller clears `heads` once its transaction committed). */
+  private writeHeads(): void {
+    for (const [path, head] of this.heads) this.stmt.applyHead.run({ at: head.at, version: head.version, skipped: head.skipped, path })
   }
 
   private applyCommit(plan: PlannedCommit, contentJson: string, compactCandidates: NodePath[]): ChangeRecord {
@@ -175,22 +243,35 @@ export class SqliteWriter {
         break
       }
       case 'Updated': {
-        const row = input.deferContent
-          ? this.stmt.updateNodeDeferred.get({ path: input.path, name: input.name, at: input.at, version })
-          : this.stmt.updateNode.get({
-              path: input.path,
-              name: input.name,
-              content: contentJson,
-              at: input.at,
-              version,
-              added: input.update ? 1 : 0,
-            })
+        const head = this.head(input.path)
+        let count: number | undefined
+        if (input.deferContent && head && head.name === input.name) {
+          // [STO5] The row already says stale: the update and the change are the commit.
+          count = head.count + 1
+          this.setHead(input.path, { name: input.name, at: input.at, version, skipped: head.skipped + 1, count })
+        } else {
+          const skipped = head?.skipped ?? 0
+          const row = input.deferContent
+            ? this.stmt.updateNodeDeferred.get({ path: input.path, name: input.name, at: input.at, version, skipped })
+            : this.stmt.updateNode.get({
+                path: input.path,
+                name: input.name,
+                content: contentJson,
+                at: input.at,
+                version,
+                added: input.update ? 1 : 0,
+                skipped,
+              })
+          count = row?.update_count
+          this.setHead(input.path, input.deferContent && row ? { name: input.name, at: input.at, version, skipped: 0, count: row.update_count } : null)
+        }
         if (input.update) this.stmt.insertUpdate.run(input.path, version, toBuffer(input.update))
         this.bindClients(input)
-        if (row && row.update_count > COMPACT_AFTER_UPDATES) compactCandidates.push(input.path)
+        if (count !== undefined && count > COMPACT_AFTER_UPDATES) compactCandidates.push(input.path)
         break
       }
       case 'Deleted':
+        this.setHead(input.path, null)
         this.rowParts.forget(input.path)
         this.stmt.deleteUpdates.run(input.path)
         this.stmt.deleteClients.run(input.path)
@@ -233,23 +314,36 @@ export class SqliteWriter {
 
   /** Folds the node's snapshot and logged updates into a new snapshot, atomically. */
   compactNode(path: NodePath): void {
-    this.db
-      .transaction(() => {
+    const head = this.heads.get(path)
+    const compacted = this.db
+      .transaction((): boolean => {
         const node = this.stmt.snapshot.get(path)
-        if (!node || node.update_count <= 1) return
+        if (!node || node.update_count + (head?.skipped ?? 0) <= 1) return false
         const logged = this.stmt.updates.all(path)
         const last = logged.at(-1)
-        if (!last) return
+        if (!last) return false
         const snapshot = compactUpdates(node.snapshot ? toBytes(node.snapshot) : null, logged.map((u) => toBytes(u.data)))
-        this.stmt.compacted.run(toBuffer(snapshot), logged.length, path)
+        // The row is rewritten here anyway: its head goes with it, and the count is exact again.
+        if (head) this.stmt.applyHead.run({ at: head.at, version: head.version, skipped: 0, path })
+        this.stmt.compacted.run(toBuffer(snapshot), (head?.skipped ?? 0) - logged.length, path)
         this.stmt.dropLogged.run(path, last.seq)
+        return true
       })
       .immediate()
+    if (compacted) this.heads.delete(path)
   }
 
   /** [MOVE2] One subtree's move in one transaction. */
   moveSubtree(input: MoveInput): ChangeRecord[] {
-    return this.db.transaction(() => sqliteMoveSubtree(this.db, input)).immediate()
+    const records = this.db
+      .transaction(() => {
+        // Rows move with their columns: every head is written first (moves are rare).
+        this.writeHeads()
+        return sqliteMoveSubtree(this.db, input)
+      })
+      .immediate()
+    this.heads.clear()
+    return records
   }
 
   createAccount(account: Account): void {
@@ -297,6 +391,8 @@ export class SqliteWriter {
   }
 
   close(): void {
+    this.db.transaction(() => this.writeHeads())()
+    this.heads.clear()
     this.db.close()
   }
 }
