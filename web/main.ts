@@ -1,7 +1,6 @@
 /// <reference types="vite/client" />
 performance.mark('weft:boot')
 import './components/weft-app.js'
-import './components/extensions.js'
 
 // The component library (elements and theme) loads once the first screen is up, not in front
 // of it: the list of a 10,000-child node renders first; buttons and badges upgrade in place.

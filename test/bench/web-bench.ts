@@ -30,6 +30,25 @@ export const GOALS = {
   open10kLineLogRatioTo1Line: { op: '<=', value: 1.5, unit: '×' },
 } as const
 
+/**
+ * The browser's own address-bar popup, not part of any page: Chromium 156 (a full Chromium in
+ * new headless mode) renders it as a WebUI (chrome://omnibox-popup.top-chrome, about 300
+ * modules) in a renderer of its own, and redoes that work for every new window; each cold start
+ * below opens one. Traced here it took ~150-360 ms of CPU per cold start beside the page's own
+ * ~200-300 ms, on a 2-core machine. The figures measure the app, so it is switched off
+ * (WEFT_BENCH_BROWSER_UI=1 keeps it, to compare with figures taken before: docs/BENCHMARKS.md).
+ */
+const BROWSER_UI_FEATURES = ['WebUIOmniboxPopup', 'WebUIOmniboxAimPopup']
+/**
+ * Playwright's own --disable-features (1.65). Chromium keeps one --disable-features switch (the
+ * last), so ours must repeat Playwright's list or undo it.
+ */
+const PLAYWRIGHT_DISABLED_FEATURES = [
+  'AvoidUnnecessaryBeforeUnloadCheckSync', 'DestroyProfileOnBrowserClose', 'HttpsUpgrades', 'HttpsFirstBalancedModeAutoEnable', 'LensOverlay', 'MediaRouter',
+  'PaintHolding', 'ThirdPartyStoragePartitioning', 'AvoidCorsURLLoaderRestartOnRedirect', 'TcpPortRandomizationWin', 'OptimizationHints',
+  'NetworkTimeServiceQuerying', 'AimEnabled', 'PreconnectToSearch',
+]
+
 const ROOT = resolve(import.meta.dirname, '../..')
 const CHROMIUM = '/usr/bin/chromium'
 const N_NODES = 10_000
@@ -360,10 +379,10 @@ export async function benchWeb(): Promise<Figures> {
   const benchDataDir = await mkdtemp(join(tmpdir(), 'weft-web-bench-page-'))
   const server = await startServer({ port: 0, host: '127.0.0.1', dataDir, staticDir: join(ROOT, 'dist'), logLevel: 'warn' })
   const pageServer = await startServer({ port: 0, host: '127.0.0.1', dataDir: benchDataDir, staticDir: benchDist, logLevel: 'warn' })
-  const browser = await chromium.launch({
-    executablePath: existsSync(CHROMIUM) ? CHROMIUM : undefined,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  })
+  const args = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync']
+  if (!process.env.WEFT_BENCH_BROWSER_UI) args.push(`--disable-features=${[...PLAYWRIGHT_DISABLED_FEATURES, ...BROWSER_UI_FEATURES].join(',')}`)
+  const browser = await chromium.launch({ executablePath: existsSync(CHROMIUM) ? CHROMIUM : undefined, args })
+  figures.chromium = browser.version()
   try {
     // WEFT_BENCH_ONLY=cold|docs|sync runs one part (when tuning).
     const only = process.env.WEFT_BENCH_ONLY

@@ -1,4 +1,5 @@
-import { docToJson, type JsonValue } from '../../shared/index.js'
+import type { JsonValue } from '../../shared/json.js'
+import { docToJson } from '../../shared/merge-patch.js'
 import { NetworkError, type SearchHit } from '../api/index.js'
 import { app } from '../app-context.js'
 

@@ -39,7 +39,13 @@ export class WeftTreeNode extends LitElement {
   }
 
   override updated(changed: Map<string, unknown>) {
-    if (changed.has('current') && this.current === this.path) this.querySelector(':scope > li > a')?.scrollIntoView({ block: 'nearest' })
+    // In the next frame, not now: scrolling here forced a layout of the whole page in the middle
+    // of the first render (tens of ms of a cold start), and again as the page around it changed.
+    if (changed.has('current') && this.current === this.path) {
+      requestAnimationFrame(() => {
+        if (this.current === this.path) this.querySelector(':scope > li > a')?.scrollIntoView({ block: 'nearest' })
+      })
+    }
   }
 
   toggle(open = !this.expanded) {

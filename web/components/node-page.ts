@@ -28,7 +28,7 @@ import './refused-list.js'
 import './value-view.js'
 import './node-actions.js'
 import './moved-notice.js'
-import './thread-page.js'
+import { need } from './lazy.js'
 import { removeFieldWithUndo } from './field-undo.js'
 import { recordRecent } from './recent.js'
 
@@ -351,21 +351,27 @@ export class WeftNodePage extends LitElement {
   }
 
   private renderExtension(view: NodeView) {
+    // Each of these elements loads when first shown (lazy.ts): none is on a cold start's path.
     switch (view.nodeType) {
       case 'Space':
+        need('weft-members-panel', 'weft-activity-strip')
         // A space hosts the runs routed to it (its partition root): they show under its members.
         return html`<section><weft-members-panel path=${view.path}></weft-members-panel></section>
           <section><weft-activity-strip path=${view.path}></weft-activity-strip></section>`
       case 'Group':
+        need('weft-group-invite-dialog')
         return html`<section><weft-group-invite-dialog path=${view.path}></weft-group-invite-dialog></section>`
       // Activities (issue 11): web/components/code-page.ts, activity-*.ts.
       case 'Code':
+        need('weft-code-page')
         return html`<section><weft-code-page path=${view.path} ?readonly=${!this.can('Update')}></weft-code-page></section>`
       case 'User': {
+        need('weft-activity-strip')
         const mine = view.path === app().session.userId
         return html`<section><weft-activity-strip path=${view.path} heading=${mine ? 'My activity' : 'Activities'} ?mine=${mine}></weft-activity-strip></section>`
       }
       default:
+        need('weft-activity-strip')
         return html`<section><weft-activity-strip path=${view.path}></weft-activity-strip></section>`
     }
   }
@@ -448,6 +454,7 @@ export class WeftNodePage extends LitElement {
    * the caller may use. A run has no children a person creates.
    */
   private renderRun(view: NodeView) {
+    need('weft-activity-panel')
     return html`<section aria-label="Run"><weft-activity-panel path=${view.path} full></weft-activity-panel></section>`
   }
 
@@ -456,6 +463,7 @@ export class WeftNodePage extends LitElement {
    * thread page shows them as a conversation (no field grid, no children list).
    */
   private renderThread(view: NodeView) {
+    need('weft-thread-page')
     return html`<section aria-label="Thread"><weft-thread-page .path=${view.path}></weft-thread-page></section>`
   }
 

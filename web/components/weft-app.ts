@@ -6,18 +6,14 @@ import type { OpError } from '../sync/sync-client.js'
 import { humanMessage } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
 import { contextualFromHash, HOME_HREF, OPERATIONS_HREF, OPERATOR_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
-import './contextual-page.js'
-import './auth-page.js'
 import './nav-tree.js'
 import './node-page.js'
 import './sync-status.js'
 import './refused-list.js'
-import './home-page.js'
-import './operations-page.js'
-import './operator-page.js'
 import './quick-find.js'
 import type { WeftQuickFind } from './quick-find.js'
-import './trash-page.js'
+// The other pages load when first shown (lazy.ts): a cold start parses only the node page's code.
+import { need } from './lazy.js'
 
 /** The root: sign-in, or the signed-in layout (status bar, navigation tree, node page). */
 export class WeftApp extends LitElement {
@@ -116,18 +112,34 @@ export class WeftApp extends LitElement {
   /** [WEB14] No route (or `#/`) is the home; `#/n/{path}` a node; the refused list; operations. */
   private renderPage(path: string | null, trash: string | null) {
     if (path) return html`<weft-node-page .path=${path}></weft-node-page>`
-    if (trash) return html`<h1 class="page-title">Trash</h1><weft-trash-page .space=${trash}></weft-trash-page>`
+    if (trash) {
+      need('weft-trash-page')
+      return html`<h1 class="page-title">Trash</h1><weft-trash-page .space=${trash}></weft-trash-page>`
+    }
     const contextual = contextualFromHash(this.route)
-    if (contextual) return html`<h1 class="page-title">Subscription status</h1><weft-contextual-page .subscription=${contextual}></weft-contextual-page>`
+    if (contextual) {
+      need('weft-contextual-page')
+      return html`<h1 class="page-title">Subscription status</h1><weft-contextual-page .subscription=${contextual}></weft-contextual-page>`
+    }
     if (this.route === REFUSED_HREF) return html`<h1 class="page-title">Refused changes</h1><weft-refused-list></weft-refused-list>`
-    if (this.route === OPERATIONS_HREF) return html`<weft-operations-page></weft-operations-page>`
-    if (this.route === OPERATOR_HREF) return html`<weft-operator-page></weft-operator-page>`
+    if (this.route === OPERATIONS_HREF) {
+      need('weft-operations-page')
+      return html`<weft-operations-page></weft-operations-page>`
+    }
+    if (this.route === OPERATOR_HREF) {
+      need('weft-operator-page')
+      return html`<weft-operator-page></weft-operator-page>`
+    }
     if (this.route !== '' && this.route !== HOME_HREF && this.route !== '#') return html`<h1 class="page-title">Not found</h1><p>Nothing lives at this address. <a href=${HOME_HREF}>Go home</a>.</p>`
+    need('weft-home-page')
     return html`<weft-home-page></weft-home-page>`
   }
 
   override render() {
-    if (!this.session) return html`<weft-auth-page @signed-in=${this.onSignedIn}></weft-auth-page>`
+    if (!this.session) {
+      need('weft-auth-page')
+      return html`<weft-auth-page @signed-in=${this.onSignedIn}></weft-auth-page>`
+    }
     if (!this.ready) return html`<p aria-busy="true">Opening your nodes…</p>`
     const path = pathFromHash(this.route)
     const trash = trashFromHash(this.route)
