@@ -174,19 +174,35 @@ export function searchSqliteWithin(db: Database.Database, plan: SearchPlan, with
   const walked = readableNames(db, within)
   if (!walked) return searchSqlite(db, plan, accept, limit)
   // The list is in the text-only order already: split by tier, each stays in rank order.
-  // The whole index's list (a large caller): a row outside the regions is dropped here.
+  // The whole index's list (a large caller): a row outside the regions is dropped before it is
+  // offered (text-only candidates only when the names do not fill the page).
   const outside = (row: Walked) => walked.inRegions && !inRegions(row.hit.path, within)
   const tiers: Walked[][] = [[], [], []]
-  const textOnly: Walked[] = []
+  let textOnly: Walked[] = []
+  // Tiers 0 and 1 are offered as the walk meets them, so the walk stops once they fill the page:
+  // a name equal to the phrase is no longer than it in code points (lower-casing never shortens),
+  // so past that length tier 0 is complete; tier 1 rows are met in their rank order.
+  const phraseLength = codePoints(plan.phrase)
+  let tier0Done = false
   for (const row of walked.rows) {
+    if (!tier0Done && row.length > phraseLength) {
+      tier0Done = true
+      if (offer(tiers[0]!) || offer(tiers[1]!)) return out
+    }
     const at = row.folded.indexOf(plan.phrase)
     if (at >= 0) {
-      if (!outside(row)) tiers[at > 0 ? 2 : row.folded === plan.phrase ? 0 : 1]!.push(row)
+      if (outside(row)) continue
+      const tier = at > 0 ? 2 : row.folded === plan.phrase ? 0 : 1
+      if (tier === 1 && tier0Done) {
+        if (offer([row])) return out
+      } else tiers[tier]!.push(row)
     }
     // Only 1–2 character words: names only ([FIND1]), holding every word in any order.
-    else if ((plan.long.length > 0 || terms.every((t) => row.folded.includes(t))) && !outside(row)) textOnly.push(row)
+    else if (plan.long.length > 0 || terms.every((t) => row.folded.includes(t))) textOnly.push(row)
   }
-  if (offer(tiers.flat())) return out
+  if (!tier0Done && (offer(tiers[0]!) || offer(tiers[1]!))) return out
+  if (offer(tiers[2]!)) return out
+  if (walked.inRegions) textOnly = textOnly.filter((row) => !outside(row))
   if (plan.long.length === 0) {
     offer(textOnly)
     return out
