@@ -7,8 +7,10 @@ import { codePoints, compareRanked, displayName, nameTier, searchSqlite, searcha
 export const searchWithinLimits = {
   /** At most this many rows match the words: each match is checked against the regions (cost: the matches). */
   fewMatches: 2000,
-  /** More readable rows walked than this: most rows are the caller's; the index's own ranked stream (searchSqlite) is cheaper. */
+  /** More readable rows than this: the caller shares the kept names of the whole index (readableNames). */
   walkAtMost: 30_000,
+  /** More indexed rows than this in all: a caller past `walkAtMost` gets the index's own ranked stream (searchSqlite) instead. */
+  allAtMost: 200_000,
   /** Text-only candidates read and checked at a time, in rank order. */
   batch: 250,
   /**
@@ -43,49 +45,85 @@ interface NameList {
   rows: Walked[]
 }
 
-/** Per database: regions (as a key) → their names, as of a names generation ([FIND4]). */
-const nameLists = new WeakMap<Database.Database, Map<string, NameList>>()
+/** What is kept per database ([FIND4]). */
+interface Kept {
+  /** Regions (as a key) → their names, as of a names generation. */
+  lists: Map<string, NameList>
+  /** Keys of regions found to hold more than `walkAtMost` rows: they use `all`. */
+  large: Set<string>
+  /** Every indexed row's name, for the large callers; rows null: more than `allAtMost`. */
+  all: { generation: number; rows: Walked[] | null } | null
+}
 
-/**
- * The readable regions' indexed rows, in text-only rank order, or null when they are more than
- * `walkAtMost`. Read on the covering index `nodes_search_names` and kept per set of regions
- * while the names generation (bumped by triggers whenever an indexed row is added, removed,
- * renamed, moved, retyped or changes state: never by a text edit) stays the same, so a
- * typeahead's keystrokes walk the regions once. The generation is read before the walk: a
- * write between the two only makes the list look older than it is.
- */
-function readableNames(db: Database.Database, within: readonly PathRange[]): Walked[] | null {
-  const generation = db.prepare<[], number>('SELECT n FROM search_names_generation WHERE id = 1').pluck().get() ?? 0
-  const key = within.map((r) => `${r.from}\u0000${r.to}`).join('\u0001')
-  let lists = nameLists.get(db)
-  if (!lists) nameLists.set(db, (lists = new Map()))
-  const hit = lists.get(key)
-  if (hit && hit.generation === generation && hit.rows.length <= searchWithinLimits.walkAtMost) {
-    // Most recently used last: the first key is the one evicted.
-    lists.delete(key)
-    lists.set(key, hit)
-    return hit.rows
-  }
-  lists.delete(key)
+const kept = new WeakMap<Database.Database, Kept>()
+/** Keys of large regions remembered at most (a set of short strings; cleared when full). */
+const LARGE_KEYS = 1000
+/** Above every path: paths compare bytewise, and no UTF-8 text sorts after U+10FFFF. */
+const PAST_EVERY_PATH = '\u{10FFFF}'
+
+/** The names a walk yields: what the ranking needs, read on `nodes_search_names`, in text-only rank order; null past `most` rows. */
+function walkNames(db: Database.Database, within: readonly PathRange[], most: number): Walked[] | null {
   const names = db.prepare<[string, string], [number, string, string, string]>(`SELECT rowid, path, ${displayName('nodes')}, node_type FROM nodes WHERE path >= ? AND path < ? AND ${searchable('nodes')}`).raw()
   const rows: Walked[] = []
   for (const region of within) {
     for (const [rowid, path, name, nodeType] of names.iterate(region.from, region.to)) {
-      // Most rows are the caller's: the index's own ranked stream is cheaper than the walk.
-      if (rows.length >= searchWithinLimits.walkAtMost) return null
+      if (rows.length >= most) return null
       rows.push({ rowid, hit: { path: path as NodePath, name, nodeType }, folded: name.toLowerCase(), length: codePoints(name) })
     }
   }
-  rows.sort((a, b) => a.length - b.length || (a.hit.path < b.hit.path ? -1 : a.hit.path > b.hit.path ? 1 : 0))
-  let total = rows.length
-  for (const list of lists.values()) total += list.rows.length
-  for (const [k, list] of lists) {
-    if (lists.size < CACHED_SETS && total <= CACHED_ROWS) break
-    lists.delete(k)
-    total -= list.rows.length
+  return rows.sort((a, b) => a.length - b.length || (a.hit.path < b.hit.path ? -1 : a.hit.path > b.hit.path ? 1 : 0))
+}
+
+/**
+ * The readable regions' indexed rows, in text-only rank order (`inRegions`: whether each row
+ * must still be checked against the regions), or null when the whole index holds more than
+ * `allAtMost`. Read on the covering index `nodes_search_names` and kept while the names
+ * generation (bumped by triggers whenever an indexed row is added, removed, renamed, moved,
+ * retyped or changes state: never by a text edit) stays the same, so a typeahead's keystrokes
+ * walk the regions once. The generation is read before the walk: a write between the two only
+ * makes the list look older than it is.
+ *
+ * Regions of up to `walkAtMost` rows keep their own list (per set of regions, at most
+ * CACHED_SETS lists and CACHED_ROWS rows in all). Larger ones (an Admin, the owner of every
+ * space: on a self-hosted server the common case) share one list of the whole index's names,
+ * kept once per database whatever the number of such callers, each row checked against the
+ * caller's regions as it is ranked: the memory is bounded by `allAtMost` rows.
+ */
+function readableNames(db: Database.Database, within: readonly PathRange[]): { rows: Walked[]; inRegions: boolean } | null {
+  const generation = db.prepare<[], number>('SELECT n FROM search_names_generation WHERE id = 1').pluck().get() ?? 0
+  const key = within.map((r) => `${r.from}\u0000${r.to}`).join('\u0001')
+  let k = kept.get(db)
+  if (!k) kept.set(db, (k = { lists: new Map(), large: new Set(), all: null }))
+  const lists = k.lists
+  if (!k.large.has(key)) {
+    const hit = lists.get(key)
+    if (hit && hit.generation === generation && hit.rows.length <= searchWithinLimits.walkAtMost) {
+      // Most recently used last: the first key is the one evicted.
+      lists.delete(key)
+      lists.set(key, hit)
+      return { rows: hit.rows, inRegions: false }
+    }
+    lists.delete(key)
+    const rows = walkNames(db, within, searchWithinLimits.walkAtMost)
+    if (rows) {
+      let total = rows.length
+      for (const list of lists.values()) total += list.rows.length
+      for (const [k2, list] of lists) {
+        if (lists.size < CACHED_SETS && total <= CACHED_ROWS) break
+        lists.delete(k2)
+        total -= list.rows.length
+      }
+      if (total <= CACHED_ROWS) lists.set(key, { generation, rows })
+      return { rows, inRegions: false }
+    }
+    if (k.large.size >= LARGE_KEYS) k.large.clear()
+    k.large.add(key)
   }
-  if (total <= CACHED_ROWS) lists.set(key, { generation, rows })
-  return rows
+  if (k.all?.generation !== generation) {
+    k.all = null
+    k.all = { generation, rows: walkNames(db, [{ from: '', to: PAST_EVERY_PATH }], searchWithinLimits.allAtMost) }
+  }
+  return k.all.rows ? { rows: k.all.rows, inRegions: true } : null
 }
 
 /**
@@ -136,15 +174,35 @@ export function searchSqliteWithin(db: Database.Database, plan: SearchPlan, with
   const walked = readableNames(db, within)
   if (!walked) return searchSqlite(db, plan, accept, limit)
   // The list is in the text-only order already: split by tier, each stays in rank order.
+  // The whole index's list (a large caller): a row outside the regions is dropped before it is
+  // offered (text-only candidates only when the names do not fill the page).
+  const outside = (row: Walked) => walked.inRegions && !inRegions(row.hit.path, within)
   const tiers: Walked[][] = [[], [], []]
-  const textOnly: Walked[] = []
-  for (const row of walked) {
+  let textOnly: Walked[] = []
+  // Tiers 0 and 1 are offered as the walk meets them, so the walk stops once they fill the page:
+  // a name equal to the phrase is no longer than it in code points (lower-casing never shortens),
+  // so past that length tier 0 is complete; tier 1 rows are met in their rank order.
+  const phraseLength = codePoints(plan.phrase)
+  let tier0Done = false
+  for (const row of walked.rows) {
+    if (!tier0Done && row.length > phraseLength) {
+      tier0Done = true
+      if (offer(tiers[0]!) || offer(tiers[1]!)) return out
+    }
     const at = row.folded.indexOf(plan.phrase)
-    if (at >= 0) tiers[at > 0 ? 2 : row.folded === plan.phrase ? 0 : 1]!.push(row)
+    if (at >= 0) {
+      if (outside(row)) continue
+      const tier = at > 0 ? 2 : row.folded === plan.phrase ? 0 : 1
+      if (tier === 1 && tier0Done) {
+        if (offer([row])) return out
+      } else tiers[tier]!.push(row)
+    }
     // Only 1–2 character words: names only ([FIND1]), holding every word in any order.
     else if (plan.long.length > 0 || terms.every((t) => row.folded.includes(t))) textOnly.push(row)
   }
-  if (offer(tiers.flat())) return out
+  if (!tier0Done && (offer(tiers[0]!) || offer(tiers[1]!))) return out
+  if (offer(tiers[2]!)) return out
+  if (walked.inRegions) textOnly = textOnly.filter((row) => !outside(row))
   if (plan.long.length === 0) {
     offer(textOnly)
     return out

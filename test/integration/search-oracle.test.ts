@@ -51,17 +51,20 @@ function bruteForce(all: MeshNode[], canRead: (path: NodePath) => boolean, q: st
 /**
  * [FIND4] Each way the region-driven search can go, on the same property: few matches checked
  * against the regions (the default on this small data), the regions walked (the name tiers, then
- * text-only candidates in batches), and the index's own ranked stream for a caller who reads most.
+ * text-only candidates in batches), the whole index's kept names for a caller who reads more than
+ * `walkAtMost` rows, and the index's own ranked stream when the whole index is past `allAtMost`.
  */
 const WAYS = [
   { way: 'few matches, checked against the regions', fewMatches: 2000, walkAtMost: 30_000, batch: 250, narrowPerCandidate: 1, runs: 80 },
   { way: 'the readable regions walked', fewMatches: 0, walkAtMost: 30_000, batch: 250, narrowPerCandidate: 1, runs: 40 },
   { way: 'the regions walked, text-only candidates narrowed by the index', fewMatches: 0, walkAtMost: 30_000, batch: 1, narrowPerCandidate: 1000, runs: 40 },
   { way: 'the regions walked, every text-only candidate read', fewMatches: 0, walkAtMost: 30_000, batch: 1, narrowPerCandidate: 0, runs: 40 },
-  { way: 'the ranked stream of the whole index', fewMatches: 0, walkAtMost: 0, batch: 250, runs: 30 },
+  { way: "a large caller: the whole index's kept names, each checked against the regions", fewMatches: 0, walkAtMost: 0, batch: 250, narrowPerCandidate: 1, runs: 40 },
+  { way: 'a large caller, text-only candidates one at a time', fewMatches: 0, walkAtMost: 0, batch: 1, narrowPerCandidate: 1000, runs: 30 },
+  { way: 'the ranked stream of the whole index', fewMatches: 0, walkAtMost: 0, allAtMost: 0, batch: 250, runs: 30 },
 ]
 
-describe.each(WAYS)('[FIND2] [FIND4] property: quick find equals a brute-force filter over readable nodes ($way)', ({ fewMatches, walkAtMost, batch, narrowPerCandidate, runs }) => {
+describe.each(WAYS)('[FIND2] [FIND4] property: quick find equals a brute-force filter over readable nodes ($way)', ({ fewMatches, walkAtMost, allAtMost = 200_000, batch, narrowPerCandidate, runs }) => {
   let dir: string
   let storage: StorageAdapter
   let access: AccessService
@@ -71,7 +74,7 @@ describe.each(WAYS)('[FIND2] [FIND4] property: quick find equals a brute-force f
   let nonEmpty = 0
   const saved = { ...searchWithinLimits }
   beforeAll(async () => {
-    Object.assign(searchWithinLimits, { fewMatches, walkAtMost, batch, narrowPerCandidate })
+    Object.assign(searchWithinLimits, { fewMatches, walkAtMost, allAtMost, batch, narrowPerCandidate })
     dir = await makeTempDir('weft-search-oracle-')
     storage = openSqliteStorage({ file: join(dir, 'weft.db') })
     access = new AccessService()

@@ -129,8 +129,10 @@ describe('[FIND1] [FIND2] [FIND3] [FIND4] quick find over the server index', () 
     const regions = ts.server.nodes.readRegions(reader)!
     const saved = { ...searchWithinLimits }
     try {
-      // Few matches, the regions walked, the walk narrowed by the index after one candidate.
-      for (const limits of [{}, { fewMatches: 0 }, { fewMatches: 0, batch: 1 }, { fewMatches: 0, batch: 1, narrowPerCandidate: 0 }]) {
+      // Few matches, the regions walked, the walk narrowed by the index after one candidate, and
+      // the same as a large caller (the whole index's kept names, each checked against the regions).
+      for (const walk of [{}, { walkAtMost: 0 }])
+      for (const limits of [{}, { fewMatches: 0 }, { fewMatches: 0, batch: 1 }, { fewMatches: 0, batch: 1, narrowPerCandidate: 0 }].map((l) => ({ ...l, ...walk }))) {
         Object.assign(searchWithinLimits, saved, limits)
         for (const q of ['xray', 'xr', 'xray te']) {
           const offered: string[] = []
@@ -180,6 +182,32 @@ describe('[FIND1] [FIND2] [FIND3] [FIND4] quick find over the server index', () 
       expect(await names('kilo three')).toEqual([`${hers}/k3=kilo three`])
       await grantRole(ts.url, alice.token, hers, bob.userId, 'Viewer', true)
       expect(await names('kilo three')).toEqual([])
+    } finally {
+      Object.assign(searchWithinLimits, saved)
+    }
+  })
+
+  it('[FIND4] a large caller (past walkAtMost): the whole index\'s kept names follow a create, rename and trash at once, and hold nothing unreadable', async () => {
+    const saved = { ...searchWithinLimits }
+    Object.assign(searchWithinLimits, { fewMatches: 0, walkAtMost: 0 })
+    try {
+      const mine = await createSpace(ts.url, bob.token)
+      const hers = await createSpace(ts.url, alice.token)
+      const bobHttp = api(ts.url, bob.token)
+      const names = async (q: string) => (await find(ts.url, bob.token, q, 50)).map((h) => `${h.path}=${h.name}`)
+      expectStatus(await api(ts.url, alice.token).putNode(`${hers}/q0`, 'Document', { Note: 'quokka' }, 'quokka'), 201)
+      expectStatus(await bobHttp.putNode(`${mine}/q1`, 'Document', {}, 'quokka one'), 201)
+      expect(await names('quokka')).toEqual([`${mine}/q1=quokka one`])
+      expect(await names('qu')).toEqual([`${mine}/q1=quokka one`])
+      expectStatus(await bobHttp.putNode(`${mine}/q2`, 'Document', { Note: 'a quokka' }, 'wombat'), 201)
+      expect(await names('quokka')).toEqual([`${mine}/q1=quokka one`, `${mine}/q2=wombat`])
+      expectStatus(await bobHttp.post(`/api/nodes/${mine}/q1/rename`, { name: 'wallaby' }), 200)
+      expect(await names('quokka')).toEqual([`${mine}/q2=wombat`])
+      expect(await names('wa')).toEqual([`${mine}/q1=wallaby`])
+      expectStatus(await bobHttp.post(`/api/nodes/${mine}/q2/trash`, {}), 200)
+      expect(await names('quokka')).toEqual([])
+      await grantRole(ts.url, alice.token, hers, bob.userId, 'Viewer')
+      expect(await names('quokka')).toEqual([`${hers}/q0=quokka`])
     } finally {
       Object.assign(searchWithinLimits, saved)
     }
