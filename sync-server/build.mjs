@@ -8,7 +8,7 @@
 //
 //   node sync-server/build.mjs [--outdir <dir>]    (default dist-server/; a folder inside the
 //                                                   checkout, so node_modules resolves)
-import { rmSync } from 'node:fs'
+import { cpSync, rmSync } from 'node:fs'
 import process from 'node:process'
 import { URL, fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
@@ -40,3 +40,5 @@ await build({
   define: { WEFT_COMPILED: 'true' },
   logLevel: 'warning',
 })
+// The gRPC service's definition, loaded at run time (contextual/proto-file.ts).
+cpSync(`${root}proto`, `${outdir}/proto`, { recursive: true })

@@ -60,6 +60,28 @@ describe('[PROD1] the compiled server', () => {
     }
   })
 
+  it('[CTX35] with GRPC_PORT the compiled server serves gRPC from the .proto copied beside the bundle', async () => {
+    const dir = await makeTempDir('weft-compiled-grpc-')
+    const withGrpc = await spawnServer({ dataDir: dir, compiledEntry: join(outdir, 'main.mjs'), env: { GRPC_PORT: '0' } })
+    try {
+      await waitFor(() => withGrpc.logs().some((l) => l.msg === 'grpc listening'), { timeoutMs: 60_000, description: 'grpc listening' })
+      const port = Number(withGrpc.logs().find((l) => l.msg === 'grpc listening')!.port)
+      const grpc = await import('@grpc/grpc-js')
+      const protoLoader = await import('@grpc/proto-loader')
+      const pkg = grpc.loadPackageDefinition(protoLoader.loadSync(join(outdir, 'proto/weft/contextual/v1/contextual.proto'))) as unknown as {
+        weft: { contextual: { v1: { Contextual: new (a: string, c: unknown) => { status(req: object, cb: (err: { code: number } | null) => void): void; close(): void } } } }
+      }
+      const client = new pkg.weft.contextual.v1.Contextual(`127.0.0.1:${port}`, grpc.credentials.createInsecure())
+      // No token: the service answers (UNAUTHENTICATED), so it is up.
+      const code = await new Promise<number>((resolve) => client.status({ consumerId: 'x' }, (err) => resolve(err ? err.code : grpc.status.OK)))
+      client.close()
+      expect(code).toBe(grpc.status.UNAUTHENTICATED)
+    } finally {
+      await withGrpc.kill('SIGKILL')
+      await removeDir(dir)
+    }
+  })
+
   it('[PROD3] the embedded default starts without the packages only other set-ups or first uses need', async () => {
     const dir = await makeTempDir('weft-compiled-lazy-')
     const log = join(dir, 'packages.txt')
