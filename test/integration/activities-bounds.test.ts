@@ -41,6 +41,9 @@ beforeAll(async () => {
           logMaxBytes: LOG_BYTES,
           meshInFlight: IN_FLIGHT,
           maxRunsPerUser: PER_USER,
+          // At the server's priority: at the default nice 10, a machine busy with other test files
+          // leaves a script thread ~1 % of a core (the 30,000-sleeps run took over 280 s at load 20).
+          workerNice: 0,
         }),
       ],
     },

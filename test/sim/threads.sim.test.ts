@@ -211,7 +211,7 @@ describe('[THR14] who may answer an approval: a seeded property over crafted wri
 })
 
 describe('[THR1][THR2] crafted cells: a person\'s own cell is ingested by a valid id only, never as someone else', () => {
-  it('reserved ids, ids outside the message-id form, another author, OnBehalfOf and a Viewer\'s cell are refused or never ingested', { timeout: 60_000 }, async () => {
+  it('reserved ids, ids outside the message-id form, another author, OnBehalfOf and a Viewer\'s cell are refused', { timeout: 60_000 }, async () => {
     mesh = await SimMesh.open({ seed: 1840, engines: [threadsOnSim()] })
     const m = mesh
     const t = await spaceAndThread(m.nodes, 'cells')
@@ -226,9 +226,8 @@ describe('[THR1][THR2] crafted cells: a person\'s own cell is ingested by a vali
     await refused(bob, 'borrowed', cell('bob', { OnBehalfOf: ['alice'] }), 'forbidden_field')
     await refused(bob, 'as-agent', cell('bob', { Role: 'assistant' }), 'forbidden_field')
     await refused(vic, 'viewer', cell('vic'), 'forbidden')
-    // A segment the path allows but no message id is (too long): made, never ingested.
-    const long = `a${'b'.repeat(70)}`
-    await m.nodes.create(bob, `${t}/${long}` as NodePath, cell('bob'))
+    // [THR21] A segment the path allows but no message id is (too long): refused, not kept unanswered.
+    await refused(bob, `a${'b'.repeat(70)}`, cell('bob'), 'invalid_request')
     await m.nodes.create(bob, `${t}/ok.1` as NodePath, cell('bob'))
     const done = await runUntil(m, t, (n) => resting(n) && ((n.content.IngestedMessageIds as string[] | undefined) ?? []).includes('ok.1'))
     await m.clock.advance(THREAD_RECONCILE_MS)

@@ -61,6 +61,11 @@ export interface ActivityEngineConfig {
   maxRunsPerUser: number
   /** [ACT18] MAX_PAYLOAD_BYTES: the largest value a script writes (Mesh call, ReturnValue, line, progress text). */
   maxPayloadBytes: number
+  /**
+   * [ACT15] SCRIPT_NICE: the script threads' CPU priority (0–19, default 10: below the event loop's,
+   * so scripts never slow the server; on a machine busy with other work they get little CPU).
+   */
+  workerNice?: number
 }
 
 /** A run of this process: the in-memory half. The node stays the source of truth. */

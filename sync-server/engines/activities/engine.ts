@@ -50,6 +50,7 @@ export function activityConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Act
     logMaxBytes: int(env, 'SCRIPT_LOG_MAX_BYTES', 4 * 1024 * 1024),
     meshInFlight: Math.max(1, int(env, 'SCRIPT_MESH_IN_FLIGHT', 64)),
     maxRunsPerUser: int(env, 'SCRIPT_MAX_RUNS_PER_USER', 4),
+    workerNice: Math.min(19, int(env, 'SCRIPT_NICE', 10)),
     // The server's MAX_PAYLOAD_BYTES (the engine context carries the configured value).
     maxPayloadBytes: int(env, 'MAX_PAYLOAD_BYTES', 1024 * 1024),
   }
