@@ -1,11 +1,13 @@
 import type { Logger } from 'pino'
 import type { ChangeRecord, MeshChangeKind, NodePath } from '../../shared/index.js'
-import type { ChangeOrigin, NodeService } from '../nodes/index.js'
+import { EarlyUpdate, type ChangeOrigin, type NodeService } from '../nodes/index.js'
 import type { StorageAdapter } from '../storage/index.js'
 import type { BusMessage } from './redis-bus.js'
 
 /** Changes read per catch-up query. */
 const CATCH_UP_PAGE = 1000
+/** [SCALE12] An update taken early whose change message has not come by then is held lost (ms). */
+const EARLY_CONFIRM_MS = 10_000
 
 export interface FanOutOptions {
   instanceId: string
@@ -39,13 +41,17 @@ export class FanOut {
   /** [SCALE2] The database's last version at the previous poll. */
   private polledHead = 0
   private closed = false
+  /** [SCALE12] Updates of the others taken early here and not yet confirmed durable, by key. */
+  private readonly early = new Map<string, { path: NodePath; update: EarlyUpdate }>()
+  /** [SCALE12] Keys of this instance's early updates. */
+  private earlySeq = 0
 
   constructor(private readonly o: FanOutOptions) {}
 
   async start(): Promise<void> {
     this.applied = await this.o.storage.lastVersion()
     this.o.nodes.connectCluster({
-      committed: (change, update, clients) => {
+      committed: (change, update, clients, early) => {
         this.mark(change.version)
         this.o.publish({
           t: 'change',
@@ -56,12 +62,19 @@ export class FanOut {
           kind: change.kind,
           by: change.by,
           origin: change.origin,
-          ...(update ? { update: Buffer.from(update).toString('base64') } : {}),
-          ...(clients && clients.length > 0 ? { clients: [...clients] } : {}),
+          // [SCALE12] An update sent early is not sent again: its key stands for it.
+          ...(early ? { early } : update ? { update: Buffer.from(update).toString('base64') } : {}),
+          ...(!early && clients && clients.length > 0 ? { clients: [...clients] } : {}),
           // [SCALE9] What a copy kept loaded elsewhere needs beside the update (its content is the doc's).
           ...(change.node ? { name: change.node.name, at: change.node.updatedAt } : {}),
         })
       },
+      accepted: (path, update, clients) => {
+        const key = `${this.o.instanceId}:${++this.earlySeq}`
+        this.o.publish({ t: 'update', from: this.o.instanceId, key, path, update: Buffer.from(update).toString('base64'), ...(clients && clients.length > 0 ? { clients: [...clients] } : {}) })
+        return key
+      },
+      acceptedFailed: (path, key) => this.o.publish({ t: 'failed', from: this.o.instanceId, key, path }),
       presence: (path, update) => this.o.publish({ t: 'presence', from: this.o.instanceId, path, update: Buffer.from(update).toString('base64') }),
       watermark: () => this.applied,
       presenceOpened: (path) => this.o.publish({ t: 'presence?', from: this.o.instanceId, path }),
@@ -75,6 +88,8 @@ export class FanOut {
     if (this.closed || m.from === this.o.instanceId) return
     switch (m.t) {
       case 'change': {
+        // Durable: whatever here waits on it may go on.
+        if (m.early !== undefined) this.settleEarly(m.early, null)
         if (m.version <= this.applied || this.seen.has(m.version)) return
         const change = {
           version: m.version,
@@ -87,6 +102,7 @@ export class FanOut {
           ...(m.clients ? { clients: m.clients } : {}),
           ...(m.name !== undefined ? { name: m.name } : {}),
           ...(m.at !== undefined ? { at: m.at } : {}),
+          ...(m.early !== undefined ? { early: m.early } : {}),
         }
         this.enqueue(async () => {
           if (change.version <= this.applied || this.seen.has(change.version)) return
@@ -95,6 +111,16 @@ export class FanOut {
         })
         return
       }
+      case 'update': {
+        const early = new EarlyUpdate(Date.now())
+        if (this.o.nodes.applyEarly(m.path as NodePath, m.key, new Uint8Array(Buffer.from(m.update, 'base64')), m.clients ?? [], early)) {
+          this.early.set(m.key, { path: m.path as NodePath, update: early })
+        }
+        return
+      }
+      case 'failed':
+        this.settleEarly(m.key, new Error('not committed'))
+        return
       case 'presence':
         this.o.nodes.applyRemotePresence(m.path as NodePath, new Uint8Array(Buffer.from(m.update, 'base64')))
         return
@@ -108,6 +134,16 @@ export class FanOut {
       default:
         m satisfies never
     }
+  }
+
+  /** [SCALE12] An early update's commit is durable (`failed` null), or failed or never came: a copy that took it then goes. */
+  private settleEarly(key: string, failed: Error | null): void {
+    const e = this.early.get(key)
+    if (!e) return
+    this.early.delete(key)
+    if (!failed) return e.update.confirm()
+    e.update.fail(failed)
+    this.o.nodes.dropEarly(e.path, key)
   }
 
   /** [SCALE4] Redis came back: whatever was published meanwhile is read from the database. */
@@ -129,6 +165,8 @@ export class FanOut {
   }
 
   private async poll(): Promise<void> {
+    const stale = Date.now() - EARLY_CONFIRM_MS
+    for (const [key, e] of this.early) if (e.update.at < stale) this.settleEarly(key, new Error('never confirmed'))
     if (this.closed || this.catchingUp) return
     try {
       const last = await this.o.storage.lastVersion()

@@ -3,7 +3,10 @@ import type { Logger } from 'pino'
 
 /** One message between instances on the `weft:cluster` channel (JSON; binary fields base64). */
 export type BusMessage =
-  | { t: 'change'; from: string; version: number; path: string; nodeType: string; kind: string; by: string; origin: string; update?: string; clients?: { client: number; principal: string }[]; name?: string; at?: string }
+  | { t: 'change'; from: string; version: number; path: string; nodeType: string; kind: string; by: string; origin: string; update?: string; clients?: { client: number; principal: string }[]; name?: string; at?: string; early?: string }
+  /** [SCALE12] An update accepted by `from`, sent before it is durable; its `change` (or `failed`) message names its `key`. */
+  | { t: 'update'; from: string; key: string; path: string; update: string; clients?: { client: number; principal: string }[] }
+  | { t: 'failed'; from: string; key: string; path: string }
   | { t: 'presence'; from: string; path: string; update: string }
   | { t: 'presence?'; from: string; path: string }
   /** [PROD2] An instance shutting down gave the `name` lease up: the others try to take it at once. */

@@ -66,6 +66,12 @@ export class CommitFeed {
     const contextual = holder?.attachment ?? undefined
     if (holder) holder.attachment = null
     const started = this.onCommitted ? performance.now() : 0
+    // [SCALE12] The update goes to the other instances now, as it went to this room's clients:
+    // its commit is under way, and its change message confirms it once durable.
+    const early = update && kind === 'Updated' ? this.cluster.hooks?.accepted(ln.path, update, clients) : undefined
+    // What this doc holds from the others that is not durable yet: this commit may build on it.
+    let builtOn: Promise<void>[] | null = null
+    for (const e of ln.early.values()) if (!e.done) (builtOn ??= []).push(e.settled)
     const committed = this.storage.commit({
       contextual,
       path: ln.path,
@@ -82,7 +88,7 @@ export class CommitFeed {
       ...(this.cluster.hooks ? { baseVersion: this.cluster.hooks.watermark() } : {}),
       clients: clients !== undefined ? (clients.length > 0 ? clients : undefined) : update && ln.hasDoc ? ln.clientBindings.serverBinding() : undefined,
     })
-    return committed.then(
+    const done = committed.then(
       (record) => {
         if (this.onCommitted) this.onCommitted((performance.now() - started) / 1000)
         this.cache.settledWrite(ln.path)
@@ -98,22 +104,33 @@ export class CommitFeed {
           by: principalName(principal),
           origin,
         }
-        this.publish(change, update, clients)
+        this.publish(change, update, clients, early)
         return versioned
       },
       (err: unknown) => {
+        if (early) this.cluster.hooks?.acceptedFailed(ln.path, early)
         this.cache.settledWrite(ln.path)
         this.access.observe(after, before)
         this.cache.commitFailed(ln, err)
         throw err instanceof WeftError ? err : new WeftError('internal', 'The change could not be saved.')
       },
     )
+    if (!builtOn) return done
+    // [SCALE12] Acknowledged once what it may build on is durable where it was made.
+    return done.then((node) =>
+      Promise.all(builtOn).then(
+        () => node,
+        () => {
+          throw new WeftError('unavailable', `A change ${ln.path} held from another server was not saved there; reload the node.`)
+        },
+      ),
+    )
   }
 
   /** Publishes a durable change of this instance to the whole feed, the watchers of its node and the other instances. */
-  publish(change: LiveChange, update: Uint8Array | null = null, clients?: readonly ClientBinding[]): void {
+  publish(change: LiveChange, update: Uint8Array | null = null, clients?: readonly ClientBinding[], early?: string): void {
     this.publishLocal(change)
-    this.cluster.hooks?.committed(change, update, clients)
+    this.cluster.hooks?.committed(change, update, clients, early)
   }
 
   /** Publishes a durable change to the local feed and the watchers of its node only (a change another instance made). */

@@ -1,5 +1,6 @@
 export { NodeService, type NodeMetricsHooks, type NodeServiceOptions } from './node-service.js'
 export type { RemoteChange } from './remote-apply.js'
+export { EarlyUpdate } from './loaded-node.js'
 export { MoveService } from './move-service.js'
 export { MAX_CURSOR_LENGTH, isSealedCursor } from './query-cursor.js'
 export { checkFieldRules, ownerOf } from './write-policy.js'

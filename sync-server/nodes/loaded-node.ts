@@ -9,6 +9,40 @@ export type { RoomConnection } from './types.js'
 /** [SCALE1] The origin of Yjs and awareness updates applied from another instance. */
 export const REMOTE_ORIGIN = 'remote'
 
+/**
+ * [SCALE12] An update another instance relayed before it was durable there, taken by this doc:
+ * `settled` resolves once that instance committed it and rejects if the commit failed or never
+ * came. A commit here made while the doc held it is acknowledged only once it settles (it may
+ * build on that update: nothing acknowledged may depend on what was lost).
+ */
+export class EarlyUpdate {
+  readonly settled: Promise<void>
+  /** Confirmed or failed. */
+  done = false
+  private resolve!: () => void
+  private reject!: (err: Error) => void
+  /** The doc was left with structs pending (a message it builds on missed): read the stored log on confirmation. */
+  needsLog = false
+  constructor(readonly at: number) {
+    this.settled = new Promise<void>((resolve, reject) => {
+      this.resolve = resolve
+      this.reject = reject
+    })
+    // Nobody may be waiting on it.
+    this.settled.catch(() => undefined)
+  }
+
+  confirm(): void {
+    this.done = true
+    this.resolve()
+  }
+
+  fail(err: Error): void {
+    this.done = true
+    this.reject(err)
+  }
+}
+
 /** Yjs failed while applying an admitted update: the doc may hold part of it and must be dropped. */
 export class DocCorrupted extends Error {
   constructor(
@@ -56,6 +90,8 @@ export class LoadedNode implements SyncRoom {
   contentDirty = false
   /** [ACC12] Who writes under each Yjs client id of the doc; replaced with the doc. */
   clientBindings = new ClientBindings()
+  /** [SCALE12] Updates from other instances this doc holds that are not yet durable there, by key. */
+  readonly early = new Map<string, EarlyUpdate>()
 
   constructor(
     path: NodePath,

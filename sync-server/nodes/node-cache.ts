@@ -310,6 +310,16 @@ export class NodeCache {
   /** Drops a copy whose doc may hold part of a failed update; its clients reconnect to a reload. */
   dropCorrupted(ln: LoadedNode, err: DocCorrupted): void {
     this.opts.log.error({ err: err.cause, path: ln.path }, 'a Yjs update failed inside Yjs after admission; dropping the copy')
+    this.drop(ln)
+  }
+
+  /** [SCALE12] Drops a copy holding an update that another instance failed to make durable; its clients reconnect to a reload. */
+  dropDiverged(ln: LoadedNode): void {
+    this.opts.log.warn({ path: ln.path }, 'an update relayed early by another instance was not committed there; dropping the copy')
+    this.drop(ln)
+  }
+
+  private drop(ln: LoadedNode): void {
     ln.poisoned = true
     for (const conn of [...ln.connections]) conn.evict(1011, 'internal', 'The server reloaded this node; reconnect.')
     if (this.loaded.get(ln.path) === ln) this.loaded.delete(ln.path)

@@ -20,11 +20,11 @@ import {
   type Principal,
   type PathRange,
 } from '../../shared/index.js'
-import { MAX_QUERY_LIMIT, type FieldRow, type MoveInput, type StorageAdapter, type TrashEntry } from '../storage/index.js'
+import { MAX_QUERY_LIMIT, type ClientBinding, type FieldRow, type MoveInput, type StorageAdapter, type TrashEntry } from '../storage/index.js'
 import type { AccessService } from '../access/index.js'
 import { CommitFeed } from './commit-feed.js'
 import { ContentFlush } from './content-flush.js'
-import { LoadedNode, type RoomConnection } from './loaded-node.js'
+import { LoadedNode, type EarlyUpdate, type RoomConnection } from './loaded-node.js'
 import { NodeCache } from './node-cache.js'
 import { PagedReads } from './paged-reads.js'
 import type { ChangeOrigin, ClusterHooks, ClusterLink, CommitAttachment, LiveChange, NodeApi, NodeCapabilities, NodeDraft, SyncNodeApi, SyncRoom, UpdateFn, WriteRuleHook } from './types.js'
@@ -111,6 +111,16 @@ export class NodeService implements SyncNodeApi {
   /** [SCALE2] A page of changes another instance made, read from storage (remote-apply.ts): each path read once. */
   applyRemotePage(changes: readonly RemoteChange[], fresh: (change: RemoteChange) => boolean, applied: (change: RemoteChange) => void): Promise<void> {
     return this.remote.applyPage(changes, fresh, applied)
+  }
+
+  /** [SCALE12] An update another instance accepted and is committing, into the copy here (remote-apply.ts); whether one took it. */
+  applyEarly(path: NodePath, key: string, update: Uint8Array, clients: readonly ClientBinding[], early: EarlyUpdate): boolean {
+    return this.remote.applyEarly(path, key, update, clients, early)
+  }
+
+  /** [SCALE12] That update's commit failed or never came: a copy here that took it is dropped. */
+  dropEarly(path: NodePath, key: string): void {
+    this.remote.dropEarly(path, key)
   }
 
   /** [SCALE3] Presence from another instance's clients. */

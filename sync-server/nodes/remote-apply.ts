@@ -4,7 +4,7 @@ import { docToJson, type ChangeRecord, type MeshNode, type NodePath } from '../.
 import type { AccessService } from '../access/index.js'
 import type { ClientBinding, StorageAdapter } from '../storage/index.js'
 import type { CommitFeed } from './commit-feed.js'
-import { REMOTE_ORIGIN, type LoadedNode } from './loaded-node.js'
+import { REMOTE_ORIGIN, type EarlyUpdate, type LoadedNode } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
 import type { ChangeOrigin } from './types.js'
 
@@ -24,6 +24,8 @@ export interface RemoteChange extends ChangeRecord {
   /** [SCALE9] The node's name and updatedAt after the change, when the message carried them. */
   name?: string
   at?: string
+  /** [SCALE12] The key of the early message that carried its update (the change's message then does not). */
+  early?: string
 }
 
 /**
@@ -134,8 +136,46 @@ export class RemoteApply {
     return null
   }
 
+  /**
+   * [SCALE12] An update another instance accepted and is committing: a copy here with its doc
+   * takes it at once and relays it to its room (as that instance's own room got it), so a client
+   * here sees an edit made there without waiting for the commit. Its change message confirms it
+   * later; if the commit fails (or never comes) the copy is dropped (`dropEarly`). Returns
+   * whether a copy took it.
+   */
+  applyEarly(path: NodePath, key: string, update: Uint8Array, clients: readonly ClientBinding[], early: EarlyUpdate): boolean {
+    const ln = this.cache.peek(path)
+    if (!ln || !ln.hasDoc || !ln.node || ln.poisoned || ln.materializing) return false
+    ln.clientBindings.record(clients)
+    Y.applyUpdate(ln.doc, update, REMOTE_ORIGIN)
+    if (ln.doc.store.pendingStructs || ln.doc.store.pendingDs) early.needsLog = true
+    ln.node = { ...ln.node, content: docToJson(ln.doc) }
+    ln.early.set(key, early)
+    return true
+  }
+
+  /** [SCALE12] The commit of an update a copy here took early failed or never came: the copy goes (its clients reload from storage). */
+  dropEarly(path: NodePath, key: string): void {
+    const ln = this.cache.peek(path)
+    if (ln?.early.delete(key)) this.cache.dropDiverged(ln)
+  }
+
   /** The update (or, from a catch-up, the stored log: Yjs applies only what the doc lacks) into the room's doc, relayed to its clients. */
   private async applyToDoc(ln: LoadedNode, change: RemoteChange): Promise<boolean> {
+    const taken = change.early !== undefined ? ln.early.get(change.early) : undefined
+    if (taken) {
+      // [SCALE12] The doc took the update early: only the version and what came with it are new.
+      ln.early.delete(change.early!)
+      if (taken.needsLog) return this.applyToDoc(ln, { ...change, early: undefined, update: null })
+      const newer = change.version > ln.node!.version
+      ln.node = {
+        ...ln.node!,
+        ...(newer && change.name !== undefined ? { name: change.name } : {}),
+        ...(newer && change.at !== undefined ? { updatedAt: change.at } : {}),
+        version: Math.max(ln.node!.version, change.version),
+      }
+      return true
+    }
     const updates = change.update ? [change.update] : await this.storedUpdates(ln.path)
     const bindings = change.clients ?? (change.update ? [] : await this.storage.loadClientBindings(ln.path))
     if (!ln.hasDoc || !ln.node || ln.poisoned) return false

@@ -66,7 +66,15 @@ export interface CommitAttachment {
  */
 export interface ClusterHooks {
   /** This instance's own durable changes, for the others (changes applied from another instance do not go there). */
-  committed: (change: LiveChange, update: Uint8Array | null, clients: readonly ClientBinding[] | undefined) => void
+  committed: (change: LiveChange, update: Uint8Array | null, clients: readonly ClientBinding[] | undefined, early?: string) => void
+  /**
+   * [SCALE12] An update this instance accepted, sent before it is durable (as its own clients get
+   * it): the others' copies take it at once. Returns its key, which `committed` (or
+   * `acceptedFailed`) then carries; the committed message no longer carries the update.
+   */
+  accepted: (path: NodePath, update: Uint8Array, clients: readonly ClientBinding[] | undefined) => string
+  /** [SCALE12] The commit of an update sent by `accepted` failed: the copies that took it drop it. */
+  acceptedFailed: (path: NodePath, early: string) => void
   /** Presence made here (by this instance's clients, or their leaving). */
   presence: (path: NodePath, update: Uint8Array) => void
   /** A room's presence was created here (its first client): ask the others for theirs. */

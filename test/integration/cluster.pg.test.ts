@@ -1,3 +1,4 @@
+import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { api, createSpace, grantRole, signup, stockProvider, waitFor, type StockClient, type TestUser } from '../helpers/index.js'
 import { startInstances, type Instances } from '../helpers/index.js'
@@ -59,6 +60,32 @@ describe('Several instances on one PostgreSQL, fanned out through Redis', () => 
         return body.content?.FromA === 'a1' && body.content.FromB === 'b1' && body.content.FromHttp === 'h1' ? body : null
       }, { timeoutMs: 20_000, description: `instance ${i + 1} reads every write` })
       expect(n.content.Title).toBe('start')
+    }
+  })
+
+  it('[SCALE12] an edit reaches a client on another instance while its commit still waits on the database, and is durable once it can commit', { timeout: 60_000 }, async () => {
+    const path = `${space}/early`
+    expect((await api(url(0), user.token).putNode(path, 'Document', { Title: 'start' })).status).toBe(201)
+    const a = client(0, path)
+    const b = client(1, path)
+    await Promise.all([a.synced(), b.synced()])
+    // Every instance's commit takes the version counter's row lock: held here, none can commit.
+    const blocker = new pg.Client({ connectionString: set.databaseUrl })
+    await blocker.connect()
+    try {
+      await blocker.query('BEGIN')
+      await blocker.query('SELECT value FROM version_counter WHERE id = 1 FOR UPDATE')
+      a.content.set('Early', 'e1')
+      await waitFor(() => b.json().Early === 'e1', { timeoutMs: 20_000, description: 'the edit on the client of instance 2 before any commit' })
+      // Nothing was committed meanwhile: the stored node does not have it yet.
+      const stored = await blocker.query<{ n: string }>("SELECT count(*) AS n FROM changes WHERE path = $1", [path])
+      expect(Number(stored.rows[0]!.n)).toBe(1)
+    } finally {
+      await blocker.query('ROLLBACK')
+      await blocker.end()
+    }
+    for (let i = 0; i < 3; i++) {
+      await waitFor(async () => (await api(url(i), user.token).getNode(path)).body.content?.Early === 'e1', { timeoutMs: 20_000, description: `instance ${i + 1} reads the edit once committed` })
     }
   })
 
