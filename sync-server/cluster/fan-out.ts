@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
 import type { ChangeRecord, MeshChangeKind, NodePath } from '../../shared/index.js'
 import { EarlyUpdate, type ChangeOrigin, type NodeService } from '../nodes/index.js'
-import type { StorageAdapter } from '../storage/index.js'
+import type { ClientBinding, StorageAdapter } from '../storage/index.js'
 import type { BusMessage } from './redis-bus.js'
 
 /** Changes read per catch-up query. */
@@ -41,8 +41,11 @@ export class FanOut {
   /** [SCALE2] The database's last version at the previous poll. */
   private polledHead = 0
   private closed = false
-  /** [SCALE12] Updates of the others taken early here and not yet confirmed durable, by key. */
-  private readonly early = new Map<string, { path: NodePath; update: EarlyUpdate }>()
+  /**
+   * [SCALE12] The others' updates sent early and not yet confirmed durable, by key: whether a copy
+   * here took it (`update`), and the bytes, for a copy that did not (its change message names it only).
+   */
+  private readonly early = new Map<string, { path: NodePath; at: number; update: EarlyUpdate | null; bytes: Uint8Array; clients: ClientBinding[] }>()
   /** [SCALE12] Keys of this instance's early updates. */
   private earlySeq = 0
 
@@ -89,7 +92,7 @@ export class FanOut {
     switch (m.t) {
       case 'change': {
         // Durable: whatever here waits on it may go on.
-        if (m.early !== undefined) this.settleEarly(m.early, null)
+        const sent = m.early !== undefined ? this.settleEarly(m.early, null) : undefined
         if (m.version <= this.applied || this.seen.has(m.version)) return
         const change = {
           version: m.version,
@@ -98,8 +101,8 @@ export class FanOut {
           kind: m.kind as MeshChangeKind,
           by: m.by,
           origin: m.origin as ChangeOrigin,
-          update: m.update ? new Uint8Array(Buffer.from(m.update, 'base64')) : null,
-          ...(m.clients ? { clients: m.clients } : {}),
+          update: m.update ? new Uint8Array(Buffer.from(m.update, 'base64')) : (sent?.bytes ?? null),
+          ...(m.clients ? { clients: m.clients } : sent ? { clients: sent.clients } : {}),
           ...(m.name !== undefined ? { name: m.name } : {}),
           ...(m.at !== undefined ? { at: m.at } : {}),
           ...(m.early !== undefined ? { early: m.early } : {}),
@@ -113,9 +116,10 @@ export class FanOut {
       }
       case 'update': {
         const early = new EarlyUpdate(Date.now())
-        if (this.o.nodes.applyEarly(m.path as NodePath, m.key, new Uint8Array(Buffer.from(m.update, 'base64')), m.clients ?? [], early)) {
-          this.early.set(m.key, { path: m.path as NodePath, update: early })
-        }
+        const bytes = new Uint8Array(Buffer.from(m.update, 'base64'))
+        const clients = m.clients ?? []
+        const taken = this.o.nodes.applyEarly(m.path as NodePath, m.key, bytes, clients, early)
+        this.early.set(m.key, { path: m.path as NodePath, at: early.at, update: taken ? early : null, bytes, clients })
         return
       }
       case 'failed':
@@ -136,14 +140,17 @@ export class FanOut {
     }
   }
 
-  /** [SCALE12] An early update's commit is durable (`failed` null), or failed or never came: a copy that took it then goes. */
-  private settleEarly(key: string, failed: Error | null): void {
+  /** [SCALE12] An early update's commit is durable (`failed` null), or failed or never came: a copy that took it then goes. Returns what the message carried. */
+  private settleEarly(key: string, failed: Error | null): { bytes: Uint8Array; clients: ClientBinding[] } | undefined {
     const e = this.early.get(key)
-    if (!e) return
+    if (!e) return undefined
     this.early.delete(key)
-    if (!failed) return e.update.confirm()
-    e.update.fail(failed)
-    this.o.nodes.dropEarly(e.path, key)
+    if (!failed) e.update?.confirm()
+    else if (e.update) {
+      e.update.fail(failed)
+      this.o.nodes.dropEarly(e.path, key)
+    }
+    return e
   }
 
   /** [SCALE4] Redis came back: whatever was published meanwhile is read from the database. */
@@ -166,7 +173,7 @@ export class FanOut {
 
   private async poll(): Promise<void> {
     const stale = Date.now() - EARLY_CONFIRM_MS
-    for (const [key, e] of this.early) if (e.update.at < stale) this.settleEarly(key, new Error('never confirmed'))
+    for (const [key, e] of this.early) if (e.at < stale) this.settleEarly(key, new Error('never confirmed'))
     if (this.closed || this.catchingUp) return
     try {
       const last = await this.o.storage.lastVersion()
