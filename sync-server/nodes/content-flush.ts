@@ -30,7 +30,7 @@ export class ContentFlush {
   private readonly rowSent = new WeakMap<object, number>()
   /**
    * [ACT12] The JSON of the items appended to a grown array since its row was last written,
-   * made by each `append` for its own items (`noteAppended`): a row write then joins strings,
+   * made by each `append` for its own items (`noteAppended`): a row write then hands over strings,
    * where serialising a second's lines at once (30,000 at a flood's pace) held the event loop
    * for ~25 ms.
    */
@@ -106,10 +106,8 @@ export class ContentFlush {
       if (Array.isArray(value) && this.appendable.get(value) === ln) {
         const from = Math.min(this.rowSent.get(value) ?? 0, value.length)
         const unsent = this.unsentJson.get(value)
-        const tail =
-          unsent && unsent.from === from && unsent.to === value.length
-            ? unsent.chunks.join(',')
-            : itemsJson(value.slice(from))
+        // [ACT19] The chunks as they were made: the writer thread joins them.
+        const tail = unsent && unsent.from === from && unsent.to === value.length ? unsent.chunks : itemsJson(value.slice(from))
         parts.push({ key, from, tail, count: value.length })
         this.rowSent.set(value, value.length)
         this.unsentJson.set(value, { from: value.length, to: value.length, chunks: [] })

@@ -306,19 +306,60 @@ export class SqliteStorage implements StorageAdapter {
   }
 
   async queryFields(query: NodeQuery, fields: readonly string[]): Promise<FieldRow[]> {
+    // One read transaction: the index reads below see the rows the first statement found.
+    return this.db.transaction(() => this.readFields(query, fields))()
+  }
+
+  private readFields(query: NodeQuery, fields: readonly string[]): FieldRow[] {
     const { where, params, limit } = sqliteExactFilter(query)
-    // `->` gives each field as JSON text (SQLite parses the row in C). A stale row answers from
-    // the row as it is ([STO5]: at most a second old); rebuilding it from its Yjs log here held
-    // the event loop for seconds on a running 100,000-line log.
-    const cols = fields.map((f, i) => `content -> ${sqlJsonPath(f)} AS f${i}`).join(', ')
-    const sql = `SELECT path, node_type, content_stale${cols ? `, ${cols}` : ''} FROM nodes${scanIndex(query)} ${where} ORDER BY path LIMIT ?`
+    // A stale row answers from the row as it is ([STO5]: at most a second old); rebuilding it
+    // from its Yjs log here held the event loop for seconds on a running 100,000-line log.
+    // A field with an engine-scan index is read from that index ([ACT19]): `content -> …` makes
+    // SQLite parse the whole row on the event loop (a running log's megabytes: a reconcile pass
+    // held the loop ~400 ms during a 100,000-line flood). Any other field is `->` (JSON text).
+    const scanned = scanFieldsOf(query.nodeType)
+    const parsed = fields.filter((f) => !scanned.includes(f))
+    const cols = parsed.map((f, i) => `, content -> ${sqlJsonPath(f)} AS f${i}`).join('')
+    const sql = `SELECT rowid AS id, path, node_type, content_stale${cols} FROM nodes${scanIndex(query)} ${where} ORDER BY path LIMIT ?`
     const rows = this.db.prepare<unknown[], Record<string, unknown>>(sql).all(...params, limit)
-    return rows.map((row) => ({
+    const out = rows.map((row) => ({
       path: row.path as NodePath,
       nodeType: row.node_type as string,
       stale: Boolean(row.content_stale),
-      fields: Object.fromEntries(fields.map((f, i) => [f, row[`f${i}`] == null ? undefined : (JSON.parse(row[`f${i}`] as string) as JsonValue)])),
+      fields: Object.fromEntries(parsed.map((f, i) => [f, row[`f${i}`] == null ? undefined : (JSON.parse(row[`f${i}`] as string) as JsonValue)])) as Record<string, JsonValue | undefined>,
     }))
+    const indexed = fields.filter((f) => scanned.includes(f))
+    if (indexed.length > 0 && rows.length > 0) this.fieldsFromScanIndexes(query.nodeType!, indexed, rows, out)
+    return out
+  }
+
+  /**
+   * [ACT19] Fills `fields` (each with an engine-scan index of `type`) from their indexes, which
+   * cover `json_extract`: no row is parsed. `json_extract` gives SQL values, so a value it cannot
+   * tell apart (NULL: missing or JSON null; an integer: a number or a boolean; text starting with
+   * `{` or `[`: an object or a string) is read from that row as JSON text instead.
+   */
+  private fieldsFromScanIndexes(type: string, fields: readonly string[], rows: readonly Record<string, unknown>[], out: FieldRow[]): void {
+    const at = new Map(rows.map((r, i) => [r.id as number, i]))
+    const ids = JSON.stringify(rows.map((r) => r.id))
+    for (const f of fields) {
+      const fromIndex = this.db
+        .prepare<[string], { id: number; v: unknown }>(`SELECT rowid AS id, json_extract(content, ${sqlJsonPath(f)}) AS v FROM nodes INDEXED BY nodes_scan_${type}_${f} WHERE node_type = '${type}' AND rowid IN (SELECT value FROM json_each(?))`)
+        .all(ids)
+      const seen = new Set<number>()
+      for (const { id, v } of fromIndex) {
+        const row = out[at.get(id)!]!
+        if (typeof v === 'string' && v[0] !== '{' && v[0] !== '[') row.fields[f] = v
+        else if (typeof v === 'number' && !Number.isInteger(v)) row.fields[f] = v
+        else continue
+        seen.add(id)
+      }
+      for (const [id, i] of at) {
+        if (seen.has(id)) continue
+        const json = this.db.prepare<[number], { v: string | null }>(`SELECT content -> ${sqlJsonPath(f)} AS v FROM nodes WHERE rowid = ?`).get(id)?.v
+        out[i]!.fields[f] = json == null ? undefined : (JSON.parse(json) as JsonValue)
+      }
+    }
   }
 
   async searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRange[]): Promise<SearchHit[]> {
@@ -487,6 +528,11 @@ function scanIndex(query: NodeQuery): string {
   if (!type || fields.length === 0 || !Object.prototype.hasOwnProperty.call(ENGINE_SCANS, type)) return ''
   const field = fields.find((f) => ENGINE_SCANS[type]!.includes(f))
   return field ? ` INDEXED BY nodes_scan_${type}_${field}` : ''
+}
+
+/** [KIT7] The fields of `type` with an engine-scan index (none for other types). */
+function scanFieldsOf(type: string | undefined): readonly string[] {
+  return type !== undefined && Object.prototype.hasOwnProperty.call(ENGINE_SCANS, type) ? ENGINE_SCANS[type]! : []
 }
 
 function sqlJsonPath(field: string): string {

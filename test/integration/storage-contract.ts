@@ -406,6 +406,25 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       await expectCode(store.queryNodes({ where: { 'a.b': 'x' } }), 'invalid_request')
     })
 
+    it('gives queryFields values as JSON, from an engine-scan index or not', async () => {
+      // [ACT19] Thread's Status, RequestedStatus and HasPending have scan indexes (read from the
+      // index on SQLite); a value the index cannot tell apart is read from the row.
+      const put = (path: string, content: MergePatch) => store.commit(new NodeWriter(P(path), 'Thread').input('Created', content))
+      await put('t/a', { Status: 'Open', RequestedStatus: '{not json', HasPending: true, Title: 'A' })
+      await put('t/b', { Status: 'Open', RequestedStatus: { Nested: 1 }, HasPending: 1, Title: 'B' })
+      await put('t/c', { Status: 'Open', RequestedStatus: null, HasPending: 2.5, Title: '[x' })
+      await put('t/d', { Status: 'Open', HasPending: false })
+      await put('t/e', { Status: 'Closed', RequestedStatus: 'Open' })
+      const rows = await store.queryFields({ nodeType: 'Thread', where: { Status: 'Open' } }, ['Status', 'RequestedStatus', 'HasPending', 'Title'])
+      expect(rows.map((r) => [r.path, r.fields])).toEqual([
+        ['t/a', { Status: 'Open', RequestedStatus: '{not json', HasPending: true, Title: 'A' }],
+        ['t/b', { Status: 'Open', RequestedStatus: { Nested: 1 }, HasPending: 1, Title: 'B' }],
+        ['t/c', { Status: 'Open', RequestedStatus: undefined, HasPending: 2.5, Title: '[x' }],
+        ['t/d', { Status: 'Open', RequestedStatus: undefined, HasPending: false, Title: undefined }],
+      ])
+      expect((await store.queryFields({ nodeType: 'Thread', where: { RequestedStatus: 'Open' } }, ['Status'])).map((r) => [r.path, r.fields])).toEqual([['t/e', { Status: 'Closed' }]])
+    })
+
     it('applies the default and maximum query limits', async () => {
       await Promise.all(
         Array.from({ length: 1005 }, (_, i) =>
