@@ -43,6 +43,8 @@ const FANOUT_EDITS = 100
 const FANOUT_WARMUP = 10
 const THROUGHPUT_NODES = 64
 const THROUGHPUT_SECONDS = 4
+// Overridable for exploring where the rate saturates: BENCH_MUX_WINDOW=32. Node flags for the server
+// child (e.g. BENCH_SERVER_NODE_ARGS=--max-semi-space-size=1, to weigh a V8 flag's cost): below.
 // Overridable for exploring where the rate saturates: BENCH_MUX_WINDOW=32.
 const MUX_WINDOW_PER_NODE = Number(process.env.BENCH_MUX_WINDOW ?? 8)
 const RSS_NODES = 10_000
@@ -67,7 +69,7 @@ class Host {
   ) {}
 
   static async start(kind: 'weft' | 'relay', env: Record<string, string> = {}): Promise<Host> {
-    const child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', 'test/bench/server-host.ts'], {
+    const child = spawn(process.execPath, ['--expose-gc', ...(process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean), '--import', 'tsx', 'test/bench/server-host.ts'], {
       cwd: REPO_ROOT,
       env: { ...process.env, BENCH_SERVER: kind, ...env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
