@@ -27,6 +27,27 @@ export type LazyTag = keyof typeof LOADERS
 
 const asked = new Set<LazyTag>()
 
+let firstScreenShown: () => void = () => {}
+const firstScreen = new Promise<void>((resolve) => (firstScreenShown = resolve))
+
+/** Said by the page once its first screen is rendered (a node page: its fields and its list). */
+export function shownFirstScreen(): void {
+  firstScreenShown()
+}
+
+/**
+ * Runs `work` once the first screen is up and the page is idle (or `timeoutMs` after each, on a
+ * page that never says so): what is not on the first screen does not compete with it for the
+ * main thread of a cold start.
+ */
+export function whenIdle(work: () => void, timeoutMs = 1000): void {
+  const idle = () => {
+    if (typeof requestIdleCallback === 'function') requestIdleCallback(() => work(), { timeout: timeoutMs })
+    else setTimeout(work, 0)
+  }
+  void Promise.race([firstScreen, new Promise((resolve) => setTimeout(resolve, timeoutMs))]).then(idle)
+}
+
 /** Starts loading the modules of these elements (once each; a failed load is tried again on the next call). */
 export function need(...tags: LazyTag[]): void {
   for (const tag of tags) {
@@ -38,5 +59,22 @@ export function need(...tags: LazyTag[]): void {
         throw e
       }),
     )
+  }
+}
+
+const later = new Set<LazyTag>()
+
+/**
+ * As `need`, for elements below the first screen (a node's activity strip): their modules load
+ * once the first screen is up and the page idle, so a cold start's list is not held up by them.
+ */
+export function needLater(...tags: LazyTag[]): void {
+  for (const tag of tags) {
+    if (later.has(tag) || asked.has(tag) || customElements.get(tag)) continue
+    later.add(tag)
+    whenIdle(() => {
+      later.delete(tag)
+      need(tag)
+    })
   }
 }

@@ -28,11 +28,16 @@ import './refused-list.js'
 import './value-view.js'
 import './node-actions.js'
 import './moved-notice.js'
-import { need } from './lazy.js'
+import { need, needLater, shownFirstScreen } from './lazy.js'
 import { removeFieldWithUndo } from './field-undo.js'
 import { recordRecent } from './recent.js'
 
 const CHILD_LIMIT = 200
+/**
+ * Children rendered in the first frame, more than a screen holds: the rest of the first
+ * CHILD_LIMIT follow once that frame is painted, so a cold start shows the list sooner.
+ */
+const FIRST_SCREEN_CHILDREN = 50
 /** A text field longer than this (or with a line break) gets a multi-line editor. */
 const MULTILINE_AT = 60
 /**
@@ -80,6 +85,7 @@ export class WeftNodePage extends LitElement {
     pageError: { state: true },
     drafts: { state: true },
     addKind: { state: true },
+    allChildren: { state: true },
   }
   declare path: string
   declare fieldError: string
@@ -88,6 +94,8 @@ export class WeftNodePage extends LitElement {
   declare drafts: ReadonlyMap<string, Draft>
   /** The kind chosen in "Add a field": the value box takes its shape (a date picker, Yes/No…). */
   declare addKind: FieldKind
+  /** Whether every listed child is rendered (FIRST_SCREEN_CHILDREN until the first frame is painted). */
+  declare allChildren: boolean
   private readonly node = new ObservableController<NodeView | null>(this)
   private readonly presence = new ObservableController<PresenceUser[]>(this)
   private readonly access = new ObservableController<ReplicaState>(this)
@@ -145,6 +153,7 @@ export class WeftNodePage extends LitElement {
     this.pageError = ''
     this.drafts = new Map()
     this.addKind = 'text'
+    this.allChildren = false
   }
 
   override willUpdate(changed: Map<string, unknown>) {
@@ -158,6 +167,7 @@ export class WeftNodePage extends LitElement {
       this.drafts = new Map()
       this.multiline.clear()
       this.caps.reset()
+      this.allChildren = false
     }
     const { streams } = app()
     this.node.watch(path, () => streams.node$(path))
@@ -354,7 +364,8 @@ export class WeftNodePage extends LitElement {
     // Each of these elements loads when first shown (lazy.ts): none is on a cold start's path.
     switch (view.nodeType) {
       case 'Space':
-        need('weft-members-panel', 'weft-activity-strip')
+        need('weft-members-panel')
+        needLater('weft-activity-strip')
         // A space hosts the runs routed to it (its partition root): they show under its members.
         return html`<section><weft-members-panel path=${view.path}></weft-members-panel></section>
           <section><weft-activity-strip path=${view.path}></weft-activity-strip></section>`
@@ -366,12 +377,12 @@ export class WeftNodePage extends LitElement {
         need('weft-code-page')
         return html`<section><weft-code-page path=${view.path} ?readonly=${!this.can('Update')}></weft-code-page></section>`
       case 'User': {
-        need('weft-activity-strip')
+        needLater('weft-activity-strip')
         const mine = view.path === app().session.userId
         return html`<section><weft-activity-strip path=${view.path} heading=${mine ? 'My activity' : 'Activities'} ?mine=${mine}></weft-activity-strip></section>`
       }
       default:
-        need('weft-activity-strip')
+        needLater('weft-activity-strip')
         return html`<section><weft-activity-strip path=${view.path}></weft-activity-strip></section>`
     }
   }
@@ -399,7 +410,17 @@ export class WeftNodePage extends LitElement {
     const title = `${view.name} · Weft`
     if (document.title !== title) document.title = title
     mark(`weft:node-rendered:${view.path}`)
-    if ((this.childList.value?.length ?? 0) > 0) mark(`weft:list-rendered:${view.path}`)
+    const kids = this.childList.value
+    if ((kids?.length ?? 0) > 0) mark(`weft:list-rendered:${view.path}`)
+    if (kids === undefined) return
+    shownFirstScreen()
+    if (!this.allChildren && kids.length > FIRST_SCREEN_CHILDREN) {
+      // After the paint of this frame (a timer queued from the next frame's callback).
+      const path = this.path
+      requestAnimationFrame(() => setTimeout(() => {
+        if (this.path === path) this.allChildren = true
+      }))
+    }
   }
 
   override render() {
@@ -468,6 +489,7 @@ export class WeftNodePage extends LitElement {
   }
 
   private renderEditable(view: NodeView, kids: IndexRow[], canUpdate: boolean, canCreate: boolean) {
+    const shown = kids.filter(isShownChild)
     return html`
       <section aria-label="Content" @field-error=${(e: CustomEvent<string>) => (this.fieldError = e.detail)} @field-commit=${this.onFieldCommit}>
         <form class="fields" aria-label=${`Fields of ${view.name}`} @submit=${(e: Event) => e.preventDefault()}>
@@ -484,9 +506,9 @@ export class WeftNodePage extends LitElement {
       ${this.renderExtension(view)}
       <section aria-label="Children">
         <h2>Children</h2>
-        ${kids.filter(isShownChild).length ? nothing : html`<p class="reason-off">No children yet.</p>`}
+        ${shown.length ? nothing : html`<p class="reason-off">No children yet.</p>`}
         <ul class="children">
-          ${repeat(kids.filter(isShownChild), (k) => k.path, (k) => html`<li><a href=${nodeHref(k.path)}>${k.name}</a> <small>${k.nodeType}</small>${k.pending ? html` <span class="pending" title="Saved on this device, not yet synced">•</span>` : nothing}</li>`)}
+          ${repeat(this.allChildren ? shown : shown.slice(0, FIRST_SCREEN_CHILDREN), (k) => k.path, (k) => html`<li><a href=${nodeHref(k.path)}>${k.name}</a> <small>${k.nodeType}</small>${k.pending ? html` <span class="pending" title="Saved on this device, not yet synced">•</span>` : nothing}</li>`)}
         </ul>
         ${kids.length >= CHILD_LIMIT ? html`<p>Showing the first ${CHILD_LIMIT}.</p>` : nothing}
         <form class="inline" aria-label="New child node" @submit=${this.onCreateChild} @input=${() => (this.createError = null)}>
