@@ -178,64 +178,178 @@ export function searchSqliteWithin(db: Database.Database, plan: SearchPlan, with
   // offered (text-only candidates only when the names do not fill the page).
   const outside = (row: Walked) => walked.inRegions && !inRegions(row.hit.path, within)
   const tiers: Walked[][] = [[], [], []]
-  let textOnly: Walked[] = []
   // Tiers 0 and 1 are offered as the walk meets them, so the walk stops once they fill the page:
   // a name equal to the phrase is no longer than it in code points (lower-casing never shortens),
   // so past that length tier 0 is complete; tier 1 rows are met in their rank order.
+  // [FIND5] Only the names holding the phrase are met (rowsHolding), in the list's order.
   const phraseLength = codePoints(plan.phrase)
   let tier0Done = false
-  for (const row of walked.rows) {
+  for (const [row, at] of rowsHolding(walked.rows, plan.phrase)) {
     if (!tier0Done && row.length > phraseLength) {
       tier0Done = true
       if (offer(tiers[0]!) || offer(tiers[1]!)) return out
     }
-    const at = row.folded.indexOf(plan.phrase)
-    if (at >= 0) {
-      if (outside(row)) continue
-      const tier = at > 0 ? 2 : row.folded === plan.phrase ? 0 : 1
-      if (tier === 1 && tier0Done) {
-        if (offer([row])) return out
-      } else tiers[tier]!.push(row)
-    }
-    // Only 1–2 character words: names only ([FIND1]), holding every word in any order.
-    else if (plan.long.length > 0 || terms.every((t) => row.folded.includes(t))) textOnly.push(row)
+    if (outside(row)) continue
+    const tier = at > 0 ? 2 : row.folded === plan.phrase ? 0 : 1
+    if (tier === 1 && tier0Done) {
+      if (offer([row])) return out
+    } else tiers[tier]!.push(row)
   }
   if (!tier0Done && (offer(tiers[0]!) || offer(tiers[1]!))) return out
   if (offer(tiers[2]!)) return out
-  if (walked.inRegions) textOnly = textOnly.filter((row) => !outside(row))
   if (plan.long.length === 0) {
-    offer(textOnly)
-    return out
+    // Only 1–2 character words: names only ([FIND1]), holding every word in any order.
+    const longest = terms.reduce((a, b) => (b.length > a.length ? b : a))
+    offer(rowsWhere(rowsHolding(walked.rows, longest), (row) => !row.folded.includes(plan.phrase) && terms.every((t) => row.folded.includes(t)) && !outside(row)))
   }
-  // Text-only candidates in rank order, a batch at a time, each checked on its text.
+  else textOnlyTier(db, plan, walked.rows, (row) => !row.folded.includes(plan.phrase) && !outside(row), holdsAll, offer)
+  return out
+}
+
+/**
+ * [FIND5] The text-only tier: the kept rows (`rows`, in rank order) that are `candidate`s (the
+ * name does not hold the phrase; in the caller's regions) and whose name or text holds every
+ * word, offered in rank order until `offer` says the page is full. Nothing here walks the whole
+ * list: the first `batch` candidates are checked in rank order (common words fill the page
+ * there); then the index's rows matching every 3+ character word (one FTS5 statement for all of
+ * them, which skips through the longer posting lists) are placed in the list through a rowid →
+ * position map, sorted, and only they are checked, in rank order. A 1–2 character word is
+ * checked on the kept name, else on the text. The cost follows the matches, not the 100,000 rows
+ * of a reader of everything (issue 16: two words, or a word and a number, whose names do not
+ * fill the page). Past `narrowPerCandidate` matches per candidate left (tests set it to 0), the
+ * rest of the list is checked in rank order, a batch at a time.
+ */
+function textOnlyTier(
+  db: Database.Database,
+  plan: SearchPlan,
+  rows: readonly Walked[],
+  candidate: (row: Walked) => boolean,
+  holdsAll: (name: string, body: string) => boolean,
+  offer: (rows: Iterable<{ hit: SearchHit }>) => boolean,
+): void {
   // A 1–2 character word no case folding can reach (digits, CJK, Hangul) is checked by SQLite on
   // the raw text: a candidate without it is never handed over (the common "a word and a number").
   const caseless = plan.short.filter(isCaseless)
   const where = caseless.map(() => 'AND (instr(name, ?) > 0 OR instr(body, ?) > 0)').join(' ')
   const whereParams = caseless.flatMap((t) => [t, t])
+  /** Offers the rows of `batch` that hold every word: by the kept name alone, else with their text. */
   const checked = (batch: Walked[]): boolean => {
+    const needText = batch.filter((r) => !holdsAll(r.folded, ''))
     const bodies = new Map<number, string>()
-    for (const [rowid, body] of byRowids<[number, string]>(db, 'rowid, body', batch.map((r) => r.rowid), where, whereParams)) bodies.set(rowid, body)
-    return offer(batch.filter((r) => bodies.has(r.rowid) && holdsAll(r.folded, bodies.get(r.rowid)!.toLowerCase())))
+    for (const [rowid, body] of byRowids<[number, string]>(db, 'rowid, body', needText.map((r) => r.rowid), where, whereParams)) bodies.set(rowid, body)
+    return offer(batch.filter((r) => holdsAll(r.folded, bodies.get(r.rowid)?.toLowerCase() ?? '')))
   }
-  const inBatches = (rows: Walked[], size: number): void => {
-    for (let i = 0; i < rows.length && !checked(rows.slice(i, i + size)); i += size);
+  /** The next `size` of `next()`'s candidates (fewer: they ran out). */
+  const take = (next: () => Walked | undefined, size: number): Walked[] => {
+    const batch: Walked[] = []
+    for (let row: Walked | undefined; batch.length < size && (row = next()); ) batch.push(row)
+    return batch
   }
-  const first = searchWithinLimits.batch
-  if (checked(textOnly.slice(0, first)) || textOnly.length <= first) return out
-  const rest = textOnly.slice(first)
-  // The matching rowids, read only while they are few next to the candidates left.
-  const most = Math.floor(rest.length * searchWithinLimits.narrowPerCandidate)
+  /** Checks `next()`'s candidates a batch at a time until the page is full or they run out. */
+  const inBatches = (next: () => Walked | undefined): void => {
+    for (let batch = take(next, BATCH); !checked(batch) && batch.length === BATCH; batch = take(next, BATCH));
+  }
+  let scanned = 0
+  const nextInList = (): Walked | undefined => {
+    while (scanned < rows.length) {
+      const row = rows[scanned++]!
+      if (candidate(row)) return row
+    }
+    return undefined
+  }
+  if (checked(take(nextInList, searchWithinLimits.batch)) || scanned >= rows.length) return
+  // The rows matching every long word, read only while they are few next to the candidates left.
+  const most = Math.floor((rows.length - scanned) * searchWithinLimits.narrowPerCandidate)
+  const words = plan.long.map(fts5Phrase).join(' ')
   const matching = db.prepare<[string, number], number>('SELECT rowid FROM node_search WHERE node_search MATCH ? LIMIT ?').pluck().all(words, most + 1)
   if (matching.length > most) {
-    inBatches(rest, BATCH)
-    return out
+    inBatches(nextInList)
+    return
   }
-  const matches = new Set(matching)
-  const left = rest.filter((r) => matches.has(r.rowid))
-  if (plan.short.length === 0) offer(left)
-  else inBatches(left, BATCH)
-  return out
+  // Their places in the list, past what the first batch scanned, in rank order.
+  const position = positionsOf(rows)
+  const places = new Int32Array(matching.length)
+  let n = 0
+  for (const rowid of matching) {
+    const at = position(rowid)
+    if (at >= scanned) places[n++] = at
+  }
+  const ranked = places.subarray(0, n).sort()
+  let k = 0
+  const nextMatch = (): Walked | undefined => {
+    while (k < ranked.length) {
+      const row = rows[ranked[k++]!]!
+      if (candidate(row)) return row
+    }
+    return undefined
+  }
+  // Every long word matched by the index: with no short word, nothing left to check.
+  if (plan.short.length > 0) inBatches(nextMatch)
+  else offer(each(nextMatch))
+}
+
+/** What a kept list's names are searched in ([FIND5]): every folded name, joined by NUL (never in a query: planSearch refuses control characters), and where each starts. */
+interface Haystack {
+  text: string
+  starts: Int32Array
+}
+const haystacks = new WeakMap<readonly Walked[], Haystack>()
+
+/**
+ * [FIND5] The rows of `rows` whose folded name holds `needle`, in the list's order, each with
+ * where its first occurrence starts: one native `indexOf` over the joined names (built once per
+ * list) instead of one per row, so a phrase that few names hold costs a pass over the text, not a
+ * call per row of a reader of everything.
+ */
+function* rowsHolding(rows: readonly Walked[], needle: string): Generator<[Walked, number]> {
+  let hay = haystacks.get(rows)
+  if (!hay) {
+    const starts = new Int32Array(rows.length)
+    let at = 0
+    rows.forEach((row, i) => {
+      starts[i] = at
+      at += row.folded.length + 1
+    })
+    haystacks.set(rows, (hay = { text: rows.map((row) => row.folded).join('\u0000'), starts }))
+  }
+  const { text, starts } = hay
+  let i = 0
+  for (let found = text.indexOf(needle); found >= 0 && needle !== ''; found = i < rows.length ? text.indexOf(needle, starts[i]!) : -1) {
+    while (i + 1 < rows.length && starts[i + 1]! <= found) i++
+    yield [rows[i]!, found - starts[i]!]
+    i++
+  }
+}
+
+/** The rows of `found` (rowsHolding) that `keep` takes. */
+function* rowsWhere(found: Iterable<[Walked, number]>, keep: (row: Walked) => boolean): Generator<Walked> {
+  for (const [row] of found) if (keep(row)) yield row
+}
+
+/** `next()`'s values until it has none. */
+function* each<T>(next: () => T | undefined): Generator<T> {
+  for (let value = next(); value !== undefined; value = next()) yield value
+}
+
+/** Each kept list's rowid → position map (built on first use; the list is replaced when a name changes, and its map goes with it). */
+const positions = new WeakMap<readonly Walked[], Int32Array | Map<number, number>>()
+
+/** `rows`' position of a rowid, -1 when it is not in the list (not readable, not indexed). */
+function positionsOf(rows: readonly Walked[]): (rowid: number) => number {
+  let index = positions.get(rows)
+  if (!index) {
+    let max = 0
+    for (const row of rows) max = Math.max(max, row.rowid)
+    // A typed array while the rowids are dense enough (a file with many deleted rows: a map).
+    if (max <= 4 * rows.length + 1024) {
+      const array = new Int32Array(max + 1).fill(-1)
+      rows.forEach((row, at) => (array[row.rowid] = at))
+      index = array
+    } else index = new Map(rows.map((row, at) => [row.rowid, at]))
+    positions.set(rows, index)
+  }
+  const found = index
+  return found instanceof Int32Array ? (rowid) => (rowid >= 0 && rowid < found.length ? found[rowid]! : -1) : (rowid) => found.get(rowid) ?? -1
 }
 
 function toRow(rowid: number, path: string, name: string, nodeType: string, phrase: string): Row {
