@@ -46,6 +46,10 @@ export const ERROR_CODES = {
   reaction_denied: 403,
   /** [CTX22] A reaction's parameters do not fit its declared schema. */
   invalid_params: 422,
+  /** [OPS11] `weft restore`: the file is damaged, truncated, foreign or of a newer format (CLI exit 3). */
+  invalid_backup: 422,
+  /** [OPS11] `weft restore`: a running server (or another restore) holds the database (CLI exit 4). */
+  database_in_use: 409,
   internal: 500,
   unavailable: 503,
 } as const

@@ -1,7 +1,7 @@
 import { createHash, type Hash } from 'node:crypto'
 import { open, type FileHandle } from 'node:fs/promises'
 import { z } from 'zod'
-import { isJsonObject, parseNodePath } from '../../shared/index.js'
+import { WeftError, isJsonObject, parseNodePath } from '../../shared/index.js'
 import { COUNTED_TABLES, NODE_CLIENTS, NODE_UPDATES, NODES, PLAIN_TABLES, fitsKind, fitsTable, type PortableRow, type TableSpec } from './tables.js'
 
 /**
@@ -37,11 +37,10 @@ export const BackupHeader = z.object({
 })
 export type BackupHeader = z.infer<typeof BackupHeader>
 
-/** A failure a person fixes by choosing another file (exit code 3). */
-export class InvalidBackup extends Error {
-  readonly code = 'invalid_backup'
+/** [OPS11] A failure a person fixes by choosing another file: WeftError `invalid_backup` (exit code 3). */
+export class InvalidBackup extends WeftError {
   constructor(message: string) {
-    super(message)
+    super('invalid_backup', message)
     this.name = 'InvalidBackup'
   }
 }

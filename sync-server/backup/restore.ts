@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import { mkdir, open } from 'node:fs/promises'
 import * as random from 'lib0/random'
 import * as Y from 'yjs'
-import { docToJson, replaceDocContent, textPolicyFor, type JsonObject } from '../../shared/index.js'
+import { WeftError, docToJson, replaceDocContent, textPolicyFor, type JsonObject } from '../../shared/index.js'
 import { SERVER_DOC_CLIENT } from '../admission/index.js'
 import { holdPostgresExclusive, holdSqliteExclusive, openPostgresStorage, openSqliteStorage, type HolderLock } from '../storage/index.js'
 import type { Progress } from './backup.js'
@@ -10,11 +10,10 @@ import { describeLocation, postgresExec, sqliteExec, sqliteFile, type Exec, type
 import { InvalidBackup, readBody, readHeader as readHeaderOf, verifyBackup, type BackupHeader, type NodeRecord } from './format.js'
 import { NODE_CLIENTS, NODE_UPDATES, NODES, PLAIN_TABLES, insertParams, insertSql, q, rowToPortable, selectList, type PortableRow, type TableSpec } from './tables.js'
 
-/** Something holds the database (a running server): exit code 4. */
-export class DatabaseInUse extends Error {
-  readonly code = 'database_in_use'
+/** [OPS11] Something holds the database (a running server): WeftError `database_in_use` (exit code 4). */
+export class DatabaseInUse extends WeftError {
   constructor(message: string) {
-    super(message)
+    super('database_in_use', message)
     this.name = 'DatabaseInUse'
   }
 }

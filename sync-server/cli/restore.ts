@@ -22,12 +22,13 @@ export async function run(args: readonly string[]): Promise<number> {
     process.stdout.write(`${JSON.stringify({ file, mode: r.mode, nodes: r.nodes, forwarded: r.forwarded, deleted: r.deleted, incarnation: r.incarnation, databaseId: r.databaseId, headVersion: r.headVersion })}\n`)
     return EXIT.ok
   } catch (error) {
+    // [OPS11] A refusal prints its stable code and message, never a stack.
     if (error instanceof InvalidBackup) {
-      process.stderr.write(`restore: refused, nothing changed: ${error.message}\n`)
+      process.stderr.write(`restore: refused, nothing changed: ${error.code}: ${error.message} Restore another backup file.\n`)
       return EXIT.invalidBackup
     }
     if (error instanceof DatabaseInUse) {
-      process.stderr.write(`restore: refused, nothing changed: ${error.message}\n`)
+      process.stderr.write(`restore: refused, nothing changed: ${error.code}: ${error.message}\n`)
       return EXIT.databaseInUse
     }
     process.stderr.write(`restore: failed, nothing changed (one transaction): ${(error as Error).message}\n`)

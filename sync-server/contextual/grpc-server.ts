@@ -49,6 +49,8 @@ export const GRPC_STATUS_OF: Readonly<Record<ErrorCode, grpc.status>> = {
   payload_too_large: grpc.status.RESOURCE_EXHAUSTED,
   rate_limited: grpc.status.RESOURCE_EXHAUSTED,
   unavailable: grpc.status.UNAVAILABLE,
+  invalid_backup: grpc.status.FAILED_PRECONDITION,
+  database_in_use: grpc.status.FAILED_PRECONDITION,
   internal: grpc.status.INTERNAL,
 }
 

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
-import { CallToolRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import { CallToolRequestSchema, CancelledNotificationSchema, type CallToolResult, type RequestId } from '@modelcontextprotocol/sdk/types.js'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import type { Logger } from 'pino'
 import { WeftError, isWeftError, type Principal } from '../../shared/index.js'
@@ -23,6 +23,44 @@ const INSTRUCTIONS =
  * client answers to an elicitation, which these tools never ask for.
  */
 let sharedValidator: AjvJsonSchemaValidator | null = null
+
+/**
+ * [CTX43] The tool calls in flight on this instance, by caller and JSON-RPC id. The endpoint is
+ * stateless, so a client's `notifications/cancelled` arrives in a POST of its own, to a new server
+ * that never saw the call: it finds the call here. A caller reaches only its own calls; two clients
+ * of one caller with the same id in flight are both ended (the other's long poll answers early with
+ * no item: nothing is leased to it or lost, it pulls again).
+ */
+class CallsInFlight {
+  private readonly calls = new Map<string, Set<AbortController>>()
+
+  private static key(principal: Principal, id: RequestId): string {
+    return `${principal.kind === 'user' ? principal.userId : 'system'}\u0000${typeof id}:${id}`
+  }
+
+  /** A signal that ends when `closed` does (the SDK's: the connection closed) or a cancel names the call. */
+  track(principal: Principal, id: RequestId, closed: AbortSignal): { signal: AbortSignal; done(): void } {
+    const key = CallsInFlight.key(principal, id)
+    const cancel = new AbortController()
+    let set = this.calls.get(key)
+    if (!set) this.calls.set(key, (set = new Set()))
+    set.add(cancel)
+    return {
+      signal: AbortSignal.any([closed, cancel.signal]),
+      done: () => {
+        set.delete(cancel)
+        if (!set.size && this.calls.get(key) === set) this.calls.delete(key)
+      },
+    }
+  }
+
+  cancel(principal: Principal, id: RequestId): void {
+    for (const c of this.calls.get(CallsInFlight.key(principal, id)) ?? []) c.abort()
+  }
+}
+
+/** One registry per server (its routes' deps): calls of one server are never cancelled through another. */
+const inFlight = new WeakMap<McpServerDeps, CallsInFlight>()
 
 /** The answer of a tool: the value as JSON text, and as structured content. */
 function toolResult(value: object): CallToolResult {
@@ -70,25 +108,37 @@ function parseArguments(tool: WeftTool, raw: unknown, maxDepth: number): Record<
 export function buildMcpServer(principal: Principal, deps: McpServerDeps): McpServer {
   sharedValidator ??= new AjvJsonSchemaValidator()
   const server = new McpServer({ name: 'weft', version: '1' }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: sharedValidator })
-  const byName = new Map<string, { tool: WeftTool; call: (args: Record<string, unknown>) => Promise<CallToolResult> }>()
+  const byName = new Map<string, { tool: WeftTool; call: (args: Record<string, unknown>, signal: AbortSignal) => Promise<CallToolResult> }>()
   for (const tool of TOOLS) {
-    const call = async (args: Record<string, unknown>) => toolResult(await tool.run(principal, args, deps))
-    server.registerTool(tool.name, { title: tool.title, description: tool.description, inputSchema: tool.input, annotations: tool.annotations }, call)
+    const call = async (args: Record<string, unknown>, signal: AbortSignal) => toolResult(await tool.run(principal, args, deps, signal))
+    server.registerTool(tool.name, { title: tool.title, description: tool.description, inputSchema: tool.input, annotations: tool.annotations }, (args, extra) => call(args, extra.signal))
     byName.set(tool.name, { tool, call })
   }
+  let calls = inFlight.get(deps)
+  if (!calls) inFlight.set(deps, (calls = new CallsInFlight()))
+  // [CTX43] A cancelled call ends its long poll: its waiter is released and nothing more is leased
+  // for it. The call still answers its own POST (the client has stopped listening), so no request
+  // is left open. The SDK's own handler would look only in this per-request server.
+  server.server.setNotificationHandler(CancelledNotificationSchema, (n) => {
+    if (n.params.requestId !== undefined) calls.cancel(principal, n.params.requestId)
+  })
   // The SDK answers arguments its schema refuses with a bare message; Weft's callers branch on a
   // code. So calls come through here: the tool's schema (the one tools/list shows), then the
   // registered callback, every refusal a tool error with its code.
-  server.server.setRequestHandler(CallToolRequestSchema, async (request) => {
+  server.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const entry = byName.get(request.params.name)
     if (!entry) return toolError(new WeftError('not_found', `No tool ${JSON.stringify(request.params.name.slice(0, 100))}: list the tools first.`))
     const { tool, call } = entry
+    // [CTX43] The call ends early when the client cancels it or its connection (the transport) closes.
+    const flight = calls.track(principal, extra.requestId, extra.signal)
     try {
-      return await call(parseArguments(tool, request.params.arguments, deps.maxJsonDepth))
+      return await call(parseArguments(tool, request.params.arguments, deps.maxJsonDepth), flight.signal)
     } catch (err) {
       if (isWeftError(err)) return toolError(err)
       deps.log.error({ err, tool: tool.name }, 'mcp tool failed')
       return toolError(new WeftError('internal', 'Something went wrong on the server; the change was not applied.'))
+    } finally {
+      flight.done()
     }
   })
   return server

@@ -38,7 +38,8 @@ export interface WeftTool {
   readonly description: string
   readonly input: z.ZodObject
   readonly annotations: ToolAnnotations
-  run(principal: Principal, args: Record<string, unknown>, deps: McpDeps): Promise<object>
+  /** `signal`: the call was cancelled or its connection closed ([CTX43]); only a long poll waits on it. */
+  run(principal: Principal, args: Record<string, unknown>, deps: McpDeps, signal: AbortSignal): Promise<object>
 }
 
 /** A string field bound: paths are checked exactly by parseNodePath (as on HTTP); this only caps what is read. */
@@ -92,7 +93,7 @@ export const TOOLS: readonly WeftTool[] = [
       'Leases at most one event of a ContextualSubscription to your consumer (made on first use) and returns it with fresh hydration and the reactions you may run now, each with an opaque causationToken. `item` is null when nothing is pending after `waitSeconds` (0–60, a long poll). Worker order: next → inspect → weft_contextual_react (or your own idempotent work) → weft_contextual_ack; weft_contextual_nack to retry later. Never ack before the work is durable; never build a lease or token yourself.',
     input: NextRequest,
     annotations: { readOnlyHint: false, idempotentHint: false, openWorldHint: false },
-    run: (p, args, d) => d.contextual.next(p, args),
+    run: (p, args, d, signal) => d.contextual.next(p, args, signal),
   },
   {
     name: 'weft_contextual_ack',

@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import fc from 'fast-check'
 import { afterAll, describe, expect, it } from 'vitest'
 import * as Y from 'yjs'
-import { restoreBackup, takeBackup, verifyBackup, HEADER_BYTES, InvalidBackup } from '../../sync-server/backup/index.js'
+import { restoreBackup, takeBackup, verifyBackup, DatabaseInUse, HEADER_BYTES, InvalidBackup } from '../../sync-server/backup/index.js'
 import { openSqliteStorage } from '../../sync-server/storage/index.js'
 import {
   api,
@@ -220,8 +220,10 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
       await writeFile(bad, bytes)
       const r = await runWeft(['restore', bad], { DATA_DIR: target })
       expect([what, r.code]).toEqual([what, 3])
-      expect(r.stderr, what).toMatch(/restore: refused, nothing changed/)
+      expect(r.stderr, what).toMatch(/restore: refused, nothing changed: invalid_backup: /)
       expect(r.stderr, what).toMatch(message)
+      // [OPS11] The code and message, never a stack.
+      expect(r.stderr, what).not.toMatch(/\n\s+at /)
     }
     expect(await dumpTables({ dataDir: target })).toEqual(before)
 
@@ -236,7 +238,7 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
           const bytes = Buffer.from(good)
           const mutated = kind === 'flip' ? (bytes[HEADER_BYTES + at]! ^= mask, bytes) : bytes.subarray(0, at)
           await writeFile(bad, mutated)
-          await expect(restoreBackup(bad, { dataDir: target })).rejects.toBeInstanceOf(InvalidBackup)
+          await expect(restoreBackup(bad, { dataDir: target })).rejects.toSatisfy((e) => e instanceof InvalidBackup && e.code === 'invalid_backup' && e.httpStatus === 422)
         },
       ),
       { numRuns: 40, seed: 20_003 },
@@ -245,6 +247,31 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
     // The good file still verifies and restores.
     await copyFile(file, bad)
     await expect(verifyBackup(bad)).resolves.toMatchObject({ counts: { nodes: 60 } })
+  })
+
+  it('[OPS11] [BAK6] a restore into a database a storage holds is database_in_use (CLI exit 4, the code, no stack) and writes nothing', { timeout: 300_000 }, async () => {
+    const source = await tempDir()
+    const s = openSqliteStorage({ file: join(source, 'weft.db') })
+    await seedNodes(s, 'Sp', 5)
+    await s.close()
+    const file = join(await tempDir(), 'good.weftbak')
+    await takeBackup({ dataDir: source }, file)
+    const target = await tempDir()
+    const held = openSqliteStorage({ file: join(target, 'weft.db') })
+    await seedNodes(held, 'Other', 3)
+    const before = await dumpTables({ dataDir: target })
+    try {
+      const error = await restoreBackup(file, { dataDir: target }).catch((e: unknown) => e)
+      expect(error).toBeInstanceOf(DatabaseInUse)
+      expect(error).toMatchObject({ code: 'database_in_use', httpStatus: 409, message: expect.stringMatching(/stop every server on it, then restore/) })
+      const r = await runWeft(['restore', file], { DATA_DIR: target })
+      expect(r.code).toBe(4)
+      expect(r.stderr).toMatch(/restore: refused, nothing changed: database_in_use: .*stop every server/)
+      expect(r.stderr).not.toMatch(/\n\s+at /)
+    } finally {
+      await held.close()
+    }
+    expect(await dumpTables({ dataDir: target })).toEqual(before)
   })
 
   it('[BAK3] a crafted file whose checksum is right is still refused when a record would break the server (bad path, content not an object, wrong types)', { timeout: 120_000 }, async () => {

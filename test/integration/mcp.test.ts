@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process'
 import path from 'node:path'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { MeshNode } from '../../shared/index.js'
 import { api, createSpace, errorCode, expectStatus, grantRole, signup, startTestServer, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
 import { definition, putSubscription, type Item, type NextBody } from './contextual-helpers.js'
@@ -280,4 +280,78 @@ describe('weft mcp (stdio through the CLI)', () => {
     expect(code).toBe(2)
     expect(err).toMatch(/WEFT_URL.*WEFT_TOKEN/)
   }, SPAWN_MS)
+})
+
+describe('[CTX43] an MCP long poll ends when its caller goes away', () => {
+  /** A subscription over a fresh inbox (one item in flight at most), its consumer made by a first pull. */
+  async function pollable(agent: Client, n: string) {
+    const sub = `${space}/gone-s${n}`
+    const inbox = `${space}/gone-in${n}`
+    expectStatus(await putSubscription(ts.url, owner.token, sub, definition(inbox, { Limits: { LeaseSeconds: 30, MaxInFlight: 1, MaxAttempts: 3 } })), 201)
+    expectStatus(await api(ts.url, owner.token).putNode(inbox, 'Document', {}), 201)
+    expect((await must<NextBody>(agent, 'weft_contextual_next', { subscription: sub, consumer: 'w1' })).item).toBeNull()
+    return { sub, inbox }
+  }
+  const waiting = () => ts.server.contextual.waiting
+
+  it('[CTX43] a tools/call the client cancels (notifications/cancelled) stops waiting; the next event goes to a live pull', async () => {
+    const agent = await connectHttp(ts.url, owner.token)
+    try {
+      const { sub, inbox } = await pollable(agent, 'cancel')
+      const stop = new AbortController()
+      const polling = agent.callTool({ name: 'weft_contextual_next', arguments: { subscription: sub, consumer: 'w1', waitSeconds: 60 } }, undefined, { signal: stop.signal }).catch((e: unknown) => e)
+      await vi.waitFor(() => expect(waiting()).toBe(1), { timeout: 60_000, interval: 20 })
+      stop.abort('the model gave up')
+      expect(await polling).toBeInstanceOf(Error)
+      // Released once the server reads the cancel (its own POST), long before the poll's own 60 s.
+      await vi.waitFor(() => expect(waiting()).toBe(0), { timeout: 30_000, interval: 20 })
+      // The event that lands now goes to the next pull, first attempt: the cancelled call took nothing.
+      expectStatus(await api(ts.url, owner.token).putNode(`${inbox}/late`, 'Document', {}), 201)
+      const got = await must<NextBody>(agent, 'weft_contextual_next', { subscription: sub, consumer: 'w1', waitSeconds: 10 })
+      expect(got.item).toMatchObject({ event: { path: `${inbox}/late` }, attempt: 1 })
+    } finally {
+      await agent.close()
+    }
+  })
+
+  it('[CTX43] a cancel from another caller with the same request id leaves the call waiting', async () => {
+    const agent = await connectHttp(ts.url, owner.token)
+    try {
+      const { sub, inbox } = await pollable(agent, 'other')
+      const polling = must<NextBody>(agent, 'weft_contextual_next', { subscription: sub, consumer: 'w1', waitSeconds: 60 })
+      await vi.waitFor(() => expect(waiting()).toBe(1), { timeout: 60_000, interval: 20 })
+      // The viewer names every id the owner's client may have used: none of them is the viewer's call.
+      for (let requestId = 0; requestId < 10; requestId++) {
+        const res = await fetch(new URL('/mcp', ts.url), {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${viewer.token}` },
+          body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId } }),
+        })
+        expect(res.status).toBe(202)
+      }
+      expect(waiting()).toBe(1)
+      expectStatus(await api(ts.url, owner.token).putNode(`${inbox}/woken`, 'Document', {}), 201)
+      expect((await polling).item).toMatchObject({ event: { path: `${inbox}/woken` }, attempt: 1 })
+    } finally {
+      await agent.close()
+    }
+  })
+
+  it('[CTX43] a long poll whose client closes its transport stops waiting and leases nothing for it', async () => {
+    const agent = await connectHttp(ts.url, owner.token)
+    const { sub, inbox } = await pollable(agent, 'closed')
+    const polling = agent.callTool({ name: 'weft_contextual_next', arguments: { subscription: sub, consumer: 'w1', waitSeconds: 60 } }).catch((e: unknown) => e)
+    await vi.waitFor(() => expect(waiting()).toBe(1), { timeout: 60_000, interval: 20 })
+    await agent.close()
+    expect(await polling).toBeInstanceOf(Error)
+    await vi.waitFor(() => expect(waiting()).toBe(0), { timeout: 30_000, interval: 20 })
+    const live = await connectHttp(ts.url, owner.token)
+    try {
+      expectStatus(await api(ts.url, owner.token).putNode(`${inbox}/late`, 'Document', {}), 201)
+      const got = await must<NextBody>(live, 'weft_contextual_next', { subscription: sub, consumer: 'w1', waitSeconds: 10 })
+      expect(got.item).toMatchObject({ event: { path: `${inbox}/late` }, attempt: 1 })
+    } finally {
+      await live.close()
+    }
+  })
 })
