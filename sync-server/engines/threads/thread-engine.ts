@@ -576,7 +576,7 @@ export class ThreadEngine {
       name: subId,
       content: {
         Id: subId, TriggerType: 'NodeStatus', WatchPath: sub, StatusField: 'Status', RestingValues: ['Idle', 'Cancelled', 'Done'],
-        RequireActiveFirst: true, ContinuationType: 'PostThreadMessage', TargetPath: path, Status: 'Pending', CreatedBy: authors[0]!,
+        RequireActiveFirst: true, HoldField: 'Disposition', HoldValues: ['AwaitingInput'], ContinuationType: 'PostThreadMessage', TargetPath: path, Status: 'Pending', CreatedBy: authors[0]!,
         Text: `${sub} has finished.`,
       },
     }, 'engine')
