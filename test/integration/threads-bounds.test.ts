@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SYSTEM, type NodePath } from '../../shared/index.js'
 import { subscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
 import { DEFAULT_APPROVE, createThreadsEngine } from '../../sync-server/engines/threads/index.js'
-import { createSpace, lastOf, signup, startFakeOpenAi, startTestServer, type ChatRequest, type FakeOpenAi, type Reply, type TestServer, type TestUser } from '../helpers/index.js'
+import { createSpace, lastOf, signup, startFakeOpenAi, startTestServer, waitFor, type ChatRequest, type FakeOpenAi, type Reply, type TestServer, type TestUser } from '../helpers/index.js'
 import { createThread, node, post, settled } from './threads-helpers.js'
 
 /**
@@ -24,6 +24,9 @@ function reply(req: ChatRequest): Reply {
   if (said === 'many') return { toolCalls: Array.from({ length: 50 }, (_, i) => ({ id: `call_many_${++n}_${i}`, name: 'read', args: { path: space } })) }
   if (said === 'loop') return { text: ['again '], toolCalls: [{ id: `call_loop_${++n}`, name: 'read', args: { path: space } }] }
   if (said === 'long') return { text: Array.from({ length: 30 }, () => 'x'.repeat(99) + ' ') }
+  const last = req.messages[req.messages.length - 1]!
+  if (last.role === 'tool') return { text: ['done: ', typeof last.content === 'string' ? last.content : JSON.stringify(last.content)] }
+  if (said === 'hand off') return { toolCalls: [{ id: `call_dg_${++n}`, name: 'delegate', args: { task: 'sub task' } }] }
   return { text: ['ok'] }
 }
 
@@ -87,5 +90,21 @@ describe('[THR24] round bounds', () => {
     expect(disposition).toBe('Failed')
     expect(String(cell.Error)).toMatch(/^payload_too_large: The answer passed 1000 characters/)
     expect(String(cell.Text)).toHaveLength(MAX_CHARS)
+  })
+
+  it('[THR11][THR9] the LLM `delegate` tool through a round: a sub-thread answers, the model gets its answer, the hand-back is recorded once', async () => {
+    const t = await createThread(ts.url, alice.token, `${space}/llm${++n}`, { Agent: { Kind: 'llm' } })
+    await post(ts.url, alice.token, t, 'hand off', 'h1')
+    const done = await settled(ts.url, alice.token, t, (x) => x.content.Disposition !== undefined, 60_000)
+    expect(done.content.Disposition).toBe('Completed')
+    const cell = (await node(ts.url, alice.token, `${t}/_r.h1`)).content
+    const [call] = cell.ToolCalls as Array<{ Id: string; Tool: string; Status: string }>
+    expect(call).toMatchObject({ Tool: 'delegate', Status: 'Done' })
+    expect(String(cell.Text)).toBe('done: {"answer":"ok"}')
+    const sub = `${t}/_sub.h1.${call!.Id}`
+    expect((await node(ts.url, alice.token, sub)).content).toMatchObject({ ParentPath: t, Status: 'Idle', Disposition: 'Completed', Agent: { Kind: 'llm' } })
+    expect((await node(ts.url, alice.token, `${sub}/_r.task`)).content.Text).toBe('ok')
+    const tool = await waitFor(async () => ((await node(ts.url, alice.token, t)).content.Messages as string[]).find((m) => m.includes('/_t.')), 30_000)
+    expect((await node(ts.url, alice.token, t)).content.Messages).toEqual([`${t}/h1`, `${t}/_r.h1`, tool])
   })
 })
