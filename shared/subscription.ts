@@ -35,6 +35,13 @@ export const EventSubscriptionContent = z.looseObject({
   StatusField: optionalString,
   RestingValues: z.array(z.string()).nullable().optional(),
   RequireActiveFirst: z.boolean().nullable().optional(),
+  /**
+   * [THR23] A resting status does not fire while the watched node's HoldField is one of HoldValues
+   * (a content field name; e.g. Disposition / [AwaitingInput]: a thread asking a question is not
+   * done). Absent: every resting value fires, as before.
+   */
+  HoldField: optionalString,
+  HoldValues: z.array(z.string()).nullable().optional(),
   /** Set by the runner once the status watch saw a non-resting value: RequireActiveFirst survives a restart. */
   ObservedActiveAt: optionalString,
   // Continuation

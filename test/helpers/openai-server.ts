@@ -32,6 +32,7 @@ export interface ChatRequest {
   messages: Array<{ role: string; content?: unknown; tool_calls?: Array<{ id: string; function: { name: string; arguments: string } }>; tool_call_id?: string }>
   tools?: Array<{ type: string; function: { name: string; parameters: unknown } }>
   stream?: boolean
+  max_tokens?: number
 }
 
 export interface FakeOpenAi {

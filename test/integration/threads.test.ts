@@ -1,6 +1,6 @@
 import * as Y from 'yjs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { subscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
+import { subscriptionsEngine, type SubscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
 import { createThreadsEngine, type ThreadsEngine } from '../../sync-server/engines/threads/index.js'
 import { api, createSpace, errorCode, grantRole, nodeUrlPath, signup, startTestServer, stockProvider, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
 import { HeldClock, cells, createThread, expectInvariants, node, post, settled, statusIs } from './threads-helpers.js'
@@ -25,6 +25,7 @@ beforeAll(async () => {
 })
 afterAll(() => ts.cleanup())
 
+const runner = () => (ts.server.engines.find((e) => e.name === 'subscriptions') as SubscriptionsEngine).runner
 const engineOf = () => (ts.server.engines.find((e) => e.name === 'threads') as ThreadsEngine).engine
 
 describe('threads: posting', () => {
@@ -254,5 +255,28 @@ describe('threads: cancel and streaming', () => {
     expect((await node(ts.url, alice.token, `${t}/_sub.g1/task`)).content).toMatchObject({ Role: 'user', Author: alice.userId, Text: 'write a haiku' })
     await expectInvariants(ts.url, alice.token, done)
     expect(engineOf().liveRounds()).not.toContain(t)
+  })
+
+  it('[THR23] a sub-thread asking a question surfaces it in the parent without firing the hand-back; its real completion fires it once', async () => {
+    const t = await fresh()
+    await post(ts.url, alice.token, t, '/delegate /ask which colour?', 'k1')
+    const asked = await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'AwaitingInput')
+    expect(asked.content.Question).toBe('which colour?')
+    expect((await node(ts.url, alice.token, `${t}/_r.k1`)).content.Text).toBe('Delegated: which colour?')
+    const sub = `${t}/_sub.k1`
+    expect((await node(ts.url, alice.token, sub)).content).toMatchObject({ Status: 'Idle', Disposition: 'AwaitingInput' })
+    // The runner saw the sub-thread run and rest on its question, and has done all it will do.
+    await runner().idle()
+    const toolCells = async () => ((await node(ts.url, alice.token, t)).content.Messages as string[]).filter((m) => m.includes('/_t.'))
+    expect(await toolCells()).toEqual([])
+    // The question is answered in the sub-thread; its round completes: the hand-back fires, once.
+    await post(ts.url, alice.token, sub, 'blue', 'a1')
+    await settled(ts.url, alice.token, sub, (x) => x.content.Disposition === 'Completed')
+    const tool = await waitFor(async () => (await toolCells())[0])
+    await runner().idle()
+    await settled(ts.url, alice.token, t)
+    expect(await toolCells()).toEqual([tool])
+    expect((await node(ts.url, alice.token, tool)).content).toMatchObject({ Role: 'tool', Text: `${sub} has finished.` })
+    expect((await node(ts.url, alice.token, t)).content.Messages).toEqual([`${t}/k1`, `${t}/_r.k1`, tool])
   })
 })

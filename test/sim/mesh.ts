@@ -76,6 +76,8 @@ export class SimMesh {
   readonly rng: Rng
   /** Feed events seen, dropped, delayed: the seeded steps of a run. */
   readonly counts = { events: 0, dropped: 0, delayed: 0, crashes: 0 }
+  /** Every committed change, before the feed's faults and across crashes (what tests assert on). */
+  readonly committed$ = new Subject<LiveChange>()
   private life!: Life
 
   private constructor(
@@ -128,6 +130,7 @@ export class SimMesh {
   /** The seeded fault between the node service's feed and the engines. */
   private route(life: Life, c: LiveChange): void {
     this.counts.events++
+    this.committed$.next(c)
     const r = this.rng.next()
     if (r < this.faults.drop) {
       this.counts.dropped++

@@ -24,6 +24,16 @@ describe('[THR3][THR6][THR7][KIT1] threads on a lossy feed, with cancels and cra
       mesh = await SimMesh.open({ seed, faults: { drop: 0.3, delay: 0.3, maxDelayMs: 200 }, engines: [threadsOnSim()] })
       const m = mesh
       const t = await spaceAndThread(m.nodes, `t${seed}`)
+      // [THR7] Never the inverse write: a round's Executing is never followed by StartingExecution of it.
+      const inverse: string[] = []
+      let last: JsonObject | null = null
+      const tap = m.committed$.subscribe((c) => {
+        if (c.path !== t || !c.node) return
+        const now = c.node.content
+        const round = (x: JsonObject | null) => (x && isJsonObject(x.Round) ? x.Round.Response : undefined)
+        if (last?.Status === 'Executing' && now.Status === 'StartingExecution' && round(last) === round(now)) inverse.push(String(round(now)))
+        last = now
+      })
       const posted = new Set<string>()
       let next = 0
       let steps = 0
@@ -53,6 +63,8 @@ describe('[THR3][THR6][THR7][KIT1] threads on a lossy feed, with cancels and cra
       const done = await runUntil(m, t, (n) => resting(n) && ((n.content.IngestedMessageIds as string[] | undefined) ?? []).length === posted.size)
       expect([...((done.content.IngestedMessageIds as string[]) ?? [])].sort(), `seed ${seed}`).toEqual([...posted].sort())
       await expectThreadInvariants(m.nodes, done, `seed ${seed}`)
+      tap.unsubscribe()
+      expect(inverse, `seed ${seed}: Executing → StartingExecution`).toEqual([])
       // A crash and its boot pass find nothing left to do.
       await m.crash()
       await threads(m).engine.idle()
@@ -236,5 +248,69 @@ describe('[THR1][THR2] crafted cells: a person\'s own cell is ingested by a vali
     expect(after.content.UserMessageIds).toEqual(['ok.1'])
     expect(after.content.Messages).toEqual([`${t}/ok.1`, `${t}/_r.ok.1`])
     await expectThreadInvariants(m.nodes, done, 'cells')
+  })
+})
+
+describe('[THR7] recovery of a round a dead process left behind', () => {
+  /** A thread at S/{name}, resting, with a user cell `id` (made by system: no kick) saying `text`. */
+  async function threadWithCell(m: SimMesh, name: string, id: string, text: string): Promise<NodePath> {
+    const t = await spaceAndThread(m.nodes, name, { Status: 'Idle', Messages: [], UserMessageIds: [id], IngestedMessageIds: [], PendingUserMessages: [] })
+    await m.nodes.put(SYSTEM, `${t}/${id}` as NodePath, { nodeType: 'ThreadMessage', name: id, content: { Role: 'user', Author: 'alice', Text: text, CreatedAt: new Date(0).toISOString() } })
+    return t
+  }
+  const states = (m: SimMesh, path: string): JsonObject[] => {
+    const seen: JsonObject[] = []
+    m.committed$.subscribe((c) => {
+      if (c.path === path && c.node) seen.push(c.node.content)
+    })
+    return seen
+  }
+
+  it('an orphaned StartingExecution claim is rolled back by compare-and-set (inputs pending again, cells out of Messages), then answered once', { timeout: 60_000 }, async () => {
+    mesh = await SimMesh.open({ seed: 1, engines: [threadsOnSim()] })
+    const m = mesh
+    const t = await threadWithCell(m, 'orphan', 'x1', 'hello x1')
+    const seen = states(m, t)
+    const input = `${t}/x1`
+    const response = `${t}/_r.x1`
+    // What a process that died right after its claim leaves: StartingExecution with its Round, no response cell.
+    await m.nodes.patch(SYSTEM, t, { Status: 'StartingExecution', Round: { Response: response, Inputs: [input] }, Messages: [input, response], IngestedMessageIds: ['x1'] })
+    const done = await runUntil(m, t, (n) => resting(n) && n.content.Disposition === 'Completed')
+    const rolled = seen.find((c) => c.Status === 'Idle' && Array.isArray(c.PendingUserMessages) && c.PendingUserMessages.includes(input))
+    expect(rolled, JSON.stringify(seen.map((c) => c.Status))).toBeDefined()
+    expect(rolled!.Messages).toEqual([])
+    expect(rolled!.IngestedMessageIds).toEqual([])
+    expect(rolled!.Round).toBeUndefined()
+    expect(done.content.Messages).toEqual([input, response])
+    expect(done.content.IngestedMessageIds).toEqual(['x1'])
+    expect((await m.nodes.get(SYSTEM, response as NodePath))?.content.Text).toBe('You said: hello x1')
+    // seen[0] is the dead process's claim (set up above); after the roll-back the engine claims once.
+    expect(seen[0]!.Status).toBe('StartingExecution')
+    expect(seen.slice(1).filter((c) => c.Status === 'StartingExecution')).toHaveLength(1)
+    await expectThreadInvariants(m.nodes, done, 'orphaned claim')
+  })
+
+  it('a round left Executing with partial text resumes into its cell without writing that text again', { timeout: 60_000 }, async () => {
+    mesh = await SimMesh.open({ seed: 2, engines: [threadsOnSim()] })
+    const m = mesh
+    const t = await threadWithCell(m, 'resumed', 'y1', 'hello there y1')
+    const input = `${t}/y1`
+    const response = `${t}/_r.y1`
+    const partial = 'You said: hello '
+    await m.nodes.put(SYSTEM, response as NodePath, { nodeType: 'ThreadMessage', name: '_r.y1', content: { Role: 'assistant', Author: 'agent', Text: partial, CreatedAt: new Date(0).toISOString() } })
+    const cellTexts: string[] = []
+    m.committed$.subscribe((c) => {
+      if (c.path === response && c.node) cellTexts.push(String(c.node.content.Text))
+    })
+    const seen = states(m, t)
+    await m.nodes.patch(SYSTEM, t, { Status: 'Executing', Round: { Response: response, Inputs: [input] }, Messages: [input, response], IngestedMessageIds: ['y1'] })
+    const done = await runUntil(m, t, (n) => resting(n) && n.content.Disposition === 'Completed')
+    expect((await m.nodes.get(SYSTEM, response as NodePath))?.content.Text).toBe('You said: hello there y1')
+    // Every write of the cell extends what was there; none writes the partial text (or less) again.
+    expect(cellTexts.length).toBeGreaterThan(0)
+    for (const x of cellTexts) expect(x.startsWith(partial) && x.length > partial.length, x).toBe(true)
+    expect(seen.some((c) => c.Status === 'StartingExecution')).toBe(false)
+    expect(done.content.Messages).toEqual([input, response])
+    await expectThreadInvariants(m.nodes, done, 'resumed round')
   })
 })

@@ -40,6 +40,19 @@ describe('classifySubscription', () => {
     const c = classifySubscription(node('s', { TriggerType: 'NodeStatus', WatchPath: 'a/b', RestingValues: ['Idle'], RequireActiveFirst: true, ObservedActiveAt: '2026-01-01T00:00:00Z', ContinuationType: 'PostThreadMessage' }))
     expect(c).toMatchObject({ state: 'pending', entry: { trigger: { statusField: 'Status', requireActiveFirst: true, observedActive: true } } })
   })
+  it('[THR23] NodeStatus HoldField/HoldValues: a content field name with values; absent = no hold (old subscriptions unchanged)', () => {
+    const base = { TriggerType: 'NodeStatus', WatchPath: 'a/b', RestingValues: ['Idle'], ContinuationType: 'PostThreadMessage' }
+    expect(classifySubscription(node('s', base))).toMatchObject({ state: 'pending', entry: { trigger: { holdField: null, holdValues: [] } } })
+    const held = classifySubscription(node('s', { ...base, HoldField: 'Disposition', HoldValues: ['AwaitingInput'] }))
+    expect(held).toMatchObject({ state: 'pending', entry: { trigger: { holdField: 'Disposition', holdValues: ['AwaitingInput'] } } })
+    const bad = classifySubscription(node('s', { ...base, HoldField: 'a.b', HoldValues: ['x'] }))
+    expect(bad.state === 'invalid' && bad.reason).toContain('HoldField "a.b"')
+    const none = classifySubscription(node('s', { ...base, HoldField: 'Disposition' }))
+    expect(none.state === 'invalid' && none.reason).toContain('needs HoldValues')
+    const plain = classifySubscription(node('s', base))
+    if (plain.state !== 'pending' || held.state !== 'pending') throw new Error('expected pending')
+    expect(triggerSignature(plain.entry.trigger)).not.toBe(triggerSignature(held.entry.trigger))
+  })
   it('the trigger signature ignores non-trigger fields', () => {
     const a = classifySubscription(node('s', { TriggerType: 'Timer', FireAt: '2030-01-01', ContinuationType: 'GrantSpaceAccess' }))
     const b = classifySubscription(node('s', { TriggerType: 'Timer', FireAt: '2030-01-01', ContinuationType: 'AddToGroup', Role: 'Admin' }))

@@ -37,14 +37,15 @@ describe('long timers', () => {
   })
 })
 
-function statusNode(status: string | null): MeshNode {
+function statusNode(status: string | null, extra: Record<string, string> = {}): MeshNode {
   const at = new Date().toISOString()
-  return { path: 'T/sub' as NodePath, nodeType: 'Thread', name: 'sub', content: status === null ? {} : { Status: status }, createdBy: 'system', createdAt: at, updatedAt: at, version: 1, state: 'Active' }
+  return { path: 'T/sub' as NodePath, nodeType: 'Thread', name: 'sub', content: status === null ? {} : { Status: status, ...extra }, createdBy: 'system', createdAt: at, updatedAt: at, version: 1, state: 'Active' }
 }
 
 describe('status watch', () => {
-  const trigger = (requireActiveFirst: boolean, observedActive = false) => ({
+  const trigger = (requireActiveFirst: boolean, observedActive = false, holdField: string | null = null) => ({
     type: 'NodeStatus' as const, watchPath: 'T/sub', statusField: 'status', restingValues: ['Idle', 'Done'], requireActiveFirst, observedActive,
+    holdField, holdValues: holdField === null ? [] : ['AwaitingInput'],
   })
   const handlers = () => ({ onActive: vi.fn(), onResting: vi.fn(), onGone: vi.fn(), onFault: vi.fn() })
 
@@ -70,6 +71,23 @@ describe('status watch', () => {
       node$.next(statusNode('done'))
       expect(h.onResting).toHaveBeenCalledTimes(1)
     }
+  })
+  it('[THR23] HoldField: resting while on hold does not fire; resting off hold does, once', () => {
+    const node$ = new Subject<MeshNode | null>()
+    const h = handlers()
+    watchStatus(node$, trigger(true, false, 'disposition'), h)
+    node$.next(statusNode('Running'))
+    node$.next(statusNode('Idle', { Disposition: 'AwaitingInput' }))
+    expect(h.onResting).not.toHaveBeenCalled()
+    node$.next(statusNode('Running'))
+    node$.next(statusNode('Idle', { Disposition: 'Completed' }))
+    expect(h.onResting).toHaveBeenCalledTimes(1)
+    // Without a HoldField the same question fires (old subscriptions keep their behaviour).
+    const plain$ = new Subject<MeshNode | null>()
+    const p = handlers()
+    watchStatus(plain$, trigger(true, true), p)
+    plain$.next(statusNode('Idle', { Disposition: 'AwaitingInput' }))
+    expect(p.onResting).toHaveBeenCalledTimes(1)
   })
   it('a deleted node stops the watch for good, with a named reason', () => {
     const node$ = new Subject<MeshNode | null>()

@@ -23,6 +23,12 @@ export type Trigger =
       restingValues: readonly string[]
       requireActiveFirst: boolean
       observedActive: boolean
+      /**
+       * [THR23] A resting status does not count while this field of the watched node is one of
+       * `holdValues` (a thread resting on a question: Disposition AwaitingInput). null: no hold.
+       */
+      holdField: string | null
+      holdValues: readonly string[]
     }
 
 export interface PendingEntry {
@@ -51,7 +57,7 @@ export function triggerSignature(t: Trigger): string {
     case 'Timer':
       return `T|${t.fireAt}`
     case 'NodeStatus':
-      return `NS|${t.watchPath}|${t.statusField}|${t.restingValues.join(',')}|${t.requireActiveFirst}`
+      return `NS|${t.watchPath}|${t.statusField}|${t.restingValues.join(',')}|${t.requireActiveFirst}|${t.holdField ?? ''}|${t.holdValues.join(',')}`
     default:
       return t satisfies never
   }
@@ -102,6 +108,10 @@ function readTrigger(c: JsonObject): Trigger | { reason: string } {
       if (!watchPath) return { reason: 'A NodeStatus subscription needs WatchPath.' }
       const resting = Array.isArray(c.RestingValues) ? c.RestingValues.filter((v): v is string => typeof v === 'string') : []
       if (resting.length === 0) return { reason: 'A NodeStatus subscription needs RestingValues.' }
+      const holdField = str(c.HoldField)
+      const holdValues = Array.isArray(c.HoldValues) ? c.HoldValues.filter((v): v is string => typeof v === 'string') : []
+      if (holdField !== null && !FIELD_NAME.test(holdField)) return { reason: `HoldField ${JSON.stringify(holdField)} is not a content field name (letters, digits and _).` }
+      if (holdField !== null && holdValues.length === 0) return { reason: `HoldField ${holdField} needs HoldValues.` }
       return {
         type: 'NodeStatus',
         watchPath,
@@ -109,6 +119,8 @@ function readTrigger(c: JsonObject): Trigger | { reason: string } {
         restingValues: resting,
         requireActiveFirst: c.RequireActiveFirst === true,
         observedActive: Boolean(c.ObservedActiveAt),
+        holdField,
+        holdValues: holdField === null ? [] : holdValues,
       }
     }
     default:

@@ -24,7 +24,8 @@ const quiet = pino({ level: 'silent' })
 /**
  * A self-healing watch of one node's status field (kit/node-watcher). A fault re-subscribes (with
  * back-off, reset on the next emission) and replays the current state; a node that is gone stops the watch without
- * re-subscribing (the anti-storm rule). It fires at most once.
+ * re-subscribing (the anti-storm rule). It fires at most once. A resting status counts only when
+ * the node's `HoldField` (if the subscription names one) is none of its `HoldValues`.
  */
 export function watchStatus(node$: Observable<MeshNode | null>, trigger: StatusTrigger, handlers: StatusWatchHandlers, clock?: Clock): Subscription {
   const subscription = new Subscription()
@@ -52,6 +53,8 @@ export function watchStatus(node$: Observable<MeshNode | null>, trigger: StatusT
       const value = readFieldInsensitive(node.content, trigger.statusField)
       if (isResting(value, trigger.restingValues)) {
         if (trigger.requireActiveFirst && !sawActive) return
+        // [THR23] Resting on hold (a question asked, not an answer given): not done yet.
+        if (trigger.holdField !== null && isResting(readFieldInsensitive(node.content, trigger.holdField), trigger.holdValues)) return
         finish()
         handlers.onResting(node)
         return

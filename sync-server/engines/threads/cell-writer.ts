@@ -1,4 +1,4 @@
-import { SYSTEM, type NodePath } from '../../../shared/index.js'
+import { SYSTEM, WeftError, type NodePath } from '../../../shared/index.js'
 import type { NodeApi } from '../../nodes/index.js'
 import type { Pacer } from '../kit/index.js'
 
@@ -7,6 +7,13 @@ import type { Pacer } from '../kit/index.js'
  * `emit` waits for the write in flight (back-pressure), so a fast model cannot pile up memory.
  */
 const MAX_BUFFERED_CHARS = 4_096
+
+/**
+ * [THR24] Most characters a response cell's Text may hold (default): a model or script that never
+ * stops fails its round instead of growing one node without bound (a person's message is at most
+ * 100,000; an answer may be longer, not unbounded).
+ */
+export const DEFAULT_MAX_RESPONSE_CHARS = 1_000_000
 
 /**
  * The response cell's text as a round streams it ([THR4][THR10]): per-token work coalesced per
@@ -31,6 +38,7 @@ export class CellWriter {
     private readonly existing: string,
     /** Shared by the engine's rounds: a thousand cells woken at once write a few per turn of the loop. */
     private readonly pacer: Pacer,
+    private readonly maxChars: number = DEFAULT_MAX_RESPONSE_CHARS,
   ) {
     this.written = existing
   }
@@ -38,6 +46,12 @@ export class CellWriter {
   /** Appends `token`; resolves at once unless too much is waiting for the cell (then after a write). */
   async emit(token: string): Promise<void> {
     if (this.failure) throw this.failure
+    if (this.text.length + token.length > this.maxChars) {
+      // What fits is kept (it is written by end()); the round fails saying why.
+      this.text += token.slice(0, this.maxChars - this.text.length)
+      this.pump()
+      throw new WeftError('payload_too_large', `The answer passed ${this.maxChars} characters (the response cell's limit); the round was stopped there.`)
+    }
     this.text += token
     if (!this.diverged) {
       if (this.existing.startsWith(this.text)) return

@@ -2,7 +2,7 @@ import type { Observable } from 'rxjs'
 import type { LiveChange } from '../../nodes/index.js'
 import { realClock, type Clock as KitClock } from '../kit/index.js'
 import type { Engine, EngineContext, EngineFactory } from '../types.js'
-import { ThreadEngine } from './thread-engine.js'
+import { DEFAULT_MAX_DELEGATION_DEPTH, ThreadEngine } from './thread-engine.js'
 import { roundClockOf, type Clock } from './model.js'
 import { threadMessageWriteRule, threadRoutes } from './post.js'
 import { builtinAgent, type Agent } from './builtin-agent.js'
@@ -36,6 +36,10 @@ export interface ThreadsEngineOptions {
   agent?: Agent
   /** [THR10] The LLM provider (default from WEFT_LLM_* in the environment; null = none). */
   llm?: LlmConfig | null
+  /** [THR24] Sub-threads below a thread at most (default WEFT_THREAD_MAX_DEPTH, else 4). */
+  maxDelegationDepth?: number
+  /** [THR24] Characters a response cell may hold (default 1,000,000). */
+  maxResponseChars?: number
 }
 
 /** The threads engine ([THR1]–[THR22], docs/SPEC.md "Threads (issue 18)"). */
@@ -54,6 +58,8 @@ export function createThreadsEngine(options: ThreadsEngineOptions = {}): EngineF
       agents,
       ...(options.changes$ ? { changes$: options.changes$ } : {}),
       ...(options.reconcileIntervalMs !== undefined ? { reconcileIntervalMs: options.reconcileIntervalMs } : {}),
+      maxDelegationDepth: options.maxDelegationDepth ?? maxDepthFromEnv(),
+      ...(options.maxResponseChars !== undefined ? { maxResponseChars: options.maxResponseChars } : {}),
     })
     return {
       name: 'threads',
@@ -63,6 +69,15 @@ export function createThreadsEngine(options: ThreadsEngineOptions = {}): EngineF
       stop: () => engine.stop(),
     }
   }
+}
+
+/** [THR24] WEFT_THREAD_MAX_DEPTH: sub-threads below a thread at most (default 4). */
+export function maxDepthFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.WEFT_THREAD_MAX_DEPTH
+  if (raw === undefined || raw.trim() === '') return DEFAULT_MAX_DELEGATION_DEPTH
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < 1) throw new Error(`WEFT_THREAD_MAX_DEPTH must be a positive integer, got ${JSON.stringify(raw)}`)
+  return n
 }
 
 export const threadsEngine: EngineFactory = createThreadsEngine()

@@ -9,7 +9,8 @@ import { TOOL_ARGS, TOOL_DESCRIPTIONS, isToolName, type ToolName } from './round
 /**
  * [THR10]–[THR15] The LLM agent (`Agent: { Kind: "llm", Model?, Approve? }`) on the Vercel AI SDK
  * with an OpenAI-compatible provider (OpenAI, Ollama, vLLM, LM Studio), configured by environment:
- * WEFT_LLM_BASE_URL, WEFT_LLM_API_KEY, WEFT_LLM_MODEL, WEFT_LLM_APPROVE, WEFT_LLM_MAX_STEPS.
+ * WEFT_LLM_BASE_URL, WEFT_LLM_API_KEY, WEFT_LLM_MODEL, WEFT_LLM_APPROVE, WEFT_LLM_MAX_STEPS,
+ * WEFT_LLM_MAX_TOKENS.
  *
  * The loop is ours, one model step at a time (the SDK streams a step; its tools have no
  * `execute`): text deltas stream into the response cell, tool calls are recorded on the cell
@@ -26,7 +27,17 @@ export interface LlmConfig {
   approve: readonly string[]
   /** Model steps per round at most (each step may call tools). */
   maxSteps: number
+  /** [THR24] Tokens a model step may generate (the SDK's `maxOutputTokens`); default 4,096. */
+  maxOutputTokens?: number
+  /** [THR24] Tool calls one step may ask for (default 16) and a round may make (default 64). */
+  maxToolCallsPerStep?: number
+  maxToolCallsPerRound?: number
 }
+
+/** [THR24] Defaults: a step's reply fits a long answer; 16 calls a step, 64 a round (8 steps × 8). */
+export const DEFAULT_MAX_OUTPUT_TOKENS = 4_096
+export const DEFAULT_MAX_TOOL_CALLS_PER_STEP = 16
+export const DEFAULT_MAX_TOOL_CALLS_PER_ROUND = 64
 
 export const DEFAULT_APPROVE: readonly ToolName[] = ['patch', 'create', 'run']
 
@@ -34,8 +45,8 @@ export const DEFAULT_APPROVE: readonly ToolName[] = ['patch', 'create', 'run']
 export function llmConfigFromEnv(env: NodeJS.ProcessEnv = process.env): LlmConfig | null {
   const baseURL = env.WEFT_LLM_BASE_URL?.trim()
   if (!baseURL) return null
-  const steps = Number(env.WEFT_LLM_MAX_STEPS ?? 8)
-  if (!Number.isInteger(steps) || steps < 1) throw new Error(`WEFT_LLM_MAX_STEPS must be a positive integer, got ${JSON.stringify(env.WEFT_LLM_MAX_STEPS)}`)
+  const steps = positiveInt(env, 'WEFT_LLM_MAX_STEPS', 8)
+  const tokens = positiveInt(env, 'WEFT_LLM_MAX_TOKENS', DEFAULT_MAX_OUTPUT_TOKENS)
   const approve = env.WEFT_LLM_APPROVE === undefined ? DEFAULT_APPROVE : env.WEFT_LLM_APPROVE.split(',').map((s) => s.trim()).filter(Boolean)
   for (const t of approve) if (!isToolName(t)) throw new Error(`WEFT_LLM_APPROVE names an unknown tool ${JSON.stringify(t)} (tools: ${Object.keys(TOOL_ARGS).join(', ')})`)
   return {
@@ -44,7 +55,15 @@ export function llmConfigFromEnv(env: NodeJS.ProcessEnv = process.env): LlmConfi
     model: env.WEFT_LLM_MODEL?.trim() || 'gpt-4o-mini',
     approve,
     maxSteps: steps,
+    maxOutputTokens: tokens,
   }
+}
+
+function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name]
+  const n = raw === undefined ? fallback : Number(raw)
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`)
+  return n
 }
 
 const SYSTEM_PROMPT =
@@ -182,9 +201,12 @@ export function createLlmAgent(config: LlmConfig): Agent {
       const these = calls.filter((c) => c.Step === last)
       messages.push(toolMessage(these))
     }
+    const perStep = config.maxToolCallsPerStep ?? DEFAULT_MAX_TOOL_CALLS_PER_STEP
+    const perRound = config.maxToolCallsPerRound ?? DEFAULT_MAX_TOOL_CALLS_PER_ROUND
+    const maxOutputTokens = config.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS
     // Steps are numbered from 0 in the round (a resumed round goes on counting).
     for (; step < config.maxSteps; step++) {
-      const result = streamText({ model, system: SYSTEM_PROMPT, messages, tools: toolSet, abortSignal: io.signal, maxRetries: 0 })
+      const result = streamText({ model, system: SYSTEM_PROMPT, messages, tools: toolSet, abortSignal: io.signal, maxRetries: 0, maxOutputTokens })
       const stepStart = text.length
       const stepCalls: ToolCallRecord[] = []
       for await (const part of result.fullStream) {
@@ -202,6 +224,13 @@ export function createLlmAgent(config: LlmConfig): Agent {
       }
       const said = text.slice(stepStart)
       if (stepCalls.length === 0) return { disposition: 'Completed' }
+      // [THR24] Bounds on what one reply may set going: refused whole, before any call runs.
+      if (stepCalls.length > perStep) {
+        return { disposition: 'Failed', error: `The model asked for ${stepCalls.length} tool calls in one step; at most ${perStep} are run (none of these ran).` }
+      }
+      if (calls.length + stepCalls.length > perRound) {
+        return { disposition: 'Failed', error: `The round would make ${calls.length + stepCalls.length} tool calls; at most ${perRound} a round (the last step's did not run).` }
+      }
       for (const c of stepCalls) c.TextAt = text.length
       calls.push(...stepCalls)
       await record()

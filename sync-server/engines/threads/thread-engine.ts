@@ -36,7 +36,7 @@ import { RoundTools } from './round-tools.js'
 import { runActivity } from './script-agent.js'
 import { RESTING, idOf, needsDispatch, responsePath, roundOf, statusOf, strings, subThreadPath, without, type Clock, type RoundState } from './model.js'
 import { enqueue, postCell, userCell } from './post.js'
-import { CellWriter } from './cell-writer.js'
+import { CellWriter, DEFAULT_MAX_RESPONSE_CHARS } from './cell-writer.js'
 
 /** The round executors by `Agent.Kind` ([THR10]); a kind with none fails its rounds saying so. */
 export type AgentKind = 'builtin' | 'script' | 'llm'
@@ -84,7 +84,14 @@ export interface ThreadEngineOptions {
   reconcileIntervalMs?: number | null
   /** Threads whose state the engine works on at once (claims, cancels, roll-backs; not rounds). */
   concurrency?: number
+  /** [THR24] Sub-threads below a thread at most (default 4): a deeper delegation is refused. */
+  maxDelegationDepth?: number
+  /** [THR24] Characters a response cell's Text may hold (default 1,000,000): past it the round fails. */
+  maxResponseChars?: number
 }
+
+/** [THR24] A chain of delegations deeper than this is refused (each level is a live round). */
+export const DEFAULT_MAX_DELEGATION_DEPTH = 4
 
 /**
  * [THR3]–[THR9] The threads engine: the sole writer of a Thread's round state, built from the
@@ -110,6 +117,8 @@ export class ThreadEngine {
   private readonly work = new Set<Promise<unknown>>()
   private readonly agents: AgentSet
   private readonly pacer = new Pacer(ROUND_WRITES_PER_TURN)
+  private readonly maxDepth: number
+  private readonly maxResponseChars: number
   private stopping = false
   /** Waiters for `settled()`: resolved when no round is live here. */
   private drainedWaiters: Array<() => void> = []
@@ -122,6 +131,8 @@ export class ThreadEngine {
     this.clock = opts.clock
     this.roundClock = opts.roundClock
     this.agents = opts.agents ?? { builtin: builtinAgent }
+    this.maxDepth = opts.maxDelegationDepth ?? DEFAULT_MAX_DELEGATION_DEPTH
+    this.maxResponseChars = opts.maxResponseChars ?? DEFAULT_MAX_RESPONSE_CHARS
     setMaxListeners(0, this.shutdown.signal)
     if (opts.signal.aborted) this.shutdown.abort()
     else opts.signal.addEventListener('abort', () => this.shutdown.abort(), { once: true })
@@ -396,7 +407,7 @@ export class ThreadEngine {
       }
       const cell = await this.nodes.get(SYSTEM, response)
       const existing = typeof cell?.content.Text === 'string' ? cell.content.Text : ''
-      writer = new CellWriter(this.nodes, response, existing, this.pacer)
+      writer = new CellWriter(this.nodes, response, existing, this.pacer, this.maxResponseChars)
       // A cancel asked before this point (between the claim and now) is honoured at once.
       const now = await this.nodes.get(SYSTEM, path)
       if (now?.content.RequestedStatus === 'Cancelled') live.controller.abort()
@@ -562,6 +573,9 @@ export class ThreadEngine {
     if (authors.length === 0) throw new WeftError('forbidden', 'Nobody behind this round may delegate.')
     const firstId = key === undefined ? idOf(round.Inputs[0]!) : `${idOf(round.Inputs[0]!)}.${key}`
     const sub = subThreadPath(path, firstId)
+    // [THR24] Each level is a round waiting on the next: a chain past the limit is refused.
+    const depth = sub.split('/').filter((segment) => segment.startsWith('_sub.')).length
+    if (depth > this.maxDepth) throw new WeftError('invalid_request', `Delegation refused: ${sub} would be ${depth} sub-threads deep; at most ${this.maxDepth}.`)
     for (const a of authors) request(this.nodes, userPrincipal(a), 'Create', sub)
     const parent = await this.nodes.get(SYSTEM, path)
     const at = this.roundClock.now()
@@ -576,7 +590,7 @@ export class ThreadEngine {
       name: subId,
       content: {
         Id: subId, TriggerType: 'NodeStatus', WatchPath: sub, StatusField: 'Status', RestingValues: ['Idle', 'Cancelled', 'Done'],
-        RequireActiveFirst: true, ContinuationType: 'PostThreadMessage', TargetPath: path, Status: 'Pending', CreatedBy: authors[0]!,
+        RequireActiveFirst: true, HoldField: 'Disposition', HoldValues: ['AwaitingInput'], ContinuationType: 'PostThreadMessage', TargetPath: path, Status: 'Pending', CreatedBy: authors[0]!,
         Text: `${sub} has finished.`,
       },
     }, 'engine')
