@@ -4,9 +4,13 @@ import { registerSW } from 'virtual:pwa-register'
 /**
  * Registers the Workbox service worker (built by vite-plugin-pwa) and tells the app when a new
  * build is waiting: `weft:update-available` on window, whose detail applies it (the waiting
- * worker takes over and the page reloads).
+ * worker takes over and the page reloads). Settles once registered, or rejects when it could not
+ * be (offline before workbox-window or sw.js came): the caller tries again when back online.
  */
-export function registerServiceWorker(): void {
+export function registerServiceWorker(): Promise<void> {
+  let registered: () => void = () => {}
+  let failed: (e: unknown) => void = () => {}
+  const done = new Promise<void>((resolve, reject) => ((registered = resolve), (failed = reject)))
   const update = registerSW({
     immediate: true,
     onNeedRefresh() {
@@ -19,8 +23,12 @@ export function registerServiceWorker(): void {
       }
       window.dispatchEvent(new CustomEvent('weft:update-available', { detail: apply }))
     },
+    onRegisteredSW() {
+      registered()
+    },
     onRegisterError(e: unknown) {
-      console.warn('[weft] service worker not registered', e)
+      failed(e)
     },
   })
+  return done
 }

@@ -150,9 +150,18 @@ export async function getContent(server: { url: string }, user: TestUser, path: 
 
 /**
  * A browser context signed in as `user` (the session the app keeps in localStorage), with the
- * app open at `path` (default: the user's home) and the service worker in control.
+ * app open at `path` (default: the user's home) and its component library loaded (what a person
+ * sees a second after opening it: buttons are buttons). The service worker may not be in control
+ * yet: a test that reloads offline waits for it (`waitForServiceWorker`). `beforeOpen` runs on
+ * the context before the first page is opened (routes to hold a request).
  */
-export async function openLoggedIn(browser: Browser, server: { url: string }, user: TestUser, path?: string): Promise<{ context: BrowserContext; page: Page }> {
+export async function openLoggedIn(
+  browser: Browser,
+  server: { url: string },
+  user: TestUser,
+  path?: string,
+  options: { beforeOpen?: (context: BrowserContext) => Promise<unknown>; waitForUi?: boolean } = {},
+): Promise<{ context: BrowserContext; page: Page }> {
   const context = await browser.newContext({
     baseURL: server.url,
     storageState: {
@@ -163,8 +172,10 @@ export async function openLoggedIn(browser: Browser, server: { url: string }, us
   const page = await context.newPage()
   page.on('pageerror', (e) => console.log(`[${user.name} pageerror]`, e.message))
   if (process.env.WEFT_E2E_CONSOLE) page.on('console', (m) => console.log(`[${user.name} ${m.type()}]`, m.text()))
+  await options.beforeOpen?.(context)
   await page.goto(`/#/n/${path ?? user.userId}`)
   await expect(page.locator('weft-sync-status [role=status]')).toBeVisible()
+  if (options.waitForUi !== false) await page.waitForFunction(() => customElements.get('wa-button') !== undefined)
   return { context, page }
 }
 

@@ -1,5 +1,5 @@
-import { expect, test } from '@playwright/test'
-import { api, editField, field, getContent, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
+import { expect, test, type Route } from '@playwright/test'
+import { api, editField, field, getContent, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, waitForServiceWorker, type E2eServer, type TestUser } from './fixtures.js'
 
 let server: E2eServer
 let ann: TestUser
@@ -53,6 +53,34 @@ test('a node created offline is listed as pending and created on the server when
   const created = await api<{ nodeType: string; name: string }>(server, ann, 'GET', '/api/nodes/Desk/Offline-idea')
   expect(created.status).toBe(200)
   expect(created.body).toMatchObject({ nodeType: 'Document', name: 'Offline idea' })
+  await context.close()
+})
+
+test('a first visit that loses the network before its buttons and offline shell came gets both once back online, without a reload', async ({ browser }) => {
+  // The component library and the service worker load once the first screen is up; hold those
+  // two chunks, drop the network, then fail them as the browser would.
+  const held: Route[] = []
+  const { context, page } = await openLoggedIn(browser, server, ann, 'Desk', {
+    waitForUi: false,
+    beforeOpen: (ctx) => ctx.route(/\/assets\/(ui|pwa-update)-[\w-]+\.js$/, (route) => void held.push(route)),
+  })
+  await expect.poll(() => held.length).toBe(2)
+  await context.setOffline(true)
+  await expect(syncStatus(page)).toHaveAttribute('data-status', 'offline')
+  for (const route of held) await route.abort('internetdisconnected')
+  await context.unrouteAll()
+  const form = page.locator('weft-node-page').getByRole('form', { name: 'New child node' })
+  await expect(form.getByRole('button', { name: 'Create' })).toHaveCount(0)
+  expect(await page.evaluate(() => customElements.get('wa-button') === undefined)).toBe(true)
+
+  await context.setOffline(false)
+  await expect(form.getByRole('button', { name: 'Create' })).toBeVisible()
+  await waitForServiceWorker(page)
+  await form.getByLabel('Name', { exact: true }).fill('After the drop')
+  await form.getByRole('button', { name: 'Create' }).click()
+  await expect(page.locator('weft-node-page ul.children').getByRole('link', { name: 'After the drop' })).toBeVisible()
+  await expect(syncStatus(page)).toHaveAttribute('data-status', 'saved')
+  expect((await api(server, ann, 'GET', '/api/nodes/Desk/After-the-drop')).status).toBe(200)
   await context.close()
 })
 

@@ -1,5 +1,3 @@
-import { background } from '../sync/background.js'
-
 /**
  * Elements the first screen does not need. A cold start renders one node's page and its list;
  * everything else is fetched the first time its element is rendered (`need(tag)` beside the
@@ -48,17 +46,26 @@ export function whenIdle(work: () => void, timeoutMs = 1000): void {
   void Promise.race([firstScreen, new Promise((resolve) => setTimeout(resolve, timeoutMs))]).then(idle)
 }
 
-/** Starts loading the modules of these elements (once each; a failed load is tried again on the next call). */
+/**
+ * Runs `load` (a module's dynamic import); a load that fails — the network went away before the
+ * chunk came, on a first visit no service worker serves yet — is tried again each time the
+ * browser is back online, so a page opened just before the connection dropped still gets its
+ * buttons and its offline shell once it returns, without a reload.
+ */
+export function loadOrRetryOnline(load: () => Promise<unknown>, onFailed: () => void = () => {}): void {
+  load().catch((e: unknown) => {
+    onFailed()
+    console.warn('[weft] a module did not load; trying again when back online', e)
+    window.addEventListener('online', () => loadOrRetryOnline(load, onFailed), { once: true })
+  })
+}
+
+/** Starts loading the modules of these elements (once each; a failed load is tried again on the next call and when back online). */
 export function need(...tags: LazyTag[]): void {
   for (const tag of tags) {
     if (asked.has(tag) || customElements.get(tag)) continue
     asked.add(tag)
-    background(
-      LOADERS[tag]().catch((e: unknown) => {
-        asked.delete(tag)
-        throw e
-      }),
-    )
+    loadOrRetryOnline(LOADERS[tag], () => asked.delete(tag))
   }
 }
 
