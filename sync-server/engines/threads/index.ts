@@ -7,7 +7,8 @@ import { roundClockOf, type Clock } from './model.js'
 import { threadMessageWriteRule, threadRoutes } from './post.js'
 import { builtinAgent, type Agent } from './builtin-agent.js'
 import { threadWriteRule } from './approvals.js'
-import { createLlmAgent, llmConfigFromEnv, type LlmConfig } from './llm-agent.js'
+import { createLlmAgent, llmConfigFromEnv, positiveInt, type LlmConfig } from './llm-agent.js'
+import { DEFAULT_MAX_RESPONSE_CHARS } from './cell-writer.js'
 import { scriptAgent } from './script-agent.js'
 
 export { ThreadEngine } from './thread-engine.js'
@@ -38,7 +39,7 @@ export interface ThreadsEngineOptions {
   llm?: LlmConfig | null
   /** [THR24] Sub-threads below a thread at most (default WEFT_THREAD_MAX_DEPTH, else 4). */
   maxDelegationDepth?: number
-  /** [THR24] Characters a response cell may hold (default 1,000,000). */
+  /** [THR24] Characters a response cell may hold (default WEFT_THREAD_MAX_RESPONSE_CHARS, else 1,000,000). */
   maxResponseChars?: number
 }
 
@@ -59,7 +60,7 @@ export function createThreadsEngine(options: ThreadsEngineOptions = {}): EngineF
       ...(options.changes$ ? { changes$: options.changes$ } : {}),
       ...(options.reconcileIntervalMs !== undefined ? { reconcileIntervalMs: options.reconcileIntervalMs } : {}),
       maxDelegationDepth: options.maxDelegationDepth ?? maxDepthFromEnv(),
-      ...(options.maxResponseChars !== undefined ? { maxResponseChars: options.maxResponseChars } : {}),
+      maxResponseChars: options.maxResponseChars ?? maxResponseCharsFromEnv(),
     })
     return {
       name: 'threads',
@@ -78,6 +79,11 @@ export function maxDepthFromEnv(env: NodeJS.ProcessEnv = process.env): number {
   const n = Number(raw)
   if (!Number.isInteger(n) || n < 1) throw new Error(`WEFT_THREAD_MAX_DEPTH must be a positive integer, got ${JSON.stringify(raw)}`)
   return n
+}
+
+/** [THR24] WEFT_THREAD_MAX_RESPONSE_CHARS: characters a response cell may hold (default 1,000,000). */
+export function maxResponseCharsFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  return positiveInt(env, 'WEFT_THREAD_MAX_RESPONSE_CHARS', DEFAULT_MAX_RESPONSE_CHARS)
 }
 
 export const threadsEngine: EngineFactory = createThreadsEngine()

@@ -10,7 +10,7 @@ import { TOOL_ARGS, TOOL_DESCRIPTIONS, isToolName, type ToolName } from './round
  * [THR10]–[THR15] The LLM agent (`Agent: { Kind: "llm", Model?, Approve? }`) on the Vercel AI SDK
  * with an OpenAI-compatible provider (OpenAI, Ollama, vLLM, LM Studio), configured by environment:
  * WEFT_LLM_BASE_URL, WEFT_LLM_API_KEY, WEFT_LLM_MODEL, WEFT_LLM_APPROVE, WEFT_LLM_MAX_STEPS,
- * WEFT_LLM_MAX_TOKENS.
+ * WEFT_LLM_MAX_TOKENS, WEFT_LLM_MAX_TOOL_CALLS_PER_STEP, WEFT_LLM_MAX_TOOL_CALLS_PER_ROUND.
  *
  * The loop is ours, one model step at a time (the SDK streams a step; its tools have no
  * `execute`): text deltas stream into the response cell, tool calls are recorded on the cell
@@ -47,6 +47,9 @@ export function llmConfigFromEnv(env: NodeJS.ProcessEnv = process.env): LlmConfi
   if (!baseURL) return null
   const steps = positiveInt(env, 'WEFT_LLM_MAX_STEPS', 8)
   const tokens = positiveInt(env, 'WEFT_LLM_MAX_TOKENS', DEFAULT_MAX_OUTPUT_TOKENS)
+  const perStep = positiveInt(env, 'WEFT_LLM_MAX_TOOL_CALLS_PER_STEP', DEFAULT_MAX_TOOL_CALLS_PER_STEP)
+  const perRound = positiveInt(env, 'WEFT_LLM_MAX_TOOL_CALLS_PER_ROUND', DEFAULT_MAX_TOOL_CALLS_PER_ROUND)
+  if (perRound < perStep) throw new Error(`WEFT_LLM_MAX_TOOL_CALLS_PER_ROUND (${perRound}) must be at least WEFT_LLM_MAX_TOOL_CALLS_PER_STEP (${perStep})`)
   const approve = env.WEFT_LLM_APPROVE === undefined ? DEFAULT_APPROVE : env.WEFT_LLM_APPROVE.split(',').map((s) => s.trim()).filter(Boolean)
   for (const t of approve) if (!isToolName(t)) throw new Error(`WEFT_LLM_APPROVE names an unknown tool ${JSON.stringify(t)} (tools: ${Object.keys(TOOL_ARGS).join(', ')})`)
   return {
@@ -56,10 +59,13 @@ export function llmConfigFromEnv(env: NodeJS.ProcessEnv = process.env): LlmConfi
     approve,
     maxSteps: steps,
     maxOutputTokens: tokens,
+    maxToolCallsPerStep: perStep,
+    maxToolCallsPerRound: perRound,
   }
 }
 
-function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+/** A positive integer setting (unset: `fallback`); anything else is refused at start-up, naming the setting and the value. */
+export function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const raw = env[name]
   const n = raw === undefined ? fallback : Number(raw)
   if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`)
