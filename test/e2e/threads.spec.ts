@@ -312,6 +312,35 @@ test('[WEB37] a delegated sub-thread is a live link with its state on the parent
   await a.context.close()
 })
 
+test('[WEB37][THR23] a sub-thread waiting on its question can be withdrawn from its page: it is Cancelled and the parent says so; a Viewer is not offered it', async ({ browser }) => {
+  const path = await newThread('Ask')
+  const a = await openLoggedIn(browser, server, ann, path)
+  await send(a.page, '/delegate /ask which colour?')
+  const link = tp(a.page).locator('weft-thread-link a')
+  await expect(link).toHaveCount(1)
+  await link.click()
+  await expect(a.page).toHaveURL(/_sub\./)
+  const sub = decodeURIComponent(new URL(a.page.url()).hash.replace(/^#\/n\//, ''))
+  const v = await openLoggedIn(browser, server, vic, sub)
+  await expect(tp(v.page).locator('[data-question]')).toContainText('which colour?')
+  await expect(tp(v.page).getByRole('button', { name: 'Withdraw the question' })).toHaveCount(0)
+  await expect(tp(a.page).locator('[data-question]')).toContainText('which colour?')
+  await sideBySide(browser, a.page, v.page, 'withdraw')
+  await tp(a.page).getByRole('button', { name: 'Withdraw the question' }).click()
+  for (const page of [a.page, v.page]) {
+    await expect(tp(page).locator('.state .badge')).toHaveText('Cancelled')
+    await expect(tp(page).locator('[data-question]')).toHaveCount(0)
+  }
+  await expect(tp(a.page).getByRole('button', { name: 'Withdraw the question' })).toHaveCount(0)
+  await expect.poll(async () => {
+    const messages = ((await getContent(server, ann, path)).Messages ?? []) as string[]
+    const tool = messages.find((m) => m.includes('/_t.'))
+    return tool ? (await getContent(server, ann, tool)).Text : null
+  }).toBe(`${sub} was cancelled.`)
+  await a.context.close()
+  await v.context.close()
+})
+
 test('[WEB39] a thread as an Editor and as a Viewer: axe clean, no sideways scroll at 1280 and 390 px', async ({ browser }) => {
   const path = await newThread('Look')
   await api(server, ann, 'POST', `/api/nodes/${path}/messages`, { id: 'one', text: 'A rather long first message so that the cell has to wrap at 390 px: Averyveryverylongunbrokenwordthatgoesonandonandonforever' })

@@ -25,6 +25,16 @@ beforeAll(async () => {
 })
 afterAll(() => ts.cleanup())
 
+/** A fresh thread whose round delegated to a sub-thread that asks `question`; both rest on it. */
+async function subAsking(question: string, id: string): Promise<{ t: string; sub: string }> {
+  const t = await fresh()
+  await post(ts.url, alice.token, t, `/delegate /ask ${question}`, id)
+  await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'AwaitingInput')
+  const sub = `${t}/_sub.${id}`
+  await settled(ts.url, alice.token, sub, (x) => x.content.Disposition === 'AwaitingInput')
+  return { t, sub }
+}
+
 const runner = () => (ts.server.engines.find((e) => e.name === 'subscriptions') as SubscriptionsEngine).runner
 const engineOf = () => (ts.server.engines.find((e) => e.name === 'threads') as ThreadsEngine).engine
 
@@ -278,5 +288,45 @@ describe('threads: cancel and streaming', () => {
     expect(await toolCells()).toEqual([tool])
     expect((await node(ts.url, alice.token, tool)).content).toMatchObject({ Role: 'tool', Text: `${sub} has finished.` })
     expect((await node(ts.url, alice.token, t)).content.Messages).toEqual([`${t}/k1`, `${t}/_r.k1`, tool])
+  })
+
+  it('[THR23] cancelling a sub-thread that waits on its question withdraws it: Cancelled, and the parent is told so, once', async () => {
+    const { t, sub } = await subAsking('which size?', 'c1')
+    expect((await api(ts.url, bob.token).patchNode(sub, { RequestedStatus: 'Cancelled' })).status).toBe(200)
+    const cancelled = await settled(ts.url, alice.token, sub, (x) => x.content.Status === 'Cancelled')
+    expect(cancelled.content.Disposition).toBeUndefined()
+    expect(cancelled.content.Question).toBeUndefined()
+    expect(cancelled.content.RequestedStatus).toBeUndefined()
+    const toolCells = async () => ((await node(ts.url, alice.token, t)).content.Messages as string[]).filter((m) => m.includes('/_t.'))
+    const tool = await waitFor(async () => (await toolCells())[0])
+    expect((await node(ts.url, alice.token, tool)).content).toMatchObject({ Role: 'tool', Author: 'system', Text: `${sub} was cancelled.` })
+    await runner().idle()
+    expect(await toolCells()).toEqual([tool])
+    // A cancelled sub-thread answers its next message as any thread does.
+    await post(ts.url, alice.token, sub, 'again', 'c2')
+    expect((await settled(ts.url, alice.token, sub, (x) => (x.content.IngestedMessageIds as string[]).includes('c2'))).content.Status).toBe('Idle')
+    await runner().idle()
+    expect(await toolCells()).toEqual([tool])
+  })
+
+  it('[THR23] cancelling the parent that surfaced a sub-thread\'s question cancels the sub-thread too', async () => {
+    const { t, sub } = await subAsking('which day?', 'p1')
+    expect((await api(ts.url, alice.token).patchNode(t, { RequestedStatus: 'Cancelled' })).status).toBe(200)
+    const parent = await settled(ts.url, alice.token, t, (x) => x.content.Status === 'Cancelled')
+    expect(parent.content.Question).toBeUndefined()
+    const child = await settled(ts.url, alice.token, sub, (x) => x.content.Status === 'Cancelled')
+    expect(child.content.Disposition).toBeUndefined()
+    const tool = await waitFor(async () => ((await node(ts.url, alice.token, t)).content.Messages as string[]).find((m) => m.includes('/_t.')))
+    expect((await node(ts.url, alice.token, tool)).content.Text).toBe(`${sub} was cancelled.`)
+  })
+
+  it('[THR6] a cancel on a thread at rest with no question changes nothing but the request', async () => {
+    const t = await fresh()
+    await post(ts.url, alice.token, t, 'hello', 'r1')
+    const done = await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'Completed')
+    expect((await api(ts.url, alice.token).patchNode(t, { RequestedStatus: 'Cancelled' })).status).toBe(200)
+    const after = await settled(ts.url, alice.token, t, (x) => x.content.RequestedStatus === undefined)
+    expect(after.content).toMatchObject({ Status: 'Idle', Disposition: 'Completed' })
+    expect(after.content.Messages).toEqual(done.content.Messages)
   })
 })

@@ -257,6 +257,9 @@ export class WeftThreadPage extends LitElement {
         ${state.live && canThread && state.kind !== 'stopping'
           ? html`<wa-button size="small" variant="danger" appearance="outlined" class="stop" @click=${() => this.act(() => app().client.patch(this.path, { RequestedStatus: 'Cancelled' }))}>Stop</wa-button>`
           : nothing}
+        ${state.kind === 'asking' && canThread && c.RequestedStatus !== 'Cancelled'
+          ? html`<wa-button size="small" variant="neutral" appearance="outlined" class="withdraw" title="Cancel this thread instead of answering: a thread that delegated to it is told" @click=${() => this.act(() => app().client.patch(this.path, { RequestedStatus: 'Cancelled' }))}>Withdraw the question</wa-button>`
+          : nothing}
       </div>
       ${question ? html`<p class="question" data-question><strong>The agent asks:</strong> ${question}</p>` : nothing}
       ${approval ? this.renderApproval(c, approval) : nothing}

@@ -274,7 +274,11 @@ async function postThreadMessage(input: ContinuationInput): Promise<void> {
   const target = await nodes.get(SYSTEM, thread)
   if (!target) throw new ContinuationFailure(`Thread ${thread} does not exist.`)
   const cell = requirePath(`${thread}/_t.${sub.Id}`, 'TargetPath')
-  const content: JsonObject = { Role: 'tool', Author: 'system', Text: defaultMessageText(sub), CreatedAt: input.now.toISOString(), SubscriptionId: sub.Id }
+  // A watched thread that ended cancelled (its question withdrawn, or stopped) is said to be, not "finished".
+  const watchPath = sub.WatchPath ? tryParseNodePath(sub.WatchPath) : null
+  const watched = watchPath ? await nodes.get(SYSTEM, watchPath) : null
+  const text = watched?.nodeType === 'Thread' && watched.content.Status === 'Cancelled' ? `${sub.WatchPath} was cancelled.` : defaultMessageText(sub)
+  const content: JsonObject = { Role: 'tool', Author: 'system', Text: text, CreatedAt: input.now.toISOString(), SubscriptionId: sub.Id }
   if (input.subjectId) content.SubjectId = input.subjectId
   await nodes.update(SYSTEM, cell, (current) => (current ? undefined : { nodeType: 'ThreadMessage', name: `_t.${sub.Id}`, content }), 'engine')
   await nodes.update(SYSTEM, thread, (current) => {

@@ -546,8 +546,11 @@ export class ThreadEngine {
       const c = cur.content
       const s = statusOf(cur)
       if (s === 'StartingExecution') return { nodeType: cur.nodeType, name: cur.name, content: { ...rolledBack(c), Status: 'Cancelled', LastActivityAt: at } }
-      const content = without(c, 'RequestedStatus', 'Round', ...APPROVAL_FIELDS)
-      if (s === 'Executing') Object.assign(content, { Status: 'Cancelled', LastActivityAt: at })
+      // A thread resting on a question it asked is waiting too: the cancel withdraws the question
+      // and ends the wait as Cancelled (a parent waiting on this sub-thread hears it).
+      const awaiting = awaitingInput(cur)
+      const content = without(c, 'RequestedStatus', 'Round', ...APPROVAL_FIELDS, ...(awaiting ? ['Disposition', 'Question'] : []))
+      if (s === 'Executing' || awaiting) Object.assign(content, { Status: 'Cancelled', LastActivityAt: at })
       return { nodeType: cur.nodeType, name: cur.name, content }
     }, 'engine')
     if (done) await this.cancelChildren(path)
@@ -557,7 +560,7 @@ export class ThreadEngine {
   private async cancelChildren(path: NodePath): Promise<void> {
     for await (const child of this.scan({ ParentPath: path })) {
       const n = await this.nodes.get(SYSTEM, child)
-      if (!n || n.content.ParentPath !== path || RESTING.has(statusOf(n))) continue
+      if (!n || n.content.ParentPath !== path || (RESTING.has(statusOf(n)) && !awaitingInput(n))) continue
       await this.nodes.patch(SYSTEM, child, { RequestedStatus: 'Cancelled' }, 'engine')
     }
   }
@@ -635,6 +638,11 @@ export class ThreadEngine {
       after = rows[rows.length - 1]!.path
     }
   }
+}
+
+/** Resting on a question the agent asked (no round running): a cancel withdraws it. */
+function awaitingInput(node: MeshNode): boolean {
+  return statusOf(node) === 'Idle' && node.content.Disposition === 'AwaitingInput' && roundOf(node.content) === null
 }
 
 /** An orphaned claim undone: its input pending again (first), its cells out of Messages. */
