@@ -323,6 +323,8 @@ test('[WEB37][THR23] a sub-thread waiting on its question can be withdrawn from 
   const sub = decodeURIComponent(new URL(a.page.url()).hash.replace(/^#\/n\//, ''))
   const v = await openLoggedIn(browser, server, vic, sub)
   await expect(tp(v.page).locator('[data-question]')).toContainText('which colour?')
+  await expect(tp(v.page).locator('.state .badge')).toHaveText('Waiting for an answer')
+  await expect(tp(a.page).locator('.state .badge')).toHaveText('Waiting for your answer')
   await expect(tp(v.page).getByRole('button', { name: 'Withdraw the question' })).toHaveCount(0)
   await expect(tp(a.page).locator('[data-question]')).toContainText('which colour?')
   await sideBySide(browser, a.page, v.page, 'withdraw')

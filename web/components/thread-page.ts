@@ -231,8 +231,10 @@ export class WeftThreadPage extends LitElement {
     const view = this.node.value
     if (!view) return nothing
     const c = view.content
-    const state = threadState(c)
     const canThread = this.can('Thread')
+    const shared = threadState(c)
+    // A question is "yours" only to those who may answer it (a Viewer reads that it waits).
+    const state = shared.kind === 'asking' && !canThread ? { ...shared, label: 'Waiting for an answer' } : shared
     const approval = pendingApproval(c)
     const question = state.kind === 'asking' && typeof c.Question === 'string' ? c.Question : null
     const round = isJsonObject(c.Round) && typeof c.Round.Response === 'string' ? c.Round.Response : null
