@@ -47,6 +47,8 @@ function reply(req: ChatRequest): Reply {
   if (m) return { text: ['Reading. '], toolCalls: [{ id: `call_read_${++n}`, name: 'read', args: { path: m[1] } }] }
   m = /^patch (\S+) (\S+)$/.exec(said)
   if (m) return { toolCalls: [{ id: `call_patch_${++n}`, name: 'patch', args: { path: m[1], patch: { Title: m[2] } } }] }
+  m = /^run (\S+) (\d+)$/.exec(said)
+  if (m) return { toolCalls: [{ id: `call_run_${++n}`, name: 'run', args: { codePath: m[1], inputs: { X: Number(m[2]) } } }] }
   if (said === 'hold') return { text: ['partial '], hold: true }
   return { text: ['Hel', 'lo, ', 'wor', 'ld'] }
 }
@@ -190,6 +192,39 @@ describe('threads: the LLM agent', () => {
     const [denied] = (await node(ts.url, alice.token, `${th}/_r.p2`)).content.ToolCalls as Array<Record<string, unknown>>
     expect(denied).toMatchObject({ Status: 'Denied', Error: `denied by ${carol.userId}` })
     expect(String(fake.requests.at(-1)!.messages.at(-1)!.content)).toContain(`denied by ${carol.userId}`)
+  })
+
+  it('[THR11][THR13] the run tool through a round: it waits for approval, runs the Code node as the round\'s author, and its return value goes to the model', async () => {
+    const secret = await docAt(other, 'secret', 'alice only')
+    const code = `${space}/times21-${++t}`
+    await api(ts.url, alice.token).putNode(code, 'Code', { Language: 'javascript', IsExecutable: true, Source: `const s = await Mesh.get(${JSON.stringify(secret)}); return { n: Inputs.X * 21, title: s.content.Title }` })
+    const th = await llmThread()
+    await post(ts.url, alice.token, th, `run ${code} 2`, 'run1')
+    const waiting = await pendingOn(th)
+    const pending = waiting.content.PendingApproval as Record<string, unknown>
+    expect(pending).toMatchObject({ Tool: 'run', Args: { codePath: code, inputs: { X: 2 } } })
+    expect((await api(ts.url, alice.token).patchNode(th, { ApprovalAnswer: { Id: pending.Id, Decision: 'Approved' } })).status).toBe(200)
+    await settled(ts.url, alice.token, th, (x) => x.content.Disposition === 'Completed')
+    const [call] = (await node(ts.url, alice.token, `${th}/_r.run1`)).content.ToolCalls as Array<Record<string, unknown>>
+    expect(call).toMatchObject({ Tool: 'run', Status: 'Done', ApprovedBy: alice.userId })
+    // The script read alice's private node: it ran as alice, the round's author.
+    expect(JSON.stringify(call!.Result)).toContain('42')
+    expect(JSON.stringify(call!.Result)).toContain('alice only')
+    expect(String(fake.requests.at(-1)!.messages.at(-1)!.content)).toContain('42')
+  })
+
+  it('[THR11] the run tool as someone who may not run the Code node: a tool error, no approval asked, nothing runs', async () => {
+    const code = `${other}/private-code-${++t}`
+    await api(ts.url, alice.token).putNode(code, 'Code', { Language: 'javascript', IsExecutable: true, Source: 'return 1' })
+    const th = await llmThread()
+    await post(ts.url, carol.token, th, `run ${code} 3`, 'run2')
+    const done = await settled(ts.url, alice.token, th, (x) => ((x.content.IngestedMessageIds as string[]) ?? []).includes('run2') && x.content.Disposition === 'Completed')
+    expect(done.content.PendingApproval).toBeUndefined()
+    const [call] = (await node(ts.url, alice.token, `${th}/_r.run2`)).content.ToolCalls as Array<Record<string, unknown>>
+    expect(call).toMatchObject({ Tool: 'run', Status: 'Error' })
+    expect(String(call!.Error)).toMatch(/^forbidden: /)
+    expect(call!.Result).toBeUndefined()
+    expect((await node(ts.url, alice.token, code)).content.LastActivityPath).toBeUndefined()
   })
 
   it('[THR14] an approved call runs only if the approver could make it too', async () => {
