@@ -125,7 +125,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const overview = adminOverviewRoute({ ...operators, metrics, storage, instanceId: config.instanceId, stuckRunMs: config.stuckRunMs })
   const routes: Route[] = [metricsRoute(metrics, config.metricsToken), overview, ...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits, isOperator: (p) => isOperator(operators, p) }), ...searchRoutes(new SearchService(nodes, storage)), ...contextualRoutes(contextual)]
   // [MCP5] The MCP tools at /mcp: the same services as the routes above, as the caller.
-  routes.push(...mcpRoutes({ contextual, nodes, maxJsonDepth: config.maxJsonDepth, log }))
+  routes.push(...mcpRoutes({ contextual, nodes, maxJsonDepth: config.maxJsonDepth, log, ...(cluster ? { peers: cluster.mcpPeers } : {}) }))
   const authenticate = (token: string | null) => auth.authenticate(token)
   const sockets = new SocketServer({
     nodes,

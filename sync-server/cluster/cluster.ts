@@ -21,6 +21,11 @@ export interface ClusterOptions {
 
 export interface Cluster {
   owner: EngineOwner
+  /** [CTX43] MCP cancels told to and heard from the other instances (the mcp module's `McpPeers`). */
+  mcpPeers: {
+    publishCancel(caller: string, id: string | number): void
+    onCancel(handler: (caller: string, id: string | number) => void): void
+  }
   /** Starts competing for the engines' lease (after the server listens). */
   startEngines(): void
   close(): Promise<void>
@@ -31,8 +36,13 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const log = o.log.child({ instance: o.instanceId })
   let fanOut: FanOut | null = null
   let owner: EngineOwner | null = null
+  const cancels: Array<(caller: string, id: string | number) => void> = []
   const bus = new RedisBus(o.redisUrl, log, {
-    message: (m) => (m.t === 'lease-released' ? owner?.ownership.poke() : fanOut?.receive(m)),
+    message: (m) => {
+      if (m.t === 'lease-released') owner?.ownership.poke()
+      else if (m.t !== 'mcp-cancel') fanOut?.receive(m)
+      else if (m.from !== o.instanceId && typeof m.caller === 'string' && (typeof m.id === 'string' || typeof m.id === 'number')) for (const h of cancels) h(m.caller, m.id)
+    },
     reconnected: () => void fanOut?.reconnected(),
   })
   const fan = new FanOut({ instanceId: o.instanceId, nodes: o.nodes, storage: o.storage, log, publish: (m) => bus.publish(m) })
@@ -44,6 +54,10 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   owner = engineOwner
   return {
     owner: engineOwner,
+    mcpPeers: {
+      publishCancel: (caller, id) => void bus.publish({ t: 'mcp-cancel', from: o.instanceId, caller, id }),
+      onCancel: (handler) => void cancels.push(handler),
+    },
     startEngines: () => engineOwner.start(),
     async close() {
       // [PROD2] Given up, not left to expire: the others hear of it and take it over at once.

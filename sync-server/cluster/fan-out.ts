@@ -134,7 +134,8 @@ export class FanOut {
         return
       }
       case 'lease-released':
-        return // engine ownership's, not the fan-out's (cluster.ts)
+      case 'mcp-cancel':
+        return // engine ownership's and the MCP endpoint's, not the fan-out's (cluster.ts)
       default:
         m satisfies never
     }

@@ -11,6 +11,8 @@ export type BusMessage =
   | { t: 'presence?'; from: string; path: string }
   /** [PROD2] An instance shutting down gave the `name` lease up: the others try to take it at once. */
   | { t: 'lease-released'; from: string; name: string }
+  /** [CTX43] An MCP client cancelled its call `id` on `from`: the instance running it ends it. */
+  | { t: 'mcp-cancel'; from: string; caller: string; id: string | number }
 
 export const CLUSTER_CHANNEL = 'weft:cluster'
 

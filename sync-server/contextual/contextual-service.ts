@@ -177,6 +177,8 @@ export class ContextualService {
   }
 
   private wait(ms: number, filter: Readonly<EventFilter> | null, signal?: AbortSignal): Promise<void> {
+    // A caller gone while the lease was being read (its abort event has fired already) waits for nothing.
+    if (signal?.aborted) return Promise.resolve()
     return new Promise((resolve) => {
       const done = () => {
         cancel()

@@ -9,6 +9,18 @@ import { TOOLS, type McpDeps, type WeftTool } from './tools.js'
 
 export interface McpServerDeps extends McpDeps {
   log: Logger
+  /** [CTX43] The other instances of a deployment (the cluster's bus), when there are any. */
+  peers?: McpPeers
+}
+
+/**
+ * [CTX43] Behind a load balancer a client's `notifications/cancelled` may reach another instance
+ * than the one running its call: each cancel is told to the others, which end the call if it is
+ * theirs. `caller` is the caller's user id (or `system`).
+ */
+export interface McpPeers {
+  publishCancel(caller: string, id: string | number): void
+  onCancel(handler: (caller: string, id: string | number) => void): void
 }
 
 const INSTRUCTIONS =
@@ -34,13 +46,21 @@ let sharedValidator: AjvJsonSchemaValidator | null = null
 class CallsInFlight {
   private readonly calls = new Map<string, Set<AbortController>>()
 
-  private static key(principal: Principal, id: RequestId): string {
-    return `${principal.kind === 'user' ? principal.userId : 'system'}\u0000${typeof id}:${id}`
+  constructor(private readonly peers?: McpPeers) {
+    peers?.onCancel((caller, id) => this.cancelHere(caller, id))
+  }
+
+  private static callerOf(principal: Principal): string {
+    return principal.kind === 'user' ? principal.userId : 'system'
+  }
+
+  private static key(caller: string, id: RequestId): string {
+    return `${caller}\u0000${typeof id}:${id}`
   }
 
   /** A signal that ends when `closed` does (the SDK's: the connection closed) or a cancel names the call. */
   track(principal: Principal, id: RequestId, closed: AbortSignal): { signal: AbortSignal; done(): void } {
-    const key = CallsInFlight.key(principal, id)
+    const key = CallsInFlight.key(CallsInFlight.callerOf(principal), id)
     const cancel = new AbortController()
     let set = this.calls.get(key)
     if (!set) this.calls.set(key, (set = new Set()))
@@ -54,8 +74,15 @@ class CallsInFlight {
     }
   }
 
+  /** The caller's call `id`, here and on the other instances (any of them may be running it). */
   cancel(principal: Principal, id: RequestId): void {
-    for (const c of this.calls.get(CallsInFlight.key(principal, id)) ?? []) c.abort()
+    const caller = CallsInFlight.callerOf(principal)
+    this.cancelHere(caller, id)
+    this.peers?.publishCancel(caller, id)
+  }
+
+  private cancelHere(caller: string, id: RequestId): void {
+    for (const c of this.calls.get(CallsInFlight.key(caller, id)) ?? []) c.abort()
   }
 }
 
@@ -115,7 +142,7 @@ export function buildMcpServer(principal: Principal, deps: McpServerDeps): McpSe
     byName.set(tool.name, { tool, call })
   }
   let calls = inFlight.get(deps)
-  if (!calls) inFlight.set(deps, (calls = new CallsInFlight()))
+  if (!calls) inFlight.set(deps, (calls = new CallsInFlight(deps.peers)))
   // [CTX43] A cancelled call ends its long poll: its waiter is released and nothing more is leased
   // for it. The call still answers its own POST (the client has stopped listening), so no request
   // is left open. The SDK's own handler would look only in this per-request server.

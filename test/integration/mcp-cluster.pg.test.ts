@@ -54,4 +54,43 @@ describe('MCP across instances (PostgreSQL, issue 19)', () => {
     expect(hits.get(a)).toBeGreaterThanOrEqual(3)
     expect(hits.get(b)).toBeGreaterThanOrEqual(3)
   })
+
+  it('[CTX43] a cancel that reaches the other instance ends the long poll the first is running; the next event goes to a live pull', { timeout: 180_000 }, async () => {
+    const [a, b] = set.servers.map((s) => s.url) as [string, string]
+    const owner = await signup(a)
+    const space = await createSpace(a, owner.token)
+    const sub = `${space}/polled`
+    const inbox = `${space}/polled-in`
+    expectStatus(await putSubscription(a, owner.token, sub, definition(inbox, { Limits: { LeaseSeconds: 30, MaxInFlight: 1, MaxAttempts: 3 } })), 201)
+    expectStatus(await api(a, owner.token).putNode(inbox, 'Document', {}), 201)
+    // Raw JSON-RPC, as a load balancer passes it: each POST to the instance named.
+    const rpc = (base: string, body: object) =>
+      fetch(new URL('/mcp', base), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${owner.token}` },
+        body: JSON.stringify({ jsonrpc: '2.0', ...body }),
+      })
+    const next = (id: number, waitSeconds?: number) => ({ id, method: 'tools/call', params: { name: 'weft_contextual_next', arguments: { subscription: sub, consumer: 'w1', ...(waitSeconds ? { waitSeconds } : {}) } } })
+    type Answer = { result: { structuredContent: NextBody } }
+    expect(((await (await rpc(a, next(1))).json()) as Answer).result.structuredContent.item).toBeNull()
+
+    // A 60 s long poll on a; its client's cancel lands on b (told again until the poll answers:
+    // the first may come before a registered the call).
+    let answered = false
+    const polling = rpc(a, next(42, 60)).then(async (r) => {
+      answered = true
+      return (await r.json()) as Answer
+    })
+    const gaveUp = Date.now() + 40_000
+    while (!answered && Date.now() < gaveUp) {
+      expect((await rpc(b, { method: 'notifications/cancelled', params: { requestId: 42, reason: 'the model gave up' } })).status).toBe(202)
+      await new Promise((r) => setTimeout(r, 300))
+    }
+    expect(answered, 'the poll on a ended by the cancel sent to b, long before its 60 s').toBe(true)
+    expect((await polling).result.structuredContent.item).toBeNull()
+    // The event that lands now goes to the next pull, first attempt: the cancelled call took nothing.
+    expectStatus(await api(b, owner.token).putNode(`${inbox}/late`, 'Document', {}), 201)
+    const got = ((await (await rpc(b, next(43, 20))).json()) as Answer).result.structuredContent
+    expect(got.item).toMatchObject({ event: { path: `${inbox}/late` }, attempt: 1 })
+  })
 })
