@@ -191,8 +191,17 @@ export class ActivityEngine {
     this.booting = false
   }
 
-  async stop(): Promise<void> {
-    if (this.stopping) return
+  /**
+   * Once, however often asked (the server's abort signal and its close both ask): a second caller
+   * waits for the first stop, so the server closes the store only after the last terminal write.
+   */
+  stop(): Promise<void> {
+    return (this.stopped ??= this.stopNow())
+  }
+
+  private stopped: Promise<void> | null = null
+
+  private async stopNow(): Promise<void> {
     // The feed and the reconciler first: a shutting-down engine reacts to nothing more.
     this.stopping = true
     await this.kit.stop()
@@ -201,7 +210,13 @@ export class ActivityEngine {
       run.watchdog?.()
     }
     await this.host.close()
+    // Runs that ended meanwhile (their scripts stopped with the host) write their outcome now,
+    // while the store is open, instead of being failed as orphans by the next boot.
+    await Promise.all([...this.terminalWrites])
   }
+
+  /** The terminal writes under way (awaited by stop). */
+  private readonly terminalWrites = new Set<Promise<unknown>>()
 
   /** Whether an activity needs this engine now (what the feed kicks on; cheap, no reads). */
   private needsWork(path: NodePath, c: JsonObject): boolean {
@@ -530,9 +545,10 @@ export class ActivityEngine {
     }
     // Not chained onto run.writes: that chain is the appends, which the terminal write awaits (a
     // chain that held the terminal write too would wait for itself).
-    void done()
+    const writing = done()
       .catch((err: unknown) => this.log.error({ err, path: run.path }, 'activity terminal write failed'))
       .finally(() => {
+        this.terminalWrites.delete(writing)
         if (this.runs.get(run.path) === run) this.runs.delete(run.path)
         if (this.runs.size === 0) {
           const waiters = this.drainedWaiters
@@ -540,6 +556,7 @@ export class ActivityEngine {
           for (const w of waiters) w()
         }
       })
+    this.terminalWrites.add(writing)
   }
 
   /**
