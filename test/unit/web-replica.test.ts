@@ -236,11 +236,21 @@ describe('[ACC12] a client id another writer holds (client_id_conflict)', () => 
     const server = new Y.Doc()
     server.clientID = oldId
     server.getMap('content').set('bobfield', 'squat')
+    // [ACC12] The store takes its time over the second refusal (a loaded machine): the doc is
+    // still rebuilt once, after both, not once per refusal (a second rebuild nobody answers).
+    const refuse = store.refuse.bind(store)
+    let refusals = 0
+    store.refuse = async (...args: Parameters<typeof store.refuse>) => {
+      if (++refusals === 2) await new Promise((r) => setTimeout(r, 150))
+      return refuse(...args)
+    }
     for (const f of first) replica.onFrame({ type: MuxType.Refused, path: 'space/doc', seq: f.seq, code: 'client_id_conflict', message: 'Yjs client id is another writer\'s.' })
     // The rebuild asks for the server's whole state (a sync step 1 with an empty state vector).
-    await waitFor(() => replica.state$.value.rebuilding && conn.sent.some((f) => f.type === MuxType.Sync))
+    const syncsBefore = conn.sent.filter((f) => f.type === MuxType.Sync).length
+    await waitFor(() => replica.state$.value.rebuilding && conn.sent.filter((f) => f.type === MuxType.Sync).length > syncsBefore)
     answerRebuild(conn, server)
     await waitFor(() => updatesSent(conn).length === 4 && !replica.state$.value.rebuilding)
+    expect(conn.sent.filter((f) => f.type === MuxType.Sync)).toHaveLength(syncsBefore + 1)
     const replayed = updatesSent(conn).slice(2)
     // The same outbox entries (the first frames went early, under temporary seqs).
     expect(replayed.map((f) => f.seq)).toEqual((await store.outboxFor('space/doc')).map((e) => e.id))

@@ -576,7 +576,11 @@ export class NodeReplica implements RoomHandler {
         this.refusalsSettling++
         background(this.outboxIdOf(frame.seq).then((id) => (id === null ? undefined : this.onRefused(id, frame.code, frame.message))).finally(() => {
           this.refusalsSettling--
-          if (this.refusalsSettling === 0) background(this.sendPending())
+          if (this.refusalsSettling > 0) return
+          // Several refusals often arrive together (later updates depend on the refused one):
+          // the doc is rebuilt once, after the last of them has landed, however slow the store.
+          if (this.needsRebuild) setTimeout(() => this.startRebuild(), 20)
+          background(this.sendPending())
         }))
         return
       case MuxType.Join:
@@ -775,14 +779,12 @@ export class NodeReplica implements RoomHandler {
     const row = await this.deps.store.refuse(seq, code, message, isReplayable(code))
     if (!row) return // not ours (another tab sent it) or already settled
     await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
+    // Rebuilt once every refusal that came with this one has settled (the Refused frame's handler).
     this.needsRebuild = true
-    // Several refusals often arrive together (later updates depend on the refused one):
-    // let them land before rebuilding once.
-    setTimeout(() => this.startRebuild(), 20)
   }
 
   private startRebuild(): void {
-    if (this.rebuildDoc || !this.state$.value.joined || this.disposed) return
+    if (this.rebuildDoc || !this.state$.value.joined || this.disposed || this.refusalsSettling > 0) return
     this.rebuildDoc = newNodeDoc(this.path)
     // A new Yjs client id, never the old one: the old one may be what the server refused.
     while (this.rebuildDoc.clientID === this.doc.clientID) this.rebuildDoc.clientID = random.uint32()
