@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import type { EngineContext, EngineFactory } from '../engines/index.js'
+import type { McpPeers } from '../mcp/index.js'
 import type { NodeService } from '../nodes/index.js'
 import type { StorageAdapter } from '../storage/index.js'
 import { EngineOwner } from './engine-owner.js'
@@ -21,11 +22,8 @@ export interface ClusterOptions {
 
 export interface Cluster {
   owner: EngineOwner
-  /** [CTX43] MCP cancels told to and heard from the other instances (the mcp module's `McpPeers`). */
-  mcpPeers: {
-    publishCancel(caller: string, id: string | number): void
-    onCancel(handler: (caller: string, id: string | number) => void): void
-  }
+  /** [CTX43] MCP cancels told to and heard from the other instances. */
+  mcpPeers: McpPeers
   /** Starts competing for the engines' lease (after the server listens). */
   startEngines(): void
   close(): Promise<void>
@@ -36,7 +34,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const log = o.log.child({ instance: o.instanceId })
   let fanOut: FanOut | null = null
   let owner: EngineOwner | null = null
-  const cancels: Array<(caller: string, id: string | number) => void> = []
+  const cancels: Array<Parameters<McpPeers['onCancel']>[0]> = []
   const bus = new RedisBus(o.redisUrl, log, {
     message: (m) => {
       if (m.t === 'lease-released') owner?.ownership.poke()

@@ -227,6 +227,9 @@ export class WeftThreadPage extends LitElement {
     </form>`
   }
 
+  /** Stop (a live round) and Withdraw the question (a thread resting on it) ask the same: a cancel. */
+  private readonly requestCancel = () => this.act(() => app().client.patch(this.path, { RequestedStatus: 'Cancelled' }))
+
   override render() {
     const view = this.node.value
     if (!view) return nothing
@@ -257,10 +260,10 @@ export class WeftThreadPage extends LitElement {
         <span class="badge" role="status" aria-live="polite" data-kind=${state.kind} data-status=${String(c.Status ?? 'Idle')}>${state.label}</span>
         <span class="agent">${agent}</span>
         ${state.live && canThread && state.kind !== 'stopping'
-          ? html`<wa-button size="small" variant="danger" appearance="outlined" class="stop" @click=${() => this.act(() => app().client.patch(this.path, { RequestedStatus: 'Cancelled' }))}>Stop</wa-button>`
+          ? html`<wa-button size="small" variant="danger" appearance="outlined" class="stop" @click=${this.requestCancel}>Stop</wa-button>`
           : nothing}
         ${state.kind === 'asking' && canThread && c.RequestedStatus !== 'Cancelled'
-          ? html`<wa-button size="small" variant="neutral" appearance="outlined" class="withdraw" title="Cancel this thread instead of answering: a thread that delegated to it is told" @click=${() => this.act(() => app().client.patch(this.path, { RequestedStatus: 'Cancelled' }))}>Withdraw the question</wa-button>`
+          ? html`<wa-button size="small" variant="neutral" appearance="outlined" class="withdraw" title="Cancel this thread instead of answering: a thread that delegated to it is told" @click=${this.requestCancel}>Withdraw the question</wa-button>`
           : nothing}
       </div>
       ${question ? html`<p class="question" data-question><strong>The agent asks:</strong> ${question}</p>` : nothing}
