@@ -15,7 +15,7 @@ import type { JsonObject } from '../../shared/json.js'
 import { liveStoreQuery, newNodeDoc, type IndexRow, type NodeStore } from '../store/index.js'
 import { isFinalCloseCode, type MuxConnection, type RoomHandler } from './mux-connection.js'
 import { background } from './background.js'
-import { presenceColor } from './presence-color.js'
+import { colorsToAvoid, presenceColor } from './presence-color.js'
 
 /**
  * Where a change to a replica's doc came from (STYLE.md: tag every change with its origin).
@@ -319,9 +319,22 @@ export class NodeReplica implements RoomHandler {
       this.awareness.setLocalState(null)
       return
     }
-    const shown = { ...user, ...presenceColor(user.id) }
+    const shown = { ...user, ...this.freeColor(user.id) }
     if (this.awareness.getLocalState()) this.awareness.setLocalStateField('user', shown)
     else this.awareness.setLocalState({ user: shown })
+  }
+
+  private freeColor(userId: string) {
+    const states = this.awareness.getStates() as Map<number, { user?: { id?: unknown; color?: unknown } }>
+    return presenceColor(userId, colorsToAvoid({ clientId: this.awareness.clientID, userId }, states))
+  }
+
+  /** Someone with a lower client id now shows our colour (or stopped): take the free one. */
+  private refreshOwnColor(): void {
+    const user = (this.awareness.getLocalState() as { user?: PresenceUser & { color?: string } } | null)?.user
+    if (!user || typeof user.id !== 'string') return
+    const next = this.freeColor(user.id)
+    if (next.color !== user.color) this.awareness.setLocalStateField('user', { ...user, ...next })
   }
 
   /** Editor origins (bindTextEditor) and the field each one writes. */
@@ -844,6 +857,7 @@ export class NodeReplica implements RoomHandler {
   ) => {
     const changed = [...added, ...updated, ...removed]
     if (origin === 'local' && changed.includes(this.awareness.clientID)) this.sendAwareness([this.awareness.clientID])
+    if (origin !== 'local') this.refreshOwnColor()
     const users = new Map<string, PresenceUser>()
     for (const [clientId, state] of this.awareness.getStates()) {
       if (clientId === this.awareness.clientID) continue
