@@ -154,6 +154,15 @@ test('[WEB30][WEB38] New → Thread from a space opens a thread with the built-i
   expect(c.IngestedMessageIds).toHaveLength(1)
   expect(c.Messages).toHaveLength(2)
   expect(await refusedRows(a.page)).toEqual([])
+
+  // The navigation lists what a person put under the thread, not its message cells (the page
+  // shows those as messages) nor the system's `_` nodes.
+  await putNode(server, ann, 'Talk/Plans/Notes', 'Document', {}, 'Notes')
+  const threadItem = a.page.locator('weft-nav-tree [role="treeitem"][data-path="Talk/Plans"]')
+  await threadItem.locator('.twisty').click()
+  await expect(threadItem).toHaveAttribute('aria-expanded', 'true')
+  await expect(a.page.locator('weft-nav-tree [role="treeitem"][data-path="Talk/Plans/Notes"]')).toBeVisible()
+  await expect(a.page.locator('weft-nav-tree [role="treeitem"][data-path^="Talk/Plans/"]')).toHaveCount(1)
   await a.context.close()
 })
 

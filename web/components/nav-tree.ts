@@ -1,4 +1,5 @@
 import { LitElement, css, html, nothing } from 'lit'
+import { isListedChild } from './listed.js'
 import { nextFreeName, segmentForName } from './names.js'
 import { codeOf, humanError } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
@@ -53,7 +54,7 @@ export class WeftTreeNode extends LitElement {
   }
 
   override render() {
-    const kids = this.expanded ? (this.children$.value ?? []) : []
+    const kids = this.expanded ? (this.children$.value ?? []).filter(isListedChild) : []
     return html`<li role="none">
       <a
         role="treeitem"

@@ -15,6 +15,7 @@ import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
 import type { PresenceUser, ReplicaState } from '../sync/index.js'
 import { nextFreeName, segmentForName } from './names.js'
+import { isListedChild } from './listed.js'
 import { contextualHref, nodeHref } from './route.js'
 import { codeOf, humanError, humanMessage } from './error-text.js'
 import { newCodeContent } from './code-template.js'
@@ -489,7 +490,7 @@ export class WeftNodePage extends LitElement {
   }
 
   private renderEditable(view: NodeView, kids: IndexRow[], canUpdate: boolean, canCreate: boolean) {
-    const shown = kids.filter(isShownChild)
+    const shown = kids.filter(isListedChild)
     return html`
       <section aria-label="Content" @field-error=${(e: CustomEvent<string>) => (this.fieldError = e.detail)} @field-commit=${this.onFieldCommit}>
         <form class="fields" aria-label=${`Fields of ${view.name}`} @submit=${(e: Event) => e.preventDefault()}>
@@ -527,11 +528,6 @@ function initialContent(nodeType: string): JsonObject {
   if (nodeType === 'Code') return newCodeContent() as JsonObject
   if (nodeType === 'Thread') return { Agent: { Kind: 'builtin' } }
   return {}
-}
-
-/** A child whose segment starts with `_` is the system's (a Code node's `_Check`, runs, access): not listed. */
-function isShownChild(row: IndexRow): boolean {
-  return !row.path.slice(row.path.lastIndexOf('/') + 1).startsWith('_')
 }
 
 /** Fields a node type's extension shows or edits itself (the Code page's editor owns Source): not repeated in the field grid. */
