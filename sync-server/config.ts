@@ -14,6 +14,11 @@ export interface ServerConfig {
   redisUrl?: string
   /** [SCALE6] How long the engines' lease lasts unless renewed (ENGINE_LEASE_MS); failover takes about this long. */
   engineLeaseMs: number
+  /**
+   * [SCALE12] How long an update another instance sent before its commit may wait for word that
+   * it is durable before the database is asked (EARLY_CONFIRM_MS); held lost at three times it.
+   */
+  earlyConfirmMs: number
   /** [SCALE1] This instance's name among the others (INSTANCE_ID; default host name and process id). */
   instanceId: string
   logLevel: string
@@ -81,6 +86,7 @@ export function defaultConfig(): ServerConfig {
     dataDir: path.resolve('data'),
     logLevel: 'info',
     engineLeaseMs: 3_000,
+    earlyConfirmMs: 10_000,
     instanceId: `${os.hostname()}-${process.pid}`,
     maxPayloadBytes: 1024 * 1024,
     idleUnloadMs: 30_000,
@@ -111,6 +117,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     databaseUrl: env.DATABASE_URL || undefined,
     redisUrl: env.REDIS_URL || undefined,
     engineLeaseMs: Math.max(300, int(env.ENGINE_LEASE_MS, d.engineLeaseMs, 'ENGINE_LEASE_MS')),
+    earlyConfirmMs: Math.max(500, int(env.EARLY_CONFIRM_MS, d.earlyConfirmMs, 'EARLY_CONFIRM_MS')),
     instanceId: env.INSTANCE_ID || d.instanceId,
     logLevel: env.LOG_LEVEL || d.logLevel,
     maxPayloadBytes: int(env.MAX_PAYLOAD_BYTES, d.maxPayloadBytes, 'MAX_PAYLOAD_BYTES'),

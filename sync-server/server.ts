@@ -110,6 +110,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
         redisUrl: config.redisUrl,
         databaseUrl: config.databaseUrl!,
         engineLeaseMs: config.engineLeaseMs,
+        earlyConfirmMs: config.earlyConfirmMs,
         nodes,
         storage,
         factories,

@@ -13,6 +13,8 @@ export interface ClusterOptions {
   redisUrl: string
   databaseUrl: string
   engineLeaseMs: number
+  /** [SCALE12] See ServerConfig.earlyConfirmMs. */
+  earlyConfirmMs?: number
   nodes: NodeService
   storage: StorageAdapter
   factories: readonly EngineFactory[]
@@ -43,7 +45,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     },
     reconnected: () => void fanOut?.reconnected(),
   })
-  const fan = new FanOut({ instanceId: o.instanceId, nodes: o.nodes, storage: o.storage, log, publish: (m) => bus.publish(m) })
+  const fan = new FanOut({ instanceId: o.instanceId, nodes: o.nodes, storage: o.storage, log, publish: (m) => bus.publish(m), ...(o.earlyConfirmMs ? { earlyConfirmMs: o.earlyConfirmMs } : {}) })
   fanOut = fan
   await bus.start()
   await fan.start()

@@ -1,12 +1,16 @@
 import type { Logger } from 'pino'
+import * as Y from 'yjs'
 import type { ChangeRecord, MeshChangeKind, NodePath } from '../../shared/index.js'
 import { EarlyUpdate, type ChangeOrigin, type NodeService } from '../nodes/index.js'
-import type { ClientBinding, StorageAdapter } from '../storage/index.js'
+import type { ClientBinding, StorageAdapter, StoredDoc } from '../storage/index.js'
 import type { BusMessage } from './redis-bus.js'
 
 /** Changes read per catch-up query. */
 const CATCH_UP_PAGE = 1000
-/** [SCALE12] An update taken early whose change message has not come by then is held lost (ms). */
+/**
+ * [SCALE12] An update taken early whose change message has not come by then is looked for in the
+ * database (ms); one still not there at three times it is held lost.
+ */
 const EARLY_CONFIRM_MS = 10_000
 
 export interface FanOutOptions {
@@ -19,6 +23,8 @@ export interface FanOutOptions {
   gapWaitMs?: number
   /** How often the database's last version is compared with the last one seen (ms): a lost last message is found this way. */
   pollMs?: number
+  /** [SCALE12] See EARLY_CONFIRM_MS. */
+  earlyConfirmMs?: number
 }
 
 /**
@@ -45,7 +51,7 @@ export class FanOut {
    * [SCALE12] The others' updates sent early and not yet confirmed durable, by key: whether a copy
    * here took it (`update`), and the bytes, for a copy that did not (its change message names it only).
    */
-  private readonly early = new Map<string, { path: NodePath; at: number; update: EarlyUpdate | null; bytes: Uint8Array; clients: ClientBinding[] }>()
+  private readonly early = new Map<string, EarlyEntry>()
   /** [SCALE12] Keys of this instance's early updates. */
   private earlySeq = 0
 
@@ -173,8 +179,7 @@ export class FanOut {
   }
 
   private async poll(): Promise<void> {
-    const stale = Date.now() - EARLY_CONFIRM_MS
-    for (const [key, e] of this.early) if (e.at < stale) this.settleEarly(key, new Error('never confirmed'))
+    this.settleLateEarly()
     if (this.closed || this.catchingUp) return
     try {
       const last = await this.o.storage.lastVersion()
@@ -183,6 +188,44 @@ export class FanOut {
       this.polledHead = last
     } catch (err) {
       this.o.log.warn({ err }, 'cluster: could not read the last version')
+    }
+  }
+
+  /**
+   * [SCALE12] Early updates whose change message is late. Late is not lost: a commit slowed by a
+   * loaded database, or a change message Redis dropped, made writes built on them fail with
+   * `unavailable` although they were durable (found beside CPU hogs). So the database is asked
+   * first: an update its stored state holds is confirmed; one still not there at three times the
+   * wait (the instance that took it died before committing) is held lost.
+   */
+  private settleLateEarly(): void {
+    const wait = this.o.earlyConfirmMs ?? EARLY_CONFIRM_MS
+    const now = Date.now()
+    const ask = new Map<NodePath, Array<[string, EarlyEntry]>>()
+    for (const [key, e] of this.early) {
+      if (e.at >= now - wait || e.asking) continue
+      if (e.at < now - 3 * wait) {
+        this.settleEarly(key, new Error('never confirmed'))
+        continue
+      }
+      const list = ask.get(e.path) ?? []
+      list.push([key, e])
+      ask.set(e.path, list)
+    }
+    for (const [path, entries] of ask) {
+      for (const [, e] of entries) e.asking = true
+      this.o.storage.loadDoc(path).then(
+        (stored) => {
+          for (const [key, e] of entries) {
+            e.asking = false
+            if (this.early.get(key) === e && holdsUpdate(stored, e.bytes)) this.settleEarly(key, null)
+          }
+        },
+        (err: unknown) => {
+          for (const [, e] of entries) e.asking = false
+          this.o.log.warn({ err, path }, 'cluster: could not look for a late update in the database')
+        },
+      )
     }
   }
 
@@ -226,4 +269,31 @@ export class FanOut {
     if (this.pollTimer) clearInterval(this.pollTimer)
     await this.queue
   }
+}
+
+interface EarlyEntry {
+  path: NodePath
+  at: number
+  /** Whether a copy here took it. */
+  update: EarlyUpdate | null
+  bytes: Uint8Array
+  clients: ClientBinding[]
+  /** The database is being asked whether it holds the update. */
+  asking?: boolean
+}
+
+/**
+ * Whether a node's stored state holds every item an update inserts (its state vector reaches the
+ * update's end clock for each client, counted without gaps). An update that only deletes has no
+ * clock to prove it by: not held.
+ */
+export function holdsUpdate(stored: StoredDoc | null, update: Uint8Array): boolean {
+  if (!stored) return false
+  const { to } = Y.parseUpdateMeta(update)
+  if (to.size === 0) return false
+  const parts = stored.snapshot ? [stored.snapshot, ...stored.updates] : stored.updates
+  if (parts.length === 0) return false
+  const have = Y.decodeStateVector(Y.encodeStateVectorFromUpdate(Y.mergeUpdates(parts)))
+  for (const [client, clock] of to) if ((have.get(client) ?? 0) < clock) return false
+  return true
 }
