@@ -3,7 +3,7 @@ import * as decoding from 'lib0/decoding'
 import * as encoding from 'lib0/encoding'
 import * as awarenessProtocol from 'y-protocols/awareness'
 import * as syncProtocol from 'y-protocols/sync'
-import { SYSTEM, WeftError, YMessage, isJsonObject, isWeftError, isSystem, type JsonObject, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
+import { SYSTEM, WeftError, YMessage, isJsonObject, isSafeColor, isWeftError, isSystem, type JsonObject, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { ChangeOrigin, SyncNodeApi, SyncRoom } from '../nodes/index.js'
 import { permissionDeniedMessage, presenceMessage, syncStep2Message, type SocketConnection } from './framing.js'
 
@@ -140,7 +140,8 @@ function ownEntriesOnly(ctx: RoomContext, update: Uint8Array): Uint8Array {
 
 /**
  * [SYNC5] The state as others will see it: `user.id` and `user.name` are the socket's own
- * (whatever the client wrote there), every other field is kept. A removal (`null`) passes; a
+ * (whatever the client wrote there), `user.color` / `user.colorLight` only if a plain colour
+ * (isSafeColor), every other field is kept. A removal (`null`) passes; a
  * state that is not an object, or is longer than MAX_PRESENCE_STATE_BYTES, is dropped (null).
  * Text that is not JSON is garbage (`protocol_error`).
  */
@@ -154,6 +155,8 @@ function stampPresence(ctx: RoomContext, state: string): string | null {
   const user: JsonObject = isJsonObject(claimed) ? { ...claimed } : {}
   user.id = identity.id
   user.name = identity.name
+  // Colours go into other people's style attributes: anything but a plain colour is dropped.
+  for (const key of ['color', 'colorLight']) if (key in user && !isSafeColor(user[key])) delete user[key]
   const out = JSON.stringify({ ...parsed, user })
   return out.length > MAX_PRESENCE_STATE_BYTES ? null : out
 }

@@ -89,6 +89,30 @@ describe('presence identity', () => {
     }
   })
 
+  it('[SYNC5] a colour that is not a plain colour is dropped before anyone sees it (it goes into their style attributes), on /sync and /mux', async () => {
+    const watcher = stockProvider(ts.url, doc, alice.token)
+    const spoof = stockProvider(ts.url, doc, viewer.token)
+    const mux = await MuxClient.connect(ts.url, viewer.token)
+    try {
+      await Promise.all([watcher.synced(), spoof.synced()])
+      const overlay = 'red; position: fixed; inset: 0; z-index: 9999; background: url(https://evil.example/pixel)'
+      spoof.provider.awareness.setLocalState({ user: { color: overlay, colorLight: '#ff000033' }, cursor: { anchor: 1, head: 1 } })
+      const id = spoof.doc.clientID
+      await waitFor(() => stateOf(watcher, id)?.cursor !== undefined, { description: "the viewer's presence" })
+      expect(stateOf(watcher, id)).toEqual({ user: { id: viewer.userId, name: 'Vera Viewer', colorLight: '#ff000033' }, cursor: { anchor: 1, head: 1 } })
+
+      expect(await mux.join(doc)).toMatchObject({ ok: true })
+      const claim = JSON.stringify({ user: { color: 'rgb(1,2,3)', colorLight: 'x" onmouseover="alert(1)' } })
+      mux.send({ type: MuxType.Sync, path: doc, message: awarenessMessage(515151, 1, claim) })
+      await waitFor(() => stateOf(watcher, 515151) !== undefined, { description: 'the mux presence' })
+      expect(stateOf(watcher, 515151)).toEqual({ user: { id: viewer.userId, name: 'Vera Viewer', color: 'rgb(1,2,3)' } })
+    } finally {
+      await mux.close()
+      spoof.destroy()
+      watcher.destroy()
+    }
+  })
+
   it('[SYNC5] a presence state over the size bound is dropped, and the socket stays', async () => {
     const watcher = stockProvider(ts.url, doc, alice.token)
     const raw = await openRawSocket(ts.url, `/sync/${doc}?token=${viewer.token}`)

@@ -1,5 +1,6 @@
 import * as Y from 'yjs'
 import type { Awareness } from 'y-protocols/awareness'
+import { isSafeColor } from '../../shared/presence.js'
 
 /** Another person's caret and selection in one text, as indices into it. */
 export interface RemoteSelection {
@@ -42,12 +43,13 @@ export function remoteSelectionsIn(text: Y.Text, awareness: Awareness): RemoteSe
     }
     if (!anchor || !head || anchor.type !== text || head.type !== text) return
     const user = (state.user ?? {}) as { name?: unknown; color?: unknown; colorLight?: unknown }
-    const color = typeof user.color === 'string' ? user.color : '#30bced'
+    // The server passes only plain colours ([SYNC5]); checked again, they go into style attributes.
+    const color = isSafeColor(user.color) ? user.color : '#30bced'
     out.push({
       clientId,
       name: typeof user.name === 'string' ? user.name : 'Someone',
       color,
-      colorLight: typeof user.colorLight === 'string' ? user.colorLight : `${color}33`,
+      colorLight: isSafeColor(user.colorLight) ? user.colorLight : `${color}33`,
       anchor: anchor.index,
       head: head.index,
     })
