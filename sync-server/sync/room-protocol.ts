@@ -3,7 +3,7 @@ import * as decoding from 'lib0/decoding'
 import * as encoding from 'lib0/encoding'
 import * as awarenessProtocol from 'y-protocols/awareness'
 import * as syncProtocol from 'y-protocols/sync'
-import { SYSTEM, WeftError, YMessage, isJsonObject, isSafeColor, isWeftError, isSystem, type JsonObject, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
+import { SYSTEM, WeftError, YMessage, isJsonObject, isSafeColor, isWeftError, isSystem, type JsonObject, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { ChangeOrigin, SyncNodeApi, SyncRoom } from '../nodes/index.js'
 import { permissionDeniedMessage, presenceMessage, syncStep2Message, type SocketConnection } from './framing.js'
 
@@ -141,7 +141,7 @@ function ownEntriesOnly(ctx: RoomContext, update: Uint8Array): Uint8Array {
 /**
  * [SYNC5] The state as others will see it: `user.id` and `user.name` are the socket's own
  * (whatever the client wrote there), `user.color` / `user.colorLight` only if a plain colour
- * (isSafeColor), every other field is kept. A removal (`null`) passes; a
+ * (isSafeColor), `cursor` only if it resolves in the room's doc, every other field is kept. A removal (`null`) passes; a
  * state that is not an object, or is longer than MAX_PRESENCE_STATE_BYTES, is dropped (null).
  * Text that is not JSON is garbage (`protocol_error`).
  */
@@ -157,9 +157,36 @@ function stampPresence(ctx: RoomContext, state: string): string | null {
   user.name = identity.name
   // Colours go into other people's style attributes: anything but a plain colour is dropped.
   for (const key of ['color', 'colorLight']) if (key in user && !isSafeColor(user[key])) delete user[key]
-  const out = JSON.stringify({ ...parsed, user })
+  const stamped: JsonObject = { ...parsed, user }
+  // Editors resolve the caret against their doc as sent (y-codemirror.next does not catch): one
+  // that does not resolve here would break the remote carets of everyone on the node.
+  if ('cursor' in stamped && !cursorResolves(ctx.room.doc, stamped.cursor)) delete stamped.cursor
+  const out = JSON.stringify(stamped)
   return out.length > MAX_PRESENCE_STATE_BYTES ? null : out
 }
+
+/** A caret `{ anchor, head }` of Yjs relative positions (JSON) that resolves in `doc`, or null (none). */
+function cursorResolves(doc: Y.Doc, cursor: JsonValue | undefined): boolean {
+  if (cursor === null) return true
+  if (!isJsonObject(cursor)) return false
+  for (const end of [cursor.anchor, cursor.head]) {
+    if (!isRelativePosition(end)) return false
+    try {
+      Y.createAbsolutePositionFromRelativePosition(end as unknown as Y.RelativePosition, doc)
+    } catch {
+      return false
+    }
+  }
+  return true
+}
+
+function isRelativePosition(v: JsonValue | undefined): boolean {
+  if (!isJsonObject(v)) return false
+  const isId = (id: JsonValue | undefined) => id === null || (isJsonObject(id) && isUint(id.client) && isUint(id.clock))
+  return isId(v.type) && isId(v.item) && (v.tname === null || typeof v.tname === 'string') && (v.assoc === undefined || Number.isInteger(v.assoc))
+}
+
+const isUint = (n: JsonValue | undefined) => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0
 
 /** Applies a client update; a refusal is told to the client and the update dropped. */
 function applyUpdate(ctx: RoomContext, update: Uint8Array): Promise<MeshNode | null> | null {

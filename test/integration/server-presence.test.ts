@@ -32,6 +32,10 @@ function awarenessMessage(clientId: number, clock: number, state: string): Uint8
   return encoding.toUint8Array(e)
 }
 
+/** A caret at the start or end of the root map (a relative position in its JSON form, as editors send it). */
+const at = (assoc: number) => ({ type: null, tname: 'content', item: null, assoc })
+const CARET = { anchor: at(0), head: at(0) }
+
 function stateOf(watcher: StockClient, clientId: number): PresenceState | undefined {
   return watcher.provider.awareness.getStates().get(clientId) as PresenceState | undefined
 }
@@ -58,14 +62,14 @@ describe('presence identity', () => {
     const spoof = stockProvider(ts.url, doc, viewer.token)
     try {
       await Promise.all([watcher.synced(), spoof.synced()])
-      spoof.provider.awareness.setLocalState({ user: { id: alice.userId, name: 'Alice (Admin)', color: '#ff0000' }, cursor: { anchor: 1, head: 2 } })
+      spoof.provider.awareness.setLocalState({ user: { id: alice.userId, name: 'Alice (Admin)', color: '#ff0000' }, cursor: CARET })
       const id = spoof.doc.clientID
       await waitFor(() => stateOf(watcher, id)?.user !== undefined, { description: "the watcher sees the viewer's presence" })
-      expect(stateOf(watcher, id)).toEqual({ user: { id: viewer.userId, name: 'Vera Viewer', color: '#ff0000' }, cursor: { anchor: 1, head: 2 } })
+      expect(stateOf(watcher, id)).toEqual({ user: { id: viewer.userId, name: 'Vera Viewer', color: '#ff0000' }, cursor: CARET })
       // A later change is stamped too (and a missing user object is added).
-      spoof.provider.awareness.setLocalState({ cursor: { anchor: 5, head: 5 } })
-      await waitFor(() => (stateOf(watcher, id)?.cursor as { anchor?: number } | undefined)?.anchor === 5, { description: 'the second state arrives' })
-      expect(stateOf(watcher, id)).toEqual({ user: { id: viewer.userId, name: 'Vera Viewer' }, cursor: { anchor: 5, head: 5 } })
+      spoof.provider.awareness.setLocalState({ cursor: { anchor: at(-1), head: at(-1) } })
+      await waitFor(() => (stateOf(watcher, id)?.cursor as { anchor?: { assoc?: number } } | undefined)?.anchor?.assoc === -1, { description: 'the second state arrives' })
+      expect(stateOf(watcher, id)).toEqual({ user: { id: viewer.userId, name: 'Vera Viewer' }, cursor: { anchor: at(-1), head: at(-1) } })
     } finally {
       spoof.destroy()
       watcher.destroy()
@@ -96,10 +100,10 @@ describe('presence identity', () => {
     try {
       await Promise.all([watcher.synced(), spoof.synced()])
       const overlay = 'red; position: fixed; inset: 0; z-index: 9999; background: url(https://evil.example/pixel)'
-      spoof.provider.awareness.setLocalState({ user: { color: overlay, colorLight: '#ff000033' }, cursor: { anchor: 1, head: 1 } })
+      spoof.provider.awareness.setLocalState({ user: { color: overlay, colorLight: '#ff000033' }, cursor: CARET })
       const id = spoof.doc.clientID
       await waitFor(() => stateOf(watcher, id)?.cursor !== undefined, { description: "the viewer's presence" })
-      expect(stateOf(watcher, id)).toEqual({ user: { id: viewer.userId, name: 'Vera Viewer', colorLight: '#ff000033' }, cursor: { anchor: 1, head: 1 } })
+      expect(stateOf(watcher, id)).toEqual({ user: { id: viewer.userId, name: 'Vera Viewer', colorLight: '#ff000033' }, cursor: CARET })
 
       expect(await mux.join(doc)).toMatchObject({ ok: true })
       const claim = JSON.stringify({ user: { color: 'rgb(1,2,3)', colorLight: 'x" onmouseover="alert(1)' } })
@@ -109,6 +113,30 @@ describe('presence identity', () => {
     } finally {
       await mux.close()
       spoof.destroy()
+      watcher.destroy()
+    }
+  })
+
+  it('[SYNC5] a caret that does not resolve in the node (it would break every editor\'s remote carets) is dropped; the rest of the state passes', async () => {
+    const watcher = stockProvider(ts.url, doc, alice.token)
+    const raw = await openRawSocket(ts.url, `/sync/${doc}?token=${viewer.token}`)
+    try {
+      await watcher.synced()
+      const crafted = [
+        { anchor: 1, head: 2 },
+        { anchor: { item: { client: 1, clock: 'x' } }, head: at(0) },
+        { anchor: { tname: 'content', assoc: 0 }, head: at(0) },
+        { anchor: at(0), head: { ...at(0), assoc: 0.5 } },
+        'here',
+      ]
+      crafted.forEach((cursor, i) => raw.send(awarenessMessage(900 + i, 1, JSON.stringify({ cursor, n: i }))))
+      raw.send(awarenessMessage(999, 1, JSON.stringify({ cursor: CARET, n: 'ok' })))
+      await waitFor(() => stateOf(watcher, 999) !== undefined && crafted.every((_, i) => stateOf(watcher, 900 + i) !== undefined), { description: 'every state' })
+      crafted.forEach((_, i) => expect(stateOf(watcher, 900 + i)).toEqual({ n: i, user: { id: viewer.userId, name: 'Vera Viewer' } }))
+      expect(stateOf(watcher, 999)).toEqual({ cursor: CARET, n: 'ok', user: { id: viewer.userId, name: 'Vera Viewer' } })
+      expect(raw.socket.readyState).toBe(raw.socket.OPEN)
+    } finally {
+      raw.socket.close()
       watcher.destroy()
     }
   })

@@ -72,14 +72,14 @@ describe('server /sync with stock y-websocket providers', () => {
     const a = open(path)
     const b = open(path)
     await Promise.all([a.synced(), b.synced()])
-    // The server stamps user.id and user.name ([SYNC5]); other fields pass as they are.
-    a.provider.awareness.setLocalStateField('user', { color: 'A' })
-    b.provider.awareness.setLocalStateField('user', { color: 'B' })
+    // The server stamps user.id and user.name ([SYNC5]); a plain colour passes as it is.
+    a.provider.awareness.setLocalStateField('user', { color: '#aa0000' })
+    b.provider.awareness.setLocalStateField('user', { color: '#0000bb' })
     const sees = (c: StockClient, color: string) =>
       [...c.provider.awareness.getStates().values()].some((s) => (s.user as { color?: string } | undefined)?.color === color)
-    await waitFor(() => sees(b, 'A'), { description: "b sees a's awareness" })
-    await waitFor(() => sees(a, 'B'), { description: "a sees b's awareness" })
-    expect(b.provider.awareness.getStates().get(a.doc.clientID)).toMatchObject({ user: { color: 'A', id: alice.userId } })
+    await waitFor(() => sees(b, '#aa0000'), { description: "b sees a's awareness" })
+    await waitFor(() => sees(a, '#0000bb'), { description: "a sees b's awareness" })
+    expect(b.provider.awareness.getStates().get(a.doc.clientID)).toMatchObject({ user: { color: '#aa0000', id: alice.userId } })
   })
 
   it('[SYNC1] a late joiner gets the full state', async () => {
