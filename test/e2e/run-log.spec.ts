@@ -16,6 +16,8 @@ let vic: TestUser
 const LOOP = 'for (let i = 0; ; i++) {\n  Log.info("tick " + i)\n  await sleep(100)\n}'
 const THROWS = 'const a = 1\nLog.info("before")\n  null.foo()\nreturn a'
 /** Ignores the cancel (no await, no Ct check): it runs until the grace period ends it. */
+/** A full tail at once, then a line every 100 ms. */
+const LONG = 'for (let i = 0; i < 250; i++) Log.info("early " + i)\nfor (let i = 0; ; i++) {\n  Log.info("tick " + i)\n  await sleep(100)\n}'
 const STUBBORN = 'Log.info("busy")\nawait sleep(10)\nfor (;;) {}'
 
 test.beforeAll(async () => {
@@ -33,6 +35,7 @@ test.beforeAll(async () => {
   const code = (Source: string, extra: object = {}) => ({ Language: 'javascript', IsExecutable: true, Source, ...extra })
   await putNode(server, ann, 'Lab/Loop', 'Code', code(LOOP), 'Loop')
   await putNode(server, ann, 'Lab/Thrower', 'Code', code(THROWS), 'Thrower')
+  await putNode(server, ann, 'Lab/Long', 'Code', code(LONG), 'Long')
   await putNode(server, ann, 'Lab/Stubborn', 'Code', code(STUBBORN), 'Stubborn')
   await putNode(server, ann, 'Lab/Greet', 'Code', code('return "Hello, " + Inputs.Name', { Inputs: { Name: { Type: 'string', Label: 'Your name', Required: true } } }), 'Greet')
   await mkdir('test-results', { recursive: true })
@@ -106,6 +109,42 @@ test('[WEB24] the live log: a time on every line, follows its tail until the rea
   await panel(a.page).locator('.cancel').click()
   await expect(panel(v.page).locator('.badge')).toHaveAttribute('data-status', 'Cancelled')
   await a.context.close()
+  await v.context.close()
+})
+
+test('[WEB24] a new line at a full tail adds one line and drops the oldest: the other lines are left alone', async ({ browser }) => {
+  const path = await runOf(ann, 'Lab/Long')
+  const v = await openLoggedIn(browser, server, vic, path)
+  const ol = log(v.page).locator('ol.log')
+  await expect(log(v.page).locator('.count')).toContainText(/^2[6-9]\d lines$/, { timeout: 20_000 })
+  await expect(ol.locator('li')).toHaveCount(200)
+  // Watch the list while ten more lines come: which of its nodes are added, removed or rewritten.
+  const seen = await ol.evaluate(async (list) => {
+    const count = (list.getRootNode() as ShadowRoot).host.shadowRoot!.querySelector('.count')!
+    const total = () => Number(count.getAttribute('data-count'))
+    const from = total()
+    let added = 0
+    let removed = 0
+    let rewritten = 0
+    const obs = new MutationObserver((records) => {
+      for (const r of records) {
+        if (r.type === 'childList' && r.target === list) {
+          added += [...r.addedNodes].filter((n) => n.nodeName === 'LI').length
+          removed += [...r.removedNodes].filter((n) => n.nodeName === 'LI').length
+        } else if (r.target !== list) rewritten++
+      }
+    })
+    obs.observe(list, { childList: true, subtree: true, characterData: true, attributes: true })
+    while (total() < from + 10) await new Promise((r) => setTimeout(r, 50))
+    obs.disconnect()
+    return { lines: total() - from, added, removed, rewritten, shown: list.querySelectorAll('li').length }
+  })
+  expect(seen.shown).toBe(200)
+  expect(seen.added).toBe(seen.lines)
+  expect(seen.removed).toBe(seen.lines)
+  // Nothing inside the lines already shown changed.
+  expect(seen.rewritten).toBe(0)
+  await expect(ol.locator('li').last()).toContainText('tick')
   await v.context.close()
 })
 

@@ -1,7 +1,13 @@
 import { LitElement, css, html, nothing } from 'lit'
+import { repeat } from 'lit/directives/repeat.js'
 import { lineTime, matchingLines, splitHits, type LogLine } from './run-log-text.js'
 
-/** Lines rendered at once: a 10,000-line log opens with its tail, older lines on request. */
+/**
+ * Lines rendered at once: a 10,000-line log opens with its tail, older lines on request. Each
+ * line is kept by its number (`repeat`), so a new line at a full tail adds one `li` and drops
+ * one: rendered by position, all 200 were rewritten for every line, which kept a busy machine's
+ * page from answering a click for seconds (the suite beside CPU hogs).
+ */
 const TAIL = 200
 /** Matches rendered at once while searching. */
 const MAX_HITS = 500
@@ -123,7 +129,7 @@ export class WeftRunLog extends LitElement {
       </div>
       ${!searching && first > 1 ? html`<button class="earlier" @click=${() => (this.showAll = true)}>Show ${first - 1} earlier lines</button>` : nothing}
       <div class="wrap">
-        <ol class="log" aria-label="Messages" tabindex="0" @scroll=${this.onScroll}>${numbers.map((n) => this.renderLine(n))}</ol>
+        <ol class="log" aria-label="Messages" tabindex="0" @scroll=${this.onScroll}>${repeat(numbers, (n) => n, (n) => this.renderLine(n))}</ol>
         ${!this.following && !searching
           ? html`<button class="jump" @click=${this.jump}>Jump to latest${this.unseen ? ` (${this.unseen} new)` : ''} ↓</button>`
           : nothing}
