@@ -150,7 +150,7 @@ export class WeftActivityPanel extends LitElement {
       a.click()
       setTimeout(() => URL.revokeObjectURL(a.href), 10_000)
     }
-    return html`<h4>Output <wa-button size="small" appearance="outlined" class="download" @click=${download}>Download (${text.length} bytes)</wa-button></h4><pre class="output">${shown}</pre>`
+    return html`<h4>Output <wa-button size="s" appearance="outlined" class="download" @click=${download}>Download (${text.length} bytes)</wa-button></h4><pre class="output">${shown}</pre>`
   }
 
   /** Who started it, who made the draft (when someone else), when, how long. */
@@ -236,17 +236,17 @@ export class WeftActivityPanel extends LitElement {
       .map(([k, d]) => d.Label ?? k)
     return html`<div class="actions">
       ${status === 'Draft' && !startRequested && canSteer
-        ? html`<wa-button size="small" variant="brand" class="start-run" ?disabled=${missing.length > 0} @click=${() => this.act(() => requestStatus(this.path, 'Running'))}>Start</wa-button>
+        ? html`<wa-button size="s" variant="brand" class="start-run" ?disabled=${missing.length > 0} @click=${() => this.act(() => requestStatus(this.path, 'Running'))}>Start</wa-button>
             ${missing.length ? html`<span class="reason-off" data-reason="required">Fill in ${missing.join(', ')} first.</span>` : nothing}`
         : nothing}
       ${live && canSteer && !cancelAsked
-        ? html`<wa-button size="small" variant="danger" appearance="outlined" class="cancel" @click=${() => this.act(() => requestStatus(this.path, 'Cancelled'))}>Cancel</wa-button>`
+        ? html`<wa-button size="s" variant="danger" appearance="outlined" class="cancel" @click=${() => this.act(() => requestStatus(this.path, 'Cancelled'))}>Cancel</wa-button>`
         : nothing}
       ${(live || (status === 'Draft' && !startRequested)) && !canSteer && perms
         ? html`<span class="reason-off" data-reason="steer">Only ${creator} or an Editor here can ${live ? 'cancel' : 'start'} this run.</span>`
         : nothing}
       ${status !== 'Draft' && status !== 'Running' && codePath
-        ? html`<wa-button size="small" appearance="outlined" class="rerun" @click=${() => this.act(async () => this.dispatchEvent(new CustomEvent('rerun', { detail: await runCode(codePath, { inputs: (c.Inputs ?? {}) as Record<string, unknown> }), bubbles: true, composed: true })))}>Re-run</wa-button>`
+        ? html`<wa-button size="s" appearance="outlined" class="rerun" @click=${() => this.act(async () => this.dispatchEvent(new CustomEvent('rerun', { detail: await runCode(codePath, { inputs: (c.Inputs ?? {}) as Record<string, unknown> }), bubbles: true, composed: true })))}>Re-run</wa-button>`
         : nothing}
     </div>`
   }

@@ -78,7 +78,7 @@ export class WeftAuthPage extends LitElement {
       </form>
       <p>
         ${signup ? 'Have an account?' : 'New here?'}
-        <wa-button size="small" appearance="outlined" @click=${() => (this.mode = signup ? 'login' : 'signup')}>${signup ? 'Sign in' : 'Create an account'}</wa-button>
+        <wa-button size="s" appearance="outlined" @click=${() => (this.mode = signup ? 'login' : 'signup')}>${signup ? 'Sign in' : 'Create an account'}</wa-button>
       </p>
     `
   }

@@ -112,9 +112,9 @@ export class WeftCodePage extends LitElement {
       </section>
       <section aria-label="Run">
         ${hasInputs && !this.fillingDraft()
-          ? html`<wa-button size="small" variant="brand" class="new-run" @click=${() => this.act(async () => (this.draft = await runCode(this.path, { start: false })))}>New run…</wa-button>`
+          ? html`<wa-button size="s" variant="brand" class="new-run" @click=${() => this.act(async () => (this.draft = await runCode(this.path, { start: false })))}>New run…</wa-button>`
           : nothing}
-        ${hasInputs ? nothing : html`<wa-button size="small" variant="brand" class="run" @click=${() => this.act(async () => (this.draft = await runCode(this.path)))}>Run</wa-button>`}
+        ${hasInputs ? nothing : html`<wa-button size="s" variant="brand" class="run" @click=${() => this.act(async () => (this.draft = await runCode(this.path)))}>Run</wa-button>`}
         ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       </section>
       ${this.draft ? html`<section aria-label="Your run"><h3>Your run</h3><weft-activity-panel path=${this.draft}></weft-activity-panel></section>` : nothing}

@@ -134,7 +134,7 @@ export class WeftContextualPage extends LitElement {
           </ul>`
         : nothing}
       ${canRedrive && c.dead > 0
-        ? html`<wa-button size="small" variant="brand" ?loading=${this.busy.has(c.consumerId)} @click=${() => this.redrive(c)}>Re-drive ${c.dead} dead letter${c.dead === 1 ? '' : 's'}</wa-button>`
+        ? html`<wa-button size="s" variant="brand" ?loading=${this.busy.has(c.consumerId)} @click=${() => this.redrive(c)}>Re-drive ${c.dead} dead letter${c.dead === 1 ? '' : 's'}</wa-button>`
         : nothing}
     </li>`
   }

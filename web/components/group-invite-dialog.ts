@@ -83,7 +83,7 @@ export class WeftGroupInviteDialog extends LitElement {
 
   override render() {
     return html`
-      <wa-button size="small" appearance="outlined" @click=${this.open}>Invite by email</wa-button>
+      <wa-button size="s" appearance="outlined" @click=${this.open}>Invite by email</wa-button>
       <dialog aria-label="Invite to group">
         <form @submit=${this.send}>
           <h2>Invite to ${this.path}</h2>
@@ -100,8 +100,8 @@ export class WeftGroupInviteDialog extends LitElement {
             ${this.results.map((r) => html`<li>${r.email}: ${r.status === 'Granted' ? 'added now' : 'invited (joins on sign-up)'}</li>`)}
           </ul>` : nothing}
           <div class="row">
-            <wa-button type="submit" size="small" variant="brand" ?disabled=${this.busy}>Send invites</wa-button>
-            <wa-button size="small" appearance="outlined" @click=${() => this.dialog?.close()}>Close</wa-button>
+            <wa-button type="submit" size="s" variant="brand" ?disabled=${this.busy}>Send invites</wa-button>
+            <wa-button size="s" appearance="outlined" @click=${() => this.dialog?.close()}>Close</wa-button>
           </div>
         </form>
       </dialog>

@@ -87,8 +87,8 @@ export class WeftHomePage extends LitElement {
     return html`
       <h1>Welcome, ${session.name}</h1>
       <div class="links">
-        <wa-button size="small" appearance="outlined" href=${nodeHref(session.userId)}>Your profile</wa-button>
-        <wa-button size="small" appearance="outlined" href=${OPERATIONS_HREF}>Operations</wa-button>
+        <wa-button size="s" appearance="outlined" href=${nodeHref(session.userId)}>Your profile</wa-button>
+        <wa-button size="s" appearance="outlined" href=${OPERATIONS_HREF}>Operations</wa-button>
       </div>
       <section aria-labelledby="h-spaces">
         <h2 id="h-spaces">Your spaces</h2>

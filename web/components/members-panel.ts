@@ -216,7 +216,7 @@ export class WeftMembersPanel extends LitElement {
               ${ROLES.map((r) => html`<option value=${r} ?selected=${r === 'Editor'}>${r}</option>`)}
             </select>
             <label><input type="checkbox" name="pin" checked /> Pin to their navigation</label>
-            <wa-button type="submit" size="small" variant="brand" ?disabled=${this.busy}>Invite</wa-button>
+            <wa-button type="submit" size="s" variant="brand" ?disabled=${this.busy}>Invite</wa-button>
           </form>`
         : html`<p class="muted">Only the space's Admins invite people.</p>`}
       ${this.notice ? html`<p class="notice" role="status">${this.notice}</p>` : nothing}
@@ -229,7 +229,7 @@ export class WeftMembersPanel extends LitElement {
               <td>${i.email ?? '—'}</td>
               <td>${i.role ?? '—'}${i.pin ? html` <span class="muted">(pinned)</span>` : nothing}</td>
               <td><span class="status ${i.status}" data-status=${i.status}>${inviteStatusWord(i.status)}</span>${i.lastError ? html`<div class="error">${i.lastError}</div>` : nothing}</td>
-              <td>${i.status === 'Pending' && canManage ? html`<wa-button size="small" appearance="outlined" @click=${() => this.revoke(i.subscriptionId)}>Revoke</wa-button>` : nothing}</td>
+              <td>${i.status === 'Pending' && canManage ? html`<wa-button size="s" appearance="outlined" @click=${() => this.revoke(i.subscriptionId)}>Revoke</wa-button>` : nothing}</td>
             </tr>`)}
           </tbody>
         </table>` : nothing}

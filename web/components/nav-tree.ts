@@ -206,7 +206,7 @@ export class WeftNavTree extends LitElement {
       <form @submit=${this.createSpace} aria-label="New space">
         <label for="new-space" class="visually-hidden">New space name</label>
         <input id="new-space" name="space" placeholder="New space" />
-        <wa-button type="submit" size="small" appearance="outlined">Create</wa-button>
+        <wa-button type="submit" size="s" appearance="outlined">Create</wa-button>
       </form>
       ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
     </nav>`

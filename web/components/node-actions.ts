@@ -242,8 +242,8 @@ export class WeftNodeActions extends LitElement {
       </ul>
       ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       <div class="row">
-        <wa-button size="small" appearance="outlined" @click=${() => this.dialog.close()}>Cancel</wa-button>
-        <wa-button size="small" variant="brand" ?disabled=${!canHere || this.busy} @click=${this.moveHere}
+        <wa-button size="s" appearance="outlined" @click=${() => this.dialog.close()}>Cancel</wa-button>
+        <wa-button size="s" variant="brand" ?disabled=${!canHere || this.busy} @click=${this.moveHere}
           >${this.at === '' ? 'Choose a place' : `Move into “${this.atName.get(this.at) ?? this.at}”`}</wa-button
         >
       </div>`
@@ -268,10 +268,10 @@ export class WeftNodeActions extends LitElement {
     const reason = this.canDelete ? nothing : html`<span class="reason-off">Only an Admin can ${top || system ? 'delete' : 'move or delete'} this node.</span>`
     let buttons: unknown = nothing
     if (system || (top && nodeType !== 'User')) {
-      buttons = html`<wa-button size="small" variant="danger" appearance="outlined" ?disabled=${!this.canDelete} @click=${this.deleteForGood}>Delete${top ? ' space' : ''}…</wa-button>${reason}`
+      buttons = html`<wa-button size="s" variant="danger" appearance="outlined" ?disabled=${!this.canDelete} @click=${this.deleteForGood}>Delete${top ? ' space' : ''}…</wa-button>${reason}`
     } else if (!top) {
-      buttons = html`<wa-button size="small" appearance="outlined" ?disabled=${!this.canDelete} @click=${this.openMove}>Move…</wa-button>
-        <wa-button size="small" variant="danger" appearance="outlined" ?disabled=${!this.canDelete} @click=${this.trash}>Delete</wa-button>${reason}`
+      buttons = html`<wa-button size="s" appearance="outlined" ?disabled=${!this.canDelete} @click=${this.openMove}>Move…</wa-button>
+        <wa-button size="s" variant="danger" appearance="outlined" ?disabled=${!this.canDelete} @click=${this.trash}>Delete</wa-button>${reason}`
     }
     return html`
       ${buttons}

@@ -349,7 +349,7 @@ export class WeftNodePage extends LitElement {
       else input = html`<textarea id=${id} name=${key} class="json" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange}></textarea>`
       if (draft && !jsonEqual(draft.base as JsonValue, value)) {
         note = html`<span class="changed" data-changed-remotely=${key}>Changed by someone else to ${formatValue(value)}; your version is kept until you save it.
-          <wa-button size="small" appearance="outlined" @click=${() => this.setDraft(key, null)}>Use theirs</wa-button></span>`
+          <wa-button size="s" appearance="outlined" @click=${() => this.setDraft(key, null)}>Use theirs</wa-button></span>`
       }
     }
     // [WEB15] A field the caller cannot write has no ✕: nothing offered that the server refuses.
@@ -357,7 +357,7 @@ export class WeftNodePage extends LitElement {
       <div class="value" data-field=${key} data-kind=${kind}>${input}${note}</div>
       ${readonly
         ? html`<span></span>`
-        : html`<wa-button size="small" appearance="plain" class="icon" title=${`Remove field ${key}`}
+        : html`<wa-button size="s" appearance="plain" class="icon" title=${`Remove field ${key}`}
             @click=${() => removeFieldWithUndo(key, value, (k, v) => this.patchField(k, v))}><span aria-hidden="true">✕</span><span class="visually-hidden">Remove field ${key}</span></wa-button>`}`
   }
 
@@ -393,7 +393,7 @@ export class WeftNodePage extends LitElement {
     if (!err) return nothing
     return html`<p class="error" role="alert" data-error="create">${err.message}
       ${err.suggestion
-        ? html`<wa-button size="small" variant="brand" @click=${() => this.create(err.suggestion!, err.nodeType, this.renderRoot.querySelector('form[aria-label="New child node"]'))}>Create “${err.suggestion}” instead</wa-button>`
+        ? html`<wa-button size="s" variant="brand" @click=${() => this.create(err.suggestion!, err.nodeType, this.renderRoot.querySelector('form[aria-label="New child node"]'))}>Create “${err.suggestion}” instead</wa-button>`
         : nothing}</p>`
   }
 
@@ -501,7 +501,7 @@ export class WeftNodePage extends LitElement {
           <label>Field <input name="key" required ?disabled=${!canUpdate} /></label>
           <label @change=${(e: Event) => (this.addKind = (e.target as HTMLSelectElement).value as FieldKind)}>Kind ${kindSelect}</label>
           <label>Value ${valueInput(this.addKind, !canUpdate)}</label>
-          <wa-button type="submit" size="small" variant="neutral" appearance="outlined" ?disabled=${!canUpdate} title=${canUpdate ? '' : 'Your role cannot edit this node'}>Add field</wa-button>
+          <wa-button type="submit" size="s" variant="neutral" appearance="outlined" ?disabled=${!canUpdate} title=${canUpdate ? '' : 'Your role cannot edit this node'}>Add field</wa-button>
         </form>
       </section>
       ${this.renderExtension(view)}
@@ -515,7 +515,7 @@ export class WeftNodePage extends LitElement {
         <form class="inline" aria-label="New child node" @submit=${this.onCreateChild} @input=${() => (this.createError = null)}>
           <label>Name <input name="name" required ?disabled=${!canCreate} /></label>
           <label>Type ${typeSelect}</label>
-          <wa-button type="submit" size="small" variant="brand" ?disabled=${!canCreate} title=${canCreate ? '' : 'Your role cannot create nodes here'}>Create</wa-button>
+          <wa-button type="submit" size="s" variant="brand" ?disabled=${!canCreate} title=${canCreate ? '' : 'Your role cannot create nodes here'}>Create</wa-button>
           ${canCreate ? nothing : html`<span class="reason-off">Your role cannot create nodes here.</span>`}
         </form>
         ${this.renderCreateError()}

@@ -108,7 +108,7 @@ export class WeftOperationsPage extends LitElement {
         ${builtIn ? nothing : html`<span class="where"> · in ${this.places.value.find((n) => n.path === parentOf(op))?.name ?? ''}</span>`}
         ${desc ? html`<p class="desc">${desc}</p>` : nothing}
       </div>
-      <wa-button size="small" variant="brand" ?loading=${this.busy === op.path} @click=${() => this.run(op)}
+      <wa-button size="s" variant="brand" ?loading=${this.busy === op.path} @click=${() => this.run(op)}
         >Run<span class="visually-hidden"> ${op.name}</span></wa-button>
     </li>`
   }

@@ -69,8 +69,8 @@ export class WeftRefusedList extends LitElement {
       ${g.value === null ? html`<p>removed the field</p>` : html`<pre>${refusedText(g)}</pre>`}
       <span class="reason">${reason} (${g.code ?? 'refused'})</span>
       <div class="actions">
-        <wa-button size="small" appearance="outlined" @click=${() => copy(refusedText(g))}>Copy</wa-button>
-        <wa-button size="small" appearance="outlined" @click=${() => this.discard(g.ids)}>Discard</wa-button>
+        <wa-button size="s" appearance="outlined" @click=${() => copy(refusedText(g))}>Copy</wa-button>
+        <wa-button size="s" appearance="outlined" @click=${() => this.discard(g.ids)}>Discard</wa-button>
       </div>
     </li>`
   }
@@ -85,8 +85,8 @@ export class WeftRefusedList extends LitElement {
       <strong>The server refused ${groups.length === 1 ? 'a change' : `changes to ${groups.length} fields`}; ${groups.length === 1 ? 'it was' : 'they were'} not saved. Copy what you need, then discard.</strong>
       ${groups.length > 1
         ? html`<div class="actions">
-            <wa-button size="small" appearance="outlined" class="copy-all" @click=${copyAll}>Copy all</wa-button>
-            <wa-button size="small" appearance="outlined" class="discard-all" @click=${() => this.discard(all)}>Discard all</wa-button>
+            <wa-button size="s" appearance="outlined" class="copy-all" @click=${copyAll}>Copy all</wa-button>
+            <wa-button size="s" appearance="outlined" class="discard-all" @click=${() => this.discard(all)}>Discard all</wa-button>
           </div>`
         : nothing}
       <ul>

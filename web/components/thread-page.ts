@@ -202,8 +202,8 @@ export class WeftThreadPage extends LitElement {
       ${answered
         ? html`<p data-answered=${answered}>${answered === 'Approved' ? 'Approved' : 'Denied'}; waiting for the agent to go on…</p>`
         : html`<div class="buttons">
-            <wa-button size="small" variant="brand" class="approve" ?disabled=${!canAnswer} @click=${() => answer('Approved')}>Approve</wa-button>
-            <wa-button size="small" variant="danger" appearance="outlined" class="deny" ?disabled=${!canAnswer} @click=${() => answer('Denied')}>Deny</wa-button>
+            <wa-button size="s" variant="brand" class="approve" ?disabled=${!canAnswer} @click=${() => answer('Approved')}>Approve</wa-button>
+            <wa-button size="s" variant="danger" appearance="outlined" class="deny" ?disabled=${!canAnswer} @click=${() => answer('Denied')}>Deny</wa-button>
             ${canAnswer ? nothing : html`<span class="reason-off" data-reason="approve">Only people who can edit this thread (Editors) can approve or deny.</span>`}
           </div>`}
     </section>`
@@ -222,7 +222,7 @@ export class WeftThreadPage extends LitElement {
         <span class="hint ${offline ? 'offline' : ''}" data-offline=${offline ? 'yes' : 'no'}>${offline
           ? 'You are offline: what you send is kept on this device and sent when you are back online.'
           : 'A message sent while the agent is busy waits for the next round.'}</span>
-        <wa-button type="submit" size="small" variant="brand" class="send" ?disabled=${this.draft.trim() === ''}>Send</wa-button>
+        <wa-button type="submit" size="s" variant="brand" class="send" ?disabled=${this.draft.trim() === ''}>Send</wa-button>
       </div>
     </form>`
   }
@@ -260,10 +260,10 @@ export class WeftThreadPage extends LitElement {
         <span class="badge" role="status" aria-live="polite" data-kind=${state.kind} data-status=${String(c.Status ?? 'Idle')}>${state.label}</span>
         <span class="agent">${agent}</span>
         ${state.live && canThread && state.kind !== 'stopping'
-          ? html`<wa-button size="small" variant="danger" appearance="outlined" class="stop" @click=${this.requestCancel}>Stop</wa-button>`
+          ? html`<wa-button size="s" variant="danger" appearance="outlined" class="stop" @click=${this.requestCancel}>Stop</wa-button>`
           : nothing}
         ${state.kind === 'asking' && canThread && c.RequestedStatus !== 'Cancelled'
-          ? html`<wa-button size="small" variant="neutral" appearance="outlined" class="withdraw" title="Cancel this thread instead of answering: a thread that delegated to it is told" @click=${this.requestCancel}>Withdraw the question</wa-button>`
+          ? html`<wa-button size="s" variant="neutral" appearance="outlined" class="withdraw" title="Cancel this thread instead of answering: a thread that delegated to it is told" @click=${this.requestCancel}>Withdraw the question</wa-button>`
           : nothing}
       </div>
       ${question ? html`<p class="question" data-question><strong>The agent asks:</strong> ${question}</p>` : nothing}

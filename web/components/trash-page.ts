@@ -81,8 +81,8 @@ export class WeftTrashPage extends LitElement {
         (e) => html`<li data-trash=${e.path}>
           <span class="name">${e.name}</span>
           <span class="meta">${e.nodeType} · deleted by ${e.deletedBy === app().session.userId ? 'you' : e.deletedBy} · ${new Date(e.deletedAt).toLocaleString()}</span>
-          <wa-button size="small" variant="brand" @click=${() => this.restore(e)}>Restore</wa-button>
-          <wa-button size="small" variant="danger" appearance="outlined" @click=${() => this.purge(e)}>Delete forever</wa-button>
+          <wa-button size="s" variant="brand" @click=${() => this.restore(e)}>Restore</wa-button>
+          <wa-button size="s" variant="danger" appearance="outlined" @click=${() => this.purge(e)}>Delete forever</wa-button>
           ${this.notes.get(e.path) ? html`<span class="note" role="alert">${this.notes.get(e.path)}</span>` : nothing}
         </li>`,
       )}

@@ -146,32 +146,32 @@ export class WeftApp extends LitElement {
     const final = this.status.value?.final
     return html`
       <div class="bar">
-        <wa-button size="small" appearance="outlined" class="menu" aria-expanded=${this.navOpen ? 'true' : 'false'} aria-controls="nav" @click=${() => (this.navOpen = !this.navOpen)}>☰ Nodes</wa-button>
+        <wa-button size="s" appearance="outlined" class="menu" aria-expanded=${this.navOpen ? 'true' : 'false'} aria-controls="nav" @click=${() => (this.navOpen = !this.navOpen)}>☰ Nodes</wa-button>
         <span class="title">Weft</span>
         <weft-sync-status></weft-sync-status>
         <span class="spacer"></span>
-        <wa-button size="small" appearance="outlined" class="find" aria-label="Search (Ctrl+K)" aria-keyshortcuts="Control+K Meta+K" title="Find (Ctrl+K)" @click=${() => void this.renderRoot.querySelector<WeftQuickFind>('weft-quick-find')?.show()}><svg aria-hidden="true" width="14" height="14" viewBox="0 0 16 16" style="vertical-align: -2px"><circle cx="6.5" cy="6.5" r="4.75" fill="none" stroke="currentColor" stroke-width="1.8"></circle><line x1="10" y1="10" x2="14.5" y2="14.5" stroke="currentColor" stroke-width="1.8" stroke-linecap="round"></line></svg><span class="find-label"> Search</span></wa-button>
+        <wa-button size="s" appearance="outlined" class="find" aria-label="Search (Ctrl+K)" aria-keyshortcuts="Control+K Meta+K" title="Find (Ctrl+K)" @click=${() => void this.renderRoot.querySelector<WeftQuickFind>('weft-quick-find')?.show()}><svg aria-hidden="true" width="14" height="14" viewBox="0 0 16 16" style="vertical-align: -2px"><circle cx="6.5" cy="6.5" r="4.75" fill="none" stroke="currentColor" stroke-width="1.8"></circle><line x1="10" y1="10" x2="14.5" y2="14.5" stroke="currentColor" stroke-width="1.8" stroke-linecap="round"></line></svg><span class="find-label"> Search</span></wa-button>
         <weft-quick-find></weft-quick-find>
         <span class="user">${this.session.name}</span>
-        <wa-button size="small" appearance="outlined" @click=${this.signOut}>Sign out</wa-button>
+        <wa-button size="s" appearance="outlined" @click=${this.signOut}>Sign out</wa-button>
       </div>
       ${this.applyUpdate
         ? html`<div class="update" role="status" data-update-available>
             A new version of Weft is available. Your changes are saved on this device.
-            <wa-button size="small" variant="brand" @click=${() => this.applyUpdate?.()}>Reload to update</wa-button>
-            <wa-button size="small" appearance="plain" @click=${() => (this.applyUpdate = null)}>Later</wa-button>
+            <wa-button size="s" variant="brand" @click=${() => this.applyUpdate?.()}>Reload to update</wa-button>
+            <wa-button size="s" appearance="plain" @click=${() => (this.applyUpdate = null)}>Later</wa-button>
           </div>`
         : nothing}
       ${final
         ? html`<div class="banner" role="alert">
             ${final.code === 4401 ? 'You were signed out' : 'The server refused this session'} (${final.code}${final.reason ? `: ${final.reason}` : ''}).
-            Changes stay on this device. <wa-button size="small" appearance="outlined" @click=${this.signOut}>Sign in again</wa-button>
+            Changes stay on this device. <wa-button size="s" appearance="outlined" @click=${this.signOut}>Sign in again</wa-button>
           </div>`
         : nothing}
       ${(this.opErrors.value ?? []).length
         ? html`<div class="banner" role="alert" aria-label="Changes the server refused">
             ${(this.opErrors.value ?? []).map((e) => html`<div>Not applied: ${e.code === 'already_exists' ? e.message : `${e.path}: ${humanMessage(e.code, e.message)}`}</div>`)}
-            <wa-button size="small" appearance="outlined" @click=${() => app().client.opErrors$.next([])}>Dismiss</wa-button>
+            <wa-button size="s" appearance="outlined" @click=${() => app().client.opErrors$.next([])}>Dismiss</wa-button>
           </div>`
         : nothing}
       <div class="layout ${this.navOpen ? 'nav-open' : ''}">
