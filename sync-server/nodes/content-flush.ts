@@ -11,6 +11,20 @@ import type { ClusterLink } from './types.js'
  */
 export const CONTENT_FLUSH_MS = 1000
 
+/**
+ * [STO5] A big row waits longer: a rewrite costs the row's whole JSON, so a row rewritten every
+ * second made each token of a long answer, or each line of a long log, cost more the longer it
+ * got (stored bytes per token 1.29× from the 2nd thousand to the 10th). Past 64 KiB a row waits
+ * a second per 64 KiB, so its rewrites cost each token the same; at most CONTENT_FLUSH_MAX_MS.
+ */
+export const CONTENT_FLUSH_BYTES_PER_SEC = 64 * 1024
+export const CONTENT_FLUSH_MAX_MS = 10_000
+
+/** How long after its last write a row of `rowBytes` may be written again. */
+export function contentFlushDelay(rowBytes: number): number {
+  return Math.min(CONTENT_FLUSH_MAX_MS, Math.max(CONTENT_FLUSH_MS, Math.round((rowBytes / CONTENT_FLUSH_BYTES_PER_SEC) * 1000)))
+}
+
 /** How a flush write of a copy settles: the commit lifecycle of the node cache. */
 export interface FlushSettling {
   commitLanded(ln: LoadedNode): void
@@ -19,7 +33,8 @@ export interface FlushSettling {
 
 /**
  * [STO5] The content flush: the coalesced rewrite of a growing row's content (contentJson),
- * at most once per CONTENT_FLUSH_MS, for copies whose commits deferred it. Kept as one unit.
+ * at most once per CONTENT_FLUSH_MS (a big row: contentFlushDelay), for copies whose commits
+ * deferred it. Kept as one unit.
  */
 export class ContentFlush {
   /** [ACT12] Arrays `append` grows in place, and the copy of the node that owns each. */
@@ -28,6 +43,8 @@ export class ContentFlush {
   private readonly appendedJson = new WeakMap<object, { json: string; count: number }>()
   /** [ACT12] How many items of a grown array the storage writer was sent (it keeps their JSON). */
   private readonly rowSent = new WeakMap<object, number>()
+  /** [STO5] The length of the JSON of those items (the row's size, for contentFlushDelay). */
+  private readonly rowSentBytes = new WeakMap<object, number>()
   /**
    * [ACT12] The JSON of the items appended to a grown array since its row was last written,
    * made by each `append` for its own items (`noteAppended`): a row write then hands over strings,
@@ -51,11 +68,15 @@ export class ContentFlush {
   markContentDirty(ln: LoadedNode): void {
     ln.contentDirty = true
     this.dirtyContent.add(ln)
+    this.schedule(CONTENT_FLUSH_MS)
+  }
+
+  private schedule(ms: number): void {
     if (this.flushTimer || this.closed) return
     this.flushTimer = setTimeout(() => {
       this.flushTimer = null
-      void this.flushContent()
-    }, CONTENT_FLUSH_MS)
+      void this.flushContent(false)
+    }, ms)
     this.flushTimer.unref()
   }
 
@@ -70,16 +91,30 @@ export class ContentFlush {
     } else this.unsentJson.set(array, { from: array.length, to: array.length + items.length, chunks: [json] })
   }
 
-  /** Writes the row content of every dirty copy, ordered after the commits it reflects. */
-  flushContent(): Promise<void> {
+  /**
+   * Writes the row content of every dirty copy, ordered after the commits it reflects: of each
+   * whose wait (contentFlushDelay) is over, or of all (`all`: closing).
+   */
+  flushContent(all = true): Promise<void> {
     const writes: Promise<void>[] = []
+    const now = Date.now()
+    let next = Infinity
     for (const ln of this.dirtyContent) {
+      if (!ln.contentDirty) {
+        this.dirtyContent.delete(ln)
+        continue
+      }
+      const due = ln.contentFlushedAt + contentFlushDelay(ln.rowBytes)
+      if (!all && due > now) {
+        next = Math.min(next, due - now)
+        continue
+      }
       this.dirtyContent.delete(ln)
-      if (!ln.contentDirty) continue
       ln.contentDirty = false
       const node = ln.node
       if (!node || ln.poisoned) continue
       ln.commitStarted()
+      ln.contentFlushedAt = now
       writes.push(
         this.storage.writeContent(ln.path, node.content, this.rowJson(ln, node.content), this.cluster.hooks?.watermark()).then(
           () => this.settling.commitLanded(ln),
@@ -87,6 +122,7 @@ export class ContentFlush {
         ),
       )
     }
+    if (next !== Infinity) this.schedule(next)
     return Promise.all(writes).then(() => undefined)
   }
 
@@ -98,8 +134,13 @@ export class ContentFlush {
    * for 30–130 ms every second. Elsewhere, the whole row, its arrays' JSON reused.
    */
   private rowJson(ln: LoadedNode, content: JsonObject): RowJson {
-    if (!this.storage.rowParts) return this.contentJson(content)
+    if (!this.storage.rowParts) {
+      const json = this.contentJson(content)
+      ln.rowBytes = json.length
+      return json
+    }
     const parts: RowPart[] = []
+    let bytes = 0
     for (const key of Object.keys(content)) {
       const value = content[key]
       if (value === undefined) continue
@@ -109,10 +150,18 @@ export class ContentFlush {
         // [ACT19] The chunks as they were made: the writer thread joins them.
         const tail = unsent && unsent.from === from && unsent.to === value.length ? unsent.chunks : itemsJson(value.slice(from))
         parts.push({ key, from, tail, count: value.length })
+        const sent = (from > 0 ? (this.rowSentBytes.get(value) ?? 0) : 0) + (typeof tail === 'string' ? tail.length : tail.reduce((n, c) => n + c.length, 0))
+        this.rowSentBytes.set(value, sent)
+        bytes += key.length + sent
         this.rowSent.set(value, value.length)
         this.unsentJson.set(value, { from: value.length, to: value.length, chunks: [] })
-      } else parts.push({ key, json: JSON.stringify(value) })
+      } else {
+        const json = JSON.stringify(value)
+        bytes += key.length + json.length
+        parts.push({ key, json })
+      }
     }
+    ln.rowBytes = bytes
     return { parts }
   }
 

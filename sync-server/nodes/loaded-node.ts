@@ -88,6 +88,9 @@ export class LoadedNode implements SyncRoom {
   generation = 0
   /** [STO5] Commits of this copy left the stored row's content stale; the content flush writes it soon. */
   contentDirty = false
+  /** [STO5] When the content flush last wrote this copy's row, and that row's JSON length (its next write waits in proportion). */
+  contentFlushedAt = 0
+  rowBytes = 0
   /** [ACC12] Who writes under each Yjs client id of the doc; replaced with the doc. */
   clientBindings = new ClientBindings()
   /** [SCALE12] Updates from other instances this doc holds that are not yet durable there, by key. */

@@ -375,7 +375,7 @@ export class PostgresStorage implements StorageAdapter {
     const cols = fields.map((f, i) => `content -> ${param(f)}::text AS f${i}`).join(', ')
     const sql = `SELECT path, node_type, content_stale${cols ? `, ${cols}` : ''} FROM nodes ${where ? `WHERE ${where}` : ''} ORDER BY path LIMIT ${param(limit)}`
     const r = await this.pool.query<Record<string, unknown>>(sql, params)
-    // A stale row answers from the row as it is ([STO5]: at most a second old), never its log.
+    // A stale row answers from the row as it is ([STO5]: at most a second old, a big row up to 10 s), never its log.
     return r.rows.map((row) => ({
       path: row.path as NodePath,
       nodeType: row.node_type as string,

@@ -312,7 +312,7 @@ export class SqliteStorage implements StorageAdapter {
 
   private readFields(query: NodeQuery, fields: readonly string[]): FieldRow[] {
     const { where, params, limit } = sqliteExactFilter(query)
-    // A stale row answers from the row as it is ([STO5]: at most a second old); rebuilding it
+    // A stale row answers from the row as it is ([STO5]: at most a second old, a big row up to 10 s); rebuilding it
     // from its Yjs log here held the event loop for seconds on a running 100,000-line log.
     // A field with an engine-scan index is read from that index ([ACT19]): `content -> …` makes
     // SQLite parse the whole row on the event loop (a running log's megabytes: a reconcile pass
