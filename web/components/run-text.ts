@@ -1,3 +1,4 @@
+import { lineTime } from './run-log-text.js'
 /**
  * A run's facts in words: which limit stopped it, when it ran and for how long. Pure functions
  * (no DOM): the run page and the run list share them.
@@ -48,11 +49,15 @@ function formatDuration(ms: number): string {
   return `${Math.floor(m / 60)} h ${String(m % 60).padStart(2, '0')} min`
 }
 
-/** A moment a person reads: the time today, else the date and the time. */
+/**
+ * A moment a person reads: the time today, else the date and the time. The time is written as
+ * the log's lines write theirs (lineTime, 24-hour), so a run page never shows "06:14:42 PM" above
+ * lines stamped "18:14:55".
+ */
 export function formatWhen(iso: string, now = new Date()): string {
   const d = new Date(iso)
   if (Number.isNaN(d.getTime())) return ''
-  const time = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' })
+  const time = lineTime(iso)
   return d.toDateString() === now.toDateString() ? `today ${time}` : `${d.toLocaleDateString([], { day: 'numeric', month: 'short', year: 'numeric' })} ${time}`
 }
 
