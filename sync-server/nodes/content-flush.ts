@@ -55,6 +55,7 @@ export class ContentFlush {
   /** Loaded copies whose stored content lags (deferred commits), written by the next flush. */
   private readonly dirtyContent = new Set<LoadedNode>()
   private flushTimer: NodeJS.Timeout | null = null
+  private flushDue = 0
   private closed = false
 
   constructor(
@@ -71,8 +72,15 @@ export class ContentFlush {
     this.schedule(CONTENT_FLUSH_MS)
   }
 
+  /** Flushes in `ms`, or sooner if already due sooner (a big row's long wait must not hold a small row's write back). */
   private schedule(ms: number): void {
-    if (this.flushTimer || this.closed) return
+    if (this.closed) return
+    const due = Date.now() + ms
+    if (this.flushTimer) {
+      if (this.flushDue <= due) return
+      clearTimeout(this.flushTimer)
+    }
+    this.flushDue = due
     this.flushTimer = setTimeout(() => {
       this.flushTimer = null
       void this.flushContent(false)

@@ -63,6 +63,25 @@ describe('[STO5] the content flush', () => {
     }
   })
 
+  it('a small row edited while a big one waits is still written a second later', async () => {
+    vi.useFakeTimers({ now: 3_000_000 })
+    const { flush, writes, node } = setup(true)
+    const small = node('S/small', () => 'x')
+    const big = node('S/big', () => 'x'.repeat(640 * 1024))
+    flush.markContentDirty(big)
+    await vi.advanceTimersByTimeAsync(CONTENT_FLUSH_MS)
+    flush.markContentDirty(big)
+    await vi.advanceTimersByTimeAsync(CONTENT_FLUSH_MS)
+    // The big row now waits ten seconds; the small one is edited meanwhile.
+    expect(writes.map((w) => w.path)).toEqual(['S/big'])
+    flush.markContentDirty(small)
+    await vi.advanceTimersByTimeAsync(CONTENT_FLUSH_MS)
+    expect(writes.map((w) => w.path)).toEqual(['S/big', 'S/small'])
+    await vi.advanceTimersByTimeAsync(CONTENT_FLUSH_MAX_MS)
+    expect(writes.map((w) => w.path)).toEqual(['S/big', 'S/small', 'S/big'])
+    await flush.close()
+  })
+
   it('a growing row: writes never closer than its wait, never later than a second past it, and the wait is bounded (seeded)', async () => {
     vi.useFakeTimers({ now: 2_000_000 })
     await fc.assert(
