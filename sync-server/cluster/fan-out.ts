@@ -196,7 +196,8 @@ export class FanOut {
    * loaded database, or a change message Redis dropped, made writes built on them fail with
    * `unavailable` although they were durable (found beside CPU hogs). So the database is asked
    * first: an update its stored state holds is confirmed; one still not there at three times the
-   * wait (the instance that took it died before committing) is held lost.
+   * wait (the instance that took it died before committing) is held lost. An entry is asked about
+   * at most once per wait: reading and merging a node's stored log is not done at every poll.
    */
   private settleLateEarly(): void {
     const wait = this.o.earlyConfirmMs ?? EARLY_CONFIRM_MS
@@ -208,12 +209,16 @@ export class FanOut {
         this.settleEarly(key, new Error('never confirmed'))
         continue
       }
+      if (e.askedAt !== undefined && e.askedAt > now - wait) continue
       const list = ask.get(e.path) ?? []
       list.push([key, e])
       ask.set(e.path, list)
     }
     for (const [path, entries] of ask) {
-      for (const [, e] of entries) e.asking = true
+      for (const [, e] of entries) {
+        e.asking = true
+        e.askedAt = now
+      }
       this.o.storage.loadDoc(path).then(
         (stored) => {
           for (const [key, e] of entries) {
@@ -280,6 +285,8 @@ interface EarlyEntry {
   clients: ClientBinding[]
   /** The database is being asked whether it holds the update. */
   asking?: boolean
+  /** When it was last asked (ms). */
+  askedAt?: number
 }
 
 /**
