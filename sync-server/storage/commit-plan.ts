@@ -1,6 +1,6 @@
 import { MeshChangeKind } from '../../shared/enums.js'
 import { WeftError } from '../../shared/errors.js'
-import { isJsonObject } from '../../shared/json.js'
+import { isJsonObject, isUint } from '../../shared/json.js'
 import { parseNodePath } from '../../shared/path.js'
 import type { NodePath } from '../../shared/index.js'
 import type { RowJson } from './row-parts.js'
@@ -63,7 +63,7 @@ export function validateCommitInput(input: CommitInput): void {
     throw new WeftError('invalid_request', 'A commit needs an ISO time `at`.')
   }
   if (input.clients !== undefined) {
-    const ok = Array.isArray(input.clients) && input.clients.every((b) => Number.isSafeInteger(b?.client) && b.client >= 0 && typeof b.principal === 'string' && b.principal.length > 0)
+    const ok = Array.isArray(input.clients) && input.clients.every((b) => isUint(b?.client) && typeof b.principal === 'string' && b.principal.length > 0)
     if (!ok) throw new WeftError('invalid_request', 'Client bindings must be { client: a non-negative integer, principal: a name }.')
   }
   if (input.kind === 'Deleted') return

@@ -3,7 +3,7 @@ import * as decoding from 'lib0/decoding'
 import * as encoding from 'lib0/encoding'
 import * as awarenessProtocol from 'y-protocols/awareness'
 import * as syncProtocol from 'y-protocols/sync'
-import { SYSTEM, WeftError, YMessage, isJsonObject, isSafeColor, isWeftError, isSystem, type JsonObject, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
+import { SYSTEM, WeftError, YMessage, isJsonObject, isSafeColor, isUint, isWeftError, isSystem, type JsonObject, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { ChangeOrigin, SyncNodeApi, SyncRoom } from '../nodes/index.js'
 import { permissionDeniedMessage, presenceMessage, syncStep2Message, type SocketConnection } from './framing.js'
 
@@ -185,8 +185,6 @@ function isRelativePosition(v: JsonValue | undefined): boolean {
   const isId = (id: JsonValue | undefined) => id === null || (isJsonObject(id) && isUint(id.client) && isUint(id.clock))
   return isId(v.type) && isId(v.item) && (v.tname === null || typeof v.tname === 'string') && (v.assoc === undefined || Number.isInteger(v.assoc))
 }
-
-const isUint = (n: JsonValue | undefined) => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0
 
 /** Applies a client update; a refusal is told to the client and the update dropped. */
 function applyUpdate(ctx: RoomContext, update: Uint8Array): Promise<MeshNode | null> | null {
