@@ -114,6 +114,14 @@ describe('web store', () => {
     expect((await store.query({ nodeType: 'Group' })).map((r) => r.path)).toEqual(['top/a'])
   })
 
+  it('[WEB30] a listing of what a person browses counts only those before its limit: 300 messages of a thread do not hide its document', async () => {
+    const cells = Array.from({ length: 300 }, (_, i) => meshNode(`t/m${String(i).padStart(3, '0')}`, 'ThreadMessage', `A ${i}`))
+    await store.upsertNodes([meshNode('t', 'Thread', 'T'), ...cells, meshNode('t/_r.1', 'ThreadMessage', 'A reply'), meshNode('t/notes', 'Document', 'Notes')])
+    expect((await store.query({ parent: 't', limit: 200 })).map((r) => r.name)).not.toContain('Notes')
+    expect((await store.query({ parent: 't', listedOnly: true, limit: 200 })).map((r) => r.path)).toEqual(['t/notes'])
+    expect((await store.query({ parent: 't', listedOnly: true, text: 'no' })).map((r) => r.path)).toEqual(['t/notes'])
+  })
+
   it('reconciles a full listing: children the server no longer lists are forgotten, local work is kept', async () => {
     await store.upsertNodes([meshNode('k/a'), meshNode('k/b'), meshNode('k/c')])
     await store.recordLocalPatch('k/c', { X: 1 }, patchUpdate(new Y.Doc(), { X: 1 }))

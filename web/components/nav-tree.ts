@@ -1,5 +1,4 @@
 import { LitElement, css, html, nothing } from 'lit'
-import { isListedChild } from './listed.js'
 import { nextFreeName, segmentForName } from './names.js'
 import { codeOf, humanError } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
@@ -36,7 +35,7 @@ export class WeftTreeNode extends LitElement {
   override willUpdate(changed: Map<string, unknown>) {
     // [MOVE9] The open node is revealed: every ancestor of it in the tree opens.
     if (changed.has('current') && this.current.startsWith(`${this.path}/`)) this.expanded = true
-    if (this.expanded) this.children$.watch(this.path, () => app().streams.query$({ parent: this.path, limit: LEVEL_LIMIT }))
+    if (this.expanded) this.children$.watch(this.path, () => app().streams.query$({ parent: this.path, listedOnly: true, limit: LEVEL_LIMIT }))
   }
 
   override updated(changed: Map<string, unknown>) {
@@ -54,7 +53,7 @@ export class WeftTreeNode extends LitElement {
   }
 
   override render() {
-    const kids = this.expanded ? (this.children$.value ?? []).filter(isListedChild) : []
+    const kids = this.expanded ? (this.children$.value ?? []) : []
     return html`<li role="none">
       <a
         role="treeitem"

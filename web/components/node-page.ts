@@ -15,7 +15,6 @@ import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
 import type { PresenceUser, ReplicaState } from '../sync/index.js'
 import { nextFreeName, segmentForName } from './names.js'
-import { isListedChild } from './listed.js'
 import { contextualHref, nodeHref } from './route.js'
 import { codeOf, humanError, humanMessage } from './error-text.js'
 import { newCodeContent } from './code-template.js'
@@ -174,7 +173,7 @@ export class WeftNodePage extends LitElement {
     this.node.watch(path, () => streams.node$(path))
     this.presence.watch(path, () => streams.presence$(path))
     this.access.watch(path, () => streams.access$(path))
-    this.childList.watch(path, () => streams.query$({ parent: path, limit: CHILD_LIMIT }))
+    this.childList.watch(path, () => streams.query$({ parent: path, listedOnly: true, limit: CHILD_LIMIT }))
     this.crumbs.watch(ancestorsOf(path))
     // Asked once the server has the node (a node made offline, or a path that is not there,
     // would answer 404: an error in the console) and while online; again when the role changes.
@@ -490,7 +489,8 @@ export class WeftNodePage extends LitElement {
   }
 
   private renderEditable(view: NodeView, kids: IndexRow[], canUpdate: boolean, canCreate: boolean) {
-    const shown = kids.filter(isListedChild)
+    // [WEB30] Only what a person browses: the query counts them before its limit.
+    const shown = kids
     return html`
       <section aria-label="Content" @field-error=${(e: CustomEvent<string>) => (this.fieldError = e.detail)} @field-commit=${this.onFieldCommit}>
         <form class="fields" aria-label=${`Fields of ${view.name}`} @submit=${(e: Event) => e.preventDefault()}>

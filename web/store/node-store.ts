@@ -2,6 +2,7 @@ import * as Y from 'yjs'
 import { Dexie } from 'dexie'
 import type { JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
 import { parentPath, type NodePath } from '../../shared/path.js'
+import { isListedChild } from './listed.js'
 import { WeftDb, type IndexRow, type OpRow, type OutboxRow } from './db.js'
 
 /** Rows of one node after which its updates are merged into one (keeps loads to one small read). */
@@ -15,6 +16,8 @@ export interface LocalQuery {
   text?: string
   /** Only nodes with unsent or refused changes. */
   pendingOnly?: boolean
+  /** Only children a person browses ([WEB30] `isListedChild`), counted before `limit`. */
+  listedOnly?: boolean
   limit?: number
 }
 
@@ -361,6 +364,7 @@ export class NodeStore {
       // The common case (a tree level, a child list): name order straight from the index, so
       // the first screen of a 10,000-child parent reads only what it shows.
       let ordered = this.db.nodes.where('[parent+name]').between([q.parent, Dexie.minKey], [q.parent, Dexie.maxKey])
+      if (q.listedOnly) ordered = ordered.filter(isListedChild)
       if (q.limit !== undefined) ordered = ordered.limit(q.limit)
       return ordered.toArray()
     }
@@ -374,6 +378,7 @@ export class NodeStore {
       coll = coll.filter((r) => r.name.toLowerCase().includes(t) || r.path.toLowerCase().includes(t))
     }
     if (q.pendingOnly) coll = coll.filter((r) => r.pending > 0 || r.refused > 0)
+    if (q.listedOnly) coll = coll.filter(isListedChild)
     if (q.limit !== undefined) coll = coll.limit(q.limit)
     const rows = await coll.toArray()
     return rows.sort((a, b) => a.name.localeCompare(b.name))

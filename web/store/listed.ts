@@ -1,4 +1,4 @@
-import type { IndexRow } from '../store/index.js'
+import type { IndexRow } from './db.js'
 
 /**
  * Whether a child is listed where a person browses (the navigation tree, a node page's
