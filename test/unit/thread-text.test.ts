@@ -11,6 +11,11 @@ describe('thread state in words', () => {
     expect(threadState({ Status: 'Idle', RequestedStatus: 'Cancelled' }).kind).toBe('ready')
     expect(threadState({ Status: 'Cancelled' }).label).toBe('Cancelled')
     expect(threadState({ Status: 'Idle', Disposition: 'AwaitingInput', Question: 'Which?' }).label).toBe('Waiting for your answer')
+    // A question is addressed only to those who may answer it; a list of one's threads says it needs one.
+    expect(threadState({ Status: 'Idle', Disposition: 'AwaitingInput' }, { mayAnswer: false }).label).toBe('Waiting for an answer')
+    expect(threadState({ Status: 'Idle', Disposition: 'AwaitingInput' }, { mayAnswer: false, inList: true }).label).toBe('Waiting for an answer')
+    expect(threadState({ Status: 'Idle', Disposition: 'AwaitingInput' }, { mayAnswer: true, inList: true }).label).toBe('Needs your answer')
+    expect(threadState({ Status: 'Idle', Disposition: 'AwaitingInput' }, { mayAnswer: true }).label).toBe('Waiting for your answer')
     expect(threadState({ Status: 'Idle', Disposition: 'Failed' }).kind).toBe('failed')
     expect(threadState({ Status: 'Idle', Disposition: 'Completed' }).label).toBe('Answered')
     expect(threadState({ Status: 'Idle', PendingUserMessages: ['T/a'] }).kind).toBe('queued')

@@ -47,10 +47,8 @@ export class WeftThreadLink extends LitElement {
 
   /** The state in words; on the home, a question is addressed to those who may answer it. */
   private state(view: NodeView): ThreadState {
-    const state = threadState(view.content)
-    if (!this.home || state.kind !== 'asking') return state
-    const mayAnswer = this.access.value?.permissions?.has('Thread') ?? false
-    return { ...state, label: mayAnswer ? 'Needs your answer' : 'Waiting for an answer' }
+    if (!this.home) return threadState(view.content)
+    return threadState(view.content, { mayAnswer: this.access.value?.permissions?.has('Thread') ?? false, inList: true })
   }
 
   override render() {

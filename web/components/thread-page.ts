@@ -235,9 +235,7 @@ export class WeftThreadPage extends LitElement {
     if (!view) return nothing
     const c = view.content
     const canThread = this.can('Thread')
-    const shared = threadState(c)
-    // A question is "yours" only to those who may answer it (a Viewer reads that it waits).
-    const state = shared.kind === 'asking' && !canThread ? { ...shared, label: 'Waiting for an answer' } : shared
+    const state = threadState(c, { mayAnswer: canThread })
     const approval = pendingApproval(c)
     const question = state.kind === 'asking' && typeof c.Question === 'string' ? c.Question : null
     const round = isJsonObject(c.Round) && typeof c.Round.Response === 'string' ? c.Round.Response : null

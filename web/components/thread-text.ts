@@ -20,8 +20,18 @@ export interface ThreadState {
 export const str = (v: JsonValue | undefined): string | null => (typeof v === 'string' && v !== '' ? v : null)
 
 
-/** What the thread is doing, as everyone watching it reads it. */
-export function threadState(c: JsonObject): ThreadState {
+/**
+ * Who reads the state, where it matters: a question is "yours" only to those who may answer it
+ * (a Viewer reads that it waits), and a list of one's threads says it needs an answer.
+ */
+export interface ThreadReader {
+  mayAnswer: boolean
+  /** Shown in a list of the reader's threads (the home), not on the thread's own page. */
+  inList?: boolean
+}
+
+/** What the thread is doing, as everyone watching it reads it (`reader`: see ThreadReader). */
+export function threadState(c: JsonObject, reader?: ThreadReader): ThreadState {
   const status = str(c.Status) ?? 'Idle'
   const live = !RESTING.has(status)
   if (live && c.RequestedStatus === 'Cancelled') return { kind: 'stopping', label: 'Stopping…', live }
@@ -32,7 +42,7 @@ export function threadState(c: JsonObject): ThreadState {
   if (status === 'Done') return { kind: 'done', label: 'Done', live: false }
   switch (c.Disposition) {
     case 'AwaitingInput':
-      return { kind: 'asking', label: 'Waiting for your answer', live: false }
+      return { kind: 'asking', label: reader && !reader.mayAnswer ? 'Waiting for an answer' : reader?.inList ? 'Needs your answer' : 'Waiting for your answer', live: false }
     case 'Failed':
       return { kind: 'failed', label: 'The last round failed', live: false }
     case 'Completed':
