@@ -12,7 +12,7 @@ import {
   type PathRange,
 } from '../../shared/index.js'
 import { batchPaths, isFold, isRowContent, planBatch, validateCommitInput, type ExistingNode, type PreparedFold, type PreparedContent } from './commit-plan.js'
-import { COMPACT_AFTER_UPDATES, compactUpdates, contentOfLog } from './compaction.js'
+import { COMPACT_AFTER_UPDATES, COMPACT_LOG_SHARE, compactUpdates, compactionDue, contentOfLog } from './compaction.js'
 import type { RowJson } from './row-parts.js'
 import { GroupCommitter, type ItemResult } from './group-commit.js'
 import { pgLease } from './contextual-pg-lease.js'
@@ -56,6 +56,12 @@ export class PostgresStorage implements StorageAdapter {
   /** Commits resolve to their ChangeRecord, folds to null. */
   private readonly committer: GroupCommitter<BatchItem, ChangeRecord | null>
   private readonly toCompact = new Set<NodePath>()
+  /**
+   * [STO9] Nodes last found not due for compaction: the log's entry count then, and the bytes it
+   * still lacked (less what this instance has logged since). Asked again 50 entries on, or once
+   * the bytes are there.
+   */
+  private readonly notDue = new Map<NodePath, { count: number; need: number }>()
   private compacting: Promise<void> | null = null
   private isClosing = false
   private closed: Promise<void> | null = null
@@ -146,7 +152,10 @@ export class PostgresStorage implements StorageAdapter {
       const flushRows = async () => {
         if (rows.length === 0) return
         const done = await updateRows(client, rows.splice(0))
-        for (const r of done) if (r.update_count > COMPACT_AFTER_UPDATES) compactCandidates.push(r.path as NodePath)
+        for (const r of done) {
+          const wait = this.notDue.get(r.path as NodePath)
+          if (r.update_count > COMPACT_AFTER_UPDATES && (!wait || wait.need <= 0 || r.update_count >= wait.count + 50)) compactCandidates.push(r.path as NodePath)
+        }
       }
       let next = 0
       for (const item of items) {
@@ -213,6 +222,8 @@ export class PostgresStorage implements StorageAdapter {
               count: input.update ? 1 : 0,
               base: input.baseVersion ?? null,
             })
+            const wait = this.notDue.get(input.path)
+            if (wait && input.update) wait.need -= input.update.byteLength
             if (!bulk) await flushRows()
             if (input.update) logged.push({ path: input.path, seq: version, data: toBuffer(input.update) })
             for (const b of input.clients ?? []) bound.push({ path: input.path, ...b })
@@ -291,12 +302,24 @@ export class PostgresStorage implements StorageAdapter {
    */
   async compactNode(path: NodePath): Promise<void> {
     await withTransaction(this.pool, async (client) => {
-      const node = await client.query<{ snapshot: Buffer | null; update_count: number }>(
-        'SELECT snapshot, update_count FROM nodes WHERE path = $1 FOR UPDATE',
+      const sizes = await client.query<{ update_count: number; snapshot_bytes: number; log_bytes: string }>(
+        `SELECT update_count, coalesce(octet_length(snapshot), 0) AS snapshot_bytes,
+           (SELECT coalesce(sum(octet_length(data)), 0) FROM node_updates WHERE path = $1) AS log_bytes
+         FROM nodes WHERE path = $1 FOR UPDATE`,
         [path],
       )
+      const due = sizes.rows[0]
+      if (!due || due.update_count <= 1) return
+      // [STO9] A big node waits until its log's bytes are a share of its snapshot's (compaction.ts).
+      if (!compactionDue(due.update_count, Number(due.log_bytes), due.snapshot_bytes)) {
+        if (this.notDue.size > 10_000) this.notDue.clear()
+        this.notDue.set(path, { count: due.update_count, need: due.snapshot_bytes / COMPACT_LOG_SHARE - Number(due.log_bytes) })
+        return
+      }
+      this.notDue.delete(path)
+      const node = await client.query<{ snapshot: Buffer | null; update_count: number }>('SELECT snapshot, update_count FROM nodes WHERE path = $1', [path])
       const row = node.rows[0]
-      if (!row || row.update_count <= 1) return
+      if (!row) return
       const logged = await client.query<{ seq: string; data: Buffer }>('SELECT seq, data FROM node_updates WHERE path = $1 ORDER BY seq', [path])
       const last = logged.rows.at(-1)
       if (!last) return

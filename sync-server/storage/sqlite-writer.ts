@@ -2,7 +2,7 @@ import Database from 'better-sqlite3'
 import { WeftError } from '../../shared/errors.js'
 import type { ChangeRecord, MeshChangeKind, NodePath } from '../../shared/index.js'
 import { batchPaths, isFold, isRowContent, planBatch, type CommitHeader, type ExistingNode, type PlannedCommit, type PreparedContent, type PreparedFold } from './commit-plan.js'
-import { COMPACT_AFTER_UPDATES, compactUpdates, contentOfLog } from './compaction.js'
+import { COMPACT_AFTER_UPDATES, compactUpdates, compactionDue, contentOfLog } from './compaction.js'
 import type { ItemResult } from './group-commit.js'
 import { pathColumns, toBuffer, toBytes } from './row-mapping.js'
 import { RowPartsCache, type RowJson } from './row-parts.js'
@@ -71,6 +71,11 @@ export class SqliteWriter {
   private readonly db: Database.Database
   private readonly stmt
   private readonly toCompact = new Set<NodePath>()
+  /**
+   * [STO9] Bytes of the log and the snapshot of nodes past COMPACT_AFTER_UPDATES, kept as updates
+   * are logged (read from the file the first time a node needs it): whether a compaction is due.
+   */
+  private readonly logSizes = new Map<NodePath, { log: number; snapshot: number }>()
   /** [ACT12] The JSON of the growing arrays of rows written in parts. */
   private readonly rowParts = new RowPartsCache()
   /**
@@ -126,6 +131,9 @@ export class SqliteWriter {
       fold: db.prepare<[Buffer, string]>('UPDATE nodes SET snapshot = ?, update_count = 0 WHERE path = ?'),
       compacted: db.prepare<[Buffer, number, string]>('UPDATE nodes SET snapshot = ?, update_count = update_count + ? WHERE path = ?'),
       dropLogged: db.prepare<[string, number]>('DELETE FROM node_updates WHERE path = ? AND seq <= ?'),
+      logSizes: db.prepare<[string, string], { log: number; snapshot: number }>(
+        'SELECT ifnull((SELECT sum(length(data)) FROM node_updates WHERE path = ?), 0) AS log, ifnull((SELECT length(snapshot) FROM nodes WHERE path = ?), 0) AS snapshot',
+      ),
       insertAccount: db.prepare<[string, string, string, string]>(
         'INSERT INTO accounts (user_id, email, password_hash, created_at) VALUES (?, ?, ?, ?)',
       ),
@@ -173,6 +181,7 @@ export class SqliteWriter {
         let next = 0
         return batch.map((item): ItemResult<ChangeRecord | null> => {
           if (isFold(item)) {
+            this.logSizes.delete(item.fold.path)
             this.stmt.deleteUpdates.run(item.fold.path)
             this.stmt.fold.run(toBuffer(item.fold.state), item.fold.path)
             // The log is gone and the count reset: nothing skipped is left to count.
@@ -265,12 +274,17 @@ export class SqliteWriter {
           count = row?.update_count
           this.setHead(input.path, input.deferContent && row ? { name: input.name, at: input.at, version, skipped: 0, count: row.update_count } : null)
         }
-        if (input.update) this.stmt.insertUpdate.run(input.path, version, toBuffer(input.update))
+        if (input.update) {
+          this.stmt.insertUpdate.run(input.path, version, toBuffer(input.update))
+          const sizes = this.logSizes.get(input.path)
+          if (sizes) sizes.log += input.update.byteLength
+        }
         this.bindClients(input)
-        if (count !== undefined && count > COMPACT_AFTER_UPDATES) compactCandidates.push(input.path)
+        if (count !== undefined && this.compactionDue(input.path, count)) compactCandidates.push(input.path)
         break
       }
       case 'Deleted':
+        this.logSizes.delete(input.path)
         this.setHead(input.path, null)
         this.rowParts.forget(input.path)
         this.stmt.deleteUpdates.run(input.path)
@@ -303,6 +317,17 @@ export class SqliteWriter {
     if (input.clients) for (const b of input.clients) this.stmt.bindClient.run(input.path, b.client, b.principal)
   }
 
+  /** [STO9] Whether a node whose log holds `count` entries (this commit's included) is due for compaction. */
+  private compactionDue(path: NodePath, count: number): boolean {
+    if (count <= COMPACT_AFTER_UPDATES) return false
+    let sizes = this.logSizes.get(path)
+    if (!sizes) {
+      sizes = { ...this.stmt.logSizes.get(path, path)! }
+      this.logSizes.set(path, sizes)
+    }
+    return compactionDue(count, sizes.log, sizes.snapshot)
+  }
+
   /** Compacts one waiting node; false when none waits. Called between batches, off the commit path. */
   compactNext(): boolean {
     const [path] = this.toCompact
@@ -327,6 +352,7 @@ export class SqliteWriter {
         if (head) this.stmt.applyHead.run({ at: head.at, version: head.version, skipped: 0, path })
         this.stmt.compacted.run(toBuffer(snapshot), (head?.skipped ?? 0) - logged.length, path)
         this.stmt.dropLogged.run(path, last.seq)
+        this.logSizes.set(path, { log: 0, snapshot: snapshot.byteLength })
         return true
       })
       .immediate()
@@ -343,6 +369,7 @@ export class SqliteWriter {
       })
       .immediate()
     this.heads.clear()
+    this.logSizes.clear()
     return records
   }
 

@@ -487,6 +487,28 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       expect(docToJson(doc)).toEqual(docToJson(w.doc))
     })
 
+    it('[STO9] waits to compact a big node until its log is a quarter of its snapshot, and then keeps its state', async () => {
+      const w = new NodeWriter(P('bignode'))
+      await store.commit(w.input('Created', { Blob: 'b'.repeat(200_000), Counter: 0 }))
+      // Past 200 entries with the 200 KB create in the log: compacted into a 200 KB snapshot.
+      for (let n = 1; n <= 220; n += 20) await Promise.all(Array.from({ length: 20 }, (_, i) => store.commit(w.input('Updated', { Counter: n + i }))))
+      await waitFor(async () => ((await store.loadDoc(P('bignode')))?.snapshot?.byteLength ?? 0) > 200_000)
+      await waitFor(async () => ((await store.loadDoc(P('bignode')))?.updates.length ?? Infinity) < 200)
+      const before = (await store.loadDoc(P('bignode')))?.updates.length ?? 0
+      // 300 small edits: ~10 KB of log against a 200 KB snapshot. Rewriting it now would cost
+      // 20 times what was appended: not due.
+      for (let n = 0; n < 300; n += 20) await Promise.all(Array.from({ length: 20 }, (_, i) => store.commit(w.input('Updated', { Counter: 1000 + n + i }))))
+      expect((await store.loadDoc(P('bignode')))?.updates.length).toBe(before + 300)
+      // A 60 KB edit brings the log past a quarter of the snapshot: compacted.
+      await store.commit(w.input('Updated', { Note: 'n'.repeat(60_000) }))
+      await waitFor(async () => ((await store.loadDoc(P('bignode')))?.updates.length ?? Infinity) === 0)
+      const stored = await store.loadDoc(P('bignode'))
+      const doc = rebuild(stored ?? { snapshot: null, updates: [] })
+      expect(docToJson(doc)).toEqual(docToJson(w.doc))
+      expect(Y.encodeStateVector(doc)).toEqual(Y.encodeStateVector(w.doc))
+      expect((await store.getNode(P('bignode')))?.content).toEqual(docToJson(w.doc))
+    })
+
     it('gives 500 concurrent commits distinct versions and persists them all', async () => {
       const writers = Array.from({ length: 50 }, (_, i) => new NodeWriter(P(`conc/n${i}`)))
       await Promise.all(writers.map((w) => store.commit(w.input('Created', { Seq: 0 }))))
