@@ -12,6 +12,7 @@ import {
   isPermissiveContent,
   isReservedSegment,
   isSystem,
+  isTextField,
   lastSegment,
   nodeTypeDef,
   parentPath,
@@ -516,7 +517,11 @@ export class WritePath {
       content = patch ? applyPatchToJson(before.content, patch) : replaceJsonContent(next)
     }
     const after: MeshNode = { ...before, name, content, updatedAt: now() }
-    return this.commitChange(ln, principal, before, after, 'Updated', update, origin, false, undefined, attach)
+    // [STO5] A patch of a typed node's declared text fields only (an answer streamed into its
+    // cell, a script's Source): the row's JSON is written later, coalesced, as a person's typing
+    // is. Rewritten at every write, a streamed answer cost its whole length each time.
+    const textOnly = update !== null && patch !== null && name === before.name && !isPermissiveContent(before.nodeType) && changed.every((f) => isTextField(before.nodeType, f))
+    return this.commitChange(ln, principal, before, after, 'Updated', update, origin, textOnly, undefined, attach)
   }
 
   private authorizeFields(principal: Principal, node: MeshNode, fields: Iterable<string>): void {

@@ -1,4 +1,7 @@
 import * as Y from 'yjs'
+import Database from 'better-sqlite3'
+import { join } from 'node:path'
+import type { CommitInput } from '../../sync-server/storage/types.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { subscriptionsEngine, type SubscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
 import { createThreadsEngine, type ThreadsEngine } from '../../sync-server/engines/threads/index.js'
@@ -253,6 +256,45 @@ describe('threads: cancel and streaming', () => {
       watcher.destroy()
     }
     await settled(ts.url, alice.token, t)
+  })
+
+  it('[STO5] an answer streamed into its cell while someone watches leaves the row\'s JSON to one coalesced write: no write of the text rewrites the row', async () => {
+    const t = await fresh()
+    const cell = `${t}/_r.s1`
+    const seen: CommitInput[] = []
+    const storage = ts.server.storage
+    const commit = storage.commit.bind(storage)
+    storage.commit = (input) => {
+      if (input.path === cell) seen.push(input)
+      return commit(input)
+    }
+    const words = '/sleep 5'
+    await post(ts.url, alice.token, t, words, 's1')
+    await statusIs(ts.url, alice.token, t, 'Executing')
+    await waitFor(() => clock.sleeping > 0)
+    const watcher = stockProvider(ts.url, cell, bob.token)
+    try {
+      await watcher.synced()
+      clock.release()
+      await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'Completed')
+    } finally {
+      storage.commit = commit
+      watcher.destroy()
+    }
+    const texts = seen.filter((c) => c.kind === 'Updated' && c.update !== null)
+    expect(texts.length).toBeGreaterThan(1)
+    // Every write of the growing text is a Yjs delta only; the row follows, coalesced.
+    expect(texts.filter((c) => c.deferContent !== true)).toEqual([])
+    const answer = (await api(ts.url, alice.token).getNode(cell)).body
+    expect(answer.content.Text).toBe(`You said: ${words}`)
+    const db = new Database(join(ts.dataDir, 'weft.db'), { readonly: true })
+    try {
+      const raw = () => db.prepare('SELECT content, content_stale AS stale FROM nodes WHERE path = ?').get(cell) as { content: string; stale: number }
+      await waitFor(() => raw().stale === 0, { timeoutMs: 30_000, description: 'the row written' })
+      expect(JSON.parse(raw().content)).toEqual(answer.content)
+    } finally {
+      db.close()
+    }
   })
 
   it('[THR9] /delegate: a sub-thread (same agent, ParentPath) runs the task; the parent answers "Delegated: " + its answer', async () => {
