@@ -6,7 +6,11 @@
  *    per token and bytes the data directory grows per token, each over the first 1,000 tokens and
  *    over the last 1,000 (stored: tokens 1,000–2,000, past the WAL's growth; the slope is last /
  *    first: 1 = constant per token), and the watcher's latency from
- *    the agent's emit to the token in its Y.Text, p50 / p99.
+ *    the agent's emit to the token in its Y.Text, p50 / p99. The directory's growth over a stream
+ *    this fast is SQLite's page allocation (pages are taken in steps and reused), so the bytes the
+ *    database keeps for the cell are counted too: its Yjs snapshot and update log, read from the
+ *    file through a second connection once the writes of the tokens so far have landed (the agent
+ *    waits at each mark), over tokens 1,000–2,000 and the last 1,000.
  *  - load: 1,000 threads, each with a round in flight at once: the built-in agent's `/sleep`
  *    holds every round (a round clock the bench releases) until all 1,000 are claimed and
  *    Executing; then all are released together and stream their answers a word at a time and
@@ -16,6 +20,7 @@
  *
  * Run alone: `npx tsx test/bench/threads-scale-bench.ts` prints JSON.
  */
+import Database from 'better-sqlite3'
 import { mkdtemp, readdir, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -48,19 +53,52 @@ async function dirBytes(dir: string): Promise<number> {
 
 const token = (i: number) => `t${i.toString(36).padStart(4, '0')} `
 
+/** The bytes the database keeps for a node's Yjs state (snapshot and update log), read-only. */
+function yjsBytes(dir: string, path: string): number {
+  const db = new Database(join(dir, 'weft.db'), { readonly: true, fileMustExist: true })
+  try {
+    const row = db
+      .prepare(`SELECT (SELECT ifnull(length(snapshot), 0) FROM nodes WHERE path = ?) + (SELECT ifnull(sum(length(data)), 0) FROM node_updates WHERE path = ?) AS b`)
+      .get(path, path) as { b: number | null }
+    return row.b ?? 0
+  } finally {
+    db.close()
+  }
+}
+
+/** yjsBytes once it holds still (the writes of what was emitted have landed): two equal reads 30 ms apart. */
+async function settledYjsBytes(dir: string, path: string): Promise<number> {
+  let last = yjsBytes(dir, path)
+  for (let i = 0; i < 200; i++) {
+    await new Promise((r) => setTimeout(r, 30))
+    const now = yjsBytes(dir, path)
+    if (now === last && now > 0) return now
+    last = now
+  }
+  return last
+}
+
 async function streamPart(): Promise<Record<string, number>> {
   const dir = await mkdtemp(join(tmpdir(), 'weft-thr-stream-'))
   const emitted: number[] = []
   let go: () => void = () => undefined
   const started = new Promise<void>((r) => (go = r))
   const marks: Record<number, number> = {}
+  const yjsMarks: Record<number, number> = {}
+  let cellPath = ''
+  let paused = 0
   const agent: Agent = async (io) => {
     await started
     marks[0] = await dirBytes(dir)
     for (let i = 0; i < TOKENS; i++) {
       emitted[i] = performance.now()
       await io.emit(token(i))
-      if (i + 1 === 1_000 || i + 1 === 2_000 || i + 1 === TOKENS - 1_000 || i + 1 === TOKENS) marks[i + 1] = await dirBytes(dir)
+      if (i + 1 === 1_000 || i + 1 === 2_000 || i + 1 === TOKENS - 1_000 || i + 1 === TOKENS) {
+        marks[i + 1] = await dirBytes(dir)
+        const t = performance.now()
+        yjsMarks[i + 1] = await settledYjsBytes(dir, cellPath)
+        paused += performance.now() - t
+      }
     }
     return { disposition: 'Completed' }
   }
@@ -75,6 +113,7 @@ async function streamPart(): Promise<Record<string, number>> {
     await http.putNode(thread, 'Thread', { Agent: { Kind: 'builtin' } })
     await http.post(`/api/nodes/${nodeUrlPath(thread)}/messages`, { id: 'm', text: 'stream' })
     const cell = `${thread}/_r.m`
+    cellPath = cell
     await waitFor(async () => (await http.getNode(cell)).status === 200, 10_000)
     const watcher = stockProvider(server.url, cell, watcherUser.token)
     await watcher.synced()
@@ -96,7 +135,7 @@ async function streamPart(): Promise<Record<string, number>> {
     const t0 = performance.now()
     go()
     await waitFor(() => seen >= TOKENS, { timeoutMs: 600_000, intervalMs: 20 })
-    const secs = (performance.now() - t0) / 1000
+    const secs = (performance.now() - t0 - paused) / 1000
     await waitFor(async () => (await http.getNode(thread)).body.content.Status === 'Idle', 30_000)
     watcher.destroy()
     const lat = seenAt.map((t, i) => t - emitted[i]!)
@@ -106,6 +145,8 @@ async function streamPart(): Promise<Record<string, number>> {
     // file to its working size, which later writes reuse: not a per-token cost).
     const firstStored = ((marks[2_000] ?? 0) - (marks[1_000] ?? 0)) / 1_000
     const lastStored = ((marks[TOKENS] ?? 0) - (marks[TOKENS - 1_000] ?? 0)) / 1_000
+    const firstYjs = ((yjsMarks[2_000] ?? 0) - (yjsMarks[1_000] ?? 0)) / 1_000
+    const lastYjs = ((yjsMarks[TOKENS] ?? 0) - (yjsMarks[TOKENS - 1_000] ?? 0)) / 1_000
     return {
       streamTokens: TOKENS,
       streamTokensPerSec: Math.round(TOKENS / secs),
@@ -118,6 +159,10 @@ async function streamPart(): Promise<Record<string, number>> {
       streamStoredBytesPerTokenLast1k: Number(lastStored.toFixed(1)),
       streamStoredBytesPerTokenSlope: Number((lastStored / Math.max(1, firstStored)).toFixed(2)),
       streamDataDirBytesAtEnd: marks[TOKENS] ?? 0,
+      streamKeptYjsBytesPerTokenSecond1k: Number(firstYjs.toFixed(1)),
+      streamKeptYjsBytesPerTokenLast1k: Number(lastYjs.toFixed(1)),
+      streamKeptYjsBytesPerTokenSlope: Number((lastYjs / Math.max(1, firstYjs)).toFixed(2)),
+      streamKeptYjsBytesAtEnd: yjsMarks[TOKENS] ?? 0,
     }
   } finally {
     await server.close()
