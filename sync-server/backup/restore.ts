@@ -4,7 +4,7 @@ import * as random from 'lib0/random'
 import * as Y from 'yjs'
 import { WeftError, docToJson, replaceDocContent, textPolicyFor, type JsonObject } from '../../shared/index.js'
 import { SERVER_DOC_CLIENT } from '../admission/index.js'
-import { holdPostgresExclusive, holdSqliteExclusive, openPostgresStorage, openSqliteStorage, type HolderLock } from '../storage/index.js'
+import { holdPostgresExclusive, holdSqliteExclusive, openPostgresStorage, openSqliteStorage, replayLog, type HolderLock } from '../storage/index.js'
 import type { Progress } from './backup.js'
 import { describeLocation, postgresExec, sqliteExec, sqliteFile, type Exec, type Location } from './exec.js'
 import { InvalidBackup, readBody, readHeader as readHeaderOf, verifyBackup, type BackupHeader, type NodeRecord } from './format.js'
@@ -60,8 +60,8 @@ const sameLog = (a: Existing['updates'], b: NodeRecord['updates']) => a.length =
 
 function docOf(snapshot: string | null, updates: readonly [number, string | null][]): Y.Doc {
   const doc = new Y.Doc()
-  if (snapshot) Y.applyUpdate(doc, Buffer.from(snapshot, 'base64'))
-  for (const [, u] of updates) if (u) Y.applyUpdate(doc, Buffer.from(u, 'base64'))
+  const log = updates.flatMap(([, u]) => (u ? [Buffer.from(u, 'base64')] : []))
+  replayLog(doc, snapshot ? Buffer.from(snapshot, 'base64') : null, log)
   return doc
 }
 

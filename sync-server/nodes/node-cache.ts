@@ -1,7 +1,7 @@
 import * as Y from 'yjs'
 import type { Logger } from 'pino'
 import { WeftError, docToJson, isDescendantOrSelf, jsonEqual, replaceDocContent, textPolicyFor, type MeshNode, type NodePath } from '../../shared/index.js'
-import type { StorageAdapter } from '../storage/index.js'
+import { replayLog, type StorageAdapter } from '../storage/index.js'
 import { ClientBindings } from '../admission/index.js'
 import { LoadedNode, type DocCorrupted } from './loaded-node.js'
 import type { ClusterLink } from './types.js'
@@ -159,8 +159,7 @@ export class NodeCache {
       // A node absent now, or deleted (and maybe created again) while the log was read, starts
       // from an empty doc: a create must not build on a deleted node's log.
       if (stored && ln.node && ln.generation === generation) {
-        if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
-        for (const u of stored.updates) Y.applyUpdate(doc, u)
+        replayLog(doc, stored.snapshot, stored.updates)
       }
       const logged = docToJson(doc)
       // [SCALE2] Several instances: every write goes through a doc, so the log holds every

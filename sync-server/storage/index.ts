@@ -3,7 +3,7 @@ export { openPostgresStorage, openStorage, type OpenStorageOptions } from './ope
 export { SqliteStorage, openSqliteStorage, type SqliteStorageOptions } from './sqlite-adapter.js'
 export type { PostgresStorage, PostgresStorageOptions } from './postgres-adapter.js'
 export { itemsJson, type RowJson, type RowPart } from './row-parts.js'
-export { COMPACT_AFTER_UPDATES } from './compaction.js'
+export { COMPACT_AFTER_UPDATES, replayLog } from './compaction.js'
 export { MAX_QUERY_LIMIT } from './query.js'
 export { planSearch, SEARCH_BODY_CHARS, type SearchHit, type SearchPlan } from './search-plan.js'
 export type { ConsumerRow, ConsumerStatus, ContextualAttachment, ContextualCall, ContextualAttention, ContextualMeta, ContextualTotals, EventFilter, Fence, LeasedEvent, LeaseResult, LeaseTruth, OutcomeRow } from './contextual-store.js'

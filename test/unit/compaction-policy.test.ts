@@ -14,6 +14,8 @@ function stream(start: number, appends: Array<{ size: number; grows: number }>) 
   let pendingGrowth = 0
   let appended = 0
   let rewritten = 0
+  let forced = 0
+  let forcedRewritten = 0
   let longest = 0
   for (const a of appends) {
     entries++
@@ -22,14 +24,19 @@ function stream(start: number, appends: Array<{ size: number; grows: number }>) 
     appended += a.size
     longest = Math.max(longest, entries)
     if (compactionDue(entries, log, snapshot)) {
+      const byCap = log * COMPACT_LOG_SHARE < snapshot
       snapshot += pendingGrowth
       rewritten += snapshot
+      if (byCap) {
+        forced++
+        forcedRewritten += snapshot
+      }
       log = 0
       entries = 0
       pendingGrowth = 0
     }
   }
-  return { appended, rewritten, longest, entries }
+  return { appended, rewritten, forced, forcedRewritten, longest, entries, count: appends.length }
 }
 
 describe('[STO9] the compaction policy', () => {
@@ -42,12 +49,12 @@ describe('[STO9] the compaction policy', () => {
           // A fold never grows the snapshot by more than the update that made it.
           const appends = raw.map((a) => ({ size: a.size, grows: Math.min(a.grows, a.size) }))
           const r = stream(start, appends)
-          expect(r.longest).toBeLessThanOrEqual(Math.max(COMPACT_MAX_UPDATES, (start + r.appended) / 64) + 1)
-          // Each compaction but the ones the entry cap forces found a log of at least a share of
-          // the snapshot it rewrote (less the log's own growth): what it rewrote is at most
-          // (share + 1) times what was appended since, plus the first snapshot once. The cap
-          // cannot bite within 3,000 appends.
-          expect(r.rewritten).toBeLessThanOrEqual((COMPACT_LOG_SHARE + 1) * r.appended + start)
+          expect(r.longest).toBeLessThanOrEqual(COMPACT_MAX_UPDATES + 1)
+          // Each compaction the entry cap did not force found a log of at least a share of the
+          // snapshot it rewrote: what those rewrote is at most (share + 1) times what was appended.
+          expect(r.rewritten - r.forcedRewritten).toBeLessThanOrEqual((COMPACT_LOG_SHARE + 1) * r.appended)
+          // The cap forces one compaction per COMPACT_MAX_UPDATES + 1 entries at most.
+          expect(r.forced).toBeLessThanOrEqual(Math.floor(r.count / (COMPACT_MAX_UPDATES + 1)))
         },
       ),
       { seed: 1204, numRuns: 300 },
@@ -60,20 +67,21 @@ describe('[STO9] the compaction policy', () => {
     // A 60 KB answer streamed 6 bytes (~25 logged) a token: not every 200 tokens, but at 15 KB of log.
     expect(compactionDue(201, 201 * 25, 60_000)).toBe(false)
     expect(compactionDue(600, 600 * 25, 60_000)).toBe(true)
+    expect(compactionDue(COMPACT_MAX_UPDATES, 1, 100_000)).toBe(false)
     expect(compactionDue(COMPACT_MAX_UPDATES + 1, 1, 100_000)).toBe(true)
-    // A 10 MB log of 100-byte lines: the entry cap grows with the snapshot, so bytes decide.
-    expect(compactionDue(20_000, 20_000 * 100, 10_000_000)).toBe(false)
-    expect(compactionDue(25_000, 25_000 * 100, 10_000_000)).toBe(true)
-    expect(compactionDue(160_000, 160_000, 10_000_000)).toBe(true)
   })
 
-  it('a token stream into one cell rewrites a constant number of bytes per token, however long it grows', () => {
+  it('a token stream into one cell rewrites a constant number of bytes per token while its log fits the entry cap', () => {
     const tokens = (n: number) => Array.from({ length: n }, () => ({ size: 25, grows: 6 }))
     const perToken = (n: number) => stream(0, tokens(n)).rewritten / n
-    // At every 200 entries it was ~n * 6 / 400 per token: 10 times the tokens, 10 times the cost.
-    const long = perToken(20_000)
-    const longer = perToken(200_000)
+    // At every 200 entries it was ~n * 6 / 400 per token: twice the tokens, twice the cost.
+    // A 16,000-token answer (96 KB) is the largest whose quarter fits 1,000 entries of 25 bytes.
+    const long = perToken(8_000)
+    const longer = perToken(16_000)
     expect(longer / long).toBeLessThan(1.5)
     expect(longer).toBeLessThanOrEqual((COMPACT_LOG_SHARE + 1) * 25)
+    // Past it, the cap: a fold per 1,000 entries, a fifth of what one per 200 cost.
+    const capped = stream(0, tokens(100_000))
+    expect(capped.rewritten / 100_000).toBeLessThan((600_000 / 1_000) * 1.1)
   })
 })
