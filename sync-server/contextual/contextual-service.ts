@@ -512,8 +512,14 @@ export class ContextualService {
       const holder: { attachment: ContextualAttachment | null } = { attachment: attachment(committed) }
       const value = await runCommand(nodes.attaching(holder), principal, reaction, target, p.data, `ctx-${key.slice(0, 40)}`, this.threadClock)
       const carried = holder.attachment === null
-      if (!carried) await this.recordAlone(attachment(committed))
-      return { outcome: { ...committed, version: carried ? value.version : null }, repeated: false }
+      if (!carried) {
+        await this.recordAlone(attachment(committed))
+        return { outcome: committed, repeated: false }
+      }
+      // [CTX27] What a repeat will resolve: the version is that of the commit that carried the
+      // outcome (a thread post commits more than once, and its command reports none).
+      const row = await this.call<OutcomeRow | null>({ op: 'outcome', key })
+      return { outcome: row ? this.outcomeOf(row) : { ...committed, version: value.version }, repeated: false }
     } catch (err) {
       if (!isWeftError(err)) throw err
       if (err.code === 'stale_lease' || err.code === 'forbidden' || err.code === 'forbidden_field' || err.code === 'reaction_denied') throw deny()

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { JsonObject } from '../../shared/index.js'
-import { api, createSpace, errorCode, expectStatus, grantRole, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
+import { api, createSpace, errorCode, expectStatus, grantRole, signup, startTestServer, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
 import { ctx, definition, pull, putSubscription } from './contextual-helpers.js'
+import { createCode, run, terminal, waitForStatus } from './activities-helpers.js'
 
 describe('contextual agent subscriptions (issue 19)', () => {
   let ts: TestServer
@@ -120,6 +121,72 @@ describe('contextual agent subscriptions (issue 19)', () => {
     const r = expectStatus(await c.react(item, 'reply', { Text: 'x' }), 200).body
     expect(r.outcome).toMatchObject({ status: 'rejected', code: 'already_exists' })
     expect(expectStatus(await c.react(item, 'reply', { Text: 'x' }), 200).body).toEqual({ outcome: r.outcome, repeated: true })
+  })
+
+  it('[CTX21] the delete, request_activity_status and post_thread_message reactions each run their one command as the caller, once', async () => {
+    const code = await createCode(ts.url, owner.token, `${space}/job40`, 'return 40 + 2')
+    const draft = await run(ts.url, owner.token, code, { start: false })
+    const thread = `${space}/thread40`
+    expectStatus(await api(ts.url, owner.token).putNode(thread, 'Thread', { Agent: { Kind: 'builtin' } }), 201)
+    // The run and the thread are the consumer's parameters: the targets resolve from them.
+    const sub = `${space}/s40`
+    const def = definition(`${space}/in40`, {
+      Parameters: { Run: { Type: 'string', Required: true }, Thread: { Type: 'string', Required: true } },
+      Reactions: {
+        remove: { Command: 'delete', Target: '{event.path}' },
+        start: { Command: 'request_activity_status', Target: '{param.Run}', Parameters: { Status: { Type: 'string', Required: true } } },
+        tell: { Command: 'post_thread_message', Target: '{param.Thread}', Parameters: { Text: { Type: 'string', Required: true } } },
+      },
+    })
+    expectStatus(await putSubscription(ts.url, owner.token, sub, def), 201)
+    expectStatus(await api(ts.url, owner.token).putNode(`${space}/in40`, 'Document', {}), 201)
+    const c = ctx(ts.url, owner.token)
+    const params = { params: { Run: draft, Thread: thread } }
+    expectStatus(await c.next(sub, 'w1', params), 200)
+    await api(ts.url, owner.token).putNode(`${space}/in40/d`, 'Document', {})
+    const got = expectStatus(await c.next(sub, 'w1', { ...params, waitSeconds: 10 }), 200).body
+    const { consumerId, item } = got as { consumerId: string; item: NonNullable<typeof got.item> }
+    expect(item).not.toBeNull()
+    expect(item.reactions.map((r) => r.name).sort()).toEqual(['remove', 'start', 'tell'])
+
+    // The run starts, started by the reaction's caller.
+    const started = expectStatus(await c.react(item, 'start', { Status: 'Running' }), 200).body
+    expect(started.outcome).toMatchObject({ status: 'committed', path: draft, reaction: 'start' })
+    const done = await waitForStatus(ts.url, owner.token, draft, terminal)
+    expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 42, StartedBy: owner.userId })
+
+    // One user message in the thread, by the caller, with the derived id; a repeat adds none.
+    const told = expectStatus(await c.react(item, 'tell', { Text: 'from an agent' }), 200).body
+    expect(told.outcome).toMatchObject({ status: 'committed', path: thread, reaction: 'tell' })
+    expect(expectStatus(await c.react(item, 'tell', { Text: 'again' }), 200).body).toEqual({ outcome: told.outcome, repeated: true })
+    const t = await waitFor(async () => {
+      const n = (await api(ts.url, owner.token).getNode(thread)).body
+      return n.content.Status === 'Idle' && n.content.Disposition === 'Completed' ? n : null
+    })
+    const messages = t.content.Messages as string[]
+    expect(messages).toHaveLength(2)
+    const [cell, answer] = await Promise.all(messages.map(async (m) => (await api(ts.url, owner.token).getNode(m)).body))
+    expect(cell!.content).toMatchObject({ Role: 'user', Author: owner.userId, Text: 'from an agent' })
+    expect(answer!.content).toMatchObject({ Role: 'assistant', Text: 'You said: from an agent' })
+
+    // The event's node is deleted; a repeat resolves the outcome and deletes nothing else.
+    const removed = expectStatus(await c.react(item, 'remove'), 200).body
+    expect(removed.outcome).toMatchObject({ status: 'committed', path: `${space}/in40/d`, reaction: 'remove' })
+    expect((await api(ts.url, owner.token).getNode(`${space}/in40/d`)).status).toBe(404)
+    expect(expectStatus(await c.react(item, 'remove'), 200).body).toEqual({ outcome: removed.outcome, repeated: true })
+    expectStatus(await c.ack(consumerId, item), 200)
+  })
+
+  it('[CTX11] with no MaxAttempts, the tenth failure dead-letters', async () => {
+    const { sub, c } = await setup('41', owner.token, { Limits: { LeaseSeconds: 30 } })
+    await api(ts.url, owner.token).putNode(`${space}/in41/d`, 'Document', {})
+    for (let attempt = 1; attempt <= 10; attempt++) {
+      const a = await pull(ts.url, owner.token, sub)
+      expect(a.item.attempt).toBe(attempt)
+      const state = expectStatus(await c.nack(a.consumerId, a.item, 0, `failure ${attempt}`), 200).body.state
+      expect(state).toBe(attempt < 10 ? 'pending' : 'dead')
+    }
+    expect(expectStatus(await c.next(sub), 200).body.item).toBeNull()
   })
 
   it('[CTX9] [CTX11] [CTX13] nack redelivers with the next attempt; the last failure dead-letters; an Admin re-drives', async () => {
