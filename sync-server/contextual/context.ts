@@ -41,9 +41,20 @@ export async function hydrate(
   params: JsonObject,
 ): Promise<{ contextHead: number; event: MeshNode | null; results: Hydrated }> {
   const readEvent = () => (event.kind === 'Deleted' ? null : nodes.get(principal, event.path as NodePath).catch(() => null))
+  /** The writes in flight of the nodes read: a node read while one is may hold it before it is durable. */
+  const inFlight = (read: ReadonlyArray<MeshNode | null>): Promise<void>[] =>
+    read.flatMap((n) => {
+      const p = n ? nodes.committing?.(n.path) : null
+      return p ? [p] : []
+    })
   if (def.hydration.length === 0) {
-    const node = await readEvent()
-    return { contextHead: Math.max(event.version, node?.version ?? 0), event: node, results: {} }
+    for (let attempt = 1; ; attempt++) {
+      const node = await readEvent()
+      const waits = inFlight([node])
+      if (waits.length === 0) return { contextHead: Math.max(event.version, node?.version ?? 0), event: node, results: {} }
+      if (attempt >= SNAPSHOT_TRIES) throw new WeftError('unavailable', 'The context kept changing while it was read; pull again.')
+      await Promise.all(waits)
+    }
   }
   for (let attempt = 1; ; attempt++) {
     const head = await storage.lastVersion()
@@ -58,10 +69,15 @@ export async function hydrate(
       if ('Get' in spec) results[name] = await nodes.get(principal, path).catch(() => null)
       else results[name] = await nodes.query(principal, { parent: path, ...(spec.NodeType ? { nodeType: spec.NodeType } : {}), limit: spec.Limit }).catch(() => [])
     }
+    // Checked before the head is read again: a write in flight now that lands before that read
+    // moves the head; one still in flight then is seen here.
+    const waits = inFlight([node, ...Object.values(results).flatMap((r) => (Array.isArray(r) ? r : [r]))])
     const after = await storage.lastVersion()
-    if (after === head || attempt >= SNAPSHOT_TRIES) {
-      if (after !== head) throw new WeftError('unavailable', 'The context kept changing while it was read; pull again.')
+    const consistent = after === head && waits.length === 0
+    if (consistent || attempt >= SNAPSHOT_TRIES) {
+      if (!consistent) throw new WeftError('unavailable', 'The context kept changing while it was read; pull again.')
       return { contextHead: Math.max(head, event.version), event: node, results }
     }
+    await Promise.all(waits)
   }
 }

@@ -205,6 +205,12 @@ export class NodeService implements SyncNodeApi {
     return this.cache.peek(path) !== undefined
   }
 
+  /** See NodeApi.committing. */
+  committing(path: NodePath): Promise<void> | null {
+    const ln = this.cache.peek(path)
+    return ln && ln.pendingCommits > 0 ? ln.settled() : null
+  }
+
   /** Whether the node's Y.Doc is built right now ([DOC1]; diagnostics and tests). */
   hasDoc(path: NodePath): boolean {
     return this.cache.peek(path)?.hasDoc ?? false

@@ -108,6 +108,11 @@ export interface NodeApi {
   /** The one access check (DESIGN.md): what the principal may do on the path right now. */
   permissions(principal: Principal, path: NodePath): PermissionSet
   get(principal: Principal, path: NodePath): Promise<MeshNode | null>
+  /**
+   * [CTX16] A write of the node accepted but not durable yet: what `get` returns of it may then be
+   * ahead of every committed version. Resolves once none is in flight; null when none is now.
+   */
+  committing?(path: NodePath): Promise<void> | null
   /** Like `get`, but keeps the node loaded: for a read that a write to the same node follows. */
   read(principal: Principal, path: NodePath): Promise<MeshNode | null>
   query(principal: Principal, query: NodeQuery): Promise<MeshNode[]>
