@@ -76,11 +76,18 @@ export class WeftRunLog extends LitElement {
     const ol = this.list
     if (!ol) return
     const atEnd = isAtEnd(ol)
-    if (atEnd !== this.following) this.following = atEnd
     if (atEnd) {
+      if (!this.following) this.following = true
       this.unseen = 0
       this.pinnedTop = ol.scrollTop
+      return
     }
+    // Off the end: stop following only when the reader moved up from the last pin. A scroll
+    // event that lands after lines grew the list (a loaded page dispatches it frames late) is not
+    // the reader leaving the tail: pinned again. Beside two CPU hogs, "Jump to latest" then
+    // read that event as a scroll up and stopped following at once.
+    if (this.following && ol.scrollTop >= this.pinnedTop - AT_END_PX) this.pin(ol)
+    else if (this.following) this.following = false
   }
 
   /** Shows the last line and remembers where that left the list. */
