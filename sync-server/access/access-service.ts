@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import {
   ALL_PERMISSIONS,
   NO_PERMISSIONS,
@@ -83,6 +84,8 @@ export class AccessService {
   private readonly scopesBySubject = new Map<string, Set<NodePath>>()
   /** userId → its readable regions, valid for one generation. */
   private readonly regionCache = new Map<string, { generation: number; regions: PathRange[] }>()
+  /** userId → its capability revision, valid for one generation. */
+  private readonly revisionCache = new Map<string, { generation: number; revision: string }>()
 
   onChange(listener: () => void): () => void {
     this.listeners.add(listener)
@@ -239,6 +242,30 @@ export class AccessService {
     if (this.regionCache.size >= REGION_CACHE_MAX) this.regionCache.clear()
     this.regionCache.set(userId, { generation: this.generation, regions })
     return regions
+  }
+
+  /**
+   * [CTX25] The user's capability revision: a digest of everything their permissions derive
+   * from (their groups, and every assignment held by them or one of those groups: scope, role,
+   * denied). Any grant, revocation, role change or membership change that touches the user gives
+   * another revision; one elsewhere in the mesh does not. Derived from the durable nodes alone, so
+   * every instance, and the same instance after a restart, computes the same revision.
+   */
+  capabilityRevision(userId: string): string {
+    const hit = this.revisionCache.get(userId)
+    if (hit && hit.generation === this.generation) return hit.revision
+    const hash = createHash('sha256')
+    for (const subject of [userId, ...this.groupsOf(userId).sort(compareStrings)]) {
+      hash.update(`s\u0000${subject}\u0000`)
+      for (const scope of [...(this.scopesBySubject.get(subject) ?? [])].sort(compareStrings)) {
+        const a = this.assignments.get(scope)?.get(subject)
+        if (a) hash.update(`a\u0000${scope}\u0000${a.role}\u0000${a.denied ? 1 : 0}\u0000`)
+      }
+    }
+    const revision = hash.digest('base64url').slice(0, 22)
+    if (this.revisionCache.size >= REGION_CACHE_MAX) this.revisionCache.clear()
+    this.revisionCache.set(userId, { generation: this.generation, revision })
+    return revision
   }
 
   /** Admin assignments (not denied) directly on a scope; a Space must always keep one. */

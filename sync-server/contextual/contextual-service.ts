@@ -24,7 +24,7 @@ import {
   type Principal,
 } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
-import type { NodeApi } from '../nodes/index.js'
+import type { CommitAttachment, NodeApi } from '../nodes/index.js'
 import {
   matchesEventFilter,
   type ContextualAttachment,
@@ -87,7 +87,7 @@ interface WakeListener {
 
 export interface ContextualServiceOptions {
   nodes: NodeApi
-  access: Pick<AccessService, 'permissions' | 'generation'>
+  access: Pick<AccessService, 'permissions' | 'capabilityRevision'>
   storage: StorageAdapter
   log: Logger
   clock?: Clock
@@ -307,7 +307,8 @@ export class ContextualService {
     const user = userOf(principal)
     const view = await hydrate(this.opts.nodes, this.opts.storage, principal, def, e, params)
     const root = randomUUID()
-    const rev = this.opts.access.generation
+    // [CTX25] What the offer is made under; a reaction commits only while it is still the same.
+    const rev = this.opts.access.capabilityRevision(user)
     const reactions: OfferedReaction[] = []
     for (const r of def.reactions.values()) {
       const target = resolveTemplate(r.spec.Target, e, params)
@@ -480,7 +481,15 @@ export class ContextualService {
     const reaction = def.reactions.get(claims.reaction)
     if (def.hash !== claims.def || !reaction || reaction.commandId !== claims.command) throw deny()
     const source = lease.path as NodePath
-    if (!access.permissions(principal, source).has('Read')) throw deny()
+    // [CTX25] The caller's capability revision is the token's (no grant, revocation or role change
+    // touching them since the offer), and the event's source row is readable: checked now, and
+    // again by `admit` in the one synchronous stretch in which the command's first write is
+    // authorized and committed; that commit's transaction checks the row is still stored. Every
+    // principal takes this path: no role is trusted on lease truth alone.
+    const admit = (): void => {
+      if (access.capabilityRevision(user) !== claims.rev || !access.permissions(principal, source).has('Read')) throw deny()
+    }
+    admit()
     if (lease.kind !== 'Deleted' && !(await nodes.get(principal, source).catch(() => null))) throw deny()
     const params = JSON.parse(consumer.params) as JsonObject
     const target = resolveTemplate(reaction.spec.Target, lease, params)
@@ -504,16 +513,17 @@ export class ContextualService {
     const attachment = (outcome: ReactionOutcome): ContextualAttachment => ({
       fence: { consumerId: claims.consumer, eventId: claims.event, token: lease.token!, attempt: claims.attempt, now },
       outcome: { key, consumerId: claims.consumer, eventId: claims.event, reaction: reaction.name, attempt: claims.attempt, principal: user, outcome: JSON.stringify(outcome), causation: JSON.stringify(causation), at },
+      ...(lease.kind !== 'Deleted' ? { source } : {}),
     })
     log.info({ op: 'contextual.react', requestId: claims.root, key, reaction: reaction.name, event: claims.event, user }, 'contextual reaction')
     const committed: ReactionOutcome = { status: 'committed', ...base, version: null }
     try {
       log.info({ op: 'contextual.command', requestId: childRequestId, rootRequestId: claims.root, command: reaction.spec.Command, target, user }, 'contextual nested command')
-      const holder: { attachment: ContextualAttachment | null } = { attachment: attachment(committed) }
+      const holder: CommitAttachment = { attachment: attachment(committed), admit }
       const value = await runCommand(nodes.attaching(holder), principal, reaction, target, p.data, `ctx-${key.slice(0, 40)}`, this.threadClock)
       const carried = holder.attachment === null
       if (!carried) {
-        await this.recordAlone(attachment(committed))
+        await this.recordAlone(attachment(committed), admit)
         return { outcome: committed, repeated: false }
       }
       // [CTX27] What a repeat will resolve: the version is that of the commit that carried the
@@ -526,14 +536,15 @@ export class ContextualService {
       // [CTX22] A declared business rejection is an outcome, persisted like a commit.
       if ((reaction.spec.Rejections ?? []).includes(err.code)) {
         const rejected: ReactionOutcome = { status: 'rejected', ...base, version: null, code: err.code, message: err.message }
-        await this.recordAlone(attachment(rejected))
+        await this.recordAlone(attachment(rejected), admit)
         return { outcome: rejected, repeated: false }
       }
       throw err
     }
   }
 
-  private async recordAlone(attachment: ContextualAttachment): Promise<void> {
+  private async recordAlone(attachment: ContextualAttachment, admit: () => void): Promise<void> {
+    admit()
     const refusal = await this.call<string | null>({ op: 'recordOutcome', attachment })
     if (refusal) throw deny()
   }

@@ -20,7 +20,7 @@ export const CausationClaims = z.strictObject({
   attempt: z.number().int(),
   /** principal and the capability revision the reaction was offered under */
   principal: z.string(),
-  rev: z.number().int(),
+  rev: z.string(),
   /** target command: reaction name, command id, resolved target path */
   reaction: z.string(),
   command: z.string(),

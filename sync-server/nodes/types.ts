@@ -56,6 +56,13 @@ export type WriteRuleHook = (write: {
  */
 export interface CommitAttachment {
   attachment: ContextualAttachment | null
+  /**
+   * [CTX25] The reaction's authority, checked again at the command's admission: called by the
+   * write that carries the attachment, synchronously with that write's own access check and
+   * before anything is applied, so no other write (a revocation, a delete) can land between the
+   * check and the commit. Throws to refuse the write whole.
+   */
+  admit?: () => void
 }
 
 /**

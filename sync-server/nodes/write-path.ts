@@ -252,6 +252,7 @@ export class WritePath {
     if (prev !== undefined && prev !== null && !Array.isArray(prev)) {
       throw new WeftError('invalid_patch', `${field} of ${path} is not an array; nothing can be appended to it.`)
     }
+    this.admit(attach)
     this.authorizeFields(principal, before, items.length > 0 ? [field, ...patched] : patched)
     // The type's write rule, as on every other user write: it may refuse, or add system fields.
     if (!isSystem(principal) && this.rules.has(before.nodeType)) {
@@ -368,6 +369,15 @@ export class WritePath {
     }
   }
 
+  /**
+   * [CTX25] The attachment's admission check, for the write that will carry it: called after the
+   * write's last await and before anything is applied, in the same synchronous stretch as the
+   * write's own access check and its commit.
+   */
+  private admit(attach: CommitAttachment | undefined): void {
+    if (attach?.attachment && attach.admit) attach.admit()
+  }
+
   private writable(ln: LoadedNode): void {
     if (ln.poisoned) throw new WeftError('unavailable', `A change to ${ln.path} could not be saved; retry in a moment.`)
     if (this.moving.size > 0 && this.underMove(ln.path)) throw new WeftError('conflict', `${ln.path} is being moved; retry in a moment.`)
@@ -390,6 +400,7 @@ export class WritePath {
   }
 
   private createIn(ln: LoadedNode, principal: Principal, draft: NodeDraft, origin: ChangeOrigin, attach?: CommitAttachment): Written {
+    this.admit(attach)
     this.writable(ln)
     const path = ln.path
     for (let p = parentPath(path); p; p = parentPath(p)) {
@@ -494,6 +505,7 @@ export class WritePath {
     changed: readonly string[] = changedFields(before.content, next),
   ): Written {
     if (changed.length === 0 && name === before.name) return Promise.resolve(before)
+    this.admit(attach)
     this.authorizeFields(principal, before, changed)
     if (name !== before.name && !this.allows(principal, ln.path, 'Update')) {
       throw new WeftError('forbidden', `${principalName(principal)} may not rename ${ln.path}.`)
@@ -564,6 +576,7 @@ export class WritePath {
     }
     const current = ln.node
     if (!current) return
+    this.admit(attach)
     const written = this.commitChange(ln, principal, current, null, 'Deleted', null, origin, false, undefined, attach)
     for (const conn of [...ln.connections]) conn.evict(4404, 'not_found', `${ln.path} was deleted.`)
     ln.resetDoc()

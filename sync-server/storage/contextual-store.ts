@@ -174,6 +174,8 @@ export interface OutcomeRow {
 export interface ContextualAttachment {
   fence: Fence
   outcome: Omit<OutcomeRow, 'version'>
+  /** [CTX25] The event's source row, which must still be stored when the outcome commits (absent for a deletion event). */
+  source?: string
 }
 
 /** [CTX6] A pull's lease, as `owner`: a consumer that is missing or not theirs answers `gone`. */
@@ -400,6 +402,8 @@ export function* checkAttachment(a: ContextualAttachment, dialect: Dialect): Op<
   const lock = dialect === 'postgres' ? ' FOR UPDATE' : ''
   const held = (yield* all(`SELECT 1 AS ok FROM contextual_events WHERE ${FENCED}${lock}`, ...fenceArgs(a.fence)))[0]
   if (!held) return 'The lease of this work item is no longer held.'
+  // [CTX25] In the same transaction: the row that caused the event is still there.
+  if (a.source !== undefined && !(yield* all('SELECT 1 AS ok FROM nodes WHERE path = ?', a.source))[0]) return 'The source of this work item is gone.'
   const done = (yield* all('SELECT 1 AS ok FROM contextual_outcomes WHERE key = ?', a.outcome.key))[0]
   return done ? 'This reaction already has an outcome.' : null
 }

@@ -7,6 +7,7 @@ import { VirtualClock } from '../../sync-server/engines/kit/index.js'
 import { openPostgresStorage } from '../../sync-server/storage/postgres-adapter.js'
 import { Harness, ME, SUB, attempt, fenceOf, leaseInterleavings, log, seedMesh, staleAttachmentRefused, type OpenStorage } from '../sim/contextual-harness.js'
 import { forEachSeed, seeds } from '../sim/rng.js'
+import { admissionRounds } from '../sim/contextual-admission.js'
 
 /** [CTX5] [CTX34] Contextual consumers on PostgreSQL: the same lease algorithm and invariants, and two instances racing. */
 const connectionString = process.env.WEFT_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
@@ -70,6 +71,17 @@ describe('contextual subscriptions on PostgreSQL', () => {
       const h = await new Harness(freshSchema(), new VirtualClock()).boot()
       try {
         return await leaseInterleavings(h, seed)
+      } finally {
+        await h.close()
+      }
+    })
+  })
+
+  it('[CTX25] seeded: a reaction commits exactly when nothing touching the caller landed between its checks and its commit', { timeout: 300_000 }, async () => {
+    await forEachSeed('contextual admission (PostgreSQL)', seeds(2, 4300), async (seed) => {
+      const h = await new Harness(freshSchema(), new VirtualClock()).boot()
+      try {
+        return await admissionRounds(h, seed)
       } finally {
         await h.close()
       }

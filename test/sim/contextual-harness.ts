@@ -30,6 +30,7 @@ export class Harness {
   storage!: StorageAdapter
   nodes!: NodeService
   service!: ContextualService
+  access!: AccessService
   constructor(
     readonly open: OpenStorage,
     readonly clock: VirtualClock,
@@ -44,7 +45,7 @@ export class Harness {
 
   async boot(): Promise<this> {
     this.storage = await this.open()
-    const access = new AccessService()
+    const access = (this.access = new AccessService())
     this.nodes = new NodeService(this.storage, access, { idleUnloadMs: 60_000, log })
     await this.nodes.boot()
     this.nodes.registerWriteRule('ContextualSubscription', contextualWriteRule())
