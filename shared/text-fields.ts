@@ -51,3 +51,12 @@ export function textPolicyFor(nodeType: string): TextPolicy {
 export function isTextField(nodeType: string, key: string): boolean {
   return textPolicyFor(nodeType)([key])
 }
+
+/**
+ * [STO5] True when `key` is a text field a typed node type declares (ThreadMessage.Text,
+ * Code.Source): false for every field of a permissive type, whose strings all merge but whose
+ * fields are not declared.
+ */
+export function isDeclaredTextField(nodeType: string, key: string): boolean {
+  return Object.prototype.hasOwnProperty.call(TYPED_TEXT_FIELDS, nodeType) && TYPED_TEXT_FIELDS[nodeType]!.includes(key)
+}

@@ -47,17 +47,10 @@ export async function hydrate(
       const p = n ? nodes.committing?.(n.path) : null
       return p ? [p] : []
     })
-  if (def.hydration.length === 0) {
-    for (let attempt = 1; ; attempt++) {
-      const node = await readEvent()
-      const waits = inFlight([node])
-      if (waits.length === 0) return { contextHead: Math.max(event.version, node?.version ?? 0), event: node, results: {} }
-      if (attempt >= SNAPSHOT_TRIES) throw new WeftError('unavailable', 'The context kept changing while it was read; pull again.')
-      await Promise.all(waits)
-    }
-  }
+  // With no query the event's node is the one read, consistent by itself: no head is read.
+  const headed = def.hydration.length > 0
   for (let attempt = 1; ; attempt++) {
-    const head = await storage.lastVersion()
+    const head = headed ? await storage.lastVersion() : null
     const node = await readEvent()
     const results: Hydrated = {}
     for (const { name, spec } of def.hydration) {
@@ -72,12 +65,9 @@ export async function hydrate(
     // Checked before the head is read again: a write in flight now that lands before that read
     // moves the head; one still in flight then is seen here.
     const waits = inFlight([node, ...Object.values(results).flatMap((r) => (Array.isArray(r) ? r : [r]))])
-    const after = await storage.lastVersion()
-    const consistent = after === head && waits.length === 0
-    if (consistent || attempt >= SNAPSHOT_TRIES) {
-      if (!consistent) throw new WeftError('unavailable', 'The context kept changing while it was read; pull again.')
-      return { contextHead: Math.max(head, event.version), event: node, results }
-    }
+    const after = headed ? await storage.lastVersion() : null
+    if (after === head && waits.length === 0) return { contextHead: Math.max(event.version, head ?? node?.version ?? 0), event: node, results }
+    if (attempt >= SNAPSHOT_TRIES) throw new WeftError('unavailable', 'The context kept changing while it was read; pull again.')
     await Promise.all(waits)
   }
 }

@@ -61,7 +61,7 @@ export class CommitFeed {
     ln.node = after
     ln.lastUsed = Date.now()
     this.access.observe(before, after)
-    ln.commitStarted()
+    ln.commitStarted(true)
     const holder = c.attach
     const contextual = holder?.attachment ?? undefined
     if (holder) holder.attachment = null
@@ -92,7 +92,7 @@ export class CommitFeed {
       (record) => {
         if (this.onCommitted) this.onCommitted((performance.now() - started) / 1000)
         this.cache.settledWrite(ln.path)
-        this.cache.commitLanded(ln)
+        this.cache.commitLanded(ln, true)
         const versioned = after ? { ...after, version: record.version } : null
         if (ln.node === after) ln.node = versioned
         const change: LiveChange = {
@@ -111,7 +111,7 @@ export class CommitFeed {
         if (early) this.cluster.hooks?.acceptedFailed(ln.path, early)
         this.cache.settledWrite(ln.path)
         this.access.observe(after, before)
-        this.cache.commitFailed(ln, err)
+        this.cache.commitFailed(ln, err, true)
         throw err instanceof WeftError ? err : new WeftError('internal', 'The change could not be saved.')
       },
     )

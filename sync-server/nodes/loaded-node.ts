@@ -76,11 +76,14 @@ export class LoadedNode implements SyncRoom {
   readonly connections = new Set<RoomConnection>()
   /** Commits applied in memory whose durability is not yet confirmed; unloading waits for 0. */
   pendingCommits = 0
+  /** Of those, the node's changes (not a row rewrite or a fold): what a read may be ahead of ([CTX16]). */
+  changesInFlight = 0
   /** Operations holding this copy across an await (a cascade delete): it is not unloaded meanwhile. */
   holds = 0
   /** Set when a commit of this copy failed: memory is ahead of storage, so it takes no more writes. */
   poisoned = false
   private settleWaiters: (() => void)[] = []
+  private changeWaiters: (() => void)[] = []
   lastUsed = Date.now()
   /** When the node last moved to the back of the LRU order (NodeCache.acquire). */
   movedAt = this.lastUsed
@@ -296,13 +299,22 @@ export class LoadedNode implements SyncRoom {
     this.lastUsed = Date.now()
   }
 
-  commitStarted(): void {
+  /** `change`: a change of the node (commit-feed.ts), not a rewrite of its row or a fold of its log. */
+  commitStarted(change = false): void {
     this.pendingCommits++
+    if (change) this.changesInFlight++
   }
 
-  commitSettled(): void {
+  commitSettled(change = false): void {
     this.pendingCommits--
+    if (change && --this.changesInFlight === 0) for (const w of this.changeWaiters.splice(0)) w()
     if (this.pendingCommits === 0) for (const w of this.settleWaiters.splice(0)) w()
+  }
+
+  /** Resolves once every change of this copy in flight has settled (ok or failed). */
+  changesSettled(): Promise<void> {
+    if (this.changesInFlight === 0) return Promise.resolve()
+    return new Promise((resolve) => this.changeWaiters.push(resolve))
   }
 
   /** Resolves once every commit this copy started has settled (ok or failed). */

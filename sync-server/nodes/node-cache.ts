@@ -278,8 +278,8 @@ export class NodeCache {
   // ---------------------------------------------------------------- a copy's commits
 
   /** A commit (or a doc's catch-up) of this copy is durable; a retired copy goes once its last one settles. */
-  commitLanded(ln: LoadedNode): void {
-    ln.commitSettled()
+  commitLanded(ln: LoadedNode, change = false): void {
+    ln.commitSettled(change)
     if (ln.poisoned && ln.pendingCommits === 0 && this.retired.get(ln.path) === ln) {
       this.retired.delete(ln.path)
       ln.destroy()
@@ -291,7 +291,7 @@ export class NodeCache {
    * copy (no more writes on it), evict its clients, and let the next use reload the durable
    * state once its other commits settle.
    */
-  commitFailed(ln: LoadedNode, err: unknown): void {
+  commitFailed(ln: LoadedNode, err: unknown, change = false): void {
     if (!ln.poisoned) {
       ln.poisoned = true
       this.opts.log.error({ err, path: ln.path }, 'commit failed; unloading node')
@@ -299,7 +299,7 @@ export class NodeCache {
       if (this.loaded.get(ln.path) === ln) this.loaded.delete(ln.path)
       this.retired.set(ln.path, ln)
     }
-    ln.commitSettled()
+    ln.commitSettled(change)
     if (ln.pendingCommits === 0) {
       if (this.retired.get(ln.path) === ln) this.retired.delete(ln.path)
       ln.destroy()

@@ -208,7 +208,7 @@ export class NodeService implements SyncNodeApi {
   /** See NodeApi.committing. */
   committing(path: NodePath): Promise<void> | null {
     const ln = this.cache.peek(path)
-    return ln && ln.pendingCommits > 0 ? ln.settled() : null
+    return ln && ln.changesInFlight > 0 ? ln.changesSettled() : null
   }
 
   /** Whether the node's Y.Doc is built right now ([DOC1]; diagnostics and tests). */

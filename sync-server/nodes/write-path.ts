@@ -12,7 +12,7 @@ import {
   isPermissiveContent,
   isReservedSegment,
   isSystem,
-  isTextField,
+  isDeclaredTextField,
   lastSegment,
   nodeTypeDef,
   parentPath,
@@ -532,7 +532,7 @@ export class WritePath {
     // [STO5] A patch of a typed node's declared text fields only (an answer streamed into its
     // cell, a script's Source): the row's JSON is written later, coalesced, as a person's typing
     // is. Rewritten at every write, a streamed answer cost its whole length each time.
-    const textOnly = update !== null && patch !== null && name === before.name && !isPermissiveContent(before.nodeType) && changed.every((f) => isTextField(before.nodeType, f))
+    const textOnly = update !== null && patch !== null && name === before.name && changed.every((f) => isDeclaredTextField(before.nodeType, f))
     return this.commitChange(ln, principal, before, after, 'Updated', update, origin, textOnly, undefined, attach)
   }
 

@@ -15,6 +15,7 @@ import {
   nodeTypeDef,
   textPolicyFor,
   TYPED_TEXT_FIELDS,
+  isDeclaredTextField,
   type JsonObject,
 } from '../../shared/index.js'
 
@@ -123,6 +124,10 @@ describe('[WEB3] text diff on a Y.Text', () => {
     const typed = knownNodeTypes().filter((t) => !isPermissiveContent(t)).sort()
     expect(Object.keys(TYPED_TEXT_FIELDS).sort()).toEqual(expect.arrayContaining(typed))
     for (const t of Object.keys(TYPED_TEXT_FIELDS)) expect([...(nodeTypeDef(t).textFields ?? [])]).toEqual(TYPED_TEXT_FIELDS[t])
+    // [STO5] A declared text field is one of a typed node, never any field of a permissive one.
+    for (const t of Object.keys(TYPED_TEXT_FIELDS)) expect(isPermissiveContent(t), t).toBe(false)
+    expect([isDeclaredTextField('ThreadMessage', 'Text'), isDeclaredTextField('Code', 'Source'), isDeclaredTextField('Code', 'Language')]).toEqual([true, true, false])
+    expect([isDeclaredTextField('Document', 'Text'), isDeclaredTextField('SomeModuleType', 'Text'), isDeclaredTextField('toString', 'length')]).toEqual([false, false, false])
   })
 
   it('[WEB3] the JSON read back does not depend on the policy, and applyPatchToJson is unchanged (property)', () => {
