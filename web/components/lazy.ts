@@ -34,6 +34,14 @@ export function shownFirstScreen(): void {
 }
 
 /**
+ * Runs `work` once the first screen is up (or `timeoutMs` after it is asked, on a page that never
+ * says so): what frames the first screen (the navigation's items) reads and renders after it.
+ */
+export function afterFirstScreen(work: () => void, timeoutMs = 250): void {
+  void Promise.race([firstScreen, new Promise((resolve) => setTimeout(resolve, timeoutMs))]).then(work)
+}
+
+/**
  * Runs `work` once the first screen is up and the page is idle (or `timeoutMs` after each, on a
  * page that never says so): what is not on the first screen does not compete with it for the
  * main thread of a cold start.

@@ -7,6 +7,7 @@ import { app } from '../app-context.js'
 import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
 import { HOME_HREF, nodeHref, OPERATIONS_HREF, OPERATOR_HREF } from './route.js'
+import { afterFirstScreen } from './lazy.js'
 
 const LEVEL_LIMIT = 200
 
@@ -114,13 +115,28 @@ export class WeftNavTree extends LitElement {
     this.current = ''
     this.error = ''
     this.operator = false
-    const { session, streams } = app()
-    this.top.watch('top', () => streams.query$({ parent: '' }))
-    this.home.watch(session.userId, () => streams.node$(session.userId))
+    // The tree's items are read after the first screen: on a cold start, its reads and renders
+    // (the top-level list, the home node's doc, the server's answer about the operator's page)
+    // would share the main thread and the database with the open node's fields and children.
+    afterFirstScreen(() => {
+      // A tree dropped meanwhile (signed out: the app renders a new one) reads nothing.
+      if (!this.isConnected) return
+      const { session, streams } = app()
+      this.top.watch('top', () => streams.query$({ parent: '' }))
+      this.home.watch(session.userId, () => streams.node$(session.userId))
+      this.askOperator()
+    })
   }
 
+  private askedOperator = false
   override connectedCallback() {
     super.connectedCallback()
+    if (this.askedOperator) this.askOperator()
+  }
+
+  private askOperator() {
+    this.askedOperator = true
+    if (!this.isConnected) return
     app().client.api.me().then(
       (me) => (this.operator = me.operator === true),
       () => (this.operator = false),
