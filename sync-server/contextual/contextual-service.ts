@@ -36,7 +36,7 @@ import {
   type Fence,
   type LeasedEvent,
   type LeaseResult,
-  type LeaseTruth,
+  type ReactTruth,
   type OutcomeRow,
   type StorageAdapter,
 } from '../storage/index.js'
@@ -457,8 +457,10 @@ export class ContextualService {
 
   private async reactOnce(principal: Principal, user: string, claims: CausationClaims, key: string, rawParams: Record<string, unknown>): Promise<{ outcome: ReactionOutcome; repeated: boolean }> {
     const { nodes, access, log } = this.opts
+    // One read of the outcome, the consumer and the lease (one round trip).
+    const truth = await this.call<ReactTruth>({ op: 'reactTruth', key, consumerId: claims.consumer, eventId: claims.event })
     // [CTX27] A repeat resolves the persisted outcome, even with an expired token.
-    const prior = await this.call<OutcomeRow | null>({ op: 'outcome', key })
+    const prior = truth.outcome
     if (prior) {
       if (prior.principal !== user) throw deny()
       return { outcome: this.outcomeOf(prior), repeated: true }
@@ -467,9 +469,8 @@ export class ContextualService {
     // [CTX28] An expired token never authorizes a new commit.
     if (claims.exp <= now) throw deny()
     // [CTX24] Durable lease truth: this event, this attempt, leased and not expired.
-    const consumer = await this.call<ConsumerRow | null>({ op: 'consumer', id: claims.consumer })
+    const { consumer, lease } = truth
     if (!consumer || consumer.owner !== user || consumer.defHash !== claims.def) throw deny()
-    const lease = await this.call<LeaseTruth | null>({ op: 'leaseOf', consumerId: claims.consumer, eventId: claims.event })
     if (!lease || lease.state !== 'leased' || lease.attempt !== claims.attempt || lease.expiresAt <= now || !lease.token) throw deny()
     // [CTX25] Reauthorize as the caller now: the definition, the source row, the command.
     let def: CompiledDefinition
@@ -526,10 +527,9 @@ export class ContextualService {
         await this.recordAlone(attachment(committed), admit)
         return { outcome: committed, repeated: false }
       }
-      // [CTX27] What a repeat will resolve: the version is that of the commit that carried the
-      // outcome (a thread post commits more than once, and its command reports none).
-      const row = await this.call<OutcomeRow | null>({ op: 'outcome', key })
-      return { outcome: row ? this.outcomeOf(row) : { ...committed, version: value.version }, repeated: false }
+      // [CTX27] What a repeat will resolve: the outcome row holds the version of the commit that
+      // carried it (a thread post commits more than once, and its command reports none).
+      return { outcome: { ...committed, version: holder.version ?? value.version }, repeated: false }
     } catch (err) {
       if (!isWeftError(err)) throw err
       if (err.code === 'stale_lease' || err.code === 'forbidden' || err.code === 'forbidden_field' || err.code === 'reaction_denied') throw deny()

@@ -64,6 +64,7 @@ export class CommitFeed {
     ln.commitStarted(true)
     const holder = c.attach
     const contextual = holder?.attachment ?? undefined
+    const carrier = contextual ? holder : undefined
     if (holder) holder.attachment = null
     const started = this.onCommitted ? performance.now() : 0
     // [SCALE12] The update goes to the other instances now, as it went to this room's clients:
@@ -91,6 +92,7 @@ export class CommitFeed {
     const done = committed.then(
       (record) => {
         if (this.onCommitted) this.onCommitted((performance.now() - started) / 1000)
+        if (carrier) carrier.version = record.version
         this.cache.settledWrite(ln.path)
         this.cache.commitLanded(ln, true)
         const versioned = after ? { ...after, version: record.version } : null

@@ -63,6 +63,8 @@ export interface CommitAttachment {
    * check and the commit. Throws to refuse the write whole.
    */
   admit?: () => void
+  /** Set when the commit that carried the attachment is durable: its version (the outcome row's). */
+  version?: number
 }
 
 /**

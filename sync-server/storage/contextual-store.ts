@@ -157,6 +157,14 @@ export interface LeaseTruth {
   version: number
 }
 
+/** [CTX24] [CTX27] What `react` checks before a new commit, read in one statement. */
+export interface ReactTruth {
+  /** The reaction's persisted outcome: a repeat resolves it. */
+  outcome: OutcomeRow | null
+  consumer: ConsumerRow | null
+  lease: LeaseTruth | null
+}
+
 export interface OutcomeRow {
   key: string
   consumerId: string
@@ -211,7 +219,7 @@ export type ContextualCall =
   | { op: 'redrive'; consumerId: string }
   | { op: 'outcome'; key: string }
   | { op: 'recordOutcome'; attachment: ContextualAttachment }
-  | { op: 'leaseOf'; consumerId: string; eventId: string }
+  | { op: 'reactTruth'; key: string; consumerId: string; eventId: string }
 
 /** A statement yielded to the driver: `all` answers rows, `run` the count of changed rows. */
 export type Stmt = { sql: string; params: unknown[]; mode: 'all' | 'run' }
@@ -371,13 +379,52 @@ function* attention(limit: number): Op<ContextualAttention> {
   }
 }
 
+const CONSUMER_COLUMNS = ['id', 'def_hash', 'operation', 'subscription_path', 'params', 'name', 'owner', 'limits', 'cursor', 'created_at'] as const
+const OUTCOME_COLUMNS = ['key', 'consumer_id', 'event_id', 'reaction', 'attempt', 'principal', 'outcome', 'causation', 'version', 'at'] as const
+const LEASE_COLUMNS = ['state', 'attempt', 'lease_token', 'expires_at', 'path', 'kind', 'version'] as const
+/** `t.c AS t_c, ...`: a table's columns under a prefix, for one statement that reads several rows. */
+const prefixed = (t: string, columns: readonly string[]) => columns.map((c) => `${t}.${c} AS ${t}_${c}`).join(', ')
+/** The row's columns under `t_`, unprefixed; null when the joined row is absent (its `key` column null). */
+function unprefix(r: Row, t: string, key: string): Row | null {
+  if (r[`${t}_${key}`] === null || r[`${t}_${key}`] === undefined) return null
+  const out: Row = {}
+  for (const [k, v] of Object.entries(r)) if (k.startsWith(`${t}_`)) out[k.slice(t.length + 1)] = v
+  return out
+}
+
 function* consumer(id: string): Op<ConsumerRow | null> {
-  const r = (yield* all('SELECT id, def_hash, operation, subscription_path, params, name, owner, limits, cursor, created_at FROM contextual_consumers WHERE id = ?', id))[0]
-  if (!r) return null
+  const r = (yield* all(`SELECT ${CONSUMER_COLUMNS.join(', ')} FROM contextual_consumers WHERE id = ?`, id))[0]
+  return r ? toConsumer(r) : null
+}
+
+function toConsumer(r: Row): ConsumerRow {
   return {
     id: String(r.id), defHash: String(r.def_hash), operation: String(r.operation), subscriptionPath: String(r.subscription_path),
     params: String(r.params), name: String(r.name), owner: String(r.owner), limits: String(r.limits), cursor: num(r.cursor), createdAt: String(r.created_at),
   }
+}
+
+function toLease(r: Row): LeaseTruth {
+  return {
+    state: String(r.state), attempt: num(r.attempt), token: r.lease_token === null ? null : String(r.lease_token), expiresAt: num(r.expires_at),
+    path: String(r.path), kind: String(r.kind) as MeshChangeKind, version: num(r.version),
+  }
+}
+
+/** [CTX24] [CTX27] The outcome, the consumer and the lease `react` checks, in one statement (one round trip on PostgreSQL). */
+function* reactTruth(key: string, consumerId: string, eventId: string): Op<ReactTruth> {
+  const r = (yield* all(
+    `SELECT ${prefixed('o', OUTCOME_COLUMNS)}, ${prefixed('c', CONSUMER_COLUMNS)}, ${prefixed('e', LEASE_COLUMNS)}
+     FROM (SELECT 1 AS one) x
+     LEFT JOIN contextual_outcomes o ON o.key = ?
+     LEFT JOIN contextual_consumers c ON c.id = ?
+     LEFT JOIN contextual_events e ON e.consumer_id = ? AND e.event_id = ?`,
+    key, consumerId, consumerId, eventId,
+  ))[0]!
+  const o = unprefix(r, 'o', 'key')
+  const c = unprefix(r, 'c', 'id')
+  const e = unprefix(r, 'e', 'state')
+  return { outcome: o ? toOutcome(o) : null, consumer: c ? toConsumer(c) : null, lease: e ? toLease(e) : null }
 }
 
 function toOutcome(r: Row): OutcomeRow {
@@ -406,6 +453,33 @@ export function* checkAttachment(a: ContextualAttachment, dialect: Dialect): Op<
   if (a.source !== undefined && !(yield* all('SELECT 1 AS ok FROM nodes WHERE path = ?', a.source))[0]) return 'The source of this work item is gone.'
   const done = (yield* all('SELECT 1 AS ok FROM contextual_outcomes WHERE key = ?', a.outcome.key))[0]
   return done ? 'This reaction already has an outcome.' : null
+}
+
+/**
+ * [CTX25] [CTX26] PostgreSQL: `checkAttachment` and `insertOutcome` as one statement (one round
+ * trip inside the commit's transaction, which holds the version counter every commit waits on):
+ * the lease row locked FOR UPDATE, the outcome inserted only while the lease is held, none exists
+ * and the source row is stored. The same refusals, in the same order.
+ */
+export function* attachOutcomePg(a: ContextualAttachment, version: number): Op<string | null> {
+  const o = a.outcome
+  const r = (yield* all(
+    `WITH held AS (SELECT 1 AS ok FROM contextual_events WHERE ${FENCED} FOR UPDATE),
+          src AS (SELECT 1 AS ok FROM nodes WHERE path = ?::text),
+          ins AS (
+            INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at)
+            SELECT ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::text, ?::text, ?::text, ?::bigint, ?::text
+            WHERE EXISTS (SELECT 1 FROM held) AND (?::text IS NULL OR EXISTS (SELECT 1 FROM src))
+            ON CONFLICT (key) DO NOTHING
+            RETURNING 1 AS ok)
+     SELECT EXISTS (SELECT 1 FROM held) AS held, EXISTS (SELECT 1 FROM src) AS src, EXISTS (SELECT 1 FROM ins) AS ins`,
+    ...fenceArgs(a.fence), a.source ?? null,
+    o.key, o.consumerId, o.eventId, o.reaction, o.attempt, o.principal, o.outcome, o.causation, version, o.at,
+    a.source ?? null,
+  ))[0]!
+  if (!r.held) return 'The lease of this work item is no longer held.'
+  if (a.source !== undefined && !r.src) return 'The source of this work item is gone.'
+  return r.ins ? null : 'This reaction already has an outcome.'
 }
 
 export function* insertOutcome(a: ContextualAttachment, version: number | null): Op<void> {
@@ -473,14 +547,8 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       yield* insertOutcome(call.attachment, null)
       return null
     }
-    case 'leaseOf': {
-      const r = (yield* all('SELECT state, attempt, lease_token, expires_at, path, kind, version FROM contextual_events WHERE consumer_id = ? AND event_id = ?', call.consumerId, call.eventId))[0]
-      if (!r) return null
-      return {
-        state: String(r.state), attempt: num(r.attempt), token: r.lease_token === null ? null : String(r.lease_token), expiresAt: num(r.expires_at),
-        path: String(r.path), kind: String(r.kind) as MeshChangeKind, version: num(r.version),
-      } satisfies LeaseTruth
-    }
+    case 'reactTruth':
+      return yield* reactTruth(call.key, call.consumerId, call.eventId)
     default:
       call satisfies never
       return null

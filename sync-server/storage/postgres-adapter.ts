@@ -16,7 +16,7 @@ import { COMPACT_AFTER_UPDATES, COMPACT_LOG_SHARE, compactUpdates, compactionDue
 import type { RowJson } from './row-parts.js'
 import { GroupCommitter, type ItemResult } from './group-commit.js'
 import { pgLease } from './contextual-pg-lease.js'
-import { checkAttachment, contextualOp, contextualSchema, insertOutcome, pgPrepared, pgSql, runAsync, type ContextualCall, type Row, type Stmt } from './contextual-store.js'
+import { attachOutcomePg, contextualOp, contextualSchema, pgPrepared, pgSql, runAsync, type ContextualCall, type Row, type Stmt } from './contextual-store.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
 import { assertFieldName, clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
@@ -191,14 +191,13 @@ export class PostgresStorage implements StorageAdapter {
         const { input } = plan
         const attached = input.contextual
         if (attached) {
-          const refusal = await runAsync(checkAttachment(attached, 'postgres'), pgExec(client))
+          const refusal = await runAsync(attachOutcomePg(attached, version + 1), pgExec(client))
           if (refusal) {
             out.push({ ok: false, error: new WeftError('stale_lease', refusal) })
             continue
           }
         }
         version += 1
-        if (attached) await runAsync(insertOutcome(attached, version), pgExec(client))
         switch (input.kind) {
           case 'Created': {
             const { parent, lastSegment } = pathColumns(input.path)
@@ -529,7 +528,7 @@ export function openPostgresStorage(options: PostgresStorageOptions): Promise<Po
 }
 
 /** The contextual calls that are one statement (contextual-store.ts), run without BEGIN/COMMIT around them. */
-const SINGLE_STATEMENT: ReadonlySet<ContextualCall['op']> = new Set(['consumer', 'skip', 'ack', 'nack', 'extend', 'redrive', 'outcome', 'leaseOf'])
+const SINGLE_STATEMENT: ReadonlySet<ContextualCall['op']> = new Set(['consumer', 'skip', 'ack', 'nack', 'extend', 'redrive', 'outcome', 'reactTruth'])
 
 /** Runs contextual statements (contextual-store.ts) on one transaction's client, or (`single`) the one statement of a call on the pool. */
 function pgExec(client: pg.PoolClient | pg.Pool, single = false): (s: Stmt) => Promise<Row[] | number> {
