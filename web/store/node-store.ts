@@ -363,10 +363,20 @@ export class NodeStore {
     if (q.parent !== undefined && !q.nodeType && !q.text && !q.pendingOnly) {
       // The common case (a tree level, a child list): name order straight from the index, so
       // the first screen of a 10,000-child parent reads only what it shows.
-      let ordered = this.db.nodes.where('[parent+name]').between([q.parent, Dexie.minKey], [q.parent, Dexie.maxKey])
-      if (q.listedOnly) ordered = ordered.filter(isListedChild)
-      if (q.limit !== undefined) ordered = ordered.limit(q.limit)
-      return ordered.toArray()
+      const ordered = () => this.db.nodes.where('[parent+name]').between([q.parent, Dexie.minKey], [q.parent, Dexie.maxKey])
+      if (!q.listedOnly || q.limit === undefined) {
+        const rows = await (q.limit !== undefined ? ordered().limit(q.limit) : ordered()).toArray()
+        return q.listedOnly ? rows.filter(isListedChild) : rows
+      }
+      // [WEB30] Counted after the filter, but read without one: a filtered Dexie collection walks
+      // a cursor (a main-thread event per row, ~200 of them on a cold start's first screen)
+      // where a plain limit is one getAll. Hidden rows are rare, so one read is the usual case;
+      // otherwise the read grows until the limit is filled or the parent runs out.
+      for (let n = q.limit; ; n *= 4) {
+        const rows = await ordered().limit(n).toArray()
+        const listed = rows.filter(isListedChild)
+        if (listed.length >= q.limit || rows.length < n) return listed.slice(0, q.limit)
+      }
     }
     let coll = q.parent !== undefined ? this.db.nodes.where('parent').equals(q.parent) : this.db.nodes.toCollection()
     if (q.nodeType) {
