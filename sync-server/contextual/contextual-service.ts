@@ -489,6 +489,8 @@ export class ContextualService {
     // principal takes this path: no role is trusted on lease truth alone.
     const admit = (): void => {
       if (access.capabilityRevision(user) !== claims.rev || !access.permissions(principal, source).has('Read')) throw deny()
+      // A delete of the source applied here but not durable yet (storage checks the durable row).
+      if (lease.kind !== 'Deleted' && nodes.applied?.(source) === false) throw deny()
     }
     admit()
     if (lease.kind !== 'Deleted' && !(await nodes.get(principal, source).catch(() => null))) throw deny()
@@ -514,7 +516,7 @@ export class ContextualService {
     const attachment = (outcome: ReactionOutcome): ContextualAttachment => ({
       fence: { consumerId: claims.consumer, eventId: claims.event, token: lease.token!, attempt: claims.attempt, now },
       outcome: { key, consumerId: claims.consumer, eventId: claims.event, reaction: reaction.name, attempt: claims.attempt, principal: user, outcome: JSON.stringify(outcome), causation: JSON.stringify(causation), at },
-      ...(lease.kind !== 'Deleted' ? { source } : {}),
+      ...(lease.kind !== 'Deleted' ? { source: { path: source, version: lease.version } } : {}),
     })
     log.info({ op: 'contextual.react', requestId: claims.root, key, reaction: reaction.name, event: claims.event, user }, 'contextual reaction')
     const committed: ReactionOutcome = { status: 'committed', ...base, version: null }

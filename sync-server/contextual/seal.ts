@@ -18,9 +18,13 @@ export const CausationClaims = z.strictObject({
   /** event and lease attempt */
   event: z.string(),
   attempt: z.number().int(),
-  /** principal and the capability revision the reaction was offered under */
+  /**
+   * principal and the capability revision the reaction was offered under (a digest; a number in
+   * tokens sealed by older servers, which still open so a repeat resolves its outcome, and never
+   * match a digest, so they authorize no new commit)
+   */
   principal: z.string(),
-  rev: z.string(),
+  rev: z.union([z.string(), z.number().int()]),
   /** target command: reaction name, command id, resolved target path */
   reaction: z.string(),
   command: z.string(),

@@ -205,6 +205,12 @@ export class NodeService implements SyncNodeApi {
     return this.cache.peek(path) !== undefined
   }
 
+  /** See NodeApi.applied. */
+  applied(path: NodePath): boolean | null {
+    const ln = this.cache.peek(path)
+    return ln ? ln.node !== null : null
+  }
+
   /** See NodeApi.committing. */
   committing(path: NodePath): Promise<void> | null {
     const ln = this.cache.peek(path)

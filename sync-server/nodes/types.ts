@@ -122,6 +122,12 @@ export interface NodeApi {
    * ahead of every committed version. Resolves once none is in flight; null when none is now.
    */
   committing?(path: NodePath): Promise<void> | null
+  /**
+   * [CTX25] Whether this instance's copy of the node holds it (false once a delete of it is
+   * applied, before that delete is durable); null when no copy is in memory. No access check:
+   * it says whether, never what.
+   */
+  applied?(path: NodePath): boolean | null
   /** Like `get`, but keeps the node loaded: for a read that a write to the same node follows. */
   read(principal: Principal, path: NodePath): Promise<MeshNode | null>
   query(principal: Principal, query: NodeQuery): Promise<MeshNode[]>

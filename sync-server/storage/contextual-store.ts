@@ -182,8 +182,12 @@ export interface OutcomeRow {
 export interface ContextualAttachment {
   fence: Fence
   outcome: Omit<OutcomeRow, 'version'>
-  /** [CTX25] The event's source row, which must still be stored when the outcome commits (absent for a deletion event). */
-  source?: string
+  /**
+   * [CTX25] The event's source row, which must still be the one the event was about when the
+   * outcome commits: stored, and neither deleted nor created again after the event's version
+   * (absent for a deletion event).
+   */
+  source?: { path: string; version: number }
 }
 
 /** [CTX6] A pull's lease, as `owner`: a consumer that is missing or not theirs answers `gone`. */
@@ -442,6 +446,10 @@ function toOutcome(r: Row): OutcomeRow {
   }
 }
 
+/** [CTX25] The source row is stored and was not deleted or created again after the event (`changes_path` index). */
+const SOURCE_STORED = `path = ? AND NOT EXISTS (SELECT 1 FROM changes WHERE changes.path = ? AND changes.version > ? AND changes.kind IN ('Created', 'Deleted'))`
+const sourceArgs = (s: { path: string; version: number }) => [s.path, s.path, s.version]
+
 /** [CTX26] Inside the commit's transaction: is the lease still the one the reaction was verified against, and no outcome yet? */
 export function* checkAttachment(a: ContextualAttachment, dialect: Dialect): Op<string | null> {
   // PostgreSQL: the lease row stays locked until the commit, so no pull can take it meanwhile
@@ -449,8 +457,8 @@ export function* checkAttachment(a: ContextualAttachment, dialect: Dialect): Op<
   const lock = dialect === 'postgres' ? ' FOR UPDATE' : ''
   const held = (yield* all(`SELECT 1 AS ok FROM contextual_events WHERE ${FENCED}${lock}`, ...fenceArgs(a.fence)))[0]
   if (!held) return 'The lease of this work item is no longer held.'
-  // [CTX25] In the same transaction: the row that caused the event is still there.
-  if (a.source !== undefined && !(yield* all('SELECT 1 AS ok FROM nodes WHERE path = ?', a.source))[0]) return 'The source of this work item is gone.'
+  // [CTX25] In the same transaction: the row that caused the event is still there, the same one.
+  if (a.source !== undefined && !(yield* all(`SELECT 1 AS ok FROM nodes WHERE ${SOURCE_STORED}`, ...sourceArgs(a.source)))[0]) return 'The source of this work item is gone.'
   const done = (yield* all('SELECT 1 AS ok FROM contextual_outcomes WHERE key = ?', a.outcome.key))[0]
   return done ? 'This reaction already has an outcome.' : null
 }
@@ -465,7 +473,7 @@ export function* attachOutcomePg(a: ContextualAttachment, version: number): Op<s
   const o = a.outcome
   const r = (yield* all(
     `WITH held AS (SELECT 1 AS ok FROM contextual_events WHERE ${FENCED} FOR UPDATE),
-          src AS (SELECT 1 AS ok FROM nodes WHERE path = ?::text),
+          src AS (SELECT 1 AS ok FROM nodes WHERE ${SOURCE_STORED}),
           ins AS (
             INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at)
             SELECT ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::text, ?::text, ?::text, ?::bigint, ?::text
@@ -473,9 +481,9 @@ export function* attachOutcomePg(a: ContextualAttachment, version: number): Op<s
             ON CONFLICT (key) DO NOTHING
             RETURNING 1 AS ok)
      SELECT EXISTS (SELECT 1 FROM held) AS held, EXISTS (SELECT 1 FROM src) AS src, EXISTS (SELECT 1 FROM ins) AS ins`,
-    ...fenceArgs(a.fence), a.source ?? null,
+    ...fenceArgs(a.fence), ...(a.source ? sourceArgs(a.source) : [null, null, null]),
     o.key, o.consumerId, o.eventId, o.reaction, o.attempt, o.principal, o.outcome, o.causation, version, o.at,
-    a.source ?? null,
+    a.source?.path ?? null,
   ))[0]!
   if (!r.held) return 'The lease of this work item is no longer held.'
   if (a.source !== undefined && !r.src) return 'The source of this work item is gone.'

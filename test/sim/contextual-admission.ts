@@ -18,6 +18,8 @@ const INTERFERENCE = {
   raiseRole: { touches: true },
   hideSource: { touches: true },
   deleteSource: { touches: true },
+  /** Deleted and made again at the same path: another row than the event's. */
+  recreateSource: { touches: true },
   grantSomeoneElse: { touches: false },
   editSource: { touches: false },
 } as const
@@ -41,6 +43,10 @@ async function interfere(h: Harness, kind: Interference, source: NodePath, n: nu
       return
     case 'deleteSource':
       await h.nodes.delete(SYSTEM, source)
+      return
+    case 'recreateSource':
+      await h.nodes.delete(SYSTEM, source)
+      await h.nodes.put(SYSTEM, source, { nodeType: 'Document', content: { N: n, Again: true } })
       return
     case 'grantSomeoneElse':
       await h.nodes.put(SYSTEM, `P/_Access/u2_${n}_Access` as NodePath, { nodeType: 'AccessAssignment', content: { Subject: `${OTHER}_${n}`, Role: 'Editor' } })
@@ -86,7 +92,7 @@ function hooked(nodes: NodeApi, hook: { at: Point | null; run: () => Promise<voi
  * [CTX25] The guarantee: a reaction commits only under the authority its token was offered under.
  * Whatever lands while `react` runs (between its first checks and its command's write), a reaction
  * commits if and only if nothing touched the caller's authority over the event: a role revoked or
- * changed, the source hidden or deleted all give `reaction_denied` with nothing written (neither
+ * changed, the source hidden, deleted or deleted and made again all give `reaction_denied` with nothing written (neither
  * the command's node nor an outcome), and a write that touches none of it (another user's grant,
  * an edit of the source) lets it commit. One seed of rounds on a fresh harness (the real node
  * service over SQLite or PostgreSQL); returns the rounds run.
@@ -119,7 +125,12 @@ export async function admissionRounds(h: Harness, seed: number, steps = 14): Pro
     await h.nodes.put(SYSTEM, MY_GRANT, { nodeType: 'AccessAssignment', content: { Subject: USER, Role: 'Editor' } })
     const source = `${IN}/d${n}` as NodePath
     await h.nodes.put(ME, source, { nodeType: 'Document', content: { N: n } })
-    const got = await service.next(ME, { subscription: SUB, consumer: 'c' })
+    // A source made again in an earlier round is an event of its own: acked on the way.
+    let got = await service.next(ME, { subscription: SUB, consumer: 'c' })
+    while (got.item && got.item.event.path !== source) {
+      await service.ack(ME, fenceOf({ consumerId: got.consumerId, item: got.item }))
+      got = await service.next(ME, { subscription: SUB, consumer: 'c' })
+    }
     expect(got.item?.event.path).toBe(source)
     const item = got.item!
     const token = item.reactions.find((r) => r.name === 'file')!.causationToken

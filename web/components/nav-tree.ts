@@ -119,9 +119,15 @@ export class WeftNavTree extends LitElement {
     // (the top-level list, the home node's doc, the server's answer about the operator's page)
     // would share the main thread and the database with the open node's fields and children.
     afterFirstScreen(() => {
-      // A tree dropped meanwhile (signed out: the app renders a new one) reads nothing.
-      if (!this.isConnected) return
-      const { session, streams } = app()
+      // Signed out meanwhile: this tree is dropped (the app renders a new one) and reads nothing.
+      let ctx: ReturnType<typeof app>
+      try {
+        ctx = app()
+      } catch {
+        return
+      }
+      const { session, streams } = ctx
+      // The controllers subscribe when the tree is connected (now, or when it is).
       this.top.watch('top', () => streams.query$({ parent: '' }))
       this.home.watch(session.userId, () => streams.node$(session.userId))
       this.askOperator()

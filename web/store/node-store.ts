@@ -370,8 +370,9 @@ export class NodeStore {
       }
       // [WEB30] Counted after the filter, but read without one: a filtered Dexie collection walks
       // a cursor (a main-thread event per row, ~200 of them on a cold start's first screen)
-      // where a plain limit is one getAll. Hidden rows are rare, so one read is the usual case;
-      // otherwise the read grows until the limit is filled or the parent runs out.
+      // where a plain limit is one getAll. Outside threads (whose message cells are hidden) hidden
+      // rows are rare, so one read is the usual case; otherwise the read grows fourfold until the
+      // limit is filled or the parent runs out (~1.33× the children read, in a few getAlls).
       for (let n = q.limit; ; n *= 4) {
         const rows = await ordered().limit(n).toArray()
         const listed = rows.filter(isListedChild)
