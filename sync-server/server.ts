@@ -127,11 +127,21 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const routes: Route[] = [metricsRoute(metrics, config.metricsToken), overview, ...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits, isOperator: (p) => isOperator(operators, p) }), ...searchRoutes(new SearchService(nodes, storage)), ...contextualRoutes(contextual)]
   // [MCP5] The MCP tools at /mcp: the same services as the routes above, as the caller.
   routes.push(...mcpRoutes({ contextual, nodes, maxJsonDepth: config.maxJsonDepth, log, ...(cluster ? { peers: cluster.mcpPeers } : {}) }))
-  const authenticate = (token: string | null) => auth.authenticate(token)
+  // [PROD3] The first signed-in request or socket (any transport) tells the engines someone uses
+  // this server: what a first use needs is warmed then, not held from boot by a server nobody uses.
+  let used = false
+  const noteUse = <T>(who: T): T => {
+    if (who && !used) {
+      used = true
+      for (const engine of engines) engine.inUse?.()
+    }
+    return who
+  }
+  const authenticate = (token: string | null) => auth.authenticate(token).then(noteUse)
   const sockets = new SocketServer({
     nodes,
     access,
-    authenticate: (token) => auth.session(token),
+    authenticate: (token) => auth.session(token).then(noteUse),
     onRevoked: (listener) => auth.onRevoked(listener),
     maxPayloadBytes: config.maxPayloadBytes,
     maxRoomsPerSocket: config.maxRoomsPerSocket,

@@ -23,6 +23,12 @@ export interface Engine {
   readonly routes?: readonly Route[]
   /** The limits the engine enforces, by the settings' names, for `GET /api/config`. */
   limits?(): Record<string, number>
+  /**
+   * [PROD3] Someone uses this server (its first signed-in request or socket since boot): warm
+   * what their first use will need. Called once, possibly before `start` resolves; an engine not
+   * started (another instance owns the engines) warms when it starts.
+   */
+  inUse?(): void
 }
 
 export type EngineFactory = (ctx: EngineContext) => Engine

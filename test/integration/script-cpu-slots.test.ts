@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import pino from 'pino'
-import { waitFor } from '../helpers/index.js'
-import { ScriptHost, type ScriptOutcome } from '../../sync-server/engines/activities/index.js'
+import { api, signup, startTestServer, waitFor } from '../helpers/index.js'
+import { ScriptHost, createActivitiesEngine, type ActivitiesEngine, type ScriptOutcome } from '../../sync-server/engines/activities/index.js'
 import { CpuSlots, CpuTurn } from '../../sync-server/engines/activities/cpu-slots.js'
 
 /**
@@ -131,11 +131,11 @@ const sparesHost = (spares: number) =>
   (host = new ScriptHost({ timeoutMs: 20_000, memoryMb: 16, cancelGraceMs: 200, maxConcurrent: 4, spares, cpuSlots: 0, workerNice: 0, log }))
 
 /**
- * [PROD3] Spare script workers: one at boot (the first run takes a warm worker), the whole pool
- * (SCRIPT_SPARE_WORKERS) once a script has run.
+ * [PROD3] Spare script workers: one once someone signs in (the first run takes a warm worker),
+ * none before on a server nobody uses, the whole pool (SCRIPT_SPARE_WORKERS) once a script has run.
  */
 describe('[PROD3] spare script workers', () => {
-  it('boot warms one spare; the first run warms the rest of the pool', async () => {
+  it('warmFirst warms one spare; the first run warms the rest of the pool', async () => {
     const h = sparesHost(3)
     h.warmFirst()
     expect(h.spareCount).toBe(1)
@@ -143,6 +143,20 @@ describe('[PROD3] spare script workers', () => {
     await waitFor(() => h.spareCount === 3)
     expect(await h.run('return 1', 'javascript', {}, noHandlers).done).toEqual({ ok: true, value: 1 })
     await waitFor(() => h.spareCount === 3)
+  })
+
+  it('a server warms its first spare when someone signs in, not at boot: an unused server holds no worker', async () => {
+    const ts = await startTestServer({ config: { engines: [createActivitiesEngine({ timeoutMs: 20_000, spares: 2, seedTemplates: false })] } })
+    try {
+      const activities = ts.server.engines.find((e) => e.name === 'activities') as ActivitiesEngine
+      expect((await fetch(`${ts.url}/healthz`)).ok).toBe(true)
+      expect(activities.engine.spareWorkers, 'booted, only /healthz asked').toBe(0)
+      const user = await signup(ts.url)
+      expect((await api(ts.url, user.token).get('/api/me')).status).toBe(200)
+      await waitFor(() => activities.engine.spareWorkers === 1)
+    } finally {
+      await ts.cleanup()
+    }
   })
 
   it('SCRIPT_SPARE_WORKERS=0 keeps none, at boot or after a run', async () => {

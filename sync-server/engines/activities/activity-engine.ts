@@ -139,6 +139,23 @@ export class ActivityEngine {
   private stopping = false
   /** True until the boot pass is done: a Running activity found then was left by a dead process. */
   private booting = true
+  private started = false
+  private used = false
+
+  /**
+   * [PROD3] Somebody signed in: one spare script worker, so their first run starts as fast as any
+   * (the rest of the pool comes with the first run). Not at boot: a server nobody uses holds no
+   * worker (a thread and a QuickJS heap, ~12 MB of its resident memory).
+   */
+  /** Spare script workers started and not yet taken by a run. */
+  get spareWorkers(): number {
+    return this.host.spareCount
+  }
+
+  inUse(): void {
+    this.used = true
+    if (this.started && !this.stopping) this.host.warmFirst()
+  }
   /** Resolves waiters once no run is live here (tests: `settled`). */
   private drainedWaiters: Array<() => void> = []
 
@@ -184,7 +201,8 @@ export class ActivityEngine {
    * activity with no run here and pick up a request the feed did not deliver.
    */
   async start(): Promise<void> {
-    this.host.warmFirst()
+    this.started = true
+    if (this.used) this.host.warmFirst()
     await this.nodes.update(SYSTEM, PARTITION_CATALOG as NodePath, (c) => c ?? { nodeType: 'Document', name: 'Partition', content: {} }, 'system')
     await this.kit.start()
     await this.orphans

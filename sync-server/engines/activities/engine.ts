@@ -90,6 +90,7 @@ export function createActivitiesEngine(options: ActivitiesEngineOptions = {}): E
       checks,
       routes: activityRoutes(ctx.nodes, (path) => engine.watch(path)),
       limits: () => activityLimits(config),
+      inUse: () => engine.inUse(),
       async start() {
         await engine.start()
         await checks.start()

@@ -152,9 +152,9 @@ export class ScriptHost {
   }
 
   /**
-   * [PROD3] At boot: one spare, so the first run starts as fast as any; the rest of the pool comes
-   * with the first run (each spare is a thread and a QuickJS heap, ~11 MB, that a server whose
-   * scripts never run would hold for nothing).
+   * [PROD3] Once someone uses the server (ActivityEngine.inUse): one spare, so the first run
+   * starts as fast as any; the rest of the pool comes with the first run (each spare is a thread
+   * and a QuickJS heap, ~11 MB, that a server whose scripts never run would hold for nothing).
    */
   warmFirst(): void {
     this.warm(1)
