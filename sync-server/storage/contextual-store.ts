@@ -449,6 +449,14 @@ function toOutcome(r: Row): OutcomeRow {
 /** [CTX25] The source row is stored and was not deleted or created again after the event (`changes_path` index). */
 const SOURCE_STORED = `path = ? AND NOT EXISTS (SELECT 1 FROM changes WHERE changes.path = ? AND changes.version > ? AND changes.kind IN ('Created', 'Deleted'))`
 const sourceArgs = (s: { path: string; version: number }) => [s.path, s.path, s.version]
+/** Why a commit carrying an outcome is refused (both storages, both statements alike). */
+const REFUSED = {
+  lease: 'The lease of this work item is no longer held.',
+  source: 'The source of this work item is gone.',
+  done: 'This reaction already has an outcome.',
+} as const
+/** An outcome row's values, in OUTCOME_COLUMNS' order. */
+const outcomeArgs = (o: ContextualAttachment['outcome'], version: number | null) => [o.key, o.consumerId, o.eventId, o.reaction, o.attempt, o.principal, o.outcome, o.causation, version, o.at]
 
 /** [CTX26] Inside the commit's transaction: is the lease still the one the reaction was verified against, and no outcome yet? */
 export function* checkAttachment(a: ContextualAttachment, dialect: Dialect): Op<string | null> {
@@ -456,11 +464,11 @@ export function* checkAttachment(a: ContextualAttachment, dialect: Dialect): Op<
   // (SQLite's writer holds the database's write lock for the whole transaction anyway).
   const lock = dialect === 'postgres' ? ' FOR UPDATE' : ''
   const held = (yield* all(`SELECT 1 AS ok FROM contextual_events WHERE ${FENCED}${lock}`, ...fenceArgs(a.fence)))[0]
-  if (!held) return 'The lease of this work item is no longer held.'
+  if (!held) return REFUSED.lease
   // [CTX25] In the same transaction: the row that caused the event is still there, the same one.
-  if (a.source !== undefined && !(yield* all(`SELECT 1 AS ok FROM nodes WHERE ${SOURCE_STORED}`, ...sourceArgs(a.source)))[0]) return 'The source of this work item is gone.'
+  if (a.source !== undefined && !(yield* all(`SELECT 1 AS ok FROM nodes WHERE ${SOURCE_STORED}`, ...sourceArgs(a.source)))[0]) return REFUSED.source
   const done = (yield* all('SELECT 1 AS ok FROM contextual_outcomes WHERE key = ?', a.outcome.key))[0]
-  return done ? 'This reaction already has an outcome.' : null
+  return done ? REFUSED.done : null
 }
 
 /**
@@ -470,32 +478,27 @@ export function* checkAttachment(a: ContextualAttachment, dialect: Dialect): Op<
  * and the source row is stored. The same refusals, in the same order.
  */
 export function* attachOutcomePg(a: ContextualAttachment, version: number): Op<string | null> {
-  const o = a.outcome
   const r = (yield* all(
     `WITH held AS (SELECT 1 AS ok FROM contextual_events WHERE ${FENCED} FOR UPDATE),
           src AS (SELECT 1 AS ok FROM nodes WHERE ${SOURCE_STORED}),
           ins AS (
-            INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at)
+            INSERT INTO contextual_outcomes (${OUTCOME_COLUMNS.join(', ')})
             SELECT ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::text, ?::text, ?::text, ?::bigint, ?::text
             WHERE EXISTS (SELECT 1 FROM held) AND (?::text IS NULL OR EXISTS (SELECT 1 FROM src))
             ON CONFLICT (key) DO NOTHING
             RETURNING 1 AS ok)
      SELECT EXISTS (SELECT 1 FROM held) AS held, EXISTS (SELECT 1 FROM src) AS src, EXISTS (SELECT 1 FROM ins) AS ins`,
     ...fenceArgs(a.fence), ...(a.source ? sourceArgs(a.source) : [null, null, null]),
-    o.key, o.consumerId, o.eventId, o.reaction, o.attempt, o.principal, o.outcome, o.causation, version, o.at,
+    ...outcomeArgs(a.outcome, version),
     a.source?.path ?? null,
   ))[0]!
-  if (!r.held) return 'The lease of this work item is no longer held.'
-  if (a.source !== undefined && !r.src) return 'The source of this work item is gone.'
-  return r.ins ? null : 'This reaction already has an outcome.'
+  if (!r.held) return REFUSED.lease
+  if (a.source !== undefined && !r.src) return REFUSED.source
+  return r.ins ? null : REFUSED.done
 }
 
 export function* insertOutcome(a: ContextualAttachment, version: number | null): Op<void> {
-  const o = a.outcome
-  yield* run(
-    `INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    o.key, o.consumerId, o.eventId, o.reaction, o.attempt, o.principal, o.outcome, o.causation, version, o.at,
-  )
+  yield* run(`INSERT INTO contextual_outcomes (${OUTCOME_COLUMNS.join(', ')}) VALUES (${OUTCOME_COLUMNS.map(() => '?').join(', ')})`, ...outcomeArgs(a.outcome, version))
 }
 
 export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknown> {

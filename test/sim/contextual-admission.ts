@@ -27,6 +27,12 @@ type Interference = keyof typeof INTERFERENCE
 /** Where: while react reads the source (after its first checks), or as the command's write starts. */
 const POINTS = ['source read', 'command start'] as const
 type Point = (typeof POINTS)[number]
+/** The write to land (`run`) and where (`at`, cleared once it ran), for the round's `source`. */
+interface Hook {
+  at: Point | null
+  run: () => Promise<void>
+  source: string
+}
 
 async function interfere(h: Harness, kind: Interference, source: NodePath, n: number): Promise<void> {
   switch (kind) {
@@ -61,7 +67,7 @@ async function interfere(h: Harness, kind: Interference, source: NodePath, n: nu
  * The node API the service under test uses: the real node service, with a hook that lets a test
  * land a write at one of react's await points.
  */
-function hooked(nodes: NodeApi, hook: { at: Point | null; run: () => Promise<void>; source: string }): NodeApi {
+function hooked(nodes: NodeApi, hook: Hook): NodeApi {
   const fire = async (point: Point) => {
     if (hook.at !== point) return
     hook.at = null
@@ -92,14 +98,14 @@ function hooked(nodes: NodeApi, hook: { at: Point | null; run: () => Promise<voi
  * [CTX25] The guarantee: a reaction commits only under the authority its token was offered under.
  * Whatever lands while `react` runs (between its first checks and its command's write), a reaction
  * commits if and only if nothing touched the caller's authority over the event: a role revoked or
- * changed, the source hidden, deleted or deleted and made again all give `reaction_denied` with nothing written (neither
- * the command's node nor an outcome), and a write that touches none of it (another user's grant,
- * an edit of the source) lets it commit. One seed of rounds on a fresh harness (the real node
+ * changed, the source hidden, deleted or deleted and made again all give `reaction_denied` with
+ * nothing written (neither the command's node nor an outcome), and a write that touches none of it
+ * (another user's grant, an edit of the source) lets it commit. One seed of rounds on a fresh harness (the real node
  * service over SQLite or PostgreSQL); returns the rounds run.
  */
 export async function admissionRounds(h: Harness, seed: number, steps = 14): Promise<number> {
   const rng = new Rng(seed)
-  const hook: { at: Point | null; run: () => Promise<void>; source: string } = { at: null, run: async () => undefined, source: '' }
+  const hook: Hook = { at: null, run: async () => undefined, source: '' }
   const service = new ContextualService({ nodes: hooked(h.nodes, hook), access: h.access, storage: h.storage, log, clock: h.clock })
   service.start()
   await h.nodes.put(SYSTEM, 'P' as NodePath, { nodeType: 'Space', content: {} })
@@ -151,7 +157,7 @@ export async function admissionRounds(h: Harness, seed: number, steps = 14): Pro
     }
     // Denied: no outcome was stored, so the same token is still refused (never a stored success).
     if (!r.ok) expect(await attempt(() => service.react(ME, { causationToken: token, params: { Note: 'again' } })), what).toEqual({ ok: false, code: 'reaction_denied' })
-    // Done with the item either way (a denied one is nacked to its next attempt, then acked).
+    // Done with the item either way: acked under the round's authority, restored first.
     await h.nodes.put(SYSTEM, MY_GRANT, { nodeType: 'AccessAssignment', content: { Subject: USER, Role: 'Editor' } })
     const acked = await attempt(() => service.ack(ME, fenceOf({ consumerId: got.consumerId, item })))
     expect(acked.ok, what).toBe(true)

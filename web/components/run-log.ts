@@ -86,8 +86,9 @@ export class WeftRunLog extends LitElement {
     // event that lands after lines grew the list (a loaded page dispatches it frames late) is not
     // the reader leaving the tail: pinned again. Beside two CPU hogs, "Jump to latest" then
     // read that event as a scroll up and stopped following at once.
-    if (this.following && ol.scrollTop >= this.pinnedTop - AT_END_PX) this.pin(ol)
-    else if (this.following) this.following = false
+    if (!this.following) return
+    if (ol.scrollTop >= this.pinnedTop - AT_END_PX) this.pin(ol)
+    else this.following = false
   }
 
   /** Shows the last line and remembers where that left the list. */

@@ -142,16 +142,16 @@ export class ActivityEngine {
   private started = false
   private used = false
 
-  /**
-   * [PROD3] Somebody signed in: one spare script worker, so their first run starts as fast as any
-   * (the rest of the pool comes with the first run). Not at boot: a server nobody uses holds no
-   * worker (a thread and a QuickJS heap, ~12 MB of its resident memory).
-   */
   /** Spare script workers started and not yet taken by a run. */
   get spareWorkers(): number {
     return this.host.spareCount
   }
 
+  /**
+   * [PROD3] Somebody signed in: one spare script worker, so their first run starts as fast as any
+   * (the rest of the pool comes with the first run). Not at boot: a server nobody uses holds no
+   * worker (a thread and a QuickJS heap, ~12 MB of its resident memory).
+   */
   inUse(): void {
     this.used = true
     if (this.started && !this.stopping) this.host.warmFirst()
