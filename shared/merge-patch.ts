@@ -54,13 +54,13 @@ export function assertMergePatch(patch: unknown, maxDepth = DEFAULT_MAX_JSON_DEP
   if (!isJsonObject(patch)) {
     throw new WeftError('invalid_patch', 'A merge patch of a node\'s content must be a JSON object.')
   }
-  checkJsonValue(patch, null, 0, maxDepth, 'invalid_patch')
+  checkJsonValue(patch, maxDepth, 'invalid_patch')
 }
 
 /** The same check for whole content (create, replace): `invalid_content`. */
 export function assertJsonContent(content: unknown, maxDepth = DEFAULT_MAX_JSON_DEPTH): asserts content is JsonObject {
   if (!isJsonObject(content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
-  checkJsonValue(content, null, 0, maxDepth, 'invalid_content')
+  checkJsonValue(content, maxDepth, 'invalid_content')
 }
 
 function isPlainScalar(v: unknown): boolean {
@@ -68,29 +68,57 @@ function isPlainScalar(v: unknown): boolean {
 }
 
 /**
- * Throws naming the first value that is not JSON, or that nests past `maxDepth`. `where` is
- * built only on the way down to a nested value (every write runs this, and most patches are
- * flat). Recursion is bounded by `maxDepth`.
+ * Throws naming the first value that is not JSON, or that nests past `maxDepth`. Recursion is
+ * bounded by `maxDepth`. The value's location is put together only on the way back up from a
+ * value refused: every write runs this, and building `content.Messages[41]` for each item of a
+ * log's append was most of what the check allocated.
  */
-function checkJsonValue(v: unknown, where: string | null, depth: number, maxDepth: number, code: 'invalid_patch' | 'invalid_content'): void {
-  if (isPlainScalar(v)) return
-  const at = where ?? 'content'
-  if (typeof v === 'number') throw new WeftError(code, `Non-finite number at ${at}.`)
-  if (depth >= maxDepth) throw new WeftError(code, `The value at ${at} nests deeper than ${maxDepth} levels; flatten it.`)
+function checkJsonValue(v: unknown, maxDepth: number, code: 'invalid_patch' | 'invalid_content'): void {
+  const bad = findBad(v, 0, maxDepth, code === 'invalid_content')
+  if (!bad) return
+  let at = 'content'
+  for (let i = bad.at.length - 1; i >= 0; i--) {
+    const step = bad.at[i]!
+    at += typeof step === 'number' ? `[${step}]` : `.${step}`
+  }
+  throw new WeftError(code, bad.reason === 'number' ? `Non-finite number at ${at}.` : bad.reason === 'deep' ? `The value at ${at} nests deeper than ${maxDepth} levels; flatten it.` : `Value at ${at} is not JSON.`)
+}
+
+/** The first value refused: why, and where (innermost step first). */
+interface Bad {
+  reason: 'number' | 'deep' | 'not_json'
+  at: (string | number)[]
+}
+
+function findBad(v: unknown, depth: number, maxDepth: number, wholeContent: boolean): Bad | null {
+  if (isPlainScalar(v)) return null
+  if (typeof v === 'number') return { reason: 'number', at: [] }
+  if (depth >= maxDepth) return { reason: 'deep', at: [] }
   if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) if (!isPlainScalar(v[i])) checkJsonValue(v[i], `${at}[${i}]`, depth + 1, maxDepth, code)
-    return
+    for (let i = 0; i < v.length; i++) {
+      if (isPlainScalar(v[i])) continue
+      const bad = findBad(v[i], depth + 1, maxDepth, wholeContent)
+      if (bad) {
+        bad.at.push(i)
+        return bad
+      }
+    }
+    return null
   }
   if (isJsonObject(v) && Object.getPrototypeOf(v) === Object.prototype) {
     for (const k in v) {
       if (!Object.prototype.hasOwnProperty.call(v, k) || isPlainScalar(v[k])) continue
       // Whole content drops an undefined member, as JSON does; a patch has no such reading.
-      if (v[k] === undefined && code === 'invalid_content') continue
-      checkJsonValue(v[k], `${at}.${k}`, depth + 1, maxDepth, code)
+      if (v[k] === undefined && wholeContent) continue
+      const bad = findBad(v[k], depth + 1, maxDepth, wholeContent)
+      if (bad) {
+        bad.at.push(k)
+        return bad
+      }
     }
-    return
+    return null
   }
-  throw new WeftError(code, `Value at ${at} is not JSON.`)
+  return { reason: 'not_json', at: [] }
 }
 
 /** The smallest merge patch that turns `from` into `to` (both objects). */

@@ -233,7 +233,7 @@ export class WritePath {
     opts: { patch?: (current: MeshNode) => MergePatch | undefined } = {},
     attach?: CommitAttachment,
   ): Promise<MeshNode> {
-    assertMergePatch({ [field]: [...items] })
+    assertMergePatch({ [field]: items as JsonValue[] })
     let ln = await this.cache.acquire(path)
     // Refused (missing, unreadable) before a doc is built for it.
     let before = this.existing(ln, principal)

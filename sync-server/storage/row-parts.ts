@@ -12,7 +12,9 @@ export type RowPart = { key: string; json: string } | { key: string; from: numbe
 
 /** The JSON of array items without the brackets, as `JSON.stringify` writes them inside an array. */
 export function itemsJson(items: readonly unknown[]): string {
-  return items.map((v) => JSON.stringify(v) ?? 'null').join(',')
+  // One string for the whole array, its brackets cut off (a slice shares the string): an
+  // append's lines were a string each and then their join, twice what the row keeps.
+  return JSON.stringify(items).slice(1, -1)
 }
 
 /** What `writeContent` stores: the row's JSON text, or its parts ([ACT12]). */

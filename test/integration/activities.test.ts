@@ -327,12 +327,18 @@ describe('activities: watching', () => {
       nodes.append = append
     }
     expect(done.content.Status).toBe('Succeeded')
-    const lines = texts(done)
+    const all = texts(done)
+    const lines = all.filter((t) => t.startsWith('line '))
     expect(lines).toHaveLength(10_000)
     expect(lines[0]).toBe('line 0')
     expect(lines[9_999]).toBe('line 9999')
+    // [ACT21] Past the pace's first 2,000 lines the script waits for the server and says so, once
+    // (on a machine too busy to take 10,000 lines a second the pace never holds it back).
+    const said = all.filter((t) => !t.startsWith('line '))
+    expect(said.length).toBeLessThanOrEqual(1)
+    for (const t of said) expect(t).toContain('SCRIPT_LOG_LINES_PER_SECOND: 10000 a second')
     // A flood goes out in slices: no write carries more than LINES_PER_APPEND lines.
-    expect(added.reduce((a, b) => a + b, 0)).toBe(10_000)
+    expect(added.reduce((a, b) => a + b, 0)).toBe(10_000 + said.length)
     expect(added.length).toBeGreaterThanOrEqual(50)
     expect(Math.max(...added)).toBeLessThanOrEqual(200)
     await own.cleanup()

@@ -127,6 +127,45 @@ describe('CPU slots [ACT15]', () => {
   })
 })
 
+/**
+ * [ACT21] The server takes log lines at SCRIPT_LOG_LINES_PER_SECOND, all runs together: a script
+ * logging faster waits, and gives its CPU slot to another script while it waits.
+ */
+describe('[ACT21] the log pace', () => {
+  it('a script logging past the pace waits for it, and every line arrives in order', async () => {
+    const h = newHost(1, { logLinesPerSecond: 2_000 })
+    const lines: string[] = []
+    const t0 = performance.now()
+    const o = await h.run('for (let i = 0; i < 5000; i++) Log.info("l" + i); return 1', 'javascript', {}, { ...noHandlers, onLog: (_l, text) => lines.push(text) }).done
+    const took = performance.now() - t0
+    expect(o).toEqual({ ok: true, value: 1 })
+    expect(lines.filter((l) => l.startsWith('l'))).toEqual(Array.from({ length: 5000 }, (_, i) => `l${i}`))
+    // Once, where it first waited, the run says why it is slow.
+    const said = lines.filter((l) => !l.startsWith('l'))
+    expect(said).toEqual([expect.stringContaining('SCRIPT_LOG_LINES_PER_SECOND: 2000 a second')])
+    expect(lines.indexOf(said[0]!)).toBeGreaterThan(1_000)
+    // The bucket holds 1,000 lines, two batches of 200 may be in flight: the rest, 3,600 lines,
+    // are paid at 2,000 a second, so the script cannot end sooner than 1.8 s after it started.
+    // Unpaced, 5,000 lines take a tenth of that (a lower bound holds on any machine).
+    expect(took).toBeGreaterThan(1_500)
+  })
+
+  it('a script waiting for the pace holds no CPU slot: another script runs meanwhile', async () => {
+    const h = newHost(1, { logLinesPerSecond: 1_000 })
+    let logged = 0
+    const flood = h.run('for (let i = 0; i < 4000; i++) Log.info("l" + i); return "flood"', 'javascript', {}, { ...noHandlers, onLog: () => void logged++ })
+    // Past the bucket's 1,000 lines the flood waits for the pace, 3 s for the other 3,000 lines;
+    // its interpreter is still in its loop (holding the slot before [ACT21], all the while).
+    await waitFor(() => logged >= 1_000, 10_000)
+    await waitFor(() => h.cpu.held() === 0 && logged < 3_000, { timeoutMs: 10_000, description: 'the flooding script gave its slot back while it waits' })
+    // A script started now gets the one slot and ends while the flood is still in its loop.
+    expect(await h.run('return 6 * 7', 'javascript', {}, noHandlers).done).toEqual({ ok: true, value: 42 })
+    expect(logged).toBeLessThan(3_800)
+    expect(await flood.done).toEqual({ ok: true, value: 'flood' })
+    expect(logged).toBe(4001) // and the one line saying the run waits for the pace
+  })
+})
+
 const sparesHost = (spares: number) =>
   (host = new ScriptHost({ timeoutMs: 20_000, memoryMb: 16, cancelGraceMs: 200, maxConcurrent: 4, spares, cpuSlots: 0, workerNice: 0, log }))
 

@@ -48,6 +48,7 @@ export function activityConfigFromEnv(env: NodeJS.ProcessEnv = process.env): Act
     // [ACT18] Bounds of every run (README "Settings"); each is named when a run hits it.
     logMaxLines: int(env, 'SCRIPT_LOG_MAX_LINES', 100_000),
     logMaxBytes: int(env, 'SCRIPT_LOG_MAX_BYTES', 4 * 1024 * 1024),
+    logLinesPerSecond: int(env, 'SCRIPT_LOG_LINES_PER_SECOND', 10_000),
     meshInFlight: Math.max(1, int(env, 'SCRIPT_MESH_IN_FLIGHT', 64)),
     maxRunsPerUser: int(env, 'SCRIPT_MAX_RUNS_PER_USER', 4),
     workerNice: Math.min(19, int(env, 'SCRIPT_NICE', 10)),
@@ -63,6 +64,7 @@ export function activityLimits(config: ActivityEngineConfig): Record<string, num
     SCRIPT_MEMORY_MB: Math.max(16, config.memoryMb),
     SCRIPT_LOG_MAX_LINES: config.logMaxLines,
     SCRIPT_LOG_MAX_BYTES: config.logMaxBytes,
+    SCRIPT_LOG_LINES_PER_SECOND: config.logLinesPerSecond ?? 0,
     SCRIPT_MESH_IN_FLIGHT: config.meshInFlight,
     SCRIPT_MAX_RUNS_PER_USER: config.maxRunsPerUser,
     SCRIPT_MAX_CONCURRENT: config.maxConcurrent,

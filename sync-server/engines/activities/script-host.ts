@@ -8,6 +8,7 @@ import type { Logger } from 'pino'
 import type { JsonObject, JsonValue } from '../../../shared/index.js'
 import type { FromWorker, MeshOp, ScriptLanguage, ScriptLimit, ScriptLimits, ToWorker } from './script-protocol.js'
 import { CpuSlots } from './cpu-slots.js'
+import { LogPace } from './log-pace.js'
 import { realClock, type CancelTimer, type Clock } from '../kit/index.js'
 
 let bundled: URL | null = null
@@ -61,6 +62,8 @@ export interface ScriptHostOptions extends ScriptLimits {
   spares: number
   /** [ACT15] Cores scripts may use at once (SCRIPT_CPU_SLOTS); 0 = no limit. */
   cpuSlots: number
+  /** [ACT21] Log lines a second the server takes from all runs together (SCRIPT_LOG_LINES_PER_SECOND); 0 = no pace. */
+  logLinesPerSecond?: number
   /**
    * [ACT18] Runs of one owner at once (SCRIPT_MAX_RUNS_PER_USER); that owner's further runs wait
    * for one of them to end, so one user never holds every script slot. 0 = no limit.
@@ -113,6 +116,15 @@ export async function compileScript(source: string, language: ScriptLanguage): P
   return (await transform(wrapped, { loader: 'ts', target: 'es2020' })).code
 }
 
+/** [ACT21] The log pace's bucket holds this many lines at least (a fifth of a second's pace if more). */
+const LOG_BURST_MIN = 1_000
+
+/** [ACT12] A log batch's in-flight slot, given back to its worker. */
+function giveBack(logsInFlight: Int32Array): void {
+  Atomics.sub(logsInFlight, 0, 1)
+  Atomics.notify(logsInFlight, 0)
+}
+
 interface Spare {
   worker: Worker
   ready: Promise<void>
@@ -138,12 +150,15 @@ export class ScriptHost {
   /** [ACT18] Runs holding a slot, per owner. */
   private readonly perOwner = new Map<string, number>()
   private closed = false
+  private readonly logPace: LogPace
   private readonly live = new Set<ScriptRun>()
   /** Shared with every worker; ids for the runs at once, the spares, and workers still exiting. */
   readonly cpu: CpuSlots
 
   constructor(private readonly opts: ScriptHostOptions) {
     this.cpu = new CpuSlots(opts.cpuSlots, opts.maxConcurrent + opts.spares + 16)
+    const pace = opts.logLinesPerSecond ?? 0
+    this.logPace = new LogPace(pace, Math.max(LOG_BURST_MIN, pace / 5))
   }
 
   /** Starts spares until `upTo` are kept (default the whole pool, `spares`). */
@@ -319,11 +334,17 @@ export class ScriptHost {
       }
       worker = spare.worker
       const logsInFlight = spare.logsInFlight
+      /** [ACT21] Whether this run has said, once, that it logs faster than the pace. */
+      let pacedSaid = false
       worker.on('message', (m: FromWorker) => {
+        let paced = false
         if (m.t === 'logs') {
-          // [ACT12] Taken: a worker flooding its log waits for this before it sends more.
-          Atomics.sub(logsInFlight, 0, 1)
-          Atomics.notify(logsInFlight, 0)
+          // [ACT12] Taken: a worker flooding its log waits for this before it sends more;
+          // [ACT21] given back once the host's log pace has paid for the batch.
+          const wait = this.logPace.reserve(LogPace.cost(m.lines))
+          if (wait <= 0) giveBack(logsInFlight)
+          else setTimeout(giveBack, wait, logsInFlight).unref()
+          paced = wait > 0 && !pacedSaid
         }
         if (outcome) return
         switch (m.t) {
@@ -333,6 +354,10 @@ export class ScriptHost {
             {
               const at = new Date(clock.now()).toISOString()
               for (const line of m.lines) handlers.onLog(line.level, line.text, at)
+              if (paced) {
+                pacedSaid = true
+                handlers.onLog('Info', `This run logs faster than the server takes log lines (SCRIPT_LOG_LINES_PER_SECOND: ${this.opts.logLinesPerSecond} a second, all runs together): it waits while it logs, and no line is lost.`, at)
+              }
             }
             if (m.progress) handlers.onProgress(m.progress.fraction, m.progress.text)
             return

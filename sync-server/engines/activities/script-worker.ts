@@ -47,11 +47,18 @@ const batchEmpty = () => logBatch.length === 0 && progressBatch === null
 const flushLogs = () => {
   if (batchEmpty()) return
   if (logsInFlight) {
-    const deadline = performance.now() + LOG_WAIT_MAX_MS
-    for (let n = Atomics.load(logsInFlight, 0); n >= LOG_BATCHES_IN_FLIGHT; n = Atomics.load(logsInFlight, 0)) {
-      const left = deadline - performance.now()
-      if (left <= 0) break
-      Atomics.wait(logsInFlight, 0, n, Math.min(left, 50))
+    if (Atomics.load(logsInFlight, 0) >= LOG_BATCHES_IN_FLIGHT) {
+      // [ACT21] Waiting for the server to take lines is not work: the CPU slot goes to another
+      // script meanwhile, and is taken again (as before any interpreter work) after the wait.
+      const held = turn.holding
+      turn.release()
+      const deadline = performance.now() + LOG_WAIT_MAX_MS
+      for (let n = Atomics.load(logsInFlight, 0); n >= LOG_BATCHES_IN_FLIGHT; n = Atomics.load(logsInFlight, 0)) {
+        const left = deadline - performance.now()
+        if (left <= 0) break
+        Atomics.wait(logsInFlight, 0, n, Math.min(left, 50))
+      }
+      if (held) turn.acquire(() => Date.now() >= runDeadline)
     }
     Atomics.add(logsInFlight, 0, 1)
   }
@@ -59,6 +66,8 @@ const flushLogs = () => {
   logBatch = []
   progressBatch = null
 }
+/** The run's SCRIPT_TIMEOUT_MS deadline (Date.now()); a wait for a CPU slot gives up past it. */
+let runDeadline = Number.POSITIVE_INFINITY
 // [ACT15] The interpreter runs only while this worker holds one of the host's CPU slots.
 const turn = new CpuTurn(((workerData as { cpu?: CpuSlotsInit } | null)?.cpu ?? null))
 /**
@@ -183,6 +192,7 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   const flag = new Int32Array(m.cancelFlag)
   const aborted = () => Atomics.load(flag, 0) === 1
   const deadline = Date.now() + m.limits.timeoutMs
+  runDeadline = deadline
   const maxPayload = m.limits.maxPayloadBytes ?? 1024 * 1024
   const maxLines = m.limits.logMaxLines ?? Number.MAX_SAFE_INTEGER
   const maxLogBytes = m.limits.logMaxBytes ?? Number.MAX_SAFE_INTEGER
