@@ -19,15 +19,22 @@ const THROWS = 'const a = 1\nLog.info("before")\n  null.foo()\nreturn a'
 /** A full tail at once, then a line every 100 ms. */
 const LONG = 'for (let i = 0; i < 250; i++) Log.info("early " + i)\nfor (let i = 0; ; i++) {\n  Log.info("tick " + i)\n  await sleep(100)\n}'
 const STUBBORN = 'Log.info("busy")\nawait sleep(10)\nfor (;;) {}'
+/** [ACT21] More lines at once than the server's log pace lets through without waiting. */
+const CHATTY = 'for (let i = 0; i < 6000; i++) Log.info("line " + i)\nreturn 6000'
 
 test.beforeAll(async () => {
   // A longer grace than the default 2 s, so "Stopping…" is on screen long enough to be seen
   // on a slow machine (the setting is read when the server starts).
-  const grace = process.env.SCRIPT_CANCEL_GRACE_MS
+  // And a log pace of 2,000 lines a second ([ACT21]), so Chatty's 6,000 lines meet it however
+  // slow the machine (a server busy elsewhere may take lines slower than the default 10,000).
+  const saved = { SCRIPT_CANCEL_GRACE_MS: process.env.SCRIPT_CANCEL_GRACE_MS, SCRIPT_LOG_LINES_PER_SECOND: process.env.SCRIPT_LOG_LINES_PER_SECOND }
   process.env.SCRIPT_CANCEL_GRACE_MS = '6000'
+  process.env.SCRIPT_LOG_LINES_PER_SECOND = '2000'
   server = await startE2eServer()
-  if (grace === undefined) delete process.env.SCRIPT_CANCEL_GRACE_MS
-  else process.env.SCRIPT_CANCEL_GRACE_MS = grace
+  for (const [k, v] of Object.entries(saved)) {
+    if (v === undefined) delete process.env[k]
+    else process.env[k] = v
+  }
   ann = await signUp(server, 'Ann')
   vic = await signUp(server, 'Vic')
   await putNode(server, ann, 'Lab', 'Space', {}, 'Lab')
@@ -37,6 +44,7 @@ test.beforeAll(async () => {
   await putNode(server, ann, 'Lab/Thrower', 'Code', code(THROWS), 'Thrower')
   await putNode(server, ann, 'Lab/Long', 'Code', code(LONG), 'Long')
   await putNode(server, ann, 'Lab/Stubborn', 'Code', code(STUBBORN), 'Stubborn')
+  await putNode(server, ann, 'Lab/Chatty', 'Code', code(CHATTY), 'Chatty')
   await putNode(server, ann, 'Lab/Greet', 'Code', code('return "Hello, " + Inputs.Name', { Inputs: { Name: { Type: 'string', Label: 'Your name', Required: true } } }), 'Greet')
   await mkdir('test-results', { recursive: true })
 })
@@ -145,6 +153,21 @@ test('[WEB24] a new line at a full tail adds one line and drops the oldest: the 
   // Nothing inside the lines already shown changed.
   expect(seen.rewritten).toBe(0)
   await expect(ol.locator('li').last()).toContainText('tick')
+  await v.context.close()
+})
+
+test('[ACT21] a run that logs faster than the server takes lines says so in its log, to its Viewer too; every line is kept', async ({ browser }) => {
+  const path = await runOf(ann, 'Lab/Chatty')
+  const a = await openLoggedIn(browser, server, ann, path)
+  const v = await openLoggedIn(browser, server, vic, path)
+  for (const p of [a.page, v.page]) await expect(panel(p).locator('.badge')).toHaveAttribute('data-status', 'Succeeded', { timeout: 60_000 })
+  // Past the pace's first 1,000 lines the script waited: one line says why, with the setting.
+  await log(v.page).getByRole('searchbox', { name: 'Search the log' }).fill('SCRIPT_LOG_LINES_PER_SECOND')
+  await expect(log(v.page).locator('.count')).toContainText(/^1 of 6,?001 lines match/)
+  await expect(log(v.page).locator('ol.log li')).toHaveCount(1)
+  await expect(log(v.page).locator('ol.log li')).toContainText('it waits while it logs, and no line is lost')
+  await shoot(v.page, 'paced')
+  await a.context.close()
   await v.context.close()
 })
 

@@ -336,7 +336,7 @@ describe('activities: watching', () => {
     // (on a machine too busy to take 10,000 lines a second the pace never holds it back).
     const said = all.filter((t) => !t.startsWith('line '))
     expect(said.length).toBeLessThanOrEqual(1)
-    for (const t of said) expect(t).toContain('SCRIPT_LOG_LINES_PER_SECOND: 10000 a second')
+    for (const t of said) expect(t).toContain('SCRIPT_LOG_LINES_PER_SECOND: 10,000 a second')
     // A flood goes out in slices: no write carries more than LINES_PER_APPEND lines.
     expect(added.reduce((a, b) => a + b, 0)).toBe(10_000 + said.length)
     expect(added.length).toBeGreaterThanOrEqual(50)

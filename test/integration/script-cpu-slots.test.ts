@@ -142,7 +142,7 @@ describe('[ACT21] the log pace', () => {
     expect(lines.filter((l) => l.startsWith('l'))).toEqual(Array.from({ length: 5000 }, (_, i) => `l${i}`))
     // Once, where it first waited, the run says why it is slow.
     const said = lines.filter((l) => !l.startsWith('l'))
-    expect(said).toEqual([expect.stringContaining('SCRIPT_LOG_LINES_PER_SECOND: 2000 a second')])
+    expect(said).toEqual([expect.stringContaining('SCRIPT_LOG_LINES_PER_SECOND: 2,000 a second')])
     expect(lines.indexOf(said[0]!)).toBeGreaterThan(1_000)
     // The bucket holds 1,000 lines, two batches of 200 may be in flight: the rest, 3,600 lines,
     // are paid at 2,000 a second, so the script cannot end sooner than 1.8 s after it started.

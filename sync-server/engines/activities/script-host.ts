@@ -356,7 +356,7 @@ export class ScriptHost {
               for (const line of m.lines) handlers.onLog(line.level, line.text, at)
               if (paced) {
                 pacedSaid = true
-                handlers.onLog('Info', `This run logs faster than the server takes log lines (SCRIPT_LOG_LINES_PER_SECOND: ${this.opts.logLinesPerSecond} a second, all runs together): it waits while it logs, and no line is lost.`, at)
+                handlers.onLog('Info', `This run logs faster than the server takes log lines (SCRIPT_LOG_LINES_PER_SECOND: ${(this.opts.logLinesPerSecond ?? 0).toLocaleString('en-US')} a second, all runs together): it waits while it logs, and no line is lost.`, at)
               }
             }
             if (m.progress) handlers.onProgress(m.progress.fraction, m.progress.text)
