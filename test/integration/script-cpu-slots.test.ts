@@ -164,6 +164,44 @@ describe('[ACT21] the log pace', () => {
     expect(await flood.done).toEqual({ ok: true, value: 'flood' })
     expect(logged).toBe(4001) // and the one line saying the run waits for the pace
   })
+
+  it('a run logging a line now and then is not held behind another run\'s flood, and is not told it is paced', async () => {
+    const h = newHost(0, { logLinesPerSecond: 1_000 })
+    let flooded = 0
+    const flood = h.run('let i = 0; for (; i < 20000 && !Ct.aborted; i++) Log.info("a" + i); return i', 'javascript', {}, { ...noHandlers, onLog: () => void flooded++ })
+    await waitFor(() => flooded >= 1_500, 10_000)
+    // The flood now waits for its share of the pace (20,000 lines would take 20 s). The quiet
+    // run's 20 lines, one every 10 ms, are under its share: none waits (in one queue behind the
+    // flood's batches, each would wait ~0.4 s, 8 s in all).
+    const quiet: string[] = []
+    const o = await h.run('for (let i = 0; i < 20; i++) { Log.info("b" + i); await sleep(10) } return "quiet"', 'javascript', {}, { ...noHandlers, onLog: (_l, text) => quiet.push(text) }).done
+    expect(o).toEqual({ ok: true, value: 'quiet' })
+    expect(quiet).toEqual(Array.from({ length: 20 }, (_, i) => `b${i}`))
+    expect(flooded).toBeLessThan(5_000)
+    flood.cancel()
+    await flood.done
+  })
+
+  it('a run cancelled while it waits for the pace stops at once: the wait ends, the script sees Ct.aborted', async () => {
+    // 10,000-character lines cost ten each: a batch of them waits seconds for a pace of 50.
+    const h = newHost(0, { logLinesPerSecond: 50, cancelGraceMs: 800 })
+    let logged = 0
+    const flood = h.run('const big = "x".repeat(10000); let i = 0; for (; i < 5000 && !Ct.aborted; i++) Log.info(big); return i', 'javascript', {}, { ...noHandlers, onLog: () => void logged++ })
+    await waitFor(() => logged >= 150, 10_000)
+    // Cancelled once it waits: no line for a while (its next batch is seconds away).
+    let seen = -1
+    await waitFor(async () => {
+      const before = logged
+      await new Promise((r) => setTimeout(r, 300))
+      return logged === before && (seen = logged) >= 0
+    }, 20_000)
+    flood.cancel()
+    // A wait that ignored the cancel ran past the grace: the worker was terminated instead.
+    const o = await flood.done
+    expect(o).not.toMatchObject({ limit: 'SCRIPT_CANCEL_GRACE_MS' })
+    expect(logged).toBeLessThan(5_000)
+    expect(seen).toBeGreaterThanOrEqual(150)
+  })
 })
 
 const sparesHost = (spares: number) =>

@@ -6,7 +6,7 @@ import { Worker } from 'node:worker_threads'
 import type * as Esbuild from 'esbuild'
 import type { Logger } from 'pino'
 import type { JsonObject, JsonValue } from '../../../shared/index.js'
-import type { FromWorker, MeshOp, ScriptLanguage, ScriptLimit, ScriptLimits, ToWorker } from './script-protocol.js'
+import { LOG_BATCHES_IN_FLIGHT, type FromWorker, type MeshOp, type ScriptLanguage, type ScriptLimit, type ScriptLimits, type ToWorker } from './script-protocol.js'
 import { CpuSlots } from './cpu-slots.js'
 import { LogPace } from './log-pace.js'
 import { realClock, type CancelTimer, type Clock } from '../kit/index.js'
@@ -281,6 +281,7 @@ export class ScriptHost {
       meshAbort.abort()
       if (worker) void worker.terminate()
       this.live.delete(run)
+      this.logPace.forget(run)
       settle(o)
     }
     const run: ScriptRun = {
@@ -340,11 +341,13 @@ export class ScriptHost {
         let paced = false
         if (m.t === 'logs') {
           // [ACT12] Taken: a worker flooding its log waits for this before it sends more;
-          // [ACT21] given back once the host's log pace has paid for the batch.
-          const wait = this.logPace.reserve(LogPace.cost(m.lines))
+          // [ACT21] given back once the run's share of the log pace has paid for the batch. The
+          // run is told once, when it is really held back: its other batch is in flight too, so
+          // the worker waits for this one.
+          const wait = this.logPace.reserve(run, LogPace.cost(m.lines))
+          paced = wait > 0 && !pacedSaid && Atomics.load(logsInFlight, 0) >= LOG_BATCHES_IN_FLIGHT
           if (wait <= 0) giveBack(logsInFlight)
           else setTimeout(giveBack, wait, logsInFlight).unref()
-          paced = wait > 0 && !pacedSaid
         }
         if (outcome) return
         switch (m.t) {
@@ -356,7 +359,7 @@ export class ScriptHost {
               for (const line of m.lines) handlers.onLog(line.level, line.text, at)
               if (paced) {
                 pacedSaid = true
-                handlers.onLog('Info', `This run logs faster than the server takes log lines (SCRIPT_LOG_LINES_PER_SECOND: ${(this.opts.logLinesPerSecond ?? 0).toLocaleString('en-US')} a second, all runs together): it waits while it logs, and no line is lost.`, at)
+                handlers.onLog('Info', `This run logs faster than the server takes log lines (SCRIPT_LOG_LINES_PER_SECOND: ${(this.opts.logLinesPerSecond ?? 0).toLocaleString('en-US')} a second, shared by the runs logging at once): it waits while it logs, and no line is lost.`, at)
               }
             }
             if (m.progress) handlers.onProgress(m.progress.fraction, m.progress.text)

@@ -20,6 +20,12 @@ export interface ScriptLimits {
   maxPayloadBytes?: number
 }
 
+/**
+ * [ACT12] Log batches a worker has sent that the host has not given back yet, at most: past it
+ * the script waits (it is a flood), so it goes at the pace the server takes its lines.
+ */
+export const LOG_BATCHES_IN_FLIGHT = 2
+
 export type MeshOp = 'get' | 'put' | 'patch' | 'delete' | 'query' | 'waitFor'
 
 export type ToWorker =

@@ -1,7 +1,7 @@
 import { setPriority } from 'node:os'
 import { parentPort, workerData } from 'node:worker_threads'
 import { RELEASE_SYNC, newQuickJSWASMModuleFromVariant, newVariant, type QuickJSContext, type QuickJSHandle, type QuickJSRuntime } from 'quickjs-emscripten'
-import type { FromWorker, LogLine, ScriptLimit, ToWorker } from './script-protocol.js'
+import { LOG_BATCHES_IN_FLIGHT, type FromWorker, type LogLine, type ScriptLimit, type ToWorker } from './script-protocol.js'
 import { SCRIPT_FILE, WRAPPER_LINES, scriptLocation } from './script-location.js'
 import { CpuTurn, type CpuSlotsInit } from './cpu-slots.js'
 
@@ -30,14 +30,14 @@ const LOG_BATCH_MS = 5
 /** Lines a batch carries at most: taking one batch is one task of the server's event loop. */
 const LOG_BATCH_LINES = 200
 /**
- * [ACT12] Batches sent and not yet taken by the server, at most: past it the script waits (it is
- * a flood), so a script logging in a tight loop goes at the pace the server takes its lines, and
- * the server's event loop never meets a pile of batches in one turn. A wait gives up after
+ * [ACT12] LOG_BATCHES_IN_FLIGHT (script-protocol.ts): batches sent and not yet taken by the
+ * server, at most; past it the script waits (it is a flood), so a script logging in a tight loop
+ * goes at the pace the server takes its lines, and the server's event loop never meets a pile of
+ * batches in one turn. A wait gives up after
  * LOG_WAIT_MAX_MS: a backlog, never a stall. It is a safety net, not a bound that applies: since
  * [ACT21] a wait can rightly last seconds (16 runs flooding 10,000-character lines wait ~6 s a
  * batch for SCRIPT_LOG_LINES_PER_SECOND), and giving up sooner would let them past the pace.
  */
-const LOG_BATCHES_IN_FLIGHT = 2
 const LOG_WAIT_MAX_MS = 30_000
 const logsInFlight = (workerData as { logsInFlight?: Int32Array } | null)?.logsInFlight ?? null
 /** A line (and progress text) is cut to this many characters in the sandbox, before it is copied out. */
@@ -57,8 +57,9 @@ const flushLogs = () => {
       const deadline = performance.now() + LOG_WAIT_MAX_MS
       for (let n = Atomics.load(logsInFlight, 0); n >= LOG_BATCHES_IN_FLIGHT; n = Atomics.load(logsInFlight, 0)) {
         const left = deadline - performance.now()
-        // Past the run's deadline the script is stopped (the interrupt handler), not kept waiting.
-        if (left <= 0 || Date.now() >= runDeadline) break
+        // Past the run's deadline, or cancelled, the script is stopped (the interrupt handler
+        // sees it), not kept waiting: a cancel ends the run within its grace period.
+        if (left <= 0 || Date.now() >= runDeadline || runAborted()) break
         Atomics.wait(logsInFlight, 0, n, Math.min(left, 50))
       }
       if (held) turn.acquire(() => Date.now() >= runDeadline)
@@ -71,6 +72,8 @@ const flushLogs = () => {
 }
 /** The run's SCRIPT_TIMEOUT_MS deadline (Date.now()); a wait for a CPU slot gives up past it. */
 let runDeadline = Number.POSITIVE_INFINITY
+/** Whether the run was cancelled (its shared flag); a log wait ends when it is. */
+let runAborted: () => boolean = () => false
 // [ACT15] The interpreter runs only while this worker holds one of the host's CPU slots.
 const turn = new CpuTurn(((workerData as { cpu?: CpuSlotsInit } | null)?.cpu ?? null))
 /**
@@ -194,6 +197,7 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   const QuickJS = await quickjsReady
   const flag = new Int32Array(m.cancelFlag)
   const aborted = () => Atomics.load(flag, 0) === 1
+  runAborted = aborted
   const deadline = Date.now() + m.limits.timeoutMs
   runDeadline = deadline
   const maxPayload = m.limits.maxPayloadBytes ?? 1024 * 1024
