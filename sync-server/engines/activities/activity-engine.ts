@@ -55,7 +55,7 @@ export interface ActivityEngineConfig {
   logMaxLines: number
   /** [ACT18] SCRIPT_LOG_MAX_BYTES: UTF-8 bytes of line text kept per run. */
   logMaxBytes: number
-  /** [ACT21] SCRIPT_LOG_LINES_PER_SECOND: log lines the server takes a second, all runs together (a script logging faster waits); 0 = no pace. */
+  /** [ACT21] SCRIPT_LOG_LINES_PER_SECOND: log lines the server takes a second, shared by the runs logging at once (a script logging faster waits); 0 = no pace. */
   logLinesPerSecond?: number
   /** [ACT18] SCRIPT_MESH_IN_FLIGHT: Mesh calls of one run the server works on at once (later ones wait). */
   meshInFlight: number

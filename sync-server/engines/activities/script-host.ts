@@ -62,7 +62,7 @@ export interface ScriptHostOptions extends ScriptLimits {
   spares: number
   /** [ACT15] Cores scripts may use at once (SCRIPT_CPU_SLOTS); 0 = no limit. */
   cpuSlots: number
-  /** [ACT21] Log lines a second the server takes from all runs together (SCRIPT_LOG_LINES_PER_SECOND); 0 = no pace. */
+  /** [ACT21] Log lines a second the server takes, shared by the runs logging at once (SCRIPT_LOG_LINES_PER_SECOND); 0 = no pace. */
   logLinesPerSecond?: number
   /**
    * [ACT18] Runs of one owner at once (SCRIPT_MAX_RUNS_PER_USER); that owner's further runs wait

@@ -33,10 +33,10 @@ const LOG_BATCH_LINES = 200
  * [ACT12] LOG_BATCHES_IN_FLIGHT (script-protocol.ts): batches sent and not yet taken by the
  * server, at most; past it the script waits (it is a flood), so a script logging in a tight loop
  * goes at the pace the server takes its lines, and the server's event loop never meets a pile of
- * batches in one turn. A wait gives up after
- * LOG_WAIT_MAX_MS: a backlog, never a stall. It is a safety net, not a bound that applies: since
- * [ACT21] a wait can rightly last seconds (16 runs flooding 10,000-character lines wait ~6 s a
- * batch for SCRIPT_LOG_LINES_PER_SECOND), and giving up sooner would let them past the pace.
+ * batches in one turn. A wait gives up after LOG_WAIT_MAX_MS: a backlog, never a stall. It is a
+ * safety net, not a bound that applies: since [ACT21] a wait can rightly last seconds (16 runs
+ * flooding 10,000-character lines wait ~6 s a batch for SCRIPT_LOG_LINES_PER_SECOND), and giving
+ * up sooner would let them past the pace.
  */
 const LOG_WAIT_MAX_MS = 30_000
 const logsInFlight = (workerData as { logsInFlight?: Int32Array } | null)?.logsInFlight ?? null
@@ -46,36 +46,40 @@ let logBatch: LogLine[] = []
 let progressBatch: { fraction: number; text?: string } | null = null
 let logBatchSince = 0
 const batchEmpty = () => logBatch.length === 0 && progressBatch === null
-const flushLogs = () => {
-  if (batchEmpty()) return
-  if (logsInFlight) {
-    if (Atomics.load(logsInFlight, 0) >= LOG_BATCHES_IN_FLIGHT) {
-      // [ACT21] Waiting for the server to take lines is not work: the CPU slot goes to another
-      // script meanwhile, and is taken again (as before any interpreter work) after the wait.
-      const held = turn.holding
-      turn.release()
-      const deadline = performance.now() + LOG_WAIT_MAX_MS
-      for (let n = Atomics.load(logsInFlight, 0); n >= LOG_BATCHES_IN_FLIGHT; n = Atomics.load(logsInFlight, 0)) {
-        const left = deadline - performance.now()
-        // Past the run's deadline, or cancelled, the script is stopped (the interrupt handler
-        // sees it), not kept waiting: a cancel ends the run within its grace period.
-        if (left <= 0 || Date.now() >= runDeadline || runAborted()) break
-        Atomics.wait(logsInFlight, 0, n, Math.min(left, 50))
-      }
-      if (held) turn.acquire(() => Date.now() >= runDeadline)
-    }
-    Atomics.add(logsInFlight, 0, 1)
-  }
-  send(progressBatch ? { t: 'logs', lines: logBatch, progress: progressBatch } : { t: 'logs', lines: logBatch })
-  logBatch = []
-  progressBatch = null
-}
 /** The run's SCRIPT_TIMEOUT_MS deadline (Date.now()); a wait for a CPU slot gives up past it. */
 let runDeadline = Number.POSITIVE_INFINITY
 /** Whether the run was cancelled (its shared flag); a log wait ends when it is. */
 let runAborted: () => boolean = () => false
 // [ACT15] The interpreter runs only while this worker holds one of the host's CPU slots.
 const turn = new CpuTurn(((workerData as { cpu?: CpuSlotsInit } | null)?.cpu ?? null))
+/**
+ * Blocks until the server has taken enough batches for one more to go out. [ACT21] Waiting is not
+ * work: the CPU slot goes to another script meanwhile and is taken again (as before any
+ * interpreter work) after the wait. Past the run's deadline, or cancelled, the script is stopped
+ * (the interrupt handler sees it), not kept waiting: a cancel ends the run within its grace.
+ */
+const waitForLogSlot = (inFlight: Int32Array) => {
+  if (Atomics.load(inFlight, 0) < LOG_BATCHES_IN_FLIGHT) return
+  const held = turn.holding
+  turn.release()
+  const deadline = performance.now() + LOG_WAIT_MAX_MS
+  for (let n = Atomics.load(inFlight, 0); n >= LOG_BATCHES_IN_FLIGHT; n = Atomics.load(inFlight, 0)) {
+    const left = deadline - performance.now()
+    if (left <= 0 || Date.now() >= runDeadline || runAborted()) break
+    Atomics.wait(inFlight, 0, n, Math.min(left, 50))
+  }
+  if (held) turn.acquire(() => Date.now() >= runDeadline)
+}
+const flushLogs = () => {
+  if (batchEmpty()) return
+  if (logsInFlight) {
+    waitForLogSlot(logsInFlight)
+    Atomics.add(logsInFlight, 0, 1)
+  }
+  send(progressBatch ? { t: 'logs', lines: logBatch, progress: progressBatch } : { t: 'logs', lines: logBatch })
+  logBatch = []
+  progressBatch = null
+}
 /**
  * [ACT18] SCRIPT_MEMORY_MB bounds the WASM memory itself, sized once and never grown (initial =
  * maximum; at least the 16 MB the interpreter's image needs). QuickJS's own malloc limit does not
