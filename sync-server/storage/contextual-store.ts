@@ -458,12 +458,13 @@ const REFUSED = {
 /** An outcome row's values, in OUTCOME_COLUMNS' order. */
 const outcomeArgs = (o: ContextualAttachment['outcome'], version: number | null) => [o.key, o.consumerId, o.eventId, o.reaction, o.attempt, o.principal, o.outcome, o.causation, version, o.at]
 
-/** [CTX26] Inside the commit's transaction: is the lease still the one the reaction was verified against, and no outcome yet? */
-export function* checkAttachment(a: ContextualAttachment, dialect: Dialect): Op<string | null> {
-  // PostgreSQL: the lease row stays locked until the commit, so no pull can take it meanwhile
-  // (SQLite's writer holds the database's write lock for the whole transaction anyway).
-  const lock = dialect === 'postgres' ? ' FOR UPDATE' : ''
-  const held = (yield* all(`SELECT 1 AS ok FROM contextual_events WHERE ${FENCED}${lock}`, ...fenceArgs(a.fence)))[0]
+/**
+ * [CTX26] SQLite, inside the commit's transaction (the writer holds the database's write lock for
+ * all of it): is the lease still the one the reaction was verified against, and no outcome yet?
+ * PostgreSQL does the same in one statement (`attachOutcomePg`).
+ */
+export function* checkAttachment(a: ContextualAttachment): Op<string | null> {
+  const held = (yield* all(`SELECT 1 AS ok FROM contextual_events WHERE ${FENCED}`, ...fenceArgs(a.fence)))[0]
   if (!held) return REFUSED.lease
   // [CTX25] In the same transaction: the row that caused the event is still there, the same one.
   if (a.source !== undefined && !(yield* all(`SELECT 1 AS ok FROM nodes WHERE ${SOURCE_STORED}`, ...sourceArgs(a.source)))[0]) return REFUSED.source
@@ -477,7 +478,7 @@ export function* checkAttachment(a: ContextualAttachment, dialect: Dialect): Op<
  * the lease row locked FOR UPDATE, the outcome inserted only while the lease is held, none exists
  * and the source row is stored. The same refusals, in the same order.
  */
-export function* attachOutcomePg(a: ContextualAttachment, version: number): Op<string | null> {
+export function* attachOutcomePg(a: ContextualAttachment, version: number | null): Op<string | null> {
   const r = (yield* all(
     `WITH held AS (SELECT 1 AS ok FROM contextual_events WHERE ${FENCED} FOR UPDATE),
           src AS (SELECT 1 AS ok FROM nodes WHERE ${SOURCE_STORED}),
@@ -512,7 +513,7 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     case 'ensureConsumer': {
       const c = call.consumer
       yield* run(
-        `INSERT INTO contextual_consumers (id, def_hash, operation, subscription_path, params, name, owner, limits, cursor, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+        `INSERT INTO contextual_consumers (${CONSUMER_COLUMNS.join(', ')}) VALUES (${CONSUMER_COLUMNS.map(() => '?').join(', ')}) ON CONFLICT DO NOTHING`,
         c.id, c.defHash, c.operation, c.subscriptionPath, c.params, c.name, c.owner, c.limits, c.cursor, c.createdAt,
       )
       return yield* consumer(c.id)
@@ -553,7 +554,9 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       return r ? toOutcome(r) : null
     }
     case 'recordOutcome': {
-      const refusal = yield* checkAttachment(call.attachment, dialect)
+      // An outcome with no commit (a business rejection): on PostgreSQL the one statement.
+      if (dialect === 'postgres') return yield* attachOutcomePg(call.attachment, null)
+      const refusal = yield* checkAttachment(call.attachment)
       if (refusal) return refusal
       yield* insertOutcome(call.attachment, null)
       return null

@@ -200,7 +200,7 @@ export class SqliteWriter {
           if (!plan) return refused[i] ?? { ok: false, error: new Error('Invariant: unplanned commit') }
           const attached = plan.input.contextual
           if (attached) {
-            const refusal = runSync(checkAttachment(attached, 'sqlite'), this.exec)
+            const refusal = runSync(checkAttachment(attached), this.exec)
             if (refusal) return { ok: false, error: new WeftError('stale_lease', refusal) }
           }
           const record = this.applyCommit(plan, item.contentJson, compactCandidates)

@@ -5,7 +5,7 @@ import type { NodePath, WorkItem } from '../../shared/index.js'
 import type { ContextualService } from '../../sync-server/contextual/index.js'
 import { VirtualClock } from '../../sync-server/engines/kit/index.js'
 import { openPostgresStorage } from '../../sync-server/storage/postgres-adapter.js'
-import { Harness, ME, SUB, attempt, fenceOf, leaseInterleavings, log, seedMesh, staleAttachmentRefused, type OpenStorage } from '../sim/contextual-harness.js'
+import { Harness, ME, SUB, attempt, withHarness, fenceOf, leaseInterleavings, log, outcomeAloneOnce, seedMesh, staleAttachmentRefused, type OpenStorage } from '../sim/contextual-harness.js'
 import { forEachSeed, seeds } from '../sim/rng.js'
 import { admissionRounds } from '../sim/contextual-admission.js'
 
@@ -27,6 +27,9 @@ afterAll(async () => {
 })
 
 type Pull = () => ReturnType<ContextualService['next']>
+
+/** One instance on a fresh schema (with `withHarness`, closed after its work). */
+const onFreshSchema = () => new Harness(freshSchema(), new VirtualClock()).boot()
 
 /**
  * One instance on a fresh schema with consumer `c` made and `docs` events committed, and a plain
@@ -67,35 +70,25 @@ async function twoInstances(fn: (a: Harness, b: Harness, clock: VirtualClock) =>
 
 describe('contextual subscriptions on PostgreSQL', () => {
   it('[CTX34] seeded interleavings: at most one commit per reaction, no stale evidence accepted', { timeout: 300_000 }, async () => {
-    await forEachSeed('contextual leases (PostgreSQL)', seeds(3, 2900), async (seed) => {
-      const h = await new Harness(freshSchema(), new VirtualClock()).boot()
-      try {
-        return await leaseInterleavings(h, seed)
-      } finally {
-        await h.close()
-      }
-    })
+    await forEachSeed('contextual leases (PostgreSQL)', seeds(3, 2900), (seed) => withHarness(onFreshSchema, (h) => leaseInterleavings(h, seed)))
   })
 
   it('[CTX25] seeded: a reaction commits exactly when nothing touching the caller landed between its checks and its commit', { timeout: 300_000 }, async () => {
-    await forEachSeed('contextual admission (PostgreSQL)', seeds(2, 4300), async (seed) => {
-      const h = await new Harness(freshSchema(), new VirtualClock()).boot()
-      try {
-        return await admissionRounds(h, seed)
-      } finally {
-        await h.close()
-      }
+    await forEachSeed('contextual admission (PostgreSQL)', seeds(2, 4300), (seed) => withHarness(onFreshSchema, (h) => admissionRounds(h, seed)))
+  })
+
+  it('[CTX22] an outcome with no commit is recorded in one statement, once, only under the held lease', async () => {
+    await withHarness(onFreshSchema, async (h) => {
+      await seedMesh(h)
+      await outcomeAloneOnce(h)
     })
   })
 
   it('[CTX26] a commit carrying an outcome with stale lease evidence is refused whole', async () => {
-    const h = await new Harness(freshSchema(), new VirtualClock()).boot()
-    try {
+    await withHarness(onFreshSchema, async (h) => {
       await seedMesh(h)
       await staleAttachmentRefused(h)
-    } finally {
-      await h.close()
-    }
+    })
   })
 
   it('[CTX24] [CTX26] two instances: a redelivered attempt and the stale one react at once; exactly one commit, the stale one denied or repeated', { timeout: 120_000 }, async () => {

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import { SYSTEM, type NodePath } from '../../shared/index.js'
-import { Harness, USER } from './contextual-harness.js'
+import { Harness, USER, withHarness } from './contextual-harness.js'
 import { MY_GRANT, OTHER, admissionRounds } from './contextual-admission.js'
 import { forEachSeed, seeds } from './rng.js'
 
@@ -12,13 +12,7 @@ afterEach(async () => {
 
 describe('[CTX25] a reaction admitted under the authority it was offered under (seeded)', () => {
   it('commits exactly when nothing touching the caller landed between its checks and its commit (SQLite)', { timeout: 300_000 }, async () => {
-    await forEachSeed('contextual admission', seeds(8, 4200), async (seed) => {
-      h = await Harness.sqlite()
-      const steps = await admissionRounds(h, seed)
-      await h.close()
-      h = null
-      return steps
-    })
+    await forEachSeed('contextual admission', seeds(8, 4200), (seed) => withHarness(() => Harness.sqlite(), (h) => admissionRounds(h, seed)))
   })
 
   it('the capability revision is a digest of the caller\'s grants: the same on every instance, changed only by what touches them', async () => {

@@ -6,7 +6,7 @@ import { AccessService } from '../../sync-server/access/access-service.js'
 import { ContextualService, contextualWriteRule, type WorkItem } from '../../sync-server/contextual/index.js'
 import { VirtualClock } from '../../sync-server/engines/kit/index.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
-import { openSqliteStorage, type StorageAdapter } from '../../sync-server/storage/index.js'
+import { openSqliteStorage, type ContextualAttachment, type StorageAdapter } from '../../sync-server/storage/index.js'
 import { makeTempDir, removeDir } from '../helpers/index.js'
 import { Rng } from './rng.js'
 
@@ -68,6 +68,16 @@ export class Harness {
   async close(): Promise<void> {
     await this.stop()
     await this.cleanup()
+  }
+}
+
+/** A harness booted by `boot`, closed after `fn` (a seeded round's own storage). */
+export async function withHarness<T>(boot: () => Promise<Harness>, fn: (h: Harness) => Promise<T>): Promise<T> {
+  const h = await boot()
+  try {
+    return await fn(h)
+  } finally {
+    await h.close()
   }
 }
 
@@ -212,4 +222,23 @@ export async function staleAttachmentRefused(h: Harness): Promise<void> {
   expect(await h.storage.getNode('P/forged' as NodePath)).toBeNull()
   expect(await h.storage.lastVersion()).toBe(before)
   expect(await h.storage.contextual({ op: 'outcome', key: 'k-forged' })).toBeNull()
+}
+
+/**
+ * [CTX22] An outcome with no commit (a business rejection), straight to storage: recorded once
+ * under the held lease (no version), a repeat refused as done, forged evidence as a lost lease.
+ */
+export async function outcomeAloneOnce(h: Harness): Promise<void> {
+  const pull = () => h.service.next(ME, { subscription: SUB, consumer: 'c' })
+  const { consumerId } = await pull()
+  await h.nodes.put(ME, 'P/in/alone' as NodePath, { nodeType: 'Document', content: {} })
+  const item = (await pull()).item!
+  const fence = { consumerId, eventId: item.event.eventId, token: item.leaseToken, attempt: item.attempt, now: h.clock.now() }
+  const outcome = { key: 'k-alone', consumerId, eventId: item.event.eventId, reaction: 'annotate', attempt: item.attempt, principal: USER, outcome: '{}', causation: '{}', at: new Date(0).toISOString() }
+  const record = (attachment: ContextualAttachment) => h.storage.contextual({ op: 'recordOutcome', attachment })
+  expect(await record({ fence, outcome })).toBeNull()
+  expect(await record({ fence, outcome })).toBe('This reaction already has an outcome.')
+  expect(await record({ fence: { ...fence, token: 'forged' }, outcome: { ...outcome, key: 'k-forged-alone' } })).toBe('The lease of this work item is no longer held.')
+  expect(await h.storage.contextual({ op: 'outcome', key: 'k-alone' })).toMatchObject({ eventId: item.event.eventId, version: null })
+  expect(await h.storage.contextual({ op: 'outcome', key: 'k-forged-alone' })).toBeNull()
 }

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { ME, SUB, Harness, attempt, fenceOf, leaseInterleavings, seedMesh, staleAttachmentRefused } from './contextual-harness.js'
+import { ME, SUB, Harness, attempt, fenceOf, leaseInterleavings, outcomeAloneOnce, seedMesh, staleAttachmentRefused, withHarness } from './contextual-harness.js'
 import type { NodePath } from '../../shared/index.js'
 import { forEachSeed, seeds } from './rng.js'
 
@@ -18,13 +18,7 @@ afterEach(async () => {
  */
 describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => {
   it('reactions commit at most once; no stale evidence is ever accepted', { timeout: 300_000 }, async () => {
-    await forEachSeed('contextual leases', seeds(6, 1900), async (seed) => {
-      h = await Harness.sqlite()
-      const steps = await leaseInterleavings(h, seed)
-      await h.close()
-      h = null
-      return steps
-    })
+    await forEachSeed('contextual leases', seeds(6, 1900), (seed) => withHarness(() => Harness.sqlite(), (h) => leaseInterleavings(h, seed)))
   })
 
   it('[CTX28] an expired causation token never authorizes a new commit, even while the lease is held; it still resolves a prior outcome', async () => {
@@ -52,5 +46,11 @@ describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => 
     h = await Harness.sqlite()
     await seedMesh(h)
     await staleAttachmentRefused(h)
+  })
+
+  it('[CTX22] an outcome with no commit is recorded once, only under the held lease', async () => {
+    h = await Harness.sqlite()
+    await seedMesh(h)
+    await outcomeAloneOnce(h)
   })
 })

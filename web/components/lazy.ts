@@ -51,7 +51,7 @@ export function whenIdle(work: () => void, timeoutMs = 1000): void {
     if (typeof requestIdleCallback === 'function') requestIdleCallback(() => work(), { timeout: timeoutMs })
     else setTimeout(work, 0)
   }
-  void Promise.race([firstScreen, new Promise((resolve) => setTimeout(resolve, timeoutMs))]).then(idle)
+  afterFirstScreen(idle, timeoutMs)
 }
 
 /**
