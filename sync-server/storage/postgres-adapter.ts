@@ -25,6 +25,7 @@ import { applyPostgresMoveSchema, postgresExpiredTrash, postgresListTrash, postg
 import { ensurePostgresSearchIndex, searchPostgres } from './postgres-search-index.js'
 import type { SearchHit, SearchPlan } from './search-plan.js'
 import { holdPostgres, type HolderLock } from './holder-lock.js'
+import { Flight } from './pg-flight.js'
 
 export interface PostgresStorageOptions {
   connectionString: string
@@ -81,7 +82,9 @@ export class PostgresStorage implements StorageAdapter {
     // the server default says otherwise.
     const settings = ['-c synchronous_commit=on']
     if (schema) settings.push(`-c search_path=${schema}`)
-    const pool = new pg.Pool({ connectionString: options.connectionString, max: options.poolSize ?? 10, options: settings.join(' ') })
+    // [SCALE13] Pipeline mode: a statement goes out without waiting for the one before it to answer
+    // (a caller that awaits each statement sees no difference).
+    const pool = new pg.Pool({ connectionString: options.connectionString, max: options.poolSize ?? 10, options: settings.join(' '), pipeline: true })
     pool.on('error', (err) => options.log?.error({ err }, 'storage: idle PostgreSQL client failed'))
     let holder: HolderLock | null = null
     try {
@@ -125,154 +128,191 @@ export class PostgresStorage implements StorageAdapter {
   }
 
   private async writeBatch(items: readonly BatchItem[]): Promise<ItemResult<ChangeRecord | null>[]> {
-    const compactCandidates: NodePath[] = []
-    // [SCALE10] BEGIN and the counter's lock in one round trip (a simple query: no parameters).
-    const results = await withTransaction(this.pool, async (client, begun) => {
-      let version = Number(begun.at(-1)?.rows[0]?.value ?? 0)
-      const batch = items.filter((item): item is PreparedCommit => !isFold(item) && !isRowContent(item))
-      const inputs = batch.map((p) => p.input)
-      const existing = await client.query<{ path: string; node_type: string; created_by: string; created_at: string }>(
-        'SELECT path, node_type, created_by, created_at FROM nodes WHERE path = ANY($1::text[])',
-        [batchPaths(inputs)],
-      )
-      const stored = new Map<NodePath, ExistingNode>(
-        existing.rows.map((r) => [r.path as NodePath, { nodeType: r.node_type, createdBy: r.created_by, createdAt: r.created_at }]),
-      )
-      const { plans, results: refused } = planBatch(inputs, stored)
-
-      const changes = { version: [] as number[], path: [] as string[], nodeType: [] as string[], kind: [] as string[] }
-      const logged: { path: string; seq: number; data: Buffer }[] = []
-      // [ACC12] Client-id bindings, written in the same transaction as the updates that introduce them.
-      const bound: { path: string; client: number; principal: string }[] = []
-      const out: ItemResult<ChangeRecord | null>[] = []
-      // [SCALE10] Updates of distinct rows, written by one statement when the next item needs the
-      // rows as they are (or at the end): one round trip instead of one per update, while this
-      // transaction holds the version counter every instance's commits wait on.
-      const rows: BulkUpdate[] = []
-      const flushRows = async () => {
-        if (rows.length === 0) return
-        const done = await updateRows(client, rows.splice(0))
-        for (const r of done) {
-          const wait = this.notDue.get(r.path as NodePath)
-          if (r.update_count > COMPACT_AFTER_UPDATES && (!wait || wait.need <= 0 || r.update_count >= wait.count + 50)) compactCandidates.push(r.path as NodePath)
-        }
+    const client = await this.pool.connect()
+    const flight = new Flight(client)
+    let isBroken = false
+    try {
+      const { out, updated } = await this.writeBatchOn(flight, items)
+      const compactCandidates: NodePath[] = []
+      for (const r of updated) {
+        const wait = this.notDue.get(r.path as NodePath)
+        if (r.update_count > COMPACT_AFTER_UPDATES && (!wait || wait.need <= 0 || r.update_count >= wait.count + 50)) compactCandidates.push(r.path as NodePath)
       }
-      let next = 0
-      for (const item of items) {
-        const bulk = !isFold(item) && !isRowContent(item) && item.input.kind === 'Updated' && !item.input.contextual
-        if (!bulk || rows.some((r) => r.path === item.input.path)) await flushRows()
-        if (isFold(item)) {
-          // Earlier entries of this batch are in the folded state: drop them with the stored log.
-          const { path, state } = item.fold
-          for (let j = logged.length - 1; j >= 0; j--) if (logged[j]?.path === path) logged.splice(j, 1)
-          // The node row first, like compaction: the same lock order, so the two never deadlock.
-          await client.query('UPDATE nodes SET snapshot = $2, update_count = 0 WHERE path = $1', [path, toBuffer(state)])
-          await client.query('DELETE FROM node_updates WHERE path = $1', [path])
-          out.push({ ok: true, value: null })
-          continue
-        }
-        if (isRowContent(item)) {
-          // [SCALE2] With a base version: only while the row is not past it (else it stays stale).
-          await client.query('UPDATE nodes SET content = $2::jsonb, content_stale = false WHERE path = $1 AND ($3::bigint IS NULL OR version <= $3::bigint)', [
-            item.rowContent.path,
-            item.rowContent.json,
-            item.rowContent.baseVersion ?? null,
-          ])
-          out.push({ ok: true, value: null })
-          continue
-        }
-        const i = next++
-        const plan = plans[i]
-        const prepared = batch[i]
-        if (!plan || !prepared) {
-          out.push(refused[i] ?? { ok: false, error: new Error('Invariant: unplanned commit') })
-          continue
-        }
-        const { input } = plan
-        const attached = input.contextual
-        if (attached) {
-          const refusal = await runAsync(attachOutcomePg(attached, version + 1), pgExec(client))
-          if (refusal) {
-            out.push({ ok: false, error: new WeftError('stale_lease', refusal) })
-            continue
-          }
-        }
-        version += 1
-        switch (input.kind) {
-          case 'Created': {
-            const { parent, lastSegment } = pathColumns(input.path)
-            await client.query(
-              `INSERT INTO nodes (path, node_type, name, parent, last_segment, content, created_by, created_at, updated_at, version, state, update_count)
-               VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, 'Active', $10)`,
-              [input.path, input.nodeType, input.name, parent, lastSegment, prepared.contentJson, input.createdBy, input.at, version, input.update ? 1 : 0],
-            )
-            if (input.update) logged.push({ path: input.path, seq: version, data: toBuffer(input.update) })
-            for (const b of input.clients ?? []) bound.push({ path: input.path, ...b })
-            break
-          }
-          case 'Updated': {
-            rows.push({
-              path: input.path,
-              name: input.name,
-              // [STO5] A deferred commit leaves the content column alone and marks it stale.
-              content: input.deferContent ? null : prepared.contentJson,
-              at: input.at,
-              version,
-              count: input.update ? 1 : 0,
-              base: input.baseVersion ?? null,
-            })
-            const wait = this.notDue.get(input.path)
-            if (wait && input.update) wait.need -= input.update.byteLength
-            if (!bulk) await flushRows()
-            if (input.update) logged.push({ path: input.path, seq: version, data: toBuffer(input.update) })
-            for (const b of input.clients ?? []) bound.push({ path: input.path, ...b })
-            break
-          }
-          case 'Deleted': {
-            // The log is inserted at the end of the batch: drop what this batch queued for the path too.
-            for (let j = logged.length - 1; j >= 0; j--) if (logged[j]?.path === input.path) logged.splice(j, 1)
-            for (let j = bound.length - 1; j >= 0; j--) if (bound[j]?.path === input.path) bound.splice(j, 1)
-            await client.query('DELETE FROM node_updates WHERE path = $1', [input.path])
-            await client.query('DELETE FROM node_clients WHERE path = $1', [input.path])
-            await client.query('DELETE FROM nodes WHERE path = $1', [input.path])
-            break
-          }
-          default:
-            input.kind satisfies never
-        }
-        changes.version.push(version)
-        changes.path.push(input.path)
-        changes.nodeType.push(plan.nodeType)
-        changes.kind.push(input.kind)
-        out.push({ ok: true, value: { version, path: input.path, nodeType: plan.nodeType, kind: input.kind } })
-      }
-      await flushRows()
-      if (changes.version.length > 0 || logged.length > 0 || bound.length > 0) {
-        // [SCALE10] The counter, the feed's rows, the log and the bindings: one round trip.
-        await client.query(
-          `WITH counter AS (UPDATE version_counter SET value = $5 WHERE id = 1 AND cardinality($1::bigint[]) > 0),
-             feed AS (INSERT INTO changes (version, path, node_type, kind) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])),
-             log AS (INSERT INTO node_updates (path, seq, data) SELECT * FROM unnest($6::text[], $7::bigint[], $8::bytea[]))
-           INSERT INTO node_clients (path, client, principal) SELECT * FROM unnest($9::text[], $10::bigint[], $11::text[]) ON CONFLICT (path, client) DO NOTHING`,
-          [
-            changes.version,
-            changes.path,
-            changes.nodeType,
-            changes.kind,
-            version,
-            logged.map((u) => u.path),
-            logged.map((u) => u.seq),
-            logged.map((u) => u.data),
-            bound.map((b) => b.path),
-            bound.map((b) => b.client),
-            bound.map((b) => b.principal),
-          ],
-        )
-      }
+      if (compactCandidates.length > 0) this.scheduleCompaction(compactCandidates)
       return out
-    }, 'BEGIN; SELECT value FROM version_counter WHERE id = 1 FOR UPDATE')
-    if (compactCandidates.length > 0) this.scheduleCompaction(compactCandidates)
-    return results
+    } catch (error) {
+      // The first statement that failed is the cause; the ones after it only echo the abort.
+      const cause = (await flight.failure()) ?? error
+      try {
+        await client.query('ROLLBACK')
+      } catch {
+        isBroken = true
+      }
+      throw cause
+    } finally {
+      client.release(isBroken)
+    }
+  }
+
+  /**
+   * [SCALE13] One batch's transaction, its statements sent as a pipeline (`Flight`): the begin,
+   * the version counter's lock and the read of the batch's rows go out together; then every write
+   * and the COMMIT together. Only a commit carrying a contextual outcome waits in between, for its
+   * outcome's verdict (a refused outcome skips that commit alone). Returns each item's result and
+   * the rows' update counts (compaction).
+   */
+  private async writeBatchOn(
+    flight: Flight,
+    items: readonly BatchItem[],
+  ): Promise<{ out: ItemResult<ChangeRecord | null>[]; updated: { path: string; update_count: number }[] }> {
+    const batch = items.filter((item): item is PreparedCommit => !isFold(item) && !isRowContent(item))
+    const inputs = batch.map((p) => p.input)
+    // [SCALE10] BEGIN and the counter's lock in one simple query; the rows' read beside them.
+    const begun = flight.sendSimple('BEGIN; SELECT value FROM version_counter WHERE id = 1 FOR UPDATE')
+    const existing = flight.send<{ path: string; node_type: string; created_by: string; created_at: string }>(
+      'SELECT path, node_type, created_by, created_at FROM nodes WHERE path = ANY($1::text[])',
+      [batchPaths(inputs)],
+    )
+    await flight.settle()
+    const begin = await begun
+    let version = Number((Array.isArray(begin) ? begin.at(-1) : begin)?.rows[0]?.value ?? 0)
+    const stored = new Map<NodePath, ExistingNode>(
+      (await existing).rows.map((r) => [r.path as NodePath, { nodeType: r.node_type, createdBy: r.created_by, createdAt: r.created_at }]),
+    )
+    const { plans, results: refused } = planBatch(inputs, stored)
+
+    const changes = { version: [] as number[], path: [] as string[], nodeType: [] as string[], kind: [] as string[] }
+    const logged: { path: string; seq: number; data: Buffer }[] = []
+    // [ACC12] Client-id bindings, written in the same transaction as the updates that introduce them.
+    const bound: { path: string; client: number; principal: string }[] = []
+    const out: ItemResult<ChangeRecord | null>[] = []
+    // [SCALE10] Updates of distinct rows, written by one statement when the next item needs the
+    // rows as they are (or at the end).
+    const rows: BulkUpdate[] = []
+    const updates: Promise<pg.QueryResult<{ path: string; update_count: number }>>[] = []
+    const flushRows = () => {
+      if (rows.length > 0) updates.push(updateRows(flight, rows.splice(0)))
+    }
+    let next = 0
+    for (const item of items) {
+      const bulk = !isFold(item) && !isRowContent(item) && item.input.kind === 'Updated' && !item.input.contextual
+      if (!bulk || rows.some((r) => r.path === item.input.path)) flushRows()
+      if (isFold(item)) {
+        // Earlier entries of this batch are in the folded state: drop them with the stored log.
+        const { path, state } = item.fold
+        for (let j = logged.length - 1; j >= 0; j--) if (logged[j]?.path === path) logged.splice(j, 1)
+        // The node row first, like compaction: the same lock order, so the two never deadlock.
+        flight.send('UPDATE nodes SET snapshot = $2, update_count = 0 WHERE path = $1', [path, toBuffer(state)])
+        flight.send('DELETE FROM node_updates WHERE path = $1', [path])
+        out.push({ ok: true, value: null })
+        continue
+      }
+      if (isRowContent(item)) {
+        // [SCALE2] With a base version: only while the row is not past it (else it stays stale).
+        flight.send('UPDATE nodes SET content = $2::jsonb, content_stale = false WHERE path = $1 AND ($3::bigint IS NULL OR version <= $3::bigint)', [
+          item.rowContent.path,
+          item.rowContent.json,
+          item.rowContent.baseVersion ?? null,
+        ])
+        out.push({ ok: true, value: null })
+        continue
+      }
+      const i = next++
+      const plan = plans[i]
+      const prepared = batch[i]
+      if (!plan || !prepared) {
+        out.push(refused[i] ?? { ok: false, error: new Error('Invariant: unplanned commit') })
+        continue
+      }
+      const { input } = plan
+      const attached = input.contextual
+      if (attached) {
+        // The one answer a write waits for: whether its outcome may be recorded.
+        const refusal = await runAsync(attachOutcomePg(attached, version + 1), (s) => flight.send(pgSql(s.sql), s.params).then((r) => (s.mode === 'all' ? (r.rows as Row[]) : (r.rowCount ?? 0))))
+        if (refusal) {
+          out.push({ ok: false, error: new WeftError('stale_lease', refusal) })
+          continue
+        }
+      }
+      version += 1
+      switch (input.kind) {
+        case 'Created': {
+          const { parent, lastSegment } = pathColumns(input.path)
+          flight.send(
+            `INSERT INTO nodes (path, node_type, name, parent, last_segment, content, created_by, created_at, updated_at, version, state, update_count)
+             VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, 'Active', $10)`,
+            [input.path, input.nodeType, input.name, parent, lastSegment, prepared.contentJson, input.createdBy, input.at, version, input.update ? 1 : 0],
+          )
+          if (input.update) logged.push({ path: input.path, seq: version, data: toBuffer(input.update) })
+          for (const b of input.clients ?? []) bound.push({ path: input.path, ...b })
+          break
+        }
+        case 'Updated': {
+          rows.push({
+            path: input.path,
+            name: input.name,
+            // [STO5] A deferred commit leaves the content column alone and marks it stale.
+            content: input.deferContent ? null : prepared.contentJson,
+            at: input.at,
+            version,
+            count: input.update ? 1 : 0,
+            base: input.baseVersion ?? null,
+          })
+          const wait = this.notDue.get(input.path)
+          if (wait && input.update) wait.need -= input.update.byteLength
+          if (!bulk) flushRows()
+          if (input.update) logged.push({ path: input.path, seq: version, data: toBuffer(input.update) })
+          for (const b of input.clients ?? []) bound.push({ path: input.path, ...b })
+          break
+        }
+        case 'Deleted': {
+          // The log is inserted at the end of the batch: drop what this batch queued for the path too.
+          for (let j = logged.length - 1; j >= 0; j--) if (logged[j]?.path === input.path) logged.splice(j, 1)
+          for (let j = bound.length - 1; j >= 0; j--) if (bound[j]?.path === input.path) bound.splice(j, 1)
+          flight.send('DELETE FROM node_updates WHERE path = $1', [input.path])
+          flight.send('DELETE FROM node_clients WHERE path = $1', [input.path])
+          flight.send('DELETE FROM nodes WHERE path = $1', [input.path])
+          break
+        }
+        default:
+          input.kind satisfies never
+      }
+      changes.version.push(version)
+      changes.path.push(input.path)
+      changes.nodeType.push(plan.nodeType)
+      changes.kind.push(input.kind)
+      out.push({ ok: true, value: { version, path: input.path, nodeType: plan.nodeType, kind: input.kind } })
+    }
+    flushRows()
+    if (changes.version.length > 0 || logged.length > 0 || bound.length > 0) {
+      // [SCALE10] The counter, the feed's rows, the log and the bindings: one statement.
+      flight.send(
+        `WITH counter AS (UPDATE version_counter SET value = $5 WHERE id = 1 AND cardinality($1::bigint[]) > 0),
+           feed AS (INSERT INTO changes (version, path, node_type, kind) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])),
+           log AS (INSERT INTO node_updates (path, seq, data) SELECT * FROM unnest($6::text[], $7::bigint[], $8::bytea[]))
+         INSERT INTO node_clients (path, client, principal) SELECT * FROM unnest($9::text[], $10::bigint[], $11::text[]) ON CONFLICT (path, client) DO NOTHING`,
+        [
+          changes.version,
+          changes.path,
+          changes.nodeType,
+          changes.kind,
+          version,
+          logged.map((u) => u.path),
+          logged.map((u) => u.seq),
+          logged.map((u) => u.data),
+          bound.map((b) => b.path),
+          bound.map((b) => b.client),
+          bound.map((b) => b.principal),
+        ],
+      )
+    }
+    const committed = flight.sendSimple('COMMIT')
+    await flight.settle()
+    // A COMMIT of an aborted transaction answers ROLLBACK; settle has thrown its cause already.
+    const tag = await committed
+    if ((Array.isArray(tag) ? tag.at(-1) : tag)?.command !== 'COMMIT') throw new Error('Invariant: the batch was rolled back without an error.')
+    const updated = (await Promise.all(updates)).flatMap((r) => r.rows)
+    return { out, updated }
   }
 
   private scheduleCompaction(paths: NodePath[]): void {
@@ -578,8 +618,8 @@ interface BulkUpdate {
  * writes it, stale when the row is past the copy's base version ([SCALE2]). Returns each row's
  * update count (compaction).
  */
-async function updateRows(client: pg.PoolClient, rows: readonly BulkUpdate[]): Promise<{ path: string; update_count: number }[]> {
-  const r = await client.query<{ path: string; update_count: number }>(
+function updateRows(flight: Flight, rows: readonly BulkUpdate[]): Promise<pg.QueryResult<{ path: string; update_count: number }>> {
+  return flight.send<{ path: string; update_count: number }>(
     `UPDATE nodes AS n SET
        name = u.name,
        content = CASE WHEN u.content IS NULL THEN n.content ELSE u.content::jsonb END,
@@ -590,7 +630,6 @@ async function updateRows(client: pg.PoolClient, rows: readonly BulkUpdate[]): P
      RETURNING n.path, n.update_count`,
     [rows.map((x) => x.path), rows.map((x) => x.name), rows.map((x) => x.content), rows.map((x) => x.at), rows.map((x) => x.version), rows.map((x) => x.count), rows.map((x) => x.base)],
   )
-  return r.rows
 }
 
 /** The WHERE of a node query (and its parameters), shared by `queryNodes` and `queryFields`. */

@@ -112,6 +112,8 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
         })
       const results = await Promise.allSettled([commit('good1'), commit('boom'), commit('good2')])
       expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected'])
+      // Each caller is told the cause (the database's refusal), not an echo of the aborted transaction.
+      for (const r of results) expect(String((r as PromiseRejectedResult).reason)).toMatch(/boom/)
       expect(await store.lastVersion()).toBe(0)
       expect(await store.getNode('good1' as NodePath)).toBeNull()
       // The next batch is unaffected, and the failed one used up no version.

@@ -40,6 +40,37 @@ runStorageContract('postgres', async () => {
 })
 
 describe('storage: postgres specifics', () => {
+  it('[SCALE13] a statement failing early in a pipelined batch: every caller gets its cause, nothing is written, the pool keeps serving', async () => {
+    const { schema, drop } = freshSchema()
+    const store = await openPostgresStorage({ connectionString, schema, poolSize: 2 })
+    try {
+      const at = new Date().toISOString()
+      const create = (path: string) =>
+        store.commit({ path: path as NodePath, kind: 'Created', nodeType: 'Document', name: path, content: { P: path }, createdBy: 'alice', at, update: new Uint8Array([0, 0]) })
+      const base = await create('kept')
+      // The row's INSERT fails: the writes sent after it in the same flight (other rows, the log,
+      // the counter, COMMIT) only echo the abort.
+      await sql(`
+        CREATE FUNCTION "${schema}".boom_row() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN IF NEW.path = 'boom' THEN RAISE EXCEPTION 'boom-row refused'; END IF; RETURN NEW; END $$;
+        CREATE TRIGGER boom_row BEFORE INSERT ON "${schema}".nodes FOR EACH ROW EXECUTE FUNCTION "${schema}".boom_row();`)
+      const update = store.commit({ path: 'kept' as NodePath, kind: 'Updated', nodeType: 'Document', name: 'kept', content: { P: 'changed' }, createdBy: 'alice', at, update: new Uint8Array([0, 0]) })
+      const results = await Promise.allSettled([create('a1'), update, create('boom'), create('a2')])
+      expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected', 'rejected'])
+      for (const r of results) expect(String((r as PromiseRejectedResult).reason)).toMatch(/boom-row refused/)
+      expect(await store.lastVersion()).toBe(base.version)
+      expect(await store.getNode('a1' as NodePath)).toBeNull()
+      expect((await store.getNode('kept' as NodePath))?.content).toEqual({ P: 'kept' })
+      // Both pooled connections still work, and the failed batch used no version.
+      const next = await Promise.all([create('b1'), create('b2'), create('b3')])
+      expect(next.map((r) => r.version).sort()).toEqual([base.version + 1, base.version + 2, base.version + 3])
+      for (let i = 0; i < 4; i++) expect((await create(`c${i}`)).version).toBe(base.version + 4 + i)
+    } finally {
+      await store.close()
+      await drop()
+    }
+  })
+
   it('opens the same schema from two instances at once and keeps one version sequence', async () => {
     const { schema, drop } = freshSchema()
     const [a, b] = await Promise.all([openPostgresStorage({ connectionString, schema }), openPostgresStorage({ connectionString, schema })])
