@@ -12,6 +12,8 @@ const CATCH_UP_PAGE = 1000
  * database (ms); one still not there at three times it is held lost.
  */
 const EARLY_CONFIRM_MS = 10_000
+/** [SCALE14] The longest a refusal waits for this instance to catch up before it is decided (ms). */
+const FRESHEN_MAX_MS = 5_000
 
 export interface FanOutOptions {
   instanceId: string
@@ -44,6 +46,9 @@ export class FanOut {
   private gapTimer: NodeJS.Timeout | null = null
   private pollTimer: NodeJS.Timeout | null = null
   private catchingUp = false
+  /** [SCALE14] The freshen under way, and the one its later callers share. */
+  private freshenRunning: Promise<boolean> | null = null
+  private freshenNext: Promise<boolean> | null = null
   /** [SCALE2] The database's last version at the previous poll. */
   private polledHead = 0
   private closed = false
@@ -86,6 +91,7 @@ export class FanOut {
       acceptedFailed: (path, key) => this.o.publish({ t: 'failed', from: this.o.instanceId, key, path }),
       presence: (path, update) => this.o.publish({ t: 'presence', from: this.o.instanceId, path, update: Buffer.from(update).toString('base64') }),
       watermark: () => this.applied,
+      freshen: () => this.freshen(),
       presenceOpened: (path) => this.o.publish({ t: 'presence?', from: this.o.instanceId, path }),
     })
     const poll = this.o.pollMs ?? 1000
@@ -232,6 +238,45 @@ export class FanOut {
         },
       )
     }
+  }
+
+  /**
+   * [SCALE14] Applies every change committed before the call (the database's last version, read
+   * now), from Redis or by catching up from the database; true when that applied any. Waits at
+   * most FRESHEN_MAX_MS: an instance far behind answers with what it has by then.
+   */
+  freshen(): Promise<boolean> {
+    // Callers that ask while one is running share the next one (which starts after their call):
+    // a flood of refusals costs one read of the last version at a time, not one each.
+    if (this.freshenNext) return this.freshenNext
+    const next = (this.freshenRunning ?? Promise.resolve(false)).then(() => {
+      this.freshenNext = null
+      const run = this.freshenNow()
+      this.freshenRunning = run
+      return run
+    })
+    this.freshenNext = next
+    return next
+  }
+
+  private async freshenNow(): Promise<boolean> {
+    if (this.closed) return false
+    const before = this.applied
+    let head: number
+    try {
+      head = await this.o.storage.lastVersion()
+    } catch (err) {
+      this.o.log.warn({ err }, 'cluster: could not read the last version')
+      return false
+    }
+    if (head <= this.applied) return false
+    const until = Date.now() + FRESHEN_MAX_MS
+    while (this.applied < head && !this.closed && Date.now() < until) {
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([this.catchUp(), new Promise<void>((resolve) => (timer = setTimeout(resolve, until - Date.now())))])
+      clearTimeout(timer)
+    }
+    return this.applied > before
   }
 
   /** Reads the changes after `applied` from the database and applies those not seen yet. */

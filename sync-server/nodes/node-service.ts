@@ -237,14 +237,28 @@ export class NodeService implements SyncNodeApi {
   // ---------------------------------------------------------------- reads
 
   async get(principal: Principal, path: NodePath): Promise<MeshNode | null> {
-    this.requirePermission(principal, path, 'Read')
+    if (!(await this.mayRead(principal, path))) this.requirePermission(principal, path, 'Read')
     return this.cache.read(path)
   }
 
   /** Like `get`, but loads the node into memory: for a read that a write to the node follows. */
   async read(principal: Principal, path: NodePath): Promise<MeshNode | null> {
-    this.requirePermission(principal, path, 'Read')
+    if (!(await this.mayRead(principal, path))) this.requirePermission(principal, path, 'Read')
     return (await this.cache.acquire(path)).node
+  }
+
+  /**
+   * [SCALE14] Whether `principal` may read `path`. With several instances, this instance's access
+   * rules may lag a grant another instance has just committed (a space created through one
+   * instance, opened through another a moment later): a refusal is decided again once every change
+   * committed before it is applied here, so every instance refuses alike. A grant is never waited
+   * for: only a refusal pays for the check.
+   */
+  async mayRead(principal: Principal, path: NodePath): Promise<boolean> {
+    if (this.access.has(principal, path, 'Read')) return true
+    const hooks = this.cluster.hooks
+    if (!hooks || !(await hooks.freshen())) return false
+    return this.access.has(principal, path, 'Read')
   }
 
   /** The readable nodes of the query; `queryPage` says where to continue when there may be more. */
@@ -345,16 +359,31 @@ export class NodeService implements SyncNodeApi {
 
   // ---------------------------------------------------------------- writes (write-path.ts)
 
+  /**
+   * [SCALE14] A write refused as `forbidden` (refused before anything is written) is tried once
+   * more when this instance had not applied every change committed before it: the grant it lacked
+   * may have been committed through another instance a moment ago (`mayRead`).
+   */
+  private async freshRetry<T>(write: () => Promise<T>): Promise<T> {
+    try {
+      return await write()
+    } catch (err) {
+      const hooks = this.cluster.hooks
+      if (!hooks || !isWeftError(err) || err.code !== 'forbidden' || !(await hooks.freshen())) throw err
+      return write()
+    }
+  }
+
   put(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http'): Promise<{ node: MeshNode; created: boolean }> {
-    return this.writes.put(principal, path, draft, origin)
+    return this.freshRetry(() => this.writes.put(principal, path, draft, origin))
   }
 
   create(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
-    return this.writes.create(principal, path, draft, origin)
+    return this.freshRetry(() => this.writes.create(principal, path, draft, origin))
   }
 
   patch(principal: Principal, path: NodePath, patch: MergePatch, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
-    return this.writes.patch(principal, path, patch, origin)
+    return this.freshRetry(() => this.writes.patch(principal, path, patch, origin))
   }
 
   update(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin = 'engine'): Promise<MeshNode | null> {
@@ -362,7 +391,7 @@ export class NodeService implements SyncNodeApi {
   }
 
   delete(principal: Principal, path: NodePath, origin: ChangeOrigin = 'http'): Promise<void> {
-    return this.writes.delete(principal, path, origin)
+    return this.freshRetry(() => this.writes.delete(principal, path, origin))
   }
 
   append(

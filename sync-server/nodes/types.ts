@@ -90,6 +90,11 @@ export interface ClusterHooks {
   presenceOpened: (path: NodePath) => void
   /** [SCALE2] Every change up to this version (any instance's) is applied here. */
   watermark: () => number
+  /**
+   * [SCALE14] Applies here every change committed (by any instance) before the call; true when
+   * that applied any (a decision made before may now differ).
+   */
+  freshen: () => Promise<boolean>
 }
 
 /** The cluster hooks, shared by reference by every part of the node store (null: a lone instance); read at each use. */
@@ -227,6 +232,8 @@ export interface NodeCapabilities {
 
 /** What the sockets use: the node API, rooms, and client Yjs updates applied in arrival order. */
 export interface SyncNodeApi extends HttpNodeApi {
+  /** [SCALE14] Whether the principal may read the path, a refusal decided again on fresh access rules. */
+  mayRead(principal: Principal, path: NodePath): Promise<boolean>
   /** The node in memory (no doc built): whether a room may open. */
   acquire(path: NodePath): Promise<SyncRoom>
   /** The node opened for sync (its doc built and caught up). */

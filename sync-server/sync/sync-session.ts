@@ -14,7 +14,7 @@ export function nextConnectionId(): number {
 
 /** Why a principal may not join a room, as a close code, or null when it may. */
 export async function refusal(nodes: SyncNodeApi, principal: Principal, path: NodePath): Promise<{ closeCode: number; code: string; message: string } | null> {
-  if (!nodes.permissions(principal, path).has('Read')) {
+  if (!(await nodes.mayRead(principal, path))) {
     return { closeCode: CloseCode.Forbidden, code: 'forbidden', message: `You cannot read ${path}.` }
   }
   const room = await nodes.acquire(path)

@@ -47,6 +47,9 @@ export interface PrivateRedis {
   url: string
   stop(): Promise<void>
   start(): Promise<void>
+  /** Freezes the server (SIGSTOP): connections stay up, messages wait. `resume` (SIGCONT) goes on. */
+  pause(): void
+  resume(): void
 }
 
 export async function privateRedis(): Promise<PrivateRedis> {
@@ -72,8 +75,12 @@ export async function privateRedis(): Promise<PrivateRedis> {
     c.kill('SIGKILL')
     await exited
   }
+  const signal = (sig: NodeJS.Signals) => {
+    const c = child as ChildProcess | null
+    if (c && c.exitCode === null) c.kill(sig)
+  }
   await start()
-  return { url: `redis://127.0.0.1:${port}`, start, stop }
+  return { url: `redis://127.0.0.1:${port}`, start, stop, pause: () => signal('SIGSTOP'), resume: () => signal('SIGCONT') }
 }
 
 export interface Instances {
@@ -102,6 +109,7 @@ export async function startInstances(n: number, env: Record<string, string> = {}
     redis,
     databaseUrl: db.url,
     async cleanup() {
+      redis.resume()
       for (const s of servers) await s.kill('SIGKILL')
       await redis.stop()
       await db.drop().catch(() => undefined)
