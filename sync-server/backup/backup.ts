@@ -19,18 +19,26 @@ async function headVersion(x: Exec, tables: Set<string>): Promise<number> {
   return Math.max(fromChanges, Number(counter ?? 0))
 }
 
-/** Keyset pages of a table in key order. */
+/**
+ * Keyset pages of a table in key order. The next page is asked for before this one is handed on:
+ * on PostgreSQL the database reads it while this one is encoded.
+ */
 async function* pages(x: Exec, t: TableSpec, size: number): AsyncGenerator<Record<string, unknown>[]> {
   const keys = t.key.map(q).join(', ')
-  let after: unknown[] | null = null
-  for (;;) {
+  const read = (after: unknown[] | null) => {
     const where = after ? `WHERE (${keys}) > (${after.map(() => '?').join(', ')})` : ''
-    const rows = await x.all(`SELECT ${selectList(t, x.dialect)} FROM ${q(t.name)} ${where} ORDER BY ${keys} LIMIT ${size}`, after ?? [])
+    const p = x.all(`SELECT ${selectList(t, x.dialect)} FROM ${q(t.name)} ${where} ORDER BY ${keys} LIMIT ${size}`, after ?? [])
+    p.catch(() => undefined)
+    return p
+  }
+  let next = read(null)
+  for (;;) {
+    const rows = await next
     if (rows.length === 0) return
+    const last = rows[rows.length - 1]!
+    if (rows.length === size) next = read(t.key.map((k) => last[k]))
     yield rows
     if (rows.length < size) return
-    const last = rows[rows.length - 1]!
-    after = t.key.map((k) => last[k])
   }
 }
 
@@ -55,8 +63,10 @@ async function* nodeRecords(x: Exec, tables: Set<string>): AsyncGenerator<NodeRe
       }
       return m
     }
-    const updates = byPath(await range(NODE_UPDATES, 'seq'), (r) => rowToPortable(NODE_UPDATES, r).slice(1) as [number, string | null])
-    const clients = byPath(await range(NODE_CLIENTS, 'client'), (r) => rowToPortable(NODE_CLIENTS, r).slice(1) as [number, string])
+    // Both asked at once (pipelined on PostgreSQL).
+    const [logRows, clientRows] = await Promise.all([range(NODE_UPDATES, 'seq'), range(NODE_CLIENTS, 'client')])
+    const updates = byPath(logRows, (r) => rowToPortable(NODE_UPDATES, r).slice(1) as [number, string | null])
+    const clients = byPath(clientRows, (r) => rowToPortable(NODE_CLIENTS, r).slice(1) as [number, string])
     for (const r of page) {
       const path = String(r.path)
       yield { row: rowToPortable(NODES, r), updates: updates.get(path) ?? [], clients: clients.get(path) ?? [] }

@@ -13,8 +13,19 @@ export interface Exec {
   readonly dialect: Dialect
   all(sql: string, params?: readonly unknown[]): Promise<DbRow[]>
   run(sql: string, params?: readonly unknown[]): Promise<number>
+  /**
+   * A write whose answer nothing waits for: on PostgreSQL it goes out pipelined (the server runs
+   * it in order while the file's next records are read and encoded), at most SEND_AHEAD at once;
+   * on SQLite it runs now. Statements after it (reads included) see it. `settle` waits for all.
+   */
+  send(sql: string, params?: readonly unknown[]): Promise<void>
+  /** Waits for every `send`; throws the first that failed (the statements after it only echo the abort). */
+  settle(): Promise<void>
   close(): Promise<void>
 }
+
+/** Pipelined writes in flight at once (each a multi-row INSERT of up to 200 rows). */
+const SEND_AHEAD = 8
 
 export function sqliteFile(dataDir: string): string {
   return join(dataDir, 'weft.db')
@@ -46,6 +57,11 @@ export function sqliteExec(file: string, opts: { mustExist: boolean }): Exec {
       const s = prepare(sql)
       return Promise.resolve(s.reader ? (s.all(...params), 0) : s.run(...params).changes)
     },
+    send: (sql, params = []) => {
+      prepare(sql).run(...params)
+      return Promise.resolve()
+    },
+    settle: () => Promise.resolve(),
     close: () => {
       if (db.open) db.close()
       return Promise.resolve()
@@ -54,13 +70,44 @@ export function sqliteExec(file: string, opts: { mustExist: boolean }): Exec {
 }
 
 export async function postgresExec(url: string, schema: string | undefined): Promise<Exec> {
-  const client = new pg.Client({ connectionString: url, ...(schema ? { options: `-c search_path=${schema}` } : {}) })
+  const client = new pg.Client({ connectionString: url, ...(schema ? { options: `-c search_path=${schema}` } : {}), pipeline: true })
   client.on('error', () => undefined)
   await client.connect()
+  let sent: Promise<unknown>[] = []
+  const firstFailure = async (): Promise<unknown> => {
+    const answers = await Promise.allSettled(sent.splice(0))
+    return answers.find((a): a is PromiseRejectedResult => a.status === 'rejected')?.reason
+  }
+  // A statement that fails after a failed `send` only echoes it: the send's error is the one told.
+  const cause = async <T>(p: Promise<T>): Promise<T> => {
+    try {
+      return await p
+    } catch (error) {
+      throw (await firstFailure()) ?? error
+    }
+  }
   return {
     dialect: 'postgres',
-    all: async (sql, params = []) => (await client.query(pgSql(sql), params as unknown[])).rows as DbRow[],
-    run: async (sql, params = []) => (await client.query(pgSql(sql), params as unknown[])).rowCount ?? 0,
+    all: async (sql, params = []) => (await cause(client.query(pgSql(sql), params as unknown[]))).rows as DbRow[],
+    run: async (sql, params = []) => (await cause(client.query(pgSql(sql), params as unknown[]))).rowCount ?? 0,
+    send: async (sql, params = []) => {
+      const p = client.query(pgSql(sql), params as unknown[])
+      p.catch(() => undefined)
+      sent.push(p)
+      if (sent.length >= SEND_AHEAD) {
+        const oldest = sent.slice(0, sent.length - SEND_AHEAD / 2)
+        sent = sent.slice(oldest.length)
+        const failed = (await Promise.allSettled(oldest)).find((a): a is PromiseRejectedResult => a.status === 'rejected')
+        if (failed) {
+          await firstFailure()
+          throw failed.reason
+        }
+      }
+    },
+    settle: async () => {
+      const error = await firstFailure()
+      if (error !== undefined) throw error
+    },
     close: () => client.end().catch(() => undefined),
   }
 }

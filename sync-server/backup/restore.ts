@@ -139,7 +139,7 @@ class Applier {
   private async insert(t: TableSpec, rows: readonly PortableRow[], conflict = ''): Promise<void> {
     for (let i = 0; i < rows.length; i += BATCH) {
       const part = rows.slice(i, i + BATCH)
-      await this.x.run(insertSql(t, part.length, this.x.dialect, conflict), insertParams(t, part, this.x.dialect))
+      await this.x.send(insertSql(t, part.length, this.x.dialect, conflict), insertParams(t, part, this.x.dialect))
     }
   }
 
@@ -218,8 +218,8 @@ class Applier {
       clients.push(...clientsOf(was.clients), ...clientsOf(n.clients), [path, fwd.serverClient, SERVER_DOC_CLIENT])
       changes.push([version, path, n.row[C.nodeType]!, 'Updated'])
     }
-    if (cleared.length) await this.x.run(`DELETE FROM node_updates WHERE path IN (${cleared.map(() => '?').join(', ')})`, cleared)
-    if (replaced.length) await this.x.run(`DELETE FROM nodes WHERE path IN (${replaced.map(() => '?').join(', ')})`, replaced)
+    if (cleared.length) await this.x.send(`DELETE FROM node_updates WHERE path IN (${cleared.map(() => '?').join(', ')})`, cleared)
+    if (replaced.length) await this.x.send(`DELETE FROM nodes WHERE path IN (${replaced.map(() => '?').join(', ')})`, replaced)
     const conflict = ' ON CONFLICT DO NOTHING'
     await this.insert(NODES, rows)
     await this.insert(NODE_UPDATES, updates)
@@ -314,6 +314,7 @@ export async function restoreBackup(file: string, to: Location, onProgress: Prog
       if (++nodes % 1000 === 0 || nodes === total) onProgress('nodes', nodes, total)
     }
     await applier.flush()
+    await x.settle()
     const deleted = mode === 'forward' ? await applier.deleteOthers() : 0
     const newHead = mode === 'fresh' ? header.headVersion : applier.lastVersion
     await setHead(x, newHead)
@@ -327,6 +328,7 @@ export async function restoreBackup(file: string, to: Location, onProgress: Prog
       // Engine ownership starts over; fences only rise, so a holder from before stays fenced out.
       await x.run('UPDATE engine_leases SET holder = NULL, expires_at = now()')
     }
+    await x.settle()
     await x.run('COMMIT')
     return { header, mode, nodes, forwarded: applier.forwarded, deleted, incarnation, databaseId, headVersion: newHead }
   } catch (error) {

@@ -1,7 +1,10 @@
 import { join } from 'node:path'
+import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
+import { restoreBackup, takeBackup } from '../../sync-server/backup/index.js'
+import { openPostgresStorage } from '../../sync-server/storage/index.js'
 import { api, createSpace, errorCode, expectStatus, freshDatabase, makeTempDir, removeDir, signup, startTestServer, waitFor } from '../helpers/index.js'
-import { checkCounterSnapshot, dumpTables, metaOf, runWeft, startCounterWriter, withoutLeases } from '../helpers/backup-fixtures.js'
+import { checkCounterSnapshot, dumpTables, metaOf, runWeft, seedNodes, startCounterWriter, withoutLeases } from '../helpers/backup-fixtures.js'
 import { ctx, definition, pull, putSubscription } from './contextual-helpers.js'
 
 /** `weft backup` / `weft restore` on PostgreSQL: each test's databases are its own (CREATE DATABASE), as the CLI sees DATABASE_URL. */
@@ -18,6 +21,37 @@ afterAll(async () => {
 })
 
 describe('weft backup / weft restore on PostgreSQL', () => {
+  it('[BAK3] an insert the database refuses midway (its writes pipelined): the restore fails with that cause and writes nothing', { timeout: 300_000 }, async () => {
+    const source = await database()
+    const s = await openPostgresStorage({ connectionString: source })
+    await seedNodes(s, 'Sp', 2500, 20)
+    await s.close()
+    const dir = await makeTempDir('weft-backup-pg-')
+    dirs.push(dir)
+    const file = join(dir, 'b.weftbak')
+    await takeBackup({ databaseUrl: source }, file)
+    const target = await database()
+    // The schema first (as a server would make it), then a trigger refusing one node of the
+    // middle of the file: statements sent after that insert only echo the abort.
+    await (await openPostgresStorage({ connectionString: target })).close()
+    const before = await dumpTables({ databaseUrl: target })
+    const c = new pg.Client({ connectionString: target })
+    await c.connect()
+    await c.query(`CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.path = 'Sp/n1500' THEN RAISE EXCEPTION 'refused by the disk'; END IF; RETURN NEW; END $$;
+      CREATE TRIGGER refuse_one BEFORE INSERT ON nodes FOR EACH ROW EXECUTE FUNCTION refuse_one();`)
+    await c.end()
+    const error = await restoreBackup(file, { databaseUrl: target }).catch((e: unknown) => e)
+    expect(String(error)).toMatch(/refused by the disk/)
+    expect(await dumpTables({ databaseUrl: target })).toEqual(before)
+    // Without the trigger the same file restores whole.
+    const c2 = new pg.Client({ connectionString: target })
+    await c2.connect()
+    await c2.query('DROP TRIGGER refuse_one ON nodes')
+    await c2.end()
+    await expect(restoreBackup(file, { databaseUrl: target })).resolves.toMatchObject({ mode: 'fresh', nodes: 2500 })
+  })
+
   it('[BAK1] [BAK2] [BAK3] [BAK5] [BAK6] backup while writing, restore into a fresh database (identical) and over the old history (forward, old evidence refused)', { timeout: 900_000 }, async () => {
     const url = await database()
     const dir = await makeTempDir('weft-backup-pg-')
