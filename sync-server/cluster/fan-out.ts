@@ -15,6 +15,16 @@ const EARLY_CONFIRM_MS = 10_000
 /** [SCALE14] The longest a refusal waits for this instance to catch up before it is decided (ms). */
 const FRESHEN_MAX_MS = 5_000
 
+/** `work`, or nothing once `ms` have passed (the work goes on; nobody waits for it). */
+function withinMs(work: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms)
+    timer.unref()
+  })
+  return Promise.race([work, late]).finally(() => clearTimeout(timer))
+}
+
 export interface FanOutOptions {
   instanceId: string
   nodes: NodeService
@@ -47,8 +57,8 @@ export class FanOut {
   private pollTimer: NodeJS.Timeout | null = null
   private catchingUp = false
   /** [SCALE14] The freshen under way, and the one its later callers share. */
-  private freshenRunning: Promise<boolean> | null = null
-  private freshenNext: Promise<boolean> | null = null
+  private freshenRunning: Promise<void> | null = null
+  private freshenNext: Promise<void> | null = null
   /** [SCALE2] The database's last version at the previous poll. */
   private polledHead = 0
   private closed = false
@@ -242,16 +252,18 @@ export class FanOut {
 
   /**
    * [SCALE14] Applies every change committed before the call (the database's last version, read
-   * now), from Redis or by catching up from the database; true when that applied any. Waits at
-   * most FRESHEN_MAX_MS: an instance far behind answers with what it has by then.
+   * after it), from Redis or by catching up from the database. Bounded: after FRESHEN_MAX_MS in
+   * all (the read included), or a catch-up that makes no progress, it resolves with what it has.
+   * A caller decides again afterwards whatever it decided before: whether anything new was
+   * applied is not its business (a change may have come over Redis while it waited).
    */
-  freshen(): Promise<boolean> {
+  freshen(): Promise<void> {
     // Callers that ask while one is running share the next one (which starts after their call):
     // a flood of refusals costs one read of the last version at a time, not one each.
     if (this.freshenNext) return this.freshenNext
-    const next = (this.freshenRunning ?? Promise.resolve(false)).then(() => {
+    const next = (this.freshenRunning ?? Promise.resolve()).then(() => {
       this.freshenNext = null
-      const run = this.freshenNow()
+      const run = withinMs(this.freshenNow(), FRESHEN_MAX_MS)
       this.freshenRunning = run
       return run
     })
@@ -259,24 +271,21 @@ export class FanOut {
     return next
   }
 
-  private async freshenNow(): Promise<boolean> {
-    if (this.closed) return false
-    const before = this.applied
+  private async freshenNow(): Promise<void> {
+    if (this.closed) return
     let head: number
     try {
       head = await this.o.storage.lastVersion()
     } catch (err) {
       this.o.log.warn({ err }, 'cluster: could not read the last version')
-      return false
+      return
     }
-    if (head <= this.applied) return false
-    const until = Date.now() + FRESHEN_MAX_MS
-    while (this.applied < head && !this.closed && Date.now() < until) {
-      let timer: NodeJS.Timeout | undefined
-      await Promise.race([this.catchUp(), new Promise<void>((resolve) => (timer = setTimeout(resolve, until - Date.now())))])
-      clearTimeout(timer)
+    while (this.applied < head && !this.closed) {
+      const from = this.applied
+      await this.catchUp()
+      // A catch-up that failed (logged by enqueue) is not tried again at once: the poll will.
+      if (this.applied === from) return
     }
-    return this.applied > before
   }
 
   /** Reads the changes after `applied` from the database and applies those not seen yet. */

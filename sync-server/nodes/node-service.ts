@@ -257,7 +257,8 @@ export class NodeService implements SyncNodeApi {
   async mayRead(principal: Principal, path: NodePath): Promise<boolean> {
     if (this.access.has(principal, path, 'Read')) return true
     const hooks = this.cluster.hooks
-    if (!hooks || !(await hooks.freshen())) return false
+    if (!hooks) return false
+    await hooks.freshen()
     return this.access.has(principal, path, 'Read')
   }
 
@@ -365,11 +366,16 @@ export class NodeService implements SyncNodeApi {
    * may have been committed through another instance a moment ago (`mayRead`).
    */
   private async freshRetry<T>(write: () => Promise<T>): Promise<T> {
+    const hooks = this.cluster.hooks
+    const seen = hooks?.watermark() ?? 0
     try {
       return await write()
     } catch (err) {
-      const hooks = this.cluster.hooks
-      if (!hooks || !isWeftError(err) || err.code !== 'forbidden' || !(await hooks.freshen())) throw err
+      if (!hooks || !isWeftError(err) || err.code !== 'forbidden') throw err
+      await hooks.freshen()
+      // Tried again only when changes were applied since the first try began (from Redis while
+      // it ran, or by the catch-up): otherwise the answer would be the same.
+      if (hooks.watermark() <= seen) throw err
       return write()
     }
   }

@@ -91,10 +91,10 @@ export interface ClusterHooks {
   /** [SCALE2] Every change up to this version (any instance's) is applied here. */
   watermark: () => number
   /**
-   * [SCALE14] Applies here every change committed (by any instance) before the call; true when
-   * that applied any (a decision made before may now differ).
+   * [SCALE14] Applies here every change committed (by any instance) before the call (bounded in
+   * time): a refusal decided before it is decided again after it.
    */
-  freshen: () => Promise<boolean>
+  freshen: () => Promise<void>
 }
 
 /** The cluster hooks, shared by reference by every part of the node store (null: a lone instance); read at each use. */

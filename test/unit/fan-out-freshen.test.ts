@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import pino from 'pino'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { FanOut } from '../../sync-server/cluster/fan-out.js'
 import type { NodeService, RemoteChange } from '../../sync-server/nodes/index.js'
 import type { ChangeRecord } from '../../shared/index.js'
@@ -43,16 +43,47 @@ function setup() {
 }
 
 describe('[SCALE14] freshen', () => {
-  it('applies what was committed before the call; true only when it applied something', async () => {
+  it('applies what was committed before the call', async () => {
     const { fan, commit, applied } = setup()
     await fan.start()
-    expect(await fan.freshen()).toBe(false)
+    await fan.freshen()
+    expect(applied).toEqual([])
     commit()
     commit()
-    expect(await fan.freshen()).toBe(true)
+    await fan.freshen()
     expect(applied).toEqual([1, 2])
-    expect(await fan.freshen()).toBe(false)
     await fan.close()
+  })
+
+  it('is bounded: a database that does not answer, or a catch-up that keeps failing, ends the wait (a refusal is then decided on what is here)', async () => {
+    vi.useFakeTimers()
+    try {
+      const hung = setup()
+      ;(hung as unknown as { fan: { o: { storage: { lastVersion: () => Promise<number> } } } }).fan.o.storage.lastVersion = () => new Promise<number>(() => undefined)
+      let done = false
+      void hung.fan.freshen().then(() => (done = true))
+      await vi.advanceTimersByTimeAsync(4_900)
+      expect(done).toBe(false)
+      await vi.advanceTimersByTimeAsync(200)
+      expect(done).toBe(true)
+    } finally {
+      vi.useRealTimers()
+    }
+    {
+      const failing = setup()
+      let reads = 0
+      const storage = (failing as unknown as { fan: { o: { storage: { changesSince: () => Promise<never> } } } }).fan.o.storage
+      storage.changesSince = () => {
+        reads++
+        return Promise.reject(new Error('database down'))
+      }
+      await failing.fan.start()
+      failing.commit()
+      await failing.fan.freshen()
+      // One failed catch-up, not a spin for the whole bound.
+      expect(reads).toBe(1)
+      expect(failing.applied).toEqual([])
+    }
   })
 
   it('property: any interleaving of commits, waits and concurrent freshens: each caller sees every commit made before its call; one head read at a time', async () => {
