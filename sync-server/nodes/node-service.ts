@@ -277,7 +277,10 @@ export class NodeService implements SyncNodeApi {
   }
 
   /** [FEED3] [QUERY1] A page of the readable nodes of the query, in path order (paged-reads.ts). */
-  queryPage(principal: Principal, query: NodeQuery): Promise<{ items: MeshNode[]; next: string | null }> {
+  async queryPage(principal: Principal, query: NodeQuery): Promise<{ items: MeshNode[]; next: string | null }> {
+    // [SCALE14] The children of a parent the caller cannot read here: asked again on fresh rules
+    // (a list answers with fewer rows instead of refusing, so this is where its refusal is).
+    if (query.parent) await this.mayRead(principal, query.parent as NodePath)
     return this.reads.queryPage(principal, query)
   }
 

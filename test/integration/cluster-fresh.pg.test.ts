@@ -5,7 +5,8 @@ import { api, createSpace, signup, startInstances, stockProvider, type Instances
  * [SCALE14] A refusal is decided on current access rules on every instance. With Redis frozen
  * (SIGSTOP: no message arrives, no reconnect tells anyone to catch up), a space created through
  * instance 1 is opened through instance 2 at once, before its poll would notice: the read and the
- * socket are let in, and a write, because instance 2 catches up before it refuses. A path nobody
+ * socket are let in, a write, and the space's list shows the node, because instance 2 catches up
+ * before it refuses. A path nobody
  * granted is still refused, on both instances alike.
  */
 describe('[SCALE14] a grant committed through another instance a moment ago', () => {
@@ -22,7 +23,7 @@ describe('[SCALE14] a grant committed through another instance a moment ago', ()
     const stranger = await signup(one)
     set.redis.pause()
     try {
-      for (let i = 0; i < 3; i++) {
+      for (let i = 0; i < 4; i++) {
         const owner = await signup(one)
         const space = await createSpace(one, owner.token)
         const path = `${space}/doc`
@@ -45,9 +46,15 @@ describe('[SCALE14] a grant committed through another instance a moment ago', ()
           expect(patched.status, JSON.stringify(patched.body)).toBe(200)
           expect(patched.body.content).toEqual({ N: i, By: 'two' })
         }
+        const viaList = async () => {
+          const listed = await api(two, owner.token).queryNodes({ parent: space })
+          expect(listed.status).toBe(200)
+          expect(listed.body.items.map((n) => n.path)).toContain(path)
+        }
         if (i === 0) await viaSocket().then(viaHttp)
         else if (i === 1) await viaHttp().then(viaSocket)
-        else await viaPatch()
+        else if (i === 2) await viaPatch()
+        else await viaList()
         // Someone without a grant is refused by both, the same way.
         for (const url of [one, two]) expect((await api(url, stranger.token).getNode(path)).status).toBe(403)
       }
