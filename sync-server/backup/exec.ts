@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import pg from 'pg'
-import { pgSql } from '../storage/index.js'
+import { Flight, pgSql } from '../storage/index.js'
 import type { DbRow, Dialect } from './tables.js'
 
 /** Where a backup reads from or a restore writes to: the server's own settings. */
@@ -73,17 +73,13 @@ export async function postgresExec(url: string, schema: string | undefined): Pro
   const client = new pg.Client({ connectionString: url, ...(schema ? { options: `-c search_path=${schema}` } : {}), pipeline: true })
   client.on('error', () => undefined)
   await client.connect()
-  let sent: Promise<unknown>[] = []
-  const firstFailure = async (): Promise<unknown> => {
-    const answers = await Promise.allSettled(sent.splice(0))
-    return answers.find((a): a is PromiseRejectedResult => a.status === 'rejected')?.reason
-  }
+  const flight = new Flight(client)
   // A statement that fails after a failed `send` only echoes it: the send's error is the one told.
   const cause = async <T>(p: Promise<T>): Promise<T> => {
     try {
       return await p
     } catch (error) {
-      throw (await firstFailure()) ?? error
+      throw (await flight.failure()) ?? error
     }
   }
   return {
@@ -91,23 +87,10 @@ export async function postgresExec(url: string, schema: string | undefined): Pro
     all: async (sql, params = []) => (await cause(client.query(pgSql(sql), params as unknown[]))).rows as DbRow[],
     run: async (sql, params = []) => (await cause(client.query(pgSql(sql), params as unknown[]))).rowCount ?? 0,
     send: async (sql, params = []) => {
-      const p = client.query(pgSql(sql), params as unknown[])
-      p.catch(() => undefined)
-      sent.push(p)
-      if (sent.length >= SEND_AHEAD) {
-        const oldest = sent.slice(0, sent.length - SEND_AHEAD / 2)
-        sent = sent.slice(oldest.length)
-        const failed = (await Promise.allSettled(oldest)).find((a): a is PromiseRejectedResult => a.status === 'rejected')
-        if (failed) {
-          await firstFailure()
-          throw failed.reason
-        }
-      }
+      flight.sendOnce(pgSql(sql), params as unknown[])
+      if (flight.inFlight >= SEND_AHEAD) await flight.drainTo(SEND_AHEAD / 2)
     },
-    settle: async () => {
-      const error = await firstFailure()
-      if (error !== undefined) throw error
-    },
+    settle: () => flight.settle(),
     close: () => client.end().catch(() => undefined),
   }
 }

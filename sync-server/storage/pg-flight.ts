@@ -14,11 +14,21 @@ import { pgPrepared } from './contextual-store.js'
 export class Flight {
   private readonly sent: Promise<pg.QueryResult>[] = []
 
-  constructor(private readonly client: pg.PoolClient) {}
+  constructor(private readonly client: pg.ClientBase) {}
 
   /** Sends a statement, prepared on the connection (parsed and planned once per connection). */
   send<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
     return this.track(this.client.query<R>(pgPrepared(text, values)))
+  }
+
+  /** Sends a statement unnamed (one whose text varies, such as a multi-row INSERT of n rows). */
+  sendOnce<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+    return this.track(this.client.query<R>(text, values))
+  }
+
+  /** Statements not answered yet (as far as this flight has looked). */
+  get inFlight(): number {
+    return this.sent.length
   }
 
   /** Sends a statement as a simple query (no parameters; may hold several statements). */
@@ -33,10 +43,16 @@ export class Flight {
   }
 
   /** The first failure among the statements sent (after all have answered), or undefined. */
-  async failure(): Promise<unknown> {
-    const answers = await Promise.allSettled(this.sent.splice(0))
-    const failed = answers.find((a) => a.status === 'rejected')
-    return failed === undefined ? undefined : (failed as PromiseRejectedResult).reason
+  failure(): Promise<unknown> {
+    return firstRejection(this.sent.splice(0))
+  }
+
+  /** Waits for the oldest statements until at most `n` are unanswered; throws the first that failed. */
+  async drainTo(n: number): Promise<void> {
+    const error = await firstRejection(this.sent.splice(0, Math.max(0, this.sent.length - n)))
+    if (error === undefined) return
+    await this.failure()
+    throw error
   }
 
   private track<T>(p: Promise<T>): Promise<T> {
@@ -45,4 +61,9 @@ export class Flight {
     this.sent.push(p as Promise<never>)
     return p
   }
+}
+
+async function firstRejection(promises: readonly Promise<unknown>[]): Promise<unknown> {
+  const failed = (await Promise.allSettled(promises)).find((a): a is PromiseRejectedResult => a.status === 'rejected')
+  return failed?.reason
 }

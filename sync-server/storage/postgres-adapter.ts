@@ -128,30 +128,20 @@ export class PostgresStorage implements StorageAdapter {
   }
 
   private async writeBatch(items: readonly BatchItem[]): Promise<ItemResult<ChangeRecord | null>[]> {
-    const client = await this.pool.connect()
-    const flight = new Flight(client)
-    let isBroken = false
-    try {
-      const { out, updated } = await this.writeBatchOn(flight, items)
-      const compactCandidates: NodePath[] = []
-      for (const r of updated) {
-        const wait = this.notDue.get(r.path as NodePath)
-        if (r.update_count > COMPACT_AFTER_UPDATES && (!wait || wait.need <= 0 || r.update_count >= wait.count + 50)) compactCandidates.push(r.path as NodePath)
-      }
-      if (compactCandidates.length > 0) this.scheduleCompaction(compactCandidates)
-      return out
-    } catch (error) {
+    let flight: Flight | null = null
+    const { out, updated } = await withClient(
+      this.pool,
+      (client) => this.writeBatchOn((flight = new Flight(client)), items),
       // The first statement that failed is the cause; the ones after it only echo the abort.
-      const cause = (await flight.failure()) ?? error
-      try {
-        await client.query('ROLLBACK')
-      } catch {
-        isBroken = true
-      }
-      throw cause
-    } finally {
-      client.release(isBroken)
+      async (error) => (await flight?.failure()) ?? error,
+    )
+    const compactCandidates: NodePath[] = []
+    for (const r of updated) {
+      const wait = this.notDue.get(r.path as NodePath)
+      if (r.update_count > COMPACT_AFTER_UPDATES && (!wait || wait.need <= 0 || r.update_count >= wait.count + 50)) compactCandidates.push(r.path as NodePath)
     }
+    if (compactCandidates.length > 0) this.scheduleCompaction(compactCandidates)
+    return out
   }
 
   /**
@@ -228,7 +218,7 @@ export class PostgresStorage implements StorageAdapter {
       const attached = input.contextual
       if (attached) {
         // The one answer a write waits for: whether its outcome may be recorded.
-        const refusal = await runAsync(attachOutcomePg(attached, version + 1), (s) => flight.send(pgSql(s.sql), s.params).then((r) => (s.mode === 'all' ? (r.rows as Row[]) : (r.rowCount ?? 0))))
+        const refusal = await runAsync(attachOutcomePg(attached, version + 1), async (s) => answerOf(s, await flight.send(pgSql(s.sql), s.params)))
         if (refusal) {
           out.push({ ok: false, error: new WeftError('stale_lease', refusal) })
           continue
@@ -575,27 +565,42 @@ function pgExec(client: pg.PoolClient | pg.Pool, single = false): (s: Stmt) => P
   let ran = 0
   return async (s) => {
     if (single && ran++ > 0) throw new Error('A single-statement contextual call ran a second statement outside a transaction.')
-    const r = single ? await client.query(pgPrepared(pgSql(s.sql), s.params)) : await client.query(pgSql(s.sql), s.params)
-    return s.mode === 'all' ? (r.rows as Row[]) : (r.rowCount ?? 0)
+    return answerOf(s, single ? await client.query(pgPrepared(pgSql(s.sql), s.params)) : await client.query(pgSql(s.sql), s.params))
   }
 }
 
+/** What a contextual statement answers: its rows, or the count of rows it changed. */
+function answerOf(s: Stmt, r: pg.QueryResult): Row[] | number {
+  return s.mode === 'all' ? (r.rows as Row[]) : (r.rowCount ?? 0)
+}
+
 async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient, begun: pg.QueryResult[]) => Promise<T>, begin = 'BEGIN'): Promise<T> {
-  const client = await pool.connect()
-  let isBroken = false
-  try {
+  return withClient(pool, async (client) => {
     // A begin of several statements (a simple query) answers one result per statement.
     const begun: pg.QueryResult | pg.QueryResult[] = await client.query(begin)
     const result = await fn(client, Array.isArray(begun) ? begun : [begun])
     await client.query('COMMIT')
     return result
+  })
+}
+
+/**
+ * A pooled connection for `fn`, which runs a transaction on it: on a throw it is rolled back (the
+ * connection released as broken if even that fails) and `cause` names the error thrown.
+ */
+async function withClient<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>, cause: (error: unknown) => Promise<unknown> = async (e) => e): Promise<T> {
+  const client = await pool.connect()
+  let isBroken = false
+  try {
+    return await fn(client)
   } catch (error) {
+    const thrown = await cause(error)
     try {
       await client.query('ROLLBACK')
     } catch {
       isBroken = true
     }
-    throw error
+    throw thrown
   } finally {
     client.release(isBroken)
   }
