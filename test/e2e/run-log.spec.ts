@@ -145,7 +145,8 @@ test('[WEB24] a new line at a full tail adds one line and drops the oldest: the 
     obs.observe(list, { childList: true, subtree: true, characterData: true, attributes: true })
     while (total() < from + 10) await new Promise((r) => setTimeout(r, 50))
     obs.disconnect()
-    return { lines: total() - from, added, removed, rewritten, shown: list.querySelectorAll('li').length }
+    const following = (list.getRootNode() as ShadowRoot).host as HTMLElement & { following: boolean }
+    return { lines: total() - from, added, removed, rewritten, shown: list.querySelectorAll('li').length, following: following.following }
   })
   expect(seen.shown).toBe(200)
   expect(seen.added).toBe(seen.lines)
@@ -153,6 +154,11 @@ test('[WEB24] a new line at a full tail adds one line and drops the oldest: the 
   // Nothing inside the lines already shown changed.
   expect(seen.rewritten).toBe(0)
   await expect(ol.locator('li').last()).toContainText('tick')
+  // Dropping the oldest line above the view does not count as the reader scrolling up: the log
+  // still follows its tail (the browser's scroll anchoring moves the view up by that line).
+  expect(seen.following).toBe(true)
+  await expect(log(v.page).getByRole('button', { name: /Jump to latest/ })).toHaveCount(0)
+  expect(await ol.evaluate((el) => el.scrollHeight - el.scrollTop - el.clientHeight < 8)).toBe(true)
   await v.context.close()
 })
 

@@ -58,6 +58,10 @@ export class WeftRunLog extends LitElement {
   }
 
   override willUpdate(changed: Map<string, unknown>) {
+    // Read before this render touches the list: once it drops the oldest line of a full tail,
+    // the browser's scroll anchoring moves the view up by that line, which is not the reader.
+    const ol = this.list
+    this.leftTail = !!ol && this.following && !isAtEnd(ol) && ol.scrollTop < this.pinnedTop - AT_END_PX
     if (changed.has('lines')) {
       const added = this.lines.length - this.seenCount
       if (!this.following && added > 0) this.unseen += added
@@ -67,6 +71,8 @@ export class WeftRunLog extends LitElement {
 
   /** Where the last pin to the end left the list (a lower scrollTop since: the reader scrolled up). */
   private pinnedTop = 0
+  /** The reader had scrolled up from the last pin before this render began. */
+  private leftTail = false
 
   private get list(): HTMLElement | null {
     return this.renderRoot.querySelector('ol')
@@ -102,7 +108,8 @@ export class WeftRunLog extends LitElement {
     if (!ol || !this.following || this.query) return
     // The reader scrolled up since the last pin, and the scroll event (dispatched on the next
     // frame) has not told us yet: a line arriving now must not yank them back to the end.
-    if (!isAtEnd(ol) && ol.scrollTop < this.pinnedTop - AT_END_PX) {
+    // Decided on the list as it was before this render (see willUpdate), not as it is now.
+    if (this.leftTail) {
       this.following = false
       return
     }
