@@ -1,7 +1,7 @@
 // The production build of the server (`npm run build:server`, part of `npm run build`): plain
 // JavaScript in dist-server/, run with `node dist-server/main.mjs`, no TypeScript loader at run
 // time. One flat folder: the worker threads are entries beside the bundle, because the code that
-// starts them resolves `./sqlite-writer-worker.mjs` and `./script-worker.mjs` against its own
+// starts them resolves `./sqlite-writer-worker.mjs`, `./fold-worker.mjs` and `./script-worker.mjs` against its own
 // `import.meta.url` (the bundle's, or a chunk's: every chunk lands in the same folder).
 // Packages stay external and load from node_modules (better-sqlite3's native module, QuickJS's
 // .wasm beside its own files); only this repository's sources are bundled.
@@ -24,6 +24,7 @@ await build({
     main: 'sync-server/main.ts',
     weft: 'sync-server/cli/weft.ts',
     'sqlite-writer-worker': 'sync-server/storage/sqlite-writer-worker.ts',
+    'fold-worker': 'sync-server/storage/fold-worker.ts',
     'script-worker': 'sync-server/engines/activities/script-worker.ts',
   },
   outdir,

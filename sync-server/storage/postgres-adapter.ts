@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import pg from 'pg'
 import type { Logger } from 'pino'
 import {
@@ -12,7 +13,8 @@ import {
   type PathRange,
 } from '../../shared/index.js'
 import { batchPaths, isFold, isRowContent, planBatch, validateCommitInput, type ExistingNode, type PreparedFold, type PreparedContent } from './commit-plan.js'
-import { COMPACT_AFTER_UPDATES, COMPACT_LOG_SHARE, compactUpdates, compactionDue, contentOfLog } from './compaction.js'
+import { COMPACT_AFTER_UPDATES, COMPACT_LOG_SHARE, compactionDue, contentOfLog } from './compaction.js'
+import { FoldThread } from './fold-thread.js'
 import type { RowJson } from './row-parts.js'
 import { GroupCommitter, type ItemResult } from './group-commit.js'
 import { pgLease } from './contextual-pg-lease.js'
@@ -34,6 +36,8 @@ export interface PostgresStorageOptions {
   log?: Logger
   poolSize?: number
   maxBatch?: number
+  /** False: commits do not schedule compactions, only `compactNode` compacts (tests). */
+  autoCompact?: boolean
 }
 
 interface PreparedCommit {
@@ -66,10 +70,14 @@ export class PostgresStorage implements StorageAdapter {
   private compacting: Promise<void> | null = null
   private isClosing = false
   private closed: Promise<void> | null = null
+  private readonly autoCompact: boolean
+  /** [SCALE15] Big nodes' folds, off the event loop. */
+  private readonly folds = new FoldThread()
 
   private constructor(pool: pg.Pool, options: PostgresStorageOptions, private readonly holder: HolderLock) {
     this.pool = pool
     this.log = options.log
+    this.autoCompact = options.autoCompact ?? true
     this.committer = new GroupCommitter((batch) => this.writeBatch(batch), options.maxBatch ?? 1000)
   }
 
@@ -140,7 +148,7 @@ export class PostgresStorage implements StorageAdapter {
       const wait = this.notDue.get(r.path as NodePath)
       if (r.update_count > COMPACT_AFTER_UPDATES && (!wait || wait.need <= 0 || r.update_count >= wait.count + 50)) compactCandidates.push(r.path as NodePath)
     }
-    if (compactCandidates.length > 0) this.scheduleCompaction(compactCandidates)
+    if (compactCandidates.length > 0 && this.autoCompact) this.scheduleCompaction(compactCandidates)
     return out
   }
 
@@ -325,40 +333,68 @@ export class PostgresStorage implements StorageAdapter {
   }
 
   /**
-   * Folds the node's snapshot and logged updates into a new snapshot. The node row lock makes a
-   * concurrent commit to the same node (from any instance) wait, so no logged update is lost
-   * between reading the log and dropping it.
+   * Folds the node's snapshot and logged updates into a new snapshot, holding the node's row lock
+   * only for the write. The snapshot and log are read and folded unlocked (one REPEATABLE READ
+   * snapshot); the write then goes out as one flight — lock the row, write only if the snapshot
+   * and the folded entries are still exactly what was read, drop them, COMMIT — so the lock is
+   * held for one server-side step, no round trip and no fold. Every commit batch holds the
+   * version counter while it waits for its rows' locks: a compaction holding a hot node's lock
+   * across its reads and its fold stalled the commits of every node on every instance (the
+   * cross-instance edit p99, stop 29). Entries logged meanwhile have later seqs and stay; a fold
+   * or another compaction meanwhile makes the check fail, and the next commit schedules it again.
    */
-  async compactNode(path: NodePath): Promise<void> {
-    await withTransaction(this.pool, async (client) => {
-      const sizes = await client.query<{ update_count: number; snapshot_bytes: number; log_bytes: string }>(
-        `SELECT update_count, coalesce(octet_length(snapshot), 0) AS snapshot_bytes,
-           (SELECT coalesce(sum(octet_length(data)), 0) FROM node_updates WHERE path = $1) AS log_bytes
-         FROM nodes WHERE path = $1 FOR UPDATE`,
-        [path],
+  async compactNode(path: NodePath, seam: { beforeWrite?: () => Promise<void> } = {}): Promise<'compacted' | 'not-due' | 'changed'> {
+    const sizes = await this.pool.query<{ update_count: number; snapshot_bytes: number; log_bytes: string }>(
+      `SELECT update_count, coalesce(octet_length(snapshot), 0) AS snapshot_bytes,
+         (SELECT coalesce(sum(octet_length(data)), 0) FROM node_updates WHERE path = $1) AS log_bytes
+       FROM nodes WHERE path = $1`,
+      [path],
+    )
+    const due = sizes.rows[0]
+    if (!due || due.update_count <= 1) return 'not-due'
+    // [STO9] A big node waits until its log's bytes are a share of its snapshot's (compaction.ts).
+    if (!compactionDue(due.update_count, Number(due.log_bytes), due.snapshot_bytes)) {
+      if (this.notDue.size > 10_000) this.notDue.clear()
+      this.notDue.set(path, { count: due.update_count, need: due.snapshot_bytes / COMPACT_LOG_SHARE - Number(due.log_bytes) })
+      return 'not-due'
+    }
+    this.notDue.delete(path)
+    const read = await withTransaction(
+      this.pool,
+      async (client) => {
+        const node = await client.query<{ snapshot: Buffer | null }>('SELECT snapshot FROM nodes WHERE path = $1', [path])
+        const logged = await client.query<{ seq: string; data: Buffer }>('SELECT seq, data FROM node_updates WHERE path = $1 ORDER BY seq', [path])
+        return node.rows[0] ? { snapshot: node.rows[0].snapshot, logged: logged.rows } : null
+      },
+      'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
+    )
+    const first = read?.logged[0]
+    const last = read?.logged.at(-1)
+    if (!read || !first || !last) return 'changed'
+    const folded = await this.folds.fold(read.snapshot ? toBytes(read.snapshot) : null, read.logged.map((u) => toBytes(u.data)))
+    const was = read.snapshot ? createHash('md5').update(read.snapshot).digest('hex') : null
+    // A test's seam: what other instances do between the read and the write.
+    await seam.beforeWrite?.()
+    return withClient(this.pool, async (client) => {
+      const flight = new Flight(client)
+      flight.sendSimple('BEGIN')
+      // The row's lock first, like a commit batch and a fold: the statement after it reads the
+      // snapshot and log as they are once no one else can change them.
+      flight.send('SELECT 1 FROM nodes WHERE path = $1 FOR UPDATE', [path])
+      const written = flight.send(
+        `WITH same AS (
+           SELECT 1 FROM nodes
+           WHERE path = $1 AND md5(snapshot) IS NOT DISTINCT FROM $5
+             AND (SELECT count(*) = $3 AND min(seq) = $6 FROM node_updates WHERE path = $1 AND seq <= $4)
+         ), written AS (
+           UPDATE nodes SET snapshot = $2, update_count = update_count - $3 WHERE path = $1 AND EXISTS (SELECT 1 FROM same) RETURNING 1
+         )
+         DELETE FROM node_updates WHERE path = $1 AND seq <= $4 AND EXISTS (SELECT 1 FROM written)`,
+        [path, toBuffer(folded), read.logged.length, last.seq, was, first.seq],
       )
-      const due = sizes.rows[0]
-      if (!due || due.update_count <= 1) return
-      // [STO9] A big node waits until its log's bytes are a share of its snapshot's (compaction.ts).
-      if (!compactionDue(due.update_count, Number(due.log_bytes), due.snapshot_bytes)) {
-        if (this.notDue.size > 10_000) this.notDue.clear()
-        this.notDue.set(path, { count: due.update_count, need: due.snapshot_bytes / COMPACT_LOG_SHARE - Number(due.log_bytes) })
-        return
-      }
-      this.notDue.delete(path)
-      const node = await client.query<{ snapshot: Buffer | null; update_count: number }>('SELECT snapshot, update_count FROM nodes WHERE path = $1', [path])
-      const row = node.rows[0]
-      if (!row) return
-      const logged = await client.query<{ seq: string; data: Buffer }>('SELECT seq, data FROM node_updates WHERE path = $1 ORDER BY seq', [path])
-      const last = logged.rows.at(-1)
-      if (!last) return
-      const snapshot = compactUpdates(row.snapshot ? toBytes(row.snapshot) : null, logged.rows.map((u) => toBytes(u.data)))
-      await client.query('UPDATE nodes SET snapshot = $2, update_count = update_count - $3 WHERE path = $1', [
-        path,
-        toBuffer(snapshot),
-        logged.rows.length,
-      ])
-      await client.query('DELETE FROM node_updates WHERE path = $1 AND seq <= $2', [path, last.seq])
+      flight.sendSimple('COMMIT')
+      await flight.settle()
+      return (await written).rowCount ? 'compacted' : 'changed'
     })
   }
 
@@ -546,6 +582,7 @@ export class PostgresStorage implements StorageAdapter {
       this.isClosing = true
       await this.committer.drain()
       await this.compacting
+      await this.folds.close()
       await this.pool.end()
       await this.holder.release()
     })()

@@ -52,7 +52,7 @@ describe('[PROD1] the compiled server', () => {
 
   it('[PROD1] the build is plain JavaScript: no file loads tsx or a .ts source, and the workers sit beside the bundle', () => {
     const files = readdirSync(outdir).filter((f) => f.endsWith('.mjs'))
-    expect(files).toEqual(expect.arrayContaining(['main.mjs', 'weft.mjs', 'sqlite-writer-worker.mjs', 'script-worker.mjs']))
+    expect(files).toEqual(expect.arrayContaining(['main.mjs', 'weft.mjs', 'sqlite-writer-worker.mjs', 'fold-worker.mjs', 'script-worker.mjs']))
     for (const f of files) {
       const text = readFileSync(join(outdir, f), 'utf8')
       expect(text, f).not.toMatch(/from\s*["']tsx/)

@@ -30,7 +30,7 @@ export interface OpenedStorage {
 const P = (s: string): NodePath => s as NodePath
 
 /** A real Y.Doc per node, so that the stored updates are what the sync layer will store. */
-class NodeWriter {
+export class NodeWriter {
   readonly doc = new Y.Doc()
   constructor(
     readonly path: NodePath,
@@ -66,7 +66,7 @@ class NodeWriter {
   }
 }
 
-function rebuild(stored: StoredDoc): Y.Doc {
+export function rebuild(stored: StoredDoc): Y.Doc {
   const doc = new Y.Doc()
   if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
   for (const u of stored.updates) Y.applyUpdate(doc, u)

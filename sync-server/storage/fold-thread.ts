@@ -1,0 +1,96 @@
+import { Worker } from 'node:worker_threads'
+import { compactUpdates } from './compaction.js'
+
+export interface FoldRequest {
+  id: number
+  snapshot: Uint8Array | null
+  updates: readonly Uint8Array[]
+}
+
+export type FoldReply = { id: number; state: Uint8Array } | { id: number; error: string }
+
+/**
+ * Below this many bytes (snapshot and log together) a fold runs inline: quicker than the trip to
+ * the thread, and too short to hold up the event loop (a 200-entry log of a small node folds in
+ * about a millisecond).
+ */
+export const FOLD_INLINE_BYTES = 64 * 1024
+/** An idle fold thread exits after this long: its heap is given back until the next big fold. */
+const IDLE_MS = 30_000
+
+/**
+ * [SCALE15] Folds of big nodes' logs, on a worker thread: a 30,000-field node with a 1,000-entry
+ * log folds in ~200 ms, during which the event loop that serves sockets and commits would stand
+ * still (every commit of the instance waited that long). One thread, started on the first big
+ * fold, folds one node at a time (compactions run one at a time anyway).
+ */
+export class FoldThread {
+  private worker: Worker | null = null
+  private nextId = 1
+  private readonly pending = new Map<number, { resolve: (state: Uint8Array) => void; reject: (error: Error) => void }>()
+  private idle: NodeJS.Timeout | null = null
+  private isClosed = false
+
+  constructor(private readonly inlineBytes = FOLD_INLINE_BYTES) {}
+
+  /** The snapshot and log replayed into one update (compaction.ts's compactUpdates). */
+  fold(snapshot: Uint8Array | null, updates: readonly Uint8Array[]): Promise<Uint8Array> {
+    let bytes = snapshot?.byteLength ?? 0
+    for (const u of updates) bytes += u.byteLength
+    if (bytes < this.inlineBytes || this.isClosed) return Promise.resolve(compactUpdates(snapshot, updates))
+    const worker = this.start()
+    const id = this.nextId++
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject })
+      const request: FoldRequest = { id, snapshot, updates }
+      worker.postMessage(request)
+    })
+  }
+
+  /** Stops the thread; folds still waiting for it are refused. */
+  async close(): Promise<void> {
+    this.isClosed = true
+    const worker = this.worker
+    if (!worker) return
+    this.fail(worker, new Error('The fold thread was closed.'))
+    await worker.terminate()
+  }
+
+  private start(): Worker {
+    if (this.idle) clearTimeout(this.idle)
+    this.idle = null
+    if (this.worker) return this.worker
+    const worker = new Worker(new URL('./fold-worker.mjs', import.meta.url))
+    // A fold in progress does not keep the process alive: close() is what waits for compactions.
+    worker.unref()
+    worker.on('message', (reply: FoldReply) => {
+      const waiting = this.pending.get(reply.id)
+      if (!waiting) return
+      this.pending.delete(reply.id)
+      if ('error' in reply) waiting.reject(new Error(`The fold failed: ${reply.error}`))
+      else waiting.resolve(reply.state)
+      if (this.pending.size === 0 && this.worker === worker) {
+        this.idle = setTimeout(() => this.stop(worker), IDLE_MS)
+        this.idle.unref()
+      }
+    })
+    worker.on('error', (error) => this.fail(worker, error))
+    worker.on('exit', (code) => this.fail(worker, new Error(`The fold thread exited (code ${code}).`)))
+    this.worker = worker
+    return worker
+  }
+
+  /** The thread is gone: what waited on it is refused (the log stays as it is), the next fold starts another. */
+  private fail(worker: Worker, error: Error): void {
+    if (this.worker !== worker) return
+    this.worker = null
+    for (const waiting of this.pending.values()) waiting.reject(error)
+    this.pending.clear()
+  }
+
+  private stop(worker: Worker): void {
+    if (this.worker !== worker || this.pending.size > 0) return
+    this.worker = null
+    void worker.terminate()
+  }
+}

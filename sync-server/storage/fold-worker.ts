@@ -1,0 +1,28 @@
+import { setPriority } from 'node:os'
+import { parentPort } from 'node:worker_threads'
+import { compactUpdates } from './compaction.js'
+import type { FoldReply, FoldRequest } from './fold-thread.js'
+
+// The fold thread: replays a node's snapshot and log into one update, off the event loop that
+// serves sockets and commits. It loads yjs and compaction.ts only (no shared/index.ts barrel).
+const port = parentPort
+if (!port) throw new Error('fold-worker must run as a worker thread')
+// A lower scheduling priority for this thread only (Linux nice values are per thread): a fold is
+// background work; on a machine with few cores the event loop and the database get the CPU first.
+try {
+  setPriority(10)
+} catch {
+  // Not permitted here: folds run at the server's priority.
+}
+
+port.on('message', (request: FoldRequest) => {
+  let reply: FoldReply
+  try {
+    const state = compactUpdates(request.snapshot, request.updates)
+    reply = { id: request.id, state }
+    port.postMessage(reply, [state.buffer as ArrayBuffer])
+  } catch (error) {
+    reply = { id: request.id, error: error instanceof Error ? error.message : String(error) }
+    port.postMessage(reply)
+  }
+})
