@@ -162,6 +162,31 @@ describe('contextual subscriptions on PostgreSQL', () => {
     })
   })
 
+  it('[SCALE11] a pull passes over the slot a concurrent pull is taking instead of waiting on it (and then failing)', { timeout: 120_000 }, async () => {
+    await withPlainClient(4, 3, async (h, raw, pull, consumerId) => {
+      const first = (await pull()).item!
+      // Another pull mid-lease: it holds the slot it picked (slot 1, the lowest free) and has
+      // written its lease, not committed yet. Picking slot 1 too would wait on the unique index
+      // until that pull commits, then fail and pull again: 8 workers on one consumer spent most
+      // of their time so (bench: contextual, pgCyclesPerSecWorkers).
+      await raw.query('BEGIN')
+      await raw.query('SELECT pg_advisory_xact_lock(hashtext($1), 1)', [consumerId])
+      const taking = await raw.query<{ event_id: string }>(
+        `UPDATE contextual_events SET state = 'leased', slot = 1, attempt = attempt + 1, lease_token = 'other', expires_at = 9e15
+         WHERE consumer_id = $1 AND event_id = (SELECT event_id FROM contextual_events WHERE consumer_id = $1 AND state = 'pending' ORDER BY version LIMIT 1)
+         RETURNING event_id`,
+        [consumerId],
+      )
+      const second = (await pull()).item!
+      expect(second.event.eventId).not.toBe(first.event.eventId)
+      expect(second.event.eventId).not.toBe(taking.rows[0]!.event_id)
+      await raw.query('COMMIT')
+      const slots = await raw.query<{ slot: number }>(`SELECT slot FROM contextual_events WHERE consumer_id = $1 AND state = 'leased' ORDER BY slot`, [consumerId])
+      expect(slots.rows.map((r) => r.slot)).toEqual([0, 1, 2])
+      expect(await h.service.status(ME, { consumerId })).toMatchObject({ leased: 3 })
+    })
+  })
+
   it('[CTX41] [SCALE11] several workers on two instances pull one consumer at once while events arrive: every event leased exactly once, none lost', { timeout: 300_000 }, async () => {
     const EVENTS = 60
     await twoInstances(async (a, b) => {
