@@ -7,7 +7,10 @@
  *  - `pgBossFetchCompletePerSec`: pg-boss `fetch → complete` on the same PostgreSQL database in the
  *    same run, rounds alternating with ours; `pgCycleRatioToPgBoss` and `pgNextAckRatioToPgBoss`
  *    are ours over pg-boss's (goal for next→ack ≥ 1×). EVENTS per round, ROUNDS rounds each, best
- *    round kept (the machine is shared).
+ *    round kept (the machine is shared);
+ *  - `pgCyclesPerSecWorkers` / `pgBossFetchCompletePerSecWorkers`: the same with WORKERS workers at
+ *    once on one consumer (MaxInFlight WORKERS) and on one pg-boss queue, `pgCycleRatioToPgBossWorkers`
+ *    ours over pg-boss's.
  * Run alone: `npx tsx test/bench/contextual-bench.ts` prints JSON.
  */
 import { performance } from 'node:perf_hooks'
@@ -25,11 +28,18 @@ export const GOALS: Record<string, Goal> = {
 const EVENTS = Number(process.env.CONTEXTUAL_BENCH_EVENTS ?? 150)
 const ROUNDS = 2
 
+/** Workers at once in the concurrent rounds (the definition's MaxInFlight bound). */
+const WORKERS = 8
+/** Events per concurrent round: each worker takes many. */
+const EVENTS_CONCURRENT = EVENTS * 4
+
 interface Rig {
   ts: TestServer
   principal: Principal
   token: string
   sub: string
+  /** The same subscription with MaxInFlight WORKERS. */
+  subWide: string
   prefix: string
   round: number
 }
@@ -50,7 +60,57 @@ async function rig(config: Record<string, unknown>): Promise<Rig> {
     }),
     201,
   )
-  return { ts, principal: userPrincipal(owner.userId as UserId), token: owner.token, sub, prefix, round: 0 }
+  const subWide = `${space}/bench-wide`
+  expectStatus(
+    await api(ts.url, owner.token).putNode(subWide, 'ContextualSubscription', {
+      Operation: 'bench_wide',
+      Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: prefix },
+      Reactions: { annotate: { Command: 'patch', Target: '{event.path}', Parameters: { Note: { Type: 'string' } } } },
+      Limits: { LeaseSeconds: 60, MaxInFlight: WORKERS, MaxAttempts: 3 },
+    }),
+    201,
+  )
+  return { ts, principal: userPrincipal(owner.userId as UserId), token: owner.token, sub, subWide, prefix, round: 0 }
+}
+
+/**
+ * WORKERS workers at once on one consumer (MaxInFlight WORKERS), each `next → react → ack` until
+ * every event is taken: the throughput a pool of agents gets, where commits of reactions that
+ * land together share a transaction.
+ */
+async function cyclesConcurrent(r: Rig): Promise<number> {
+  const svc = r.ts.server.contextual
+  const consumer = `w${++r.round}`
+  await svc.next(r.principal, { subscription: r.subWide, consumer })
+  for (let i = 0; i < EVENTS_CONCURRENT; i += 20) {
+    await Promise.all(
+      Array.from({ length: Math.min(20, EVENTS_CONCURRENT - i) }, (_, j) =>
+        api(r.ts.url, r.token)
+          .putNode(`${r.prefix}/w${r.round}-${i + j}`, 'Document', { i: i + j })
+          .then((res) => expectStatus(res, 201)),
+      ),
+    )
+  }
+  let taken = 0
+  let done = 0
+  const t0 = performance.now()
+  await Promise.all(
+    Array.from({ length: WORKERS }, async () => {
+      while (taken < EVENTS_CONCURRENT) {
+        const { consumerId, item } = await svc.next(r.principal, { subscription: r.subWide, consumer })
+        if (!item) {
+          await new Promise((resolve) => setImmediate(resolve))
+          continue
+        }
+        taken++
+        await svc.react(r.principal, { causationToken: item.reactions[0]!.causationToken, params: { Note: 'seen' } })
+        await svc.ack(r.principal, fenceOf(consumerId, item))
+        done++
+      }
+    }),
+  )
+  if (done !== EVENTS_CONCURRENT) throw new Error(`concurrent round: ${done} of ${EVENTS_CONCURRENT} done`)
+  return done / ((performance.now() - t0) / 1000)
 }
 
 /** EVENTS fresh events for a fresh consumer; then the timed loop. */
@@ -80,6 +140,25 @@ async function pgBossRound(boss: PgBoss, queue: string): Promise<number> {
   return EVENTS / ((performance.now() - t0) / 1000)
 }
 
+/** WORKERS loops at once, each `fetch → complete`, until the queue is empty. */
+async function pgBossConcurrent(boss: PgBoss, queue: string): Promise<number> {
+  await boss.insert(queue, Array.from({ length: EVENTS_CONCURRENT }, (_, i) => ({ data: { i } })))
+  let done = 0
+  const t0 = performance.now()
+  await Promise.all(
+    Array.from({ length: WORKERS }, async () => {
+      for (;;) {
+        const [job] = await boss.fetch<{ i: number }>(queue)
+        if (!job) return
+        await boss.complete(queue, job.id)
+        done++
+      }
+    }),
+  )
+  if (done !== EVENTS_CONCURRENT) throw new Error(`pg-boss concurrent: ${done} of ${EVENTS_CONCURRENT} done`)
+  return done / ((performance.now() - t0) / 1000)
+}
+
 const best = (xs: number[]) => Math.max(...xs)
 
 export async function benchContextual(): Promise<Record<string, number | string>> {
@@ -107,12 +186,20 @@ export async function benchContextual(): Promise<Record<string, number | string>
     const c: number[] = []
     const q: number[] = []
     const b: number[] = []
+    const cw: number[] = []
+    const bw: number[] = []
     for (let i = 0; i < ROUNDS; i++) {
       c.push(await cycles(pg, true))
       b.push(await pgBossRound(boss, 'bench'))
       q.push(await cycles(pg, false))
       b.push(await pgBossRound(boss, 'bench'))
+      cw.push(await cyclesConcurrent(pg))
+      bw.push(await pgBossConcurrent(boss, 'bench'))
     }
+    out.workers = WORKERS
+    out.pgCyclesPerSecWorkers = round(best(cw))
+    out.pgBossFetchCompletePerSecWorkers = round(best(bw))
+    out.pgCycleRatioToPgBossWorkers = round(best(cw) / best(bw), 2)
     out.pgCyclesPerSec = round(best(c))
     out.pgNextAckPerSec = round(best(q))
     out.pgBossFetchCompletePerSec = round(best(b))
