@@ -131,6 +131,7 @@ export class SqliteWriter {
       fold: db.prepare<[Buffer, string]>('UPDATE nodes SET snapshot = ?, update_count = 0 WHERE path = ?'),
       compacted: db.prepare<[Buffer, number, string]>('UPDATE nodes SET snapshot = ?, update_count = update_count + ? WHERE path = ?'),
       dropLogged: db.prepare<[string, number]>('DELETE FROM node_updates WHERE path = ? AND seq <= ?'),
+      loggedUpTo: db.prepare<[string, number], { n: number; first: number | null }>('SELECT count(*) AS n, min(seq) AS first FROM node_updates WHERE path = ? AND seq <= ?'),
       logSizes: db.prepare<[string, string], { log: number; snapshot: number }>(
         'SELECT ifnull((SELECT sum(length(data)) FROM node_updates WHERE path = ?), 0) AS log, ifnull((SELECT length(snapshot) FROM nodes WHERE path = ?), 0) AS snapshot',
       ),
@@ -330,33 +331,75 @@ export class SqliteWriter {
 
   /** Compacts one waiting node; false when none waits. Called between batches, off the commit path. */
   compactNext(): boolean {
-    const [path] = this.toCompact
+    const path = this.takeCompaction()
     if (path === undefined) return false
-    this.toCompact.delete(path)
     this.compactNode(path)
     return true
   }
 
+  /** The next node waiting for compaction, taken off the list (undefined when none waits). */
+  takeCompaction(): NodePath | undefined {
+    const [path] = this.toCompact
+    if (path !== undefined) this.toCompact.delete(path)
+    return path
+  }
+
   /** Folds the node's snapshot and logged updates into a new snapshot, atomically. */
   compactNode(path: NodePath): void {
+    const read = this.readCompaction(path)
+    if (read) this.writeCompaction(read, compactUpdates(read.snapshot, read.logged.map((u) => u.data)))
+  }
+
+  /**
+   * [SCALE15] What a compaction of `path` folds: its snapshot and log as they are now (one read
+   * transaction), or null when there is nothing to fold. The fold can then run elsewhere (a big
+   * node's on the fold thread) while this thread goes on serving commits; `writeCompaction` writes
+   * it if nothing it folded changed meanwhile.
+   */
+  readCompaction(path: NodePath): PendingCompaction | null {
+    return this.db.transaction((): PendingCompaction | null => {
+      const node = this.stmt.snapshot.get(path)
+      if (!node || node.update_count + (this.heads.get(path)?.skipped ?? 0) <= 1) return null
+      const logged = this.stmt.updates.all(path)
+      if (logged.length === 0) return null
+      return { path, snapshot: node.snapshot ? toBytes(node.snapshot) : null, logged: logged.map((u) => ({ seq: u.seq, data: toBytes(u.data) })) }
+    })()
+  }
+
+  /**
+   * [SCALE15] Writes a folded snapshot when the node's snapshot and the entries folded are still
+   * the ones read (entries logged since have later seqs and stay); false, writing nothing, when a
+   * fold, a delete, a move or a restore changed them meanwhile (the next commit past the threshold
+   * asks again).
+   */
+  writeCompaction(read: PendingCompaction, folded: Uint8Array): boolean {
+    const { path, logged } = read
+    const first = logged[0]
+    const last = logged.at(-1)
+    if (!first || !last) return false
     const head = this.heads.get(path)
-    const compacted = this.db
+    const written = this.db
       .transaction((): boolean => {
         const node = this.stmt.snapshot.get(path)
-        if (!node || node.update_count + (head?.skipped ?? 0) <= 1) return false
-        const logged = this.stmt.updates.all(path)
-        const last = logged.at(-1)
-        if (!last) return false
-        const snapshot = compactUpdates(node.snapshot ? toBytes(node.snapshot) : null, logged.map((u) => toBytes(u.data)))
+        if (!node || !sameBytes(node.snapshot, read.snapshot)) return false
+        const still = this.stmt.loggedUpTo.get(path, last.seq)
+        if (still?.n !== logged.length || still.first !== first.seq) return false
         // The row is rewritten here anyway: its head goes with it, and the count is exact again.
         if (head) this.stmt.applyHead.run({ at: head.at, version: head.version, skipped: 0, path })
-        this.stmt.compacted.run(toBuffer(snapshot), (head?.skipped ?? 0) - logged.length, path)
+        this.stmt.compacted.run(toBuffer(folded), (head?.skipped ?? 0) - logged.length, path)
         this.stmt.dropLogged.run(path, last.seq)
-        this.logSizes.set(path, { log: 0, snapshot: snapshot.byteLength })
         return true
       })
       .immediate()
-    if (compacted) this.heads.delete(path)
+    if (written) {
+      this.heads.delete(path)
+      // Entries logged since the read are still there: measured again, and the node stays on the
+      // list only if they are due by themselves (commits during the fold put it back by the log
+      // as it was before this write).
+      this.logSizes.delete(path)
+      if (this.toCompact.has(path) && !this.compactionDue(path, this.stmt.snapshot.get(path)?.update_count ?? 0)) this.toCompact.delete(path)
+    }
+    return written
   }
 
   /** [MOVE2] One subtree's move in one transaction. */
@@ -422,4 +465,16 @@ export class SqliteWriter {
     this.heads.clear()
     this.db.close()
   }
+}
+
+/** [SCALE15] A compaction read and not written yet (sqlite-writer-worker.ts folds it meanwhile). */
+export interface PendingCompaction {
+  path: NodePath
+  snapshot: Uint8Array | null
+  logged: { seq: number; data: Uint8Array }[]
+}
+
+function sameBytes(stored: Buffer | null, read: Uint8Array | null): boolean {
+  if (!stored || !read) return stored === null && read === null
+  return stored.byteLength === read.byteLength && Buffer.compare(stored, read) === 0
 }

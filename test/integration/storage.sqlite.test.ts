@@ -6,8 +6,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import * as Y from 'yjs'
 import { applyPatchToDoc, docToJson, type NodePath } from '../../shared/index.js'
 import { COMPACT_AFTER_UPDATES, openStorage, type CommitInput, type StorageAdapter } from '../../sync-server/storage/index.js'
+import { compactUpdates } from '../../sync-server/storage/compaction.js'
+import { SqliteWriter } from '../../sync-server/storage/sqlite-writer.js'
 import { waitFor } from '../helpers/wait-for.js'
-import { runStorageContract } from './storage-contract.js'
+import { NodeWriter, rebuild, runStorageContract } from './storage-contract.js'
 
 runStorageContract('sqlite', async () => {
   const dataDir = await mkdtemp(join(tmpdir(), 'weft-storage-'))
@@ -97,5 +99,77 @@ describe('[STO5] SQLite: a deferred commit to a row already stale leaves the row
     expect(raw()).toMatchObject({ version: last.version, content_stale: 0 })
     expect(raw().update_count).toBe(raw().logged)
     expect((await store.getNode(path))?.content).toEqual(docToJson(doc))
+  })
+})
+
+describe('[SCALE15] SQLite: a compaction folded off the writer thread', () => {
+  let dataDir: string
+  let writer: SqliteWriter
+  beforeEach(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'weft-storage-fold-'))
+    // The storage creates the schema; the writer is then driven directly.
+    await (await openStorage({ dataDir })).close()
+    writer = new SqliteWriter(join(dataDir, 'weft.db'), 5000)
+  })
+  afterEach(async () => {
+    writer.close()
+    await rm(dataDir, { recursive: true, force: true })
+  })
+
+  const commit = (input: CommitInput) => {
+    const { content, ...header } = input
+    const [result] = writer.writeBatch([{ input: header, contentJson: JSON.stringify(content) }])
+    if (!result?.ok) throw new Error('commit refused')
+  }
+  const stored = () => {
+    const db = new Database(join(dataDir, 'weft.db'), { readonly: true })
+    try {
+      const row = db.prepare("SELECT snapshot, update_count FROM nodes WHERE path = 'big'").get() as { snapshot: Buffer | null; update_count: number }
+      const logged = db.prepare("SELECT data FROM node_updates WHERE path = 'big' ORDER BY seq").all() as { data: Buffer }[]
+      return { snapshot: row.snapshot, count: row.update_count, updates: logged.map((u) => new Uint8Array(u.data)) }
+    } finally {
+      db.close()
+    }
+  }
+
+  it('writes when only later entries arrived, nothing when a fold came between its read and its write; no update is lost', () => {
+    const w = new NodeWriter('big' as NodePath)
+    commit(w.input('Created', { N: 0 }))
+    for (let i = 1; i <= COMPACT_AFTER_UPDATES + 20; i++) commit(w.input('Updated', { N: i }))
+    // Read, then more commits while the fold is elsewhere: written, the later entries kept.
+    let read = writer.readCompaction('big' as NodePath)!
+    for (let i = 0; i < 5; i++) commit(w.input('Updated', { [`During${i}`]: i }))
+    expect(writer.writeCompaction(read, compactUpdates(read.snapshot, read.logged.map((u) => u.data)))).toBe(true)
+    let now = stored()
+    expect(now.updates).toHaveLength(5)
+    expect(now.count).toBe(5)
+    expect(docToJson(rebuild({ snapshot: now.snapshot, updates: now.updates }))).toEqual(docToJson(w.doc))
+    // Read, then a fold of everything and one more commit: the stale fold is not written.
+    for (let i = 0; i < COMPACT_AFTER_UPDATES; i++) commit(w.input('Updated', { N: 1000 + i }))
+    read = writer.readCompaction('big' as NodePath)!
+    commit(w.input('Updated', { Before: true }))
+    writer.writeBatch([{ fold: { path: 'big' as NodePath, state: Y.encodeStateAsUpdate(w.doc) } }])
+    commit(w.input('Updated', { After: true }))
+    expect(writer.writeCompaction(read, compactUpdates(read.snapshot, read.logged.map((u) => u.data)))).toBe(false)
+    now = stored()
+    expect(now.count).toBe(now.updates.length)
+    expect(docToJson(rebuild({ snapshot: now.snapshot, updates: now.updates }))).toEqual(docToJson(w.doc))
+    expect(docToJson(w.doc)).toMatchObject({ Before: true, After: true })
+  })
+
+  it('a node deleted between the read and the write is left deleted', () => {
+    const w = new NodeWriter('big' as NodePath)
+    commit(w.input('Created', { N: 0 }))
+    for (let i = 1; i <= COMPACT_AFTER_UPDATES + 5; i++) commit(w.input('Updated', { N: i }))
+    const read = writer.readCompaction('big' as NodePath)!
+    commit(w.input('Deleted'))
+    expect(writer.writeCompaction(read, compactUpdates(read.snapshot, read.logged.map((u) => u.data)))).toBe(false)
+    const db = new Database(join(dataDir, 'weft.db'), { readonly: true })
+    try {
+      expect(db.prepare("SELECT count(*) AS n FROM node_updates WHERE path = 'big'").get()).toEqual({ n: 0 })
+      expect(db.prepare("SELECT count(*) AS n FROM nodes WHERE path = 'big'").get()).toEqual({ n: 0 })
+    } finally {
+      db.close()
+    }
   })
 })
