@@ -29,9 +29,11 @@ const LEASE_SQL = pgSql(`
 WITH c AS (SELECT owner FROM contextual_consumers WHERE id = ?),
 held AS (SELECT slot, expires_at FROM contextual_events WHERE consumer_id = ? AND state = 'leased'),
 live AS (SELECT count(*) AS n FROM held WHERE expires_at > ?),
+-- A lock is tried on free slots only, one at a time up to the first taken (a subquery inside CASE
+-- is not made a join: a hash or merge anti-join would read the whole series and lock every free slot).
 free AS (
   SELECT s FROM generate_series(0, ?::int - 1) AS s
-  WHERE NOT EXISTS (SELECT 1 FROM held WHERE held.slot = s) AND pg_try_advisory_xact_lock(hashtext(?), s)
+  WHERE CASE WHEN EXISTS (SELECT 1 FROM held WHERE held.slot = s) THEN false ELSE pg_try_advisory_xact_lock(hashtext(?), s) END
   LIMIT 1
 ),
 due AS (

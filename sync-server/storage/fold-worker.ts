@@ -9,10 +9,13 @@ const port = parentPort
 if (!port) throw new Error('fold-worker must run as a worker thread')
 // A lower scheduling priority for this thread only (Linux nice values are per thread): a fold is
 // background work; on a machine with few cores the event loop and the database get the CPU first.
-try {
-  setPriority(10)
-} catch {
-  // Not permitted here: folds run at the server's priority.
+// Elsewhere the call would lower the whole process, for good: only on Linux.
+if (process.platform === 'linux') {
+  try {
+    setPriority(10)
+  } catch {
+    // Not permitted here: folds run at the server's priority.
+  }
 }
 
 port.on('message', (request: FoldRequest) => {

@@ -267,6 +267,9 @@ export class PostgresStorage implements StorageAdapter {
           // The log is inserted at the end of the batch: drop what this batch queued for the path too.
           for (let j = logged.length - 1; j >= 0; j--) if (logged[j]?.path === input.path) logged.splice(j, 1)
           for (let j = bound.length - 1; j >= 0; j--) if (bound[j]?.path === input.path) bound.splice(j, 1)
+          // The row's lock first, like every other writer of the node (a compaction holding it
+          // while this waited on its log rows would deadlock).
+          flight.send('SELECT 1 FROM nodes WHERE path = $1 FOR UPDATE', [input.path])
           flight.send('DELETE FROM node_updates WHERE path = $1', [input.path])
           flight.send('DELETE FROM node_clients WHERE path = $1', [input.path])
           flight.send('DELETE FROM nodes WHERE path = $1', [input.path])
@@ -372,22 +375,25 @@ export class PostgresStorage implements StorageAdapter {
     const last = read?.logged.at(-1)
     if (!read || !first || !last) return 'changed'
     const folded = await this.folds.fold(read.snapshot ? toBytes(read.snapshot) : null, read.logged.map((u) => toBytes(u.data)))
-    const was = read.snapshot ? createHash('md5').update(read.snapshot).digest('hex') : null
+    const was = read.snapshot ? createHash('sha256').update(read.snapshot).digest() : null
     // A test's seam: what other instances do between the read and the write.
     await seam.beforeWrite?.()
     return withClient(this.pool, async (client) => {
       const flight = new Flight(client)
       flight.sendSimple('BEGIN')
       // The row's lock first, like a commit batch and a fold: the statement after it reads the
-      // snapshot and log as they are once no one else can change them.
+      // snapshot and log as they are once no one else can change them. The UPDATE checks the
+      // snapshot again itself: should the lock have found no row (the node moved away and back
+      // meanwhile), a write that waits for another's lock re-checks only its own WHERE.
       flight.send('SELECT 1 FROM nodes WHERE path = $1 FOR UPDATE', [path])
       const written = flight.send(
         `WITH same AS (
            SELECT 1 FROM nodes
-           WHERE path = $1 AND md5(snapshot) IS NOT DISTINCT FROM $5
+           WHERE path = $1 AND sha256(snapshot) IS NOT DISTINCT FROM $5::bytea
              AND (SELECT count(*) = $3 AND min(seq) = $6 FROM node_updates WHERE path = $1 AND seq <= $4)
          ), written AS (
-           UPDATE nodes SET snapshot = $2, update_count = update_count - $3 WHERE path = $1 AND EXISTS (SELECT 1 FROM same) RETURNING 1
+           UPDATE nodes SET snapshot = $2, update_count = update_count - $3
+           WHERE path = $1 AND EXISTS (SELECT 1 FROM same) AND sha256(snapshot) IS NOT DISTINCT FROM $5::bytea RETURNING 1
          )
          DELETE FROM node_updates WHERE path = $1 AND seq <= $4 AND EXISTS (SELECT 1 FROM written)`,
         [path, toBuffer(folded), read.logged.length, last.seq, was, first.seq],

@@ -197,4 +197,35 @@ describe('storage: postgres specifics', () => {
       await drop()
     }
   })
+
+  it('[SCALE15] a delete takes the node row lock before its log rows: beside a compaction holding the row, neither deadlocks', async () => {
+    const { schema, drop } = freshSchema()
+    const store = await openPostgresStorage({ connectionString, schema, autoCompact: false })
+    const raw = new pg.Client({ connectionString })
+    await raw.connect()
+    try {
+      const w = new NodeWriter('gone' as NodePath)
+      await store.commit(w.input('Created', { N: 0 }))
+      for (let i = 1; i <= 5; i++) await store.commit(w.input('Updated', { N: i }))
+      // A compaction's write, half done: the row locked, its log rows not deleted yet.
+      await raw.query(`SET search_path TO "${schema}"`)
+      await raw.query('BEGIN')
+      await raw.query("SELECT 1 FROM nodes WHERE path = 'gone' FOR UPDATE")
+      const deleted = store.commit(w.input('Deleted'))
+      // Until the delete waits for the row.
+      for (let i = 0; i < 200; i++) {
+        const waiting = await raw.query("SELECT count(*)::int AS n FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'")
+        if (waiting.rows[0].n > 0) break
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+      await raw.query("DELETE FROM node_updates WHERE path = 'gone'")
+      await raw.query('COMMIT')
+      await deleted
+      expect(await store.getNode('gone' as NodePath)).toBeNull()
+    } finally {
+      await raw.end()
+      await store.close()
+      await drop()
+    }
+  })
 })
