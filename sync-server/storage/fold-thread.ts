@@ -27,22 +27,27 @@ const IDLE_MS = 30_000
 export class FoldThread {
   private worker: Worker | null = null
   private nextId = 1
-  private readonly pending = new Map<number, { resolve: (state: Uint8Array) => void; reject: (error: Error) => void }>()
+  private readonly pending = new Map<number, { request: FoldRequest; resolve: (state: Uint8Array) => void; reject: (error: Error) => void }>()
   private idle: NodeJS.Timeout | null = null
   private isClosed = false
+  /** The thread could not start (its file missing from a build, say): folds run inline from then on. */
+  private cannotStart = false
 
-  constructor(private readonly inlineBytes = FOLD_INLINE_BYTES) {}
+  constructor(
+    private readonly inlineBytes = FOLD_INLINE_BYTES,
+    private readonly entry: URL = new URL('./fold-worker.mjs', import.meta.url),
+  ) {}
 
   /** The snapshot and log replayed into one update (compaction.ts's compactUpdates). */
   fold(snapshot: Uint8Array | null, updates: readonly Uint8Array[]): Promise<Uint8Array> {
     let bytes = snapshot?.byteLength ?? 0
     for (const u of updates) bytes += u.byteLength
-    if (bytes < this.inlineBytes || this.isClosed) return Promise.resolve(compactUpdates(snapshot, updates))
-    const worker = this.start()
+    const worker = bytes < this.inlineBytes || this.isClosed || this.cannotStart ? null : this.start()
+    if (!worker) return Promise.resolve(compactUpdates(snapshot, updates))
     const id = this.nextId++
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject })
       const request: FoldRequest = { id, snapshot, updates }
+      this.pending.set(id, { request, resolve, reject })
       worker.postMessage(request)
     })
   }
@@ -56,14 +61,27 @@ export class FoldThread {
     await worker.terminate()
   }
 
-  private start(): Worker {
+  /** The thread, started if need be; null when it cannot start (the fold then runs inline). */
+  private start(): Worker | null {
     if (this.idle) clearTimeout(this.idle)
     this.idle = null
     if (this.worker) return this.worker
-    const worker = new Worker(new URL('./fold-worker.mjs', import.meta.url))
+    let worker: Worker
+    try {
+      worker = new Worker(this.entry)
+    } catch {
+      this.cannotStart = true
+      return null
+    }
+    // Ready once its module has loaded (it says so): 'online' comes before a missing import fails.
+    let online = false
     // A fold in progress does not keep the process alive: close() is what waits for compactions.
     worker.unref()
-    worker.on('message', (reply: FoldReply) => {
+    worker.on('message', (reply: FoldReply | { ready: true }) => {
+      if ('ready' in reply) {
+        online = true
+        return
+      }
       const waiting = this.pending.get(reply.id)
       if (!waiting) return
       this.pending.delete(reply.id)
@@ -74,8 +92,9 @@ export class FoldThread {
         this.idle.unref()
       }
     })
-    worker.on('error', (error) => this.fail(worker, error))
-    worker.on('exit', (code) => this.fail(worker, new Error(`The fold thread exited (code ${code}).`)))
+    // A thread that never came online will not the next time either: what waited folds inline.
+    worker.on('error', (error) => (online ? this.fail(worker, error) : this.foldInline(worker)))
+    worker.on('exit', (code) => (online ? this.fail(worker, new Error(`The fold thread exited (code ${code}).`)) : this.foldInline(worker)))
     this.worker = worker
     return worker
   }
@@ -85,6 +104,20 @@ export class FoldThread {
     if (this.worker !== worker) return
     this.worker = null
     for (const waiting of this.pending.values()) waiting.reject(error)
+    this.pending.clear()
+  }
+
+  private foldInline(worker: Worker): void {
+    if (this.worker !== worker) return
+    this.worker = null
+    this.cannotStart = true
+    for (const { request, resolve, reject } of this.pending.values()) {
+      try {
+        resolve(compactUpdates(request.snapshot, request.updates))
+      } catch (error) {
+        reject(error instanceof Error ? error : new Error(String(error)))
+      }
+    }
     this.pending.clear()
   }
 

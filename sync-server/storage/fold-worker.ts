@@ -29,3 +29,5 @@ port.on('message', (request: FoldRequest) => {
     port.postMessage(reply)
   }
 })
+// Loaded: the host falls back to folding inline only if this never comes.
+port.postMessage({ ready: true })

@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3'
 import { execFileSync } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -152,6 +153,25 @@ describe('[PROD1] the compiled server', () => {
     })
     const done = await waitForStatus(server.url, user.token, await run(server.url, user.token, code), terminal, 30_000)
     expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 42 })
+  })
+
+  it('[SCALE15] the compiled SQLite writer compacts a big node (folded on the fold thread, whose file sits beside the bundle)', async () => {
+    const space = await createSpace(server.url, user.token)
+    const path = await createDocument(server.url, user.token, `${space}/big`, { Blob: 'b'.repeat(100_000), N: 0 })
+    const a = api(server.url, user.token)
+    // Past 200 entries with a 100 KB create in the log: due, and over the inline limit (64 KB).
+    for (let n = 1; n <= 210; n++) expect((await a.patchNode(path, { N: n })).status).toBe(200)
+    const logged = () => {
+      const db = new Database(join(dataDir, 'weft.db'), { readonly: true })
+      try {
+        return db.prepare('SELECT (SELECT count(*) FROM node_updates WHERE path = ?) AS n, length(snapshot) AS snapshot FROM nodes WHERE path = ?').get(path, path) as { n: number; snapshot: number | null }
+      } finally {
+        db.close()
+      }
+    }
+    await waitFor(() => (logged().snapshot ?? 0) > 100_000, { timeoutMs: 30_000, description: 'the big node compacted' })
+    expect(logged().n).toBeLessThan(200)
+    expect((await a.getNode(path)).body.content).toMatchObject({ N: 210 })
   })
 
   it('[PROD1] /metrics answers Prometheus text to the metrics token', async () => {

@@ -54,4 +54,15 @@ describe('[SCALE15] the fold thread', () => {
     await refused
     expect(await thread.fold(snapshot, updates)).toEqual(compactUpdates(snapshot, updates))
   })
+
+  it('a thread that cannot start (its file missing from a build): folds run inline, none is lost', async () => {
+    const { snapshot, updates } = nodeLog(100)
+    const thread = new FoldThread(1, new URL('./no-such-fold-worker.mjs', import.meta.url))
+    try {
+      expect(await thread.fold(snapshot, updates)).toEqual(compactUpdates(snapshot, updates))
+      expect(await thread.fold(null, updates)).toEqual(compactUpdates(null, updates))
+    } finally {
+      await thread.close()
+    }
+  })
 })
