@@ -337,7 +337,7 @@ export class PostgresStorage implements StorageAdapter {
 
   /**
    * Folds the node's snapshot and logged updates into a new snapshot, holding the node's row lock
-   * only for the write. The snapshot and log are read and folded unlocked (one REPEATABLE READ
+   * only for the write. The snapshot and log are read and folded unlocked (one statement, so one
    * snapshot); the write then goes out as one flight — lock the row, write only if the snapshot
    * and the folded entries are still exactly what was read, drop them, COMMIT — so the lock is
    * held for one server-side step, no round trip and no fold. Every commit batch holds the
@@ -362,19 +362,11 @@ export class PostgresStorage implements StorageAdapter {
       return 'not-due'
     }
     this.notDue.delete(path)
-    const read = await withTransaction(
-      this.pool,
-      async (client) => {
-        const node = await client.query<{ snapshot: Buffer | null }>('SELECT snapshot FROM nodes WHERE path = $1', [path])
-        const logged = await client.query<{ seq: string; data: Buffer }>('SELECT seq, data FROM node_updates WHERE path = $1 ORDER BY seq', [path])
-        return node.rows[0] ? { snapshot: node.rows[0].snapshot, logged: logged.rows } : null
-      },
-      'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
-    )
+    const read = await this.readLog(path)
     const first = read?.logged[0]
     const last = read?.logged.at(-1)
     if (!read || !first || !last) return 'changed'
-    const folded = await this.folds.fold(read.snapshot ? toBytes(read.snapshot) : null, read.logged.map((u) => toBytes(u.data)))
+    const folded = await this.folds.fold(read.snapshot, read.logged.map((u) => u.data))
     const was = read.snapshot ? createHash('sha256').update(read.snapshot).digest() : null
     // A test's seam: what other instances do between the read and the write.
     await seam.beforeWrite?.()
@@ -429,19 +421,29 @@ export class PostgresStorage implements StorageAdapter {
   }
 
   async loadDoc(path: NodePath): Promise<StoredDoc | null> {
-    // REPEATABLE READ: the snapshot and the log must come from the same moment (a compaction
-    // between the two reads would otherwise lose the folded updates).
-    return withTransaction(
-      this.pool,
-      async (client) => {
-        const node = await client.query<{ snapshot: Buffer | null }>('SELECT snapshot FROM nodes WHERE path = $1', [path])
-        const row = node.rows[0]
-        if (!row) return null
-        const logged = await client.query<{ data: Buffer }>('SELECT data FROM node_updates WHERE path = $1 ORDER BY seq', [path])
-        return { snapshot: row.snapshot ? toBytes(row.snapshot) : null, updates: logged.rows.map((u) => toBytes(u.data)) }
-      },
-      'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY',
+    const read = await this.readLog(path)
+    return read && { snapshot: read.snapshot, updates: read.logged.map((u) => u.data) }
+  }
+
+  /**
+   * The node's snapshot and log in ONE statement, so from one moment (a compaction or fold between
+   * two reads would lose updates): one round trip, where a REPEATABLE READ transaction around two
+   * reads took four (begin, two reads, commit).
+   */
+  private async readLog(path: NodePath): Promise<{ snapshot: Uint8Array | null; logged: { seq: string; data: Uint8Array }[] } | null> {
+    // The row first (seq null: the snapshot, null itself when there is none), then the log in order.
+    const r = await this.pool.query<{ seq: string | null; data: Buffer | null }>(
+      pgPrepared(
+        `SELECT NULL::bigint AS seq, snapshot AS data FROM nodes WHERE path = $1
+         UNION ALL
+         SELECT seq, data FROM node_updates WHERE path = $1 AND EXISTS (SELECT 1 FROM nodes WHERE path = $1)
+         ORDER BY seq NULLS FIRST`,
+        [path],
+      ),
     )
+    const [head, ...logged] = r.rows
+    if (!head || head.seq !== null) return null
+    return { snapshot: head.data ? toBytes(head.data) : null, logged: logged.map((u) => ({ seq: String(u.seq), data: toBytes(u.data!) })) }
   }
 
   async loadClientBindings(path: NodePath): Promise<ClientBinding[]> {
