@@ -9,6 +9,13 @@ export interface FoldRequest {
 
 export type FoldReply = { id: number; state: Uint8Array } | { id: number; error: string }
 
+/** A fold sent to the thread, waiting for its reply. */
+interface Pending {
+  request: FoldRequest
+  resolve: (state: Uint8Array) => void
+  reject: (error: Error) => void
+}
+
 /**
  * Below this many bytes (snapshot and log together) a fold runs inline: quicker than the trip to
  * the thread, and too short to hold up the event loop (a 200-entry log of a small node folds in
@@ -27,7 +34,7 @@ const IDLE_MS = 30_000
 export class FoldThread {
   private worker: Worker | null = null
   private nextId = 1
-  private readonly pending = new Map<number, { request: FoldRequest; resolve: (state: Uint8Array) => void; reject: (error: Error) => void }>()
+  private readonly pending = new Map<number, Pending>()
   private idle: NodeJS.Timeout | null = null
   private isClosed = false
   /** The thread could not start (its file missing from a build, say): folds run inline from then on. */
@@ -101,23 +108,26 @@ export class FoldThread {
 
   /** The thread is gone: what waited on it is refused (the log stays as it is), the next fold starts another. */
   private fail(worker: Worker, error: Error): void {
-    if (this.worker !== worker) return
-    this.worker = null
-    for (const waiting of this.pending.values()) waiting.reject(error)
-    this.pending.clear()
+    this.settlePending(worker, (waiting) => waiting.reject(error))
   }
 
+  /** The thread never came online: what waited on it folds here, and so does every later fold. */
   private foldInline(worker: Worker): void {
-    if (this.worker !== worker) return
-    this.worker = null
-    this.cannotStart = true
-    for (const { request, resolve, reject } of this.pending.values()) {
+    if (this.worker === worker) this.cannotStart = true
+    this.settlePending(worker, ({ request, resolve, reject }) => {
       try {
         resolve(compactUpdates(request.snapshot, request.updates))
       } catch (error) {
         reject(error instanceof Error ? error : new Error(String(error)))
       }
-    }
+    })
+  }
+
+  /** Forgets `worker` (if it is still the thread) and settles every fold that waited on it. */
+  private settlePending(worker: Worker, settle: (waiting: Pending) => void): void {
+    if (this.worker !== worker) return
+    this.worker = null
+    for (const waiting of this.pending.values()) settle(waiting)
     this.pending.clear()
   }
 

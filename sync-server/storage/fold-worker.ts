@@ -19,14 +19,11 @@ if (process.platform === 'linux') {
 }
 
 port.on('message', (request: FoldRequest) => {
-  let reply: FoldReply
   try {
     const state = compactUpdates(request.snapshot, request.updates)
-    reply = { id: request.id, state }
-    port.postMessage(reply, [state.buffer as ArrayBuffer])
+    port.postMessage({ id: request.id, state } satisfies FoldReply, [state.buffer as ArrayBuffer])
   } catch (error) {
-    reply = { id: request.id, error: error instanceof Error ? error.message : String(error) }
-    port.postMessage(reply)
+    port.postMessage({ id: request.id, error: error instanceof Error ? error.message : String(error) } satisfies FoldReply)
   }
 })
 // Loaded: the host falls back to folding inline only if this never comes.
