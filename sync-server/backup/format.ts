@@ -17,7 +17,8 @@ import { COUNTED_TABLES, NODE_CLIENTS, NODE_UPDATES, NODES, PLAIN_TABLES, fitsKi
  * and every record's shape, before it touches the database.
  */
 export const FORMAT = 'weft-backup'
-export const FORMAT_VERSION = 1
+/** 2: `node_tombstones` records ([TOMB2]). A version 1 file (none) restores as it did. */
+export const FORMAT_VERSION = 2
 export const HEADER_BYTES = 4096
 
 export const BackupHeader = z.object({
@@ -143,7 +144,7 @@ export async function readHeader(fh: FileHandle, file: string): Promise<BackupHe
   if (format !== FORMAT) throw new InvalidBackup(`${file} is not a Weft backup (format ${JSON.stringify(format)}).`)
   const header = BackupHeader.safeParse(parsed)
   if (!header.success) throw new InvalidBackup(`${file}: the header is damaged (${header.error.issues[0]?.message ?? 'invalid'}).`)
-  if (header.data.formatVersion !== FORMAT_VERSION) {
+  if (header.data.formatVersion < 1 || header.data.formatVersion > FORMAT_VERSION) {
     throw new InvalidBackup(`${file} has format version ${header.data.formatVersion}; this weft reads version ${FORMAT_VERSION}. Use the weft that wrote it.`)
   }
   return header.data

@@ -2,13 +2,15 @@ import { randomBytes, randomUUID } from 'node:crypto'
 import { mkdir, open } from 'node:fs/promises'
 import * as random from 'lib0/random'
 import * as Y from 'yjs'
-import { WeftError, docToJson, replaceDocContent, textPolicyFor, type JsonObject } from '../../shared/index.js'
+import { WeftError, docToJson, isInTrash, replaceDocContent, textPolicyFor, type JsonObject, type NodePath } from '../../shared/index.js'
 import { SERVER_DOC_CLIENT } from '../admission/index.js'
-import { holdPostgresExclusive, holdSqliteExclusive, openPostgresStorage, openSqliteStorage, replayLog, type HolderLock } from '../storage/index.js'
+import { canonicalTombstone as canonical, holdPostgresExclusive, holdSqliteExclusive, mergeTombstones, openPostgresStorage, openSqliteStorage, replayLog, tombstoneOfLog, type HolderLock } from '../storage/index.js'
 import type { Progress } from './backup.js'
 import { describeLocation, postgresExec, sqliteExec, sqliteFile, type Exec, type Location } from './exec.js'
 import { InvalidBackup, readBody, readHeader as readHeaderOf, verifyBackup, type BackupHeader, type NodeRecord } from './format.js'
 import { NODE_CLIENTS, NODE_UPDATES, NODES, PLAIN_TABLES, insertParams, insertSql, q, rowToPortable, selectList, type PortableRow, type TableSpec } from './tables.js'
+
+const TOMBSTONES = PLAIN_TABLES.find((t) => t.name === 'node_tombstones')!
 
 /** [OPS11] Something holds the database (a running server): WeftError `database_in_use` (exit code 4). */
 export class DatabaseInUse extends WeftError {
@@ -82,10 +84,13 @@ function contentOf(n: NodeRecord): JsonObject {
  * client synced before the restore is in this log already, so a client that reconnects with its
  * older copy adds nothing the restore took away: Yjs sees only its unsynced edits as new.
  */
-function forwardNode(n: NodeRecord, before: Existing, version: number): { row: PortableRow; serverClient: number } {
-  const doc = docOf(before.row[C.snapshot] as string | null, before.updates)
+function forwardNode(n: NodeRecord, before: Existing | Uint8Array, version: number): { row: PortableRow; serverClient: number } {
+  // [TOMB1] Or over the tombstone the node left when it was deleted from the target: the same
+  // forward transaction, over every struct a client may still hold of it.
+  const doc = before instanceof Uint8Array ? new Y.Doc() : docOf(before.row[C.snapshot] as string | null, before.updates)
+  if (before instanceof Uint8Array) Y.applyUpdate(doc, before)
   try {
-    const bound = new Set(before.clients.map(([c]) => c))
+    const bound = new Set(before instanceof Uint8Array ? [] : before.clients.map(([c]) => c))
     for (const [c] of n.clients) bound.add(c)
     while (doc.store.clients.has(doc.clientID) || bound.has(doc.clientID)) doc.clientID = random.uint32()
     const nodeType = String(n.row[C.nodeType])
@@ -109,12 +114,19 @@ class Applier {
   forwarded = 0
   private nodeBatch: NodeRecord[] = []
   private readonly rowBatches = new Map<TableSpec, PortableRow[]>()
+  /**
+   * [TOMB1] Forward mode: the target's tombstones (read before its tables are replaced), and
+   * those of the nodes this restore deletes; merged into the file's at the end.
+   */
+  private readonly tombstones: Map<string, Uint8Array>
 
   constructor(
     private readonly x: Exec,
     readonly mode: 'fresh' | 'forward',
     head: number,
+    targetTombstones = new Map<string, Uint8Array>(),
   ) {
+    this.tombstones = targetTombstones
     this.nextVersion = head + 1
   }
 
@@ -123,6 +135,7 @@ class Applier {
   }
 
   async row(t: TableSpec, r: PortableRow): Promise<void> {
+    if (t === TOMBSTONES) r = canonicalTombstone(r)
     let batch = this.rowBatches.get(t)
     if (!batch) this.rowBatches.set(t, (batch = []))
     batch.push(r)
@@ -200,8 +213,19 @@ class Applier {
       }
       const version = this.nextVersion++
       this.forwarded++
+      const left = was ? undefined : this.tombstones.get(path)
+      if (left) {
+        // Deleted from the target after the backup: it comes back over its tombstone ([TOMB1]).
+        this.tombstones.delete(path)
+        const fwd = forwardNode(n, left, version)
+        cleared.push(path)
+        rows.push(fwd.row)
+        clients.push([path, fwd.serverClient, SERVER_DOC_CLIENT])
+        changes.push([version, path, n.row[C.nodeType]!, 'Created'])
+        continue
+      }
       if (!was) {
-        // Not in the target (deleted after the backup, or another history): it comes back as a new change.
+        // Not in the target (another history): it comes back as a new change.
         const row = [...n.row]
         row[C.version] = version
         rows.push(row)
@@ -234,11 +258,60 @@ class Applier {
       const part = gone.slice(i, i + BATCH)
       const paths = part.map((r) => String(r.path))
       const list = paths.map(() => '?').join(', ')
+      await this.leaveTombstones(paths, list)
       for (const t of ['node_updates', 'node_clients', 'nodes']) await this.x.run(`DELETE FROM ${t} WHERE path IN (${list})`, paths)
       await this.insert(CHANGES, part.map((r) => [this.nextVersion++, String(r.path), String(r.node_type), 'Deleted']))
     }
     return gone.length
   }
+
+  /** [TOMB1] What the target's nodes this restore deletes leave at their paths (from their logs). */
+  private async leaveTombstones(paths: readonly string[], list: string): Promise<void> {
+    const logs = new Map<string, { snapshot: Uint8Array | null; updates: Uint8Array[] }>()
+    for (const r of await this.x.all(`SELECT path, snapshot FROM nodes WHERE path IN (${list})`, paths)) {
+      logs.set(String(r.path), { snapshot: r.snapshot ? new Uint8Array(r.snapshot as Buffer) : null, updates: [] })
+    }
+    for (const r of await this.x.all(`SELECT path, data FROM node_updates WHERE path IN (${list}) ORDER BY path, seq`, paths)) {
+      if (r.data) logs.get(String(r.path))?.updates.push(new Uint8Array(r.data as Buffer))
+    }
+    for (const [path, log] of logs) {
+      // A trash entry's path is never used again: it leaves nothing.
+      if (isInTrash(path as NodePath)) continue
+      const state = tombstoneOfLog(log.snapshot, log.updates)
+      if (state) this.tombstones.set(path, mergeTombstones(this.tombstones.get(path) ?? null, state)!)
+    }
+  }
+
+  /**
+   * [TOMB1] Forward mode, last: the target's tombstones no node took, and those of the nodes
+   * deleted, merged with the file's; a path that holds a node keeps none.
+   */
+  async mergeTombstones(at: string): Promise<void> {
+    const left = [...this.tombstones]
+    for (let i = 0; i < left.length; i += BATCH) {
+      const part = left.slice(i, i + BATCH)
+      const paths = part.map(([p]) => p)
+      const list = paths.map(() => '?').join(', ')
+      const inFile = new Map((await this.x.all(`SELECT path, state FROM node_tombstones WHERE path IN (${list})`, paths)).map((r) => [String(r.path), new Uint8Array(r.state as Buffer)]))
+      await this.x.run(`DELETE FROM node_tombstones WHERE path IN (${list})`, paths)
+      await this.insert(
+        TOMBSTONES,
+        part.map(([path, state]) => [path, Buffer.from(mergeTombstones(inFile.get(path) ?? null, state)!).toString('base64'), at]),
+      )
+    }
+  }
+}
+
+/** A tombstone from a file, written as this server would (whatever content the bytes held is deleted); an unreadable one is refused. */
+function canonicalTombstone(r: PortableRow): PortableRow {
+  let state: Uint8Array | null
+  try {
+    state = canonical(Buffer.from(String(r[1]), 'base64'))
+  } catch {
+    throw new InvalidBackup(`the tombstone of ${String(r[0])} is not a whole Yjs update.`)
+  }
+  if (!state) throw new InvalidBackup(`the tombstone of ${String(r[0])} covers nothing.`)
+  return [r[0]!, Buffer.from(state).toString('base64'), r[2]!]
 }
 
 const CHANGES = PLAIN_TABLES.find((t) => t.name === 'changes')!
@@ -300,9 +373,12 @@ export async function restoreBackup(file: string, to: Location, onProgress: Prog
     const head = await targetHead(x)
     const mode = head === 0 && Number((await x.all('SELECT count(*) AS n FROM nodes'))[0]?.n ?? 0) === 0 ? 'fresh' : 'forward'
     const meta = (await x.all('SELECT database_id, incarnation FROM contextual_meta WHERE id = 1'))[0]
+    // [TOMB1] The target's tombstones outlive the table's replacement (forward mode).
+    const targetTombstones = new Map<string, Uint8Array>()
+    if (mode === 'forward') for (const r of await x.all('SELECT path, state FROM node_tombstones')) targetTombstones.set(String(r.path), new Uint8Array(r.state as Buffer))
     for (const t of PLAIN_TABLES) await x.run(`DELETE FROM ${q(t.name)}`)
     if (mode === 'fresh') for (const t of ['node_updates', 'node_clients', 'nodes']) await x.run(`DELETE FROM ${t}`)
-    const applier = new Applier(x, mode, Math.max(head, header.headVersion))
+    const applier = new Applier(x, mode, Math.max(head, header.headVersion), targetTombstones)
     const total = header.counts.nodes ?? 0
     let nodes = 0
     for await (const rec of readBody(fh, header)) {
@@ -316,6 +392,9 @@ export async function restoreBackup(file: string, to: Location, onProgress: Prog
     await applier.flush()
     await x.settle()
     const deleted = mode === 'forward' ? await applier.deleteOthers() : 0
+    if (mode === 'forward') await applier.mergeTombstones(new Date().toISOString())
+    // [TOMB1] A path that holds a node holds no tombstone (its node took it, or a file said otherwise).
+    await x.run('DELETE FROM node_tombstones WHERE path IN (SELECT path FROM nodes)')
     const newHead = mode === 'fresh' ? header.headVersion : applier.lastVersion
     await setHead(x, newHead)
     // [BAK5] Lease evidence from before the restore fences nothing: every lease is expired and its token cleared.

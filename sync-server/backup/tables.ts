@@ -4,7 +4,7 @@
  *
  *   text / text?   a string (or null)
  *   int / int?     a number (versions, clocks and counters stay below 2^53)
- *   bytes?         base64 (or null)
+ *   bytes / bytes? base64 (or null)
  *   json           the JSON text as stored (PostgreSQL's jsonb is read as ::text)
  *   bool           0 or 1 (SQLite INTEGER, PostgreSQL boolean)
  *
@@ -12,7 +12,7 @@
  * holder locks (run-time ownership, never history), the contextual seal key (a restore makes a
  * new one) and the version counter (the header's `headVersion`).
  */
-export type ColumnKind = 'text' | 'text?' | 'int' | 'int?' | 'bytes?' | 'json' | 'bool'
+export type ColumnKind = 'text' | 'text?' | 'int' | 'int?' | 'bytes' | 'bytes?' | 'json' | 'bool'
 export type Dialect = 'sqlite' | 'postgres'
 export type PortableValue = string | number | null
 export type PortableRow = PortableValue[]
@@ -41,6 +41,8 @@ export const PLAIN_TABLES: readonly TableSpec[] = [
   spec('tokens', ['hash'], [['hash', 'text'], ['user_id', 'text'], ['expires_at', 'text']]),
   spec('node_moves', ['path'], [['path', 'text'], ['moved_to', 'text'], ['at', 'text']]),
   spec('trash', ['path'], [['path', 'text'], ['original_path', 'text'], ['name', 'text'], ['node_type', 'text'], ['deleted_by', 'text'], ['deleted_at', 'text']]),
+  // [TOMB1] What deleted and moved-away nodes left at their paths (a restore merges the target's in).
+  spec('node_tombstones', ['path'], [['path', 'text'], ['state', 'bytes'], ['at', 'text']]),
   spec('changes', ['version'], [['version', 'int'], ['path', 'text'], ['node_type', 'text'], ['kind', 'text']]),
   spec('contextual_consumers', ['id'], [
     ['id', 'text'], ['def_hash', 'text'], ['operation', 'text'], ['subscription_path', 'text'], ['params', 'text'], ['name', 'text'],
@@ -75,6 +77,7 @@ export function toPortable(kind: ColumnKind, v: unknown): PortableValue {
     case 'int':
     case 'int?':
       return Number(v)
+    case 'bytes':
     case 'bytes?':
       return Buffer.from(v as Uint8Array).toString('base64')
     case 'json':
@@ -94,7 +97,7 @@ export function rowToPortable(t: TableSpec, r: DbRow): PortableRow {
 /** A portable value as a statement parameter of the dialect. */
 export function toParam(kind: ColumnKind, v: PortableValue, d: Dialect): unknown {
   if (v === null) return null
-  if (kind === 'bytes?') return Buffer.from(String(v), 'base64')
+  if (kind === 'bytes' || kind === 'bytes?') return Buffer.from(String(v), 'base64')
   if (kind === 'bool') return d === 'postgres' ? v === 1 : v
   return v
 }
@@ -111,6 +114,8 @@ export function fitsKind(kind: ColumnKind, v: unknown): boolean {
       return Number.isSafeInteger(v)
     case 'int?':
       return v === null || Number.isSafeInteger(v)
+    case 'bytes':
+      return typeof v === 'string' && /^[A-Za-z0-9+/]*={0,2}$/.test(v)
     case 'bytes?':
       return v === null || (typeof v === 'string' && /^[A-Za-z0-9+/]*={0,2}$/.test(v))
     case 'bool':

@@ -22,6 +22,8 @@ export interface ChangeToCommit {
   clients?: readonly ClientBinding[]
   /** [CTX26] Carried into this commit's transaction, if still there (the first commit takes it). */
   attach?: CommitAttachment
+  /** [TOMB1] Deleted: the tombstone it leaves; Created: `'taken'` when its update holds the path's tombstone. */
+  tombstone?: Uint8Array | 'taken' | null
 }
 
 /**
@@ -84,6 +86,7 @@ export class CommitFeed {
       at: target.updatedAt,
       update,
       deferContent: deferred || undefined,
+      ...(c.tombstone ? { tombstone: c.tombstone } : {}),
       // [ACC12] Stored with the update that introduces them; the server doc's own id with its first write.
       // [SCALE2] Several instances: every change up to this version is in this copy.
       ...(this.cluster.hooks ? { baseVersion: this.cluster.hooks.watermark() } : {}),

@@ -89,6 +89,12 @@ export class LoadedNode implements SyncRoom {
   movedAt = this.lastUsed
   /** Counts Created and Deleted commits: a doc build that waited on storage checks it did not change. */
   generation = 0
+  /**
+   * [TOMB1] For a copy of a missing node, the tombstone at its path (null: none; undefined: not
+   * known, storage is asked): read with the row, set by this copy's delete (a create right after
+   * it, before its commit is durable, must not read storage's older state), cleared by a create.
+   */
+  leftTombstone: Uint8Array | null | undefined = undefined
   /** [STO5] Commits of this copy left the stored row's content stale; the content flush writes it soon. */
   contentDirty = false
   /** [STO5] When the content flush last wrote this copy's row, and that row's JSON length (its next write waits in proportion). */

@@ -107,8 +107,11 @@ export class NodeCache {
     // The row only: the doc is built when a client opens the node ([DOC1]). A cached read is
     // current (a settling commit drops it), so a read that a write follows costs one query.
     const cached = this.readCache.get(path)
-    const node = cached !== undefined ? cached : await this.storage.getNode(path)
+    // [TOMB1] A missing node's tombstone comes with its row read (a create needs it next).
+    const read = cached !== undefined ? { node: cached, tombstone: undefined } : await this.storage.getNodeOrTombstone(path)
+    const node = read.node
     const ln = new LoadedNode(path, node, this.cluster)
+    if (!node) ln.leftTombstone = read.tombstone
     this.loaded.set(path, ln)
     this.readCache.delete(path)
     this.trimLoaded()
@@ -318,9 +321,22 @@ export class NodeCache {
     this.drop(ln)
   }
 
-  private drop(ln: LoadedNode): void {
+  /**
+   * [SCALE2] The node was created or deleted on another instance: this copy is of a node that is
+   * no longer there. Dropped at once, even with a room open or its row write still due (that
+   * write is cancelled: it would be the old node's content): its clients reconnect to what
+   * storage holds now. Waiting for the room to empty instead left the old node served here, and
+   * its clients' edits committed onto the new node, for as long as a stock client kept
+   * reconnecting to it.
+   */
+  dropReplaced(ln: LoadedNode): void {
+    this.drop(ln, 1012, 'unavailable', 'The node was replaced on another server; reconnect.')
+  }
+
+  private drop(ln: LoadedNode, closeCode = 1011, code = 'internal', message = 'The server reloaded this node; reconnect.'): void {
     ln.poisoned = true
-    for (const conn of [...ln.connections]) conn.evict(1011, 'internal', 'The server reloaded this node; reconnect.')
+    ln.contentDirty = false
+    for (const conn of [...ln.connections]) conn.evict(closeCode, code, message)
     if (this.loaded.get(ln.path) === ln) this.loaded.delete(ln.path)
     if (ln.pendingCommits > 0) this.retired.set(ln.path, ln)
     else ln.destroy()

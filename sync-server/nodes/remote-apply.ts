@@ -121,10 +121,17 @@ export class RemoteApply {
     for (let attempt = 0; attempt < 50; attempt++) {
       const ln = this.cache.peek(path)
       if (!ln) return null
+      // [TOMB1] Created or deleted elsewhere: the tombstone at the path is storage's to tell.
+      if (change.kind !== 'Updated') ln.leftTombstone = undefined
       if (ln.materializing) await ln.materializing.catch(() => undefined)
       if (this.cache.peek(path) !== ln) continue
       if (change.kind === 'Updated' && ln.hasDoc && ln.node && !ln.poisoned) return (await this.applyToDoc(ln, change)) ? ln : null
       if (this.cache.forget(path)) return null
+      if (change.kind !== 'Updated' && ln.holds === 0) {
+        // Created or deleted elsewhere: what this copy holds is another node's, or none's.
+        this.cache.dropReplaced(ln)
+        return null
+      }
       if (ln.connections.size > 0 && ln.pendingCommits === 0 && ln.holds === 0) {
         // Created or deleted elsewhere under a room here: its clients resync from storage.
         for (const conn of [...ln.connections]) conn.evict(1012, 'unavailable', 'The node was replaced on another server; reconnect.')

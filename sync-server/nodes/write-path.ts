@@ -1,4 +1,5 @@
 import * as Y from 'yjs'
+import { uint32 as randomUint32 } from 'lib0/random'
 import {
   ALL_PERMISSIONS,
   CONTENT_MAP,
@@ -13,6 +14,7 @@ import {
   isReservedSegment,
   isSystem,
   isDeclaredTextField,
+  isInTrash,
   lastSegment,
   nodeTypeDef,
   parentPath,
@@ -37,7 +39,7 @@ import {
   type Principal,
   type WriteRule,
 } from '../../shared/index.js'
-import { MAX_QUERY_LIMIT, type MoveInput, type StorageAdapter } from '../storage/index.js'
+import { MAX_QUERY_LIMIT, clocksOf, replayLog, tombstoneOfDoc, tombstoneOfLog, type MoveInput, type StorageAdapter, type StoredDoc } from '../storage/index.js'
 import { ACCESS_SEGMENT, type AccessService } from '../access/index.js'
 import { admitUpdate, type ClientBinding } from '../admission/index.js'
 import type { CommitFeed } from './commit-feed.js'
@@ -111,8 +113,17 @@ export class WritePath {
     deferContent = false,
     clients?: readonly ClientBinding[],
     attach?: CommitAttachment,
+    tombstone?: Uint8Array | 'taken' | null,
   ): Written {
-    return this.feed.commit(ln, { principal, before, after, kind, update, origin, deferContent, clients, attach })
+    return this.feed.commit(ln, { principal, before, after, kind, update, origin, deferContent, clients, attach, tombstone })
+  }
+
+  /**
+   * [TOMB1] The tombstone at a path about to get a new node (its caller checks again, after this
+   * await, that the path is still free).
+   */
+  private tombstoneAt(ln: LoadedNode): Promise<Uint8Array | null> {
+    return ln.leftTombstone !== undefined ? Promise.resolve(ln.leftTombstone) : this.storage.loadTombstone(ln.path)
   }
 
   private acquireForWrite(path: NodePath): Promise<LoadedNode> {
@@ -122,7 +133,10 @@ export class WritePath {
   async put(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<{ node: MeshNode; created: boolean }> {
     await this.requireParent(principal, path)
     const ln = await this.acquireForWrite(path)
-    if (!ln.node) return { node: (await this.createIn(ln, principal, draft, origin, attach))!, created: true }
+    if (!ln.node) {
+      const tombstone = await this.tombstoneAt(ln)
+      if (!ln.node) return { node: (await this.createIn(ln, principal, draft, origin, attach, tombstone))!, created: true }
+    }
     return { node: (await this.replaceIn(ln, principal, draft, origin, attach))!, created: false }
   }
 
@@ -130,7 +144,9 @@ export class WritePath {
     await this.requireParent(principal, path)
     const ln = await this.acquireForWrite(path)
     if (ln.node) throw new WeftError('already_exists', `A node already exists at ${path}.`)
-    return (await this.createIn(ln, principal, draft, origin, attach))!
+    const tombstone = await this.tombstoneAt(ln)
+    if (ln.node) throw new WeftError('already_exists', `A node already exists at ${path}.`)
+    return (await this.createIn(ln, principal, draft, origin, attach, tombstone))!
   }
 
   async patch(principal: Principal, path: NodePath, patch: MergePatch, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<MeshNode> {
@@ -143,6 +159,7 @@ export class WritePath {
 
   async update(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin = 'engine', attach?: CommitAttachment): Promise<MeshNode | null> {
     const ln = await this.acquireForWrite(path)
+    const tombstone = ln.node ? null : await this.tombstoneAt(ln)
     const current = ln.node
     const result = fn(current)
     if (result === undefined || result === current) return current
@@ -151,7 +168,7 @@ export class WritePath {
       await this.deleteIn(ln, principal, origin, false, attach)
       return null
     }
-    if (!current) return this.createIn(ln, principal, result, origin, attach)
+    if (!current) return this.createIn(ln, principal, result, origin, attach, tombstone)
     return this.replaceIn(ln, principal, result, origin, attach)
   }
 
@@ -319,12 +336,15 @@ export class WritePath {
     this.moving.add(to)
     try {
       await this.cache.settleUnder(from)
+      // [TOMB1] And the destination: a delete there still committing leaves the tombstone read below.
+      await this.cache.settleUnder(to)
       // The access nodes the move carries: the index drops the old paths and takes the new ones.
       const carried: MeshNode[] = []
       for (const nodeType of ['AccessAssignment', 'Membership']) {
         carried.push(...(await this.storage.queryNodes({ nodeType, limit: MAX_QUERY_LIMIT }, { from: `${from}/`, to: `${from}0` })))
       }
-      const records = await this.storage.moveSubtree({ from, to, at: now(), ...extra })
+      const { tombstones, arrivals } = await this.tombstonesOfMove(from, to)
+      const records = await this.storage.moveSubtree({ from, to, at: now(), ...extra, tombstones, arrivals })
       const moved = new Map<NodePath, MeshNode | null>()
       await Promise.all(records.filter((r) => r.kind === 'Created').map(async (r) => moved.set(r.path, await this.storage.getNode(r.path))))
       // From here on synchronous: no read or write sees half of it in memory.
@@ -336,6 +356,67 @@ export class WritePath {
     } finally {
       this.moving.delete(from)
       this.moving.delete(to)
+    }
+  }
+
+  /**
+   * [TOMB1] A move's tombstones, from the stored logs (every write under `from` has settled, and
+   * writes there wait for the move): what each node leaves at its old path, and what it takes of
+   * the tombstone at its new one.
+   */
+  private async tombstonesOfMove(from: NodePath, to: NodePath): Promise<Pick<MoveInput, 'tombstones' | 'arrivals'>> {
+    const paths = [from, ...(await this.storage.descendants(from))]
+    const tombstones: { path: NodePath; state: Uint8Array }[] = []
+    const arrivals = new Map<NodePath, Uint8Array>()
+    // A trash entry's path is never used again: it leaves nothing (a restore from the trash reads
+    // only the logs of nodes arriving over a tombstone).
+    const leaving = !isInTrash(from)
+    for (let i = 0; i < paths.length; i += 16) {
+      const part = paths.slice(i, i + 16)
+      const moved = part.map((p) => `${to}${p.slice(from.length)}` as NodePath)
+      const there = await Promise.all(moved.map((p) => this.storage.loadTombstone(p)))
+      const logs = await Promise.all(part.map((p, j) => (leaving || there[j] ? this.storage.loadDoc(p) : null)))
+      for (const [j, path] of part.entries()) {
+        const stored = logs[j] ?? null
+        const arriving = there[j]
+        if (arriving) {
+          const take = await this.arrivalOf(path, stored, arriving)
+          if (take) arrivals.set(moved[j]!, take)
+        }
+        const state = stored && leaving ? tombstoneOfLog(stored.snapshot, stored.updates) : null
+        if (state) tombstones.push({ path, state })
+      }
+    }
+    return { tombstones, arrivals }
+  }
+
+  /**
+   * [TOMB1] What a node moving onto a tombstone takes into its log: the tombstone whole when it
+   * shares no client with it (another node's history), nothing when its own log covers it (its
+   * own history coming back). Both at once (it came back to a path where another node lived
+   * since, built over its tombstone) is taken whole, then the node's content is written again in
+   * one system transaction under a fresh client id, as a restore writes a node forward: the
+   * tombstone deletes the node's own items, which a stale copy of that other node would delete
+   * too.
+   */
+  private async arrivalOf(path: NodePath, stored: StoredDoc | null, tombstone: Uint8Array): Promise<Uint8Array | null> {
+    const own = stored ? clocksOf(Y.mergeUpdates(stored.snapshot ? [stored.snapshot, ...stored.updates] : stored.updates)) : new Map<number, number>()
+    const theirs = clocksOf(tombstone)
+    const shared = [...theirs.keys()].filter((c) => own.has(c))
+    if (shared.length === 0) return tombstone
+    if ([...theirs].every(([c, clock]) => (own.get(c) ?? 0) >= clock)) return null
+    const node = await this.storage.getNode(path)
+    const doc = new Y.Doc()
+    try {
+      if (stored) replayLog(doc, stored.snapshot, stored.updates)
+      const before = Y.encodeStateVector(doc)
+      const content = docToJson(doc)
+      Y.applyUpdate(doc, tombstone)
+      while (doc.store.clients.has(doc.clientID)) doc.clientID = randomUint32()
+      replaceDocContent(doc, content, 'system', textPolicyFor(node?.nodeType ?? 'Document'))
+      return Y.encodeStateAsUpdate(doc, before)
+    } finally {
+      doc.destroy()
     }
   }
 
@@ -399,7 +480,7 @@ export class WritePath {
     return ln.node
   }
 
-  private createIn(ln: LoadedNode, principal: Principal, draft: NodeDraft, origin: ChangeOrigin, attach?: CommitAttachment): Written {
+  private createIn(ln: LoadedNode, principal: Principal, draft: NodeDraft, origin: ChangeOrigin, attach?: CommitAttachment, tombstone: Uint8Array | null = null): Written {
     this.admit(attach)
     this.writable(ln)
     const path = ln.path
@@ -435,13 +516,20 @@ export class WritePath {
     this.checkInvariants(null, { path, nodeType: draft.nodeType, content } as MeshNode)
     let update: Uint8Array | null = null
     let stored: JsonObject
-    // A new doc has no log to read: cheap to build now for a node a client will likely open.
-    if (!ln.hasDoc && buildsDocOnCreate(origin)) ln.setDoc(new Y.Doc({ guid: path }))
+    // A new doc has no log to read: cheap to build now for a node a client will likely open. Over
+    // a tombstone, always: the new node's first update must hold it ([TOMB1]).
+    if (!ln.hasDoc && (tombstone || buildsDocOnCreate(origin))) ln.setDoc(new Y.Doc({ guid: path }))
     if (ln.hasDoc) {
       const doc = ln.doc
       // [WEB3] Text fields become Y.Text on the server's writes too, so they merge from the start.
       // [PATCH4] The content is set, not patched: a null member is kept, as it was sent.
-      update = ln.capture(() => replaceDocContent(doc, content, 'system', textPolicyFor(draft.nodeType))) ?? Y.encodeStateAsUpdate(doc)
+      // [TOMB1] Over a tombstone the doc first covers every struct the path's old node had: a
+      // stale copy of it adds nothing old here, and is told to delete what it holds.
+      update =
+        ln.capture(() => {
+          if (tombstone) Y.applyUpdate(doc, tombstone)
+          replaceDocContent(doc, content, 'system', textPolicyFor(draft.nodeType))
+        }) ?? Y.encodeStateAsUpdate(doc)
       stored = docToJson(doc)
     } else {
       // [DOC1] No doc built: the JSON the doc would hold; it is built (and caught up) when a client opens the node.
@@ -459,7 +547,8 @@ export class WritePath {
       version: 0,
       state: 'Active',
     }
-    const written = this.commitChange(ln, principal, null, node, 'Created', update, origin, false, undefined, attach)
+    ln.leftTombstone = null
+    const written = this.commitChange(ln, principal, null, node, 'Created', update, origin, false, undefined, attach, tombstone ? 'taken' : null)
     if (!parent && draft.nodeType === 'Space' && !isSystem(principal)) {
       // The creator of a space becomes its Admin (DESIGN.md "Identity and access").
       const grant = this.update(
@@ -556,6 +645,7 @@ export class WritePath {
     if (marked) this.deleting.add(ln.path)
     // Held across the awaits below: this copy must stay the loaded one until its delete commits.
     ln.holds++
+    let stored: StoredDoc | null = null
     try {
       // Children first, so a crash half-way never leaves orphans under a deleted parent. The
       // list is read again until empty: a child committed while the first list was read counts.
@@ -570,14 +660,21 @@ export class WritePath {
           await this.deleteIn(cl, principal, origin, true, attach)
         }
       }
+      // [TOMB1] The stored log, when no doc is built (read after the children: the last await).
+      if (!ln.hasDoc && !isInTrash(ln.path)) stored = await this.storage.loadDoc(ln.path)
     } finally {
       if (marked) this.deleting.delete(ln.path)
       ln.holds--
     }
     const current = ln.node
     if (!current) return
+    // [TOMB1] What the node leaves at its path: the clocks of every struct a client may hold (a
+    // doc built meanwhile holds all of its log, and more).
+    // A trash entry's path is never used again: it leaves nothing.
+    const tombstone = isInTrash(ln.path) ? null : ln.hasDoc ? tombstoneOfDoc(ln.doc) : stored ? tombstoneOfLog(stored.snapshot, stored.updates) : null
     this.admit(attach)
-    const written = this.commitChange(ln, principal, current, null, 'Deleted', null, origin, false, undefined, attach)
+    ln.leftTombstone = tombstone
+    const written = this.commitChange(ln, principal, current, null, 'Deleted', null, origin, false, undefined, attach, tombstone)
     for (const conn of [...ln.connections]) conn.evict(4404, 'not_found', `${ln.path} was deleted.`)
     ln.resetDoc()
     await written

@@ -4,6 +4,7 @@ export { SqliteStorage, openSqliteStorage, type SqliteStorageOptions } from './s
 export type { PostgresStorage, PostgresStorageOptions } from './postgres-adapter.js'
 export { itemsJson, type RowJson, type RowPart } from './row-parts.js'
 export { COMPACT_AFTER_UPDATES, replayLog } from './compaction.js'
+export { canonicalTombstone, clocksOf, mergeTombstones, tombstoneOfDoc, tombstoneOfLog } from './tombstone.js'
 export { MAX_QUERY_LIMIT } from './query.js'
 export { planSearch, SEARCH_BODY_CHARS, type SearchHit, type SearchPlan } from './search-plan.js'
 export type { ConsumerRow, ConsumerStatus, ContextualAttachment, ContextualCall, ContextualAttention, ContextualMeta, ContextualTotals, EventFilter, Fence, LeasedEvent, LeaseResult, OutcomeRow, ReactTruth } from './contextual-store.js'

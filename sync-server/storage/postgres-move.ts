@@ -43,6 +43,31 @@ export async function postgresMoveSubtree(client: pg.PoolClient, input: MoveInpu
     out.map((c) => c.kind),
   ])
   await client.query('UPDATE version_counter SET value = $1 WHERE id = 1', [version])
+  // [TOMB1] A node arriving over a tombstone takes it into its log (a stale copy of the path's old
+  // node adds nothing old to it); each node leaving a path leaves its own there.
+  const arrived = out.filter((c) => c.kind === 'Created')
+  const takes = arrived.filter((c) => input.arrivals?.has(c.path))
+  await client.query(
+    `WITH dropped AS (DELETE FROM node_tombstones WHERE path = ANY($1::text[])),
+       logged AS (INSERT INTO node_updates (path, seq, data) SELECT * FROM unnest($2::text[], $3::bigint[], $4::bytea[]) RETURNING path)
+     UPDATE nodes SET update_count = update_count + 1 WHERE path IN (SELECT path FROM logged)`,
+    [
+      arrived.map((c) => c.path),
+      takes.map((c) => c.path),
+      takes.map((c) => c.version),
+      takes.map((c) => {
+        const t = input.arrivals!.get(c.path)!
+        return Buffer.from(t.buffer, t.byteOffset, t.byteLength)
+      }),
+    ],
+  )
+  if (input.tombstones?.length) {
+    await client.query(
+      `INSERT INTO node_tombstones (path, state, at) SELECT p, s, $3 FROM unnest($1::text[], $2::bytea[]) AS t(p, s)
+       ON CONFLICT (path) DO UPDATE SET state = excluded.state, at = excluded.at`,
+      [input.tombstones.map((t) => t.path), input.tombstones.map((t) => Buffer.from(t.state.buffer, t.state.byteOffset, t.state.byteLength)), input.at],
+    )
+  }
   if (input.redirect) {
     await client.query('INSERT INTO node_moves (path, moved_to, at) VALUES ($1, $2, $3) ON CONFLICT (path) DO UPDATE SET moved_to = $2, at = $3', [from, to, input.at])
   }

@@ -61,6 +61,13 @@ CREATE TABLE IF NOT EXISTS node_clients (
   PRIMARY KEY (path, client)
 );
 
+-- [TOMB1] What a deleted or moved-away node left at its path (storage/tombstone.ts).
+CREATE TABLE IF NOT EXISTS node_tombstones (
+  path text COLLATE "C" PRIMARY KEY,
+  state bytea NOT NULL,
+  at text NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS version_counter (
   id integer PRIMARY KEY CHECK (id = 1),
   value bigint NOT NULL

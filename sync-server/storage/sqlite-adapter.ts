@@ -203,6 +203,7 @@ export class SqliteStorage implements StorageAdapter {
       ),
       updates: db.prepare<[string], { seq: number; data: Buffer }>('SELECT seq, data FROM node_updates WHERE path = ? ORDER BY seq'),
       lastSeq: db.prepare<[string], { seq: number | null }>('SELECT max(seq) AS seq FROM node_updates WHERE path = ?'),
+      tombstone: db.prepare<[string], { state: Buffer }>('SELECT state FROM node_tombstones WHERE path = ?'),
       clients: db.prepare<[string], { client: number; principal: string }>('SELECT client, principal FROM node_clients WHERE path = ?'),
       descendants: db.prepare<[string, string], { path: string }>('SELECT path FROM nodes WHERE path >= ? AND path < ? ORDER BY path'),
       changesSince: db.prepare<[number, number], { version: number; path: string; node_type: string; kind: MeshChangeKind }>(
@@ -249,6 +250,7 @@ export class SqliteStorage implements StorageAdapter {
         deferContent: input.deferContent,
         clients: input.clients,
         contextual: input.contextual,
+        tombstone: input.tombstone,
       }
       // A commit item always resolves to its record (only folds resolve to null).
       return this.committer.submit({ input: header, contentJson }) as Promise<ChangeRecord>
@@ -294,6 +296,16 @@ export class SqliteStorage implements StorageAdapter {
 
   async loadClientBindings(path: NodePath): Promise<ClientBinding[]> {
     return this.stmt.clients.all(path).map((r) => ({ client: r.client, principal: r.principal }))
+  }
+
+  async getNodeOrTombstone(path: NodePath): Promise<{ node: MeshNode; tombstone: null } | { node: null; tombstone: Uint8Array | null }> {
+    const node = await this.getNode(path)
+    return node ? { node, tombstone: null } : { node: null, tombstone: await this.loadTombstone(path) }
+  }
+
+  async loadTombstone(path: NodePath): Promise<Uint8Array | null> {
+    const row = this.stmt.tombstone.get(path)
+    return row ? toBytes(row.state) : null
   }
 
   async queryNodes(query: NodeQuery, within?: PathRange): Promise<MeshNode[]> {

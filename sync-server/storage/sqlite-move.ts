@@ -33,6 +33,14 @@ export function sqliteMoveSubtree(db: Database.Database, input: MoveInput): Chan
   const moveRow = db.prepare<[string, string | null, string, number, string]>('UPDATE nodes SET path = ?, parent = ?, last_segment = ?, version = ? WHERE path = ?')
   const moveLog = db.prepare<[string, string]>('UPDATE node_updates SET path = ? WHERE path = ?')
   const moveClients = db.prepare<[string, string]>('UPDATE node_clients SET path = ? WHERE path = ?')
+  // [TOMB1] A node arriving over a tombstone takes it into its log (a stale copy of the path's old
+  // node adds nothing old to it); each node leaving a path leaves its own there.
+  const takeTombstone = db.prepare<[string, number, Buffer]>('INSERT INTO node_updates (path, seq, data) VALUES (?, ?, ?)')
+  const countTaken = db.prepare<[string]>('UPDATE nodes SET update_count = update_count + 1 WHERE path = ?')
+  const dropTombstone = db.prepare<[string]>('DELETE FROM node_tombstones WHERE path = ?')
+  const putTombstone = db.prepare<[string, Buffer, string]>(
+    'INSERT INTO node_tombstones (path, state, at) VALUES (?, ?, ?) ON CONFLICT (path) DO UPDATE SET state = excluded.state, at = excluded.at',
+  )
   const deleted: ChangeRecord[] = []
   const created: ChangeRecord[] = []
   for (const row of rows) {
@@ -45,8 +53,15 @@ export function sqliteMoveSubtree(db: Database.Database, input: MoveInput): Chan
     moveRow.run(next, parentPath(next), lastSegment(next), v, row.path)
     moveLog.run(next, row.path)
     moveClients.run(next, row.path)
+    const taken = input.arrivals?.get(next)
+    if (taken) {
+      takeTombstone.run(next, v, Buffer.from(taken.buffer, taken.byteOffset, taken.byteLength))
+      countTaken.run(next)
+    }
+    dropTombstone.run(next)
     created.push({ version: v, path: next, nodeType: row.node_type, kind: 'Created' })
   }
+  for (const t of input.tombstones ?? []) putTombstone.run(t.path, Buffer.from(t.state.buffer, t.state.byteOffset, t.state.byteLength), input.at)
   if (input.redirect) db.prepare<[string, string, string]>('INSERT OR REPLACE INTO node_moves (path, moved_to, at) VALUES (?, ?, ?)').run(from, to, input.at)
   if (input.trash) {
     db.prepare('INSERT OR REPLACE INTO trash (path, original_path, name, node_type, deleted_by, deleted_at) VALUES (?, ?, (SELECT name FROM nodes WHERE path = ?), ?, ?, ?)').run(

@@ -49,6 +49,14 @@ CREATE TABLE IF NOT EXISTS node_clients (
   PRIMARY KEY (path, client)
 ) WITHOUT ROWID;
 
+-- [TOMB1] What a deleted or moved-away node left at its path: a content-free Yjs update covering
+-- every struct it had (storage/tombstone.ts). A node created at the path starts from it.
+CREATE TABLE IF NOT EXISTS node_tombstones (
+  path TEXT PRIMARY KEY,
+  state BLOB NOT NULL,
+  at TEXT NOT NULL
+) WITHOUT ROWID;
+
 CREATE TABLE IF NOT EXISTS accounts (
   user_id TEXT PRIMARY KEY,
   email TEXT NOT NULL UNIQUE,

@@ -124,6 +124,10 @@ export class SqliteWriter {
       insertUpdate: db.prepare<[string, number, Buffer]>('INSERT INTO node_updates (path, seq, data) VALUES (?, ?, ?)'),
       bindClient: db.prepare<[string, number, string]>('INSERT OR IGNORE INTO node_clients (path, client, principal) VALUES (?, ?, ?)'),
       deleteClients: db.prepare<[string]>('DELETE FROM node_clients WHERE path = ?'),
+      putTombstone: db.prepare<[string, Buffer, string]>(
+        'INSERT INTO node_tombstones (path, state, at) VALUES (?, ?, ?) ON CONFLICT (path) DO UPDATE SET state = excluded.state, at = excluded.at',
+      ),
+      dropTombstone: db.prepare<[string]>('DELETE FROM node_tombstones WHERE path = ?'),
       snapshot: db.prepare<[string], { snapshot: Buffer | null; update_count: number }>(
         'SELECT snapshot, update_count FROM nodes WHERE path = ?',
       ),
@@ -249,6 +253,7 @@ export class SqliteWriter {
           updateCount: input.update ? 1 : 0,
         })
         if (input.update) this.stmt.insertUpdate.run(input.path, version, toBuffer(input.update))
+        if (input.tombstone === 'taken') this.stmt.dropTombstone.run(input.path)
         this.bindClients(input)
         break
       }
@@ -291,6 +296,7 @@ export class SqliteWriter {
         this.stmt.deleteUpdates.run(input.path)
         this.stmt.deleteClients.run(input.path)
         this.stmt.deleteNode.run(input.path)
+        if (input.tombstone instanceof Uint8Array) this.stmt.putTombstone.run(input.path, toBuffer(input.tombstone), input.at)
         break
       default:
         input.kind satisfies never

@@ -57,6 +57,12 @@ export interface CommitInput {
    */
   baseVersion?: number
   /**
+   * [TOMB1] Deleted: what the node leaves at its path (storage/tombstone.ts), written in the
+   * commit's transaction in place of any earlier one. Created: `'taken'` when the new node's first
+   * update holds the path's tombstone, which is then dropped in the same transaction.
+   */
+  tombstone?: Uint8Array | 'taken' | null
+  /**
    * [CTX26] A contextual reaction's outcome, committed in this commit's transaction after its
    * lease is re-checked there; a lease no longer held (or an outcome already there) refuses the
    * whole commit with `stale_lease`.
@@ -72,6 +78,13 @@ export interface MoveInput {
   at: string
   /** [MOVE3] Remember `from -> to`, so a read of an old path can say where it went (a plain move). */
   redirect: boolean
+  /** [TOMB1] What each moved node leaves at its old path, written in the move's transaction. */
+  tombstones?: readonly { path: NodePath; state: Uint8Array }[]
+  /**
+   * [TOMB1] By new path: the tombstone there a moved node takes into its log (tombstone.ts
+   * `tombstoneForArrival`). Every tombstone at a new path is dropped, taken or not.
+   */
+  arrivals?: ReadonlyMap<NodePath, Uint8Array>
   /** [MOVE5] A trash: `to` is the trash entry; this is what a restore needs. */
   trash?: { originalPath: NodePath; deletedBy: string }
   /** [MOVE6] A restore: `from` is a trash entry, dropped in the same transaction. */
@@ -108,6 +121,10 @@ export interface StorageAdapter {
   loadDoc(path: NodePath): Promise<StoredDoc | null>
   /** [ACC12] The node's client-id bindings (empty when none, or when the node does not exist). */
   loadClientBindings(path: NodePath): Promise<ClientBinding[]>
+  /** [TOMB1] The tombstone a deleted or moved-away node left at `path`, if any. */
+  loadTombstone(path: NodePath): Promise<Uint8Array | null>
+  /** [TOMB1] `getNode`, and when there is no node, the tombstone at the path: one round trip. */
+  getNodeOrTombstone(path: NodePath): Promise<{ node: MeshNode; tombstone: null } | { node: null; tombstone: Uint8Array | null }>
   /**
    * Replaces the node's Yjs log by `state`, a full-state update ([DOC1]: the catch-up of a doc
    * built after JSON-only writes). Ordered with commits: a log entry committed before it is

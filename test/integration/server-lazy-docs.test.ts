@@ -127,11 +127,15 @@ describe('[DOC1] building a doc while storage is slow', () => {
     const storage = openSqliteStorage({ file: `${dir}/weft.db` })
     const nodes = await serviceOver(storage)
     const gates = { loadDoc: Promise.resolve(), foldDoc: Promise.resolve() }
+    /** Reads of a log held at the gate now. */
+    const held = { loadDoc: 0 }
     const realLoadDoc = storage.loadDoc.bind(storage)
     const realFoldDoc = storage.foldDoc.bind(storage)
     storage.loadDoc = async (p) => {
       const stored = await realLoadDoc(p)
+      held.loadDoc++
       await gates.loadDoc
+      held.loadDoc--
       return stored
     }
     storage.foldDoc = async (p, state) => {
@@ -148,7 +152,11 @@ describe('[DOC1] building a doc while storage is slow', () => {
       await storage.close()
       await removeDir(dir)
     }
-    return { nodes, storage, gate, close }
+    /** Later calls pass; those held at the gate stay held until it opens. */
+    const passLater = (name: keyof typeof gates) => {
+      gates[name] = Promise.resolve()
+    }
+    return { nodes, storage, gate, passLater, held, close }
   }
 
   it('a second opener waits until the first opener\'s catch-up is stored', async () => {
@@ -174,8 +182,38 @@ describe('[DOC1] building a doc while storage is slow', () => {
     }
   })
 
-  it('a node deleted and created again while its log is read is built from an empty doc, not the deleted log', async () => {
-    const { nodes, storage, gate, close } = await gatedService()
+  it('[TOMB1] a create right behind a delete whose commit is not durable yet still starts from its tombstone, which the storage then drops', async () => {
+    const { nodes, storage, close } = await gatedService()
+    try {
+      const path = 'Quick' as NodePath
+      await nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { Old: true } }), 'http')
+      const old = (await storage.loadDoc(path))!.updates[0]!
+      // Commits reach storage only once released (in the order they were made).
+      const realCommit = storage.commit.bind(storage)
+      let release!: () => void
+      const released = new Promise<void>((r) => (release = r))
+      storage.commit = (input) => released.then(() => realCommit(input))
+      const deleting = nodes.delete(SYSTEM, path, 'engine')
+      // The delete is applied in memory (the node is gone); its commit is not in storage.
+      await waitFor(async () => (await nodes.get(SYSTEM, path)) === null, { description: 'the delete is applied in memory' })
+      expect(await storage.getNode(path)).not.toBeNull()
+      const creating = nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { New: true } }), 'engine')
+      release()
+      await Promise.all([deleting, creating])
+      const stored = (await storage.loadDoc(path))!
+      const rebuilt = new Y.Doc()
+      if (stored.snapshot) Y.applyUpdate(rebuilt, stored.snapshot)
+      for (const u of stored.updates) Y.applyUpdate(rebuilt, u)
+      Y.applyUpdate(rebuilt, old)
+      expect(docToJson(rebuilt)).toEqual({ New: true })
+      expect(await storage.loadTombstone(path)).toBeNull()
+    } finally {
+      await close()
+    }
+  })
+
+  it('[TOMB1] a node deleted and created again while its log is read is built from the new node alone, over the tombstone of the old one', async () => {
+    const { nodes, storage, gate, passLater, held, close } = await gatedService()
     try {
       const path = 'Reborn' as NodePath
       // A first life with a Yjs log (a client-origin create builds the doc).
@@ -187,7 +225,10 @@ describe('[DOC1] building a doc while storage is slow', () => {
       const fresh = await serviceOver(storage)
       const openLoad = gate('loadDoc')
       const building = fresh.acquireDoc(path)
-      // While the old log is being read: delete, and create again without a doc (an engine).
+      // While the old log is being read (held at the gate): delete, and create again without a
+      // doc (an engine). The delete reads the log too, for its tombstone: that read passes.
+      await waitFor(() => held.loadDoc === 1, { description: 'the build reads the old log' })
+      passLater('loadDoc')
       await fresh.delete(SYSTEM, path, 'engine')
       await fresh.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { New: true } }), 'engine')
       openLoad()
@@ -199,10 +240,13 @@ describe('[DOC1] building a doc while storage is slow', () => {
       if (stored.snapshot) Y.applyUpdate(rebuilt, stored.snapshot)
       for (const u of stored.updates) Y.applyUpdate(rebuilt, u)
       expect(docToJson(rebuilt)).toEqual({ New: true })
-      // Nothing of the first life is in the new one's history (an offline copy of the old node
-      // must not merge into the new one).
-      const clients = [...Y.decodeStateVector(Y.encodeStateVector(rebuilt)).keys()]
-      expect(clients.filter((c) => oldClients.includes(c))).toEqual([])
+      // The first life's items are in the new one's history only as deleted ids (its tombstone):
+      // an offline copy of the old node adds nothing to the new one.
+      const clocks = Y.decodeStateVector(Y.encodeStateVector(rebuilt))
+      for (const [client, clock] of Y.decodeStateVector(Y.encodeStateVectorFromUpdate(firstLife[0]!))) expect(clocks.get(client) ?? 0).toBeGreaterThanOrEqual(clock)
+      expect(oldClients.length).toBeGreaterThan(0)
+      Y.applyUpdate(rebuilt, firstLife[0]!)
+      expect(docToJson(rebuilt)).toEqual({ New: true })
       await fresh.close()
     } finally {
       await close()

@@ -10,7 +10,7 @@ import {
   type MergePatch,
   type NodePath,
 } from '../../shared/index.js'
-import { COMPACT_AFTER_UPDATES, type CommitInput, type StorageAdapter, type StoredDoc } from '../../sync-server/storage/index.js'
+import { COMPACT_AFTER_UPDATES, tombstoneOfDoc, type CommitInput, type StorageAdapter, type StoredDoc } from '../../sync-server/storage/index.js'
 
 export interface OpenedStorage {
   adapter: StorageAdapter
@@ -205,6 +205,52 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       expect(stored?.updates).toHaveLength(2)
       expect(docToJson(rebuild(stored ?? { snapshot: null, updates: [] }))).toEqual({ Gen: 2, Extra: 'x' })
       expect(await store.getNode(P('cycle'))).toMatchObject({ content: { Gen: 2, Extra: 'x' }, version: records[4]?.version })
+    })
+
+    it('[TOMB1] a Deleted commit leaves its tombstone, a Created one that took it drops it (also within one batch), a move leaves one per node, and an arriving node takes what it is given of the one at its path into its log (which is dropped)', async () => {
+      const old = new NodeWriter(P('t/doc'))
+      await store.commit(old.input('Created', { Old: 'secret' }))
+      await store.commit(old.input('Updated', { More: 1 }))
+      const tomb = tombstoneOfDoc(old.doc)!
+      await store.commit(old.input('Deleted', {}, { tombstone: tomb }))
+      expect(await store.loadTombstone(P('t/doc'))).toEqual(tomb)
+      expect(await store.loadTombstone(P('t/other'))).toBeNull()
+      // The path's next node starts from it: its log covers the old clocks, and holds no old content.
+      const next = new NodeWriter(P('t/doc'))
+      Y.applyUpdate(next.doc, tomb)
+      const taken = next.input('Created', { Fresh: true })
+      await store.commit({ ...taken, update: Y.encodeStateAsUpdate(next.doc), tombstone: 'taken' })
+      expect(await store.loadTombstone(P('t/doc'))).toBeNull()
+      const again = rebuild((await store.loadDoc(P('t/doc')))!)
+      expect(docToJson(again)).toEqual({ Fresh: true })
+      for (const [client, clock] of Y.decodeStateVector(Y.encodeStateVector(old.doc))) expect(again.store.clients.get(client) ? Y.getState(again.store, client) : 0).toBe(clock)
+      // Deleted and re-created in one batch: the tombstone is written, then dropped, in order.
+      const a = new NodeWriter(P('t/batch'))
+      await store.commit(a.input('Created', { A: 1 }))
+      const b = new NodeWriter(P('t/batch'))
+      await Promise.all([store.commit(a.input('Deleted', {}, { tombstone: tombstoneOfDoc(a.doc)! })), store.commit(b.input('Created', { B: 2 }, { tombstone: 'taken' }))])
+      expect(await store.loadTombstone(P('t/batch'))).toBeNull()
+      // A move: each node leaving a path leaves what the caller gave; one arriving over a tombstone takes it.
+      const m = new NodeWriter(P('t/m'))
+      await store.commit(m.input('Created', { M: 1 }))
+      const gone = new NodeWriter(P('t/dest'))
+      await store.commit(gone.input('Created', { Gone: 1 }))
+      const goneTomb = tombstoneOfDoc(gone.doc)!
+      await store.commit(gone.input('Deleted', {}, { tombstone: goneTomb }))
+      const mTomb = tombstoneOfDoc(m.doc)!
+      await store.moveSubtree({ from: P('t/m'), to: P('t/dest'), at: new Date().toISOString(), redirect: false, tombstones: [{ path: P('t/m'), state: mTomb }], arrivals: new Map([[P('t/dest'), goneTomb]]) })
+      expect(await store.loadTombstone(P('t/m'))).toEqual(mTomb)
+      expect(await store.loadTombstone(P('t/dest'))).toBeNull()
+      const arrived = await store.loadDoc(P('t/dest'))
+      const doc = rebuild(arrived!)
+      expect(docToJson(doc)).toEqual({ M: 1 })
+      for (const [client, clock] of Y.decodeStateVector(Y.encodeStateVector(gone.doc))) expect(Y.getState(doc.store, client)).toBe(clock)
+      // Its own entry, then the tombstone.
+      expect(arrived!.updates.length).toBe(2)
+      // Persisted.
+      await store.close()
+      store = await opened.reopen()
+      expect(await store.loadTombstone(P('t/m'))).toEqual(mTomb)
     })
 
     it('[ACC12] binds client ids in the commit that introduces them, keeps the first binding, survives a reopen, and drops them with the node (also within one batch)', async () => {
