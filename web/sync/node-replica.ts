@@ -633,14 +633,15 @@ export class NodeReplica implements RoomHandler {
     this.setState({ joined: false, denied: { closeCode, code, message } })
     this.syncing = false
     background(this.deps.store.refuseAllPending(this.path, code, message).then(() => this.deps.onIdle(this.path)))
-    if (code === 'not_found') this.awaitCreation()
+    // [TOMB1] Moved away (a trash is a move) leaves the path free too: a node made there later is joined.
+    if (code === 'not_found' || code === 'moved') this.awaitCreation()
   }
 
   /** Watches the node's index row after a join refused `not_found` (awaitCreation). */
   private creationWait: Subscription | null = null
 
   /**
-   * [SYNC14] A join refused with `not_found` is final for THAT node: none was there. A node made
+   * [SYNC14] A join refused with `not_found` (or `moved`) is final for THAT node: none is there. A node made
    * a moment later (an engine's answer cell, listed before it is created) is a new node at the
    * same path: once a row for it from the server arrives in the local index (a listing, a
    * refresh), the room is joined again. Without this a view that opened the path a moment too
@@ -662,7 +663,8 @@ export class NodeReplica implements RoomHandler {
         if (seen === null || seen === before || this.disposed) return
         this.creationWait?.unsubscribe()
         this.creationWait = null
-        if (this.state$.value.denied?.code !== 'not_found') return
+        const code = this.state$.value.denied?.code
+        if (code !== 'not_found' && code !== 'moved') return
         this.setState({ denied: null })
         this.startSync()
       },
