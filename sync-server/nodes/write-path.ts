@@ -39,7 +39,7 @@ import {
   type Principal,
   type WriteRule,
 } from '../../shared/index.js'
-import { MAX_QUERY_LIMIT, clocksOf, replayLog, tombstoneOfDoc, tombstoneOfLog, type MoveInput, type StorageAdapter, type StoredDoc } from '../storage/index.js'
+import { MAX_QUERY_LIMIT, clocksOf, replayLog, tombstoneOfDoc, type MoveInput, type StorageAdapter, type StoredDoc } from '../storage/index.js'
 import { ACCESS_SEGMENT, type AccessService } from '../access/index.js'
 import { admitUpdate, type ClientBinding } from '../admission/index.js'
 import type { CommitFeed } from './commit-feed.js'
@@ -383,7 +383,7 @@ export class WritePath {
           const take = await this.arrivalOf(path, stored, arriving)
           if (take) arrivals.set(moved[j]!, take)
         }
-        const state = stored && leaving ? tombstoneOfLog(stored.snapshot, stored.updates) : null
+        const state = stored && leaving ? await this.storage.tombstoneOf(stored.snapshot, stored.updates) : null
         if (state) tombstones.push({ path, state })
       }
     }
@@ -645,7 +645,9 @@ export class WritePath {
     if (marked) this.deleting.add(ln.path)
     // Held across the awaits below: this copy must stay the loaded one until its delete commits.
     ln.holds++
-    let stored: StoredDoc | null = null
+    let tombstone: Uint8Array | null = null
+    /** The doc's state vector the tombstone was made from (null: made from the stored log). */
+    let madeFrom: Uint8Array | null = null
     try {
       // Children first, so a crash half-way never leaves orphans under a deleted parent. The
       // list is read again until empty: a child committed while the first list was read counts.
@@ -660,18 +662,26 @@ export class WritePath {
           await this.deleteIn(cl, principal, origin, true, attach)
         }
       }
-      // [TOMB1] The stored log, when no doc is built (read after the children: the last await).
-      if (!ln.hasDoc && !isInTrash(ln.path)) stored = await this.storage.loadDoc(ln.path)
+      // [TOMB1] What the node leaves at its path: every struct a client may hold of it, from the
+      // doc or the stored log, made off the event loop for a big node (the last await). A trash
+      // entry's path is never used again: it leaves nothing.
+      if (!isInTrash(ln.path)) {
+        if (ln.hasDoc) {
+          madeFrom = Y.encodeStateVector(ln.doc)
+          tombstone = await this.storage.tombstoneOf(Y.encodeStateAsUpdate(ln.doc), [])
+        } else {
+          const stored = await this.storage.loadDoc(ln.path)
+          tombstone = stored ? await this.storage.tombstoneOf(stored.snapshot, stored.updates) : null
+        }
+      }
     } finally {
       if (marked) this.deleting.delete(ln.path)
       ln.holds--
     }
     const current = ln.node
     if (!current) return
-    // [TOMB1] What the node leaves at its path: the clocks of every struct a client may hold (a
-    // doc built meanwhile holds all of its log, and more).
-    // A trash entry's path is never used again: it leaves nothing.
-    const tombstone = isInTrash(ln.path) ? null : ln.hasDoc ? tombstoneOfDoc(ln.doc) : stored ? tombstoneOfLog(stored.snapshot, stored.updates) : null
+    // A doc built or written since the tombstone was made holds more: made again, here, in step with the commit.
+    if (!isInTrash(ln.path) && ln.hasDoc && !(madeFrom && Buffer.compare(madeFrom, Y.encodeStateVector(ln.doc)) === 0)) tombstone = tombstoneOfDoc(ln.doc)
     this.admit(attach)
     ln.leftTombstone = tombstone
     const written = this.commitChange(ln, principal, current, null, 'Deleted', null, origin, false, undefined, attach, tombstone)

@@ -1,10 +1,18 @@
 import { Worker } from 'node:worker_threads'
 import { compactUpdates } from './compaction.js'
+import { tombstoneOfLog } from './tombstone.js'
 
 export interface FoldRequest {
   id: number
   snapshot: Uint8Array | null
   updates: readonly Uint8Array[]
+  /** [TOMB1] The log's tombstone (tombstone.ts) instead of its fold; empty when it covers nothing. */
+  tombstone?: boolean
+}
+
+/** What the thread does with a request (and the host, inline). */
+export function foldRequest(request: Omit<FoldRequest, 'id'>): Uint8Array {
+  return request.tombstone ? (tombstoneOfLog(request.snapshot, request.updates) ?? new Uint8Array(0)) : compactUpdates(request.snapshot, request.updates)
 }
 
 export type FoldReply = { id: number; state: Uint8Array } | { id: number; error: string }
@@ -47,13 +55,29 @@ export class FoldThread {
 
   /** The snapshot and log replayed into one update (compaction.ts's compactUpdates). */
   fold(snapshot: Uint8Array | null, updates: readonly Uint8Array[]): Promise<Uint8Array> {
-    let bytes = snapshot?.byteLength ?? 0
-    for (const u of updates) bytes += u.byteLength
+    return this.run({ snapshot, updates })
+  }
+
+  /** [TOMB1] The log's tombstone (tombstone.ts `tombstoneOfLog`): a big node's is made here too. */
+  async tombstone(snapshot: Uint8Array | null, updates: readonly Uint8Array[]): Promise<Uint8Array | null> {
+    const state = await this.run({ snapshot, updates, tombstone: true })
+    return state.byteLength > 0 ? state : null
+  }
+
+  private run(work: Omit<FoldRequest, 'id'>): Promise<Uint8Array> {
+    let bytes = work.snapshot?.byteLength ?? 0
+    for (const u of work.updates) bytes += u.byteLength
     const worker = bytes < this.inlineBytes || this.isClosed || this.cannotStart ? null : this.start()
-    if (!worker) return Promise.resolve(compactUpdates(snapshot, updates))
+    if (!worker) {
+      try {
+        return Promise.resolve(foldRequest(work))
+      } catch (error) {
+        return Promise.reject(error instanceof Error ? error : new Error(String(error)))
+      }
+    }
     const id = this.nextId++
     return new Promise((resolve, reject) => {
-      const request: FoldRequest = { id, snapshot, updates }
+      const request: FoldRequest = { id, ...work }
       this.pending.set(id, { request, resolve, reject })
       worker.postMessage(request)
     })
@@ -116,7 +140,7 @@ export class FoldThread {
     if (this.worker === worker) this.cannotStart = true
     this.settlePending(worker, ({ request, resolve, reject }) => {
       try {
-        resolve(compactUpdates(request.snapshot, request.updates))
+        resolve(foldRequest(request))
       } catch (error) {
         reject(error instanceof Error ? error : new Error(String(error)))
       }

@@ -1,10 +1,10 @@
 import { setPriority } from 'node:os'
 import { parentPort } from 'node:worker_threads'
-import { compactUpdates } from './compaction.js'
-import type { FoldReply, FoldRequest } from './fold-thread.js'
+import { foldRequest, type FoldReply, type FoldRequest } from './fold-thread.js'
 
 // The fold thread: replays a node's snapshot and log into one update, off the event loop that
-// serves sockets and commits. It loads yjs and compaction.ts only (no shared/index.ts barrel).
+// serves sockets and commits (and a deleted node's tombstone). It loads yjs, compaction.ts and
+// tombstone.ts only (no shared/index.ts barrel).
 const port = parentPort
 if (!port) throw new Error('fold-worker must run as a worker thread')
 // A lower scheduling priority for this thread only (Linux nice values are per thread): a fold is
@@ -20,7 +20,7 @@ if (process.platform === 'linux') {
 
 port.on('message', (request: FoldRequest) => {
   try {
-    const state = compactUpdates(request.snapshot, request.updates)
+    const state = foldRequest(request)
     port.postMessage({ id: request.id, state } satisfies FoldReply, [state.buffer as ArrayBuffer])
   } catch (error) {
     port.postMessage({ id: request.id, error: error instanceof Error ? error.message : String(error) } satisfies FoldReply)

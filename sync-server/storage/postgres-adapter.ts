@@ -458,6 +458,10 @@ export class PostgresStorage implements StorageAdapter {
     return r.rows.map((row) => ({ client: Number(row.client), principal: row.principal }))
   }
 
+  tombstoneOf(snapshot: Uint8Array | null, updates: readonly Uint8Array[]): Promise<Uint8Array | null> {
+    return this.folds.tombstone(snapshot, updates)
+  }
+
   async getNodeOrTombstone(path: NodePath): Promise<{ node: MeshNode; tombstone: null } | { node: null; tombstone: Uint8Array | null }> {
     // Named, so each connection plans it once (planned each time, it cost ~80 µs more than the row's plain read).
     const r = await this.pool.query<NodeRow & { tombstone: Buffer | null }>({

@@ -1,3 +1,4 @@
+import { FoldThread } from './fold-thread.js'
 import { Worker } from 'node:worker_threads'
 import type Database from 'better-sqlite3'
 import type { Logger } from 'pino'
@@ -298,6 +299,13 @@ export class SqliteStorage implements StorageAdapter {
     return this.stmt.clients.all(path).map((r) => ({ client: r.client, principal: r.principal }))
   }
 
+  /** [TOMB1] The writer thread has its own fold thread; this one makes tombstones for the event loop's deletes and moves. */
+  private readonly folds = new FoldThread()
+
+  tombstoneOf(snapshot: Uint8Array | null, updates: readonly Uint8Array[]): Promise<Uint8Array | null> {
+    return this.folds.tombstone(snapshot, updates)
+  }
+
   async getNodeOrTombstone(path: NodePath): Promise<{ node: MeshNode; tombstone: null } | { node: null; tombstone: Uint8Array | null }> {
     const node = await this.getNode(path)
     return node ? { node, tombstone: null } : { node: null, tombstone: await this.loadTombstone(path) }
@@ -460,6 +468,7 @@ export class SqliteStorage implements StorageAdapter {
       this.isClosing = true
       await this.committer.drain()
       await this.writer.close()
+      await this.folds.close()
       this.db.close()
       await this.holder?.release()
     })()

@@ -123,6 +123,8 @@ export interface StorageAdapter {
   loadClientBindings(path: NodePath): Promise<ClientBinding[]>
   /** [TOMB1] The tombstone a deleted or moved-away node left at `path`, if any. */
   loadTombstone(path: NodePath): Promise<Uint8Array | null>
+  /** [TOMB1] The tombstone of a node's stored log (tombstone.ts), a big one made off the event loop. */
+  tombstoneOf(snapshot: Uint8Array | null, updates: readonly Uint8Array[]): Promise<Uint8Array | null>
   /** [TOMB1] `getNode`, and when there is no node, the tombstone at the path: one round trip. */
   getNodeOrTombstone(path: NodePath): Promise<{ node: MeshNode; tombstone: null } | { node: null; tombstone: Uint8Array | null }>
   /**
