@@ -48,6 +48,7 @@ const MODULES: BenchModule[] = [
   { name: 'search', file: 'search-bench.ts', fn: 'benchSearch' },
   { name: 'cluster', file: 'cluster-bench.ts', fn: 'benchCluster' },
   { name: 'compaction', file: 'compaction-bench.ts', fn: 'benchCompaction' },
+  { name: 'creates', file: 'create-bench.ts', fn: 'benchCreates' },
   { name: 'metrics', file: 'metrics-bench.ts', fn: 'benchMetrics' },
   { name: 'mcp', file: 'mcp-bench.ts', fn: 'benchMcp' },
   { name: 'contextual', file: 'contextual-bench.ts', fn: 'benchContextual' },
