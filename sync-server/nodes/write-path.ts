@@ -122,8 +122,11 @@ export class WritePath {
    * [TOMB1] The tombstone at a path about to get a new node (its caller checks again, after this
    * await, that the path is still free).
    */
-  private tombstoneAt(ln: LoadedNode): Promise<Uint8Array | null> {
-    return ln.leftTombstone !== undefined ? Promise.resolve(ln.leftTombstone) : this.storage.loadTombstone(ln.path)
+  private async tombstoneAt(ln: LoadedNode): Promise<Uint8Array | null> {
+    if (ln.leftTombstone !== undefined) return ln.leftTombstone
+    const stored = await this.storage.loadTombstone(ln.path)
+    // A create and a delete on this copy while storage was read: that delete's tombstone is newer.
+    return ln.leftTombstone !== undefined ? ln.leftTombstone : stored
   }
 
   private acquireForWrite(path: NodePath): Promise<LoadedNode> {

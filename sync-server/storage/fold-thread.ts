@@ -130,21 +130,27 @@ export class FoldThread {
     return worker
   }
 
-  /** The thread is gone: what waited on it is refused (the log stays as it is), the next fold starts another. */
+  /**
+   * The thread is gone: a fold that waited on it is refused (the log stays as it is), the next
+   * fold starts another. A tombstone is made here instead: a delete or a move must not fail
+   * because a compaction's thread did.
+   */
   private fail(worker: Worker, error: Error): void {
-    this.settlePending(worker, (waiting) => waiting.reject(error))
+    this.settlePending(worker, (waiting) => (waiting.request.tombstone ? this.runHere(waiting) : waiting.reject(error)))
+  }
+
+  private runHere({ request, resolve, reject }: Pending): void {
+    try {
+      resolve(foldRequest(request))
+    } catch (error) {
+      reject(error instanceof Error ? error : new Error(String(error)))
+    }
   }
 
   /** The thread never came online: what waited on it folds here, and so does every later fold. */
   private foldInline(worker: Worker): void {
     if (this.worker === worker) this.cannotStart = true
-    this.settlePending(worker, ({ request, resolve, reject }) => {
-      try {
-        resolve(foldRequest(request))
-      } catch (error) {
-        reject(error instanceof Error ? error : new Error(String(error)))
-      }
-    })
+    this.settlePending(worker, (waiting) => this.runHere(waiting))
   }
 
   /** Forgets `worker` (if it is still the thread) and settles every fold that waited on it. */

@@ -212,6 +212,49 @@ describe('[DOC1] building a doc while storage is slow', () => {
     }
   })
 
+  it('[TOMB1] a create that waited on storage for the tombstone while another create and delete ran on the same copy takes that delete\'s tombstone, not the older one it read', async () => {
+    const dir = await makeTempDir('weft-lazy-tomb-')
+    const storage = openSqliteStorage({ file: `${dir}/weft.db` })
+    try {
+      const path = 'Raced' as NodePath
+      let nodes = await serviceOver(storage)
+      await nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { Zero: true } }), 'http')
+      await nodes.delete(SYSTEM, path, 'engine')
+      await nodes.close()
+      // A fresh copy that knows of no tombstone (its row came from a read's cache): creates ask storage.
+      nodes = await serviceOver(storage)
+      expect(await nodes.get(SYSTEM, path)).toBeNull()
+      const realLoad = storage.loadTombstone.bind(storage)
+      let open!: () => void
+      const gate = new Promise<void>((r) => (open = r))
+      let calls = 0
+      storage.loadTombstone = async (p) => {
+        const read = await realLoad(p)
+        if (calls++ === 0) await gate
+        return read
+      }
+      const first = nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { A: true } }), 'http')
+      await waitFor(() => calls === 1, { description: 'the first create reads the tombstone' })
+      await nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { B: 'secret of B' } }), 'http')
+      const ofB = (await storage.loadDoc(path))!.updates[0]!
+      await nodes.delete(SYSTEM, path, 'engine')
+      open()
+      await first
+      const stored = (await storage.loadDoc(path))!
+      const rebuilt = new Y.Doc()
+      if (stored.snapshot) Y.applyUpdate(rebuilt, stored.snapshot)
+      for (const u of stored.updates) Y.applyUpdate(rebuilt, u)
+      // A stale copy of B brings nothing of it into the node made after it.
+      Y.applyUpdate(rebuilt, ofB)
+      expect(docToJson(rebuilt)).toEqual({ A: true })
+      expect(await storage.loadTombstone(path)).toBeNull()
+      await nodes.close()
+    } finally {
+      await storage.close()
+      await removeDir(dir)
+    }
+  })
+
   it('[TOMB1] a node deleted and created again while its log is read is built from the new node alone, over the tombstone of the old one', async () => {
     const { nodes, storage, gate, passLater, held, close } = await gatedService()
     try {

@@ -79,6 +79,21 @@ describe('[SCALE15] the fold thread', () => {
     expect(await thread.fold(snapshot, updates)).toEqual(compactUpdates(snapshot, updates))
   })
 
+  it('[TOMB1] a thread that dies with a tombstone waiting: the tombstone is made here (a delete does not fail), a fold waiting beside it is refused', async () => {
+    const { snapshot, updates } = nodeLog(100)
+    // Comes online, then exits on its first request.
+    const dying = new URL(`data:text/javascript,${encodeURIComponent("import { parentPort } from 'node:worker_threads'; parentPort.postMessage({ ready: true }); parentPort.on('message', () => process.exit(3))")}`)
+    const thread = new FoldThread(1, dying)
+    try {
+      const [stone, fold] = await Promise.allSettled([thread.tombstone(snapshot, updates), thread.fold(snapshot, updates)])
+      expect(stone).toEqual({ status: 'fulfilled', value: tombstoneOfLog(snapshot, updates) })
+      expect(fold.status).toBe('rejected')
+      expect(String((fold as PromiseRejectedResult).reason)).toMatch(/exited \(code 3\)/)
+    } finally {
+      await thread.close()
+    }
+  })
+
   it('a thread that cannot start (its file missing from a build): folds run inline, none is lost', async () => {
     const { snapshot, updates } = nodeLog(100)
     const thread = new FoldThread(1, new URL('./no-such-fold-worker.mjs', import.meta.url))
