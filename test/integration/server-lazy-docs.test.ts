@@ -3,6 +3,7 @@ import pg from 'pg'
 import pino from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import * as Y from 'yjs'
+import { rebuild } from './storage-contract.js'
 import { SYSTEM, docToJson, type NodePath } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/access-service.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
@@ -200,10 +201,7 @@ describe('[DOC1] building a doc while storage is slow', () => {
       const creating = nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { New: true } }), 'engine')
       release()
       await Promise.all([deleting, creating])
-      const stored = (await storage.loadDoc(path))!
-      const rebuilt = new Y.Doc()
-      if (stored.snapshot) Y.applyUpdate(rebuilt, stored.snapshot)
-      for (const u of stored.updates) Y.applyUpdate(rebuilt, u)
+      const rebuilt = rebuild((await storage.loadDoc(path))!)
       Y.applyUpdate(rebuilt, old)
       expect(docToJson(rebuilt)).toEqual({ New: true })
       expect(await storage.loadTombstone(path)).toBeNull()
@@ -240,10 +238,7 @@ describe('[DOC1] building a doc while storage is slow', () => {
       await nodes.delete(SYSTEM, path, 'engine')
       open()
       await first
-      const stored = (await storage.loadDoc(path))!
-      const rebuilt = new Y.Doc()
-      if (stored.snapshot) Y.applyUpdate(rebuilt, stored.snapshot)
-      for (const u of stored.updates) Y.applyUpdate(rebuilt, u)
+      const rebuilt = rebuild((await storage.loadDoc(path))!)
       // A stale copy of B brings nothing of it into the node made after it.
       Y.applyUpdate(rebuilt, ofB)
       expect(docToJson(rebuilt)).toEqual({ A: true })
@@ -278,10 +273,7 @@ describe('[DOC1] building a doc while storage is slow', () => {
       const ln = await building
       expect(docToJson(ln.doc)).toEqual({ New: true })
       // Rebuilt from storage alone, the same: the old life's items are gone for good.
-      const stored = (await storage.loadDoc(path))!
-      const rebuilt = new Y.Doc()
-      if (stored.snapshot) Y.applyUpdate(rebuilt, stored.snapshot)
-      for (const u of stored.updates) Y.applyUpdate(rebuilt, u)
+      const rebuilt = rebuild((await storage.loadDoc(path))!)
       expect(docToJson(rebuilt)).toEqual({ New: true })
       // The first life's items are in the new one's history only as deleted ids (its tombstone):
       // an offline copy of the old node adds nothing to the new one.
