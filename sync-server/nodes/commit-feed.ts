@@ -90,6 +90,9 @@ export class CommitFeed {
       // [ACC12] Stored with the update that introduces them; the server doc's own id with its first write.
       // [SCALE2] Several instances: every change up to this version is in this copy.
       ...(this.cluster.hooks ? { baseVersion: this.cluster.hooks.watermark() } : {}),
+      // [SCALE16] Several instances: the node this change was made for, checked in the commit's
+      // transaction (another instance may have deleted it and created another at the path).
+      ...(this.cluster.hooks && before && kind !== 'Created' ? { nodeCreatedAt: before.createdAt } : {}),
       clients: clients !== undefined ? (clients.length > 0 ? clients : undefined) : update && ln.hasDoc ? ln.clientBindings.serverBinding() : undefined,
     })
     const done = committed.then(

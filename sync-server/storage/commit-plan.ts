@@ -110,6 +110,10 @@ export function planBatch(
           refuse(new WeftError('not_found', `No node at ${input.path}.`))
           continue
         }
+        if (input.nodeCreatedAt !== undefined && input.nodeCreatedAt !== existing.createdAt) {
+          refuse(new WeftError('conflict', `${input.path} was deleted and created again since this change was made; reload it.`))
+          continue
+        }
         if (input.kind === 'Deleted') state.set(input.path, null)
         plans.push({ input, existing, nodeType: existing.nodeType })
         break

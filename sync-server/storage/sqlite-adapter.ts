@@ -252,6 +252,7 @@ export class SqliteStorage implements StorageAdapter {
         clients: input.clients,
         contextual: input.contextual,
         tombstone: input.tombstone,
+        nodeCreatedAt: input.nodeCreatedAt,
       }
       // A commit item always resolves to its record (only folds resolve to null).
       return this.committer.submit({ input: header, contentJson }) as Promise<ChangeRecord>

@@ -57,6 +57,13 @@ export interface CommitInput {
    */
   baseVersion?: number
   /**
+   * [SCALE16] Updated and Deleted: the creation time of the node this change was made for (its
+   * identity at the path). When the stored node's differs, the path holds another node now
+   * (deleted and created again, on another instance): the commit is refused with `conflict` and
+   * writes nothing. Several instances only; absent, nothing is checked.
+   */
+  nodeCreatedAt?: string
+  /**
    * [TOMB1] Deleted: what the node leaves at its path (storage/tombstone.ts), written in the
    * commit's transaction in place of any earlier one. Created: `'taken'` when the new node's first
    * update holds the path's tombstone, which is then dropped in the same transaction.

@@ -253,6 +253,29 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       expect(await store.loadTombstone(P('t/m'))).toEqual(mTomb)
     })
 
+    it('[SCALE16] an Updated or Deleted made for a node the path no longer holds is refused with conflict and writes nothing (also within one batch); made for the node there, it commits', async () => {
+      const first = new NodeWriter(P('ident'))
+      await store.commit(first.input('Created', { Gen: 1 }, { at: '2026-01-01T00:00:00.000Z' }))
+      await store.commit(first.input('Deleted'))
+      const second = new NodeWriter(P('ident'))
+      const created = await store.commit(second.input('Created', { Gen: 2 }, { at: '2026-01-02T00:00:00.000Z' }))
+      // A copy of the first node (another instance that has not heard of the second) writes.
+      const stale = first.input('Updated', { Stale: true }, { nodeCreatedAt: '2026-01-01T00:00:00.000Z' })
+      await expectCode(store.commit(stale), 'conflict')
+      await expectCode(store.commit(first.input('Deleted', {}, { nodeCreatedAt: '2026-01-01T00:00:00.000Z' })), 'conflict')
+      expect(await store.getNode(P('ident'))).toMatchObject({ content: { Gen: 2 }, version: created.version })
+      expect((await store.loadDoc(P('ident')))!.updates).toHaveLength(1)
+      // In one batch with a good commit: only the stale one is refused.
+      const results = await Promise.allSettled([
+        store.commit(second.input('Updated', { More: 1 }, { nodeCreatedAt: '2026-01-02T00:00:00.000Z' })),
+        store.commit(first.input('Updated', { Stale: 2 }, { nodeCreatedAt: '2026-01-01T00:00:00.000Z' })),
+      ])
+      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected'])
+      expect(await store.getNode(P('ident'))).toMatchObject({ content: { Gen: 2, More: 1 } })
+      await store.commit(second.input('Deleted', {}, { nodeCreatedAt: '2026-01-02T00:00:00.000Z' }))
+      expect(await store.getNode(P('ident'))).toBeNull()
+    })
+
     it('[ACC12] binds client ids in the commit that introduces them, keeps the first binding, survives a reopen, and drops them with the node (also within one batch)', async () => {
       const w = new NodeWriter(P('bound/doc'))
       const sorted = async (path: string) => (await store.loadClientBindings(P(path))).sort((a, b) => a.client - b.client)

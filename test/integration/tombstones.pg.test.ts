@@ -1,6 +1,12 @@
+import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
+import pg from 'pg'
+import pino from 'pino'
 import { afterAll, describe, expect, it } from 'vitest'
-import { jsonEqual } from '../../shared/index.js'
+import { SYSTEM, isWeftError, jsonEqual, type NodePath } from '../../shared/index.js'
+import { AccessService } from '../../sync-server/access/index.js'
+import { NodeService } from '../../sync-server/nodes/index.js'
+import { openPostgresStorage } from '../../sync-server/storage/index.js'
 import { api, createDocument, createSpace, expectStatus, freshDatabase, makeTempDir, removeDir, signup, startInstances, startTestServer, waitFor, type Instances } from '../helpers/index.js'
 import { holdCopy, reconnect, restoreOverDeleted } from './tombstone-cases.js'
 
@@ -46,6 +52,64 @@ describe('tombstones on PostgreSQL', () => {
       s.destroy()
     } finally {
       await set?.cleanup()
+    }
+  })
+
+  it('[SCALE16] an instance that has not heard of a delete and a create elsewhere cannot write its copy of the old node onto the new one, nor delete the new one', { timeout: 60_000 }, async () => {
+    const connectionString = process.env.WEFT_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+    const schema = `weft_test_${randomBytes(6).toString('hex')}`
+    // Two instances on one database, in this process; their change messages never arrive (a
+    // delay as long as the test), which is the window a fan-out has.
+    const instance = async () => {
+      const storage = await openPostgresStorage({ connectionString, schema })
+      const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
+      await nodes.boot()
+      nodes.connectCluster({
+        committed: () => undefined,
+        accepted: () => 'k',
+        acceptedFailed: () => undefined,
+        presence: () => undefined,
+        presenceOpened: () => undefined,
+        watermark: () => 0,
+        freshen: () => Promise.resolve(),
+      })
+      return { storage, nodes }
+    }
+    const a = await instance()
+    const b = await instance()
+    try {
+      const code = (e: unknown) => (isWeftError(e) ? e.code : String(e))
+      /** B holds a copy of the node at `path` (a write loads it, doc and all); A deletes it and makes another there. */
+      const replacedBehindB = async (path: NodePath) => {
+        await a.nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { Gen: 1 } }), 'engine')
+        await b.nodes.patch(SYSTEM, path, { FromB: 1 })
+        await a.nodes.delete(SYSTEM, path, 'engine')
+        // Created again a moment later (a new creation time).
+        await new Promise((r) => setTimeout(r, 5))
+        await a.nodes.update(SYSTEM, path, () => ({ nodeType: 'Space', content: { Gen: 2 } }), 'engine')
+      }
+      const patched = 'Patched' as NodePath
+      await replacedBehindB(patched)
+      expect(code(await b.nodes.patch(SYSTEM, patched, { Stale: true }).catch((e: unknown) => e))).toBe('conflict')
+      expect((await a.storage.getNode(patched))?.content).toEqual({ Gen: 2 })
+      // B's copy is dropped: its next read is the new node, and a write to it lands.
+      expect((await b.nodes.get(SYSTEM, patched))?.content).toEqual({ Gen: 2 })
+      await b.nodes.patch(SYSTEM, patched, { Fresh: true })
+      expect((await a.storage.getNode(patched))?.content).toEqual({ Gen: 2, Fresh: true })
+      // A delete from the old copy does not delete the new node.
+      const deleted = 'Deleted' as NodePath
+      await replacedBehindB(deleted)
+      expect(code(await b.nodes.delete(SYSTEM, deleted, 'http').catch((e: unknown) => e))).toBe('conflict')
+      expect((await a.storage.getNode(deleted))?.content).toEqual({ Gen: 2 })
+    } finally {
+      for (const x of [a, b]) {
+        await x.nodes.close()
+        await x.storage.close()
+      }
+      const c = new pg.Client({ connectionString })
+      await c.connect()
+      await c.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+      await c.end()
     }
   })
 })
