@@ -1,5 +1,6 @@
 import * as Y from 'yjs'
 import { simpleDiffString } from 'lib0/diff'
+import { uint32 } from 'lib0/random'
 import { WeftError } from './errors.js'
 import type { TextPolicy } from './text-fields.js'
 import { isJsonObject, jsonEqual, type JsonObject, type JsonValue } from './json.js'
@@ -228,6 +229,16 @@ export function applyPatchToJson(content: JsonObject, patch: MergePatch): JsonOb
 export function replaceDocContent(doc: Y.Doc, content: JsonObject, origin: unknown = null, isText: TextPolicy | null = null): void {
   assertJsonContent(content)
   doc.transact(() => setMap(doc.getMap(CONTENT_MAP), content, isText ? [] : null, isText), origin)
+}
+
+/**
+ * [BAK4] [TOMB1] Writes `content` forward over whatever the doc holds (a node's older history, a
+ * tombstone): one system transaction under a client id that neither the doc nor `avoid` (ids
+ * bound to someone) has ever written under, so no client's copy holds any of its items.
+ */
+export function replaceDocContentForward(doc: Y.Doc, content: JsonObject, isText: TextPolicy, avoid: ReadonlySet<number> = new Set()): void {
+  while (doc.store.clients.has(doc.clientID) || avoid.has(doc.clientID)) doc.clientID = uint32()
+  replaceDocContent(doc, content, 'system', isText)
 }
 
 /** What `replaceDocContent` makes of the doc, on plain JSON: a copy of `content`, nulls kept. */

@@ -1,8 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto'
 import { mkdir, open } from 'node:fs/promises'
-import * as random from 'lib0/random'
 import * as Y from 'yjs'
-import { WeftError, docToJson, isInTrash, replaceDocContent, textPolicyFor, type JsonObject, type NodePath } from '../../shared/index.js'
+import { WeftError, docToJson, isInTrash, replaceDocContentForward, textPolicyFor, type JsonObject, type NodePath } from '../../shared/index.js'
 import { SERVER_DOC_CLIENT } from '../admission/index.js'
 import { canonicalTombstone as canonical, holdPostgresExclusive, holdSqliteExclusive, mergeTombstones, openPostgresStorage, openSqliteStorage, replayLog, tombstoneOfLog, type HolderLock } from '../storage/index.js'
 import type { Progress } from './backup.js'
@@ -92,9 +91,7 @@ function forwardNode(n: NodeRecord, before: Existing | Uint8Array, version: numb
   try {
     const bound = new Set(before instanceof Uint8Array ? [] : before.clients.map(([c]) => c))
     for (const [c] of n.clients) bound.add(c)
-    while (doc.store.clients.has(doc.clientID) || bound.has(doc.clientID)) doc.clientID = random.uint32()
-    const nodeType = String(n.row[C.nodeType])
-    replaceDocContent(doc, contentOf(n), 'system', textPolicyFor(nodeType))
+    replaceDocContentForward(doc, contentOf(n), textPolicyFor(String(n.row[C.nodeType])), bound)
     const row = [...n.row]
     row[C.content] = JSON.stringify(docToJson(doc))
     row[C.snapshot] = Buffer.from(Y.encodeStateAsUpdate(doc)).toString('base64')

@@ -1,5 +1,4 @@
 import * as Y from 'yjs'
-import { uint32 as randomUint32 } from 'lib0/random'
 import {
   ALL_PERMISSIONS,
   CONTENT_MAP,
@@ -21,6 +20,7 @@ import {
   partitionPlace,
   principalName,
   replaceDocContent,
+  replaceDocContentForward,
   replaceJsonContent,
   SYSTEM,
   validateAppend,
@@ -405,8 +405,7 @@ export class WritePath {
   private async arrivalOf(path: NodePath, stored: StoredDoc | null, tombstone: Uint8Array): Promise<Uint8Array | null> {
     const own = stored ? clocksOf(Y.mergeUpdates(stored.snapshot ? [stored.snapshot, ...stored.updates] : stored.updates)) : new Map<number, number>()
     const theirs = clocksOf(tombstone)
-    const shared = [...theirs.keys()].filter((c) => own.has(c))
-    if (shared.length === 0) return tombstone
+    if (![...theirs.keys()].some((c) => own.has(c))) return tombstone
     if ([...theirs].every(([c, clock]) => (own.get(c) ?? 0) >= clock)) return null
     const node = await this.storage.getNode(path)
     const doc = new Y.Doc()
@@ -415,8 +414,7 @@ export class WritePath {
       const before = Y.encodeStateVector(doc)
       const content = docToJson(doc)
       Y.applyUpdate(doc, tombstone)
-      while (doc.store.clients.has(doc.clientID)) doc.clientID = randomUint32()
-      replaceDocContent(doc, content, 'system', textPolicyFor(node?.nodeType ?? 'Document'))
+      replaceDocContentForward(doc, content, textPolicyFor(node?.nodeType ?? 'Document'))
       return Y.encodeStateAsUpdate(doc, before)
     } finally {
       doc.destroy()

@@ -1,4 +1,3 @@
-import { FoldThread } from './fold-thread.js'
 import { Worker } from 'node:worker_threads'
 import type Database from 'better-sqlite3'
 import type { Logger } from 'pino'
@@ -18,6 +17,7 @@ import { GroupCommitter } from './group-commit.js'
 import { assertFieldName, clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, rowToNode, toBytes, type NodeRow } from './row-mapping.js'
 import { contentOfLog } from './compaction.js'
+import { FoldThread } from './fold-thread.js'
 import { ENGINE_SCANS } from './sqlite-schema.js'
 import type { RowJson } from './row-parts.js'
 import { SqliteWriter, openSqliteConnection, type BatchItem } from './sqlite-writer.js'
@@ -187,6 +187,8 @@ export class SqliteStorage implements StorageAdapter {
   private readonly readDoc: (path: string) => StoredDoc | null
   /** [BAK6] Held while open: `weft restore` refuses a database somebody has open. */
   private readonly holder: HolderLock | null
+  /** [TOMB1] The writer thread has its own fold thread; this one makes tombstones for the event loop's deletes and moves. */
+  private readonly folds = new FoldThread()
 
   constructor(options: SqliteStorageOptions) {
     const busyTimeoutMs = options.busyTimeoutMs ?? 5000
@@ -299,9 +301,6 @@ export class SqliteStorage implements StorageAdapter {
   async loadClientBindings(path: NodePath): Promise<ClientBinding[]> {
     return this.stmt.clients.all(path).map((r) => ({ client: r.client, principal: r.principal }))
   }
-
-  /** [TOMB1] The writer thread has its own fold thread; this one makes tombstones for the event loop's deletes and moves. */
-  private readonly folds = new FoldThread()
 
   tombstoneOf(snapshot: Uint8Array | null, updates: readonly Uint8Array[]): Promise<Uint8Array | null> {
     return this.folds.tombstone(snapshot, updates)

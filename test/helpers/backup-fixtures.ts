@@ -1,7 +1,10 @@
 import { spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import * as Y from 'yjs'
 import { replaceDocContent, type JsonObject, type NodePath } from '../../shared/index.js'
+import { HEADER_BYTES } from '../../sync-server/backup/format.js'
 import { postgresExec, sqliteExec, sqliteFile, type Exec, type Location } from '../../sync-server/backup/exec.js'
 import { NODE_CLIENTS, NODE_UPDATES, NODES, PLAIN_TABLES, q, rowToPortable, selectList, type PortableRow } from '../../sync-server/backup/tables.js'
 import type { StorageAdapter } from '../../sync-server/storage/index.js'
@@ -127,4 +130,33 @@ export async function checkCounterSnapshot(url: string, token: string, space: st
 /** A table dump as a restore leaves it: leases expired, their tokens cleared ([BAK5]). */
 export function withoutLeases(t: Record<string, PortableRow[]>): Record<string, PortableRow[]> {
   return { ...t, contextual_events: t.contextual_events!.map((r) => [...r.slice(0, 8), null, 0, ...r.slice(10)]) }
+}
+
+/** A backup record as the file holds it (format.ts). */
+export interface BackupRecord {
+  t: string
+  r: unknown[]
+}
+
+/**
+ * The backup `good` with its `at`-th body record rewritten by `edit`, and the header's length and
+ * checksum made right again (a file crafted to pass the checksum), written to `out`.
+ */
+export async function rewriteBackupRecord(good: Buffer, at: number, edit: (rec: BackupRecord) => void, out: string): Promise<string> {
+  const header = JSON.parse(good.subarray(0, HEADER_BYTES).toString()) as Record<string, unknown>
+  const lines = backupLines(good).map((l, i) => {
+    if (i !== at) return l
+    const rec = JSON.parse(l) as BackupRecord
+    edit(rec)
+    return JSON.stringify(rec)
+  })
+  const bytes = Buffer.from(lines.join('\n') + '\n')
+  const h = JSON.stringify({ ...header, bodyBytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') })
+  await writeFile(out, Buffer.concat([Buffer.from(h.padEnd(HEADER_BYTES - 1, ' ') + '\n'), bytes]))
+  return out
+}
+
+/** The body records of a backup file, one JSON line each. */
+export function backupLines(file: Buffer): string[] {
+  return file.subarray(HEADER_BYTES).toString().split('\n').filter(Boolean)
 }

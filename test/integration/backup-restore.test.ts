@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto'
 import { copyFile, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import fc from 'fast-check'
@@ -19,7 +18,7 @@ import {
   stockProvider,
   waitFor,
 } from '../helpers/index.js'
-import { checkCounterSnapshot, dumpTables, metaOf, runWeft, seedNodes, startCounterWriter, withoutLeases } from '../helpers/backup-fixtures.js'
+import { backupLines, checkCounterSnapshot, dumpTables, metaOf, rewriteBackupRecord, runWeft, seedNodes, startCounterWriter, withoutLeases, type BackupRecord } from '../helpers/backup-fixtures.js'
 import { ctx, definition, pull, putSubscription } from './contextual-helpers.js'
 
 const dirs: string[] = []
@@ -283,25 +282,11 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
     const file = join(dir, 'good.weftbak')
     await takeBackup({ dataDir: source }, file)
     const good = await readFile(file)
-    const header = JSON.parse(good.subarray(0, HEADER_BYTES).toString()) as Record<string, unknown>
-    const lines = good.subarray(HEADER_BYTES).toString().split('\n').filter(Boolean)
-    const nodeAt = lines.findIndex((l) => l.startsWith('{"t":"node"'))
+    const nodeAt = backupLines(good).findIndex((l) => l.startsWith('{"t":"node"'))
     const target = await tempDir()
     /** The file with one record rewritten and the header's length and checksum made right again. */
-    const crafted = async (edit: (rec: { t: string; r: unknown[] }) => void) => {
-      const body = lines.map((l, i) => {
-        if (i !== nodeAt) return l
-        const rec = JSON.parse(l) as { t: string; r: unknown[] }
-        edit(rec)
-        return JSON.stringify(rec)
-      })
-      const bytes = Buffer.from(body.join('\n') + '\n')
-      const h = JSON.stringify({ ...header, bodyBytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') })
-      const out = join(dir, 'crafted.weftbak')
-      await writeFile(out, Buffer.concat([Buffer.from(h.padEnd(HEADER_BYTES - 1, ' ') + '\n'), bytes]))
-      return out
-    }
-    const refused = async (edit: (rec: { t: string; r: unknown[] }) => void, message: RegExp) => {
+    const crafted = (edit: (rec: BackupRecord) => void) => rewriteBackupRecord(good, nodeAt, edit, join(dir, 'crafted.weftbak'))
+    const refused = async (edit: (rec: BackupRecord) => void, message: RegExp) => {
       const error = await restoreBackup(await crafted(edit), { dataDir: target }).catch((e: unknown) => e)
       expect(error).toBeInstanceOf(InvalidBackup)
       expect((error as Error).message).toMatch(message)

@@ -1,5 +1,4 @@
-import { createHash } from 'node:crypto'
-import { readFile, writeFile } from 'node:fs/promises'
+import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -22,7 +21,7 @@ import {
   type TestServer,
   type TestUser,
 } from '../helpers/index.js'
-import { runWeft } from '../helpers/backup-fixtures.js'
+import { backupLines, rewriteBackupRecord, runWeft } from '../helpers/backup-fixtures.js'
 import { holdCopy, reconnect, restoreOverDeleted } from './tombstone-cases.js'
 
 /**
@@ -228,18 +227,9 @@ describe('[TOMB2] restore and tombstones (decision 0010)', () => {
       const good = await readFile(file)
       const header = JSON.parse(good.subarray(0, HEADER_BYTES).toString()) as { counts: Record<string, number> }
       expect(header.counts.node_tombstones).toBe(1)
-      const lines = good.subarray(HEADER_BYTES).toString().split('\n').filter(Boolean)
-      const at = lines.findIndex((l) => l.startsWith('{"t":"node_tombstones"'))
+      const at = backupLines(good).findIndex((l) => l.startsWith('{"t":"node_tombstones"'))
       expect(at).toBeGreaterThanOrEqual(0)
-      const crafted = async (state: string) => {
-        const rec = JSON.parse(lines[at]!) as { t: string; r: unknown[] }
-        rec.r[1] = state
-        const bytes = Buffer.from(lines.map((l, i) => (i === at ? JSON.stringify(rec) : l)).join('\n') + '\n')
-        const h = JSON.stringify({ ...header, bodyBytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') })
-        const out = join(dir, 'crafted.weftbak')
-        await writeFile(out, Buffer.concat([Buffer.from(h.padEnd(HEADER_BYTES - 1, ' ') + '\n'), bytes]))
-        return out
-      }
+      const crafted = (state: string) => rewriteBackupRecord(good, at, (rec) => (rec.r[1] = state), join(dir, 'crafted.weftbak'))
       await ts.server.close()
       // Not a Yjs update: refused before anything is written.
       const error = await restoreBackup(await crafted(Buffer.from([0xff, 0xff, 0xff, 0xff, 0x0f]).toString('base64')), { dataDir: await tempDir() }).catch((e: unknown) => e)
