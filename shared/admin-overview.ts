@@ -17,6 +17,8 @@ export interface AdminOverview {
     refusals: Record<string, number>
     engineLagVersions: number
     engineLeaseHeld: boolean
+    /** [SCALE17] The engine partitions (engine names) this instance runs now. */
+    enginePartitions: string[]
     contextual: { consumers: number; pending: number; leased: number; dead: number; maxLag: number }
     eventLoopDelaySeconds: { mean: number; p99: number }
   }

@@ -102,6 +102,8 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   contextual.start()
 
   const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal, maxPayloadBytes: config.maxPayloadBytes }))
+  // [SCALE17] One partition per engine, named by it (a name given twice gets its place appended).
+  const partitions = engines.map((e, i) => ({ name: engines.findIndex((x) => x.name === e.name) === i ? e.name : `${e.name}.${i}`, factory: factories[i]! }))
   // [SCALE6] With several instances these serve the engines' routes only; the engines that work
   // run on the one instance holding the lease (cluster/engine-owner.ts).
   const cluster = config.redisUrl
@@ -113,7 +115,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
         earlyConfirmMs: config.earlyConfirmMs,
         nodes,
         storage,
-        factories,
+        partitions,
         context: { users: auth, log, maxPayloadBytes: config.maxPayloadBytes },
         log,
       })
@@ -181,6 +183,10 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
         rooms: () => nodes.roomCount(),
         engineLag: async () => Math.max(0, (await storage.lastVersion()) - fed),
         engineLeaseHeld: () => (cluster ? cluster.owner.owns : true),
+        enginePartitions: () => {
+          const held = new Set(cluster ? cluster.owner.held() : partitions.map((p) => p.name))
+          return Object.fromEntries(partitions.map((p) => [p.name, held.has(p.name)]))
+        },
         contextual: async () => (await storage.contextual({ op: 'totals', now: Date.now() })) as ContextualTotals,
       },
       log,

@@ -17,7 +17,8 @@ export interface ClusterOptions {
   earlyConfirmMs?: number
   nodes: NodeService
   storage: StorageAdapter
-  factories: readonly EngineFactory[]
+  /** [SCALE17] One partition per engine, named by the engine. */
+  partitions: ReadonlyArray<{ name: string; factory: EngineFactory }>
   context: Omit<EngineContext, 'nodes' | 'signal'>
   log: Logger
 }
@@ -26,7 +27,7 @@ export interface Cluster {
   owner: EngineOwner
   /** [CTX43] MCP cancels told to and heard from the other instances. */
   mcpPeers: McpPeers
-  /** Starts competing for the engines' lease (after the server listens). */
+  /** Starts competing for the engines' partitions (after the server listens). */
   startEngines(): void
   close(): Promise<void>
 }
@@ -39,7 +40,9 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   const cancels: Array<Parameters<McpPeers['onCancel']>[0]> = []
   const bus = new RedisBus(o.redisUrl, log, {
     message: (m) => {
-      if (m.t === 'lease-released') owner?.ownership.poke()
+      if (m.t === 'lease-released') {
+        if (m.from !== o.instanceId) owner?.released(m.name)
+      }
       else if (m.t !== 'mcp-cancel') fanOut?.receive(m)
       else if (m.from !== o.instanceId && typeof m.caller === 'string' && (typeof m.id === 'string' || typeof m.id === 'number')) for (const h of cancels) h(m.caller, m.id)
     },
@@ -50,7 +53,17 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   await bus.start()
   await fan.start()
   const store = await PgLeaseStore.open(o.databaseUrl)
-  const engineOwner = new EngineOwner({ instanceId: o.instanceId, factories: o.factories, context: o.context, nodes: o.nodes, store, ttlMs: o.engineLeaseMs, log, catchUp: () => fan.catchUp() })
+  const engineOwner = new EngineOwner({
+    instanceId: o.instanceId,
+    partitions: o.partitions,
+    context: o.context,
+    nodes: o.nodes,
+    store,
+    ttlMs: o.engineLeaseMs,
+    log,
+    catchUp: () => fan.catchUp(),
+    announce: (name) => void bus.publish({ t: 'lease-released', from: o.instanceId, name }),
+  })
   owner = engineOwner
   return {
     owner: engineOwner,
@@ -61,9 +74,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     startEngines: () => engineOwner.start(),
     async close() {
       // [PROD2] Given up, not left to expire: the others hear of it and take it over at once.
-      const held = engineOwner.owns
-      await engineOwner.stop()
-      if (held) await bus.publish({ t: 'lease-released', from: o.instanceId, name: 'engines' })
+      for (const name of await engineOwner.stop()) await bus.publish({ t: 'lease-released', from: o.instanceId, name })
       await fan.close()
       await bus.close()
       await store.close()

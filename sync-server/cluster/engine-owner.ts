@@ -28,63 +28,80 @@ export function fencedNodes(nodes: NodeService, holds: () => boolean): NodeServi
   })
 }
 
-export interface EngineOwnerOptions {
-  instanceId: string
-  factories: readonly EngineFactory[]
-  context: Omit<EngineContext, 'nodes' | 'signal'>
-  nodes: NodeService
-  store: LeaseStore
-  ttlMs: number
-  log: Logger
-  /** Before the engines start under a new lease: every change up to now applied here. */
-  catchUp: () => Promise<void>
+/** [SCALE17] What the balance of partitions needs from the lease table (pg-leases.ts). */
+export interface MemberStore extends LeaseStore {
+  /** Marks `holder` alive for `ttlMs`; answers how many instances are alive, itself included. */
+  census(holder: string, ttlMs: number): Promise<number>
+  leave(holder: string): Promise<void>
 }
 
+export interface EngineOwnerOptions {
+  instanceId: string
+  /** One partition per engine, named by the engine (its lease is `engines:<name>`). */
+  partitions: ReadonlyArray<{ name: string; factory: EngineFactory }>
+  context: Omit<EngineContext, 'nodes' | 'signal'>
+  nodes: NodeService
+  store: MemberStore
+  ttlMs: number
+  log: Logger
+  /** Before an engine starts under a new lease: every change up to now applied here. */
+  catchUp: () => Promise<void>
+  /** Tells the other instances this one gave the lease `name` up (they try to take it at once). */
+  announce: (name: string) => void
+}
+
+/** The lease name of an engine's partition. */
+export const partitionLease = (engine: string): string => `engines:${engine}`
+
 /**
- * [SCALE6] The engines of this instance run only while it holds the `engines` lease: on
- * acquiring it they are built afresh (on fenced nodes) and started, which is their crash
- * recovery (each reconciles from the database); on losing it they are stopped.
+ * [SCALE6] [SCALE17] One engine partition: its engine runs on this instance only while it holds
+ * the partition's lease. On acquiring it the engine is built afresh (on nodes fenced by this
+ * lease) and started, which is its crash recovery (it reconciles from the database); on losing or
+ * giving it up the engine is stopped before the lease is released.
  */
-export class EngineOwner {
-  private running: { engines: Engine[]; abort: AbortController } | null = null
+class Partition {
+  private running: { engine: Engine; abort: AbortController } | null = null
   private chain: Promise<void> = Promise.resolve()
   readonly ownership: Ownership
 
-  constructor(private readonly o: EngineOwnerOptions) {
+  constructor(
+    readonly name: string,
+    private readonly factory: EngineFactory,
+    private readonly o: EngineOwnerOptions,
+    graceMs: () => number,
+  ) {
     this.ownership = new Ownership({
-      name: 'engines',
+      name: partitionLease(name),
       holder: o.instanceId,
       store: o.store,
       ttlMs: o.ttlMs,
       log: o.log,
+      graceMs,
       acquired: () => this.serial(() => this.begin()),
       lost: () => this.serial(() => this.end()),
     })
   }
 
-  start(): void {
-    this.ownership.start()
-  }
-
-  get owns(): boolean {
+  get holds(): boolean {
     return this.ownership.holds()
   }
 
   private serial(job: () => Promise<void>): Promise<void> {
     const next = this.chain.then(job)
-    this.chain = next.catch((err: unknown) => this.o.log.error({ err }, 'engine ownership step failed'))
+    this.chain = next.catch((err: unknown) => this.o.log.error({ err, partition: this.ownership.name }, 'engine ownership step failed'))
     return next
   }
 
   private async begin(): Promise<void> {
     if (!this.ownership.holds() || this.running) return
     await this.o.catchUp()
+    if (!this.ownership.holds()) return
     const abort = new AbortController()
     const nodes = fencedNodes(this.o.nodes, () => this.ownership.holds())
-    const engines = this.o.factories.map((f) => f({ ...this.o.context, nodes, signal: abort.signal }))
-    this.running = { engines, abort }
-    for (const e of engines) await e.start()
-    this.o.log.info({ engines: engines.map((e) => e.name) }, 'engines started under the lease')
+    const engine = this.factory({ ...this.o.context, nodes, signal: abort.signal })
+    this.running = { engine, abort }
+    await engine.start()
+    this.o.log.info({ partition: this.ownership.name, engines: [engine.name] }, 'engines started under the lease')
   }
 
   private async end(): Promise<void> {
@@ -92,11 +109,113 @@ export class EngineOwner {
     if (!r) return
     this.running = null
     r.abort.abort()
-    for (const e of [...r.engines].reverse()) await e.stop().catch((err: unknown) => this.o.log.error({ err }, 'engine stop failed'))
+    await r.engine.stop().catch((err: unknown) => this.o.log.error({ err, partition: this.ownership.name }, 'engine stop failed'))
+    this.o.log.info({ partition: this.ownership.name }, 'engine stopped: lease gone')
   }
 
   async stop(): Promise<void> {
     await this.ownership.stop()
     await this.chain
+  }
+}
+
+/**
+ * [SCALE6] [SCALE17] The engines of this instance, one lease per engine (partition), balanced
+ * between the live instances: each instance's share is ceil(partitions / instances alive).
+ *  - Alive: a row of `engine_members` renewed every third of the lease time (the census).
+ *  - An instance below its share takes a free partition at once; one at or above its share takes
+ *    it only after it has been free for half a lease time (when nobody below took it: the
+ *    partition is never left without an owner for long).
+ *  - An instance above its share at two censuses in a row gives one partition up (its engine
+ *    stopped first) and tells the others, so one below its share takes it at once.
+ * Failover is per partition: the survivors' next census counts the dead instance out, and its
+ * partitions are taken as their leases expire.
+ */
+export class EngineOwner {
+  private readonly partitions: Partition[]
+  private members = 1
+  private over = 0
+  private timer: ReturnType<typeof setTimeout> | null = null
+  private stopped = false
+  private censusRunning: Promise<void> | null = null
+
+  constructor(private readonly o: EngineOwnerOptions) {
+    this.partitions = o.partitions.map((p) => new Partition(p.name, p.factory, o, () => this.graceMs()))
+  }
+
+  /** How many partitions an instance should hold now. */
+  private get share(): number {
+    return Math.ceil(this.partitions.length / Math.max(1, this.members))
+  }
+
+  private graceMs(): number {
+    return this.held().length < this.share ? 0 : Math.floor(this.o.ttlMs / 2)
+  }
+
+  /** The partitions (engine names) this instance runs now. */
+  held(): string[] {
+    return this.partitions.filter((p) => p.holds).map((p) => p.name)
+  }
+
+  start(): void {
+    void this.census().finally(() => {
+      if (this.stopped) return
+      for (const p of this.partitions) p.ownership.start()
+      this.schedule()
+    })
+  }
+
+  get owns(): boolean {
+    return this.partitions.some((p) => p.holds)
+  }
+
+  private schedule(): void {
+    if (this.stopped) return
+    this.timer = setTimeout(() => void this.census().finally(() => this.schedule()), Math.max(50, Math.floor(this.o.ttlMs / 3)))
+    this.timer.unref?.()
+  }
+
+  /** Counts the instances alive (renewing this one's row), then gives a partition up when above the share. */
+  private census(): Promise<void> {
+    this.censusRunning ??= (async () => {
+      try {
+        const members = await this.o.store.census(this.o.instanceId, this.o.ttlMs)
+        if (this.stopped) return
+        const grew = members < this.members
+        this.members = members
+        const held = this.partitions.filter((p) => p.holds)
+        this.over = held.length > this.share ? this.over + 1 : 0
+        if (this.over >= 2) {
+          this.over = 0
+          const p = held[held.length - 1]!
+          if (await p.ownership.giveUp(`${held.length} partitions held, above this instance's share of ${this.share} with ${members} instances alive`)) this.o.announce(partitionLease(p.name))
+        }
+        // Fewer instances alive: this one's share may have grown; try the free partitions now.
+        if (grew) for (const p of this.partitions) if (!p.holds) p.ownership.poke()
+      } catch (err) {
+        this.o.log.warn({ err }, 'engine census: the database did not answer')
+      } finally {
+        this.censusRunning = null
+      }
+    })()
+    return this.censusRunning
+  }
+
+  /** [PROD2] Another instance gave the `name` lease up: count again, then try to take it. */
+  released(name: string): void {
+    const p = this.partitions.find((x) => partitionLease(x.name) === name)
+    if (!p || this.stopped) return
+    void this.census().finally(() => p.ownership.poke())
+  }
+
+  /** Stops every partition (each lease given up); answers the lease names that were held. */
+  async stop(): Promise<string[]> {
+    this.stopped = true
+    if (this.timer) clearTimeout(this.timer)
+    await this.censusRunning
+    const held = this.partitions.filter((p) => p.holds).map((p) => partitionLease(p.name))
+    await Promise.all(this.partitions.map((p) => p.stop()))
+    await this.o.store.leave(this.o.instanceId).catch(() => undefined)
+    return held
   }
 }

@@ -7,7 +7,17 @@ CREATE TABLE IF NOT EXISTS engine_leases (
   holder text,
   fence bigint NOT NULL DEFAULT 0,
   expires_at timestamptz NOT NULL DEFAULT 'epoch'
+);
+CREATE TABLE IF NOT EXISTS engine_members (
+  holder text PRIMARY KEY,
+  expires_at timestamptz NOT NULL
 )`
+
+/**
+ * [SCALE17] While an instance of an earlier version holds the single `engines` lease (it runs every
+ * engine), no partition lease is taken or renewed: a rolling upgrade never runs an engine twice.
+ */
+const NO_LEGACY_OWNER = `NOT EXISTS (SELECT 1 FROM engine_leases WHERE name = 'engines' AND holder IS NOT NULL AND expires_at > now())`
 
 function lease(row: { holder: string; fence: string; expires_ms: string } | undefined): Lease | null {
   return row ? { holder: row.holder, fence: Number(row.fence), expiresAt: Number(row.expires_ms) } : null
@@ -28,21 +38,46 @@ export class PgLeaseStore implements LeaseStore {
     return new PgLeaseStore(pool)
   }
 
-  async acquire(name: string, holder: string, ttlMs: number): Promise<Lease | null> {
+  /**
+   * Free means expired or given up (a release sets the expiry to its time), for at least `graceMs`
+   * ([SCALE17]). A partition's first acquire inserts its row, grace or not.
+   */
+  async acquire(name: string, holder: string, ttlMs: number, graceMs = 0): Promise<Lease | null> {
     const r = await this.pool.query<{ holder: string; fence: string; expires_ms: string }>(
-      `INSERT INTO engine_leases AS l (name, holder, fence, expires_at) VALUES ($1, $2, 1, now() + $3 * interval '1 millisecond')
+      `INSERT INTO engine_leases AS l (name, holder, fence, expires_at)
+       SELECT $1, $2, 1, now() + $3 * interval '1 millisecond' WHERE ${NO_LEGACY_OWNER}
        ON CONFLICT (name) DO UPDATE SET holder = $2, fence = l.fence + 1, expires_at = now() + $3 * interval '1 millisecond'
-       WHERE l.expires_at <= now() OR l.holder IS NULL
+       WHERE l.expires_at <= now() - $4 * interval '1 millisecond' AND ${NO_LEGACY_OWNER}
        RETURNING holder, fence, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms`,
-      [name, holder, ttlMs],
+      [name, holder, ttlMs, graceMs],
     )
     return lease(r.rows[0])
+  }
+
+  /**
+   * [SCALE17] This instance is alive for `ttlMs` more (a row of `engine_members`); answers how many
+   * instances are alive, itself included. One statement.
+   */
+  async census(holder: string, ttlMs: number): Promise<number> {
+    const r = await this.pool.query<{ others: string }>(
+      `WITH me AS (
+         INSERT INTO engine_members (holder, expires_at) VALUES ($1, now() + $2 * interval '1 millisecond')
+         ON CONFLICT (holder) DO UPDATE SET expires_at = EXCLUDED.expires_at RETURNING holder)
+       SELECT count(*) AS others FROM engine_members WHERE expires_at > now() AND holder <> $1 AND EXISTS (SELECT 1 FROM me)`,
+      [holder, ttlMs],
+    )
+    return Number(r.rows[0]?.others ?? 0) + 1
+  }
+
+  /** [SCALE17] This instance stops: the others count it out at once. */
+  async leave(holder: string): Promise<void> {
+    await this.pool.query('DELETE FROM engine_members WHERE holder = $1', [holder])
   }
 
   async renew(name: string, held: Lease, ttlMs: number): Promise<Lease | null> {
     const r = await this.pool.query<{ holder: string; fence: string; expires_ms: string }>(
       `UPDATE engine_leases SET expires_at = now() + $4 * interval '1 millisecond'
-       WHERE name = $1 AND holder = $2 AND fence = $3 AND expires_at > now()
+       WHERE name = $1 AND holder = $2 AND fence = $3 AND expires_at > now() AND ${NO_LEGACY_OWNER}
        RETURNING holder, fence, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms`,
       [name, held.holder, held.fence, ttlMs],
     )

@@ -16,6 +16,8 @@ export interface MetricsSources {
   engineLag(): Promise<number>
   /** [OPS5] Whether this instance holds the engines' lease (a lone instance always does). */
   engineLeaseHeld(): boolean
+  /** [SCALE17] Each engine partition (by engine name): whether this instance runs it now. */
+  enginePartitions(): Record<string, boolean>
   /** [OPS6] Contextual consumers' events, every consumer together. */
   contextual(): Promise<{ consumers: number; pending: number; leased: number; dead: number; maxLag: number }>
 }
@@ -45,7 +47,16 @@ export class ServerMetrics {
     this.gauge('weft_rooms', 'Loaded nodes with at least one client connected.', () => sources.rooms())
     this.gauge('weft_loaded_docs', 'Nodes loaded in memory.', () => sources.loadedDocs())
     this.gauge('weft_engine_lag_versions', 'Versions in the change log not yet on this instance\'s change feed.', () => sources.engineLag())
-    this.gauge('weft_engine_lease_held', '1 when this instance holds the engines\' lease (runs the engines), else 0.', () => (sources.engineLeaseHeld() ? 1 : 0))
+    this.gauge('weft_engine_lease_held', '1 when this instance holds an engine partition\'s lease (runs an engine), else 0.', () => (sources.engineLeaseHeld() ? 1 : 0))
+    new Gauge({
+      name: 'weft_engine_partition_held',
+      help: '1 for each engine partition this instance runs now, 0 for the others.',
+      labelNames: ['partition'],
+      registers,
+      collect() {
+        for (const [partition, held] of Object.entries(sources.enginePartitions())) this.set({ partition }, held ? 1 : 0)
+      },
+    })
     // One query for the five contextual figures per scrape, shared by their collect functions.
     let contextual: ReturnType<MetricsSources['contextual']> | null = null
     const ctx = <K extends 'consumers' | 'pending' | 'leased' | 'dead' | 'maxLag'>(key: K) => async () => {

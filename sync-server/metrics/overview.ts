@@ -52,6 +52,7 @@ export async function overviewFigures(metrics: ServerMetrics): Promise<AdminOver
     refusals,
     engineLagVersions: one('weft_engine_lag_versions'),
     engineLeaseHeld: one('weft_engine_lease_held') === 1,
+    enginePartitions: (families.get('weft_engine_partition_held')?.values ?? []).filter((v) => v.value === 1).map((v) => String(v.labels.partition)).sort(),
     contextual: {
       consumers: one('weft_contextual_consumers'),
       pending: one('weft_contextual_pending_events'),

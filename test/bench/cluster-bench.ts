@@ -14,7 +14,7 @@
  * the cores, so the writes/s ratio measures the database's group commit more than added CPU.
  */
 import { readFileSync } from 'node:fs'
-import { api, createSpace, engineOwner, signup, startInstances, stockProvider, waitFor, type Instances, type SpawnedServer } from '../helpers/index.js'
+import { api, createSpace, partitionOf, partitionOwners, signup, startInstances, stockProvider, waitFor, type Instances, type SpawnedServer } from '../helpers/index.js'
 import type { Goal } from './run.js'
 import { percentile } from './stats.js'
 
@@ -116,14 +116,14 @@ async function editP99(set: Instances, other: number): Promise<number> {
   }
 }
 
+/** [SCALE17] kill -9 of the instance running the `subscriptions` partition: when another took its lease, and started its engine. */
 async function failover(set: Instances): Promise<{ takeover: number; started: number }> {
-  const owner = await engineOwner(set.servers)
-  const others = set.servers.filter((s) => s !== owner)
+  const owner = (await partitionOwners(set.servers, set.databaseUrl, { spread: true, timeoutMs: 60_000 })).get('subscriptions')!
   const firstAt = (s: SpawnedServer, msg: string, after: number) =>
-    s.logs().map((l) => (l.msg === msg ? Date.parse(String(l.time)) : NaN)).find((t) => t >= after)
+    s.logs().map((l) => (l.msg === msg && partitionOf(l) === 'subscriptions' ? Date.parse(String(l.time)) : NaN)).find((t) => t >= after)
   const killedAt = Date.now()
   await owner.kill('SIGKILL')
-  const next = await engineOwner(others, 30_000)
+  const next = (await partitionOwners(set.servers, set.databaseUrl, { timeoutMs: 30_000 })).get('subscriptions')!
   const takeover = firstAt(next, 'engine lease acquired', killedAt)!
   const started = firstAt(next, 'engines started under the lease', killedAt)!
   return { takeover: takeover - killedAt, started: started - killedAt }

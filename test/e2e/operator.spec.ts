@@ -55,7 +55,7 @@ test('[OPS10] an operator sees the live figures and the stuck run, linked to its
   // Live: the operator's own socket counts, and the rates appear from the second reading.
   await expect(view.locator('[data-figure=connections] dd')).not.toHaveText('0')
   await expect(view.locator('[data-figure=updates-per-sec] dd')).not.toHaveText('—')
-  await expect(view.locator('[data-figure=engine-lease] dd')).toHaveText('run here')
+  await expect(view.locator('[data-figure=engine-lease] dd')).toHaveText(/^run here\s+activities · subscriptions · threads$/)
   const stuck = view.locator(`[data-stuck-run="${runPath}"]`)
   await expect(stuck).toBeVisible()
   await expect(stuck.getByRole('link')).toHaveAttribute('href', `#/n/${runPath}`)

@@ -118,17 +118,68 @@ export async function startInstances(n: number, env: Record<string, string> = {}
   }
 }
 
-/** The instance that logged taking the engines' lease last (and is still alive), waiting for one. */
-export async function engineOwner(servers: readonly SpawnedServer[], timeoutMs = 30_000): Promise<SpawnedServer> {
-  return waitFor(() => {
-    let best: { s: SpawnedServer; time: number } | null = null
-    for (const s of servers) {
-      if (s.child.exitCode !== null || s.child.signalCode !== null) continue
-      for (const l of s.logs()) {
-        const time = typeof l.time === 'string' ? Date.parse(l.time) : Number(l.time)
-        if (l.msg === 'engines started under the lease' && (!best || time > best.time)) best = { s, time }
-      }
+/** The engine partitions, one per default engine ([SCALE17]). */
+export const ENGINE_PARTITIONS = ['activities', 'subscriptions', 'threads'] as const
+
+export interface PartitionLease {
+  partition: string
+  holder: string | null
+  fence: number
+  expiresMs: number
+  live: boolean
+}
+
+/** [SCALE17] The engine partitions' lease rows, by the database's clock. */
+export async function partitionLeases(databaseUrl: string): Promise<PartitionLease[]> {
+  const client = new pg.Client({ connectionString: databaseUrl })
+  await client.connect()
+  try {
+    const r = await client.query<{ name: string; holder: string | null; fence: string; expires_ms: string; live: boolean }>(
+      `SELECT name, holder, fence, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms, expires_at > now() AND holder IS NOT NULL AS live
+       FROM engine_leases WHERE name LIKE 'engines:%' ORDER BY name`,
+    )
+    return r.rows.map((x) => ({ partition: x.name.slice('engines:'.length), holder: x.holder, fence: Number(x.fence), expiresMs: Number(x.expires_ms), live: x.live }))
+  } finally {
+    await client.end()
+  }
+}
+
+/** The server an instance id (`i1`, `i2`, ...) names, in a set from `startInstances`. */
+export function instanceOf(servers: readonly SpawnedServer[], holder: string | null): SpawnedServer | undefined {
+  const n = holder?.match(/^i(\d+)$/)?.[1]
+  return n ? servers[Number(n) - 1] : undefined
+}
+
+/** [SCALE17] The engine partition a log line names (its lease `engines:<name>`), or undefined. */
+export function partitionOf(line: Record<string, unknown>): string | undefined {
+  return typeof line.partition === 'string' && line.partition.startsWith('engines:') ? line.partition.slice('engines:'.length) : undefined
+}
+
+/** The partitions an instance logged starting its engine for, in order. */
+export function partitionsStarted(s: SpawnedServer): string[] {
+  return s.logs().filter((l) => l.msg === 'engines started under the lease').map((l) => partitionOf(l)!)
+}
+
+/**
+ * [SCALE17] Waits until every engine partition runs on a live instance (its lease live and its
+ * holder's log saying its engine started since it took it) and, with `spread`, on as many
+ * distinct instances as there are partitions or instances alive; answers partition → server.
+ */
+export async function partitionOwners(servers: readonly SpawnedServer[], databaseUrl: string, o: { spread?: boolean; timeoutMs?: number } = {}): Promise<Map<string, SpawnedServer>> {
+  const alive = servers.filter((s) => s.child.exitCode === null && s.child.signalCode === null)
+  return waitFor(async () => {
+    const leases = await partitionLeases(databaseUrl)
+    const owners = new Map<string, SpawnedServer>()
+    for (const l of leases) {
+      const s = instanceOf(servers, l.holder)
+      if (!l.live || !s || !alive.includes(s)) return null
+      // Its engine started (the last start or stop it logged for the partition is a start).
+      const last = s.logs().filter((x) => partitionOf(x) === l.partition && (x.msg === 'engines started under the lease' || x.msg === 'engine stopped: lease gone')).at(-1)
+      if (last?.msg !== 'engines started under the lease') return null
+      owners.set(l.partition, s)
     }
-    return best?.s ?? null
-  }, { timeoutMs, description: 'an instance owns the engines' })
+    if (owners.size !== ENGINE_PARTITIONS.length) return null
+    if (o.spread && new Set(owners.values()).size !== Math.min(ENGINE_PARTITIONS.length, alive.length)) return null
+    return owners
+  }, { timeoutMs: o.timeoutMs ?? 30_000, description: `every engine partition owned${o.spread ? ', spread over the instances' : ''}` })
 }

@@ -9,7 +9,7 @@ const TOKEN = 'overview-metrics-token-0123456789'
 
 interface Overview {
   instance: string
-  figures: Record<string, unknown> & { connections: number; acks: number; updates: number; refusals: Record<string, number>; engineLeaseHeld: boolean; contextual: { dead: number } }
+  figures: Record<string, unknown> & { connections: number; acks: number; updates: number; refusals: Record<string, number>; engineLeaseHeld: boolean; enginePartitions: string[]; contextual: { dead: number } }
   deadLetters: { subscriptionPath: string; eventId: string; path: string; lastError: string | null }[]
   laggingConsumers: { subscriptionPath: string; lag: number }[]
   stuckRuns: { path: string; runningMs: number; startedBy: string | null }[]
@@ -71,6 +71,8 @@ describe('[OPS10] the admin overview', () => {
     expect(o.figures.refusals.invalid_patch).toBeGreaterThanOrEqual(1)
     expect(o.figures.refusals.invalid_patch).toBe(scraped(text.split('\n').filter((l) => l.includes('code="invalid_patch"')).join('\n'), 'weft_refusals_total'))
     expect(o.figures.engineLeaseHeld).toBe(true)
+    // [SCALE17] A lone instance runs every engine partition.
+    expect(o.figures.enginePartitions).toEqual(['activities', 'subscriptions', 'threads'])
     for (const k of ['connections', 'rooms', 'loadedDocs', 'engineLagVersions', 'commits', 'eventLoopDelaySeconds', 'contextual']) expect(o.figures).toHaveProperty(k)
   })
 

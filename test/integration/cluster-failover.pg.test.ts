@@ -1,14 +1,15 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { spaceInviteSubscriptionId } from '../../shared/index.js'
-import { api, createSpace, signup, uniqueEmail, waitFor, type SpawnedServer } from '../helpers/index.js'
+import { api, createSpace, signup, uniqueEmail, waitFor } from '../helpers/index.js'
 import { createCode, run, texts } from './activities-helpers.js'
 import { createThread, node, post, settled, statusIs } from './threads-helpers.js'
-import { engineOwner, startInstances, type Instances } from '../helpers/index.js'
+import { ENGINE_PARTITIONS, partitionOf, partitionOwners, partitionsStarted, startInstances, type Instances } from '../helpers/index.js'
 
 /**
- * [SCALE6] [SCALE7] [SCALE8] One owner of the engines at a time, through a PostgreSQL lease; kill -9
- * of the owner: another instance takes over when the lease runs out, and nothing the dead owner
- * did is done again (its claims are in the database).
+ * [SCALE6] [SCALE7] [SCALE8] [SCALE17] One owner of each engine partition at a time, through a
+ * PostgreSQL lease per partition, spread over the instances; kill -9 of the owners: the survivor
+ * takes their partitions when the leases run out, and nothing the dead owners did is done again
+ * (their claims are in the database).
  */
 describe('[SCALE6] engine failover between instances', () => {
   let set: Instances | undefined
@@ -16,33 +17,42 @@ describe('[SCALE6] engine failover between instances', () => {
     await set?.cleanup()
   })
 
-  it('[SCALE6][SCALE7][SCALE8] kill -9 of the owner: another takes over; the invite fires once, the run is not executed again, the thread round is not dispatched twice', { timeout: 240_000 }, async () => {
-    set = await startInstances(3, { ENGINE_LEASE_MS: '2000' })
-    const owner = await engineOwner(set.servers)
-    const others = set.servers.filter((s) => s !== owner)
-    const started = (s: SpawnedServer) => s.logs().filter((l) => l.msg === 'engines started under the lease').length
-    // [SCALE6] Exactly one instance runs the engines.
-    expect(others.map(started)).toEqual([0, 0])
-    const url = others[0]!.url
+  it('[SCALE6][SCALE7][SCALE8][SCALE17] the partitions spread, one owner each; kill -9 of their owners: the survivor takes them; the invite fires once, the run is not executed again, the thread round is not dispatched twice', { timeout: 240_000 }, async () => {
+    set = await startInstances(4, { ENGINE_LEASE_MS: '2000' })
+    // [SCALE17] Three partitions over four instances: one each on three of them, the fourth runs none.
+    const owners = await partitionOwners(set.servers, set.databaseUrl, { spread: true, timeoutMs: 60_000 })
+    const survivor = set.servers.find((s) => ![...owners.values()].includes(s))!
+    const doomed = [...new Set(owners.values())]
+    expect(doomed).toHaveLength(3)
+    // [SCALE6] Never two owners of a partition at once: across every instance's log, each partition's
+    // engine starts and stops alternate, in time, and the last one is a start.
+    for (const partition of ENGINE_PARTITIONS) {
+      const events = set.servers.flatMap((s) => s.logs().filter((l) => partitionOf(l) === partition && (l.msg === 'engines started under the lease' || l.msg === 'engine stopped: lease gone')).map((l) => ({ up: l.msg === 'engines started under the lease', time: Number(new Date(l.time as string)) })))
+      events.sort((a, b) => a.time - b.time || Number(a.up) - Number(b.up))
+      expect(events.map((e) => e.up).filter((up, i) => up !== (i % 2 === 0)), `${partition}: ${JSON.stringify(events)}`).toEqual([])
+      expect(events.at(-1)?.up).toBe(true)
+    }
+    const before = new Map(set.servers.map((s) => [s, partitionsStarted(s).length]))
+    const url = survivor.url
     const admin = await signup(url)
     const space = await createSpace(url, admin.token)
 
-    // Work in flight on the owner: a run that never ends, a thread round that sleeps, an invite.
+    // Work in flight on the owners: a run that never ends, a thread round that sleeps, an invite.
     const code = await createCode(url, admin.token, `${space}/forever`, 'Log.info("started"); for (;;) await sleep(50)')
     const runPath = await run(url, admin.token, code)
-    await waitFor(async () => texts((await api(url, admin.token).getNode(runPath)).body as never).includes('started'), { timeoutMs: 30_000, description: 'the run started on the owner' })
+    await waitFor(async () => texts((await api(url, admin.token).getNode(runPath)).body as never).includes('started'), { timeoutMs: 30_000, description: 'the run started on its owner' })
     const thread = await createThread(url, admin.token, `${space}/talk`)
     await post(url, admin.token, thread, '/sleep 1500', 'q1')
     await statusIs(url, admin.token, thread, 'Executing', 30_000)
     const email = uniqueEmail('failover')
     expect((await api(url, admin.token).post(`/api/spaces/${space}/invites`, { email, role: 'Editor' })).status).toBe(201)
 
-    await owner.kill('SIGKILL')
-    const next = await engineOwner(others, 30_000)
-    expect(others).toContain(next)
+    await Promise.all(doomed.map((s) => s.kill('SIGKILL')))
+    const next = await partitionOwners(set.servers, set.databaseUrl, { timeoutMs: 30_000 })
+    expect(new Set(next.values())).toEqual(new Set([survivor]))
 
     // [SCALE8] The invite fires once: one assignment, the subscription Fired by one terminal write.
-    const invitee = await signup(others[1]!.url, email)
+    const invitee = await signup(url, email)
     const grant = `${space}/_Access/${invitee.userId}_Access`
     await waitFor(async () => (await api(url, admin.token).getNode(grant)).status === 200, { timeoutMs: 30_000, description: 'the invite fired' })
     const invites = await waitFor(async () => {
@@ -67,7 +77,8 @@ describe('[SCALE6] engine failover between instances', () => {
     expect(done.content.Messages).toEqual([`${thread}/q1`, `${thread}/_r.q1`])
     expect((await node(url, admin.token, `${thread}/_r.q1`)).content.Text).toBe('You said: /sleep 1500')
 
-    // [SCALE6] Still one owner: only the instance that took over started engines after the kill.
-    expect(others.map(started).sort()).toEqual([0, 1])
+    // [SCALE6] Still one owner: the survivor started each partition's engine once after the kill, and nothing before.
+    expect(before.get(survivor)).toBe(0)
+    expect(partitionsStarted(survivor).sort()).toEqual([...ENGINE_PARTITIONS])
   })
 })

@@ -194,7 +194,11 @@ describe('Metrics (issue 20)', () => {
   it('[OPS5] engine lag is measured against the change log (0 once the feed has it) and a lone instance holds the engines', async () => {
     await createDocument(ts.url, admin.token, `${space}/lag`, {})
     await waitFor(async () => value(await scrape(ts.url), 'weft_engine_lag_versions') === 0)
-    expect(value(await scrape(ts.url), 'weft_engine_lease_held')).toBe(1)
+    const samples = await scrape(ts.url)
+    expect(value(samples, 'weft_engine_lease_held')).toBe(1)
+    // [SCALE17] Each partition by name: a lone instance runs all of them.
+    for (const partition of ['subscriptions', 'activities', 'threads']) expect(value(samples, 'weft_engine_partition_held', { partition })).toBe(1)
+    expect(samples.filter((x) => x.name === 'weft_engine_partition_held')).toHaveLength(3)
   })
 
   it('[OPS6] contextual consumers: a dead letter, a live lease and the lag show, every consumer together', async () => {

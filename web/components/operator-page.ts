@@ -125,7 +125,7 @@ export class WeftOperatorPage extends LitElement {
       ${this.figure('Commit latency', html`${ms(f.commits.meanSeconds)} <small>mean · p99 ≤ ${ms(f.commits.p99Seconds)}</small>`, { id: 'commit-latency' })}
       ${this.figure('Refused', html`${count.format(refusedTotal)}${refused.length ? html` <small>${refused.slice(0, 4).map(([code, n]) => `${code} ${count.format(n)}`).join(' · ')}</small>` : nothing}`, { id: 'refusals' })}
       ${this.figure('Engine lag', html`${count.format(f.engineLagVersions)} <small>versions</small>`, { alert: f.engineLagVersions > 0, id: 'engine-lag' })}
-      ${this.figure('Engines', f.engineLeaseHeld ? 'run here' : 'elsewhere', { id: 'engine-lease' })}
+      ${this.figure('Engines', f.enginePartitions.length === 0 ? 'elsewhere' : html`run here <small>${f.enginePartitions.join(' · ')}</small>`, { id: 'engine-lease' })}
       ${this.figure('Dead letters', count.format(f.contextual.dead), { alert: f.contextual.dead > 0, id: 'dead-letters' })}
       ${this.figure('Consumers', html`${count.format(f.contextual.consumers)} <small>${count.format(f.contextual.pending)} waiting · ${count.format(f.contextual.leased)} leased</small>`, { id: 'consumers' })}
       ${this.figure('Event-loop delay', html`${ms(f.eventLoopDelaySeconds.mean)} <small>mean · p99 ${ms(f.eventLoopDelaySeconds.p99)}</small>`, { id: 'event-loop' })}

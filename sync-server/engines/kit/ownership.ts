@@ -8,9 +8,12 @@ import type { Lease } from './lease.js'
  *  - `acquire`: take the lease when it is free or expired, raising its fence (never lowered);
  *  - `renew`: extend it, only while this holder still holds it with this fence;
  *  - `release`: give it up (the fence stays).
+ * [SCALE17] `acquire`'s `graceMs`: take it only when it has been free (expired or given up) for at
+ * least that long, so an instance already holding its share leaves a free partition to one that
+ * holds less, and takes it itself only when nobody else did.
  */
 export interface LeaseStore {
-  acquire(name: string, holder: string, ttlMs: number): Promise<Lease | null>
+  acquire(name: string, holder: string, ttlMs: number, graceMs?: number): Promise<Lease | null>
   renew(name: string, lease: Lease, ttlMs: number): Promise<Lease | null>
   release(name: string, lease: Lease): Promise<void>
 }
@@ -24,6 +27,8 @@ export interface OwnershipOptions {
   log: Logger
   /** The timers of the loop (default: the wall clock). The lease's validity is measured on performance.now() regardless. */
   clock?: Clock
+  /** [SCALE17] How long the lease must have been free before this instance takes it (default 0). */
+  graceMs?: () => number
   /** This instance now owns the partition (the fence is the lease's): start the work. */
   acquired: (lease: Lease) => Promise<void>
   /** The lease is lost or given up: stop the work before anything more is done under it. */
@@ -48,6 +53,11 @@ export class Ownership {
   private busy: Promise<void> = Promise.resolve()
 
   private readonly clock: Clock
+
+  /** The lease's name (the partition's). */
+  get name(): string {
+    return this.o.name
+  }
 
   constructor(private readonly o: OwnershipOptions) {
     this.clock = o.clock ?? realClock
@@ -104,7 +114,7 @@ export class Ownership {
         else if (this.lease) await this.lose('renewal refused')
         return
       }
-      const lease = await this.o.store.acquire(this.o.name, this.o.holder, this.o.ttlMs)
+      const lease = await this.o.store.acquire(this.o.name, this.o.holder, this.o.ttlMs, this.o.graceMs?.() ?? 0)
       if (!lease || this.stopped) return
       this.hold(lease, sent)
       this.o.log.info({ partition: this.o.name, fence: lease.fence }, 'engine lease acquired')
@@ -131,6 +141,23 @@ export class Ownership {
     this.validUntil = 0
     this.o.log.warn({ partition: this.o.name, fence: lease.fence, why }, 'engine lease lost; engines stopped')
     await this.o.lost(lease)
+  }
+
+  /**
+   * [SCALE17] Gives the lease up and keeps competing (the balance of partitions between
+   * instances): the work is stopped first, then the lease released, so nothing more is done under
+   * it by the time another instance can take it.
+   */
+  async giveUp(why: string): Promise<boolean> {
+    const lease = this.lease
+    if (!lease || this.stopped) return false
+    this.lease = null
+    this.validUntil = 0
+    this.expiry?.()
+    this.o.log.info({ partition: this.o.name, fence: lease.fence, why }, 'engine lease given up')
+    await this.o.lost(lease)
+    await this.o.store.release(this.o.name, lease).catch(() => undefined)
+    return true
   }
 
   /** Stops the loop; the owner stops its work and gives the lease up so another takes over at once. */

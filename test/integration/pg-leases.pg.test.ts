@@ -1,0 +1,71 @@
+import pg from 'pg'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { PgLeaseStore } from '../../sync-server/cluster/pg-leases.js'
+import { freshDatabase } from '../helpers/index.js'
+
+/** [SCALE6] [SCALE17] The engine-partition lease table on the machine's PostgreSQL. */
+describe('[SCALE17] PostgreSQL engine leases', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>
+  let store: PgLeaseStore
+  let client: pg.Client
+  beforeAll(async () => {
+    db = await freshDatabase('weft_leases_')
+    store = await PgLeaseStore.open(db.url)
+    client = new pg.Client({ connectionString: db.url })
+    await client.connect()
+  })
+  afterAll(async () => {
+    await client?.end()
+    await store?.close()
+    await db?.drop()
+  })
+
+  it('one holder at a time, the fence raised by every acquire; renew and release only with the lease held', async () => {
+    const a = await store.acquire('engines:x', 'i1', 60_000)
+    expect(a).toMatchObject({ holder: 'i1', fence: 1 })
+    expect(await store.acquire('engines:x', 'i2', 60_000)).toBeNull()
+    expect(await store.renew('engines:x', { ...a!, fence: 0 }, 60_000)).toBeNull()
+    expect(await store.renew('engines:x', a!, 60_000)).toMatchObject({ holder: 'i1', fence: 1 })
+    await store.release('engines:x', { ...a!, holder: 'i2' })
+    expect(await store.acquire('engines:x', 'i2', 60_000)).toBeNull()
+    await store.release('engines:x', a!)
+    expect(await store.renew('engines:x', a!, 60_000)).toBeNull()
+    expect(await store.acquire('engines:x', 'i2', 60_000)).toMatchObject({ holder: 'i2', fence: 2 })
+  })
+
+  it('a grace: a free lease is taken only once it has been free that long', async () => {
+    const a = await store.acquire('engines:g', 'i1', 60_000)
+    await store.release('engines:g', a!)
+    expect(await store.acquire('engines:g', 'i2', 60_000, 60_000)).toBeNull()
+    // Free for an hour (as if released then): taken with the grace.
+    await client.query(`UPDATE engine_leases SET expires_at = now() - interval '1 hour' WHERE name = 'engines:g'`)
+    expect(await store.acquire('engines:g', 'i2', 60_000, 60_000)).toMatchObject({ holder: 'i2', fence: 2 })
+  })
+
+  it('the census counts the instances alive, itself included; one that left or expired is counted out', async () => {
+    expect(await store.census('c1', 60_000)).toBe(1)
+    expect(await store.census('c2', 60_000)).toBe(2)
+    expect(await store.census('c1', 60_000)).toBe(2)
+    await store.leave('c2')
+    expect(await store.census('c1', 60_000)).toBe(1)
+    await store.census('c3', 60_000)
+    await client.query(`UPDATE engine_members SET expires_at = now() - interval '1 second' WHERE holder = 'c3'`)
+    expect(await store.census('c1', 60_000)).toBe(1)
+    // Its own row expired: it still counts itself (and renews it).
+    await client.query(`UPDATE engine_members SET expires_at = now() - interval '1 second' WHERE holder = 'c1'`)
+    expect(await store.census('c1', 60_000)).toBe(1)
+    expect(await store.census('c4', 60_000)).toBe(2)
+    await client.query(`DELETE FROM engine_members`)
+  })
+
+  it('while an earlier version holds the single `engines` lease, no partition lease is taken or renewed (a rolling upgrade)', async () => {
+    const p = await store.acquire('engines:u', 'i1', 60_000)
+    expect(p).not.toBeNull()
+    const legacy = await store.acquire('engines', 'old', 60_000)
+    expect(legacy).not.toBeNull()
+    expect(await store.acquire('engines:v', 'i1', 60_000)).toBeNull()
+    expect(await store.renew('engines:u', p!, 60_000)).toBeNull()
+    await store.release('engines', legacy!)
+    expect(await store.acquire('engines:v', 'i1', 60_000)).toMatchObject({ holder: 'i1', fence: 1 })
+  })
+})
