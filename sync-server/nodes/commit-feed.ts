@@ -2,7 +2,7 @@ import { Observable, Subject } from 'rxjs'
 import { WeftError, principalName, type MeshChangeKind, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { ClientBinding } from '../admission/index.js'
 import type { AccessService } from '../access/index.js'
-import type { StorageAdapter } from '../storage/index.js'
+import { tombstoneDigest, type StorageAdapter } from '../storage/index.js'
 import type { ContentFlush } from './content-flush.js'
 import type { LoadedNode } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
@@ -24,6 +24,8 @@ export interface ChangeToCommit {
   attach?: CommitAttachment
   /** [TOMB1] Deleted: the tombstone it leaves; Created: `'taken'` when its update holds the path's tombstone. */
   tombstone?: Uint8Array | 'taken' | null
+  /** [SCALE18] Created: the tombstone the new node started from (null: none). */
+  startedFrom?: Uint8Array | null
 }
 
 /**
@@ -93,6 +95,9 @@ export class CommitFeed {
       // [SCALE16] Several instances: the node this change was made for, checked in the commit's
       // transaction (another instance may have deleted it and created another at the path).
       ...(this.cluster.hooks && before && kind !== 'Created' ? { nodeCreatedAt: before.createdAt } : {}),
+      // [SCALE18] Several instances: the tombstone this node started from, checked in the commit's
+      // transaction (another instance may have deleted a node at the path since it was read).
+      ...(this.cluster.hooks && kind === 'Created' ? { tombstoneDigest: c.startedFrom ? tombstoneDigest(c.startedFrom) : null } : {}),
       clients: clients !== undefined ? (clients.length > 0 ? clients : undefined) : update && ln.hasDoc ? ln.clientBindings.serverBinding() : undefined,
     })
     const done = committed.then(

@@ -114,8 +114,9 @@ export class WritePath {
     clients?: readonly ClientBinding[],
     attach?: CommitAttachment,
     tombstone?: Uint8Array | 'taken' | null,
+    startedFrom?: Uint8Array | null,
   ): Written {
-    return this.feed.commit(ln, { principal, before, after, kind, update, origin, deferContent, clients, attach, tombstone })
+    return this.feed.commit(ln, { principal, before, after, kind, update, origin, deferContent, clients, attach, tombstone, startedFrom })
   }
 
   /**
@@ -133,7 +134,26 @@ export class WritePath {
     return this.cluster.hooks ? this.cache.acquireDoc(path) : this.cache.acquire(path)
   }
 
-  async put(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<{ node: MeshNode; created: boolean }> {
+  /**
+   * [SCALE18] A create refused because another instance deleted a node at its path a moment ago
+   * (the tombstone it started from is no longer the path's): its copy was dropped, so it is made
+   * once more from what storage holds now. Not with a contextual outcome attached: that commit's
+   * outcome was not recorded, and its caller decides.
+   */
+  private async againOnTombstone<T>(attach: CommitAttachment | undefined, write: () => Promise<T>): Promise<T> {
+    try {
+      return await write()
+    } catch (err) {
+      if (attach || !(err instanceof WeftError) || (err.details as { retry?: unknown } | undefined)?.retry !== 'tombstone') throw err
+      return write()
+    }
+  }
+
+  put(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<{ node: MeshNode; created: boolean }> {
+    return this.againOnTombstone(attach, () => this.putOnce(principal, path, draft, origin, attach))
+  }
+
+  private async putOnce(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin, attach?: CommitAttachment): Promise<{ node: MeshNode; created: boolean }> {
     await this.requireParent(principal, path)
     const ln = await this.acquireForWrite(path)
     if (!ln.node) {
@@ -143,7 +163,11 @@ export class WritePath {
     return { node: (await this.replaceIn(ln, principal, draft, origin, attach))!, created: false }
   }
 
-  async create(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<MeshNode> {
+  create(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<MeshNode> {
+    return this.againOnTombstone(attach, () => this.createOnce(principal, path, draft, origin, attach))
+  }
+
+  private async createOnce(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin, attach?: CommitAttachment): Promise<MeshNode> {
     await this.requireParent(principal, path)
     const ln = await this.acquireForWrite(path)
     if (ln.node) throw new WeftError('already_exists', `A node already exists at ${path}.`)
@@ -160,7 +184,11 @@ export class WritePath {
     return (await this.writeContent(ln, principal, before, before.name, next, patch, origin, attach))!
   }
 
-  async update(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin = 'engine', attach?: CommitAttachment): Promise<MeshNode | null> {
+  update(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin = 'engine', attach?: CommitAttachment): Promise<MeshNode | null> {
+    return this.againOnTombstone(attach, () => this.updateOnce(principal, path, fn, origin, attach))
+  }
+
+  private async updateOnce(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin, attach?: CommitAttachment): Promise<MeshNode | null> {
     const ln = await this.acquireForWrite(path)
     const tombstone = ln.node ? null : await this.tombstoneAt(ln)
     const current = ln.node
@@ -549,7 +577,7 @@ export class WritePath {
       state: 'Active',
     }
     ln.leftTombstone = null
-    const written = this.commitChange(ln, principal, null, node, 'Created', update, origin, false, undefined, attach, tombstone ? 'taken' : null)
+    const written = this.commitChange(ln, principal, null, node, 'Created', update, origin, false, undefined, attach, tombstone ? 'taken' : null, tombstone)
     if (!parent && draft.nodeType === 'Space' && !isSystem(principal)) {
       // The creator of a space becomes its Admin (DESIGN.md "Identity and access").
       const grant = this.update(

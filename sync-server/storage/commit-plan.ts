@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { MeshChangeKind } from '../../shared/enums.js'
 import { WeftError } from '../../shared/errors.js'
 import { isJsonObject, isUint } from '../../shared/json.js'
@@ -66,6 +67,9 @@ export function validateCommitInput(input: CommitInput): void {
     const ok = Array.isArray(input.clients) && input.clients.every((b) => isUint(b?.client) && typeof b.principal === 'string' && b.principal.length > 0)
     if (!ok) throw new WeftError('invalid_request', 'Client bindings must be { client: a non-negative integer, principal: a name }.')
   }
+  if (input.tombstoneDigest !== undefined && input.tombstoneDigest !== null && !(typeof input.tombstoneDigest === 'string' && /^[0-9a-f]{64}$/.test(input.tombstoneDigest))) {
+    throw new WeftError('invalid_request', 'A tombstone digest is the SHA-256 of the tombstone, in hex, or null.')
+  }
   if (input.kind === 'Deleted') return
   if (!isJsonObject(input.content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
   if (input.update !== null && !(input.update instanceof Uint8Array)) {
@@ -85,8 +89,11 @@ export function validateCommitInput(input: CommitInput): void {
 export function planBatch(
   batch: readonly CommitHeader[],
   stored: ReadonlyMap<NodePath, ExistingNode>,
+  /** [SCALE18] The digests of the batch paths' tombstones as read in the transaction (given when a Created carries one). */
+  tombstones?: ReadonlyMap<NodePath, string>,
 ): { plans: (PlannedCommit | null)[]; results: (ItemResult<never> | null)[] } {
   const state = new Map<NodePath, ExistingNode | null>(stored)
+  const left = new Map<NodePath, string | null>(tombstones)
   const plans: (PlannedCommit | null)[] = []
   const results: (ItemResult<never> | null)[] = []
   for (const input of batch) {
@@ -101,6 +108,11 @@ export function planBatch(
           refuse(new WeftError('already_exists', `A node already exists at ${input.path}.`))
           continue
         }
+        if (tombstones && input.tombstoneDigest !== undefined && (left.get(input.path) ?? null) !== input.tombstoneDigest) {
+          refuse(tombstoneConflict(input.path))
+          continue
+        }
+        left.set(input.path, null)
         state.set(input.path, { nodeType: input.nodeType, createdBy: input.createdBy, createdAt: input.at })
         plans.push({ input, existing: null, nodeType: input.nodeType })
         break
@@ -114,7 +126,10 @@ export function planBatch(
           refuse(new WeftError('conflict', `${input.path} was deleted and created again since this change was made; reload it.`))
           continue
         }
-        if (input.kind === 'Deleted') state.set(input.path, null)
+        if (input.kind === 'Deleted') {
+          state.set(input.path, null)
+          if (tombstones && input.tombstone instanceof Uint8Array) left.set(input.path, tombstoneDigest(input.tombstone))
+        }
         plans.push({ input, existing, nodeType: existing.nodeType })
         break
       default:
@@ -123,6 +138,16 @@ export function planBatch(
     results.push(null)
   }
   return { plans, results }
+}
+
+/** [SCALE18] The identity of a tombstone a create starts from, as the commit carries it. */
+export function tombstoneDigest(state: Uint8Array): string {
+  return createHash('sha256').update(state).digest('hex')
+}
+
+/** [SCALE18] Another instance deleted a node at the path since this create read its tombstone. */
+export function tombstoneConflict(path: NodePath): WeftError {
+  return new WeftError('conflict', `A node at ${path} was deleted on another server a moment ago; create it again.`, { retry: 'tombstone' })
 }
 
 export function batchPaths(batch: readonly CommitHeader[]): NodePath[] {

@@ -171,13 +171,19 @@ export class PostgresStorage implements StorageAdapter {
       'SELECT path, node_type, created_by, created_at FROM nodes WHERE path = ANY($1::text[])',
       [batchPaths(inputs)],
     )
+    // [SCALE18] A create made on the knowledge of the path's tombstone: the tombstones as they are now.
+    const checked = inputs.filter((c) => c.kind === 'Created' && c.tombstoneDigest !== undefined).map((c) => c.path)
+    const left = checked.length > 0
+      ? flight.send<{ path: string; digest: string }>(`SELECT path, encode(sha256(state), 'hex') AS digest FROM node_tombstones WHERE path = ANY($1::text[])`, [[...new Set(inputs.map((c) => c.path))]])
+      : null
     await flight.settle()
     const begin = await begun
     let version = Number((Array.isArray(begin) ? begin.at(-1) : begin)?.rows[0]?.value ?? 0)
     const stored = new Map<NodePath, ExistingNode>(
       (await existing).rows.map((r) => [r.path as NodePath, { nodeType: r.node_type, createdBy: r.created_by, createdAt: r.created_at }]),
     )
-    const { plans, results: refused } = planBatch(inputs, stored)
+    const tombstones = left ? new Map((await left).rows.map((r) => [r.path as NodePath, r.digest])) : undefined
+    const { plans, results: refused } = planBatch(inputs, stored, tombstones)
 
     const changes = { version: [] as number[], path: [] as string[], nodeType: [] as string[], kind: [] as string[] }
     const logged: { path: string; seq: number; data: Buffer }[] = []

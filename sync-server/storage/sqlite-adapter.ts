@@ -255,6 +255,7 @@ export class SqliteStorage implements StorageAdapter {
         contextual: input.contextual,
         tombstone: input.tombstone,
         nodeCreatedAt: input.nodeCreatedAt,
+        tombstoneDigest: input.tombstoneDigest,
       }
       // A commit item always resolves to its record (only folds resolve to null).
       return this.committer.submit({ input: header, contentJson }) as Promise<ChangeRecord>

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3'
 import { WeftError } from '../../shared/errors.js'
 import type { ChangeRecord, MeshChangeKind, NodePath } from '../../shared/index.js'
-import { batchPaths, isFold, isRowContent, planBatch, type CommitHeader, type ExistingNode, type PlannedCommit, type PreparedContent, type PreparedFold } from './commit-plan.js'
+import { batchPaths, isFold, isRowContent, planBatch, tombstoneDigest, type CommitHeader, type ExistingNode, type PlannedCommit, type PreparedContent, type PreparedFold } from './commit-plan.js'
 import { COMPACT_AFTER_UPDATES, compactUpdates, compactionDue, contentOfLog } from './compaction.js'
 import type { ItemResult } from './group-commit.js'
 import { pathColumns, toBuffer, toBytes } from './row-mapping.js'
@@ -128,6 +128,7 @@ export class SqliteWriter {
         'INSERT INTO node_tombstones (path, state, at) VALUES (?, ?, ?) ON CONFLICT (path) DO UPDATE SET state = excluded.state, at = excluded.at',
       ),
       dropTombstone: db.prepare<[string]>('DELETE FROM node_tombstones WHERE path = ?'),
+      tombstoneState: db.prepare<[string], { state: Buffer }>('SELECT state FROM node_tombstones WHERE path = ?'),
       snapshot: db.prepare<[string], { snapshot: Buffer | null; update_count: number }>(
         'SELECT snapshot, update_count FROM nodes WHERE path = ?',
       ),
@@ -182,7 +183,16 @@ export class SqliteWriter {
           const row = this.stmt.existing.get(path)
           if (row) stored.set(path, { nodeType: row.node_type, createdBy: row.created_by, createdAt: row.created_at })
         }
-        const { plans, results: refused } = planBatch(inputs, stored)
+        // [SCALE18] A create made on the knowledge of the path's tombstone: the tombstones as they are now.
+        let tombstones: Map<NodePath, string> | undefined
+        if (inputs.some((c) => c.kind === 'Created' && c.tombstoneDigest !== undefined)) {
+          tombstones = new Map()
+          for (const path of batchPaths(inputs)) {
+            const t = this.stmt.tombstoneState.get(path)
+            if (t) tombstones.set(path, tombstoneDigest(t.state))
+          }
+        }
+        const { plans, results: refused } = planBatch(inputs, stored, tombstones)
         let next = 0
         return batch.map((item): ItemResult<ChangeRecord | null> => {
           if (isFold(item)) {

@@ -70,6 +70,13 @@ export interface CommitInput {
    */
   tombstone?: Uint8Array | 'taken' | null
   /**
+   * [SCALE18] Created, several instances: the SHA-256 (hex) of the tombstone the new node started
+   * from, null when it started from none. When the path's tombstone in the commit's transaction
+   * differs (another instance deleted a node there since this one looked), the commit is refused
+   * with `conflict` and writes nothing. Adapters for one instance may ignore it.
+   */
+  tombstoneDigest?: string | null
+  /**
    * [CTX26] A contextual reaction's outcome, committed in this commit's transaction after its
    * lease is re-checked there; a lease no longer held (or an outcome already there) refuses the
    * whole commit with `stale_lease`.

@@ -10,7 +10,7 @@ import {
   type MergePatch,
   type NodePath,
 } from '../../shared/index.js'
-import { COMPACT_AFTER_UPDATES, tombstoneOfDoc, type CommitInput, type StorageAdapter, type StoredDoc } from '../../sync-server/storage/index.js'
+import { COMPACT_AFTER_UPDATES, tombstoneDigest, tombstoneOfDoc, type CommitInput, type StorageAdapter, type StoredDoc } from '../../sync-server/storage/index.js'
 
 export interface OpenedStorage {
   adapter: StorageAdapter
@@ -274,6 +274,40 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       expect(await store.getNode(P('ident'))).toMatchObject({ content: { Gen: 2, More: 1 } })
       await store.commit(second.input('Deleted', {}, { nodeCreatedAt: '2026-01-02T00:00:00.000Z' }))
       expect(await store.getNode(P('ident'))).toBeNull()
+    })
+
+    it('[SCALE18] a Created made on a tombstone the path no longer has is refused with conflict and writes nothing (also within one batch); made on the tombstone there, or after a delete in the same batch, it commits', async () => {
+      const first = new NodeWriter(P('tid/doc'))
+      await store.commit(first.input('Created', { Old: 'secret' }))
+      const tomb = tombstoneOfDoc(first.doc)!
+      await store.commit(first.input('Deleted', {}, { tombstone: tomb }))
+      // Another instance that had not heard of that delete: it started from no tombstone.
+      await expectCode(store.commit(new NodeWriter(P('tid/doc')).input('Created', { Fresh: 1 }, { tombstoneDigest: null })), 'conflict')
+      // Or from an older one.
+      await expectCode(store.commit(new NodeWriter(P('tid/doc')).input('Created', { Fresh: 1 }, { tombstoneDigest: tombstoneDigest(new Uint8Array([0, 0])) })), 'conflict')
+      expect(await store.getNode(P('tid/doc'))).toBeNull()
+      expect(await store.loadTombstone(P('tid/doc'))).toEqual(tomb)
+      // Made on it: commits and takes it.
+      const next = new NodeWriter(P('tid/doc'))
+      Y.applyUpdate(next.doc, tomb)
+      await store.commit({ ...next.input('Created', { Fresh: 2 }), update: Y.encodeStateAsUpdate(next.doc), tombstone: 'taken', tombstoneDigest: tombstoneDigest(tomb) })
+      expect(await store.getNode(P('tid/doc'))).toMatchObject({ content: { Fresh: 2 } })
+      expect(await store.loadTombstone(P('tid/doc'))).toBeNull()
+      // Deleted and created again in one batch, the create made on the delete's tombstone; a stale create beside them is refused alone.
+      const t2 = tombstoneOfDoc(next.doc)!
+      const third = new NodeWriter(P('tid/doc'))
+      Y.applyUpdate(third.doc, t2)
+      const results = await Promise.allSettled([
+        store.commit(next.input('Deleted', {}, { tombstone: t2 })),
+        store.commit(new NodeWriter(P('tid/doc')).input('Created', { Stale: 1 }, { tombstoneDigest: null })),
+        store.commit({ ...third.input('Created', { Third: 3 }), update: Y.encodeStateAsUpdate(third.doc), tombstone: 'taken', tombstoneDigest: tombstoneDigest(t2) }),
+      ])
+      expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled'])
+      expect(await store.getNode(P('tid/doc'))).toMatchObject({ content: { Third: 3 } })
+      // Without a digest (one instance), nothing is checked; a digest that is not one is refused.
+      await expectCode(store.commit(new NodeWriter(P('tid/bad')).input('Created', { X: 1 }, { tombstoneDigest: 'nope' })), 'invalid_request')
+      await store.commit(new NodeWriter(P('tid/free')).input('Created', { Any: 1 }, { tombstoneDigest: null }))
+      expect(await store.getNode(P('tid/free'))).toMatchObject({ content: { Any: 1 } })
     })
 
     it('[ACC12] binds client ids in the commit that introduces them, keeps the first binding, survives a reopen, and drops them with the node (also within one batch)', async () => {

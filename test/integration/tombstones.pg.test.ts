@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import pg from 'pg'
 import pino from 'pino'
+import * as Y from 'yjs'
 import { afterAll, describe, expect, it } from 'vitest'
 import { SYSTEM, isWeftError, jsonEqual, type NodePath } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/index.js'
@@ -56,27 +57,7 @@ describe('tombstones on PostgreSQL', () => {
   })
 
   it('[SCALE16] an instance that has not heard of a delete and a create elsewhere cannot write its copy of the old node onto the new one, nor delete the new one', { timeout: 60_000 }, async () => {
-    const connectionString = process.env.WEFT_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
-    const schema = `weft_test_${randomBytes(6).toString('hex')}`
-    // Two instances on one database, in this process; their change messages never arrive (a
-    // delay as long as the test), which is the window a fan-out has.
-    const instance = async () => {
-      const storage = await openPostgresStorage({ connectionString, schema })
-      const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
-      await nodes.boot()
-      nodes.connectCluster({
-        committed: () => undefined,
-        accepted: () => 'k',
-        acceptedFailed: () => undefined,
-        presence: () => undefined,
-        presenceOpened: () => undefined,
-        watermark: () => 0,
-        freshen: () => Promise.resolve(),
-      })
-      return { storage, nodes }
-    }
-    const a = await instance()
-    const b = await instance()
+    const { a, b, close } = await deafPair()
     try {
       const code = (e: unknown) => (isWeftError(e) ? e.code : String(e))
       /** B holds a copy of the node at `path` (a write loads it, doc and all); A deletes it and makes another there. */
@@ -102,6 +83,69 @@ describe('tombstones on PostgreSQL', () => {
       expect(code(await b.nodes.delete(SYSTEM, deleted, 'http').catch((e: unknown) => e))).toBe('conflict')
       expect((await a.storage.getNode(deleted))?.content).toEqual({ Gen: 2 })
     } finally {
+      await close()
+    }
+  })
+
+  it('[SCALE18] an instance that has not heard of a delete elsewhere creates its node from the tombstone that delete left, not from none', { timeout: 60_000 }, async () => {
+    const { a, b, close } = await deafPair()
+    try {
+      const spot = 'Spot' as NodePath
+      // B made a node there and deleted it: its copy knows the tombstone that delete left.
+      await b.nodes.create(SYSTEM, spot, { nodeType: 'Space', content: { First: 'b' } })
+      await b.nodes.delete(SYSTEM, spot, 'engine')
+      // A makes a node there (from B's tombstone) and deletes it; B is never told.
+      await a.nodes.create(SYSTEM, spot, { nodeType: 'Space', content: { Old: 'secret' } })
+      await a.nodes.patch(SYSTEM, spot, { More: 'secret too' })
+      await a.nodes.delete(SYSTEM, spot, 'engine')
+      const tomb = await a.storage.loadTombstone(spot)
+      expect(tomb).not.toBeNull()
+      // B creates there: its first commit is refused (the path has a tombstone it did not start
+      // from: A's, not its own), and it is made again from storage, taking A's.
+      const made = await b.nodes.create(SYSTEM, spot, { nodeType: 'Space', content: { New: 1 } })
+      expect(made.content).toEqual({ New: 1 })
+      expect(await a.storage.loadTombstone(spot)).toBeNull()
+      const stored = (await a.storage.loadDoc(spot))!
+      const doc = new Y.Doc()
+      if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
+      for (const u of stored.updates) Y.applyUpdate(doc, u)
+      const covered = Y.decodeStateVector(Y.encodeStateVector(doc))
+      for (const [client, clock] of Y.decodeStateVector(Y.encodeStateVectorFromUpdate(tomb!))) expect(covered.get(client) ?? 0).toBeGreaterThanOrEqual(clock)
+      expect((await a.storage.getNode(spot))?.content).toEqual({ New: 1 })
+    } finally {
+      await close()
+    }
+  })
+})
+
+/**
+ * Two instances on one database, in this process; their change messages never arrive (a delay as
+ * long as the test), which is the window a fan-out has.
+ */
+async function deafPair() {
+  const connectionString = process.env.WEFT_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+  const schema = `weft_test_${randomBytes(6).toString('hex')}`
+  const instance = async () => {
+    const storage = await openPostgresStorage({ connectionString, schema })
+    const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
+    await nodes.boot()
+    nodes.connectCluster({
+      committed: () => undefined,
+      accepted: () => 'k',
+      acceptedFailed: () => undefined,
+      presence: () => undefined,
+      presenceOpened: () => undefined,
+      watermark: () => 0,
+      freshen: () => Promise.resolve(),
+    })
+    return { storage, nodes }
+  }
+  const a = await instance()
+  const b = await instance()
+  return {
+    a,
+    b,
+    async close() {
       for (const x of [a, b]) {
         await x.nodes.close()
         await x.storage.close()
@@ -110,6 +154,6 @@ describe('tombstones on PostgreSQL', () => {
       await c.connect()
       await c.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
       await c.end()
-    }
-  })
-})
+    },
+  }
+}
