@@ -122,7 +122,8 @@ class Partition {
 /**
  * [SCALE6] [SCALE17] The engines of this instance, one lease per engine (partition), balanced
  * between the live instances: each instance's share is ceil(partitions / instances alive).
- *  - Alive: a row of `engine_members` renewed every third of the lease time (the census).
+ *  - Alive: a row of `engine_members` renewed every third of the lease time (the census), valid
+ *    for two thirds of it.
  *  - An instance below its share takes a free partition at once; one at or above its share takes
  *    it only after it has been free for half a lease time (when nobody below took it: the
  *    partition is never left without an owner for long).
@@ -179,7 +180,9 @@ export class EngineOwner {
   private census(): Promise<void> {
     this.censusRunning ??= (async () => {
       try {
-        const members = await this.o.store.census(this.o.instanceId, this.o.ttlMs)
+        // Renewed every third of the lease time, counted alive for two thirds: a dead instance is
+        // counted out no later than its leases expire, so the others' shares have grown by then.
+        const members = await this.o.store.census(this.o.instanceId, Math.floor((this.o.ttlMs * 2) / 3))
         if (this.stopped) return
         const grew = members < this.members
         this.members = members

@@ -26,6 +26,8 @@ export interface ChangeToCommit {
   tombstone?: Uint8Array | 'taken' | null
   /** [SCALE18] Created: the tombstone the new node started from (null: none). */
   startedFrom?: Uint8Array | null
+  /** [SCALE19] Deleted: the version up to which its tombstone holds every change (default: the watermark now). */
+  tombstoneBase?: number
 }
 
 /**
@@ -98,6 +100,9 @@ export class CommitFeed {
       // [SCALE18] Several instances: the tombstone this node started from, checked in the commit's
       // transaction (another instance may have deleted a node at the path since it was read).
       ...(this.cluster.hooks && kind === 'Created' ? { tombstoneDigest: c.startedFrom ? tombstoneDigest(c.startedFrom) : null } : {}),
+      // [SCALE19] Several instances: a tombstone made without a change another instance committed
+      // since is refused in the commit's transaction (the writer catches up and deletes again).
+      ...(this.cluster.hooks && kind === 'Deleted' && c.tombstone instanceof Uint8Array ? { tombstoneBase: c.tombstoneBase ?? this.cluster.hooks.watermark() } : {}),
       clients: clients !== undefined ? (clients.length > 0 ? clients : undefined) : update && ln.hasDoc ? ln.clientBindings.serverBinding() : undefined,
     })
     const done = committed.then(

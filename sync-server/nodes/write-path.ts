@@ -42,7 +42,7 @@ import {
 import { MAX_QUERY_LIMIT, clocksOf, replayLog, tombstoneOfDoc, type MoveInput, type StorageAdapter, type StoredDoc } from '../storage/index.js'
 import { ACCESS_SEGMENT, type AccessService } from '../access/index.js'
 import { admitUpdate, type ClientBinding } from '../admission/index.js'
-import type { CommitFeed } from './commit-feed.js'
+import type { ChangeToCommit, CommitFeed } from './commit-feed.js'
 import type { ContentFlush } from './content-flush.js'
 import { DocCorrupted, type LoadedNode, type RoomConnection } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
@@ -113,10 +113,9 @@ export class WritePath {
     deferContent = false,
     clients?: readonly ClientBinding[],
     attach?: CommitAttachment,
-    tombstone?: Uint8Array | 'taken' | null,
-    startedFrom?: Uint8Array | null,
+    tombs?: Pick<ChangeToCommit, 'tombstone' | 'startedFrom' | 'tombstoneBase'>,
   ): Written {
-    return this.feed.commit(ln, { principal, before, after, kind, update, origin, deferContent, clients, attach, tombstone, startedFrom })
+    return this.feed.commit(ln, { principal, before, after, kind, update, origin, deferContent, clients, attach, ...tombs })
   }
 
   /**
@@ -135,22 +134,29 @@ export class WritePath {
   }
 
   /**
-   * [SCALE18] A create refused because another instance deleted a node at its path a moment ago
-   * (the tombstone it started from is no longer the path's): its copy was dropped, so it is made
-   * once more from what storage holds now. Not with a contextual outcome attached: that commit's
-   * outcome was not recorded, and its caller decides.
+   * A write refused because another instance changed its path a moment ago, tried once more; its
+   * copy was dropped, so it is made from what storage holds now:
+   *  - [SCALE18] a create whose tombstone is no longer the path's (a node was deleted there since);
+   *  - [SCALE19] a delete whose tombstone may lack a change committed elsewhere since: after this
+   *    instance has caught up with every change committed so far;
+   *  - [SCALE20] with `gone`, a put or an engine's update made on a copy of a node another instance
+   *    deleted a moment ago (storage has no node there): made again on what is there now (a put
+   *    creates the node). A patch is not: it was meant for the node that is gone.
+   * Not with a contextual outcome attached: that commit's outcome was not recorded, and its caller decides.
    */
-  private async againOnTombstone<T>(attach: CommitAttachment | undefined, write: () => Promise<T>): Promise<T> {
+  private async againAfterElsewhere<T>(attach: CommitAttachment | undefined, write: () => Promise<T>, gone = false): Promise<T> {
     try {
       return await write()
     } catch (err) {
-      if (attach || !(err instanceof WeftError) || (err.details as { retry?: unknown } | undefined)?.retry !== 'tombstone') throw err
+      const retry = err instanceof WeftError ? (err.details as { retry?: unknown } | undefined)?.retry : undefined
+      if (attach || !(retry === 'tombstone' || retry === 'behind' || (gone && retry === 'gone'))) throw err
+      if (retry !== 'tombstone') await this.cluster.hooks?.freshen()
       return write()
     }
   }
 
   put(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<{ node: MeshNode; created: boolean }> {
-    return this.againOnTombstone(attach, () => this.putOnce(principal, path, draft, origin, attach))
+    return this.againAfterElsewhere(attach, () => this.putOnce(principal, path, draft, origin, attach), true)
   }
 
   private async putOnce(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin, attach?: CommitAttachment): Promise<{ node: MeshNode; created: boolean }> {
@@ -164,7 +170,7 @@ export class WritePath {
   }
 
   create(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<MeshNode> {
-    return this.againOnTombstone(attach, () => this.createOnce(principal, path, draft, origin, attach))
+    return this.againAfterElsewhere(attach, () => this.createOnce(principal, path, draft, origin, attach))
   }
 
   private async createOnce(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin, attach?: CommitAttachment): Promise<MeshNode> {
@@ -185,7 +191,7 @@ export class WritePath {
   }
 
   update(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin = 'engine', attach?: CommitAttachment): Promise<MeshNode | null> {
-    return this.againOnTombstone(attach, () => this.updateOnce(principal, path, fn, origin, attach))
+    return this.againAfterElsewhere(attach, () => this.updateOnce(principal, path, fn, origin, attach), true)
   }
 
   private async updateOnce(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin, attach?: CommitAttachment): Promise<MeshNode | null> {
@@ -203,7 +209,11 @@ export class WritePath {
     return this.replaceIn(ln, principal, result, origin, attach)
   }
 
-  async delete(principal: Principal, path: NodePath, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<void> {
+  delete(principal: Principal, path: NodePath, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<void> {
+    return this.againAfterElsewhere(attach, () => this.deleteOnce(principal, path, origin, attach))
+  }
+
+  private async deleteOnce(principal: Principal, path: NodePath, origin: ChangeOrigin, attach?: CommitAttachment): Promise<void> {
     const ln = await this.cache.acquire(path)
     this.existing(ln, principal)
     await this.deleteIn(ln, principal, origin, false, attach)
@@ -577,7 +587,7 @@ export class WritePath {
       state: 'Active',
     }
     ln.leftTombstone = null
-    const written = this.commitChange(ln, principal, null, node, 'Created', update, origin, false, undefined, attach, tombstone ? 'taken' : null, tombstone)
+    const written = this.commitChange(ln, principal, null, node, 'Created', update, origin, false, undefined, attach, { tombstone: tombstone ? 'taken' : null, startedFrom: tombstone })
     if (!parent && draft.nodeType === 'Space' && !isSystem(principal)) {
       // The creator of a space becomes its Admin (DESIGN.md "Identity and access").
       const grant = this.update(
@@ -677,6 +687,8 @@ export class WritePath {
     let tombstone: Uint8Array | null = null
     /** The doc's state vector the tombstone was made from (null: made from the stored log). */
     let madeFrom: Uint8Array | null = null
+    /** [SCALE19] Made from the stored log: the version every change up to which it holds (absent: the commit's watermark). */
+    let tombstoneBase: number | undefined
     try {
       // Children first, so a crash half-way never leaves orphans under a deleted parent. The
       // list is read again until empty: a child committed while the first list was read counts.
@@ -699,6 +711,8 @@ export class WritePath {
           madeFrom = Y.encodeStateVector(ln.doc)
           tombstone = await this.storage.tombstoneOf(Y.encodeStateAsUpdate(ln.doc), [])
         } else {
+          // [SCALE19] Several instances: the stored log holds every change up to here at least.
+          tombstoneBase = this.cluster.hooks?.watermark()
           const stored = await this.storage.loadDoc(ln.path)
           tombstone = stored ? await this.storage.tombstoneOf(stored.snapshot, stored.updates) : null
         }
@@ -710,10 +724,13 @@ export class WritePath {
     const current = ln.node
     if (!current) return
     // A doc built or written since the tombstone was made holds more: made again, here, in step with the commit.
-    if (!isInTrash(ln.path) && ln.hasDoc && !(madeFrom && Buffer.compare(madeFrom, Y.encodeStateVector(ln.doc)) === 0)) tombstone = tombstoneOfDoc(ln.doc)
+    if (!isInTrash(ln.path) && ln.hasDoc && !(madeFrom && Buffer.compare(madeFrom, Y.encodeStateVector(ln.doc)) === 0)) {
+      tombstone = tombstoneOfDoc(ln.doc)
+      tombstoneBase = undefined
+    }
     this.admit(attach)
     ln.leftTombstone = tombstone
-    const written = this.commitChange(ln, principal, current, null, 'Deleted', null, origin, false, undefined, attach, tombstone)
+    const written = this.commitChange(ln, principal, current, null, 'Deleted', null, origin, false, undefined, attach, { tombstone, ...(tombstoneBase !== undefined ? { tombstoneBase } : {}) })
     for (const conn of [...ln.connections]) conn.evict(4404, 'not_found', `${ln.path} was deleted.`)
     ln.resetDoc()
     await written

@@ -13,6 +13,8 @@ export interface ExistingNode {
   nodeType: string
   createdBy: string
   createdAt: string
+  /** The row's version ([SCALE19]). */
+  version: number
 }
 
 /** What a writer needs of a commit: everything but the content object (it writes the content's JSON text). */
@@ -70,6 +72,7 @@ export function validateCommitInput(input: CommitInput): void {
   if (input.tombstoneDigest !== undefined && input.tombstoneDigest !== null && !(typeof input.tombstoneDigest === 'string' && /^[0-9a-f]{64}$/.test(input.tombstoneDigest))) {
     throw new WeftError('invalid_request', 'A tombstone digest is the SHA-256 of the tombstone, in hex, or null.')
   }
+  if (input.tombstoneBase !== undefined && !isUint(input.tombstoneBase)) throw new WeftError('invalid_request', 'A tombstone base is a version: a non-negative integer.')
   if (input.kind === 'Deleted') return
   if (!isJsonObject(input.content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
   if (input.update !== null && !(input.update instanceof Uint8Array)) {
@@ -113,17 +116,21 @@ export function planBatch(
           continue
         }
         left.set(input.path, null)
-        state.set(input.path, { nodeType: input.nodeType, createdBy: input.createdBy, createdAt: input.at })
+        state.set(input.path, { nodeType: input.nodeType, createdBy: input.createdBy, createdAt: input.at, version: 0 })
         plans.push({ input, existing: null, nodeType: input.nodeType })
         break
       case 'Updated':
       case 'Deleted':
         if (!existing) {
-          refuse(new WeftError('not_found', `No node at ${input.path}.`))
+          refuse(new WeftError('not_found', `No node at ${input.path}.`, { retry: 'gone' }))
           continue
         }
         if (input.nodeCreatedAt !== undefined && input.nodeCreatedAt !== existing.createdAt) {
           refuse(new WeftError('conflict', `${input.path} was deleted and created again since this change was made; reload it.`))
+          continue
+        }
+        if (input.kind === 'Deleted' && input.tombstoneBase !== undefined && existing.version > input.tombstoneBase) {
+          refuse(new WeftError('conflict', `${input.path} was changed on another server a moment ago; delete it again.`, { retry: 'behind' }))
           continue
         }
         if (input.kind === 'Deleted') {

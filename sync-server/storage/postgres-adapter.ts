@@ -167,8 +167,8 @@ export class PostgresStorage implements StorageAdapter {
     const inputs = batch.map((p) => p.input)
     // [SCALE10] BEGIN and the counter's lock in one simple query; the rows' read beside them.
     const begun = flight.sendSimple('BEGIN; SELECT value FROM version_counter WHERE id = 1 FOR UPDATE')
-    const existing = flight.send<{ path: string; node_type: string; created_by: string; created_at: string }>(
-      'SELECT path, node_type, created_by, created_at FROM nodes WHERE path = ANY($1::text[])',
+    const existing = flight.send<{ path: string; node_type: string; created_by: string; created_at: string; version: string }>(
+      'SELECT path, node_type, created_by, created_at, version FROM nodes WHERE path = ANY($1::text[])',
       [batchPaths(inputs)],
     )
     // [SCALE18] A create made on the knowledge of the path's tombstone: the tombstones as they are now.
@@ -180,7 +180,7 @@ export class PostgresStorage implements StorageAdapter {
     const begin = await begun
     let version = Number((Array.isArray(begin) ? begin.at(-1) : begin)?.rows[0]?.value ?? 0)
     const stored = new Map<NodePath, ExistingNode>(
-      (await existing).rows.map((r) => [r.path as NodePath, { nodeType: r.node_type, createdBy: r.created_by, createdAt: r.created_at }]),
+      (await existing).rows.map((r) => [r.path as NodePath, { nodeType: r.node_type, createdBy: r.created_by, createdAt: r.created_at, version: Number(r.version) }]),
     )
     const tombstones = left ? new Map((await left).rows.map((r) => [r.path as NodePath, r.digest])) : undefined
     const { plans, results: refused } = planBatch(inputs, stored, tombstones)

@@ -256,6 +256,7 @@ export class SqliteStorage implements StorageAdapter {
         tombstone: input.tombstone,
         nodeCreatedAt: input.nodeCreatedAt,
         tombstoneDigest: input.tombstoneDigest,
+        tombstoneBase: input.tombstoneBase,
       }
       // A commit item always resolves to its record (only folds resolve to null).
       return this.committer.submit({ input: header, contentJson }) as Promise<ChangeRecord>

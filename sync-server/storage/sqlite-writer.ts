@@ -93,8 +93,8 @@ export class SqliteWriter {
   constructor(file: string, busyTimeoutMs: number) {
     const db = (this.db = openSqliteConnection(file, busyTimeoutMs))
     this.stmt = {
-      existing: db.prepare<[string], { node_type: string; created_by: string; created_at: string }>(
-        'SELECT node_type, created_by, created_at FROM nodes WHERE path = ?',
+      existing: db.prepare<[string], { node_type: string; created_by: string; created_at: string; version: number }>(
+        'SELECT node_type, created_by, created_at, version FROM nodes WHERE path = ?',
       ),
       insertChange: db.prepare<[string, string, MeshChangeKind]>('INSERT INTO changes (path, node_type, kind) VALUES (?, ?, ?)'),
       insertNode: db.prepare(
@@ -181,7 +181,7 @@ export class SqliteWriter {
         const stored = new Map<NodePath, ExistingNode>()
         for (const path of batchPaths(inputs)) {
           const row = this.stmt.existing.get(path)
-          if (row) stored.set(path, { nodeType: row.node_type, createdBy: row.created_by, createdAt: row.created_at })
+          if (row) stored.set(path, { nodeType: row.node_type, createdBy: row.created_by, createdAt: row.created_at, version: row.version })
         }
         // [SCALE18] A create made on the knowledge of the path's tombstone: the tombstones as they are now.
         let tombstones: Map<NodePath, string> | undefined

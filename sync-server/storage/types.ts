@@ -77,6 +77,13 @@ export interface CommitInput {
    */
   tombstoneDigest?: string | null
   /**
+   * [SCALE19] Deleted, several instances: every change of the node up to this version is in its
+   * tombstone. When the row is past it (another instance changed the node since, and this
+   * tombstone may lack that), the commit is refused with `conflict` and writes nothing; the writer
+   * catches up and deletes again. Adapters for one instance may ignore it.
+   */
+  tombstoneBase?: number
+  /**
    * [CTX26] A contextual reaction's outcome, committed in this commit's transaction after its
    * lease is re-checked there; a lease no longer held (or an outcome already there) refuses the
    * whole commit with `stale_lease`.

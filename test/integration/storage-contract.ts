@@ -310,6 +310,20 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       expect(await store.getNode(P('tid/free'))).toMatchObject({ content: { Any: 1 } })
     })
 
+    it('[SCALE19] a Deleted whose tombstone covers the node only up to a version the row is past is refused with conflict and writes nothing; covering the row, it commits', async () => {
+      const w = new NodeWriter(P('tbase/doc'))
+      await store.commit(w.input('Created', { A: 1 }))
+      const edited = await store.commit(w.input('Updated', { B: 2 }))
+      const tomb = tombstoneOfDoc(w.doc)!
+      await expectCode(store.commit(w.input('Deleted', {}, { tombstone: tomb, tombstoneBase: edited.version - 1 })), 'conflict')
+      expect(await store.getNode(P('tbase/doc'))).toMatchObject({ content: { A: 1, B: 2 } })
+      expect(await store.loadTombstone(P('tbase/doc'))).toBeNull()
+      await expectCode(store.commit(w.input('Deleted', {}, { tombstone: tomb, tombstoneBase: -1 })), 'invalid_request')
+      await store.commit(w.input('Deleted', {}, { tombstone: tomb, tombstoneBase: edited.version }))
+      expect(await store.getNode(P('tbase/doc'))).toBeNull()
+      expect(await store.loadTombstone(P('tbase/doc'))).toEqual(tomb)
+    })
+
     it('[ACC12] binds client ids in the commit that introduces them, keeps the first binding, survives a reopen, and drops them with the node (also within one batch)', async () => {
       const w = new NodeWriter(P('bound/doc'))
       const sorted = async (path: string) => (await store.loadClientBindings(P(path))).sort((a, b) => a.client - b.client)

@@ -8,7 +8,7 @@ import { SYSTEM, isWeftError, jsonEqual, type NodePath } from '../../shared/inde
 import { AccessService } from '../../sync-server/access/index.js'
 import { NodeService } from '../../sync-server/nodes/index.js'
 import { openPostgresStorage } from '../../sync-server/storage/index.js'
-import { api, createDocument, createSpace, expectStatus, freshDatabase, makeTempDir, removeDir, signup, startInstances, startTestServer, waitFor, type Instances } from '../helpers/index.js'
+import { api, createDocument, createSpace, expectStatus, freshDatabase, makeTempDir, removeDir, signup, startInstances, startTestServer, stockProvider, waitFor, type Instances } from '../helpers/index.js'
 import { holdCopy, reconnect, restoreOverDeleted } from './tombstone-cases.js'
 
 /** [TOMB1] [TOMB2] Tombstones on PostgreSQL: the restore's forward path, and several instances. */
@@ -56,6 +56,40 @@ describe('tombstones on PostgreSQL', () => {
     }
   })
 
+  it('[SCALE19] deleted through an instance that has not yet heard of an edit made through another: the tombstone holds the edit, and a copy holding it brings nothing back', { timeout: 120_000 }, async () => {
+    let set: Instances | undefined
+    try {
+      set = await startInstances(2)
+      const url = (i: number) => set!.servers[i]!.url
+      const alice = await signup(url(0))
+      const space = await createSpace(url(0), alice.token)
+      const path = `${space}/late`
+      await createDocument(url(0), alice.token, path, { Title: 't' })
+      // Instance 2 keeps the node loaded, doc and all (a client stays on it there).
+      const watcher = stockProvider(url(1), path, alice.token)
+      await watcher.synced()
+      // Redis frozen: instance 2 hears of nothing (until its poll of the database, a second later).
+      set.redis.pause()
+      let stale: Y.Doc
+      try {
+        // Through instance 1: an edit by a client that keeps its copy; at once, deleted through instance 2.
+        stale = await holdCopy(url(0), path, alice.token, { Secret: 'made on one' })
+        expectStatus(await api(url(1), alice.token).deleteNode(path), 204)
+      } finally {
+        set.redis.resume()
+        watcher.destroy()
+      }
+      await waitFor(async () => (await api(url(0), alice.token).getNode(path)).status === 404, { timeoutMs: 20_000, description: 'instance 1 has heard of the delete' })
+      await createDocument(url(0), alice.token, path, { Fresh: true })
+      const s = await reconnect(url(0), path, alice.token, stale, 'stale')
+      expect((await api(url(0), alice.token).getNode(path)).body.content).toEqual({ Fresh: true, Probe: 'stale' })
+      expect(s.json()).toEqual({ Fresh: true, Probe: 'stale' })
+      s.destroy()
+    } finally {
+      await set?.cleanup()
+    }
+  })
+
   it('[SCALE16] an instance that has not heard of a delete and a create elsewhere cannot write its copy of the old node onto the new one, nor delete the new one', { timeout: 60_000 }, async () => {
     const { a, b, close } = await deafPair()
     try {
@@ -82,6 +116,54 @@ describe('tombstones on PostgreSQL', () => {
       await replacedBehindB(deleted)
       expect(code(await b.nodes.delete(SYSTEM, deleted, 'http').catch((e: unknown) => e))).toBe('conflict')
       expect((await a.storage.getNode(deleted))?.content).toEqual({ Gen: 2 })
+    } finally {
+      await close()
+    }
+  })
+
+  it('[SCALE19] an instance that has not heard of an edit made elsewhere deletes the node: its first commit is refused, it catches up, and the tombstone holds the edit', { timeout: 60_000 }, async () => {
+    const { a, b, close } = await deafPair()
+    try {
+      const spot = 'Edited' as NodePath
+      // A holds the node, doc and all (a write loads it so); B edits it, and A is never told.
+      await a.nodes.create(SYSTEM, spot, { nodeType: 'Space', content: { Title: 't' } })
+      await a.nodes.patch(SYSTEM, spot, { ByA: 1 })
+      await b.nodes.patch(SYSTEM, spot, { Secret: 'made on b' })
+      const log = (await a.storage.loadDoc(spot))!
+      const before = new Y.Doc()
+      if (log.snapshot) Y.applyUpdate(before, log.snapshot)
+      for (const u of log.updates) Y.applyUpdate(before, u)
+      await a.nodes.delete(SYSTEM, spot, 'engine')
+      expect(await a.storage.getNode(spot)).toBeNull()
+      // Every struct of the node, B's edit among them, is in what it left.
+      const tomb = (await a.storage.loadTombstone(spot))!
+      const covered = Y.decodeStateVector(Y.encodeStateVectorFromUpdate(tomb))
+      for (const [client, clock] of Y.decodeStateVector(Y.encodeStateVector(before))) expect(covered.get(client) ?? 0, `client ${client}`).toBe(clock)
+    } finally {
+      await close()
+    }
+  })
+
+  it('[SCALE20] a put on an instance that has not heard of a delete elsewhere creates the node there (from the tombstone), not a 404; a patch there is refused not_found', { timeout: 60_000 }, async () => {
+    const { a, b, close } = await deafPair()
+    try {
+      const code = (e: unknown) => (isWeftError(e) ? e.code : String(e))
+      const put = 'PutAgain' as NodePath
+      await a.nodes.create(SYSTEM, put, { nodeType: 'Space', content: { Old: 'secret' } })
+      await b.nodes.patch(SYSTEM, put, { ByB: 1 })
+      await a.nodes.delete(SYSTEM, put, 'engine')
+      // B's copy still has the node: its put commits an Updated, which storage refuses; made again, it creates.
+      const made = await b.nodes.put(SYSTEM, put, { nodeType: 'Space', content: { New: 1 } })
+      expect(made.created).toBe(true)
+      expect((await a.storage.getNode(put))?.content).toEqual({ New: 1 })
+      expect(await a.storage.loadTombstone(put)).toBeNull()
+      // A patch meant for the deleted node is not turned into anything else.
+      const patched = 'PatchGone' as NodePath
+      await a.nodes.create(SYSTEM, patched, { nodeType: 'Space', content: { Old: 1 } })
+      await b.nodes.patch(SYSTEM, patched, { ByB: 1 })
+      await a.nodes.delete(SYSTEM, patched, 'engine')
+      expect(code(await b.nodes.patch(SYSTEM, patched, { Late: 1 }).catch((e: unknown) => e))).toBe('not_found')
+      expect(await a.storage.getNode(patched)).toBeNull()
     } finally {
       await close()
     }
@@ -129,14 +211,29 @@ async function deafPair() {
     const storage = await openPostgresStorage({ connectionString, schema })
     const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
     await nodes.boot()
+    // The others' change messages never arrive: what it has applied is its own commits, and what
+    // a catch-up from the change log brings (as the fan-out's, when a write asks for one).
+    let applied = await storage.lastVersion()
+    const mine = new Set<number>()
+    const advance = () => {
+      while (mine.delete(applied + 1)) applied++
+    }
     nodes.connectCluster({
-      committed: () => undefined,
+      committed: (change) => {
+        mine.add(change.version)
+        advance()
+      },
       accepted: () => 'k',
       acceptedFailed: () => undefined,
       presence: () => undefined,
       presenceOpened: () => undefined,
-      watermark: () => 0,
-      freshen: () => Promise.resolve(),
+      watermark: () => applied,
+      freshen: async () => {
+        const records = await storage.changesSince(applied, 1000)
+        await nodes.applyRemotePage(records, (r) => !mine.has(r.version), () => undefined)
+        applied = Math.max(applied, records.at(-1)?.version ?? applied)
+        advance()
+      },
     })
     return { storage, nodes }
   }
