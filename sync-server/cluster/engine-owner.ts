@@ -194,7 +194,7 @@ export class EngineOwner {
           if (await p.ownership.giveUp(`${held.length} partitions held, above this instance's share of ${this.share} with ${members} instances alive`)) this.o.announce(partitionLease(p.name))
         }
         // Fewer instances alive: this one's share may have grown; try the free partitions now.
-        if (grew) for (const p of this.partitions) if (!p.holds) p.ownership.poke()
+        if (grew) for (const p of this.partitions) if (!p.holds) p.ownership.poke('fewer instances alive: trying to take the free engine partitions')
       } catch (err) {
         this.o.log.warn({ err }, 'engine census: the database did not answer')
       } finally {

@@ -1,5 +1,5 @@
 import pg from 'pg'
-import type { Lease, LeaseStore } from '../engines/index.js'
+import type { Lease, LeaseBusy, LeaseStore } from '../engines/index.js'
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS engine_leases (
@@ -42,16 +42,24 @@ export class PgLeaseStore implements LeaseStore {
    * Free means expired or given up (a release sets the expiry to its time), for at least `graceMs`
    * ([SCALE17]). A partition's first acquire inserts its row, grace or not.
    */
-  async acquire(name: string, holder: string, ttlMs: number, graceMs = 0): Promise<Lease | null> {
-    const r = await this.pool.query<{ holder: string; fence: string; expires_ms: string }>(
-      `INSERT INTO engine_leases AS l (name, holder, fence, expires_at)
-       SELECT $1, $2, 1, now() + $3 * interval '1 millisecond' WHERE ${NO_LEGACY_OWNER}
-       ON CONFLICT (name) DO UPDATE SET holder = $2, fence = l.fence + 1, expires_at = now() + $3 * interval '1 millisecond'
-       WHERE l.expires_at <= now() - $4 * interval '1 millisecond' AND ${NO_LEGACY_OWNER}
-       RETURNING holder, fence, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms`,
+  async acquire(name: string, holder: string, ttlMs: number, graceMs = 0): Promise<Lease | LeaseBusy | null> {
+    // The row as it was when not taken: when it falls free ([SCALE17]: the next try is then).
+    const r = await this.pool.query<{ holder: string; fence: string; expires_ms: string; free_in_ms: string | null }>(
+      `WITH taken AS (
+         INSERT INTO engine_leases AS l (name, holder, fence, expires_at)
+         SELECT $1, $2, 1, now() + $3 * interval '1 millisecond' WHERE ${NO_LEGACY_OWNER}
+         ON CONFLICT (name) DO UPDATE SET holder = $2, fence = l.fence + 1, expires_at = now() + $3 * interval '1 millisecond'
+         WHERE l.expires_at <= now() - $4 * interval '1 millisecond' AND ${NO_LEGACY_OWNER}
+         RETURNING holder, fence, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms)
+       SELECT holder, fence, expires_ms, NULL AS free_in_ms FROM taken
+       UNION ALL
+       SELECT holder, fence, 0, (extract(epoch FROM (expires_at + $4 * interval '1 millisecond' - now())) * 1000)::bigint
+       FROM engine_leases WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken) AND ${NO_LEGACY_OWNER}`,
       [name, holder, ttlMs, graceMs],
     )
-    return lease(r.rows[0])
+    const row = r.rows[0]
+    if (row && row.free_in_ms !== null) return { busy: true, freeInMs: Math.max(0, Number(row.free_in_ms)) }
+    return lease(row)
   }
 
   /**

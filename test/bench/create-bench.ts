@@ -1,7 +1,8 @@
 /**
  * [TOMB1] Creates through the node service, on both storages: at fresh paths, and at paths where a
  * node was deleted (each create reads the tombstone with the row and starts from it), one at a time
- * and 32 at once. PostgreSQL: a fresh schema of the test database.
+ * and 32 at once. PostgreSQL: a fresh schema of the test database; alone, and as one instance of
+ * several (`pgCluster*`: the commits carry the cluster's checks).
  *
  * Run alone: `npx tsx test/bench/create-bench.ts` prints JSON.
  */
@@ -52,11 +53,36 @@ async function creates(nodes: NodeService, prefix: string, n: number, concurrenc
   return Math.round((n / (performance.now() - started)) * 1000)
 }
 
-async function one(kind: 'pg' | 'sqlite'): Promise<Record<string, number>> {
-  const { storage, drop } = await opened(kind)
+/**
+ * [SCALE18] [SCALE19] As one of several instances (the commits carry what the cluster checks in
+ * the transaction), with hooks that publish nothing: its own commits are all it applies.
+ */
+function asClusterMember(nodes: NodeService, storage: StorageAdapter, from: number): void {
+  let applied = from
+  const mine = new Set<number>()
+  nodes.connectCluster({
+    committed: (change) => {
+      mine.add(change.version)
+      while (mine.delete(applied + 1)) applied++
+    },
+    accepted: () => 'k',
+    acceptedFailed: () => undefined,
+    presence: () => undefined,
+    presenceOpened: () => undefined,
+    watermark: () => applied,
+    freshen: async () => {
+      applied = Math.max(applied, await storage.lastVersion())
+    },
+  })
+}
+
+async function one(storageKind: 'pg' | 'sqlite', cluster = false): Promise<Record<string, number>> {
+  const kind = cluster ? `${storageKind}Cluster` : storageKind
+  const { storage, drop } = await opened(storageKind)
   const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
   try {
     await nodes.boot()
+    if (cluster) asClusterMember(nodes, storage, await storage.lastVersion())
     await nodes.update(SYSTEM, 'S' as NodePath, () => ({ nodeType: 'Space', content: {} }), 'engine')
     // Warm-up: the pool's connections, the JIT, the first pages of the tables.
     await creates(nodes, 'w', NODES / 4, 32)
@@ -78,7 +104,7 @@ async function one(kind: 'pg' | 'sqlite'): Promise<Record<string, number>> {
 }
 
 export async function benchCreates(): Promise<Record<string, number>> {
-  return { nodes: NODES, ...(await one('sqlite')), ...(await one('pg')) }
+  return { nodes: NODES, ...(await one('sqlite')), ...(await one('pg')), ...(await one('pg', true)) }
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

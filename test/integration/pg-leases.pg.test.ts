@@ -1,9 +1,22 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { PgLeaseStore } from '../../sync-server/cluster/pg-leases.js'
+import type { Lease, LeaseBusy } from '../../sync-server/engines/index.js'
 import { freshDatabase } from '../helpers/index.js'
 
 /** [SCALE6] [SCALE17] The engine-partition lease table on the machine's PostgreSQL. */
+/** The lease taken (failing the test when it was not). */
+function won(r: Lease | LeaseBusy | null): Lease {
+  expect(r && !('busy' in r), JSON.stringify(r)).toBe(true)
+  return r as Lease
+}
+
+/** Not taken: busy, free in about `ms` (to a second). */
+function busyFor(r: Lease | LeaseBusy | null, ms: number): void {
+  expect(r).toMatchObject({ busy: true })
+  expect(Math.abs((r as LeaseBusy).freeInMs - ms)).toBeLessThan(1_000)
+}
+
 describe('[SCALE17] PostgreSQL engine leases', () => {
   let db: Awaited<ReturnType<typeof freshDatabase>>
   let store: PgLeaseStore
@@ -21,25 +34,26 @@ describe('[SCALE17] PostgreSQL engine leases', () => {
   })
 
   it('one holder at a time, the fence raised by every acquire; renew and release only with the lease held', async () => {
-    const a = await store.acquire('engines:x', 'i1', 60_000)
+    const a = won(await store.acquire('engines:x', 'i1', 60_000))
     expect(a).toMatchObject({ holder: 'i1', fence: 1 })
-    expect(await store.acquire('engines:x', 'i2', 60_000)).toBeNull()
-    expect(await store.renew('engines:x', { ...a!, fence: 0 }, 60_000)).toBeNull()
-    expect(await store.renew('engines:x', a!, 60_000)).toMatchObject({ holder: 'i1', fence: 1 })
-    await store.release('engines:x', { ...a!, holder: 'i2' })
-    expect(await store.acquire('engines:x', 'i2', 60_000)).toBeNull()
-    await store.release('engines:x', a!)
-    expect(await store.renew('engines:x', a!, 60_000)).toBeNull()
-    expect(await store.acquire('engines:x', 'i2', 60_000)).toMatchObject({ holder: 'i2', fence: 2 })
+    busyFor(await store.acquire('engines:x', 'i2', 60_000), 60_000)
+    expect(await store.renew('engines:x', { ...a, fence: 0 }, 60_000)).toBeNull()
+    expect(await store.renew('engines:x', a, 60_000)).toMatchObject({ holder: 'i1', fence: 1 })
+    await store.release('engines:x', { ...a, holder: 'i2' })
+    busyFor(await store.acquire('engines:x', 'i2', 60_000), 60_000)
+    await store.release('engines:x', a)
+    expect(await store.renew('engines:x', a, 60_000)).toBeNull()
+    expect(won(await store.acquire('engines:x', 'i2', 60_000))).toMatchObject({ holder: 'i2', fence: 2 })
   })
 
   it('a grace: a free lease is taken only once it has been free that long', async () => {
-    const a = await store.acquire('engines:g', 'i1', 60_000)
-    await store.release('engines:g', a!)
-    expect(await store.acquire('engines:g', 'i2', 60_000, 60_000)).toBeNull()
+    const a = won(await store.acquire('engines:g', 'i1', 60_000))
+    await store.release('engines:g', a)
+    // Free now, but not for a minute yet: busy for about that long.
+    busyFor(await store.acquire('engines:g', 'i2', 60_000, 60_000), 60_000)
     // Free for an hour (as if released then): taken with the grace.
     await client.query(`UPDATE engine_leases SET expires_at = now() - interval '1 hour' WHERE name = 'engines:g'`)
-    expect(await store.acquire('engines:g', 'i2', 60_000, 60_000)).toMatchObject({ holder: 'i2', fence: 2 })
+    expect(won(await store.acquire('engines:g', 'i2', 60_000, 60_000))).toMatchObject({ holder: 'i2', fence: 2 })
   })
 
   it('the census counts the instances alive, itself included; one that left or expired is counted out', async () => {
@@ -59,13 +73,14 @@ describe('[SCALE17] PostgreSQL engine leases', () => {
   })
 
   it('while an earlier version holds the single `engines` lease, no partition lease is taken or renewed (a rolling upgrade)', async () => {
-    const p = await store.acquire('engines:u', 'i1', 60_000)
-    expect(p).not.toBeNull()
-    const legacy = await store.acquire('engines', 'old', 60_000)
-    expect(legacy).not.toBeNull()
+    const p = won(await store.acquire('engines:u', 'i1', 60_000))
+    const legacy = won(await store.acquire('engines', 'old', 60_000))
+    // Not taken, and no hint to try again soon (it is not a matter of time).
     expect(await store.acquire('engines:v', 'i1', 60_000)).toBeNull()
-    expect(await store.renew('engines:u', p!, 60_000)).toBeNull()
-    await store.release('engines', legacy!)
-    expect(await store.acquire('engines:v', 'i1', 60_000)).toMatchObject({ holder: 'i1', fence: 1 })
+    expect(await store.renew('engines:u', p, 60_000)).toBeNull()
+    await client.query(`UPDATE engine_leases SET expires_at = now() - interval '1 second' WHERE name = 'engines:u'`)
+    expect(await store.acquire('engines:u', 'i2', 60_000)).toBeNull()
+    await store.release('engines', legacy)
+    expect(won(await store.acquire('engines:v', 'i1', 60_000))).toMatchObject({ holder: 'i1', fence: 1 })
   })
 })

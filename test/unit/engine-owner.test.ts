@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import pino from 'pino'
 import { EngineOwner, type MemberStore } from '../../sync-server/cluster/engine-owner.js'
-import type { Lease } from '../../sync-server/engines/index.js'
+import type { Lease, LeaseBusy } from '../../sync-server/engines/index.js'
 import type { NodeService } from '../../sync-server/nodes/index.js'
 import { waitFor } from '../helpers/index.js'
 import { Rng } from '../sim/rng.js'
@@ -29,10 +29,10 @@ class MemoryLeases implements MemberStore {
     return Date.now()
   }
 
-  async acquire(name: string, holder: string, ttlMs: number, graceMs = 0): Promise<Lease | null> {
+  async acquire(name: string, holder: string, ttlMs: number, graceMs = 0): Promise<Lease | LeaseBusy | null> {
     const now = await this.call(holder)
     const l = this.leases.get(name)
-    if (l && l.expires > now - graceMs) return null
+    if (l && l.expires > now - graceMs) return { busy: true, freeInMs: l.expires + graceMs - now }
     const next = { holder, fence: (l?.fence ?? 0) + 1, expires: now + ttlMs }
     this.leases.set(name, next)
     return { holder, fence: next.fence, expiresAt: next.expires }

@@ -12,8 +12,15 @@ import type { Lease } from './lease.js'
  * least that long, so an instance already holding its share leaves a free partition to one that
  * holds less, and takes it itself only when nobody else did.
  */
+/** A lease another holds (or within its grace): free in about this long, by the database's clock. */
+export interface LeaseBusy {
+  busy: true
+  freeInMs: number
+}
+
 export interface LeaseStore {
-  acquire(name: string, holder: string, ttlMs: number, graceMs?: number): Promise<Lease | null>
+  /** The lease, or when it is not free: how soon it will be (null: unknown). */
+  acquire(name: string, holder: string, ttlMs: number, graceMs?: number): Promise<Lease | LeaseBusy | null>
   renew(name: string, lease: Lease, ttlMs: number): Promise<Lease | null>
   release(name: string, lease: Lease): Promise<void>
 }
@@ -50,6 +57,8 @@ export class Ownership {
   private stopped = false
   private stepping = false
   private poked = false
+  /** When the last try found the lease busy: how soon it falls free. */
+  private freeInMs: number | null = null
   private busy: Promise<void> = Promise.resolve()
 
   private readonly clock: Clock
@@ -78,7 +87,10 @@ export class Ownership {
       this.poked = false
       if (!this.lease) return this.tick()
     }
-    this.timer = this.clock.setTimeout(() => this.tick(), Math.max(50, Math.floor(this.o.ttlMs / 3)))
+    const every = Math.max(50, Math.floor(this.o.ttlMs / 3))
+    const free = this.lease ? null : this.freeInMs
+    this.freeInMs = null
+    this.timer = this.clock.setTimeout(() => this.tick(), free !== null && free >= 0 && free < every ? Math.max(10, free + 10) : every)
   }
 
   private tick(): void {
@@ -93,9 +105,9 @@ export class Ownership {
    * [PROD2] The holder said it gave the lease up: try to take it now rather than at the next
    * tick. Only a hint: the database decides, and a step already under way is left to finish.
    */
-  poke(): void {
+  poke(why = 'engine lease given up by its holder; trying to take it'): void {
     if (this.stopped || this.lease) return
-    this.o.log.info({ partition: this.o.name }, 'engine lease given up by its holder; trying to take it')
+    this.o.log.info({ partition: this.o.name }, why)
     if (this.stepping) {
       this.poked = true
       return
@@ -115,6 +127,12 @@ export class Ownership {
         return
       }
       const lease = await this.o.store.acquire(this.o.name, this.o.holder, this.o.ttlMs, this.o.graceMs?.() ?? 0)
+      if (lease && 'busy' in lease) {
+        // [SCALE17] Tried again as it falls free (a dead holder's lease is taken at its expiry, not
+        // up to a third of its time later).
+        this.freeInMs = lease.freeInMs
+        return
+      }
       if (!lease || this.stopped) return
       this.hold(lease, sent)
       this.o.log.info({ partition: this.o.name, fence: lease.fence }, 'engine lease acquired')
