@@ -1,7 +1,7 @@
 import type { Logger } from 'pino'
 import { WeftError } from '../../shared/index.js'
 import { Ownership, type Engine, type EngineContext, type EngineFactory, type LeaseStore } from '../engines/index.js'
-import type { NodeService } from '../nodes/index.js'
+import { writeFence, type NodeService } from '../nodes/index.js'
 
 /** The node API's methods that write: refused by an owner whose lease is gone. */
 const WRITES = new Set<PropertyKey>(['put', 'create', 'patch', 'update', 'delete', 'append', 'relocate', 'rename', 'applyClientUpdate', 'applyClientUpdateLoaded'])
@@ -22,7 +22,8 @@ export function fencedNodes(nodes: NodeService, holds: () => boolean): NodeServi
       if (!WRITES.has(key)) return fn.bind(target)
       return (...args: unknown[]) => {
         if (!holds()) return Promise.reject(new WeftError('unavailable', 'This server no longer owns the engines (its lease expired); another server has taken them over.'))
-        return fn.apply(target, args)
+        // A write made once more after a wait checks the lease again (nodes/fence.ts).
+        return writeFence.run(holds, () => fn.apply(target, args))
       }
     },
   })
@@ -96,6 +97,7 @@ class Partition {
     if (!this.ownership.holds() || this.running) return
     await this.o.catchUp()
     if (!this.ownership.holds()) return
+    this.o.log.info({ partition: this.ownership.name }, 'engine starting under the lease')
     const abort = new AbortController()
     const nodes = fencedNodes(this.o.nodes, () => this.ownership.holds())
     const engine = this.factory({ ...this.o.context, nodes, signal: abort.signal })
@@ -139,6 +141,8 @@ export class EngineOwner {
   private timer: ReturnType<typeof setTimeout> | null = null
   private stopped = false
   private censusRunning: Promise<void> | null = null
+  private givingUp: Promise<void> | null = null
+  private started = false
 
   constructor(private readonly o: EngineOwnerOptions) {
     this.partitions = o.partitions.map((p) => new Partition(p.name, p.factory, o, () => this.graceMs()))
@@ -159,6 +163,8 @@ export class EngineOwner {
   }
 
   start(): void {
+    if (this.started || this.stopped) return
+    this.started = true
     void this.census().finally(() => {
       if (this.stopped) return
       for (const p of this.partitions) p.ownership.start()
@@ -184,17 +190,17 @@ export class EngineOwner {
         // counted out no later than its leases expire, so the others' shares have grown by then.
         const members = await this.o.store.census(this.o.instanceId, Math.floor((this.o.ttlMs * 2) / 3))
         if (this.stopped) return
-        const grew = members < this.members
+        const fewer = members < this.members
         this.members = members
         const held = this.partitions.filter((p) => p.holds)
         this.over = held.length > this.share ? this.over + 1 : 0
-        if (this.over >= 2) {
+        if (this.over >= 2 && !this.givingUp) {
           this.over = 0
-          const p = held[held.length - 1]!
-          if (await p.ownership.giveUp(`${held.length} partitions held, above this instance's share of ${this.share} with ${members} instances alive`)) this.o.announce(partitionLease(p.name))
+          // Not awaited here: stopping an engine may take a while, and the census goes on meanwhile.
+          this.givingUp = this.giveUp(held[held.length - 1]!, `${held.length} partitions held, above this instance's share of ${this.share} with ${members} instances alive`)
         }
         // Fewer instances alive: this one's share may have grown; try the free partitions now.
-        if (grew) for (const p of this.partitions) if (!p.holds) p.ownership.poke('fewer instances alive: trying to take the free engine partitions')
+        if (fewer) for (const p of this.partitions) if (!p.holds) p.ownership.poke('fewer instances alive: trying to take the free engine partitions')
       } catch (err) {
         this.o.log.warn({ err }, 'engine census: the database did not answer')
       } finally {
@@ -204,11 +210,24 @@ export class EngineOwner {
     return this.censusRunning
   }
 
-  /** [PROD2] Another instance gave the `name` lease up: count again, then try to take it. */
+  private async giveUp(p: Partition, why: string): Promise<void> {
+    try {
+      if ((await p.ownership.giveUp(why)) && !this.stopped) this.o.announce(partitionLease(p.name))
+    } finally {
+      this.givingUp = null
+    }
+  }
+
+  /**
+   * [PROD2] Another instance gave the `name` lease up: count again (after any census under way,
+   * which may have begun before that instance left), then try to take it.
+   */
   released(name: string): void {
     const p = this.partitions.find((x) => partitionLease(x.name) === name)
-    if (!p || this.stopped) return
-    void this.census().finally(() => p.ownership.poke())
+    if (!p || !this.started || this.stopped) return
+    void (this.censusRunning ?? Promise.resolve())
+      .then(() => this.census())
+      .finally(() => p.ownership.poke())
   }
 
   /** Stops every partition (each lease given up); answers the lease names that were held. */
@@ -216,6 +235,7 @@ export class EngineOwner {
     this.stopped = true
     if (this.timer) clearTimeout(this.timer)
     await this.censusRunning
+    await this.givingUp
     const held = this.partitions.filter((p) => p.holds).map((p) => partitionLease(p.name))
     await Promise.all(this.partitions.map((p) => p.stop()))
     await this.o.store.leave(this.o.instanceId).catch(() => undefined)

@@ -13,11 +13,23 @@ CREATE TABLE IF NOT EXISTS engine_members (
   expires_at timestamptz NOT NULL
 )`
 
+/** [SCALE17] The holder the single `engines` row is kept under while partitions are held. */
+export const PARTITIONS_HOLDER = '(partitions)'
+
 /**
- * [SCALE17] While an instance of an earlier version holds the single `engines` lease (it runs every
- * engine), no partition lease is taken or renewed: a rolling upgrade never runs an engine twice.
+ * [SCALE17] A rolling upgrade never runs an engine twice. An earlier version runs every engine
+ * under the single `engines` lease: while one holds it, no partition lease is taken or renewed.
+ * And while partitions are held, that row is kept taken (holder `(partitions)`, expiring with the
+ * latest partition lease), so an earlier version cannot take it meanwhile.
  */
-const NO_LEGACY_OWNER = `NOT EXISTS (SELECT 1 FROM engine_leases WHERE name = 'engines' AND holder IS NOT NULL AND expires_at > now())`
+const NO_LEGACY_OWNER = `NOT EXISTS (SELECT 1 FROM engine_leases WHERE name = 'engines' AND holder IS NOT NULL AND holder <> '${PARTITIONS_HOLDER}' AND expires_at > now())`
+
+/** A CTE keeping the `engines` row taken for as long as the lease in `source` (its RETURNING) lasts. */
+const keepLegacyOut = (source: string) => `keep AS (
+  INSERT INTO engine_leases AS k (name, holder, fence, expires_at)
+  SELECT 'engines', '${PARTITIONS_HOLDER}', 0, to_timestamp(expires_ms / 1000.0) FROM ${source}
+  ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = greatest(k.expires_at, excluded.expires_at)
+  WHERE k.holder = '${PARTITIONS_HOLDER}' OR k.holder IS NULL OR k.expires_at <= now())`
 
 function lease(row: { holder: string; fence: string; expires_ms: string } | undefined): Lease | null {
   return row ? { holder: row.holder, fence: Number(row.fence), expiresAt: Number(row.expires_ms) } : null
@@ -50,7 +62,8 @@ export class PgLeaseStore implements LeaseStore {
          SELECT $1, $2, 1, now() + $3 * interval '1 millisecond' WHERE ${NO_LEGACY_OWNER}
          ON CONFLICT (name) DO UPDATE SET holder = $2, fence = l.fence + 1, expires_at = now() + $3 * interval '1 millisecond'
          WHERE l.expires_at <= now() - $4 * interval '1 millisecond' AND ${NO_LEGACY_OWNER}
-         RETURNING holder, fence, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms)
+         RETURNING holder, fence, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms),
+       ${keepLegacyOut('taken')}
        SELECT holder, fence, expires_ms, NULL AS free_in_ms FROM taken
        UNION ALL
        SELECT holder, fence, 0, (extract(epoch FROM (expires_at + $4 * interval '1 millisecond' - now())) * 1000)::bigint
@@ -84,9 +97,12 @@ export class PgLeaseStore implements LeaseStore {
 
   async renew(name: string, held: Lease, ttlMs: number): Promise<Lease | null> {
     const r = await this.pool.query<{ holder: string; fence: string; expires_ms: string }>(
-      `UPDATE engine_leases SET expires_at = now() + $4 * interval '1 millisecond'
-       WHERE name = $1 AND holder = $2 AND fence = $3 AND expires_at > now() AND ${NO_LEGACY_OWNER}
-       RETURNING holder, fence, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms`,
+      `WITH renewed AS (
+         UPDATE engine_leases SET expires_at = now() + $4 * interval '1 millisecond'
+         WHERE name = $1 AND holder = $2 AND fence = $3 AND expires_at > now() AND ${NO_LEGACY_OWNER}
+         RETURNING holder, fence, (extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms),
+       ${keepLegacyOut('renewed')}
+       SELECT * FROM renewed`,
       [name, held.holder, held.fence, ttlMs],
     )
     return lease(r.rows[0])

@@ -26,7 +26,7 @@ export interface ChangeToCommit {
   tombstone?: Uint8Array | 'taken' | null
   /** [SCALE18] Created: the tombstone the new node started from (null: none). */
   startedFrom?: Uint8Array | null
-  /** [SCALE19] Deleted: the version up to which its tombstone holds every change (default: the watermark now). */
+  /** [SCALE19] Deleted, several instances: the version up to which its tombstone (or its lack of one) holds every change. */
   tombstoneBase?: number
 }
 
@@ -102,7 +102,7 @@ export class CommitFeed {
       ...(this.cluster.hooks && kind === 'Created' ? { tombstoneDigest: c.startedFrom ? tombstoneDigest(c.startedFrom) : null } : {}),
       // [SCALE19] Several instances: a tombstone made without a change another instance committed
       // since is refused in the commit's transaction (the writer catches up and deletes again).
-      ...(this.cluster.hooks && kind === 'Deleted' && c.tombstone instanceof Uint8Array ? { tombstoneBase: c.tombstoneBase ?? this.cluster.hooks.watermark() } : {}),
+      ...(this.cluster.hooks && kind === 'Deleted' && c.tombstoneBase !== undefined ? { tombstoneBase: c.tombstoneBase } : {}),
       clients: clients !== undefined ? (clients.length > 0 ? clients : undefined) : update && ln.hasDoc ? ln.clientBindings.serverBinding() : undefined,
     })
     const done = committed.then(

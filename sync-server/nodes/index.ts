@@ -3,6 +3,7 @@ export type { RemoteChange } from './remote-apply.js'
 export { EarlyUpdate } from './loaded-node.js'
 export { MoveService } from './move-service.js'
 export { MAX_CURSOR_LENGTH, isSealedCursor } from './query-cursor.js'
+export { writeFence } from './fence.js'
 export { checkFieldRules, ownerOf } from './write-policy.js'
 export type {
   ChangeOrigin,

@@ -297,8 +297,16 @@ export class NodeCache {
   commitFailed(ln: LoadedNode, err: unknown, change = false): void {
     if (!ln.poisoned) {
       ln.poisoned = true
-      this.opts.log.error({ err, path: ln.path }, 'commit failed; unloading node')
-      for (const conn of [...ln.connections]) conn.evict(1011, 'internal', 'The server could not save a change; reconnect.')
+      // [SCALE18]-[SCALE20] Refused because another instance changed the node a moment ago: an
+      // expected outcome, not a failure; its clients reconnect to the node as it is now.
+      const elsewhere = err instanceof WeftError && (err.details as { retry?: unknown } | undefined)?.retry !== undefined
+      if (elsewhere) {
+        this.opts.log.info({ path: ln.path, code: err.code }, 'commit refused: the node changed on another server; reloading it')
+        for (const conn of [...ln.connections]) conn.evict(1012, err.code, 'The node changed on another server; reconnect.')
+      } else {
+        this.opts.log.error({ err, path: ln.path }, 'commit failed; unloading node')
+        for (const conn of [...ln.connections]) conn.evict(1011, 'internal', 'The server could not save a change; reconnect.')
+      }
       if (this.loaded.get(ln.path) === ln) this.loaded.delete(ln.path)
       this.retired.set(ln.path, ln)
     }

@@ -43,6 +43,7 @@ import { MAX_QUERY_LIMIT, clocksOf, replayLog, tombstoneOfDoc, type MoveInput, t
 import { ACCESS_SEGMENT, type AccessService } from '../access/index.js'
 import { admitUpdate, type ClientBinding } from '../admission/index.js'
 import type { ChangeToCommit, CommitFeed } from './commit-feed.js'
+import { writeFence } from './fence.js'
 import type { ContentFlush } from './content-flush.js'
 import { DocCorrupted, type LoadedNode, type RoomConnection } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
@@ -134,29 +135,34 @@ export class WritePath {
   }
 
   /**
-   * A write refused because another instance changed its path a moment ago, tried once more; its
-   * copy was dropped, so it is made from what storage holds now:
+   * A write refused because another instance changed its path a moment ago (the refusal names
+   * this path), made once more after this instance has caught up with every change committed so
+   * far; its copy was dropped, so it is made from what storage holds now:
    *  - [SCALE18] a create whose tombstone is no longer the path's (a node was deleted there since);
-   *  - [SCALE19] a delete whose tombstone may lack a change committed elsewhere since: after this
-   *    instance has caught up with every change committed so far;
-   *  - [SCALE20] with `gone`, a put or an engine's update made on a copy of a node another instance
-   *    deleted a moment ago (storage has no node there): made again on what is there now (a put
-   *    creates the node). A patch is not: it was meant for the node that is gone.
-   * Not with a contextual outcome attached: that commit's outcome was not recorded, and its caller decides.
+   *  - [SCALE19] a delete whose tombstone may lack a change committed elsewhere since;
+   *  - [SCALE20] with `gone`, a put made on a copy of a node another instance deleted a moment ago
+   *    (storage has no node there): the put creates it. A patch is not made again: it was meant
+   *    for the node that is gone.
+   * Never with a contextual outcome attached (that commit's outcome was not recorded, and its
+   * caller decides), never an update function (it may have acted on what it saw: engines
+   * reconcile instead), and not once an engine's lease is lost ([SCALE7]).
    */
-  private async againAfterElsewhere<T>(attach: CommitAttachment | undefined, write: () => Promise<T>, gone = false): Promise<T> {
+  private async againAfterElsewhere<T>(path: NodePath, attach: CommitAttachment | undefined, write: () => Promise<T>, gone = false): Promise<T> {
     try {
       return await write()
     } catch (err) {
-      const retry = err instanceof WeftError ? (err.details as { retry?: unknown } | undefined)?.retry : undefined
+      const details = err instanceof WeftError ? (err.details as { retry?: unknown; path?: unknown } | undefined) : undefined
+      const retry = details?.path === path ? details.retry : undefined
       if (attach || !(retry === 'tombstone' || retry === 'behind' || (gone && retry === 'gone'))) throw err
-      if (retry !== 'tombstone') await this.cluster.hooks?.freshen()
+      await this.cluster.hooks?.freshen()
+      const holds = writeFence.getStore()
+      if (holds && !holds()) throw new WeftError('unavailable', 'This server no longer owns the engines (its lease expired); another server has taken them over.')
       return write()
     }
   }
 
   put(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<{ node: MeshNode; created: boolean }> {
-    return this.againAfterElsewhere(attach, () => this.putOnce(principal, path, draft, origin, attach), true)
+    return this.againAfterElsewhere(path, attach, () => this.putOnce(principal, path, draft, origin, attach), true)
   }
 
   private async putOnce(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin, attach?: CommitAttachment): Promise<{ node: MeshNode; created: boolean }> {
@@ -170,7 +176,7 @@ export class WritePath {
   }
 
   create(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<MeshNode> {
-    return this.againAfterElsewhere(attach, () => this.createOnce(principal, path, draft, origin, attach))
+    return this.againAfterElsewhere(path, attach, () => this.createOnce(principal, path, draft, origin, attach))
   }
 
   private async createOnce(principal: Principal, path: NodePath, draft: NodeDraft, origin: ChangeOrigin, attach?: CommitAttachment): Promise<MeshNode> {
@@ -190,11 +196,7 @@ export class WritePath {
     return (await this.writeContent(ln, principal, before, before.name, next, patch, origin, attach))!
   }
 
-  update(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin = 'engine', attach?: CommitAttachment): Promise<MeshNode | null> {
-    return this.againAfterElsewhere(attach, () => this.updateOnce(principal, path, fn, origin, attach), true)
-  }
-
-  private async updateOnce(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin, attach?: CommitAttachment): Promise<MeshNode | null> {
+  async update(principal: Principal, path: NodePath, fn: UpdateFn, origin: ChangeOrigin = 'engine', attach?: CommitAttachment): Promise<MeshNode | null> {
     const ln = await this.acquireForWrite(path)
     const tombstone = ln.node ? null : await this.tombstoneAt(ln)
     const current = ln.node
@@ -210,7 +212,7 @@ export class WritePath {
   }
 
   delete(principal: Principal, path: NodePath, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<void> {
-    return this.againAfterElsewhere(attach, () => this.deleteOnce(principal, path, origin, attach))
+    return this.againAfterElsewhere(path, attach, () => this.deleteOnce(principal, path, origin, attach))
   }
 
   private async deleteOnce(principal: Principal, path: NodePath, origin: ChangeOrigin, attach?: CommitAttachment): Promise<void> {
@@ -590,17 +592,21 @@ export class WritePath {
     const written = this.commitChange(ln, principal, null, node, 'Created', update, origin, false, undefined, attach, { tombstone: tombstone ? 'taken' : null, startedFrom: tombstone })
     if (!parent && draft.nodeType === 'Space' && !isSystem(principal)) {
       // The creator of a space becomes its Admin (DESIGN.md "Identity and access").
+      const grantPath = `${path}/${ACCESS_SEGMENT}/${principal.userId}_Access` as NodePath
       const grant = this.update(
         SYSTEM,
-        `${path}/${ACCESS_SEGMENT}/${principal.userId}_Access` as NodePath,
+        grantPath,
         () => ({ nodeType: 'AccessAssignment', content: { Subject: principal.userId, Role: 'Admin' } }),
         'system',
       )
       return Promise.all([written, grant]).then(
         ([n]) => n,
         async (err: unknown) => {
-          // A space without its Admin could be read or fixed by nobody: take it back.
+          // A space without its Admin could be read or fixed by nobody: take it back. And an Admin
+          // grant for a space that was refused would be the Admin of whoever makes it next: that too.
+          await grant.catch(() => undefined)
           await this.delete(SYSTEM, path, 'system').catch(() => undefined)
+          await this.delete(SYSTEM, grantPath, 'system').catch(() => undefined)
           throw err
         },
       )
@@ -687,7 +693,7 @@ export class WritePath {
     let tombstone: Uint8Array | null = null
     /** The doc's state vector the tombstone was made from (null: made from the stored log). */
     let madeFrom: Uint8Array | null = null
-    /** [SCALE19] Made from the stored log: the version every change up to which it holds (absent: the commit's watermark). */
+    /** [SCALE19] Made from the stored log: the version every change up to which it holds (absent: made from the doc at the commit). */
     let tombstoneBase: number | undefined
     try {
       // Children first, so a crash half-way never leaves orphans under a deleted parent. The
@@ -730,6 +736,9 @@ export class WritePath {
     }
     this.admit(attach)
     ln.leftTombstone = tombstone
+    // [SCALE19] Made from the doc (now): every change this instance has applied is in it. None is
+    // left in the trash.
+    if (tombstoneBase === undefined && !isInTrash(ln.path)) tombstoneBase = this.cluster.hooks?.watermark()
     const written = this.commitChange(ln, principal, current, null, 'Deleted', null, origin, false, undefined, attach, { tombstone, ...(tombstoneBase !== undefined ? { tombstoneBase } : {}) })
     for (const conn of [...ln.connections]) conn.evict(4404, 'not_found', `${ln.path} was deleted.`)
     ln.resetDoc()

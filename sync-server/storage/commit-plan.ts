@@ -122,7 +122,7 @@ export function planBatch(
       case 'Updated':
       case 'Deleted':
         if (!existing) {
-          refuse(new WeftError('not_found', `No node at ${input.path}.`, { retry: 'gone' }))
+          refuse(new WeftError('not_found', `No node at ${input.path}.`, { retry: 'gone', path: input.path }))
           continue
         }
         if (input.nodeCreatedAt !== undefined && input.nodeCreatedAt !== existing.createdAt) {
@@ -130,7 +130,7 @@ export function planBatch(
           continue
         }
         if (input.kind === 'Deleted' && input.tombstoneBase !== undefined && existing.version > input.tombstoneBase) {
-          refuse(new WeftError('conflict', `${input.path} was changed on another server a moment ago; delete it again.`, { retry: 'behind' }))
+          refuse(new WeftError('conflict', `${input.path} was changed on another server a moment ago; delete it again.`, { retry: 'behind', path: input.path }))
           continue
         }
         if (input.kind === 'Deleted') {
@@ -154,7 +154,7 @@ export function tombstoneDigest(state: Uint8Array): string {
 
 /** [SCALE18] Another instance deleted a node at the path since this create read its tombstone. */
 export function tombstoneConflict(path: NodePath): WeftError {
-  return new WeftError('conflict', `A node at ${path} was deleted on another server a moment ago; create it again.`, { retry: 'tombstone' })
+  return new WeftError('conflict', `A node at ${path} was deleted on another server a moment ago; create it again.`, { retry: 'tombstone', path })
 }
 
 export function batchPaths(batch: readonly CommitHeader[]): NodePath[] {

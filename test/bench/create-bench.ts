@@ -17,6 +17,7 @@ import { SYSTEM, type NodePath } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/index.js'
 import { NodeService } from '../../sync-server/nodes/index.js'
 import { openPostgresStorage, openSqliteStorage, type StorageAdapter } from '../../sync-server/storage/index.js'
+import { joinAsDeafInstance } from '../helpers/index.js'
 
 const DATABASE_URL = process.env.WEFT_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
 const NODES = Number(process.env.CREATE_BENCH_NODES ?? 2000)
@@ -53,36 +54,14 @@ async function creates(nodes: NodeService, prefix: string, n: number, concurrenc
   return Math.round((n / (performance.now() - started)) * 1000)
 }
 
-/**
- * [SCALE18] [SCALE19] As one of several instances (the commits carry what the cluster checks in
- * the transaction), with hooks that publish nothing: its own commits are all it applies.
- */
-function asClusterMember(nodes: NodeService, storage: StorageAdapter, from: number): void {
-  let applied = from
-  const mine = new Set<number>()
-  nodes.connectCluster({
-    committed: (change) => {
-      mine.add(change.version)
-      while (mine.delete(applied + 1)) applied++
-    },
-    accepted: () => 'k',
-    acceptedFailed: () => undefined,
-    presence: () => undefined,
-    presenceOpened: () => undefined,
-    watermark: () => applied,
-    freshen: async () => {
-      applied = Math.max(applied, await storage.lastVersion())
-    },
-  })
-}
-
 async function one(storageKind: 'pg' | 'sqlite', cluster = false): Promise<Record<string, number>> {
   const kind = cluster ? `${storageKind}Cluster` : storageKind
   const { storage, drop } = await opened(storageKind)
   const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
   try {
     await nodes.boot()
-    if (cluster) asClusterMember(nodes, storage, await storage.lastVersion())
+    // [SCALE18] [SCALE19] As one instance of several (the commits carry what the cluster checks).
+    if (cluster) await joinAsDeafInstance(nodes, storage)
     await nodes.update(SYSTEM, 'S' as NodePath, () => ({ nodeType: 'Space', content: {} }), 'engine')
     // Warm-up: the pool's connections, the JIT, the first pages of the tables.
     await creates(nodes, 'w', NODES / 4, 32)

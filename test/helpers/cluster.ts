@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
 import pg from 'pg'
+import type { NodeService } from '../../sync-server/nodes/index.js'
+import type { StorageAdapter } from '../../sync-server/storage/index.js'
 import { spawnServer, type SpawnedServer } from './spawn-server.js'
 import { makeTempDir, removeDir } from './test-server.js'
 import { waitFor } from './wait-for.js'
@@ -182,4 +184,34 @@ export async function partitionOwners(servers: readonly SpawnedServer[], databas
     if (o.spread && new Set(owners.values()).size !== Math.min(ENGINE_PARTITIONS.length, alive.length)) return null
     return owners
   }, { timeoutMs: o.timeoutMs ?? 30_000, description: `every engine partition owned${o.spread ? ', spread over the instances' : ''}` })
+}
+
+/**
+ * [SCALE16]-[SCALE20] A node service made one instance of several whose change messages never
+ * arrive (a delay as long as the test: the window a fan-out has). What it has applied is its own
+ * commits and what a catch-up from the change log brings, as the fan-out's when a write asks.
+ */
+export async function joinAsDeafInstance(nodes: NodeService, storage: StorageAdapter): Promise<void> {
+  let applied = await storage.lastVersion()
+  const mine = new Set<number>()
+  const advance = () => {
+    while (mine.delete(applied + 1)) applied++
+  }
+  nodes.connectCluster({
+    committed: (change) => {
+      mine.add(change.version)
+      advance()
+    },
+    accepted: () => 'k',
+    acceptedFailed: () => undefined,
+    presence: () => undefined,
+    presenceOpened: () => undefined,
+    watermark: () => applied,
+    freshen: async () => {
+      const records = await storage.changesSince(applied, 1000)
+      await nodes.applyRemotePage(records, (r) => !mine.has(r.version), () => undefined)
+      applied = Math.max(applied, records.at(-1)?.version ?? applied)
+      advance()
+    },
+  })
 }

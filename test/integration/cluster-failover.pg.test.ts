@@ -25,14 +25,15 @@ describe('[SCALE6] engine failover between instances', () => {
     const doomed = [...new Set(owners.values())]
     expect(doomed).toHaveLength(3)
     // [SCALE6] Never two owners of a partition at once: across every instance's log, each partition's
-    // engine starts and stops alternate, in time, and the last one is a start.
+    // engine starting (before it is built) and stopped (after it stopped) alternate, in time, and
+    // the last one is a start.
     for (const partition of ENGINE_PARTITIONS) {
-      const events = set.servers.flatMap((s) => s.logs().filter((l) => partitionOf(l) === partition && (l.msg === 'engines started under the lease' || l.msg === 'engine stopped: lease gone')).map((l) => ({ up: l.msg === 'engines started under the lease', time: Number(new Date(l.time as string)) })))
+      const events = set.servers.flatMap((s) => s.logs().filter((l) => partitionOf(l) === partition && (l.msg === 'engine starting under the lease' || l.msg === 'engine stopped: lease gone')).map((l) => ({ up: l.msg === 'engine starting under the lease', time: Number(new Date(l.time as string)) })))
       events.sort((a, b) => a.time - b.time || Number(a.up) - Number(b.up))
       expect(events.map((e) => e.up).filter((up, i) => up !== (i % 2 === 0)), `${partition}: ${JSON.stringify(events)}`).toEqual([])
       expect(events.at(-1)?.up).toBe(true)
     }
-    const before = new Map(set.servers.map((s) => [s, partitionsStarted(s).length]))
+    const startedBefore = partitionsStarted(survivor).length
     const url = survivor.url
     const admin = await signup(url)
     const space = await createSpace(url, admin.token)
@@ -77,8 +78,7 @@ describe('[SCALE6] engine failover between instances', () => {
     expect(done.content.Messages).toEqual([`${thread}/q1`, `${thread}/_r.q1`])
     expect((await node(url, admin.token, `${thread}/_r.q1`)).content.Text).toBe('You said: /sleep 1500')
 
-    // [SCALE6] Still one owner: the survivor started each partition's engine once after the kill, and nothing before.
-    expect(before.get(survivor)).toBe(0)
-    expect(partitionsStarted(survivor).sort()).toEqual([...ENGINE_PARTITIONS])
+    // [SCALE6] Still one owner: the survivor started each partition's engine once after the kill.
+    expect(partitionsStarted(survivor).slice(startedBefore).sort()).toEqual([...ENGINE_PARTITIONS])
   })
 })

@@ -1,6 +1,6 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { PgLeaseStore } from '../../sync-server/cluster/pg-leases.js'
+import { PARTITIONS_HOLDER, PgLeaseStore } from '../../sync-server/cluster/pg-leases.js'
 import type { Lease, LeaseBusy } from '../../sync-server/engines/index.js'
 import { freshDatabase } from '../helpers/index.js'
 
@@ -72,15 +72,31 @@ describe('[SCALE17] PostgreSQL engine leases', () => {
     await client.query(`DELETE FROM engine_members`)
   })
 
-  it('while an earlier version holds the single `engines` lease, no partition lease is taken or renewed (a rolling upgrade)', async () => {
+  it('while an earlier version holds the single `engines` lease, no partition lease is taken or renewed; while partitions are held, an earlier version cannot take it (a rolling upgrade)', async () => {
+    // How an earlier version takes the `engines` lease (its statement, verbatim).
+    const oldAcquire = (holder: string) =>
+      client.query(
+        `INSERT INTO engine_leases AS l (name, holder, fence, expires_at) VALUES ('engines', $1, 1, now() + interval '60 seconds')
+         ON CONFLICT (name) DO UPDATE SET holder = $1, fence = l.fence + 1, expires_at = now() + interval '60 seconds'
+         WHERE l.expires_at <= now() OR l.holder IS NULL
+         RETURNING holder, fence`,
+        [holder],
+      )
     const p = won(await store.acquire('engines:u', 'i1', 60_000))
-    const legacy = won(await store.acquire('engines', 'old', 60_000))
+    // Partitions are held: the row is kept taken, an earlier version cannot have it.
+    expect((await oldAcquire('old')).rowCount).toBe(0)
+    const row = await client.query<{ holder: string }>(`SELECT holder FROM engine_leases WHERE name = 'engines'`)
+    expect(row.rows[0]?.holder).toBe(PARTITIONS_HOLDER)
+    // An earlier version that held it all along (from before any partition was held).
+    await client.query(`UPDATE engine_leases SET holder = 'old', fence = fence + 1, expires_at = now() + interval '60 seconds' WHERE name = 'engines'`)
     // Not taken, and no hint to try again soon (it is not a matter of time).
     expect(await store.acquire('engines:v', 'i1', 60_000)).toBeNull()
     expect(await store.renew('engines:u', p, 60_000)).toBeNull()
     await client.query(`UPDATE engine_leases SET expires_at = now() - interval '1 second' WHERE name = 'engines:u'`)
     expect(await store.acquire('engines:u', 'i2', 60_000)).toBeNull()
-    await store.release('engines', legacy)
+    // It stops and gives the lease up: partitions are taken again, and the row kept taken.
+    await client.query(`UPDATE engine_leases SET holder = NULL, expires_at = now() WHERE name = 'engines'`)
     expect(won(await store.acquire('engines:v', 'i1', 60_000))).toMatchObject({ holder: 'i1', fence: 1 })
+    expect((await oldAcquire('old2')).rowCount).toBe(0)
   })
 })

@@ -304,7 +304,13 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       ])
       expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled'])
       expect(await store.getNode(P('tid/doc'))).toMatchObject({ content: { Third: 3 } })
-      // Without a digest (one instance), nothing is checked; a digest that is not one is refused.
+      // Without a digest (one instance), nothing is checked: a create over a tombstone it did not take commits.
+      const lone = new NodeWriter(P('tid/lone'))
+      await store.commit(lone.input('Created', { A: 1 }))
+      await store.commit(lone.input('Deleted', {}, { tombstone: tombstoneOfDoc(lone.doc)! }))
+      await store.commit(new NodeWriter(P('tid/lone')).input('Created', { B: 2 }))
+      expect(await store.getNode(P('tid/lone'))).toMatchObject({ content: { B: 2 } })
+      // A digest that is not one is refused.
       await expectCode(store.commit(new NodeWriter(P('tid/bad')).input('Created', { X: 1 }, { tombstoneDigest: 'nope' })), 'invalid_request')
       await store.commit(new NodeWriter(P('tid/free')).input('Created', { Any: 1 }, { tombstoneDigest: null }))
       expect(await store.getNode(P('tid/free'))).toMatchObject({ content: { Any: 1 } })

@@ -57,6 +57,7 @@ export class Ownership {
   private stopped = false
   private stepping = false
   private poked = false
+  private started = false
   /** When the last try found the lease busy: how soon it falls free. */
   private freeInMs: number | null = null
   private busy: Promise<void> = Promise.resolve()
@@ -77,7 +78,10 @@ export class Ownership {
     return this.lease !== null && performance.now() < this.validUntil
   }
 
+  /** Starts the loop (once; a second call does nothing). */
   start(): void {
+    if (this.started || this.stopped) return
+    this.started = true
     this.tick()
   }
 
@@ -106,7 +110,8 @@ export class Ownership {
    * tick. Only a hint: the database decides, and a step already under way is left to finish.
    */
   poke(why = 'engine lease given up by its holder; trying to take it'): void {
-    if (this.stopped || this.lease) return
+    // Before start, the loop's first step tries anyway; a tick here would be a second loop.
+    if (!this.started || this.stopped || this.lease) return
     this.o.log.info({ partition: this.o.name }, why)
     if (this.stepping) {
       this.poked = true
@@ -133,7 +138,12 @@ export class Ownership {
         this.freeInMs = lease.freeInMs
         return
       }
-      if (!lease || this.stopped) return
+      if (!lease) return
+      if (this.stopped) {
+        // Taken just as the loop stopped: given back at once, not left to expire unowned.
+        await this.o.store.release(this.o.name, lease).catch(() => undefined)
+        return
+      }
       this.hold(lease, sent)
       this.o.log.info({ partition: this.o.name, fence: lease.fence }, 'engine lease acquired')
       // Not awaited: starting the work (a reconcile) may take longer than the lease, which is renewed meanwhile.
