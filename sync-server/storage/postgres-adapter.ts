@@ -174,7 +174,7 @@ export class PostgresStorage implements StorageAdapter {
     // [SCALE18] A create made on the knowledge of the path's tombstone: the tombstones as they are now.
     const checked = inputs.filter((c) => c.kind === 'Created' && c.tombstoneDigest !== undefined).map((c) => c.path)
     const left = checked.length > 0
-      ? flight.send<{ path: string; digest: string }>(`SELECT path, encode(sha256(state), 'hex') AS digest FROM node_tombstones WHERE path = ANY($1::text[])`, [[...new Set(inputs.map((c) => c.path))]])
+      ? flight.send<{ path: string; digest: string }>(`SELECT path, encode(sha256(state), 'hex') AS digest FROM node_tombstones WHERE path = ANY($1::text[])`, [[...new Set(checked)]])
       : null
     await flight.settle()
     const begin = await begun

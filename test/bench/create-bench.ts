@@ -83,7 +83,13 @@ async function one(storageKind: 'pg' | 'sqlite', cluster = false): Promise<Recor
 }
 
 export async function benchCreates(): Promise<Record<string, number>> {
-  return { nodes: NODES, ...(await one('sqlite')), ...(await one('pg')), ...(await one('pg', true)) }
+  // CREATE_BENCH_KINDS=pgCluster (say) runs only those.
+  const kinds = (process.env.CREATE_BENCH_KINDS ?? 'sqlite,pg,pgCluster').split(',')
+  const out: Record<string, number> = { nodes: NODES }
+  if (kinds.includes('sqlite')) Object.assign(out, await one('sqlite'))
+  if (kinds.includes('pg')) Object.assign(out, await one('pg'))
+  if (kinds.includes('pgCluster')) Object.assign(out, await one('pg', true))
+  return out
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
