@@ -27,4 +27,9 @@ export interface AdminOverview {
   stuckRuns: Array<{ path: string; category: string | null; codePath: string | null; startedBy: string | null; start: string; runningMs: number }>
   /** STUCK_RUN_MS: a run `Running` longer than this is listed. */
   stuckRunMs: number
+  /**
+   * [SCALE17] Each engine partition and the instance (INSTANCE_ID) running it now, across every
+   * instance; null when none does (its lease is free: another instance takes it within ENGINE_LEASE_MS).
+   */
+  engines: Array<{ partition: string; instance: string | null }>
 }

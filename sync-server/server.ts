@@ -125,7 +125,14 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   // [OPS10] Always kept (counters and scrape-time gauges): the operator's page reads it; /metrics serves it only with METRICS_TOKEN.
   const metrics = await startMetrics()
   const operators = { nodes, access, operatorEmails: new Set(config.operatorEmails.map((e) => e.toLowerCase())) }
-  const overview = adminOverviewRoute({ ...operators, metrics, storage, instanceId: config.instanceId, stuckRunMs: config.stuckRunMs })
+  const overview = adminOverviewRoute({
+    ...operators,
+    metrics,
+    storage,
+    instanceId: config.instanceId,
+    stuckRunMs: config.stuckRunMs,
+    engines: async () => (cluster ? cluster.owner.holders() : partitions.map((p) => ({ partition: p.name, instance: config.instanceId }))),
+  })
   const routes: Route[] = [metricsRoute(metrics, config.metricsToken), overview, ...engines.flatMap((e) => e.routes ?? []), ...moveRoutes(nodes, moves), ...apiRoutes({ nodes, auth, isHealthy: () => healthy, config, engineLimits, isOperator: (p) => isOperator(operators, p) }), ...searchRoutes(new SearchService(nodes, storage)), ...contextualRoutes(contextual)]
   // [MCP5] The MCP tools at /mcp: the same services as the routes above, as the caller.
   routes.push(...mcpRoutes({ contextual, nodes, maxJsonDepth: config.maxJsonDepth, log, ...(cluster ? { peers: cluster.mcpPeers } : {}) }))

@@ -31,6 +31,8 @@ export function fencedNodes(nodes: NodeService, holds: () => boolean): NodeServi
 
 /** [SCALE17] What the balance of partitions needs from the lease table (pg-leases.ts). */
 export interface MemberStore extends LeaseStore {
+  /** The live holder of each lease, by lease name. */
+  holders(): Promise<Map<string, string>>
   /** Marks `holder` alive for `ttlMs`; answers how many instances are alive, itself included. */
   census(holder: string, ttlMs: number): Promise<number>
   leave(holder: string): Promise<void>
@@ -155,6 +157,12 @@ export class EngineOwner {
 
   private graceMs(): number {
     return this.held().length < this.share ? 0 : Math.floor(this.o.ttlMs / 2)
+  }
+
+  /** [SCALE17] Each partition and the instance running it now (null: none), as the database has it. */
+  async holders(): Promise<Array<{ partition: string; instance: string | null }>> {
+    const live = await this.o.store.holders()
+    return this.partitions.map((p) => ({ partition: p.name, instance: live.get(partitionLease(p.name)) ?? null }))
   }
 
   /** The partitions (engine names) this instance runs now. */

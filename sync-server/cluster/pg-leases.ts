@@ -90,6 +90,14 @@ export class PgLeaseStore implements LeaseStore {
     return Number(r.rows[0]?.others ?? 0) + 1
   }
 
+  /** [SCALE17] The live holder of each `engines:*` lease, by lease name. */
+  async holders(): Promise<Map<string, string>> {
+    const r = await this.pool.query<{ name: string; holder: string }>(
+      `SELECT name, holder FROM engine_leases WHERE name LIKE 'engines:%' AND holder IS NOT NULL AND expires_at > now()`,
+    )
+    return new Map(r.rows.map((x) => [x.name, x.holder]))
+  }
+
   /** [SCALE17] This instance stops: the others count it out at once. */
   async leave(holder: string): Promise<void> {
     await this.pool.query('DELETE FROM engine_members WHERE holder = $1', [holder])

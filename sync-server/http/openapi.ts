@@ -144,7 +144,7 @@ export const OPENAPI_DOCUMENT = {
             description: 'Figures (totals since start; two readings give a rate), dead letters, lagging consumers and stuck runs (at most 50 each).',
             content: json({
               type: 'object',
-              required: ['at', 'instance', 'figures', 'deadLetters', 'laggingConsumers', 'stuckRuns', 'stuckRunMs'],
+              required: ['at', 'instance', 'figures', 'deadLetters', 'laggingConsumers', 'stuckRuns', 'stuckRunMs', 'engines'],
               properties: {
                 at: { type: 'string', format: 'date-time' },
                 instance: { type: 'string', description: 'INSTANCE_ID of the instance that answered.' },
@@ -169,6 +169,11 @@ export const OPENAPI_DOCUMENT = {
                 laggingConsumers: { type: 'array', items: { type: 'object', properties: { consumerId: { type: 'string' }, subscriptionPath: { type: 'string' }, name: { type: 'string' }, cursor: { type: 'integer' }, lag: { type: 'integer' } } } },
                 stuckRuns: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, category: { type: ['string', 'null'] }, codePath: { type: ['string', 'null'] }, startedBy: { type: ['string', 'null'] }, start: { type: 'string' }, runningMs: { type: 'integer' } } } },
                 stuckRunMs: { type: 'integer', description: 'STUCK_RUN_MS: a run Running longer than this is listed.' },
+                engines: {
+                  type: 'array',
+                  description: 'Each engine partition and the instance (INSTANCE_ID) running it now, across every instance; instance null while its lease is free.',
+                  items: { type: 'object', required: ['partition', 'instance'], properties: { partition: { type: 'string' }, instance: { type: ['string', 'null'] } } },
+                },
               },
             }),
           },

@@ -74,6 +74,8 @@ export interface OverviewOptions {
   stuckRunMs: number
   /** Accounts that are operators by configuration (OPERATOR_EMAILS, lower case). */
   operatorEmails: ReadonlySet<string>
+  /** [SCALE17] Each engine partition and the instance running it (every instance's view alike). */
+  engines: () => Promise<AdminOverview['engines']>
 }
 
 /**
@@ -105,10 +107,11 @@ async function stuckRuns(o: OverviewOptions, now: number): Promise<AdminOverview
 
 export async function adminOverview(o: OverviewOptions): Promise<AdminOverview> {
   const now = Date.now()
-  const [figures, attention, runs] = await Promise.all([
+  const [figures, attention, runs, engines] = await Promise.all([
     overviewFigures(o.metrics),
     o.storage.contextual({ op: 'attention', limit: LISTED }) as Promise<ContextualAttention>,
     stuckRuns(o, now),
+    o.engines(),
   ])
   return {
     at: new Date(now).toISOString(),
@@ -118,6 +121,7 @@ export async function adminOverview(o: OverviewOptions): Promise<AdminOverview> 
     laggingConsumers: attention.lagging,
     stuckRuns: runs,
     stuckRunMs: o.stuckRunMs,
+    engines,
   }
 }
 

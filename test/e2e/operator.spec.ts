@@ -56,6 +56,8 @@ test('[OPS10] an operator sees the live figures and the stuck run, linked to its
   await expect(view.locator('[data-figure=connections] dd')).not.toHaveText('0')
   await expect(view.locator('[data-figure=updates-per-sec] dd')).not.toHaveText('—')
   await expect(view.locator('[data-figure=engine-lease] dd')).toHaveText(/^run here\s+activities · subscriptions · threads$/)
+  // [SCALE17] Where each engine runs: all here, on a lone instance.
+  for (const engine of ['subscriptions', 'activities', 'threads']) await expect(view.locator(`[data-engine=${engine}]`)).toContainText('(this instance)')
   const stuck = view.locator(`[data-stuck-run="${runPath}"]`)
   await expect(stuck).toBeVisible()
   await expect(stuck.getByRole('link')).toHaveAttribute('href', `#/n/${runPath}`)

@@ -13,6 +13,7 @@ interface Overview {
   deadLetters: { subscriptionPath: string; eventId: string; path: string; lastError: string | null }[]
   laggingConsumers: { subscriptionPath: string; lag: number }[]
   stuckRuns: { path: string; runningMs: number; startedBy: string | null }[]
+  engines: { partition: string; instance: string | null }[]
 }
 
 const overview = (url: string, token?: string) => api(url, token).get<Overview & { error?: { code: string } }>('/api/admin/overview')
@@ -73,6 +74,7 @@ describe('[OPS10] the admin overview', () => {
     expect(o.figures.engineLeaseHeld).toBe(true)
     // [SCALE17] A lone instance runs every engine partition.
     expect(o.figures.enginePartitions).toEqual(['activities', 'subscriptions', 'threads'])
+    expect(o.engines).toEqual(['subscriptions', 'activities', 'threads'].map((partition) => ({ partition, instance: o.instance })))
     for (const k of ['connections', 'rooms', 'loadedDocs', 'engineLagVersions', 'commits', 'eventLoopDelaySeconds', 'contextual']) expect(o.figures).toHaveProperty(k)
   })
 

@@ -18,7 +18,7 @@ describe('[SCALE6] engine failover between instances', () => {
   })
 
   it('[SCALE6][SCALE7][SCALE8][SCALE17] the partitions spread, one owner each; kill -9 of their owners: the survivor takes them; the invite fires once, the run is not executed again, the thread round is not dispatched twice', { timeout: 240_000 }, async () => {
-    set = await startInstances(4, { ENGINE_LEASE_MS: '2000' })
+    set = await startInstances(4, { ENGINE_LEASE_MS: '2000', OPERATOR_EMAILS: 'ops@failover.test' })
     // [SCALE17] Three partitions over four instances: one each on three of them, the fourth runs none.
     const owners = await partitionOwners(set.servers, set.databaseUrl, { spread: true, timeoutMs: 60_000 })
     const survivor = set.servers.find((s) => ![...owners.values()].includes(s))!
@@ -35,6 +35,15 @@ describe('[SCALE6] engine failover between instances', () => {
     }
     const startedBefore = partitionsStarted(survivor).length
     const url = survivor.url
+    // [SCALE17] An operator sees where each engine runs, alike through every instance.
+    const ops = await signup(url, 'ops@failover.test')
+    type Engines = { instance: string; engines: { partition: string; instance: string | null }[] }
+    const where = async (through: string) => (await api(through, ops.token).get<Engines>('/api/admin/overview')).body
+    const holderOf = (p: string) => `i${set!.servers.indexOf(owners.get(p)!) + 1}`
+    for (const s of set.servers) {
+      const o = await where(s.url)
+      expect(o.engines.map((e) => [e.partition, e.instance]).sort()).toEqual(ENGINE_PARTITIONS.map((p) => [p, holderOf(p)]))
+    }
     const admin = await signup(url)
     const space = await createSpace(url, admin.token)
 
@@ -78,6 +87,8 @@ describe('[SCALE6] engine failover between instances', () => {
     expect(done.content.Messages).toEqual([`${thread}/q1`, `${thread}/_r.q1`])
     expect((await node(url, admin.token, `${thread}/_r.q1`)).content.Text).toBe('You said: /sleep 1500')
 
+    const after = await where(url)
+    expect(after.engines.map((e) => e.instance)).toEqual(ENGINE_PARTITIONS.map(() => after.instance))
     // [SCALE6] Still one owner: the survivor started each partition's engine once after the kill.
     expect(partitionsStarted(survivor).slice(startedBefore).sort()).toEqual([...ENGINE_PARTITIONS])
   })

@@ -58,6 +58,11 @@ class MemoryLeases implements MemberStore {
     return [...this.members].filter(([h, until]) => h === holder || until > now).length
   }
 
+  async holders(): Promise<Map<string, string>> {
+    const now = Date.now()
+    return new Map([...this.leases].filter(([, l]) => l.holder && l.expires > now).map(([name, l]) => [name, l.holder!]))
+  }
+
   async leave(holder: string): Promise<void> {
     await this.call(holder)
     this.members.delete(holder)

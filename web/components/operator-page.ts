@@ -95,6 +95,7 @@ export class WeftOperatorPage extends LitElement {
     li { border: 1px solid #e3e6ee; border-radius: 8px; background: #fff; padding: 0.55em 0.75em; overflow-wrap: anywhere; }
     li a { font-weight: 600; color: inherit; }
     .meta { color: #444; font-size: 0.9em; }
+    .alert-text { color: #9b1c1c; }
     code { font-size: 0.9em; }
   `
 
@@ -158,6 +159,19 @@ export class WeftOperatorPage extends LitElement {
                 </li>`,
               )}
             </ul>`}
+      </section>
+      <section aria-labelledby="h-engines">
+        <h2 id="h-engines">Engines</h2>
+        <ul data-list="engines">
+          ${o.engines.map(
+            (e) => html`<li data-engine=${e.partition}>
+              <strong>${e.partition}</strong>
+              <div class="meta">${e.instance === null
+                ? html`<span class="alert-text">not running: another instance takes it over within seconds</span>`
+                : html`on <code>${e.instance}</code>${e.instance === o.instance ? ' (this instance)' : nothing}`}</div>
+            </li>`,
+          )}
+        </ul>
       </section>
       <section aria-labelledby="h-lag">
         <h2 id="h-lag">Lagging consumers</h2>
