@@ -191,7 +191,7 @@ export async function partitionOwners(servers: readonly SpawnedServer[], databas
  * arrive (a delay as long as the test: the window a fan-out has). What it has applied is its own
  * commits and what a catch-up from the change log brings, as the fan-out's when a write asks.
  */
-export async function joinAsDeafInstance(nodes: NodeService, storage: StorageAdapter): Promise<void> {
+export async function joinAsDeafInstance(nodes: NodeService, storage: StorageAdapter): Promise<{ freshen: () => Promise<void> }> {
   let applied = await storage.lastVersion()
   const mine = new Set<number>()
   const advance = () => {
@@ -207,11 +207,16 @@ export async function joinAsDeafInstance(nodes: NodeService, storage: StorageAda
     presence: () => undefined,
     presenceOpened: () => undefined,
     watermark: () => applied,
-    freshen: async () => {
+    freshen,
+  })
+  return { freshen }
+  async function freshen(): Promise<void> {
+    for (;;) {
       const records = await storage.changesSince(applied, 1000)
       await nodes.applyRemotePage(records, (r) => !mine.has(r.version), () => undefined)
       applied = Math.max(applied, records.at(-1)?.version ?? applied)
       advance()
-    },
-  })
+      if (records.length < 1000) return
+    }
+  }
 }

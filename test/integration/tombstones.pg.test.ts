@@ -4,11 +4,12 @@ import pg from 'pg'
 import pino from 'pino'
 import * as Y from 'yjs'
 import { afterAll, describe, expect, it } from 'vitest'
-import { SYSTEM, isWeftError, jsonEqual, type NodePath } from '../../shared/index.js'
+import { SYSTEM, isWeftError, jsonEqual, type MeshNode, type NodePath } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/index.js'
 import { NodeService } from '../../sync-server/nodes/index.js'
 import { openPostgresStorage } from '../../sync-server/storage/index.js'
 import { api, createDocument, createSpace, expectStatus, freshDatabase, makeTempDir, removeDir, signup, startInstances, joinAsDeafInstance, startTestServer, stockProvider, waitFor, type Instances } from '../helpers/index.js'
+import { Rng } from '../sim/rng.js'
 import { holdCopy, reconnect, restoreOverDeleted } from './tombstone-cases.js'
 
 /** [TOMB1] [TOMB2] Tombstones on PostgreSQL: the restore's forward path, and several instances. */
@@ -184,6 +185,96 @@ describe('tombstones on PostgreSQL', () => {
     }
   })
 
+  it('[SCALE16]-[SCALE20] seeded: two instances that hear of each other only when they catch up create, edit, put, delete and take stale copies back at one path; the node there never holds a field written to an earlier node there', { timeout: 120_000 }, async () => {
+    const seed = Number(process.env.CLUSTER_TOMB_SEED ?? 20261205)
+    const rng = new Rng(seed)
+    const { a, b, close } = await deafPair()
+    try {
+      const path = 'Prop' as NodePath
+      const code = (e: unknown) => (isWeftError(e) ? e.code : String(e))
+      // Every node made at the path gets a generation; every field written names the generation of
+      // the node its writer believed it was writing to: `G<n>_…`.
+      const generations = new Map<string, number>()
+      let made = 0
+      const generationOf = (node: MeshNode | null) => (node ? generations.get(node.createdAt) : undefined)
+      /** Synced copies (a client's Yjs state as the server had it), each with its node's generation. */
+      const copies: { doc: Y.Doc; generation: number }[] = []
+      const counts = { created: 0, deleted: 0, refused: 0, reconnectedOlder: 0, caughtUp: 0 }
+      const expected = new Set(['already_exists', 'not_found', 'conflict'])
+      const attempt = async (write: () => Promise<unknown>) => {
+        try {
+          return await write()
+        } catch (e) {
+          if (!expected.has(code(e))) throw e
+          counts.refused++
+          return null
+        }
+      }
+      const check = async (where: string) => {
+        const node = await a.storage.getNode(path)
+        if (!node) return
+        const g = generationOf(node)
+        expect(g, `${where}: a node nobody made (seed ${seed})`).toBeDefined()
+        const stray = Object.keys(node.content).filter((f) => !f.startsWith(`G${g}_`))
+        expect(stray, `${where}: ${JSON.stringify(node.content)} is generation ${g} (seed ${seed})`).toEqual([])
+      }
+      for (let step = 0; step < 300; step++) {
+        const x = rng.pick([a, b])
+        const op = rng.int(0, 99)
+        if (op < 20) {
+          // Create (or put, which creates when the path is free here).
+          const gen = ++made
+          const content = { [`G${gen}_made${step}`]: step }
+          const node = (await attempt(async () => (op < 10 ? await x.nodes.create(SYSTEM, path, { nodeType: 'Space', content }) : (await x.nodes.put(SYSTEM, path, { nodeType: 'Space', content })).node))) as MeshNode | null
+          // A put that replaced a node keeps that node's generation: its content is tagged wrong, so
+          // it is written again under the right one (the replace itself is this writer's intent).
+          if (node && !generations.has(node.createdAt)) {
+            generations.set(node.createdAt, gen)
+            counts.created++
+          } else if (node) {
+            await attempt(() => x.nodes.put(SYSTEM, path, { nodeType: 'Space', content: { [`G${generations.get(node.createdAt)}_put${step}`]: step } }))
+          }
+        } else if (op < 45) {
+          const seen = await x.nodes.get(SYSTEM, path).catch(() => null)
+          const g = generationOf(seen)
+          if (g !== undefined) await attempt(() => x.nodes.patch(SYSTEM, path, { [`G${g}_edit${step}`]: step }))
+        } else if (op < 60) {
+          if (await attempt(async () => (await x.nodes.delete(SYSTEM, path, 'engine'), true))) counts.deleted++
+        } else if (op < 75) {
+          // A client syncs the node as the database has it, and keeps its copy.
+          const stored = await a.storage.loadDoc(path)
+          const node = await a.storage.getNode(path)
+          const g = generationOf(node)
+          if (stored && g !== undefined) {
+            const doc = new Y.Doc()
+            if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
+            for (const u of stored.updates) Y.applyUpdate(doc, u)
+            copies.push({ doc, generation: g })
+          }
+        } else if (op < 90 && copies.length > 0) {
+          // A held copy reconnects to this instance: its sync sends everything it has.
+          const copy = rng.pick(copies)
+          const node = await x.nodes.get(SYSTEM, path).catch(() => null)
+          if (node) {
+            if (copy.generation !== generationOf(node)) counts.reconnectedOlder++
+            await attempt(() => x.nodes.applyClientUpdate(SYSTEM, path, Y.encodeStateAsUpdate(copy.doc), null, 'sync'))
+          }
+        } else {
+          await x.freshen()
+          counts.caughtUp++
+        }
+        await check(`after step ${step} (op ${op} on ${x === a ? 'A' : 'B'})`)
+      }
+      // The seed exercises the cases: several nodes at the path, older copies taken back, refusals.
+      expect(counts.created, JSON.stringify(counts)).toBeGreaterThan(3)
+      expect(counts.deleted, JSON.stringify(counts)).toBeGreaterThan(2)
+      expect(counts.reconnectedOlder, JSON.stringify(counts)).toBeGreaterThan(2)
+      expect(counts.refused, JSON.stringify(counts)).toBeGreaterThan(2)
+    } finally {
+      await close()
+    }
+  })
+
   it('[SCALE18] an instance that has not heard of a delete elsewhere creates its node from the tombstone that delete left, not from none', { timeout: 60_000 }, async () => {
     const { a, b, close } = await deafPair()
     try {
@@ -226,8 +317,8 @@ async function deafPair() {
     const storage = await openPostgresStorage({ connectionString, schema })
     const nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
     await nodes.boot()
-    await joinAsDeafInstance(nodes, storage)
-    return { storage, nodes }
+    const { freshen } = await joinAsDeafInstance(nodes, storage)
+    return { storage, nodes, freshen }
   }
   const a = await instance()
   const b = await instance()
