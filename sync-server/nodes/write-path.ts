@@ -39,7 +39,7 @@ import {
   type Principal,
   type WriteRule,
 } from '../../shared/index.js'
-import { MAX_QUERY_LIMIT, clocksOf, replayLog, tombstoneOfDoc, type MoveInput, type StorageAdapter, type StoredDoc } from '../storage/index.js'
+import { MAX_QUERY_LIMIT, clocksOf, replayLog, tombstoneDigest, tombstoneOfDoc, type MoveInput, type StorageAdapter, type StoredDoc } from '../storage/index.js'
 import { ACCESS_SEGMENT, type AccessService } from '../access/index.js'
 import { admitUpdate, type ClientBinding } from '../admission/index.js'
 import type { ChangeToCommit, CommitFeed } from './commit-feed.js'
@@ -372,7 +372,13 @@ export class WritePath {
    * stretch, the access index follows the moved assignments, clients of the old paths are told
    * where it went (closed with `moved`) and the feed publishes a Deleted and a Created per node.
    */
-  async relocate(principal: Principal, from: NodePath, to: NodePath, extra: Pick<MoveInput, 'redirect' | 'trash' | 'restore'>, origin: ChangeOrigin = 'http'): Promise<ChangeRecord[]> {
+  relocate(principal: Principal, from: NodePath, to: NodePath, extra: Pick<MoveInput, 'redirect' | 'trash' | 'restore'>, origin: ChangeOrigin = 'http'): Promise<ChangeRecord[]> {
+    // [SCALE21] Refused because another instance changed the subtree (or a new path's tombstone)
+    // since its tombstones were worked out: caught up and moved again.
+    return this.againAfterElsewhere(from, undefined, () => this.relocateOnce(principal, from, to, extra, origin))
+  }
+
+  private async relocateOnce(principal: Principal, from: NodePath, to: NodePath, extra: Pick<MoveInput, 'redirect' | 'trash' | 'restore'>, origin: ChangeOrigin): Promise<ChangeRecord[]> {
     if (this.underMove(from) || this.underMove(to) || this.deleting.has(from)) throw new WeftError('conflict', `${from} is being moved or deleted; retry in a moment.`)
     for (const p of this.moving) if (p.startsWith(`${from}/`) || p.startsWith(`${to}/`)) throw new WeftError('conflict', `Part of ${from} is being moved; retry in a moment.`)
     this.moving.add(from)
@@ -386,8 +392,18 @@ export class WritePath {
       for (const nodeType of ['AccessAssignment', 'Membership']) {
         carried.push(...(await this.storage.queryNodes({ nodeType, limit: MAX_QUERY_LIMIT }, { from: `${from}/`, to: `${from}0` })))
       }
-      const { tombstones, arrivals } = await this.tombstonesOfMove(from, to)
-      const records = await this.storage.moveSubtree({ from, to, at: now(), ...extra, tombstones, arrivals })
+      // [SCALE21] Several instances: every change up to this version is in the logs read next.
+      const tombstoneBase = this.cluster.hooks ? await this.storage.lastVersion() : undefined
+      const { tombstones, arrivals, arrivalsSeen } = await this.tombstonesOfMove(from, to)
+      const records = await this.storage.moveSubtree({
+        from,
+        to,
+        at: now(),
+        ...extra,
+        tombstones,
+        arrivals,
+        ...(tombstoneBase !== undefined ? { tombstoneBase, arrivalsSeen } : {}),
+      })
       const moved = new Map<NodePath, MeshNode | null>()
       await Promise.all(records.filter((r) => r.kind === 'Created').map(async (r) => moved.set(r.path, await this.storage.getNode(r.path))))
       // From here on synchronous: no read or write sees half of it in memory.
@@ -407,10 +423,12 @@ export class WritePath {
    * writes there wait for the move): what each node leaves at its old path, and what it takes of
    * the tombstone at its new one.
    */
-  private async tombstonesOfMove(from: NodePath, to: NodePath): Promise<Pick<MoveInput, 'tombstones' | 'arrivals'>> {
+  private async tombstonesOfMove(from: NodePath, to: NodePath): Promise<Required<Pick<MoveInput, 'tombstones' | 'arrivals' | 'arrivalsSeen'>>> {
     const paths = [from, ...(await this.storage.descendants(from))]
     const tombstones: { path: NodePath; state: Uint8Array }[] = []
     const arrivals = new Map<NodePath, Uint8Array>()
+    /** [SCALE21] The tombstones found at the new paths, by digest. */
+    const arrivalsSeen = new Map<NodePath, string>()
     // A trash entry's path is never used again: it leaves nothing (a restore from the trash reads
     // only the logs of nodes arriving over a tombstone).
     const leaving = !isInTrash(from)
@@ -423,6 +441,7 @@ export class WritePath {
         const stored = logs[j] ?? null
         const arriving = there[j]
         if (arriving) {
+          arrivalsSeen.set(moved[j]!, tombstoneDigest(arriving))
           const take = await this.arrivalOf(path, stored, arriving)
           if (take) arrivals.set(moved[j]!, take)
         }
@@ -430,7 +449,7 @@ export class WritePath {
         if (state) tombstones.push({ path, state })
       }
     }
-    return { tombstones, arrivals }
+    return { tombstones, arrivals, arrivalsSeen }
   }
 
   /**

@@ -5,7 +5,7 @@ import { isJsonObject, isUint } from '../../shared/json.js'
 import { parseNodePath } from '../../shared/path.js'
 import type { NodePath } from '../../shared/index.js'
 import type { RowJson } from './row-parts.js'
-import type { CommitInput } from './types.js'
+import type { CommitInput, MoveInput } from './types.js'
 import type { ItemResult } from './group-commit.js'
 
 /** What a batch needs to know about a node that already exists. */
@@ -155,6 +155,18 @@ export function tombstoneDigest(state: Uint8Array): string {
 /** [SCALE18] Another instance deleted a node at the path since this create read its tombstone. */
 export function tombstoneConflict(path: NodePath): WeftError {
   return new WeftError('conflict', `A node at ${path} was deleted on another server a moment ago; create it again.`, { retry: 'tombstone', path })
+}
+
+/**
+ * [SCALE21] A move made on what storage held when its tombstones were worked out, checked in its
+ * transaction: `rows` are the moved rows (locked), `there` the digests of the tombstones at their
+ * new paths now.
+ */
+export function checkMoveBasis(input: Pick<MoveInput, 'from' | 'tombstoneBase' | 'arrivalsSeen'>, rows: readonly { path: string; version: number }[], there: ReadonlyMap<string, string>, arriving: readonly string[]): void {
+  const changed = input.tombstoneBase === undefined ? undefined : rows.find((r) => r.version > input.tombstoneBase!)
+  if (changed) throw new WeftError('conflict', `${changed.path} was changed on another server a moment ago; move it again.`, { retry: 'behind', path: input.from })
+  const seen = input.arrivalsSeen
+  if (seen && arriving.some((p) => (there.get(p) ?? null) !== (seen.get(p as NodePath) ?? null))) throw tombstoneConflict(input.from)
 }
 
 export function batchPaths(batch: readonly CommitHeader[]): NodePath[] {

@@ -2,6 +2,7 @@ import type pg from 'pg'
 import { WeftError, lastSegment, parentPath, type ChangeRecord, type NodePath } from '../../shared/index.js'
 import { POSTGRES_MOVE_SCHEMA } from './move-schema.js'
 import { descendantRange } from './query.js'
+import { checkMoveBasis } from './commit-plan.js'
 import { TRASH_LIST_LIMIT, trashRowToEntry } from './sqlite-move.js'
 import type { MoveInput, TrashEntry } from './types.js'
 
@@ -20,9 +21,17 @@ export async function postgresMoveSubtree(client: pg.PoolClient, input: MoveInpu
   let version = Number(counter.rows[0]?.value ?? 0)
   const [lo, hi] = descendantRange(from)
   const rows = (
-    await client.query<{ path: string; node_type: string }>('SELECT path, node_type FROM nodes WHERE path = $1 OR (path >= $2 AND path < $3) ORDER BY path FOR UPDATE', [from, lo, hi])
+    await client.query<{ path: string; node_type: string; version: string }>('SELECT path, node_type, version FROM nodes WHERE path = $1 OR (path >= $2 AND path < $3) ORDER BY path FOR UPDATE', [from, lo, hi])
   ).rows
   if (rows.length === 0 || rows[0]!.path !== from) throw new WeftError('not_found', `No node at ${from}.`)
+  // [SCALE21] Several instances: the move was worked out on what storage held then.
+  if (input.tombstoneBase !== undefined || input.arrivalsSeen) {
+    const arriving = rows.map((r) => `${to}${r.path.slice(from.length)}`)
+    const there = input.arrivalsSeen
+      ? (await client.query<{ path: string; digest: string }>(`SELECT path, encode(sha256(state), 'hex') AS digest FROM node_tombstones WHERE path = ANY($1::text[])`, [arriving])).rows
+      : []
+    checkMoveBasis(input, rows.map((r) => ({ path: r.path, version: Number(r.version) })), new Map(there.map((r) => [r.path, r.digest])), arriving)
+  }
   const [tlo, thi] = descendantRange(to)
   const taken = await client.query('SELECT 1 FROM nodes WHERE path = $1 OR (path >= $2 AND path < $3) LIMIT 1', [to, tlo, thi])
   if ((taken.rowCount ?? 0) > 0) throw new WeftError('conflict', `A node already exists at ${to}.`)

@@ -4,6 +4,7 @@ import { lastSegment, parentPath } from '../../shared/path.js'
 import type { ChangeRecord, MeshChangeKind, NodePath } from '../../shared/index.js'
 import { SQLITE_MOVE_SCHEMA } from './move-schema.js'
 import { descendantRange } from './query.js'
+import { checkMoveBasis, tombstoneDigest } from './commit-plan.js'
 import type { MoveInput, TrashEntry } from './types.js'
 
 /** [MOVE2] Creates the move and trash tables (idempotent). */
@@ -12,10 +13,10 @@ export function applySqliteMoveSchema(db: Database.Database): void {
 }
 
 /** The rows of a subtree (root first, then in path order). */
-function subtreeRows(db: Database.Database, root: string): { path: string; node_type: string }[] {
+function subtreeRows(db: Database.Database, root: string): { path: string; node_type: string; version: number }[] {
   const [from, to] = descendantRange(root)
   return db
-    .prepare<[string, string, string], { path: string; node_type: string }>('SELECT path, node_type FROM nodes WHERE path = ? OR (path >= ? AND path < ?) ORDER BY path')
+    .prepare<[string, string, string], { path: string; node_type: string; version: number }>('SELECT path, node_type, version FROM nodes WHERE path = ? OR (path >= ? AND path < ?) ORDER BY path')
     .all(root, from, to)
 }
 
@@ -29,6 +30,17 @@ export function sqliteMoveSubtree(db: Database.Database, input: MoveInput): Chan
   if (rows.length === 0 || rows[0]!.path !== from) throw new WeftError('not_found', `No node at ${from}.`)
   if (subtreeRows(db, to).length > 0) throw new WeftError('conflict', `A node already exists at ${to}.`)
   const moved = (p: string) => `${to}${p.slice(from.length)}`
+  // [SCALE21] The move was worked out on what storage held then.
+  if (input.tombstoneBase !== undefined || input.arrivalsSeen) {
+    const arriving = rows.map((r) => moved(r.path))
+    const read = db.prepare<[string], { state: Buffer }>('SELECT state FROM node_tombstones WHERE path = ?')
+    const there = new Map<string, string>()
+    if (input.arrivalsSeen) for (const p of arriving) {
+      const t = read.get(p)
+      if (t) there.set(p, tombstoneDigest(t.state))
+    }
+    checkMoveBasis(input, rows, there, arriving)
+  }
   const insertChange = db.prepare<[string, string, MeshChangeKind]>('INSERT INTO changes (path, node_type, kind) VALUES (?, ?, ?)')
   const moveRow = db.prepare<[string, string | null, string, number, string]>('UPDATE nodes SET path = ?, parent = ?, last_segment = ?, version = ? WHERE path = ?')
   const moveLog = db.prepare<[string, string]>('UPDATE node_updates SET path = ? WHERE path = ?')

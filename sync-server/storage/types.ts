@@ -106,6 +106,19 @@ export interface MoveInput {
    * `tombstoneForArrival`). Every tombstone at a new path is dropped, taken or not.
    */
   arrivals?: ReadonlyMap<NodePath, Uint8Array>
+  /**
+   * [SCALE21] Several instances: the storage's last version when the moved nodes' logs were read
+   * for the tombstones above. A moved node changed since (its row past it: another instance's
+   * edit the tombstone may lack) refuses the move with `conflict`; the mover catches up and moves
+   * again. Adapters for one instance may ignore it.
+   */
+  tombstoneBase?: number
+  /**
+   * [SCALE21] Several instances: by new path, the SHA-256 (hex) of the tombstone found there when
+   * the arrivals were worked out (a path absent: none found). A tombstone there that differs now
+   * refuses the move with `conflict`.
+   */
+  arrivalsSeen?: ReadonlyMap<NodePath, string>
   /** [MOVE5] A trash: `to` is the trash entry; this is what a restore needs. */
   trash?: { originalPath: NodePath; deletedBy: string }
   /** [MOVE6] A restore: `from` is a trash entry, dropped in the same transaction. */

@@ -330,6 +330,34 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       expect(await store.loadTombstone(P('tbase/doc'))).toEqual(tomb)
     })
 
+    it('[SCALE21] a move worked out on an older state is refused with conflict and moves nothing: a moved node changed since, or a tombstone at a new path that is not the one read; worked out on the current state, it moves', async () => {
+      const at = () => new Date().toISOString()
+      const root = new NodeWriter(P('mv/root'))
+      await store.commit(root.input('Created', { R: 1 }))
+      const child = new NodeWriter(P('mv/root/kid'))
+      await store.commit(child.input('Created', { K: 1 }))
+      const base = await store.lastVersion()
+      // Another instance edits the child after the logs were read.
+      await store.commit(child.input('Updated', { K: 2 }))
+      await expectCode(store.moveSubtree({ from: P('mv/root'), to: P('mv/dest'), at: at(), redirect: false, tombstoneBase: base }), 'conflict')
+      expect(await store.getNode(P('mv/root/kid'))).toMatchObject({ content: { K: 2 } })
+      expect(await store.getNode(P('mv/dest'))).toBeNull()
+      // A tombstone at a new path that was not there (or not this one) when the arrivals were worked out.
+      const gone = new NodeWriter(P('mv/dest/kid'))
+      await store.commit(gone.input('Created', { G: 1 }))
+      const goneTomb = tombstoneOfDoc(gone.doc)!
+      await store.commit(gone.input('Deleted', {}, { tombstone: goneTomb }))
+      const now = await store.lastVersion()
+      await expectCode(store.moveSubtree({ from: P('mv/root'), to: P('mv/dest'), at: at(), redirect: false, tombstoneBase: now, arrivalsSeen: new Map() }), 'conflict')
+      await expectCode(store.moveSubtree({ from: P('mv/root'), to: P('mv/dest'), at: at(), redirect: false, tombstoneBase: now, arrivalsSeen: new Map([[P('mv/dest/kid'), tombstoneDigest(new Uint8Array([0, 0]))]]) }), 'conflict')
+      expect(await store.loadTombstone(P('mv/dest/kid'))).toEqual(goneTomb)
+      expect(await store.getNode(P('mv/root'))).toMatchObject({ content: { R: 1 } })
+      // On what is there now: it moves.
+      const records = await store.moveSubtree({ from: P('mv/root'), to: P('mv/dest'), at: at(), redirect: false, tombstoneBase: now, arrivalsSeen: new Map([[P('mv/dest/kid'), tombstoneDigest(goneTomb)]]), arrivals: new Map([[P('mv/dest/kid'), goneTomb]]) })
+      expect(records.filter((r) => r.kind === 'Created').map((r) => r.path).sort()).toEqual([P('mv/dest'), P('mv/dest/kid')])
+      expect(await store.getNode(P('mv/dest/kid'))).toMatchObject({ content: { K: 2 } })
+    })
+
     it('[ACC12] binds client ids in the commit that introduces them, keeps the first binding, survives a reopen, and drops them with the node (also within one batch)', async () => {
       const w = new NodeWriter(P('bound/doc'))
       const sorted = async (path: string) => (await store.loadClientBindings(P(path))).sort((a, b) => a.client - b.client)
