@@ -32,8 +32,27 @@ export const MAX_MOVE_NODES = 10_000
 export class MoveService {
   constructor(private readonly nodes: NodeService) {}
 
+  /**
+   * [SCALE21] A move refused because another instance changed its subtree (or a tombstone where it
+   * goes) since it was worked out: made once more, checks and all, once this instance has caught up.
+   */
+  private async again<T>(from: NodePath, op: () => Promise<T>): Promise<T> {
+    try {
+      return await op()
+    } catch (err) {
+      const d = err instanceof WeftError ? (err.details as { retry?: unknown; path?: unknown } | undefined) : undefined
+      if (d?.path !== from || (d.retry !== 'behind' && d.retry !== 'tombstone')) throw err
+      await this.nodes.catchUp()
+      return op()
+    }
+  }
+
   /** [MOVE1] [MOVE2] Moves `from` (with its subtree) to `to`; answers the new path. */
-  async move(principal: Principal, from: NodePath, to: NodePath): Promise<{ path: NodePath; moved: number }> {
+  move(principal: Principal, from: NodePath, to: NodePath): Promise<{ path: NodePath; moved: number }> {
+    return this.again(from, () => this.moveOnce(principal, from, to))
+  }
+
+  private async moveOnce(principal: Principal, from: NodePath, to: NodePath): Promise<{ path: NodePath; moved: number }> {
     const root = await this.readable(principal, from)
     this.movable(from, 'move')
     if (to === from) throw new WeftError('invalid_move', `${from} is already there.`)
@@ -52,7 +71,11 @@ export class MoveService {
   }
 
   /** [MOVE5] Moves the node and its subtree to `{top}/_Trash/{id}`; an Admin of `{top}` restores it. */
-  async trash(principal: Principal, path: NodePath): Promise<{ trashPath: NodePath; originalPath: NodePath }> {
+  trash(principal: Principal, path: NodePath): Promise<{ trashPath: NodePath; originalPath: NodePath }> {
+    return this.again(path, () => this.trashOnce(principal, path))
+  }
+
+  private async trashOnce(principal: Principal, path: NodePath): Promise<{ trashPath: NodePath; originalPath: NodePath }> {
     const root = await this.readable(principal, path)
     this.movable(path, 'trash')
     this.require(principal, path, nodeTypeDef(root.nodeType).delete, `delete ${path}`)
@@ -72,7 +95,11 @@ export class MoveService {
   }
 
   /** [MOVE6] Puts a trashed subtree back where it was, if that place is still free. */
-  async restore(principal: Principal, trashPath: NodePath): Promise<{ path: NodePath }> {
+  restore(principal: Principal, trashPath: NodePath): Promise<{ path: NodePath }> {
+    return this.again(trashPath, () => this.restoreOnce(principal, trashPath))
+  }
+
+  private async restoreOnce(principal: Principal, trashPath: NodePath): Promise<{ path: NodePath }> {
     const segments = pathSegments(trashPath)
     if (segments.length !== 3 || segments[1] !== TRASH_SEGMENT) throw new WeftError('invalid_request', `${trashPath} is not a trash entry ({space}/_Trash/{id}).`)
     const entry = (await this.listTrash(principal, segments[0] as NodePath)).find((e) => e.path === trashPath)

@@ -357,6 +357,11 @@ export class NodeService implements SyncNodeApi {
     }
   }
 
+  /** [SCALE14] [SCALE21] Several instances: applies every change committed so far (a no-op alone). */
+  async catchUp(): Promise<void> {
+    await this.cluster.hooks?.freshen()
+  }
+
   registerWriteRule(nodeType: string, rule: WriteRuleHook): void {
     this.rules.register(nodeType, rule)
   }

@@ -372,13 +372,12 @@ export class WritePath {
    * stretch, the access index follows the moved assignments, clients of the old paths are told
    * where it went (closed with `moved`) and the feed publishes a Deleted and a Created per node.
    */
-  relocate(principal: Principal, from: NodePath, to: NodePath, extra: Pick<MoveInput, 'redirect' | 'trash' | 'restore'>, origin: ChangeOrigin = 'http'): Promise<ChangeRecord[]> {
-    // [SCALE21] Refused because another instance changed the subtree (or a new path's tombstone)
-    // since its tombstones were worked out: caught up and moved again.
-    return this.againAfterElsewhere(from, undefined, () => this.relocateOnce(principal, from, to, extra, origin))
-  }
-
-  private async relocateOnce(principal: Principal, from: NodePath, to: NodePath, extra: Pick<MoveInput, 'redirect' | 'trash' | 'restore'>, origin: ChangeOrigin): Promise<ChangeRecord[]> {
+  /**
+   * [SCALE21] Several instances: refused (`conflict` naming `from`) when another instance changed
+   * the subtree, or a new path's tombstone, since its tombstones were worked out; the move service
+   * catches up and makes the whole move again, its checks included.
+   */
+  async relocate(principal: Principal, from: NodePath, to: NodePath, extra: Pick<MoveInput, 'redirect' | 'trash' | 'restore'>, origin: ChangeOrigin = 'http'): Promise<ChangeRecord[]> {
     if (this.underMove(from) || this.underMove(to) || this.deleting.has(from)) throw new WeftError('conflict', `${from} is being moved or deleted; retry in a moment.`)
     for (const p of this.moving) if (p.startsWith(`${from}/`) || p.startsWith(`${to}/`)) throw new WeftError('conflict', `Part of ${from} is being moved; retry in a moment.`)
     this.moving.add(from)
@@ -394,7 +393,7 @@ export class WritePath {
       }
       // [SCALE21] Several instances: every change up to this version is in the logs read next.
       const tombstoneBase = this.cluster.hooks ? await this.storage.lastVersion() : undefined
-      const { tombstones, arrivals, arrivalsSeen } = await this.tombstonesOfMove(from, to)
+      const { tombstones, arrivals, arrivalsSeen, movedCount } = await this.tombstonesOfMove(from, to)
       const records = await this.storage.moveSubtree({
         from,
         to,
@@ -402,7 +401,7 @@ export class WritePath {
         ...extra,
         tombstones,
         arrivals,
-        ...(tombstoneBase !== undefined ? { tombstoneBase, arrivalsSeen } : {}),
+        ...(tombstoneBase !== undefined ? { tombstoneBase, arrivalsSeen, movedCount } : {}),
       })
       const moved = new Map<NodePath, MeshNode | null>()
       await Promise.all(records.filter((r) => r.kind === 'Created').map(async (r) => moved.set(r.path, await this.storage.getNode(r.path))))
@@ -423,7 +422,7 @@ export class WritePath {
    * writes there wait for the move): what each node leaves at its old path, and what it takes of
    * the tombstone at its new one.
    */
-  private async tombstonesOfMove(from: NodePath, to: NodePath): Promise<Required<Pick<MoveInput, 'tombstones' | 'arrivals' | 'arrivalsSeen'>>> {
+  private async tombstonesOfMove(from: NodePath, to: NodePath): Promise<Required<Pick<MoveInput, 'tombstones' | 'arrivals' | 'arrivalsSeen' | 'movedCount'>>> {
     const paths = [from, ...(await this.storage.descendants(from))]
     const tombstones: { path: NodePath; state: Uint8Array }[] = []
     const arrivals = new Map<NodePath, Uint8Array>()
@@ -449,7 +448,7 @@ export class WritePath {
         if (state) tombstones.push({ path, state })
       }
     }
-    return { tombstones, arrivals, arrivalsSeen }
+    return { tombstones, arrivals, arrivalsSeen, movedCount: paths.length }
   }
 
   /**

@@ -162,11 +162,15 @@ export function tombstoneConflict(path: NodePath): WeftError {
  * transaction: `rows` are the moved rows (locked), `there` the digests of the tombstones at their
  * new paths now.
  */
-export function checkMoveBasis(input: Pick<MoveInput, 'from' | 'tombstoneBase' | 'arrivalsSeen'>, rows: readonly { path: string; version: number }[], there: ReadonlyMap<string, string>, arriving: readonly string[]): void {
+export function checkMoveBasis(input: Pick<MoveInput, 'from' | 'tombstoneBase' | 'arrivalsSeen' | 'movedCount'>, rows: readonly { path: string; version: number }[], there: ReadonlyMap<string, string>, arriving: readonly string[]): void {
+  const behind = (why: string) => new WeftError('conflict', `${why} on another server a moment ago; move it again.`, { retry: 'behind', path: input.from })
   const changed = input.tombstoneBase === undefined ? undefined : rows.find((r) => r.version > input.tombstoneBase!)
-  if (changed) throw new WeftError('conflict', `${changed.path} was changed on another server a moment ago; move it again.`, { retry: 'behind', path: input.from })
+  if (changed) throw behind(`${changed.path} was changed`)
+  if (input.movedCount !== undefined && rows.length !== input.movedCount) throw behind(`A node under ${input.from} was deleted or moved`)
   const seen = input.arrivalsSeen
-  if (seen && arriving.some((p) => (there.get(p) ?? null) !== (seen.get(p as NodePath) ?? null))) throw tombstoneConflict(input.from)
+  if (seen && arriving.some((p) => (there.get(p) ?? null) !== (seen.get(p as NodePath) ?? null))) {
+    throw new WeftError('conflict', `A node where ${input.from} is going was deleted on another server a moment ago; move it again.`, { retry: 'tombstone', path: input.from })
+  }
 }
 
 export function batchPaths(batch: readonly CommitHeader[]): NodePath[] {

@@ -25,7 +25,7 @@ export async function postgresMoveSubtree(client: pg.PoolClient, input: MoveInpu
   ).rows
   if (rows.length === 0 || rows[0]!.path !== from) throw new WeftError('not_found', `No node at ${from}.`)
   // [SCALE21] Several instances: the move was worked out on what storage held then.
-  if (input.tombstoneBase !== undefined || input.arrivalsSeen) {
+  if (input.tombstoneBase !== undefined || input.arrivalsSeen || input.movedCount !== undefined) {
     const arriving = rows.map((r) => `${to}${r.path.slice(from.length)}`)
     const there = input.arrivalsSeen
       ? (await client.query<{ path: string; digest: string }>(`SELECT path, encode(sha256(state), 'hex') AS digest FROM node_tombstones WHERE path = ANY($1::text[])`, [arriving])).rows

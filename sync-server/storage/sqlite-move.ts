@@ -31,7 +31,7 @@ export function sqliteMoveSubtree(db: Database.Database, input: MoveInput): Chan
   if (subtreeRows(db, to).length > 0) throw new WeftError('conflict', `A node already exists at ${to}.`)
   const moved = (p: string) => `${to}${p.slice(from.length)}`
   // [SCALE21] The move was worked out on what storage held then.
-  if (input.tombstoneBase !== undefined || input.arrivalsSeen) {
+  if (input.tombstoneBase !== undefined || input.arrivalsSeen || input.movedCount !== undefined) {
     const arriving = rows.map((r) => moved(r.path))
     const read = db.prepare<[string], { state: Buffer }>('SELECT state FROM node_tombstones WHERE path = ?')
     const there = new Map<string, string>()

@@ -119,6 +119,13 @@ export interface MoveInput {
    * refuses the move with `conflict`.
    */
   arrivalsSeen?: ReadonlyMap<NodePath, string>
+  /**
+   * [SCALE21] Several instances: how many nodes the tombstones were worked out for. Fewer rows to
+   * move now (one deleted or moved away by another instance since: the tombstone the move would
+   * write at its path is older than the one there) refuses the move with `conflict`. (A node
+   * created there since is refused by `tombstoneBase`.)
+   */
+  movedCount?: number
   /** [MOVE5] A trash: `to` is the trash entry; this is what a restore needs. */
   trash?: { originalPath: NodePath; deletedBy: string }
   /** [MOVE6] A restore: `from` is a trash entry, dropped in the same transaction. */

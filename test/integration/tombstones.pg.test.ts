@@ -6,7 +6,7 @@ import * as Y from 'yjs'
 import { afterAll, describe, expect, it } from 'vitest'
 import { SYSTEM, isWeftError, jsonEqual, type MeshNode, type NodePath } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/index.js'
-import { NodeService } from '../../sync-server/nodes/index.js'
+import { MoveService, NodeService } from '../../sync-server/nodes/index.js'
 import { openPostgresStorage } from '../../sync-server/storage/index.js'
 import { api, createDocument, createSpace, expectStatus, freshDatabase, makeTempDir, removeDir, signup, startInstances, joinAsDeafInstance, startTestServer, stockProvider, waitFor, type Instances } from '../helpers/index.js'
 import { Rng } from '../sim/rng.js'
@@ -185,11 +185,46 @@ describe('tombstones on PostgreSQL', () => {
     }
   })
 
-  it('[SCALE16]-[SCALE21] seeded: two instances that hear of each other only when they catch up create, edit, put, delete, move away and back, and take stale copies back at one path; the node there never holds a field written to an earlier node there', { timeout: 120_000 }, async () => {
+  it('[SCALE16]-[SCALE21] seeded: two instances that hear of each other only when they catch up create, edit, put, delete, move away and back, and take stale copies back at a node and its child; neither ever holds a field written to an earlier node there', { timeout: 120_000 }, async () => {
     // A quarter of the steps run on both instances at once: a seed fixes the operations, not their
     // interleaving, so several seeds run (one with CLUSTER_TOMB_SEED).
     const seeds = process.env.CLUSTER_TOMB_SEED ? [Number(process.env.CLUSTER_TOMB_SEED)] : [1, 2, 20261205]
     for (const seed of seeds) await clusterTombstoneProperty(seed)
+  })
+
+  it('[SCALE21] a child edited and deleted through another instance while a move was being worked out: the move is refused, made again, and the child keeps the tombstone that holds the edit', { timeout: 60_000 }, async () => {
+    const { a, b, close } = await deafPair()
+    try {
+      await a.nodes.create(SYSTEM, 'S' as NodePath, { nodeType: 'Space', content: {} })
+      await a.nodes.create(SYSTEM, 'S/top' as NodePath, { nodeType: 'Document', content: { T: 1 } })
+      await a.nodes.create(SYSTEM, 'S/top/kid' as NodePath, { nodeType: 'Document', content: { K: 1 } })
+      await b.freshen()
+      // Between A reading the logs for the move's tombstones and its transaction, B edits the
+      // child and deletes it (once: the move made again meets nothing).
+      const realMove = a.storage.moveSubtree.bind(a.storage)
+      let between = true
+      let bLeft: Uint8Array | null = null
+      a.storage.moveSubtree = async (input) => {
+        if (between) {
+          between = false
+          await b.nodes.patch(SYSTEM, 'S/top/kid' as NodePath, { Secret: 'made on b' })
+          await b.nodes.delete(SYSTEM, 'S/top/kid' as NodePath, 'engine')
+          bLeft = await b.storage.loadTombstone('S/top/kid' as NodePath)
+        }
+        return realMove(input)
+      }
+      await new MoveService(a.nodes).move(SYSTEM, 'S/top' as NodePath, 'S/moved' as NodePath)
+      expect(between).toBe(false)
+      expect(await a.storage.getNode('S/moved' as NodePath)).toMatchObject({ content: { T: 1 } })
+      expect(await a.storage.getNode('S/moved/kid' as NodePath)).toBeNull()
+      // The tombstone at the child's path is B's (it holds the edit), not one the move made before it.
+      const tomb = (await a.storage.loadTombstone('S/top/kid' as NodePath))!
+      expect(bLeft).not.toBeNull()
+      const clocks = (t: Uint8Array) => [...Y.decodeStateVector(Y.encodeStateVectorFromUpdate(t))].sort()
+      expect(clocks(tomb)).toEqual(clocks(bLeft!))
+    } finally {
+      await close()
+    }
   })
 
   it('[SCALE18] an instance that has not heard of a delete elsewhere creates its node from the tombstone that delete left, not from none', { timeout: 60_000 }, async () => {
@@ -257,96 +292,102 @@ async function deafPair() {
 
 /**
  * [SCALE16]-[SCALE21] One seed of the cluster property: two instances that hear of each other only
- * when they catch up act at one path; after each step the node there holds only fields written to it.
+ * when they catch up act on a node and its child; after each step each holds only fields written
+ * to it.
  */
 async function clusterTombstoneProperty(seed: number): Promise<void> {
   const rng = new Rng(seed)
   const { a, b, close } = await deafPair()
   try {
-    const path = 'Prop' as NodePath
+    const moves = new Map([a, b].map((x) => [x, new MoveService(x.nodes)]))
+    await a.nodes.create(SYSTEM, 'S' as NodePath, { nodeType: 'Space', content: {} })
+    await b.freshen()
+    const prop = 'S/prop' as NodePath
+    const kid = 'S/prop/kid' as NodePath
     const code = (e: unknown) => (isWeftError(e) ? e.code : String(e))
-    // Every node made at the path gets a generation; every field written names the generation of
-    // the node its writer believed it was writing to: `G<n>_…`.
+    // Every node made gets a generation; every field written names the generation of the node its
+    // writer believed it was writing to: `G<n>_…`.
     const generations = new Map<string, number>()
     let made = 0
-    const generationOf = (node: MeshNode | null) => (node ? generations.get(node.createdAt) : undefined)
+    const key = (node: MeshNode) => `${node.path}@${node.createdAt}`
+    const generationOf = (node: MeshNode | null) => (node ? generations.get(key(node)) : undefined)
     /** Synced copies (a client's Yjs state as the server had it), each with its node's generation. */
-    const copies: { doc: Y.Doc; generation: number }[] = []
-    const counts = { created: 0, deleted: 0, moved: 0, refused: 0, reconnectedOlder: 0, caughtUp: 0 }
+    const copies: { path: NodePath; doc: Y.Doc; generation: number }[] = []
+    const counts = { created: 0, deleted: 0, movedAway: 0, movedBack: 0, refused: 0, reconnectedOlder: 0, caughtUp: 0 }
     const aways: NodePath[] = []
-    // Refusals a person can act on; a copy holding structs another instance wrote that this one has
-    // not applied yet is refused client_id_conflict (it reloads).
-    const expected = new Set(['already_exists', 'not_found', 'conflict', 'client_id_conflict'])
-    const attempt = async (write: () => Promise<unknown>) => {
+    /** A write refused with one of `codes` (what it may meet here) counts as refused; anything else fails the test. */
+    const attempt = async <T>(codes: readonly string[], write: () => Promise<T>): Promise<T | null> => {
       try {
         return await write()
       } catch (e) {
-        if (!expected.has(code(e))) throw e
+        if (!codes.includes(code(e))) throw e
         counts.refused++
         return null
       }
     }
     const check = async (where: string) => {
-      const node = await a.storage.getNode(path)
-      if (!node) return
-      const g = generationOf(node)
-      expect(g, `${where}: a node nobody made (seed ${seed})`).toBeDefined()
-      const stray = Object.keys(node.content).filter((f) => !f.startsWith(`G${g}_`))
-      expect(stray, `${where}: ${JSON.stringify(node.content)} is generation ${g} (seed ${seed})`).toEqual([])
+      for (const path of [prop, kid]) {
+        const node = await a.storage.getNode(path)
+        if (!node) continue
+        const g = generationOf(node)
+        expect(g, `${where}: ${path} is a node nobody made there (seed ${seed})`).toBeDefined()
+        const stray = Object.keys(node.content).filter((f) => !f.startsWith(`G${g}_`))
+        expect(stray, `${where}: ${path} ${JSON.stringify(node.content)} is generation ${g} (seed ${seed})`).toEqual([])
+      }
     }
     /** One step's operation `op` on instance `x` (the seed picks both). */
     const act = async (x: typeof a, op: number, step: number) => {
+      const path = rng.next() < 0.65 ? prop : kid
       if (op < 20) {
         // Create (or put, which creates when the path is free here).
         const gen = ++made
         const content = { [`G${gen}_made${step}`]: step }
-        const node = (await attempt(async () => (op < 10 ? await x.nodes.create(SYSTEM, path, { nodeType: 'Space', content }) : (await x.nodes.put(SYSTEM, path, { nodeType: 'Space', content })).node))) as MeshNode | null
-        // A put that replaced a node keeps that node's generation: its content is tagged wrong, so
-        // it is written again under the right one (the replace itself is this writer's intent).
-        if (node && !generations.has(node.createdAt)) {
-          generations.set(node.createdAt, gen)
+        const node = await attempt(['already_exists', 'not_found', 'conflict'], async () => (op < 10 ? await x.nodes.create(SYSTEM, path, { nodeType: 'Document', content }) : (await x.nodes.put(SYSTEM, path, { nodeType: 'Document', content })).node))
+        if (node && !generations.has(key(node))) {
+          generations.set(key(node), gen)
           counts.created++
         } else if (node) {
-          await attempt(() => x.nodes.put(SYSTEM, path, { nodeType: 'Space', content: { [`G${generations.get(node.createdAt)}_put${step}`]: step } }))
+          // A put that replaced a node keeps that node's generation: written again under it.
+          await attempt(['not_found', 'conflict'], () => x.nodes.put(SYSTEM, path, { nodeType: 'Document', content: { [`G${generationOf(node)}_put${step}`]: step } }))
         }
-      } else if (op < 45) {
-        const seen = await x.nodes.get(SYSTEM, path).catch(() => null)
-        const g = generationOf(seen)
-        if (g !== undefined) await attempt(() => x.nodes.patch(SYSTEM, path, { [`G${g}_edit${step}`]: step }))
+      } else if (op < 42) {
+        const g = generationOf(await x.nodes.get(SYSTEM, path).catch(() => null))
+        if (g !== undefined) await attempt(['not_found', 'conflict'], () => x.nodes.patch(SYSTEM, path, { [`G${g}_edit${step}`]: step }))
       } else if (op < 52) {
-        if (await attempt(async () => (await x.nodes.delete(SYSTEM, path, 'engine'), true))) counts.deleted++
-      } else if (op < 57) {
-        // [SCALE21] Moved away (it leaves a tombstone at the path) ...
-        const away = `Away${step}` as NodePath
-        if (await attempt(async () => (await x.nodes.relocate(SYSTEM, path, away, { redirect: false }), true))) {
-          counts.moved++
+        if (await attempt(['not_found', 'conflict'], async () => (await x.nodes.delete(SYSTEM, path, 'engine'), true))) counts.deleted++
+      } else if (op < 60 && (aways.length === 0 || (await x.nodes.get(SYSTEM, prop).catch(() => null)))) {
+        // [SCALE21] The node (and its child) moved away: each leaves a tombstone ...
+        const away = `S/away${step}` as NodePath
+        if (await attempt(['not_found', 'conflict'], () => moves.get(x)!.move(SYSTEM, prop, away))) {
+          counts.movedAway++
           aways.push(away)
         }
-      } else if (op < 60 && aways.length > 0) {
-        // ... and back, over whatever tombstone the path has by then.
+      } else if (op < 60) {
+        // ... and back (when the path looks free here), over whatever tombstones are there by then.
         const away = rng.pick(aways)
-        if (await attempt(async () => (await x.nodes.relocate(SYSTEM, away, path, { redirect: false }), true))) {
-          counts.moved++
+        if (await attempt(['not_found', 'conflict'], () => moves.get(x)!.move(SYSTEM, away, prop))) {
+          counts.movedBack++
           aways.splice(aways.indexOf(away), 1)
         }
       } else if (op < 75) {
         // A client syncs the node as the database has it, and keeps its copy.
         const stored = await a.storage.loadDoc(path)
-        const node = await a.storage.getNode(path)
-        const g = generationOf(node)
+        const g = generationOf(await a.storage.getNode(path))
         if (stored && g !== undefined) {
           const doc = new Y.Doc()
           if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
           for (const u of stored.updates) Y.applyUpdate(doc, u)
-          copies.push({ doc, generation: g })
+          copies.push({ path, doc, generation: g })
         }
       } else if (op < 90 && copies.length > 0) {
-        // A held copy reconnects to this instance: its sync sends everything it has.
+        // A held copy reconnects to this instance: its sync sends everything it has. A copy holding
+        // structs another instance wrote that this one has not applied yet is refused
+        // client_id_conflict (the client reloads).
         const copy = rng.pick(copies)
-        const node = await x.nodes.get(SYSTEM, path).catch(() => null)
+        const node = await x.nodes.get(SYSTEM, copy.path).catch(() => null)
         if (node) {
           if (copy.generation !== generationOf(node)) counts.reconnectedOlder++
-          await attempt(() => x.nodes.applyClientUpdate(SYSTEM, path, Y.encodeStateAsUpdate(copy.doc), null, 'sync'))
+          await attempt(['not_found', 'conflict', 'client_id_conflict'], () => x.nodes.applyClientUpdate(SYSTEM, copy.path, Y.encodeStateAsUpdate(copy.doc), null, 'sync'))
         }
       } else {
         await x.freshen()
@@ -361,10 +402,11 @@ async function clusterTombstoneProperty(seed: number): Promise<void> {
       await Promise.all(ops.map((o) => act(o.x, o.op, step)))
       await check(`after step ${step} (${ops.map((o) => `op ${o.op} on ${o.x === a ? 'A' : 'B'}`).join(' with ')})`)
     }
-    // The seed exercises the cases: several nodes at the path, older copies taken back, refusals.
-    expect(counts.created, JSON.stringify(counts)).toBeGreaterThan(3)
+    // The seed exercises the cases: several nodes at each path, moves both ways, older copies taken back, refusals.
+    expect(counts.created, JSON.stringify(counts)).toBeGreaterThan(5)
     expect(counts.deleted, JSON.stringify(counts)).toBeGreaterThan(2)
-    expect(counts.moved, JSON.stringify(counts)).toBeGreaterThan(2)
+    expect(counts.movedAway, JSON.stringify(counts)).toBeGreaterThan(1)
+    expect(counts.movedBack, JSON.stringify(counts)).toBeGreaterThan(0)
     expect(counts.reconnectedOlder, JSON.stringify(counts)).toBeGreaterThan(2)
     expect(counts.refused, JSON.stringify(counts)).toBeGreaterThan(2)
   } finally {
