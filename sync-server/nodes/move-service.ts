@@ -19,7 +19,7 @@ import {
   type Principal,
   type WriteRule,
 } from '../../shared/index.js'
-import type { TrashEntry } from '../storage/index.js'
+import { elsewhereRefusal, type TrashEntry } from '../storage/index.js'
 import type { NodeService } from './node-service.js'
 
 /** [MOVE2] Nodes one move carries at most: a bigger subtree is moved in parts. */
@@ -40,8 +40,8 @@ export class MoveService {
     try {
       return await op()
     } catch (err) {
-      const d = err instanceof WeftError ? (err.details as { retry?: unknown; path?: unknown } | undefined) : undefined
-      if (d?.path !== from || (d.retry !== 'behind' && d.retry !== 'tombstone')) throw err
+      const refusal = elsewhereRefusal(err)
+      if (refusal?.path !== from || refusal.retry === 'gone') throw err
       await this.nodes.catchUp()
       return op()
     }

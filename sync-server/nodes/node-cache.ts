@@ -1,7 +1,7 @@
 import * as Y from 'yjs'
 import type { Logger } from 'pino'
 import { WeftError, docToJson, isDescendantOrSelf, jsonEqual, replaceDocContent, textPolicyFor, type MeshNode, type NodePath } from '../../shared/index.js'
-import { replayLog, type StorageAdapter } from '../storage/index.js'
+import { elsewhereRefusal, replayLog, type StorageAdapter } from '../storage/index.js'
 import { ClientBindings } from '../admission/index.js'
 import { LoadedNode, type DocCorrupted } from './loaded-node.js'
 import type { ClusterLink } from './types.js'
@@ -299,8 +299,7 @@ export class NodeCache {
       ln.poisoned = true
       // [SCALE18]-[SCALE20] Refused because another instance changed the node a moment ago: an
       // expected outcome, not a failure; its clients reconnect to the node as it is now.
-      const elsewhere = err instanceof WeftError && (err.details as { retry?: unknown } | undefined)?.retry !== undefined
-      if (elsewhere) {
+      if (err instanceof WeftError && elsewhereRefusal(err)) {
         this.opts.log.info({ path: ln.path, code: err.code }, 'commit refused: the node changed on another server; reloading it')
         for (const conn of [...ln.connections]) conn.evict(1012, err.code, 'The node changed on another server; reconnect.')
       } else {

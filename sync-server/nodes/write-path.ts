@@ -39,7 +39,7 @@ import {
   type Principal,
   type WriteRule,
 } from '../../shared/index.js'
-import { MAX_QUERY_LIMIT, clocksOf, replayLog, tombstoneDigest, tombstoneOfDoc, type MoveInput, type StorageAdapter, type StoredDoc } from '../storage/index.js'
+import { MAX_QUERY_LIMIT, clocksOf, elsewhereRefusal, replayLog, tombstoneDigest, tombstoneOfDoc, type MoveInput, type StorageAdapter, type StoredDoc } from '../storage/index.js'
 import { ACCESS_SEGMENT, type AccessService } from '../access/index.js'
 import { admitUpdate, type ClientBinding } from '../admission/index.js'
 import type { ChangeToCommit, CommitFeed } from './commit-feed.js'
@@ -151,9 +151,8 @@ export class WritePath {
     try {
       return await write()
     } catch (err) {
-      const details = err instanceof WeftError ? (err.details as { retry?: unknown; path?: unknown } | undefined) : undefined
-      const retry = details?.path === path ? details.retry : undefined
-      if (attach || !(retry === 'tombstone' || retry === 'behind' || (gone && retry === 'gone'))) throw err
+      const refusal = elsewhereRefusal(err)
+      if (attach || refusal?.path !== path || (refusal.retry === 'gone' && !gone)) throw err
       await this.cluster.hooks?.freshen()
       const holds = writeFence.getStore()
       if (holds && !holds()) throw new WeftError('unavailable', 'This server no longer owns the engines (its lease expired); another server has taken them over.')

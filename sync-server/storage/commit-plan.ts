@@ -152,6 +152,15 @@ export function tombstoneDigest(state: Uint8Array): string {
   return createHash('sha256').update(state).digest('hex')
 }
 
+/** [SCALE18]-[SCALE21] Why a refusal may be made good by trying again, and for which path (from its details). */
+export type ElsewhereRefusal = { retry: 'tombstone' | 'behind' | 'gone'; path: string }
+
+/** The refusal's retry detail, when it is one of those: another instance changed `path` a moment ago. */
+export function elsewhereRefusal(err: unknown): ElsewhereRefusal | null {
+  const d = err instanceof WeftError ? (err.details as Partial<ElsewhereRefusal> | undefined) : undefined
+  return d && (d.retry === 'tombstone' || d.retry === 'behind' || d.retry === 'gone') && typeof d.path === 'string' ? { retry: d.retry, path: d.path } : null
+}
+
 /** [SCALE18] Another instance deleted a node at the path since this create read its tombstone. */
 export function tombstoneConflict(path: NodePath): WeftError {
   return new WeftError('conflict', `A node at ${path} was deleted on another server a moment ago; create it again.`, { retry: 'tombstone', path })

@@ -23,7 +23,7 @@ import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
 import { assertFieldName, clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
 import type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
-import { applyPostgresMoveSchema, postgresExpiredTrash, postgresListTrash, postgresMovedFrom, postgresMoveSubtree } from './postgres-move.js'
+import { PG_TOMBSTONE_DIGESTS, applyPostgresMoveSchema, postgresExpiredTrash, postgresListTrash, postgresMovedFrom, postgresMoveSubtree } from './postgres-move.js'
 import { ensurePostgresSearchIndex, searchPostgres } from './postgres-search-index.js'
 import type { SearchHit, SearchPlan } from './search-plan.js'
 import { holdPostgres, type HolderLock } from './holder-lock.js'
@@ -174,7 +174,7 @@ export class PostgresStorage implements StorageAdapter {
     // [SCALE18] A create made on the knowledge of the path's tombstone: the tombstones as they are now.
     const checked = inputs.filter((c) => c.kind === 'Created' && c.tombstoneDigest !== undefined).map((c) => c.path)
     const left = checked.length > 0
-      ? flight.send<{ path: string; digest: string }>(`SELECT path, encode(sha256(state), 'hex') AS digest FROM node_tombstones WHERE path = ANY($1::text[])`, [[...new Set(checked)]])
+      ? flight.send<{ path: string; digest: string }>(PG_TOMBSTONE_DIGESTS, [[...new Set(checked)]])
       : null
     await flight.settle()
     const begin = await begun

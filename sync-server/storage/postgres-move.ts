@@ -6,6 +6,9 @@ import { checkMoveBasis } from './commit-plan.js'
 import { TRASH_LIST_LIMIT, trashRowToEntry } from './sqlite-move.js'
 import type { MoveInput, TrashEntry } from './types.js'
 
+/** [SCALE18] [SCALE21] The digests (tombstoneDigest's, in SQL) of the tombstones at the paths $1. */
+export const PG_TOMBSTONE_DIGESTS = `SELECT path, encode(sha256(state), 'hex') AS digest FROM node_tombstones WHERE path = ANY($1::text[])`
+
 /** [MOVE2] Creates the move and trash tables (idempotent; run under the schema lock). */
 export async function applyPostgresMoveSchema(client: pg.PoolClient): Promise<void> {
   await client.query(POSTGRES_MOVE_SCHEMA)
@@ -28,7 +31,7 @@ export async function postgresMoveSubtree(client: pg.PoolClient, input: MoveInpu
   if (input.tombstoneBase !== undefined || input.arrivalsSeen || input.movedCount !== undefined) {
     const arriving = rows.map((r) => `${to}${r.path.slice(from.length)}`)
     const there = input.arrivalsSeen
-      ? (await client.query<{ path: string; digest: string }>(`SELECT path, encode(sha256(state), 'hex') AS digest FROM node_tombstones WHERE path = ANY($1::text[])`, [arriving])).rows
+      ? (await client.query<{ path: string; digest: string }>(PG_TOMBSTONE_DIGESTS, [arriving])).rows
       : []
     checkMoveBasis(input, rows.map((r) => ({ path: r.path, version: Number(r.version) })), new Map(there.map((r) => [r.path, r.digest])), arriving)
   }

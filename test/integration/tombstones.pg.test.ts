@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { SYSTEM, isWeftError, jsonEqual, type MeshNode, type NodePath } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/index.js'
 import { MoveService, NodeService } from '../../sync-server/nodes/index.js'
-import { openPostgresStorage } from '../../sync-server/storage/index.js'
+import { openPostgresStorage, replayLog } from '../../sync-server/storage/index.js'
 import { api, createDocument, createSpace, expectStatus, freshDatabase, makeTempDir, removeDir, signup, startInstances, joinAsDeafInstance, startTestServer, stockProvider, waitFor, type Instances } from '../helpers/index.js'
 import { Rng } from '../sim/rng.js'
 import { holdCopy, reconnect, restoreOverDeleted } from './tombstone-cases.js'
@@ -132,8 +132,7 @@ describe('tombstones on PostgreSQL', () => {
       await b.nodes.patch(SYSTEM, spot, { Secret: 'made on b' })
       const log = (await a.storage.loadDoc(spot))!
       const before = new Y.Doc()
-      if (log.snapshot) Y.applyUpdate(before, log.snapshot)
-      for (const u of log.updates) Y.applyUpdate(before, u)
+      replayLog(before, log.snapshot, log.updates)
       await a.nodes.delete(SYSTEM, spot, 'engine')
       expect(await a.storage.getNode(spot)).toBeNull()
       // Every struct of the node, B's edit among them, is in what it left.
@@ -247,8 +246,7 @@ describe('tombstones on PostgreSQL', () => {
       expect(await a.storage.loadTombstone(spot)).toBeNull()
       const stored = (await a.storage.loadDoc(spot))!
       const doc = new Y.Doc()
-      if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
-      for (const u of stored.updates) Y.applyUpdate(doc, u)
+      replayLog(doc, stored.snapshot, stored.updates)
       const covered = Y.decodeStateVector(Y.encodeStateVector(doc))
       for (const [client, clock] of Y.decodeStateVector(Y.encodeStateVectorFromUpdate(tomb!))) expect(covered.get(client) ?? 0).toBeGreaterThanOrEqual(clock)
       expect((await a.storage.getNode(spot))?.content).toEqual({ New: 1 })
@@ -375,8 +373,7 @@ async function clusterTombstoneProperty(seed: number): Promise<void> {
         const g = generationOf(await a.storage.getNode(path))
         if (stored && g !== undefined) {
           const doc = new Y.Doc()
-          if (stored.snapshot) Y.applyUpdate(doc, stored.snapshot)
-          for (const u of stored.updates) Y.applyUpdate(doc, u)
+          replayLog(doc, stored.snapshot, stored.updates)
           copies.push({ path, doc, generation: g })
         }
       } else if (op < 90 && copies.length > 0) {
