@@ -7,7 +7,7 @@ import { canonicalTombstone as canonical, holdPostgresExclusive, holdSqliteExclu
 import type { Progress } from './backup.js'
 import { describeLocation, postgresExec, sqliteExec, sqliteFile, type Exec, type Location } from './exec.js'
 import { InvalidBackup, readBody, readHeader as readHeaderOf, verifyBackup, type BackupHeader, type NodeRecord } from './format.js'
-import { NODE_CLIENTS, NODE_UPDATES, NODES, PLAIN_TABLES, insertParams, insertSql, q, rowToPortable, selectList, type PortableRow, type TableSpec } from './tables.js'
+import { NODE_CLIENTS, NODE_UPDATES, NODES, PLAIN_TABLES, insertParams, insertSql, q, rowChars, rowToPortable, selectList, type PortableRow, type TableSpec } from './tables.js'
 
 const TOMBSTONES = PLAIN_TABLES.find((t) => t.name === 'node_tombstones')!
 
@@ -34,6 +34,11 @@ export interface RestoreResult {
 }
 
 const BATCH = 200
+/**
+ * Whatever its count, a batch is written once it holds about this many characters: a file of
+ * big nodes (a snapshot of megabytes each) never gathers 200 of them in memory at once.
+ */
+const BATCH_CHARS = 16 << 20
 const NODE_COLUMNS = NODES.columns.map(([c]) => c)
 const col = (name: string) => NODE_COLUMNS.indexOf(name)
 const C = { path: col('path'), nodeType: col('node_type'), content: col('content'), version: col('version'), snapshot: col('snapshot'), updateCount: col('update_count'), stale: col('content_stale') }
@@ -110,7 +115,9 @@ class Applier {
   readonly paths = new Set<string>()
   forwarded = 0
   private nodeBatch: NodeRecord[] = []
+  private nodeChars = 0
   private readonly rowBatches = new Map<TableSpec, PortableRow[]>()
+  private readonly rowBatchChars = new Map<TableSpec, number>()
   /**
    * [TOMB1] Forward mode: the target's tombstones (read before its tables are replaced), and
    * those of the nodes this restore deletes; merged into the file's at the end.
@@ -136,13 +143,16 @@ class Applier {
     let batch = this.rowBatches.get(t)
     if (!batch) this.rowBatches.set(t, (batch = []))
     batch.push(r)
-    if (batch.length >= BATCH) await this.flushRows(t)
+    const chars = (this.rowBatchChars.get(t) ?? 0) + rowChars(r)
+    this.rowBatchChars.set(t, chars)
+    if (batch.length >= BATCH || chars >= BATCH_CHARS) await this.flushRows(t)
   }
 
   private async flushRows(t: TableSpec): Promise<void> {
     const batch = this.rowBatches.get(t)
     if (!batch?.length) return
     this.rowBatches.set(t, [])
+    this.rowBatchChars.set(t, 0)
     await this.insert(t, batch)
   }
 
@@ -156,7 +166,8 @@ class Applier {
   async node(n: NodeRecord): Promise<void> {
     this.paths.add(String(n.row[C.path]))
     this.nodeBatch.push(n)
-    if (this.nodeBatch.length >= BATCH) await this.flushNodes()
+    this.nodeChars += rowChars(n.row) + n.updates.reduce((sum, [, data]) => sum + (data?.length ?? 0), 0)
+    if (this.nodeBatch.length >= BATCH || this.nodeChars >= BATCH_CHARS) await this.flushNodes()
   }
 
   async flush(): Promise<void> {
@@ -184,6 +195,7 @@ class Applier {
     const batch = this.nodeBatch
     if (batch.length === 0) return
     this.nodeBatch = []
+    this.nodeChars = 0
     const rows: PortableRow[] = []
     const updates: PortableRow[] = []
     const clients: PortableRow[] = []

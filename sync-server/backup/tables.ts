@@ -141,3 +141,10 @@ export function insertParams(t: TableSpec, rows: readonly PortableRow[], d: Dial
   for (const r of rows) t.columns.forEach(([, k], i) => out.push(toParam(k, r[i]!, d)))
   return out
 }
+
+/** About how many characters a row holds (what a batch of rows costs in memory). */
+export function rowChars(r: PortableRow): number {
+  let n = 0
+  for (const v of r) n += typeof v === 'string' ? v.length : 8
+  return n
+}

@@ -8,6 +8,8 @@
  *     is also how the PostgreSQL set is made); `pgBackup*`: backup of that database;
  *  4. `pgDump*`: `pg_dump` of the same database, custom format (-Fc, compressed, the usual
  *     choice) and plain SQL (-Fp), for scale;
+ *     `pgRestoreOfDump*`: `pg_restore --single-transaction` of the custom dump into a fresh
+ *     database, beside `pgRestore*` (`weft restore` into a fresh database);
  *  5. `pgForwardRestore*`: the PostgreSQL backup restored over its own database (forward mode:
  *     every node compared with the target's, none differs).
  *
@@ -58,6 +60,9 @@ export async function benchBackup(): Promise<Record<string, number | string>> {
     const dp = await timed(() => run('pg_dump', ['-Fp', '-f', dumpP, db.url]))
     const dumpCBytes = (await stat(dumpC)).size
     const dumpPBytes = (await stat(dumpP)).size
+    // pg_restore of that dump into a fresh database, one transaction (as `weft restore` is).
+    const other = await freshDatabase('weft_backup_bench_')
+    const pgr = await timed(() => run('pg_restore', ['--single-transaction', '-d', other.url, dumpC])).finally(() => other.drop().catch(() => undefined))
     const fwd = await timed(() => restoreBackup(pgFile, { databaseUrl: db.url }))
     return {
       nodes: NODES,
@@ -77,6 +82,8 @@ export async function benchBackup(): Promise<Record<string, number | string>> {
       pgDumpPlainMB: round(dumpPBytes / 1e6, 1),
       pgDumpPlainMBps: mbps(dumpPBytes, dp.ms),
       pgBackupToDumpCustomTime: round(pb.ms / dc.ms),
+      pgRestoreOfDumpMs: round(pgr.ms, 0),
+      pgRestoreToPgRestoreTime: round(pr.ms / pgr.ms),
       pgForwardRestoreMs: round(fwd.ms, 0),
       pgForwardRestoreForwarded: fwd.value.forwarded,
     }

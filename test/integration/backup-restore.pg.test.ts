@@ -1,10 +1,14 @@
+import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
+import Database from 'better-sqlite3'
 import pg from 'pg'
 import { afterAll, describe, expect, it } from 'vitest'
 import { restoreBackup, takeBackup } from '../../sync-server/backup/index.js'
-import { openPostgresStorage } from '../../sync-server/storage/index.js'
+import { sqliteFile } from '../../sync-server/backup/exec.js'
+import { openPostgresStorage, openSqliteStorage } from '../../sync-server/storage/index.js'
 import { api, createSpace, errorCode, expectStatus, freshDatabase, makeTempDir, removeDir, signup, startTestServer, waitFor } from '../helpers/index.js'
 import { checkCounterSnapshot, dumpTables, metaOf, runWeft, seedNodes, startCounterWriter, withoutLeases } from '../helpers/backup-fixtures.js'
+import { Rng } from '../sim/rng.js'
 import { ctx, definition, pull, putSubscription } from './contextual-helpers.js'
 
 /** `weft backup` / `weft restore` on PostgreSQL: each test's databases are its own (CREATE DATABASE), as the CLI sees DATABASE_URL. */
@@ -20,7 +24,56 @@ afterAll(async () => {
   for (const d of dirs) await removeDir(d)
 })
 
+/** Characters a dump's quoting, escaping or null marker could trip over, beside ordinary and non-Latin text. */
+const AWKWARD = ['\t', '\n', '\r', '\\', '\\N', '\\x41', 'N', '\\.', '.', ' ', '"', "'", ',', '日本語', '名前', '😀', '\u2028', 'é', 'a', 'Z', '0']
+const awkward = (rng: Rng, max = 8) => Array.from({ length: rng.int(0, max) }, () => rng.pick(AWKWARD)).join('')
+
 describe('weft backup / weft restore on PostgreSQL', () => {
+  it('[BAK3] a fresh restore of every column kind comes out identical, whatever characters its text holds, big rows among them (seeded)', { timeout: 300_000 }, async () => {
+    const seed = Number(process.env.BAK_COPY_SEED ?? 20261205)
+    const rng = new Rng(seed)
+    const dir = await makeTempDir('weft-backup-copy-')
+    dirs.push(dir)
+    const storage = openSqliteStorage({ file: sqliteFile(dir) })
+    await seedNodes(storage, 'Sp', 300, 20)
+    await storage.close()
+    // Every text, JSON, bytes, null and boolean column of every table gets awkward values, written
+    // under the storage's feet (the restore copies rows, it does not reinterpret them).
+    const db = new Database(sqliteFile(dir))
+    try {
+      const nodes = db.prepare('SELECT path FROM nodes ORDER BY path').all() as { path: string }[]
+      const setNode = db.prepare('UPDATE nodes SET name = ?, created_by = ?, content = ?, content_stale = ?, snapshot = ? WHERE path = ?')
+      const bind = db.prepare('INSERT OR IGNORE INTO node_clients (path, client, principal) VALUES (?, ?, ?)')
+      for (const { path } of nodes) {
+        const content = { [awkward(rng) || 'k']: awkward(rng), List: [awkward(rng), rng.int(0, 9)], Nested: { [awkward(rng) || 'n']: awkward(rng) } }
+        setNode.run(awkward(rng) || 'x', awkward(rng) || 'u', JSON.stringify(content), rng.int(0, 1), rng.next() < 0.5 ? null : Buffer.from([0, 9, 10, 13, 92, 255]), path)
+        bind.run(path, rng.int(1, 2 ** 31), `user:${awkward(rng)}`)
+      }
+      // Three snapshots of 6 MB: the nodes' batch is written before it holds 200 of them.
+      for (const { path } of nodes.slice(100, 103)) db.prepare('UPDATE nodes SET snapshot = ? WHERE path = ?').run(randomBytes(6 << 20), path)
+      for (let i = 0; i < 40; i++) {
+        db.prepare('INSERT INTO accounts (user_id, email, password_hash, created_at) VALUES (?, ?, ?, ?)').run(`u${i}${awkward(rng)}`, `${i}${awkward(rng)}@x`, awkward(rng), awkward(rng))
+        db.prepare('INSERT INTO trash (path, original_path, name, node_type, deleted_by, deleted_at) VALUES (?, ?, ?, ?, ?, ?)').run(`Trash/t${i}`, `Sp/t${i}`, awkward(rng), 'Document', awkward(rng), awkward(rng))
+        db.prepare(
+          'INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        ).run('c', `e${i}`, i, `Sp/n${i}`, 'Document', 'Created', 'dead', 1, null, 0, 0, rng.next() < 0.3 ? null : awkward(rng, 20))
+      }
+    } finally {
+      db.close()
+    }
+    const file = join(dir, 'awkward.weftbak')
+    await takeBackup({ dataDir: dir }, file)
+    const target = await database()
+    await expect(restoreBackup(file, { databaseUrl: target })).resolves.toMatchObject({ mode: 'fresh', nodes: 300 })
+    const source = await dumpTables({ dataDir: dir })
+    expect(source.accounts).toHaveLength(40)
+    expect(await dumpTables({ databaseUrl: target }), `seed ${seed}`).toEqual(source)
+    const copyDir = await makeTempDir('weft-backup-copy2-')
+    dirs.push(copyDir)
+    await restoreBackup(file, { dataDir: copyDir })
+    expect(await dumpTables({ dataDir: copyDir }), `seed ${seed}`).toEqual(source)
+  })
+
   it('[BAK3] an insert the database refuses midway (its writes pipelined): the restore fails with that cause and writes nothing', { timeout: 300_000 }, async () => {
     const source = await database()
     const s = await openPostgresStorage({ connectionString: source })
