@@ -1,7 +1,7 @@
 export { NodeService, type NodeMetricsHooks, type NodeServiceOptions } from './node-service.js'
 export type { RemoteChange } from './remote-apply.js'
 export { EarlyUpdate } from './loaded-node.js'
-export { MoveService } from './move-service.js'
+export { MOVE_ATTEMPTS, MoveService } from './move-service.js'
 export { MAX_CURSOR_LENGTH, isSealedCursor } from './query-cursor.js'
 export { writeFence } from './fence.js'
 export { checkFieldRules, ownerOf } from './write-policy.js'

@@ -25,6 +25,9 @@ import type { NodeService } from './node-service.js'
 /** [MOVE2] Nodes one move carries at most: a bigger subtree is moved in parts. */
 export const MAX_MOVE_NODES = 10_000
 
+/** [SCALE21] Tries of one move whose subtree other instances change meanwhile. */
+export const MOVE_ATTEMPTS = 3
+
 /**
  * [MOVE1]–[MOVE7] Move, trash and restore: the rules (who may, what may go where), on top of the
  * node service's one atomic relocation. Every refusal has a code and a reason a person can act on.
@@ -34,16 +37,19 @@ export class MoveService {
 
   /**
    * [SCALE21] A move refused because another instance changed its subtree (or a tombstone where it
-   * goes) since it was worked out: made once more, checks and all, once this instance has caught up.
+   * goes) since it was worked out: made again, checks and all, once this instance has caught up;
+   * at most MOVE_ATTEMPTS times in all (a subtree people keep editing through other instances
+   * is then refused, and the person tries again).
    */
   private async again<T>(from: NodePath, op: () => Promise<T>): Promise<T> {
-    try {
-      return await op()
-    } catch (err) {
-      const refusal = elsewhereRefusal(err)
-      if (refusal?.path !== from || refusal.retry === 'gone') throw err
-      await this.nodes.catchUp()
-      return op()
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await op()
+      } catch (err) {
+        const refusal = elsewhereRefusal(err)
+        if (refusal?.path !== from || refusal.retry === 'gone' || attempt >= MOVE_ATTEMPTS) throw err
+        await this.nodes.catchUp()
+      }
     }
   }
 

@@ -4,9 +4,9 @@ import pg from 'pg'
 import pino from 'pino'
 import * as Y from 'yjs'
 import { afterAll, describe, expect, it } from 'vitest'
-import { SYSTEM, isWeftError, jsonEqual, type MeshNode, type NodePath } from '../../shared/index.js'
+import { SYSTEM, isWeftError, jsonEqual, type JsonObject, type MeshNode, type NodePath } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/index.js'
-import { MoveService, NodeService } from '../../sync-server/nodes/index.js'
+import { MOVE_ATTEMPTS, MoveService, NodeService } from '../../sync-server/nodes/index.js'
 import { openPostgresStorage, replayLog } from '../../sync-server/storage/index.js'
 import { api, createDocument, createSpace, expectStatus, freshDatabase, makeTempDir, removeDir, signup, startInstances, joinAsDeafInstance, startTestServer, stockProvider, waitFor, type Instances } from '../helpers/index.js'
 import { Rng } from '../sim/rng.js'
@@ -194,10 +194,7 @@ describe('tombstones on PostgreSQL', () => {
   it('[SCALE21] a child edited and deleted through another instance while a move was being worked out: the move is refused, made again, and the child keeps the tombstone that holds the edit', { timeout: 60_000 }, async () => {
     const { a, b, close } = await deafPair()
     try {
-      await a.nodes.create(SYSTEM, 'S' as NodePath, { nodeType: 'Space', content: {} })
-      await a.nodes.create(SYSTEM, 'S/top' as NodePath, { nodeType: 'Document', content: { T: 1 } })
-      await a.nodes.create(SYSTEM, 'S/top/kid' as NodePath, { nodeType: 'Document', content: { K: 1 } })
-      await b.freshen()
+      await topAndKid(a, b, { K: 1 })
       // Between A reading the logs for the move's tombstones and its transaction, B edits the
       // child and deletes it (once: the move made again meets nothing).
       const realMove = a.storage.moveSubtree.bind(a.storage)
@@ -221,6 +218,42 @@ describe('tombstones on PostgreSQL', () => {
       expect(bLeft).not.toBeNull()
       const clocks = (t: Uint8Array) => [...Y.decodeStateVector(Y.encodeStateVectorFromUpdate(t))].sort()
       expect(clocks(tomb)).toEqual(clocks(bLeft!))
+    } finally {
+      await close()
+    }
+  })
+
+  it('[SCALE21] a subtree edited through another instance before each try: the move is made again up to MOVE_ATTEMPTS times, then refused with a conflict a person can act on, nothing moved', { timeout: 60_000 }, async () => {
+    const { a, b, close } = await deafPair()
+    try {
+      await topAndKid(a, b, { K: 0 })
+      const realMove = a.storage.moveSubtree.bind(a.storage)
+      // B edits the child between A's reads and each of A's first `edits` transactions.
+      let edits = MOVE_ATTEMPTS - 1
+      let tries = 0
+      let kid = 'S/top/kid' as NodePath
+      a.storage.moveSubtree = async (input) => {
+        tries++
+        if (edits > 0) {
+          edits--
+          await b.nodes.patch(SYSTEM, kid, { K: tries })
+        }
+        return realMove(input)
+      }
+      await new MoveService(a.nodes).move(SYSTEM, 'S/top' as NodePath, 'S/moved' as NodePath)
+      expect(tries).toBe(MOVE_ATTEMPTS)
+      expect(await a.storage.getNode('S/moved/kid' as NodePath)).toMatchObject({ content: { K: MOVE_ATTEMPTS - 1 } })
+
+      // Edited before every try: refused after the last, with the storage's conflict; nothing moved.
+      await b.freshen()
+      tries = 0
+      edits = Infinity
+      kid = 'S/moved/kid' as NodePath
+      const error = await new MoveService(a.nodes).move(SYSTEM, 'S/moved' as NodePath, 'S/again' as NodePath).catch((e: unknown) => e)
+      expect(tries).toBe(MOVE_ATTEMPTS)
+      expect(error).toMatchObject({ code: 'conflict', message: expect.stringMatching(/another server a moment ago; move it again/) })
+      expect(await a.storage.getNode('S/again' as NodePath)).toBeNull()
+      expect(await a.storage.getNode('S/moved/kid' as NodePath)).toMatchObject({ content: { K: MOVE_ATTEMPTS } })
     } finally {
       await close()
     }
@@ -286,6 +319,16 @@ async function deafPair() {
       await c.end()
     },
   }
+}
+
+type Instance = Awaited<ReturnType<typeof deafPair>>['a']
+
+/** `S/top` and its child `S/top/kid` (holding `kid`), made through A; B has caught up on them. */
+async function topAndKid(a: Instance, b: Instance, kid: JsonObject): Promise<void> {
+  await a.nodes.create(SYSTEM, 'S' as NodePath, { nodeType: 'Space', content: {} })
+  await a.nodes.create(SYSTEM, 'S/top' as NodePath, { nodeType: 'Document', content: { T: 1 } })
+  await a.nodes.create(SYSTEM, 'S/top/kid' as NodePath, { nodeType: 'Document', content: kid })
+  await b.freshen()
 }
 
 /**
