@@ -8,6 +8,10 @@
  *    same run, rounds alternating with ours; `pgCycleRatioToPgBoss` and `pgNextAckRatioToPgBoss`
  *    are ours over pg-boss's (goal for next→ack ≥ 1×). EVENTS per round, ROUNDS rounds each, best
  *    round kept (the machine is shared);
+ *  - `pgBossWithEffectPerSec`: pg-boss `fetch → effect → complete`, the effect what our react
+ *    commits, written as a pg-boss worker would at its cheapest: one autocommit statement that
+ *    records the job's outcome under its key (an idempotency row) and patches a JSON row; beside it
+ *    `pgCycleRatioToPgBossWithEffect` (our cycle over it: the same work on both sides);
  *  - `pgCyclesPerSecWorkers` / `pgBossFetchCompletePerSecWorkers`: the same with WORKERS workers at
  *    once on one consumer (MaxInFlight WORKERS) and on one pg-boss queue, `pgCycleRatioToPgBossWorkers`
  *    ours over pg-boss's.
@@ -15,6 +19,7 @@
  */
 import { performance } from 'node:perf_hooks'
 import { pathToFileURL } from 'node:url'
+import pg from 'pg'
 import { PgBoss } from 'pg-boss'
 import { fenceOf, userPrincipal, type Principal, type UserId } from '../../shared/index.js'
 import { api, createSpace, expectStatus, freshDatabase, signup, startTestServer, type TestServer } from '../helpers/index.js'
@@ -140,6 +145,23 @@ async function pgBossRound(boss: PgBoss, queue: string): Promise<number> {
   return EVENTS / ((performance.now() - t0) / 1000)
 }
 
+/** The effect a reaction has, as a pg-boss worker would write it: an outcome row under the job's key, and a JSON row patched, in one statement. */
+const EFFECT_SQL = `WITH o AS (INSERT INTO bench_outcomes (key, outcome) VALUES ($1, $2::jsonb) ON CONFLICT (key) DO NOTHING RETURNING key)
+  UPDATE bench_docs SET body = body || $3::jsonb, version = version + 1 WHERE id = $4 AND EXISTS (SELECT 1 FROM o)`
+
+async function pgBossEffectRound(boss: PgBoss, queue: string, pool: pg.Pool): Promise<number> {
+  await boss.insert(queue, Array.from({ length: EVENTS }, (_, i) => ({ data: { i } })))
+  const t0 = performance.now()
+  for (let i = 0; i < EVENTS; i++) {
+    const [job] = await boss.fetch<{ i: number }>(queue)
+    if (!job) throw new Error(`pg-boss: no job at ${i}`)
+    const r = await pool.query(EFFECT_SQL, [`${queue}:${job.id}:reply`, JSON.stringify({ status: 'committed' }), JSON.stringify({ Note: 'seen' }), job.data.i % 100])
+    if (r.rowCount !== 1) throw new Error(`pg-boss effect: ${r.rowCount} rows for job ${job.id}`)
+    await boss.complete(queue, job.id)
+  }
+  return EVENTS / ((performance.now() - t0) / 1000)
+}
+
 /** WORKERS loops at once, each `fetch → complete`, until the queue is empty. */
 async function pgBossConcurrent(boss: PgBoss, queue: string): Promise<number> {
   await boss.insert(queue, Array.from({ length: EVENTS_CONCURRENT }, (_, i) => ({ data: { i } })))
@@ -177,23 +199,29 @@ export async function benchContextual(): Promise<Record<string, number | string>
     await lite.ts.cleanup()
   }
   const db = await freshDatabase('weft_ctxbench_')
-  const pg = await rig({ databaseUrl: db.url })
+  const rigPg = await rig({ databaseUrl: db.url })
   const boss = new PgBoss({ connectionString: db.url, schema: 'pgboss' })
   boss.on('error', (err) => console.error('pg-boss', err))
+  const pool = new pg.Pool({ connectionString: db.url, max: 1 })
   try {
     await boss.start()
     await boss.createQueue('bench')
+    await pool.query('CREATE TABLE bench_outcomes (key text PRIMARY KEY, outcome jsonb NOT NULL)')
+    await pool.query('CREATE TABLE bench_docs (id int PRIMARY KEY, body jsonb NOT NULL, version bigint NOT NULL)')
+    await pool.query(`INSERT INTO bench_docs SELECT i, '{"T": 1}'::jsonb, 1 FROM generate_series(0, 99) i`)
+    const e: number[] = []
     const c: number[] = []
     const q: number[] = []
     const b: number[] = []
     const cw: number[] = []
     const bw: number[] = []
     for (let i = 0; i < ROUNDS; i++) {
-      c.push(await cycles(pg, true))
+      c.push(await cycles(rigPg, true))
       b.push(await pgBossRound(boss, 'bench'))
-      q.push(await cycles(pg, false))
+      e.push(await pgBossEffectRound(boss, 'bench', pool))
+      q.push(await cycles(rigPg, false))
       b.push(await pgBossRound(boss, 'bench'))
-      cw.push(await cyclesConcurrent(pg))
+      cw.push(await cyclesConcurrent(rigPg))
       bw.push(await pgBossConcurrent(boss, 'bench'))
     }
     out.workers = WORKERS
@@ -204,10 +232,13 @@ export async function benchContextual(): Promise<Record<string, number | string>
     out.pgNextAckPerSec = round(best(q))
     out.pgBossFetchCompletePerSec = round(best(b))
     out.pgCycleRatioToPgBoss = round(best(c) / best(b), 2)
+    out.pgBossWithEffectPerSec = round(best(e))
+    out.pgCycleRatioToPgBossWithEffect = round(best(c) / best(e), 2)
     out.pgNextAckRatioToPgBoss = round(best(q) / best(b), 2)
   } finally {
     await boss.stop({ graceful: false }).catch(() => undefined)
-    await pg.ts.cleanup()
+    await pool.end().catch(() => undefined)
+    await rigPg.ts.cleanup()
     await db.drop()
   }
   return out

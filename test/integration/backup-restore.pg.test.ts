@@ -49,8 +49,8 @@ describe('weft backup / weft restore on PostgreSQL', () => {
         setNode.run(awkward(rng) || 'x', awkward(rng) || 'u', JSON.stringify(content), rng.int(0, 1), rng.next() < 0.5 ? null : Buffer.from([0, 9, 10, 13, 92, 255]), path)
         bind.run(path, rng.int(1, 2 ** 31), `user:${awkward(rng)}`)
       }
-      // Three snapshots of 6 MB: the nodes' batch is written before it holds 200 of them.
-      for (const { path } of nodes.slice(100, 103)) db.prepare('UPDATE nodes SET snapshot = ? WHERE path = ?').run(randomBytes(6 << 20), path)
+      // Three snapshots of 7 MB (9.3 MB of base64 each): the nodes' batch is written before it holds 200 of them.
+      for (const { path } of nodes.slice(100, 103)) db.prepare('UPDATE nodes SET snapshot = ? WHERE path = ?').run(randomBytes(7 << 20), path)
       for (let i = 0; i < 40; i++) {
         db.prepare('INSERT INTO accounts (user_id, email, password_hash, created_at) VALUES (?, ?, ?, ?)').run(`u${i}${awkward(rng)}`, `${i}${awkward(rng)}@x`, awkward(rng), awkward(rng))
         db.prepare('INSERT INTO trash (path, original_path, name, node_type, deleted_by, deleted_at) VALUES (?, ?, ?, ?, ?, ?)').run(`Trash/t${i}`, `Sp/t${i}`, awkward(rng), 'Document', awkward(rng), awkward(rng))
