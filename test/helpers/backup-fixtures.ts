@@ -8,7 +8,7 @@ import { HEADER_BYTES } from '../../sync-server/backup/format.js'
 import { postgresExec, sqliteExec, sqliteFile, type Exec, type Location } from '../../sync-server/backup/exec.js'
 import { NODE_CLIENTS, NODE_UPDATES, NODES, PLAIN_TABLES, q, rowToPortable, selectList, type PortableRow } from '../../sync-server/backup/tables.js'
 import type { StorageAdapter } from '../../sync-server/storage/index.js'
-import { REPO_ROOT } from './spawn-server.js'
+import { REPO_ROOT, compiledEntryFor } from './spawn-server.js'
 import { api, expectStatus } from './api.js'
 
 /** Every backed-up table of a database, rows in key order, as portable values (what a restore must reproduce). */
@@ -76,7 +76,8 @@ export interface WeftRun {
  */
 export function runWeft(args: readonly string[], env: Record<string, string>, killWhen?: RegExp): Promise<WeftRun> {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'sync-server/cli/weft.ts'), ...args], {
+    const compiled = compiledEntryFor('weft')
+    const child = spawn(process.execPath, [...(compiled ? [compiled] : ['--import', 'tsx', join(REPO_ROOT, 'sync-server/cli/weft.ts')]), ...args], {
       cwd: REPO_ROOT,
       env: { ...process.env, DATABASE_URL: '', DATA_DIR: '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -1,9 +1,22 @@
 import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { dirname, resolve } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 
 /** The repository root (this file is test/helpers/spawn-server.ts). */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..')
+
+/**
+ * [PROD1] `WEFT_TEST_COMPILED=1` (`npm run test:compiled`): every server and `weft` command a test
+ * runs as a child process is the production build (`dist-server/`, from `npm run build`), run
+ * with plain `node`, instead of the sources through tsx. Answers the entry file, or null.
+ */
+export function compiledEntryFor(name: 'main' | 'weft'): string | null {
+  if (process.env.WEFT_TEST_COMPILED !== '1') return null
+  const entry = join(REPO_ROOT, 'dist-server', `${name}.mjs`)
+  if (!existsSync(entry)) throw new Error(`WEFT_TEST_COMPILED=1 runs ${entry}, which is missing: run \`npm run build\` first.`)
+  return entry
+}
 
 export interface SpawnedServer {
   readonly url: string
@@ -41,7 +54,8 @@ export interface SpawnOptions {
  * (its own RSS, killable with SIGKILL) and resolves once it logs `"msg":"listening"` with its port.
  */
 export function spawnServer(opts: SpawnOptions): Promise<SpawnedServer> {
-  const entry = opts.compiledEntry ? [opts.compiledEntry] : ['--import', 'tsx', 'sync-server/main.ts']
+  const compiled = opts.compiledEntry ?? compiledEntryFor('main')
+  const entry = compiled ? [compiled] : ['--import', 'tsx', 'sync-server/main.ts']
   const child = spawn(process.execPath, [...(opts.nodeArgs ?? []), ...entry], {
     cwd: REPO_ROOT,
     env: {
