@@ -66,6 +66,8 @@ test('[CTX38] an Admin sees every consumer and re-drives the dead letter; the pa
   await card.getByRole('button', { name: 'Re-drive 1 dead letter' }).click()
   await expect(card.locator('[data-count="Dead letters"]')).toHaveText('0')
   await expect(card.locator('[data-count="Pending"]')).toHaveText('1')
+  // Lag is counted in versions of the change log (not in events), and says so.
+  await expect(card.locator('[data-count="Lag"]')).toHaveText(/^\d+ versions?$/)
   await expect(card.getByRole('button', { name: /Re-drive/ })).toHaveCount(0)
   // Durable truth agrees: Vic's worker gets the event again, attempts starting over.
   const again = await api<{ item: { event: { path: string }; attempt: number } | null }>(server, vic, 'POST', '/api/contextual/next', { subscription: SUB, consumer: 'vic-worker', waitSeconds: 10 })

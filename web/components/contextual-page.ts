@@ -115,11 +115,12 @@ export class WeftContextualPage extends LitElement {
   }
 
   private renderConsumer(c: ContextualStatus, canRedrive: boolean) {
-    const count = (label: string, n: number, bad = false) => html`<div><dt>${label}</dt><dd class=${bad && n > 0 ? 'bad' : ''} data-count=${label}>${n}</dd></div>`
+    const count = (label: string, n: number, bad = false, unit = '') =>
+      html`<div><dt>${label}</dt><dd class=${bad && n > 0 ? 'bad' : ''} data-count=${label}>${n}${unit ? html` <small>${unit}${n === 1 ? '' : 's'}</small>` : nothing}</dd></div>`
     return html`<li class="consumer" data-consumer=${c.name}>
       <h2>${c.name}</h2>
       <dl class="counts" aria-label="State of ${c.name}">
-        ${count('Pending', c.pending)} ${count('Leased', c.leased)} ${count('Acked', c.acked)} ${count('Dead letters', c.dead, true)} ${count('Lag', c.lag)}
+        ${count('Pending', c.pending)} ${count('Leased', c.leased)} ${count('Acked', c.acked)} ${count('Dead letters', c.dead, true)} ${count('Lag', c.lag, false, 'version')}
       </dl>
       <p class="meta">Read up to version ${c.cursor} of ${c.headVersion}${c.skipped ? html` · ${c.skipped} skipped (not readable to its owner)` : nothing}</p>
       ${c.deadLetters.length
