@@ -370,8 +370,6 @@ export class WritePath {
    * commits settle first, storage moves every row in one transaction, then, in one synchronous
    * stretch, the access index follows the moved assignments, clients of the old paths are told
    * where it went (closed with `moved`) and the feed publishes a Deleted and a Created per node.
-   */
-  /**
    * [SCALE21] Several instances: refused (`conflict` naming `from`) when another instance changed
    * the subtree, or a new path's tombstone, since its tombstones were worked out; the move service
    * catches up and makes the whole move again, its checks included.

@@ -166,6 +166,11 @@ export function tombstoneConflict(path: NodePath): WeftError {
   return new WeftError('conflict', `A node at ${path} was deleted on another server a moment ago; create it again.`, { retry: 'tombstone', path })
 }
 
+/** [SCALE21] Whether a move carries what it was worked out on (several instances), to be checked by `checkMoveBasis`. */
+export function movesOnBasis(input: Pick<MoveInput, 'tombstoneBase' | 'arrivalsSeen' | 'movedCount'>): boolean {
+  return input.tombstoneBase !== undefined || input.arrivalsSeen !== undefined || input.movedCount !== undefined
+}
+
 /**
  * [SCALE21] A move made on what storage held when its tombstones were worked out, checked in its
  * transaction: `rows` are the moved rows (locked), `there` the digests of the tombstones at their

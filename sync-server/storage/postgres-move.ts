@@ -2,7 +2,7 @@ import type pg from 'pg'
 import { WeftError, lastSegment, parentPath, type ChangeRecord, type NodePath } from '../../shared/index.js'
 import { POSTGRES_MOVE_SCHEMA } from './move-schema.js'
 import { descendantRange } from './query.js'
-import { checkMoveBasis } from './commit-plan.js'
+import { checkMoveBasis, movesOnBasis } from './commit-plan.js'
 import { TRASH_LIST_LIMIT, trashRowToEntry } from './sqlite-move.js'
 import type { MoveInput, TrashEntry } from './types.js'
 
@@ -28,7 +28,7 @@ export async function postgresMoveSubtree(client: pg.PoolClient, input: MoveInpu
   ).rows
   if (rows.length === 0 || rows[0]!.path !== from) throw new WeftError('not_found', `No node at ${from}.`)
   // [SCALE21] Several instances: the move was worked out on what storage held then.
-  if (input.tombstoneBase !== undefined || input.arrivalsSeen || input.movedCount !== undefined) {
+  if (movesOnBasis(input)) {
     const arriving = rows.map((r) => `${to}${r.path.slice(from.length)}`)
     const there = input.arrivalsSeen
       ? (await client.query<{ path: string; digest: string }>(PG_TOMBSTONE_DIGESTS, [arriving])).rows

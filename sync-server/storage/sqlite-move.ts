@@ -4,7 +4,7 @@ import { lastSegment, parentPath } from '../../shared/path.js'
 import type { ChangeRecord, MeshChangeKind, NodePath } from '../../shared/index.js'
 import { SQLITE_MOVE_SCHEMA } from './move-schema.js'
 import { descendantRange } from './query.js'
-import { checkMoveBasis, tombstoneDigest } from './commit-plan.js'
+import { checkMoveBasis, movesOnBasis, tombstoneDigest } from './commit-plan.js'
 import type { MoveInput, TrashEntry } from './types.js'
 
 /** [MOVE2] Creates the move and trash tables (idempotent). */
@@ -31,7 +31,7 @@ export function sqliteMoveSubtree(db: Database.Database, input: MoveInput): Chan
   if (subtreeRows(db, to).length > 0) throw new WeftError('conflict', `A node already exists at ${to}.`)
   const moved = (p: string) => `${to}${p.slice(from.length)}`
   // [SCALE21] The move was worked out on what storage held then.
-  if (input.tombstoneBase !== undefined || input.arrivalsSeen || input.movedCount !== undefined) {
+  if (movesOnBasis(input)) {
     const arriving = rows.map((r) => moved(r.path))
     const read = db.prepare<[string], { state: Buffer }>('SELECT state FROM node_tombstones WHERE path = ?')
     const there = new Map<string, string>()

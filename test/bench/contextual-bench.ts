@@ -134,12 +134,14 @@ async function cycles(r: Rig, react: boolean): Promise<number> {
   return EVENTS / ((performance.now() - t0) / 1000)
 }
 
-async function pgBossRound(boss: PgBoss, queue: string): Promise<number> {
+/** pg-boss `fetch → complete` EVENTS times, each job's `effect` (if any) run between the two. */
+async function pgBossRound(boss: PgBoss, queue: string, effect?: (job: { id: string; data: { i: number } }) => Promise<void>): Promise<number> {
   await boss.insert(queue, Array.from({ length: EVENTS }, (_, i) => ({ data: { i } })))
   const t0 = performance.now()
   for (let i = 0; i < EVENTS; i++) {
     const [job] = await boss.fetch<{ i: number }>(queue)
     if (!job) throw new Error(`pg-boss: no job at ${i}`)
+    await effect?.(job)
     await boss.complete(queue, job.id)
   }
   return EVENTS / ((performance.now() - t0) / 1000)
@@ -149,17 +151,9 @@ async function pgBossRound(boss: PgBoss, queue: string): Promise<number> {
 const EFFECT_SQL = `WITH o AS (INSERT INTO bench_outcomes (key, outcome) VALUES ($1, $2::jsonb) ON CONFLICT (key) DO NOTHING RETURNING key)
   UPDATE bench_docs SET body = body || $3::jsonb, version = version + 1 WHERE id = $4 AND EXISTS (SELECT 1 FROM o)`
 
-async function pgBossEffectRound(boss: PgBoss, queue: string, pool: pg.Pool): Promise<number> {
-  await boss.insert(queue, Array.from({ length: EVENTS }, (_, i) => ({ data: { i } })))
-  const t0 = performance.now()
-  for (let i = 0; i < EVENTS; i++) {
-    const [job] = await boss.fetch<{ i: number }>(queue)
-    if (!job) throw new Error(`pg-boss: no job at ${i}`)
-    const r = await pool.query(EFFECT_SQL, [`${queue}:${job.id}:reply`, JSON.stringify({ status: 'committed' }), JSON.stringify({ Note: 'seen' }), job.data.i % 100])
-    if (r.rowCount !== 1) throw new Error(`pg-boss effect: ${r.rowCount} rows for job ${job.id}`)
-    await boss.complete(queue, job.id)
-  }
-  return EVENTS / ((performance.now() - t0) / 1000)
+const effectOn = (pool: pg.Pool, queue: string) => async (job: { id: string; data: { i: number } }) => {
+  const r = await pool.query(EFFECT_SQL, [`${queue}:${job.id}:reply`, JSON.stringify({ status: 'committed' }), JSON.stringify({ Note: 'seen' }), job.data.i % 100])
+  if (r.rowCount !== 1) throw new Error(`pg-boss effect: ${r.rowCount} rows for job ${job.id}`)
 }
 
 /** WORKERS loops at once, each `fetch → complete`, until the queue is empty. */
@@ -218,7 +212,7 @@ export async function benchContextual(): Promise<Record<string, number | string>
     for (let i = 0; i < ROUNDS; i++) {
       c.push(await cycles(rigPg, true))
       b.push(await pgBossRound(boss, 'bench'))
-      e.push(await pgBossEffectRound(boss, 'bench', pool))
+      e.push(await pgBossRound(boss, 'bench', effectOn(pool, 'bench')))
       q.push(await cycles(rigPg, false))
       b.push(await pgBossRound(boss, 'bench'))
       cw.push(await cyclesConcurrent(rigPg))
