@@ -476,9 +476,10 @@ export function* checkAttachment(a: ContextualAttachment): Op<string | null> {
  * [CTX25] [CTX26] PostgreSQL: `checkAttachment` and `insertOutcome` as one statement (one round
  * trip inside the commit's transaction, which holds the version counter every commit waits on):
  * the lease row locked FOR UPDATE, the outcome inserted only while the lease is held, none exists
- * and the source row is stored. The same refusals, in the same order.
+ * and the source row is stored. The same refusals, in the same order. The outcome goes in without
+ * a version: a commit that carries it sets the commit's in its own transaction.
  */
-export function* attachOutcomePg(a: ContextualAttachment, version: number | null): Op<string | null> {
+export function* attachOutcomePg(a: ContextualAttachment): Op<string | null> {
   const r = (yield* all(
     `WITH held AS (SELECT 1 AS ok FROM contextual_events WHERE ${FENCED} FOR UPDATE),
           src AS (SELECT 1 AS ok FROM nodes WHERE ${SOURCE_STORED}),
@@ -490,7 +491,7 @@ export function* attachOutcomePg(a: ContextualAttachment, version: number | null
             RETURNING 1 AS ok)
      SELECT EXISTS (SELECT 1 FROM held) AS held, EXISTS (SELECT 1 FROM src) AS src, EXISTS (SELECT 1 FROM ins) AS ins`,
     ...fenceArgs(a.fence), ...(a.source ? sourceArgs(a.source) : [null, null, null]),
-    ...outcomeArgs(a.outcome, version),
+    ...outcomeArgs(a.outcome, null),
     a.source?.path ?? null,
   ))[0]!
   if (!r.held) return REFUSED.lease
@@ -555,7 +556,7 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     }
     case 'recordOutcome': {
       // An outcome with no commit (a business rejection): on PostgreSQL the one statement.
-      if (dialect === 'postgres') return yield* attachOutcomePg(call.attachment, null)
+      if (dialect === 'postgres') return yield* attachOutcomePg(call.attachment)
       const refusal = yield* checkAttachment(call.attachment)
       if (refusal) return refusal
       yield* insertOutcome(call.attachment, null)

@@ -154,10 +154,10 @@ export class PostgresStorage implements StorageAdapter {
 
   /**
    * [SCALE13] One batch's transaction, its statements sent as a pipeline (`Flight`): the begin,
-   * the version counter's lock and the read of the batch's rows go out together; then every write
-   * and the COMMIT together. Only a commit carrying a contextual outcome waits in between, for its
-   * outcome's verdict (a refused outcome skips that commit alone). Returns each item's result and
-   * the rows' update counts (compaction).
+   * the version counter's lock, the read of the batch's rows and the verdicts of the contextual
+   * outcomes the batch carries go out together; then every write and the COMMIT together (a
+   * refused outcome skips that commit alone). Returns each item's result and the rows' update
+   * counts (compaction).
    */
   private async writeBatchOn(
     flight: Flight,
@@ -176,6 +176,15 @@ export class PostgresStorage implements StorageAdapter {
     const left = checked.length > 0
       ? flight.send<{ path: string; digest: string }>(PG_TOMBSTONE_DIGESTS, [[...new Set(checked)]])
       : null
+    // [CTX26] Every outcome's verdict in the same flight, after the counter's lock: each lease row
+    // locked, the outcome inserted (its version set once the commit's is known) only while the lease
+    // is held, none exists and the source row is stored. One wait for all of them, not one each: a
+    // batch of reactions took a round trip per reaction with the counter's lock held.
+    const verdicts = inputs.map((input) =>
+      input.contextual ? runAsync(attachOutcomePg(input.contextual), async (s) => answerOf(s, await flight.send(pgSql(s.sql), s.params))) : null,
+    )
+    // Read after the flight settles; a failed flight throws its own cause there.
+    for (const v of verdicts) v?.catch(() => undefined)
     await flight.settle()
     const begin = await begun
     let version = Number((Array.isArray(begin) ? begin.at(-1) : begin)?.rows[0]?.value ?? 0)
@@ -190,6 +199,9 @@ export class PostgresStorage implements StorageAdapter {
     // [ACC12] Client-id bindings, written in the same transaction as the updates that introduce them.
     const bound: { path: string; client: number; principal: string }[] = []
     const out: ItemResult<ChangeRecord | null>[] = []
+    // [CTX26] The outcomes recorded with the verdicts: each one's commit version, or dropped.
+    const outcomes: { key: string; version: number }[] = []
+    const dropped: string[] = []
     // [SCALE10] Updates of distinct rows, written by one statement when the next item needs the
     // rows as they are (or at the end).
     const rows: BulkUpdate[] = []
@@ -225,20 +237,20 @@ export class PostgresStorage implements StorageAdapter {
       const plan = plans[i]
       const prepared = batch[i]
       if (!plan || !prepared) {
+        // Its outcome, inserted with the verdict, goes with the commit that does not happen.
+        const attached = inputs[i]?.contextual
+        if (attached && (await verdicts[i]) === null) dropped.push(attached.outcome.key)
         out.push(refused[i] ?? { ok: false, error: new Error('Invariant: unplanned commit') })
         continue
       }
       const { input } = plan
-      const attached = input.contextual
-      if (attached) {
-        // The one answer a write waits for: whether its outcome may be recorded.
-        const refusal = await runAsync(attachOutcomePg(attached, version + 1), async (s) => answerOf(s, await flight.send(pgSql(s.sql), s.params)))
-        if (refusal) {
-          out.push({ ok: false, error: new WeftError('stale_lease', refusal) })
-          continue
-        }
+      const refusal = await verdicts[i]
+      if (refusal) {
+        out.push({ ok: false, error: new WeftError('stale_lease', refusal) })
+        continue
       }
       version += 1
+      if (input.contextual) outcomes.push({ key: input.contextual.outcome.key, version })
       switch (input.kind) {
         case 'Created': {
           const { parent, lastSegment } = pathColumns(input.path)
@@ -299,11 +311,12 @@ export class PostgresStorage implements StorageAdapter {
     }
     flushRows()
     if (changes.version.length > 0 || logged.length > 0 || bound.length > 0) {
-      // [SCALE10] The counter, the feed's rows, the log and the bindings: one statement.
+      // [SCALE10] The counter, the feed's rows, the log, the outcomes' versions and the bindings: one statement.
       flight.send(
         `WITH counter AS (UPDATE version_counter SET value = $5 WHERE id = 1 AND cardinality($1::bigint[]) > 0),
            feed AS (INSERT INTO changes (version, path, node_type, kind) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])),
-           log AS (INSERT INTO node_updates (path, seq, data) SELECT * FROM unnest($6::text[], $7::bigint[], $8::bytea[]))
+           log AS (INSERT INTO node_updates (path, seq, data) SELECT * FROM unnest($6::text[], $7::bigint[], $8::bytea[])),
+           outcome AS (UPDATE contextual_outcomes AS o SET version = v.version FROM unnest($12::text[], $13::bigint[]) AS v(key, version) WHERE o.key = v.key)
          INSERT INTO node_clients (path, client, principal) SELECT * FROM unnest($9::text[], $10::bigint[], $11::text[]) ON CONFLICT (path, client) DO NOTHING`,
         [
           changes.version,
@@ -317,9 +330,12 @@ export class PostgresStorage implements StorageAdapter {
           bound.map((b) => b.path),
           bound.map((b) => b.client),
           bound.map((b) => b.principal),
+          outcomes.map((o) => o.key),
+          outcomes.map((o) => o.version),
         ],
       )
     }
+    if (dropped.length > 0) flight.send('DELETE FROM contextual_outcomes WHERE key = ANY($1::text[])', [dropped])
     const committed = flight.sendSimple('COMMIT')
     await flight.settle()
     // A COMMIT of an aborted transaction answers ROLLBACK; settle has thrown its cause already.

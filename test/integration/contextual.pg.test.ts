@@ -5,7 +5,7 @@ import type { NodePath, WorkItem } from '../../shared/index.js'
 import type { ContextualService } from '../../sync-server/contextual/index.js'
 import { VirtualClock } from '../../sync-server/engines/kit/index.js'
 import { openPostgresStorage } from '../../sync-server/storage/postgres-adapter.js'
-import { Harness, ME, SUB, attempt, withHarness, fenceOf, leaseInterleavings, log, outcomeAloneOnce, seedMesh, staleAttachmentRefused, type OpenStorage } from '../sim/contextual-harness.js'
+import { Harness, ME, SUB, attempt, withHarness, fenceOf, leaseInterleavings, log, outcomeAloneOnce, outcomesInOneBatch, seedMesh, staleAttachmentRefused, type OpenStorage } from '../sim/contextual-harness.js'
 import { forEachSeed, seeds } from '../sim/rng.js'
 import { admissionRounds } from '../sim/contextual-admission.js'
 
@@ -88,6 +88,13 @@ describe('contextual subscriptions on PostgreSQL', () => {
     await withHarness(onFreshSchema, async (h) => {
       await seedMesh(h)
       await staleAttachmentRefused(h)
+    })
+  })
+
+  it('[CTX26] commits carrying outcomes in one batch: each verdict its own, an outcome only with its commit', async () => {
+    await withHarness(onFreshSchema, async (h) => {
+      await seedMesh(h)
+      await outcomesInOneBatch(h)
     })
   })
 

@@ -225,6 +225,47 @@ export async function staleAttachmentRefused(h: Harness): Promise<void> {
 }
 
 /**
+ * [CTX26] Commits carrying outcomes in one batch (submitted in one tick, so they share a
+ * transaction): each verdict is its own. A held lease commits and its outcome holds that commit's
+ * version; forged evidence is refused; a held lease on a commit the batch's plan refuses (an update
+ * of a node that is not there) records no outcome, so the reaction can still have one; a plain
+ * commit beside them lands.
+ */
+export async function outcomesInOneBatch(h: Harness): Promise<void> {
+  const pull = () => h.service.next(ME, { subscription: SUB, consumer: 'c' })
+  const { consumerId } = await pull()
+  await h.nodes.put(ME, 'P/in/a' as NodePath, { nodeType: 'Document', content: {} })
+  await h.nodes.put(ME, 'P/in/b' as NodePath, { nodeType: 'Document', content: {} })
+  const held = [(await pull()).item!, (await pull()).item!]
+  const at = new Date(h.clock.now()).toISOString()
+  const attach = (item: WorkItem, key: string, token = item.leaseToken): ContextualAttachment => ({
+    fence: { consumerId, eventId: item.event.eventId, token, attempt: item.attempt, now: h.clock.now() },
+    outcome: { key, consumerId, eventId: item.event.eventId, reaction: 'annotate', attempt: item.attempt, principal: USER, outcome: '{}', causation: '{}', at },
+  })
+  const commit = (path: string, kind: 'Created' | 'Updated', contextual?: ContextualAttachment) =>
+    attempt(() => h.storage.commit({ path: path as NodePath, kind, nodeType: 'Document', name: path.split('/').pop()!, content: { Note: 'x' }, createdBy: USER, at, update: null, ...(contextual ? { contextual } : {}) }))
+  const before = await h.storage.lastVersion()
+  const [kept, forged, unplanned, plain] = await Promise.all([
+    commit('P/in/a', 'Updated', attach(held[0]!, 'k-batch-a')),
+    commit('P/in/b', 'Updated', attach(held[1]!, 'k-batch-forged', 'forged')),
+    commit('P/in/missing', 'Updated', attach(held[1]!, 'k-batch-b')),
+    commit('P/in/plain', 'Created'),
+  ])
+  expect(kept).toMatchObject({ ok: true, value: { kind: 'Updated', path: 'P/in/a' } })
+  expect(forged).toEqual({ ok: false, code: 'stale_lease' })
+  expect(unplanned.ok).toBe(false)
+  expect(plain).toMatchObject({ ok: true, value: { kind: 'Created', path: 'P/in/plain' } })
+  const version = kept.ok ? kept.value.version : -1
+  expect(await h.storage.lastVersion()).toBe(before + 2)
+  expect(await h.storage.contextual({ op: 'outcome', key: 'k-batch-a' })).toMatchObject({ eventId: held[0]!.event.eventId, version })
+  expect(await h.storage.contextual({ op: 'outcome', key: 'k-batch-forged' })).toBeNull()
+  expect(await h.storage.contextual({ op: 'outcome', key: 'k-batch-b' })).toBeNull()
+  expect((await h.storage.getNode('P/in/b' as NodePath))?.content).toEqual({})
+  // The reaction whose commit did not happen can still have its outcome.
+  expect(await h.storage.contextual({ op: 'recordOutcome', attachment: attach(held[1]!, 'k-batch-b') })).toBeNull()
+}
+
+/**
  * [CTX22] An outcome with no commit (a business rejection), straight to storage: recorded once
  * under the held lease (no version), a repeat refused as done, forged evidence as a lost lease.
  */

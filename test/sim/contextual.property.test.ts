@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { ME, SUB, Harness, attempt, fenceOf, leaseInterleavings, outcomeAloneOnce, seedMesh, staleAttachmentRefused, withHarness } from './contextual-harness.js'
+import { ME, SUB, Harness, attempt, fenceOf, leaseInterleavings, outcomeAloneOnce, outcomesInOneBatch, seedMesh, staleAttachmentRefused, withHarness } from './contextual-harness.js'
 import type { NodePath } from '../../shared/index.js'
 import { forEachSeed, seeds } from './rng.js'
 
@@ -46,6 +46,12 @@ describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => 
     h = await Harness.sqlite()
     await seedMesh(h)
     await staleAttachmentRefused(h)
+  })
+
+  it('[CTX26] commits carrying outcomes in one batch: each verdict its own, an outcome only with its commit', async () => {
+    h = await Harness.sqlite()
+    await seedMesh(h)
+    await outcomesInOneBatch(h)
   })
 
   it('[CTX22] an outcome with no commit is recorded once, only under the held lease', async () => {
