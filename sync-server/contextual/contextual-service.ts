@@ -62,6 +62,12 @@ const CONSUMERS_PER_PAGE = 100
 /** How many consumer rows (and compiled definitions) a service keeps in memory. */
 const REMEMBERED = 10_000
 
+/**
+ * [CTX44] A reaction starts with at least this long left on its lease (else: denied; extend first).
+ * The lease is at least 5 s; a reaction's checks and commit take milliseconds.
+ */
+export const REACT_LEASE_MARGIN_MS = 1_000
+
 const DENIED = 'This reaction is not authorized now (the lease, the token, your access or the source row no longer allow it).'
 const deny = () => new WeftError('reaction_denied', DENIED)
 
@@ -105,6 +111,14 @@ export class ContextualService {
   private readonly listeners = new Set<WakeListener>()
   /** Reactions under way, per idempotency key: one at a time in this process (storage fences across processes). */
   private readonly reacting = new Map<string, Promise<unknown>>()
+  /**
+   * [CTX44] The lease operations of one owner on one work item (react, ack, nack, extend), one
+   * after another in this process. A reaction's change reaches the node (and its editors) before
+   * its commit, whose transaction checks the lease: an ack of the same lease landing in between
+   * refused that commit, and the refused change made the node's editors reconnect. A worker sending
+   * both at once did that every time. Keyed by the owner too: nobody else's call can delay them.
+   */
+  private readonly leaseTurns = new Map<string, Promise<unknown>>()
   /**
    * Consumer rows seen (immutable but for the cursor, which is not used from here), so `next` skips
    * the upsert and `nack`/`extend` the read. Never an authorization: the lease and every fenced
@@ -190,6 +204,19 @@ export class ContextualService {
       this.waiters.set(done, filter)
       signal?.addEventListener('abort', done, { once: true })
     })
+  }
+
+  /** `fn` after every earlier lease operation of `user` on this work item has settled (see leaseTurns). */
+  private inTurn<T>(user: string, consumerId: string, eventId: string, fn: () => Promise<T>): Promise<T> {
+    const key = `${user}\n${consumerId}\n${eventId}`
+    const before = this.leaseTurns.get(key)
+    const turn = before ? before.then(fn, fn) : fn()
+    const settled = turn.catch(() => undefined)
+    this.leaseTurns.set(key, settled)
+    void settled.then(() => {
+      if (this.leaseTurns.get(key) === settled) this.leaseTurns.delete(key)
+    })
+    return turn
   }
 
   private call<T>(c: ContextualCall): Promise<T> {
@@ -354,7 +381,8 @@ export class ContextualService {
   async ack(principal: Principal, raw: unknown): Promise<{ ok: true }> {
     const user = userOf(principal)
     const req = parse(FenceRequest, raw, 'The ack request')
-    if (!(await this.call<boolean>({ op: 'ack', fence: this.fence(req), owner: user }))) await this.refused(principal, req.consumerId)
+    const acked = await this.inTurn(user, req.consumerId, req.eventId, () => this.call<boolean>({ op: 'ack', fence: this.fence(req), owner: user }))
+    if (!acked) await this.refused(principal, req.consumerId)
     return { ok: true }
   }
 
@@ -362,10 +390,12 @@ export class ContextualService {
   async nack(principal: Principal, raw: unknown): Promise<{ state: 'pending' | 'dead' }> {
     const req = parse(NackRequest, raw, 'The nack request')
     const consumer = await this.knownConsumer(principal, req.consumerId)
-    const fence = this.fence(req)
     const limits = JSON.parse(consumer.limits) as CompiledDefinition['limits']
-    const state = await this.call<'pending' | 'dead' | null>({
-      op: 'nack', fence, owner: consumer.owner, availableAt: fence.now + (req.delaySeconds ?? 0) * 1000, error: req.error ?? 'nacked', maxAttempts: limits.maxAttempts,
+    const state = await this.inTurn(userOf(principal), req.consumerId, req.eventId, () => {
+      const fence = this.fence(req)
+      return this.call<'pending' | 'dead' | null>({
+        op: 'nack', fence, owner: consumer.owner, availableAt: fence.now + (req.delaySeconds ?? 0) * 1000, error: req.error ?? 'nacked', maxAttempts: limits.maxAttempts,
+      })
     })
     if (!state) return this.refused(principal, req.consumerId)
     this.wakeAll()
@@ -377,10 +407,13 @@ export class ContextualService {
   async extend(principal: Principal, raw: unknown): Promise<{ expiresAt: string }> {
     const req = parse(ExtendRequest, raw, 'The extend request')
     const consumer = await this.knownConsumer(principal, req.consumerId)
-    const fence = this.fence(req)
     const limits = JSON.parse(consumer.limits) as CompiledDefinition['limits']
-    const expiresAt = fence.now + (req.seconds !== undefined ? req.seconds * 1000 : limits.leaseMs)
-    if (!(await this.call<boolean>({ op: 'extend', fence, owner: consumer.owner, expiresAt }))) await this.refused(principal, req.consumerId)
+    const expiresAt = await this.inTurn(userOf(principal), req.consumerId, req.eventId, async () => {
+      const fence = this.fence(req)
+      const until = fence.now + (req.seconds !== undefined ? req.seconds * 1000 : limits.leaseMs)
+      return (await this.call<boolean>({ op: 'extend', fence, owner: consumer.owner, expiresAt: until })) ? until : null
+    })
+    if (expiresAt === null) return this.refused(principal, req.consumerId)
     return { expiresAt: new Date(expiresAt).toISOString() }
   }
 
@@ -442,7 +475,7 @@ export class ContextualService {
       if (!running) break
       await running.catch(() => undefined)
     }
-    const work = this.reactOnce(principal, user, claims, key, req.params ?? {})
+    const work = this.inTurn(user, claims.consumer, claims.event, () => this.reactOnce(principal, user, claims, key, req.params ?? {}))
     this.reacting.set(key, work)
     try {
       return await work
@@ -471,7 +504,9 @@ export class ContextualService {
     // [CTX24] Durable lease truth: this event, this attempt, leased and not expired.
     const { consumer, lease } = truth
     if (!consumer || consumer.owner !== user || consumer.defHash !== claims.def) throw deny()
-    if (!lease || lease.state !== 'leased' || lease.attempt !== claims.attempt || lease.expiresAt <= now || !lease.token) throw deny()
+    // [CTX44] With REACT_LEASE_MARGIN_MS left at least: the commit is fenced by this moment's clock, and
+    // a pull after the lease's end (a new attempt) would refuse a commit still under way.
+    if (!lease || lease.state !== 'leased' || lease.attempt !== claims.attempt || lease.expiresAt - now < REACT_LEASE_MARGIN_MS || !lease.token) throw deny()
     // [CTX25] Reauthorize as the caller now: the definition, the source row, the command.
     let def: CompiledDefinition
     try {

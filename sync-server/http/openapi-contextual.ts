@@ -155,7 +155,7 @@ export const CONTEXTUAL_PATHS = {
     'Verifies the sealed causation token against durable lease truth and the caller\'s current access, derives the idempotency key, and commits the command with its outcome and causation record in one transaction. A repeat returns the persisted outcome (`repeated: true`), even after the lease or token expired; an expired token never commits anything new.',
     { type: 'object', additionalProperties: false, required: ['causationToken'], properties: { causationToken: { type: 'string', maxLength: 4096 }, params: { type: 'object' } } },
     { type: 'object', required: ['outcome', 'repeated'], properties: { outcome: ref('ContextualOutcome'), repeated: { type: 'boolean' } } },
-    { '403': error('`reaction_denied`: one answer for every reason (token, lease, access, source row).'), '422': error('`invalid_params`: the parameters do not fit the reaction\'s schema.') },
+    { '403': error('`reaction_denied`: one answer for every reason (token, lease or less than 1 s left on it, access, source row).'), '422': error('`invalid_params`: the parameters do not fit the reaction\'s schema.') },
   ),
   '/api/contextual/consumers': op(
     'The consumers of one subscription with their status (its status page).',

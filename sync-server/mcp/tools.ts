@@ -131,7 +131,7 @@ export const TOOLS: readonly WeftTool[] = [
     name: 'weft_contextual_react',
     title: 'Run a declared reaction',
     description:
-      "Runs one reaction a work item offered, by its causationToken, with params that fit the reaction's declared parameters. Exactly once in effect: a repeat returns the persisted outcome (repeated: true). outcome.status is committed or rejected (a declared business rejection, with its code); reaction_denied means it may not commit now.",
+      "Runs one reaction a work item offered, by its causationToken, with params that fit the reaction's declared parameters. Exactly once in effect: a repeat returns the persisted outcome (repeated: true). outcome.status is committed or rejected (a declared business rejection, with its code); reaction_denied means it may not commit now (also with less than 1 s left on the lease: extend it first).",
     input: ReactRequest,
     annotations: { readOnlyHint: false, idempotentHint: true, openWorldHint: false },
     run: (p, args, d) => d.contextual.react(p, args),

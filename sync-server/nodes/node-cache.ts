@@ -302,6 +302,11 @@ export class NodeCache {
       if (err instanceof WeftError && elsewhereRefusal(err)) {
         this.opts.log.info({ path: ln.path, code: err.code }, 'commit refused: the node changed on another server; reloading it')
         for (const conn of [...ln.connections]) conn.evict(1012, err.code, 'The node changed on another server; reconnect.')
+      } else if (err instanceof WeftError && err.code === 'stale_lease') {
+        // [CTX44] An agent's reaction whose lease ended before its commit (through another server):
+        // refused as it should be, not a failure of this server.
+        this.opts.log.info({ path: ln.path, code: err.code }, "commit refused: a reaction's lease ended before it was saved; reloading the node")
+        for (const conn of [...ln.connections]) conn.evict(1012, err.code, "An agent's change to this node was not saved; reconnect.")
       } else {
         this.opts.log.error({ err, path: ln.path }, 'commit failed; unloading node')
         for (const conn of [...ln.connections]) conn.evict(1011, 'internal', 'The server could not save a change; reconnect.')

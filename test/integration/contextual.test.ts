@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { JsonObject } from '../../shared/index.js'
-import { api, createSpace, errorCode, expectStatus, grantRole, signup, startTestServer, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
+import { api, createSpace, errorCode, expectStatus, grantRole, signup, startTestServer, stockProvider, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
 import { ctx, definition, pull, putSubscription } from './contextual-helpers.js'
 import { createCode, run, terminal, waitForStatus } from './activities-helpers.js'
 
@@ -232,6 +232,75 @@ describe('contextual agent subscriptions (issue 19)', () => {
     // The current worker can.
     expectStatus(await c.react(fresh.item, 'reply', { Text: 'fresh' }), 200)
     expectStatus(await c.ack(fresh.consumerId, fresh.item), 200)
+  })
+
+  it('[CTX44] a worker sends the react and the ack of one item at once: the reaction commits, then the ack; the node\'s editors stay connected and in step', async () => {
+    const prefix = `${space}/in44`
+    const { sub, c } = await setup('44', owner.token, { Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: prefix } })
+    for (let i = 0; i < 4; i++) {
+      const path = `${prefix}/d${i}`
+      expectStatus(await api(ts.url, owner.token).putNode(path, 'Document', {}), 201)
+      const editor = stockProvider(ts.url, path, owner.token)
+      try {
+        await editor.synced()
+        const { consumerId, item } = await pull(ts.url, owner.token, sub)
+        // Before: the ack settled the lease between the reaction's checks and its commit, the
+        // commit was refused, and the editor was thrown out with "internal" and kept a change never saved.
+        const [reacted, acked] = await Promise.all([c.react(item, 'annotate', { Note: `n${i}` }), c.ack(consumerId, item)])
+        expect(expectStatus(reacted, 200).body.outcome.status).toBe('committed')
+        expectStatus(acked, 200)
+        await waitFor(() => editor.json().Note === `n${i}`, { description: 'the editor sees the reaction' })
+        // The editor types after it: saved beside the reaction's field.
+        editor.content.set('Mine', i)
+        await waitFor(async () => (await api(ts.url, owner.token).getNode(path)).body.content?.Mine === i, { description: 'the edit is saved' })
+        expect((await api(ts.url, owner.token).getNode(path)).body.content).toEqual({ Note: `n${i}`, Mine: i })
+        expect(editor.closes).toEqual([])
+        expect(editor.denied).toEqual([])
+      } finally {
+        editor.destroy()
+      }
+    }
+  })
+
+  it('[CTX44] a reaction whose lease is settled through another server before its commit: denied, nothing saved; the editors are asked to reconnect, not told of an internal error', async () => {
+    const prefix = `${space}/in45`
+    const { sub, c } = await setup('45', owner.token, { Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: prefix } })
+    const path = `${prefix}/d`
+    expectStatus(await api(ts.url, owner.token).putNode(path, 'Document', {}), 201)
+    const editor = stockProvider(ts.url, path, owner.token, undefined, { reconnect: false })
+    const storage = ts.server.storage
+    const original = storage.contextual.bind(storage)
+    try {
+      await editor.synced()
+      const { consumerId, item } = await pull(ts.url, owner.token, sub)
+      // Another server acks the lease right after this one's reaction read the lease truth.
+      storage.contextual = async (call) => {
+        const answer = await original(call)
+        if (call.op === 'reactTruth') {
+          const fence = { consumerId, eventId: item.event.eventId, token: item.leaseToken, attempt: item.attempt, now: Date.now() }
+          expect(await original({ op: 'ack', fence, owner: owner.userId })).toBe(true)
+        }
+        return answer
+      }
+      const reacted = await c.react(item, 'annotate', { Note: 'never saved' })
+      expect([reacted.status, errorCode(reacted)]).toEqual([403, 'reaction_denied'])
+      storage.contextual = original
+      expect((await api(ts.url, owner.token).getNode(path)).body.content).toEqual({})
+      const closed = await waitFor(() => editor.closes[0], { description: 'the editor is asked to reconnect' })
+      expect(closed.code).toBe(1012)
+      expect(closed.reason).toMatch(/^stale_lease: /)
+      // The node is served as saved.
+      const again = stockProvider(ts.url, path, owner.token)
+      try {
+        await again.synced()
+        expect(again.json()).toEqual({})
+      } finally {
+        again.destroy()
+      }
+    } finally {
+      storage.contextual = original
+      editor.destroy()
+    }
   })
 
   it('[CTX15] [CTX25] a capability revoked between pull and react: denial, no commit', async () => {

@@ -42,6 +42,25 @@ describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => 
     expect([repeat.repeated, repeat.outcome.status]).toEqual([true, 'committed'])
   })
 
+  it('[CTX44] a reaction starts only with a second of its lease left; with less it is denied and nothing commits', async () => {
+    h = await Harness.sqlite()
+    await seedMesh(h)
+    const s = h.service
+    const { consumerId } = await s.next(ME, { subscription: SUB, consumer: 'c' })
+    await h.nodes.put(ME, 'P/in/a' as NodePath, { nodeType: 'Document', content: {} })
+    await h.nodes.put(ME, 'P/in/b' as NodePath, { nodeType: 'Document', content: {} })
+    const a = (await s.next(ME, { subscription: SUB, consumer: 'c' })).item!
+    const b = (await s.next(ME, { subscription: SUB, consumer: 'c' })).item!
+    // seedMesh's leases run 5 s: 900 ms left on both.
+    await h.clock.advance(4_100)
+    expect(await attempt(() => s.react(ME, { causationToken: a.reactions[0]!.causationToken, params: { Note: 'late' } }))).toEqual({ ok: false, code: 'reaction_denied' })
+    expect((await h.nodes.get(ME, 'P/in/a' as NodePath))?.content).toEqual({})
+    // A heartbeat first, and it commits.
+    await s.extend(ME, fenceOf({ consumerId, item: b }))
+    expect((await s.react(ME, { causationToken: b.reactions[0]!.causationToken, params: { Note: 'extended' } })).outcome.status).toBe('committed')
+    expect((await h.nodes.get(ME, 'P/in/b' as NodePath))?.content).toEqual({ Note: 'extended' })
+  })
+
   it('[CTX26] a commit carrying an outcome with stale lease evidence is refused whole', async () => {
     h = await Harness.sqlite()
     await seedMesh(h)
