@@ -9,6 +9,18 @@ afterEach(async () => {
   h = null
 })
 
+/** The mesh seeded, consumer `c` made, and two events (P/in/a, P/in/b) leased to it. */
+async function twoLeased(h: Harness) {
+  await seedMesh(h)
+  const s = h.service
+  const { consumerId } = await s.next(ME, { subscription: SUB, consumer: 'c' })
+  await h.nodes.put(ME, 'P/in/a' as NodePath, { nodeType: 'Document', content: {} })
+  await h.nodes.put(ME, 'P/in/b' as NodePath, { nodeType: 'Document', content: {} })
+  const a = (await s.next(ME, { subscription: SUB, consumer: 'c' })).item!
+  const b = (await s.next(ME, { subscription: SUB, consumer: 'c' })).item!
+  return { s, consumerId, a, b }
+}
+
 /**
  * [CTX34] Seeded interleavings of pulls, reactions (some racing), acks, nacks, extends, the clock
  * moving past leases, and crashes between operations, on SQLite. Invariants: each event's reaction
@@ -23,13 +35,7 @@ describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => 
 
   it('[CTX28] an expired causation token never authorizes a new commit, even while the lease is held; it still resolves a prior outcome', async () => {
     h = await Harness.sqlite()
-    await seedMesh(h)
-    const s = h.service
-    const { consumerId } = await s.next(ME, { subscription: SUB, consumer: 'c' })
-    await h.nodes.put(ME, 'P/in/a' as NodePath, { nodeType: 'Document', content: {} })
-    await h.nodes.put(ME, 'P/in/b' as NodePath, { nodeType: 'Document', content: {} })
-    const a = (await s.next(ME, { subscription: SUB, consumer: 'c' })).item!
-    const b = (await s.next(ME, { subscription: SUB, consumer: 'c' })).item!
+    const { s, consumerId, a, b } = await twoLeased(h)
     expect((await s.react(ME, { causationToken: a.reactions[0]!.causationToken, params: { Note: 'in time' } })).repeated).toBe(false)
     // Keep both leases alive past the token's life (900 s) with heartbeats.
     for (let t = 0; t < 4; t++) {
@@ -44,13 +50,7 @@ describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => 
 
   it('[CTX44] a reaction starts only with a second of its lease left; with less it is denied and nothing commits', async () => {
     h = await Harness.sqlite()
-    await seedMesh(h)
-    const s = h.service
-    const { consumerId } = await s.next(ME, { subscription: SUB, consumer: 'c' })
-    await h.nodes.put(ME, 'P/in/a' as NodePath, { nodeType: 'Document', content: {} })
-    await h.nodes.put(ME, 'P/in/b' as NodePath, { nodeType: 'Document', content: {} })
-    const a = (await s.next(ME, { subscription: SUB, consumer: 'c' })).item!
-    const b = (await s.next(ME, { subscription: SUB, consumer: 'c' })).item!
+    const { s, consumerId, a, b } = await twoLeased(h)
     // seedMesh's leases run 5 s: 900 ms left on both.
     await h.clock.advance(4_100)
     expect(await attempt(() => s.react(ME, { causationToken: a.reactions[0]!.causationToken, params: { Note: 'late' } }))).toEqual({ ok: false, code: 'reaction_denied' })
