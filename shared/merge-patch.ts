@@ -65,7 +65,26 @@ export function assertJsonContent(content: unknown, maxDepth = DEFAULT_MAX_JSON_
 }
 
 function isPlainScalar(v: unknown): boolean {
-  return v === null || typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v))
+  return v === null || (typeof v === 'string' && storableText(v)) || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v))
+}
+
+/** A NUL character, or half of a UTF-16 surrogate pair without its other half. */
+// eslint-disable-next-line no-control-regex
+const UNSTORABLE = /\u0000|\p{Cs}/u
+
+/**
+ * Whether a string can be stored as written on every storage: PostgreSQL's jsonb and text hold
+ * neither a NUL character nor a lone surrogate (half of an emoji cut in two); SQLite stores both,
+ * and a backup of them would not restore into PostgreSQL. Japanese, emoji and every other
+ * character are fine, and so is the text `\u0000` (a backslash and five characters).
+ */
+export function storableText(s: string): boolean {
+  return !UNSTORABLE.test(s)
+}
+
+/** Why `storableText` refused `s`, for a person. */
+export function unstorableTextReason(s: string): string {
+  return s.includes('\u0000') ? 'a NUL character (U+0000)' : 'half of a character (a lone UTF-16 surrogate, as when an emoji is cut in two)'
 }
 
 /**
@@ -82,18 +101,26 @@ function checkJsonValue(v: unknown, maxDepth: number, code: 'invalid_patch' | 'i
     const step = bad.at[i]!
     at += typeof step === 'number' ? `[${step}]` : `.${step}`
   }
-  throw new WeftError(code, bad.reason === 'number' ? `Non-finite number at ${at}.` : bad.reason === 'deep' ? `The value at ${at} nests deeper than ${maxDepth} levels; flatten it.` : `Value at ${at} is not JSON.`)
+  const message =
+    bad.reason === 'number' ? `Non-finite number at ${at}.`
+    : bad.reason === 'deep' ? `The value at ${at} nests deeper than ${maxDepth} levels; flatten it.`
+    : bad.reason === 'text' ? `The text at ${at} holds ${unstorableTextReason(bad.text ?? '')}, which cannot be stored; remove it.`
+    : bad.reason === 'key' ? `A field name in ${at} holds ${unstorableTextReason(bad.text ?? '')}, which cannot be stored; rename the field.`
+    : `Value at ${at} is not JSON.`
+  throw new WeftError(code, message)
 }
 
 /** The first value refused: why, and where (innermost step first). */
 interface Bad {
-  reason: 'number' | 'deep' | 'not_json'
+  reason: 'number' | 'deep' | 'not_json' | 'text' | 'key'
   at: (string | number)[]
+  text?: string
 }
 
 function findBad(v: unknown, depth: number, maxDepth: number, wholeContent: boolean): Bad | null {
   if (isPlainScalar(v)) return null
   if (typeof v === 'number') return { reason: 'number', at: [] }
+  if (typeof v === 'string') return { reason: 'text', at: [], text: v }
   if (depth >= maxDepth) return { reason: 'deep', at: [] }
   if (Array.isArray(v)) {
     for (let i = 0; i < v.length; i++) {
@@ -108,7 +135,9 @@ function findBad(v: unknown, depth: number, maxDepth: number, wholeContent: bool
   }
   if (isJsonObject(v) && Object.getPrototypeOf(v) === Object.prototype) {
     for (const k in v) {
-      if (!Object.prototype.hasOwnProperty.call(v, k) || isPlainScalar(v[k])) continue
+      if (!Object.prototype.hasOwnProperty.call(v, k)) continue
+      if (!storableText(k)) return { reason: 'key', at: [], text: k }
+      if (isPlainScalar(v[k])) continue
       // Whole content drops an undefined member, as JSON does; a patch has no such reading.
       if (v[k] === undefined && wholeContent) continue
       const bad = findBad(v[k], depth + 1, maxDepth, wholeContent)

@@ -1,5 +1,7 @@
 import { z } from 'zod'
+import { WeftError } from './errors.js'
 import type { JsonObject } from './json.js'
+import { storableText, unstorableTextReason } from './merge-patch.js'
 import type { NodePath } from './path.js'
 import type { MeshChangeKind } from './enums.js'
 
@@ -41,9 +43,21 @@ export interface NodeQuery {
   after?: string
 }
 
+/** The longest display name a node may have, in UTF-16 code units. */
+export const MAX_NODE_NAME = 500
+
+/**
+ * A node's display name as every write checks it (HTTP, MCP, scripts, engines): at most
+ * MAX_NODE_NAME characters, any language, storable on every storage (no NUL, no lone surrogate).
+ */
+export function assertNodeName(name: string): void {
+  if (name.length > MAX_NODE_NAME) throw new WeftError('invalid_request', `A node's name is at most ${MAX_NODE_NAME} characters (this one has ${name.length}).`)
+  if (!storableText(name)) throw new WeftError('invalid_request', `The name holds ${unstorableTextReason(name)}, which cannot be stored; remove it.`)
+}
+
 export const PutNodeBody = z.object({
   nodeType: z.string().min(1).max(100),
-  name: z.string().max(500).optional(),
+  name: z.string().max(MAX_NODE_NAME).optional(),
   content: z.record(z.string(), z.unknown()).default({}),
 })
 export type PutNodeBody = z.infer<typeof PutNodeBody>

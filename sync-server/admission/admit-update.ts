@@ -1,6 +1,6 @@
 import * as Y from 'yjs'
 import * as decoding from 'lib0/decoding'
-import { CONTENT_MAP, jsonEqual, type JsonValue } from '../../shared/index.js'
+import { CONTENT_MAP, jsonEqual, storableText, type JsonValue } from '../../shared/index.js'
 
 /**
  * Admission of a client's Yjs update into a server doc ([ACC10], DESIGN.md "Gatekeeping CRDT
@@ -57,6 +57,8 @@ class Refusal {
   ) {}
 }
 
+const UNSTORABLE_TEXT = 'The update holds a NUL character (U+0000) or half of a character, which cannot be stored; remove it.'
+
 const refuse = (message: string): never => {
   throw new Refusal('invalid_update', message)
 }
@@ -101,7 +103,8 @@ function findIndex(structs: readonly { id: Y.ID; length: number }[], clock: numb
 
 /** Depth of a JSON value (a scalar is 0); throws past `limit` without recursing further. */
 function jsonDepth(value: unknown, limit: number, depth = 0): number {
-  if (value === null || typeof value === 'string' || typeof value === 'boolean') return depth
+  if (typeof value === 'string') return storableText(value) ? depth : refuse(UNSTORABLE_TEXT)
+  if (value === null || typeof value === 'boolean') return depth
   if (typeof value === 'number') return Number.isFinite(value) ? depth : refuse('A value in the update is not a finite number.')
   if (depth >= limit) refuse(`The update nests values deeper than ${limit} levels.`)
   let deepest = depth + 1
@@ -110,7 +113,10 @@ function jsonDepth(value: unknown, limit: number, depth = 0): number {
     return deepest
   }
   if (typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
-    for (const k of Object.keys(value)) deepest = Math.max(deepest, jsonDepth((value as Record<string, unknown>)[k], limit, depth + 1))
+    for (const k of Object.keys(value)) {
+      if (!storableText(k)) refuse(UNSTORABLE_TEXT)
+      deepest = Math.max(deepest, jsonDepth((value as Record<string, unknown>)[k], limit, depth + 1))
+    }
     return deepest
   }
   return refuse('A value in the update is not JSON.')
@@ -331,8 +337,11 @@ class Admitter {
   private checkContent(item: Y.Item, kind: TypeKind, depth: number): void {
     const content = item.content
     if (content instanceof Y.ContentDeleted) return
+    // Field names and text as every storage holds them (no NUL; PostgreSQL refuses it).
+    if (item.parentSub !== null && !storableText(item.parentSub)) refuse(UNSTORABLE_TEXT)
     if (content instanceof Y.ContentString) {
       if (kind !== 'text') refuse('Text content outside a text type.')
+      if (!storableText(content.str)) refuse(UNSTORABLE_TEXT)
       return
     }
     if (kind === 'text') return refuse('A text type holds text only.')

@@ -7,6 +7,7 @@ import {
   applyPatchToDoc,
   applyPatchToJson,
   assertJsonContent,
+  assertNodeName,
   assertMergePatch,
   docToJson,
   isPermissiveContent,
@@ -546,6 +547,7 @@ export class WritePath {
     const def = nodeTypeDef(draft.nodeType)
     let content = draft.content ?? {}
     assertJsonContent(content, this.maxJsonDepth)
+    if (draft.name !== undefined) assertNodeName(draft.name)
     checkPlacement(principal, path, draft.nodeType)
     const parent = parentPath(path)
     if (!parent) {
@@ -654,6 +656,7 @@ export class WritePath {
     changed: readonly string[] = changedFields(before.content, next),
   ): Written {
     if (changed.length === 0 && name === before.name) return Promise.resolve(before)
+    if (name !== before.name) assertNodeName(name)
     this.admit(attach)
     this.authorizeFields(principal, before, changed)
     if (name !== before.name && !this.allows(principal, ln.path, 'Update')) {

@@ -120,7 +120,7 @@ export class PostgresStorage implements StorageAdapter {
       validateCommitInput(input)
       const contentJson = input.kind === 'Deleted' || input.deferContent ? '{}' : JSON.stringify(input.content)
       // jsonb cannot hold NUL characters; refusing here keeps the batch this commit joins intact.
-      if (contentJson.includes('\\u0000')) {
+      if (jsonHoldsNul(contentJson)) {
         throw new WeftError('invalid_content', 'Node content must not contain NUL characters.')
       }
       // A commit item always resolves to its record (only folds resolve to null).
@@ -135,7 +135,31 @@ export class PostgresStorage implements StorageAdapter {
     await this.committer.submit({ fold: { path, state } })
   }
 
+  /**
+   * A batch, or (when PostgreSQL refused one of its values) each of its items alone: a value it
+   * cannot hold fails the whole transaction, and so every commit that happened to share it. Alone,
+   * only the item it belongs to fails (`invalid_content`); the others are written as they were.
+   */
   private async writeBatch(items: readonly BatchItem[]): Promise<ItemResult<ChangeRecord | null>[]> {
+    try {
+      return await this.writeBatchOnce(items)
+    } catch (error) {
+      if (!refusedValue(error)) throw error
+      if (items.length === 1) throw unstorable(error)
+      this.log?.warn({ err: error, items: items.length }, 'storage: PostgreSQL refused a value; writing the batch item by item')
+      const out: ItemResult<ChangeRecord | null>[] = []
+      for (const item of items) {
+        try {
+          out.push(...(await this.writeBatchOnce([item])))
+        } catch (e) {
+          out.push({ ok: false, error: refusedValue(e) ? unstorable(e) : e })
+        }
+      }
+      return out
+    }
+  }
+
+  private async writeBatchOnce(items: readonly BatchItem[]): Promise<ItemResult<ChangeRecord | null>[]> {
     let flight: Flight | null = null
     const { out, updated } = await withClient(
       this.pool,
@@ -429,7 +453,7 @@ export class PostgresStorage implements StorageAdapter {
     if (this.isClosing) throw new WeftError('unavailable', 'Storage is closing.')
     // Parts are the SQLite writer's ([ACT12]); this adapter does not ask for them.
     const json = typeof given === 'string' ? given : JSON.stringify(content)
-    if (json.includes('\\u0000')) throw new WeftError('invalid_content', 'Node content must not contain NUL characters.')
+    if (jsonHoldsNul(json)) throw new WeftError('invalid_content', 'Node content must not contain NUL characters.')
     await this.committer.submit({ rowContent: { path, json, ...(baseVersion !== undefined ? { baseVersion } : {}) } })
   }
 
@@ -511,11 +535,13 @@ export class PostgresStorage implements StorageAdapter {
 
   async queryFields(query: NodeQuery, fields: readonly string[]): Promise<FieldRow[]> {
     // [KIT7] An engine's filter is exact (field and value as written), `content ->> 'F' = $n`:
-    // what the engine-scan indexes hold (postgres-schema.ts), so no row's content is read to match.
+    // the engine-scan indexes hold the values' first 200 characters (postgres-schema.ts), so the
+    // prefix finds the few candidates and the whole value decides.
     const { clauses, params, param, limit } = pgFilter({ ...query, where: undefined })
     for (const [f, v] of Object.entries(query.where ?? {})) {
       assertFieldName(f)
-      clauses.push(`content ->> '${f}' = ${param(v)}`)
+      const value = param(v)
+      clauses.push(`left(content ->> '${f}', 200) = left(${value}, 200) AND content ->> '${f}' = ${value}`)
     }
     const where = clauses.join(' AND ')
     for (const f of fields) assertFieldName(f)
@@ -711,6 +737,23 @@ interface BulkUpdate {
   version: number
   count: number
   base: number | null
+}
+
+const unstorable = (error: unknown) => new WeftError('invalid_content', `This change could not be stored: ${(error as Error).message}.`)
+
+/** A PostgreSQL error about a value (data exception 22…, integrity 23…, program limit 54…), not about the server. */
+function refusedValue(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code
+  return typeof code === 'string' && /^(22|23|54)/.test(code)
+}
+
+/**
+ * Whether JSON text (JSON.stringify's) holds a NUL character, which jsonb cannot: `\u0000` after an
+ * even number of backslashes. The text `\u0000` itself (a backslash, then five characters) is
+ * written `\\u0000` and stored as it is.
+ */
+export function jsonHoldsNul(json: string): boolean {
+  return /(?<!\\)(?:\\\\)*\\u0000/.test(json)
 }
 
 /**

@@ -33,9 +33,14 @@ CREATE INDEX IF NOT EXISTS nodes_parent ON nodes (parent, path);
 CREATE INDEX IF NOT EXISTS nodes_type ON nodes (node_type, path);
 CREATE INDEX IF NOT EXISTS nodes_last_segment ON nodes (last_segment);
 -- [KIT7] Engine scans (queryFields, exact): the few matches come from these, no row is read to match.
-CREATE INDEX IF NOT EXISTS nodes_scan_status ON nodes (node_type, (content ->> 'Status'));
-CREATE INDEX IF NOT EXISTS nodes_scan_requested ON nodes (node_type, (content ->> 'RequestedStatus'));
-CREATE INDEX IF NOT EXISTS nodes_scan_pending ON nodes (node_type, (content ->> 'HasPending'));
+-- A value's first 200 characters only: a whole value in a btree entry refused any node whose field
+-- held more than ~2.7 kB ("index row size exceeds"), and with it every commit of its batch.
+DROP INDEX IF EXISTS nodes_scan_status;
+DROP INDEX IF EXISTS nodes_scan_requested;
+DROP INDEX IF EXISTS nodes_scan_pending;
+CREATE INDEX IF NOT EXISTS nodes_scan_status_prefix ON nodes (node_type, left(content ->> 'Status', 200));
+CREATE INDEX IF NOT EXISTS nodes_scan_requested_prefix ON nodes (node_type, left(content ->> 'RequestedStatus', 200));
+CREATE INDEX IF NOT EXISTS nodes_scan_pending_prefix ON nodes (node_type, left(content ->> 'HasPending', 200));
 
 CREATE TABLE IF NOT EXISTS node_updates (
   path text COLLATE "C" NOT NULL,

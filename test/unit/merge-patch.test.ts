@@ -11,11 +11,14 @@ import {
   isWeftError,
   replaceDocContent,
   replaceJsonContent,
+  assertJsonContent,
+  storableText,
   type JsonObject,
   type JsonValue,
   type MergePatch,
 } from '../../shared/index.js'
 import { RFC_7396_EXAMPLES } from '../helpers/rfc7396.js'
+import { jsonHoldsNul } from '../../sync-server/storage/postgres-adapter.js'
 
 // ---- arbitraries ----------------------------------------------------------------------------
 // Few keys, so patches hit existing fields often; plus arbitrary strings now and then.
@@ -425,3 +428,49 @@ function captureOne(doc: Y.Doc, fn: () => void): Uint8Array {
   doc.off('update', on)
   return Y.mergeUpdates(updates)
 }
+
+describe('[STO10] text every storage holds', () => {
+  it('refuses a NUL or a lone surrogate in a value or a field name, naming where; keeps every other character', () => {
+    expect(storableText('日本語 😀 \\u0000 tab\t')).toBe(true)
+    for (const s of ['a\u0000', '\ud83d', 'x\udc00y']) expect(storableText(s)).toBe(false)
+    expect(() => assertJsonContent({ a: { b: ['ok', 'cut \ud83d'] } })).toThrow(/content\.a\.b\[1\] holds half of a character/)
+    expect(() => assertJsonContent({ a: { ['k\u0000']: 1 } })).toThrow(/field name in content\.a holds a NUL character/)
+    expect(() => assertMergePatch({ t: 'x\u0000' })).toThrow(expect.objectContaining({ code: 'invalid_patch' }))
+    expect(() => assertJsonContent({ emoji: '😀', ja: '日本語', text: '\\u0000' })).not.toThrow()
+  })
+
+  it('PostgreSQL: a NUL in JSON text is `\\u0000` after an even run of backslashes, not the text `\\u0000`', () => {
+    expect(jsonHoldsNul(JSON.stringify({ a: 'x\u0000' }))).toBe(true)
+    expect(jsonHoldsNul(JSON.stringify({ a: '\\\u0000' }))).toBe(true)
+    expect(jsonHoldsNul(JSON.stringify({ a: '\\u0000' }))).toBe(false)
+    expect(jsonHoldsNul(JSON.stringify({ a: '\\\\u0000' }))).toBe(false)
+  })
+
+  it('seeded: content is refused exactly when a string in it holds a NUL or is not well-formed UTF-16, and PostgreSQL\'s NUL test agrees with the text', () => {
+    // An oracle of its own: encodeURIComponent throws on a lone surrogate.
+    const wellFormed = (t: string) => {
+      try {
+        encodeURIComponent(t)
+        return true
+      } catch {
+        return false
+      }
+    }
+    const text = fc.oneof(fc.string({ unit: 'binary', maxLength: 12 }), fc.constantFrom('\u0000', '\\u0000', '\\\u0000', '\ud800', '\udfff😀', '日本'))
+    fc.assert(
+      fc.property(text, text, (key, value) => {
+        const ok = !key.includes('\u0000') && !value.includes('\u0000') && wellFormed(key) && wellFormed(value)
+        expect(storableText(key) && storableText(value)).toBe(ok)
+        let threw = false
+        try {
+          assertJsonContent({ [key]: [value] })
+        } catch {
+          threw = true
+        }
+        expect(threw).toBe(!ok)
+        expect(jsonHoldsNul(JSON.stringify({ [key]: value }))).toBe(key.includes('\u0000') || value.includes('\u0000'))
+      }),
+      { seed: 1_010, numRuns: 2_000 },
+    )
+  })
+})
