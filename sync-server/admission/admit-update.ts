@@ -32,7 +32,7 @@ export interface AdmissionPolicy {
   mayWriteStructure: boolean
 }
 
-export type AdmissionRefusalCode = 'invalid_update' | 'forbidden' | 'protocol_error' | 'client_id_conflict'
+export type AdmissionRefusalCode = 'invalid_update' | 'invalid_content' | 'forbidden' | 'protocol_error' | 'client_id_conflict'
 
 export type Admission =
   | {
@@ -58,6 +58,11 @@ class Refusal {
 }
 
 const UNSTORABLE_TEXT = 'The update holds a NUL character (U+0000) or half of a character, which cannot be stored; remove it.'
+
+/** [STO10] Text no storage holds: `invalid_content`, the edit's content refused (not its bytes: replaying it cannot help). */
+const unstorable = (): never => {
+  throw new Refusal('invalid_content', UNSTORABLE_TEXT)
+}
 
 const refuse = (message: string): never => {
   throw new Refusal('invalid_update', message)
@@ -103,7 +108,7 @@ function findIndex(structs: readonly { id: Y.ID; length: number }[], clock: numb
 
 /** Depth of a JSON value (a scalar is 0); throws past `limit` without recursing further. */
 function jsonDepth(value: unknown, limit: number, depth = 0): number {
-  if (typeof value === 'string') return storableText(value) ? depth : refuse(UNSTORABLE_TEXT)
+  if (typeof value === 'string') return storableText(value) ? depth : unstorable()
   if (value === null || typeof value === 'boolean') return depth
   if (typeof value === 'number') return Number.isFinite(value) ? depth : refuse('A value in the update is not a finite number.')
   if (depth >= limit) refuse(`The update nests values deeper than ${limit} levels.`)
@@ -114,7 +119,7 @@ function jsonDepth(value: unknown, limit: number, depth = 0): number {
   }
   if (typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
     for (const k of Object.keys(value)) {
-      if (!storableText(k)) refuse(UNSTORABLE_TEXT)
+      if (!storableText(k)) unstorable()
       deepest = Math.max(deepest, jsonDepth((value as Record<string, unknown>)[k], limit, depth + 1))
     }
     return deepest
@@ -338,10 +343,10 @@ class Admitter {
     const content = item.content
     if (content instanceof Y.ContentDeleted) return
     // Field names and text as every storage holds them (no NUL; PostgreSQL refuses it).
-    if (item.parentSub !== null && !storableText(item.parentSub)) refuse(UNSTORABLE_TEXT)
+    if (item.parentSub !== null && !storableText(item.parentSub)) unstorable()
     if (content instanceof Y.ContentString) {
       if (kind !== 'text') refuse('Text content outside a text type.')
-      if (!storableText(content.str)) refuse(UNSTORABLE_TEXT)
+      if (!storableText(content.str)) unstorable()
       return
     }
     if (kind === 'text') return refuse('A text type holds text only.')

@@ -103,7 +103,7 @@ describe.each(storages)('unstorable input ($name)', ({ pg }) => {
       const content = editor.doc.getMap(CONTENT_MAP)
       editor.doc.transact(() => content.set('Note', 'nul \u0000 typed'))
       await waitFor(() => editor.denied.length > 0, { description: 'the NUL is refused' })
-      expect(editor.denied[0]).toMatch(/^invalid_update: .*NUL/)
+      expect(editor.denied[0]).toMatch(/^invalid_content: .*NUL/)
       expect((await api(ts.url, owner.token).getNode(path)).body.content).toEqual({ Body: 'start' })
     } finally {
       editor.destroy()
