@@ -88,3 +88,14 @@ export function must<T>(value: T | null | undefined, message = 'value is missing
   if (value === null || value === undefined) throw new Error(`Invariant: ${message}`)
   return value
 }
+
+/**
+ * [STO10] An error the database raised about text in the request (PostgreSQL: a NUL character or
+ * a lone surrogate in a parameter, 22021 / 22P05 / 22P02), as the person's error it is, not a 500:
+ * the safety net under the checks at the edges (a field a check missed).
+ */
+export function textRefusal(e: unknown): WeftError | null {
+  const code = (e as { code?: unknown } | null)?.code
+  if (code !== '22021' && code !== '22P05' && code !== '22P02') return null
+  return new WeftError('invalid_request', 'The request holds text the database cannot store (a NUL character, or half of a character); remove it and try again.')
+}

@@ -4,6 +4,7 @@ import { uint32 } from 'lib0/random'
 import { WeftError } from './errors.js'
 import type { TextPolicy } from './text-fields.js'
 import { isJsonObject, jsonEqual, type JsonObject, type JsonValue } from './json.js'
+import { storableText, unstorableTextReason } from './storable-text.js'
 
 /**
  * RFC 7396 JSON merge patch, and its mapping onto a Y.Doc.
@@ -58,34 +59,20 @@ export function assertMergePatch(patch: unknown, maxDepth = DEFAULT_MAX_JSON_DEP
   checkJsonValue(patch, maxDepth, 'invalid_patch')
 }
 
-/** The same check for whole content (create, replace): `invalid_content`. */
-export function assertJsonContent(content: unknown, maxDepth = DEFAULT_MAX_JSON_DEPTH): asserts content is JsonObject {
-  if (!isJsonObject(content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
-  checkJsonValue(content, maxDepth, 'invalid_content')
-}
-
-function isPlainScalar(v: unknown): boolean {
-  return v === null || (typeof v === 'string' && storableText(v)) || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v))
-}
-
-/** A NUL character, or half of a UTF-16 surrogate pair without its other half. */
-// eslint-disable-next-line no-control-regex
-const UNSTORABLE = /\u0000|\p{Cs}/u
-
 /**
- * Whether a string can be stored as written on every storage: PostgreSQL's jsonb and text hold
- * neither a NUL character nor a lone surrogate (half of an emoji cut in two); SQLite stores both,
- * and a backup of them would not restore into PostgreSQL. Japanese, emoji and every other
- * character are fine, and so is the text `\u0000` (a backslash and five characters).
+ * The same check for whole content (create, replace): `invalid_content`. `text: false` leaves the
+ * text alone: a replace checks the text of the fields it changes only (a field stored before
+ * [STO10] does not lock the node against every later write).
  */
-export function storableText(s: string): boolean {
-  return !UNSTORABLE.test(s)
+export function assertJsonContent(content: unknown, maxDepth = DEFAULT_MAX_JSON_DEPTH, text = true): asserts content is JsonObject {
+  if (!isJsonObject(content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
+  checkJsonValue(content, maxDepth, 'invalid_content', text)
 }
 
-/** Why `storableText` refused `s`, for a person. */
-export function unstorableTextReason(s: string): string {
-  return s.includes('\u0000') ? 'a NUL character (U+0000)' : 'half of a character (a lone UTF-16 surrogate, as when an emoji is cut in two)'
+function isPlainScalar(v: unknown, text: boolean): boolean {
+  return v === null || (typeof v === 'string' && (!text || storableText(v))) || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v))
 }
+
 
 /**
  * Throws naming the first value that is not JSON, or that nests past `maxDepth`. Recursion is
@@ -93,8 +80,8 @@ export function unstorableTextReason(s: string): string {
  * value refused: every write runs this, and building `content.Messages[41]` for each item of a
  * log's append was most of what the check allocated.
  */
-function checkJsonValue(v: unknown, maxDepth: number, code: 'invalid_patch' | 'invalid_content'): void {
-  const bad = findBad(v, 0, maxDepth, code === 'invalid_content')
+function checkJsonValue(v: unknown, maxDepth: number, code: 'invalid_patch' | 'invalid_content', text = true): void {
+  const bad = findBad(v, 0, maxDepth, code === 'invalid_content', text)
   if (!bad) return
   let at = 'content'
   for (let i = bad.at.length - 1; i >= 0; i--) {
@@ -117,15 +104,15 @@ interface Bad {
   text?: string
 }
 
-function findBad(v: unknown, depth: number, maxDepth: number, wholeContent: boolean): Bad | null {
-  if (isPlainScalar(v)) return null
+function findBad(v: unknown, depth: number, maxDepth: number, wholeContent: boolean, text: boolean): Bad | null {
+  if (isPlainScalar(v, text)) return null
   if (typeof v === 'number') return { reason: 'number', at: [] }
   if (typeof v === 'string') return { reason: 'text', at: [], text: v }
   if (depth >= maxDepth) return { reason: 'deep', at: [] }
   if (Array.isArray(v)) {
     for (let i = 0; i < v.length; i++) {
-      if (isPlainScalar(v[i])) continue
-      const bad = findBad(v[i], depth + 1, maxDepth, wholeContent)
+      if (isPlainScalar(v[i], text)) continue
+      const bad = findBad(v[i], depth + 1, maxDepth, wholeContent, text)
       if (bad) {
         bad.at.push(i)
         return bad
@@ -136,11 +123,11 @@ function findBad(v: unknown, depth: number, maxDepth: number, wholeContent: bool
   if (isJsonObject(v) && Object.getPrototypeOf(v) === Object.prototype) {
     for (const k in v) {
       if (!Object.prototype.hasOwnProperty.call(v, k)) continue
-      if (!storableText(k)) return { reason: 'key', at: [], text: k }
-      if (isPlainScalar(v[k])) continue
+      if (text && !storableText(k)) return { reason: 'key', at: [], text: k }
+      if (isPlainScalar(v[k], text)) continue
       // Whole content drops an undefined member, as JSON does; a patch has no such reading.
       if (v[k] === undefined && wholeContent) continue
-      const bad = findBad(v[k], depth + 1, maxDepth, wholeContent)
+      const bad = findBad(v[k], depth + 1, maxDepth, wholeContent, text)
       if (bad) {
         bad.at.push(k)
         return bad

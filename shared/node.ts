@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { WeftError } from './errors.js'
 import type { JsonObject } from './json.js'
-import { storableText, unstorableTextReason } from './merge-patch.js'
+import { storableText, unstorableTextReason } from './storable-text.js'
 import type { NodePath } from './path.js'
 import type { MeshChangeKind } from './enums.js'
 

@@ -4,7 +4,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { CallToolRequestSchema, CancelledNotificationSchema, type CallToolResult, type RequestId } from '@modelcontextprotocol/sdk/types.js'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import type { Logger } from 'pino'
-import { WeftError, isWeftError, type Principal } from '../../shared/index.js'
+import { WeftError, isWeftError, textRefusal, type Principal } from '../../shared/index.js'
 import { TOOLS, type McpDeps, type WeftTool } from './tools.js'
 
 export interface McpServerDeps extends McpDeps {
@@ -162,6 +162,8 @@ export function buildMcpServer(principal: Principal, deps: McpServerDeps): McpSe
       return await call(parseArguments(tool, request.params.arguments, deps.maxJsonDepth), flight.signal)
     } catch (err) {
       if (isWeftError(err)) return toolError(err)
+      const refused = textRefusal(err)
+      if (refused) return toolError(refused)
       deps.log.error({ err, tool: tool.name }, 'mcp tool failed')
       return toolError(new WeftError('internal', 'Something went wrong on the server; the change was not applied.'))
     } finally {

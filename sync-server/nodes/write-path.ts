@@ -638,7 +638,8 @@ export class WritePath {
       throw new WeftError('conflict', `${ln.path} is a ${before.nodeType}; it cannot become a ${draft.nodeType} (delete it first).`)
     }
     const content = draft.content ?? {}
-    assertJsonContent(content, this.maxJsonDepth)
+    // [STO10] The text of the fields it changes is checked in writeContent.
+    assertJsonContent(content, this.maxJsonDepth, false)
     // [PATCH4] A replace sets the content (a merge patch could not set a member to null).
     return this.writeContent(ln, principal, before, draft.name ?? before.name, content, null, origin, attach)
   }
@@ -657,6 +658,16 @@ export class WritePath {
   ): Written {
     if (changed.length === 0 && name === before.name) return Promise.resolve(before)
     if (name !== before.name) assertNodeName(name)
+    // [STO10] A replace's changed fields hold storable text (a patch was checked whole already).
+    if (patch === null) {
+      for (const f of changed) {
+        const v = Object.prototype.hasOwnProperty.call(next, f) ? next[f] : undefined
+        if (v === undefined) continue
+        const one: JsonObject = {}
+        Object.defineProperty(one, f, { value: v, writable: true, enumerable: true, configurable: true })
+        assertJsonContent(one, this.maxJsonDepth)
+      }
+    }
     this.admit(attach)
     this.authorizeFields(principal, before, changed)
     if (name !== before.name && !this.allows(principal, ln.path, 'Update')) {

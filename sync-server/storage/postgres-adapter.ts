@@ -136,7 +136,7 @@ export class PostgresStorage implements StorageAdapter {
   }
 
   /**
-   * A batch, or (when PostgreSQL refused one of its values) each of its items alone: a value it
+   * [STO10] A batch, or (when PostgreSQL refused one of its values) each of its items alone: a value it
    * cannot hold fails the whole transaction, and so every commit that happened to share it. Alone,
    * only the item it belongs to fails (`invalid_content`); the others are written as they were.
    */
@@ -739,12 +739,16 @@ interface BulkUpdate {
   base: number | null
 }
 
-const unstorable = (error: unknown) => new WeftError('invalid_content', `This change could not be stored: ${(error as Error).message}.`)
+const unstorable = (error: unknown) =>
+  new WeftError('invalid_content', `This change holds a value the database cannot store (PostgreSQL ${String((error as { code?: unknown }).code)}: too large for an index, or text it refuses); change it and save again.`)
 
-/** A PostgreSQL error about a value (data exception 22…, integrity 23…, program limit 54…), not about the server. */
+/**
+ * A PostgreSQL error about a value (data exception 22…, program limit 54…), not about the server.
+ * Not an integrity error (23…): those are the server's own faults here, not a person's input.
+ */
 function refusedValue(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code
-  return typeof code === 'string' && /^(22|23|54)/.test(code)
+  return typeof code === 'string' && /^(22|54)/.test(code)
 }
 
 /**
@@ -753,7 +757,7 @@ function refusedValue(error: unknown): boolean {
  * written `\\u0000` and stored as it is.
  */
 export function jsonHoldsNul(json: string): boolean {
-  return /(?<!\\)(?:\\\\)*\\u0000/.test(json)
+  return json.includes('\\u0000') && /(?<!\\)(?:\\\\)*\\u0000/.test(json)
 }
 
 /**

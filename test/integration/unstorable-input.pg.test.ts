@@ -2,6 +2,7 @@ import * as Y from 'yjs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CONTENT_MAP, type JsonObject, type NodePath, userPrincipal, type UserId } from '../../shared/index.js'
 import { api, createSpace, errorCode, expectStatus, freshDatabase, signup, startTestServer, stockProvider, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
+import { createCode, run, terminal, texts, waitForStatus } from './activities-helpers.js'
 
 /**
  * [STO10] Text no storage can hold, and values PostgreSQL refused, are refused with a clear error
@@ -94,6 +95,18 @@ describe.each(storages)('unstorable input ($name)', ({ pg }) => {
     expect(await found(`${long}!`)).toEqual([])
   })
 
+  it('what a script prints or returns holding a NUL or half an emoji is kept (as U+FFFD): the run succeeds with its whole log', async () => {
+    const code = await createCode(ts.url, owner.token, `${space}/prints`, 'Log.info("cut \\ud83d here"); Log.info("nul \\u0000 here"); Log.info("after"); return { a: "x\\u0000y", ["k\\udc00"]: 1 }')
+    const done = await waitForStatus(ts.url, owner.token, await run(ts.url, owner.token, code), terminal)
+    expect(done.content.Status).toBe('Succeeded')
+    // Half an emoji reaches the host already replaced (one U+FFFD per byte of its UTF-8); the
+    // script runtime ends a logged string at a NUL. The return value is JSON, and keeps both.
+    expect(texts(done).filter((t) => /^(cut \ufffd+ here|nul (\ufffd here)?|after)$/.test(t))).toHaveLength(3)
+    const returned = done.content.ReturnValue as Record<string, unknown>
+    expect(returned.a).toBe('x\ufffdy')
+    expect(Object.keys(returned).filter((k) => /^k\ufffd+$/.test(k))).toHaveLength(1)
+  })
+
   it('a stock y-websocket client typing a NUL is refused; the node stays as saved and its next edit lands', async () => {
     const path = `${space}/typed`
     expectStatus(await api(ts.url, owner.token).putNode(path, 'Document', { Body: 'start' }), 201)
@@ -134,6 +147,21 @@ describe('unstorable input, PostgreSQL only', () => {
   afterAll(async () => {
     await ts.cleanup()
     await db.drop()
+  })
+
+  it('a NUL in a request field no edge check covers is a 400, not a 500, and the server keeps serving', async () => {
+    const a = api(ts.url, owner.token)
+    const bodies: [string, unknown][] = [
+      ['/api/contextual/ack', { consumerId: 'c\u0000', eventId: '1', leaseToken: 't', attempt: 1 }],
+      ['/api/contextual/status', { consumerId: 'c\u0000' }],
+      ['/api/auth/login', { email: 'a\u0000@example.com', password: 'whatever-long' }],
+    ]
+    for (const [path, body] of bodies) {
+      const r = await a.post(path, body)
+      expect(r.status, `${path}: ${JSON.stringify(r.body)}`).toBeGreaterThanOrEqual(400)
+      expect(r.status, `${path}: ${JSON.stringify(r.body)}`).toBeLessThan(500)
+    }
+    expect((await a.getNode(space)).status).toBe(200)
   })
 
   it('a value PostgreSQL refuses fails its own commit only, not the others of its batch', async () => {

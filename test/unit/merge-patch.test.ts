@@ -12,7 +12,10 @@ import {
   replaceDocContent,
   replaceJsonContent,
   assertJsonContent,
+  cutText,
   storableText,
+  toStorableJson,
+  toStorableText,
   type JsonObject,
   type JsonValue,
   type MergePatch,
@@ -437,6 +440,14 @@ describe('[STO10] text every storage holds', () => {
     expect(() => assertJsonContent({ a: { ['k\u0000']: 1 } })).toThrow(/field name in content\.a holds a NUL character/)
     expect(() => assertMergePatch({ t: 'x\u0000' })).toThrow(expect.objectContaining({ code: 'invalid_patch' }))
     expect(() => assertJsonContent({ emoji: '😀', ja: '日本語', text: '\\u0000' })).not.toThrow()
+  })
+
+  it('the server\'s own text: a cut never splits an emoji; NUL and halves become U+FFFD', () => {
+    expect(cutText(`${'x'.repeat(59)}😀`, 60)).toBe('x'.repeat(59))
+    expect(cutText(`${'x'.repeat(58)}😀`, 60)).toBe(`${'x'.repeat(58)}😀`)
+    expect(cutText('short', 60)).toBe('short')
+    expect(toStorableText('a\u0000b\ud83dc😀')).toBe('a\ufffdb\ufffdc😀')
+    expect(toStorableJson({ ['k\u0000']: ['\udc00', 1, null, { x: 'ok' }] })).toEqual({ ['k\ufffd']: ['\ufffd', 1, null, { x: 'ok' }] })
   })
 
   it('PostgreSQL: a NUL in JSON text is `\\u0000` after an even run of backslashes, not the text `\\u0000`', () => {

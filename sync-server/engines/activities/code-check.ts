@@ -6,6 +6,7 @@ import { SYSTEM, isReservedSegment, lastSegment, parentPath, type JsonObject, ty
 import type { LiveChange, NodeApi } from '../../nodes/index.js'
 import { FeedFollower, KeyedWorker, RECONCILE_PAGE, claim, lightPage, realClock, type CancelTimer, type Clock } from '../kit/index.js'
 import { reRequestInterrupted } from './control-plane.js'
+import { cutText, toStorableText } from '../../../shared/storable-text.js'
 
 /**
  * [ACT16] The syntax check of Code nodes, the seed's owner-state pattern where the owner is not
@@ -45,12 +46,12 @@ export async function checkSource(source: string, language: 'javascript' | 'type
     return []
   } catch (err) {
     const errors = (err as { errors?: Message[] }).errors
-    if (!Array.isArray(errors) || errors.length === 0) return [{ Line: 1, Column: 1, Text: String((err as Error).message).slice(0, 500) }]
+    if (!Array.isArray(errors) || errors.length === 0) return [{ Line: 1, Column: 1, Text: toStorableText(cutText(String((err as Error).message), 500)) }]
     return errors.slice(0, 20).map((e) => ({
       // Line 1 of the wrapped text is the wrapper; columns are 0-based in esbuild.
       Line: Math.max(1, (e.location?.line ?? 2) - 1),
       Column: (e.location?.column ?? 0) + 1,
-      Text: e.text.slice(0, 500),
+      Text: toStorableText(cutText(e.text, 500)),
     }))
   }
 }

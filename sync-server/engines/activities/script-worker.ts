@@ -4,6 +4,8 @@ import { RELEASE_SYNC, newQuickJSWASMModuleFromVariant, newVariant, type QuickJS
 import { LOG_BATCHES_IN_FLIGHT, type FromWorker, type LogLine, type ScriptLimit, type ToWorker } from './script-protocol.js'
 import { SCRIPT_FILE, WRAPPER_LINES, scriptLocation } from './script-location.js'
 import { CpuTurn, type CpuSlotsInit } from './cpu-slots.js'
+import { cutText, toStorableJson, toStorableText } from '../../../shared/storable-text.js'
+import type { JsonValue } from '../../../shared/json.js'
 
 /**
  * A script worker: runs ONE script in a fresh QuickJS (WASM) runtime, off the server's event
@@ -300,9 +302,10 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
     if (logBatch.length >= LOG_BATCH_LINES || performance.now() - logBatchSince >= LOG_BATCH_MS) flushLogs()
   }
   /** A line or progress text fits MAX_PAYLOAD_BYTES (a UTF-16 unit is at most 3 bytes of UTF-8). */
-  const fit = (t: string) => (t.length * 3 > maxPayload && Buffer.byteLength(t) > maxPayload ? `${t.slice(0, Math.floor(maxPayload / 3) - 1)}…` : t)
+  const fit = (t: string) => (t.length * 3 > maxPayload && Buffer.byteLength(t) > maxPayload ? `${cutText(t, Math.floor(maxPayload / 3) - 1)}…` : t)
   const log = (level: LogLine['level'], raw: string) => {
-    const text = fit(raw)
+    // [STO10] What the script printed is kept: a NUL or half an emoji (its own, or a cut's) becomes U+FFFD.
+    const text = fit(toStorableText(raw))
     const bytes = Buffer.byteLength(text)
     if (dropped === 0 && keptLines < maxLines && keptBytes + bytes <= maxLogBytes) {
       keptLines++
@@ -315,7 +318,7 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
       batch({ level: 'Warning', text: `This run's log reached ${which}: later lines are dropped.` })
     }
     dropped++
-    if (level === 'Error' && droppedError === null) droppedError = text.slice(0, 1_000)
+    if (level === 'Error' && droppedError === null) droppedError = cutText(text, 1_000)
   }
   const droppedSummary = (): LogLine | null => {
     if (dropped === 0) return null
@@ -432,7 +435,7 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
         } catch {
           value = null
         }
-        finishRun({ t: 'done', ok: true, value: (value ?? null) as never })
+        finishRun({ t: 'done', ok: true, value: toStorableJson((value ?? null) as JsonValue) as never })
       }, (err: unknown) => finishRun(failure(String(err))))
       promise.dispose()
       pump()

@@ -1,6 +1,7 @@
 import { SYSTEM, WeftError, type NodePath } from '../../../shared/index.js'
 import type { NodeApi } from '../../nodes/index.js'
 import type { Pacer } from '../kit/index.js'
+import { cutText } from '../../../shared/storable-text.js'
 
 /**
  * Most characters an agent may stream ahead of what the cell has durably taken: past this, its
@@ -48,7 +49,7 @@ export class CellWriter {
     if (this.failure) throw this.failure
     if (this.text.length + token.length > this.maxChars) {
       // What fits is kept (it is written by end()); the round fails saying why.
-      this.text += token.slice(0, this.maxChars - this.text.length)
+      this.text += cutText(token, this.maxChars - this.text.length)
       this.pump()
       throw new WeftError('payload_too_large', `The answer passed ${this.maxChars} characters (the response cell's limit); the round was stopped there.`)
     }

@@ -5,6 +5,7 @@ import type { z } from 'zod'
 import { WeftError, type JsonValue } from '../../../shared/index.js'
 import type { Agent, RoundIo, ToolCallRecord } from './builtin-agent.js'
 import { TOOL_ARGS, TOOL_DESCRIPTIONS, isToolName, type ToolName } from './round-tools.js'
+import { cutText } from '../../../shared/storable-text.js'
 
 /**
  * [THR10]–[THR15] The LLM agent (`Agent: { Kind: "llm", Model?, Approve? }`) on the Vercel AI SDK
@@ -95,7 +96,7 @@ function tools(tool: Sdk['ai']['tool']): ToolSet {
 
 function summary(call: ToolCallRecord): string {
   const args = JSON.stringify(call.Args) ?? ''
-  return `${call.Tool} ${args.length > 300 ? `${args.slice(0, 300)}…` : args}`
+  return `${call.Tool} ${args.length > 300 ? `${cutText(args, 300)}…` : args}`
 }
 
 function output(call: ToolCallRecord): ToolResultPart['output'] {

@@ -13,6 +13,7 @@ import {
   type UserId,
 } from '../../../shared/index.js'
 import { checkFieldRules, ownerOf, type NodeApi } from '../../nodes/index.js'
+import { cutText } from '../../../shared/storable-text.js'
 
 /**
  * [THR11] The mesh tools of a round, as the round's authority: a call is allowed only when EVERY
@@ -68,7 +69,7 @@ function asJson(node: MeshNode | null): JsonValue {
 /** A result cut to MAX_RESULT_CHARS of JSON (a note says so), so one call cannot flood the round. */
 export function bounded(v: JsonValue): JsonValue {
   const s = JSON.stringify(v) ?? 'null'
-  return s.length <= MAX_RESULT_CHARS ? v : { truncated: true, json: s.slice(0, MAX_RESULT_CHARS) }
+  return s.length <= MAX_RESULT_CHARS ? v : { truncated: true, json: cutText(s, MAX_RESULT_CHARS) }
 }
 
 export interface RoundToolDeps {

@@ -37,6 +37,7 @@ import { runActivity } from './script-agent.js'
 import { RESTING, idOf, needsDispatch, responsePath, roundOf, statusOf, strings, subThreadPath, without, type Clock, type RoundState } from './model.js'
 import { enqueue, postCell, userCell } from './post.js'
 import { CellWriter, DEFAULT_MAX_RESPONSE_CHARS } from './cell-writer.js'
+import { cutText, toStorableText } from '../../../shared/storable-text.js'
 
 /** The round executors by `Agent.Kind` ([THR10]); a kind with none fails its rounds saying so. */
 export type AgentKind = 'builtin' | 'script' | 'llm'
@@ -584,7 +585,7 @@ export class ThreadEngine {
     const at = this.roundClock.now()
     await this.nodes.update(SYSTEM, sub, (cur) => cur ? undefined : {
       nodeType: 'Thread',
-      name: `Delegated: ${task.slice(0, 60)}`,
+      name: `Delegated: ${toStorableText(cutText(task, 60))}`,
       content: { Agent: parent?.content.Agent ?? { Kind: 'builtin' }, Status: 'Idle', ParentPath: path, Messages: [], UserMessageIds: [], IngestedMessageIds: [], PendingUserMessages: [] },
     }, 'engine')
     const subId = `thread_${firstId}_${sub.length.toString(36)}_${hash(sub)}`
