@@ -73,7 +73,6 @@ function isPlainScalar(v: unknown, text: boolean): boolean {
   return v === null || (typeof v === 'string' && (!text || storableText(v))) || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v))
 }
 
-
 /**
  * Throws naming the first value that is not JSON, or that nests past `maxDepth`. Recursion is
  * bounded by `maxDepth`. The value's location is put together only on the way back up from a

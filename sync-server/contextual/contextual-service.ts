@@ -112,8 +112,8 @@ export class ContextualService {
   /** Reactions under way, per idempotency key: one at a time in this process (storage fences across processes). */
   private readonly reacting = new Map<string, Promise<unknown>>()
   /**
-   * [CTX44] The lease operations of one owner on one work item (react, ack, nack, extend), one
-   * after another in this process. A reaction's change reaches the node (and its editors) before
+   * [CTX44] The lease operations of one owner on one work item that can end the lease (react, ack,
+   * nack), one after another in this process. A reaction's change reaches the node (and its editors) before
    * its commit, whose transaction checks the lease: an ack of the same lease landing in between
    * refused that commit, and the refused change made the node's editors reconnect. A worker sending
    * both at once did that every time. Keyed by the owner too: nobody else's call can delay them.
@@ -408,12 +408,11 @@ export class ContextualService {
     const req = parse(ExtendRequest, raw, 'The extend request')
     const consumer = await this.knownConsumer(principal, req.consumerId)
     const limits = JSON.parse(consumer.limits) as CompiledDefinition['limits']
-    const expiresAt = await this.inTurn(userOf(principal), req.consumerId, req.eventId, async () => {
-      const fence = this.fence(req)
-      const until = fence.now + (req.seconds !== undefined ? req.seconds * 1000 : limits.leaseMs)
-      return (await this.call<boolean>({ op: 'extend', fence, owner: consumer.owner, expiresAt: until })) ? until : null
-    })
-    if (expiresAt === null) return this.refused(principal, req.consumerId)
+    // Not in turn with a reaction ([CTX44]): a heartbeat leaves the lease held past the moment a
+    // reaction's commit is fenced by (it ends at least 5 s from now), so it refuses no commit.
+    const fence = this.fence(req)
+    const expiresAt = fence.now + (req.seconds !== undefined ? req.seconds * 1000 : limits.leaseMs)
+    if (!(await this.call<boolean>({ op: 'extend', fence, owner: consumer.owner, expiresAt }))) await this.refused(principal, req.consumerId)
     return { expiresAt: new Date(expiresAt).toISOString() }
   }
 

@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { ME, SUB, Harness, attempt, fenceOf, leaseInterleavings, outcomeAloneOnce, outcomesInOneBatch, seedMesh, staleAttachmentRefused, withHarness } from './contextual-harness.js'
+import { ME, SUB, Harness, attempt, fenceOf, leaseInterleavings, log, outcomeAloneOnce, outcomesInOneBatch, seedMesh, staleAttachmentRefused, withHarness } from './contextual-harness.js'
+import { ContextualService } from '../../sync-server/contextual/index.js'
+import type { CommitAttachment, NodeApi } from '../../sync-server/nodes/index.js'
 import type { NodePath } from '../../shared/index.js'
 import { forEachSeed, seeds } from './rng.js'
 
@@ -59,6 +61,49 @@ describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => 
     await s.extend(ME, fenceOf({ consumerId, item: b }))
     expect((await s.react(ME, { causationToken: b.reactions[0]!.causationToken, params: { Note: 'extended' } })).outcome.status).toBe('committed')
     expect((await h.nodes.get(ME, 'P/in/b' as NodePath))?.content).toEqual({ Note: 'extended' })
+  })
+
+  it('[CTX44] while a reaction of an item runs, its ack waits and lands after the commit; a heartbeat does not wait', async () => {
+    h = await Harness.sqlite()
+    await seedMesh(h, 60)
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    let entered!: () => void
+    const inCommand = new Promise<void>((resolve) => (entered = resolve))
+    const base = h.nodes
+    // The reaction's command waits at the gate, after every check and before its write.
+    const nodes = new Proxy(base, {
+      get(target, key) {
+        if (key === 'attaching') {
+          return (holder: CommitAttachment): NodeApi => {
+            const inner = target.attaching(holder)
+            return { ...inner, patch: async (...args: Parameters<NodeApi['patch']>) => (entered(), await gate, inner.patch(...args)) }
+          }
+        }
+        const v = Reflect.get(target, key, target) as unknown
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v
+      },
+    })
+    const s = new ContextualService({ nodes, access: h.access, storage: h.storage, log, clock: h.clock })
+    s.start()
+    try {
+      const { consumerId } = await s.next(ME, { subscription: SUB, consumer: 'c' })
+      await h.nodes.put(ME, 'P/in/a' as NodePath, { nodeType: 'Document', content: {} })
+      const item = (await s.next(ME, { subscription: SUB, consumer: 'c' })).item!
+      const reacting = s.react(ME, { causationToken: item.reactions[0]!.causationToken, params: { Note: 'held' } })
+      await inCommand
+      let acked = false
+      const ack = s.ack(ME, fenceOf({ consumerId, item })).then((r) => ((acked = true), r))
+      await s.extend(ME, fenceOf({ consumerId, item }))
+      expect(acked).toBe(false)
+      release()
+      expect((await reacting).outcome.status).toBe('committed')
+      expect(await ack).toEqual({ ok: true })
+      expect((await h.nodes.get(ME, 'P/in/a' as NodePath))?.content).toEqual({ Note: 'held' })
+    } finally {
+      release()
+      s.stop()
+    }
   })
 
   it('[CTX26] a commit carrying an outcome with stale lease evidence is refused whole', async () => {
