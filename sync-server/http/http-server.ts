@@ -107,6 +107,8 @@ export function createHttpHandler(opts: HttpHandlerOptions) {
     } catch (e) {
       const err = isWeftError(e) ? e : (textRefusal(e) ?? new WeftError('internal', 'Something went wrong on the server; the change was not applied.'))
       if (!isWeftError(e) && err.code === 'internal') opts.log.error({ err: e, method, path: url.pathname }, 'request failed')
+      // The database refused text of the request: told as a 400, and kept in the log (a server bug can look the same).
+      else if (!isWeftError(e)) opts.log.warn({ err: e, method, path: url.pathname }, 'request refused by the database')
       else if (err.code === 'payload_too_large') res.setHeader('connection', 'close')
       opts.onRefused?.(err.code)
       sendError(res, err)

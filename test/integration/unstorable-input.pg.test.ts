@@ -107,6 +107,13 @@ describe.each(storages)('unstorable input ($name)', ({ pg }) => {
     expect(Object.keys(returned).filter((k) => /^k\ufffd+$/.test(k))).toHaveLength(1)
   })
 
+  it('a script that throws an error holding a NUL or half an emoji ends Failed with its message, never stuck Running', async () => {
+    const code = await createCode(ts.url, owner.token, `${space}/throws`, 'throw new Error("bad \\u0000 and \\ud83d here")')
+    const done = await waitForStatus(ts.url, owner.token, await run(ts.url, owner.token, code), terminal)
+    expect(done.content.Status).toBe('Failed')
+    expect(texts(done).some((t) => t.includes('bad \ufffd and \ufffd here'))).toBe(true)
+  })
+
   it('a stock y-websocket client typing a NUL is refused; the node stays as saved and its next edit lands', async () => {
     const path = `${space}/typed`
     expectStatus(await api(ts.url, owner.token).putNode(path, 'Document', { Body: 'start' }), 201)

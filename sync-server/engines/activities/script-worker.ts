@@ -154,7 +154,11 @@ const bootstrap = (meshInFlight: number) => `
     try { s = JSON.stringify([path, fields ?? {}, opts ?? {}]); } catch (e) { waits--; return Promise.reject(e); }
     return raw('waitFor', s).finally(() => { waits--; });
   };
-  const cut = (s) => (s.length > LINE_MAX ? s.slice(0, LINE_MAX) + '…' : s);
+  const cut = (s) => {
+    if (s.length <= LINE_MAX) return s;
+    const c = s.charCodeAt(LINE_MAX - 1);
+    return s.slice(0, c >= 0xd800 && c <= 0xdbff ? LINE_MAX - 1 : LINE_MAX) + '…';
+  };
   const text = (v) => cut(typeof v === 'string' ? v : (() => { try { return String(JSON.stringify(v)); } catch { return String(v); } })());
   const Log = Object.freeze({
     info: (t) => h.log('Info', text(t)),
@@ -396,7 +400,9 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
     if (heapFull || /out of memory/i.test(message)) {
       return { t: 'done', ok: false, aborted: false, limit: 'SCRIPT_MEMORY_MB', message: `The script used more than SCRIPT_MEMORY_MB (${memoryMb} MB) and was stopped.` }
     }
-    return { t: 'done', ok: false, aborted: aborted(), message }
+    // [STO10] A thrown message reaches here as JSON (a NUL or half an emoji intact): made storable,
+    // or the run's final write would be refused and the run left Running.
+    return { t: 'done', ok: false, aborted: aborted(), message: toStorableText(message) }
   }
 
   // Compiled on the main thread (script-host.ts compileScript): the function wrapping the source.
