@@ -99,3 +99,8 @@ export function textRefusal(e: unknown): WeftError | null {
   if (code !== '22021' && code !== '22P05' && code !== '22P02') return null
   return new WeftError('invalid_request', 'The request holds text the database cannot store (a NUL character, or half of a character); remove it and try again.')
 }
+
+/** What a transport tells of any error: a WeftError as it is, a text refusal (textRefusal), else `internal` with `message`. */
+export function asWeftError(e: unknown, message: string): WeftError {
+  return isWeftError(e) ? e : (textRefusal(e) ?? new WeftError('internal', message))
+}

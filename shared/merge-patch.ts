@@ -33,6 +33,16 @@ function setMember(obj: JsonObject, key: string, value: JsonValue): void {
   else obj[key] = value
 }
 
+/** The members of `obj` named in `keys` (those it has), as a new object; `__proto__` stays a member. */
+export function pickMembers(obj: JsonObject, keys: Iterable<string>): JsonObject {
+  const out: JsonObject = {}
+  for (const k of keys) {
+    const v = getMember(obj, k)
+    if (v !== undefined) setMember(out, k, v)
+  }
+  return out
+}
+
 /** Reference RFC 7396 on plain JSON; used for validation before a patch touches a doc. */
 export function applyMergePatch(target: JsonValue | undefined, patch: JsonValue): JsonValue {
   if (!isJsonObject(patch)) return patch

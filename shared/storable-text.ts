@@ -17,8 +17,7 @@ export function storableText(s: string): boolean {
   return !UNSTORABLE.test(s)
 }
 
-// eslint-disable-next-line no-control-regex
-const UNSTORABLE_ALL = /\u0000|\p{Cs}/gu
+const UNSTORABLE_ALL = new RegExp(UNSTORABLE.source, 'gu')
 
 /**
  * Text the server writes of its own (a script's log lines and result, messages, names it makes):

@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
 import type { Logger } from 'pino'
-import { WeftError, isWeftError, textRefusal, userPrincipal, type ErrorCode, type Principal, type UserId } from '../../shared/index.js'
+import { WeftError, asWeftError, isWeftError, userPrincipal, type ErrorCode, type Principal, type UserId } from '../../shared/index.js'
 import type { ContextualService, WorkItem } from './contextual-service.js'
 import { PROTO_FILE } from './proto-file.js'
 
@@ -179,7 +179,7 @@ export async function startContextualGrpc(opts: ContextualGrpcOptions): Promise<
           if (!userId) throw new WeftError('unauthorized', 'Sign in first: send the metadata authorization: Bearer <token>.')
           callback(null, await method(userPrincipal(userId), request, cancelled.signal))
         } catch (e) {
-          const err = isWeftError(e) ? e : (textRefusal(e) ?? new WeftError('internal', 'Something went wrong on the server; nothing was applied.'))
+          const err = asWeftError(e, 'Something went wrong on the server; nothing was applied.')
           if (!isWeftError(e)) opts.log.error({ err: e, method: name }, 'grpc call failed')
           opts.onRefused?.(err.code)
           const trailer = new grpc.Metadata()

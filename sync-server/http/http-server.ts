@@ -2,7 +2,7 @@ import { createReadStream, promises as fs } from 'node:fs'
 import path from 'node:path'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
-import { WeftError, decodePathParam, isWeftError, rawPathname, textRefusal, userPrincipal, type Principal, type UserId } from '../../shared/index.js'
+import { WeftError, decodePathParam, asWeftError, isWeftError, rawPathname, userPrincipal, type Principal, type UserId } from '../../shared/index.js'
 import type { Route, RouteRequest, RouteResult } from './route.js'
 
 export interface HttpHandlerOptions {
@@ -105,10 +105,9 @@ export function createHttpHandler(opts: HttpHandlerOptions) {
       if (method === 'GET' || method === 'HEAD') return await serveStatic(opts.staticDir, url.pathname, res)
       throw new WeftError('not_found', `Nothing at ${method} ${url.pathname}.`)
     } catch (e) {
-      const err = isWeftError(e) ? e : (textRefusal(e) ?? new WeftError('internal', 'Something went wrong on the server; the change was not applied.'))
-      if (!isWeftError(e) && err.code === 'internal') opts.log.error({ err: e, method, path: url.pathname }, 'request failed')
-      // The database refused text of the request: told as a 400, and kept in the log (a server bug can look the same).
-      else if (!isWeftError(e)) opts.log.warn({ err: e, method, path: url.pathname }, 'request refused by the database')
+      const err = asWeftError(e, 'Something went wrong on the server; the change was not applied.')
+      // A text refusal (told as a 400) is kept in the log too: a server bug can look the same.
+      if (!isWeftError(e)) opts.log[err.code === 'internal' ? 'error' : 'warn']({ err: e, method, path: url.pathname }, 'request failed')
       else if (err.code === 'payload_too_large') res.setHeader('connection', 'close')
       opts.onRefused?.(err.code)
       sendError(res, err)

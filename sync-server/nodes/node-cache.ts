@@ -297,16 +297,10 @@ export class NodeCache {
   commitFailed(ln: LoadedNode, err: unknown, change = false): void {
     if (!ln.poisoned) {
       ln.poisoned = true
-      // [SCALE18]-[SCALE20] Refused because another instance changed the node a moment ago: an
-      // expected outcome, not a failure; its clients reconnect to the node as it is now.
-      if (err instanceof WeftError && elsewhereRefusal(err)) {
-        this.opts.log.info({ path: ln.path, code: err.code }, 'commit refused: the node changed on another server; reloading it')
-        for (const conn of [...ln.connections]) conn.evict(1012, err.code, 'The node changed on another server; reconnect.')
-      } else if (err instanceof WeftError && err.code === 'stale_lease') {
-        // [CTX44] An agent's reaction whose lease ended before its commit (through another server):
-        // refused as it should be, not a failure of this server.
-        this.opts.log.info({ path: ln.path, code: err.code }, "commit refused: a reaction's lease ended before it was saved; reloading the node")
-        for (const conn of [...ln.connections]) conn.evict(1012, err.code, "An agent's change to this node was not saved; reconnect.")
+      const expected = expectedRefusal(err)
+      if (expected) {
+        this.opts.log.info({ path: ln.path, code: expected.code }, `commit refused: ${expected.why}; reloading the node`)
+        for (const conn of [...ln.connections]) conn.evict(1012, expected.code, expected.tell)
       } else {
         this.opts.log.error({ err, path: ln.path }, 'commit failed; unloading node')
         for (const conn of [...ln.connections]) conn.evict(1011, 'internal', 'The server could not save a change; reconnect.')
@@ -398,4 +392,16 @@ export class NodeCache {
     this.loaded.clear()
     this.readCache.clear()
   }
+}
+
+/**
+ * A commit refused as it should be, not a failure of this server: its clients reconnect to the
+ * node as it is now (1012). [SCALE18]-[SCALE20] another instance changed the node a moment ago;
+ * [CTX44] an agent's reaction whose lease ended before its commit (through another server).
+ */
+function expectedRefusal(err: unknown): { code: string; why: string; tell: string } | null {
+  if (!(err instanceof WeftError)) return null
+  if (elsewhereRefusal(err)) return { code: err.code, why: 'the node changed on another server', tell: 'The node changed on another server; reconnect.' }
+  if (err.code === 'stale_lease') return { code: err.code, why: "a reaction's lease ended before it was saved", tell: "An agent's change to this node was not saved; reconnect." }
+  return null
 }

@@ -8,6 +8,7 @@ import {
   applyPatchToJson,
   assertJsonContent,
   assertNodeName,
+  pickMembers,
   assertMergePatch,
   docToJson,
   isPermissiveContent,
@@ -659,15 +660,7 @@ export class WritePath {
     if (changed.length === 0 && name === before.name) return Promise.resolve(before)
     if (name !== before.name) assertNodeName(name)
     // [STO10] A replace's changed fields hold storable text (a patch was checked whole already).
-    if (patch === null) {
-      for (const f of changed) {
-        const v = Object.prototype.hasOwnProperty.call(next, f) ? next[f] : undefined
-        if (v === undefined) continue
-        const one: JsonObject = {}
-        Object.defineProperty(one, f, { value: v, writable: true, enumerable: true, configurable: true })
-        assertJsonContent(one, this.maxJsonDepth)
-      }
-    }
+    if (patch === null) assertJsonContent(pickMembers(next, changed), this.maxJsonDepth)
     this.admit(attach)
     this.authorizeFields(principal, before, changed)
     if (name !== before.name && !this.allows(principal, ln.path, 'Update')) {

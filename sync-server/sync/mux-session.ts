@@ -6,7 +6,7 @@ import {
   decodeMuxFrame,
   encodeMuxFrame,
   isWeftError,
-  textRefusal,
+  asWeftError,
   parseNodePath,
   permissionMask,
   tryParseNodePath,
@@ -212,7 +212,7 @@ export class MuxSession {
     written.then(
       (node) => this.sendFrame({ type: MuxType.Ack, path, seq, version: (node as { version?: number } | null)?.version ?? 0 }),
       (e: unknown) => {
-        const err = isWeftError(e) ? e : (textRefusal(e) ?? new WeftError('internal', 'The change could not be saved.'))
+        const err = asWeftError(e, 'The change could not be saved.')
         this.sendFrame({ type: MuxType.Refused, path, seq, code: err.code, message: err.message })
       },
     )
