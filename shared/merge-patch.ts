@@ -33,16 +33,6 @@ function setMember(obj: JsonObject, key: string, value: JsonValue): void {
   else obj[key] = value
 }
 
-/** The members of `obj` named in `keys` (those it has), as a new object; `__proto__` stays a member. */
-export function pickMembers(obj: JsonObject, keys: Iterable<string>): JsonObject {
-  const out: JsonObject = {}
-  for (const k of keys) {
-    const v = getMember(obj, k)
-    if (v !== undefined) setMember(out, k, v)
-  }
-  return out
-}
-
 /** Reference RFC 7396 on plain JSON; used for validation before a patch touches a doc. */
 export function applyMergePatch(target: JsonValue | undefined, patch: JsonValue): JsonValue {
   if (!isJsonObject(patch)) return patch
@@ -62,11 +52,53 @@ export function applyMergePatch(target: JsonValue | undefined, patch: JsonValue)
 export const DEFAULT_MAX_JSON_DEPTH = 64
 
 /** Rejects anything JSON.parse could not have produced (undefined, NaN, functions, class instances), or nested past `maxDepth`. */
-export function assertMergePatch(patch: unknown, maxDepth = DEFAULT_MAX_JSON_DEPTH): asserts patch is MergePatch {
+export function assertMergePatch(patch: unknown, maxDepth = DEFAULT_MAX_JSON_DEPTH, text = true): asserts patch is MergePatch {
   if (!isJsonObject(patch)) {
     throw new WeftError('invalid_patch', 'A merge patch of a node\'s content must be a JSON object.')
   }
-  checkJsonValue(patch, maxDepth, 'invalid_patch')
+  checkJsonValue(patch, maxDepth, 'invalid_patch', text)
+}
+
+/**
+ * [STO10] The text a write brings: `next` (checked as JSON already) is refused for the first text
+ * or field name no storage holds where it differs from `before` at the same place (arrays compared
+ * by index, so an append keeps every earlier item). What a node held before the rule (SQLite
+ * stored NULs and half emoji as written) does not lock it against writes that keep it; the same
+ * text moved or added elsewhere is refused as new.
+ */
+export function assertNewText(before: JsonValue | undefined, next: JsonObject, code: 'invalid_patch' | 'invalid_content'): void {
+  const bad = findNewText(before, next)
+  if (bad) throw new WeftError(code, badMessage(bad, 0))
+}
+
+function findNewText(before: unknown, next: unknown): Bad | null {
+  if (before === next) return null
+  if (typeof next === 'string') return storableText(next) ? null : { reason: 'text', at: [], text: next }
+  if (Array.isArray(next)) {
+    const old = Array.isArray(before) ? before : undefined
+    for (let i = 0; i < next.length; i++) {
+      const bad = findNewText(old?.[i], next[i])
+      if (bad) {
+        bad.at.push(i)
+        return bad
+      }
+    }
+    return null
+  }
+  if (next !== null && typeof next === 'object') {
+    const old = isJsonObject(before) ? before : undefined
+    for (const k in next) {
+      if (!Object.prototype.hasOwnProperty.call(next, k)) continue
+      const had = old !== undefined && Object.prototype.hasOwnProperty.call(old, k)
+      if (!had && !storableText(k)) return { reason: 'key', at: [], text: k }
+      const bad = findNewText(had ? old[k] : undefined, (next as Record<string, unknown>)[k])
+      if (bad) {
+        bad.at.push(k)
+        return bad
+      }
+    }
+  }
+  return null
 }
 
 /**
@@ -91,19 +123,22 @@ function isPlainScalar(v: unknown, text: boolean): boolean {
  */
 function checkJsonValue(v: unknown, maxDepth: number, code: 'invalid_patch' | 'invalid_content', text = true): void {
   const bad = findBad(v, 0, maxDepth, code === 'invalid_content', text)
-  if (!bad) return
+  if (bad) throw new WeftError(code, badMessage(bad, maxDepth))
+}
+
+function badMessage(bad: Bad, maxDepth: number): string {
   let at = 'content'
   for (let i = bad.at.length - 1; i >= 0; i--) {
     const step = bad.at[i]!
     at += typeof step === 'number' ? `[${step}]` : `.${step}`
   }
-  const message =
+  return (
     bad.reason === 'number' ? `Non-finite number at ${at}.`
     : bad.reason === 'deep' ? `The value at ${at} nests deeper than ${maxDepth} levels; flatten it.`
     : bad.reason === 'text' ? `The text at ${at} holds ${unstorableTextReason(bad.text ?? '')}, which cannot be stored; remove it.`
     : bad.reason === 'key' ? `A field name in ${at} holds ${unstorableTextReason(bad.text ?? '')}, which cannot be stored; rename the field.`
     : `Value at ${at} is not JSON.`
-  throw new WeftError(code, message)
+  )
 }
 
 /** The first value refused: why, and where (innermost step first). */
@@ -227,12 +262,19 @@ function patchMap(map: Y.Map<unknown>, patch: JsonObject, at: readonly string[] 
 }
 
 /**
+ * Who checks the text of a write's values ([STO10]): these functions; the caller, which checked
+ * the text the write brings against the stored content (`assertNewText`); or nobody, for content
+ * read back from storage (a node stored before the rule is loaded as it is).
+ */
+export type TextCheck = 'checked here' | 'checked by the caller' | 'as stored'
+
+/**
  * Applies an RFC 7396 patch to the doc's content as ONE Yjs transaction. `isText` (the node
  * type's `textPolicyFor`) decides which new strings become Y.Text; the JSON read back is the
  * same either way.
  */
-export function applyPatchToDoc(doc: Y.Doc, patch: MergePatch, origin: unknown = null, isText: TextPolicy | null = null): void {
-  assertMergePatch(patch)
+export function applyPatchToDoc(doc: Y.Doc, patch: MergePatch, origin: unknown = null, isText: TextPolicy | null = null, text: TextCheck = 'checked here'): void {
+  assertMergePatch(patch, DEFAULT_MAX_JSON_DEPTH, text === 'checked here')
   doc.transact(() => patchMap(doc.getMap(CONTENT_MAP), patch, isText ? [] : null, isText), origin)
 }
 
@@ -240,8 +282,8 @@ export function applyPatchToDoc(doc: Y.Doc, patch: MergePatch, origin: unknown =
  * What `applyPatchToDoc` would make of `content`, on plain JSON: the same checks and the same
  * merge, for a node whose doc is not built (server engines' writes).
  */
-export function applyPatchToJson(content: JsonObject, patch: MergePatch): JsonObject {
-  assertMergePatch(patch)
+export function applyPatchToJson(content: JsonObject, patch: MergePatch, text: TextCheck = 'checked here'): JsonObject {
+  assertMergePatch(patch, DEFAULT_MAX_JSON_DEPTH, text === 'checked here')
   return applyMergePatch(content, patch) as JsonObject
 }
 
@@ -251,8 +293,8 @@ export function applyPatchToJson(content: JsonObject, patch: MergePatch): JsonOb
  * delete), so this is not `applyPatchToDoc(diffToMergePatch(...))`: it walks both sides, and
  * unchanged members keep their Yjs items (a concurrent edit elsewhere survives).
  */
-export function replaceDocContent(doc: Y.Doc, content: JsonObject, origin: unknown = null, isText: TextPolicy | null = null): void {
-  assertJsonContent(content)
+export function replaceDocContent(doc: Y.Doc, content: JsonObject, origin: unknown = null, isText: TextPolicy | null = null, text: TextCheck = 'checked here'): void {
+  assertJsonContent(content, DEFAULT_MAX_JSON_DEPTH, text === 'checked here')
   doc.transact(() => setMap(doc.getMap(CONTENT_MAP), content, isText ? [] : null, isText), origin)
 }
 
@@ -267,8 +309,8 @@ export function replaceDocContentForward(doc: Y.Doc, content: JsonObject, isText
 }
 
 /** What `replaceDocContent` makes of the doc, on plain JSON: a copy of `content`, nulls kept. */
-export function replaceJsonContent(content: JsonObject): JsonObject {
-  assertJsonContent(content)
+export function replaceJsonContent(content: JsonObject, text: TextCheck = 'checked here'): JsonObject {
+  assertJsonContent(content, DEFAULT_MAX_JSON_DEPTH, text === 'checked here')
   return copyJson(content) as JsonObject
 }
 

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import {
+  DEFAULT_MAX_JSON_DEPTH,
   WeftError,
   assertMergePatch,
   isJsonObject,
@@ -169,7 +170,8 @@ export const TOOLS: readonly WeftTool[] = [
     async run(p, args, d) {
       const { path, patch } = args as z.infer<typeof PatchInput>
       const target = parseNodePath(path)
-      assertMergePatch(patch)
+      // [STO10] Its text is checked against the stored content by the write path.
+      assertMergePatch(patch, DEFAULT_MAX_JSON_DEPTH, false)
       return d.nodes.patch(p, target, patch, 'http')
     },
   },

@@ -173,7 +173,7 @@ export class NodeCache {
       const lags = !jsonEqual(logged, content)
       // Before the catch-up: the server's own writes use an id nobody else holds.
       bindings.adoptServerDoc(doc)
-      if (lags) replaceDocContent(doc, content, 'system', textPolicyFor(ln.node?.nodeType ?? 'Document'))
+      if (lags) replaceDocContent(doc, content, 'system', textPolicyFor(ln.node?.nodeType ?? 'Document'), 'as stored')
       // Installed now, in the same synchronous stretch as the comparison: every later write
       // goes through the doc, and its commit is queued after the fold below.
       ln.setDoc(doc, bindings)

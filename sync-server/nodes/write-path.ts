@@ -8,7 +8,7 @@ import {
   applyPatchToJson,
   assertJsonContent,
   assertNodeName,
-  pickMembers,
+  assertNewText,
   assertMergePatch,
   docToJson,
   isPermissiveContent,
@@ -190,7 +190,8 @@ export class WritePath {
   }
 
   async patch(principal: Principal, path: NodePath, patch: MergePatch, origin: ChangeOrigin = 'http', attach?: CommitAttachment): Promise<MeshNode> {
-    assertMergePatch(patch, this.maxJsonDepth)
+    // [STO10] Its text is checked against the stored content in writeContent.
+    assertMergePatch(patch, this.maxJsonDepth, false)
     const ln = await this.acquireForWrite(path)
     const before = this.existing(ln, principal)
     const next = applyMergePatch(before.content, patch) as JsonObject
@@ -305,7 +306,7 @@ export class WritePath {
     }
     let patch = opts.patch ? opts.patch(before) : {}
     if (patch === undefined) return before
-    assertMergePatch(patch, this.maxJsonDepth)
+    assertMergePatch(patch, this.maxJsonDepth, false)
     if (Object.prototype.hasOwnProperty.call(patch, field)) throw new WeftError('invalid_patch', `An append to ${field} cannot also patch ${field}.`)
     let patched = Object.keys(patch)
     if (items.length === 0 && patched.length === 0) return before
@@ -331,6 +332,8 @@ export class WritePath {
       this.flush.appendable.set(array, ln)
     }
     const merged = applyMergePatch(before.content, patch) as JsonObject
+    // [STO10] The patch's text where it changes the content (the items were checked whole).
+    assertNewText(before.content, merged, 'invalid_patch')
     if (items.length > 0) validateAppend(before.nodeType, field, items, () => ({ ...merged, [field]: [...array, ...items] }))
     if (patched.length > 0) validateFields(before.nodeType, merged, patched)
     this.checkInvariants(before, { ...before, content: merged })
@@ -355,7 +358,7 @@ export class WritePath {
             map.set(field, yarray)
           }
         }
-        if (patched.length > 0) applyPatchToDoc(doc, patch, origin, textPolicyFor(before.nodeType))
+        if (patched.length > 0) applyPatchToDoc(doc, patch, origin, textPolicyFor(before.nodeType), 'checked by the caller')
       }, origin),
     )
     this.flush.noteAppended(array, items)
@@ -639,7 +642,7 @@ export class WritePath {
       throw new WeftError('conflict', `${ln.path} is a ${before.nodeType}; it cannot become a ${draft.nodeType} (delete it first).`)
     }
     const content = draft.content ?? {}
-    // [STO10] The text of the fields it changes is checked in writeContent.
+    // [STO10] The text it brings is checked in writeContent.
     assertJsonContent(content, this.maxJsonDepth, false)
     // [PATCH4] A replace sets the content (a merge patch could not set a member to null).
     return this.writeContent(ln, principal, before, draft.name ?? before.name, content, null, origin, attach)
@@ -659,8 +662,6 @@ export class WritePath {
   ): Written {
     if (changed.length === 0 && name === before.name) return Promise.resolve(before)
     if (name !== before.name) assertNodeName(name)
-    // [STO10] A replace's changed fields hold storable text (a patch was checked whole already).
-    if (patch === null) assertJsonContent(pickMembers(next, changed), this.maxJsonDepth)
     this.admit(attach)
     this.authorizeFields(principal, before, changed)
     if (name !== before.name && !this.allows(principal, ln.path, 'Update')) {
@@ -672,17 +673,19 @@ export class WritePath {
       // A replace (patch null) stays a replace of the amended content.
       if (patch) patch = { ...patch, ...added }
     }
+    // [STO10] The text this write brings (the rule's fields included); what it keeps is not refused.
+    assertNewText(before.content, next, patch ? 'invalid_patch' : 'invalid_content')
     validateContent(before.nodeType, next)
     this.checkInvariants(before, { ...before, content: next })
     let update: Uint8Array | null = null
     let content: JsonObject
     if (ln.hasDoc) {
       const isText = textPolicyFor(before.nodeType)
-      update = ln.capture(() => (patch ? applyPatchToDoc(ln.doc, patch, origin, isText) : replaceDocContent(ln.doc, next, origin, isText)))
+      update = ln.capture(() => (patch ? applyPatchToDoc(ln.doc, patch, origin, isText, 'checked by the caller') : replaceDocContent(ln.doc, next, origin, isText, 'checked by the caller')))
       content = docToJson(ln.doc)
     } else {
       // [DOC1] JSON only until a client opens the node; the same merge the doc would apply.
-      content = patch ? applyPatchToJson(before.content, patch) : replaceJsonContent(next)
+      content = patch ? applyPatchToJson(before.content, patch, 'checked by the caller') : replaceJsonContent(next, 'checked by the caller')
     }
     const after: MeshNode = { ...before, name, content, updatedAt: now() }
     // [STO5] A patch of a typed node's declared text fields only (an answer streamed into its

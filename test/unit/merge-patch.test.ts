@@ -12,6 +12,7 @@ import {
   replaceDocContent,
   replaceJsonContent,
   assertJsonContent,
+  assertNewText,
   cutText,
   storableText,
   toStorableJson,
@@ -482,6 +483,62 @@ describe('[STO10] text every storage holds', () => {
         expect(jsonHoldsNul(JSON.stringify({ [key]: value }))).toBe(key.includes('\u0000') || value.includes('\u0000'))
       }),
       { seed: 1_010, numRuns: 2_000 },
+    )
+  })
+
+  it('seeded: a write is refused exactly when it brings such text, at a place where it differs from what was stored; what it keeps never refuses it', () => {
+    const text = fc.constantFrom('a', 'b', '\u0000', 'x\u0000', '\ud800', '日本', '\\u0000')
+    const { value } = fc.letrec<{ value: JsonValue }>((tie) => ({
+      value: fc.oneof(
+        { depthSize: 'small', withCrossShrink: true },
+        text,
+        fc.integer({ min: 0, max: 2 }),
+        fc.array(tie('value'), { maxLength: 3 }),
+        fc.dictionary(text, tie('value'), { maxKeys: 3 }),
+      ),
+    }))
+    const root = fc.dictionary(text, value, { maxKeys: 4 })
+    // An oracle of its own: every leaf string and every field name of a value, by its typed place.
+    const places = (v: unknown, at: string, out: Map<string, string>): Map<string, string> => {
+      if (typeof v === 'string') out.set(`${at}=`, v)
+      else if (Array.isArray(v)) v.forEach((x, i) => places(x, `${at}[${i}]`, out))
+      else if (v !== null && typeof v === 'object') {
+        for (const [k, x] of Object.entries(v)) {
+          out.set(`${at}{${JSON.stringify(k)}}`, k)
+          places(x, `${at}.${JSON.stringify(k)}`, out)
+        }
+      }
+      return out
+    }
+    // A copy (no shared references) with one item appended to every array and one member added to every object.
+    const grown = (v: JsonValue, extra: string): JsonValue =>
+      Array.isArray(v) ? [...v.map((x) => grown(x, extra)), extra]
+      : v !== null && typeof v === 'object' ? { ...Object.fromEntries(Object.entries(v).map(([k, x]) => [k, grown(x, extra)])), [`+${extra}`]: extra }
+      : v
+    // The next content: the stored one, grown, with some places changed, or one drawn afresh.
+    const pair = root.chain((before) =>
+      fc.oneof(
+        fc.constant(before),
+        text.map((extra) => grown(before, extra) as JsonObject),
+        root,
+        fc.tuple(root, fc.boolean()).map(([more, keep]) => (keep ? { ...before, ...more } : { ...more, ...before })),
+      ).map((next) => ({ before, next })),
+    )
+    fc.assert(
+      fc.property(pair, ({ before, next }) => {
+        const had = places(before, '', new Map())
+        const brings = [...places(next, '', new Map())].some(([at, t]) => !storableText(t) && had.get(at) !== t)
+        let threw = false
+        try {
+          assertNewText(before, next, 'invalid_content')
+        } catch (e) {
+          threw = true
+          expect(e).toMatchObject({ code: 'invalid_content' })
+        }
+        expect(threw).toBe(brings)
+        expect(() => assertNewText(next, next, 'invalid_content')).not.toThrow()
+      }),
+      { seed: 1_011, numRuns: 3_000 },
     )
   })
 })
