@@ -20,6 +20,7 @@ import { GroupCommitter, type ItemResult } from './group-commit.js'
 import { pgLease } from './contextual-pg-lease.js'
 import { attachOutcomePg, contextualOp, contextualSchema, pgPrepared, pgSql, runAsync, type ContextualCall, type Row, type Stmt } from './contextual-store.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
+import { buildIndexesOnline } from './postgres-online-indexes.js'
 import { assertFieldName, clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
 import type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
@@ -96,6 +97,8 @@ export class PostgresStorage implements StorageAdapter {
     pool.on('error', (err) => options.log?.error({ err }, 'storage: idle PostgreSQL client failed'))
     let holder: HolderLock | null = null
     try {
+      // [STO11] Before the schema's transaction: built without stopping the writes of instances already serving.
+      await buildIndexesOnline(options.connectionString, settings.join(' '), options.log)
       await withTransaction(pool, async (client) => {
         await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK_KEY])
         if (schema) await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`)

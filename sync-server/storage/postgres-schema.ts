@@ -1,3 +1,5 @@
+import { SCAN_INDEX_SQL } from './postgres-online-indexes.js'
+
 /**
  * PostgreSQL schema, created idempotently at open (under an advisory lock, because concurrent
  * `CREATE TABLE IF NOT EXISTS` from several instances can still collide in the catalog).
@@ -35,12 +37,8 @@ CREATE INDEX IF NOT EXISTS nodes_last_segment ON nodes (last_segment);
 -- [KIT7] Engine scans (queryFields, exact): the few matches come from these, no row is read to match.
 -- A value's first 200 characters only: a whole value in a btree entry refused any node whose field
 -- held more than ~2.7 kB ("index row size exceeds"), and with it every commit of its batch.
-DROP INDEX IF EXISTS nodes_scan_status;
-DROP INDEX IF EXISTS nodes_scan_requested;
-DROP INDEX IF EXISTS nodes_scan_pending;
-CREATE INDEX IF NOT EXISTS nodes_scan_status_prefix ON nodes (node_type, left(content ->> 'Status', 200));
-CREATE INDEX IF NOT EXISTS nodes_scan_requested_prefix ON nodes (node_type, left(content ->> 'RequestedStatus', 200));
-CREATE INDEX IF NOT EXISTS nodes_scan_pending_prefix ON nodes (node_type, left(content ->> 'HasPending', 200));
+-- [STO11] On a database holding nodes these were built CONCURRENTLY before this transaction.
+${SCAN_INDEX_SQL}
 
 CREATE TABLE IF NOT EXISTS node_updates (
   path text COLLATE "C" NOT NULL,
