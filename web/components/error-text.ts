@@ -34,6 +34,18 @@ const BY_CODE: Record<string, string> = {
 /** Codes whose message Weft itself writes for people (with the numbers that matter). */
 const OWN_MESSAGES = new Set(['payload_too_large', 'rate_limited'])
 
+/** An error shown under a node's fields, with an action that resolves it where there is one. */
+export interface FieldProblem {
+  message: string
+  fix?: () => void
+  fixLabel?: string
+}
+
+/** [STO10] The message for a value refused for the characters in it, with the fix that replaces them. */
+export function unstorableProblem(key: string, fix: () => void): FieldProblem {
+  return { message: `${key}: that text holds a character no server can store (a NUL, or half of an emoji), so it was not saved.`, fix, fixLabel: 'Replace them with � and save' }
+}
+
 export function codeOf(e: unknown): string | null {
   if (e instanceof HttpError) return e.code
   if (e instanceof NetworkError) return 'network'

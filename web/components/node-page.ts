@@ -16,7 +16,8 @@ import type { NodeView } from '../streams/index.js'
 import type { PresenceUser, ReplicaState } from '../sync/index.js'
 import { nextFreeName, segmentForName } from './names.js'
 import { contextualHref, nodeHref } from './route.js'
-import { codeOf, humanError, humanMessage } from './error-text.js'
+import { codeOf, humanError, humanMessage, unstorableProblem, type FieldProblem } from './error-text.js'
+import { toStorableJson } from '../../shared/storable-text.js'
 import { newCodeContent } from './code-template.js'
 import { formatValue, kindOf, parseAs, parseLike, type FieldCommit, type FieldKind } from './field-kinds.js'
 import { mayWriteField } from './field-rules.js'
@@ -88,7 +89,7 @@ export class WeftNodePage extends LitElement {
     allChildren: { state: true },
   }
   declare path: string
-  declare fieldError: string
+  declare fieldError: string | FieldProblem
   declare createError: CreateError | null
   declare pageError: string
   declare drafts: ReadonlyMap<string, Draft>
@@ -194,9 +195,20 @@ export class WeftNodePage extends LitElement {
       await app().client.patch(this.path, patch)
       return true
     } catch (e) {
-      this.fieldError = `${key}: ${humanError(e)}`
+      // [STO10] A draft holding a NUL or half an emoji stays; one click saves it with them replaced.
+      const storable = value === null ? value : toStorableJson(value)
+      this.fieldError = jsonEqual(storable, value)
+        ? `${key}: ${humanError(e)}`
+        : unstorableProblem(key, () => void this.patchField(key, storable).then((ok) => ok && this.setDraft(key, null)))
       return false
     }
+  }
+
+  private renderFieldError() {
+    const problem = this.fieldError
+    if (!problem) return nothing
+    const { message, fix, fixLabel } = typeof problem === 'string' ? { message: problem } : problem
+    return html`<p class="error" role="alert" data-error="fields">${message} ${fix ? html`<button type="button" @click=${fix}>${fixLabel}</button>` : nothing}</p>`
   }
 
   private setDraft(key: string, draft: Draft | null) {
@@ -492,11 +504,11 @@ export class WeftNodePage extends LitElement {
     // [WEB30] Only what a person browses: the query counts them before its limit.
     const shown = kids
     return html`
-      <section aria-label="Content" @field-error=${(e: CustomEvent<string>) => (this.fieldError = e.detail)} @field-commit=${this.onFieldCommit}>
+      <section aria-label="Content" @field-error=${(e: CustomEvent<FieldProblem>) => (this.fieldError = e.detail.message ? e.detail : '')} @field-commit=${this.onFieldCommit}>
         <form class="fields" aria-label=${`Fields of ${view.name}`} @submit=${(e: Event) => e.preventDefault()}>
           ${repeat(view.fields.filter((k) => !EXTENSION_FIELDS[view.nodeType]?.includes(k)), (k) => k, (k) => this.renderField(view, k))}
         </form>
-        ${this.fieldError ? html`<p class="error" role="alert" data-error="fields">${this.fieldError}</p>` : nothing}
+        ${this.renderFieldError()}
         <form class="inline" aria-label="Add a field" @submit=${this.onAddField}>
           <label>Field <input name="key" required ?disabled=${!canUpdate} /></label>
           <label @change=${(e: Event) => (this.addKind = (e.target as HTMLSelectElement).value as FieldKind)}>Kind ${kindSelect}</label>

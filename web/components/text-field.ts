@@ -4,7 +4,8 @@ import type { Subscription } from 'rxjs'
 import { simpleDiffString } from 'lib0/diff'
 import { app } from '../app-context.js'
 import type { NodeReplica } from '../sync/index.js'
-import { humanError } from './error-text.js'
+import { toStorableText, storableText } from '../../shared/storable-text.js'
+import { humanError, unstorableProblem, type FieldProblem } from './error-text.js'
 import { transformIndex, type Delta } from './caret.js'
 import { publishSelection, remoteSelectionsIn, selectionRuns, type RemoteSelection } from './remote-carets.js'
 
@@ -172,14 +173,25 @@ export class WeftTextField extends LitElement {
     const el = this.input
     if (!el || !this.replica) return
     const key = this.key
-    this.dispatchEvent(new CustomEvent('field-error', { detail: '', bubbles: true, composed: true }))
+    this.dispatchEvent(new CustomEvent<FieldProblem>('field-error', { detail: { message: '' }, bubbles: true, composed: true }))
     this.onAwareness()
+    const typed = el.value
     app()
       .client.patch(this.path, () => ({ [key]: el.value }))
       .catch((e: unknown) => {
-        this.dispatchEvent(new CustomEvent('field-error', { detail: `${this.key}: ${humanError(e)}`, bubbles: true, composed: true }))
+        // [STO10] Pasted text holding a NUL or half an emoji: what was pasted is not lost, one click
+        // saves it with those characters replaced (they cannot be seen to be removed by hand).
+        const detail: FieldProblem = storableText(typed) ? { message: `${this.key}: ${humanError(e)}` } : unstorableProblem(this.key, () => this.saveStorable(typed))
+        this.dispatchEvent(new CustomEvent('field-error', { detail, bubbles: true, composed: true }))
         this.rebind()
       })
+  }
+
+  private saveStorable(typed: string) {
+    const el = this.input
+    if (!el) return
+    el.value = toStorableText(typed)
+    this.onInput()
   }
 
   override firstUpdated() {
