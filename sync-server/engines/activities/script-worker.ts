@@ -159,7 +159,9 @@ const bootstrap = (meshInFlight: number) => `
     const c = s.charCodeAt(LINE_MAX - 1);
     return s.slice(0, c >= 0xd800 && c <= 0xdbff ? LINE_MAX - 1 : LINE_MAX) + '…';
   };
-  const text = (v) => cut(typeof v === 'string' ? v : (() => { try { return String(JSON.stringify(v)); } catch { return String(v); } })());
+  // [STO10] NUL and half characters replaced here, as toStorableText does on the host: the runtime
+  // hands the host a string only up to its first NUL, and half an emoji as one U+FFFD per byte.
+  const text = (v) => cut(typeof v === 'string' ? v : (() => { try { return String(JSON.stringify(v)); } catch { return String(v); } })()).replace(/\\u0000|\\p{Cs}/gu, '\\uFFFD');
   const Log = Object.freeze({
     info: (t) => h.log('Info', text(t)),
     warn: (t) => h.log('Warning', text(t)),
