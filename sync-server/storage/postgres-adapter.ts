@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import type { Logger } from 'pino'
 import {
@@ -20,12 +21,13 @@ import { GroupCommitter, type ItemResult } from './group-commit.js'
 import { pgLease } from './contextual-pg-lease.js'
 import { attachOutcomePg, contextualOp, contextualSchema, pgPrepared, pgSql, runAsync, type ContextualCall, type Row, type Stmt } from './contextual-store.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
+import { POSTGRES_MOVE_SCHEMA } from './move-schema.js'
 import { buildIndexesOnline } from './postgres-online-indexes.js'
 import { assertFieldName, clampLimit, descendantRange, MAX_CHANGES_LIMIT, normaliseQuery } from './query.js'
 import { NODE_COLUMNS, pathColumns, rowToNode, toBuffer, toBytes, type NodeRow } from './row-mapping.js'
 import type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
 import { PG_TOMBSTONE_DIGESTS, applyPostgresMoveSchema, postgresExpiredTrash, postgresListTrash, postgresMovedFrom, postgresMoveSubtree } from './postgres-move.js'
-import { ensurePostgresSearchIndex, searchPostgres } from './postgres-search-index.js'
+import { POSTGRES_SEARCH_DDL, ensurePostgresSearchIndex, searchPostgres } from './postgres-search-index.js'
 import type { SearchHit, SearchPlan } from './search-plan.js'
 import { holdPostgres, type HolderLock } from './holder-lock.js'
 import { Flight } from './pg-flight.js'
@@ -99,15 +101,7 @@ export class PostgresStorage implements StorageAdapter {
     try {
       // [STO11] Before the schema's transaction: built without stopping the writes of instances already serving.
       await buildIndexesOnline(options.connectionString, settings.join(' '), options.log)
-      await withTransaction(pool, async (client) => {
-        await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK_KEY])
-        if (schema) await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`)
-        await client.query(POSTGRES_SCHEMA)
-        // [FIND1] The full-text column, its trigger and GIN index (an existing data set is filled once).
-        await ensurePostgresSearchIndex(client)
-        await applyPostgresMoveSchema(client)
-        await client.query(contextualSchema('postgres'))
-      })
+      await applySchema(pool, schema, options.log)
       // [BAK6] Held while open: `weft restore` refuses a database somebody has open.
       holder = await holdPostgres(options.connectionString, schema, 10_000)
     } catch (error) {
@@ -697,6 +691,67 @@ function pgExec(client: pg.PoolClient | pg.Pool, single = false): (s: Stmt) => P
 /** What a contextual statement answers: its rows, or the count of rows it changed. */
 function answerOf(s: Stmt, r: pg.QueryResult): Row[] | number {
   return s.mode === 'all' ? (r.rows as Row[]) : (r.rowCount ?? 0)
+}
+
+/**
+ * [STO12] The schema as this release has it, by its statements' hash: a boot of a database already
+ * at it runs no DDL. Even `IF NOT EXISTS` takes its table's lock first (`ALTER TABLE` an exclusive
+ * one), which waits behind any open transaction on `nodes` (a `weft backup` reads in one) while every
+ * other instance's reads and writes queue behind it.
+ */
+const SCHEMA_FINGERPRINT = createHash('sha256')
+  .update([POSTGRES_SCHEMA, POSTGRES_SEARCH_DDL, POSTGRES_MOVE_SCHEMA, contextualSchema('postgres')].join('\n;\n'))
+  .digest('hex')
+/** How long one try of a schema change waits for a lock: the others queue behind it meanwhile. */
+const SCHEMA_LOCK_WAIT_MS = 250
+const SCHEMA_RETRY_MAX_MS = 5_000
+
+async function schemaFingerprint(q: pg.Pool | pg.PoolClient): Promise<string | null> {
+  const t = await q.query<{ t: string | null }>("SELECT to_regclass('schema_state')::text AS t")
+  if (t.rows[0]?.t == null) return null
+  return (await q.query<{ fingerprint: string }>('SELECT fingerprint FROM schema_state WHERE id = 1')).rows[0]?.fingerprint ?? null
+}
+
+/**
+ * The schema's statements, in one transaction under the schema lock, when the database is not at
+ * this release's schema ([STO12]). A lock not granted within SCHEMA_LOCK_WAIT_MS gives the try up
+ * (it holds nobody up longer than that) and it is tried again later, logged.
+ */
+async function applySchema(pool: pg.Pool, schema: string | undefined, log?: Logger): Promise<void> {
+  if ((await schemaFingerprint(pool).catch(() => null)) === SCHEMA_FINGERPRINT) return
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await withTransaction(
+        pool,
+        async (client) => {
+          // Waited for without a timeout: the instance holding it is changing the schema.
+          await client.query('SELECT pg_advisory_xact_lock($1)', [SCHEMA_LOCK_KEY])
+          await client.query(`SET LOCAL lock_timeout = '${SCHEMA_LOCK_WAIT_MS}ms'`)
+          if (schema) await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`)
+          // Another instance applied it meanwhile.
+          if ((await schemaFingerprint(client)) === SCHEMA_FINGERPRINT) return
+          await client.query(POSTGRES_SCHEMA)
+          // [FIND1] The full-text column, its trigger and GIN index (an existing data set is filled once).
+          await ensurePostgresSearchIndex(client)
+          await applyPostgresMoveSchema(client)
+          await client.query(contextualSchema('postgres'))
+          await client.query('CREATE TABLE IF NOT EXISTS schema_state (id integer PRIMARY KEY CHECK (id = 1), fingerprint text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())')
+          await client.query(
+            'INSERT INTO schema_state (id, fingerprint) VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, applied_at = now()',
+            [SCHEMA_FINGERPRINT],
+          )
+        },
+      )
+      return
+    } catch (err) {
+      // 55P03: a lock not granted in time; 40P01: a deadlock (with another release's schema work).
+      const code = (err as { code?: string }).code
+      if (code !== '55P03' && code !== '40P01') throw err
+      const wait = Math.min(SCHEMA_RETRY_MAX_MS, SCHEMA_LOCK_WAIT_MS * 2 ** Math.min(attempt, 5))
+      log?.warn({ attempt, waitMs: wait }, 'storage: the schema change waits for transactions on its tables to end (a backup?); trying again')
+      await sleep(wait)
+    }
+  }
 }
 
 async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient, begun: pg.QueryResult[]) => Promise<T>, begin = 'BEGIN'): Promise<T> {

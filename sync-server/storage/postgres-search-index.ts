@@ -31,6 +31,16 @@ END
 $fn$;
 `
 
+const POSTGRES_SEARCH_TRIGGER = `
+    CREATE INDEX IF NOT EXISTS nodes_search ON nodes USING gin (search);
+    DROP TRIGGER IF EXISTS nodes_search ON nodes;
+    CREATE TRIGGER nodes_search BEFORE INSERT OR UPDATE OF path, name, last_segment, content, state ON nodes
+      FOR EACH ROW EXECUTE FUNCTION weft_nodes_search();
+  `
+
+/** What `ensurePostgresSearchIndex` applies, for the schema's fingerprint ([STO12]). */
+export const POSTGRES_SEARCH_DDL = `${POSTGRES_SEARCH_FUNCTIONS}ALTER TABLE nodes ADD COLUMN search tsvector${POSTGRES_SEARCH_TRIGGER}`
+
 /** Applied inside the open transaction that holds the schema lock. */
 export async function ensurePostgresSearchIndex(client: pg.PoolClient): Promise<void> {
   await client.query(POSTGRES_SEARCH_FUNCTIONS)
@@ -40,12 +50,7 @@ export async function ensurePostgresSearchIndex(client: pg.PoolClient): Promise<
     // An existing data set: every row once, before the trigger keeps them.
     await client.query('UPDATE nodes SET search = weft_search_vector(path, name, last_segment, content, state)')
   }
-  await client.query(`
-    CREATE INDEX IF NOT EXISTS nodes_search ON nodes USING gin (search);
-    DROP TRIGGER IF EXISTS nodes_search ON nodes;
-    CREATE TRIGGER nodes_search BEFORE INSERT OR UPDATE OF path, name, last_segment, content, state ON nodes
-      FOR EACH ROW EXECUTE FUNCTION weft_nodes_search();
-  `)
+  await client.query(POSTGRES_SEARCH_TRIGGER)
 }
 
 /** Matches read per round trip while `accept` refuses rows. */

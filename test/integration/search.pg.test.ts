@@ -97,7 +97,7 @@ describe('quick find on PostgreSQL', () => {
     await close()
     const client = new pg.Client({ connectionString })
     await client.connect()
-    await client.query(`SET search_path = "${schema}"; DROP TRIGGER nodes_search ON nodes; ALTER TABLE nodes DROP COLUMN search;`)
+    await client.query(`SET search_path = "${schema}"; DROP TRIGGER nodes_search ON nodes; ALTER TABLE nodes DROP COLUMN search; DROP TABLE schema_state;`)
     await client.end()
     await open()
     expect(await found('日本語')).toEqual(['Shared/jp'])

@@ -90,4 +90,17 @@ describe('text stored before the rule (SQLite)', () => {
     const node = (await ts.server.storage.getNode(path))!
     expect(node.content.Log).toEqual(held.Log)
   })
+
+  it('such a node goes to the trash and comes back, twice, holding what it held', async () => {
+    const { path, held } = await storedBefore('trashed', OLD)
+    // A Yjs history, as any node edited since has.
+    await ts.server.nodes.append(SYSTEM, path, 'Log', ['edited'], 'engine')
+    const a = api(ts.url, owner.token)
+    for (let i = 0; i < 2; i++) {
+      const trashed = await a.post<{ trashPath: string }>(`/api/nodes/${path}/trash`)
+      expectStatus(trashed, 200)
+      expectStatus(await a.post(`/api/nodes/${trashed.body.trashPath}/restore`), 200)
+    }
+    expect((await ts.server.storage.getNode(path))!.content).toEqual({ ...held, Log: [...(held.Log as string[]), 'edited'] })
+  })
 })
