@@ -91,7 +91,6 @@ export interface ContextualStatus {
   pending: number
   leased: number
   acked: number
-  skipped: number
   dead: number
   cursor: number
   headVersion: number

@@ -21,6 +21,10 @@ export const CONTEXTUAL_BOUNDS = {
   maxNackDelaySeconds: 900,
   /** A long poll waits at most this (seconds). */
   maxWaitSeconds: 60,
+  /** A definition's JSON (its compile runs on every write of it, and it is kept compiled). */
+  maxDefinitionBytes: 64 * 1024,
+  /** The JSON of a work item's event node and hydration results together. */
+  maxContextBytes: 2 * 1024 * 1024,
 } as const
 
 export const ContextualCommands = ['create', 'patch', 'delete', 'request_activity_status', 'post_thread_message'] as const

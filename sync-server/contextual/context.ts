@@ -1,4 +1,4 @@
-import { WeftError, lastSegment, type Hydrated, parentPath, tryParseNodePath, type JsonObject, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
+import { CONTEXTUAL_BOUNDS, WeftError, lastSegment, type Hydrated, parentPath, tryParseNodePath, type JsonObject, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { NodeApi } from '../nodes/index.js'
 import type { StorageAdapter, LeasedEvent } from '../storage/index.js'
 import type { CompiledDefinition } from './definition.js'
@@ -20,6 +20,26 @@ export function resolveTemplate(template: string, event: Pick<LeasedEvent, 'path
 }
 
 export type { Hydrated }
+
+/**
+ * [CTX18] The bytes of a work item's context (its event node and hydration results): rows are
+ * bounded per query, and this bounds what they weigh together. Over it, the item cannot be
+ * delivered: `contextual_too_many_rows`, and the caller nacks it (a dead letter after the last
+ * attempt, its reason kept).
+ */
+class ContextBudget {
+  private bytes = 0
+  add(node: MeshNode | null): void {
+    if (!node) return
+    this.bytes += Buffer.byteLength(JSON.stringify(node.content)) + node.path.length + 200
+    if (this.bytes > CONTEXTUAL_BOUNDS.maxContextBytes) {
+      throw new WeftError(
+        'contextual_too_many_rows',
+        `The context of this event is over ${CONTEXTUAL_BOUNDS.maxContextBytes / (1024 * 1024)} MB of JSON (its node and hydration results); read fewer or smaller nodes (a lower Limit, a NodeType).`,
+      )
+    }
+  }
+}
 
 /** How many times a hydration is re-read when a commit lands while it reads. */
 const SNAPSHOT_TRIES = 4
@@ -52,6 +72,8 @@ export async function hydrate(
   for (let attempt = 1; ; attempt++) {
     const head = headed ? await storage.lastVersion() : null
     const node = await readEvent()
+    const budget = new ContextBudget()
+    budget.add(node)
     const results: Hydrated = {}
     for (const { name, spec } of def.hydration) {
       const path = resolveTemplate('Get' in spec ? spec.Get : spec.Children, event, params)
@@ -59,8 +81,12 @@ export async function hydrate(
         results[name] = 'Get' in spec ? null : []
         continue
       }
-      if ('Get' in spec) results[name] = await nodes.get(principal, path).catch(() => null)
-      else results[name] = await nodes.query(principal, { parent: path, ...(spec.NodeType ? { nodeType: spec.NodeType } : {}), limit: spec.Limit }).catch(() => [])
+      if ('Get' in spec) budget.add((results[name] = await nodes.get(principal, path).catch(() => null)))
+      else {
+        const rows = await nodes.query(principal, { parent: path, ...(spec.NodeType ? { nodeType: spec.NodeType } : {}), limit: spec.Limit }).catch(() => [])
+        for (const row of rows) budget.add(row)
+        results[name] = rows
+      }
     }
     // Checked before the head is read again: a write in flight now that lands before that read
     // moves the head; one still in flight then is seen here.

@@ -4,6 +4,7 @@ import type { Subscription } from 'rxjs'
 import type { z } from 'zod'
 import {
   CONTEXTUAL_BOUNDS,
+  DEFAULT_MAX_JSON_DEPTH,
   ConsumerRequest,
   ExtendRequest,
   FenceRequest,
@@ -12,6 +13,7 @@ import {
   ReactRequest,
   SubscriptionRequest,
   WeftError,
+  tryParseNodePath,
   type SubscriptionConsumers,
   type ContextualStatus,
   type OfferedReaction,
@@ -57,10 +59,18 @@ import { openClaims, sealClaims, type CausationClaims } from './seal.js'
 export { NextRequest, FenceRequest, NackRequest, ExtendRequest, ConsumerRequest, ReactRequest }
 export type { OfferedReaction, ReactionOutcome, WorkItem }
 
+/** [CTX24] What a causation token holds of its lease's token. */
+const leaseDigest = (token: string): string => sha256Hex(`lease:${token}`).slice(0, 32)
+
+/** [CTX42] Long polls of one user waiting at once (the wake-up streams have the same bound). */
+export const WAITING_PER_USER = 16
+
 /** [CTX38] The most consumers one status page lists. */
 const CONSUMERS_PER_PAGE = 100
-/** How many consumer rows (and compiled definitions) a service keeps in memory. */
+/** How many consumer rows a service keeps in memory. */
 const REMEMBERED = 10_000
+/** How many subscriptions' compiled definitions (each up to CONTEXTUAL_BOUNDS.maxDefinitionBytes of JSON, its schemas built). */
+const COMPILED_REMEMBERED = 500
 
 /**
  * [CTX44] A reaction starts with at least this long left on its lease (else: denied; extend first).
@@ -71,7 +81,22 @@ export const REACT_LEASE_MARGIN_MS = 1_000
 const DENIED = 'This reaction is not authorized now (the lease, the token, your access or the source row no longer allow it).'
 const deny = () => new WeftError('reaction_denied', DENIED)
 
+/** Deeper than `max` levels of objects and arrays (walked without recursion). */
+function nestsDeeperThan(v: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[v, 0]]
+  while (stack.length > 0) {
+    const [x, depth] = stack.pop()!
+    if (x === null || typeof x !== 'object') continue
+    if (depth >= max) return true
+    for (const child of Object.values(x)) stack.push([child, depth + 1])
+  }
+  return false
+}
+
 function parse<T>(schema: z.ZodType<T>, raw: unknown, what: string): T {
+  // The same answer on every transport: zod's JSON schema recurses (a stack overflow, a 500, past
+  // a few thousand levels), and only MCP checked depth before it.
+  if (nestsDeeperThan(raw, DEFAULT_MAX_JSON_DEPTH)) throw new WeftError('invalid_request', `${what} nests deeper than ${DEFAULT_MAX_JSON_DEPTH} levels.`)
   const r = schema.safeParse(raw)
   if (r.success) return r.data
   const issue = r.error.issues[0]
@@ -127,7 +152,10 @@ export class ContextualService {
    */
   private readonly consumerRows = new Map<string, ConsumerRow>()
   /** Compiled definitions by subscription path, node version and update time. */
-  private readonly compiled = new Map<string, CompiledDefinition>()
+  /** [CTX42] Each user's long polls waiting now (WAITING_PER_USER at most). */
+  private readonly waitingOf = new Map<string, number>()
+  /** Each subscription's definition as last compiled (by path: an older version is replaced, not kept). */
+  private readonly compiled = new Map<string, { version: string; def: CompiledDefinition }>()
 
   /** The threads' clock over ours (a thread post stamps its cell with it). */
   private readonly threadClock: ThreadClock
@@ -190,14 +218,22 @@ export class ContextualService {
     return this.waiters.size
   }
 
-  private wait(ms: number, filter: Readonly<EventFilter> | null, signal?: AbortSignal): Promise<void> {
+  private wait(user: string, ms: number, filter: Readonly<EventFilter> | null, signal?: AbortSignal): Promise<void> {
     // A caller gone while the lease was being read (its abort event has fired already) waits for nothing.
     if (signal?.aborted) return Promise.resolve()
+    const waiting = this.waitingOf.get(user) ?? 0
+    if (waiting >= WAITING_PER_USER) {
+      throw new WeftError('rate_limited', `At most ${WAITING_PER_USER} long polls (next with waitSeconds) of yours wait at once, on every transport; let one end first.`)
+    }
+    this.waitingOf.set(user, waiting + 1)
     return new Promise((resolve) => {
       const done = () => {
         cancel()
         signal?.removeEventListener('abort', done)
         this.waiters.delete(done)
+        const left = (this.waitingOf.get(user) ?? 1) - 1
+        if (left > 0) this.waitingOf.set(user, left)
+        else this.waitingOf.delete(user)
         resolve()
       }
       const cancel = this.clock.setTimeout(done, ms)
@@ -223,8 +259,8 @@ export class ContextualService {
     return this.opts.storage.contextual(c) as Promise<T>
   }
 
-  private remember<V>(map: Map<string, V>, key: string, value: V): V {
-    if (map.size >= REMEMBERED) map.delete(map.keys().next().value as string)
+  private remember<V>(map: Map<string, V>, key: string, value: V, most = REMEMBERED): V {
+    if (map.size >= most && !map.has(key)) map.delete(map.keys().next().value as string)
     map.set(key, value)
     return value
   }
@@ -244,13 +280,25 @@ export class ContextualService {
     return this.metaP
   }
 
+  /**
+   * [CTX8] A consumer's events happen under the definition's PathPrefix: its owner reads there, or
+   * its counts (pending, lag) would tell them when nodes they cannot read change.
+   */
+  private mayWatch(principal: Principal, def: CompiledDefinition): void {
+    const prefix = tryParseNodePath(def.events.prefix)
+    if (!prefix || !this.opts.access.permissions(principal, prefix).has('Read')) {
+      throw new WeftError('forbidden', `You cannot read ${def.events.prefix}, where this subscription's events happen.`)
+    }
+  }
+
   /** The definition as the caller reads it, compiled. */
   private async definition(principal: Principal, path: NodePath): Promise<CompiledDefinition> {
     const node = await this.opts.nodes.get(principal, path)
     if (!node) throw new WeftError('not_found', `No ContextualSubscription at ${path} that you can read.`)
     if (node.nodeType !== 'ContextualSubscription') throw new WeftError('invalid_request', `${path} is a ${node.nodeType}, not a ContextualSubscription.`)
-    const key = `${path}\n${node.version}\n${node.updatedAt}`
-    return this.compiled.get(key) ?? this.remember(this.compiled, key, compileDefinition(node.content))
+    const version = `${node.version}\n${node.updatedAt}`
+    const known = this.compiled.get(path)
+    return known?.version === version ? known.def : this.remember(this.compiled, path, { version, def: compileDefinition(node.content) }, COMPILED_REMEMBERED).def
   }
 
   private async ownConsumer(principal: Principal, consumerId: string): Promise<ConsumerRow> {
@@ -291,6 +339,7 @@ export class ContextualService {
     const req = parse(NextRequest, raw, 'The next request')
     const subscription = parseNodePath(req.subscription)
     const def = await this.definition(principal, subscription)
+    this.mayWatch(principal, def)
     const p = def.paramsSchema.safeParse(req.params ?? {})
     if (!p.success) throw new WeftError('invalid_params', `Consumer parameters are invalid: ${p.error.issues[0]?.message ?? 'invalid'}.`)
     const params = p.data
@@ -319,13 +368,22 @@ export class ContextualService {
           await this.call({ op: 'skip', fence: { consumerId: id, eventId: e.eventId, token: e.token, attempt: e.attempt, now } })
           continue
         }
-        return { consumerId: id, item: await this.workItem(principal, def, consumer, params, e) }
+        try {
+          return { consumerId: id, item: await this.workItem(principal, def, consumer, params, e) }
+        } catch (err) {
+          // [CTX18] An item that cannot be delivered (its context over the bound) goes back with its
+          // reason: a dead letter after the last attempt, not a lease held till it expires.
+          if (isWeftError(err) && err.code === 'contextual_too_many_rows') {
+            await this.call({ op: 'nack', fence: { consumerId: id, eventId: e.eventId, token: e.token, attempt: e.attempt, now: this.clock.now() }, owner: user, availableAt: this.clock.now(), error: err.message, maxAttempts: def.limits.maxAttempts })
+          }
+          throw err
+        }
       }
       const left = deadline - this.clock.now()
       if (left <= 0) return { consumerId: id, item: null }
       const due = leased.kind === 'none' && leased.nextAt !== null ? Math.max(1, leased.nextAt - this.clock.now()) : left
       // At its in-flight limit the consumer waits for any commit, as before (its leases settle without one of its events).
-      await this.wait(Math.min(left, due), leased.kind === 'full' ? null : def.events, signal)
+      await this.wait(user, Math.min(left, due), leased.kind === 'full' ? null : def.events, signal)
     }
   }
 
@@ -345,7 +403,7 @@ export class ContextualService {
       if (!mayRun(this.opts.access, principal, r, target, targetNode)) continue
       const claims: CausationClaims = {
         db: meta.databaseId, inc: meta.incarnation, def: def.hash, op: def.operation, consumer: consumer.id, name: consumer.name,
-        event: e.eventId, attempt: e.attempt, principal: user, rev, reaction: r.name, command: r.commandId, target, root,
+        event: e.eventId, attempt: e.attempt, lease: leaseDigest(e.token), principal: user, rev, reaction: r.name, command: r.commandId, target, root,
         exp: this.clock.now() + CONTEXTUAL_BOUNDS.leaseSeconds.max * 1000,
       }
       reactions.push({
@@ -394,7 +452,7 @@ export class ContextualService {
     const state = await this.inTurn(userOf(principal), req.consumerId, req.eventId, () => {
       const fence = this.fence(req)
       return this.call<'pending' | 'dead' | null>({
-        op: 'nack', fence, owner: consumer.owner, availableAt: fence.now + (req.delaySeconds ?? 0) * 1000, error: req.error ?? 'nacked', maxAttempts: limits.maxAttempts,
+        op: 'nack', fence, owner: consumer.owner, availableAt: Math.ceil(fence.now + (req.delaySeconds ?? 0) * 1000), error: req.error ?? 'nacked', maxAttempts: limits.maxAttempts,
       })
     })
     if (!state) return this.refused(principal, req.consumerId)
@@ -419,7 +477,9 @@ export class ContextualService {
   /** [CTX29] `status` of one's own consumer. */
   async status(principal: Principal, raw: unknown): Promise<ContextualStatus> {
     const req = parse(ConsumerRequest, raw, 'The status request')
-    return this.statusOf(await this.ownConsumer(principal, req.consumerId))
+    const consumer = await this.ownConsumer(principal, req.consumerId)
+    this.mayWatch(principal, await this.definition(principal, consumer.subscriptionPath as NodePath).catch(() => { throw new WeftError('not_found', `No consumer ${req.consumerId} of yours.`) }))
+    return this.statusOf(principal, consumer)
   }
 
   /**
@@ -431,17 +491,23 @@ export class ContextualService {
     const req = parse(SubscriptionRequest, raw, 'The consumers request')
     const path = parseNodePath(req.subscription)
     const perms = this.opts.access.permissions(principal, path)
-    if (!perms.has('Read') || !(await this.opts.nodes.get(principal, path))) throw new WeftError('not_found', `No ContextualSubscription at ${path} that you can read.`)
+    const def = perms.has('Read') ? await this.definition(principal, path).catch(() => null) : null
+    if (!def) throw new WeftError('not_found', `No ContextualSubscription at ${path} that you can read.`)
+    this.mayWatch(principal, def)
     const canRedrive = perms.has('ManageAccess')
     const rows = await this.call<ConsumerRow[]>({ op: 'consumersOf', subscriptionPath: path, owner: canRedrive ? null : user, limit: CONSUMERS_PER_PAGE })
     const consumers: ContextualStatus[] = []
-    for (const c of rows) consumers.push(await this.statusOf(c))
+    // Another's consumer only of the definition this node holds now: one of a node that stood at
+    // this path before (deleted, its name taken again) is not this subscription's.
+    for (const c of rows) if (c.owner === user || c.defHash === def.hash) consumers.push(await this.statusOf(principal, c))
     return { subscription: path, canRedrive, consumers }
   }
 
-  private async statusOf(consumer: ConsumerRow): Promise<ContextualStatus> {
-    const s = (await this.call<ConsumerStatus | null>({ op: 'status', consumerId: consumer.id, now: this.clock.now() }))!
-    return { consumerId: consumer.id, subscription: consumer.subscriptionPath, name: consumer.name, ...s, lag: Math.max(0, s.headVersion - s.cursor) }
+  /** A consumer's status as `viewer` may see it: dead letters of nodes they cannot read are left out. */
+  private async statusOf(viewer: Principal, consumer: ConsumerRow): Promise<ContextualStatus> {
+    const { deadLetters, ...s } = (await this.call<ConsumerStatus | null>({ op: 'status', consumerId: consumer.id, now: this.clock.now() }))!
+    const readable = deadLetters.filter((d) => this.opts.access.permissions(viewer, d.path as NodePath).has('Read'))
+    return { consumerId: consumer.id, subscription: consumer.subscriptionPath, name: consumer.name, ...s, deadLetters: readable, lag: Math.max(0, s.headVersion - s.cursor) }
   }
 
   /** [CTX11] An Admin of the subscription re-drives a consumer's dead letters (attempts start over). */
@@ -454,6 +520,8 @@ export class ContextualService {
     if (!perms.has('ManageAccess')) {
       throw new WeftError('forbidden', 'Only an Admin of the subscription re-drives dead letters.')
     }
+    const def = await this.definition(principal, consumer!.subscriptionPath as NodePath).catch(() => null)
+    if (consumer!.owner !== userOf(principal) && def?.hash !== consumer!.defHash) throw new WeftError('not_found', `No consumer ${req.consumerId}.`)
     const redriven = await this.call<number>({ op: 'redrive', consumerId: req.consumerId })
     this.wakeAll()
     if (redriven > 0) this.kick(req.consumerId)
@@ -468,7 +536,10 @@ export class ContextualService {
     const claims = openClaims(meta.key, req.causationToken)
     if (!claims || claims.principal !== user || claims.db !== meta.databaseId || claims.inc !== meta.incarnation) throw deny()
     // [CTX23] The idempotency key is the server's, from the sealed claims; a caller cannot pick it.
-    const key = sha256Hex(canonicalJson([claims.def, claims.op, claims.event, claims.command, claims.reaction])).slice(0, 48)
+    // Per consumer (its identity holds the definition, the operation and the canonical parameters)
+    // and principal: another consumer of the event, or another person, has an effect of its own, and
+    // neither's outcome answers (or blocks) the other's reaction.
+    const key = sha256Hex(canonicalJson([claims.def, claims.op, claims.consumer, claims.principal, claims.event, claims.command, claims.reaction])).slice(0, 48)
     for (;;) {
       const running = this.reacting.get(key)
       if (!running) break
@@ -505,7 +576,7 @@ export class ContextualService {
     if (!consumer || consumer.owner !== user || consumer.defHash !== claims.def) throw deny()
     // [CTX44] With REACT_LEASE_MARGIN_MS left at least: the commit is fenced by this moment's clock, and
     // a pull after the lease's end (a new attempt) would refuse a commit still under way.
-    if (!lease || lease.state !== 'leased' || lease.attempt !== claims.attempt || lease.expiresAt - now < REACT_LEASE_MARGIN_MS || !lease.token) throw deny()
+    if (!lease || lease.state !== 'leased' || lease.attempt !== claims.attempt || lease.expiresAt - now < REACT_LEASE_MARGIN_MS || !lease.token || leaseDigest(lease.token) !== claims.lease) throw deny()
     // [CTX25] Reauthorize as the caller now: the definition, the source row, the command.
     let def: CompiledDefinition
     try {

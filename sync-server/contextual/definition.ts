@@ -79,6 +79,10 @@ function canonicalDefinition(d: ContextualDefinitionContent): string {
 }
 
 export function compileDefinition(content: JsonObject): CompiledDefinition {
+  const bytes = Buffer.byteLength(JSON.stringify(content))
+  if (bytes > CONTEXTUAL_BOUNDS.maxDefinitionBytes) {
+    throw new WeftError('contextual_invalid_definition', `A ContextualSubscription is at most ${CONTEXTUAL_BOUNDS.maxDefinitionBytes / 1024} kB of JSON (this one is ${Math.ceil(bytes / 1024)} kB).`)
+  }
   const parsed = ContextualDefinitionSchema.safeParse(content)
   if (!parsed.success) {
     const issue = parsed.error.issues[0]
@@ -107,6 +111,9 @@ export function compileDefinition(content: JsonObject): CompiledDefinition {
     throw new WeftError('contextual_invalid_definition', `At most ${CONTEXTUAL_BOUNDS.maxEventTypes} event node types.`)
   }
   for (const [name, r] of reactions) {
+    if (Object.keys(r.Parameters ?? {}).length > CONTEXTUAL_BOUNDS.maxParameters) {
+      throw new WeftError('contextual_invalid_definition', `Reaction ${name} declares at most ${CONTEXTUAL_BOUNDS.maxParameters} parameters.`)
+    }
     if (r.Command === 'create' && !r.NodeType) throw new WeftError('contextual_invalid_definition', `Reaction ${name} creates a node: give its NodeType.`)
   }
   const leaseSeconds = within(d.Limits?.LeaseSeconds, CONTEXTUAL_BOUNDS.leaseSeconds, 'contextual_lease_out_of_range', 'Limits.LeaseSeconds')

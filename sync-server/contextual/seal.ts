@@ -19,6 +19,11 @@ export const CausationClaims = z.strictObject({
   event: z.string(),
   attempt: z.number().int(),
   /**
+   * [CTX24] the lease's token, hashed: an attempt number repeats after a re-drive, a lease token
+   * never (absent in tokens sealed by older servers: they authorize no new commit)
+   */
+  lease: z.string().optional(),
+  /**
    * principal and the capability revision the reaction was offered under (a digest; a number in
    * tokens sealed by older servers, which still open so a repeat resolves its outcome, and never
    * match a digest, so they authorize no new commit)

@@ -76,7 +76,7 @@ export const CONTEXTUAL_SCHEMAS = {
   },
   ContextualStatus: {
     type: 'object',
-    required: ['consumerId', 'subscription', 'name', 'pending', 'leased', 'acked', 'skipped', 'dead', 'cursor', 'headVersion', 'lag', 'deadLetters'],
+    required: ['consumerId', 'subscription', 'name', 'pending', 'leased', 'acked', 'dead', 'cursor', 'headVersion', 'lag', 'deadLetters'],
     properties: {
       consumerId: { type: 'string' },
       subscription: { type: 'string' },
@@ -84,7 +84,6 @@ export const CONTEXTUAL_SCHEMAS = {
       pending: { type: 'integer' },
       leased: { type: 'integer' },
       acked: { type: 'integer' },
-      skipped: { type: 'integer' },
       dead: { type: 'integer' },
       cursor: { type: 'integer' },
       headVersion: { type: 'integer' },

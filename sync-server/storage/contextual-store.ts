@@ -346,7 +346,6 @@ function* status(c: Extract<ContextualCall, { op: 'status' }>): Op<ConsumerStatu
     pending: by.pending ?? 0,
     leased: by.leased ?? 0,
     acked: by.acked ?? 0,
-    skipped: by.skipped ?? 0,
     dead: by.dead ?? 0,
     cursor: num(consumer.cursor),
     headVersion: head,

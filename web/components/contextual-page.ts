@@ -122,7 +122,7 @@ export class WeftContextualPage extends LitElement {
       <dl class="counts" aria-label="State of ${c.name}">
         ${count('Pending', c.pending)} ${count('Leased', c.leased)} ${count('Acked', c.acked)} ${count('Dead letters', c.dead, true)} ${count('Lag', c.lag, false, 'version')}
       </dl>
-      <p class="meta">Read up to version ${c.cursor} of ${c.headVersion}${c.skipped ? html` · ${c.skipped} skipped (not readable to its owner)` : nothing}</p>
+      <p class="meta">Read up to version ${c.cursor} of ${c.headVersion}</p>
       ${c.deadLetters.length
         ? html`<ul class="dead" aria-label="Dead letters of ${c.name}">
             ${c.deadLetters.map(
