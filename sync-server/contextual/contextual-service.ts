@@ -62,8 +62,12 @@ export type { OfferedReaction, ReactionOutcome, WorkItem }
 /** [CTX24] What a causation token holds of its lease's token. */
 const leaseDigest = (token: string): string => sha256Hex(`lease:${token}`).slice(0, 32)
 
-/** [CTX42] Long polls of one user waiting at once (the wake-up streams have the same bound). */
-export const WAITING_PER_USER = 16
+/**
+ * [CTX42] Long polls of one user waiting at once, over every transport: a pool of agents under one
+ * account fits; thousands from one user slowed every other user's commits (each commit is matched
+ * against every waiter).
+ */
+export const WAITING_PER_USER = 64
 
 /** [CTX38] The most consumers one status page lists. */
 const CONSUMERS_PER_PAGE = 100

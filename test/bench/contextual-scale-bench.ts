@@ -19,7 +19,8 @@ import { setMaxListeners } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { pathToFileURL } from 'node:url'
-import { api, createSpace, expectStatus, makeTempDir, removeDir, signup, spawnServer, type SpawnedServer } from '../helpers/index.js'
+import { api, createSpace, expectStatus, grantRole, makeTempDir, removeDir, signup, spawnServer, type SpawnedServer } from '../helpers/index.js'
+import { WAITING_PER_USER } from '../../sync-server/contextual/contextual-service.js'
 import { percentile, round } from './stats.js'
 import type { Goal } from './run.js'
 
@@ -121,8 +122,22 @@ async function latency(server: SpawnedServer, token: string, sub: string, prefix
   }
 }
 
-async function scale(server: SpawnedServer, token: string, sub: string, prefix: string): Promise<Record<string, number>> {
-  const workers = Array.from({ length: CONSUMERS }, (_, i) => new Worker(server.url, token, sub, `w${i}`))
+/**
+ * [CTX42] One user's long polls wait WAITING_PER_USER at most: the consumers belong to as many
+ * users as that takes (Viewers of the space), as a pool of agents under several accounts would.
+ */
+async function pollers(server: SpawnedServer, owner: { token: string }, space: string): Promise<string[]> {
+  const tokens: string[] = []
+  for (let i = 0; i < Math.ceil(CONSUMERS / WAITING_PER_USER); i++) {
+    const u = await signup(server.url)
+    await grantRole(server.url, owner.token, space, u.userId, 'Viewer')
+    tokens.push(u.token)
+  }
+  return tokens
+}
+
+async function scale(server: SpawnedServer, token: string, sub: string, prefix: string, tokens: string[]): Promise<Record<string, number>> {
+  const workers = Array.from({ length: CONSUMERS }, (_, i) => new Worker(server.url, tokens[Math.floor(i / WAITING_PER_USER)]!, sub, `w${i}`))
   // Each consumer made (its cursor at the head) before the polls park.
   await pool(workers, 16, (w) => w.next(0))
   await sleep(1_000)
@@ -204,7 +219,8 @@ export async function benchContextualScale(): Promise<Record<string, number | st
       201,
     )
     const load = (await import('node:os')).loadavg().map((x) => round(x, 2)).join(' ')
-    return { load, ...(await latency(server, owner.token, sub, prefix)), ...(await scale(server, owner.token, sub, prefix)) }
+    const tokens = await pollers(server, owner, space)
+    return { load, ...(await latency(server, owner.token, sub, prefix)), ...(await scale(server, owner.token, sub, prefix, tokens)) }
   } catch (e) {
     console.error(server.output().slice(-3000))
     throw e
