@@ -1,7 +1,6 @@
 import { mkdir } from 'node:fs/promises'
-import AxeBuilder from '@axe-core/playwright'
 import { expect, test, type Page } from '@playwright/test'
-import { api, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+import { analyzeAxe, api, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * Issue 16 "Home: … your runs and threads with status" ([WEB40]): the home lists the threads the
@@ -75,7 +74,7 @@ test('[WEB40] the home lists your threads with their state, live; a question nee
     await page.setViewportSize({ width: 390, height: 844 })
     await expect(threads(page).first()).toBeVisible()
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
-    const axe = await new AxeBuilder({ page }).analyze()
+    const axe = await analyzeAxe(page)
     expect(axe.violations.filter((x) => x.impact === 'serious' || x.impact === 'critical').map((x) => `${x.id}: ${x.nodes.map((n) => n.target.join(' ')).join(', ')}`)).toEqual([])
   }
   await a.page.screenshot({ path: '/tmp/find2/home-threads-editor-390.png', fullPage: true })

@@ -1,7 +1,6 @@
 import { mkdir } from 'node:fs/promises'
-import AxeBuilder from '@axe-core/playwright'
 import { expect, test, type Page } from '@playwright/test'
-import { adminAndViewerOn, api, openLoggedIn, putNode, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+import { adminAndViewerOn, analyzeAxe, api, openLoggedIn, putNode, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * Issue 16 "One look": every page, as an Admin and as a Viewer, at 1280 and 390 px: no serious
@@ -50,7 +49,7 @@ async function checkPage(page: Page, label: string, width: number) {
   const scroll = await page.evaluate(() => ({ sw: document.documentElement.scrollWidth, iw: innerWidth }))
   expect.soft(scroll.sw, `${label} scrolls sideways`).toBeLessThanOrEqual(scroll.iw)
   await page.screenshot({ path: `test-results/one-look-${label}-${width}.png`, fullPage: true })
-  const axe = await new AxeBuilder({ page }).analyze()
+  const axe = await analyzeAxe(page)
   const bad = axe.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
   expect.soft(bad.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(' ')).join(', ')})`), `${label} axe`).toEqual([])
 }

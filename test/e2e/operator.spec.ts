@@ -1,8 +1,7 @@
 import { mkdir } from 'node:fs/promises'
-import AxeBuilder from '@axe-core/playwright'
 import { expect, test, type Page } from '@playwright/test'
 import { SYSTEM, type NodePath } from '../../shared/index.js'
-import { api, openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+import { analyzeAxe, api, openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * [OPS10] The operator's page in a real Chromium: an operator (Admin of the `Admin` partition)
@@ -37,7 +36,7 @@ async function look(page: Page, label: string, width: number) {
   const scroll = await page.evaluate(() => ({ sw: document.documentElement.scrollWidth, iw: innerWidth }))
   expect.soft(scroll.sw, `${label} scrolls sideways`).toBeLessThanOrEqual(scroll.iw)
   await page.screenshot({ path: `test-results/operator-${label}-${width}.png`, fullPage: true })
-  const axe = await new AxeBuilder({ page }).analyze()
+  const axe = await analyzeAxe(page)
   const bad = axe.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
   expect.soft(bad.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(' ')).join(', ')})`), `${label} axe`).toEqual([])
 }

@@ -1,8 +1,7 @@
 import { mkdir, readFile } from 'node:fs/promises'
-import AxeBuilder from '@axe-core/playwright'
 import { expect, test, type Browser, type Page } from '@playwright/test'
 import { SYSTEM, type NodePath } from '../../shared/index.js'
-import { api, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
+import { analyzeAxe, api, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * Issue 18 item 7, the thread page (docs/SPEC.md [WEB30]–[WEB39]): messages with their authors,
@@ -363,7 +362,7 @@ test('[WEB39] a thread as an Editor and as a Viewer: axe clean, no sideways scro
   for (const { page } of [a, v]) {
     for (const width of [1280, 390]) {
       await page.setViewportSize({ width, height: 844 })
-      const axe = await new AxeBuilder({ page }).analyze()
+      const axe = await analyzeAxe(page)
       const bad = axe.violations.filter((x) => x.impact === 'serious' || x.impact === 'critical')
       expect(bad.map((x) => `${x.id}: ${x.help} (${x.nodes.map((n) => n.target.join(' ')).join(', ')})`)).toEqual([])
     }
