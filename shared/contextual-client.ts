@@ -70,6 +70,8 @@ export interface ContextualClient {
   status(consumerId: string, opts?: CallOptions): Promise<ContextualStatus>
   react(causationToken: string, params?: Record<string, unknown>, opts?: CallOptions): Promise<{ outcome: ReactionOutcome; repeated: boolean }>
   redrive(consumerId: string, opts?: CallOptions): Promise<{ redriven: number }>
+  /** Deletes a consumer and its events: yours, or any of a subscription you are an Admin of ([CTX46]). */
+  delete(consumerId: string, opts?: CallOptions): Promise<{ deleted: true }>
   /** A subscription's consumers with their status: yours, or all for an Admin of it ([CTX38]). */
   consumers(subscription: string, opts?: CallOptions): Promise<SubscriptionConsumers>
   /**
@@ -171,6 +173,7 @@ export function createContextualClient(options: ContextualClientOptions): Contex
     status: async (consumerId, opts) => post('status', check(ConsumerRequest, { consumerId }, 'The status request'), opts),
     react: async (causationToken, params, opts) => post('react', check(ReactRequest, { causationToken, ...(params ? { params } : {}) }, 'The react request'), opts),
     redrive: async (consumerId, opts) => post('redrive', check(ConsumerRequest, { consumerId }, 'The redrive request'), opts),
+    delete: async (consumerId, opts) => post('delete', check(ConsumerRequest, { consumerId }, 'The delete request'), opts),
     consumers: async (subscription, opts) => post('consumers', check(SubscriptionRequest, { subscription }, 'The consumers request'), opts),
     async *items(req, opts) {
       const waitSeconds = req.waitSeconds ?? CONTEXTUAL_BOUNDS.maxWaitSeconds

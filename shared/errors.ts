@@ -37,6 +37,7 @@ export const ERROR_CODES = {
   contextual_too_many_queries: 422,
   contextual_too_many_reactions: 422,
   contextual_too_many_rows: 422,
+  contextual_too_many_consumers: 422,
   contextual_lease_out_of_range: 422,
   contextual_in_flight_out_of_range: 422,
   contextual_attempts_out_of_range: 422,

@@ -69,6 +69,13 @@ const leaseDigest = (token: string): string => sha256Hex(`lease:${token}`).slice
  */
 export const WAITING_PER_USER = 64
 
+/**
+ * [CTX46] Consumers one account may have at once, over every subscription: each is a durable row
+ * with its events, made by a pull that names a new consumer. A pool of agents under one account
+ * uses one consumer (or a few); a bench's 1,000 long polls take 16 accounts ([CTX42]).
+ */
+export const CONSUMERS_PER_USER = 1_000
+
 /** [CTX38] The most consumers one status page lists. */
 const CONSUMERS_PER_PAGE = 100
 /** How many consumer rows a service keeps in memory. */
@@ -81,6 +88,23 @@ const COMPILED_REMEMBERED = 500
  * The lease is at least 5 s; a reaction's checks and commit take milliseconds.
  */
 export const REACT_LEASE_MARGIN_MS = 1_000
+
+/**
+ * [CTX31] How often a long poll of a consumer at its in-flight limit looks again: a lease of it may
+ * have run out, or been settled on another instance (a settle on this one wakes it at once).
+ */
+export const FULL_RECHECK_MS = 1_000
+
+/**
+ * [CTX45] A settled event's row (acked, or skipped as unreadable) is deleted this long after it was
+ * settled: the cursor is past it, its lease is void, and a repeated reaction resolves its outcome
+ * row, which is kept. Without it every event ever delivered stayed a row per consumer.
+ */
+export const SETTLED_RETENTION_MS = 24 * 3600_000
+/** How often the sweep runs, and how many rows one of its statements deletes at most. */
+const SWEEP_EVERY_MS = 10 * 60_000
+const SWEEP_ROWS = 5_000
+const SWEEP_CONSUMERS = 500
 
 const DENIED = 'This reaction is not authorized now (the lease, the token, your access or the source row no longer allow it).'
 const deny = () => new WeftError('reaction_denied', DENIED)
@@ -113,6 +137,12 @@ function userOf(principal: Principal): string {
   return principal.userId
 }
 
+/** A long poll waiting: the consumer it pulls for, and the events that may give it work (null: none; only its own consumer's settling can). */
+interface Waiter {
+  consumerId: string
+  filter: Readonly<EventFilter> | null
+}
+
 interface WakeListener {
   consumerId: string
   principal: Principal
@@ -133,9 +163,11 @@ export interface ContextualServiceOptions {
 export class ContextualService {
   private readonly clock: Clock
   private metaP: Promise<ContextualMeta & { key: Buffer }> | null = null
-  /** Long polls waiting, each with the events that may give it work (null: any commit). */
-  private readonly waiters = new Map<() => void, Readonly<EventFilter> | null>()
+  /** [CTX31] Long polls waiting, each with its consumer and the events that may give it work. */
+  private readonly waiters = new Map<() => void, Waiter>()
   private feed: Subscription | null = null
+  /** [CTX45] The next sweep's timer. */
+  private sweepTimer: (() => void) | null = null
   /** [CTX39] Wake-up listeners: each bound to one consumer of its owner, with the filter as the owner read the definition. */
   private readonly listeners = new Set<WakeListener>()
   /** Reactions under way, per idempotency key: one at a time in this process (storage fences across processes). */
@@ -171,6 +203,7 @@ export class ContextualService {
 
   /** [CTX31] Payload-free wake-ups: a commit wakes the long polls it may give work, which re-ask durable truth. */
   start(): void {
+    this.scheduleSweep()
     this.feed ??= this.opts.nodes.changes$.subscribe((c) => {
       const change = { path: c.path, node_type: c.nodeType, kind: c.kind }
       this.wake(change)
@@ -184,7 +217,45 @@ export class ContextualService {
   stop(): void {
     this.feed?.unsubscribe()
     this.feed = null
+    this.sweepTimer?.()
+    this.sweepTimer = null
     this.wakeAll()
+  }
+
+  private scheduleSweep(): void {
+    if (this.sweepTimer) return
+    this.sweepTimer = this.clock.setTimeout(() => {
+      void this.prune().then(
+        (n) => {
+          if (n > 0) this.opts.log.info({ op: 'contextual.prune', deleted: n }, 'contextual: settled events deleted')
+        },
+        (err: unknown) => this.opts.log.warn({ err }, 'contextual: the sweep of settled events failed; it runs again later'),
+      ).finally(() => {
+        if (!this.sweepTimer) return // stopped meanwhile
+        this.sweepTimer = null
+        this.scheduleSweep()
+      })
+    }, SWEEP_EVERY_MS)
+  }
+
+  /**
+   * [CTX45] Deletes the rows of events settled SETTLED_RETENTION_MS before `now`, every consumer's,
+   * a bounded batch per statement; answers how many. Each instance of a cluster may run it at once.
+   */
+  async prune(now = this.clock.now()): Promise<number> {
+    let deleted = 0
+    for (let after = ''; ; ) {
+      const ids = await this.call<string[]>({ op: 'consumerIds', after, limit: SWEEP_CONSUMERS })
+      for (const consumerId of ids) {
+        for (;;) {
+          const n = await this.call<number>({ op: 'prune', consumerId, before: now - SETTLED_RETENTION_MS, limit: SWEEP_ROWS })
+          deleted += n
+          if (n < SWEEP_ROWS) break
+        }
+      }
+      if (ids.length < SWEEP_CONSUMERS) return deleted
+      after = ids.at(-1)!
+    }
   }
 
   /**
@@ -206,6 +277,14 @@ export class ContextualService {
     for (const l of this.listeners) if (l.consumerId === consumerId) l.wake(null)
   }
 
+  /**
+   * [CTX31] Wakes the long polls of one consumer: its ack freed a lease slot, its nack or re-drive
+   * made work due. Nobody else's: work of one consumer is never another's.
+   */
+  private wakeConsumer(consumerId: string): void {
+    for (const [w, waiter] of [...this.waiters]) if (waiter.consumerId === consumerId) w()
+  }
+
   private wakeAll(): void {
     const ws = [...this.waiters.keys()]
     this.waiters.clear()
@@ -214,7 +293,7 @@ export class ContextualService {
 
   /** Wakes the waiters whose filter the change matches (each one leaves the map as it resolves). */
   private wake(change: { path: string; node_type: string; kind: string }): void {
-    for (const [w, filter] of [...this.waiters]) if (!filter || matchesEventFilter(filter, change)) w()
+    for (const [w, { filter }] of [...this.waiters]) if (filter && matchesEventFilter(filter, change)) w()
   }
 
   /** [CTX42] Long polls waiting now. */
@@ -222,7 +301,7 @@ export class ContextualService {
     return this.waiters.size
   }
 
-  private wait(user: string, ms: number, filter: Readonly<EventFilter> | null, signal?: AbortSignal): Promise<void> {
+  private wait(user: string, ms: number, waiter: Waiter, signal?: AbortSignal): Promise<void> {
     // A caller gone while the lease was being read (its abort event has fired already) waits for nothing.
     if (signal?.aborted) return Promise.resolve()
     const waiting = this.waitingOf.get(user) ?? 0
@@ -241,7 +320,7 @@ export class ContextualService {
         resolve()
       }
       const cancel = this.clock.setTimeout(done, ms)
-      this.waiters.set(done, filter)
+      this.waiters.set(done, waiter)
       signal?.addEventListener('abort', done, { once: true })
     })
   }
@@ -322,13 +401,20 @@ export class ContextualService {
   private async ensureConsumer(user: string, def: CompiledDefinition, subscription: NodePath, params: JsonObject, name: string, id: string): Promise<ConsumerRow> {
     const known = this.consumerRows.get(id)
     if (known && known.owner === user) return known
-    const consumer = await this.call<ConsumerRow>({
+    const consumer = await this.call<ConsumerRow | null>({
       op: 'ensureConsumer',
       consumer: {
         id, defHash: def.hash, operation: def.operation, subscriptionPath: subscription, params: canonicalJson(params), name, owner: user,
         limits: JSON.stringify(def.limits), cursor: await this.opts.storage.lastVersion(), createdAt: new Date(this.clock.now()).toISOString(),
       },
+      most: CONSUMERS_PER_USER,
     })
+    if (!consumer) {
+      throw new WeftError(
+        'contextual_too_many_consumers',
+        `You have ${CONSUMERS_PER_USER} consumers, the most one account may have; delete one you no longer use (POST /api/contextual/delete, or its status page) and pull again.`,
+      )
+    }
     if (consumer.owner !== user) throw new WeftError('forbidden', `Consumer ${name} of this subscription belongs to someone else; pick another name.`)
     return this.remember(this.consumerRows, id, consumer)
   }
@@ -385,9 +471,11 @@ export class ContextualService {
       }
       const left = deadline - this.clock.now()
       if (left <= 0) return { consumerId: id, item: null }
-      const due = leased.kind === 'none' && leased.nextAt !== null ? Math.max(1, leased.nextAt - this.clock.now()) : left
-      // At its in-flight limit the consumer waits for any commit, as before (its leases settle without one of its events).
-      await this.wait(user, Math.min(left, due), leased.kind === 'full' ? null : def.events, signal)
+      // [CTX31] At its in-flight limit, no commit can give the consumer work: only its own ack or nack
+      // (which wake it here), or a lease running out. It looks again every FULL_RECHECK_MS (a lease may
+      // end, or an ack land on another instance), and is woken by nobody else's commits.
+      const due = leased.kind === 'full' ? FULL_RECHECK_MS : leased.kind === 'none' && leased.nextAt !== null ? Math.max(1, leased.nextAt - this.clock.now()) : left
+      await this.wait(user, Math.min(left, due), { consumerId: id, filter: leased.kind === 'full' ? null : def.events }, signal)
     }
   }
 
@@ -445,6 +533,8 @@ export class ContextualService {
     const req = parse(FenceRequest, raw, 'The ack request')
     const acked = await this.inTurn(user, req.consumerId, req.eventId, () => this.call<boolean>({ op: 'ack', fence: this.fence(req), owner: user }))
     if (!acked) await this.refused(principal, req.consumerId)
+    // A lease slot is free: a long poll of this consumer at its in-flight limit may lease now.
+    this.wakeConsumer(req.consumerId)
     return { ok: true }
   }
 
@@ -460,7 +550,7 @@ export class ContextualService {
       })
     })
     if (!state) return this.refused(principal, req.consumerId)
-    this.wakeAll()
+    this.wakeConsumer(req.consumerId)
     if (state === 'pending' && !req.delaySeconds) this.kick(req.consumerId)
     return { state }
   }
@@ -514,22 +604,52 @@ export class ContextualService {
     return { consumerId: consumer.id, subscription: consumer.subscriptionPath, name: consumer.name, ...s, deadLetters: readable, lag: Math.max(0, s.headVersion - s.cursor) }
   }
 
+  /**
+   * [CTX11] [CTX46] A consumer as `principal` may see it to act on it: their own, or another's of a
+   * subscription they read, of the definition it holds now (a node that stood at the path before,
+   * deleted and its name taken again, does not lend its consumers). Anything else is not found, so
+   * nobody learns that a consumer exists where they cannot see it.
+   */
+  private async visibleConsumer(principal: Principal, consumerId: string): Promise<{ consumer: ConsumerRow; mine: boolean; admin: boolean }> {
+    const user = userOf(principal)
+    const consumer = await this.call<ConsumerRow | null>({ op: 'consumer', id: consumerId })
+    if (!consumer) throw new WeftError('not_found', `No consumer ${consumerId}.`)
+    const path = consumer.subscriptionPath as NodePath
+    const perms = this.opts.access.permissions(principal, path)
+    const mine = consumer.owner === user
+    if (!mine) {
+      const def = perms.has('Read') ? await this.definition(principal, path).catch(() => null) : null
+      if (def?.hash !== consumer.defHash) throw new WeftError('not_found', `No consumer ${consumerId}.`)
+    }
+    return { consumer, mine, admin: perms.has('ManageAccess') }
+  }
+
   /** [CTX11] An Admin of the subscription re-drives a consumer's dead letters (attempts start over). */
   async redrive(principal: Principal, raw: unknown): Promise<{ redriven: number }> {
-    userOf(principal)
     const req = parse(ConsumerRequest, raw, 'The redrive request')
-    const consumer = await this.call<ConsumerRow | null>({ op: 'consumer', id: req.consumerId })
-    const perms = consumer ? this.opts.access.permissions(principal, consumer.subscriptionPath as NodePath) : null
-    if (!perms?.has('Read')) throw new WeftError('not_found', `No consumer ${req.consumerId}.`)
-    if (!perms.has('ManageAccess')) {
-      throw new WeftError('forbidden', 'Only an Admin of the subscription re-drives dead letters.')
-    }
-    const def = await this.definition(principal, consumer!.subscriptionPath as NodePath).catch(() => null)
-    if (consumer!.owner !== userOf(principal) && def?.hash !== consumer!.defHash) throw new WeftError('not_found', `No consumer ${req.consumerId}.`)
+    const { admin } = await this.visibleConsumer(principal, req.consumerId)
+    if (!admin) throw new WeftError('forbidden', 'Only an Admin of the subscription re-drives dead letters.')
     const redriven = await this.call<number>({ op: 'redrive', consumerId: req.consumerId })
-    this.wakeAll()
+    this.wakeConsumer(req.consumerId)
     if (redriven > 0) this.kick(req.consumerId)
     return { redriven }
+  }
+
+  /**
+   * [CTX46] Deletes a consumer and its events, by its owner or an Admin of the subscription (as for
+   * a re-drive); its reactions' outcomes (the causation records) are kept. Its leases are void at
+   * once; a later pull naming it makes it again, at the head of the change log.
+   */
+  async delete(principal: Principal, raw: unknown): Promise<{ deleted: true }> {
+    const req = parse(ConsumerRequest, raw, 'The delete request')
+    const { consumer, mine, admin } = await this.visibleConsumer(principal, req.consumerId)
+    if (!mine && !admin) throw new WeftError('forbidden', "Only its owner or an Admin of the subscription deletes someone's consumer.")
+    await this.call<boolean>({ op: 'deleteConsumer', id: consumer.id })
+    this.consumerRows.delete(consumer.id)
+    // Its long polls find it gone.
+    this.wakeConsumer(consumer.id)
+    this.opts.log.info({ op: 'contextual.delete', consumer: consumer.id, subscription: consumer.subscriptionPath, user: userOf(principal) }, 'contextual consumer deleted')
+    return { deleted: true }
   }
 
   /** [CTX20]–[CTX28] `react`: one declared reaction, exactly once in effect. */

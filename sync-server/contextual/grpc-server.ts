@@ -27,6 +27,7 @@ export const GRPC_STATUS_OF: Readonly<Record<ErrorCode, grpc.status>> = {
   contextual_too_many_queries: grpc.status.FAILED_PRECONDITION,
   contextual_too_many_reactions: grpc.status.FAILED_PRECONDITION,
   contextual_too_many_rows: grpc.status.FAILED_PRECONDITION,
+  contextual_too_many_consumers: grpc.status.RESOURCE_EXHAUSTED,
   contextual_lease_out_of_range: grpc.status.FAILED_PRECONDITION,
   contextual_in_flight_out_of_range: grpc.status.FAILED_PRECONDITION,
   contextual_attempts_out_of_range: grpc.status.FAILED_PRECONDITION,
@@ -129,6 +130,7 @@ function methods(s: ContextualService): Record<string, Method> {
       return { repeated: out.repeated, outcome: { ...out.outcome, version: out.outcome.version ?? 0 } }
     },
     redrive: (p, r) => s.redrive(p, { consumerId: r.consumerId }),
+    deleteConsumer: (p, r) => s.delete(p, { consumerId: r.consumerId }),
   }
 }
 

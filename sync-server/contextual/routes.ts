@@ -3,7 +3,7 @@ import { WeftError } from '../../shared/index.js'
 import type { Route } from '../http/index.js'
 import type { ContextualService } from './contextual-service.js'
 
-const OPERATIONS = ['next', 'ack', 'nack', 'extend', 'status', 'react', 'redrive', 'consumers'] as const
+const OPERATIONS = ['next', 'ack', 'nack', 'extend', 'status', 'react', 'redrive', 'consumers', 'delete'] as const
 type Operation = (typeof OPERATIONS)[number]
 
 const isOperation = (op: string): op is Operation => (OPERATIONS as readonly string[]).includes(op)
@@ -89,7 +89,7 @@ export function contextualRoutes(service: ContextualService): Route[] {
         if (!r.principal) throw new WeftError('unauthorized', 'Sign in first.')
         const op = r.params.op ?? ''
         if (!isOperation(op)) {
-          throw new WeftError('not_found', `No contextual operation ${JSON.stringify(op)}: use next, ack, nack, extend, status, react, redrive or consumers.`)
+          throw new WeftError('not_found', `No contextual operation ${JSON.stringify(op)}: use next, ack, nack, extend, status, react, redrive, consumers or delete.`)
         }
         if (op === 'next') {
           // [CTX42] A long poll whose client went away stops waiting (and leases nothing for it).

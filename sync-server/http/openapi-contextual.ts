@@ -149,6 +149,13 @@ export const CONTEXTUAL_PATHS = {
     { type: 'object', properties: { redriven: { type: 'integer' } } },
     { '403': error('`forbidden`: not an Admin (ManageAccess) of the subscription node.') },
   ),
+  '/api/contextual/delete': op(
+    'Delete a consumer and its events (its owner, or an Admin of the subscription).',
+    'Its leases are void at once and its events forgotten; the outcomes of its reactions (the causation records) are kept. A later `next` naming it makes it again, at the head of the change log. An account has at most 1,000 consumers (`contextual_too_many_consumers` on `next` past it): delete the ones you no longer use.',
+    { type: 'object', required: ['consumerId'], properties: { consumerId: { type: 'string' } } },
+    { type: 'object', properties: { deleted: { type: 'boolean', enum: [true] } } },
+    { '403': error('`forbidden`: another\'s consumer, and not an Admin (ManageAccess) of the subscription node.'), '404': error('`not_found`: no such consumer you may see.') },
+  ),
   '/api/contextual/react': op(
     'Run one offered reaction, exactly once in effect.',
     'Verifies the sealed causation token against durable lease truth and the caller\'s current access, derives the idempotency key, and commits the command with its outcome and causation record in one transaction. A repeat returns the persisted outcome (`repeated: true`), even after the lease or token expired; an expired token never commits anything new.',

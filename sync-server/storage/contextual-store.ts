@@ -20,6 +20,7 @@ export type Dialect = 'sqlite' | 'postgres'
  */
 const PG_SLOTS = `
 ALTER TABLE contextual_events ADD COLUMN IF NOT EXISTS slot integer;
+ALTER TABLE contextual_consumers ADD COLUMN IF NOT EXISTS acked_pruned bigint NOT NULL DEFAULT 0;
 CREATE UNIQUE INDEX IF NOT EXISTS contextual_events_slot ON contextual_events (consumer_id, slot) WHERE state = 'leased';
 `
 
@@ -42,7 +43,8 @@ CREATE TABLE IF NOT EXISTS contextual_consumers (
   owner TEXT NOT NULL,
   limits TEXT NOT NULL,
   cursor ${int} NOT NULL,
-  created_at TEXT NOT NULL
+  created_at TEXT NOT NULL,
+  acked_pruned ${int} NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS contextual_events (
   consumer_id TEXT NOT NULL,
@@ -60,6 +62,7 @@ CREATE TABLE IF NOT EXISTS contextual_events (
   PRIMARY KEY (consumer_id, event_id)
 );
 CREATE INDEX IF NOT EXISTS contextual_events_state ON contextual_events (consumer_id, state, version);
+CREATE INDEX IF NOT EXISTS contextual_consumers_owner ON contextual_consumers (owner);
 CREATE INDEX IF NOT EXISTS contextual_events_open ON contextual_events (consumer_id, version) WHERE state IN ('pending', 'leased');
 ${d === 'postgres' ? PG_SLOTS : ''}CREATE TABLE IF NOT EXISTS contextual_outcomes (
   key TEXT PRIMARY KEY,
@@ -209,7 +212,10 @@ export type LeaseResult = LeaseAnswer & { incarnation: number }
 
 export type ContextualCall =
   | { op: 'meta'; fresh: ContextualMeta }
-  | { op: 'ensureConsumer'; consumer: ConsumerRow }
+  /** Made unless the owner has `most` consumers already (then: the row if it exists, else null). */
+  | { op: 'ensureConsumer'; consumer: ConsumerRow; most: number }
+  /** [CTX46] The consumer and its events (its outcomes, the causation records, are kept). */
+  | { op: 'deleteConsumer'; id: string }
   | { op: 'consumer'; id: string }
   | { op: 'consumersOf'; subscriptionPath: string; owner: string | null; limit: number }
   | LeaseCall
@@ -224,6 +230,10 @@ export type ContextualCall =
   | { op: 'outcome'; key: string }
   | { op: 'recordOutcome'; attachment: ContextualAttachment }
   | { op: 'reactTruth'; key: string; consumerId: string; eventId: string }
+  /** [CTX45] Up to `limit` consumer ids after `after` (in id order), for the sweep. */
+  | { op: 'consumerIds'; after: string; limit: number }
+  /** [CTX45] Up to `limit` of the consumer's events settled (acked, skipped) before `before`, deleted; answers how many. */
+  | { op: 'prune'; consumerId: string; before: number; limit: number }
 
 /** A statement yielded to the driver: `all` answers rows, `run` the count of changed rows. */
 export type Stmt = { sql: string; params: unknown[]; mode: 'all' | 'run' }
@@ -333,7 +343,7 @@ function* nack(c: Extract<ContextualCall, { op: 'nack' }>): Op<'pending' | 'dead
 }
 
 function* status(c: Extract<ContextualCall, { op: 'status' }>): Op<ConsumerStatus | null> {
-  const consumer = (yield* all('SELECT cursor FROM contextual_consumers WHERE id = ?', c.consumerId))[0]
+  const consumer = (yield* all('SELECT cursor, acked_pruned FROM contextual_consumers WHERE id = ?', c.consumerId))[0]
   if (!consumer) return null
   const counts = yield* all(
     `SELECT CASE WHEN state = 'leased' AND expires_at <= ? THEN 'pending' ELSE state END AS s, count(*) AS n FROM contextual_events WHERE consumer_id = ? GROUP BY 1`,
@@ -345,12 +355,33 @@ function* status(c: Extract<ContextualCall, { op: 'status' }>): Op<ConsumerStatu
   return {
     pending: by.pending ?? 0,
     leased: by.leased ?? 0,
-    acked: by.acked ?? 0,
+    // [CTX45] Acked events deleted by the sweep still count.
+    acked: (by.acked ?? 0) + num(consumer.acked_pruned),
     dead: by.dead ?? 0,
     cursor: num(consumer.cursor),
     headVersion: head,
     deadLetters: dead.map((r) => ({ eventId: String(r.event_id), path: String(r.path), attempt: num(r.attempt), lastError: r.last_error === null ? null : String(r.last_error) })),
   }
+}
+
+/**
+ * [CTX45] Deletes up to `limit` of a consumer's events settled before `before` (the
+ * `contextual_events_state` index: consumer, state), counting the acked ones on the consumer row so
+ * its status still tells them. What a settled event's row served is over: the cursor is past it
+ * (never ingested again), its lease is void, and a repeated reaction resolves its outcome row,
+ * which is kept (the causation record).
+ */
+function* prune(c: Extract<ContextualCall, { op: 'prune' }>): Op<number> {
+  // RETURNING: two instances sweeping at once each count only the rows they deleted.
+  const gone = yield* all(
+    `DELETE FROM contextual_events WHERE consumer_id = ? AND event_id IN (
+       SELECT event_id FROM contextual_events WHERE consumer_id = ? AND state IN ('acked', 'skipped') AND available_at < ? LIMIT ?)
+     AND state IN ('acked', 'skipped') RETURNING state`,
+    c.consumerId, c.consumerId, c.before, c.limit,
+  )
+  const acked = gone.filter((r) => r.state === 'acked').length
+  if (acked > 0) yield* run('UPDATE contextual_consumers SET acked_pruned = acked_pruned + ? WHERE id = ?', acked, c.consumerId)
+  return gone.length
 }
 
 function* totals(now: number): Op<ContextualTotals> {
@@ -512,11 +543,19 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     }
     case 'ensureConsumer': {
       const c = call.consumer
+      // [CTX46] Not past the owner's bound (two made at once may both pass it by one: a bound, not a count).
       yield* run(
-        `INSERT INTO contextual_consumers (${CONSUMER_COLUMNS.join(', ')}) VALUES (${CONSUMER_COLUMNS.map(() => '?').join(', ')}) ON CONFLICT DO NOTHING`,
-        c.id, c.defHash, c.operation, c.subscriptionPath, c.params, c.name, c.owner, c.limits, c.cursor, c.createdAt,
+        `INSERT INTO contextual_consumers (${CONSUMER_COLUMNS.join(', ')}) SELECT ${CONSUMER_COLUMNS.map((col) => (col === 'cursor' ? 'CAST(? AS BIGINT)' : 'CAST(? AS TEXT)')).join(', ')}
+         WHERE (SELECT count(*) FROM contextual_consumers WHERE owner = ?) < ? ON CONFLICT DO NOTHING`,
+        c.id, c.defHash, c.operation, c.subscriptionPath, c.params, c.name, c.owner, c.limits, c.cursor, c.createdAt, c.owner, call.most,
       )
       return yield* consumer(c.id)
+    }
+    case 'deleteConsumer': {
+      // The row first: a lease or an ingest under way holds or waits for it, and then finds it gone.
+      const n = yield* run('DELETE FROM contextual_consumers WHERE id = ?', call.id)
+      yield* run('DELETE FROM contextual_events WHERE consumer_id = ?', call.id)
+      return n === 1
     }
     case 'consumer':
       return yield* consumer(call.id)
@@ -533,10 +572,11 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     }
     case 'lease':
       return yield* lease(call, dialect)
+    // [CTX45] A settled event's available_at is when it was settled (the sweep deletes it a day later).
     case 'skip':
-      return (yield* run(`UPDATE contextual_events SET state = 'skipped', lease_token = NULL WHERE ${FENCED}`, ...fenceArgs(call.fence))) === 1
+      return (yield* run(`UPDATE contextual_events SET state = 'skipped', lease_token = NULL, available_at = ? WHERE ${FENCED}`, call.fence.now, ...fenceArgs(call.fence))) === 1
     case 'ack':
-      return (yield* run(`UPDATE contextual_events SET state = 'acked', lease_token = NULL WHERE ${OWNED}`, ...ownedArgs(call.fence, call.owner))) === 1
+      return (yield* run(`UPDATE contextual_events SET state = 'acked', lease_token = NULL, available_at = ? WHERE ${OWNED}`, call.fence.now, ...ownedArgs(call.fence, call.owner))) === 1
     case 'nack':
       return yield* nack(call)
     case 'extend':
@@ -563,6 +603,10 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     }
     case 'reactTruth':
       return yield* reactTruth(call.key, call.consumerId, call.eventId)
+    case 'consumerIds':
+      return (yield* all('SELECT id FROM contextual_consumers WHERE id > ? ORDER BY id LIMIT ?', call.after, call.limit)).map((r) => String(r.id))
+    case 'prune':
+      return yield* prune(call)
     default:
       call satisfies never
       return null

@@ -97,4 +97,5 @@ ${Object.entries(ENGINE_SCANS)
 /** Columns added after the first release, with the statement that adds each to an older file. */
 export const SQLITE_ADDED_COLUMNS: readonly { table: string; column: string; add: string }[] = [
   { table: 'nodes', column: 'content_stale', add: 'ALTER TABLE nodes ADD COLUMN content_stale INTEGER NOT NULL DEFAULT 0' },
+  { table: 'contextual_consumers', column: 'acked_pruned', add: 'ALTER TABLE contextual_consumers ADD COLUMN acked_pruned INTEGER NOT NULL DEFAULT 0' },
 ]

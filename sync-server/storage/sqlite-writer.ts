@@ -43,6 +43,8 @@ export function openSqliteConnection(file: string, busyTimeoutMs: number): Datab
   // JavaScript's toLowerCase, so case-insensitive matching agrees with PostgreSQL's lower() beyond ASCII.
   db.function('weft_lower', { deterministic: true }, (s: unknown) => (s === null ? null : String(s).toLowerCase()))
   db.exec(SQLITE_SCHEMA)
+  // Before the added columns: some are of its tables.
+  db.exec(contextualSchema('sqlite'))
   for (const { table, column, add } of SQLITE_ADDED_COLUMNS) {
     const columns = db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]
     if (!columns.some((c) => c.name === column)) {
@@ -58,7 +60,6 @@ export function openSqliteConnection(file: string, busyTimeoutMs: number): Datab
   // [FIND1] The full-text index and its triggers (filled at boot by repairSqliteSearchIndex).
   ensureSqliteSearchIndex(db)
   applySqliteMoveSchema(db)
-  db.exec(contextualSchema('sqlite'))
   return db
 }
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CONTEXTUAL_BOUNDS, type JsonObject } from '../../shared/index.js'
-import { WAITING_PER_USER } from '../../sync-server/contextual/contextual-service.js'
+import { CONSUMERS_PER_USER, WAITING_PER_USER } from '../../sync-server/contextual/contextual-service.js'
 import { api, createSpace, errorCode, expectStatus, freshDatabase, grantRole, signup, startTestServer, type TestServer } from '../helpers/index.js'
 import { ctx, ownedServer, putSubscription } from './contextual-helpers.js'
 
@@ -144,6 +144,14 @@ describe('contextual subscriptions: bounds and leaks found by review', () => {
     const page = expectStatus(await api(env.ts.url, env.owner.token).post<{ consumers: unknown[] }>('/api/contextual/consumers', { subscription: sub }), 200)
     expect(page.body.consumers).toEqual([])
     expect(errorCode(await ctx(env.ts.url, env.owner.token).redrive(id))).toBe('not_found')
+    expect(errorCode(await ctx(env.ts.url, env.owner.token).delete(id))).toBe('not_found')
+    // Nor does a reader who is no Admin learn it exists (forbidden would tell; it was).
+    const vic = await signup(env.ts.url)
+    await grantRole(env.ts.url, env.owner.token, env.space, vic.userId, 'Viewer')
+    expect(errorCode(await ctx(env.ts.url, vic.token).redrive(id))).toBe('not_found')
+    expect(errorCode(await ctx(env.ts.url, vic.token).delete(id))).toBe('not_found')
+    // Carol's own consumer is still hers to delete.
+    expect(expectStatus(await c.delete(id), 200).body).toEqual({ deleted: true })
     // A plain node there: no subscription at all.
     expectStatus(await api(env.ts.url, env.owner.token).deleteNode(sub), 204)
     expectStatus(await api(env.ts.url, env.owner.token).putNode(sub, 'Document', {}), 201)
@@ -204,5 +212,87 @@ describe('contextual subscriptions on PostgreSQL: numbers as a worker sends them
     expectStatus(await api(ts.url, owner.token).putNode(`${space}/in/doc`, 'Document', {}), 201)
     const item = (await c.next(sub, 'w', { waitSeconds: 5 })).body.item!
     expect(expectStatus(await c.nack(id, item, 2.7134, 'retry'), 200).body.state).toBe('pending')
+  })
+})
+
+describe('[CTX46] consumers per account are bounded, and deleted by their owner or an Admin', () => {
+  const env = ownedServer()
+
+  async function subscription(n: string) {
+    const inbox = `${env.space}/cin${n}`
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(inbox, 'Document', {}), 201)
+    const sub = `${env.space}/csub${n}`
+    expectStatus(
+      await putSubscription(env.ts.url, env.owner.token, sub, {
+        Operation: `c${n}`,
+        Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: inbox },
+        Reactions: { annotate: { Command: 'patch', Target: '{event.path}', Parameters: { Note: { Type: 'string' } } } },
+        Limits: { LeaseSeconds: 60, MaxInFlight: 2 },
+      }),
+      201,
+    )
+    return { sub, inbox }
+  }
+
+  it('[CTX46] the 1,001st consumer of one account is refused with what to do; the existing ones keep working; a deleted one makes room', async () => {
+    const { sub } = await subscription('1')
+    const bob = await signup(env.ts.url)
+    await grantRole(env.ts.url, env.owner.token, env.space, bob.userId, 'Viewer')
+    const svc = env.ts.server.contextual
+    const principal = { kind: 'user', userId: bob.userId } as Parameters<typeof svc.next>[0]
+    const ids: string[] = []
+    for (let i = 0; i < CONSUMERS_PER_USER; i++) ids.push((await svc.next(principal, { subscription: sub, consumer: `w${i}` })).consumerId)
+    expect(new Set(ids).size).toBe(CONSUMERS_PER_USER)
+    const b = ctx(env.ts.url, bob.token)
+    const refused = await b.next(sub, 'one-more')
+    expect([refused.status, errorCode(refused)]).toEqual([422, 'contextual_too_many_consumers'])
+    expect(JSON.stringify(refused.body)).toContain('delete one you no longer use')
+    // Others are not bound by Bob's consumers; Bob's existing consumers still pull.
+    expectStatus(await ctx(env.ts.url, env.owner.token).next(sub, 'owners-own'), 200)
+    expect(expectStatus(await b.next(sub, 'w7'), 200).body.consumerId).toBe(ids[7])
+    expect(expectStatus(await b.delete(ids[3]!), 200).body).toEqual({ deleted: true })
+    expectStatus(await b.next(sub, 'one-more'), 200)
+    expect(errorCode(await b.next(sub, 'and-another'))).toBe('contextual_too_many_consumers')
+  })
+
+  it("[CTX46] delete: its leases end at once, its outcomes stay; another's consumer only by an Admin of the subscription; nobody else learns it exists", async () => {
+    const { sub, inbox } = await subscription('2')
+    const editor = await signup(env.ts.url)
+    const viewer = await signup(env.ts.url)
+    const stranger = await signup(env.ts.url)
+    await grantRole(env.ts.url, env.owner.token, env.space, editor.userId, 'Editor')
+    await grantRole(env.ts.url, env.owner.token, env.space, viewer.userId, 'Viewer')
+    const e = ctx(env.ts.url, editor.token)
+    const consumerId = expectStatus(await e.next(sub, 'mine'), 200).body.consumerId
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${inbox}/a`, 'Document', {}), 201)
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${inbox}/b`, 'Document', {}), 201)
+    const a = expectStatus(await e.next(sub, 'mine'), 200).body.item!
+    const b = expectStatus(await e.next(sub, 'mine'), 200).body.item!
+    const reacted = expectStatus(await e.react(a, 'annotate', { Note: 'before' }), 200).body
+
+    // Someone who cannot read the subscription: not found, as for a consumer that never was.
+    expect([(await ctx(env.ts.url, stranger.token).delete(consumerId)).status, errorCode(await ctx(env.ts.url, stranger.token).delete(consumerId))]).toEqual([404, 'not_found'])
+    expect(errorCode(await ctx(env.ts.url, stranger.token).delete('no-such-consumer'))).toBe('not_found')
+    // A reader of it who is not its Admin: forbidden.
+    expect(errorCode(await ctx(env.ts.url, viewer.token).delete(consumerId))).toBe('forbidden')
+    expect(expectStatus(await e.status(consumerId), 200).body.leased).toBe(2)
+
+    // The Admin deletes the editor's consumer.
+    expect(expectStatus(await ctx(env.ts.url, env.owner.token).delete(consumerId), 200).body).toEqual({ deleted: true })
+    expect(errorCode(await e.status(consumerId))).toBe('not_found')
+    // The held leases are void: no ack, nack or extend; no new reaction; the outcome already made stays.
+    expect(errorCode(await e.ack(consumerId, b))).toBe('not_found')
+    expect(errorCode(await e.nack(consumerId, b))).toBe('not_found')
+    expect(errorCode(await e.extend(consumerId, b))).toBe('not_found')
+    expect(errorCode(await e.react(b, 'annotate', { Note: 'after' }))).toBe('reaction_denied')
+    expect((await api(env.ts.url, env.owner.token).getNode(`${inbox}/b`)).body.content).toEqual({})
+    expect(expectStatus(await e.react(a, 'annotate', { Note: 'before' }), 200).body).toEqual({ outcome: reacted.outcome, repeated: true })
+    expect(errorCode(await ctx(env.ts.url, env.owner.token).delete(consumerId))).toBe('not_found')
+
+    // Pulling under the name again makes it again, at the head: only new events come.
+    const again = expectStatus(await e.next(sub, 'mine'), 200).body
+    expect(again).toEqual({ consumerId, item: null })
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${inbox}/c`, 'Document', {}), 201)
+    expect(expectStatus(await e.next(sub, 'mine'), 200).body.item).toMatchObject({ event: { path: `${inbox}/c` }, attempt: 1 })
   })
 })

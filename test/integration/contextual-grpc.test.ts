@@ -8,7 +8,7 @@ import { definition, putSubscription } from './contextual-helpers.js'
 
 type Obj = Record<string, unknown>
 type Unary = (req: Obj, md: grpc.Metadata, cb: (err: grpc.ServiceError | null, res: Obj) => void) => grpc.ClientUnaryCall
-type ContextualStub = grpc.Client & Record<'next' | 'ack' | 'nack' | 'extend' | 'status' | 'react' | 'redrive', Unary>
+type ContextualStub = grpc.Client & Record<'next' | 'ack' | 'nack' | 'extend' | 'status' | 'react' | 'redrive' | 'deleteConsumer', Unary>
 
 /** A stock @grpc/grpc-js client built from the repo's .proto, as any user would. */
 function stub(port: number): ContextualStub {
@@ -132,6 +132,10 @@ describe('[CTX35] contextual subscriptions over gRPC', () => {
     const other = await signup(ts.url)
     expect(await call(client, 'status', { consumerId }, other.token)).toMatchObject({ ok: false, code: grpc.status.NOT_FOUND, weftCode: 'not_found' })
     expect(await call(client, 'redrive', { consumerId }, other.token)).toMatchObject({ ok: false, code: grpc.status.NOT_FOUND })
+    // [CTX46] Nor can they delete it; its owner can, and then it is gone.
+    expect(await call(client, 'deleteConsumer', { consumerId }, other.token)).toMatchObject({ ok: false, code: grpc.status.NOT_FOUND, weftCode: 'not_found' })
+    expect(await ok(call(client, 'deleteConsumer', { consumerId }, owner.token))).toEqual({ deleted: true })
+    expect(await call(client, 'status', { consumerId }, owner.token)).toMatchObject({ ok: false, code: grpc.status.NOT_FOUND })
   })
 
   it('[CTX35] crafted input is INVALID_ARGUMENT, an oversized message RESOURCE_EXHAUSTED; the server keeps serving', async () => {
@@ -159,7 +163,7 @@ describe('[CTX35] contextual subscriptions over gRPC', () => {
 
   it('[CTX35] seeded property: any bytes to any method get a definite non-INTERNAL answer, and the server keeps serving', async () => {
     const { consumerId } = await setup('5')
-    const methods = ['Next', 'Ack', 'Nack', 'Extend', 'Status', 'React', 'Redrive']
+    const methods = ['Next', 'Ack', 'Nack', 'Extend', 'Status', 'React', 'Redrive', 'DeleteConsumer']
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...methods), fc.uint8Array({ maxLength: 300 }), async (method, bytes) => {
         const code = await raw(client, method, Buffer.from(bytes), owner.token)

@@ -53,6 +53,7 @@ export function ctx(url: string, token: string) {
       post<{ expiresAt: string }>('extend', { consumerId, eventId: item.event.eventId, leaseToken: item.leaseToken, attempt: item.attempt, ...(seconds ? { seconds } : {}) }),
     status: (consumerId: string) => post<Record<string, unknown>>('status', { consumerId }),
     redrive: (consumerId: string) => post<{ redriven: number }>('redrive', { consumerId }),
+    delete: (consumerId: string) => post<{ deleted: true }>('delete', { consumerId }),
     react: (item: Item, reaction: string, params: JsonObject = {}) => {
       const r = item.reactions.find((x) => x.name === reaction)
       if (!r) throw new Error(`reaction ${reaction} not offered: ${item.reactions.map((x) => x.name).join(', ')}`)

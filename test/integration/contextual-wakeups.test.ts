@@ -177,3 +177,92 @@ describe('[CTX39] payload-free wake-ups per consumer', () => {
     })
   })
 })
+
+describe('[CTX31] a long poll is woken only by what can give its own consumer work', () => {
+  const env = ownedServer()
+
+  /** Counts the lease statements run for each consumer (the real storage, wrapped), until `stop`. */
+  function countLeases() {
+    const storage = env.ts.server.storage
+    const original = storage.contextual.bind(storage)
+    const leases = new Map<string, number>()
+    storage.contextual = (call) => {
+      if (call.op === 'lease') leases.set(call.consumerId, (leases.get(call.consumerId) ?? 0) + 1)
+      return original(call)
+    }
+    return { of: (consumerId: string) => leases.get(consumerId) ?? 0, stop: () => (storage.contextual = original) }
+  }
+
+  async function setup(n: string, maxInFlight: number) {
+    const sub = `${env.space}/w${n}`
+    const prefix = `${env.space}/wq${n}`
+    expectStatus(await putSubscription(env.ts.url, env.owner.token, sub, definition(prefix, { Limits: { LeaseSeconds: 60, MaxInFlight: maxInFlight, MaxAttempts: 3 } })), 201)
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(prefix, 'Document', {}), 201)
+    const c = ctx(env.ts.url, env.owner.token)
+    const consumerId = expectStatus(await c.next(sub, 'w1'), 200).body.consumerId
+    return { sub, prefix, c, consumerId }
+  }
+
+  it('[CTX31] a consumer at its in-flight limit sleeps through commits, even of its own events; its ack wakes it with the next one', async () => {
+    const { sub, prefix, c, consumerId } = await setup('1', 1)
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/first`, 'Document', {}), 201)
+    const held = expectStatus(await c.next(sub, 'w1'), 200).body.item!
+    expect(held.event.path).toBe(`${prefix}/first`)
+    const svc = env.ts.server.contextual
+    const counter = countLeases()
+    try {
+      const waiting = c.next(sub, 'w1', { waitSeconds: 60 })
+      await waitFor(() => svc.waiting === 1, { description: 'the long poll waits' })
+      const t0 = Date.now()
+      const COMMITS = 40
+      for (let i = 0; i < COMMITS; i++) expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/n${i}`, 'Document', { i }), 201)
+      // Each commit woke the poll, which leased again and found the consumer full: one lease per
+      // commit. Now only its own look again each FULL_RECHECK_MS (1 s) while it is full.
+      const rechecks = Math.ceil((Date.now() - t0) / 1000) + 1
+      expect(counter.of(consumerId)).toBeLessThanOrEqual(1 + rechecks)
+      expect(counter.of(consumerId)).toBeLessThan(COMMITS / 2)
+      expectStatus(await c.ack(consumerId, held), 200)
+      const got = expectStatus(await waiting, 200).body
+      expect(got.item?.event.path).toBe(`${prefix}/n0`)
+    } finally {
+      counter.stop()
+    }
+  })
+
+  it("[CTX31] a nack or a re-drive of one consumer wakes that consumer's long poll, not another's", async () => {
+    const a = await setup('2', 2)
+    const b = await setup('3', 2)
+    const svc = env.ts.server.contextual
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${a.prefix}/x`, 'Document', {}), 201)
+    const item = expectStatus(await a.c.next(a.sub, 'w1'), 200).body.item!
+    const counter = countLeases()
+    try {
+      const waitingB = b.c.next(b.sub, 'w1', { waitSeconds: 60 })
+      await waitFor(() => svc.waiting === 1, { description: "B's long poll waits" })
+      const before = counter.of(b.consumerId)
+      // A's nack (to pending, due now) and A's re-drive (nothing dead: a no-op) wake nobody of B.
+      expectStatus(await a.c.nack(a.consumerId, item, 0), 200)
+      expectStatus(await a.c.redrive(a.consumerId), 200)
+      expect(expectStatus(await a.c.next(a.sub, 'w1'), 200).body.item?.event.path).toBe(`${a.prefix}/x`)
+      expect(counter.of(b.consumerId)).toBe(before)
+      expect(svc.waiting).toBe(1)
+      // B's own event wakes it.
+      expectStatus(await api(env.ts.url, env.owner.token).putNode(`${b.prefix}/y`, 'Document', {}), 201)
+      expect(expectStatus(await waitingB, 200).body.item?.event.path).toBe(`${b.prefix}/y`)
+    } finally {
+      counter.stop()
+    }
+  })
+
+  it("[CTX31] a nack of the consumer's own lease wakes its waiting long poll with the item again", async () => {
+    const { sub, prefix, c, consumerId } = await setup('4', 2)
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/z`, 'Document', {}), 201)
+    const item = expectStatus(await c.next(sub, 'w1'), 200).body.item!
+    const svc = env.ts.server.contextual
+    const before = svc.waiting
+    const waiting = c.next(sub, 'w1', { waitSeconds: 60 })
+    await waitFor(() => svc.waiting === before + 1, { description: 'the long poll waits' })
+    expectStatus(await c.nack(consumerId, item, 0), 200)
+    expect(expectStatus(await waiting, 200).body.item).toMatchObject({ event: { path: `${prefix}/z` }, attempt: 2 })
+  })
+})

@@ -3,7 +3,7 @@ import pino from 'pino'
 import { expect } from 'vitest'
 import { SYSTEM, isWeftError, userPrincipal, type NodePath, type UserId } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/access-service.js'
-import { ContextualService, contextualWriteRule, type WorkItem } from '../../sync-server/contextual/index.js'
+import { ContextualService, SETTLED_RETENTION_MS, contextualWriteRule, type WorkItem } from '../../sync-server/contextual/index.js'
 import { VirtualClock } from '../../sync-server/engines/kit/index.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
 import { openSqliteStorage, type ContextualAttachment, type StorageAdapter } from '../../sync-server/storage/index.js'
@@ -123,7 +123,7 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
   const clock = h.clock
   await seedMesh(h)
   const next = () => h.service.next(ME, { subscription: SUB, consumer: 'c' })
-  await next()
+  const { consumerId } = await next()
   // The model: the latest lease handed out per event, acks, reactions committed.
   const latest = new Map<string, { token: string; attempt: number; expiresAt: number }>()
   const acked = new Set<string>()
@@ -189,8 +189,12 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
         if (op === 'nack') latest.set(e, { ...latest.get(e)!, token: '', expiresAt: 0 })
         if (op === 'extend') latest.set(e, { ...latest.get(e)!, expiresAt: Date.parse((r.value as { expiresAt: string }).expiresAt) })
       }
-    } else if (roll < 0.97) {
+    } else if (roll < 0.93) {
       await clock.advance(rng.int(0, 4000))
+    } else if (roll < 0.97) {
+      // [CTX45] The sweep of settled events, as if a day had passed (give or take a few seconds):
+      // what it deletes is never leased again, and a repeated reaction still finds its outcome.
+      await h.service.prune(clock.now() + SETTLED_RETENTION_MS + rng.int(-5000, 5000))
     } else {
       await h.crash()
     }
@@ -202,6 +206,8 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
     expect(committed.get(e) ?? 0).toBeLessThanOrEqual(1)
     expect(updates, `event ${e}: mutations committed`).toBe(committed.get(e) ?? 0)
   }
+  // [CTX45] Acked events the sweep deleted still count.
+  expect((await h.service.status(ME, { consumerId })).acked).toBe(acked.size)
   return steps
 }
 

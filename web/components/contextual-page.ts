@@ -62,6 +62,7 @@ export class WeftContextualPage extends LitElement {
     .dead a { overflow-wrap: anywhere; flex: 1 1 14em; }
     .dead .err { color: #b00; flex-basis: 100%; overflow-wrap: anywhere; }
     .meta { color: #555; font-size: 0.9em; }
+    .actions { display: flex; flex-wrap: wrap; gap: 0.5em; margin-top: 0.4em; }
     .error { color: #b00; }
   `
 
@@ -99,11 +100,11 @@ export class WeftContextualPage extends LitElement {
     }
   }
 
-  private async redrive(c: ContextualStatus) {
+  /** Runs `act` on consumer `c` with its buttons busy; its answer is told in a toast, and the page reloaded. */
+  private async act(c: ContextualStatus, act: () => Promise<string>) {
     this.busy = new Set(this.busy).add(c.consumerId)
     try {
-      const { redriven } = await this.api().redrive(c.consumerId)
-      showToast(`Re-drove ${redriven} dead letter${redriven === 1 ? '' : 's'} of ${c.name}.`)
+      showToast(await act())
       await this.load()
     } catch (e) {
       showToast(humanError(e))
@@ -112,6 +113,24 @@ export class WeftContextualPage extends LitElement {
       next.delete(c.consumerId)
       this.busy = next
     }
+  }
+
+  private redrive(c: ContextualStatus) {
+    return this.act(c, async () => {
+      const { redriven } = await this.api().redrive(c.consumerId)
+      return `Re-drove ${redriven} dead letter${redriven === 1 ? '' : 's'} of ${c.name}.`
+    })
+  }
+
+  /** [CTX46] Deletes a consumer (yours, or any for an Admin), after asking: its events are forgotten. */
+  private deleteConsumer(c: ContextualStatus) {
+    const open = c.pending + c.leased + c.dead
+    const ask = `Delete consumer “${c.name}” and forget its ${open} open event${open === 1 ? '' : 's'}? Its workers' leases end now; a worker that pulls under this name again starts from new events only.`
+    if (!confirm(ask)) return
+    return this.act(c, async () => {
+      await this.api().delete(c.consumerId)
+      return `Deleted consumer ${c.name}.`
+    })
   }
 
   private renderConsumer(c: ContextualStatus, canRedrive: boolean) {
@@ -134,9 +153,12 @@ export class WeftContextualPage extends LitElement {
             )}
           </ul>`
         : nothing}
-      ${canRedrive && c.dead > 0
-        ? html`<wa-button size="s" variant="brand" ?loading=${this.busy.has(c.consumerId)} @click=${() => this.redrive(c)}>Re-drive ${c.dead} dead letter${c.dead === 1 ? '' : 's'}</wa-button>`
-        : nothing}
+      <div class="actions">
+        ${canRedrive && c.dead > 0
+          ? html`<wa-button size="s" variant="brand" ?loading=${this.busy.has(c.consumerId)} @click=${() => this.redrive(c)}>Re-drive ${c.dead} dead letter${c.dead === 1 ? '' : 's'}</wa-button>`
+          : nothing}
+        <wa-button size="s" variant="danger" appearance="outlined" ?disabled=${this.busy.has(c.consumerId)} @click=${() => this.deleteConsumer(c)}>Delete consumer ${c.name}</wa-button>
+      </div>
     </li>`
   }
 
