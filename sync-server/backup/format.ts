@@ -2,7 +2,7 @@ import { createHash, type Hash } from 'node:crypto'
 import { open, type FileHandle } from 'node:fs/promises'
 import { z } from 'zod'
 import { WeftError, isJsonObject, parseNodePath } from '../../shared/index.js'
-import { COUNTED_TABLES, NODE_CLIENTS, NODE_UPDATES, NODES, PLAIN_TABLES, fitsKind, fitsTable, type PortableRow, type TableSpec } from './tables.js'
+import { COUNTED_TABLES, NODE_CLIENTS, NODE_UPDATES, NODES, PLAIN_TABLES, fitsKind, fitsTable, withAdded, type PortableRow, type TableSpec } from './tables.js'
 
 /**
  * [BAK2] The backup file: a fixed 4 KiB header (one JSON line padded with spaces), then the body,
@@ -187,8 +187,9 @@ function parseRecord(line: string, at: number): BodyRecord {
   }
   const table = typeof v.t === 'string' ? PLAIN_BY_NAME.get(v.t) : undefined
   if (!table) throw new InvalidBackup(`record ${at}: unknown table ${JSON.stringify(v.t)}.`)
-  if (!fitsTable(table, v.r)) throw new InvalidBackup(`record ${at}: a ${table.name} row of the wrong shape.`)
-  return { t: 'row', table, row: v.r }
+  const row = withAdded(table, v.r)
+  if (!fitsTable(table, row)) throw new InvalidBackup(`record ${at}: a ${table.name} row of the wrong shape.`)
+  return { t: 'row', table, row }
 }
 
 /**

@@ -23,9 +23,23 @@ export interface TableSpec {
   readonly columns: readonly (readonly [string, ColumnKind])[]
   /** The primary key, the order a backup reads in (keyset pages). */
   readonly key: readonly string[]
+  /** The values of the last columns, added after files were written without them: an older file's rows get these. */
+  readonly added?: readonly PortableValue[]
 }
 
-const spec = (name: string, key: readonly string[], columns: readonly (readonly [string, ColumnKind])[]): TableSpec => ({ name, key, columns })
+const spec = (name: string, key: readonly string[], columns: readonly (readonly [string, ColumnKind])[], added?: readonly PortableValue[]): TableSpec => ({
+  name,
+  key,
+  columns,
+  ...(added ? { added } : {}),
+})
+
+/** A row of an older file, its columns added since given their values (any other row as it is). */
+export function withAdded(t: TableSpec, r: unknown): unknown {
+  if (!t.added || !Array.isArray(r)) return r
+  const missing = t.columns.length - r.length
+  return missing > 0 && missing <= t.added.length ? [...(r as PortableValue[]), ...t.added.slice(t.added.length - missing)] : r
+}
 
 export const NODES = spec('nodes', ['path'], [
   ['path', 'text'], ['node_type', 'text'], ['name', 'text'], ['parent', 'text?'], ['last_segment', 'text'], ['content', 'json'],
@@ -47,7 +61,9 @@ export const PLAIN_TABLES: readonly TableSpec[] = [
   spec('contextual_consumers', ['id'], [
     ['id', 'text'], ['def_hash', 'text'], ['operation', 'text'], ['subscription_path', 'text'], ['params', 'text'], ['name', 'text'],
     ['owner', 'text'], ['limits', 'text'], ['cursor', 'int'], ['created_at', 'text'],
-  ]),
+    // [CTX45] Acked events the sweep deleted (0 in a file written before it).
+    ['acked_pruned', 'int'],
+  ], [0]),
   spec('contextual_events', ['consumer_id', 'event_id'], [
     ['consumer_id', 'text'], ['event_id', 'text'], ['version', 'int'], ['path', 'text'], ['node_type', 'text'], ['kind', 'text'], ['state', 'text'],
     ['attempt', 'int'], ['lease_token', 'text?'], ['expires_at', 'int'], ['available_at', 'int'], ['last_error', 'text?'],

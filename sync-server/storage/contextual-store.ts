@@ -371,13 +371,19 @@ function* status(c: Extract<ContextualCall, { op: 'status' }>): Op<ConsumerStatu
  * (never ingested again), its lease is void, and a repeated reaction resolves its outcome row,
  * which is kept (the causation record).
  */
-function* prune(c: Extract<ContextualCall, { op: 'prune' }>): Op<number> {
-  // RETURNING: two instances sweeping at once each count only the rows they deleted.
+function* prune(c: Extract<ContextualCall, { op: 'prune' }>, dialect: Dialect): Op<number> {
+  // By the rows' physical ids: matched by key, SQLite's plan walked every settled row left for each
+  // batch (a sweep quadratic in the rows). RETURNING: two instances sweeping at once each count
+  // only the rows they deleted (PostgreSQL re-checks the condition on a row another deleted first).
+  const id = dialect === 'postgres' ? 'ctid' : 'rowid'
+  // The consumer row first, as every other writer of both (a delete of the consumer, an ingest):
+  // in the other order a sweep and a delete deadlocked. Gone: nothing to sweep.
+  if (!(yield* lockConsumer(c.consumerId, dialect))) return 0
   const gone = yield* all(
-    `DELETE FROM contextual_events WHERE consumer_id = ? AND event_id IN (
-       SELECT event_id FROM contextual_events WHERE consumer_id = ? AND state IN ('acked', 'skipped') AND available_at < ? LIMIT ?)
-     AND state IN ('acked', 'skipped') RETURNING state`,
-    c.consumerId, c.consumerId, c.before, c.limit,
+    `DELETE FROM contextual_events WHERE ${id} IN (
+       SELECT ${id} FROM contextual_events WHERE consumer_id = ? AND state IN ('acked', 'skipped') AND available_at < ? LIMIT ?)
+     AND consumer_id = ? AND state IN ('acked', 'skipped') AND available_at < ? RETURNING state`,
+    c.consumerId, c.before, c.limit, c.consumerId, c.before,
   )
   const acked = gone.filter((r) => r.state === 'acked').length
   if (acked > 0) yield* run('UPDATE contextual_consumers SET acked_pruned = acked_pruned + ? WHERE id = ?', acked, c.consumerId)
@@ -543,7 +549,9 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     }
     case 'ensureConsumer': {
       const c = call.consumer
-      // [CTX46] Not past the owner's bound (two made at once may both pass it by one: a bound, not a count).
+      // [CTX46] Not past the owner's bound. On PostgreSQL the owner's makes are one at a time (each
+      // counted under its own snapshot, concurrent ones passed the bound together).
+      if (dialect === 'postgres') yield* all('SELECT pg_advisory_xact_lock(hashtext(?)) AS ok', `weft-consumers:${c.owner}`)
       yield* run(
         `INSERT INTO contextual_consumers (${CONSUMER_COLUMNS.join(', ')}) SELECT ${CONSUMER_COLUMNS.map((col) => (col === 'cursor' ? 'CAST(? AS BIGINT)' : 'CAST(? AS TEXT)')).join(', ')}
          WHERE (SELECT count(*) FROM contextual_consumers WHERE owner = ?) < ? ON CONFLICT DO NOTHING`,
@@ -606,7 +614,7 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     case 'consumerIds':
       return (yield* all('SELECT id FROM contextual_consumers WHERE id > ? ORDER BY id LIMIT ?', call.after, call.limit)).map((r) => String(r.id))
     case 'prune':
-      return yield* prune(call)
+      return yield* prune(call, dialect)
     default:
       call satisfies never
       return null

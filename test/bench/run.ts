@@ -53,6 +53,7 @@ const MODULES: BenchModule[] = [
   { name: 'mcp', file: 'mcp-bench.ts', fn: 'benchMcp' },
   { name: 'contextual', file: 'contextual-bench.ts', fn: 'benchContextual' },
   { name: 'contextual-scale', file: 'contextual-scale-bench.ts', fn: 'benchContextualScale' },
+  { name: 'contextual-sweep', file: 'contextual-sweep-bench.ts', fn: 'benchContextualSweep' },
   { name: 'rss', file: 'rss-bench.ts', fn: 'benchRss' },
   { name: 'backup', file: 'backup-bench.ts', fn: 'benchBackup' },
 ]

@@ -1,5 +1,6 @@
 import { copyFile, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import Database from 'better-sqlite3'
 import fc from 'fast-check'
 import { afterAll, describe, expect, it } from 'vitest'
 import * as Y from 'yjs'
@@ -271,6 +272,40 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
       await held.close()
     }
     expect(await dumpTables({ dataDir: target })).toEqual(before)
+  })
+
+  it('[CTX45] [BAK2] the count of swept acked events travels in a backup; a file from before it restores with 0', { timeout: 120_000 }, async () => {
+    const source = await tempDir()
+    const s = openSqliteStorage({ file: join(source, 'weft.db') })
+    const consumer = { id: 'c1', defHash: 'h', operation: 'op', subscriptionPath: 'Sp/sub', params: '{}', name: 'w', owner: 'u1', limits: '{}', cursor: 0, createdAt: new Date(0).toISOString() }
+    expect(await s.contextual({ op: 'ensureConsumer', consumer, most: 10 })).toMatchObject({ id: 'c1' })
+    await s.close()
+    const raw = new Database(join(source, 'weft.db'))
+    raw.prepare('UPDATE contextual_consumers SET acked_pruned = 7').run()
+    raw.close()
+    const dir = await tempDir()
+    const file = join(dir, 'swept.weftbak')
+    await takeBackup({ dataDir: source }, file)
+    const prunedIn = async (f: string) => {
+      const target = await tempDir()
+      await restoreBackup(f, { dataDir: target })
+      const db = new Database(join(target, 'weft.db'), { readonly: true })
+      try {
+        return db.prepare('SELECT acked_pruned AS n FROM contextual_consumers').all()
+      } finally {
+        db.close()
+      }
+    }
+    expect(await prunedIn(file)).toEqual([{ n: 7 }])
+    // A file written before the column: its consumer rows are one value shorter.
+    const good = await readFile(file)
+    const at = backupLines(good).findIndex((l) => l.startsWith('{"t":"contextual_consumers"'))
+    expect(at).toBeGreaterThanOrEqual(0)
+    const older = await rewriteBackupRecord(good, at, (r) => void r.r.pop(), join(dir, 'older.weftbak'))
+    expect(await prunedIn(older)).toEqual([{ n: 0 }])
+    // Two values short is no file this weft ever wrote.
+    const damaged = await rewriteBackupRecord(good, at, (r) => void r.r.splice(-2), join(dir, 'damaged.weftbak'))
+    await expect(restoreBackup(damaged, { dataDir: await tempDir() })).rejects.toThrow(/wrong shape/)
   })
 
   it('[BAK3] a crafted file whose checksum is right is still refused when a record would break the server (bad path, content not an object, wrong types)', { timeout: 120_000 }, async () => {

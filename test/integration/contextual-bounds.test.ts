@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { CONTEXTUAL_BOUNDS, type JsonObject } from '../../shared/index.js'
 import { CONSUMERS_PER_USER, WAITING_PER_USER } from '../../sync-server/contextual/contextual-service.js'
-import { api, createSpace, errorCode, expectStatus, freshDatabase, grantRole, signup, startTestServer, type TestServer } from '../helpers/index.js'
+import { api, createSpace, errorCode, expectStatus, freshDatabase, grantRole, signup, startTestServer, waitFor, type TestServer } from '../helpers/index.js'
 import { ctx, ownedServer, putSubscription } from './contextual-helpers.js'
 
 /**
@@ -288,6 +288,17 @@ describe('[CTX46] consumers per account are bounded, and deleted by their owner 
     expect((await api(env.ts.url, env.owner.token).getNode(`${inbox}/b`)).body.content).toEqual({})
     expect(expectStatus(await e.react(a, 'annotate', { Note: 'before' }), 200).body).toEqual({ outcome: reacted.outcome, repeated: true })
     expect(errorCode(await ctx(env.ts.url, env.owner.token).delete(consumerId))).toBe('not_found')
+
+    // A long poll waiting on a consumer the Admin deletes ends with not_found; it does not make it again.
+    const other = expectStatus(await e.next(sub, 'polling'), 200).body.consumerId
+    const svc = env.ts.server.contextual
+    const before = svc.waiting
+    const polling = e.next(sub, 'polling', { waitSeconds: 30 })
+    await waitFor(() => svc.waiting === before + 1, { description: 'the long poll waits' })
+    expectStatus(await ctx(env.ts.url, env.owner.token).delete(other), 200)
+    const ended = await polling
+    expect([ended.status, errorCode(ended)]).toEqual([404, 'not_found'])
+    expect(errorCode(await e.status(other))).toBe('not_found')
 
     // Pulling under the name again makes it again, at the head: only new events come.
     const again = expectStatus(await e.next(sub, 'mine'), 200).body

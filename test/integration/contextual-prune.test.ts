@@ -1,5 +1,8 @@
+import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { userPrincipal, type UserId } from '../../shared/index.js'
 import { SETTLED_RETENTION_MS } from '../../sync-server/contextual/index.js'
+import { CONSUMERS_PER_USER } from '../../sync-server/contextual/contextual-service.js'
 import { api, createSpace, expectStatus, freshDatabase, grantRole, signup, startTestServer, type TestServer } from '../helpers/index.js'
 import { ctx, putSubscription } from './contextual-helpers.js'
 
@@ -97,5 +100,79 @@ describe('[CTX45] settled events are swept (PostgreSQL)', () => {
 
   it('[CTX45] the same on PostgreSQL', async () => {
     await settledRowsSwept(ts)
+  })
+})
+
+describe('[CTX45] [CTX46] two servers on one PostgreSQL database: sweeps, deletes and new consumers at once', () => {
+  let a: TestServer
+  let b: TestServer
+  let db: Awaited<ReturnType<typeof freshDatabase>>
+  let pool: pg.Pool
+  beforeAll(async () => {
+    db = await freshDatabase('weft_ctxrace_')
+    a = await startTestServer({ config: { databaseUrl: db.url } })
+    b = await startTestServer({ config: { databaseUrl: db.url } })
+    pool = new pg.Pool({ connectionString: db.url })
+  })
+  afterAll(async () => {
+    await pool.end()
+    await a.cleanup()
+    await b.cleanup()
+    await db.drop()
+  })
+
+  async function subscriptionOn(ts: TestServer) {
+    const owner = await signup(ts.url)
+    const space = await createSpace(ts.url, owner.token)
+    expectStatus(await api(ts.url, owner.token).putNode(`${space}/in`, 'Document', {}), 201)
+    const sub = `${space}/sub`
+    expectStatus(
+      await putSubscription(ts.url, owner.token, sub, {
+        Operation: 'race',
+        Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: `${space}/in` },
+        Reactions: { annotate: { Command: 'patch', Target: '{event.path}' } },
+      }),
+      201,
+    )
+    return { owner, sub, principal: userPrincipal(owner.userId as UserId) }
+  }
+
+  it("[CTX45] a sweep on one server and a delete of the same consumer on the other both finish: no deadlock, no error, no orphaned rows", async () => {
+    const { sub, principal } = await subscriptionOn(a)
+    for (let i = 0; i < 12; i++) {
+      const { consumerId } = await a.server.contextual.next(principal, { subscription: sub, consumer: `d${i}` })
+      await pool.query(
+        `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
+         SELECT $1, 'x' || g, -g, 'P/x', 'Document', 'Created', CASE WHEN g % 4 = 0 THEN 'skipped' WHEN g % 7 = 0 THEN 'dead' ELSE 'acked' END, 1, NULL, 0, 0, NULL
+         FROM generate_series(1, 3000) g`,
+        [consumerId],
+      )
+      const failures: unknown[] = []
+      const storage = b.server.storage
+      // The sweep logs and carries on past a failed consumer: count failures at the storage call instead.
+      const original = storage.contextual.bind(storage)
+      storage.contextual = (call) => original(call).catch((err: unknown) => (failures.push(err), Promise.reject(err)))
+      try {
+        await Promise.all([b.server.contextual.prune(Date.now() + 25 * 3600_000), a.server.contextual.delete(principal, { consumerId })])
+      } finally {
+        storage.contextual = original
+      }
+      expect(failures).toEqual([])
+      const orphans = (await pool.query('SELECT count(*)::int AS n FROM contextual_events e WHERE NOT EXISTS (SELECT 1 FROM contextual_consumers c WHERE c.id = e.consumer_id)')).rows[0]
+      expect(orphans).toEqual({ n: 0 })
+    }
+  })
+
+  it(`[CTX46] new consumers pulled at once stop at ${CONSUMERS_PER_USER} exactly`, async () => {
+    const { sub, principal } = await subscriptionOn(a)
+    for (let i = 0; i < CONSUMERS_PER_USER - 20; i++) await a.server.contextual.next(principal, { subscription: sub, consumer: `c${i}` })
+    const answers = await Promise.all(
+      // On one server: its pool's connections make them at once (each counted under its own snapshot, 1,003 were made).
+      Array.from({ length: 80 }, (_, i) => a.server.contextual.next(principal, { subscription: sub, consumer: `burst${i}` }).then(() => 'made', (err: { code?: string }) => err.code)),
+    )
+    expect(answers.filter((x) => x === 'made')).toHaveLength(20)
+    expect(answers.filter((x) => x !== 'made' && x !== 'contextual_too_many_consumers')).toEqual([])
+    const count = (await pool.query('SELECT count(*)::int AS n FROM contextual_consumers WHERE owner = $1', [principal.kind === 'user' ? principal.userId : ''])).rows[0]
+    expect(count).toEqual({ n: CONSUMERS_PER_USER })
   })
 })
