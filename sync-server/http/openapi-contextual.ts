@@ -126,7 +126,12 @@ export const CONTEXTUAL_PATHS = {
       properties: { subscription: { type: 'string' }, consumer: { type: 'string', pattern: '^[A-Za-z0-9_.-]{1,64}$' }, params: { type: 'object' }, waitSeconds: { type: 'number', minimum: 0, maximum: maxWaitSeconds } },
     },
     { type: 'object', required: ['consumerId', 'item'], properties: { consumerId: { type: 'string' }, item: { oneOf: [ref('ContextualWorkItem'), { type: 'null' }] } } },
-    { '403': error('`forbidden`: the consumer name is another user\'s.'), '422': error('A definition that breaks a bound (`contextual_*`) or consumer params that do not fit (`invalid_params`).') },
+    {
+      '403': error('`forbidden`: the consumer name is another user\'s, or you cannot read the PathPrefix.'),
+      '404': error('`not_found`: no subscription there you can read, or the consumer was deleted while this pull waited.'),
+      '422': error('A definition that breaks a bound (`contextual_*`), consumer params that do not fit (`invalid_params`), a context over 2 MB (`contextual_too_many_rows`), or a 1,001st consumer of yours (`contextual_too_many_consumers`: delete one).'),
+      '429': error('`rate_limited`: 64 long polls of yours wait already.'),
+    },
   ),
   '/api/contextual/ack': op('Acknowledge a work item (fenced by lease token and attempt).', 'Settles the event for good. Acknowledge only after protected work is durable.', ref('ContextualFence'), { type: 'object', properties: { ok: { const: true } } }),
   '/api/contextual/nack': op(

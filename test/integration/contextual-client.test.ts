@@ -56,6 +56,11 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     expect(await failure(other.status(consumerId))).toMatchObject({ code: 'not_found', status: 404 })
     expect(await failure(other.next({ subscription: sub, consumer: 'c1' }))).toMatchObject({ code: 'forbidden' })
     expect(await failure(c.react('A'.repeat(200)))).toMatchObject({ code: 'reaction_denied', status: 403 })
+    // [CTX46] delete: not another's; the owner's, once.
+    expect(await failure(other.delete(consumerId))).toMatchObject({ code: 'not_found', status: 404 })
+    expect(await c.delete(consumerId)).toEqual({ deleted: true })
+    expect(await failure(c.status(consumerId))).toMatchObject({ code: 'not_found', status: 404 })
+    expect(await failure(c.delete(consumerId))).toMatchObject({ code: 'not_found', status: 404 })
   })
 
   it('[CTX40] an aborted long poll ends with code aborted; a server that is not there is network; items() stops on abort', async () => {
