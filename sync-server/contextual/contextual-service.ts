@@ -78,6 +78,8 @@ export const CONSUMERS_PER_USER = 1_000
 
 /** [CTX38] The most consumers one status page lists. */
 const CONSUMERS_PER_PAGE = 100
+/** [CTX31] Commits remembered for a pull whose lease statement was under way when they came. */
+const RECENT_CHANGES = 256
 /** How many consumer rows a service keeps in memory. */
 const REMEMBERED = 10_000
 /** How many subscriptions' compiled definitions (each up to CONTEXTUAL_BOUNDS.maxDefinitionBytes of JSON, its schemas built). */
@@ -90,10 +92,11 @@ const COMPILED_REMEMBERED = 500
 export const REACT_LEASE_MARGIN_MS = 1_000
 
 /**
- * [CTX31] How often a long poll of a consumer at its in-flight limit looks again: a lease of it may
- * have run out, or been settled on another instance (a settle on this one wakes it at once).
+ * [CTX31] A long poll of a consumer at its in-flight limit waits until its first lease ends (a settle
+ * on this instance wakes it at once); on PostgreSQL, where another instance may settle one, it also
+ * looks again this often. (Every second, 1,000 such polls were 1,000 lease statements a second.)
  */
-export const FULL_RECHECK_MS = 1_000
+export const FULL_RECHECK_MS = 5_000
 
 /**
  * [CTX45] A settled event's row (acked, or skipped as unreadable) is deleted this long after it was
@@ -165,9 +168,18 @@ export class ContextualService {
   private metaP: Promise<ContextualMeta & { key: Buffer }> | null = null
   /** [CTX31] Long polls waiting, each with its consumer and the events that may give it work. */
   private readonly waiters = new Map<() => void, Waiter>()
+  /**
+   * [CTX31] What happened while a pull's lease statement ran (its waiter not registered yet), so it
+   * does not sleep through it: each consumer's settles counted, and the last RECENT_CHANGES commits
+   * numbered.
+   */
+  private readonly settles = new Map<string, number>()
+  private readonly recent: { seq: number; change: { path: string; node_type: string; kind: string } }[] = []
+  private changeSeq = 0
   private feed: Subscription | null = null
-  /** [CTX45] The next sweep's timer. */
+  /** [CTX45] The next sweep's timer, and which start() it belongs to (a sweep under way when stop() and start() came schedules no second loop). */
   private sweepTimer: (() => void) | null = null
+  private sweepRun = 0
   /** [CTX39] Wake-up listeners: each bound to one consumer of its owner, with the filter as the owner read the definition. */
   private readonly listeners = new Set<WakeListener>()
   /** Reactions under way, per idempotency key: one at a time in this process (storage fences across processes). */
@@ -191,7 +203,7 @@ export class ContextualService {
   /** [CTX42] Each user's long polls waiting now (WAITING_PER_USER at most). */
   private readonly waitingOf = new Map<string, number>()
   /** Each subscription's definition as last compiled (by path: an older version is replaced, not kept). */
-  private readonly compiled = new Map<string, { version: string; def: CompiledDefinition }>()
+  private readonly compiled = new Map<string, { version: string; def: CompiledDefinition; createdAt: string }>()
 
   /** The threads' clock over ours (a thread post stamps its cell with it). */
   private readonly threadClock: ThreadClock
@@ -203,9 +215,12 @@ export class ContextualService {
 
   /** [CTX31] Payload-free wake-ups: a commit wakes the long polls it may give work, which re-ask durable truth. */
   start(): void {
+    this.sweepRun++
     this.scheduleSweep()
     this.feed ??= this.opts.nodes.changes$.subscribe((c) => {
       const change = { path: c.path, node_type: c.nodeType, kind: c.kind }
+      this.recent.push({ seq: ++this.changeSeq, change })
+      if (this.recent.length > RECENT_CHANGES) this.recent.shift()
       this.wake(change)
       for (const l of this.listeners) {
         // [CTX39] Only a change of the consumer's events that its owner may read now: a hidden commit wakes nobody.
@@ -219,11 +234,13 @@ export class ContextualService {
     this.feed = null
     this.sweepTimer?.()
     this.sweepTimer = null
+    this.sweepRun++
     this.wakeAll()
   }
 
   private scheduleSweep(): void {
     if (this.sweepTimer) return
+    const run = this.sweepRun
     this.sweepTimer = this.clock.setTimeout(() => {
       void this.prune().then(
         (n) => {
@@ -231,7 +248,7 @@ export class ContextualService {
         },
         (err: unknown) => this.opts.log.warn({ err }, 'contextual: the sweep of settled events failed; it runs again later'),
       ).finally(() => {
-        if (!this.sweepTimer) return // stopped meanwhile
+        if (run !== this.sweepRun) return // stopped meanwhile (and maybe started again, with its own timer)
         this.sweepTimer = null
         this.scheduleSweep()
       })
@@ -245,7 +262,7 @@ export class ContextualService {
   async prune(now = this.clock.now()): Promise<number> {
     let deleted = 0
     for (let after = ''; ; ) {
-      const ids = await this.call<string[]>({ op: 'consumerIds', after, limit: SWEEP_CONSUMERS })
+      const ids = await this.call<string[]>({ op: 'consumerIds', after, limit: SWEEP_CONSUMERS, settledBefore: now - SETTLED_RETENTION_MS })
       for (const consumerId of ids) {
         try {
           for (;;) {
@@ -287,6 +304,7 @@ export class ContextualService {
    * made work due. Nobody else's: work of one consumer is never another's.
    */
   private wakeConsumer(consumerId: string): void {
+    this.remember(this.settles, consumerId, (this.settles.get(consumerId) ?? 0) + 1)
     for (const [w, waiter] of [...this.waiters]) if (waiter.consumerId === consumerId) w()
   }
 
@@ -294,6 +312,14 @@ export class ContextualService {
     const ws = [...this.waiters.keys()]
     this.waiters.clear()
     for (const w of ws) w()
+  }
+
+  /** Whether, since `seen`, the consumer settled something or a commit of `filter`'s events came (too many commits to tell: yes). */
+  private missed(consumerId: string, seen: { settles: number; change: number }, filter: Readonly<EventFilter> | null): boolean {
+    if ((this.settles.get(consumerId) ?? 0) !== seen.settles) return true
+    if (!filter || this.changeSeq === seen.change) return false
+    if (this.changeSeq - seen.change > this.recent.length) return true
+    return this.recent.some((r) => r.seq > seen.change && matchesEventFilter(filter, r.change))
   }
 
   /** Wakes the waiters whose filter the change matches (each one leaves the map as it resolves). */
@@ -381,12 +407,26 @@ export class ContextualService {
 
   /** The definition as the caller reads it, compiled. */
   private async definition(principal: Principal, path: NodePath): Promise<CompiledDefinition> {
+    return (await this.definitionNode(principal, path)).def
+  }
+
+  /** The definition as the caller reads it, compiled, with when its node was made. */
+  private async definitionNode(principal: Principal, path: NodePath): Promise<{ def: CompiledDefinition; createdAt: string }> {
     const node = await this.opts.nodes.get(principal, path)
     if (!node) throw new WeftError('not_found', `No ContextualSubscription at ${path} that you can read.`)
     if (node.nodeType !== 'ContextualSubscription') throw new WeftError('invalid_request', `${path} is a ${node.nodeType}, not a ContextualSubscription.`)
-    const version = `${node.version}\n${node.updatedAt}`
+    const version = `${node.version}\n${node.updatedAt}\n${node.createdAt}`
     const known = this.compiled.get(path)
-    return known?.version === version ? known.def : this.remember(this.compiled, path, { version, def: compileDefinition(node.content) }, COMPILED_REMEMBERED).def
+    return known?.version === version ? known : this.remember(this.compiled, path, { version, def: compileDefinition(node.content), createdAt: node.createdAt }, COMPILED_REMEMBERED)
+  }
+
+  /**
+   * [CTX11] Another's consumer belongs to the subscription node at its path now: of its definition,
+   * and made after the node was (a node deleted and made again with the same content, by someone
+   * else, does not lend its consumers).
+   */
+  private ofThisNode(consumer: ConsumerRow, node: { def: CompiledDefinition; createdAt: string }): boolean {
+    return consumer.defHash === node.def.hash && Date.parse(consumer.createdAt) >= Date.parse(node.createdAt)
   }
 
   private async ownConsumer(principal: Principal, consumerId: string): Promise<ConsumerRow> {
@@ -442,18 +482,22 @@ export class ContextualService {
     let consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id)
     const deadline = this.clock.now() + (req.waitSeconds ?? 0) * 1000
     let waited = false
+    // The history incarnation of the first lease: a consumer gone under a later one went with a restore, not a delete.
+    let incarnation: number | null = null
     for (let made = false; ; ) {
       if (signal?.aborted) return { consumerId: id, item: null }
       const now = this.clock.now()
+      const seen = { settles: this.settles.get(id) ?? 0, change: this.changeSeq }
       const leased = await this.call<LeaseResult>({
         op: 'lease', consumerId: id, owner: user, filter: def.events, now, leaseMs: def.limits.leaseMs, maxInFlight: def.limits.maxInFlight, maxAttempts: def.limits.maxAttempts, token: randomBytes(16).toString('base64url'),
       })
       await this.sameIncarnation(leased.incarnation)
+      incarnation ??= leased.incarnation
       if (leased.kind === 'gone') {
         this.consumerRows.delete(id)
         // [CTX46] Deleted while this pull waited: the pull ends (a waiting poll made it again at once,
         // and an Admin's delete of a polling agent's consumer never took).
-        if (waited) throw new WeftError('not_found', `Consumer ${req.consumer} of this subscription was deleted while you waited; pull again to start it anew from new events.`)
+        if (waited && leased.incarnation === incarnation) throw new WeftError('not_found', `Consumer ${req.consumer} of this subscription was deleted while you waited; pull again to start it anew from new events.`)
         // The row we remembered is gone (or, after a restore, another's): make or read it again, once.
         if (made) throw new WeftError('not_found', `Consumer ${req.consumer} of this subscription is gone; pull again.`)
         made = true
@@ -481,9 +525,13 @@ export class ContextualService {
       const left = deadline - this.clock.now()
       if (left <= 0) return { consumerId: id, item: null }
       // [CTX31] At its in-flight limit, no commit can give the consumer work: only its own ack or nack
-      // (which wake it here), or a lease running out. It looks again every FULL_RECHECK_MS (a lease may
-      // end, or an ack land on another instance), and is woken by nobody else's commits.
-      const due = leased.kind === 'full' ? FULL_RECHECK_MS : leased.kind === 'none' && leased.nextAt !== null ? Math.max(1, leased.nextAt - this.clock.now()) : left
+      // (which wake it here), or a lease running out (it waits until the first ends). On PostgreSQL it
+      // also looks again every FULL_RECHECK_MS (an ack may land on another instance).
+      const at = leased.kind === 'none' || leased.kind === 'full' ? leased.nextAt : null
+      let due = at !== null ? Math.max(1, at - this.clock.now()) : left
+      if (leased.kind === 'full' && this.opts.storage.kind === 'postgres') due = Math.min(due, FULL_RECHECK_MS)
+      // Woken already, while the lease statement ran: look again at once.
+      if (this.missed(id, seen, leased.kind === 'full' ? null : def.events)) continue
       await this.wait(user, Math.min(left, due), { consumerId: id, filter: leased.kind === 'full' ? null : def.events }, signal)
       waited = true
     }
@@ -583,7 +631,10 @@ export class ContextualService {
     const req = parse(ConsumerRequest, raw, 'The status request')
     const consumer = await this.ownConsumer(principal, req.consumerId)
     this.mayWatch(principal, await this.definition(principal, consumer.subscriptionPath as NodePath).catch(() => { throw new WeftError('not_found', `No consumer ${req.consumerId} of yours.`) }))
-    return this.statusOf(principal, consumer)
+    const status = await this.statusOf(principal, consumer)
+    // Deleted since it was read.
+    if (!status) throw new WeftError('not_found', `No consumer ${req.consumerId} of yours.`)
+    return status
   }
 
   /**
@@ -595,21 +646,26 @@ export class ContextualService {
     const req = parse(SubscriptionRequest, raw, 'The consumers request')
     const path = parseNodePath(req.subscription)
     const perms = this.opts.access.permissions(principal, path)
-    const def = perms.has('Read') ? await this.definition(principal, path).catch(() => null) : null
-    if (!def) throw new WeftError('not_found', `No ContextualSubscription at ${path} that you can read.`)
-    this.mayWatch(principal, def)
+    const node = perms.has('Read') ? await this.definitionNode(principal, path).catch(() => null) : null
+    if (!node) throw new WeftError('not_found', `No ContextualSubscription at ${path} that you can read.`)
+    this.mayWatch(principal, node.def)
     const canRedrive = perms.has('ManageAccess')
     const rows = await this.call<ConsumerRow[]>({ op: 'consumersOf', subscriptionPath: path, owner: canRedrive ? null : user, limit: CONSUMERS_PER_PAGE })
     const consumers: ContextualStatus[] = []
-    // Another's consumer only of the definition this node holds now: one of a node that stood at
-    // this path before (deleted, its name taken again) is not this subscription's.
-    for (const c of rows) if (c.owner === user || c.defHash === def.hash) consumers.push(await this.statusOf(principal, c))
+    for (const c of rows) {
+      if (c.owner !== user && !this.ofThisNode(c, node)) continue
+      // Deleted meanwhile: not listed.
+      const status = await this.statusOf(principal, c)
+      if (status) consumers.push(status)
+    }
     return { subscription: path, canRedrive, consumers }
   }
 
   /** A consumer's status as `viewer` may see it: dead letters of nodes they cannot read are left out. */
-  private async statusOf(viewer: Principal, consumer: ConsumerRow): Promise<ContextualStatus> {
-    const { deadLetters, ...s } = (await this.call<ConsumerStatus | null>({ op: 'status', consumerId: consumer.id, now: this.clock.now() }))!
+  private async statusOf(viewer: Principal, consumer: ConsumerRow): Promise<ContextualStatus | null> {
+    const status = await this.call<ConsumerStatus | null>({ op: 'status', consumerId: consumer.id, now: this.clock.now() })
+    if (!status) return null
+    const { deadLetters, ...s } = status
     const readable = deadLetters.filter((d) => this.opts.access.permissions(viewer, d.path as NodePath).has('Read'))
     return { consumerId: consumer.id, subscription: consumer.subscriptionPath, name: consumer.name, ...s, deadLetters: readable, lag: Math.max(0, s.headVersion - s.cursor) }
   }
@@ -628,8 +684,8 @@ export class ContextualService {
     const perms = this.opts.access.permissions(principal, path)
     const mine = consumer.owner === user
     if (!mine) {
-      const def = perms.has('Read') ? await this.definition(principal, path).catch(() => null) : null
-      if (def?.hash !== consumer.defHash) throw new WeftError('not_found', `No consumer ${consumerId}.`)
+      const node = perms.has('Read') ? await this.definitionNode(principal, path).catch(() => null) : null
+      if (!node || !this.ofThisNode(consumer, node)) throw new WeftError('not_found', `No consumer ${consumerId}.`)
     }
     return { consumer, mine, admin: perms.has('ManageAccess') }
   }

@@ -57,13 +57,14 @@ done AS (
   WHERE e.consumer_id = ? AND e.event_id = (SELECT event_id FROM taken) AND (t.dead OR t.slot IS NOT NULL)
   RETURNING e.event_id, e.version, e.path, e.node_type, e.kind, e.state, e.attempt
 )
-SELECT (SELECT owner FROM c) AS owner, (SELECT n FROM live) AS live, (SELECT count(*) FROM due) AS due, (${INCARNATION_SQL}) AS inc, d.*
+SELECT (SELECT owner FROM c) AS owner, (SELECT n FROM live) AS live, (SELECT count(*) FROM due) AS due, (${INCARNATION_SQL}) AS inc,
+  (SELECT min(expires_at) FROM held WHERE expires_at > ?) AS first_end, d.*
 FROM (SELECT 1) AS one LEFT JOIN done d ON true`)
 
 const leaseArgs = (c: LeaseCall, expiresAt: number) => [
   c.consumerId, c.consumerId, c.now, c.maxInFlight, c.consumerId,
   c.consumerId, c.now, c.now, c.owner, c.maxInFlight,
-  c.maxAttempts, c.token, expiresAt, c.consumerId,
+  c.maxAttempts, c.token, expiresAt, c.consumerId, c.now,
 ]
 
 /** One page of the change log into the consumer's events, the cursor moved past it, under the consumer row's lock. */
@@ -113,7 +114,7 @@ export async function pgLease(pool: pg.Pool, c: LeaseCall): Promise<LeaseResult>
           event: { eventId: String(r.event_id), version: num(r.version), path: String(r.path), nodeType: String(r.node_type), kind: String(r.kind) as MeshChangeKind, attempt: num(r.attempt), token: c.token, expiresAt: c.now + c.leaseMs },
         }
       }
-      if (num(r.live) >= c.maxInFlight) return { kind: 'full', incarnation }
+      if (num(r.live) >= c.maxInFlight) return { kind: 'full', nextAt: nextAtOf({ at: r.first_end }), incarnation }
       if (num(r.due) > 0) {
         // Due, but every slot is held, some by expired leases: free those once and look again.
         if (freed) return { kind: 'none', nextAt: c.now + 1, incarnation } // taken meanwhile by concurrent pulls: look again shortly

@@ -207,7 +207,8 @@ export interface LeaseCall {
 }
 
 /** What a lease answers, with the history incarnation it ran under (a restore bumps it: [CTX37]). */
-export type LeaseAnswer = { kind: 'leased'; event: LeasedEvent } | { kind: 'none'; nextAt: number | null } | { kind: 'full' } | { kind: 'gone' }
+/** `full`: MaxInFlight leases held; `nextAt` when the first of them ends. */
+export type LeaseAnswer = { kind: 'leased'; event: LeasedEvent } | { kind: 'none'; nextAt: number | null } | { kind: 'full'; nextAt: number | null } | { kind: 'gone' }
 export type LeaseResult = LeaseAnswer & { incarnation: number }
 
 export type ContextualCall =
@@ -230,8 +231,8 @@ export type ContextualCall =
   | { op: 'outcome'; key: string }
   | { op: 'recordOutcome'; attachment: ContextualAttachment }
   | { op: 'reactTruth'; key: string; consumerId: string; eventId: string }
-  /** [CTX45] Up to `limit` consumer ids after `after` (in id order), for the sweep. */
-  | { op: 'consumerIds'; after: string; limit: number }
+  /** [CTX45] Up to `limit` ids (in order, after `after`) of consumers with events settled before `settledBefore`, for the sweep. */
+  | { op: 'consumerIds'; after: string; limit: number; settledBefore: number }
   /** [CTX45] Up to `limit` of the consumer's events settled (acked, skipped) before `before`, deleted; answers how many. */
   | { op: 'prune'; consumerId: string; before: number; limit: number }
 
@@ -285,7 +286,7 @@ function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
   if (!consumer || String(consumer.owner) !== c.owner) return { kind: 'gone' }
   let cursor = num(consumer.cursor)
   const inFlight = num((yield* all(`SELECT count(*) AS n FROM contextual_events WHERE consumer_id = ? AND state = 'leased' AND expires_at > ?`, c.consumerId, c.now))[0]?.n)
-  if (inFlight >= c.maxInFlight) return { kind: 'full' }
+  if (inFlight >= c.maxInFlight) return { kind: 'full', nextAt: nextAtOf((yield* all(FIRST_END_SQL, c.consumerId, c.now))[0]) }
   for (let pages = 0; ; ) {
     const due = (yield* all(
       `SELECT event_id, version, path, node_type, kind, attempt FROM contextual_events WHERE consumer_id = ?
@@ -323,6 +324,9 @@ function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
   return { kind: 'none', nextAt: nextAtOf((yield* all(NEXT_AT_SQL, c.consumerId))[0]) }
 }
 
+/** When the first live lease of a consumer ends (at its in-flight limit, the soonest it may lease again). */
+export const FIRST_END_SQL = `SELECT min(expires_at) AS at FROM contextual_events WHERE consumer_id = ? AND state = 'leased' AND expires_at > ?`
+
 /** When a consumer's next event may become due (a nack's delay or a lease ending), for a long poll. */
 export const NEXT_AT_SQL = `SELECT min(CASE WHEN state = 'pending' THEN available_at ELSE expires_at END) AS at FROM contextual_events WHERE consumer_id = ? AND state IN ('pending', 'leased')`
 export const nextAtOf = (r: Row | undefined): number | null => (r?.at === null || r?.at === undefined ? null : num(r.at))
@@ -343,13 +347,17 @@ function* nack(c: Extract<ContextualCall, { op: 'nack' }>): Op<'pending' | 'dead
 }
 
 function* status(c: Extract<ContextualCall, { op: 'status' }>): Op<ConsumerStatus | null> {
-  const consumer = (yield* all('SELECT cursor, acked_pruned FROM contextual_consumers WHERE id = ?', c.consumerId))[0]
-  if (!consumer) return null
+  // The consumer row and its counts in one statement (one snapshot: a sweep committing between two
+  // reads would be counted in neither, and `acked` would dip).
   const counts = yield* all(
-    `SELECT CASE WHEN state = 'leased' AND expires_at <= ? THEN 'pending' ELSE state END AS s, count(*) AS n FROM contextual_events WHERE consumer_id = ? GROUP BY 1`,
-    c.now, c.consumerId,
+    `SELECT c.cursor, c.acked_pruned, e.s, e.n FROM contextual_consumers c LEFT JOIN (
+       SELECT CASE WHEN state = 'leased' AND expires_at <= ? THEN 'pending' ELSE state END AS s, count(*) AS n FROM contextual_events WHERE consumer_id = ? GROUP BY 1
+     ) e ON 1 = 1 WHERE c.id = ?`,
+    c.now, c.consumerId, c.consumerId,
   )
-  const by = Object.fromEntries(counts.map((r) => [String(r.s), num(r.n)]))
+  const consumer = counts[0]
+  if (!consumer) return null
+  const by = Object.fromEntries(counts.filter((r) => r.s !== null && r.s !== undefined).map((r) => [String(r.s), num(r.n)]))
   const head = num((yield* all('SELECT coalesce(max(version), 0) AS v FROM changes'))[0]?.v)
   const dead = yield* all(`SELECT event_id, path, attempt, last_error FROM contextual_events WHERE consumer_id = ? AND state = 'dead' ORDER BY version LIMIT 20`, c.consumerId)
   return {
@@ -612,7 +620,12 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     case 'reactTruth':
       return yield* reactTruth(call.key, call.consumerId, call.eventId)
     case 'consumerIds':
-      return (yield* all('SELECT id FROM contextual_consumers WHERE id > ? ORDER BY id LIMIT ?', call.after, call.limit)).map((r) => String(r.id))
+      return (yield* all(
+        `SELECT id FROM contextual_consumers c WHERE id > ?
+           AND EXISTS (SELECT 1 FROM contextual_events e WHERE e.consumer_id = c.id AND e.state IN ('acked', 'skipped') AND e.available_at < ?)
+         ORDER BY id LIMIT ?`,
+        call.after, call.settledBefore, call.limit,
+      )).map((r) => String(r.id))
     case 'prune':
       return yield* prune(call, dialect)
     default:

@@ -152,6 +152,21 @@ describe('contextual subscriptions: bounds and leaks found by review', () => {
     expect(errorCode(await ctx(env.ts.url, vic.token).delete(id))).toBe('not_found')
     // Carol's own consumer is still hers to delete.
     expect(expectStatus(await c.delete(id), 200).body).toEqual({ deleted: true })
+    // The same definition made again there by another Admin: the consumers made before it are not its.
+    const dave = await signup(env.ts.url)
+    await grantRole(env.ts.url, env.owner.token, env.space, dave.userId, 'Admin')
+    const first = { Operation: 'same', Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: inbox }, Reactions: patchReaction, Limits: { LeaseSeconds: 60, MaxAttempts: 1 } }
+    expectStatus(await api(env.ts.url, env.owner.token).deleteNode(sub), 204)
+    expectStatus(await putSubscription(env.ts.url, env.owner.token, sub, first), 201)
+    const carols = expectStatus(await c.next(sub, 'carol2'), 200).body.consumerId
+    expectStatus(await api(env.ts.url, env.owner.token).deleteNode(sub), 204)
+    expectStatus(await putSubscription(env.ts.url, dave.token, sub, first), 201)
+    const davePage = expectStatus(await api(env.ts.url, dave.token).post<{ consumers: unknown[] }>('/api/contextual/consumers', { subscription: sub }), 200)
+    expect(davePage.body.consumers).toEqual([])
+    expect(errorCode(await ctx(env.ts.url, dave.token).redrive(carols))).toBe('not_found')
+    expect(errorCode(await ctx(env.ts.url, dave.token).delete(carols))).toBe('not_found')
+    // Carol still sees her own.
+    expectStatus(await c.status(carols), 200)
     // A plain node there: no subscription at all.
     expectStatus(await api(env.ts.url, env.owner.token).deleteNode(sub), 204)
     expectStatus(await api(env.ts.url, env.owner.token).putNode(sub, 'Document', {}), 201)
@@ -288,6 +303,23 @@ describe('[CTX46] consumers per account are bounded, and deleted by their owner 
     expect((await api(env.ts.url, env.owner.token).getNode(`${inbox}/b`)).body.content).toEqual({})
     expect(expectStatus(await e.react(a, 'annotate', { Note: 'before' }), 200).body).toEqual({ outcome: reacted.outcome, repeated: true })
     expect(errorCode(await ctx(env.ts.url, env.owner.token).delete(consumerId))).toBe('not_found')
+
+    // A consumer deleted between its read and its counts: status is not_found, the page leaves it out (a 500 before).
+    const brief = expectStatus(await e.next(sub, 'brief'), 200).body.consumerId
+    const storage = env.ts.server.storage
+    const original = storage.contextual.bind(storage)
+    storage.contextual = async (call) => {
+      if (call.op === 'status' && call.consumerId === brief) await original({ op: 'deleteConsumer', id: brief })
+      return original(call)
+    }
+    try {
+      expect(errorCode(await e.status(brief))).toBe('not_found')
+      const mine = expectStatus(await e.next(sub, 'brief'), 200).body.consumerId
+      const page = expectStatus(await api(env.ts.url, editor.token).post<{ consumers: { consumerId: string }[] }>('/api/contextual/consumers', { subscription: sub }), 200)
+      expect(page.body.consumers.map((x) => x.consumerId)).not.toContain(mine)
+    } finally {
+      storage.contextual = original
+    }
 
     // A long poll waiting on a consumer the Admin deletes ends with not_found; it does not make it again.
     const other = expectStatus(await e.next(sub, 'polling'), 200).body.consumerId

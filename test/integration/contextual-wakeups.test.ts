@@ -254,6 +254,61 @@ describe('[CTX31] a long poll is woken only by what can give its own consumer wo
     }
   })
 
+  it('[CTX31] a full consumer\'s long poll waits until its lease ends, then gets the event again, without looking in between (SQLite)', async () => {
+    const sub = `${env.space}/w5`
+    const prefix = `${env.space}/wq5`
+    expectStatus(await putSubscription(env.ts.url, env.owner.token, sub, definition(prefix, { Limits: { LeaseSeconds: 5, MaxInFlight: 1, MaxAttempts: 3 } })), 201)
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(prefix, 'Document', {}), 201)
+    const c = ctx(env.ts.url, env.owner.token)
+    const consumerId = expectStatus(await c.next(sub, 'w1'), 200).body.consumerId
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/slow`, 'Document', {}), 201)
+    const held = expectStatus(await c.next(sub, 'w1'), 200).body.item!
+    const counter = countLeases()
+    try {
+      const again = expectStatus(await c.next(sub, 'w1', { waitSeconds: 30 }), 200).body.item
+      expect(again).toMatchObject({ event: { path: `${prefix}/slow` }, attempt: held.attempt + 1 })
+      // One lease finding it full, one when the lease ended: none in between.
+      expect(counter.of(consumerId)).toBe(2)
+    } finally {
+      counter.stop()
+    }
+  })
+
+  it('[CTX31] a nack or a commit landing while the poll\'s lease statement runs (before it waits) is not slept through', async () => {
+    const { sub, prefix, c, consumerId } = await setup('6', 2)
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/e`, 'Document', {}), 201)
+    const item = expectStatus(await c.next(sub, 'w1'), 200).body.item!
+    const storage = env.ts.server.storage
+    const original = storage.contextual.bind(storage)
+    const during = async (act: () => Promise<unknown>) => {
+      let once = true
+      storage.contextual = async (call) => {
+        const answer = await original(call)
+        // The lease has read the state (nothing due); what happens now comes before the poll waits.
+        if (once && call.op === 'lease' && call.consumerId === consumerId) {
+          once = false
+          await act()
+        }
+        return answer
+      }
+    }
+    try {
+      await during(() => c.nack(consumerId, item, 0))
+      let t0 = Date.now()
+      const again = expectStatus(await c.next(sub, 'w1', { waitSeconds: 60 }), 200).body.item
+      expect(again).toMatchObject({ event: { path: `${prefix}/e` }, attempt: 2 })
+      // At once, not at the end of its 60 s (nor of the lease's).
+      expect(Date.now() - t0).toBeLessThan(20_000)
+      await during(() => api(env.ts.url, env.owner.token).putNode(`${prefix}/f`, 'Document', {}))
+      t0 = Date.now()
+      const fresh = expectStatus(await c.next(sub, 'w1', { waitSeconds: 60 }), 200).body.item
+      expect(fresh).toMatchObject({ event: { path: `${prefix}/f` }, attempt: 1 })
+      expect(Date.now() - t0).toBeLessThan(20_000)
+    } finally {
+      storage.contextual = original
+    }
+  })
+
   it("[CTX31] a nack of the consumer's own lease wakes its waiting long poll with the item again", async () => {
     const { sub, prefix, c, consumerId } = await setup('4', 2)
     expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/z`, 'Document', {}), 201)
