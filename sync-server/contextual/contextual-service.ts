@@ -42,7 +42,7 @@ import {
   type OutcomeRow,
   type StorageAdapter,
 } from '../storage/index.js'
-import { realClock, type Clock } from '../engines/kit/index.js'
+import { every, realClock, type Clock } from '../engines/kit/index.js'
 import { canonicalJson, sha256Hex } from './canonical.js'
 import { compileDefinition, type CompiledDefinition } from './definition.js'
 import { hydrate, resolveTemplate } from './context.js'
@@ -177,9 +177,9 @@ export class ContextualService {
   private readonly recent: { seq: number; change: { path: string; node_type: string; kind: string } }[] = []
   private changeSeq = 0
   private feed: Subscription | null = null
-  /** [CTX45] The next sweep's timer, and which start() it belongs to (a sweep under way when stop() and start() came schedules no second loop). */
-  private sweepTimer: (() => void) | null = null
-  private sweepRun = 0
+  /** [CTX45] Stops the periodic sweep; whether one is under way (a tick during it is skipped). */
+  private stopSweeps: (() => void) | null = null
+  private sweeping = false
   /** [CTX39] Wake-up listeners: each bound to one consumer of its owner, with the filter as the owner read the definition. */
   private readonly listeners = new Set<WakeListener>()
   /** Reactions under way, per idempotency key: one at a time in this process (storage fences across processes). */
@@ -215,8 +215,7 @@ export class ContextualService {
 
   /** [CTX31] Payload-free wake-ups: a commit wakes the long polls it may give work, which re-ask durable truth. */
   start(): void {
-    this.sweepRun++
-    this.scheduleSweep()
+    this.stopSweeps ??= every(this.clock, SWEEP_EVERY_MS, () => void this.sweep())
     this.feed ??= this.opts.nodes.changes$.subscribe((c) => {
       const change = { path: c.path, node_type: c.nodeType, kind: c.kind }
       this.recent.push({ seq: ++this.changeSeq, change })
@@ -232,27 +231,22 @@ export class ContextualService {
   stop(): void {
     this.feed?.unsubscribe()
     this.feed = null
-    this.sweepTimer?.()
-    this.sweepTimer = null
-    this.sweepRun++
+    this.stopSweeps?.()
+    this.stopSweeps = null
     this.wakeAll()
   }
 
-  private scheduleSweep(): void {
-    if (this.sweepTimer) return
-    const run = this.sweepRun
-    this.sweepTimer = this.clock.setTimeout(() => {
-      void this.prune().then(
-        (n) => {
-          if (n > 0) this.opts.log.info({ op: 'contextual.prune', deleted: n }, 'contextual: settled events deleted')
-        },
-        (err: unknown) => this.opts.log.warn({ err }, 'contextual: the sweep of settled events failed; it runs again later'),
-      ).finally(() => {
-        if (run !== this.sweepRun) return // stopped meanwhile (and maybe started again, with its own timer)
-        this.sweepTimer = null
-        this.scheduleSweep()
-      })
-    }, SWEEP_EVERY_MS)
+  private async sweep(): Promise<void> {
+    if (this.sweeping) return
+    this.sweeping = true
+    try {
+      const n = await this.prune()
+      if (n > 0) this.opts.log.info({ op: 'contextual.prune', deleted: n }, 'contextual: settled events deleted')
+    } catch (err) {
+      this.opts.log.warn({ err }, 'contextual: the sweep of settled events failed; it runs again later')
+    } finally {
+      this.sweeping = false
+    }
   }
 
   /**
@@ -260,13 +254,14 @@ export class ContextualService {
    * a bounded batch per statement; answers how many. Each instance of a cluster may run it at once.
    */
   async prune(now = this.clock.now()): Promise<number> {
+    const before = now - SETTLED_RETENTION_MS
     let deleted = 0
     for (let after = ''; ; ) {
-      const ids = await this.call<string[]>({ op: 'consumerIds', after, limit: SWEEP_CONSUMERS, settledBefore: now - SETTLED_RETENTION_MS })
+      const ids = await this.call<string[]>({ op: 'consumerIds', after, limit: SWEEP_CONSUMERS, settledBefore: before })
       for (const consumerId of ids) {
         try {
           for (;;) {
-            const n = await this.call<number>({ op: 'prune', consumerId, before: now - SETTLED_RETENTION_MS, limit: SWEEP_ROWS })
+            const n = await this.call<number>({ op: 'prune', consumerId, before, limit: SWEEP_ROWS })
             deleted += n
             if (n < SWEEP_ROWS) break
           }

@@ -85,6 +85,20 @@ async function sweep(r: Rig): Promise<{ ms: number; deleted: number; putTimes: n
   return { ms: performance.now() - t0, deleted, putTimes }
 }
 
+/** `PUT`s idle, then the sweep of the SWEEP_ROWS settled rows with `PUT`s beside it: the figures under `storage`'s prefix. */
+async function sweepFigures(r: Rig, storage: 'sqlite' | 'pg'): Promise<Record<string, number>> {
+  const idle = await puts(r, 'idle', null)
+  const s = await sweep(r)
+  if (s.deleted !== SWEEP_ROWS) throw new Error(`${storage} sweep deleted ${s.deleted} of ${SWEEP_ROWS}`)
+  return {
+    [`${storage}SweepMs`]: round(s.ms),
+    [`${storage}SweepRowsPerSec`]: round(SWEEP_ROWS / (s.ms / 1000)),
+    [`${storage}PutP99IdleMs`]: round(percentile(idle, 99), 2),
+    [`${storage}PutP99DuringSweepMs`]: round(percentile(s.putTimes, 99), 2),
+    [`${storage}PutMaxDuringSweepMs`]: round(Math.max(...s.putTimes), 2),
+  }
+}
+
 /** [CTX31] Lease statements run for FULL_WAITERS full, long-polling consumers while COMMITS events land. */
 async function fullWaiters(r: Rig): Promise<{ perCommit: number; putP50: number }> {
   const svc = r.ts.server.contextual
@@ -153,14 +167,7 @@ async function sweeps(out: Record<string, number | string>): Promise<void> {
       })()
       db.close()
     })
-    const idle = await puts(lite, 'idle', null)
-    const s = await sweep(lite)
-    if (s.deleted !== SWEEP_ROWS) throw new Error(`SQLite sweep deleted ${s.deleted} of ${SWEEP_ROWS}`)
-    out.sqliteSweepMs = round(s.ms)
-    out.sqliteSweepRowsPerSec = round(SWEEP_ROWS / (s.ms / 1000))
-    out.sqlitePutP99IdleMs = round(percentile(idle, 99), 2)
-    out.sqlitePutP99DuringSweepMs = round(percentile(s.putTimes, 99), 2)
-    out.sqlitePutMaxDuringSweepMs = round(Math.max(...s.putTimes), 2)
+    Object.assign(out, await sweepFigures(lite, 'sqlite'))
   } finally {
     await lite.ts.cleanup()
   }
@@ -177,13 +184,7 @@ async function sweeps(out: Record<string, number | string>): Promise<void> {
       )
       await client.end()
     })
-    const idle = await puts(rigPg, 'idle', null)
-    const s = await sweep(rigPg)
-    if (s.deleted !== SWEEP_ROWS) throw new Error(`PostgreSQL sweep deleted ${s.deleted} of ${SWEEP_ROWS}`)
-    out.pgSweepMs = round(s.ms)
-    out.pgSweepRowsPerSec = round(SWEEP_ROWS / (s.ms / 1000))
-    out.pgPutP99IdleMs = round(percentile(idle, 99), 2)
-    out.pgPutP99DuringSweepMs = round(percentile(s.putTimes, 99), 2)
+    Object.assign(out, await sweepFigures(rigPg, 'pg'))
   } finally {
     await rigPg.ts.cleanup()
     await db.drop()

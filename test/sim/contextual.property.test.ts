@@ -35,6 +35,17 @@ describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => 
     await forEachSeed('contextual leases', seeds(6, 1900), (seed) => withHarness(() => Harness.sqlite(), (h) => leaseInterleavings(h, seed)))
   })
 
+  it('[CTX45] the sweep runs on its own every 10 minutes: a day and a sweep after an ack, the row is gone and still counted', async () => {
+    h = await Harness.sqlite()
+    const { s, consumerId, a, b } = await twoLeased(h)
+    await s.ack(ME, fenceOf({ consumerId, item: a }))
+    await s.ack(ME, fenceOf({ consumerId, item: b }))
+    await h.clock.advance(24 * 3600_000 + 11 * 60_000)
+    // Already swept by the service's own timer: nothing left for a sweep now.
+    expect(await s.prune(h.clock.now())).toBe(0)
+    expect((await s.status(ME, { consumerId })).acked).toBe(2)
+  })
+
   it('[CTX28] an expired causation token never authorizes a new commit, even while the lease is held; it still resolves a prior outcome', async () => {
     h = await Harness.sqlite()
     const { s, consumerId, a, b } = await twoLeased(h)
