@@ -81,7 +81,12 @@ class Partition {
       log: o.log,
       graceMs,
       acquired: () => this.serial(() => this.begin()),
-      lost: () => this.serial(() => this.end()),
+      // The engine's signal is aborted at once (a reconcile under way stops now, not when it ends,
+      // since end() waits its turn behind begin()); its writes were refused from the moment the lease lapsed.
+      lost: () => {
+        this.running?.abort.abort()
+        return this.serial(() => this.end())
+      },
     })
   }
 

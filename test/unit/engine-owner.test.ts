@@ -87,9 +87,12 @@ describe('[SCALE17] engine partitions balanced between instances', () => {
     const random = () => rng.next()
     const store = new MemoryLeases(random)
     const log = pino({ level: 'silent' })
-    // Which instance's engine runs, per partition, right now: an engine started while another
-    // instance's runs is a double owner.
-    const running = new Map<string, string>()
+    // Which instances' engines run, per partition, right now. An engine whose lease has lapsed may
+    // still be stopping when another instance's starts (its timer can fire late under load, on any
+    // machine): it can write nothing then, since every write checks the lease first. So the double
+    // owner is an engine started while another instance still *holds* the partition's lease, and
+    // a lapsed engine must be stopped by the time the step settles.
+    const running = new Map<string, Set<string>>(PARTITIONS.map((p) => [p, new Set<string>()]))
     const doubles: string[] = []
     let n = 0
     const add = () => {
@@ -101,12 +104,14 @@ describe('[SCALE17] engine partitions balanced between instances', () => {
           factory: () => ({
             name,
             start: async () => {
-              const other = running.get(name)
-              if (other) doubles.push(`${name}: started on ${id} while running on ${other}`)
-              running.set(name, id)
+              for (const other of running.get(name)!) {
+                const o = instances.find((i) => i.id === other)!
+                if (o.owner.held().includes(name)) doubles.push(`${name}: started on ${id} while ${other} holds it and runs it`)
+              }
+              running.get(name)!.add(id)
             },
             stop: async () => {
-              if (running.get(name) === id) running.delete(name)
+              running.get(name)!.delete(id)
             },
           }),
         })),
@@ -137,7 +142,7 @@ describe('[SCALE17] engine partitions balanced between instances', () => {
       await waitFor(
         () => {
           const held = up.map((i) => i.owner.held())
-          return held.flat().sort().join() === [...PARTITIONS].sort().join() && held.every((h) => h.length <= share) && PARTITIONS.every((p) => up.some((i) => running.get(p) === i.id))
+          return held.flat().sort().join() === [...PARTITIONS].sort().join() && held.every((h) => h.length <= share) && PARTITIONS.every((p) => running.get(p)!.size === 1 && up.some((i) => running.get(p)!.has(i.id) && i.owner.held().includes(p)))
         },
         { timeoutMs: 20_000, description: `after ${step}: every partition held by one of ${up.map((i) => i.id).join(', ')}, at most ${share} each` },
       )
@@ -175,5 +180,54 @@ describe('[SCALE17] engine partitions balanced between instances', () => {
     }
     expect(overlaps).toEqual([])
     expect(doubles).toEqual([])
+  })
+})
+
+describe('[SCALE17] an engine whose lease lapses while it starts', () => {
+  it('has its signal aborted at once, not when its start (a reconcile) ends', { timeout: 120_000 }, async () => {
+    const store = new MemoryLeases(() => 0)
+    const log = pino({ level: 'silent' })
+    let signal: AbortSignal | null = null
+    let finishStart!: () => void
+    const startEnds = new Promise<void>((r) => (finishStart = r))
+    let startEnded = false
+    const owner = new EngineOwner({
+      instanceId: 'i1',
+      partitions: [
+        {
+          name: 'activities',
+          factory: (ctx) => {
+            signal = ctx.signal
+            return {
+              name: 'activities',
+              // A reconcile that outlasts the lease: it ends only when the test lets it.
+              start: async () => {
+                await startEnds
+                startEnded = true
+              },
+              stop: async () => undefined,
+            }
+          },
+        },
+      ],
+      context: { users: {} as never, log },
+      nodes: {} as NodeService,
+      store,
+      ttlMs: TTL,
+      log,
+      catchUp: async () => undefined,
+      announce: () => undefined,
+    })
+    owner.start()
+    try {
+      await waitFor(() => signal, { description: 'the engine built under the lease' })
+      store.cut.add('i1')
+      await waitFor(() => signal!.aborted, { description: "the engine's signal aborted once its lease lapsed" })
+      expect(owner.held()).toEqual([])
+      expect(startEnded).toBe(false)
+    } finally {
+      finishStart()
+      await owner.stop()
+    }
   })
 })
