@@ -33,6 +33,11 @@ export const SubscriptionRequest = z.strictObject({ subscription: z.string().min
 export const ReactRequest = z.strictObject({
   causationToken: z.string().min(1).max(4096),
   params: z.record(z.string(), z.unknown()).optional(),
+  /**
+   * [CTX47] Settle (ack) the work item in the reaction's own transaction: for a reaction that is
+   * the item's last word, one call instead of react then ack, and no crash between the two.
+   */
+  ack: z.boolean().optional(),
 })
 
 export type NextRequest = z.infer<typeof NextRequest>
@@ -75,6 +80,15 @@ export interface ReactionOutcome {
   message?: string
   rootRequestId: string
   childRequestId: string
+}
+
+/** What `react` answers; `acked` only when the request asked to settle the item ([CTX47]). */
+export interface ReactResult {
+  outcome: ReactionOutcome
+  /** The outcome was already persisted (a repeat): it is returned, nothing new committed. */
+  repeated: boolean
+  /** [CTX47] The work item is settled now (by this call, or by the earlier call a repeat resolves). */
+  acked?: boolean
 }
 
 export interface DeadLetter {

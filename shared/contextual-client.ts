@@ -9,7 +9,7 @@ import {
   type ContextualStatus,
   type NextResult,
   SubscriptionRequest,
-  type ReactionOutcome,
+  type ReactResult,
   type SubscriptionConsumers,
   type WorkItem,
 } from './contextual-api.js'
@@ -68,7 +68,8 @@ export interface ContextualClient {
   nack(req: z.input<typeof NackRequest>, opts?: CallOptions): Promise<{ state: 'pending' | 'dead' }>
   extend(req: z.input<typeof ExtendRequest>, opts?: CallOptions): Promise<{ expiresAt: string }>
   status(consumerId: string, opts?: CallOptions): Promise<ContextualStatus>
-  react(causationToken: string, params?: Record<string, unknown>, opts?: CallOptions): Promise<{ outcome: ReactionOutcome; repeated: boolean }>
+  /** With `{ ack: true }` the item is settled in the reaction's own transaction ([CTX47]): `acked` says whether it is. */
+  react(causationToken: string, params?: Record<string, unknown>, opts?: CallOptions & { ack?: boolean }): Promise<ReactResult>
   redrive(consumerId: string, opts?: CallOptions): Promise<{ redriven: number }>
   /** Deletes a consumer and its events: yours, or any of a subscription you are an Admin of ([CTX46]). */
   delete(consumerId: string, opts?: CallOptions): Promise<{ deleted: true }>
@@ -171,7 +172,8 @@ export function createContextualClient(options: ContextualClientOptions): Contex
     nack: async (req, opts) => post('nack', check(NackRequest, req, 'The nack request'), opts),
     extend: async (req, opts) => post('extend', check(ExtendRequest, req, 'The extend request'), opts),
     status: async (consumerId, opts) => post('status', check(ConsumerRequest, { consumerId }, 'The status request'), opts),
-    react: async (causationToken, params, opts) => post('react', check(ReactRequest, { causationToken, ...(params ? { params } : {}) }, 'The react request'), opts),
+    react: async (causationToken, params, opts) =>
+      post('react', check(ReactRequest, { causationToken, ...(params ? { params } : {}), ...(opts?.ack ? { ack: true } : {}) }, 'The react request'), opts),
     redrive: async (consumerId, opts) => post('redrive', check(ConsumerRequest, { consumerId }, 'The redrive request'), opts),
     delete: async (consumerId, opts) => post('delete', check(ConsumerRequest, { consumerId }, 'The delete request'), opts),
     consumers: async (subscription, opts) => post('consumers', check(SubscriptionRequest, { subscription }, 'The consumers request'), opts),

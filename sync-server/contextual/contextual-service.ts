@@ -18,6 +18,7 @@ import {
   type ContextualStatus,
   type OfferedReaction,
   type ReactionOutcome,
+  type ReactResult,
   type WorkItem,
   isWeftError,
   parseNodePath,
@@ -714,7 +715,7 @@ export class ContextualService {
   }
 
   /** [CTX20]–[CTX28] `react`: one declared reaction, exactly once in effect. */
-  async react(principal: Principal, raw: unknown): Promise<{ outcome: ReactionOutcome; repeated: boolean }> {
+  async react(principal: Principal, raw: unknown): Promise<ReactResult> {
     const user = userOf(principal)
     const req = parse(ReactRequest, raw, 'The react request')
     const meta = await this.meta()
@@ -730,7 +731,7 @@ export class ContextualService {
       if (!running) break
       await running.catch(() => undefined)
     }
-    const work = this.inTurn(user, claims.consumer, claims.event, () => this.reactOnce(principal, user, claims, key, req.params ?? {}))
+    const work = this.inTurn(user, claims.consumer, claims.event, () => this.reactOnce(principal, user, claims, key, req.params ?? {}, req.ack === true))
     this.reacting.set(key, work)
     try {
       return await work
@@ -743,7 +744,7 @@ export class ContextualService {
     return { ...(JSON.parse(row.outcome) as ReactionOutcome), version: row.version }
   }
 
-  private async reactOnce(principal: Principal, user: string, claims: CausationClaims, key: string, rawParams: Record<string, unknown>): Promise<{ outcome: ReactionOutcome; repeated: boolean }> {
+  private async reactOnce(principal: Principal, user: string, claims: CausationClaims, key: string, rawParams: Record<string, unknown>, settle: boolean): Promise<ReactResult> {
     const { nodes, access, log } = this.opts
     // One read of the outcome, the consumer and the lease (one round trip).
     const truth = await this.call<ReactTruth>({ op: 'reactTruth', key, consumerId: claims.consumer, eventId: claims.event })
@@ -751,7 +752,8 @@ export class ContextualService {
     const prior = truth.outcome
     if (prior) {
       if (prior.principal !== user) throw deny()
-      return { outcome: this.outcomeOf(prior), repeated: true }
+      const outcome = this.outcomeOf(prior)
+      return settle ? { outcome, repeated: true, acked: await this.settleRepeat(user, claims, truth.lease) } : { outcome, repeated: true }
     }
     const now = this.clock.now()
     // [CTX28] An expired token never authorizes a new commit.
@@ -807,7 +809,14 @@ export class ContextualService {
       fence: { consumerId: claims.consumer, eventId: claims.event, token: lease.token!, attempt: claims.attempt, now },
       outcome: { key, consumerId: claims.consumer, eventId: claims.event, reaction: reaction.name, attempt: claims.attempt, principal: user, outcome: JSON.stringify(outcome), causation: JSON.stringify(causation), at },
       ...(lease.kind !== 'Deleted' ? { source: { path: source, version: lease.version } } : {}),
+      ...(settle ? { settle: true } : {}),
     })
+    // [CTX47] Settled with its outcome: a slot of the consumer is free.
+    const done = (outcome: ReactionOutcome): ReactResult => {
+      if (!settle) return { outcome, repeated: false }
+      this.wakeConsumer(claims.consumer)
+      return { outcome, repeated: false, acked: true }
+    }
     log.info({ op: 'contextual.react', requestId: claims.root, key, reaction: reaction.name, event: claims.event, user }, 'contextual reaction')
     const committed: ReactionOutcome = { status: 'committed', ...base, version: null }
     try {
@@ -817,11 +826,11 @@ export class ContextualService {
       const carried = holder.attachment === null
       if (!carried) {
         await this.recordAlone(attachment(committed), admit)
-        return { outcome: committed, repeated: false }
+        return done(committed)
       }
       // [CTX27] What a repeat will resolve: the outcome row holds the version of the commit that
       // carried it (a thread post commits more than once, and its command reports none).
-      return { outcome: { ...committed, version: holder.version ?? value.version }, repeated: false }
+      return done({ ...committed, version: holder.version ?? value.version })
     } catch (err) {
       if (!isWeftError(err)) throw err
       if (err.code === 'stale_lease' || err.code === 'forbidden' || err.code === 'forbidden_field' || err.code === 'reaction_denied') throw deny()
@@ -829,10 +838,25 @@ export class ContextualService {
       if ((reaction.spec.Rejections ?? []).includes(err.code)) {
         const rejected: ReactionOutcome = { status: 'rejected', ...base, version: null, code: err.code, message: err.message }
         await this.recordAlone(attachment(rejected), admit)
-        return { outcome: rejected, repeated: false }
+        return done(rejected)
       }
       throw err
     }
+  }
+
+  /**
+   * [CTX47] A repeat that asks to settle: the item is settled when this attempt's lease (the one
+   * the token was sealed for) is still held, or when it is settled already (the earlier call that
+   * committed the outcome settled it, and its answer was lost).
+   */
+  private async settleRepeat(user: string, claims: CausationClaims, lease: ReactTruth['lease']): Promise<boolean> {
+    if (!lease || lease.attempt !== claims.attempt) return false
+    if (lease.state === 'acked') return true
+    if (lease.state !== 'leased' || !lease.token || leaseDigest(lease.token) !== claims.lease) return false
+    const fence: Fence = { consumerId: claims.consumer, eventId: claims.event, token: lease.token, attempt: claims.attempt, now: this.clock.now() }
+    const acked = await this.call<boolean>({ op: 'ack', fence, owner: user })
+    if (acked) this.wakeConsumer(claims.consumer)
+    return acked
   }
 
   private async recordAlone(attachment: ContextualAttachment, admit: () => void): Promise<void> {

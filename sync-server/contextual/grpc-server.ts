@@ -126,8 +126,8 @@ function methods(s: ContextualService): Record<string, Method> {
       return { ...st, deadLetters: st.deadLetters.map((d) => ({ ...d, lastError: d.lastError ?? '' })) }
     },
     react: async (p, r) => {
-      const out = await s.react(p, { causationToken: r.causationToken, params: jsonField(r.paramsJson, 'params_json') })
-      return { repeated: out.repeated, outcome: { ...out.outcome, version: out.outcome.version ?? 0 } }
+      const out = await s.react(p, { causationToken: r.causationToken, params: jsonField(r.paramsJson, 'params_json'), ...(r.ack ? { ack: true } : {}) })
+      return { repeated: out.repeated, acked: out.acked === true, outcome: { ...out.outcome, version: out.outcome.version ?? 0 } }
     },
     redrive: (p, r) => s.redrive(p, { consumerId: r.consumerId }),
     deleteConsumer: (p, r) => s.delete(p, { consumerId: r.consumerId }),

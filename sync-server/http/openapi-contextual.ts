@@ -164,8 +164,25 @@ export const CONTEXTUAL_PATHS = {
   '/api/contextual/react': op(
     'Run one offered reaction, exactly once in effect.',
     'Verifies the sealed causation token against durable lease truth and the caller\'s current access, derives the idempotency key, and commits the command with its outcome and causation record in one transaction. A repeat returns the persisted outcome (`repeated: true`), even after the lease or token expired; an expired token never commits anything new.',
-    { type: 'object', additionalProperties: false, required: ['causationToken'], properties: { causationToken: { type: 'string', maxLength: 4096 }, params: { type: 'object' } } },
-    { type: 'object', required: ['outcome', 'repeated'], properties: { outcome: ref('ContextualOutcome'), repeated: { type: 'boolean' } } },
+    {
+      type: 'object',
+      additionalProperties: false,
+      required: ['causationToken'],
+      properties: {
+        causationToken: { type: 'string', maxLength: 4096 },
+        params: { type: 'object' },
+        ack: { type: 'boolean', description: 'Settle (ack) the work item in the reaction\'s own transaction: no ack call after it, and no crash between the two.' },
+      },
+    },
+    {
+      type: 'object',
+      required: ['outcome', 'repeated'],
+      properties: {
+        outcome: ref('ContextualOutcome'),
+        repeated: { type: 'boolean' },
+        acked: { type: 'boolean', description: 'Only when `ack` was asked: the work item is settled now (by this call, or by the earlier one a repeat resolves); false when its lease is no longer held (ack is then refused too).' },
+      },
+    },
     { '403': error('`reaction_denied`: one answer for every reason (token, lease or less than 1 s left on it, access, source row).'), '422': error('`invalid_params`: the parameters do not fit the reaction\'s schema.') },
   ),
   '/api/contextual/consumers': op(

@@ -91,7 +91,7 @@ export const TOOLS: readonly WeftTool[] = [
     name: 'weft_contextual_next',
     title: 'Pull one contextual work item',
     description:
-      'Leases at most one event of a ContextualSubscription to your consumer (made on first use) and returns it with fresh hydration and the reactions you may run now, each with an opaque causationToken. `item` is null when nothing is pending after `waitSeconds` (0–60, a long poll). Worker order: next → inspect → weft_contextual_react (or your own idempotent work) → weft_contextual_ack; weft_contextual_nack to retry later. Never ack before the work is durable; never build a lease or token yourself.',
+      'Leases at most one event of a ContextualSubscription to your consumer (made on first use) and returns it with fresh hydration and the reactions you may run now, each with an opaque causationToken. `item` is null when nothing is pending after `waitSeconds` (0–60, a long poll). Worker order: next → inspect → weft_contextual_react (with ack: true when it is all the item asks for) or your own idempotent work → weft_contextual_ack; weft_contextual_nack to retry later. Never ack before the work is durable; never build a lease or token yourself.',
     input: NextRequest,
     annotations: { readOnlyHint: false, idempotentHint: false, openWorldHint: false },
     run: (p, args, d, signal) => d.contextual.next(p, args, signal),
@@ -132,7 +132,7 @@ export const TOOLS: readonly WeftTool[] = [
     name: 'weft_contextual_react',
     title: 'Run a declared reaction',
     description:
-      "Runs one reaction a work item offered, by its causationToken, with params that fit the reaction's declared parameters. Exactly once in effect: a repeat returns the persisted outcome (repeated: true). outcome.status is committed or rejected (a declared business rejection, with its code); reaction_denied means it may not commit now (also with less than 1 s left on the lease: extend it first).",
+      "Runs one reaction a work item offered, by its causationToken, with params that fit the reaction's declared parameters. Exactly once in effect: a repeat returns the persisted outcome (repeated: true). outcome.status is committed or rejected (a declared business rejection, with its code); reaction_denied means it may not commit now (also with less than 1 s left on the lease: extend it first). With ack: true the work item is also settled in the same transaction (acked: true in the answer), so no weft_contextual_ack is needed after it: use it when the reaction is all the item asks for.",
     input: ReactRequest,
     annotations: { readOnlyHint: false, idempotentHint: true, openWorldHint: false },
     run: (p, args, d) => d.contextual.react(p, args),

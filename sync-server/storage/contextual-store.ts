@@ -191,6 +191,11 @@ export interface ContextualAttachment {
    * (absent for a deletion event).
    */
   source?: { path: string; version: number }
+  /**
+   * [CTX47] The work item is settled (acked) in the same transaction as the outcome: the reaction
+   * was the item's last word, so a crash can no longer fall between the two.
+   */
+  settle?: boolean
 }
 
 /** [CTX6] A pull's lease, as `owner`: a consumer that is missing or not theirs answers `gone`. */
@@ -523,7 +528,10 @@ export function* checkAttachment(a: ContextualAttachment): Op<string | null> {
  * and the source row is stored. The same refusals, in the same order. The outcome goes in without
  * a version: a commit that carries it sets the commit's in its own transaction.
  */
-export function* attachOutcomePg(a: ContextualAttachment): Op<string | null> {
+export function* attachOutcomePg(a: ContextualAttachment, settleHere = false): Op<string | null> {
+  // [CTX47] An outcome recorded alone (no commit carries it) settles its item in this statement;
+  // a commit's batch settles its items with the outcomes' versions (postgres-adapter.ts).
+  const settle = settleHere && a.settle === true
   const r = (yield* all(
     `WITH held AS (SELECT 1 AS ok FROM contextual_events WHERE ${FENCED} FOR UPDATE),
           src AS (SELECT 1 AS ok FROM nodes WHERE ${SOURCE_STORED}),
@@ -532,19 +540,23 @@ export function* attachOutcomePg(a: ContextualAttachment): Op<string | null> {
             SELECT ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::text, ?::text, ?::text, ?::bigint, ?::text
             WHERE EXISTS (SELECT 1 FROM held) AND (?::text IS NULL OR EXISTS (SELECT 1 FROM src))
             ON CONFLICT (key) DO NOTHING
-            RETURNING 1 AS ok)
+            RETURNING 1 AS ok)${settle ? `,
+          settled AS (UPDATE contextual_events SET state = 'acked', lease_token = NULL, available_at = ? WHERE ${FENCED} AND EXISTS (SELECT 1 FROM ins))` : ''}
      SELECT EXISTS (SELECT 1 FROM held) AS held, EXISTS (SELECT 1 FROM src) AS src, EXISTS (SELECT 1 FROM ins) AS ins`,
     ...fenceArgs(a.fence), ...(a.source ? sourceArgs(a.source) : [null, null, null]),
     ...outcomeArgs(a.outcome, null),
     a.source?.path ?? null,
+    ...(settle ? [a.fence.now, ...fenceArgs(a.fence)] : []),
   ))[0]!
   if (!r.held) return REFUSED.lease
   if (a.source !== undefined && !r.src) return REFUSED.source
   return r.ins ? null : REFUSED.done
 }
 
+/** SQLite, after `checkAttachment` passed in the same transaction: the outcome, and [CTX47] the item settled when asked. */
 export function* insertOutcome(a: ContextualAttachment, version: number | null): Op<void> {
   yield* run(`INSERT INTO contextual_outcomes (${OUTCOME_COLUMNS.join(', ')}) VALUES (${OUTCOME_COLUMNS.map(() => '?').join(', ')})`, ...outcomeArgs(a.outcome, version))
+  if (a.settle) yield* run(`UPDATE contextual_events SET state = 'acked', lease_token = NULL, available_at = ? WHERE ${FENCED}`, a.fence.now, ...fenceArgs(a.fence))
 }
 
 export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknown> {
@@ -611,7 +623,7 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     }
     case 'recordOutcome': {
       // An outcome with no commit (a business rejection): on PostgreSQL the one statement.
-      if (dialect === 'postgres') return yield* attachOutcomePg(call.attachment)
+      if (dialect === 'postgres') return yield* attachOutcomePg(call.attachment, true)
       const refusal = yield* checkAttachment(call.attachment)
       if (refusal) return refusal
       yield* insertOutcome(call.attachment, null)

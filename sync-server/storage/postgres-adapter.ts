@@ -222,6 +222,8 @@ export class PostgresStorage implements StorageAdapter {
     const out: ItemResult<ChangeRecord | null>[] = []
     // [CTX26] The outcomes recorded with the verdicts: each one's commit version, or dropped.
     const outcomes: { key: string; version: number }[] = []
+    // [CTX47] The work items settled with their outcomes (rows locked by the verdicts).
+    const settled: { consumerId: string; eventId: string; token: string; at: number }[] = []
     const dropped: string[] = []
     // [SCALE10] Updates of distinct rows, written by one statement when the next item needs the
     // rows as they are (or at the end).
@@ -271,7 +273,11 @@ export class PostgresStorage implements StorageAdapter {
         continue
       }
       version += 1
-      if (input.contextual) outcomes.push({ key: input.contextual.outcome.key, version })
+      if (input.contextual) {
+        const { outcome, fence, settle } = input.contextual
+        outcomes.push({ key: outcome.key, version })
+        if (settle) settled.push({ consumerId: fence.consumerId, eventId: fence.eventId, token: fence.token, at: fence.now })
+      }
       switch (input.kind) {
         case 'Created': {
           const { parent, lastSegment } = pathColumns(input.path)
@@ -337,7 +343,11 @@ export class PostgresStorage implements StorageAdapter {
         `WITH counter AS (UPDATE version_counter SET value = $5 WHERE id = 1 AND cardinality($1::bigint[]) > 0),
            feed AS (INSERT INTO changes (version, path, node_type, kind) SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])),
            log AS (INSERT INTO node_updates (path, seq, data) SELECT * FROM unnest($6::text[], $7::bigint[], $8::bytea[])),
-           outcome AS (UPDATE contextual_outcomes AS o SET version = v.version FROM unnest($12::text[], $13::bigint[]) AS v(key, version) WHERE o.key = v.key)
+           outcome AS (UPDATE contextual_outcomes AS o SET version = v.version FROM unnest($12::text[], $13::bigint[]) AS v(key, version) WHERE o.key = v.key),
+           settled AS (
+             UPDATE contextual_events AS e SET state = 'acked', lease_token = NULL, available_at = s.at
+             FROM unnest($14::text[], $15::text[], $16::text[], $17::bigint[]) AS s(consumer_id, event_id, token, at)
+             WHERE e.consumer_id = s.consumer_id AND e.event_id = s.event_id AND e.state = 'leased' AND e.lease_token = s.token)
          INSERT INTO node_clients (path, client, principal) SELECT * FROM unnest($9::text[], $10::bigint[], $11::text[]) ON CONFLICT (path, client) DO NOTHING`,
         [
           changes.version,
@@ -353,6 +363,10 @@ export class PostgresStorage implements StorageAdapter {
           bound.map((b) => b.principal),
           outcomes.map((o) => o.key),
           outcomes.map((o) => o.version),
+          settled.map((x) => x.consumerId),
+          settled.map((x) => x.eventId),
+          settled.map((x) => x.token),
+          settled.map((x) => x.at),
         ],
       )
     }

@@ -4,6 +4,9 @@
  *  - `sqliteCyclesPerSec` / `pgCyclesPerSec`: `next → react → ack` cycles per second, the react
  *    committing a one-field patch of the event's node (a real commit with its outcome record);
  *  - `sqliteNextAckPerSec` / `pgNextAckPerSec`: `next → ack` alone (the queue part);
+ *  - `sqliteSettleCyclesPerSec` / `pgSettleCyclesPerSec`: [CTX47] `next → react` with `ack: true`
+ *    (the item settled in the reaction's transaction), `pgSettleCycleRatioToPgBoss` over pg-boss
+ *    `fetch → complete` and `pgSettleCycleRatioToPgBossWithEffect` over it with the effect;
  *  - `pgBossFetchCompletePerSec`: pg-boss `fetch → complete` on the same PostgreSQL database in the
  *    same run, rounds alternating with ours; `pgCycleRatioToPgBoss` and `pgNextAckRatioToPgBoss`
  *    are ours over pg-boss's (goal for next→ack ≥ 1×). EVENTS per round, ROUNDS rounds each, best
@@ -118,8 +121,11 @@ async function cyclesConcurrent(r: Rig): Promise<number> {
   return done / ((performance.now() - t0) / 1000)
 }
 
-/** EVENTS fresh events for a fresh consumer; then the timed loop. */
-async function cycles(r: Rig, react: boolean): Promise<number> {
+/**
+ * EVENTS fresh events for a fresh consumer; then the timed loop: `next → react → ack` ('react'),
+ * `next → ack` ('ack'), or [CTX47] `next → react` with the ack in the reaction's transaction ('settle').
+ */
+async function cycles(r: Rig, mode: 'react' | 'ack' | 'settle'): Promise<number> {
   const svc = r.ts.server.contextual
   const consumer = `c${++r.round}`
   await svc.next(r.principal, { subscription: r.sub, consumer })
@@ -128,7 +134,12 @@ async function cycles(r: Rig, react: boolean): Promise<number> {
   for (let i = 0; i < EVENTS; i++) {
     const { consumerId, item } = await svc.next(r.principal, { subscription: r.sub, consumer })
     if (!item) throw new Error(`no item at ${i}`)
-    if (react) await svc.react(r.principal, { causationToken: item.reactions[0]!.causationToken, params: { Note: 'seen' } })
+    if (mode === 'settle') {
+      const out = await svc.react(r.principal, { causationToken: item.reactions[0]!.causationToken, params: { Note: 'seen' }, ack: true })
+      if (!out.acked) throw new Error(`not settled at ${i}`)
+      continue
+    }
+    if (mode === 'react') await svc.react(r.principal, { causationToken: item.reactions[0]!.causationToken, params: { Note: 'seen' } })
     await svc.ack(r.principal, fenceOf(consumerId, item))
   }
   return EVENTS / ((performance.now() - t0) / 1000)
@@ -183,12 +194,15 @@ export async function benchContextual(): Promise<Record<string, number | string>
   try {
     const c: number[] = []
     const q: number[] = []
+    const st: number[] = []
     for (let i = 0; i < ROUNDS; i++) {
-      c.push(await cycles(lite, true))
-      q.push(await cycles(lite, false))
+      c.push(await cycles(lite, 'react'))
+      q.push(await cycles(lite, 'ack'))
+      st.push(await cycles(lite, 'settle'))
     }
     out.sqliteCyclesPerSec = round(best(c))
     out.sqliteNextAckPerSec = round(best(q))
+    out.sqliteSettleCyclesPerSec = round(best(st))
   } finally {
     await lite.ts.cleanup()
   }
@@ -206,14 +220,16 @@ export async function benchContextual(): Promise<Record<string, number | string>
     const e: number[] = []
     const c: number[] = []
     const q: number[] = []
+    const st: number[] = []
     const b: number[] = []
     const cw: number[] = []
     const bw: number[] = []
     for (let i = 0; i < ROUNDS; i++) {
-      c.push(await cycles(rigPg, true))
+      c.push(await cycles(rigPg, 'react'))
       b.push(await pgBossRound(boss, 'bench'))
+      st.push(await cycles(rigPg, 'settle'))
       e.push(await pgBossRound(boss, 'bench', effectOn(pool, 'bench')))
-      q.push(await cycles(rigPg, false))
+      q.push(await cycles(rigPg, 'ack'))
       b.push(await pgBossRound(boss, 'bench'))
       cw.push(await cyclesConcurrent(rigPg))
       bw.push(await pgBossConcurrent(boss, 'bench'))
@@ -226,6 +242,9 @@ export async function benchContextual(): Promise<Record<string, number | string>
     out.pgNextAckPerSec = round(best(q))
     out.pgBossFetchCompletePerSec = round(best(b))
     out.pgCycleRatioToPgBoss = round(best(c) / best(b), 2)
+    out.pgSettleCyclesPerSec = round(best(st))
+    out.pgSettleCycleRatioToPgBoss = round(best(st) / best(b), 2)
+    out.pgSettleCycleRatioToPgBossWithEffect = round(best(st) / best(e), 2)
     out.pgBossWithEffectPerSec = round(best(e))
     out.pgCycleRatioToPgBossWithEffect = round(best(c) / best(e), 2)
     out.pgNextAckRatioToPgBoss = round(best(q) / best(b), 2)

@@ -44,6 +44,15 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     expect((await api(env.ts.url, env.owner.token).getNode(`${prefix}/d/reply`)).status).toBe(200)
   })
 
+  it('[CTX47] the typed client reacts and settles in one call', async () => {
+    const { sub, prefix, c, consumerId } = await setup('47')
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/d`, 'Document', {}), 201)
+    const { item } = await c.next({ subscription: sub, consumer: 'c1', waitSeconds: 10 })
+    const out = await c.react(item!.reactions.find((r) => r.name === 'reply')!.causationToken, { Text: 'typed' }, { ack: true })
+    expect([out.outcome.status, out.repeated, out.acked]).toEqual(['committed', false, true])
+    expect((await c.status(consumerId)).acked).toBe(1)
+  })
+
   it('[CTX40] failures are ContextualClientErrors with the stable code: stale_lease, unauthorized, not_found, forbidden', async () => {
     const { sub, prefix, c, consumerId } = await setup('2')
     expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/d`, 'Document', {}), 201)

@@ -96,6 +96,19 @@ describe('[CTX35] contextual subscriptions over gRPC', () => {
     expect(http).toMatchObject({ acked: 1, cursor: st.cursor })
   })
 
+  it('[CTX47] react with ack settles the item in the reaction\'s transaction; a later ack is stale', async () => {
+    const { sub, consumerId } = await setup('47')
+    expectStatus(await api(ts.url, owner.token).putNode(`${space}/in47/d`, 'Document', {}), 201)
+    const item = (await ok(call(client, 'next', { subscription: sub, consumer: 'g1', waitSeconds: 10 }, owner.token))).item as Obj
+    const reply = (item.reactions as Obj[]).find((r) => r.name === 'reply')!
+    const reacted = await ok(call(client, 'react', { causationToken: reply.causationToken, paramsJson: JSON.stringify({ Text: 'and done' }), ack: true }, owner.token))
+    expect(reacted).toMatchObject({ repeated: false, acked: true, outcome: { status: 'committed' } })
+    expect(await ok(call(client, 'status', { consumerId }, owner.token))).toMatchObject({ acked: 1, leased: 0 })
+    expect(await call(client, 'ack', fenceOf(consumerId, item), owner.token)).toMatchObject({ ok: false, weftCode: 'stale_lease' })
+    // Without ack, acked is proto3's default.
+    expect(await ok(call(client, 'react', { causationToken: reply.causationToken, paramsJson: '{"Text":"again"}' }, owner.token))).toMatchObject({ repeated: true, acked: false })
+  })
+
   it('[CTX35] [CTX12] a stale worker is fenced: ABORTED with weft-code stale_lease; its reaction PERMISSION_DENIED', async () => {
     const { sub, consumerId } = await setup('2')
     expectStatus(await api(ts.url, owner.token).putNode(`${space}/in2/d`, 'Document', {}), 201)

@@ -5,7 +5,7 @@ import type { NodePath, WorkItem } from '../../shared/index.js'
 import type { ContextualService } from '../../sync-server/contextual/index.js'
 import { VirtualClock } from '../../sync-server/engines/kit/index.js'
 import { openPostgresStorage } from '../../sync-server/storage/postgres-adapter.js'
-import { Harness, ME, SUB, attempt, withHarness, fenceOf, leaseInterleavings, log, outcomeAloneOnce, outcomesInOneBatch, seedMesh, staleAttachmentRefused, type OpenStorage } from '../sim/contextual-harness.js'
+import { Harness, ME, SUB, attempt, withHarness, fenceOf, leaseInterleavings, log, outcomeAloneOnce, outcomesInOneBatch, reactSettles, seedMesh, staleAttachmentRefused, type OpenStorage } from '../sim/contextual-harness.js'
 import { forEachSeed, seeds } from '../sim/rng.js'
 import { admissionRounds } from '../sim/contextual-admission.js'
 
@@ -96,6 +96,10 @@ describe('contextual subscriptions on PostgreSQL', () => {
       await seedMesh(h)
       await outcomesInOneBatch(h)
     })
+  })
+
+  it('[CTX47] a reaction asked to settle its item commits and settles it in one transaction, and only under its own lease', async () => {
+    await withHarness(onFreshSchema, reactSettles)
   })
 
   it('[CTX24] [CTX26] two instances: a redelivered attempt and the stale one react at once; exactly one commit, the stale one denied or repeated', { timeout: 120_000 }, async () => {

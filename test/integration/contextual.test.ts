@@ -123,6 +123,27 @@ describe('contextual agent subscriptions (issue 19)', () => {
     expect(expectStatus(await c.react(item, 'reply', { Text: 'x' }), 200).body).toEqual({ outcome: r.outcome, repeated: true })
   })
 
+  it('[CTX47] react with ack over HTTP: a rejection is settled with its outcome; another user\'s token settles nothing; a bad ack flag is refused', async () => {
+    const { sub, c, consumerId } = await setup('47')
+    await api(ts.url, owner.token).putNode(`${space}/in47/d`, 'Document', {})
+    await api(ts.url, owner.token).putNode(`${space}/in47/d/reply`, 'Post', { Text: 'already here' })
+    const { item } = await pull(ts.url, owner.token, sub)
+    const token = item.reactions.find((x) => x.name === 'reply')!.causationToken
+    const a = api(ts.url, owner.token)
+    expect(errorCode(await a.post('/api/contextual/react', { causationToken: token, params: { Text: 'x' }, ack: 'yes' }))).toBe('invalid_request')
+    // Someone else holding the token (leaked): denied, and the owner's item stays leased.
+    const other = await signup(ts.url)
+    const stolen = await api(ts.url, other.token).post('/api/contextual/react', { causationToken: token, params: { Text: 'x' }, ack: true })
+    expect([stolen.status, errorCode(stolen)]).toEqual([403, 'reaction_denied'])
+    expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ leased: 1, acked: 0 })
+    const r = expectStatus(await a.post<{ outcome: Record<string, unknown>; repeated: boolean; acked: boolean }>('/api/contextual/react', { causationToken: token, params: { Text: 'x' }, ack: true }), 200).body
+    expect(r).toMatchObject({ repeated: false, acked: true, outcome: { status: 'rejected', code: 'already_exists' } })
+    expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ leased: 0, acked: 1 })
+    expect(expectStatus(await c.ack(consumerId, item), 409).body.error?.code).toBe('stale_lease')
+    // Without ack the answer is as before: no `acked`.
+    expect(expectStatus(await c.react(item, 'reply', { Text: 'x' }), 200).body).toEqual({ outcome: r.outcome, repeated: true })
+  })
+
   it('[CTX21] the delete, request_activity_status and post_thread_message reactions each run their one command as the caller, once', async () => {
     const code = await createCode(ts.url, owner.token, `${space}/job40`, 'return 40 + 2')
     const draft = await run(ts.url, owner.token, code, { start: false })

@@ -106,6 +106,17 @@ describe.each<McpTransportKind>(['http', 'stdio'])('MCP over %s (issue 19)', (ki
     expect(expectStatus(await api(ts.url, owner.token).post('/api/contextual/status', { consumerId }), 200).body).toMatchObject({ acked: 1 })
   })
 
+  it('[MCP2] [CTX47] an agent settles the item with its reaction: next → react with ack, two tool calls', async () => {
+    const { sub, inbox, consumerId } = await subscription('settle')
+    expectStatus(await api(ts.url, owner.token).putNode(`${inbox}/t`, 'Document', { Title: 'one call' }), 201)
+    const { item } = await must<NextBody>(agent, 'weft_contextual_next', { subscription: sub, consumer: 'w1', waitSeconds: 10 })
+    const reply = item!.reactions.find((r) => r.name === 'reply')!
+    const reacted = await must<{ repeated: boolean; acked: boolean }>(agent, 'weft_contextual_react', { causationToken: reply.causationToken, params: { Text: 'done' }, ack: true })
+    expect(reacted).toMatchObject({ repeated: false, acked: true })
+    expect(await must(agent, 'weft_contextual_status', { consumerId })).toMatchObject({ acked: 1, leased: 0 })
+    expect(await callTool(agent, 'weft_contextual_ack', fence(consumerId, item!))).toMatchObject({ ok: false, code: 'stale_lease' })
+  })
+
   it('[MCP2] a stale worker is fenced: its ack after the item was given back and re-leased is stale_lease', async () => {
     const { sub, inbox, consumerId } = await subscription('stale')
     expectStatus(await api(ts.url, owner.token).putNode(`${inbox}/a`, 'Document', {}), 201)

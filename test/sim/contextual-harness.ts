@@ -6,7 +6,7 @@ import { AccessService } from '../../sync-server/access/access-service.js'
 import { ContextualService, SETTLED_RETENTION_MS, contextualWriteRule, type WorkItem } from '../../sync-server/contextual/index.js'
 import { VirtualClock } from '../../sync-server/engines/kit/index.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
-import { openSqliteStorage, type ContextualAttachment, type StorageAdapter } from '../../sync-server/storage/index.js'
+import { openSqliteStorage, type ContextualAttachment, type ReactTruth, type StorageAdapter } from '../../sync-server/storage/index.js'
 import { makeTempDir, removeDir } from '../helpers/index.js'
 import { Rng } from './rng.js'
 
@@ -127,6 +127,8 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
   // The model: the latest lease handed out per event, acks, reactions committed.
   const latest = new Map<string, { token: string; attempt: number; expiresAt: number }>()
   const acked = new Set<string>()
+  // [CTX47] The attempt whose lease an ack (or a reaction asked to settle) ended.
+  const ackedAt = new Map<string, number>()
   const committed = new Map<string, number>()
   const paths = new Map<string, string>()
   const workers: Held[][] = [[], [], []]
@@ -134,13 +136,33 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
     const l = latest.get(held.item.event.eventId)
     return !!l && l.token === held.item.leaseToken && l.attempt === held.item.attempt && clock.now() < l.expiresAt && !acked.has(held.item.event.eventId)
   }
+  // After a sweep an acked event may be gone from storage ([CTX45]).
+  let swept = false
   const react = async (held: Held, note: string) => {
     const tokenOk = isCurrent(held)
-    const r = await attempt(() => h.service.react(ME, { causationToken: held.item.reactions[0]!.causationToken, params: { Note: note } }))
+    const e = held.item.event.eventId
+    // [CTX47] Some reactions settle their item in their own transaction.
+    const settle = rng.next() < 0.4
+    const r = await attempt(() => h.service.react(ME, { causationToken: held.item.reactions[0]!.causationToken, params: { Note: note }, ...(settle ? { ack: true } : {}) }))
     if (r.ok && !r.value.repeated) {
       // A new commit only with the current lease.
       expect(tokenOk, 'a reaction committed under a stale lease').toBe(true)
-      committed.set(held.item.event.eventId, (committed.get(held.item.event.eventId) ?? 0) + 1)
+      committed.set(e, (committed.get(e) ?? 0) + 1)
+    }
+    if (r.ok && !settle) expect(r.value.acked).toBeUndefined()
+    if (r.ok && settle) {
+      // A new commit settles its item; a repeat settles it only under the lease its token was
+      // sealed for (still held, or already ended by that attempt's own ack); never another's.
+      if (!r.value.repeated) expect(r.value.acked, 'a commit asked to settle left its item unsettled').toBe(true)
+      else {
+        const endedByItsAttempt = ackedAt.get(e) === held.item.attempt
+        // A sweep may have deleted the settled row: a repeat then cannot tell, and answers false.
+        if (!(swept && endedByItsAttempt)) expect(r.value.acked, `a repeat asked to settle (${tokenOk ? 'current' : 'stale'} token)`).toBe(tokenOk || endedByItsAttempt)
+      }
+      if (r.value.acked && !acked.has(e)) {
+        acked.add(e)
+        ackedAt.set(e, held.item.attempt)
+      }
     }
     if (!r.ok) expect(r.code).toBe('reaction_denied')
   }
@@ -185,7 +207,10 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
       if (!r.ok) expect(r.code).toBe('stale_lease')
       if (r.ok) {
         const e = x.item.event.eventId
-        if (op === 'ack') acked.add(e)
+        if (op === 'ack') {
+          acked.add(e)
+          ackedAt.set(e, x.item.attempt)
+        }
         if (op === 'nack') latest.set(e, { ...latest.get(e)!, token: '', expiresAt: 0 })
         if (op === 'extend') latest.set(e, { ...latest.get(e)!, expiresAt: Date.parse((r.value as { expiresAt: string }).expiresAt) })
       }
@@ -195,6 +220,7 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
       // [CTX45] The sweep of settled events, as if a day had passed (give or take a few seconds):
       // what it deletes is never leased again, and a repeated reaction still finds its outcome.
       await h.service.prune(clock.now() + SETTLED_RETENTION_MS + rng.int(-5000, 5000))
+      swept = true
     } else {
       await h.crash()
     }
@@ -244,10 +270,13 @@ export async function outcomesInOneBatch(h: Harness): Promise<void> {
   await h.nodes.put(ME, 'P/in/b' as NodePath, { nodeType: 'Document', content: {} })
   const held = [(await pull()).item!, (await pull()).item!]
   const at = new Date(h.clock.now()).toISOString()
+  // [CTX47] Each asks to settle its item with its outcome: only a commit that happens does.
   const attach = (item: WorkItem, key: string, token = item.leaseToken): ContextualAttachment => ({
     fence: { consumerId, eventId: item.event.eventId, token, attempt: item.attempt, now: h.clock.now() },
     outcome: { key, consumerId, eventId: item.event.eventId, reaction: 'annotate', attempt: item.attempt, principal: USER, outcome: '{}', causation: '{}', at },
+    settle: true,
   })
+  const state = async (item: WorkItem) => ((await h.storage.contextual({ op: 'reactTruth', key: '-', consumerId, eventId: item.event.eventId })) as ReactTruth).lease?.state
   const commit = (path: string, kind: 'Created' | 'Updated', contextual?: ContextualAttachment) =>
     attempt(() => h.storage.commit({ path: path as NodePath, kind, nodeType: 'Document', name: path.split('/').pop()!, content: { Note: 'x' }, createdBy: USER, at, update: null, ...(contextual ? { contextual } : {}) }))
   const before = await h.storage.lastVersion()
@@ -267,8 +296,53 @@ export async function outcomesInOneBatch(h: Harness): Promise<void> {
   expect(await h.storage.contextual({ op: 'outcome', key: 'k-batch-forged' })).toBeNull()
   expect(await h.storage.contextual({ op: 'outcome', key: 'k-batch-b' })).toBeNull()
   expect((await h.storage.getNode('P/in/b' as NodePath))?.content).toEqual({})
-  // The reaction whose commit did not happen can still have its outcome.
+  expect(await state(held[0]!)).toBe('acked')
+  expect(await state(held[1]!)).toBe('leased')
+  // The reaction whose commit did not happen can still have its outcome (and settle its item).
   expect(await h.storage.contextual({ op: 'recordOutcome', attachment: attach(held[1]!, 'k-batch-b') })).toBeNull()
+  expect(await state(held[1]!)).toBe('acked')
+}
+
+/**
+ * [CTX47] A reaction asked to settle its item (`ack: true`) commits and settles in one transaction;
+ * the item's slot is free at once, a later ack of it is stale, a repeat resolves and says it is
+ * settled; a reaction that committed without settling settles on a repeat that asks; a reaction
+ * denied (its lease ended, or taken by a later attempt) settles nothing.
+ */
+export async function reactSettles(h: Harness): Promise<void> {
+  await seedMesh(h, 5, 1)
+  const pull = () => h.service.next(ME, { subscription: SUB, consumer: 'c' })
+  const { consumerId } = await pull()
+  for (const d of ['a', 'b', 'c']) await h.nodes.put(ME, `P/in/${d}` as NodePath, { nodeType: 'Document', content: {} })
+  const react = (item: WorkItem, ack?: boolean) => h.service.react(ME, { causationToken: item.reactions[0]!.causationToken, params: { Note: `n-${item.event.path}` }, ...(ack !== undefined ? { ack } : {}) })
+  const status = () => h.service.status(ME, { consumerId })
+  const a = (await pull()).item!
+  expect((await pull()).item, 'MaxInFlight 1: a second pull gets nothing while a is leased').toBeNull()
+  expect(await react(a, true)).toMatchObject({ repeated: false, acked: true, outcome: { status: 'committed' } })
+  expect((await h.storage.getNode('P/in/a' as NodePath))?.content).toEqual({ Note: 'n-P/in/a' })
+  expect(await status()).toMatchObject({ acked: 1, leased: 0 })
+  expect(await attempt(() => h.service.ack(ME, fenceOf({ consumerId, item: a })))).toEqual({ ok: false, code: 'stale_lease' })
+  expect(await react(a, true)).toMatchObject({ repeated: true, acked: true })
+  // The slot is free: b is leased at once.
+  const b = (await pull()).item!
+  expect(b.event.path).toBe('P/in/b')
+  expect(await react(b)).toEqual({ repeated: false, outcome: expect.objectContaining({ status: 'committed' }) })
+  expect(await status()).toMatchObject({ acked: 1, leased: 1 })
+  expect(await react(b, true)).toMatchObject({ repeated: true, acked: true })
+  expect(await status()).toMatchObject({ acked: 2, leased: 0 })
+  // c: its first lease runs out; the stale token settles nothing, before or after a new attempt.
+  const c1 = (await pull()).item!
+  await h.clock.advance(6000)
+  expect(await attempt(() => react(c1, true))).toEqual({ ok: false, code: 'reaction_denied' })
+  const c2 = (await pull()).item!
+  expect(c2.attempt).toBe(2)
+  expect(await attempt(() => react(c1, true))).toEqual({ ok: false, code: 'reaction_denied' })
+  expect(await status()).toMatchObject({ acked: 2, leased: 1 })
+  expect(await react(c2, true)).toMatchObject({ repeated: false, acked: true })
+  // The stale attempt's token now resolves the outcome, and says the item is not settled by it.
+  expect(await react(c1, true)).toMatchObject({ repeated: true, acked: false })
+  expect(await status()).toMatchObject({ acked: 3, leased: 0, pending: 0 })
+  expect((await h.storage.changesSince(0, 10_000)).filter((x) => x.kind === 'Updated' && x.path.startsWith('P/in/')).length).toBe(3)
 }
 
 /**

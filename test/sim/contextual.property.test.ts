@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest'
-import { ME, SUB, Harness, attempt, fenceOf, leaseInterleavings, log, outcomeAloneOnce, outcomesInOneBatch, seedMesh, staleAttachmentRefused, withHarness } from './contextual-harness.js'
+import { ME, SUB, Harness, attempt, fenceOf, leaseInterleavings, log, outcomeAloneOnce, outcomesInOneBatch, reactSettles, seedMesh, staleAttachmentRefused, withHarness } from './contextual-harness.js'
 import { ContextualService } from '../../sync-server/contextual/index.js'
 import type { CommitAttachment, NodeApi } from '../../sync-server/nodes/index.js'
 import type { NodePath } from '../../shared/index.js'
@@ -28,11 +28,17 @@ async function twoLeased(h: Harness) {
  * moving past leases, and crashes between operations, on SQLite. Invariants: each event's reaction
  * is committed at most once, and committed iff its outcome says so (the mutation and the outcome
  * are one transaction); no ack, nack or extend succeeds with evidence that is not the current
- * lease; an acked event is never leased again. (contextual.pg.test.ts: the same on PostgreSQL.)
+ * lease; an acked event is never leased again; a reaction asked to settle its item ([CTX47]) settles
+ * it exactly when it commits, or on a repeat under the lease its token was sealed for.
+ * (contextual.pg.test.ts: the same on PostgreSQL.)
  */
 describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => {
   it('reactions commit at most once; no stale evidence is ever accepted', { timeout: 300_000 }, async () => {
     await forEachSeed('contextual leases', seeds(6, 1900), (seed) => withHarness(() => Harness.sqlite(), (h) => leaseInterleavings(h, seed)))
+  })
+
+  it('[CTX47] a reaction asked to settle its item commits and settles it in one transaction, and only under its own lease', async () => {
+    await withHarness(() => Harness.sqlite(), reactSettles)
   })
 
   it('[CTX45] the sweep runs on its own every 10 minutes: a day and a sweep after an ack, the row is gone and still counted', async () => {
