@@ -121,6 +121,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
       })
     : null
   if (cluster) for (const engine of engines) await engine.stop()
+  if (cluster) contextual.connect(cluster.contextualPeers)
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
   // [OPS10] Always kept (counters and scrape-time gauges): the operator's page reads it; /metrics serves it only with METRICS_TOKEN.
   const metrics = await startMetrics()
@@ -195,6 +196,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
           return Object.fromEntries(partitions.map((p) => [p.name, held.has(p.name)]))
         },
         contextual: async () => (await storage.contextual({ op: 'totals', now: Date.now() })) as ContextualTotals,
+        contextualWaiting: () => contextual.waiting,
       },
       log,
     )

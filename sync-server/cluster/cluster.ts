@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
 import type { EngineContext, EngineFactory } from '../engines/index.js'
+import type { ContextualPeers } from '../contextual/index.js'
 import type { McpPeers } from '../mcp/index.js'
 import type { NodeService } from '../nodes/index.js'
 import type { StorageAdapter } from '../storage/index.js'
@@ -27,6 +28,8 @@ export interface Cluster {
   owner: EngineOwner
   /** [CTX43] MCP cancels told to and heard from the other instances. */
   mcpPeers: McpPeers
+  /** [CTX48] Contextual consumers' changes told to and heard from the other instances. */
+  contextualPeers: ContextualPeers
   /** Starts competing for the engines' partitions (after the server listens). */
   startEngines(): void
   close(): Promise<void>
@@ -38,10 +41,14 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   let fanOut: FanOut | null = null
   let owner: EngineOwner | null = null
   const cancels: Array<Parameters<McpPeers['onCancel']>[0]> = []
+  const wakes: Array<Parameters<ContextualPeers['onWake']>[0]> = []
   const bus = new RedisBus(o.redisUrl, log, {
     message: (m) => {
       if (m.t === 'lease-released') {
         if (m.from !== o.instanceId) owner?.released(m.name)
+      }
+      else if (m.t === 'contextual-wake') {
+        if (m.from !== o.instanceId && typeof m.consumer === 'string') for (const h of wakes) h(m.consumer, m.due === true)
       }
       else if (m.t !== 'mcp-cancel') fanOut?.receive(m)
       else if (m.from !== o.instanceId && typeof m.caller === 'string' && (typeof m.id === 'string' || typeof m.id === 'number')) for (const h of cancels) h(m.caller, m.id)
@@ -70,6 +77,10 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     mcpPeers: {
       publishCancel: (caller, id) => void bus.publish({ t: 'mcp-cancel', from: o.instanceId, caller, id }),
       onCancel: (handler) => void cancels.push(handler),
+    },
+    contextualPeers: {
+      publish: (consumer, due) => void bus.publish({ t: 'contextual-wake', from: o.instanceId, consumer, due }),
+      onWake: (handler) => void wakes.push(handler),
     },
     startEngines: () => engineOwner.start(),
     async close() {

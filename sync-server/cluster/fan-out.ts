@@ -157,7 +157,8 @@ export class FanOut {
       }
       case 'lease-released':
       case 'mcp-cancel':
-        return // engine ownership's and the MCP endpoint's, not the fan-out's (cluster.ts)
+      case 'contextual-wake':
+        return // engine ownership's, the MCP endpoint's and the contextual service's, not the fan-out's (cluster.ts)
       default:
         m satisfies never
     }

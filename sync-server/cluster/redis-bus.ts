@@ -13,6 +13,8 @@ export type BusMessage =
   | { t: 'lease-released'; from: string; name: string }
   /** [CTX43] An MCP client cancelled its call `id` on `from`: the instance running it ends it. */
   | { t: 'mcp-cancel'; from: string; caller: string; id: string | number }
+  /** [CTX48] A contextual consumer changed on `from` (settled, work due, deleted): its long polls elsewhere look again. */
+  | { t: 'contextual-wake'; from: string; consumer: string; due: boolean }
 
 export const CLUSTER_CHANNEL = 'weft:cluster'
 

@@ -164,8 +164,21 @@ export interface ContextualServiceOptions {
   sealKey?: Buffer
 }
 
+/**
+ * [CTX48] The other instances of a deployment (Redis, cluster.ts): a consumer's settle, nack,
+ * re-drive or delete on one instance wakes its long polls (and wake-up listeners) on the others.
+ * Payload-free: a consumer id and whether work became due; what a woken poll then leases is read
+ * from storage under its own caller's rights. Lost messages cost only latency (PostgreSQL polls
+ * of a full consumer still look again every FULL_RECHECK_MS).
+ */
+export interface ContextualPeers {
+  publish(consumerId: string, due: boolean): void
+  onWake(handler: (consumerId: string, due: boolean) => void): void
+}
+
 export class ContextualService {
   private readonly clock: Clock
+  private peers: ContextualPeers | null = null
   private metaP: Promise<ContextualMeta & { key: Buffer }> | null = null
   /** [CTX31] Long polls waiting, each with its consumer and the events that may give it work. */
   private readonly waiters = new Map<() => void, Waiter>()
@@ -290,18 +303,26 @@ export class ContextualService {
     return () => this.listeners.delete(listener)
   }
 
-  /** Wakes the listeners of one consumer (a nack or re-drive made work due). */
-  private kick(consumerId: string): void {
-    for (const l of this.listeners) if (l.consumerId === consumerId) l.wake(null)
+  /** [CTX48] Hears the other instances' consumer changes (once, after the cluster started). */
+  connect(peers: ContextualPeers): void {
+    this.peers = peers
+    peers.onWake((consumerId, due) => this.wakeHere(consumerId, due))
   }
 
   /**
-   * [CTX31] Wakes the long polls of one consumer: its ack freed a lease slot, its nack or re-drive
-   * made work due. Nobody else's: work of one consumer is never another's.
+   * [CTX31] [CTX48] A consumer's state changed: its ack (or settle) freed a lease slot, its nack or
+   * re-drive made work due (`due`: its wake-up listeners are told too), it was deleted. Its long
+   * polls wake, here and on the other instances; nobody else's: work of one consumer is never another's.
    */
-  private wakeConsumer(consumerId: string): void {
+  private wakeConsumer(consumerId: string, due = false): void {
+    this.wakeHere(consumerId, due)
+    this.peers?.publish(consumerId, due)
+  }
+
+  private wakeHere(consumerId: string, due: boolean): void {
     this.remember(this.settles, consumerId, (this.settles.get(consumerId) ?? 0) + 1)
     for (const [w, waiter] of [...this.waiters]) if (waiter.consumerId === consumerId) w()
+    if (due) for (const l of this.listeners) if (l.consumerId === consumerId) l.wake(null)
   }
 
   private wakeAll(): void {
@@ -604,8 +625,7 @@ export class ContextualService {
       })
     })
     if (!state) return this.refused(principal, req.consumerId)
-    this.wakeConsumer(req.consumerId)
-    if (state === 'pending' && !req.delaySeconds) this.kick(req.consumerId)
+    this.wakeConsumer(req.consumerId, state === 'pending' && !req.delaySeconds)
     return { state }
   }
 
@@ -692,8 +712,7 @@ export class ContextualService {
     const { admin } = await this.visibleConsumer(principal, req.consumerId)
     if (!admin) throw new WeftError('forbidden', 'Only an Admin of the subscription re-drives dead letters.')
     const redriven = await this.call<number>({ op: 'redrive', consumerId: req.consumerId })
-    this.wakeConsumer(req.consumerId)
-    if (redriven > 0) this.kick(req.consumerId)
+    this.wakeConsumer(req.consumerId, redriven > 0)
     return { redriven }
   }
 
@@ -845,15 +864,17 @@ export class ContextualService {
   }
 
   /**
-   * [CTX47] A repeat that asks to settle: the item is settled when this attempt's lease (the one
-   * the token was sealed for) is still held, or when it is settled already (the earlier call that
-   * committed the outcome settled it, and its answer was lost).
+   * [CTX47] A repeat that asks to settle answers whether the item is settled now: it settles it
+   * only under the lease its token was sealed for (this attempt's, still held, the token not
+   * expired: a settle is a write); an item settled already (by the earlier call whose answer was
+   * lost, or by any ack) is reported settled, one leased to another attempt is not.
    */
   private async settleRepeat(user: string, claims: CausationClaims, lease: ReactTruth['lease']): Promise<boolean> {
-    if (!lease || lease.attempt !== claims.attempt) return false
+    if (!lease) return false
     if (lease.state === 'acked') return true
-    if (lease.state !== 'leased' || !lease.token || leaseDigest(lease.token) !== claims.lease) return false
-    const fence: Fence = { consumerId: claims.consumer, eventId: claims.event, token: lease.token, attempt: claims.attempt, now: this.clock.now() }
+    const now = this.clock.now()
+    if (lease.state !== 'leased' || lease.attempt !== claims.attempt || !lease.token || leaseDigest(lease.token) !== claims.lease || claims.exp <= now) return false
+    const fence: Fence = { consumerId: claims.consumer, eventId: claims.event, token: lease.token, attempt: claims.attempt, now }
     const acked = await this.call<boolean>({ op: 'ack', fence, owner: user })
     if (acked) this.wakeConsumer(claims.consumer)
     return acked

@@ -20,6 +20,8 @@ export interface MetricsSources {
   enginePartitions(): Record<string, boolean>
   /** [OPS6] Contextual consumers' events, every consumer together. */
   contextual(): Promise<{ consumers: number; pending: number; leased: number; dead: number; maxLag: number }>
+  /** [CTX48] Contextual long polls waiting on this instance now. */
+  contextualWaiting(): number
 }
 
 /** Commit latency buckets, in seconds: group commits land in milliseconds; a stalled disk shows at the top. */
@@ -68,6 +70,7 @@ export class ServerMetrics {
     this.gauge('weft_contextual_leased_events', 'Contextual events under a live lease, every consumer together.', ctx('leased'))
     this.gauge('weft_contextual_dead_letters', 'Contextual events that used up their attempts (re-drive them).', ctx('dead'))
     this.gauge('weft_contextual_max_lag_versions', 'Change-log head minus the furthest-behind consumer\'s cursor.', ctx('maxLag'))
+    this.gauge('weft_contextual_waiting_polls', 'Contextual long polls (next with waitSeconds) waiting on this instance now.', () => sources.contextualWaiting())
     // [OPS7] Process figures, event-loop delay among them (nodejs_eventloop_lag_*).
     collectDefaultMetrics({ register: this.registry })
   }

@@ -224,6 +224,7 @@ export class PostgresStorage implements StorageAdapter {
     const outcomes: { key: string; version: number }[] = []
     // [CTX47] The work items settled with their outcomes (rows locked by the verdicts).
     const settled: { consumerId: string; eventId: string; token: string; at: number }[] = []
+    const settledHere = new Set<string>()
     const dropped: string[] = []
     // [SCALE10] Updates of distinct rows, written by one statement when the next item needs the
     // rows as they are (or at the end).
@@ -272,11 +273,22 @@ export class PostgresStorage implements StorageAdapter {
         out.push({ ok: false, error: new WeftError('stale_lease', refusal) })
         continue
       }
+      // [CTX47] An item settled by an earlier commit of this batch: its lease is over, as SQLite's
+      // check after that settle finds (the verdicts all ran before any settle).
+      const fenced = input.contextual ? `${input.contextual.fence.consumerId}\n${input.contextual.fence.eventId}` : null
+      if (fenced !== null && settledHere.has(fenced)) {
+        dropped.push(input.contextual!.outcome.key)
+        out.push({ ok: false, error: new WeftError('stale_lease', 'The lease of this work item is no longer held.') })
+        continue
+      }
       version += 1
       if (input.contextual) {
         const { outcome, fence, settle } = input.contextual
         outcomes.push({ key: outcome.key, version })
-        if (settle) settled.push({ consumerId: fence.consumerId, eventId: fence.eventId, token: fence.token, at: fence.now })
+        if (settle) {
+          settled.push({ consumerId: fence.consumerId, eventId: fence.eventId, token: fence.token, at: fence.now })
+          settledHere.add(fenced!)
+        }
       }
       switch (input.kind) {
         case 'Created': {

@@ -53,7 +53,7 @@ async function updatesPerSec(c: { client: MuxClient; path: string }, start: numb
 
 /** The write path's metric calls for one client update, timed on a registry alone. */
 function hookNs(): number {
-  const none = { connections: () => 0, loadedDocs: () => 0, rooms: () => 0, engineLag: async () => 0, engineLeaseHeld: () => true, enginePartitions: () => ({}), contextual: async () => ({ consumers: 0, pending: 0, leased: 0, dead: 0, maxLag: 0 }) }
+  const none = { connections: () => 0, loadedDocs: () => 0, rooms: () => 0, engineLag: async () => 0, engineLeaseHeld: () => true, enginePartitions: () => ({}), contextual: async () => ({ consumers: 0, pending: 0, leased: 0, dead: 0, maxLag: 0 }), contextualWaiting: () => 0 }
   const m = new ServerMetrics(none, { warn: () => undefined } as never)
   const N = 200_000
   const batches: number[] = []

@@ -8,6 +8,7 @@ import { openPostgresStorage } from '../../sync-server/storage/postgres-adapter.
 import { Harness, ME, SUB, attempt, withHarness, fenceOf, leaseInterleavings, log, outcomeAloneOnce, outcomesInOneBatch, reactSettles, seedMesh, staleAttachmentRefused, type OpenStorage } from '../sim/contextual-harness.js'
 import { forEachSeed, seeds } from '../sim/rng.js'
 import { admissionRounds } from '../sim/contextual-admission.js'
+import { waitFor } from '../helpers/index.js'
 
 /** [CTX5] [CTX34] Contextual consumers on PostgreSQL: the same lease algorithm and invariants, and two instances racing. */
 const connectionString = process.env.WEFT_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
@@ -126,6 +127,27 @@ describe('contextual subscriptions on PostgreSQL', () => {
       expect((await attempt(() => a.service.ack(ME, fenceOf({ consumerId, item: second })))).ok).toBe(true)
       expect(await b.service.status(ME, { consumerId })).toMatchObject({ acked: 1, leased: 0, pending: 0 })
     })
+  })
+
+  it('[CTX48] a settle on one instance wakes the full consumer\'s long poll waiting on the other (their peers linked, as Redis links them)', { timeout: 120_000 }, async () => {
+    await twoInstances(async (a, b) => {
+      // What cluster.ts does through Redis: each instance's consumer changes reach the other's service.
+      const heard: Array<Array<(id: string, due: boolean) => void>> = [[], []]
+      ;[a, b].forEach((h, i) => h.service.connect({ publish: (id, due) => heard[1 - i]!.forEach((f) => f(id, due)), onWake: (f) => void heard[i]!.push(f) }))
+      const pull = (h: Harness, waitSeconds = 0) => h.service.next(ME, { subscription: SUB, consumer: 'c', waitSeconds })
+      await pull(a)
+      await a.nodes.put(ME, 'P/in/one' as NodePath, { nodeType: 'Document', content: {} })
+      await a.nodes.put(ME, 'P/in/two' as NodePath, { nodeType: 'Document', content: {} })
+      const first = (await pull(b)).item!
+      // At MaxInFlight 1 the poll on a waits; its clock (virtual) never runs out, nor does its re-check.
+      let got: WorkItem | null | undefined
+      const polling = pull(a, 30).then((r) => (got = r.item))
+      await waitFor(() => a.service.waiting === 1, { description: 'the poll on a waiting' })
+      expect(await b.service.react(ME, { causationToken: first.reactions[0]!.causationToken, params: { Note: 'x' }, ack: true })).toMatchObject({ acked: true })
+      await waitFor(() => got !== undefined, { description: "b's settle waking the poll on a" })
+      await polling
+      expect(got?.event.path).toBe('P/in/two')
+    }, 60, 1)
   })
 
   it('[CTX41] a remembered consumer row authorizes nothing: when storage says the consumer is gone or another\'s, pulls and acks follow storage', { timeout: 120_000 }, async () => {

@@ -2,8 +2,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { MeshNode } from '../../shared/index.js'
-import { api, createSpace, expectStatus, signup, startInstances, type Instances } from '../helpers/index.js'
-import { definition, putSubscription, type NextBody } from './contextual-helpers.js'
+import { api, createSpace, expectStatus, signup, startInstances, waitFor, type Instances } from '../helpers/index.js'
+import { ctx, definition, putSubscription, type NextBody } from './contextual-helpers.js'
 import { must } from './mcp-helpers.js'
 
 /**
@@ -11,10 +11,20 @@ import { must } from './mcp-helpers.js'
  * MCP client whose every POST goes to the next instance in turn (no stickiness). The agent loop
  * runs across both: no request depends on a session one instance holds.
  */
+const METRICS = 'mcp-cluster-metrics'
+
+/** The contextual long polls waiting on one instance (`/metrics`). */
+async function waitingPolls(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${METRICS}` } })).text()
+  const line = text.split('\n').find((l) => l.startsWith('weft_contextual_waiting_polls '))
+  if (!line) throw new Error('no weft_contextual_waiting_polls in /metrics')
+  return Number(line.split(' ')[1])
+}
+
 describe('MCP across instances (PostgreSQL, issue 19)', () => {
   let set: Instances
   beforeAll(async () => {
-    set = await startInstances(2)
+    set = await startInstances(2, { METRICS_TOKEN: METRICS })
   }, 240_000)
   afterAll(async () => set?.cleanup(), 60_000)
 
@@ -92,5 +102,31 @@ describe('MCP across instances (PostgreSQL, issue 19)', () => {
     expectStatus(await api(b, owner.token).putNode(`${inbox}/late`, 'Document', {}), 201)
     const got = ((await (await rpc(b, next(43, 20))).json()) as Answer).result.structuredContent
     expect(got.item).toMatchObject({ event: { path: `${inbox}/late` }, attempt: 1 })
+  })
+
+  it('[CTX48] a nack on one instance wakes the long poll of the same consumer waiting on the other (through Redis)', { timeout: 180_000 }, async () => {
+    const [a, b] = set.servers.map((s) => s.url) as [string, string]
+    const owner = await signup(a)
+    const space = await createSpace(a, owner.token)
+    const sub = `${space}/woken`
+    const inbox = `${space}/woken-in`
+    expectStatus(await putSubscription(a, owner.token, sub, definition(inbox, { Limits: { LeaseSeconds: 120, MaxInFlight: 2, MaxAttempts: 3 } })), 201)
+    expectStatus(await api(a, owner.token).putNode(inbox, 'Document', {}), 201)
+    const ctxOn = (base: string) => ctx(base, owner.token)
+    const { consumerId } = expectStatus(await ctxOn(a).next(sub), 200).body
+    expectStatus(await api(a, owner.token).putNode(`${inbox}/e`, 'Document', {}), 201)
+    const first = expectStatus(await ctxOn(b).next(sub, 'w1', { waitSeconds: 20 }), 200).body.item!
+    // A second worker's poll on a: not full, nothing pending, no commit coming; only the nack on b
+    // (which makes the event due again) can end its wait before its 60 s.
+    const polling = ctxOn(a).next(sub, 'w1', { waitSeconds: 60 })
+    await waitFor(async () => (await waitingPolls(a)) === 1, { description: 'the poll on a waiting' })
+    const nacked = Date.now()
+    expectStatus(await ctxOn(b).nack(consumerId, first, 0, 'the model timed out'), 200)
+    const got = expectStatus(await polling, 200).body.item
+    expect(got).toMatchObject({ event: { eventId: first.event.eventId }, attempt: 2 })
+    // Which mechanism ended the wait, not how fast: unwoken, the poll looks again only when its 60 s
+    // run out (and then leases the item all the same); woken, it answers at once (milliseconds).
+    expect(Date.now() - nacked, 'answered by the wake-up, not at the end of its 60 s wait').toBeLessThan(30_000)
+    expect(await waitingPolls(a)).toBe(0)
   })
 })

@@ -127,8 +127,6 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
   // The model: the latest lease handed out per event, acks, reactions committed.
   const latest = new Map<string, { token: string; attempt: number; expiresAt: number }>()
   const acked = new Set<string>()
-  // [CTX47] The attempt whose lease an ack (or a reaction asked to settle) ended.
-  const ackedAt = new Map<string, number>()
   const committed = new Map<string, number>()
   const paths = new Map<string, string>()
   const workers: Held[][] = [[], [], []]
@@ -152,17 +150,11 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
     if (r.ok && !settle) expect(r.value.acked).toBeUndefined()
     if (r.ok && settle) {
       // A new commit settles its item; a repeat settles it only under the lease its token was
-      // sealed for (still held, or already ended by that attempt's own ack); never another's.
+      // sealed for (still held), never another attempt's, and reports an item settled already.
       if (!r.value.repeated) expect(r.value.acked, 'a commit asked to settle left its item unsettled').toBe(true)
-      else {
-        const endedByItsAttempt = ackedAt.get(e) === held.item.attempt
-        // A sweep may have deleted the settled row: a repeat then cannot tell, and answers false.
-        if (!(swept && endedByItsAttempt)) expect(r.value.acked, `a repeat asked to settle (${tokenOk ? 'current' : 'stale'} token)`).toBe(tokenOk || endedByItsAttempt)
-      }
-      if (r.value.acked && !acked.has(e)) {
-        acked.add(e)
-        ackedAt.set(e, held.item.attempt)
-      }
+      // A sweep may have deleted the settled row: a repeat then cannot tell, and answers false.
+      else if (!(swept && acked.has(e))) expect(r.value.acked, `a repeat asked to settle (${tokenOk ? 'current' : 'stale'} token)`).toBe(tokenOk || acked.has(e))
+      if (r.value.acked) acked.add(e)
     }
     if (!r.ok) expect(r.code).toBe('reaction_denied')
   }
@@ -207,10 +199,7 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
       if (!r.ok) expect(r.code).toBe('stale_lease')
       if (r.ok) {
         const e = x.item.event.eventId
-        if (op === 'ack') {
-          acked.add(e)
-          ackedAt.set(e, x.item.attempt)
-        }
+        if (op === 'ack') acked.add(e)
         if (op === 'nack') latest.set(e, { ...latest.get(e)!, token: '', expiresAt: 0 })
         if (op === 'extend') latest.set(e, { ...latest.get(e)!, expiresAt: Date.parse((r.value as { expiresAt: string }).expiresAt) })
       }
@@ -301,6 +290,14 @@ export async function outcomesInOneBatch(h: Harness): Promise<void> {
   // The reaction whose commit did not happen can still have its outcome (and settle its item).
   expect(await h.storage.contextual({ op: 'recordOutcome', attachment: attach(held[1]!, 'k-batch-b') })).toBeNull()
   expect(await state(held[1]!)).toBe('acked')
+  // Two commits for one item in one batch, the first settling it: the second finds its lease over.
+  await h.nodes.put(ME, 'P/in/c' as NodePath, { nodeType: 'Document', content: {} })
+  const c = (await pull()).item!
+  const [settles, after] = await Promise.all([commit('P/in/a', 'Updated', attach(c, 'k-batch-c1')), commit('P/in/b', 'Updated', { ...attach(c, 'k-batch-c2'), settle: false })])
+  expect(settles.ok).toBe(true)
+  expect(after).toEqual({ ok: false, code: 'stale_lease' })
+  expect(await h.storage.contextual({ op: 'outcome', key: 'k-batch-c2' })).toBeNull()
+  expect(await state(c)).toBe('acked')
 }
 
 /**
@@ -339,10 +336,31 @@ export async function reactSettles(h: Harness): Promise<void> {
   expect(await attempt(() => react(c1, true))).toEqual({ ok: false, code: 'reaction_denied' })
   expect(await status()).toMatchObject({ acked: 2, leased: 1 })
   expect(await react(c2, true)).toMatchObject({ repeated: false, acked: true })
-  // The stale attempt's token now resolves the outcome, and says the item is not settled by it.
-  expect(await react(c1, true)).toMatchObject({ repeated: true, acked: false })
+  // The stale attempt's token now resolves the outcome, and reports the item settled (by attempt 2).
+  expect(await react(c1, true)).toMatchObject({ repeated: true, acked: true })
   expect(await status()).toMatchObject({ acked: 3, leased: 0, pending: 0 })
-  expect((await h.storage.changesSince(0, 10_000)).filter((x) => x.kind === 'Updated' && x.path.startsWith('P/in/')).length).toBe(3)
+  // d: reacted without settling; its lease runs out and attempt 2 holds it: the old token's
+  // repeat asking to settle resolves the outcome and settles nothing (attempt 2's lease is not its).
+  await h.nodes.put(ME, 'P/in/d' as NodePath, { nodeType: 'Document', content: {} })
+  const d1 = (await pull()).item!
+  expect(await react(d1)).toMatchObject({ repeated: false })
+  await h.clock.advance(6000)
+  const d2 = (await pull()).item!
+  expect(await react(d1, true)).toMatchObject({ repeated: true, acked: false })
+  expect(await status()).toMatchObject({ acked: 3, leased: 1 })
+  await h.service.ack(ME, fenceOf({ consumerId, item: d2 }))
+  // e: reacted without settling, its lease kept past its token's 15 minutes by heartbeats: the
+  // expired token resolves the outcome and settles nothing (a settle is a write).
+  await h.nodes.put(ME, 'P/in/e' as NodePath, { nodeType: 'Document', content: {} })
+  const e = (await pull()).item!
+  expect(await react(e)).toMatchObject({ repeated: false })
+  for (let i = 0; i < 2; i++) {
+    await h.service.extend(ME, { ...fenceOf({ consumerId, item: e }), seconds: 900 })
+    await h.clock.advance(600_000)
+  }
+  expect(await react(e, true)).toMatchObject({ repeated: true, acked: false })
+  expect(await status()).toMatchObject({ acked: 4, leased: 1 })
+  expect((await h.storage.changesSince(0, 10_000)).filter((x) => x.kind === 'Updated' && x.path.startsWith('P/in/')).length).toBe(5)
 }
 
 /**
