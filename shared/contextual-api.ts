@@ -30,6 +30,8 @@ export const ExtendRequest = FenceRequest.extend({
 })
 export const ConsumerRequest = z.strictObject({ consumerId: z.string().min(1).max(100) })
 export const SubscriptionRequest = z.strictObject({ subscription: z.string().min(1).max(1024) })
+/** [CTX49] A page of one's own consumers over every subscription (`after`: the last consumerId of the page before). */
+export const MineRequest = z.strictObject({ after: z.string().max(100).optional(), limit: z.number().int().min(1).max(100).optional() })
 export const ReactRequest = z.strictObject({
   causationToken: z.string().min(1).max(4096),
   params: z.record(z.string(), z.unknown()).optional(),
@@ -113,6 +115,27 @@ export interface ContextualStatus {
 }
 
 /** [CTX38] A subscription's consumers as its status page shows them. */
+/** [CTX49] One of the caller's consumers, wherever its subscription is (or was). */
+export interface MyConsumer {
+  consumerId: string
+  subscription: string
+  name: string
+  createdAt: string
+  /**
+   * Its subscription node is there, readable by you, and holds the definition the consumer was
+   * made for; false: the node was deleted, changed to another definition or hidden from you (the
+   * consumer gets no more work: delete it to free its place under the bound of 1,000).
+   */
+  current: boolean
+}
+
+/** [CTX49] A page of the caller's consumers, `total` all they have (the bound is 1,000), `next` the `after` of the next page. */
+export interface MyConsumers {
+  consumers: MyConsumer[]
+  total: number
+  next: string | null
+}
+
 export interface SubscriptionConsumers {
   subscription: string
   /** The caller is an Admin (ManageAccess) of the subscription: every consumer is listed and may be re-driven. */

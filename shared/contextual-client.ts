@@ -3,10 +3,12 @@ import {
   ConsumerRequest,
   ExtendRequest,
   FenceRequest,
+  MineRequest,
   NackRequest,
   NextRequest,
   ReactRequest,
   type ContextualStatus,
+  type MyConsumers,
   type NextResult,
   SubscriptionRequest,
   type ReactResult,
@@ -75,6 +77,8 @@ export interface ContextualClient {
   delete(consumerId: string, opts?: CallOptions): Promise<{ deleted: true }>
   /** A subscription's consumers with their status: yours, or all for an Admin of it ([CTX38]). */
   consumers(subscription: string, opts?: CallOptions): Promise<SubscriptionConsumers>
+  /** [CTX49] A page of your consumers over every subscription, each marked whether its subscription still holds its definition. */
+  mine(req?: z.input<typeof MineRequest>, opts?: CallOptions): Promise<MyConsumers>
   /**
    * Long-polls `next` until `signal` aborts, yielding each leased item. Transient failures
    * (`network`, `unavailable`) are retried with a capped backoff; any other error ends the loop.
@@ -177,6 +181,7 @@ export function createContextualClient(options: ContextualClientOptions): Contex
     redrive: async (consumerId, opts) => post('redrive', check(ConsumerRequest, { consumerId }, 'The redrive request'), opts),
     delete: async (consumerId, opts) => post('delete', check(ConsumerRequest, { consumerId }, 'The delete request'), opts),
     consumers: async (subscription, opts) => post('consumers', check(SubscriptionRequest, { subscription }, 'The consumers request'), opts),
+    mine: async (req, opts) => post('mine', check(MineRequest, req ?? {}, 'The mine request'), opts),
     async *items(req, opts) {
       const waitSeconds = req.waitSeconds ?? CONTEXTUAL_BOUNDS.maxWaitSeconds
       let backoff = 0

@@ -12,9 +12,12 @@ import {
   NextRequest,
   ReactRequest,
   SubscriptionRequest,
+  MineRequest,
   WeftError,
   tryParseNodePath,
   type SubscriptionConsumers,
+  type MyConsumer,
+  type MyConsumers,
   type ContextualStatus,
   type OfferedReaction,
   type ReactionOutcome,
@@ -651,6 +654,25 @@ export class ContextualService {
     // Deleted since it was read.
     if (!status) throw new WeftError('not_found', `No consumer ${req.consumerId} of yours.`)
     return status
+  }
+
+  /**
+   * [CTX49] The caller's own consumers over every subscription, a page at a time, each marked
+   * whether its subscription still holds its definition: how a person at the bound finds the
+   * consumers of deleted or changed subscriptions to delete them. Only their own, so no access
+   * question but the node's, read as them.
+   */
+  async mine(principal: Principal, raw: unknown): Promise<MyConsumers> {
+    const user = userOf(principal)
+    const req = parse(MineRequest, raw, 'The mine request')
+    const limit = req.limit ?? CONSUMERS_PER_PAGE
+    const page = await this.call<{ consumers: ConsumerRow[]; total: number }>({ op: 'consumersOfOwner', owner: user, after: req.after ?? '', limit })
+    const consumers: MyConsumer[] = []
+    for (const c of page.consumers) {
+      const node = await this.definitionNode(principal, c.subscriptionPath as NodePath).catch(() => null)
+      consumers.push({ consumerId: c.id, subscription: c.subscriptionPath, name: c.name, createdAt: c.createdAt, current: node !== null && node.def.hash === c.defHash })
+    }
+    return { consumers, total: page.total, next: page.consumers.length === limit ? page.consumers[page.consumers.length - 1]!.id : null }
   }
 
   /**

@@ -3,7 +3,7 @@ import { WeftError } from '../../shared/index.js'
 import type { Route } from '../http/index.js'
 import type { ContextualService } from './contextual-service.js'
 
-const OPERATIONS = ['next', 'ack', 'nack', 'extend', 'status', 'react', 'redrive', 'consumers', 'delete'] as const
+const OPERATIONS = ['next', 'ack', 'nack', 'extend', 'status', 'react', 'redrive', 'consumers', 'delete', 'mine'] as const
 type Operation = (typeof OPERATIONS)[number]
 
 const isOperation = (op: string): op is Operation => (OPERATIONS as readonly string[]).includes(op)

@@ -161,6 +161,28 @@ export const CONTEXTUAL_PATHS = {
     { type: 'object', properties: { deleted: { type: 'boolean', enum: [true] } } },
     { '403': error('`forbidden`: another\'s consumer, and not an Admin (ManageAccess) of the subscription node.'), '404': error('`not_found`: no such consumer you may see.') },
   ),
+  '/api/contextual/mine': op(
+    'Your consumers over every subscription, a page at a time.',
+    'Each with `current`: its subscription node is there, readable by you, and holds the definition the consumer was made for. A consumer that is not current gets no more work; delete it to free its place under the bound of 1,000 (`total` counts them all). Pages go by consumer id: pass the answer\'s `next` as `after`.',
+    { type: 'object', additionalProperties: false, properties: { after: { type: 'string', maxLength: 100 }, limit: { type: 'integer', minimum: 1, maximum: 100, default: 100 } } },
+    {
+      type: 'object',
+      required: ['consumers', 'total', 'next'],
+      properties: {
+        consumers: {
+          type: 'array',
+          items: {
+            type: 'object',
+            required: ['consumerId', 'subscription', 'name', 'createdAt', 'current'],
+            properties: { consumerId: { type: 'string' }, subscription: { type: 'string' }, name: { type: 'string' }, createdAt: { type: 'string', format: 'date-time' }, current: { type: 'boolean' } },
+          },
+        },
+        total: { type: 'integer' },
+        next: { type: ['string', 'null'] },
+      },
+    },
+    {},
+  ),
   '/api/contextual/react': op(
     'Run one offered reaction, exactly once in effect.',
     'Verifies the sealed causation token against durable lease truth and the caller\'s current access, derives the idempotency key, and commits the command with its outcome and causation record in one transaction. A repeat returns the persisted outcome (`repeated: true`), even after the lease or token expired; an expired token never commits anything new.',

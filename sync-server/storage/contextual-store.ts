@@ -224,6 +224,8 @@ export type ContextualCall =
   | { op: 'deleteConsumer'; id: string }
   | { op: 'consumer'; id: string }
   | { op: 'consumersOf'; subscriptionPath: string; owner: string | null; limit: number }
+  /** [CTX49] One owner's consumers over every subscription, by id after `after`, and how many they have in all. */
+  | { op: 'consumersOfOwner'; owner: string; after: string; limit: number }
   | LeaseCall
   | { op: 'skip'; fence: Fence }
   | { op: 'ack'; fence: Fence; owner: string }
@@ -597,6 +599,11 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
         if (c) out.push(c)
       }
       return out
+    }
+    case 'consumersOfOwner': {
+      const rows = yield* all(`SELECT ${CONSUMER_COLUMNS.join(', ')} FROM contextual_consumers WHERE owner = ? AND id > ? ORDER BY id LIMIT ?`, call.owner, call.after, call.limit)
+      const total = num((yield* all('SELECT count(*) AS n FROM contextual_consumers WHERE owner = ?', call.owner))[0]?.n)
+      return { consumers: rows.map(toConsumer), total }
     }
     case 'lease':
       return yield* lease(call, dialect)

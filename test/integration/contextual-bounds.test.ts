@@ -270,6 +270,47 @@ describe('[CTX46] consumers per account are bounded, and deleted by their owner 
     expect(errorCode(await b.next(sub, 'and-another'))).toBe('contextual_too_many_consumers')
   })
 
+  it('[CTX49] mine lists your consumers over every subscription, a page at a time, marking those whose subscription is gone, changed or hidden; deleting one frees its place', async () => {
+    const kept = await subscription('49a')
+    const gone = await subscription('49b')
+    const changed = await subscription('49c')
+    const carol = await signup(env.ts.url)
+    const grant = await grantRole(env.ts.url, env.owner.token, env.space, carol.userId, 'Viewer')
+    const c = ctx(env.ts.url, carol.token)
+    const idOf = async (sub: string, name: string) => expectStatus(await c.next(sub, name), 200).body.consumerId
+    const ids = { kept: await idOf(kept.sub, 'k'), gone: await idOf(gone.sub, 'g'), changed: await idOf(changed.sub, 'c') }
+    // The owner's own consumer is not Carol's to see.
+    await ctx(env.ts.url, env.owner.token).next(kept.sub, 'owners')
+    expectStatus(await api(env.ts.url, env.owner.token).deleteNode(gone.sub), 204)
+    expectStatus(await api(env.ts.url, env.owner.token).patchNode(changed.sub, { Operation: 'c49c_v2' }), 200)
+    const mine = async (body: JsonObject) => expectStatus(await api(env.ts.url, carol.token).post<{ consumers: Array<{ consumerId: string; subscription: string; current: boolean }>; total: number; next: string | null }>('/api/contextual/mine', body), 200).body
+    const all = await mine({})
+    expect(all.total).toBe(3)
+    expect(all.next).toBeNull()
+    expect(Object.fromEntries(all.consumers.map((x) => [x.consumerId, [x.subscription, x.current]]))).toEqual({
+      [ids.kept]: [kept.sub, true],
+      [ids.gone]: [gone.sub, false],
+      [ids.changed]: [changed.sub, false],
+    })
+    // A page at a time, in id order, each page after the last id of the one before.
+    const seen: string[] = []
+    let after: string | null = ''
+    while (after !== null) {
+      const page = await mine({ after, limit: 1 })
+      expect(page.consumers.length).toBeLessThanOrEqual(1)
+      seen.push(...page.consumers.map((x) => x.consumerId))
+      after = page.next
+    }
+    expect(seen).toEqual([...all.consumers.map((x) => x.consumerId)].sort())
+    // Hidden from her: no longer current.
+    expectStatus(await api(env.ts.url, env.owner.token).deleteNode(grant), 204)
+    expect((await mine({})).consumers.every((x) => !x.current)).toBe(true)
+    expect(expectStatus(await c.delete(ids.gone), 200).body).toEqual({ deleted: true })
+    expect((await mine({})).total).toBe(2)
+    for (const bad of [{ limit: 0 }, { limit: 101 }, { after: 'x'.repeat(101) }, { extra: 1 }]) expect(errorCode(await api(env.ts.url, carol.token).post('/api/contextual/mine', bad))).toBe('invalid_request')
+    expect((await api(env.ts.url).post('/api/contextual/mine', {})).status).toBe(401)
+  })
+
   it("[CTX46] delete: its leases end at once, its outcomes stay; another's consumer only by an Admin of the subscription; nobody else learns it exists", async () => {
     const { sub, inbox } = await subscription('2')
     const editor = await signup(env.ts.url)

@@ -51,6 +51,8 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     const out = await c.react(item!.reactions.find((r) => r.name === 'reply')!.causationToken, { Text: 'typed' }, { ack: true })
     expect([out.outcome.status, out.repeated, out.acked]).toEqual(['committed', false, true])
     expect((await c.status(consumerId)).acked).toBe(1)
+    // [CTX49] And lists its consumers wherever they are.
+    expect((await c.mine()).consumers.find((x) => x.consumerId === consumerId)).toMatchObject({ subscription: sub, current: true })
   })
 
   it('[CTX40] failures are ContextualClientErrors with the stable code: stale_lease, unauthorized, not_found, forbidden', async () => {
