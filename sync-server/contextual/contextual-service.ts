@@ -477,7 +477,7 @@ export class ContextualService {
     if (!consumer) {
       throw new WeftError(
         'contextual_too_many_consumers',
-        `You have ${CONSUMERS_PER_USER} consumers, the most one account may have; delete one you no longer use (POST /api/contextual/delete, or its status page) and pull again.`,
+        `You have ${CONSUMERS_PER_USER} consumers, the most one account may have; delete one you no longer use (find them with POST /api/contextual/mine or on the app's page #/consumers, which marks those whose subscription is gone; delete with POST /api/contextual/delete or the button there) and pull again.`,
       )
     }
     if (consumer.owner !== user) throw new WeftError('forbidden', `Consumer ${name} of this subscription belongs to someone else; pick another name.`)

@@ -105,3 +105,39 @@ test('[CTX46] a Viewer deletes a consumer of his he no longer uses, after a conf
   expect(status.status).toBe(404)
   await v.context.close()
 })
+
+test('[CTX49] a Viewer finds, among all his consumers, the one whose subscription was deleted, and deletes it', async ({ browser }) => {
+  await putNode(server, ann, 'Ops/old', 'ContextualSubscription', {
+    Operation: 'old',
+    Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: 'Ops/inbox' },
+    Reactions: { note: { Command: 'patch', Target: '{event.path}', Parameters: { Note: { Type: 'string' } } } },
+  }, 'Old triage')
+  const made = await api<{ consumerId: string }>(server, vic, 'POST', '/api/contextual/next', { subscription: 'Ops/old', consumer: 'vic-old' })
+  expect(made.status).toBe(200)
+  expect((await api(server, ann, 'DELETE', '/api/nodes/Ops/old')).status).toBe(204)
+  const v = await openLoggedIn(browser, server, vic, SUB)
+  await v.page.setViewportSize({ width: 1280, height: 900 })
+  await openStatus(v.page)
+  await statusPage(v.page).getByRole('link', { name: 'all your consumers' }).click()
+  await expect(v.page).toHaveURL(/#\/consumers$/)
+  const mine = v.page.locator('weft-my-consumers-page')
+  const old = mine.locator(`[data-consumer="${made.body.consumerId}"]`)
+  await expect(old).toContainText('Ops/old · no longer current')
+  await expect(mine.getByRole('link', { name: SUB })).toBeVisible()
+  await expect(mine).toContainText('1 shown get no more work')
+  await v.page.screenshot({ path: 'test-results/my-consumers-viewer-1280.png', fullPage: true })
+  await v.page.setViewportSize({ width: 390, height: 800 })
+  await v.page.screenshot({ path: 'test-results/my-consumers-viewer-390.png', fullPage: true })
+  expect(await v.page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+  const before = Number(await mine.locator('[data-total]').getAttribute('data-total'))
+  v.page.once('dialog', (d) => {
+    expect(d.message()).toContain('Delete consumer “vic-old” of Ops/old')
+    void d.accept()
+  })
+  await old.getByRole('button', { name: 'Delete consumer vic-old' }).click()
+  await expect(old).toHaveCount(0)
+  await expect(mine.locator('[data-total]')).toHaveAttribute('data-total', String(before - 1))
+  // Durable truth agrees.
+  expect((await api(server, vic, 'POST', '/api/contextual/status', { consumerId: made.body.consumerId })).status).toBe(404)
+  await v.context.close()
+})

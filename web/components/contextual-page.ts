@@ -2,7 +2,7 @@ import { LitElement, css, html, nothing, type ReactiveController, type ReactiveC
 import { createContextualClient, type ContextualClient, type ContextualStatus, type SubscriptionConsumers } from '../../shared/index.js'
 import { app } from '../app-context.js'
 import { codeOf, humanError } from './error-text.js'
-import { nodeHref } from './route.js'
+import { MY_CONSUMERS_HREF, nodeHref } from './route.js'
 import { showToast } from './toast.js'
 
 /** How often the page re-reads the consumers while it is open and visible. */
@@ -167,7 +167,7 @@ export class WeftContextualPage extends LitElement {
     if (!this.data) return html`<p aria-busy="true">Reading the consumers…</p>`
     const { consumers, canRedrive } = this.data
     return html`
-      <p class="meta"><a href=${nodeHref(this.subscription)}>${this.subscription}</a> · ${canRedrive ? 'every consumer (you are an Admin)' : 'your consumers'} · refreshes every few seconds</p>
+      <p class="meta"><a href=${nodeHref(this.subscription)}>${this.subscription}</a> · ${canRedrive ? 'every consumer (you are an Admin)' : 'your consumers'} · refreshes every few seconds · <a href=${MY_CONSUMERS_HREF}>all your consumers</a></p>
       ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       ${consumers.length === 0
         ? html`<p>No consumers yet: a worker makes one with its first <code>next</code>.</p>`

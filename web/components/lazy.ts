@@ -11,6 +11,7 @@ const LOADERS = {
   'weft-home-page': () => import('./home-page.js'),
   'weft-trash-page': () => import('./trash-page.js'),
   'weft-contextual-page': () => import('./contextual-page.js'),
+  'weft-my-consumers-page': () => import('./my-consumers-page.js'),
   'weft-operations-page': () => import('./operations-page.js'),
   'weft-operator-page': () => import('./operator-page.js'),
   'weft-thread-page': () => import('./thread-page.js'),

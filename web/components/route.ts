@@ -30,6 +30,9 @@ export function trashFromHash(hash: string): string | null {
   return m ? decodeURIComponent(m[1]!) : null
 }
 
+/** [CTX49] The signed-in person's contextual consumers over every subscription. */
+export const MY_CONSUMERS_HREF = '#/consumers'
+
 /** [CTX38] A contextual subscription's status page: its consumers, dead letters, lag. */
 export function contextualHref(subscription: string): string {
   return `#/contextual/${subscription}`

@@ -5,7 +5,7 @@ import type { Session, SyncStatus } from '../sync/index.js'
 import type { OpError } from '../sync/sync-client.js'
 import { humanMessage } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
-import { contextualFromHash, HOME_HREF, OPERATIONS_HREF, OPERATOR_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
+import { contextualFromHash, HOME_HREF, MY_CONSUMERS_HREF, OPERATIONS_HREF, OPERATOR_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
 import './nav-tree.js'
 import './node-page.js'
 import './sync-status.js'
@@ -120,6 +120,10 @@ export class WeftApp extends LitElement {
     if (contextual) {
       need('weft-contextual-page')
       return html`<h1 class="page-title">Subscription status</h1><weft-contextual-page .subscription=${contextual}></weft-contextual-page>`
+    }
+    if (this.route === MY_CONSUMERS_HREF) {
+      need('weft-my-consumers-page')
+      return html`<h1 class="page-title">Your consumers</h1><weft-my-consumers-page></weft-my-consumers-page>`
     }
     if (this.route === REFUSED_HREF) return html`<h1 class="page-title">Refused changes</h1><weft-refused-list></weft-refused-list>`
     if (this.route === OPERATIONS_HREF) {
