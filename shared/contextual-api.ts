@@ -114,7 +114,6 @@ export interface ContextualStatus {
   deadLetters: DeadLetter[]
 }
 
-/** [CTX38] A subscription's consumers as its status page shows them. */
 /** [CTX49] One of the caller's consumers, wherever its subscription is (or was). */
 export interface MyConsumer {
   consumerId: string
@@ -122,9 +121,10 @@ export interface MyConsumer {
   name: string
   createdAt: string
   /**
-   * Its subscription node is there, readable by you, and holds the definition the consumer was
-   * made for; false: the node was deleted, changed to another definition or hidden from you (the
-   * consumer gets no more work: delete it to free its place under the bound of 1,000).
+   * Its subscription node (where it was last pulled from) is there, readable by you with its
+   * events' path, and holds the definition the consumer was made for; false: the node was
+   * deleted, changed to another definition or hidden from you (a pull through it is refused:
+   * delete it to free its place under the bound of 1,000).
    */
   current: boolean
 }
@@ -136,6 +136,7 @@ export interface MyConsumers {
   next: string | null
 }
 
+/** [CTX38] A subscription's consumers as its status page shows them. */
 export interface SubscriptionConsumers {
   subscription: string
   /** The caller is an Admin (ManageAccess) of the subscription: every consumer is listed and may be re-driven. */

@@ -48,7 +48,8 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
         if (m.from !== o.instanceId) owner?.released(m.name)
       }
       else if (m.t === 'contextual-wake') {
-        if (m.from !== o.instanceId && typeof m.consumer === 'string') for (const h of wakes) h(m.consumer, m.due === true)
+        // A consumer id is 32 hex digits (contextual-service.ts); nothing else is remembered or looked for.
+        if (m.from !== o.instanceId && typeof m.consumer === 'string' && /^[0-9a-f]{32}$/.test(m.consumer)) for (const h of wakes) h(m.consumer, m.due === true)
       }
       else if (m.t !== 'mcp-cancel') fanOut?.receive(m)
       else if (m.from !== o.instanceId && typeof m.caller === 'string' && (typeof m.id === 'string' || typeof m.id === 'number')) for (const h of cancels) h(m.caller, m.id)

@@ -54,6 +54,8 @@ export class RedisBus {
       } catch {
         return
       }
+      // Whatever else is on the channel (a number, null, an object without a kind) is not ours.
+      if (typeof m !== 'object' || m === null || typeof (m as { t?: unknown }).t !== 'string') return
       handlers.message(m)
     })
   }

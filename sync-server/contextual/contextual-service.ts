@@ -500,6 +500,12 @@ export class ContextualService {
     const params = p.data
     const id = sha256Hex(canonicalJson([def.hash, def.operation, params, req.consumer])).slice(0, 32)
     let consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id)
+    // [CTX49] Pulled from another path than it was made at (the subscription node moved; the id
+    // holds the definition, not the path): it now belongs to this one, as its owner's list says.
+    if (consumer.subscriptionPath !== subscription) {
+      await this.call({ op: 'consumerPath', id, path: subscription })
+      consumer = this.remember(this.consumerRows, id, { ...consumer, subscriptionPath: subscription })
+    }
     const deadline = this.clock.now() + (req.waitSeconds ?? 0) * 1000
     let waited = false
     // The history incarnation of the first lease: a consumer gone under a later one went with a restore, not a delete.
@@ -666,13 +672,25 @@ export class ContextualService {
     const user = userOf(principal)
     const req = parse(MineRequest, raw, 'The mine request')
     const limit = req.limit ?? CONSUMERS_PER_PAGE
-    const page = await this.call<{ consumers: ConsumerRow[]; total: number }>({ op: 'consumersOfOwner', owner: user, after: req.after ?? '', limit })
-    const consumers: MyConsumer[] = []
-    for (const c of page.consumers) {
-      const node = await this.definitionNode(principal, c.subscriptionPath as NodePath).catch(() => null)
-      consumers.push({ consumerId: c.id, subscription: c.subscriptionPath, name: c.name, createdAt: c.createdAt, current: node !== null && node.def.hash === c.defHash })
+    // One more than the page: `next` only when there is more.
+    const page = await this.call<{ consumers: ConsumerRow[]; total: number }>({ op: 'consumersOfOwner', owner: user, after: req.after ?? '', limit: limit + 1 })
+    const rows = page.consumers.slice(0, limit)
+    // Each subscription path read once per page. Only a node that is not there, not readable or
+    // not a valid subscription makes a consumer not current; any other failure (storage) is the
+    // request's, not a reason to tell someone their live consumer is dead.
+    const defs = new Map<string, CompiledDefinition | null>()
+    for (const path of new Set(rows.map((c) => c.subscriptionPath))) {
+      try {
+        const def = await this.definition(principal, path as NodePath)
+        this.mayWatch(principal, def)
+        defs.set(path, def)
+      } catch (err) {
+        if (!isWeftError(err) || !['not_found', 'forbidden', 'invalid_request', 'invalid_path', 'contextual_invalid_definition'].includes(err.code)) throw err
+        defs.set(path, null)
+      }
     }
-    return { consumers, total: page.total, next: page.consumers.length === limit ? page.consumers[page.consumers.length - 1]!.id : null }
+    const consumers: MyConsumer[] = rows.map((c) => ({ consumerId: c.id, subscription: c.subscriptionPath, name: c.name, createdAt: c.createdAt, current: defs.get(c.subscriptionPath)?.hash === c.defHash }))
+    return { consumers, total: page.total, next: page.consumers.length > limit ? rows[rows.length - 1]!.id : null }
   }
 
   /**

@@ -89,7 +89,7 @@ export function contextualRoutes(service: ContextualService): Route[] {
         if (!r.principal) throw new WeftError('unauthorized', 'Sign in first.')
         const op = r.params.op ?? ''
         if (!isOperation(op)) {
-          throw new WeftError('not_found', `No contextual operation ${JSON.stringify(op)}: use next, ack, nack, extend, status, react, redrive, consumers or delete.`)
+          throw new WeftError('not_found', `No contextual operation ${JSON.stringify(op)}: use ${OPERATIONS.slice(0, -1).join(', ')} or ${OPERATIONS.at(-1)}.`)
         }
         if (op === 'next') {
           // [CTX42] A long poll whose client went away stops waiting (and leases nothing for it).

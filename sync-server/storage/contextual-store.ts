@@ -226,6 +226,8 @@ export type ContextualCall =
   | { op: 'consumersOf'; subscriptionPath: string; owner: string | null; limit: number }
   /** [CTX49] One owner's consumers over every subscription, by id after `after`, and how many they have in all. */
   | { op: 'consumersOfOwner'; owner: string; after: string; limit: number }
+  /** [CTX49] The path a consumer was last pulled from (its id does not hold the path: a subscription node moved keeps its consumers). */
+  | { op: 'consumerPath'; id: string; path: string }
   | LeaseCall
   | { op: 'skip'; fence: Fence }
   | { op: 'ack'; fence: Fence; owner: string }
@@ -605,6 +607,8 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       const total = num((yield* all('SELECT count(*) AS n FROM contextual_consumers WHERE owner = ?', call.owner))[0]?.n)
       return { consumers: rows.map(toConsumer), total }
     }
+    case 'consumerPath':
+      return (yield* run('UPDATE contextual_consumers SET subscription_path = ? WHERE id = ?', call.path, call.id)) === 1
     case 'lease':
       return yield* lease(call, dialect)
     // [CTX45] A settled event's available_at is when it was settled (the sweep deletes it a day later).

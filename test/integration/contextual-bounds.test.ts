@@ -292,16 +292,26 @@ describe('[CTX46] consumers per account are bounded, and deleted by their owner 
       [ids.gone]: [gone.sub, false],
       [ids.changed]: [changed.sub, false],
     })
-    // A page at a time, in id order, each page after the last id of the one before.
+    // A page at a time, in id order, each page after the last id of the one before; no empty last page.
     const seen: string[] = []
     let after: string | null = ''
+    let pages = 0
     while (after !== null) {
       const page = await mine({ after, limit: 1 })
-      expect(page.consumers.length).toBeLessThanOrEqual(1)
+      pages++
+      expect(page.consumers.length).toBe(1)
       seen.push(...page.consumers.map((x) => x.consumerId))
       after = page.next
     }
+    expect(pages).toBe(3)
     expect(seen).toEqual([...all.consumers.map((x) => x.consumerId)].sort())
+    // The kept subscription moved: its consumer is the same one when pulled at the new path, and
+    // current there (not reported dead at the old path).
+    const moved = `${env.space}/csub49a-moved`
+    expectStatus(await api(env.ts.url, env.owner.token).post(`/api/nodes/${kept.sub}/move`, { to: moved }), 200)
+    expect((await mine({})).consumers.find((x) => x.consumerId === ids.kept)).toMatchObject({ subscription: kept.sub, current: false })
+    expect(await idOf(moved, 'k')).toBe(ids.kept)
+    expect((await mine({})).consumers.find((x) => x.consumerId === ids.kept)).toMatchObject({ subscription: moved, current: true })
     // Hidden from her: no longer current.
     expectStatus(await api(env.ts.url, env.owner.token).deleteNode(grant), 204)
     expect((await mine({})).consumers.every((x) => !x.current)).toBe(true)

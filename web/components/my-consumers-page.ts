@@ -22,6 +22,7 @@ export class WeftMyConsumersPage extends LitElement {
   declare error: string
   declare busy: ReadonlySet<string>
   private client: ContextualClient | null = null
+  private loading = false
 
   static override styles = css`
     :host { display: block; }
@@ -55,19 +56,25 @@ export class WeftMyConsumersPage extends LitElement {
 
   /** The first page, or (`more`) the page after the ones shown. */
   private async load(more: boolean) {
+    // One page at a time (a double click on "Show more" asks once).
+    if (this.loading) return
+    this.loading = true
     try {
       const page = await this.api().mine(more && this.next ? { after: this.next } : {})
-      this.consumers = more ? [...(this.consumers ?? []), ...page.consumers] : page.consumers
+      const shown = new Set((this.consumers ?? []).map((c) => c.consumerId))
+      this.consumers = more ? [...(this.consumers ?? []), ...page.consumers.filter((c) => !shown.has(c.consumerId))] : page.consumers
       this.total = page.total
       this.next = page.next
       this.error = ''
     } catch (e) {
       this.error = humanError(e)
+    } finally {
+      this.loading = false
     }
   }
 
   private async deleteConsumer(c: MyConsumer) {
-    if (!confirm(`Delete consumer “${c.name}” of ${c.subscription} and forget its open events? A worker that pulls under this name again starts from new events only.`)) return
+    if (!confirm(`Delete consumer “${c.name}” of ${c.subscription} and forget its open events? Its workers' leases end now; a worker that pulls under this name again starts from new events only.`)) return
     this.busy = new Set(this.busy).add(c.consumerId)
     try {
       await this.api().delete(c.consumerId)
