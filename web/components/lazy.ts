@@ -55,17 +55,30 @@ export function whenIdle(work: () => void, timeoutMs = 1000): void {
   afterFirstScreen(idle, timeoutMs)
 }
 
+/** The pause before a failed module load is tried again while the browser says it is online: 1 s, doubling, at most 30 s. */
+export const RETRY_ONLINE_MS = { first: 1000, most: 30_000 } as const
+
 /**
  * Runs `load` (a module's dynamic import); a load that fails — the network went away before the
- * chunk came, on a first visit no service worker serves yet — is tried again each time the
- * browser is back online, so a page opened just before the connection dropped still gets its
- * buttons and its offline shell once it returns, without a reload.
+ * chunk came, on a first visit no service worker serves yet — is tried again when the browser is
+ * back online, so a page opened just before the connection dropped still gets its buttons and its
+ * offline shell once it returns, without a reload. A failure seen while the browser says it is
+ * online (the connection came back before the failure reached the page, or the server failed the
+ * fetch: a restart) is tried again after a pause, doubling: waiting for an `online` event then
+ * waited for one that had already come, and the page never got the module.
  */
-export function loadOrRetryOnline(load: () => Promise<unknown>, onFailed: () => void = () => {}): void {
+export function loadOrRetryOnline(load: () => Promise<unknown>, onFailed: () => void = () => {}, attempt = 0): void {
   load().catch((e: unknown) => {
     onFailed()
+    const again = () => loadOrRetryOnline(load, onFailed, attempt + 1)
+    if (navigator.onLine) {
+      const ms = Math.min(RETRY_ONLINE_MS.most, RETRY_ONLINE_MS.first * 2 ** attempt)
+      console.warn(`[weft] a module did not load; trying again in ${ms / 1000} s`, e)
+      setTimeout(again, ms)
+      return
+    }
     console.warn('[weft] a module did not load; trying again when back online', e)
-    window.addEventListener('online', () => loadOrRetryOnline(load, onFailed), { once: true })
+    window.addEventListener('online', again, { once: true })
   })
 }
 
