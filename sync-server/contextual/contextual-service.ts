@@ -185,12 +185,17 @@ export class ContextualService {
   private metaP: Promise<ContextualMeta & { key: Buffer }> | null = null
   /** [CTX31] Long polls waiting, each with its consumer and the events that may give it work. */
   private readonly waiters = new Map<() => void, Waiter>()
+  /** [CTX48] The same long polls by consumer: a consumer's wake-up (from any instance) visits only its own. */
+  private readonly waitersOf = new Map<string, Set<() => void>>()
   /**
    * [CTX31] What happened while a pull's lease statement ran (its waiter not registered yet), so it
-   * does not sleep through it: each consumer's settles counted, and the last RECENT_CHANGES commits
-   * numbered.
+   * does not sleep through it: settles numbered in one sequence, each consumer's last one kept (the
+   * REMEMBERED most recent; of those forgotten, the latest number: a pull of a forgotten consumer
+   * counts any later one as its own and leases again), and the last RECENT_CHANGES commits numbered.
    */
-  private readonly settles = new Map<string, number>()
+  private settleSeq = 0
+  private readonly settledAt = new Map<string, number>()
+  private forgottenSettle = 0
   private readonly recent: { seq: number; change: { path: string; node_type: string; kind: string } }[] = []
   private changeSeq = 0
   private feed: Subscription | null = null
@@ -323,8 +328,15 @@ export class ContextualService {
   }
 
   private wakeHere(consumerId: string, due: boolean): void {
-    this.remember(this.settles, consumerId, (this.settles.get(consumerId) ?? 0) + 1)
-    for (const [w, waiter] of [...this.waiters]) if (waiter.consumerId === consumerId) w()
+    const seq = ++this.settleSeq
+    this.settledAt.delete(consumerId)
+    if (this.settledAt.size >= REMEMBERED) {
+      const [oldest, at] = this.settledAt.entries().next().value as [string, number]
+      this.settledAt.delete(oldest)
+      this.forgottenSettle = Math.max(this.forgottenSettle, at)
+    }
+    this.settledAt.set(consumerId, seq)
+    for (const w of [...(this.waitersOf.get(consumerId) ?? [])]) w()
     if (due) for (const l of this.listeners) if (l.consumerId === consumerId) l.wake(null)
   }
 
@@ -336,7 +348,7 @@ export class ContextualService {
 
   /** Whether, since `seen`, the consumer settled something or a commit of `filter`'s events came (too many commits to tell: yes). */
   private missed(consumerId: string, seen: { settles: number; change: number }, filter: Readonly<EventFilter> | null): boolean {
-    if ((this.settles.get(consumerId) ?? 0) !== seen.settles) return true
+    if ((this.settledAt.get(consumerId) ?? this.forgottenSettle) > seen.settles) return true
     if (!filter || this.changeSeq === seen.change) return false
     if (this.changeSeq - seen.change > this.recent.length) return true
     return this.recent.some((r) => r.seq > seen.change && matchesEventFilter(filter, r.change))
@@ -361,10 +373,16 @@ export class ContextualService {
     }
     this.waitingOf.set(user, waiting + 1)
     return new Promise((resolve) => {
+      let finished = false
       const done = () => {
+        if (finished) return
+        finished = true
         cancel()
         signal?.removeEventListener('abort', done)
         this.waiters.delete(done)
+        const mine = this.waitersOf.get(waiter.consumerId)
+        mine?.delete(done)
+        if (mine?.size === 0) this.waitersOf.delete(waiter.consumerId)
         const left = (this.waitingOf.get(user) ?? 1) - 1
         if (left > 0) this.waitingOf.set(user, left)
         else this.waitingOf.delete(user)
@@ -372,6 +390,9 @@ export class ContextualService {
       }
       const cancel = this.clock.setTimeout(done, ms)
       this.waiters.set(done, waiter)
+      const mine = this.waitersOf.get(waiter.consumerId) ?? new Set<() => void>()
+      mine.add(done)
+      this.waitersOf.set(waiter.consumerId, mine)
       signal?.addEventListener('abort', done, { once: true })
     })
   }
@@ -513,7 +534,7 @@ export class ContextualService {
     for (let made = false; ; ) {
       if (signal?.aborted) return { consumerId: id, item: null }
       const now = this.clock.now()
-      const seen = { settles: this.settles.get(id) ?? 0, change: this.changeSeq }
+      const seen = { settles: this.settleSeq, change: this.changeSeq }
       const leased = await this.call<LeaseResult>({
         op: 'lease', consumerId: id, owner: user, filter: def.events, now, leaseMs: def.limits.leaseMs, maxInFlight: def.limits.maxInFlight, maxAttempts: def.limits.maxAttempts, token: randomBytes(16).toString('base64url'),
       })

@@ -304,6 +304,15 @@ describe('[CTX31] a long poll is woken only by what can give its own consumer wo
       await during(() => api(env.ts.url, env.owner.token).putNode(`${prefix}/f`, 'Document', {}))
       const fresh = expectStatus(await c.next(sub, 'w1', { waitSeconds: 60 }), 200).body.item
       expect(fresh).toMatchObject({ event: { path: `${prefix}/f` }, attempt: 1 })
+      // Full now; its nack's record pushed out of the service's bounded memory by 10,001 other
+      // consumers' wake-ups before the poll looks: still not slept through.
+      const flood = svc as unknown as { wakeHere: (id: string, due: boolean) => void }
+      await during(async () => {
+        await c.nack(consumerId, fresh!, 0)
+        for (let i = 0; i <= 10_000; i++) flood.wakeHere(`other-${i}`, false)
+      })
+      const redone = expectStatus(await c.next(sub, 'w1', { waitSeconds: 60 }), 200).body.item
+      expect(redone).toMatchObject({ event: { path: `${prefix}/f` }, attempt: 2 })
       expect(waits).toBe(0)
     } finally {
       storage.contextual = original
