@@ -833,7 +833,7 @@ export class ContextualService {
     if (prior) {
       if (prior.principal !== user) throw deny()
       const outcome = this.outcomeOf(prior)
-      return settle ? { outcome, repeated: true, acked: await this.settleRepeat(user, claims, truth.lease) } : { outcome, repeated: true }
+      return settle ? { outcome, repeated: true, acked: await this.settleRepeat(user, claims, truth, prior) } : { outcome, repeated: true }
     }
     const now = this.clock.now()
     // [CTX28] An expired token never authorizes a new commit.
@@ -928,11 +928,14 @@ export class ContextualService {
    * [CTX47] A repeat that asks to settle answers whether the item is settled now: it settles it
    * only under the lease its token was sealed for (this attempt's, still held, the token not
    * expired: a settle is a write); an item settled already (by the earlier call whose answer was
-   * lost, or by any ack) is reported settled, one leased to another attempt is not.
+   * lost, or by any ack) is reported settled, one leased to another attempt is not. [CTX45] An
+   * item whose row is gone while its consumer (made before the outcome) stands was swept, which
+   * only settled rows are: settled.
    */
-  private async settleRepeat(user: string, claims: CausationClaims, lease: ReactTruth['lease']): Promise<boolean> {
-    if (!lease) return false
-    if (lease.state === 'acked') return true
+  private async settleRepeat(user: string, claims: CausationClaims, truth: ReactTruth, prior: OutcomeRow): Promise<boolean> {
+    const { lease, consumer } = truth
+    if (!lease) return consumer !== null && Date.parse(consumer.createdAt) <= Date.parse(prior.at)
+    if (lease.state === 'acked' || lease.state === 'skipped') return true
     const now = this.clock.now()
     if (lease.state !== 'leased' || lease.attempt !== claims.attempt || !lease.token || leaseDigest(lease.token) !== claims.lease || claims.exp <= now) return false
     const fence: Fence = { consumerId: claims.consumer, eventId: claims.event, token: lease.token, attempt: claims.attempt, now }
