@@ -636,11 +636,16 @@ export class ContextualService {
   async ack(principal: Principal, raw: unknown): Promise<{ ok: true }> {
     const user = userOf(principal)
     const req = parse(FenceRequest, raw, 'The ack request')
-    const acked = await this.inTurn(user, req.consumerId, req.eventId, () => this.call<boolean>({ op: 'ack', fence: this.fence(req), owner: user }))
+    const acked = await this.inTurn(user, req.consumerId, req.eventId, () => this.settleLease(this.fence(req), user))
     if (!acked) await this.refused(principal, req.consumerId)
-    // A lease slot is free: a long poll of this consumer at its in-flight limit may lease now.
-    this.wakeConsumer(req.consumerId)
     return { ok: true }
+  }
+
+  /** Settles a leased event (fenced, `owner`'s consumer only); a lease slot is then free: the consumer's long polls look again. */
+  private async settleLease(fence: Fence, owner: string): Promise<boolean> {
+    const acked = await this.call<boolean>({ op: 'ack', fence, owner })
+    if (acked) this.wakeConsumer(fence.consumerId)
+    return acked
   }
 
   /** [CTX13] `nack`: back to pending after a bounded delay, or a dead letter after the last attempt. */
@@ -938,10 +943,7 @@ export class ContextualService {
     if (lease.state === 'acked' || lease.state === 'skipped') return true
     const now = this.clock.now()
     if (lease.state !== 'leased' || lease.attempt !== claims.attempt || !lease.token || leaseDigest(lease.token) !== claims.lease || claims.exp <= now) return false
-    const fence: Fence = { consumerId: claims.consumer, eventId: claims.event, token: lease.token, attempt: claims.attempt, now }
-    const acked = await this.call<boolean>({ op: 'ack', fence, owner: user })
-    if (acked) this.wakeConsumer(claims.consumer)
-    return acked
+    return this.settleLease({ consumerId: claims.consumer, eventId: claims.event, token: lease.token, attempt: claims.attempt, now }, user)
   }
 
   private async recordAlone(attachment: ContextualAttachment, admit: () => void): Promise<void> {

@@ -340,6 +340,8 @@ export const FIRST_END_SQL = `SELECT min(expires_at) AS at FROM contextual_event
 export const NEXT_AT_SQL = `SELECT min(CASE WHEN state = 'pending' THEN available_at ELSE expires_at END) AS at FROM contextual_events WHERE consumer_id = ? AND state IN ('pending', 'leased')`
 export const nextAtOf = (r: Row | undefined): number | null => (r?.at === null || r?.at === undefined ? null : num(r.at))
 
+/** [CTX12] [CTX45] [CTX47] A leased event settled as acked, stamped with when (the sweep deletes it a day later); its one parameter is that moment. */
+const ACK_SET = `UPDATE contextual_events SET state = 'acked', lease_token = NULL, available_at = ?`
 const FENCED = `consumer_id = ? AND event_id = ? AND state = 'leased' AND lease_token = ? AND attempt = ? AND expires_at > ?`
 const fenceArgs = (f: Fence) => [f.consumerId, f.eventId, f.token, f.attempt, f.now]
 /** [CTX5] [CTX12] The fence and the owner check in one statement: nobody but the consumer's owner settles its work. */
@@ -545,7 +547,7 @@ export function* attachOutcomePg(a: ContextualAttachment, settleHere = false): O
             WHERE EXISTS (SELECT 1 FROM held) AND (?::text IS NULL OR EXISTS (SELECT 1 FROM src))
             ON CONFLICT (key) DO NOTHING
             RETURNING 1 AS ok)${settle ? `,
-          settled AS (UPDATE contextual_events SET state = 'acked', lease_token = NULL, available_at = ? WHERE ${FENCED} AND EXISTS (SELECT 1 FROM ins))` : ''}
+          settled AS (${ACK_SET} WHERE ${FENCED} AND EXISTS (SELECT 1 FROM ins))` : ''}
      SELECT EXISTS (SELECT 1 FROM held) AS held, EXISTS (SELECT 1 FROM src) AS src, EXISTS (SELECT 1 FROM ins) AS ins`,
     ...fenceArgs(a.fence), ...(a.source ? sourceArgs(a.source) : [null, null, null]),
     ...outcomeArgs(a.outcome, null),
@@ -560,7 +562,7 @@ export function* attachOutcomePg(a: ContextualAttachment, settleHere = false): O
 /** SQLite, after `checkAttachment` passed in the same transaction: the outcome, and [CTX47] the item settled when asked. */
 export function* insertOutcome(a: ContextualAttachment, version: number | null): Op<void> {
   yield* run(`INSERT INTO contextual_outcomes (${OUTCOME_COLUMNS.join(', ')}) VALUES (${OUTCOME_COLUMNS.map(() => '?').join(', ')})`, ...outcomeArgs(a.outcome, version))
-  if (a.settle) yield* run(`UPDATE contextual_events SET state = 'acked', lease_token = NULL, available_at = ? WHERE ${FENCED}`, a.fence.now, ...fenceArgs(a.fence))
+  if (a.settle) yield* run(`${ACK_SET} WHERE ${FENCED}`, a.fence.now, ...fenceArgs(a.fence))
 }
 
 export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknown> {
@@ -615,7 +617,7 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     case 'skip':
       return (yield* run(`UPDATE contextual_events SET state = 'skipped', lease_token = NULL, available_at = ? WHERE ${FENCED}`, call.fence.now, ...fenceArgs(call.fence))) === 1
     case 'ack':
-      return (yield* run(`UPDATE contextual_events SET state = 'acked', lease_token = NULL, available_at = ? WHERE ${OWNED}`, call.fence.now, ...ownedArgs(call.fence, call.owner))) === 1
+      return (yield* run(`${ACK_SET} WHERE ${OWNED}`, call.fence.now, ...ownedArgs(call.fence, call.owner))) === 1
     case 'nack':
       return yield* nack(call)
     case 'extend':

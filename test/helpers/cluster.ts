@@ -220,3 +220,11 @@ export async function joinAsDeafInstance(nodes: NodeService, storage: StorageAda
     }
   }
 }
+
+/** One unlabelled gauge or counter of an instance's `/metrics` (served with its METRICS_TOKEN). */
+export async function metricValue(url: string, metricsToken: string, name: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` } })).text()
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `))
+  if (!line) throw new Error(`no ${name} in /metrics`)
+  return Number(line.split(' ')[1])
+}

@@ -1,7 +1,7 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { api, createSpace, grantRole, signup, stockProvider, waitFor, type StockClient, type TestUser } from '../helpers/index.js'
-import { startInstances, type Instances } from '../helpers/index.js'
+import { metricValue, startInstances, type Instances } from '../helpers/index.js'
 
 /**
  * Several instances (issue 20): three servers as child processes on one fresh PostgreSQL
@@ -10,12 +10,7 @@ import { startInstances, type Instances } from '../helpers/index.js'
 const METRICS = 'cluster-metrics-token'
 
 /** The `weft_loaded_docs` gauge of one instance. */
-async function loadedDocs(url: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${METRICS}` } })).text()
-  const line = text.split('\n').find((l) => l.startsWith('weft_loaded_docs '))
-  if (!line) throw new Error('no weft_loaded_docs in /metrics')
-  return Number(line.split(' ')[1])
-}
+const loadedDocs = (url: string): Promise<number> => metricValue(url, METRICS, 'weft_loaded_docs')
 
 describe('Several instances on one PostgreSQL, fanned out through Redis', () => {
   let set: Instances

@@ -2,7 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { MeshNode } from '../../shared/index.js'
-import { api, createSpace, expectStatus, signup, startInstances, waitFor, type Instances } from '../helpers/index.js'
+import { api, createSpace, expectStatus, metricValue, signup, startInstances, waitFor, type Instances } from '../helpers/index.js'
 import { ctx, definition, putSubscription, type NextBody } from './contextual-helpers.js'
 import { must } from './mcp-helpers.js'
 
@@ -14,12 +14,7 @@ import { must } from './mcp-helpers.js'
 const METRICS = 'mcp-cluster-metrics'
 
 /** The contextual long polls waiting on one instance (`/metrics`). */
-async function waitingPolls(url: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${METRICS}` } })).text()
-  const line = text.split('\n').find((l) => l.startsWith('weft_contextual_waiting_polls '))
-  if (!line) throw new Error('no weft_contextual_waiting_polls in /metrics')
-  return Number(line.split(' ')[1])
-}
+const waitingPolls = (url: string): Promise<number> => metricValue(url, METRICS, 'weft_contextual_waiting_polls')
 
 describe('MCP across instances (PostgreSQL, issue 19)', () => {
   let set: Instances

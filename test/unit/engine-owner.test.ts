@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest'
 import pino from 'pino'
-import { EngineOwner, type MemberStore } from '../../sync-server/cluster/engine-owner.js'
+import { EngineOwner, type EngineOwnerOptions, type MemberStore } from '../../sync-server/cluster/engine-owner.js'
 import type { Lease, LeaseBusy } from '../../sync-server/engines/index.js'
 import type { NodeService } from '../../sync-server/nodes/index.js'
 import { waitFor } from '../helpers/index.js'
@@ -69,6 +69,13 @@ class MemoryLeases implements MemberStore {
   }
 }
 
+const silent = pino({ level: 'silent' })
+
+/** An EngineOwner on the in-memory table: the options every test gives alike, then its own. */
+function ownerOn(store: MemoryLeases, o: Pick<EngineOwnerOptions, 'instanceId' | 'partitions' | 'announce'>): EngineOwner {
+  return new EngineOwner({ ...o, context: { users: {} as never, log: silent }, nodes: {} as NodeService, store, ttlMs: TTL, log: silent, catchUp: async () => undefined })
+}
+
 interface Instance {
   id: string
   owner: EngineOwner
@@ -86,7 +93,6 @@ describe('[SCALE17] engine partitions balanced between instances', () => {
     const rng = new Rng(SEED)
     const random = () => rng.next()
     const store = new MemoryLeases(random)
-    const log = pino({ level: 'silent' })
     // Which instances' engines run, per partition, right now. An engine whose lease has lapsed may
     // still be stopping when another instance's starts (its timer can fire late under load, on any
     // machine): it can write nothing then, since every write checks the lease first. So the double
@@ -97,7 +103,7 @@ describe('[SCALE17] engine partitions balanced between instances', () => {
     let n = 0
     const add = () => {
       const id = `i${++n}`
-      const owner: EngineOwner = new EngineOwner({
+      const owner: EngineOwner = ownerOn(store, {
         instanceId: id,
         partitions: PARTITIONS.map((name) => ({
           name,
@@ -115,12 +121,6 @@ describe('[SCALE17] engine partitions balanced between instances', () => {
             },
           }),
         })),
-        context: { users: {} as never, log },
-        nodes: {} as NodeService,
-        store,
-        ttlMs: TTL,
-        log,
-        catchUp: async () => undefined,
         announce: (name) => {
           for (const other of instances) if (other.id !== id && other.state === 'up') other.owner.released(name)
         },
@@ -186,12 +186,11 @@ describe('[SCALE17] engine partitions balanced between instances', () => {
 describe('[SCALE17] an engine whose lease lapses while it starts', () => {
   it('has its signal aborted at once, not when its start (a reconcile) ends', { timeout: 120_000 }, async () => {
     const store = new MemoryLeases(() => 0)
-    const log = pino({ level: 'silent' })
     let signal: AbortSignal | null = null
     let finishStart!: () => void
     const startEnds = new Promise<void>((r) => (finishStart = r))
     let startEnded = false
-    const owner = new EngineOwner({
+    const owner = ownerOn(store, {
       instanceId: 'i1',
       partitions: [
         {
@@ -210,12 +209,6 @@ describe('[SCALE17] an engine whose lease lapses while it starts', () => {
           },
         },
       ],
-      context: { users: {} as never, log },
-      nodes: {} as NodeService,
-      store,
-      ttlMs: TTL,
-      log,
-      catchUp: async () => undefined,
       announce: () => undefined,
     })
     owner.start()
