@@ -54,10 +54,10 @@ export function ctx(url: string, token: string) {
     status: (consumerId: string) => post<Record<string, unknown>>('status', { consumerId }),
     redrive: (consumerId: string) => post<{ redriven: number }>('redrive', { consumerId }),
     delete: (consumerId: string) => post<{ deleted: true }>('delete', { consumerId }),
-    react: (item: Item, reaction: string, params: JsonObject = {}) => {
+    react: (item: Item, reaction: string, params: JsonObject = {}, extra: JsonObject = {}) => {
       const r = item.reactions.find((x) => x.name === reaction)
       if (!r) throw new Error(`reaction ${reaction} not offered: ${item.reactions.map((x) => x.name).join(', ')}`)
-      return post<{ outcome: Record<string, unknown>; repeated: boolean }>('react', { causationToken: r.causationToken, params })
+      return post<{ outcome: Record<string, unknown>; repeated: boolean; acked?: boolean }>('react', { causationToken: r.causationToken, params, ...extra })
     },
     reactToken: (causationToken: string, params: JsonObject = {}) => post<{ outcome: Record<string, unknown>; repeated: boolean }>('react', { causationToken, params }),
   }

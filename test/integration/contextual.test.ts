@@ -198,6 +198,58 @@ describe('contextual agent subscriptions (issue 19)', () => {
     expectStatus(await c.ack(consumerId, item), 200)
   })
 
+  it('[CTX50] a thread post whose enqueue fails after the message committed with the outcome answers that outcome, and the message is still answered', async () => {
+    const thread = `${space}/thread50`
+    expectStatus(await api(ts.url, owner.token).putNode(thread, 'Thread', { Agent: { Kind: 'builtin' } }), 201)
+    const sub = `${space}/s50`
+    const def = definition(`${space}/in50`, {
+      Parameters: { Thread: { Type: 'string', Required: true } },
+      Reactions: { tell: { Command: 'post_thread_message', Target: '{param.Thread}', Parameters: { Text: { Type: 'string', Required: true } } } },
+    })
+    expectStatus(await putSubscription(ts.url, owner.token, sub, def), 201)
+    expectStatus(await api(ts.url, owner.token).putNode(`${space}/in50`, 'Document', {}), 201)
+    const c = ctx(ts.url, owner.token)
+    const params = { params: { Thread: thread } }
+    expectStatus(await c.next(sub, 'w1', params), 200)
+    await api(ts.url, owner.token).putNode(`${space}/in50/d`, 'Document', {})
+    const got = expectStatus(await c.next(sub, 'w1', { ...params, waitSeconds: 10 }), 200).body
+    const { consumerId, item } = got as { consumerId: string; item: NonNullable<typeof got.item> }
+    // The second commit of the post (the enqueue on the thread, by system, through the reaction's
+    // attaching view) fails, as a storage failure would, after the message and the reaction's
+    // outcome committed together; the thread engine's own enqueue (no attachment) is left alone.
+    const writes = (ts.server.nodes as unknown as { writes: { update: (...a: unknown[]) => Promise<unknown> } }).writes
+    const update = writes.update.bind(writes)
+    let failed = 0
+    const spy = vi.spyOn(writes, 'update').mockImplementation(async (...a: unknown[]) => {
+      if (a[1] === thread && a[4] !== undefined) {
+        failed++
+        throw new Error('storage unavailable (injected)')
+      }
+      return update(...a)
+    })
+    try {
+      const told = expectStatus(await c.react(item, 'tell', { Text: 'despite the failure' }, { ack: true }), 200).body
+      expect(failed).toBe(1)
+      expect(told.outcome).toMatchObject({ status: 'committed', path: thread, reaction: 'tell' })
+      expect(told.outcome.version).toEqual(expect.any(Number))
+      expect(told.acked).toBe(true)
+      // A repeat resolves the same outcome.
+      expect(expectStatus(await c.react(item, 'tell', { Text: 'again' }), 200).body).toEqual({ outcome: told.outcome, repeated: true })
+    } finally {
+      spy.mockRestore()
+    }
+    // The thread engine ingests the message from its change and answers it.
+    const t = await waitFor(async () => {
+      const n = (await api(ts.url, owner.token).getNode(thread)).body
+      return n.content.Status === 'Idle' && n.content.Disposition === 'Completed' ? n : null
+    })
+    const messages = t.content.Messages as string[]
+    expect(messages).toHaveLength(2)
+    expect((await api(ts.url, owner.token).getNode(messages[0]!)).body.content).toMatchObject({ Role: 'user', Author: owner.userId, Text: 'despite the failure' })
+    // Settled with the outcome: nothing is leased.
+    expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ leased: 0 })
+  })
+
   it('[CTX11] with no MaxAttempts, the tenth failure dead-letters', async () => {
     const { sub, c } = await setup('41', owner.token, { Limits: { LeaseSeconds: 30 } })
     await api(ts.url, owner.token).putNode(`${space}/in41/d`, 'Document', {})
