@@ -48,6 +48,8 @@ export interface ServerConfig {
   loginLockoutMaxMs: number
   /** [CTX20] CONTEXTUAL_SEAL_KEY: 32 bytes, base64, that seal causation tokens; default: a key made once and kept in the database. */
   contextualSealKey?: string
+  /** [CTX51] OUTCOME_RETENTION_DAYS: how long a reaction's outcome row is kept once its event is settled (default 30; 0: forever). */
+  contextualOutcomeRetentionDays: number
   /** [CTX35] GRPC_PORT: the contextual gRPC service's port (0: any free port); unset, no gRPC server. */
   grpcPort?: number
   /** [OPS1] METRICS_TOKEN: the bearer token `GET /metrics` asks for; unset, /metrics answers 404. */
@@ -94,6 +96,7 @@ export function defaultConfig(): ServerConfig {
     staticDir: path.resolve('dist'),
     tokenTtlMs: 30 * 24 * 3600 * 1000,
     trashRetentionMs: 30 * 24 * 3600 * 1000,
+    contextualOutcomeRetentionDays: 30,
     maxRoomsPerSocket: 20_000,
     maxJsonDepth: 64,
     loginFreeFailuresPerAccount: DEFAULT_LOGIN_LIMITS.freePerAccount,
@@ -133,6 +136,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     loginLockoutBaseMs: int(env.LOGIN_LOCKOUT_BASE_MS, d.loginLockoutBaseMs, 'LOGIN_LOCKOUT_BASE_MS'),
     loginLockoutMaxMs: int(env.LOGIN_LOCKOUT_MAX_MS, d.loginLockoutMaxMs, 'LOGIN_LOCKOUT_MAX_MS'),
     contextualSealKey: sealKey(env.CONTEXTUAL_SEAL_KEY),
+    contextualOutcomeRetentionDays: int(env.OUTCOME_RETENTION_DAYS, d.contextualOutcomeRetentionDays, 'OUTCOME_RETENTION_DAYS'),
     metricsToken: env.METRICS_TOKEN || undefined,
     grpcPort: env.GRPC_PORT === undefined || env.GRPC_PORT === '' ? undefined : int(env.GRPC_PORT, 0, 'GRPC_PORT'),
     shutdownTimeoutMs: Math.max(100, int(env.SHUTDOWN_TIMEOUT_MS, d.shutdownTimeoutMs, 'SHUTDOWN_TIMEOUT_MS')),

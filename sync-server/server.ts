@@ -98,7 +98,8 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   // [CTX1] Contextual subscriptions: definitions compiled on write; one service for every surface.
   nodes.registerWriteRule('ContextualSubscription', contextualWriteRule())
   const sealKey = config.contextualSealKey ? Buffer.from(config.contextualSealKey, 'base64') : undefined
-  const contextual = new ContextualService({ nodes, access, storage, log, ...(sealKey ? { sealKey } : {}) })
+  const outcomeRetentionMs = config.contextualOutcomeRetentionDays > 0 ? config.contextualOutcomeRetentionDays * 24 * 3600_000 : null
+  const contextual = new ContextualService({ nodes, access, storage, log, outcomeRetentionMs, ...(sealKey ? { sealKey } : {}) })
   contextual.start()
 
   const engines = factories.map((f) => f({ nodes, users: auth, log, signal: abort.signal, maxPayloadBytes: config.maxPayloadBytes }))

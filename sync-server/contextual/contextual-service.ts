@@ -108,6 +108,13 @@ export const FULL_RECHECK_MS = 5_000
  * row, which is kept. Without it every event ever delivered stayed a row per consumer.
  */
 export const SETTLED_RETENTION_MS = 24 * 3600_000
+/**
+ * [CTX51] An outcome row (a reaction's answer to its repeats, and its causation record) is deleted
+ * this long after the reaction by default (OUTCOME_RETENTION_DAYS), once its event is settled or
+ * gone: a token expires with its lease, so by then no repeat can be anything but denied. Without
+ * it every reaction ever made stayed a row.
+ */
+export const OUTCOME_RETENTION_MS = 30 * 24 * 3600_000
 /** How often the sweep runs, and how many rows one of its statements deletes at most. */
 const SWEEP_EVERY_MS = 10 * 60_000
 const SWEEP_ROWS = 1_000
@@ -165,6 +172,8 @@ export interface ContextualServiceOptions {
   clock?: Clock
   /** 32 bytes (CONTEXTUAL_SEAL_KEY, base64); default: the key kept in the database's contextual meta row. */
   sealKey?: Buffer
+  /** [CTX51] How long an outcome row is kept after its reaction (default OUTCOME_RETENTION_MS); null: forever. */
+  outcomeRetentionMs?: number | null
 }
 
 /**
@@ -264,10 +273,29 @@ export class ContextualService {
     try {
       const n = await this.prune()
       if (n > 0) this.opts.log.info({ op: 'contextual.prune', deleted: n }, 'contextual: settled events deleted')
+      const o = await this.pruneOutcomes()
+      if (o > 0) this.opts.log.info({ op: 'contextual.prune', outcomes: o }, 'contextual: outcomes past their retention deleted')
     } catch (err) {
       this.opts.log.warn({ err }, 'contextual: the sweep of settled events failed; it runs again later')
     } finally {
       this.sweeping = false
+    }
+  }
+
+  /**
+   * [CTX51] Deletes the outcome rows recorded the retention before `now` whose event is settled
+   * or gone (never one a pending, leased or dead event may still need), a bounded batch per
+   * statement; answers how many. Each instance of a cluster may run it at once.
+   */
+  async pruneOutcomes(now = this.clock.now()): Promise<number> {
+    const keep = this.opts.outcomeRetentionMs === undefined ? OUTCOME_RETENTION_MS : this.opts.outcomeRetentionMs
+    if (keep === null) return 0
+    const before = new Date(now - keep).toISOString()
+    let deleted = 0
+    for (;;) {
+      const n = await this.call<number>({ op: 'pruneOutcomes', before, limit: SWEEP_ROWS })
+      deleted += n
+      if (n < SWEEP_ROWS) return deleted
     }
   }
 

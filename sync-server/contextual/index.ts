@@ -1,5 +1,5 @@
 import type { ContextualGrpcOptions, ContextualGrpcServer } from './grpc-server.js'
-export { ContextualService, SETTLED_RETENTION_MS, type ContextualPeers, type ContextualServiceOptions, type OfferedReaction, type ReactionOutcome, type WorkItem } from './contextual-service.js'
+export { ContextualService, OUTCOME_RETENTION_MS, SETTLED_RETENTION_MS, type ContextualPeers, type ContextualServiceOptions, type OfferedReaction, type ReactionOutcome, type WorkItem } from './contextual-service.js'
 export { compileDefinition, type CompiledDefinition, type CompiledReaction } from './definition.js'
 export { contextualRoutes } from './routes.js'
 export { contextualWriteRule } from './write-rule.js'

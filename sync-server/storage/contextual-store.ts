@@ -76,6 +76,7 @@ ${d === 'postgres' ? PG_SLOTS : ''}CREATE TABLE IF NOT EXISTS contextual_outcome
   version ${int},
   at TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS contextual_outcomes_at ON contextual_outcomes (at);
 `
 }
 
@@ -244,6 +245,8 @@ export type ContextualCall =
   | { op: 'consumerIds'; after: string; limit: number; settledBefore: number }
   /** [CTX45] Up to `limit` of the consumer's events settled (acked, skipped) before `before`, deleted; answers how many. */
   | { op: 'prune'; consumerId: string; before: number; limit: number }
+  /** [CTX51] Up to `limit` outcome rows recorded before `before` (ISO) whose event no consumer row still holds open, deleted; answers how many. */
+  | { op: 'pruneOutcomes'; before: string; limit: number }
 
 /** A statement yielded to the driver: `all` answers rows, `run` the count of changed rows. */
 export type Stmt = { sql: string; params: unknown[]; mode: 'all' | 'run' }
@@ -653,6 +656,19 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       )).map((r) => String(r.id))
     case 'prune':
       return yield* prune(call, dialect)
+    case 'pruneOutcomes':
+      // [CTX51] An outcome is a repeat's answer while its event may still be leased: kept while its
+      // consumer's row of that event is pending, leased or dead (a re-drive leases it again). Once
+      // that row is settled or gone (swept, or the consumer deleted: made again, it starts at the
+      // head), no token can authorize a commit for it again, and the row is history only. Two
+      // instances at once: each skips the rows the other is deleting (no lock waits, no deadlock).
+      return yield* run(
+        `DELETE FROM contextual_outcomes WHERE key IN (
+           SELECT o.key FROM contextual_outcomes o WHERE o.at < ?
+             AND NOT EXISTS (SELECT 1 FROM contextual_events e WHERE e.consumer_id = o.consumer_id AND e.event_id = o.event_id AND e.state IN ('pending', 'leased', 'dead'))
+           ORDER BY o.at LIMIT ?${dialect === 'postgres' ? ' FOR UPDATE OF o SKIP LOCKED' : ''})`,
+        call.before, call.limit,
+      )
     default:
       call satisfies never
       return null

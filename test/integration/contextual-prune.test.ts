@@ -1,15 +1,16 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { userPrincipal, type UserId } from '../../shared/index.js'
-import { SETTLED_RETENTION_MS } from '../../sync-server/contextual/index.js'
+import { OUTCOME_RETENTION_MS, SETTLED_RETENTION_MS } from '../../sync-server/contextual/index.js'
 import { CONSUMERS_PER_USER } from '../../sync-server/contextual/contextual-service.js'
-import { api, createSpace, expectStatus, freshDatabase, grantRole, signup, startTestServer, type TestServer } from '../helpers/index.js'
+import { api, createSpace, errorCode, expectStatus, freshDatabase, grantRole, signup, startTestServer, type TestServer } from '../helpers/index.js'
 import { ctx, putSubscription } from './contextual-helpers.js'
 
 /**
  * [CTX45] The rows of settled events (acked, or skipped as unreadable) are deleted a day after they
  * were settled, on a real server over each storage: nothing else is touched, the status still counts
  * the acked ones, no deleted event is delivered again, and a repeated reaction still finds its outcome.
+ * [CTX51] Outcome rows go past their retention, only once their event is settled or gone.
  */
 async function settledRowsSwept(ts: TestServer): Promise<void> {
   const owner = await signup(ts.url)
@@ -45,6 +46,9 @@ async function settledRowsSwept(ts: TestServer): Promise<void> {
   // The hidden one was skipped on the way, never delivered.
   expect([...pulled.keys()].sort()).toEqual(['a', 'b', 'c', 'd', 'e'])
   const reacted = expectStatus(await b.react(pulled.get('a')!, 'annotate', { Note: 'seen' }), 200).body
+  // [CTX51] Outcomes of an event to be dead-lettered and of one left leased.
+  const reactedD = expectStatus(await b.react(pulled.get('d')!, 'annotate', { Note: 'd' }), 200).body
+  expectStatus(await b.react(pulled.get('e')!, 'annotate', { Note: 'e' }), 200)
   for (const name of ['a', 'b', 'c']) expectStatus(await b.ack(consumerId, pulled.get(name)!), 200)
   expect(expectStatus(await b.nack(consumerId, pulled.get('d')!, 0, 'broken'), 200).body.state).toBe('dead')
   const counts = (s: Record<string, unknown>) => ({ pending: s.pending, leased: s.leased, acked: s.acked, dead: s.dead })
@@ -62,6 +66,14 @@ async function settledRowsSwept(ts: TestServer): Promise<void> {
   // The repeat of a reaction whose event row is gone resolves its outcome; nothing is written again.
   const again = expectStatus(await b.react(pulled.get('a')!, 'annotate', { Note: 'seen' }), 200).body
   expect(again).toEqual({ outcome: reacted.outcome, repeated: true })
+  // [CTX51] Outcomes: kept within their retention; past it, only the one whose event row is gone
+  // ('a', swept): 'd' is dead (a re-drive may lease it again), 'e' is leased.
+  const pastRetention = Date.now() + OUTCOME_RETENTION_MS + 60_000
+  expect(await svc.pruneOutcomes(Date.now())).toBe(0)
+  expect(await svc.pruneOutcomes(pastRetention)).toBe(1)
+  expect(await svc.pruneOutcomes(pastRetention)).toBe(0)
+  // A's token can commit nothing again (its lease was settled): denied, as before the outcome went.
+  expect(errorCode(await b.react(pulled.get('a')!, 'annotate', { Note: 'seen' }))).toBe('reaction_denied')
   // No deleted event comes back; the held lease still settles; new events come once, first attempt.
   expect(expectStatus(await b.next(sub, 'w'), 200).body.item).toBeNull()
   expectStatus(await b.ack(consumerId, pulled.get('e')!), 200)
@@ -70,8 +82,13 @@ async function settledRowsSwept(ts: TestServer): Promise<void> {
   expect(expectStatus(await b.next(sub, 'w'), 200).body.item).toBeNull()
   // The dead letter was kept: re-driven by the Admin, it is delivered again.
   expect(expectStatus(await ctx(ts.url, owner.token).redrive(consumerId), 200).body.redriven).toBe(1)
-  expect(expectStatus(await b.next(sub, 'w'), 200).body.item).toMatchObject({ event: { path: `${prefix}/d` }, attempt: 1 })
+  const redelivered = expectStatus(await b.next(sub, 'w'), 200).body.item!
+  expect(redelivered).toMatchObject({ event: { path: `${prefix}/d` }, attempt: 1 })
   expect(counts(expectStatus(await b.status(consumerId), 200).body)).toEqual({ pending: 0, leased: 2, acked: 4, dead: 0 })
+  // [CTX51] Now 'e' is acked: its outcome goes; the re-driven 'd' is leased again and its outcome
+  // stays, the answer of the new attempt's reaction (nothing committed twice).
+  expect(await svc.pruneOutcomes(pastRetention)).toBe(1)
+  expect(expectStatus(await b.react(redelivered, 'annotate', { Note: 'd again' }), 200).body).toEqual({ outcome: reactedD.outcome, repeated: true })
 }
 
 describe('[CTX45] settled events are swept (SQLite)', () => {
@@ -161,6 +178,27 @@ describe('[CTX45] [CTX46] two servers on one PostgreSQL database: sweeps, delete
       const orphans = (await pool.query('SELECT count(*)::int AS n FROM contextual_events e WHERE NOT EXISTS (SELECT 1 FROM contextual_consumers c WHERE c.id = e.consumer_id)')).rows[0]
       expect(orphans).toEqual({ n: 0 })
     }
+  })
+
+  it('[CTX51] outcomes pruned on both servers at once: each row deleted once, no error, the open event\'s kept', async () => {
+    const { sub, principal } = await subscriptionOn(a)
+    const { consumerId } = await a.server.contextual.next(principal, { subscription: sub, consumer: 'o' })
+    const old = new Date(Date.now() - OUTCOME_RETENTION_MS - 3600_000).toISOString()
+    await pool.query(
+      `INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at)
+       SELECT 'race-' || g, $1, 'ev' || g, 'annotate', 1, 'u', '{}', '{}', NULL, $2 FROM generate_series(1, 5000) g`,
+      [consumerId, old],
+    )
+    // One of them is the outcome of an event still leased: kept.
+    await pool.query(
+      `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
+       VALUES ($1, 'ev7', -7, 'P/x', 'Document', 'Created', 'leased', 1, 't', 0, 0, NULL)`,
+      [consumerId],
+    )
+    const [x, y] = await Promise.all([a.server.contextual.pruneOutcomes(), b.server.contextual.pruneOutcomes()])
+    expect(x + y).toBe(4999)
+    const left = (await pool.query("SELECT key FROM contextual_outcomes WHERE key LIKE 'race-%'")).rows
+    expect(left).toEqual([{ key: 'race-7' }])
   })
 
   it(`[CTX46] new consumers pulled at once stop at ${CONSUMERS_PER_USER} exactly`, async () => {

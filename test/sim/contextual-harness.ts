@@ -3,7 +3,7 @@ import pino from 'pino'
 import { expect } from 'vitest'
 import { SYSTEM, isWeftError, userPrincipal, type NodePath, type UserId } from '../../shared/index.js'
 import { AccessService } from '../../sync-server/access/access-service.js'
-import { ContextualService, SETTLED_RETENTION_MS, contextualWriteRule, type WorkItem } from '../../sync-server/contextual/index.js'
+import { ContextualService, OUTCOME_RETENTION_MS, SETTLED_RETENTION_MS, contextualWriteRule, type WorkItem } from '../../sync-server/contextual/index.js'
 import { VirtualClock } from '../../sync-server/engines/kit/index.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
 import { openSqliteStorage, type ContextualAttachment, type ReactTruth, type StorageAdapter } from '../../sync-server/storage/index.js'
@@ -209,6 +209,10 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
       // [CTX45] The sweep of settled events, as if a day had passed (give or take a few seconds):
       // what it deletes is never leased again, and a repeated reaction still finds its outcome.
       await h.service.prune(clock.now() + SETTLED_RETENTION_MS + rng.int(-5000, 5000))
+      // [CTX51] And of outcomes past their retention (every outcome here is old enough): only those
+      // whose event is settled or gone may go; one an open event still needs going would let a
+      // redelivery commit again, which the count of commits per event below catches.
+      await h.service.pruneOutcomes(clock.now() + OUTCOME_RETENTION_MS)
       swept = true
     } else {
       await h.crash()
