@@ -5,6 +5,9 @@
  *    day of acks would leave them); `sqliteSweepMs` / `pgSweepMs` its whole time;
  *    `sqlitePutP99DuringSweepMs` / `...Idle...`: the p99 of node `PUT`s sent one after another
  *    while the sweep runs, and without it (SQLite has one writer: a sweep batch holds it);
+ *  - `sqliteOutcomeSweepRowsPerSec` / `pgOutcomeSweepRowsPerSec`: [CTX51] then the sweep of the same
+ *    events' SWEEP_ROWS outcome rows past their retention (`pruneOutcomes`), and
+ *    `...PutP99DuringOutcomeSweepMs` the PUTs' p99 beside it;
  *  - `fullWaitersLeasesPerCommit`: [CTX31] FULL_WAITERS consumers, each at its in-flight limit and
  *    long-polling (SQLite), while COMMITS events of their subscription are committed: the lease
  *    statements run per commit for them (each had one per commit before stop 36: every commit woke
@@ -76,11 +79,12 @@ async function puts(r: Rig, tag: string, until: Promise<unknown> | null, ms = 2_
   return times
 }
 
-async function sweep(r: Rig): Promise<{ ms: number; deleted: number; putTimes: number[] }> {
+async function sweep(r: Rig, outcomes = false): Promise<{ ms: number; deleted: number; putTimes: number[] }> {
   const t0 = performance.now()
-  // A day and an hour on: past SETTLED_RETENTION_MS (24 h) for every row.
-  const running = r.ts.server.contextual.prune(Date.now() + 25 * 3600_000)
-  const putTimes = await puts(r, 'during', running)
+  // A day and an hour on: past SETTLED_RETENTION_MS (24 h) for every row; outcomes: 31 days on.
+  const svc = r.ts.server.contextual
+  const running = outcomes ? svc.pruneOutcomes(Date.now() + 31 * 24 * 3600_000) : svc.prune(Date.now() + 25 * 3600_000)
+  const putTimes = await puts(r, outcomes ? 'during-outcomes' : 'during', running)
   const deleted = await running
   return { ms: performance.now() - t0, deleted, putTimes }
 }
@@ -90,7 +94,11 @@ async function sweepFigures(r: Rig, storage: 'sqlite' | 'pg'): Promise<Record<st
   const idle = await puts(r, 'idle', null)
   const s = await sweep(r)
   if (s.deleted !== SWEEP_ROWS) throw new Error(`${storage} sweep deleted ${s.deleted} of ${SWEEP_ROWS}`)
+  const o = await sweep(r, true)
+  if (o.deleted !== SWEEP_ROWS) throw new Error(`${storage} outcome sweep deleted ${o.deleted} of ${SWEEP_ROWS}`)
   return {
+    [`${storage}OutcomeSweepRowsPerSec`]: round(SWEEP_ROWS / (o.ms / 1000)),
+    [`${storage}PutP99DuringOutcomeSweepMs`]: round(percentile(o.putTimes, 99), 2),
     [`${storage}SweepMs`]: round(s.ms),
     [`${storage}SweepRowsPerSec`]: round(SWEEP_ROWS / (s.ms / 1000)),
     [`${storage}PutP99IdleMs`]: round(percentile(idle, 99), 2),
@@ -162,8 +170,13 @@ async function sweeps(out: Record<string, number | string>): Promise<void> {
         `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
          VALUES (?, ?, ?, ?, 'Document', 'Created', 'acked', 1, NULL, 1, 1, NULL)`,
       )
+      const outcome = db.prepare(
+        `INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at)
+         VALUES (?, ?, ?, 'annotate', 1, 'u', '{}', '{}', NULL, '2000-01-01T00:00:00.000Z')`,
+      )
       db.transaction(() => {
         for (let i = 0; i < SWEEP_ROWS; i++) add.run(consumerId, `x${i}`, -i, `${lite.prefix}/gone${i}`)
+        for (let i = 0; i < SWEEP_ROWS; i++) outcome.run(`k${i}`, consumerId, `x${i}`)
       })()
       db.close()
     })
@@ -181,6 +194,11 @@ async function sweeps(out: Record<string, number | string>): Promise<void> {
         `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
          SELECT $1, 'x' || i, -i, $2 || i, 'Document', 'Created', 'acked', 1, NULL, 1, 1, NULL FROM generate_series(0, $3::int - 1) i`,
         [consumerId, `${rigPg.prefix}/gone`, SWEEP_ROWS],
+      )
+      await client.query(
+        `INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at)
+         SELECT 'k' || i, $1, 'x' || i, 'annotate', 1, 'u', '{}', '{}', NULL, '2000-01-01T00:00:00.000Z' FROM generate_series(0, $2::int - 1) i`,
+        [consumerId, SWEEP_ROWS],
       )
       await client.end()
     })
