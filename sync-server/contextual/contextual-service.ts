@@ -935,7 +935,7 @@ export class ContextualService {
     const holder: CommitAttachment = { attachment: attachment(committed), admit }
     try {
       log.info({ op: 'contextual.command', requestId: childRequestId, rootRequestId: claims.root, command: reaction.spec.Command, target, user }, 'contextual nested command')
-      const value = await runCommand(nodes.attaching(holder), principal, reaction, target, p.data, `ctx-${key.slice(0, 40)}`, this.threadClock)
+      const value = await runCommand(nodes, holder, principal, reaction, target, p.data, `ctx-${key.slice(0, 40)}`, this.threadClock)
       const carried = holder.attachment === null
       if (!carried) {
         await this.recordAlone(attachment(committed), admit)
@@ -945,14 +945,6 @@ export class ContextualService {
       // carried it (a thread post commits more than once, and its command reports none).
       return done({ ...committed, version: holder.version ?? value.version })
     } catch (err) {
-      // [CTX50] The outcome committed with the command's first commit (a thread post commits the
-      // message, then enqueues it in its thread): that outcome is the reaction's answer, as a repeat
-      // would resolve it; what failed after it (the enqueue, which the thread engine also does from
-      // the message's change) is logged, not the caller's error.
-      if (holder.version !== undefined) {
-        log.warn({ op: 'contextual.command', requestId: childRequestId, key, err: isWeftError(err) ? err.code : String(err) }, 'contextual command failed after its outcome committed')
-        return done({ ...committed, version: holder.version })
-      }
       if (!isWeftError(err)) throw err
       if (err.code === 'stale_lease' || err.code === 'forbidden' || err.code === 'forbidden_field' || err.code === 'reaction_denied') throw deny()
       // [CTX22] A declared business rejection is an outcome, persisted like a commit.

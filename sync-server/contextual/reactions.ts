@@ -1,6 +1,6 @@
 import { WeftError, type JsonObject, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
-import { ownerOf, type NodeApi } from '../nodes/index.js'
+import { ownerOf, type CommitAttachment, type NodeApi } from '../nodes/index.js'
 import { postMessage, type Clock } from '../engines/threads/index.js'
 import type { CompiledReaction } from './definition.js'
 
@@ -38,8 +38,12 @@ export interface CommandResult {
 /**
  * [CTX21] Runs the reaction's one command as `principal` through the ordinary node service (every
  * access, field and write rule applies). `messageId` is the derived id a thread post uses.
+ * [CTX26] [CTX50] `holder`'s outcome rides the command's last commit: a command that commits more
+ * than once (a thread post: the message, then its enqueue; a delete: the children, then the node)
+ * and fails half-way has recorded nothing, and its retry completes it (each step is idempotent).
  */
-export async function runCommand(nodes: NodeApi, principal: Principal, reaction: CompiledReaction, target: NodePath, params: JsonObject, messageId: string, clock: Clock): Promise<CommandResult> {
+export async function runCommand(plain: NodeApi, holder: CommitAttachment, principal: Principal, reaction: CompiledReaction, target: NodePath, params: JsonObject, messageId: string, clock: Clock): Promise<CommandResult> {
+  const nodes = plain.attaching(holder)
   switch (reaction.spec.Command) {
     case 'create': {
       const node = await nodes.create(principal, target, { nodeType: reaction.spec.NodeType!, content: params }, 'engine')
@@ -59,7 +63,7 @@ export async function runCommand(nodes: NodeApi, principal: Principal, reaction:
       return { path: node.path, version: node.version }
     }
     case 'post_thread_message': {
-      const out = await postMessage(nodes, principal, target, { id: messageId, text: params.Text }, clock)
+      const out = await postMessage(plain, principal, target, { id: messageId, text: params.Text }, clock, { enqueueVia: nodes, ...(holder.admit ? { admit: holder.admit } : {}) })
       return { path: out.path, version: null }
     }
     default:

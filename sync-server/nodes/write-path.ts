@@ -710,6 +710,10 @@ export class WritePath {
       throw new WeftError('forbidden', `${principalName(principal)} may not delete ${ln.path}.`)
     }
     this.checkInvariants(before, null, cascading)
+    // [CTX50] A reaction's delete: admitted before any child goes, and its outcome carried by the
+    // node's own delete, the last commit (a failure half-way leaves the reaction unrecorded, and
+    // its retry finds the children gone); the children are deleted without it.
+    if (!cascading) this.admit(attach)
     // Marked before the first await: no child can be created under the subtree meanwhile.
     const marked = !this.deleting.has(ln.path)
     if (marked) this.deleting.add(ln.path)
@@ -731,7 +735,7 @@ export class WritePath {
         children.sort((a, b) => b.length - a.length)
         for (const child of children) {
           const cl = await this.cache.acquire(child)
-          await this.deleteIn(cl, principal, origin, true, attach)
+          await this.deleteIn(cl, principal, origin, true)
         }
       }
       // [TOMB1] What the node leaves at its path: every struct a client may hold of it, from the

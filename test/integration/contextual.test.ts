@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import type { JsonObject } from '../../shared/index.js'
+import { WeftError, type JsonObject } from '../../shared/index.js'
 import { api, createSpace, errorCode, expectStatus, grantRole, signup, startTestServer, stockProvider, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
 import { ctx, definition, pull, putSubscription } from './contextual-helpers.js'
 import { createCode, run, terminal, waitForStatus } from './activities-helpers.js'
@@ -198,7 +198,7 @@ describe('contextual agent subscriptions (issue 19)', () => {
     expectStatus(await c.ack(consumerId, item), 200)
   })
 
-  it('[CTX50] a thread post whose enqueue fails after the message committed with the outcome answers that outcome, and the message is still answered', async () => {
+  it('[CTX50] a thread post that fails half-way (its enqueue) records nothing; its retry completes it, one message, answered once', async () => {
     const thread = `${space}/thread50`
     expectStatus(await api(ts.url, owner.token).putNode(thread, 'Thread', { Agent: { Kind: 'builtin' } }), 201)
     const sub = `${space}/s50`
@@ -214,31 +214,32 @@ describe('contextual agent subscriptions (issue 19)', () => {
     await api(ts.url, owner.token).putNode(`${space}/in50/d`, 'Document', {})
     const got = expectStatus(await c.next(sub, 'w1', { ...params, waitSeconds: 10 }), 200).body
     const { consumerId, item } = got as { consumerId: string; item: NonNullable<typeof got.item> }
-    // The second commit of the post (the enqueue on the thread, by system, through the reaction's
-    // attaching view) fails, as a storage failure would, after the message and the reaction's
-    // outcome committed together; the thread engine's own enqueue (no attachment) is left alone.
-    const writes = (ts.server.nodes as unknown as { writes: { update: (...a: unknown[]) => Promise<unknown> } }).writes
-    const update = writes.update.bind(writes)
+    // The post's second commit (the enqueue on the thread, by system) fails once, as a storage
+    // failure would, after the message cell committed.
+    const storage = ts.server.storage
+    const commit = storage.commit.bind(storage)
     let failed = 0
-    const spy = vi.spyOn(writes, 'update').mockImplementation(async (...a: unknown[]) => {
-      if (a[1] === thread && a[4] !== undefined) {
+    const spy = vi.spyOn(storage, 'commit').mockImplementation(async (c) => {
+      if (c.path === thread && failed === 0) {
         failed++
-        throw new Error('storage unavailable (injected)')
+        throw new WeftError('unavailable', 'storage unavailable (injected)')
       }
-      return update(...a)
+      return commit(c)
     })
     try {
-      const told = expectStatus(await c.react(item, 'tell', { Text: 'despite the failure' }, { ack: true }), 200).body
+      const first = await c.react(item, 'tell', { Text: 'despite the failure' }, { ack: true })
       expect(failed).toBe(1)
-      expect(told.outcome).toMatchObject({ status: 'committed', path: thread, reaction: 'tell' })
-      expect(told.outcome.version).toEqual(expect.any(Number))
-      expect(told.acked).toBe(true)
-      // A repeat resolves the same outcome.
-      expect(expectStatus(await c.react(item, 'tell', { Text: 'again' }), 200).body).toEqual({ outcome: told.outcome, repeated: true })
+      expect([first.status, errorCode(first)]).toEqual([503, 'unavailable'])
     } finally {
       spy.mockRestore()
     }
-    // The thread engine ingests the message from its change and answers it.
+    // Nothing recorded, nothing settled: the lease still holds the item.
+    expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ leased: 1, acked: 0 })
+    // The retry (the same token) finds the message there and enqueues it, carrying the outcome.
+    const told = expectStatus(await c.react(item, 'tell', { Text: 'despite the failure' }, { ack: true }), 200).body
+    expect(told).toMatchObject({ repeated: false, acked: true, outcome: { status: 'committed', path: thread, reaction: 'tell' } })
+    expect(told.outcome.version).toEqual(expect.any(Number))
+    expect(expectStatus(await c.react(item, 'tell', { Text: 'again' }), 200).body).toEqual({ outcome: told.outcome, repeated: true })
     const t = await waitFor(async () => {
       const n = (await api(ts.url, owner.token).getNode(thread)).body
       return n.content.Status === 'Idle' && n.content.Disposition === 'Completed' ? n : null
@@ -246,8 +247,41 @@ describe('contextual agent subscriptions (issue 19)', () => {
     const messages = t.content.Messages as string[]
     expect(messages).toHaveLength(2)
     expect((await api(ts.url, owner.token).getNode(messages[0]!)).body.content).toMatchObject({ Role: 'user', Author: owner.userId, Text: 'despite the failure' })
-    // Settled with the outcome: nothing is leased.
-    expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ leased: 0 })
+    expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ leased: 0, acked: 1 })
+  })
+
+  it('[CTX50] a delete whose node\'s own commit fails after its children went records nothing; its retry deletes the node and answers', async () => {
+    const { sub, prefix, c, consumerId } = await setup('51', owner.token, { Reactions: { remove: { Command: 'delete', Target: '{event.path}' } } })
+    expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/d`, 'Document', {}), 201)
+    const item = expectStatus(await c.next(sub, 'w1', { waitSeconds: 10 }), 200).body.item!
+    expect(item.event.path).toBe(`${prefix}/d`)
+    // Made after the event was pulled: the delete cascades to them.
+    for (const k of ['k1', 'k2']) expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/d/${k}`, 'Document', {}), 201)
+    const storage = ts.server.storage
+    const commit = storage.commit.bind(storage)
+    let failed = 0
+    const spy = vi.spyOn(storage, 'commit').mockImplementation(async (x) => {
+      if (x.path === `${prefix}/d` && x.kind === 'Deleted' && failed === 0) {
+        failed++
+        throw new WeftError('unavailable', 'storage unavailable (injected)')
+      }
+      return commit(x)
+    })
+    try {
+      const first = await c.react(item, 'remove')
+      expect(failed).toBe(1)
+      expect(first.status).toBeGreaterThanOrEqual(500)
+    } finally {
+      spy.mockRestore()
+    }
+    // The children went, the node stands, no outcome: a retry is not a repeat.
+    expect((await api(ts.url, owner.token).getNode(`${prefix}/d/k1`)).status).toBe(404)
+    expect((await api(ts.url, owner.token).getNode(`${prefix}/d`)).status).toBe(200)
+    const removed = expectStatus(await c.react(item, 'remove'), 200).body
+    expect(removed).toMatchObject({ repeated: false, outcome: { status: 'committed', path: `${prefix}/d`, reaction: 'remove' } })
+    expect((await api(ts.url, owner.token).getNode(`${prefix}/d`)).status).toBe(404)
+    expect(expectStatus(await c.react(item, 'remove'), 200).body).toEqual({ outcome: removed.outcome, repeated: true })
+    expectStatus(await c.ack(consumerId, item), 200)
   })
 
   it('[CTX11] with no MaxAttempts, the tenth failure dead-letters', async () => {

@@ -42,10 +42,11 @@ export async function enqueue(nodes: NodeApi, thread: NodePath, id: string): Pro
  * Creates the cell (as system) unless it is there, then enqueues it. A cell already there with
  * another author is a different message under the same id: `conflict`, nothing changes.
  */
-export async function postCell(nodes: NodeApi, thread: NodePath, id: string, cell: JsonObject): Promise<NodePath> {
+export async function postCell(nodes: NodeApi, thread: NodePath, id: string, cell: JsonObject, via: PostVia = {}): Promise<NodePath> {
   const path = cellPath(thread, id)
   let clash: MeshNode | null = null
   await nodes.update(SYSTEM, path, (cur) => {
+    via.admit?.()
     if (cur) {
       if (cur.nodeType !== 'ThreadMessage' || cur.content.Author !== cell.Author || cur.content.Role !== cell.Role) clash = cur
       return undefined
@@ -53,12 +54,23 @@ export async function postCell(nodes: NodeApi, thread: NodePath, id: string, cel
     return { nodeType: 'ThreadMessage', name: id, content: cell }
   }, 'engine')
   if (clash) throw new WeftError('conflict', `${path} is another message already; post with a new id.`)
-  if (!(await enqueue(nodes, thread, id))) throw new WeftError('not_found', `No thread at ${thread}.`)
+  if (!(await enqueue(via.enqueueVia ?? nodes, thread, id))) throw new WeftError('not_found', `No thread at ${thread}.`)
   return path
 }
 
+/**
+ * [CTX50] How a contextual reaction posts: `admit` is its authority check, run in the cell's write
+ * (synchronously with it); `enqueueVia` carries the reaction's outcome on the post's last commit,
+ * the enqueue: a post that fails half-way records no outcome, and its retry (the same derived id)
+ * finds the cell there and enqueues it.
+ */
+export interface PostVia {
+  admit?: () => void
+  enqueueVia?: NodeApi
+}
+
 /** [THR2] `POST /api/nodes/{threadPath}/messages { id?, text }` for `caller`. */
-export async function postMessage(nodes: NodeApi, caller: Principal, thread: NodePath, raw: unknown, clock: Clock): Promise<{ path: NodePath }> {
+export async function postMessage(nodes: NodeApi, caller: Principal, thread: NodePath, raw: unknown, clock: Clock, via: PostVia = {}): Promise<{ path: NodePath }> {
   if (caller.kind !== 'user') throw new WeftError('unauthorized', 'Sign in first.')
   const parsed = PostBody.safeParse(raw)
   if (!parsed.success) throw new WeftError('invalid_request', 'The body is { id?: string, text: string }.')
@@ -70,7 +82,7 @@ export async function postMessage(nodes: NodeApi, caller: Principal, thread: Nod
   if (!node) throw new WeftError('not_found', `No thread at ${thread}.`)
   if (node.nodeType !== 'Thread') throw new WeftError('invalid_request', `${thread} is a ${node.nodeType}, not a Thread.`)
   request(nodes, caller, 'Thread', thread)
-  return { path: await postCell(nodes, thread, id, userCell(caller.userId, text, clock.now())) }
+  return { path: await postCell(nodes, thread, id, userCell(caller.userId, text, clock.now()), via) }
 }
 
 /**

@@ -229,11 +229,9 @@ export class ThreadEngine {
   private watchKeys(c: LiveChange): readonly string[] {
     if (this.stopping || !c.node) return []
     if (c.nodeType === 'Thread') return this.mayNeedWork(c.path, c.node.content) ? [c.path] : []
-    // [THR1] A person's own cell made on their device (offline composing), ingested by its id. One
-    // a post made (as system) is enqueued by the post too; kicked here as well, so a post whose
-    // enqueue failed after the cell committed ([CTX50]: a reaction's outcome commits with the cell)
-    // is still ingested. The ingest is idempotent.
-    if (c.nodeType === 'ThreadMessage' && c.kind === 'Created' && c.node.content.Role === 'user') return [c.path]
+    // [THR1] A person's own cell made on their device (offline composing), ingested by its id. A
+    // replayed change (version 0) has lost its author: the ingest is idempotent, so kick it too.
+    if (c.nodeType === 'ThreadMessage' && c.kind === 'Created' && (c.by !== 'system' || c.version === 0) && c.node.content.Role === 'user') return [c.path]
     return []
   }
 
