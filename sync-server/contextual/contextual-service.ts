@@ -892,7 +892,13 @@ export class ContextualService {
     // again by `admit` in the one synchronous stretch in which the command's first write is
     // authorized and committed; that commit's transaction checks the row is still stored. Every
     // principal takes this path: no role is trusted on lease truth alone.
+    /** The command's attachment holder, once made (below). */
+    const progress: { holder: CommitAttachment | null } = { holder: null }
     const admit = (): void => {
+      // [CTX50] Checked at each commit of the command until its first is durable: the reaction is
+      // authorized atomically with its first write, and its later commits (a thread post's enqueue,
+      // the rest of a subtree's delete) complete that command, each still fenced by the lease.
+      if (progress.holder?.landed) return
       if (access.capabilityRevision(user) !== claims.rev || !access.permissions(principal, source).has('Read')) throw deny()
       // A delete of the source applied here but not durable yet (storage checks the durable row).
       if (lease.kind !== 'Deleted' && nodes.applied?.(source) === false) throw deny()
@@ -933,6 +939,7 @@ export class ContextualService {
     log.info({ op: 'contextual.react', requestId: claims.root, key, reaction: reaction.name, event: claims.event, user }, 'contextual reaction')
     const committed: ReactionOutcome = { status: 'committed', ...base, version: null }
     const holder: CommitAttachment = { attachment: attachment(committed), admit }
+    progress.holder = holder
     try {
       log.info({ op: 'contextual.command', requestId: childRequestId, rootRequestId: claims.root, command: reaction.spec.Command, target, user }, 'contextual nested command')
       const value = await runCommand(nodes, holder, principal, reaction, target, p.data, `ctx-${key.slice(0, 40)}`, this.threadClock)
@@ -947,8 +954,10 @@ export class ContextualService {
     } catch (err) {
       if (!isWeftError(err)) throw err
       if (err.code === 'stale_lease' || err.code === 'forbidden' || err.code === 'forbidden_field' || err.code === 'reaction_denied') throw deny()
-      // [CTX22] A declared business rejection is an outcome, persisted like a commit.
-      if ((reaction.spec.Rejections ?? []).includes(err.code)) {
+      // [CTX22] A declared business rejection is an outcome, persisted like a commit: only while
+      // the command has committed nothing ([CTX50]: after a step landed, the error is the caller's
+      // and a retry completes the command; a rejection would close it half-done).
+      if ((reaction.spec.Rejections ?? []).includes(err.code) && !holder.landed) {
         const rejected: ReactionOutcome = { status: 'rejected', ...base, version: null, code: err.code, message: err.message }
         await this.recordAlone(attachment(rejected), admit)
         return done(rejected)

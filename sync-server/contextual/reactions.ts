@@ -1,6 +1,6 @@
 import { WeftError, type JsonObject, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
-import { ownerOf, type CommitAttachment, type NodeApi } from '../nodes/index.js'
+import { ownerOf, stepOf, type CommitAttachment, type NodeApi } from '../nodes/index.js'
 import { postMessage, type Clock } from '../engines/threads/index.js'
 import type { CompiledReaction } from './definition.js'
 
@@ -63,7 +63,7 @@ export async function runCommand(plain: NodeApi, holder: CommitAttachment, princ
       return { path: node.path, version: node.version }
     }
     case 'post_thread_message': {
-      const out = await postMessage(plain, principal, target, { id: messageId, text: params.Text }, clock, { enqueueVia: nodes, ...(holder.admit ? { admit: holder.admit } : {}) })
+      const out = await postMessage(plain, principal, target, { id: messageId, text: params.Text }, clock, { cellVia: plain.attaching(stepOf(holder)), enqueueVia: nodes })
       return { path: out.path, version: null }
     }
     default:

@@ -71,7 +71,8 @@ export class CommitFeed {
     const holder = c.attach
     const contextual = holder?.attachment ?? undefined
     const carrier = contextual ? holder : undefined
-    if (holder) holder.attachment = null
+    // [CTX50] A step's fence stays for the command's next commits; an outcome is carried once.
+    if (holder && !contextual?.fenceOnly) holder.attachment = null
     const started = this.onCommitted ? performance.now() : 0
     // [SCALE12] The update goes to the other instances now, as it went to this room's clients:
     // its commit is under way, and its change message confirms it once durable.
@@ -108,7 +109,11 @@ export class CommitFeed {
     const done = committed.then(
       (record) => {
         if (this.onCommitted) this.onCommitted((performance.now() - started) / 1000)
-        if (carrier) carrier.version = record.version
+        if (carrier) {
+          carrier.landed = true
+          carrier.onLanded?.()
+          if (!contextual?.fenceOnly) carrier.version = record.version
+        }
         this.cache.settledWrite(ln.path)
         this.cache.commitLanded(ln, true)
         const versioned = after ? { ...after, version: record.version } : null

@@ -65,6 +65,10 @@ export interface CommitAttachment {
   admit?: () => void
   /** Set when the commit that carried the attachment is durable: its version (the outcome row's). */
   version?: number
+  /** [CTX50] Set once any commit that carried this holder (a fenced step, or the outcome) is durable. */
+  landed?: boolean
+  /** [CTX50] Told when `landed` is set (a step's holder tells the command's). */
+  onLanded?: () => void
 }
 
 /**

@@ -46,6 +46,7 @@ import { ACCESS_SEGMENT, type AccessService } from '../access/index.js'
 import { admitUpdate, type ClientBinding } from '../admission/index.js'
 import type { ChangeToCommit, CommitFeed } from './commit-feed.js'
 import { writeFence } from './fence.js'
+import { stepOf } from './commit-step.js'
 import type { ContentFlush } from './content-flush.js'
 import { DocCorrupted, type LoadedNode, type RoomConnection } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
@@ -710,10 +711,10 @@ export class WritePath {
       throw new WeftError('forbidden', `${principalName(principal)} may not delete ${ln.path}.`)
     }
     this.checkInvariants(before, null, cascading)
-    // [CTX50] A reaction's delete: admitted before any child goes, and its outcome carried by the
-    // node's own delete, the last commit (a failure half-way leaves the reaction unrecorded, and
-    // its retry finds the children gone); the children are deleted without it.
-    if (!cascading) this.admit(attach)
+    // [CTX50] A reaction's delete: its outcome carried by the node's own delete, the last commit
+    // (a failure half-way leaves the reaction unrecorded, and its retry finds the children gone);
+    // each child's delete is admitted and fenced as a step (checked, nothing recorded).
+    const step = attach?.attachment ? stepOf(attach) : undefined
     // Marked before the first await: no child can be created under the subtree meanwhile.
     const marked = !this.deleting.has(ln.path)
     if (marked) this.deleting.add(ln.path)
@@ -735,7 +736,7 @@ export class WritePath {
         children.sort((a, b) => b.length - a.length)
         for (const child of children) {
           const cl = await this.cache.acquire(child)
-          await this.deleteIn(cl, principal, origin, true)
+          await this.deleteIn(cl, principal, origin, true, step)
         }
       }
       // [TOMB1] What the node leaves at its path: every struct a client may hold of it, from the

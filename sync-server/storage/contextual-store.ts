@@ -197,6 +197,13 @@ export interface ContextualAttachment {
    * was the item's last word, so a crash can no longer fall between the two.
    */
   settle?: boolean
+  /**
+   * [CTX50] A step of the reaction's command before its last commit: checked exactly as an outcome
+   * (the lease held, the source row stored, no outcome yet) but nothing is inserted or settled. A
+   * command that commits more than once (a thread post, a delete of a subtree) fences each of its
+   * commits so and carries the outcome on its last: a denial at any step commits nothing more.
+   */
+  fenceOnly?: boolean
 }
 
 /** [CTX6] A pull's lease, as `owner`: a consumer that is missing or not theirs answers `gone`. */
@@ -530,6 +537,19 @@ export function* checkAttachment(a: ContextualAttachment): Op<string | null> {
   return done ? REFUSED.done : null
 }
 
+/** [CTX50] PostgreSQL: `checkAttachment` as one statement, the lease row locked FOR UPDATE (a step's fence, no outcome). */
+function* fencePg(a: ContextualAttachment): Op<string | null> {
+  const r = (yield* all(
+    `WITH held AS (SELECT 1 AS ok FROM contextual_events WHERE ${FENCED} FOR UPDATE),
+          src AS (SELECT 1 AS ok FROM nodes WHERE ${SOURCE_STORED})
+     SELECT EXISTS (SELECT 1 FROM held) AS held, EXISTS (SELECT 1 FROM src) AS src, EXISTS (SELECT 1 FROM contextual_outcomes WHERE key = ?) AS done`,
+    ...fenceArgs(a.fence), ...(a.source ? sourceArgs(a.source) : [null, null, null]), a.outcome.key,
+  ))[0]!
+  if (!r.held) return REFUSED.lease
+  if (a.source !== undefined && !r.src) return REFUSED.source
+  return r.done ? REFUSED.done : null
+}
+
 /**
  * [CTX25] [CTX26] PostgreSQL: `checkAttachment` and `insertOutcome` as one statement (one round
  * trip inside the commit's transaction, which holds the version counter every commit waits on):
@@ -538,6 +558,7 @@ export function* checkAttachment(a: ContextualAttachment): Op<string | null> {
  * a version: a commit that carries it sets the commit's in its own transaction.
  */
 export function* attachOutcomePg(a: ContextualAttachment, settleHere = false): Op<string | null> {
+  if (a.fenceOnly) return yield* fencePg(a)
   // [CTX47] An outcome recorded alone (no commit carries it) settles its item in this statement;
   // a commit's batch settles its items with the outcomes' versions (postgres-adapter.ts).
   const settle = settleHere && a.settle === true

@@ -263,7 +263,7 @@ export class PostgresStorage implements StorageAdapter {
       if (!plan || !prepared) {
         // Its outcome, inserted with the verdict, goes with the commit that does not happen.
         const attached = inputs[i]?.contextual
-        if (attached && (await verdicts[i]) === null) dropped.push(attached.outcome.key)
+        if (attached && !attached.fenceOnly && (await verdicts[i]) === null) dropped.push(attached.outcome.key)
         out.push(refused[i] ?? { ok: false, error: new Error('Invariant: unplanned commit') })
         continue
       }
@@ -277,12 +277,12 @@ export class PostgresStorage implements StorageAdapter {
       // check after that settle finds (the verdicts all ran before any settle).
       const fenced = input.contextual ? `${input.contextual.fence.consumerId}\n${input.contextual.fence.eventId}` : null
       if (fenced !== null && settledHere.has(fenced)) {
-        dropped.push(input.contextual!.outcome.key)
+        if (!input.contextual!.fenceOnly) dropped.push(input.contextual!.outcome.key)
         out.push({ ok: false, error: new WeftError('stale_lease', 'The lease of this work item is no longer held.') })
         continue
       }
       version += 1
-      if (input.contextual) {
+      if (input.contextual && !input.contextual.fenceOnly) {
         const { outcome, fence, settle } = input.contextual
         outcomes.push({ key: outcome.key, version })
         if (settle) {

@@ -220,7 +220,7 @@ export class SqliteWriter {
             if (refusal) return { ok: false, error: new WeftError('stale_lease', refusal) }
           }
           const record = this.applyCommit(plan, item.contentJson, compactCandidates)
-          if (attached) runSync(insertOutcome(attached, record.version), this.exec)
+          if (attached && !attached.fenceOnly) runSync(insertOutcome(attached, record.version), this.exec)
           return { ok: true, value: record }
         })
       })

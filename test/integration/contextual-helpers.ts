@@ -1,6 +1,6 @@
 import type { JsonObject } from '../../shared/index.js'
 import { afterAll, beforeAll } from 'vitest'
-import { api, createSpace, expectStatus, signup, startTestServer, type ApiResponse, type TestServer, type TestUser } from '../helpers/index.js'
+import { api, createSpace, expectStatus, signup, startTestServer, waitFor, type ApiResponse, type TestServer, type TestUser } from '../helpers/index.js'
 
 /** A definition: Document events under `prefix`, a `reply` create reaction and an `annotate` patch. */
 export function definition(prefix: string, overrides: JsonObject = {}): JsonObject {
@@ -90,4 +90,24 @@ export function ownedServer(): OwnedServer {
   })
   afterAll(async () => env.ts.cleanup())
   return env
+}
+
+/** A subscription `{space}/s{n}` over `{space}/in{n}` (made, as `ownerToken`), its consumer made by a first pull of `token`'s caller. */
+export async function subscriptionWithConsumer(url: string, ownerToken: string, space: string, n: string, token = ownerToken, overrides: JsonObject = {}) {
+  const sub = `${space}/s${n}`
+  const prefix = `${space}/in${n}`
+  expectStatus(await putSubscription(url, ownerToken, sub, definition(prefix, overrides)), 201)
+  expectStatus(await api(url, ownerToken).putNode(prefix, 'Document', {}), 201)
+  const c = ctx(url, token)
+  const first = expectStatus(await c.next(sub), 200).body
+  return { sub, prefix, c, consumerId: first.consumerId, first }
+}
+
+/** The Messages of `thread` once its round is over and answered (Idle, Completed). */
+export async function answeredThread(url: string, token: string, thread: string): Promise<string[]> {
+  const t = await waitFor(async () => {
+    const n = (await api(url, token).getNode(thread)).body
+    return n.content.Status === 'Idle' && n.content.Disposition === 'Completed' ? n : null
+  })
+  return t.content.Messages as string[]
 }

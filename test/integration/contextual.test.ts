@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { WeftError, type JsonObject } from '../../shared/index.js'
+import type { JsonObject } from '../../shared/index.js'
 import { api, createSpace, errorCode, expectStatus, grantRole, signup, startTestServer, stockProvider, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
-import { ctx, definition, pull, putSubscription } from './contextual-helpers.js'
+import { ctx, definition, pull, putSubscription, answeredThread, subscriptionWithConsumer } from './contextual-helpers.js'
 import { createCode, run, terminal, waitForStatus } from './activities-helpers.js'
 
 describe('contextual agent subscriptions (issue 19)', () => {
@@ -16,15 +16,7 @@ describe('contextual agent subscriptions (issue 19)', () => {
   afterAll(async () => ts.cleanup())
 
   /** A subscription `s{n}` over `in{n}` (made), its consumer made by a first pull of `token`'s caller. */
-  async function setup(n: string, token = owner.token, overrides: JsonObject = {}) {
-    const sub = `${space}/s${n}`
-    const prefix = `${space}/in${n}`
-    expectStatus(await putSubscription(ts.url, owner.token, sub, definition(prefix, overrides)), 201)
-    expectStatus(await api(ts.url, owner.token).putNode(prefix, 'Document', {}), 201)
-    const c = ctx(ts.url, token)
-    const first = expectStatus(await c.next(sub), 200).body
-    return { sub, prefix, c, consumerId: first.consumerId, first }
-  }
+  const setup = (n: string, token = owner.token, overrides: JsonObject = {}) => subscriptionWithConsumer(ts.url, owner.token, space, n, token, overrides)
 
   it('[CTX1] [CTX4] a definition is compiled on write; its Hash is the content hash of the canonical definition', async () => {
     const a = expectStatus(await putSubscription(ts.url, owner.token, `${space}/subA`, definition(`${space}/inbox`)), 201).body as { content: { Hash: string } }
@@ -180,11 +172,7 @@ describe('contextual agent subscriptions (issue 19)', () => {
     const told = expectStatus(await c.react(item, 'tell', { Text: 'from an agent' }), 200).body
     expect(told.outcome).toMatchObject({ status: 'committed', path: thread, reaction: 'tell' })
     expect(expectStatus(await c.react(item, 'tell', { Text: 'again' }), 200).body).toEqual({ outcome: told.outcome, repeated: true })
-    const t = await waitFor(async () => {
-      const n = (await api(ts.url, owner.token).getNode(thread)).body
-      return n.content.Status === 'Idle' && n.content.Disposition === 'Completed' ? n : null
-    })
-    const messages = t.content.Messages as string[]
+    const messages = await answeredThread(ts.url, owner.token, thread)
     expect(messages).toHaveLength(2)
     const [cell, answer] = await Promise.all(messages.map(async (m) => (await api(ts.url, owner.token).getNode(m)).body))
     expect(cell!.content).toMatchObject({ Role: 'user', Author: owner.userId, Text: 'from an agent' })
@@ -194,92 +182,6 @@ describe('contextual agent subscriptions (issue 19)', () => {
     const removed = expectStatus(await c.react(item, 'remove'), 200).body
     expect(removed.outcome).toMatchObject({ status: 'committed', path: `${space}/in40/d`, reaction: 'remove' })
     expect((await api(ts.url, owner.token).getNode(`${space}/in40/d`)).status).toBe(404)
-    expect(expectStatus(await c.react(item, 'remove'), 200).body).toEqual({ outcome: removed.outcome, repeated: true })
-    expectStatus(await c.ack(consumerId, item), 200)
-  })
-
-  it('[CTX50] a thread post that fails half-way (its enqueue) records nothing; its retry completes it, one message, answered once', async () => {
-    const thread = `${space}/thread50`
-    expectStatus(await api(ts.url, owner.token).putNode(thread, 'Thread', { Agent: { Kind: 'builtin' } }), 201)
-    const sub = `${space}/s50`
-    const def = definition(`${space}/in50`, {
-      Parameters: { Thread: { Type: 'string', Required: true } },
-      Reactions: { tell: { Command: 'post_thread_message', Target: '{param.Thread}', Parameters: { Text: { Type: 'string', Required: true } } } },
-    })
-    expectStatus(await putSubscription(ts.url, owner.token, sub, def), 201)
-    expectStatus(await api(ts.url, owner.token).putNode(`${space}/in50`, 'Document', {}), 201)
-    const c = ctx(ts.url, owner.token)
-    const params = { params: { Thread: thread } }
-    expectStatus(await c.next(sub, 'w1', params), 200)
-    await api(ts.url, owner.token).putNode(`${space}/in50/d`, 'Document', {})
-    const got = expectStatus(await c.next(sub, 'w1', { ...params, waitSeconds: 10 }), 200).body
-    const { consumerId, item } = got as { consumerId: string; item: NonNullable<typeof got.item> }
-    // The post's second commit (the enqueue on the thread, by system) fails once, as a storage
-    // failure would, after the message cell committed.
-    const storage = ts.server.storage
-    const commit = storage.commit.bind(storage)
-    let failed = 0
-    const spy = vi.spyOn(storage, 'commit').mockImplementation(async (c) => {
-      if (c.path === thread && failed === 0) {
-        failed++
-        throw new WeftError('unavailable', 'storage unavailable (injected)')
-      }
-      return commit(c)
-    })
-    try {
-      const first = await c.react(item, 'tell', { Text: 'despite the failure' }, { ack: true })
-      expect(failed).toBe(1)
-      expect([first.status, errorCode(first)]).toEqual([503, 'unavailable'])
-    } finally {
-      spy.mockRestore()
-    }
-    // Nothing recorded, nothing settled: the lease still holds the item.
-    expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ leased: 1, acked: 0 })
-    // The retry (the same token) finds the message there and enqueues it, carrying the outcome.
-    const told = expectStatus(await c.react(item, 'tell', { Text: 'despite the failure' }, { ack: true }), 200).body
-    expect(told).toMatchObject({ repeated: false, acked: true, outcome: { status: 'committed', path: thread, reaction: 'tell' } })
-    expect(told.outcome.version).toEqual(expect.any(Number))
-    expect(expectStatus(await c.react(item, 'tell', { Text: 'again' }), 200).body).toEqual({ outcome: told.outcome, repeated: true })
-    const t = await waitFor(async () => {
-      const n = (await api(ts.url, owner.token).getNode(thread)).body
-      return n.content.Status === 'Idle' && n.content.Disposition === 'Completed' ? n : null
-    })
-    const messages = t.content.Messages as string[]
-    expect(messages).toHaveLength(2)
-    expect((await api(ts.url, owner.token).getNode(messages[0]!)).body.content).toMatchObject({ Role: 'user', Author: owner.userId, Text: 'despite the failure' })
-    expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ leased: 0, acked: 1 })
-  })
-
-  it('[CTX50] a delete whose node\'s own commit fails after its children went records nothing; its retry deletes the node and answers', async () => {
-    const { sub, prefix, c, consumerId } = await setup('51', owner.token, { Reactions: { remove: { Command: 'delete', Target: '{event.path}' } } })
-    expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/d`, 'Document', {}), 201)
-    const item = expectStatus(await c.next(sub, 'w1', { waitSeconds: 10 }), 200).body.item!
-    expect(item.event.path).toBe(`${prefix}/d`)
-    // Made after the event was pulled: the delete cascades to them.
-    for (const k of ['k1', 'k2']) expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/d/${k}`, 'Document', {}), 201)
-    const storage = ts.server.storage
-    const commit = storage.commit.bind(storage)
-    let failed = 0
-    const spy = vi.spyOn(storage, 'commit').mockImplementation(async (x) => {
-      if (x.path === `${prefix}/d` && x.kind === 'Deleted' && failed === 0) {
-        failed++
-        throw new WeftError('unavailable', 'storage unavailable (injected)')
-      }
-      return commit(x)
-    })
-    try {
-      const first = await c.react(item, 'remove')
-      expect(failed).toBe(1)
-      expect(first.status).toBeGreaterThanOrEqual(500)
-    } finally {
-      spy.mockRestore()
-    }
-    // The children went, the node stands, no outcome: a retry is not a repeat.
-    expect((await api(ts.url, owner.token).getNode(`${prefix}/d/k1`)).status).toBe(404)
-    expect((await api(ts.url, owner.token).getNode(`${prefix}/d`)).status).toBe(200)
-    const removed = expectStatus(await c.react(item, 'remove'), 200).body
-    expect(removed).toMatchObject({ repeated: false, outcome: { status: 'committed', path: `${prefix}/d`, reaction: 'remove' } })
-    expect((await api(ts.url, owner.token).getNode(`${prefix}/d`)).status).toBe(404)
     expect(expectStatus(await c.react(item, 'remove'), 200).body).toEqual({ outcome: removed.outcome, repeated: true })
     expectStatus(await c.ack(consumerId, item), 200)
   })

@@ -45,8 +45,7 @@ export async function enqueue(nodes: NodeApi, thread: NodePath, id: string): Pro
 export async function postCell(nodes: NodeApi, thread: NodePath, id: string, cell: JsonObject, via: PostVia = {}): Promise<NodePath> {
   const path = cellPath(thread, id)
   let clash: MeshNode | null = null
-  await nodes.update(SYSTEM, path, (cur) => {
-    via.admit?.()
+  await (via.cellVia ?? nodes).update(SYSTEM, path, (cur) => {
     if (cur) {
       if (cur.nodeType !== 'ThreadMessage' || cur.content.Author !== cell.Author || cur.content.Role !== cell.Role) clash = cur
       return undefined
@@ -59,13 +58,13 @@ export async function postCell(nodes: NodeApi, thread: NodePath, id: string, cel
 }
 
 /**
- * [CTX50] How a contextual reaction posts: `admit` is its authority check, run in the cell's write
- * (synchronously with it); `enqueueVia` carries the reaction's outcome on the post's last commit,
- * the enqueue: a post that fails half-way records no outcome, and its retry (the same derived id)
- * finds the cell there and enqueues it.
+ * [CTX50] How a contextual reaction posts: the cell's write through `cellVia` (the reaction's
+ * fenced step: admitted, the lease and source checked, nothing recorded), the enqueue through
+ * `enqueueVia`, which carries the outcome on the post's last commit. A post that fails half-way
+ * records no outcome, and its retry (the same derived id) finds the cell there and enqueues it.
  */
 export interface PostVia {
-  admit?: () => void
+  cellVia?: NodeApi
   enqueueVia?: NodeApi
 }
 
