@@ -251,10 +251,55 @@ describe('[THR1][THR2] crafted cells: a person\'s own cell is ingested by a vali
   })
 })
 
+describe('[THR3] a thread state merged from two instances\' copies (an enqueue on a copy that had not seen the claim)', () => {
+  /**
+   * Round state is rewritten whole per field (a JSON value in the doc): a post's enqueue on one
+   * instance and the owner's claim on another, each on a copy without the other's write, merge to
+   * one of them per field. The next round's input is therefore the posted ids not yet ingested
+   * (`UserMessageIds` minus `IngestedMessageIds`), never `PendingUserMessages` alone.
+   */
+  async function answered(m: SimMesh, name: string, ids: string[]): Promise<NodePath> {
+    const t = await spaceAndThread(m.nodes, name)
+    for (const id of ids) await postAs(m, alice, t, id, `hello ${id}`)
+    await runUntil(m, t, (n) => resting(n) && (n.content.IngestedMessageIds as string[] | undefined)?.length === ids.length && n.content.Disposition === 'Completed')
+    return t
+  }
+
+  it('the enqueue\'s stale list won: an ingested message pending again is cleared, not answered twice', { timeout: 60_000 }, async () => {
+    mesh = await SimMesh.open({ seed: 3, engines: [threadsOnSim()] })
+    const m = mesh
+    const t = await answered(m, 'merged-pending', ['x1'])
+    let claims = 0
+    const tap = m.committed$.subscribe((c) => {
+      if (c.path === t && c.node?.content.Status === 'StartingExecution') claims++
+    })
+    // What the merge leaves: x1 ingested and answered, and pending again (the enqueue's array won).
+    await m.nodes.patch(SYSTEM, t, { PendingUserMessages: [`${t}/x1`], HasPending: true })
+    const done = await runUntil(m, t, (n) => resting(n) && n.content.HasPending === false)
+    tap.unsubscribe()
+    expect(claims).toBe(0)
+    expect(done.content.Messages).toEqual([`${t}/x1`, `${t}/_r.x1`])
+    await expectThreadInvariants(m.nodes, done, 'merged pending')
+  })
+
+  it('the claim\'s list won: a posted message missing from the pending list is still answered, once', { timeout: 60_000 }, async () => {
+    mesh = await SimMesh.open({ seed: 4, engines: [threadsOnSim()] })
+    const m = mesh
+    const t = await answered(m, 'merged-lost', ['x1'])
+    // x2 was posted (its cell and its id are there) but the claim's empty pending list won.
+    await m.nodes.put(SYSTEM, `${t}/x2` as NodePath, { nodeType: 'ThreadMessage', name: 'x2', content: { Role: 'user', Author: 'alice', Text: 'hello x2', CreatedAt: new Date(0).toISOString() } })
+    await m.nodes.patch(SYSTEM, t, { UserMessageIds: ['x1', 'x2'], PendingUserMessages: [], HasPending: false })
+    const done = await runUntil(m, t, (n) => resting(n) && (n.content.IngestedMessageIds as string[]).includes('x2') && n.content.Disposition === 'Completed')
+    expect(done.content.Messages).toEqual([`${t}/x1`, `${t}/_r.x1`, `${t}/x2`, `${t}/_r.x2`])
+    expect((await m.nodes.get(SYSTEM, `${t}/_r.x2` as NodePath))?.content.Text).toBe('You said: hello x2')
+    await expectThreadInvariants(m.nodes, done, 'merged lost')
+  })
+})
+
 describe('[THR7] recovery of a round a dead process left behind', () => {
   /** A thread at S/{name}, resting, with a user cell `id` (made by system: no kick) saying `text`. */
   async function threadWithCell(m: SimMesh, name: string, id: string, text: string): Promise<NodePath> {
-    const t = await spaceAndThread(m.nodes, name, { Status: 'Idle', Messages: [], UserMessageIds: [id], IngestedMessageIds: [], PendingUserMessages: [] })
+    const t = await spaceAndThread(m.nodes, name, { Status: 'Idle', Messages: [], UserMessageIds: [], IngestedMessageIds: [], PendingUserMessages: [] })
     await m.nodes.put(SYSTEM, `${t}/${id}` as NodePath, { nodeType: 'ThreadMessage', name: id, content: { Role: 'user', Author: 'alice', Text: text, CreatedAt: new Date(0).toISOString() } })
     return t
   }

@@ -32,10 +32,33 @@ export function statusOf(node: MeshNode): string {
   return typeof node.content.Status === 'string' ? node.content.Status : 'Idle'
 }
 
-/** A round may be dispatched: resting as Idle or Cancelled (or never run) with input waiting. */
+/**
+ * [THR3] The input the next round takes: every posted id (`UserMessageIds`, in posting order, then
+ * any pending cell not listed there) not yet in `IngestedMessageIds`, as cell paths. Derived from
+ * the ids, not from `PendingUserMessages` alone: with several instances an enqueue (any instance)
+ * and a claim (the owner) may each rewrite that array on a copy that has not seen the other's
+ * write, and the merge keeps one of them whole: a drained cell comes back, or a posted one goes.
+ * `IngestedMessageIds` is written by the owner only, and each id is ingested once.
+ */
+export function roundInputs(thread: NodePath, c: JsonObject): NodePath[] {
+  const ingested = new Set(strings(c.IngestedMessageIds))
+  const out = new Map<string, NodePath>()
+  for (const p of strings(c.PendingUserMessages)) {
+    const id = idOf(p)
+    if (!ingested.has(id) && !out.has(id)) out.set(id, p as NodePath)
+  }
+  const ordered = new Map<string, NodePath>()
+  for (const id of strings(c.UserMessageIds)) {
+    if (!ingested.has(id) && !ordered.has(id)) ordered.set(id, out.get(id) ?? cellPath(thread, id))
+  }
+  for (const [id, p] of out) if (!ordered.has(id)) ordered.set(id, p)
+  return [...ordered.values()]
+}
+
+/** A round may be dispatched: resting as Idle or Cancelled (or never run) with input waiting (or a stale pending list to clear). */
 export function needsDispatch(node: MeshNode): boolean {
   const s = statusOf(node)
-  return (s === 'Idle' || s === 'Cancelled') && strings(node.content.PendingUserMessages).length > 0
+  return (s === 'Idle' || s === 'Cancelled') && (strings(node.content.PendingUserMessages).length > 0 || node.content.HasPending === true || roundInputs(node.path, node.content).length > 0)
 }
 
 export interface RoundState {
