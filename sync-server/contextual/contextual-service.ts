@@ -894,14 +894,16 @@ export class ContextualService {
     // principal takes this path: no role is trusted on lease truth alone.
     /** The command's attachment holder, once made (below). */
     const progress: { holder: CommitAttachment | null } = { holder: null }
+    /** [CTX50] Set once the command itself deleted the source row (a delete of a subtree holding it). */
+    const sourceGone = { value: false }
     const admit = (): void => {
-      // [CTX50] Checked at each commit of the command until its first is durable: the reaction is
-      // authorized atomically with its first write, and its later commits (a thread post's enqueue,
-      // the rest of a subtree's delete) complete that command, each still fenced by the lease.
-      if (progress.holder?.landed) return
-      if (access.capabilityRevision(user) !== claims.rev || !access.permissions(principal, source).has('Read')) throw deny()
-      // A delete of the source applied here but not durable yet (storage checks the durable row).
-      if (lease.kind !== 'Deleted' && nodes.applied?.(source) === false) throw deny()
+      // [CTX50] The caller's authority is checked at each commit of the command until its first is
+      // durable: the reaction is authorized atomically with its first write, and its later commits
+      // (a thread post's enqueue, the rest of a subtree's delete) complete that command.
+      if (!progress.holder?.landed && (access.capabilityRevision(user) !== claims.rev || (!sourceGone.value && !access.permissions(principal, source).has('Read')))) throw deny()
+      // At every commit: a delete of the source applied here but not durable yet (storage checks the
+      // durable row; on PostgreSQL a batch's verdicts do not see its own earlier writes).
+      if (lease.kind !== 'Deleted' && !sourceGone.value && nodes.applied?.(source) === false) throw deny()
     }
     admit()
     if (lease.kind !== 'Deleted' && !(await nodes.get(principal, source).catch(() => null))) throw deny()
@@ -927,7 +929,7 @@ export class ContextualService {
     const attachment = (outcome: ReactionOutcome): ContextualAttachment => ({
       fence: { consumerId: claims.consumer, eventId: claims.event, token: lease.token!, attempt: claims.attempt, now },
       outcome: { key, consumerId: claims.consumer, eventId: claims.event, reaction: reaction.name, attempt: claims.attempt, principal: user, outcome: JSON.stringify(outcome), causation: JSON.stringify(causation), at },
-      ...(lease.kind !== 'Deleted' ? { source: { path: source, version: lease.version } } : {}),
+      ...(lease.kind !== 'Deleted' && !sourceGone.value ? { source: { path: source, version: lease.version }, sourceGone } : {}),
       ...(settle ? { settle: true } : {}),
     })
     // [CTX47] Settled with its outcome: a slot of the consumer is free.

@@ -69,7 +69,9 @@ export class CommitFeed {
     this.access.observe(before, after)
     ln.commitStarted(true)
     const holder = c.attach
-    const contextual = holder?.attachment ?? undefined
+    const taken = holder?.attachment ?? undefined
+    // [CTX50] Past the command's own delete of the source row, its later commits check the rest.
+    const contextual = taken?.source && taken.sourceGone?.value ? { ...taken, source: undefined } : taken
     const carrier = contextual ? holder : undefined
     // [CTX50] A step's fence stays for the command's next commits; an outcome is carried once.
     if (holder && !contextual?.fenceOnly) holder.attachment = null
@@ -110,6 +112,7 @@ export class CommitFeed {
       (record) => {
         if (this.onCommitted) this.onCommitted((performance.now() - started) / 1000)
         if (carrier) {
+          if (kind === 'Deleted' && contextual?.source?.path === ln.path && contextual.sourceGone) contextual.sourceGone.value = true
           carrier.landed = true
           carrier.onLanded?.()
           if (!contextual?.fenceOnly) carrier.version = record.version

@@ -204,6 +204,12 @@ export interface ContextualAttachment {
    * commits so and carries the outcome on its last: a denial at any step commits nothing more.
    */
   fenceOnly?: boolean
+  /**
+   * [CTX50] Shared by the attachments of one reaction's commits: set once a commit of the command
+   * deleted the event's source row (a delete of a subtree holding it), after which its later
+   * commits are not refused for the row being gone: the command itself removed it.
+   */
+  sourceGone?: { value: boolean }
 }
 
 /** [CTX6] A pull's lease, as `owner`: a consumer that is missing or not theirs answers `gone`. */

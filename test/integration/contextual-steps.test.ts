@@ -223,4 +223,72 @@ describe.each([['SQLite'], ['PostgreSQL']])('[CTX50] a reaction\'s command in st
     expect(expectStatus(await c.react(item, 'remove'), 200).body).toEqual({ outcome: removed.outcome, repeated: true })
     expectStatus(await c.ack(consumerId, item), 200)
   })
+
+  it('[CTX50] a delete of a subtree holding the event\'s source: the source\'s own delete does not refuse the rest; committed, all gone', async () => {
+    const { sub, prefix, c } = await setup('61', owner.token, { Reactions: { dropParent: { Command: 'delete', Target: '{event.parent}' } } })
+    expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/p`, 'Document', {}), 201)
+    const first = expectStatus(await c.next(sub, 'w1', { waitSeconds: 10 }), 200).body
+    expect(first.item!.event.path).toBe(`${prefix}/p`)
+    expectStatus(await c.ack(first.consumerId, first.item!), 200)
+    expectStatus(await api(ts.url, owner.token).putNode(`${prefix}/p/c`, 'Document', {}), 201)
+    const got = expectStatus(await c.next(sub, 'w1', { waitSeconds: 10 }), 200).body
+    const item = got.item!
+    expect(item.event.path).toBe(`${prefix}/p/c`)
+    const r = expectStatus(await c.react(item, 'dropParent', {}, { ack: true }), 200).body
+    expect(r).toMatchObject({ repeated: false, acked: true, outcome: { status: 'committed', path: `${prefix}/p` } })
+    expect((await api(ts.url, owner.token).getNode(`${prefix}/p`)).status).toBe(404)
+    expect((await api(ts.url, owner.token).getNode(`${prefix}/p/c`)).status).toBe(404)
+    expect(expectStatus(await c.react(item, 'dropParent'), 200).body).toEqual({ outcome: r.outcome, repeated: true })
+  })
+
+  it('[CTX50] a source delete applied here and durable in the same batch as the post\'s enqueue: denied, as every commit of the command is fenced', async () => {
+    const { thread, c, item } = await postSetup('62', owner)
+    const source = item.event.path
+    const st = ts.server.storage
+    const commit = st.commit.bind(st)
+    let release: (() => void) | null = null
+    let held!: () => void
+    const sourceHeld = new Promise<void>((r) => (held = r))
+    const order: string[] = []
+    let deleting: Promise<unknown> | null = null
+    const spy = vi.spyOn(st, 'commit').mockImplementation(async (x) => {
+      if (x.path.startsWith(`${thread}/ctx-`) && x.kind === 'Created') {
+        order.push('cell')
+        const out = commit(x)
+        deleting = ts.server.nodes.delete(SYSTEM, source as NodePath, 'http').then(() => order.push('source deleted durable'), (e) => order.push(`source delete failed ${e}`))
+        await sourceHeld
+        return out
+      }
+      if (x.path === source && x.kind === 'Deleted') {
+        order.push('source delete submitted (held)')
+        const go = new Promise<void>((r) => (release = r))
+        held()
+        await go
+        return commit(x)
+      }
+      if (x.path === thread && release) {
+        order.push('enqueue submitted; releasing source delete into the same batch')
+        const r = release as () => void
+        release = null
+        r()
+        await Promise.resolve()
+        const out = commit(x)
+        out.then((rec) => order.push(`enqueue durable v${rec.version}`), () => order.push('enqueue refused'))
+        return out
+      }
+      return commit(x)
+    })
+    let r
+    try {
+      r = await c.react(item, 'tell', { Text: 'x' })
+      if (release) { order.push('enqueue never submitted'); (release as () => void)() }
+      await deleting
+    } finally {
+      spy.mockRestore()
+    }
+    expect(order).toContain('source delete submitted (held)')
+    expect([r.status, errorCode(r)]).toEqual([403, 'reaction_denied'])
+    // Nothing enqueued: the message cell (an earlier step) stays, not in the thread.
+    expect((await api(ts.url, owner.token).getNode(thread)).body.content.UserMessageIds).toBeUndefined()
+  })
 })
