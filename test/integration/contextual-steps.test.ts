@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { SYSTEM, WeftError, type JsonObject, type NodePath } from '../../shared/index.js'
 import { api, createSpace, errorCode, expectStatus, freshDatabase, grantRole, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
 import { ctx, definition, putSubscription, answeredThread, subscriptionWithConsumer } from './contextual-helpers.js'
+import { Rng, forEachSeed, seeds } from '../sim/rng.js'
 
 /**
  * [CTX50] A reaction whose command commits more than once (a thread post: the message, then its
@@ -290,5 +291,44 @@ describe.each([['SQLite'], ['PostgreSQL']])('[CTX50] a reaction\'s command in st
     expect([r.status, errorCode(r)]).toEqual([403, 'reaction_denied'])
     // Nothing enqueued: the message cell (an earlier step) stays, not in the thread.
     expect((await api(ts.url, owner.token).getNode(thread)).body.content.UserMessageIds).toBeUndefined()
+  })
+
+  it('[CTX50] seeded: a delete of a random subtree with one of its commits failing once records its outcome only with the whole subtree gone, and its retry completes it', { timeout: 120_000 }, async () => {
+    await forEachSeed(`contextual steps (${storage})`, seeds(6, 5000), async (seed) => {
+      const rng = new Rng(seed)
+      const { sub, prefix, c, consumerId } = await setup(`sd${seed}`, owner.token, { Reactions: { remove: { Command: 'delete', Target: '{event.path}' } } })
+      const root = `${prefix}/d`
+      expectStatus(await api(ts.url, owner.token).putNode(root, 'Document', {}), 201)
+      const item = expectStatus(await c.next(sub, 'w1', { waitSeconds: 10 }), 200).body.item!
+      expect(item.event.path).toBe(root)
+      // A random tree under the event's node, made after the pull (only the root is an event leased).
+      const tree = [root]
+      for (let i = rng.int(0, 6); i > 0; i--) {
+        const path = `${rng.pick(tree)}/n${tree.length}`
+        expectStatus(await api(ts.url, owner.token).putNode(path, 'Document', {}), 201)
+        tree.push(path)
+      }
+      // The k-th commit of the command (each node's delete, deepest first, the root last) fails once.
+      const k = rng.int(0, tree.length - 1)
+      let seen = 0
+      const settle = rng.next() < 0.5
+      const first = await withCommit(
+        (x) => x.kind === 'Deleted' && (x.path === root || x.path.startsWith(`${root}/`)) && seen++ === k,
+        async () => {
+          throw new WeftError('unavailable', 'storage unavailable (injected)')
+        },
+        () => c.react(item, 'remove', {}, settle ? { ack: true } : {}),
+      )
+      expect(first.status, `seed ${seed}`).toBe(503)
+      // Nothing recorded, nothing settled; what went is a part of the tree, the root last of all.
+      expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ leased: 1 })
+      const left = await Promise.all(tree.map(async (p) => (await api(ts.url, owner.token).getNode(p)).status))
+      expect(left[0], `seed ${seed}: the root goes last`).toBe(200)
+      const again = expectStatus(await c.react(item, 'remove', {}, settle ? { ack: true } : {}), 200).body
+      expect(again).toMatchObject({ repeated: false, outcome: { status: 'committed', path: root } })
+      for (const p of tree) expect((await api(ts.url, owner.token).getNode(p)).status, `seed ${seed}: ${p}`).toBe(404)
+      expect(expectStatus(await c.react(item, 'remove'), 200).body).toEqual({ outcome: again.outcome, repeated: true })
+      return tree.length
+    })
   })
 })
