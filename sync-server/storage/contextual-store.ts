@@ -521,7 +521,7 @@ function toOutcome(r: Row): OutcomeRow {
 const SOURCE_STORED = `path = ? AND NOT EXISTS (SELECT 1 FROM changes WHERE changes.path = ? AND changes.version > ? AND changes.kind IN ('Created', 'Deleted'))`
 const sourceArgs = (s: { path: string; version: number }) => [s.path, s.path, s.version]
 /** Why a commit carrying an outcome is refused (both storages, both statements alike). */
-const REFUSED = {
+export const REFUSED = {
   lease: 'The lease of this work item is no longer held.',
   source: 'The source of this work item is gone.',
   done: 'This reaction already has an outcome.',

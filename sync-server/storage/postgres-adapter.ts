@@ -19,7 +19,7 @@ import { FoldThread } from './fold-thread.js'
 import type { RowJson } from './row-parts.js'
 import { GroupCommitter, type ItemResult } from './group-commit.js'
 import { pgLease } from './contextual-pg-lease.js'
-import { attachOutcomePg, contextualOp, contextualSchema, pgPrepared, pgSql, runAsync, type ContextualCall, type Row, type Stmt } from './contextual-store.js'
+import { REFUSED, attachOutcomePg, contextualOp, contextualSchema, pgPrepared, pgSql, runAsync, type ContextualCall, type Row, type Stmt } from './contextual-store.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
 import { POSTGRES_MOVE_SCHEMA } from './move-schema.js'
 import { buildIndexesOnline } from './postgres-online-indexes.js'
@@ -225,6 +225,8 @@ export class PostgresStorage implements StorageAdapter {
     // [CTX47] The work items settled with their outcomes (rows locked by the verdicts).
     const settled: { consumerId: string; eventId: string; token: string; at: number }[] = []
     const settledHere = new Set<string>()
+    /** [CTX50] Paths created or deleted by an earlier commit of this batch (the verdicts ran before them). */
+    const replacedHere = new Set<string>()
     const dropped: string[] = []
     // [SCALE10] Updates of distinct rows, written by one statement when the next item needs the
     // rows as they are (or at the end).
@@ -281,6 +283,15 @@ export class PostgresStorage implements StorageAdapter {
         out.push({ ok: false, error: new WeftError('stale_lease', 'The lease of this work item is no longer held.') })
         continue
       }
+      // [CTX25] [CTX50] The event's source deleted (or deleted and made again) by an earlier commit of
+      // this batch: the verdict read the row before that commit, as SQLite's check after it does not.
+      const source = input.contextual?.source
+      if (source && replacedHere.has(source.path)) {
+        if (!input.contextual!.fenceOnly) dropped.push(input.contextual!.outcome.key)
+        out.push({ ok: false, error: new WeftError('stale_lease', REFUSED.source) })
+        continue
+      }
+      if (input.kind !== 'Updated') replacedHere.add(input.path)
       version += 1
       if (input.contextual && !input.contextual.fenceOnly) {
         const { outcome, fence, settle } = input.contextual

@@ -293,6 +293,68 @@ describe.each([['SQLite'], ['PostgreSQL']])('[CTX50] a reaction\'s command in st
     expect((await api(ts.url, owner.token).getNode(thread)).body.content.UserMessageIds).toBeUndefined()
   })
 
+  it('[CTX50] the source deleted and made again, both durable in the same batch as the post\'s enqueue: denied', async () => {
+    const { thread, c, item } = await postSetup('63', owner)
+    const source = item.event.path
+    const st = ts.server.storage
+    const commit = st.commit.bind(st)
+    const order: string[] = []
+    // Each held commit: told when it arrives, let go on another's signal, tells when it is sent.
+    const gate = () => {
+      let open!: () => void
+      const opened = new Promise<void>((r) => (open = r))
+      return { open, opened }
+    }
+    const [goDel, delHeld, delIn, crHeld, createdIn] = [gate(), gate(), gate(), gate(), gate()]
+    const hold = async (x: Parameters<typeof commit>[0], name: string, arrived: ReturnType<typeof gate>, until: ReturnType<typeof gate>, sent: ReturnType<typeof gate>) => {
+      order.push(name)
+      arrived.open()
+      await until.opened
+      const o = commit(x)
+      sent.open()
+      return o
+    }
+    const bg: Promise<unknown>[] = []
+    let armed = true
+    const spy = vi.spyOn(st, 'commit').mockImplementation(async (x) => {
+      if (x.path.startsWith(`${thread}/ctx-`) && x.kind === 'Created') {
+        order.push('cell')
+        const out = commit(x)
+        bg.push(ts.server.nodes.delete(SYSTEM, source as NodePath, 'http').then(() => order.push('del durable'), (e) => order.push(`del failed ${e}`)))
+        await delHeld.opened
+        bg.push(ts.server.nodes.put(SYSTEM, source as NodePath, { nodeType: 'Document', content: { again: true } }, 'http').then(() => order.push('recreate durable'), (e) => order.push(`recreate failed ${e}`)))
+        await crHeld.opened
+        order.push(`applied(source)=${ts.server.nodes.applied(source as NodePath)}`)
+        return out
+      }
+      if (armed && x.path === source && x.kind === 'Deleted') return hold(x, 'del held', delHeld, goDel, delIn)
+      if (armed && x.path === source && x.kind === 'Created') return hold(x, 'create held', crHeld, delIn, createdIn)
+      if (x.path === thread && armed) {
+        armed = false
+        order.push('enqueue submitted')
+        goDel.open()
+        await createdIn.opened
+        const out = commit(x)
+        out.then((rec) => order.push(`enqueue durable v${rec.version}`), (e) => order.push(`enqueue refused ${e}`))
+        return out
+      }
+      return commit(x)
+    })
+    let r
+    try {
+      r = await c.react(item, 'tell', { Text: 'x' })
+      if (armed) {
+        order.push('enqueue never submitted')
+        goDel.open()
+      }
+      await Promise.all(bg)
+    } finally {
+      spy.mockRestore()
+    }
+    expect(order).toContain('create held')
+    expect([r.status, errorCode(r)], JSON.stringify(order)).toEqual([403, 'reaction_denied'])
+    expect((await api(ts.url, owner.token).getNode(thread)).body.content.UserMessageIds).toBeUndefined()
+  })
   it('[CTX50] seeded: a delete of a random subtree with one of its commits failing once records its outcome only with the whole subtree gone, and its retry completes it', { timeout: 120_000 }, async () => {
     await forEachSeed(`contextual steps (${storage})`, seeds(6, 5000), async (seed) => {
       const rng = new Rng(seed)
