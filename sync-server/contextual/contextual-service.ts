@@ -900,7 +900,7 @@ export class ContextualService {
       // [CTX50] The caller's authority is checked at each commit of the command until its first is
       // durable: the reaction is authorized atomically with its first write, and its later commits
       // (a thread post's enqueue, the rest of a subtree's delete) complete that command.
-      if (!progress.holder?.landed && (access.capabilityRevision(user) !== claims.rev || (!sourceGone.value && !access.permissions(principal, source).has('Read')))) throw deny()
+      if (!progress.holder?.landed && (access.capabilityRevision(user) !== claims.rev || !access.permissions(principal, source).has('Read'))) throw deny()
       // At every commit: a delete of the source applied here but not durable yet (storage checks the
       // durable row; on PostgreSQL a batch's verdicts do not see its own earlier writes).
       if (lease.kind !== 'Deleted' && !sourceGone.value && nodes.applied?.(source) === false) throw deny()
