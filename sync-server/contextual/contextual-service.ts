@@ -292,10 +292,11 @@ export class ContextualService {
     if (keep === null) return 0
     const before = new Date(now - keep).toISOString()
     let deleted = 0
-    for (;;) {
-      const n = await this.call<number>({ op: 'pruneOutcomes', before, limit: SWEEP_ROWS })
-      deleted += n
-      if (n < SWEEP_ROWS) return deleted
+    for (let after: { at: string; key: string } | null = null; ; ) {
+      const batch: { deleted: number; last: { at: string; key: string } | null } = await this.call({ op: 'pruneOutcomes', before, limit: SWEEP_ROWS, after })
+      deleted += batch.deleted
+      if (batch.deleted < SWEEP_ROWS || !batch.last) return deleted
+      after = batch.last
     }
   }
 

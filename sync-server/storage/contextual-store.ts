@@ -76,7 +76,7 @@ ${d === 'postgres' ? PG_SLOTS : ''}CREATE TABLE IF NOT EXISTS contextual_outcome
   version ${int},
   at TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS contextual_outcomes_at ON contextual_outcomes (at);
+CREATE INDEX IF NOT EXISTS contextual_outcomes_at_key ON contextual_outcomes (at, key);
 `
 }
 
@@ -258,8 +258,12 @@ export type ContextualCall =
   | { op: 'consumerIds'; after: string; limit: number; settledBefore: number }
   /** [CTX45] Up to `limit` of the consumer's events settled (acked, skipped) before `before`, deleted; answers how many. */
   | { op: 'prune'; consumerId: string; before: number; limit: number }
-  /** [CTX51] Up to `limit` outcome rows recorded before `before` (ISO) whose event no consumer row still holds open, deleted; answers how many. */
-  | { op: 'pruneOutcomes'; before: string; limit: number }
+  /**
+   * [CTX51] Up to `limit` outcome rows recorded before `before` (ISO), after `after` in (at, key)
+   * order, whose event no consumer row still holds open, deleted; answers how many and the last
+   * deleted (where the next batch starts: the kept rows before it are not walked again).
+   */
+  | { op: 'pruneOutcomes'; before: string; limit: number; after: { at: string; key: string } | null }
 
 /** A statement yielded to the driver: `all` answers rows, `run` the count of changed rows. */
 export type Stmt = { sql: string; params: unknown[]; mode: 'all' | 'run' }
@@ -423,6 +427,25 @@ function* prune(c: Extract<ContextualCall, { op: 'prune' }>, dialect: Dialect): 
   const acked = gone.filter((r) => r.state === 'acked').length
   if (acked > 0) yield* run('UPDATE contextual_consumers SET acked_pruned = acked_pruned + ? WHERE id = ?', acked, c.consumerId)
   return gone.length
+}
+
+/** [CTX51] One batch of the outcome sweep (see the op): how many went, and the last in (at, key) order. */
+function* pruneOutcomes(c: Extract<ContextualCall, { op: 'pruneOutcomes' }>, dialect: Dialect): Op<{ deleted: number; last: { at: string; key: string } | null }> {
+  const gone = yield* all(
+    `DELETE FROM contextual_outcomes WHERE key IN (
+       SELECT o.key FROM contextual_outcomes o WHERE o.at < ? AND (o.at, o.key) > (?, ?)
+         AND NOT EXISTS (SELECT 1 FROM contextual_events e WHERE e.consumer_id = o.consumer_id AND e.event_id = o.event_id AND e.state IN ('pending', 'leased', 'dead'))
+       ORDER BY o.at, o.key LIMIT ?${dialect === 'postgres' ? ' FOR UPDATE OF o SKIP LOCKED' : ''})
+     RETURNING at, key`,
+    c.before, c.after?.at ?? '', c.after?.key ?? '', c.limit,
+  )
+  let last: { at: string; key: string } | null = null
+  for (const r of gone) {
+    const at = String(r.at)
+    const key = String(r.key)
+    if (!last || at > last.at || (at === last.at && key > last.key)) last = { at, key }
+  }
+  return { deleted: gone.length, last }
 }
 
 function* totals(now: number): Op<ContextualTotals> {
@@ -689,13 +712,7 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       // that row is settled or gone (swept, or the consumer deleted: made again, it starts at the
       // head), no token can authorize a commit for it again, and the row is history only. Two
       // instances at once: each skips the rows the other is deleting (no lock waits, no deadlock).
-      return yield* run(
-        `DELETE FROM contextual_outcomes WHERE key IN (
-           SELECT o.key FROM contextual_outcomes o WHERE o.at < ?
-             AND NOT EXISTS (SELECT 1 FROM contextual_events e WHERE e.consumer_id = o.consumer_id AND e.event_id = o.event_id AND e.state IN ('pending', 'leased', 'dead'))
-           ORDER BY o.at LIMIT ?${dialect === 'postgres' ? ' FOR UPDATE OF o SKIP LOCKED' : ''})`,
-        call.before, call.limit,
-      )
+      return yield* pruneOutcomes(call, dialect)
     default:
       call satisfies never
       return null

@@ -6,7 +6,8 @@
  *    `sqlitePutP99DuringSweepMs` / `...Idle...`: the p99 of node `PUT`s sent one after another
  *    while the sweep runs, and without it (SQLite has one writer: a sweep batch holds it);
  *  - `sqliteOutcomeSweepRowsPerSec` / `pgOutcomeSweepRowsPerSec`: [CTX51] then the sweep of the same
- *    events' SWEEP_ROWS outcome rows past their retention (`pruneOutcomes`), and
+ *    events' SWEEP_ROWS outcome rows past their retention (`pruneOutcomes`), past PROTECTED_OUTCOMES
+ *    older ones it must keep (their events are dead letters), and
  *    `...PutP99DuringOutcomeSweepMs` the PUTs' p99 beside it;
  *  - `fullWaitersLeasesPerCommit`: [CTX31] FULL_WAITERS consumers, each at its in-flight limit and
  *    long-polling (SQLite), while COMMITS events of their subscription are committed: the lease
@@ -28,6 +29,8 @@ import type { Goal } from './run.js'
 export const GOALS: Record<string, Goal> = {}
 
 const SWEEP_ROWS = Number(process.env.CONTEXTUAL_SWEEP_ROWS ?? 100_000)
+/** [CTX51] Outcomes older still whose events are dead letters: kept, and walked past by the outcome sweep. */
+const PROTECTED_OUTCOMES = Number(process.env.CONTEXTUAL_PROTECTED_OUTCOMES ?? 20_000)
 const FULL_WAITERS = 50
 const COMMITS = 40
 
@@ -145,7 +148,7 @@ async function fullWaiters(r: Rig): Promise<{ perCommit: number; putP50: number 
 const PARTS = (process.env.CONTEXTUAL_SWEEP_PARTS ?? 'sweep,full').split(',')
 
 export async function benchContextualSweep(): Promise<Record<string, number | string>> {
-  const out: Record<string, number | string> = { sweepRows: SWEEP_ROWS, fullWaiters: FULL_WAITERS, commits: COMMITS }
+  const out: Record<string, number | string> = { sweepRows: SWEEP_ROWS, protectedOutcomes: PROTECTED_OUTCOMES, fullWaiters: FULL_WAITERS, commits: COMMITS }
   if (PARTS.includes('sweep')) await sweeps(out)
   if (PARTS.includes('full')) {
     const full = await rig({}, 1)
@@ -174,9 +177,21 @@ async function sweeps(out: Record<string, number | string>): Promise<void> {
         `INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at)
          VALUES (?, ?, ?, 'annotate', 1, 'u', '{}', '{}', NULL, '2000-01-01T00:00:00.000Z')`,
       )
+      const dead = db.prepare(
+        `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
+         VALUES (?, ?, ?, ?, 'Document', 'Created', 'dead', 1, NULL, 1, 1, 'x')`,
+      )
+      const kept = db.prepare(
+        `INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at)
+         VALUES (?, ?, ?, 'annotate', 1, 'u', '{}', '{}', NULL, '1999-01-01T00:00:00.000Z')`,
+      )
       db.transaction(() => {
         for (let i = 0; i < SWEEP_ROWS; i++) add.run(consumerId, `x${i}`, -i, `${lite.prefix}/gone${i}`)
         for (let i = 0; i < SWEEP_ROWS; i++) outcome.run(`k${i}`, consumerId, `x${i}`)
+        for (let i = 0; i < PROTECTED_OUTCOMES; i++) {
+          dead.run(consumerId, `p${i}`, -SWEEP_ROWS - i, `${lite.prefix}/dead${i}`)
+          kept.run(`p${i}`, consumerId, `p${i}`)
+        }
       })()
       db.close()
     })
@@ -199,6 +214,16 @@ async function sweeps(out: Record<string, number | string>): Promise<void> {
         `INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at)
          SELECT 'k' || i, $1, 'x' || i, 'annotate', 1, 'u', '{}', '{}', NULL, '2000-01-01T00:00:00.000Z' FROM generate_series(0, $2::int - 1) i`,
         [consumerId, SWEEP_ROWS],
+      )
+      await client.query(
+        `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
+         SELECT $1, 'p' || i, -$3::int - i, $2 || i, 'Document', 'Created', 'dead', 1, NULL, 1, 1, 'x' FROM generate_series(0, $4::int - 1) i`,
+        [consumerId, `${rigPg.prefix}/dead`, SWEEP_ROWS, PROTECTED_OUTCOMES],
+      )
+      await client.query(
+        `INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at)
+         SELECT 'p' || i, $1, 'p' || i, 'annotate', 1, 'u', '{}', '{}', NULL, '1999-01-01T00:00:00.000Z' FROM generate_series(0, $2::int - 1) i`,
+        [consumerId, PROTECTED_OUTCOMES],
       )
       await client.end()
     })

@@ -201,6 +201,46 @@ describe('[CTX45] [CTX46] two servers on one PostgreSQL database: sweeps, delete
     expect(left).toEqual([{ key: 'race-7' }])
   })
 
+  it('[CTX51] batches of the outcome sweep go on from the last row deleted: the older rows it keeps are walked once, every other row goes', async () => {
+    const { sub, principal } = await subscriptionOn(a)
+    const { consumerId } = await a.server.contextual.next(principal, { subscription: sub, consumer: 'cursor' })
+    const old = (d: number) => new Date(Date.now() - OUTCOME_RETENTION_MS - d * 3600_000).toISOString()
+    // 1,500 kept (their events are dead letters), older than 2,500 to delete, some at the same moment.
+    await pool.query(
+      `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
+       SELECT $1, 'dead' || g, -g, 'P/x', 'Document', 'Created', 'dead', 1, NULL, 0, 0, 'x' FROM generate_series(1, 1500) g`,
+      [consumerId],
+    )
+    await pool.query(
+      `INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at)
+       SELECT 'kept-' || g, $1, 'dead' || g, 'annotate', 1, 'u', '{}', '{}', NULL, $2 FROM generate_series(1, 1500) g`,
+      [consumerId, old(48)],
+    )
+    await pool.query(
+      `INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at)
+       SELECT 'gone-' || g, $1, 'ev' || g, 'annotate', 1, 'u', '{}', '{}', NULL, CASE WHEN g % 2 = 0 THEN $2 ELSE $3 END FROM generate_series(1, 2500) g`,
+      [consumerId, old(24), old(12)],
+    )
+    const storage = a.server.storage
+    const original = storage.contextual.bind(storage)
+    const afters: unknown[] = []
+    storage.contextual = (call) => {
+      if (call.op === 'pruneOutcomes') afters.push(call.after)
+      return original(call)
+    }
+    try {
+      expect(await a.server.contextual.pruneOutcomes()).toBe(2500)
+    } finally {
+      storage.contextual = original
+    }
+    // Three batches (1,000, 1,000, 500), each after the last row the one before deleted.
+    expect(afters).toHaveLength(3)
+    expect(afters[0]).toBeNull()
+    expect(afters[1]).toMatchObject({ key: expect.stringMatching(/^gone-/) })
+    const left = (await pool.query("SELECT count(*)::int AS n, count(*) FILTER (WHERE key LIKE 'kept-%')::int AS kept FROM contextual_outcomes WHERE consumer_id = $1", [consumerId])).rows[0]
+    expect(left).toEqual({ n: 1500, kept: 1500 })
+  })
+
   it(`[CTX46] new consumers pulled at once stop at ${CONSUMERS_PER_USER} exactly`, async () => {
     const { sub, principal } = await subscriptionOn(a)
     for (let i = 0; i < CONSUMERS_PER_USER - 20; i++) await a.server.contextual.next(principal, { subscription: sub, consumer: `c${i}` })
