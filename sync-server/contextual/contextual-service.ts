@@ -357,14 +357,9 @@ export class ContextualService {
   }
 
   private wakeHere(consumerId: string, due: boolean): void {
-    const seq = ++this.settleSeq
+    // The most recent last: what is forgotten first is the consumer that settled longest ago.
     this.settledAt.delete(consumerId)
-    if (this.settledAt.size >= REMEMBERED) {
-      const [oldest, at] = this.settledAt.entries().next().value as [string, number]
-      this.settledAt.delete(oldest)
-      this.forgottenSettle = Math.max(this.forgottenSettle, at)
-    }
-    this.settledAt.set(consumerId, seq)
+    this.remember(this.settledAt, consumerId, ++this.settleSeq, REMEMBERED, (at) => (this.forgottenSettle = Math.max(this.forgottenSettle, at)))
     for (const w of [...(this.waitersOf.get(consumerId) ?? [])]) w()
     if (due) for (const l of this.listeners) if (l.consumerId === consumerId) l.wake(null)
   }
@@ -443,8 +438,12 @@ export class ContextualService {
     return this.opts.storage.contextual(c) as Promise<T>
   }
 
-  private remember<V>(map: Map<string, V>, key: string, value: V, most = REMEMBERED): V {
-    if (map.size >= most && !map.has(key)) map.delete(map.keys().next().value as string)
+  private remember<V>(map: Map<string, V>, key: string, value: V, most = REMEMBERED, forgotten?: (value: V) => void): V {
+    if (map.size >= most && !map.has(key)) {
+      const [oldest, old] = map.entries().next().value as [string, V]
+      map.delete(oldest)
+      forgotten?.(old)
+    }
     map.set(key, value)
     return value
   }
@@ -893,15 +892,15 @@ export class ContextualService {
     // again by `admit` in the one synchronous stretch in which the command's first write is
     // authorized and committed; that commit's transaction checks the row is still stored. Every
     // principal takes this path: no role is trusted on lease truth alone.
-    /** The command's attachment holder, once made (below). */
-    const progress: { holder: CommitAttachment | null } = { holder: null }
+    /** [CTX26] What the command's commits carry: the attachment (set below), `admit`, and whether one landed. */
+    const holder: CommitAttachment = { attachment: null }
     /** [CTX50] Set once the command itself deleted the source row (a delete of a subtree holding it). */
     const sourceGone = { value: false }
     const admit = (): void => {
       // [CTX50] The caller's authority is checked at each commit of the command until its first is
       // durable: the reaction is authorized atomically with its first write, and its later commits
       // (a thread post's enqueue, the rest of a subtree's delete) complete that command.
-      if (!progress.holder?.landed && (access.capabilityRevision(user) !== claims.rev || !access.permissions(principal, source).has('Read'))) throw deny()
+      if (!holder.landed && (access.capabilityRevision(user) !== claims.rev || !access.permissions(principal, source).has('Read'))) throw deny()
       // At every commit: a delete of the source applied here but not durable yet (storage checks the
       // durable row; on PostgreSQL a batch's verdicts do not see its own earlier writes).
       if (lease.kind !== 'Deleted' && !sourceGone.value && nodes.applied?.(source) === false) throw deny()
@@ -941,8 +940,8 @@ export class ContextualService {
     }
     log.info({ op: 'contextual.react', requestId: claims.root, key, reaction: reaction.name, event: claims.event, user }, 'contextual reaction')
     const committed: ReactionOutcome = { status: 'committed', ...base, version: null }
-    const holder: CommitAttachment = { attachment: attachment(committed), admit }
-    progress.holder = holder
+    holder.attachment = attachment(committed)
+    holder.admit = admit
     try {
       log.info({ op: 'contextual.command', requestId: childRequestId, rootRequestId: claims.root, command: reaction.spec.Command, target, user }, 'contextual nested command')
       const value = await runCommand(nodes, holder, principal, reaction, target, p.data, `ctx-${key.slice(0, 40)}`, this.threadClock)

@@ -275,20 +275,15 @@ export class PostgresStorage implements StorageAdapter {
         out.push({ ok: false, error: new WeftError('stale_lease', refusal) })
         continue
       }
-      // [CTX47] An item settled by an earlier commit of this batch: its lease is over, as SQLite's
-      // check after that settle finds (the verdicts all ran before any settle).
-      const fenced = input.contextual ? `${input.contextual.fence.consumerId}\n${input.contextual.fence.eventId}` : null
-      if (fenced !== null && settledHere.has(fenced)) {
-        if (!input.contextual!.fenceOnly) dropped.push(input.contextual!.outcome.key)
-        out.push({ ok: false, error: new WeftError('stale_lease', 'The lease of this work item is no longer held.') })
-        continue
-      }
-      // [CTX25] [CTX50] The event's source deleted (or deleted and made again) by an earlier commit of
-      // this batch: the verdict read the row before that commit, as SQLite's check after it does not.
-      const source = input.contextual?.source
-      if (source && replacedHere.has(source.path)) {
-        if (!input.contextual!.fenceOnly) dropped.push(input.contextual!.outcome.key)
-        out.push({ ok: false, error: new WeftError('stale_lease', REFUSED.source) })
+      // The verdicts all ran before any of the batch's writes; SQLite checks each commit after the
+      // earlier ones. So: [CTX47] an item settled by an earlier commit of this batch (its lease is
+      // over), and [CTX25] [CTX50] the event's source deleted (or deleted and made again) by one.
+      const attached = input.contextual
+      const fenced = attached ? `${attached.fence.consumerId}\n${attached.fence.eventId}` : null
+      const stale = fenced !== null && settledHere.has(fenced) ? REFUSED.lease : attached?.source && replacedHere.has(attached.source.path) ? REFUSED.source : null
+      if (stale) {
+        if (!attached!.fenceOnly) dropped.push(attached!.outcome.key)
+        out.push({ ok: false, error: new WeftError('stale_lease', stale) })
         continue
       }
       if (input.kind !== 'Updated') replacedHere.add(input.path)

@@ -57,8 +57,13 @@ export function roundInputs(thread: NodePath, c: JsonObject): NodePath[] {
 
 /** A round may be dispatched: resting as Idle or Cancelled (or never run) with input waiting (or a stale pending list to clear). */
 export function needsDispatch(node: MeshNode): boolean {
-  const s = statusOf(node)
-  return (s === 'Idle' || s === 'Cancelled') && (strings(node.content.PendingUserMessages).length > 0 || node.content.HasPending === true || roundInputs(node.path, node.content).length > 0)
+  return restingWithInput(node.path, node.content)
+}
+
+/** [THR3] `needsDispatch` of a thread's content at `thread` (the engine's watch reads content only). */
+export function restingWithInput(thread: NodePath, c: JsonObject): boolean {
+  const s = typeof c.Status === 'string' ? c.Status : 'Idle'
+  return (s === 'Idle' || s === 'Cancelled') && (c.HasPending === true || strings(c.PendingUserMessages).length > 0 || roundInputs(thread, c).length > 0)
 }
 
 export interface RoundState {

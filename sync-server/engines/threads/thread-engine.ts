@@ -34,7 +34,7 @@ import { builtinAgent, type Agent, type AgentTools, type HistoryEntry, type Roun
 import { APPROVAL_FIELDS, awaitApproval } from './approvals.js'
 import { RoundTools } from './round-tools.js'
 import { runActivity } from './script-agent.js'
-import { RESTING, idOf, needsDispatch, responsePath, roundInputs, roundOf, statusOf, strings, subThreadPath, without, type Clock, type RoundState } from './model.js'
+import { RESTING, idOf, needsDispatch, responsePath, restingWithInput, roundInputs, roundOf, statusOf, strings, subThreadPath, without, type Clock, type RoundState } from './model.js'
 import { enqueue, postCell, userCell } from './post.js'
 import { CellWriter, DEFAULT_MAX_RESPONSE_CHARS } from './cell-writer.js'
 import { cutText, toStorableText } from '../../../shared/storable-text.js'
@@ -242,7 +242,7 @@ export class ThreadEngine {
     if (live) return false
     const s = typeof c.Status === 'string' ? c.Status : 'Idle'
     if (s === 'StartingExecution' || s === 'Executing') return true
-    return (s === 'Idle' || s === 'Cancelled') && (c.HasPending === true || (Array.isArray(c.PendingUserMessages) && c.PendingUserMessages.length > 0) || roundInputs(path, c).length > 0)
+    return restingWithInput(path, c)
   }
 
   // ---------------------------------------------------------------- handle
@@ -301,7 +301,7 @@ export class ThreadEngine {
       await this.nodes.update(SYSTEM, path, (cur) => {
         if (this.stopping || !cur || cur.nodeType !== 'Thread' || !needsDispatch(cur) || this.rounds.has(path)) return undefined
         const c = cur.content
-        const inputs: string[] = roundInputs(path, c)
+        const inputs = roundInputs(path, c)
         // Only stale entries (ids already ingested, merged back in from a concurrent enqueue): cleared, no round.
         if (inputs.length === 0) return { nodeType: cur.nodeType, name: cur.name, content: { ...c, PendingUserMessages: [], HasPending: false } }
         const response = responsePath(path, idOf(inputs[0]!))
