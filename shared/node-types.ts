@@ -195,6 +195,8 @@ const builtins: NodeTypeDef[] = [
       UserMessageIds: z.array(z.string()).optional(),
       IngestedMessageIds: z.array(z.string()).optional(),
       PendingUserMessages: z.array(z.string()).optional(),
+      // [THR26] Every posted id, with its posting ordinal (a map: concurrent enqueues all survive a merge).
+      Posted: z.record(z.string(), z.number()).optional(),
       HasPending: z.boolean().optional(),
       ExecutionStartedAt: isoDate.nullable().optional(),
       LastActivityAt: isoDate.nullable().optional(),
@@ -216,6 +218,7 @@ const builtins: NodeTypeDef[] = [
         UserMessageIds: 'system',
         IngestedMessageIds: 'system',
         PendingUserMessages: 'system',
+        Posted: 'system',
         HasPending: 'system',
         ExecutionStartedAt: 'system',
         LastActivityAt: 'system',

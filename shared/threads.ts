@@ -1,4 +1,5 @@
-import { isValidSegment } from './path.js'
+import { isValidSegment, joinPath, lastSegment, type NodePath } from './path.js'
+import type { JsonObject } from './json.js'
 
 /**
  * The pure parts of the thread model (DESIGN.md "Threads (contract)", [THR1]) that the engine
@@ -18,4 +19,52 @@ export function isMessageId(id: unknown): id is string {
 /** The strings of a list field (anything else is no list). */
 export function strings(v: unknown): string[] {
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []
+}
+
+/**
+ * [THR26] The posted ids of a thread's `Posted` map (id → its posting ordinal), in posting order
+ * (ordinal, then id: two instances enqueuing at once give the same ordinal). A map, not a list:
+ * each enqueue adds its own key, and keys of one Y.Map written on two instances' copies both
+ * survive the merge, where a list is one value and the merge keeps one writer's whole.
+ */
+export function postedIds(c: JsonObject): string[] {
+  const posted = c.Posted
+  if (!posted || typeof posted !== 'object' || Array.isArray(posted)) return []
+  const entries = Object.entries(posted as JsonObject).map(([id, n]) => [id, typeof n === 'number' && Number.isFinite(n) ? n : Number.MAX_SAFE_INTEGER] as const)
+  entries.sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+  return entries.map(([id]) => id)
+}
+
+/**
+ * [THR3] [THR25] [THR26] The input the next round takes, as cell paths: every posted id
+ * (`UserMessageIds` in posting order, then the `Posted` ids not listed there, then any pending
+ * cell not listed in either) not yet in `IngestedMessageIds`. Derived from the ids, not from
+ * `PendingUserMessages` alone: with several instances an enqueue (any instance) and a claim (the
+ * owner) may each rewrite a list on a copy that has not seen the other's write, and the merge
+ * keeps one of them whole. `IngestedMessageIds` is written by the owner only, each id once; the
+ * `Posted` map loses no key to a merge. The thread page shows the same list as waiting.
+ */
+export function roundInputs(thread: NodePath, c: JsonObject): NodePath[] {
+  return [...waiting(c)].map(([id, cell]) => cell ?? joinPath(thread, id))
+}
+
+/** Whether a round has input waiting (`roundInputs` is not empty). */
+export function hasWaitingInput(c: JsonObject): boolean {
+  return waiting(c).size > 0
+}
+
+/** The ids `roundInputs` takes, in its order, each with its pending cell path when one is listed. */
+function waiting(c: JsonObject): Map<string, NodePath | null> {
+  const ingested = new Set(strings(c.IngestedMessageIds))
+  const pending = new Map<string, NodePath>()
+  for (const p of strings(c.PendingUserMessages)) {
+    const id = lastSegment(p as NodePath)
+    if (!ingested.has(id) && !pending.has(id)) pending.set(id, p as NodePath)
+  }
+  const ordered = new Map<string, NodePath | null>()
+  for (const id of [...strings(c.UserMessageIds), ...postedIds(c)]) {
+    if (!ingested.has(id) && !ordered.has(id) && isMessageId(id)) ordered.set(id, pending.get(id) ?? null)
+  }
+  for (const [id, p] of pending) if (!ordered.has(id)) ordered.set(id, p)
+  return ordered
 }

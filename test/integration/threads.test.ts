@@ -70,10 +70,13 @@ describe('threads: posting', () => {
   it('[THR1] the round state is the engine\'s: a person may request a cancel but not write Status, Messages or a cell of someone else', async () => {
     const t = await fresh()
     const http = api(ts.url, bob.token)
-    for (const patch of [{ Status: 'Executing' }, { Messages: ['x'] }, { PendingUserMessages: ['x'] }, { Disposition: 'Completed' }, { RequestedStatus: 'Executing' }]) {
+    for (const patch of [{ Status: 'Executing' }, { Messages: ['x'] }, { PendingUserMessages: ['x'] }, { Disposition: 'Completed' }, { RequestedStatus: 'Executing' }, { Posted: { x: 0 } }, { Posted: null }]) {
       const res = await http.patchNode(t, patch)
       expect(res.status, JSON.stringify(patch)).toBeGreaterThanOrEqual(400)
     }
+    // [THR26] A thread starts with its Posted map, which only system writes, from its creation on.
+    expect((await node(ts.url, alice.token, t)).content.Posted).toEqual({})
+    expect(errorCode(await http.putNode(`${space}/forged-posted`, 'Thread', { Agent: { Kind: 'builtin' }, Posted: { x: 0 } } as never))).toBe('forbidden_field')
     const cell = await post(ts.url, alice.token, t, 'mine', 'm1')
     expect(errorCode(await http.patchNode(cell, { Text: 'forged' }))).toBe('forbidden_field')
     expect(errorCode(await http.putNode(`${t}/forged`, 'ThreadMessage', { Role: 'user', Author: alice.userId, Text: 'as alice', CreatedAt: new Date().toISOString() }))).toBe('forbidden_field')

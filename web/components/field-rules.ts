@@ -34,7 +34,7 @@ export const WRITE_RULES: Readonly<Record<string, TypeRules>> = {
     defaultWrite: 'Update',
     fields: {
       ExecutionStatus: 'system', Status: 'system', Disposition: 'system', Messages: 'system', UserMessageIds: 'system', IngestedMessageIds: 'system',
-      PendingUserMessages: 'system', HasPending: 'system', ExecutionStartedAt: 'system', LastActivityAt: 'system', ParentPath: 'system', Round: 'system',
+      PendingUserMessages: 'system', Posted: 'system', HasPending: 'system', ExecutionStartedAt: 'system', LastActivityAt: 'system', ParentPath: 'system', Round: 'system',
       Question: 'system', PendingApproval: 'system', ApprovalBy: 'system', ApprovalAnswer: 'Update', RequestedStatus: 'Thread', Agent: 'Update',
     },
   },

@@ -11,7 +11,8 @@ import type { ReplicaState, SyncStatus } from '../sync/index.js'
 import { humanError } from './error-text.js'
 import { nodeHref } from './route.js'
 import { formatWhen } from './run-text.js'
-import { strings } from '../../shared/threads.js'
+import { postedIds, roundInputs, strings } from '../../shared/threads.js'
+import type { NodePath } from '../../shared/path.js'
 import { agentName, answeredDecision, newMessageId, pendingApproval, threadState, type PendingApproval } from './thread-text.js'
 import type { CellNote } from './thread-cell.js'
 import './thread-cell.js'
@@ -174,12 +175,13 @@ export class WeftThreadPage extends LitElement {
     const messages = strings(c.Messages)
     const listed = new Set(messages)
     const shown: Shown[] = messages.map((path) => ({ path, note: '' }))
-    for (const p of strings(c.PendingUserMessages)) {
+    // [THR26] Waiting: what the next round takes (the posted ids not yet ingested), as the engine reads it.
+    for (const p of roundInputs(this.path as NodePath, c)) {
       if (listed.has(p)) continue
       listed.add(p)
       shown.push({ path: p, note: 'queued' })
     }
-    const known = new Set(strings(c.UserMessageIds))
+    const known = new Set([...strings(c.UserMessageIds), ...postedIds(c)])
     for (const row of this.kids.value ?? []) {
       if (row.nodeType !== 'ThreadMessage' || listed.has(row.path) || known.has(idOf(row.path))) continue
       // A user cell made here (offline) or just posted, not yet taken in by the thread.

@@ -1,5 +1,5 @@
 import { isJsonObject, type JsonObject, type JsonValue } from '../../shared/json.js'
-import { RESTING, strings } from '../../shared/threads.js'
+import { RESTING, hasWaitingInput } from '../../shared/threads.js'
 
 /**
  * A thread's state in words (DESIGN.md "Threads (contract)", [WEB31]). Pure functions (no DOM):
@@ -37,7 +37,7 @@ export function threadState(c: JsonObject, reader?: ThreadReader): ThreadState {
   if (live && c.RequestedStatus === 'Cancelled') return { kind: 'stopping', label: 'Stopping…', live }
   if (pendingApproval(c)) return { kind: 'approval', label: 'Waiting for approval', live }
   if (live) return { kind: 'thinking', label: 'Thinking…', live }
-  if (strings(c.PendingUserMessages).length > 0) return { kind: 'queued', label: 'Starting…', live: false }
+  if (hasWaitingInput(c)) return { kind: 'queued', label: 'Starting…', live: false }
   if (status === 'Cancelled') return { kind: 'cancelled', label: 'Cancelled', live: false }
   if (status === 'Done') return { kind: 'done', label: 'Done', live: false }
   switch (c.Disposition) {

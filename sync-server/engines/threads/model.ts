@@ -1,4 +1,4 @@
-import { joinPath, lastSegment, strings, type JsonObject, type MeshNode, type NodePath } from '../../../shared/index.js'
+import { isJsonObject, joinPath, lastSegment, postedIds, roundInputs, strings, type JsonObject, type MeshNode, type NodePath } from '../../../shared/index.js'
 import { realClock, type Clock as KitClock } from '../kit/index.js'
 
 /**
@@ -7,7 +7,7 @@ import { realClock, type Clock as KitClock } from '../kit/index.js'
  * (`_r.`, `_sub.`, `_t.`) so no posted id can collide with them.
  */
 
-export { RESTING, MESSAGE_ID, isMessageId, strings } from '../../../shared/index.js'
+export { RESTING, MESSAGE_ID, isMessageId, postedIds, roundInputs, strings } from '../../../shared/index.js'
 
 export function cellPath(thread: NodePath, id: string): NodePath {
   return joinPath(thread, id)
@@ -33,26 +33,53 @@ export function statusOf(node: MeshNode): string {
 }
 
 /**
- * [THR3] The input the next round takes: every posted id (`UserMessageIds`, in posting order, then
- * any pending cell not listed there) not yet in `IngestedMessageIds`, as cell paths. Derived from
- * the ids, not from `PendingUserMessages` alone: with several instances an enqueue (any instance)
- * and a claim (the owner) may each rewrite that array on a copy that has not seen the other's
- * write, and the merge keeps one of them whole: a drained cell comes back, or a posted one goes.
- * `IngestedMessageIds` is written by the owner only, and each id is ingested once.
+ * [THR2] [THR26] The thread's content with cell `id` enqueued, or null when it is posted already.
+ * The id goes into `Posted` (its own key: two instances enqueuing at once both keep theirs), into
+ * `UserMessageIds` and the pending list (the contract's lists, which such a merge may cut), and
+ * `HasPending` is set.
  */
-export function roundInputs(thread: NodePath, c: JsonObject): NodePath[] {
-  const ingested = new Set(strings(c.IngestedMessageIds))
-  const out = new Map<string, NodePath>()
-  for (const p of strings(c.PendingUserMessages)) {
-    const id = idOf(p)
-    if (!ingested.has(id) && !out.has(id)) out.set(id, p as NodePath)
+export function enqueuedContent(thread: NodePath, c: JsonObject, id: string): JsonObject | null {
+  const ids = strings(c.UserMessageIds)
+  const posted = isJsonObject(c.Posted) ? c.Posted : {}
+  if (ids.includes(id) || Object.hasOwn(posted, id) || strings(c.IngestedMessageIds).includes(id)) return null
+  let n = ids.length
+  for (const v of Object.values(posted)) if (typeof v === 'number' && Number.isFinite(v) && v >= n) n = v + 1
+  return {
+    ...c,
+    Posted: { ...posted, [id]: n },
+    UserMessageIds: [...ids, id],
+    PendingUserMessages: [...strings(c.PendingUserMessages), cellPath(thread, id)],
+    HasPending: true,
   }
-  const ordered = new Map<string, NodePath>()
-  for (const id of strings(c.UserMessageIds)) {
-    if (!ingested.has(id) && !ordered.has(id)) ordered.set(id, out.get(id) ?? cellPath(thread, id))
+}
+
+/**
+ * [THR3] The claim's write: Status → StartingExecution with every input of `roundInputs` drained
+ * into one round (Messages gets them and the round's one response cell, IngestedMessageIds their
+ * ids), `UserMessageIds` completed from `Posted`; with only stale pending entries, those cleared
+ * and no round. Null when the thread needs no dispatch.
+ */
+export function claimedContent(thread: NodePath, c: JsonObject, at: string): { content: JsonObject; round: RoundState | null } | null {
+  if (!restingWithInput(thread, c)) return null
+  const inputs = roundInputs(thread, c)
+  const ids = strings(c.UserMessageIds)
+  const listed = new Set(ids)
+  const userMessageIds = [...ids, ...postedIds(c).filter((id) => !listed.has(id))]
+  if (inputs.length === 0) return { content: { ...c, UserMessageIds: userMessageIds, PendingUserMessages: [], HasPending: false }, round: null }
+  const response = responsePath(thread, idOf(inputs[0]!))
+  const round: RoundState = { Response: response, Inputs: inputs }
+  const content: JsonObject = {
+    ...without(c, 'Disposition', 'Question'),
+    Status: 'StartingExecution',
+    ExecutionStartedAt: at,
+    PendingUserMessages: [],
+    HasPending: false,
+    UserMessageIds: userMessageIds,
+    IngestedMessageIds: [...strings(c.IngestedMessageIds), ...inputs.map(idOf)],
+    Messages: [...strings(c.Messages), ...inputs, response],
+    Round: { Response: response, Inputs: inputs },
   }
-  for (const [id, p] of out) if (!ordered.has(id)) ordered.set(id, p)
-  return [...ordered.values()]
+  return { content, round }
 }
 
 /** A round may be dispatched: resting as Idle or Cancelled (or never run) with input waiting (or a stale pending list to clear). */
@@ -60,10 +87,17 @@ export function needsDispatch(node: MeshNode): boolean {
   return restingWithInput(node.path, node.content)
 }
 
-/** [THR3] `needsDispatch` of a thread's content at `thread` (the engine's watch reads content only). */
+/**
+ * [THR3] `needsDispatch` of a thread's content at `thread` (the engine's watch reads content only).
+ * [THR26] Also a `UserMessageIds` list missing a posted id: the list is one value, and an enqueue
+ * its writer had not seen may win the merge over it, so the owner lists the ids again.
+ */
 export function restingWithInput(thread: NodePath, c: JsonObject): boolean {
   const s = typeof c.Status === 'string' ? c.Status : 'Idle'
-  return (s === 'Idle' || s === 'Cancelled') && (c.HasPending === true || strings(c.PendingUserMessages).length > 0 || roundInputs(thread, c).length > 0)
+  if (s !== 'Idle' && s !== 'Cancelled') return false
+  if (c.HasPending === true || strings(c.PendingUserMessages).length > 0 || roundInputs(thread, c).length > 0) return true
+  const listed = new Set(strings(c.UserMessageIds))
+  return postedIds(c).some((id) => !listed.has(id))
 }
 
 export interface RoundState {

@@ -4,7 +4,7 @@ import { SYSTEM, WeftError, lastSegment, parentPath, parseNodePath, type JsonObj
 import type { NodeApi, WriteRuleHook } from '../../nodes/index.js'
 import type { Route, RouteRequest } from '../../http/index.js'
 import { request } from '../kit/index.js'
-import { cellPath, isMessageId, strings, type Clock } from './model.js'
+import { cellPath, enqueuedContent, isMessageId, type Clock } from './model.js'
 
 /** [THR2] The longest message text a post takes (characters). */
 export const MAX_MESSAGE_CHARS = 100_000
@@ -30,10 +30,8 @@ export async function enqueue(nodes: NodeApi, thread: NodePath, id: string): Pro
   await nodes.update(SYSTEM, thread, (cur) => {
     if (!cur || cur.nodeType !== 'Thread') return undefined
     ok = true
-    const ids = strings(cur.content.UserMessageIds)
-    if (ids.includes(id)) return undefined
-    const pending = [...strings(cur.content.PendingUserMessages), cellPath(thread, id)]
-    return { nodeType: cur.nodeType, name: cur.name, content: { ...cur.content, UserMessageIds: [...ids, id], PendingUserMessages: pending, HasPending: true } }
+    const content = enqueuedContent(thread, cur.content, id)
+    return content ? { nodeType: cur.nodeType, name: cur.name, content } : undefined
   }, 'engine')
   return ok
 }

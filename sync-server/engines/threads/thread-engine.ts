@@ -34,7 +34,7 @@ import { builtinAgent, type Agent, type AgentTools, type HistoryEntry, type Roun
 import { APPROVAL_FIELDS, awaitApproval } from './approvals.js'
 import { RoundTools } from './round-tools.js'
 import { runActivity } from './script-agent.js'
-import { RESTING, idOf, needsDispatch, responsePath, restingWithInput, roundInputs, roundOf, statusOf, strings, subThreadPath, without, type Clock, type RoundState } from './model.js'
+import { RESTING, claimedContent, idOf, needsDispatch, restingWithInput, roundOf, statusOf, strings, subThreadPath, without, type Clock, type RoundState } from './model.js'
 import { enqueue, postCell, userCell } from './post.js'
 import { CellWriter, DEFAULT_MAX_RESPONSE_CHARS } from './cell-writer.js'
 import { cutText, toStorableText } from '../../../shared/storable-text.js'
@@ -288,10 +288,9 @@ export class ThreadEngine {
   }
 
   /**
-   * [THR3] The claim: the re-check inside `update` moves Idle|Cancelled with pending input to
-   * StartingExecution, drains EVERY pending message into the round (Messages gets them and the
-   * round's one response cell, IngestedMessageIds their ids) in that one write; the live round is
-   * registered in the same synchronous stretch.
+   * [THR3] The claim: the re-check inside `update` (`claimedContent`) moves Idle|Cancelled with
+   * input waiting to StartingExecution and drains EVERY input into the round in that one write;
+   * the live round is registered in the same synchronous stretch.
    */
   private async claim(path: NodePath): Promise<void> {
     let live: LiveRound | null = null
@@ -299,26 +298,17 @@ export class ThreadEngine {
     const at = this.roundClock.now().toISOString()
     try {
       await this.nodes.update(SYSTEM, path, (cur) => {
-        if (this.stopping || !cur || cur.nodeType !== 'Thread' || !needsDispatch(cur) || this.rounds.has(path)) return undefined
-        const c = cur.content
-        const inputs = roundInputs(path, c)
-        // Only stale entries (ids already ingested, merged back in from a concurrent enqueue): cleared, no round.
-        if (inputs.length === 0) return { nodeType: cur.nodeType, name: cur.name, content: { ...c, PendingUserMessages: [], HasPending: false } }
-        const response = responsePath(path, idOf(inputs[0]!))
-        round = { Response: response, Inputs: inputs }
-        live = { controller: new AbortController(), cancelSent: false }
-        this.rounds.set(path, live)
-        const content: JsonObject = {
-          ...without(c, 'Disposition', 'Question'),
-          Status: 'StartingExecution',
-          ExecutionStartedAt: at,
-          PendingUserMessages: [],
-          HasPending: false,
-          IngestedMessageIds: [...strings(c.IngestedMessageIds), ...inputs.map(idOf)],
-          Messages: [...strings(c.Messages), ...inputs, response],
-          Round: { Response: response, Inputs: inputs },
+        if (this.stopping || !cur || cur.nodeType !== 'Thread' || this.rounds.has(path)) return undefined
+        // With only stale entries (ids already ingested, merged back in from a concurrent enqueue)
+        // they are cleared, and no round starts.
+        const claimed = claimedContent(path, cur.content, at)
+        if (!claimed) return undefined
+        round = claimed.round
+        if (round) {
+          live = { controller: new AbortController(), cancelSent: false }
+          this.rounds.set(path, live)
         }
-        return { nodeType: cur.nodeType, name: cur.name, content }
+        return { nodeType: cur.nodeType, name: cur.name, content: claimed.content }
       }, 'engine')
     } catch (err) {
       if (live) this.endRound(path, live)
@@ -588,7 +578,7 @@ export class ThreadEngine {
     await this.nodes.update(SYSTEM, sub, (cur) => cur ? undefined : {
       nodeType: 'Thread',
       name: `Delegated: ${toStorableText(cutText(task, 60))}`,
-      content: { Agent: parent?.content.Agent ?? { Kind: 'builtin' }, Status: 'Idle', ParentPath: path, Messages: [], UserMessageIds: [], IngestedMessageIds: [], PendingUserMessages: [] },
+      content: { Agent: parent?.content.Agent ?? { Kind: 'builtin' }, Status: 'Idle', ParentPath: path, Messages: [], UserMessageIds: [], IngestedMessageIds: [], PendingUserMessages: [], Posted: {} },
     }, 'engine')
     const subId = `thread_${firstId}_${sub.length.toString(36)}_${hash(sub)}`
     await this.nodes.update(SYSTEM, subscriptionPath(subId) as NodePath, (cur) => cur ? undefined : {
