@@ -128,7 +128,7 @@ describe('[THR26] posted messages across instances\' copies of a thread', () => 
     )
   })
 
-  it('a thread made before the map (no Posted): a post on one copy at a time is never lost, and the claim lists it in UserMessageIds', () => {
+  it('a thread made before the map (no Posted): a post on one copy at a time is never lost, its first round makes the map, and the claim lists the map\'s ids in UserMessageIds', () => {
     const old = (): Y.Doc => {
       const doc = new Y.Doc()
       write(doc, { Agent: { Kind: 'builtin' }, Status: 'Idle', Messages: [], UserMessageIds: [], IngestedMessageIds: [], PendingUserMessages: [] })
@@ -136,6 +136,23 @@ describe('[THR26] posted messages across instances\' copies of a thread', () => 
     }
     const { taken, posted } = run([{ kind: 'post', on: 1 }, { kind: 'sync', from: 1, to: 2 }, { kind: 'post', on: 2 }, { kind: 'claim' }], old)
     expect(taken.sort()).toEqual(posted.sort())
+    // Its first round gives it the map (here one enqueued before the map existed): from then on
+    // two enqueues at once both stay.
+    const owner = old()
+    write(owner, { ...docToJson(owner), UserMessageIds: ['m1'], PendingUserMessages: [`${T}/m1`], HasPending: true })
+    write(owner, claimedContent(T, docToJson(owner), new Date(0).toISOString())!.content)
+    const [one, two] = [1001, 1002].map((id) => {
+      const d = new Y.Doc()
+      d.clientID = id
+      Y.applyUpdate(d, Y.encodeStateAsUpdate(owner))
+      return d
+    }) as [Y.Doc, Y.Doc]
+    write(one, enqueuedContent(T, docToJson(one), 'm2')!)
+    write(two, enqueuedContent(T, docToJson(two), 'm3')!)
+    sync(one, two)
+    sync(two, one)
+    expect(roundInputs(T, docToJson(one)).sort()).toEqual([`${T}/m2`, `${T}/m3`])
+    expect(docToJson(two)).toEqual(docToJson(one))
     const doc = new Y.Doc()
     write(doc, { Status: 'Idle', UserMessageIds: ['a'], Posted: { a: 0, b: 1 } })
     const claimed = claimedContent(T, docToJson(doc), new Date(0).toISOString())

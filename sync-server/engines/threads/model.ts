@@ -70,6 +70,8 @@ export function claimedContent(thread: NodePath, c: JsonObject, at: string): { c
   const round: RoundState = { Response: response, Inputs: inputs }
   const content: JsonObject = {
     ...without(c, 'Disposition', 'Question'),
+    // A thread made before the map gets it here, at its first round (its enqueues then add keys).
+    Posted: isJsonObject(c.Posted) ? c.Posted : {},
     Status: 'StartingExecution',
     ExecutionStartedAt: at,
     PendingUserMessages: [],
