@@ -262,6 +262,56 @@ test('[WEB33] a message sent offline is kept on the device, then sent when onlin
   await a.context.close()
 })
 
+test('[WEB41] a send whose answer was lost (the server posted it, a proxy answered 502) is not sent twice: the page sees it posted and lets the error go', async ({ browser }) => {
+  const path = await newThread('LostAnswer')
+  const a = await openLoggedIn(browser, server, ann, path)
+  await expect(badge(a.page)).toHaveText('Ready')
+  let lost = 0
+  // The first post reaches the server and is done there; its answer is lost on the way back.
+  await a.page.route('**/messages', async (route) => {
+    if (lost > 0 || route.request().method() !== 'POST') return route.continue()
+    lost++
+    await route.fetch()
+    await route.fulfill({ status: 502, contentType: 'text/html', body: '<html>Bad Gateway</html>' })
+  })
+  await send(a.page, 'only once please')
+  await expect(cells(a.page).nth(1).locator('[data-text]')).toHaveText('You said: only once please')
+  await expect(cells(a.page)).toHaveCount(2)
+  await expect(tp(a.page).locator('.error[role="alert"]')).toHaveCount(0)
+  await expect(composer(a.page)).toHaveValue('')
+  expect(lost).toBe(1)
+  const c = await getContent(server, ann, path)
+  expect(c.UserMessageIds).toHaveLength(1)
+  expect(c.Messages).toHaveLength(2)
+  await a.context.close()
+})
+
+test('[WEB41] a send the server refused with a 503 comes back with the error; sent again, it goes under the same id, once', async ({ browser }) => {
+  const path = await newThread('Busy')
+  const a = await openLoggedIn(browser, server, ann, path)
+  await expect(badge(a.page)).toHaveText('Ready')
+  const ids: string[] = []
+  await a.page.route('**/messages', async (route) => {
+    if (route.request().method() !== 'POST') return route.continue()
+    ids.push((route.request().postDataJSON() as { id: string }).id)
+    if (ids.length > 1) return route.continue()
+    await route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'unavailable', message: 'storage unavailable' } }) })
+  })
+  await send(a.page, 'are you there')
+  await expect(tp(a.page).locator('.error[role="alert"]')).toContainText('Try again')
+  await expect(composer(a.page)).toHaveValue('are you there')
+  await a.page.setViewportSize({ width: 390, height: 844 })
+  await a.page.screenshot({ path: 'test-results/web40-refused-390.png', fullPage: true })
+  await composer(a.page).press('Enter')
+  await expect(cells(a.page).nth(1).locator('[data-text]')).toHaveText('You said: are you there')
+  await expect(cells(a.page)).toHaveCount(2)
+  await expect(tp(a.page).locator('.error[role="alert"]')).toHaveCount(0)
+  expect(ids).toHaveLength(2)
+  expect(ids[1]).toBe(ids[0])
+  expect((await getContent(server, ann, path)).UserMessageIds).toEqual([ids[0]])
+  await a.context.close()
+})
+
 test('[WEB35] a Viewer reads the thread and its live state but is offered no composer and no Stop, and reads why', async ({ browser }) => {
   const path = await newThread('Viewer')
   const posted = await api<{ path: string }>(server, ann, 'POST', `/api/nodes/${path}/messages`, { id: 'first', text: 'hello' })

@@ -4,7 +4,7 @@ import { isJsonObject, type JsonObject } from '../../shared/json.js'
 import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
-import { NetworkError } from '../api/index.js'
+import { HttpError, NetworkError } from '../api/index.js'
 import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
 import type { ReplicaState, SyncStatus } from '../sync/index.js'
@@ -46,6 +46,13 @@ export class WeftThreadPage extends LitElement {
   /** Messages posted from this page the thread does not list yet (path → text). */
   declare sent: ReadonlyMap<string, string>
   declare draft: string
+  /**
+   * [WEB41] A send the server answered with a 5xx: its id and text. Sending the same text again
+   * reuses the id, so a post the server did (or half did) before its answer was lost (a proxy's
+   * 502/504, a 503 after the message's cell) is completed once, not posted twice; once the thread
+   * lists the id, it went through after all: the error and the restored text go.
+   */
+  private unsettled: { id: string; text: string } | null = null
   private readonly node = new ObservableController<NodeView | null>(this)
   private readonly access = new ObservableController<ReplicaState>(this)
   private readonly kids = new ObservableController<IndexRow[]>(this)
@@ -102,6 +109,7 @@ export class WeftThreadPage extends LitElement {
       this.error = ''
       this.sent = new Map()
       this.draft = ''
+      this.unsettled = null
     }
     const { streams } = app()
     this.node.watch(path, () => streams.node$(path))
@@ -110,6 +118,14 @@ export class WeftThreadPage extends LitElement {
     this.status.watch('status', () => streams.status$)
     const parent = this.node.value?.content.ParentPath
     this.parent.watch(typeof parent === 'string' && parent ? [parent] : [])
+    // [WEB41] The send answered with a 5xx is posted after all (the thread lists its id): it went through.
+    const u = this.unsettled
+    const c = this.node.value?.content
+    if (u && c && [...strings(c.UserMessageIds), ...postedIds(c)].includes(u.id)) {
+      this.unsettled = null
+      if (this.draft === u.text) this.draft = ''
+      this.error = ''
+    }
   }
 
   private can(p: 'Thread' | 'Update'): boolean {
@@ -133,10 +149,11 @@ export class WeftThreadPage extends LitElement {
    */
   private async send(text: string) {
     const { client, session } = app()
-    const id = newMessageId()
+    const id = this.unsettled?.text === text ? this.unsettled.id : newMessageId()
     const cell = `${this.path}/${id}`
     this.sent = new Map(this.sent).set(cell, text)
     this.draft = ''
+    this.error = ''
     try {
       try {
         if (navigator.onLine === false) throw new NetworkError('offline')
@@ -145,12 +162,14 @@ export class WeftThreadPage extends LitElement {
         if (!(e instanceof NetworkError)) throw e
         await client.createNode(cell, 'ThreadMessage', id, { Role: 'user', Author: session.userId, Text: text, CreatedAt: new Date().toISOString() }, { sealed: true })
       }
+      this.unsettled = null
     } catch (e) {
       // Not sent: what was typed comes back.
       const next = new Map(this.sent)
       next.delete(cell)
       this.sent = next
       if (!this.draft) this.draft = text
+      this.unsettled = e instanceof HttpError && e.status >= 500 ? { id, text } : null
       this.error = humanError(e)
     }
   }
