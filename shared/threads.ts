@@ -22,17 +22,23 @@ export function strings(v: unknown): string[] {
 }
 
 /**
- * [THR26] The posted ids of a thread's `Posted` map (id → its posting ordinal), in posting order
- * (ordinal, then id: two instances enqueuing at once give the same ordinal). A map, not a list:
- * each enqueue adds its own key, and keys of one Y.Map written on two instances' copies both
- * survive the merge, where a list is one value and the merge keeps one writer's whole.
+ * [THR26] The posted ids of a thread's `Posted` map (id → its posting ordinal) that `skip` does not
+ * hold, in posting order (ordinal, then id: two instances enqueuing at once give the same
+ * ordinal). A map, not a list: each enqueue adds its own key, and keys of one Y.Map written on two
+ * instances' copies both survive the merge, where a list is one value and the merge keeps one
+ * writer's whole. Only what is left after `skip` is sorted: on a long thread that is a few ids.
  */
-export function postedIds(c: JsonObject): string[] {
+export function postedIds(c: JsonObject, skip: (id: string) => boolean = () => false): string[] {
   const posted = c.Posted
   if (!posted || typeof posted !== 'object' || Array.isArray(posted)) return []
-  const entries = Object.entries(posted as JsonObject).map(([id, n]) => [id, typeof n === 'number' && Number.isFinite(n) ? n : Number.MAX_SAFE_INTEGER] as const)
-  entries.sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
-  return entries.map(([id]) => id)
+  const left: [string, number][] = []
+  for (const id of Object.keys(posted)) {
+    if (skip(id)) continue
+    const n = (posted as JsonObject)[id]
+    left.push([id, typeof n === 'number' && Number.isFinite(n) ? n : Number.MAX_SAFE_INTEGER])
+  }
+  left.sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+  return left.map(([id]) => id)
 }
 
 /**
@@ -62,9 +68,12 @@ function waiting(c: JsonObject): Map<string, NodePath | null> {
     if (!ingested.has(id) && !pending.has(id)) pending.set(id, p as NodePath)
   }
   const ordered = new Map<string, NodePath | null>()
-  for (const id of [...strings(c.UserMessageIds), ...postedIds(c)]) {
+  const listed = strings(c.UserMessageIds)
+  for (const id of listed) {
     if (!ingested.has(id) && !ordered.has(id) && isMessageId(id)) ordered.set(id, pending.get(id) ?? null)
   }
+  // Only the posted ids neither ingested nor listed are sorted (a long thread's are a few).
+  for (const id of postedIds(c, (id) => ingested.has(id) || ordered.has(id))) if (isMessageId(id)) ordered.set(id, pending.get(id) ?? null)
   for (const [id, p] of pending) if (!ordered.has(id)) ordered.set(id, p)
   return ordered
 }

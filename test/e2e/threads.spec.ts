@@ -286,6 +286,28 @@ test('[WEB41] a send whose answer was lost (the server posted it, a proxy answer
   await a.context.close()
 })
 
+test('[WEB41] a send whose connection dropped after the server posted it: no offline copy refused, no error, one message', async ({ browser }) => {
+  const path = await newThread('Dropped')
+  const a = await openLoggedIn(browser, server, ann, path)
+  await expect(badge(a.page)).toHaveText('Ready')
+  let dropped = 0
+  await a.page.route('**/messages', async (route) => {
+    if (dropped > 0 || route.request().method() !== 'POST') return route.continue()
+    dropped++
+    await route.fetch()
+    await route.abort('failed')
+  })
+  await send(a.page, 'over a bad line')
+  await expect(cells(a.page).nth(1).locator('[data-text]')).toHaveText('You said: over a bad line')
+  await expect(cells(a.page)).toHaveCount(2)
+  await expect(tp(a.page).locator('.error[role="alert"]')).toHaveCount(0)
+  await expect(composer(a.page)).toHaveValue('')
+  expect(await refusedRows(a.page)).toEqual([])
+  expect(dropped).toBe(1)
+  expect((await getContent(server, ann, path)).UserMessageIds).toHaveLength(1)
+  await a.context.close()
+})
+
 test('[WEB41] a send the server refused with a 503 comes back with the error; sent again, it goes under the same id, once', async ({ browser }) => {
   const path = await newThread('Busy')
   const a = await openLoggedIn(browser, server, ann, path)
@@ -309,6 +331,34 @@ test('[WEB41] a send the server refused with a 503 comes back with the error; se
   expect(ids).toHaveLength(2)
   expect(ids[1]).toBe(ids[0])
   expect((await getContent(server, ann, path)).UserMessageIds).toEqual([ids[0]])
+  await a.context.close()
+})
+
+test('[WEB41] a send kept after a 503 is not queued offline under its id (its cell may be on the server half done): the text waits with the error, then goes once online', async ({ browser }) => {
+  const path = await newThread('BusyThenOffline')
+  const a = await openLoggedIn(browser, server, ann, path)
+  await expect(badge(a.page)).toHaveText('Ready')
+  const ids: string[] = []
+  await a.page.route('**/messages', async (route) => {
+    if (route.request().method() !== 'POST') return route.continue()
+    ids.push((route.request().postDataJSON() as { id: string }).id)
+    if (ids.length > 1) return route.continue()
+    await route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'unavailable', message: 'storage unavailable' } }) })
+  })
+  await send(a.page, 'when you can')
+  await expect(tp(a.page).locator('.error[role="alert"]')).toContainText('Try again')
+  await a.context.setOffline(true)
+  await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'offline')
+  await composer(a.page).press('Enter')
+  await expect(tp(a.page).locator('.error[role="alert"]')).toBeVisible()
+  await expect(composer(a.page)).toHaveValue('when you can')
+  await expect(tp(a.page).locator('[data-note="local"]')).toHaveCount(0)
+  await a.context.setOffline(false)
+  await expect(syncStatus(a.page)).not.toHaveAttribute('data-status', 'offline')
+  await composer(a.page).press('Enter')
+  await expect(cells(a.page).nth(1).locator('[data-text]')).toHaveText('You said: when you can')
+  await expect(cells(a.page)).toHaveCount(2)
+  expect(ids).toEqual([ids[0], ids[0]])
   await a.context.close()
 })
 

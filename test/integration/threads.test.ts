@@ -70,14 +70,16 @@ describe('threads: posting', () => {
   it('[THR1] the round state is the engine\'s: a person may request a cancel but not write Status, Messages or a cell of someone else', async () => {
     const t = await fresh()
     const http = api(ts.url, bob.token)
-    for (const patch of [{ Status: 'Executing' }, { Messages: ['x'] }, { PendingUserMessages: ['x'] }, { Disposition: 'Completed' }, { RequestedStatus: 'Executing' }, { Posted: { x: 0 } }, { Posted: null }]) {
+    for (const patch of [{ Status: 'Executing' }, { Messages: ['x'] }, { PendingUserMessages: ['x'] }, { Disposition: 'Completed' }, { RequestedStatus: 'Executing' }, { Posted: { x: 0 } }]) {
       const res = await http.patchNode(t, patch)
       expect(res.status, JSON.stringify(patch)).toBeGreaterThanOrEqual(400)
     }
-    // [THR26] A thread starts with its Posted map, which only system writes, from its creation on.
-    expect((await node(ts.url, alice.token, t)).content.Posted).toEqual({})
+    // [THR26] Posted is system's from the start; a thread never posted to is replaced as it was made.
     expect(errorCode(await http.putNode(`${space}/forged-posted`, 'Thread', { Agent: { Kind: 'builtin' }, Posted: { x: 0 } } as never))).toBe('forbidden_field')
+    for (let i = 0; i < 2; i++) expect((await http.putNode(`${space}/put-twice`, 'Thread', { Agent: { Kind: 'builtin' } } as never)).status).toBe(i === 0 ? 201 : 200)
     const cell = await post(ts.url, alice.token, t, 'mine', 'm1')
+    // [THR26] The map the post made: a person may neither change it nor remove it.
+    for (const patch of [{ Posted: { m1: 0, x: 1 } }, { Posted: null }]) expect(errorCode(await http.patchNode(t, patch)), JSON.stringify(patch)).toBe('forbidden_field')
     expect(errorCode(await http.patchNode(cell, { Text: 'forged' }))).toBe('forbidden_field')
     expect(errorCode(await http.putNode(`${t}/forged`, 'ThreadMessage', { Role: 'user', Author: alice.userId, Text: 'as alice', CreatedAt: new Date().toISOString() }))).toBe('forbidden_field')
     expect(errorCode(await http.putNode(`${t}/forged2`, 'ThreadMessage', { Role: 'assistant', Author: bob.userId, Text: 'as agent', CreatedAt: new Date().toISOString() }))).toBe('forbidden_field')

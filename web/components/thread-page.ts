@@ -11,7 +11,7 @@ import type { ReplicaState, SyncStatus } from '../sync/index.js'
 import { humanError } from './error-text.js'
 import { nodeHref } from './route.js'
 import { formatWhen } from './run-text.js'
-import { postedIds, roundInputs, strings } from '../../shared/threads.js'
+import { roundInputs, strings } from '../../shared/threads.js'
 import type { NodePath } from '../../shared/path.js'
 import { agentName, answeredDecision, newMessageId, pendingApproval, threadState, type PendingApproval } from './thread-text.js'
 import type { CellNote } from './thread-cell.js'
@@ -47,10 +47,11 @@ export class WeftThreadPage extends LitElement {
   declare sent: ReadonlyMap<string, string>
   declare draft: string
   /**
-   * [WEB41] A send the server answered with a 5xx: its id and text. Sending the same text again
-   * reuses the id, so a post the server did (or half did) before its answer was lost (a proxy's
-   * 502/504, a 503 after the message's cell) is completed once, not posted twice; once the thread
-   * lists the id, it went through after all: the error and the restored text go.
+   * [WEB41] A send the server answered with a 5xx (or whose connection failed): its id and text.
+   * Sending the same text again reuses the id, so a post the server did (or half did) before its
+   * answer was lost (a proxy's 502/504, a 503 after the message's cell) is completed once, not
+   * posted twice; once the thread lists the id, it went through after all: the error and the
+   * restored text go.
    */
   private unsettled: { id: string; text: string } | null = null
   private readonly node = new ObservableController<NodeView | null>(this)
@@ -121,7 +122,7 @@ export class WeftThreadPage extends LitElement {
     // [WEB41] The send answered with a 5xx is posted after all (the thread lists its id): it went through.
     const u = this.unsettled
     const c = this.node.value?.content
-    if (u && c && [...strings(c.UserMessageIds), ...postedIds(c)].includes(u.id)) {
+    if (u && c && (strings(c.UserMessageIds).includes(u.id) || (isJsonObject(c.Posted) && Object.hasOwn(c.Posted, u.id)))) {
       this.unsettled = null
       if (this.draft === u.text) this.draft = ''
       this.error = ''
@@ -149,7 +150,10 @@ export class WeftThreadPage extends LitElement {
    */
   private async send(text: string) {
     const { client, session } = app()
-    const id = this.unsettled?.text === text ? this.unsettled.id : newMessageId()
+    // A reused id is never sent to the offline path: its cell may be on the server already, half
+    // done, and a queued creation of it would be taken as done there (nothing would enqueue it).
+    const reused = this.unsettled?.text === text
+    const id = reused && this.unsettled ? this.unsettled.id : newMessageId()
     const cell = `${this.path}/${id}`
     this.sent = new Map(this.sent).set(cell, text)
     this.draft = ''
@@ -159,8 +163,15 @@ export class WeftThreadPage extends LitElement {
         if (navigator.onLine === false) throw new NetworkError('offline')
         await client.api.postMessage(this.path, { id, text })
       } catch (e) {
-        if (!(e instanceof NetworkError)) throw e
-        await client.createNode(cell, 'ThreadMessage', id, { Role: 'user', Author: session.userId, Text: text, CreatedAt: new Date().toISOString() }, { sealed: true })
+        if (!(e instanceof NetworkError) || reused) throw e
+        try {
+          await client.createNode(cell, 'ThreadMessage', id, { Role: 'user', Author: session.userId, Text: text, CreatedAt: new Date().toISOString() }, { sealed: true })
+        } catch (made) {
+          // [WEB41] The post got through before its connection dropped: its cell (under this
+          // device's id) is there. Posted again under that id it is completed if half done, once.
+          if (!(made instanceof HttpError && made.code === 'already_exists')) throw made
+          await client.api.postMessage(this.path, { id, text })
+        }
       }
       this.unsettled = null
     } catch (e) {
@@ -169,7 +180,7 @@ export class WeftThreadPage extends LitElement {
       next.delete(cell)
       this.sent = next
       if (!this.draft) this.draft = text
-      this.unsettled = e instanceof HttpError && e.status >= 500 ? { id, text } : null
+      this.unsettled = (e instanceof HttpError && e.status >= 500) || e instanceof NetworkError ? { id, text } : null
       this.error = humanError(e)
     }
   }
@@ -200,7 +211,7 @@ export class WeftThreadPage extends LitElement {
       listed.add(p)
       shown.push({ path: p, note: 'queued' })
     }
-    const known = new Set([...strings(c.UserMessageIds), ...postedIds(c)])
+    const known = new Set([...strings(c.UserMessageIds), ...(isJsonObject(c.Posted) ? Object.keys(c.Posted) : [])])
     for (const row of this.kids.value ?? []) {
       if (row.nodeType !== 'ThreadMessage' || listed.has(row.path) || known.has(idOf(row.path))) continue
       // A user cell made here (offline) or just posted, not yet taken in by the thread.

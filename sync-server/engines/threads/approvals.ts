@@ -28,12 +28,9 @@ function pendingOf(c: JsonObject): JsonObject | null {
  */
 export function threadWriteRule(): WriteRuleHook {
   return ({ principal, before, after }) => {
-    // [THR26] A thread starts with its `Posted` map, so the first enqueues on two instances' copies
-    // add keys to that one map (two maps made at once would merge to one of them).
-    const start: JsonObject | undefined = !before && !isJsonObject(after.Posted) ? { Posted: {} } : undefined
     const answer = after.ApprovalAnswer ?? null
     const prior = before?.content.ApprovalAnswer ?? null
-    if (jsonEqual(answer, prior)) return start
+    if (jsonEqual(answer, prior)) return undefined
     const pending = before ? pendingOf(before.content) : null
     if (!isJsonObject(answer)) {
       throw new WeftError('conflict', 'An approval answer cannot be withdrawn; the round clears it when it goes on.')

@@ -64,7 +64,7 @@ export function claimedContent(thread: NodePath, c: JsonObject, at: string): { c
   const inputs = roundInputs(thread, c)
   const ids = strings(c.UserMessageIds)
   const listed = new Set(ids)
-  const userMessageIds = [...ids, ...postedIds(c).filter((id) => !listed.has(id))]
+  const userMessageIds = [...ids, ...postedIds(c, (id) => listed.has(id))]
   if (inputs.length === 0) return { content: { ...c, UserMessageIds: userMessageIds, PendingUserMessages: [], HasPending: false }, round: null }
   const response = responsePath(thread, idOf(inputs[0]!))
   const round: RoundState = { Response: response, Inputs: inputs }
@@ -99,7 +99,7 @@ export function restingWithInput(thread: NodePath, c: JsonObject): boolean {
   if (s !== 'Idle' && s !== 'Cancelled') return false
   if (c.HasPending === true || strings(c.PendingUserMessages).length > 0 || roundInputs(thread, c).length > 0) return true
   const listed = new Set(strings(c.UserMessageIds))
-  return postedIds(c).some((id) => !listed.has(id))
+  return isJsonObject(c.Posted) && Object.keys(c.Posted).some((id) => !listed.has(id))
 }
 
 export interface RoundState {
