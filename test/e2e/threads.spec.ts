@@ -262,6 +262,18 @@ test('[WEB33] a message sent offline is kept on the device, then sent when onlin
   await a.context.close()
 })
 
+/** [WEB41] The page's first message post is answered 503 (the server never sees it); every post's id, in order. */
+async function refuseFirstPost(page: Page): Promise<string[]> {
+  const ids: string[] = []
+  await page.route('**/messages', async (route) => {
+    if (route.request().method() !== 'POST') return route.continue()
+    ids.push((route.request().postDataJSON() as { id: string }).id)
+    if (ids.length > 1) return route.continue()
+    await route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'unavailable', message: 'storage unavailable' } }) })
+  })
+  return ids
+}
+
 test('[WEB41] a send whose answer was lost (the server posted it, a proxy answered 502) is not sent twice: the page sees it posted and lets the error go', async ({ browser }) => {
   const path = await newThread('LostAnswer')
   const a = await openLoggedIn(browser, server, ann, path)
@@ -312,13 +324,7 @@ test('[WEB41] a send the server refused with a 503 comes back with the error; se
   const path = await newThread('Busy')
   const a = await openLoggedIn(browser, server, ann, path)
   await expect(badge(a.page)).toHaveText('Ready')
-  const ids: string[] = []
-  await a.page.route('**/messages', async (route) => {
-    if (route.request().method() !== 'POST') return route.continue()
-    ids.push((route.request().postDataJSON() as { id: string }).id)
-    if (ids.length > 1) return route.continue()
-    await route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'unavailable', message: 'storage unavailable' } }) })
-  })
+  const ids = await refuseFirstPost(a.page)
   await send(a.page, 'are you there')
   await expect(tp(a.page).locator('.error[role="alert"]')).toContainText('Try again')
   await expect(composer(a.page)).toHaveValue('are you there')
@@ -338,13 +344,7 @@ test('[WEB41] a send kept after a 503 is not queued offline under its id (its ce
   const path = await newThread('BusyThenOffline')
   const a = await openLoggedIn(browser, server, ann, path)
   await expect(badge(a.page)).toHaveText('Ready')
-  const ids: string[] = []
-  await a.page.route('**/messages', async (route) => {
-    if (route.request().method() !== 'POST') return route.continue()
-    ids.push((route.request().postDataJSON() as { id: string }).id)
-    if (ids.length > 1) return route.continue()
-    await route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ error: { code: 'unavailable', message: 'storage unavailable' } }) })
-  })
+  const ids = await refuseFirstPost(a.page)
   await send(a.page, 'when you can')
   await expect(tp(a.page).locator('.error[role="alert"]')).toContainText('Try again')
   await a.context.setOffline(true)
