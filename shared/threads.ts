@@ -1,5 +1,5 @@
 import { isValidSegment, joinPath, lastSegment, type NodePath } from './path.js'
-import type { JsonObject } from './json.js'
+import { isJsonObject, type JsonObject } from './json.js'
 
 /**
  * The pure parts of the thread model (DESIGN.md "Threads (contract)", [THR1]) that the engine
@@ -56,7 +56,22 @@ export function roundInputs(thread: NodePath, c: JsonObject): NodePath[] {
 
 /** Whether a round has input waiting (`roundInputs` is not empty). */
 export function hasWaitingInput(c: JsonObject): boolean {
-  return waiting(c).size > 0
+  return inputState(c).waiting
+}
+
+/**
+ * [THR26] In one pass over the thread's ids (it runs at every change of a thread): whether a round
+ * has input waiting (as `roundInputs`), and whether `Posted` holds more ids than `UserMessageIds`
+ * lists (so one at least is missing from the list: every listed id was posted, each once).
+ */
+export function inputState(c: JsonObject): { waiting: boolean; unlisted: boolean } {
+  const ingested = new Set(strings(c.IngestedMessageIds))
+  const listed = strings(c.UserMessageIds)
+  const posted = isJsonObject(c.Posted) ? Object.keys(c.Posted) : []
+  const unlisted = posted.length > listed.length
+  const open = (id: string) => !ingested.has(id) && isMessageId(id)
+  const waiting = strings(c.PendingUserMessages).some((p) => !ingested.has(lastSegment(p as NodePath))) || listed.some(open) || posted.some(open)
+  return { waiting, unlisted }
 }
 
 /** The ids `roundInputs` takes, in its order, each with its pending cell path when one is listed. */

@@ -45,6 +45,7 @@ const MODULES: BenchModule[] = [
   { name: 'sim-net', file: 'sim-net-bench.ts', fn: 'benchSimNet' },
   { name: 'threads', file: 'threads-bench.ts', fn: 'benchThreads' },
   { name: 'threads-scale', file: 'threads-scale-bench.ts', fn: 'benchThreadsScale' },
+  { name: 'threads-model', file: 'threads-model-bench.ts', fn: 'benchThreadsModel' },
   { name: 'search', file: 'search-bench.ts', fn: 'benchSearch' },
   { name: 'cluster', file: 'cluster-bench.ts', fn: 'benchCluster' },
   { name: 'compaction', file: 'compaction-bench.ts', fn: 'benchCompaction' },

@@ -1,4 +1,4 @@
-import { isJsonObject, joinPath, lastSegment, postedIds, roundInputs, strings, type JsonObject, type MeshNode, type NodePath } from '../../../shared/index.js'
+import { inputState, isJsonObject, joinPath, lastSegment, postedIds, roundInputs, strings, type JsonObject, type MeshNode, type NodePath } from '../../../shared/index.js'
 import { realClock, type Clock as KitClock } from '../kit/index.js'
 
 /**
@@ -94,12 +94,15 @@ export function needsDispatch(node: MeshNode): boolean {
  * [THR26] Also a `UserMessageIds` list missing a posted id: the list is one value, and an enqueue
  * its writer had not seen may win the merge over it, so the owner lists the ids again.
  */
-export function restingWithInput(thread: NodePath, c: JsonObject): boolean {
+export function restingWithInput(_thread: NodePath, c: JsonObject): boolean {
   const s = typeof c.Status === 'string' ? c.Status : 'Idle'
   if (s !== 'Idle' && s !== 'Cancelled') return false
-  if (c.HasPending === true || strings(c.PendingUserMessages).length > 0 || roundInputs(thread, c).length > 0) return true
-  const listed = new Set(strings(c.UserMessageIds))
-  return isJsonObject(c.Posted) && Object.keys(c.Posted).some((id) => !listed.has(id))
+  // (A pending list of stale entries too: the claim clears it.)
+  if (c.HasPending === true || strings(c.PendingUserMessages).length > 0) return true
+  // Input waiting, or more posted ids than listed ones (a thread's ids from before the map are
+  // listed only, so there a missing one waits for the thread's next claim).
+  const { waiting, unlisted } = inputState(c)
+  return waiting || unlisted
 }
 
 export interface RoundState {
