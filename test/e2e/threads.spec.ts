@@ -1,5 +1,5 @@
 import { mkdir, readFile } from 'node:fs/promises'
-import { expect, test, type Browser, type Page } from '@playwright/test'
+import { expect, test, type Browser, type Page, type Route } from '@playwright/test'
 import { SYSTEM, type NodePath } from '../../shared/index.js'
 import { analyzeAxe, api, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
 
@@ -262,6 +262,18 @@ test('[WEB33] a message sent offline is kept on the device, then sent when onlin
   await a.context.close()
 })
 
+/** [WEB41] The page's first message post reaches the server; what the page gets back is `answer`'s. */
+async function loseFirstAnswer(page: Page, answer: (route: Route) => Promise<void>): Promise<{ count: number }> {
+  const seen = { count: 0 }
+  await page.route('**/messages', async (route) => {
+    if (seen.count > 0 || route.request().method() !== 'POST') return route.continue()
+    seen.count++
+    await route.fetch()
+    await answer(route)
+  })
+  return seen
+}
+
 /** [WEB41] The page's first message post is answered 503 (the server never sees it); every post's id, in order. */
 async function refuseFirstPost(page: Page): Promise<string[]> {
   const ids: string[] = []
@@ -278,20 +290,14 @@ test('[WEB41] a send whose answer was lost (the server posted it, a proxy answer
   const path = await newThread('LostAnswer')
   const a = await openLoggedIn(browser, server, ann, path)
   await expect(badge(a.page)).toHaveText('Ready')
-  let lost = 0
   // The first post reaches the server and is done there; its answer is lost on the way back.
-  await a.page.route('**/messages', async (route) => {
-    if (lost > 0 || route.request().method() !== 'POST') return route.continue()
-    lost++
-    await route.fetch()
-    await route.fulfill({ status: 502, contentType: 'text/html', body: '<html>Bad Gateway</html>' })
-  })
+  const lost = await loseFirstAnswer(a.page, (route) => route.fulfill({ status: 502, contentType: 'text/html', body: '<html>Bad Gateway</html>' }))
   await send(a.page, 'only once please')
   await expect(cells(a.page).nth(1).locator('[data-text]')).toHaveText('You said: only once please')
   await expect(cells(a.page)).toHaveCount(2)
   await expect(tp(a.page).locator('.error[role="alert"]')).toHaveCount(0)
   await expect(composer(a.page)).toHaveValue('')
-  expect(lost).toBe(1)
+  expect(lost.count).toBe(1)
   const c = await getContent(server, ann, path)
   expect(c.UserMessageIds).toHaveLength(1)
   expect(c.Messages).toHaveLength(2)
@@ -302,20 +308,14 @@ test('[WEB41] a send whose connection dropped after the server posted it: no off
   const path = await newThread('Dropped')
   const a = await openLoggedIn(browser, server, ann, path)
   await expect(badge(a.page)).toHaveText('Ready')
-  let dropped = 0
-  await a.page.route('**/messages', async (route) => {
-    if (dropped > 0 || route.request().method() !== 'POST') return route.continue()
-    dropped++
-    await route.fetch()
-    await route.abort('failed')
-  })
+  const dropped = await loseFirstAnswer(a.page, (route) => route.abort('failed'))
   await send(a.page, 'over a bad line')
   await expect(cells(a.page).nth(1).locator('[data-text]')).toHaveText('You said: over a bad line')
   await expect(cells(a.page)).toHaveCount(2)
   await expect(tp(a.page).locator('.error[role="alert"]')).toHaveCount(0)
   await expect(composer(a.page)).toHaveValue('')
   expect(await refusedRows(a.page)).toEqual([])
-  expect(dropped).toBe(1)
+  expect(dropped.count).toBe(1)
   expect((await getContent(server, ann, path)).UserMessageIds).toHaveLength(1)
   await a.context.close()
 })
