@@ -40,6 +40,16 @@ export const ReactRequest = z.strictObject({
    * the item's last word, one call instead of react then ack, and no crash between the two.
    */
   ack: z.boolean().optional(),
+  /**
+   * [CTX52] With `ack: true`: the consumer's next work item is pulled in the same call once the
+   * reaction is settled (`next` in the answer), waiting up to `waitSeconds` for one as `next`
+   * does. A worker's loop is then one call per item: react, settle, take the next.
+   */
+  next: z.boolean().optional(),
+  waitSeconds: z.number().min(0).max(CONTEXTUAL_BOUNDS.maxWaitSeconds).optional(),
+}).superRefine((r, ctx) => {
+  if (r.next && r.ack !== true) ctx.addIssue({ code: 'custom', path: ['next'], message: 'next: true asks for the next work item once this one is settled: add ack: true' })
+  if (r.waitSeconds !== undefined && !r.next) ctx.addIssue({ code: 'custom', path: ['waitSeconds'], message: 'waitSeconds is how long the pull of next: true waits: add next: true' })
 })
 
 export type NextRequest = z.infer<typeof NextRequest>
@@ -91,6 +101,13 @@ export interface ReactResult {
   repeated: boolean
   /** [CTX47] The work item is settled now (by this call, or by the earlier call a repeat resolves). */
   acked?: boolean
+  /** [CTX52] Asked with `next: true`: the consumer's next work item (null: none came within `waitSeconds`). */
+  next?: NextResult
+  /**
+   * [CTX52] Asked with `next: true` and the pull after the reaction failed (the reaction stands):
+   * its error, as `next` would have answered it. Pull again with `next`.
+   */
+  nextError?: { code: string; message: string }
 }
 
 export interface DeadLetter {

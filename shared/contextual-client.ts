@@ -70,8 +70,12 @@ export interface ContextualClient {
   nack(req: z.input<typeof NackRequest>, opts?: CallOptions): Promise<{ state: 'pending' | 'dead' }>
   extend(req: z.input<typeof ExtendRequest>, opts?: CallOptions): Promise<{ expiresAt: string }>
   status(consumerId: string, opts?: CallOptions): Promise<ContextualStatus>
-  /** With `{ ack: true }` the item is settled in the reaction's own transaction ([CTX47]): `acked` says whether it is. */
-  react(causationToken: string, params?: Record<string, unknown>, opts?: CallOptions & { ack?: boolean }): Promise<ReactResult>
+  /**
+   * With `{ ack: true }` the item is settled in the reaction's own transaction ([CTX47]): `acked`
+   * says whether it is. With `{ ack: true, next: true }` the consumer's next item is pulled in the
+   * same call ([CTX52]), waiting up to `waitSeconds`: `next` (or `nextError`) in the answer.
+   */
+  react(causationToken: string, params?: Record<string, unknown>, opts?: CallOptions & { ack?: boolean; next?: boolean; waitSeconds?: number }): Promise<ReactResult>
   redrive(consumerId: string, opts?: CallOptions): Promise<{ redriven: number }>
   /** Deletes a consumer and its events: yours, or any of a subscription you are an Admin of ([CTX46]). */
   delete(consumerId: string, opts?: CallOptions): Promise<{ deleted: true }>
@@ -176,8 +180,20 @@ export function createContextualClient(options: ContextualClientOptions): Contex
     nack: async (req, opts) => post('nack', check(NackRequest, req, 'The nack request'), opts),
     extend: async (req, opts) => post('extend', check(ExtendRequest, req, 'The extend request'), opts),
     status: async (consumerId, opts) => post('status', check(ConsumerRequest, { consumerId }, 'The status request'), opts),
-    react: async (causationToken, params, opts) =>
-      post('react', check(ReactRequest, { causationToken, ...(params ? { params } : {}), ...(opts?.ack ? { ack: true } : {}) }, 'The react request'), opts),
+    async react(causationToken, params, opts) {
+      const body = check(
+        ReactRequest,
+        {
+          causationToken,
+          ...(params ? { params } : {}),
+          ...(opts?.ack ? { ack: true } : {}),
+          ...(opts?.next ? { next: true } : {}),
+          ...(opts?.waitSeconds !== undefined ? { waitSeconds: opts.waitSeconds } : {}),
+        },
+        'The react request',
+      )
+      return post('react', body, opts, body.waitSeconds ?? 0)
+    },
     redrive: async (consumerId, opts) => post('redrive', check(ConsumerRequest, { consumerId }, 'The redrive request'), opts),
     delete: async (consumerId, opts) => post('delete', check(ConsumerRequest, { consumerId }, 'The delete request'), opts),
     consumers: async (subscription, opts) => post('consumers', check(SubscriptionRequest, { subscription }, 'The consumers request'), opts),

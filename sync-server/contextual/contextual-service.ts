@@ -22,6 +22,7 @@ import {
   type OfferedReaction,
   type ReactionOutcome,
   type ReactResult,
+  type NextResult,
   type WorkItem,
   isWeftError,
   parseNodePath,
@@ -538,7 +539,7 @@ export class ContextualService {
    * [CTX42] `signal` ends the wait (the caller went away): its waiter is released and nothing more is
    * leased for it.
    */
-  async next(principal: Principal, raw: unknown, signal?: AbortSignal): Promise<{ consumerId: string; item: WorkItem | null }> {
+  async next(principal: Principal, raw: unknown, signal?: AbortSignal): Promise<NextResult> {
     const user = userOf(principal)
     const req = parse(NextRequest, raw, 'The next request')
     const subscription = parseNodePath(req.subscription)
@@ -828,12 +829,32 @@ export class ContextualService {
   }
 
   /** [CTX20]–[CTX28] `react`: one declared reaction, exactly once in effect. */
-  async react(principal: Principal, raw: unknown): Promise<ReactResult> {
+  async react(principal: Principal, raw: unknown, signal?: AbortSignal): Promise<ReactResult> {
     const user = userOf(principal)
     const req = parse(ReactRequest, raw, 'The react request')
     const meta = await this.meta()
     const claims = openClaims(meta.key, req.causationToken)
     if (!claims || claims.principal !== user || claims.db !== meta.databaseId || claims.inc !== meta.incarnation) throw deny()
+    const result = await this.reactOnly(principal, user, claims, req)
+    if (!req.next) return result
+    // [CTX52] The pull after the settle, as the caller's own `next` of this consumer (its
+    // subscription, name and parameters): outside the reaction's turn, so a long poll holds up
+    // neither a repeat of the reaction nor anything else of the item.
+    try {
+      const consumer = await this.knownConsumer(principal, claims.consumer)
+      const pulled = await this.next(
+        principal,
+        { subscription: consumer.subscriptionPath, consumer: consumer.name, params: JSON.parse(consumer.params) as JsonObject, ...(req.waitSeconds !== undefined ? { waitSeconds: req.waitSeconds } : {}) },
+        signal,
+      )
+      return { ...result, next: pulled }
+    } catch (err) {
+      if (!isWeftError(err)) throw err
+      return { ...result, nextError: { code: err.code, message: err.message } }
+    }
+  }
+
+  private async reactOnly(principal: Principal, user: string, claims: CausationClaims, req: ReactRequest): Promise<ReactResult> {
     // [CTX23] The idempotency key is the server's, from the sealed claims; a caller cannot pick it.
     // Per consumer (its identity holds the definition, the operation and the canonical parameters)
     // and principal: another consumer of the event, or another person, has an effect of its own, and

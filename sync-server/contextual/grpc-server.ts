@@ -125,9 +125,20 @@ function methods(s: ContextualService): Record<string, Method> {
       const st = await s.status(p, { consumerId: r.consumerId })
       return { ...st, deadLetters: st.deadLetters.map((d) => ({ ...d, lastError: d.lastError ?? '' })) }
     },
-    react: async (p, r) => {
-      const out = await s.react(p, { causationToken: r.causationToken, params: jsonField(r.paramsJson, 'params_json'), ...(r.ack ? { ack: true } : {}) })
-      return { repeated: out.repeated, acked: out.acked === true, outcome: { ...out.outcome, version: out.outcome.version ?? 0 } }
+    react: async (p, r, cancelled) => {
+      const out = await s.react(
+        p,
+        { causationToken: r.causationToken, params: jsonField(r.paramsJson, 'params_json'), ...(r.ack ? { ack: true } : {}), ...(r.next ? { next: true } : {}), waitSeconds: given(r.waitSeconds) },
+        cancelled,
+      )
+      return {
+        repeated: out.repeated,
+        acked: out.acked === true,
+        outcome: { ...out.outcome, version: out.outcome.version ?? 0 },
+        // [CTX52] The next work item, as Next answers it; or why the pull after the reaction failed.
+        ...(out.next ? { next: { consumerId: out.next.consumerId, ...(out.next.item ? { item: workItem(out.next.item) } : {}) } } : {}),
+        ...(out.nextError ? { nextError: out.nextError } : {}),
+      }
     },
     redrive: (p, r) => s.redrive(p, { consumerId: r.consumerId }),
     deleteConsumer: (p, r) => s.delete(p, { consumerId: r.consumerId }),

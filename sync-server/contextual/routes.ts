@@ -91,8 +91,9 @@ export function contextualRoutes(service: ContextualService): Route[] {
         if (!isOperation(op)) {
           throw new WeftError('not_found', `No contextual operation ${JSON.stringify(op)}: use ${OPERATIONS.slice(0, -1).join(', ')} or ${OPERATIONS.at(-1)}.`)
         }
-        if (op === 'next') {
-          // [CTX42] A long poll whose client went away stops waiting (and leases nothing for it).
+        if (op === 'next' || op === 'react') {
+          // [CTX42] A long poll whose client went away stops waiting (and leases nothing for it);
+          // [CTX52] so does the pull of a react asking for the next item (the reaction stands).
           const gone = new AbortController()
           const res: ServerResponse = r.res
           const onClose = () => {
@@ -100,7 +101,7 @@ export function contextualRoutes(service: ContextualService): Route[] {
           }
           res.once('close', onClose)
           try {
-            return { status: 200, body: await service.next(r.principal, await r.json(), gone.signal) }
+            return { status: 200, body: await service[op](r.principal, await r.json(), gone.signal) }
           } finally {
             res.off('close', onClose)
           }

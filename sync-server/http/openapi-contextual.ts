@@ -185,7 +185,7 @@ export const CONTEXTUAL_PATHS = {
   ),
   '/api/contextual/react': op(
     'Run one offered reaction, exactly once in effect.',
-    'Verifies the sealed causation token against durable lease truth and the caller\'s current access, derives the idempotency key, and commits the command with its outcome and causation record in one transaction. A repeat returns the persisted outcome (`repeated: true`), even after the lease or token expired; an expired token never commits anything new.',
+    'Verifies the sealed causation token against durable lease truth and the caller\'s current access, derives the idempotency key, and commits the command with its outcome and causation record in one transaction. A repeat returns the persisted outcome (`repeated: true`), even after the lease or token expired; an expired token never commits anything new. With `ack` and `next`, the item is settled with the reaction and the consumer\'s next item pulled in the same call.',
     {
       type: 'object',
       additionalProperties: false,
@@ -194,6 +194,8 @@ export const CONTEXTUAL_PATHS = {
         causationToken: { type: 'string', maxLength: 4096 },
         params: { type: 'object' },
         ack: { type: 'boolean', description: 'Settle (ack) the work item in the reaction\'s own transaction: no ack call after it, and no crash between the two.' },
+        next: { type: 'boolean', description: 'With `ack: true`: pull the consumer\'s next work item once this one is settled, in the same call (`next` in the answer): a worker\'s loop is one call per item.' },
+        waitSeconds: { type: 'number', minimum: 0, maximum: maxWaitSeconds, description: 'Only with `next`: how long that pull waits for an item (a long poll, as `next`).' },
       },
     },
     {
@@ -203,6 +205,18 @@ export const CONTEXTUAL_PATHS = {
         outcome: ref('ContextualOutcome'),
         repeated: { type: 'boolean' },
         acked: { type: 'boolean', description: 'Only when `ack` was asked: the work item is settled now (by this call, or by the earlier one a repeat resolves); false when its lease is no longer held (ack is then refused too).' },
+        next: {
+          type: 'object',
+          description: 'Only when `next` was asked and the pull succeeded: what `next` answers.',
+          required: ['consumerId', 'item'],
+          properties: { consumerId: { type: 'string' }, item: { oneOf: [ref('ContextualWorkItem'), { type: 'null' }] } },
+        },
+        nextError: {
+          type: 'object',
+          description: 'Only when `next` was asked and the pull after the reaction failed: its error (the reaction stands; pull again with `next`).',
+          required: ['code', 'message'],
+          properties: { code: { type: 'string' }, message: { type: 'string' } },
+        },
       },
     },
     { '403': error('`reaction_denied`: one answer for every reason (token, lease or less than 1 s left on it, access, source row).'), '422': error('`invalid_params`: the parameters do not fit the reaction\'s schema.') },

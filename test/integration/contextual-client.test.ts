@@ -55,6 +55,24 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     expect((await c.mine()).consumers.find((x) => x.consumerId === consumerId)).toMatchObject({ subscription: sub, current: true })
   })
 
+  it('[CTX52] the typed client reacts, settles and takes the next item in one call; the long poll of that pull gets its own time', async () => {
+    const { sub, prefix, c, consumerId } = await setup('52')
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/d`, 'Document', {}), 201)
+    const { item } = await c.next({ subscription: sub, consumer: 'c1', waitSeconds: 10 })
+    const reply = item!.reactions.find((r) => r.name === 'reply')!
+    // The client's ordinary allowance is short; the pull's wait is added to it, as for next.
+    const short = createContextualClient({ baseUrl: env.ts.url, token: env.owner.token, timeoutMs: 1_000 })
+    const answer = short.react(reply.causationToken, { Text: 'typed' }, { ack: true, next: true, waitSeconds: 30 })
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/e`, 'Document', {}), 201)
+    const out = await answer
+    expect([out.outcome.status, out.acked]).toEqual(['committed', true])
+    expect(out.next?.consumerId).toBe(consumerId)
+    // The reply the reaction made is a Post (not an event); the next Document is.
+    expect(out.next?.item?.event.path).toBe(`${prefix}/e`)
+    expect(await failure(c.react(reply.causationToken, {}, { next: true }))).toMatchObject({ code: 'invalid_request', status: 0 })
+  })
+
   it('[CTX40] failures are ContextualClientErrors with the stable code: stale_lease, unauthorized, not_found, forbidden', async () => {
     const { sub, prefix, c, consumerId } = await setup('2')
     expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/d`, 'Document', {}), 201)

@@ -2,6 +2,7 @@ import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import type { JsonObject } from '../../shared/index.js'
 import { PROTO_FILE } from '../../sync-server/contextual/index.js'
 import { api, createSpace, expectStatus, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
 import { definition, putSubscription } from './contextual-helpers.js'
@@ -60,10 +61,10 @@ describe('[CTX35] contextual subscriptions over gRPC', () => {
     await ts.cleanup()
   })
 
-  async function setup(n: string) {
+  async function setup(n: string, overrides: Obj = {}) {
     const sub = `${space}/s${n}`
     const prefix = `${space}/in${n}`
-    expectStatus(await putSubscription(ts.url, owner.token, sub, definition(prefix)), 201)
+    expectStatus(await putSubscription(ts.url, owner.token, sub, definition(prefix, overrides as JsonObject)), 201)
     expectStatus(await api(ts.url, owner.token).putNode(prefix, 'Document', {}), 201)
     const first = await ok(call(client, 'next', { subscription: sub, consumer: 'g1' }, owner.token))
     return { sub, prefix, consumerId: first.consumerId as string }
@@ -107,6 +108,25 @@ describe('[CTX35] contextual subscriptions over gRPC', () => {
     expect(await call(client, 'ack', fenceOf(consumerId, item), owner.token)).toMatchObject({ ok: false, weftCode: 'stale_lease' })
     // Without ack, acked is proto3's default.
     expect(await ok(call(client, 'react', { causationToken: reply.causationToken, paramsJson: '{"Text":"again"}' }, owner.token))).toMatchObject({ repeated: true, acked: false })
+  })
+
+  it('[CTX52] react with ack and next settles the item and answers the next one, as Next does; next without ack is INVALID_ARGUMENT', async () => {
+    // Created events only: the reactions' patches are no events of it.
+    const { sub, consumerId } = await setup('52', { Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: `${space}/in52` } })
+    for (const d of ['a', 'b']) expectStatus(await api(ts.url, owner.token).putNode(`${space}/in52/${d}`, 'Document', {}), 201)
+    const first = (await ok(call(client, 'next', { subscription: sub, consumer: 'g1', waitSeconds: 10 }, owner.token))).item as Obj
+    const annotate = (item: Obj) => (item.reactions as Obj[]).find((r) => r.name === 'annotate')!.causationToken
+    const refused = await call(client, 'react', { causationToken: annotate(first), paramsJson: '{"Note":"x"}', next: true }, owner.token)
+    expect(refused).toMatchObject({ ok: false, code: grpc.status.INVALID_ARGUMENT, weftCode: 'invalid_request' })
+    const r1 = await ok(call(client, 'react', { causationToken: annotate(first), paramsJson: '{"Note":"one"}', ack: true, next: true }, owner.token))
+    expect(r1).toMatchObject({ repeated: false, acked: true, next: { consumerId } })
+    const second = (r1.next as Obj).item as Obj
+    expect((second.event as Obj).path).toBe(`${space}/in52/b`)
+    const r2 = await ok(call(client, 'react', { causationToken: annotate(second), paramsJson: '{"Note":"two"}', ack: true, next: true }, owner.token))
+    // No item: the field is absent, as in NextResponse.
+    expect(r2).toMatchObject({ acked: true, next: { consumerId, item: null } })
+    expect(r2.nextError).toBeNull()
+    expect(await ok(call(client, 'status', { consumerId }, owner.token))).toMatchObject({ acked: 2, leased: 0, pending: 0 })
   })
 
   it('[CTX35] [CTX12] a stale worker is fenced: ABORTED with weft-code stale_lease; its reaction PERMISSION_DENIED', async () => {

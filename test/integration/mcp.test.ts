@@ -117,6 +117,30 @@ describe.each<McpTransportKind>(['http', 'stdio'])('MCP over %s (issue 19)', (ki
     expect(await callTool(agent, 'weft_contextual_ack', fence(consumerId, item!))).toMatchObject({ ok: false, code: 'stale_lease' })
   })
 
+  it('[MCP2] [CTX52] an agent\'s loop is one tool call per item: react with ack and next brings the next work item', async () => {
+    const { sub, inbox, consumerId } = await subscription('one-call')
+    for (const t of ['t1', 't2']) expectStatus(await api(ts.url, owner.token).putNode(`${inbox}/${t}`, 'Document', { Title: t }), 201)
+    let { item } = await must<NextBody>(agent, 'weft_contextual_next', { subscription: sub, consumer: 'w1', waitSeconds: 10 })
+    const answered: string[] = []
+    while (item) {
+      const reply = item.reactions.find((r) => r.name === 'reply')!
+      const r = await must<{ acked: boolean; next: NextBody }>(agent, 'weft_contextual_react', { causationToken: reply.causationToken, params: { Text: `re ${item.event.path}` }, ack: true, next: true })
+      expect(r.acked).toBe(true)
+      expect(r.next.consumerId).toBe(consumerId)
+      answered.push(item.event.path)
+      item = r.next.item
+    }
+    expect(answered).toEqual([`${inbox}/t1`, `${inbox}/t2`])
+    expect((await must<MeshNode>(agent, 'weft_get', { path: `${inbox}/t2/reply` })).content).toEqual({ Text: `re ${inbox}/t2` })
+    expect(await must(agent, 'weft_contextual_status', { consumerId })).toMatchObject({ acked: 2, leased: 0, pending: 0 })
+    // next without ack: the tool's error, nothing committed.
+    expectStatus(await api(ts.url, owner.token).putNode(`${inbox}/t3`, 'Document', {}), 201)
+    const third = (await must<NextBody>(agent, 'weft_contextual_next', { subscription: sub, consumer: 'w1', waitSeconds: 10 })).item!
+    const refused = await callTool(agent, 'weft_contextual_react', { causationToken: third.reactions.find((r) => r.name === 'reply')!.causationToken, params: { Text: 'x' }, next: true })
+    expect(refused).toMatchObject({ ok: false, code: 'invalid_request' })
+    expect((await api(ts.url, owner.token).getNode(`${inbox}/t3/reply`)).status).toBe(404)
+  })
+
   it('[MCP2] a stale worker is fenced: its ack after the item was given back and re-leased is stale_lease', async () => {
     const { sub, inbox, consumerId } = await subscription('stale')
     expectStatus(await api(ts.url, owner.token).putNode(`${inbox}/a`, 'Document', {}), 201)

@@ -136,12 +136,27 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
   }
   // After a sweep an acked event may be gone from storage ([CTX45]).
   let swept = false
-  const react = async (held: Held, note: string) => {
+  /** A lease handed out (by `next`, or [CTX52] by a reaction that asked for the next item): checked against the model, held by the worker. */
+  const took = (got: { consumerId: string; item: WorkItem | null }, held: Held[]) => {
+    if (!got.item) return
+    const e = got.item.event.eventId
+    expect(acked.has(e), 'an acked event was leased again').toBe(false)
+    const prev = latest.get(e)
+    expect(got.item.attempt).toBe((prev?.attempt ?? 0) + 1)
+    if (prev) expect(clock.now() >= prev.expiresAt || prev.token === '', 'leased while another lease held').toBe(true)
+    latest.set(e, { token: got.item.leaseToken, attempt: got.item.attempt, expiresAt: Date.parse(got.item.expiresAt) })
+    paths.set(e, got.item.event.path)
+    held.push({ consumerId: got.consumerId, item: got.item })
+  }
+  const react = async (held: Held, note: string, into: Held[]) => {
     const tokenOk = isCurrent(held)
     const e = held.item.event.eventId
-    // [CTX47] Some reactions settle their item in their own transaction.
+    // [CTX47] Some reactions settle their item in their own transaction; [CTX52] some of those take the next item too.
     const settle = rng.next() < 0.4
-    const r = await attempt(() => h.service.react(ME, { causationToken: held.item.reactions[0]!.causationToken, params: { Note: note }, ...(settle ? { ack: true } : {}) }))
+    const andNext = settle && rng.next() < 0.5
+    const r = await attempt(() =>
+      h.service.react(ME, { causationToken: held.item.reactions[0]!.causationToken, params: { Note: note }, ...(settle ? { ack: true } : {}), ...(andNext ? { next: true } : {}) }),
+    )
     if (r.ok && !r.value.repeated) {
       // A new commit only with the current lease.
       expect(tokenOk, 'a reaction committed under a stale lease').toBe(true)
@@ -156,6 +171,11 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
       else expect(r.value.acked, `a repeat asked to settle (${tokenOk ? 'current' : 'stale'} token${swept ? ', after a sweep' : ''})`).toBe(tokenOk || acked.has(e))
       if (r.value.acked) acked.add(e)
     }
+    if (r.ok && andNext) {
+      expect(r.value.nextError).toBeUndefined()
+      took(r.value.next!, into)
+    }
+    if (r.ok && !andNext) expect(r.value.next).toBeUndefined()
     if (!r.ok) expect(r.code).toBe('reaction_denied')
   }
   let docs = 0
@@ -167,26 +187,16 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
       const path = `P/in/d${docs++}`
       await h.nodes.put(ME, path as NodePath, { nodeType: 'Document', content: { N: docs } })
     } else if (roll < 0.35) {
-      const got = await next()
-      if (got.item) {
-        const e = got.item.event.eventId
-        expect(acked.has(e), 'an acked event was leased again').toBe(false)
-        const prev = latest.get(e)
-        expect(got.item.attempt).toBe((prev?.attempt ?? 0) + 1)
-        if (prev) expect(clock.now() >= prev.expiresAt || prev.token === '', 'leased while another lease held').toBe(true)
-        latest.set(e, { token: got.item.leaseToken, attempt: got.item.attempt, expiresAt: Date.parse(got.item.expiresAt) })
-        paths.set(e, got.item.event.path)
-        held.push({ consumerId: got.consumerId, item: got.item })
-      }
+      took(await next(), held)
     } else if (roll < 0.5 && held.length > 0) {
-      await react(rng.pick(held), `w${w}-${step}`)
+      await react(rng.pick(held), `w${w}-${step}`, held)
     } else if (roll < 0.58) {
       // Two workers race their reactions for the same event.
       const all = workers.flatMap((x) => x)
       if (all.length > 0) {
         const e = rng.pick(all).item.event.eventId
         const mine = all.filter((x) => x.item.event.eventId === e)
-        await Promise.all(mine.map((x, i) => react(x, `race-${step}-${i}`)))
+        await Promise.all(mine.map((x, i) => react(x, `race-${step}-${i}`, held)))
       }
     } else if (roll < 0.78 && held.length > 0) {
       const x = rng.pick(held)
