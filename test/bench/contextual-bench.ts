@@ -7,6 +7,11 @@
  *  - `sqliteSettleCyclesPerSec` / `pgSettleCyclesPerSec`: [CTX47] `next → react` with `ack: true`
  *    (the item settled in the reaction's transaction), `pgSettleCycleRatioToPgBoss` over pg-boss
  *    `fetch → complete` and `pgSettleCycleRatioToPgBossWithEffect` over it with the effect;
+ *  - [CTX52] `sqliteChainCyclesPerSec` / `pgChainCyclesPerSec`: one `react` with ack and next per
+ *    item (the reaction, the settle and the next pull in one call), `pgChainCycleRatioToPgBoss`;
+ *  - [CTX52] `httpSettleCyclesPerSec` / `httpChainCyclesPerSec` (SQLite, over HTTP as a remote
+ *    worker calls): `next` then `react` with ack (two requests per item) against one `react` with
+ *    ack and next (one request), `httpChainOverSettle` the second over the first;
  *  - `pgBossFetchCompletePerSec`: pg-boss `fetch → complete` on the same PostgreSQL database in the
  *    same run, rounds alternating with ours; `pgCycleRatioToPgBoss` and `pgNextAckRatioToPgBoss`
  *    are ours over pg-boss's (goal for next→ack ≥ 1×). EVENTS per round, ROUNDS rounds each, best
@@ -123,14 +128,25 @@ async function cyclesConcurrent(r: Rig): Promise<number> {
 
 /**
  * EVENTS fresh events for a fresh consumer; then the timed loop: `next → react → ack` ('react'),
- * `next → ack` ('ack'), or [CTX47] `next → react` with the ack in the reaction's transaction ('settle').
+ * `next → ack` ('ack'), [CTX47] `next → react` with the ack in the reaction's transaction
+ * ('settle'), or [CTX52] one `react` with ack and next per item ('chain', after one first `next`).
  */
-async function cycles(r: Rig, mode: 'react' | 'ack' | 'settle'): Promise<number> {
+async function cycles(r: Rig, mode: 'react' | 'ack' | 'settle' | 'chain'): Promise<number> {
   const svc = r.ts.server.contextual
   const consumer = `c${++r.round}`
   await svc.next(r.principal, { subscription: r.sub, consumer })
   for (let i = 0; i < EVENTS; i++) expectStatus(await api(r.ts.url, r.token).putNode(`${r.prefix}/r${r.round}-${i}`, 'Document', { i }), 201)
   const t0 = performance.now()
+  if (mode === 'chain') {
+    let { item } = await svc.next(r.principal, { subscription: r.sub, consumer })
+    for (let i = 0; i < EVENTS; i++) {
+      if (!item) throw new Error(`no item at ${i}`)
+      const out = await svc.react(r.principal, { causationToken: item.reactions[0]!.causationToken, params: { Note: 'seen' }, ack: true, next: true })
+      if (!out.acked || !out.next) throw new Error(`not settled, or no next, at ${i}`)
+      item = out.next.item
+    }
+    return EVENTS / ((performance.now() - t0) / 1000)
+  }
   for (let i = 0; i < EVENTS; i++) {
     const { consumerId, item } = await svc.next(r.principal, { subscription: r.sub, consumer })
     if (!item) throw new Error(`no item at ${i}`)
@@ -141,6 +157,28 @@ async function cycles(r: Rig, mode: 'react' | 'ack' | 'settle'): Promise<number>
     }
     if (mode === 'react') await svc.react(r.principal, { causationToken: item.reactions[0]!.causationToken, params: { Note: 'seen' } })
     await svc.ack(r.principal, fenceOf(consumerId, item))
+  }
+  return EVENTS / ((performance.now() - t0) / 1000)
+}
+
+/**
+ * [CTX52] The same loops as a remote worker runs them, over HTTP: `next` then `react` with ack
+ * ('settle', two requests per item), or one `react` with ack and next per item ('chain').
+ */
+async function httpCycles(r: Rig, mode: 'settle' | 'chain'): Promise<number> {
+  const consumer = `h${++r.round}`
+  const call = async <T>(op: string, body: unknown): Promise<T> => expectStatus(await api(r.ts.url, r.token).post<T>(`/api/contextual/${op}`, body), 200).body
+  type Pulled = { item: { reactions: { causationToken: string }[] } | null }
+  await call('next', { subscription: r.sub, consumer })
+  for (let i = 0; i < EVENTS; i++) expectStatus(await api(r.ts.url, r.token).putNode(`${r.prefix}/${consumer}-${i}`, 'Document', { i }), 201)
+  const t0 = performance.now()
+  let item = mode === 'chain' ? (await call<Pulled>('next', { subscription: r.sub, consumer })).item : null
+  for (let i = 0; i < EVENTS; i++) {
+    if (mode === 'settle') item = (await call<Pulled>('next', { subscription: r.sub, consumer })).item
+    if (!item) throw new Error(`http: no item at ${i}`)
+    const out = await call<{ acked?: boolean; next?: Pulled }>('react', { causationToken: item.reactions[0]!.causationToken, params: { Note: 'seen' }, ack: true, ...(mode === 'chain' ? { next: true } : {}) })
+    if (!out.acked) throw new Error(`http: not settled at ${i}`)
+    if (mode === 'chain') item = out.next!.item
   }
   return EVENTS / ((performance.now() - t0) / 1000)
 }
@@ -195,14 +233,24 @@ export async function benchContextual(): Promise<Record<string, number | string>
     const c: number[] = []
     const q: number[] = []
     const st: number[] = []
+    const ch: number[] = []
+    const hs: number[] = []
+    const hc: number[] = []
     for (let i = 0; i < ROUNDS; i++) {
       c.push(await cycles(lite, 'react'))
       q.push(await cycles(lite, 'ack'))
       st.push(await cycles(lite, 'settle'))
+      ch.push(await cycles(lite, 'chain'))
+      hs.push(await httpCycles(lite, 'settle'))
+      hc.push(await httpCycles(lite, 'chain'))
     }
     out.sqliteCyclesPerSec = round(best(c))
     out.sqliteNextAckPerSec = round(best(q))
     out.sqliteSettleCyclesPerSec = round(best(st))
+    out.sqliteChainCyclesPerSec = round(best(ch))
+    out.httpSettleCyclesPerSec = round(best(hs))
+    out.httpChainCyclesPerSec = round(best(hc))
+    out.httpChainOverSettle = round(best(hc) / best(hs), 2)
   } finally {
     await lite.ts.cleanup()
   }
@@ -224,11 +272,13 @@ export async function benchContextual(): Promise<Record<string, number | string>
     const b: number[] = []
     const cw: number[] = []
     const bw: number[] = []
+    const ch: number[] = []
     for (let i = 0; i < ROUNDS; i++) {
       c.push(await cycles(rigPg, 'react'))
       b.push(await pgBossRound(boss, 'bench'))
       st.push(await cycles(rigPg, 'settle'))
       e.push(await pgBossRound(boss, 'bench', effectOn(pool, 'bench')))
+      ch.push(await cycles(rigPg, 'chain'))
       q.push(await cycles(rigPg, 'ack'))
       b.push(await pgBossRound(boss, 'bench'))
       cw.push(await cyclesConcurrent(rigPg))
@@ -244,6 +294,8 @@ export async function benchContextual(): Promise<Record<string, number | string>
     out.pgCycleRatioToPgBoss = round(best(c) / best(b), 2)
     out.pgSettleCyclesPerSec = round(best(st))
     out.pgSettleCycleRatioToPgBoss = round(best(st) / best(b), 2)
+    out.pgChainCyclesPerSec = round(best(ch))
+    out.pgChainCycleRatioToPgBoss = round(best(ch) / best(b), 2)
     out.pgSettleCycleRatioToPgBossWithEffect = round(best(st) / best(e), 2)
     out.pgBossWithEffectPerSec = round(best(e))
     out.pgCycleRatioToPgBossWithEffect = round(best(c) / best(e), 2)
