@@ -134,7 +134,8 @@ export const TOOLS: readonly WeftTool[] = [
     description:
       "Runs one reaction a work item offered, by its causationToken, with params that fit the reaction's declared parameters. Exactly once in effect: a repeat returns the persisted outcome (repeated: true). outcome.status is committed or rejected (a declared business rejection, with its code); reaction_denied means it may not commit now (also with less than 1 s left on the lease: extend it first). With ack: true the work item is also settled in the same transaction (acked: true in the answer), so no weft_contextual_ack is needed after it: use it when the reaction is all the item asks for. With ack: true and next: true the answer also holds your consumer's next work item (next, as weft_contextual_next returns it, waiting up to waitSeconds), so the loop is one call per item; nextError instead says why that pull failed (the reaction stands).",
     input: ReactRequest,
-    annotations: { readOnlyHint: false, idempotentHint: true, openWorldHint: false },
+    // Its effect is idempotent; with next: true a repeat leases another item (MaxInFlight above 1).
+    annotations: { readOnlyHint: false, idempotentHint: false, openWorldHint: false },
     run: (p, args, d, signal) => d.contextual.react(p, args, signal),
   },
   {

@@ -158,6 +158,23 @@ describe('[CTX35] contextual subscriptions over gRPC', () => {
     await vi.waitFor(() => expect(ts.server.contextual.waiting).toBe(0), { timeout: 30_000, interval: 20 })
   })
 
+  it('[CTX52] a React whose pull the client cancels while it waits: the reaction stands, the wait ends', async () => {
+    const { sub, consumerId } = await setup('52c', { Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: `${space}/in52c` } })
+    expectStatus(await api(ts.url, owner.token).putNode(`${space}/in52c/d`, 'Document', {}), 201)
+    const item = (await ok(call(client, 'next', { subscription: sub, consumer: 'g1', waitSeconds: 10 }, owner.token))).item as Obj
+    const token = (item.reactions as Obj[]).find((r) => r.name === 'annotate')!.causationToken
+    const md = new grpc.Metadata()
+    md.set('authorization', `Bearer ${owner.token}`)
+    const ended = new Promise<grpc.status>((resolve) => {
+      const reacting = client.react({ causationToken: token, paramsJson: '{"Note":"kept"}', ack: true, next: true, waitSeconds: 60 }, md, (err) => resolve(err ? err.code : grpc.status.OK))
+      void vi.waitFor(() => expect(ts.server.contextual.waiting).toBe(1), { timeout: 60_000, interval: 20 }).then(() => reacting.cancel())
+    })
+    expect(await ended).toBe(grpc.status.CANCELLED)
+    await vi.waitFor(() => expect(ts.server.contextual.waiting).toBe(0), { timeout: 30_000, interval: 20 })
+    expect((await api(ts.url, owner.token).getNode(`${space}/in52c/d`)).body.content).toEqual({ Note: 'kept' })
+    expect(await ok(call(client, 'status', { consumerId }, owner.token))).toMatchObject({ acked: 1, leased: 0 })
+  })
+
   it('[CTX35] no token or a bad token is UNAUTHENTICATED; another user sees NOT_FOUND, not the consumer', async () => {
     const { consumerId } = await setup('3')
     expect(await call(client, 'status', { consumerId }, null)).toMatchObject({ ok: false, code: grpc.status.UNAUTHENTICATED, weftCode: 'unauthorized' })

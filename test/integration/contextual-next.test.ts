@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import type { JsonObject } from '../../shared/index.js'
 import { api, errorCode, expectStatus, signup, waitFor, type ApiResponse } from '../helpers/index.js'
 import { ctx, ownedServer, pull, putSubscription, type Item, type NextBody } from './contextual-helpers.js'
@@ -14,7 +14,7 @@ describe('[CTX52] react, settle and take the next item in one call', () => {
   const env = ownedServer()
   let n = 0
   /** A subscription over a fresh inbox (Created events only: the reactions' patches are not events), its consumer made. */
-  async function subscription(extra: JsonObject = {}) {
+  async function subscription(extra: JsonObject = {}, params?: JsonObject) {
     const inbox = `${env.space}/next${++n}`
     expectStatus(await api(env.ts.url, env.owner.token).putNode(inbox, 'Document', {}), 201)
     const sub = `${env.space}/nextsub${n}`
@@ -29,7 +29,7 @@ describe('[CTX52] react, settle and take the next item in one call', () => {
       201,
     )
     const c = ctx(env.ts.url, env.owner.token)
-    const consumerId = expectStatus(await c.next(sub, 'w'), 200).body.consumerId
+    const consumerId = expectStatus(await c.next(sub, 'w', params ? { params } : {}), 200).body.consumerId
     return { sub, inbox, c, consumerId }
   }
   const reactNext = (c: ReturnType<typeof ctx>, item: Item, note: string, extra: JsonObject = {}) =>
@@ -108,6 +108,56 @@ describe('[CTX52] react, settle and take the next item in one call', () => {
     expect(r.nextError!.message).toContain('2 MB')
     expect((await api(env.ts.url, env.owner.token).getNode(`${inbox}/small`)).body.content).toEqual({ Note: 'kept' })
     expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ acked: 1, leased: 0, pending: 3 })
+  })
+
+  it('the pull is of the item\'s own consumer, its parameters with it', async () => {
+    const { sub, inbox, c, consumerId: laned } = await subscription({ Parameters: { Lane: { Type: 'string', Required: true } } }, { Lane: 'x' })
+    for (const d of ['a', 'b']) expectStatus(await api(env.ts.url, env.owner.token).putNode(`${inbox}/${d}`, 'Document', {}), 201)
+    const first = expectStatus(await c.next(sub, 'w', { params: { Lane: 'x' }, waitSeconds: 10 }), 200).body
+    expect(first.consumerId).toBe(laned)
+    const r = expectStatus(await reactNext(c, first.item!, 'a'), 200).body
+    expect(r.next).toMatchObject({ consumerId: laned, item: { event: { path: `${inbox}/b` } } })
+  })
+
+  it('a storage failure in the pull answers the reaction with nextError internal, not a 500: the reaction is saved and settled', async () => {
+    const { sub, inbox, c, consumerId } = await subscription()
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${inbox}/d`, 'Document', {}), 201)
+    const { item } = await pull(env.ts.url, env.owner.token, sub, 'w')
+    const svc = env.ts.server.contextual as unknown as { call: (c: { op: string }) => Promise<unknown> }
+    const call = svc.call
+    svc.call = (x) => (x.op === 'lease' ? Promise.reject(new Error('Connection terminated unexpectedly')) : call.call(svc, x))
+    try {
+      const r = expectStatus(await reactNext(c, item, 'saved'), 200).body
+      expect(r).toMatchObject({ acked: true, outcome: { status: 'committed' }, nextError: { code: 'internal' } })
+      expect(r.nextError!.message).toContain('pull with next')
+    } finally {
+      svc.call = call
+    }
+    expect((await api(env.ts.url, env.owner.token).getNode(`${inbox}/d`)).body.content).toEqual({ Note: 'saved' })
+    expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ acked: 1, leased: 0 })
+  })
+
+  it('a client gone while the pull waits: the reaction stands and is settled, the wait ends, and the pull leased nothing for it', async () => {
+    const { sub, inbox, c, consumerId } = await subscription()
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${inbox}/d`, 'Document', {}), 201)
+    const { item } = await pull(env.ts.url, env.owner.token, sub, 'w')
+    const svc = env.ts.server.contextual
+    const gone = new AbortController()
+    const call = fetch(`${env.ts.url}/api/contextual/react`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${env.owner.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ causationToken: item.reactions[0]!.causationToken, params: { Note: 'kept' }, ack: true, next: true, waitSeconds: 60 }),
+      signal: gone.signal,
+    }).catch((e: unknown) => e)
+    await vi.waitFor(() => expect(svc.waiting).toBe(1), { timeout: 60_000, interval: 20 })
+    gone.abort()
+    expect(await call).toMatchObject({ name: 'AbortError' })
+    await vi.waitFor(() => expect(svc.waiting).toBe(0), { timeout: 30_000, interval: 20 })
+    expect((await api(env.ts.url, env.owner.token).getNode(`${inbox}/d`)).body.content).toEqual({ Note: 'kept' })
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${inbox}/late`, 'Document', {}), 201)
+    const got = expectStatus(await c.next(sub, 'w', { waitSeconds: 10 }), 200).body
+    expect(got.item).toMatchObject({ event: { path: `${inbox}/late` }, attempt: 1 })
+    expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ acked: 1, leased: 1 })
   })
 
   it('another user cannot use the call to pull from the worker\'s consumer: their token is denied before anything', async () => {

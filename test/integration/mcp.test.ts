@@ -349,6 +349,30 @@ describe('[CTX43] an MCP long poll ends when its caller goes away', () => {
     }
   })
 
+  it('[CTX43] [CTX52] a react with next whose pull the client cancels: the reaction stands, the wait ends, the pull took nothing', async () => {
+    const agent = await connectHttp(ts.url, owner.token)
+    try {
+      const { sub, inbox } = await pollable(agent, 'react-next')
+      expectStatus(await api(ts.url, owner.token).putNode(`${inbox}/d`, 'Document', {}), 201)
+      const { item } = await must<NextBody>(agent, 'weft_contextual_next', { subscription: sub, consumer: 'w1', waitSeconds: 10 })
+      const reply = item!.reactions.find((r) => r.name === 'reply')!
+      const stop = new AbortController()
+      const reacting = agent
+        .callTool({ name: 'weft_contextual_react', arguments: { causationToken: reply.causationToken, params: { Text: 'kept' }, ack: true, next: true, waitSeconds: 60 } }, undefined, { signal: stop.signal })
+        .catch((e: unknown) => e)
+      await vi.waitFor(() => expect(waiting()).toBe(1), { timeout: 60_000, interval: 20 })
+      stop.abort('the model gave up')
+      expect(await reacting).toBeInstanceOf(Error)
+      await vi.waitFor(() => expect(waiting()).toBe(0), { timeout: 30_000, interval: 20 })
+      expect((await api(ts.url, owner.token).getNode(`${inbox}/d/reply`)).body.content).toEqual({ Text: 'kept' })
+      expectStatus(await api(ts.url, owner.token).putNode(`${inbox}/late`, 'Document', {}), 201)
+      const got = await must<NextBody>(agent, 'weft_contextual_next', { subscription: sub, consumer: 'w1', waitSeconds: 10 })
+      expect(got.item).toMatchObject({ event: { path: `${inbox}/late` }, attempt: 1 })
+    } finally {
+      await agent.close()
+    }
+  })
+
   it('[CTX43] a cancel from another caller with the same request id leaves the call waiting', async () => {
     const agent = await connectHttp(ts.url, owner.token)
     try {
