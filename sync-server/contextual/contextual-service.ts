@@ -42,7 +42,6 @@ import {
   type EventFilter,
   type Fence,
   type LeasedEvent,
-  type LeaseCall,
   type LeaseResult,
   type ReactTruth,
   type OutcomeRow,
@@ -124,15 +123,6 @@ const SWEEP_CONSUMERS = 500
 
 const DENIED = 'This reaction is not authorized now (the lease, the token, your access or the source row no longer allow it).'
 const deny = () => new WeftError('reaction_denied', DENIED)
-
-/**
- * [CTX52] A `react` asking for the next item: whether its first lease statement may ride the
- * reaction's commit (PostgreSQL), and that statement once the commit carries it.
- */
-interface Chain {
-  wanted: boolean
-  then?: NonNullable<ContextualAttachment['then']>
-}
 
 /** Deeper than `max` levels of objects and arrays (walked without recursion). */
 function nestsDeeperThan(v: unknown, max: number): boolean {
@@ -549,7 +539,7 @@ export class ContextualService {
    * [CTX42] `signal` ends the wait (the caller went away): its waiter is released and nothing more is
    * leased for it.
    */
-  async next(principal: Principal, raw: unknown, signal?: AbortSignal, sent?: { call: LeaseCall; seen: { settles: number; change: number } }): Promise<NextResult> {
+  async next(principal: Principal, raw: unknown, signal?: AbortSignal): Promise<NextResult> {
     const user = userOf(principal)
     const req = parse(NextRequest, raw, 'The next request')
     const subscription = parseNodePath(req.subscription)
@@ -572,17 +562,11 @@ export class ContextualService {
     let incarnation: number | null = null
     for (let made = false; ; ) {
       if (signal?.aborted) return { consumerId: id, item: null }
-      let now = this.clock.now()
-      let seen = { settles: this.settleSeq, change: this.changeSeq }
-      // [CTX52] A first statement sent already (after a reaction's COMMIT), for this very consumer.
-      const first = sent?.call.consumerId === id ? sent : undefined
-      sent = undefined
-      if (first) ({ now, seen } = { now: first.call.now, seen: first.seen })
-      const leased = await this.call<LeaseResult>(
-        first?.call ?? {
-          op: 'lease', consumerId: id, owner: user, filter: def.events, now, leaseMs: def.limits.leaseMs, maxInFlight: def.limits.maxInFlight, maxAttempts: def.limits.maxAttempts, token: randomBytes(16).toString('base64url'),
-        },
-      )
+      const now = this.clock.now()
+      const seen = { settles: this.settleSeq, change: this.changeSeq }
+      const leased = await this.call<LeaseResult>({
+        op: 'lease', consumerId: id, owner: user, filter: def.events, now, leaseMs: def.limits.leaseMs, maxInFlight: def.limits.maxInFlight, maxAttempts: def.limits.maxAttempts, token: randomBytes(16).toString('base64url'),
+      })
       await this.sameIncarnation(leased.incarnation)
       incarnation ??= leased.incarnation
       if (leased.kind === 'gone') {
@@ -851,23 +835,17 @@ export class ContextualService {
     const meta = await this.meta()
     const claims = openClaims(meta.key, req.causationToken)
     if (!claims || claims.principal !== user || claims.db !== meta.databaseId || claims.inc !== meta.incarnation) throw deny()
-    // [CTX52] What a wake-up check of the pull compares against: taken before the reaction commits.
-    const seen = { settles: this.settleSeq, change: this.changeSeq }
-    const chain: Chain = { wanted: req.next === true && this.opts.storage.kind === 'postgres' }
-    const result = await this.reactOnly(principal, user, claims, req, chain)
+    const result = await this.reactOnly(principal, user, claims, req)
     if (!req.next) return result
     // [CTX52] The pull after the settle, as the caller's own `next` of this consumer (its
     // subscription, name and parameters): outside the reaction's turn, so a long poll holds up
-    // neither a repeat of the reaction nor anything else of the item. On PostgreSQL its first
-    // statement rode the reaction's commit (sent after its COMMIT): its answer is read here.
-    const sent = chain.then?.answer
+    // neither a repeat of the reaction nor anything else of the item.
     try {
       const consumer = await this.knownConsumer(principal, claims.consumer)
       const pulled = await this.next(
         principal,
         { subscription: consumer.subscriptionPath, consumer: consumer.name, params: JSON.parse(consumer.params) as JsonObject, ...(req.waitSeconds !== undefined ? { waitSeconds: req.waitSeconds } : {}) },
         signal,
-        sent && chain.then ? { call: { ...chain.then.call, first: sent }, seen } : undefined,
       )
       return { ...result, next: pulled }
     } catch (err) {
@@ -878,7 +856,7 @@ export class ContextualService {
     }
   }
 
-  private async reactOnly(principal: Principal, user: string, claims: CausationClaims, req: ReactRequest, chain: Chain): Promise<ReactResult> {
+  private async reactOnly(principal: Principal, user: string, claims: CausationClaims, req: ReactRequest): Promise<ReactResult> {
     // [CTX23] The idempotency key is the server's, from the sealed claims; a caller cannot pick it.
     // Per consumer (its identity holds the definition, the operation and the canonical parameters)
     // and principal: another consumer of the event, or another person, has an effect of its own, and
@@ -889,7 +867,7 @@ export class ContextualService {
       if (!running) break
       await running.catch(() => undefined)
     }
-    const work = this.inTurn(user, claims.consumer, claims.event, () => this.reactOnce(principal, user, claims, key, req.params ?? {}, req.ack === true, chain))
+    const work = this.inTurn(user, claims.consumer, claims.event, () => this.reactOnce(principal, user, claims, key, req.params ?? {}, req.ack === true))
     this.reacting.set(key, work)
     try {
       return await work
@@ -902,7 +880,7 @@ export class ContextualService {
     return { ...(JSON.parse(row.outcome) as ReactionOutcome), version: row.version }
   }
 
-  private async reactOnce(principal: Principal, user: string, claims: CausationClaims, key: string, rawParams: Record<string, unknown>, settle: boolean, chain: Chain): Promise<ReactResult> {
+  private async reactOnce(principal: Principal, user: string, claims: CausationClaims, key: string, rawParams: Record<string, unknown>, settle: boolean): Promise<ReactResult> {
     const { nodes, access, log } = this.opts
     // One read of the outcome, the consumer and the lease (one round trip).
     const truth = await this.call<ReactTruth>({ op: 'reactTruth', key, consumerId: claims.consumer, eventId: claims.event })
@@ -986,16 +964,6 @@ export class ContextualService {
     log.info({ op: 'contextual.react', requestId: claims.root, key, reaction: reaction.name, event: claims.event, user }, 'contextual reaction')
     const committed: ReactionOutcome = { status: 'committed', ...base, version: null }
     holder.attachment = attachment(committed)
-    // [CTX52] The next lease rides the commit that carries the outcome (and settles the item).
-    if (chain.wanted && settle) {
-      chain.then = {
-        call: {
-          op: 'lease', consumerId: claims.consumer, owner: user, filter: def.events, now, leaseMs: def.limits.leaseMs, maxInFlight: def.limits.maxInFlight,
-          maxAttempts: def.limits.maxAttempts, token: randomBytes(16).toString('base64url'), after: key,
-        },
-      }
-      holder.attachment.then = chain.then
-    }
     holder.admit = admit
     try {
       log.info({ op: 'contextual.command', requestId: childRequestId, rootRequestId: claims.root, command: reaction.spec.Command, target, user }, 'contextual nested command')

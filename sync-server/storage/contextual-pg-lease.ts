@@ -40,7 +40,6 @@ due AS (
   SELECT event_id, attempt, state, slot FROM contextual_events
   WHERE consumer_id = ? AND ((state = 'pending' AND available_at <= ?) OR (state = 'leased' AND expires_at <= ?))
     AND (SELECT owner FROM c) = ? AND (SELECT n FROM live) < ?
-    AND (?::text IS NULL OR EXISTS (SELECT 1 FROM contextual_outcomes WHERE key = ?::text))
   ORDER BY version LIMIT 1 FOR UPDATE SKIP LOCKED
 ),
 taken AS (
@@ -64,17 +63,9 @@ FROM (SELECT 1) AS one LEFT JOIN done d ON true`)
 
 const leaseArgs = (c: LeaseCall, expiresAt: number) => [
   c.consumerId, c.consumerId, c.now, c.maxInFlight, c.consumerId,
-  c.consumerId, c.now, c.now, c.owner, c.maxInFlight, c.after ?? null, c.after ?? null,
+  c.consumerId, c.now, c.now, c.owner, c.maxInFlight,
   c.maxAttempts, c.token, expiresAt, c.consumerId, c.now,
 ]
-
-/**
- * [CTX52] The first statement of a pull, to be sent right after a reaction's COMMIT on the
- * commit's own connection: taken only once the reaction's outcome is durable (`c.after`).
- */
-export function leaseStatement(c: LeaseCall): { text: string; values: unknown[] } {
-  return { text: LEASE_SQL, values: leaseArgs(c, c.now + c.leaseMs) }
-}
 
 /** One page of the change log into the consumer's events, the cursor moved past it, under the consumer row's lock. */
 const INGEST_SQL = pgSql(`
@@ -102,15 +93,11 @@ export async function pgLease(pool: pg.Pool, c: LeaseCall): Promise<LeaseResult>
   let lost = 0
   let freed = false
   let dueMayExist = true
-  // [CTX52] The first statement's answer when it was sent already (after a reaction's COMMIT).
-  let first = c.first
   for (;;) {
     if (dueMayExist) {
       let r: Row
       try {
-        const sent = first
-        first = undefined
-        r = (sent ? await sent : await q(LEASE_SQL, leaseArgs(c, c.now + c.leaseMs)))[0]!
+        r = (await q(LEASE_SQL, leaseArgs(c, c.now + c.leaseMs)))[0]!
       } catch (error) {
         // 23505: a concurrent pull took the same slot; 40P01: a deadlock. Either way: pull again.
         if (error instanceof pg.DatabaseError && (error.code === '23505' || error.code === '40P01') && ++lost < SLOT_RETRIES) continue

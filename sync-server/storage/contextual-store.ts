@@ -205,12 +205,6 @@ export interface ContextualAttachment {
    */
   fenceOnly?: boolean
   /**
-   * [CTX52] A reaction asked to settle and take the next item: the next lease, sent (PostgreSQL)
-   * right after this commit's COMMIT on its connection, guarded by the outcome (`LeaseCall.after`).
-   * `answer` is set by the storage that sent it; the service's pull takes it as its first answer.
-   */
-  then?: { call: LeaseCall; answer?: Promise<Row[]> }
-  /**
    * [CTX50] Shared by the attachments of one reaction's commits: set once a commit of the command
    * deleted the event's source row (a delete of a subtree holding it), after which its later
    * commits are not refused for the row being gone: the command itself removed it.
@@ -229,14 +223,6 @@ export interface LeaseCall {
   maxInFlight: number
   maxAttempts: number
   token: string
-  /**
-   * [CTX52] The key of a reaction's outcome: the lease is taken only once that outcome is durable.
-   * PostgreSQL sends such a lease right after the COMMIT of the reaction's commit, on its
-   * connection (no round trip of its own); a commit rolled back leaves no outcome, and so no lease.
-   */
-  after?: string
-  /** [CTX52] PostgreSQL: the answer of that lease statement, sent already (the first pull's statement). */
-  first?: Promise<Row[]>
 }
 
 /** What a lease answers, with the history incarnation it ran under (a restore bumps it: [CTX37]). */

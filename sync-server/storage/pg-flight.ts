@@ -21,17 +21,6 @@ export class Flight {
     return this.track(this.client.query<R>(pgPrepared(text, values)))
   }
 
-  /**
-   * [CTX52] Sends a statement (prepared) that is not the flight's: `settle` and `failure` do not
-   * wait for it or report it, and the caller reads (and handles) its answer itself. For a
-   * statement after the COMMIT, in its own transaction, riding the same write.
-   */
-  sendAfter<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
-    const p = this.client.query<R>(pgPrepared(text, values))
-    p.catch(() => undefined)
-    return p
-  }
-
   /** Sends a statement unnamed (one whose text varies, such as a multi-row INSERT of n rows). */
   sendOnce<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
     return this.track(this.client.query<R>(text, values))

@@ -18,8 +18,8 @@ import { COMPACT_AFTER_UPDATES, COMPACT_LOG_SHARE, compactionDue, contentOfLog }
 import { FoldThread } from './fold-thread.js'
 import type { RowJson } from './row-parts.js'
 import { GroupCommitter, type ItemResult } from './group-commit.js'
-import { leaseStatement, pgLease } from './contextual-pg-lease.js'
-import { REFUSED, attachOutcomePg, contextualOp, contextualSchema, pgPrepared, pgSql, runAsync, type ContextualAttachment, type ContextualCall, type Row, type Stmt } from './contextual-store.js'
+import { pgLease } from './contextual-pg-lease.js'
+import { REFUSED, attachOutcomePg, contextualOp, contextualSchema, pgPrepared, pgSql, runAsync, type ContextualCall, type Row, type Stmt } from './contextual-store.js'
 import { POSTGRES_SCHEMA, SCHEMA_LOCK_KEY } from './postgres-schema.js'
 import { POSTGRES_MOVE_SCHEMA } from './move-schema.js'
 import { buildIndexesOnline } from './postgres-online-indexes.js'
@@ -228,8 +228,6 @@ export class PostgresStorage implements StorageAdapter {
     /** [CTX50] Paths created or deleted by an earlier commit of this batch (the verdicts ran before them). */
     const replacedHere = new Set<string>()
     const dropped: string[] = []
-    /** [CTX52] The next leases asked by this batch's committed reactions: sent after the COMMIT. */
-    const thens: NonNullable<ContextualAttachment['then']>[] = []
     // [SCALE10] Updates of distinct rows, written by one statement when the next item needs the
     // rows as they are (or at the end).
     const rows: BulkUpdate[] = []
@@ -291,9 +289,8 @@ export class PostgresStorage implements StorageAdapter {
       if (input.kind !== 'Updated') replacedHere.add(input.path)
       version += 1
       if (input.contextual && !input.contextual.fenceOnly) {
-        const { outcome, fence, settle, then } = input.contextual
+        const { outcome, fence, settle } = input.contextual
         outcomes.push({ key: outcome.key, version })
-        if (then) thens.push(then)
         if (settle) {
           settled.push({ consumerId: fence.consumerId, eventId: fence.eventId, token: fence.token, at: fence.now })
           settledHere.add(fenced!)
@@ -393,20 +390,11 @@ export class PostgresStorage implements StorageAdapter {
     }
     if (dropped.length > 0) flight.send('DELETE FROM contextual_outcomes WHERE key = ANY($1::text[])', [dropped])
     const committed = flight.sendSimple('COMMIT')
-    // [CTX52] Each next lease asked for, in the same write as the COMMIT: its own statement and
-    // transaction, taken only if the reaction's outcome is durable (a rolled-back batch leases nothing).
-    for (const t of thens) {
-      const { text, values } = leaseStatement(t.call)
-      t.answer = flight.sendAfter(text, values).then((r) => r.rows as Row[])
-      t.answer.catch(() => undefined)
-    }
     await flight.settle()
     // A COMMIT of an aborted transaction answers ROLLBACK; settle has thrown its cause already.
     const tag = await committed
     if ((Array.isArray(tag) ? tag.at(-1) : tag)?.command !== 'COMMIT') throw new Error('Invariant: the batch was rolled back without an error.')
     const updated = (await Promise.all(updates)).flatMap((r) => r.rows)
-    // The connection goes back to the pool with nothing of its own still in flight.
-    await Promise.allSettled(thens.map((t) => t.answer))
     return { out, updated }
   }
 

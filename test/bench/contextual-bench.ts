@@ -8,7 +8,8 @@
  *    (the item settled in the reaction's transaction), `pgSettleCycleRatioToPgBoss` over pg-boss
  *    `fetch → complete` and `pgSettleCycleRatioToPgBossWithEffect` over it with the effect;
  *  - [CTX52] `sqliteChainCyclesPerSec` / `pgChainCyclesPerSec`: one `react` with ack and next per
- *    item (the reaction, the settle and the next pull in one call), `pgChainCycleRatioToPgBoss`;
+ *    item (the reaction, the settle and the next pull in one call), `pgChainCycleRatioToPgBoss`, and
+ *    `pgChainOverSettle` over `next → react(ack)`;
  *  - [CTX52] `httpSettleCyclesPerSec` / `httpChainCyclesPerSec` (SQLite, over HTTP as a remote
  *    worker calls): `next` then `react` with ack (two requests per item) against one `react` with
  *    ack and next (one request), `httpChainOverSettle` the second over the first;
@@ -296,6 +297,8 @@ export async function benchContextual(): Promise<Record<string, number | string>
     out.pgSettleCycleRatioToPgBoss = round(best(st) / best(b), 2)
     out.pgChainCyclesPerSec = round(best(ch))
     out.pgChainCycleRatioToPgBoss = round(best(ch) / best(b), 2)
+    out.pgChainOverSettle = round(best(ch) / best(st), 2)
+
     out.pgSettleCycleRatioToPgBossWithEffect = round(best(st) / best(e), 2)
     out.pgBossWithEffectPerSec = round(best(e))
     out.pgCycleRatioToPgBossWithEffect = round(best(c) / best(e), 2)

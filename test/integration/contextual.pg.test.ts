@@ -5,7 +5,7 @@ import type { NodePath, WorkItem } from '../../shared/index.js'
 import type { ContextualService } from '../../sync-server/contextual/index.js'
 import { VirtualClock } from '../../sync-server/engines/kit/index.js'
 import { openPostgresStorage } from '../../sync-server/storage/postgres-adapter.js'
-import { Harness, ME, SUB, USER, attempt, withHarness, fenceOf, leaseInterleavings, log, outcomeAloneOnce, outcomesInOneBatch, reactSettles, seedMesh, staleAttachmentRefused, type OpenStorage } from '../sim/contextual-harness.js'
+import { Harness, ME, SUB, attempt, withHarness, fenceOf, leaseInterleavings, log, outcomeAloneOnce, outcomesInOneBatch, reactSettles, seedMesh, staleAttachmentRefused, type OpenStorage } from '../sim/contextual-harness.js'
 import { forEachSeed, seeds } from '../sim/rng.js'
 import { admissionRounds } from '../sim/contextual-admission.js'
 import { waitFor } from '../helpers/index.js'
@@ -254,45 +254,18 @@ describe('contextual subscriptions on PostgreSQL', () => {
     }, 60, 4)
   })
 
-  it('[CTX52] react with ack and next: the pull after each reaction is sent with its commit (after the COMMIT, not waiting for it), and the loop leases every event once', async () => {
+  it('[CTX52] react with ack and next on PostgreSQL: a loop of one call per item leases every event once and settles each', async () => {
     await withPlainClient(1, 4, async (h, _raw, pull, consumerId) => {
-      const storage = h.storage
-      const original = storage.contextual.bind(storage)
-      const leases = { alone: 0, riding: 0 }
-      storage.contextual = (call) => {
-        if (call.op === 'lease') leases[call.first ? 'riding' : 'alone']++
-        return original(call)
+      let item = (await pull()).item
+      const seen: string[] = []
+      while (item) {
+        seen.push(item.event.path)
+        const r = await h.service.react(ME, { causationToken: item.reactions[0]!.causationToken, params: { Note: 'x' }, ack: true, next: true })
+        expect(r).toMatchObject({ repeated: false, acked: true, next: { consumerId } })
+        item = r.next!.item
       }
-      try {
-        let item = (await pull()).item
-        const seen: string[] = []
-        while (item) {
-          seen.push(item.event.path)
-          const r = await h.service.react(ME, { causationToken: item.reactions[0]!.causationToken, params: { Note: 'x' }, ack: true, next: true })
-          expect(r).toMatchObject({ repeated: false, acked: true, next: { consumerId } })
-          item = r.next!.item
-        }
-        expect(seen).toEqual(['P/in/d0', 'P/in/d1', 'P/in/d2', 'P/in/d3'])
-        // The first pull alone; each of the four after a reaction rode its commit (the last found nothing).
-        expect(leases).toEqual({ alone: 1, riding: 4 })
-        expect(await h.service.status(ME, { consumerId })).toMatchObject({ acked: 4, leased: 0, pending: 0 })
-      } finally {
-        storage.contextual = original
-      }
-    })
-  })
-
-  it('[CTX52] a lease sent after a reaction\'s COMMIT takes an event only once that reaction\'s outcome is durable (a rolled-back commit leases nothing)', async () => {
-    await withPlainClient(2, 1, async (h, raw, pull, consumerId) => {
-      const call = { op: 'lease' as const, consumerId, owner: USER, filter: { nodeTypes: ['Document'], kinds: ['Created' as const], prefix: 'P/in' }, now: h.clock.now(), leaseMs: 60_000, maxInFlight: 2, maxAttempts: 4 }
-      // The event is due: ingested by a pull that leases it, then given back.
-      const first = (await pull()).item!
-      await h.service.nack(ME, { ...fenceOf({ consumerId, item: first }), delaySeconds: 0 })
-      const none = await h.storage.contextual({ ...call, token: 'after-nothing', after: 'no-such-outcome' })
-      expect(none).toMatchObject({ kind: 'none' })
-      expect((await raw.query("SELECT count(*)::int AS n FROM contextual_events WHERE state = 'leased'")).rows[0].n).toBe(0)
-      await raw.query("INSERT INTO contextual_outcomes (key, consumer_id, event_id, reaction, attempt, principal, outcome, causation, version, at) VALUES ('durable', $1, 'x', 'r', 1, $2, '{}', '{}', NULL, '1970-01-01T00:00:00.000Z')", [consumerId, USER])
-      expect(await h.storage.contextual({ ...call, token: 'after-durable', after: 'durable' })).toMatchObject({ kind: 'leased', event: { path: 'P/in/d0', attempt: 2 } })
+      expect(seen).toEqual(['P/in/d0', 'P/in/d1', 'P/in/d2', 'P/in/d3'])
+      expect(await h.service.status(ME, { consumerId })).toMatchObject({ acked: 4, leased: 0, pending: 0 })
     })
   })
 })
