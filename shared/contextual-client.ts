@@ -13,6 +13,7 @@ import {
   SubscriptionRequest,
   type ReactResult,
   type SubscriptionConsumers,
+  fenceOf,
   type WorkItem,
 } from './contextual-api.js'
 import { CONTEXTUAL_BOUNDS } from './contextual.js'
@@ -88,6 +89,36 @@ export interface ContextualClient {
    * (`network`, `unavailable`) are retried with a capped backoff; any other error ends the loop.
    */
   items(req: Omit<z.input<typeof NextRequest>, 'waitSeconds'> & { waitSeconds?: number }, opts?: CallOptions): AsyncGenerator<{ consumerId: string; item: WorkItem }>
+  /**
+   * [CTX52] A worker: pulls items and settles each as `handle` decides, until `signal` aborts
+   * (then resolves with what it did). A reaction goes with `ack` and `next` (one request per item);
+   * an ack or a nack is followed by a pull. A handler that throws nacks its item with the error;
+   * a reaction that is not offered, or whose parameters are refused, nacks it with the reason; an
+   * item no longer leased to you (`stale_lease`, `reaction_denied`) is counted `lost` and left.
+   * `network` and `unavailable` failures are retried with a capped backoff (a reaction's retry
+   * resolves its outcome, never commits twice); any other error ends the loop (rejects).
+   */
+  work(
+    req: Omit<z.input<typeof NextRequest>, 'waitSeconds'> & { waitSeconds?: number },
+    handle: (item: WorkItem, consumerId: string) => WorkDecision | Promise<WorkDecision>,
+    opts?: CallOptions,
+  ): Promise<WorkSummary>
+}
+
+/**
+ * [CTX52] What a worker's handler decides for one item: run one of its offered reactions (by
+ * name) with these parameters; ack it (your own work is durable); or nack it (retried after
+ * `delaySeconds`, a dead letter after its last attempt, `error` kept as the reason).
+ */
+export type WorkDecision = { react: string; params?: Record<string, unknown> } | { ack: true } | { nack: true; delaySeconds?: number; error?: string }
+
+/** What `work` did before it stopped. */
+export interface WorkSummary {
+  reacted: number
+  acked: number
+  nacked: number
+  /** Items no longer leased to this worker when it settled them (expired, taken, settled elsewhere). */
+  lost: number
 }
 
 const isCode = (c: unknown): c is ErrorCode => typeof c === 'string' && Object.hasOwn(ERROR_CODES, c)
@@ -215,6 +246,82 @@ export function createContextualClient(options: ContextualClientOptions): Contex
         }
         if (got.item) yield { consumerId: got.consumerId, item: got.item }
       }
+    },
+    async work(req, handle, opts) {
+      const waitSeconds = req.waitSeconds ?? CONTEXTUAL_BOUNDS.maxWaitSeconds
+      const done: WorkSummary = { reacted: 0, acked: 0, nacked: 0, lost: 0 }
+      const aborted = () => opts?.signal?.aborted === true
+      let backoff = 0
+      /** A call retried while the server cannot be reached (each of them may be repeated). */
+      const retrying = async <T>(call: () => Promise<T>): Promise<T> => {
+        for (;;) {
+          try {
+            const out = await call()
+            backoff = 0
+            return out
+          } catch (e) {
+            if (!isContextualClientError(e) || (e.code !== 'network' && e.code !== 'unavailable') || aborted()) throw e
+            backoff = Math.min(30_000, backoff ? backoff * 2 : 250)
+            await sleep(backoff, opts?.signal)
+          }
+        }
+      }
+      const nack = async (consumerId: string, item: WorkItem, error: string, delaySeconds?: number) => {
+        // Settles are not cut short by the signal: a decision made is carried out.
+        await retrying(() => client.nack({ ...fenceOf(consumerId, item), error: error.slice(0, 2000), ...(delaySeconds !== undefined ? { delaySeconds } : {}) }))
+        done.nacked++
+      }
+      let held: NextResult | null = null
+      while (!aborted()) {
+        try {
+          if (!held?.item) {
+            held = await retrying(() => client.next({ ...req, waitSeconds }, opts))
+            continue
+          }
+          const { consumerId, item } = held
+          held = null
+          let decision: WorkDecision
+          try {
+            decision = await handle(item, consumerId)
+          } catch (e) {
+            await nack(consumerId, item, e instanceof Error ? e.message : String(e))
+            continue
+          }
+          if ('react' in decision) {
+            const offered = item.reactions.find((r) => r.name === decision.react)
+            if (!offered) {
+              await nack(consumerId, item, `Reaction ${decision.react} is not offered for this item (offered: ${item.reactions.map((r) => r.name).join(', ') || 'none'}).`)
+              continue
+            }
+            let out: ReactResult
+            try {
+              // Stopping: the reaction and its settle only. Else the next pull too, which the signal ends.
+              const stopping = aborted()
+              out = await retrying(() => client.react(offered.causationToken, decision.params, stopping ? { ack: true } : { ...opts, ack: true, next: true, waitSeconds }))
+            } catch (e) {
+              if (!isContextualClientError(e) || e.code !== 'invalid_params') throw e
+              await nack(consumerId, item, e.message)
+              continue
+            }
+            done.reacted++
+            // A failed pull (nextError) is taken up by the pull at the loop's top.
+            held = out.next ?? null
+          } else if ('ack' in decision) {
+            await retrying(() => client.ack(fenceOf(consumerId, item)))
+            done.acked++
+          } else {
+            await nack(consumerId, item, decision.error ?? 'nacked by the worker', decision.delaySeconds)
+          }
+        } catch (e) {
+          if (aborted() || (isContextualClientError(e) && e.code === 'aborted')) break
+          if (isContextualClientError(e) && (e.code === 'stale_lease' || e.code === 'reaction_denied')) {
+            done.lost++
+            continue
+          }
+          throw e
+        }
+      }
+      return done
     },
   }
   return client

@@ -1,5 +1,5 @@
 import fc from 'fast-check'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { createContextualClient, fenceOf, isContextualClientError, type ContextualClientError } from '../../shared/index.js'
 import { api, expectStatus, signup } from '../helpers/index.js'
 import { definition, ownedServer, putSubscription } from './contextual-helpers.js'
@@ -71,6 +71,85 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     // The reply the reaction made is a Post (not an event); the next Document is.
     expect(out.next?.item?.event.path).toBe(`${prefix}/e`)
     expect(await failure(c.react(reply.causationToken, {}, { next: true }))).toMatchObject({ code: 'invalid_request', status: 0 })
+  })
+
+  it('[CTX52] work(): each item settled as the handler decides (a reaction with its next pull in one request, an ack, a nack, a throw, a reaction not offered), until the signal stops it', async () => {
+    const { sub, prefix, consumerId } = await setup('52w')
+    const sent: { op: string; body: Record<string, unknown> }[] = []
+    const c = createContextualClient({
+      baseUrl: env.ts.url,
+      token: env.owner.token,
+      fetch: (url, init) => {
+        sent.push({ op: String(url).split('/').pop()!, body: JSON.parse(String(init?.body ?? '{}')) as Record<string, unknown> })
+        return fetch(url, init)
+      },
+    })
+    for (const d of ['react', 'ack', 'later', 'boom', 'nope']) expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/${d}`, 'Document', {}), 201)
+    const stop = new AbortController()
+    const seen: string[] = []
+    const working = c.work(
+      { subscription: sub, consumer: 'c1', waitSeconds: 1 },
+      (item) => {
+        const name = item.event.path.split('/').pop()!
+        seen.push(name)
+        if (name === 'react') return { react: 'reply', params: { Text: 'by work' } }
+        if (name === 'ack') return { ack: true }
+        if (name === 'later') return { nack: true, delaySeconds: 600, error: 'later, please' }
+        if (name === 'nope') return { react: 'nope' }
+        throw new Error('boom')
+      },
+      { signal: stop.signal },
+    )
+    // Three attempts each for the throw and the reaction not offered, then dead letters.
+    await vi.waitFor(async () => expect(await c.status(consumerId)).toMatchObject({ acked: 2, dead: 2, pending: 1, leased: 0 }), { timeout: 60_000, interval: 100 })
+    stop.abort()
+    expect(await working).toEqual({ reacted: 1, acked: 1, nacked: 7, lost: 0 })
+    expect(seen.filter((x) => x === 'boom')).toHaveLength(3)
+    expect(seen.filter((x) => x === 'react' || x === 'ack' || x === 'later')).toEqual(['react', 'ack', 'later'])
+    expect((await api(env.ts.url, env.owner.token).getNode(`${prefix}/react/reply`)).body.content).toEqual({ Text: 'by work' })
+    const errors = Object.fromEntries((await c.status(consumerId)).deadLetters.map((d) => [d.path.split('/').pop(), d.lastError]))
+    expect(errors.boom).toBe('boom')
+    expect(errors.nope).toContain('Reaction nope is not offered')
+    // The reaction settled its item and asked for the next in the same request: no ack for it.
+    const reacts = sent.filter((x) => x.op === 'react')
+    expect(reacts).toHaveLength(1)
+    expect(reacts[0]!.body).toMatchObject({ ack: true, next: true })
+    expect(sent.filter((x) => x.op === 'ack')).toHaveLength(1)
+  })
+
+  it('[CTX52] work(): a reaction whose answer was lost is sent again and resolves its outcome (one commit); an item settled elsewhere meanwhile is counted lost', async () => {
+    const { sub, prefix, consumerId } = await setup('52x')
+    let lose = true
+    const c = createContextualClient({
+      baseUrl: env.ts.url,
+      token: env.owner.token,
+      fetch: async (url, init) => {
+        const res = await fetch(url, init)
+        // The first reaction reaches the server; its answer does not come back.
+        if (lose && String(url).endsWith('/react')) {
+          lose = false
+          throw new TypeError('socket hang up')
+        }
+        return res
+      },
+    })
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/once`, 'Document', {}), 201)
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/elsewhere`, 'Document', {}), 201)
+    const stop = new AbortController()
+    const working = c.work(
+      { subscription: sub, consumer: 'c1', waitSeconds: 1 },
+      async (item, id) => {
+        if (item.event.path.endsWith('/once')) return { react: 'reply', params: { Text: 'once' } }
+        // Settled by another hand before the worker's own settle.
+        await c.ack(fenceOf(id, item))
+        return { ack: true }
+      },
+      { signal: stop.signal },
+    )
+    await vi.waitFor(async () => expect(await c.status(consumerId)).toMatchObject({ acked: 2, leased: 0, pending: 0 }), { timeout: 60_000, interval: 100 })
+    stop.abort()
+    expect(await working).toEqual({ reacted: 1, acked: 0, nacked: 0, lost: 1 })
+    expect((await api(env.ts.url, env.owner.token).getNode(`${prefix}/once/reply`)).body.content).toEqual({ Text: 'once' })
   })
 
   it('[CTX40] failures are ContextualClientErrors with the stable code: stale_lease, unauthorized, not_found, forbidden', async () => {
