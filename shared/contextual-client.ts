@@ -147,6 +147,14 @@ function deadline(ms: number, outer: AbortSignal | undefined): { signal: AbortSi
   }
 }
 
+/** [CTX52] A handler's answer `work` can carry out (a JavaScript handler may answer anything). */
+function isDecision(d: unknown): d is WorkDecision {
+  if (typeof d !== 'object' || d === null) return false
+  const x = d as Record<string, unknown>
+  if ('react' in x) return typeof x.react === 'string' && (x.params === undefined || (typeof x.params === 'object' && x.params !== null && !Array.isArray(x.params)))
+  return x.ack === true || x.nack === true
+}
+
 const sleep = (ms: number, signal: AbortSignal | undefined) =>
   new Promise<void>((resolve) => {
     const t = setTimeout(done, ms)
@@ -285,6 +293,10 @@ export function createContextualClient(options: ContextualClientOptions): Contex
             decision = await handle(item, consumerId)
           } catch (e) {
             await nack(consumerId, item, e instanceof Error ? e.message : String(e))
+            continue
+          }
+          if (!isDecision(decision)) {
+            await nack(consumerId, item, `The worker's handler answered ${JSON.stringify(decision) ?? String(decision)}: it returns { react: name, params }, { ack: true } or { nack: true }.`)
             continue
           }
           if ('react' in decision) {

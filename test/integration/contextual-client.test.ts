@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it, vi } from 'vitest'
-import { createContextualClient, fenceOf, isContextualClientError, type ContextualClientError } from '../../shared/index.js'
+import { createContextualClient, fenceOf, isContextualClientError, type ContextualClientError, type WorkDecision } from '../../shared/index.js'
 import { api, expectStatus, signup } from '../helpers/index.js'
 import { definition, ownedServer, putSubscription } from './contextual-helpers.js'
 
@@ -84,7 +84,7 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
         return fetch(url, init)
       },
     })
-    for (const d of ['react', 'ack', 'later', 'boom', 'nope']) expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/${d}`, 'Document', {}), 201)
+    for (const d of ['react', 'ack', 'later', 'boom', 'nope', 'nothing']) expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/${d}`, 'Document', {}), 201)
     const stop = new AbortController()
     const seen: string[] = []
     const working = c.work(
@@ -96,20 +96,23 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
         if (name === 'ack') return { ack: true }
         if (name === 'later') return { nack: true, delaySeconds: 600, error: 'later, please' }
         if (name === 'nope') return { react: 'nope' }
+        // A JavaScript handler that answers nothing usable: nacked with what it should answer.
+        if (name === 'nothing') return undefined as unknown as WorkDecision
         throw new Error('boom')
       },
       { signal: stop.signal },
     )
-    // Three attempts each for the throw and the reaction not offered, then dead letters.
-    await vi.waitFor(async () => expect(await c.status(consumerId)).toMatchObject({ acked: 2, dead: 2, pending: 1, leased: 0 }), { timeout: 60_000, interval: 100 })
+    // Three attempts each for the throw, the reaction not offered and the answer of nothing, then dead letters.
+    await vi.waitFor(async () => expect(await c.status(consumerId)).toMatchObject({ acked: 2, dead: 3, pending: 1, leased: 0 }), { timeout: 60_000, interval: 100 })
     stop.abort()
-    expect(await working).toEqual({ reacted: 1, acked: 1, nacked: 7, lost: 0 })
+    expect(await working).toEqual({ reacted: 1, acked: 1, nacked: 10, lost: 0 })
     expect(seen.filter((x) => x === 'boom')).toHaveLength(3)
     expect(seen.filter((x) => x === 'react' || x === 'ack' || x === 'later')).toEqual(['react', 'ack', 'later'])
     expect((await api(env.ts.url, env.owner.token).getNode(`${prefix}/react/reply`)).body.content).toEqual({ Text: 'by work' })
     const errors = Object.fromEntries((await c.status(consumerId)).deadLetters.map((d) => [d.path.split('/').pop(), d.lastError]))
     expect(errors.boom).toBe('boom')
     expect(errors.nope).toContain('Reaction nope is not offered')
+    expect(errors.nothing).toContain('it returns { react: name, params }')
     // The reaction settled its item and asked for the next in the same request: no ack for it.
     const reacts = sent.filter((x) => x.op === 'react')
     expect(reacts).toHaveLength(1)
