@@ -166,6 +166,22 @@ const sleep = (ms: number, signal: AbortSignal | undefined) =>
     signal?.addEventListener('abort', done, { once: true })
   })
 
+/**
+ * `call`, tried again with a capped backoff while the server cannot be reached (`network`,
+ * `unavailable`) and `signal` has not aborted; any other failure is thrown at once.
+ */
+async function retried<T>(call: () => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  for (let backoff = 0; ; ) {
+    try {
+      return await call()
+    } catch (e) {
+      if (!isContextualClientError(e) || (e.code !== 'network' && e.code !== 'unavailable') || signal?.aborted) throw e
+      backoff = Math.min(30_000, backoff ? backoff * 2 : 250)
+      await sleep(backoff, signal)
+    }
+  }
+}
+
 export function createContextualClient(options: ContextualClientOptions): ContextualClient {
   const base = options.baseUrl.replace(/\/+$/, '')
   const doFetch = options.fetch ?? ((...a: Parameters<typeof fetch>) => fetch(...a))
@@ -239,18 +255,13 @@ export function createContextualClient(options: ContextualClientOptions): Contex
     mine: async (req, opts) => post('mine', check(MineRequest, req ?? {}, 'The mine request'), opts),
     async *items(req, opts) {
       const waitSeconds = req.waitSeconds ?? CONTEXTUAL_BOUNDS.maxWaitSeconds
-      let backoff = 0
       while (!opts?.signal?.aborted) {
         let got: NextResult
         try {
-          got = await client.next({ ...req, waitSeconds }, opts)
-          backoff = 0
+          got = await retried(() => client.next({ ...req, waitSeconds }, opts), opts?.signal)
         } catch (e) {
-          if (isContextualClientError(e) && e.code === 'aborted') return
-          if (!isContextualClientError(e) || (e.code !== 'network' && e.code !== 'unavailable')) throw e
-          backoff = Math.min(30_000, backoff ? backoff * 2 : 250)
-          await sleep(backoff, opts?.signal)
-          continue
+          if (opts?.signal?.aborted || (isContextualClientError(e) && e.code === 'aborted')) return
+          throw e
         }
         if (got.item) yield { consumerId: got.consumerId, item: got.item }
       }
@@ -259,21 +270,8 @@ export function createContextualClient(options: ContextualClientOptions): Contex
       const waitSeconds = req.waitSeconds ?? CONTEXTUAL_BOUNDS.maxWaitSeconds
       const done: WorkSummary = { reacted: 0, acked: 0, nacked: 0, lost: 0 }
       const aborted = () => opts?.signal?.aborted === true
-      let backoff = 0
-      /** A call retried while the server cannot be reached (each of them may be repeated). */
-      const retrying = async <T>(call: () => Promise<T>): Promise<T> => {
-        for (;;) {
-          try {
-            const out = await call()
-            backoff = 0
-            return out
-          } catch (e) {
-            if (!isContextualClientError(e) || (e.code !== 'network' && e.code !== 'unavailable') || aborted()) throw e
-            backoff = Math.min(30_000, backoff ? backoff * 2 : 250)
-            await sleep(backoff, opts?.signal)
-          }
-        }
-      }
+      // Each call `work` makes may be repeated: a reaction sent again resolves its outcome.
+      const retrying = <T>(call: () => Promise<T>): Promise<T> => retried(call, opts?.signal)
       const nack = async (consumerId: string, item: WorkItem, error: string, delaySeconds?: number) => {
         // Settles are not cut short by the signal: a decision made is carried out.
         await retrying(() => client.nack({ ...fenceOf(consumerId, item), error: error.slice(0, 2000), ...(delaySeconds !== undefined ? { delaySeconds } : {}) }))

@@ -29,16 +29,26 @@ export function strings(v: unknown): string[] {
  * writer's whole. Only what is left after `skip` is sorted: on a long thread that is a few ids.
  */
 export function postedIds(c: JsonObject, skip: (id: string) => boolean = () => false): string[] {
+  if (!isJsonObject(c.Posted)) return []
   const posted = c.Posted
-  if (!posted || typeof posted !== 'object' || Array.isArray(posted)) return []
   const left: [string, number][] = []
   for (const id of Object.keys(posted)) {
     if (skip(id)) continue
-    const n = (posted as JsonObject)[id]
+    const n = posted[id]
     left.push([id, typeof n === 'number' && Number.isFinite(n) ? n : Number.MAX_SAFE_INTEGER])
   }
   left.sort((a, b) => a[1] - b[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
   return left.map(([id]) => id)
+}
+
+/** [THR26] The keys of a thread's `Posted` map, unsorted (none when it has no map). */
+export function postedKeys(c: JsonObject): string[] {
+  return isJsonObject(c.Posted) ? Object.keys(c.Posted) : []
+}
+
+/** [THR26] Every id a thread knows as posted: listed in `UserMessageIds` or a key of `Posted`. */
+export function knownMessageIds(c: JsonObject): Set<string> {
+  return new Set([...strings(c.UserMessageIds), ...postedKeys(c)])
 }
 
 /**
@@ -67,7 +77,7 @@ export function hasWaitingInput(c: JsonObject): boolean {
 export function inputState(c: JsonObject): { waiting: boolean; unlisted: boolean } {
   const ingested = new Set(strings(c.IngestedMessageIds))
   const listed = strings(c.UserMessageIds)
-  const posted = isJsonObject(c.Posted) ? Object.keys(c.Posted) : []
+  const posted = postedKeys(c)
   const unlisted = posted.length > listed.length
   const open = (id: string) => !ingested.has(id) && isMessageId(id)
   const waiting = strings(c.PendingUserMessages).some((p) => !ingested.has(lastSegment(p as NodePath))) || listed.some(open) || posted.some(open)

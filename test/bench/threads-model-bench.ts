@@ -42,10 +42,10 @@ export async function benchThreadsModel(): Promise<Record<string, number>> {
   const inputs = roundInputs(T, c)
   if (inputs.length !== 2) throw new Error(`Invariant: two inputs expected, got ${inputs.length}`)
   const settled: JsonObject = { Status: 'Idle', UserMessageIds: ids, IngestedMessageIds: ids, Posted: Object.fromEntries(ids.map((id, i) => [id, i] as const)), PendingUserMessages: [], HasPending: false }
-  if (restingWithInput(T, settled)) throw new Error('Invariant: a settled thread needs no dispatch')
+  if (restingWithInput(settled)) throw new Error('Invariant: a settled thread needs no dispatch')
   return {
     messages: MESSAGES,
-    restingWithInputMs: median(() => restingWithInput(T, settled)),
+    restingWithInputMs: median(() => restingWithInput(settled)),
     roundInputsMs: median(() => roundInputs(T, c)),
     claimedContentMs: median(() => claimedContent(T, c, new Date(0).toISOString())),
   }

@@ -11,7 +11,7 @@ import type { ReplicaState, SyncStatus } from '../sync/index.js'
 import { humanError } from './error-text.js'
 import { nodeHref } from './route.js'
 import { formatWhen } from './run-text.js'
-import { roundInputs, strings } from '../../shared/threads.js'
+import { knownMessageIds, roundInputs, strings } from '../../shared/threads.js'
 import type { NodePath } from '../../shared/path.js'
 import { agentName, answeredDecision, newMessageId, pendingApproval, threadState, type PendingApproval } from './thread-text.js'
 import type { CellNote } from './thread-cell.js'
@@ -122,7 +122,7 @@ export class WeftThreadPage extends LitElement {
     // [WEB41] The send answered with a 5xx is posted after all (the thread lists its id): it went through.
     const u = this.unsettled
     const c = this.node.value?.content
-    if (u && c && (strings(c.UserMessageIds).includes(u.id) || (isJsonObject(c.Posted) && Object.hasOwn(c.Posted, u.id)))) {
+    if (u && c && knownMessageIds(c).has(u.id)) {
       this.unsettled = null
       if (this.draft === u.text) this.draft = ''
       this.error = ''
@@ -211,7 +211,7 @@ export class WeftThreadPage extends LitElement {
       listed.add(p)
       shown.push({ path: p, note: 'queued' })
     }
-    const known = new Set([...strings(c.UserMessageIds), ...(isJsonObject(c.Posted) ? Object.keys(c.Posted) : [])])
+    const known = knownMessageIds(c)
     for (const row of this.kids.value ?? []) {
       if (row.nodeType !== 'ThreadMessage' || listed.has(row.path) || known.has(idOf(row.path))) continue
       // A user cell made here (offline) or just posted, not yet taken in by the thread.

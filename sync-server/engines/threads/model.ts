@@ -60,7 +60,7 @@ export function enqueuedContent(thread: NodePath, c: JsonObject, id: string): Js
  * and no round. Null when the thread needs no dispatch.
  */
 export function claimedContent(thread: NodePath, c: JsonObject, at: string): { content: JsonObject; round: RoundState | null } | null {
-  if (!restingWithInput(thread, c)) return null
+  if (!restingWithInput(c)) return null
   const inputs = roundInputs(thread, c)
   const ids = strings(c.UserMessageIds)
   const listed = new Set(ids)
@@ -86,7 +86,7 @@ export function claimedContent(thread: NodePath, c: JsonObject, at: string): { c
 
 /** A round may be dispatched: resting as Idle or Cancelled (or never run) with input waiting (or a stale pending list to clear). */
 export function needsDispatch(node: MeshNode): boolean {
-  return restingWithInput(node.path, node.content)
+  return restingWithInput(node.content)
 }
 
 /**
@@ -94,7 +94,7 @@ export function needsDispatch(node: MeshNode): boolean {
  * [THR26] Also a `UserMessageIds` list missing a posted id: the list is one value, and an enqueue
  * its writer had not seen may win the merge over it, so the owner lists the ids again.
  */
-export function restingWithInput(_thread: NodePath, c: JsonObject): boolean {
+export function restingWithInput(c: JsonObject): boolean {
   const s = typeof c.Status === 'string' ? c.Status : 'Idle'
   if (s !== 'Idle' && s !== 'Cancelled') return false
   // (A pending list of stale entries too: the claim clears it.)

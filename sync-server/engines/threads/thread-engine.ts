@@ -242,7 +242,7 @@ export class ThreadEngine {
     if (live) return false
     const s = typeof c.Status === 'string' ? c.Status : 'Idle'
     if (s === 'StartingExecution' || s === 'Executing') return true
-    return restingWithInput(path, c)
+    return restingWithInput(c)
   }
 
   // ---------------------------------------------------------------- handle
