@@ -60,10 +60,11 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/d`, 'Document', {}), 201)
     const { item } = await c.next({ subscription: sub, consumer: 'c1', waitSeconds: 10 })
     const reply = item!.reactions.find((r) => r.name === 'reply')!
-    // The client's ordinary allowance is short; the pull's wait is added to it, as for next.
-    const short = createContextualClient({ baseUrl: env.ts.url, token: env.owner.token, timeoutMs: 1_000 })
+    // The client's ordinary allowance (1 ms) is far shorter than any call; the pull's wait is added
+    // to it, as for next: the call is still open while the server's pull waits for an event.
+    const short = createContextualClient({ baseUrl: env.ts.url, token: env.owner.token, timeoutMs: 1 })
     const answer = short.react(reply.causationToken, { Text: 'typed' }, { ack: true, next: true, waitSeconds: 30 })
-    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    await vi.waitFor(() => expect(env.ts.server.contextual.waiting).toBe(1), { timeout: 60_000, interval: 20 })
     expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/e`, 'Document', {}), 201)
     const out = await answer
     expect([out.outcome.status, out.acked]).toEqual(['committed', true])

@@ -90,7 +90,7 @@ export function needsDispatch(node: MeshNode): boolean {
 }
 
 /**
- * [THR3] `needsDispatch` of a thread's content at `thread` (the engine's watch reads content only).
+ * [THR3] `needsDispatch` of a thread's content (the engine's watch reads content only).
  * [THR26] Also a `UserMessageIds` list missing a posted id: the list is one value, and an enqueue
  * its writer had not seen may win the merge over it, so the owner lists the ids again.
  */
