@@ -323,11 +323,12 @@ export function createContextualClient(options: ContextualClientOptions): Contex
             await nack(consumerId, item, decision.error ?? 'nacked by the worker', decision.delaySeconds)
           }
         } catch (e) {
-          if (aborted() || (isContextualClientError(e) && e.code === 'aborted')) break
+          // A settle that found its item gone is counted even when the signal aborted meanwhile.
           if (isContextualClientError(e) && (e.code === 'stale_lease' || e.code === 'reaction_denied')) {
             done.lost++
             continue
           }
+          if (aborted() || (isContextualClientError(e) && e.code === 'aborted')) break
           throw e
         }
       }
