@@ -39,6 +39,13 @@ export interface NodeTypeDef {
    * Permissive types treat every string as text; see shared/text-fields.ts.
    */
   readonly textFields?: ReadonlySet<string>
+  /**
+   * System fields every node of the type is created with (these values, unless the creator is
+   * system and names its own), kept through a replace that leaves them out. [THR26] A Thread's
+   * `Posted` map: made once at creation, every later enqueue adds a key to that one map, where two
+   * maps made by two first enqueues at once would merge into one and lose the other's keys.
+   */
+  readonly createdWith?: Readonly<JsonObject>
 }
 
 const anyObject = z.looseObject({})
@@ -57,6 +64,7 @@ function def(
     create: opts.create ?? 'Create',
     delete: opts.delete ?? 'Delete',
     ownerField: opts.ownerField,
+    createdWith: opts.createdWith,
     textFields: opts.textFields ?? new Set(Object.prototype.hasOwnProperty.call(TYPED_TEXT_FIELDS, name) ? TYPED_TEXT_FIELDS[name] : []),
   }
 }
@@ -231,6 +239,7 @@ const builtins: NodeTypeDef[] = [
         RequestedStatus: 'Thread',
         Agent: 'Update',
       },
+      createdWith: { Posted: {} },
     },
   ),
   // A message of a thread ([THR1]): made by system (the posting route, the engine). A user may

@@ -575,6 +575,8 @@ export class WritePath {
     }
     const added = this.rules.fields(principal, draft.nodeType, path, null, content)
     if (added) content = { ...content, ...added }
+    // [THR26] The type's created-with fields; a person's content cannot name them (system fields).
+    if (def.createdWith) content = { ...def.createdWith, ...content }
     validateContent(draft.nodeType, content)
     this.checkInvariants(null, { path, nodeType: draft.nodeType, content } as MeshNode)
     let update: Uint8Array | null = null
@@ -642,7 +644,7 @@ export class WritePath {
     if (draft.nodeType !== before.nodeType) {
       throw new WeftError('conflict', `${ln.path} is a ${before.nodeType}; it cannot become a ${draft.nodeType} (delete it first).`)
     }
-    const content = draft.content ?? {}
+    const content = keepCreatedWith(before, draft.content ?? {})
     // [STO10] The text it brings is checked in writeContent.
     assertJsonContent(content, this.maxJsonDepth, false)
     // [PATCH4] A replace sets the content (a merge patch could not set a member to null).
@@ -787,4 +789,19 @@ function now(): string {
     nowIso = new Date(ms).toISOString()
   }
   return nowIso
+}
+
+/**
+ * [THR26] A replacement with the type's created-with fields it leaves out taken from `before`:
+ * a replace does not drop them (a person could not, they are system fields: a retried PUT of a
+ * new Thread would be refused), and one that names them is checked as any field is.
+ */
+function keepCreatedWith(before: MeshNode, content: JsonObject): JsonObject {
+  const kept = nodeTypeDef(before.nodeType).createdWith
+  if (!kept) return content
+  let out = content
+  for (const field of Object.keys(kept)) {
+    if (content[field] === undefined && before.content[field] !== undefined) out = { ...out, [field]: before.content[field]! }
+  }
+  return out
 }

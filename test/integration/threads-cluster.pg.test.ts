@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { createSpace, signup, startInstances, waitFor, type Instances } from '../helpers/index.js'
+import { api, createSpace, expectStatus, signup, startInstances, waitFor, type Instances } from '../helpers/index.js'
 import { createThread, expectInvariants, node, post } from './threads-helpers.js'
 
 /**
@@ -47,6 +47,31 @@ describe('Threads posted to through two instances at once', () => {
       await Promise.all(threads.flatMap((t) => [post(one, alice.token, t, 'from one', 'a'), post(two, alice.token, t, 'from two', 'b')]))
     } finally {
       set.redis.resume()
+    }
+    // [THR26] Brand-new threads whose FIRST two posts go through the two instances at once, while
+    // neither sees the other's write: the thread was created with its `Posted` map, so both
+    // enqueues add their key to the same map (two maps made at once: the merge kept one).
+    const fresh: string[] = []
+    for (let i = 0; i < 4; i++) fresh.push(await createThread(one, alice.token, `${space}/f${i}`))
+    // Each instance holds the new thread's doc (a person's write through each), as it is before a post.
+    for (const t of fresh) {
+      for (const [url, approve] of [[two, ['patch']], [one, ['patch', 'run']]] as const) {
+        expectStatus(await api(url, alice.token).patchNode(t, { Agent: { Kind: 'builtin', Approve: approve } }), 200)
+      }
+      for (const url of [one, two]) {
+        await waitFor(async () => ((await node(url, alice.token, t)).content.Agent as { Approve?: string[] }).Approve?.length === 2, { timeoutMs: 30_000, description: `${t} patched on ${url}` })
+      }
+    }
+    set.redis.pause()
+    try {
+      await Promise.all(fresh.flatMap((t) => [post(one, alice.token, t, 'from one', 'x'), post(two, alice.token, t, 'from two', 'y')]))
+    } finally {
+      set.redis.resume()
+    }
+    for (const t of fresh) {
+      const n = await answered(['x', 'y'])(t)
+      expect(Object.keys(n.content.Posted as object).sort()).toEqual(['x', 'y'])
+      await expectInvariants(two, alice.token, n)
     }
     for (const t of threads) {
       const n = await answered(['w1', 'w2', 'a', 'b'])(t)

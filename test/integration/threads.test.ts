@@ -77,6 +77,10 @@ describe('threads: posting', () => {
     // [THR26] Posted is system's from the start; a thread never posted to is replaced as it was made.
     expect(errorCode(await http.putNode(`${space}/forged-posted`, 'Thread', { Agent: { Kind: 'builtin' }, Posted: { x: 0 } } as never))).toBe('forbidden_field')
     for (let i = 0; i < 2; i++) expect((await http.putNode(`${space}/put-twice`, 'Thread', { Agent: { Kind: 'builtin' } } as never)).status).toBe(i === 0 ? 201 : 200)
+    // [THR26] Made with its (empty) Posted map, which a replace leaving it out keeps, and one naming another refuses.
+    expect((await http.putNode(`${space}/put-twice`, 'Thread', { Agent: { Kind: 'script', CodePath: `${space}/code` } } as never)).status).toBe(200)
+    expect((await node(ts.url, bob.token, `${space}/put-twice`)).content).toEqual({ Agent: { Kind: 'script', CodePath: `${space}/code` }, Posted: {} })
+    expect(errorCode(await http.putNode(`${space}/put-twice`, 'Thread', { Agent: { Kind: 'builtin' }, Posted: { x: 0 } } as never))).toBe('forbidden_field')
     const cell = await post(ts.url, alice.token, t, 'mine', 'm1')
     // [THR26] The map the post made: a person may neither change it nor remove it.
     for (const patch of [{ Posted: { m1: 0, x: 1 } }, { Posted: null }]) expect(errorCode(await http.patchNode(t, patch)), JSON.stringify(patch)).toBe('forbidden_field')
