@@ -86,17 +86,21 @@ export interface ContextualClient {
   mine(req?: z.input<typeof MineRequest>, opts?: CallOptions): Promise<MyConsumers>
   /**
    * Long-polls `next` until `signal` aborts, yielding each leased item. Transient failures
-   * (`network`, `unavailable`) are retried with a capped backoff; any other error ends the loop.
+   * (`network`, `unavailable`, `rate_limited`, `internal`) are retried with a capped backoff, an
+   * item too large to deliver is pulled past; any other error ends the loop. With `waitSeconds: 0`
+   * an empty answer is followed by a 1 s pause.
    */
   items(req: Omit<z.input<typeof NextRequest>, 'waitSeconds'> & { waitSeconds?: number }, opts?: CallOptions): AsyncGenerator<{ consumerId: string; item: WorkItem }>
   /**
    * [CTX52] A worker: pulls items and settles each as `handle` decides, until `signal` aborts
    * (then resolves with what it did). A reaction goes with `ack` and `next` (one request per item);
    * an ack or a nack is followed by a pull. A handler that throws nacks its item with the error;
-   * a reaction that is not offered, or whose parameters are refused, nacks it with the reason; an
-   * item no longer leased to you (`stale_lease`, `reaction_denied`) is counted `lost` and left.
-   * `network` and `unavailable` failures are retried with a capped backoff (a reaction's retry
-   * resolves its outcome, never commits twice); any other error ends the loop (rejects).
+   * an answer it cannot carry out, a reaction that is not offered, or whose parameters are
+   * refused, nacks it with the reason, and so does a reaction refused as `reaction_denied`
+   * (redelivered with fresh tokens); a settle finding the item no longer leased to you
+   * (`stale_lease`) is counted `lost`. Transient failures are retried as in `items` (a reaction's
+   * retry resolves its outcome, never commits twice); any other error ends the loop (rejects). A
+   * decision made before the stop is carried out and counted (settles tried 10 s past it).
    */
   work(
     req: Omit<z.input<typeof NextRequest>, 'waitSeconds'> & { waitSeconds?: number },
@@ -147,12 +151,23 @@ function deadline(ms: number, outer: AbortSignal | undefined): { signal: AbortSi
   }
 }
 
-/** [CTX52] A handler's answer `work` can carry out (a JavaScript handler may answer anything). */
-function isDecision(d: unknown): d is WorkDecision {
-  if (typeof d !== 'object' || d === null) return false
+/**
+ * [CTX52] Why a handler's answer is not one `work` can carry out (a JavaScript handler may answer
+ * anything), or null when it is.
+ */
+function decisionFault(d: unknown): string | null {
+  const shape = 'it returns { react: name, params }, { ack: true } or { nack: true, delaySeconds?, error? }'
+  if (typeof d !== 'object' || d === null) return shape
   const x = d as Record<string, unknown>
-  if ('react' in x) return typeof x.react === 'string' && (x.params === undefined || (typeof x.params === 'object' && x.params !== null && !Array.isArray(x.params)))
-  return x.ack === true || x.nack === true
+  if ('react' in x) {
+    return typeof x.react === 'string' && (x.params === undefined || (typeof x.params === 'object' && x.params !== null && !Array.isArray(x.params))) ? null : shape
+  }
+  if (x.ack === true) return null
+  if (x.nack !== true) return shape
+  const max = CONTEXTUAL_BOUNDS.maxNackDelaySeconds
+  if (x.delaySeconds !== undefined && !(typeof x.delaySeconds === 'number' && x.delaySeconds >= 0 && x.delaySeconds <= max)) return `a nack's delaySeconds is a number from 0 to ${max}`
+  if (x.error !== undefined && typeof x.error !== 'string') return "a nack's error is a string"
+  return null
 }
 
 const sleep = (ms: number, signal: AbortSignal | undefined) =>
@@ -166,21 +181,41 @@ const sleep = (ms: number, signal: AbortSignal | undefined) =>
     signal?.addEventListener('abort', done, { once: true })
   })
 
+/** Failures a repeat of the same call may get past: no answer, the server busy or failing for now. */
+const TRANSIENT: ReadonlySet<ContextualClientCode> = new Set<ContextualClientCode>(['network', 'unavailable', 'rate_limited', 'internal'])
+
 /**
- * `call`, tried again with a capped backoff while the server cannot be reached (`network`,
- * `unavailable`) and `signal` has not aborted; any other failure is thrown at once.
+ * `call`, tried again with a capped backoff while it fails transiently (TRANSIENT) and `signal`
+ * has not aborted; any other failure is thrown at once. Every contextual call may be repeated: a
+ * lease operation is fenced, and a reaction's repeat resolves its outcome.
  */
 async function retried<T>(call: () => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   for (let backoff = 0; ; ) {
     try {
       return await call()
     } catch (e) {
-      if (!isContextualClientError(e) || (e.code !== 'network' && e.code !== 'unavailable') || signal?.aborted) throw e
+      if (!isContextualClientError(e) || !TRANSIENT.has(e.code) || signal?.aborted) throw e
       backoff = Math.min(30_000, backoff ? backoff * 2 : 250)
       await sleep(backoff, signal)
     }
   }
 }
+
+/** How long a worker told to stop still tries to carry out a decision it made (a settle, a reaction). */
+const SETTLE_GRACE_MS = 10_000
+
+/** A signal that aborts `ms` after `outer` does (never, without one). */
+function graceAfter(outer: AbortSignal | undefined, ms: number): AbortSignal | undefined {
+  if (!outer) return undefined
+  const ctl = new AbortController()
+  const later = () => setTimeout(() => ctl.abort(), ms).unref?.()
+  if (outer.aborted) later()
+  else outer.addEventListener('abort', later, { once: true })
+  return ctl.signal
+}
+
+/** Pause after an empty answer to a pull that did not wait, so a loop with `waitSeconds: 0` does not spin. */
+const EMPTY_PULL_PAUSE_MS = 1000
 
 export function createContextualClient(options: ContextualClientOptions): ContextualClient {
   const base = options.baseUrl.replace(/\/+$/, '')
@@ -189,13 +224,20 @@ export function createContextualClient(options: ContextualClientOptions): Contex
 
   async function post<T>(op: string, body: unknown, opts: CallOptions | undefined, waitSeconds = 0): Promise<T> {
     // A long poll is given its wait plus the ordinary allowance.
+    let payload: string
+    try {
+      payload = JSON.stringify(body)
+    } catch (e) {
+      // A BigInt or a cycle in the parameters: the caller's to fix, not the network's.
+      throw new ContextualClientError('invalid_request', `The ${op} request cannot be sent as JSON: ${(e as Error).message}.`, 0)
+    }
     const d = deadline(timeoutMs + waitSeconds * 1000, opts?.signal)
     let res: Response
     try {
       res = await doFetch(`${base}/api/contextual/${op}`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', authorization: `Bearer ${options.token}` },
-        body: JSON.stringify(body),
+        body: payload,
         signal: d.signal,
       })
     } catch (e) {
@@ -261,27 +303,49 @@ export function createContextualClient(options: ContextualClientOptions): Contex
           got = await retried(() => client.next({ ...req, waitSeconds }, opts), opts?.signal)
         } catch (e) {
           if (opts?.signal?.aborted || (isContextualClientError(e) && e.code === 'aborted')) return
+          // [CTX18] An item whose context is over the bound: the server nacked it back; pull on.
+          if (isContextualClientError(e) && e.code === 'contextual_too_many_rows') continue
           throw e
         }
         if (got.item) yield { consumerId: got.consumerId, item: got.item }
+        else if (waitSeconds < 1) await sleep(EMPTY_PULL_PAUSE_MS, opts?.signal)
       }
     },
     async work(req, handle, opts) {
       const waitSeconds = req.waitSeconds ?? CONTEXTUAL_BOUNDS.maxWaitSeconds
       const done: WorkSummary = { reacted: 0, acked: 0, nacked: 0, lost: 0 }
       const aborted = () => opts?.signal?.aborted === true
-      // Each call `work` makes may be repeated: a reaction sent again resolves its outcome.
-      const retrying = <T>(call: () => Promise<T>): Promise<T> => retried(call, opts?.signal)
+      // A decision made is carried out when the worker is told to stop meanwhile: its calls are
+      // tried on for a grace period past the stop (each may be repeated: see retried).
+      const grace = graceAfter(opts?.signal, SETTLE_GRACE_MS)
+      const carriedOut = <T>(call: () => Promise<T>): Promise<T> => retried(call, grace)
+      const gone = (e: unknown) => isContextualClientError(e) && e.code === 'stale_lease'
       const nack = async (consumerId: string, item: WorkItem, error: string, delaySeconds?: number) => {
-        // Settles are not cut short by the signal: a decision made is carried out.
-        await retrying(() => client.nack({ ...fenceOf(consumerId, item), error: error.slice(0, 2000), ...(delaySeconds !== undefined ? { delaySeconds } : {}) }))
-        done.nacked++
+        try {
+          await carriedOut(() => client.nack({ ...fenceOf(consumerId, item), error: error.slice(0, 2000), ...(delaySeconds !== undefined ? { delaySeconds } : {}) }))
+          done.nacked++
+        } catch (e) {
+          if (!gone(e)) throw e
+          done.lost++
+        }
       }
       let held: NextResult | null = null
+      // The last pull found nothing: a pull that does not wait pauses before the next one.
+      let idle = false
       while (!aborted()) {
         try {
           if (!held?.item) {
-            held = await retrying(() => client.next({ ...req, waitSeconds }, opts))
+            if (idle && waitSeconds < 1) await sleep(EMPTY_PULL_PAUSE_MS, opts?.signal)
+            if (aborted()) break
+            try {
+              held = await retried(() => client.next({ ...req, waitSeconds }, opts), opts?.signal)
+              idle = !held.item
+            } catch (e) {
+              // [CTX18] An item whose context is over the bound: the server nacked it back; pull on.
+              if (!isContextualClientError(e) || e.code !== 'contextual_too_many_rows') throw e
+              held = null
+              idle = false
+            }
             continue
           }
           const { consumerId, item } = held
@@ -293,8 +357,9 @@ export function createContextualClient(options: ContextualClientOptions): Contex
             await nack(consumerId, item, e instanceof Error ? e.message : String(e))
             continue
           }
-          if (!isDecision(decision)) {
-            await nack(consumerId, item, `The worker's handler answered ${JSON.stringify(decision) ?? String(decision)}: it returns { react: name, params }, { ack: true } or { nack: true }.`)
+          const fault = decisionFault(decision)
+          if (fault) {
+            await nack(consumerId, item, `The worker's handler answered ${JSON.stringify(decision) ?? String(decision)}: ${fault}.`)
             continue
           }
           if ('react' in decision) {
@@ -305,29 +370,38 @@ export function createContextualClient(options: ContextualClientOptions): Contex
             }
             let out: ReactResult
             try {
-              // Stopping: the reaction and its settle only. Else the next pull too, which the signal ends.
-              const stopping = aborted()
-              out = await retrying(() => client.react(offered.causationToken, decision.params, stopping ? { ack: true } : { ...opts, ack: true, next: true, waitSeconds }))
+              // With the next pull, ended by the stop; the reaction then goes again alone (its
+              // repeat resolves the outcome, it never commits twice).
+              out = aborted() ? await carriedOut(() => client.react(offered.causationToken, decision.params, { ack: true })) : await retried(() => client.react(offered.causationToken, decision.params, { ...opts, ack: true, next: true, waitSeconds }), opts?.signal)
             } catch (e) {
-              if (!isContextualClientError(e) || e.code !== 'invalid_params') throw e
-              await nack(consumerId, item, e.message)
-              continue
+              if (!isContextualClientError(e)) throw e
+              if (e.code === 'aborted' || (aborted() && TRANSIENT.has(e.code))) out = await carriedOut(() => client.react(offered.causationToken, decision.params, { ack: true }))
+              else if (e.code === 'invalid_params' || e.code === 'invalid_request') {
+                await nack(consumerId, item, e.message)
+                continue
+              } else if (e.code === 'reaction_denied') {
+                // Not necessarily lost: the token may have lapsed, the lease be nearly out, a grant
+                // changed. Handed back with the reason (redelivered with fresh tokens), else lost.
+                await nack(consumerId, item, e.message)
+                continue
+              } else throw e
             }
             done.reacted++
             // A failed pull (nextError) is taken up by the pull at the loop's top.
             held = out.next ?? null
+            idle = out.next !== undefined && !out.next.item
           } else if ('ack' in decision) {
-            await retrying(() => client.ack(fenceOf(consumerId, item)))
-            done.acked++
+            try {
+              await carriedOut(() => client.ack(fenceOf(consumerId, item)))
+              done.acked++
+            } catch (e) {
+              if (!gone(e)) throw e
+              done.lost++
+            }
           } else {
             await nack(consumerId, item, decision.error ?? 'nacked by the worker', decision.delaySeconds)
           }
         } catch (e) {
-          // A settle that found its item gone is counted even when the signal aborted meanwhile.
-          if (isContextualClientError(e) && (e.code === 'stale_lease' || e.code === 'reaction_denied')) {
-            done.lost++
-            continue
-          }
           if (aborted() || (isContextualClientError(e) && e.code === 'aborted')) break
           throw e
         }

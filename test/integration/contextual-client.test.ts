@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it, vi } from 'vitest'
-import { createContextualClient, fenceOf, isContextualClientError, type ContextualClientError, type WorkDecision } from '../../shared/index.js'
+import { createContextualClient, fenceOf, isContextualClientError, type ContextualClientError, type WorkDecision, type WorkItem } from '../../shared/index.js'
 import { api, expectStatus, signup } from '../helpers/index.js'
 import { definition, ownedServer, putSubscription } from './contextual-helpers.js'
 
@@ -122,8 +122,7 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
   })
 
   it('[CTX52] work(): a reaction whose answer was lost is sent again and resolves its outcome (one commit); an item settled elsewhere meanwhile is counted lost', async () => {
-    // The item the lost answer's pull leased comes back when its lease ends: the shortest lease keeps that wait short.
-    const { sub, prefix, consumerId } = await setup('52x', { Limits: { LeaseSeconds: 5, MaxInFlight: 2, MaxAttempts: 3 } })
+    const { sub, prefix, consumerId } = await setup('52x')
     let lose = true
     const c = createContextualClient({
       baseUrl: env.ts.url,
@@ -133,6 +132,9 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
         // The first reaction reaches the server; its answer does not come back.
         if (lose && String(url).endsWith('/react')) {
           lose = false
+          // The item its pull leased would come back when its lease ends (30 s): handed back now.
+          const { next } = (await res.json()) as { next?: { consumerId: string; item: WorkItem | null } }
+          if (next?.item) await createContextualClient({ baseUrl: env.ts.url, token: env.owner.token }).nack({ ...fenceOf(next.consumerId, next.item), delaySeconds: 0 })
           throw new TypeError('socket hang up')
         }
         return res
@@ -156,6 +158,140 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     expect(await working).toEqual({ reacted: 1, acked: 0, nacked: 0, lost: 1 })
     expect(await c.status(consumerId)).toMatchObject({ acked: 2, leased: 0, pending: 0 })
     expect((await api(env.ts.url, env.owner.token).getNode(`${prefix}/once/reply`)).body.content).toEqual({ Text: 'once' })
+  })
+
+  it('[CTX52] work(): a stop while a reaction is in flight still carries it out and counts it, and so does a stop during the wait of the pull it came with', async () => {
+    const { sub, prefix, consumerId } = await setup('52s')
+    const stop = new AbortController()
+    const c = createContextualClient({
+      baseUrl: env.ts.url,
+      token: env.owner.token,
+      // The stop lands as the reaction with its pull goes out: that request is cut before it is sent.
+      fetch: (url, init) => {
+        if (String(url).endsWith('/react') && String(init?.body).includes('"next":true')) stop.abort()
+        return fetch(url, init)
+      },
+    })
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/one`, 'Document', {}), 201)
+    const summary = await c.work({ subscription: sub, consumer: 'c1', waitSeconds: 30 }, () => ({ react: 'reply', params: { Text: 'decided' } }), { signal: stop.signal })
+    expect(summary).toEqual({ reacted: 1, acked: 0, nacked: 0, lost: 0 })
+    expect((await api(env.ts.url, env.owner.token).getNode(`${prefix}/one/reply`)).body.content).toEqual({ Text: 'decided' })
+    expect(await c.status(consumerId)).toMatchObject({ acked: 1, leased: 0, pending: 0 })
+
+    // The reaction commits, and its pull waits for a next item: stopped there, the reaction is counted.
+    const later = new AbortController()
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/two`, 'Document', {}), 201)
+    const working = createContextualClient({ baseUrl: env.ts.url, token: env.owner.token }).work(
+      { subscription: sub, consumer: 'c1', waitSeconds: 30 },
+      () => ({ react: 'reply', params: { Text: 'then waits' } }),
+      { signal: later.signal },
+    )
+    await vi.waitFor(async () => expect(await c.status(consumerId)).toMatchObject({ acked: 2, leased: 0 }), { timeout: 60_000, interval: 50 })
+    await vi.waitFor(() => expect(env.ts.server.contextual.waiting).toBe(1), { timeout: 60_000, interval: 20 })
+    later.abort()
+    expect(await working).toEqual({ reacted: 1, acked: 0, nacked: 0, lost: 0 })
+  })
+
+  it('[CTX52] work(): a nack the server would refuse, or parameters that are not JSON, nack the item with the reason instead of ending the worker', async () => {
+    const { sub, prefix, consumerId } = await setup('52n')
+    for (const d of ['delay', 'error', 'bigint']) expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/${d}`, 'Document', {}), 201)
+    const stop = new AbortController()
+    const c = createContextualClient({ baseUrl: env.ts.url, token: env.owner.token })
+    const working = c.work(
+      { subscription: sub, consumer: 'c1', waitSeconds: 1 },
+      (item) => {
+        const name = item.event.path.split('/').pop()!
+        if (name === 'delay') return { nack: true, delaySeconds: 3600 }
+        if (name === 'error') return { nack: true, error: 42 } as unknown as WorkDecision
+        return { react: 'reply', params: { Text: 'x', n: 1n } }
+      },
+      { signal: stop.signal },
+    )
+    await vi.waitFor(async () => expect(await c.status(consumerId)).toMatchObject({ dead: 3, pending: 0, leased: 0 }), { timeout: 60_000, interval: 100 })
+    stop.abort()
+    expect(await working).toEqual({ reacted: 0, acked: 0, nacked: 9, lost: 0 })
+    const errors = Object.fromEntries((await c.status(consumerId)).deadLetters.map((d) => [d.path.split('/').pop(), d.lastError]))
+    expect(errors.delay).toContain("a nack's delaySeconds is a number from 0 to 900")
+    expect(errors.error).toContain("a nack's error is a string")
+    expect(errors.bigint).toContain('cannot be sent as JSON')
+    expect((await api(env.ts.url, env.owner.token).getNode(`${prefix}/bigint/reply`)).status).toBe(404)
+  })
+
+  it('[CTX52] work(): a reaction denied while the item is still leased hands the item back with the reason (redelivered, then reacted), not counted lost', async () => {
+    const { sub, prefix, consumerId } = await setup('52d')
+    let deny = true
+    const c = createContextualClient({
+      baseUrl: env.ts.url,
+      token: env.owner.token,
+      fetch: (url, init) => {
+        // The server's answer when a grant changed between the pull and the reaction.
+        if (deny && String(url).endsWith('/react')) {
+          deny = false
+          return Promise.resolve(new Response(JSON.stringify({ error: { code: 'reaction_denied', message: 'The reaction is not authorized.' } }), { status: 403 }))
+        }
+        return fetch(url, init)
+      },
+    })
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/one`, 'Document', {}), 201)
+    const stop = new AbortController()
+    const attempts: number[] = []
+    const working = c.work(
+      { subscription: sub, consumer: 'c1', waitSeconds: 1 },
+      (item) => {
+        attempts.push(item.attempt)
+        return { react: 'reply', params: { Text: `attempt ${item.attempt}` } }
+      },
+      { signal: stop.signal },
+    )
+    await vi.waitFor(async () => expect(await c.status(consumerId)).toMatchObject({ acked: 1, leased: 0, pending: 0 }), { timeout: 60_000, interval: 100 })
+    stop.abort()
+    expect(await working).toEqual({ reacted: 1, acked: 0, nacked: 1, lost: 0 })
+    expect(attempts).toEqual([1, 2])
+    expect((await api(env.ts.url, env.owner.token).getNode(`${prefix}/one/reply`)).body.content).toEqual({ Text: 'attempt 2' })
+  })
+
+  it('[CTX52] work() goes on past an item too large to deliver, a long-poll bound reached and a passing server failure (each retried or pulled past)', async () => {
+    const { sub, prefix, consumerId } = await setup('52t')
+    // The answers a busy or failing server gives, once each, in front of the real one.
+    const injected: Record<string, [number, string][]> = { next: [[422, 'contextual_too_many_rows'], [429, 'rate_limited']], ack: [[500, 'internal']] }
+    const c = createContextualClient({
+      baseUrl: env.ts.url,
+      token: env.owner.token,
+      fetch: (url, init) => {
+        const once = injected[String(url).split('/').pop()!]?.shift()
+        if (once) return Promise.resolve(new Response(JSON.stringify({ error: { code: once[1], message: once[1] } }), { status: once[0] }))
+        return fetch(url, init)
+      },
+    })
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/one`, 'Document', {}), 201)
+    const stop = new AbortController()
+    const working = c.work({ subscription: sub, consumer: 'c1', waitSeconds: 1 }, () => ({ ack: true }), { signal: stop.signal })
+    await vi.waitFor(async () => expect(await c.status(consumerId)).toMatchObject({ acked: 1, leased: 0, pending: 0 }), { timeout: 60_000, interval: 100 })
+    stop.abort()
+    expect(await working).toEqual({ reacted: 0, acked: 1, nacked: 0, lost: 0 })
+    expect(Object.values(injected).flat()).toEqual([])
+  })
+
+  it('[CTX52] work() and items() with waitSeconds 0 pause after an empty pull instead of asking again at once', async () => {
+    const { sub } = await setup('52z')
+    for (const loop of ['work', 'items'] as const) {
+      const at: number[] = []
+      const stop = new AbortController()
+      const c = createContextualClient({
+        baseUrl: env.ts.url,
+        token: env.owner.token,
+        fetch: (url, init) => {
+          if (String(url).endsWith('/next')) at.push(performance.now())
+          if (at.length === 3) stop.abort()
+          return fetch(url, init)
+        },
+      })
+      if (loop === 'work') await c.work({ subscription: sub, consumer: 'c1', waitSeconds: 0 }, () => ({ ack: true }), { signal: stop.signal })
+      else for await (const _ of c.items({ subscription: sub, consumer: 'c1', waitSeconds: 0 }, { signal: stop.signal })) expect.unreachable()
+      // A lower bound only: the pause is at least what it is, on any machine.
+      expect(at).toHaveLength(3)
+      expect(at[2]! - at[1]!, loop).toBeGreaterThanOrEqual(900)
+    }
   })
 
   it('[CTX40] failures are ContextualClientErrors with the stable code: stale_lease, unauthorized, not_found, forbidden', async () => {
