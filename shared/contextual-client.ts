@@ -197,6 +197,7 @@ async function retried<T>(call: () => Promise<T>, signal: AbortSignal | undefine
       if (!isContextualClientError(e) || !TRANSIENT.has(e.code) || signal?.aborted) throw e
       backoff = Math.min(30_000, backoff ? backoff * 2 : 250)
       await sleep(backoff, signal)
+      if (signal?.aborted) throw e
     }
   }
 }
@@ -204,14 +205,14 @@ async function retried<T>(call: () => Promise<T>, signal: AbortSignal | undefine
 /** How long a worker told to stop still tries to carry out a decision it made (a settle, a reaction). */
 const SETTLE_GRACE_MS = 10_000
 
-/** A signal that aborts `ms` after `outer` does (never, without one). */
-function graceAfter(outer: AbortSignal | undefined, ms: number): AbortSignal | undefined {
-  if (!outer) return undefined
+/** A signal that aborts `ms` after `outer` does (never, without one); `dispose` lets go of `outer`. */
+function graceAfter(outer: AbortSignal | undefined, ms: number): { signal: AbortSignal | undefined; dispose(): void } {
+  if (!outer) return { signal: undefined, dispose: () => undefined }
   const ctl = new AbortController()
   const later = () => setTimeout(() => ctl.abort(), ms).unref?.()
   if (outer.aborted) later()
   else outer.addEventListener('abort', later, { once: true })
-  return ctl.signal
+  return { signal: ctl.signal, dispose: () => outer.removeEventListener('abort', later) }
 }
 
 /** Pause after an empty answer to a pull that did not wait, so a loop with `waitSeconds: 0` does not spin. */
@@ -267,6 +268,23 @@ export function createContextualClient(options: ContextualClientOptions): Contex
     }
   }
 
+  /**
+   * One pull of a loop: transient failures retried (see retried); an item whose context is over
+   * the bound ([CTX18]: the server handed it back) pulled past after a pause that grows while it
+   * keeps happening, so nothing spins on it.
+   */
+  async function pulled(req: Omit<z.input<typeof NextRequest>, 'waitSeconds'>, waitSeconds: number, opts: CallOptions | undefined): Promise<NextResult> {
+    for (let backoff = 0; ; ) {
+      try {
+        return await retried(() => client.next({ ...req, waitSeconds }, opts), opts?.signal)
+      } catch (e) {
+        if (!isContextualClientError(e) || e.code !== 'contextual_too_many_rows' || opts?.signal?.aborted) throw e
+        backoff = Math.min(30_000, backoff ? backoff * 2 : EMPTY_PULL_PAUSE_MS)
+        await sleep(backoff, opts?.signal)
+      }
+    }
+  }
+
   const client: ContextualClient = {
     // async: a refused input is a rejected promise like every other failure.
     async next(req, opts) {
@@ -295,16 +313,15 @@ export function createContextualClient(options: ContextualClientOptions): Contex
     delete: async (consumerId, opts) => post('delete', check(ConsumerRequest, { consumerId }, 'The delete request'), opts),
     consumers: async (subscription, opts) => post('consumers', check(SubscriptionRequest, { subscription }, 'The consumers request'), opts),
     mine: async (req, opts) => post('mine', check(MineRequest, req ?? {}, 'The mine request'), opts),
+    // items() and work() share `pulled`, below.
     async *items(req, opts) {
       const waitSeconds = req.waitSeconds ?? CONTEXTUAL_BOUNDS.maxWaitSeconds
       while (!opts?.signal?.aborted) {
         let got: NextResult
         try {
-          got = await retried(() => client.next({ ...req, waitSeconds }, opts), opts?.signal)
+          got = await pulled(req, waitSeconds, opts)
         } catch (e) {
           if (opts?.signal?.aborted || (isContextualClientError(e) && e.code === 'aborted')) return
-          // [CTX18] An item whose context is over the bound: the server nacked it back; pull on.
-          if (isContextualClientError(e) && e.code === 'contextual_too_many_rows') continue
           throw e
         }
         if (got.item) yield { consumerId: got.consumerId, item: got.item }
@@ -315,96 +332,98 @@ export function createContextualClient(options: ContextualClientOptions): Contex
       const waitSeconds = req.waitSeconds ?? CONTEXTUAL_BOUNDS.maxWaitSeconds
       const done: WorkSummary = { reacted: 0, acked: 0, nacked: 0, lost: 0 }
       const aborted = () => opts?.signal?.aborted === true
-      // A decision made is carried out when the worker is told to stop meanwhile: its calls are
-      // tried on for a grace period past the stop (each may be repeated: see retried).
+      // A decision made is carried out when the worker is told to stop meanwhile: its calls go on
+      // (each may be repeated: see retried) for a grace period past the stop, and no longer.
       const grace = graceAfter(opts?.signal, SETTLE_GRACE_MS)
-      const carriedOut = <T>(call: () => Promise<T>): Promise<T> => retried(call, grace)
+      const carriedOut = <T>(call: (o: CallOptions) => Promise<T>): Promise<T> => retried(() => call({ signal: grace.signal }), grace.signal)
       const gone = (e: unknown) => isContextualClientError(e) && e.code === 'stale_lease'
       const nack = async (consumerId: string, item: WorkItem, error: string, delaySeconds?: number) => {
         try {
-          await carriedOut(() => client.nack({ ...fenceOf(consumerId, item), error: error.slice(0, 2000), ...(delaySeconds !== undefined ? { delaySeconds } : {}) }))
+          await carriedOut((o) => client.nack({ ...fenceOf(consumerId, item), error: error.slice(0, 2000), ...(delaySeconds !== undefined ? { delaySeconds } : {}) }, o))
           done.nacked++
         } catch (e) {
           if (!gone(e)) throw e
           done.lost++
         }
       }
+      // A reaction with its settle and the next pull; cut by the stop (going out, or in the pull's
+      // wait), sent again alone: its repeat resolves the outcome, it never commits twice.
+      const reacting = async (token: string, params: Record<string, unknown> | undefined): Promise<ReactResult> => {
+        const alone = () => carriedOut((o) => client.react(token, params, { ...o, ack: true }))
+        if (aborted()) return alone()
+        try {
+          return await retried(() => client.react(token, params, { ...opts, ack: true, next: true, waitSeconds }), opts?.signal)
+        } catch (e) {
+          if (aborted() && isContextualClientError(e) && (e.code === 'aborted' || TRANSIENT.has(e.code))) return alone()
+          throw e
+        }
+      }
       let held: NextResult | null = null
       // The last pull found nothing: a pull that does not wait pauses before the next one.
       let idle = false
-      while (!aborted()) {
-        try {
-          if (!held?.item) {
-            if (idle && waitSeconds < 1) await sleep(EMPTY_PULL_PAUSE_MS, opts?.signal)
-            if (aborted()) break
-            try {
-              held = await retried(() => client.next({ ...req, waitSeconds }, opts), opts?.signal)
-              idle = !held.item
-            } catch (e) {
-              // [CTX18] An item whose context is over the bound: the server nacked it back; pull on.
-              if (!isContextualClientError(e) || e.code !== 'contextual_too_many_rows') throw e
-              held = null
-              idle = false
-            }
-            continue
-          }
-          const { consumerId, item } = held
-          held = null
-          let decision: WorkDecision
+      try {
+        while (!aborted()) {
           try {
-            decision = await handle(item, consumerId)
-          } catch (e) {
-            await nack(consumerId, item, e instanceof Error ? e.message : String(e))
-            continue
-          }
-          const fault = decisionFault(decision)
-          if (fault) {
-            await nack(consumerId, item, `The worker's handler answered ${JSON.stringify(decision) ?? String(decision)}: ${fault}.`)
-            continue
-          }
-          if ('react' in decision) {
-            const offered = item.reactions.find((r) => r.name === decision.react)
-            if (!offered) {
-              await nack(consumerId, item, `Reaction ${decision.react} is not offered for this item (offered: ${item.reactions.map((r) => r.name).join(', ') || 'none'}).`)
+            if (!held?.item) {
+              if (idle && waitSeconds < 1) await sleep(EMPTY_PULL_PAUSE_MS, opts?.signal)
+              if (aborted()) break
+              held = await pulled(req, waitSeconds, opts)
+              idle = !held.item
               continue
             }
-            let out: ReactResult
+            const { consumerId, item } = held
+            held = null
+            let decision: WorkDecision
             try {
-              // With the next pull, ended by the stop; the reaction then goes again alone (its
-              // repeat resolves the outcome, it never commits twice).
-              out = aborted() ? await carriedOut(() => client.react(offered.causationToken, decision.params, { ack: true })) : await retried(() => client.react(offered.causationToken, decision.params, { ...opts, ack: true, next: true, waitSeconds }), opts?.signal)
+              decision = await handle(item, consumerId)
             } catch (e) {
-              if (!isContextualClientError(e)) throw e
-              if (e.code === 'aborted' || (aborted() && TRANSIENT.has(e.code))) out = await carriedOut(() => client.react(offered.causationToken, decision.params, { ack: true }))
-              else if (e.code === 'invalid_params' || e.code === 'invalid_request') {
+              await nack(consumerId, item, e instanceof Error ? e.message : String(e))
+              continue
+            }
+            const fault = decisionFault(decision)
+            if (fault) {
+              await nack(consumerId, item, `The worker's handler answered ${JSON.stringify(decision) ?? String(decision)}: ${fault}.`)
+              continue
+            }
+            if ('react' in decision) {
+              const offered = item.reactions.find((r) => r.name === decision.react)
+              if (!offered) {
+                await nack(consumerId, item, `Reaction ${decision.react} is not offered for this item (offered: ${item.reactions.map((r) => r.name).join(', ') || 'none'}).`)
+                continue
+              }
+              let out: ReactResult
+              try {
+                out = await reacting(offered.causationToken, decision.params)
+              } catch (e) {
+                // Parameters refused (or not JSON); or a reaction denied, not necessarily lost: the
+                // token lapsed, the lease nearly out, a grant changed. Handed back with the reason
+                // (redelivered with fresh tokens; lost if it is not leased to this worker any more).
+                if (!isContextualClientError(e) || (e.code !== 'invalid_params' && e.code !== 'invalid_request' && e.code !== 'reaction_denied')) throw e
                 await nack(consumerId, item, e.message)
                 continue
-              } else if (e.code === 'reaction_denied') {
-                // Not necessarily lost: the token may have lapsed, the lease be nearly out, a grant
-                // changed. Handed back with the reason (redelivered with fresh tokens), else lost.
-                await nack(consumerId, item, e.message)
-                continue
-              } else throw e
+              }
+              done.reacted++
+              // A failed pull (nextError) is taken up by the pull at the loop's top.
+              held = out.next ?? null
+              idle = out.next !== undefined && !out.next.item
+            } else if ('ack' in decision) {
+              try {
+                await carriedOut((o) => client.ack(fenceOf(consumerId, item), o))
+                done.acked++
+              } catch (e) {
+                if (!gone(e)) throw e
+                done.lost++
+              }
+            } else {
+              await nack(consumerId, item, decision.error ?? 'nacked by the worker', decision.delaySeconds)
             }
-            done.reacted++
-            // A failed pull (nextError) is taken up by the pull at the loop's top.
-            held = out.next ?? null
-            idle = out.next !== undefined && !out.next.item
-          } else if ('ack' in decision) {
-            try {
-              await carriedOut(() => client.ack(fenceOf(consumerId, item)))
-              done.acked++
-            } catch (e) {
-              if (!gone(e)) throw e
-              done.lost++
-            }
-          } else {
-            await nack(consumerId, item, decision.error ?? 'nacked by the worker', decision.delaySeconds)
+          } catch (e) {
+            if (aborted() || (isContextualClientError(e) && e.code === 'aborted')) break
+            throw e
           }
-        } catch (e) {
-          if (aborted() || (isContextualClientError(e) && e.code === 'aborted')) break
-          throw e
         }
+      } finally {
+        grace.dispose()
       }
       return done
     },

@@ -1,4 +1,5 @@
 import fc from 'fast-check'
+import { getEventListeners } from 'node:events'
 import { describe, expect, it, vi } from 'vitest'
 import { createContextualClient, fenceOf, isContextualClientError, type ContextualClientError, type WorkDecision, type WorkItem } from '../../shared/index.js'
 import { api, expectStatus, signup } from '../helpers/index.js'
@@ -25,6 +26,25 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     const c = createContextualClient({ baseUrl: `${env.ts.url}/`, token: env.owner.token })
     const { consumerId } = await c.next({ subscription: sub, consumer: 'c1' })
     return { sub, prefix, c, consumerId }
+  }
+
+  /** The times of the first three pulls a loop (`work` or `items`) makes, each answered by `answer`; stopped at the third. */
+  async function pullTimes(loop: 'work' | 'items', req: { subscription: string; consumer: string; waitSeconds: number }, answer: typeof fetch): Promise<number[]> {
+    const at: number[] = []
+    const stop = new AbortController()
+    const c = createContextualClient({
+      baseUrl: env.ts.url,
+      token: env.owner.token,
+      fetch: (url, init) => {
+        if (String(url).endsWith('/next')) at.push(performance.now())
+        if (at.length === 3) stop.abort()
+        return answer(url, init)
+      },
+    })
+    if (loop === 'work') expect(await c.work(req, () => ({ ack: true }), { signal: stop.signal })).toEqual({ reacted: 0, acked: 0, nacked: 0, lost: 0 })
+    else for await (const _ of c.items(req, { signal: stop.signal })) expect.unreachable()
+    expect(at).toHaveLength(3)
+    return at
   }
 
   it('[CTX40] a long poll waiting before the event arrives gets it; react and ack through typed calls', async () => {
@@ -272,24 +292,64 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     expect(Object.values(injected).flat()).toEqual([])
   })
 
+  it('[CTX52] work() and items() pull past an item too large to deliver after a pause that grows while the answer repeats', async () => {
+    for (const loop of ['work', 'items'] as const) {
+      // A server that answers every pull so (a definition whose bound no item fits, say).
+      const at = await pullTimes(loop, { subscription: `${env.space}/any`, consumer: 'c1', waitSeconds: 1 }, () =>
+        Promise.resolve(new Response(JSON.stringify({ error: { code: 'contextual_too_many_rows', message: 'too large' } }), { status: 422 })),
+      )
+      // Lower bounds only: each pause is at least what it is, on any machine.
+      expect([at[1]! - at[0]! >= 900, at[2]! - at[1]! >= 1900], loop).toEqual([true, true])
+    }
+  })
+
+  it('[CTX52] work(): told to stop, a settle the server never answers is given up after the grace period, not after the call timeout', async () => {
+    const { sub, prefix } = await setup('52h')
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/one`, 'Document', {}), 201)
+    const stop = new AbortController()
+    const calls: string[] = []
+    const c = createContextualClient({
+      baseUrl: env.ts.url,
+      token: env.owner.token,
+      // Ten minutes per call: only the grace period (10 s) can end the hung settles.
+      timeoutMs: 600_000,
+      fetch: (url, init) => {
+        const op = String(url).split('/').pop()!
+        calls.push(op)
+        if (op === 'next') return fetch(url, init)
+        // Past the pull, the server hangs: no answer until the caller gives up.
+        return new Promise<Response>((_, reject) => init?.signal?.addEventListener('abort', () => reject(new Error('aborted')), { once: true }))
+      },
+    })
+    const summary = await c.work(
+      { subscription: sub, consumer: 'c1', waitSeconds: 1 },
+      () => {
+        stop.abort()
+        return { react: 'reply', params: { Text: 'never answered' } }
+      },
+      { signal: stop.signal },
+    )
+    expect(summary).toEqual({ reacted: 0, acked: 0, nacked: 0, lost: 0 })
+    // The reaction went alone (the stop came first), once: no second send after the grace ran out.
+    expect(calls).toEqual(['next', 'react'])
+  }, 120_000)
+
+  it('[CTX52] work() lets go of the caller\'s signal when it ends: a supervisor restarting it on one signal piles up no listeners', async () => {
+    const stop = new AbortController()
+    const c = createContextualClient({
+      baseUrl: env.ts.url,
+      token: env.owner.token,
+      fetch: () => Promise.resolve(new Response(JSON.stringify({ error: { code: 'forbidden', message: 'no' } }), { status: 403 })),
+    })
+    for (let i = 0; i < 3; i++) expect(await failure(c.work({ subscription: `${env.space}/any`, consumer: 'c1' }, () => ({ ack: true }), { signal: stop.signal }))).toMatchObject({ code: 'forbidden' })
+    expect(getEventListeners(stop.signal, 'abort')).toHaveLength(0)
+  })
+
   it('[CTX52] work() and items() with waitSeconds 0 pause after an empty pull instead of asking again at once', async () => {
     const { sub } = await setup('52z')
     for (const loop of ['work', 'items'] as const) {
-      const at: number[] = []
-      const stop = new AbortController()
-      const c = createContextualClient({
-        baseUrl: env.ts.url,
-        token: env.owner.token,
-        fetch: (url, init) => {
-          if (String(url).endsWith('/next')) at.push(performance.now())
-          if (at.length === 3) stop.abort()
-          return fetch(url, init)
-        },
-      })
-      if (loop === 'work') await c.work({ subscription: sub, consumer: 'c1', waitSeconds: 0 }, () => ({ ack: true }), { signal: stop.signal })
-      else for await (const _ of c.items({ subscription: sub, consumer: 'c1', waitSeconds: 0 }, { signal: stop.signal })) expect.unreachable()
+      const at = await pullTimes(loop, { subscription: sub, consumer: 'c1', waitSeconds: 0 }, (url, init) => fetch(url, init))
       // A lower bound only: the pause is at least what it is, on any machine.
-      expect(at).toHaveLength(3)
       expect(at[2]! - at[1]!, loop).toBeGreaterThanOrEqual(900)
     }
   })
