@@ -64,6 +64,15 @@ export interface CallOptions {
   signal?: AbortSignal
 }
 
+/** Options of the loops (`items`, `work`). */
+export interface LoopOptions extends CallOptions {
+  /**
+   * Told of each transient failure the loop retries (`network`, `unavailable`, `rate_limited`,
+   * `internal`), with the pause before the next try: a worker's place to log a server in trouble.
+   */
+  onRetry?: (error: ContextualClientError, pauseMs: number) => void
+}
+
 export interface ContextualClient {
   /** Leases at most one event; with `waitSeconds` it waits that long for one (a long poll, ≤ 60 s). */
   next(req: z.input<typeof NextRequest>, opts?: CallOptions): Promise<NextResult>
@@ -90,7 +99,7 @@ export interface ContextualClient {
    * item too large to deliver is pulled past; any other error ends the loop. With `waitSeconds: 0`
    * an empty answer is followed by a 1 s pause.
    */
-  items(req: Omit<z.input<typeof NextRequest>, 'waitSeconds'> & { waitSeconds?: number }, opts?: CallOptions): AsyncGenerator<{ consumerId: string; item: WorkItem }>
+  items(req: Omit<z.input<typeof NextRequest>, 'waitSeconds'> & { waitSeconds?: number }, opts?: LoopOptions): AsyncGenerator<{ consumerId: string; item: WorkItem }>
   /**
    * [CTX52] A worker: pulls items and settles each as `handle` decides, until `signal` aborts
    * (then resolves with what it did). A reaction goes with `ack` and `next` (one request per item);
@@ -105,7 +114,7 @@ export interface ContextualClient {
   work(
     req: Omit<z.input<typeof NextRequest>, 'waitSeconds'> & { waitSeconds?: number },
     handle: (item: WorkItem, consumerId: string) => WorkDecision | Promise<WorkDecision>,
-    opts?: CallOptions,
+    opts?: LoopOptions,
   ): Promise<WorkSummary>
 }
 
@@ -189,13 +198,18 @@ const TRANSIENT: ReadonlySet<ContextualClientCode> = new Set<ContextualClientCod
  * has not aborted; any other failure is thrown at once. Every contextual call may be repeated: a
  * lease operation is fenced, and a reaction's repeat resolves its outcome.
  */
-async function retried<T>(call: () => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+async function retried<T>(call: () => Promise<T>, signal: AbortSignal | undefined, onRetry?: LoopOptions['onRetry']): Promise<T> {
   for (let backoff = 0; ; ) {
     try {
       return await call()
     } catch (e) {
       if (!isContextualClientError(e) || !TRANSIENT.has(e.code) || signal?.aborted) throw e
       backoff = Math.min(30_000, backoff ? backoff * 2 : 250)
+      try {
+        onRetry?.(e, backoff)
+      } catch {
+        // A listener's failure is not the loop's.
+      }
       await sleep(backoff, signal)
       if (signal?.aborted) throw e
     }
@@ -273,10 +287,10 @@ export function createContextualClient(options: ContextualClientOptions): Contex
    * the bound ([CTX18]: the server handed it back) pulled past after a pause that grows while it
    * keeps happening, so nothing spins on it.
    */
-  async function pulled(req: Omit<z.input<typeof NextRequest>, 'waitSeconds'>, waitSeconds: number, opts: CallOptions | undefined): Promise<NextResult> {
+  async function pulled(req: Omit<z.input<typeof NextRequest>, 'waitSeconds'>, waitSeconds: number, opts: LoopOptions | undefined): Promise<NextResult> {
     for (let backoff = 0; ; ) {
       try {
-        return await retried(() => client.next({ ...req, waitSeconds }, opts), opts?.signal)
+        return await retried(() => client.next({ ...req, waitSeconds }, { signal: opts?.signal }), opts?.signal, opts?.onRetry)
       } catch (e) {
         if (!isContextualClientError(e) || e.code !== 'contextual_too_many_rows' || opts?.signal?.aborted) throw e
         backoff = Math.min(30_000, backoff ? backoff * 2 : EMPTY_PULL_PAUSE_MS)
@@ -335,7 +349,7 @@ export function createContextualClient(options: ContextualClientOptions): Contex
       // A decision made is carried out when the worker is told to stop meanwhile: its calls go on
       // (each may be repeated: see retried) for a grace period past the stop, and no longer.
       const grace = graceAfter(opts?.signal, SETTLE_GRACE_MS)
-      const carriedOut = <T>(call: (o: CallOptions) => Promise<T>): Promise<T> => retried(() => call({ signal: grace.signal }), grace.signal)
+      const carriedOut = <T>(call: (o: CallOptions) => Promise<T>): Promise<T> => retried(() => call({ signal: grace.signal }), grace.signal, opts?.onRetry)
       const gone = (e: unknown) => isContextualClientError(e) && e.code === 'stale_lease'
       const nack = async (consumerId: string, item: WorkItem, error: string, delaySeconds?: number) => {
         try {
@@ -352,7 +366,7 @@ export function createContextualClient(options: ContextualClientOptions): Contex
         const alone = () => carriedOut((o) => client.react(token, params, { ...o, ack: true }))
         if (aborted()) return alone()
         try {
-          return await retried(() => client.react(token, params, { ...opts, ack: true, next: true, waitSeconds }), opts?.signal)
+          return await retried(() => client.react(token, params, { signal: opts?.signal, ack: true, next: true, waitSeconds }), opts?.signal, opts?.onRetry)
         } catch (e) {
           if (aborted() && isContextualClientError(e) && (e.code === 'aborted' || TRANSIENT.has(e.code))) return alone()
           throw e

@@ -285,11 +285,18 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     })
     expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/one`, 'Document', {}), 201)
     const stop = new AbortController()
-    const working = c.work({ subscription: sub, consumer: 'c1', waitSeconds: 1 }, () => ({ ack: true }), { signal: stop.signal })
+    const retries: string[] = []
+    const onRetry = (e: ContextualClientError, pauseMs: number) => {
+      retries.push(`${e.code} ${pauseMs}`)
+      throw new Error('a listener that fails is not the loop\'s failure')
+    }
+    const working = c.work({ subscription: sub, consumer: 'c1', waitSeconds: 1 }, () => ({ ack: true }), { signal: stop.signal, onRetry })
     await vi.waitFor(async () => expect(await c.status(consumerId)).toMatchObject({ acked: 1, leased: 0, pending: 0 }), { timeout: 60_000, interval: 100 })
     stop.abort()
     expect(await working).toEqual({ reacted: 0, acked: 1, nacked: 0, lost: 0 })
     expect(Object.values(injected).flat()).toEqual([])
+    // The worker is told of each transient failure it retried (the too-large item is not one).
+    expect(retries).toEqual(['rate_limited 250', 'internal 250'])
   })
 
   it('[CTX52] work() and items() pull past an item too large to deliver after a pause that grows while the answer repeats', async () => {
