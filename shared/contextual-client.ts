@@ -327,7 +327,7 @@ export function createContextualClient(options: ContextualClientOptions): Contex
     delete: async (consumerId, opts) => post('delete', check(ConsumerRequest, { consumerId }, 'The delete request'), opts),
     consumers: async (subscription, opts) => post('consumers', check(SubscriptionRequest, { subscription }, 'The consumers request'), opts),
     mine: async (req, opts) => post('mine', check(MineRequest, req ?? {}, 'The mine request'), opts),
-    // items() and work() share `pulled`, below.
+    // items() and work() pull through `pulled`, above.
     async *items(req, opts) {
       const waitSeconds = req.waitSeconds ?? CONTEXTUAL_BOUNDS.maxWaitSeconds
       while (!opts?.signal?.aborted) {
@@ -350,16 +350,18 @@ export function createContextualClient(options: ContextualClientOptions): Contex
       // (each may be repeated: see retried) for a grace period past the stop, and no longer.
       const grace = graceAfter(opts?.signal, SETTLE_GRACE_MS)
       const carriedOut = <T>(call: (o: CallOptions) => Promise<T>): Promise<T> => retried(() => call({ signal: grace.signal }), grace.signal, opts?.onRetry)
-      const gone = (e: unknown) => isContextualClientError(e) && e.code === 'stale_lease'
-      const nack = async (consumerId: string, item: WorkItem, error: string, delaySeconds?: number) => {
+      // A settle carried out and counted; one that finds its item no longer leased here, counted lost.
+      const settle = async (counted: 'acked' | 'nacked', call: (o: CallOptions) => Promise<unknown>) => {
         try {
-          await carriedOut((o) => client.nack({ ...fenceOf(consumerId, item), error: error.slice(0, 2000), ...(delaySeconds !== undefined ? { delaySeconds } : {}) }, o))
-          done.nacked++
+          await carriedOut(call)
+          done[counted]++
         } catch (e) {
-          if (!gone(e)) throw e
+          if (!isContextualClientError(e) || e.code !== 'stale_lease') throw e
           done.lost++
         }
       }
+      const nack = (consumerId: string, item: WorkItem, error: string, delaySeconds?: number) =>
+        settle('nacked', (o) => client.nack({ ...fenceOf(consumerId, item), error: error.slice(0, 2000), ...(delaySeconds !== undefined ? { delaySeconds } : {}) }, o))
       // A reaction with its settle and the next pull; cut by the stop (going out, or in the pull's
       // wait), sent again alone: its repeat resolves the outcome, it never commits twice.
       const reacting = async (token: string, params: Record<string, unknown> | undefined): Promise<ReactResult> => {
@@ -421,13 +423,7 @@ export function createContextualClient(options: ContextualClientOptions): Contex
               held = out.next ?? null
               idle = out.next !== undefined && !out.next.item
             } else if ('ack' in decision) {
-              try {
-                await carriedOut((o) => client.ack(fenceOf(consumerId, item), o))
-                done.acked++
-              } catch (e) {
-                if (!gone(e)) throw e
-                done.lost++
-              }
+              await settle('acked', (o) => client.ack(fenceOf(consumerId, item), o))
             } else {
               await nack(consumerId, item, decision.error ?? 'nacked by the worker', decision.delaySeconds)
             }

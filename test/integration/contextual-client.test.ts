@@ -15,8 +15,18 @@ async function failure(p: Promise<unknown>): Promise<ContextualClientError> {
   throw new Error('expected a ContextualClientError')
 }
 
+/** Weft's answer refusing a call with `code` (what a busy or failing server, or a refused call, sends back). */
+function refusal(status: number, code: string, message = code): Promise<Response> {
+  return Promise.resolve(new Response(JSON.stringify({ error: { code, message } }), { status }))
+}
+
 describe('[CTX40] the typed contextual client (shared/contextual-client.ts) against a real server', () => {
   const env = ownedServer()
+
+  /** The owner's client, its calls going through `through` (which may answer in the server's place). */
+  function ownerVia(through: typeof fetch) {
+    return createContextualClient({ baseUrl: env.ts.url, token: env.owner.token, fetch: through })
+  }
 
   async function setup(n: string, overrides: Parameters<typeof definition>[1] = {}) {
     const sub = `${env.space}/s${n}`
@@ -32,14 +42,10 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
   async function pullTimes(loop: 'work' | 'items', req: { subscription: string; consumer: string; waitSeconds: number }, answer: typeof fetch): Promise<number[]> {
     const at: number[] = []
     const stop = new AbortController()
-    const c = createContextualClient({
-      baseUrl: env.ts.url,
-      token: env.owner.token,
-      fetch: (url, init) => {
-        if (String(url).endsWith('/next')) at.push(performance.now())
-        if (at.length === 3) stop.abort()
-        return answer(url, init)
-      },
+    const c = ownerVia((url, init) => {
+      if (String(url).endsWith('/next')) at.push(performance.now())
+      if (at.length === 3) stop.abort()
+      return answer(url, init)
     })
     if (loop === 'work') expect(await c.work(req, () => ({ ack: true }), { signal: stop.signal })).toEqual({ reacted: 0, acked: 0, nacked: 0, lost: 0 })
     else for await (const _ of c.items(req, { signal: stop.signal })) expect.unreachable()
@@ -97,13 +103,9 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
   it('[CTX52] work(): each item settled as the handler decides (a reaction with its next pull in one request, an ack, a nack, a throw, a reaction not offered), until the signal stops it', async () => {
     const { sub, prefix, consumerId } = await setup('52w')
     const sent: { op: string; body: Record<string, unknown> }[] = []
-    const c = createContextualClient({
-      baseUrl: env.ts.url,
-      token: env.owner.token,
-      fetch: (url, init) => {
-        sent.push({ op: String(url).split('/').pop()!, body: JSON.parse(String(init?.body ?? '{}')) as Record<string, unknown> })
-        return fetch(url, init)
-      },
+    const c = ownerVia((url, init) => {
+      sent.push({ op: String(url).split('/').pop()!, body: JSON.parse(String(init?.body ?? '{}')) as Record<string, unknown> })
+      return fetch(url, init)
     })
     for (const d of ['react', 'ack', 'later', 'boom', 'nope', 'nothing']) expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/${d}`, 'Document', {}), 201)
     const stop = new AbortController()
@@ -144,21 +146,17 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
   it('[CTX52] work(): a reaction whose answer was lost is sent again and resolves its outcome (one commit); an item settled elsewhere meanwhile is counted lost', async () => {
     const { sub, prefix, consumerId } = await setup('52x')
     let lose = true
-    const c = createContextualClient({
-      baseUrl: env.ts.url,
-      token: env.owner.token,
-      fetch: async (url, init) => {
-        const res = await fetch(url, init)
-        // The first reaction reaches the server; its answer does not come back.
-        if (lose && String(url).endsWith('/react')) {
-          lose = false
-          // The item its pull leased would come back when its lease ends (30 s): handed back now.
-          const { next } = (await res.json()) as { next?: { consumerId: string; item: WorkItem | null } }
-          if (next?.item) await createContextualClient({ baseUrl: env.ts.url, token: env.owner.token }).nack({ ...fenceOf(next.consumerId, next.item), delaySeconds: 0 })
-          throw new TypeError('socket hang up')
-        }
-        return res
-      },
+    const c = ownerVia(async (url, init) => {
+      const res = await fetch(url, init)
+      // The first reaction reaches the server; its answer does not come back.
+      if (lose && String(url).endsWith('/react')) {
+        lose = false
+        // The item its pull leased would come back when its lease ends (30 s): handed back now.
+        const { next } = (await res.json()) as { next?: { consumerId: string; item: WorkItem | null } }
+        if (next?.item) await createContextualClient({ baseUrl: env.ts.url, token: env.owner.token }).nack({ ...fenceOf(next.consumerId, next.item), delaySeconds: 0 })
+        throw new TypeError('socket hang up')
+      }
+      return res
     })
     expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/once`, 'Document', {}), 201)
     expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/elsewhere`, 'Document', {}), 201)
@@ -240,17 +238,13 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
   it('[CTX52] work(): a reaction denied while the item is still leased hands the item back with the reason (redelivered, then reacted), not counted lost', async () => {
     const { sub, prefix, consumerId } = await setup('52d')
     let deny = true
-    const c = createContextualClient({
-      baseUrl: env.ts.url,
-      token: env.owner.token,
-      fetch: (url, init) => {
-        // The server's answer when a grant changed between the pull and the reaction.
-        if (deny && String(url).endsWith('/react')) {
-          deny = false
-          return Promise.resolve(new Response(JSON.stringify({ error: { code: 'reaction_denied', message: 'The reaction is not authorized.' } }), { status: 403 }))
-        }
-        return fetch(url, init)
-      },
+    const c = ownerVia((url, init) => {
+      // The server's answer when a grant changed between the pull and the reaction.
+      if (deny && String(url).endsWith('/react')) {
+        deny = false
+        return refusal(403, 'reaction_denied', 'The reaction is not authorized.')
+      }
+      return fetch(url, init)
     })
     expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/one`, 'Document', {}), 201)
     const stop = new AbortController()
@@ -274,14 +268,10 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     const { sub, prefix, consumerId } = await setup('52t')
     // The answers a busy or failing server gives, once each, in front of the real one.
     const injected: Record<string, [number, string][]> = { next: [[422, 'contextual_too_many_rows'], [429, 'rate_limited']], ack: [[500, 'internal']] }
-    const c = createContextualClient({
-      baseUrl: env.ts.url,
-      token: env.owner.token,
-      fetch: (url, init) => {
-        const once = injected[String(url).split('/').pop()!]?.shift()
-        if (once) return Promise.resolve(new Response(JSON.stringify({ error: { code: once[1], message: once[1] } }), { status: once[0] }))
-        return fetch(url, init)
-      },
+    const c = ownerVia((url, init) => {
+      const once = injected[String(url).split('/').pop()!]?.shift()
+      if (once) return refusal(once[0], once[1])
+      return fetch(url, init)
     })
     expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/one`, 'Document', {}), 201)
     const stop = new AbortController()
@@ -302,9 +292,7 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
   it('[CTX52] work() and items() pull past an item too large to deliver after a pause that grows while the answer repeats', async () => {
     for (const loop of ['work', 'items'] as const) {
       // A server that answers every pull so (a definition whose bound no item fits, say).
-      const at = await pullTimes(loop, { subscription: `${env.space}/any`, consumer: 'c1', waitSeconds: 1 }, () =>
-        Promise.resolve(new Response(JSON.stringify({ error: { code: 'contextual_too_many_rows', message: 'too large' } }), { status: 422 })),
-      )
+      const at = await pullTimes(loop, { subscription: `${env.space}/any`, consumer: 'c1', waitSeconds: 1 }, () => refusal(422, 'contextual_too_many_rows', 'too large'))
       // Lower bounds only: each pause is at least what it is, on any machine.
       expect([at[1]! - at[0]! >= 900, at[2]! - at[1]! >= 1900], loop).toEqual([true, true])
     }
@@ -343,11 +331,7 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
 
   it('[CTX52] work() lets go of the caller\'s signal when it ends: a supervisor restarting it on one signal piles up no listeners', async () => {
     const stop = new AbortController()
-    const c = createContextualClient({
-      baseUrl: env.ts.url,
-      token: env.owner.token,
-      fetch: () => Promise.resolve(new Response(JSON.stringify({ error: { code: 'forbidden', message: 'no' } }), { status: 403 })),
-    })
+    const c = ownerVia(() => refusal(403, 'forbidden', 'no'))
     for (let i = 0; i < 3; i++) expect(await failure(c.work({ subscription: `${env.space}/any`, consumer: 'c1' }, () => ({ ack: true }), { signal: stop.signal }))).toMatchObject({ code: 'forbidden' })
     expect(getEventListeners(stop.signal, 'abort')).toHaveLength(0)
   })
@@ -393,9 +377,9 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     const seen: string[] = []
     const loop = (async () => {
       for await (const { consumerId, item } of c.items({ subscription: sub, consumer: 'c1', waitSeconds: 30 }, { signal: stop.signal })) {
-        seen.push(item.event.path)
-        await c.ack(fenceOf(consumerId, item))
-        if (seen.length === 2) stop.abort()
+      seen.push(item.event.path)
+      await c.ack(fenceOf(consumerId, item))
+      if (seen.length === 2) stop.abort()
       }
     })()
     await api(env.ts.url, env.owner.token).putNode(`${prefix}/a`, 'Document', {})
@@ -407,13 +391,9 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
   it('[CTX40] seeded property: the client refuses locally exactly the inputs the server refuses as invalid_request', async () => {
     const { consumerId } = await setup('4')
     let sent = 0
-    const c = createContextualClient({
-      baseUrl: env.ts.url,
-      token: env.owner.token,
-      fetch: (...a) => {
-        sent++
-        return fetch(...a)
-      },
+    const c = ownerVia((...a) => {
+      sent++
+      return fetch(...a)
     })
     const field = fc.oneof(fc.string({ maxLength: 120 }), fc.integer({ min: -3, max: 200 }), fc.double(), fc.constant(undefined), fc.constant(null), fc.boolean())
     await fc.assert(

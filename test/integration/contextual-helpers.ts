@@ -1,5 +1,5 @@
 import type { JsonObject } from '../../shared/index.js'
-import { afterAll, beforeAll } from 'vitest'
+import { afterAll, beforeAll, expect, vi } from 'vitest'
 import { api, createSpace, expectStatus, signup, startTestServer, waitFor, type ApiResponse, type TestServer, type TestUser } from '../helpers/index.js'
 
 /** A definition: Document events under `prefix`, a `reply` create reaction and an `annotate` patch. */
@@ -110,4 +110,23 @@ export async function answeredThread(url: string, token: string, thread: string)
     return n.content.Status === 'Idle' && n.content.Disposition === 'Completed' ? n : null
   })
   return t.content.Messages as string[]
+}
+
+/**
+ * [CTX42] A long poll (`POST /api/contextual/{op}` with `body`) whose client goes away while the
+ * server waits: resolves once `waiting()` (the server's count of waiting polls) is back to 0.
+ */
+export async function abandonWhileWaiting(url: string, token: string, op: string, body: JsonObject, waiting: () => number): Promise<void> {
+  const gone = new AbortController()
+  const call = fetch(`${url}/api/contextual/${op}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: gone.signal,
+  }).catch((e: unknown) => e)
+  await vi.waitFor(() => expect(waiting()).toBe(1), { timeout: 60_000, interval: 20 })
+  gone.abort()
+  expect(await call).toMatchObject({ name: 'AbortError' })
+  // Released once the server sees the connection close, long before the poll's own wait.
+  await vi.waitFor(() => expect(waiting()).toBe(0), { timeout: 30_000, interval: 20 })
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest'
 import type { JsonObject } from '../../shared/index.js'
 import { api, errorCode, expectStatus, signup, waitFor, type ApiResponse } from '../helpers/index.js'
-import { ctx, ownedServer, pull, putSubscription, type Item, type NextBody } from './contextual-helpers.js'
+import { abandonWhileWaiting, ctx, ownedServer, pull, putSubscription, type Item, type NextBody } from './contextual-helpers.js'
 
 type Reacted = { outcome: Record<string, unknown>; repeated: boolean; acked?: boolean; next?: NextBody; nextError?: { code: string; message: string } }
 
@@ -142,17 +142,7 @@ describe('[CTX52] react, settle and take the next item in one call', () => {
     expectStatus(await api(env.ts.url, env.owner.token).putNode(`${inbox}/d`, 'Document', {}), 201)
     const { item } = await pull(env.ts.url, env.owner.token, sub, 'w')
     const svc = env.ts.server.contextual
-    const gone = new AbortController()
-    const call = fetch(`${env.ts.url}/api/contextual/react`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${env.owner.token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ causationToken: item.reactions[0]!.causationToken, params: { Note: 'kept' }, ack: true, next: true, waitSeconds: 60 }),
-      signal: gone.signal,
-    }).catch((e: unknown) => e)
-    await vi.waitFor(() => expect(svc.waiting).toBe(1), { timeout: 60_000, interval: 20 })
-    gone.abort()
-    expect(await call).toMatchObject({ name: 'AbortError' })
-    await vi.waitFor(() => expect(svc.waiting).toBe(0), { timeout: 30_000, interval: 20 })
+    await abandonWhileWaiting(env.ts.url, env.owner.token, 'react', { causationToken: item.reactions[0]!.causationToken, params: { Note: 'kept' }, ack: true, next: true, waitSeconds: 60 }, () => svc.waiting)
     expect((await api(env.ts.url, env.owner.token).getNode(`${inbox}/d`)).body.content).toEqual({ Note: 'kept' })
     expectStatus(await api(env.ts.url, env.owner.token).putNode(`${inbox}/late`, 'Document', {}), 201)
     const got = expectStatus(await c.next(sub, 'w', { waitSeconds: 10 }), 200).body

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { JsonObject } from '../../shared/index.js'
 import { api, createSpace, errorCode, expectStatus, grantRole, signup, startTestServer, stockProvider, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
-import { ctx, definition, pull, putSubscription, answeredThread, subscriptionWithConsumer } from './contextual-helpers.js'
+import { abandonWhileWaiting, ctx, definition, pull, putSubscription, answeredThread, subscriptionWithConsumer } from './contextual-helpers.js'
 import { createCode, run, terminal, waitForStatus } from './activities-helpers.js'
 
 describe('contextual agent subscriptions (issue 19)', () => {
@@ -378,18 +378,7 @@ describe('contextual agent subscriptions (issue 19)', () => {
   it('[CTX42] a long poll whose client disconnects stops waiting and leases nothing for it', async () => {
     const { sub, c } = await setup('42', owner.token, { Limits: { LeaseSeconds: 30, MaxInFlight: 1, MaxAttempts: 3 } })
     const svc = ts.server.contextual
-    const gone = new AbortController()
-    const poll = fetch(`${ts.url}/api/contextual/next`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${owner.token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ subscription: sub, consumer: 'w1', waitSeconds: 60 }),
-      signal: gone.signal,
-    }).catch((e: unknown) => e)
-    await vi.waitFor(() => expect(svc.waiting).toBe(1), { timeout: 60_000, interval: 20 })
-    gone.abort()
-    expect(await poll).toMatchObject({ name: 'AbortError' })
-    // Released once the server sees the connection close, long before the poll's own 60 s.
-    await vi.waitFor(() => expect(svc.waiting).toBe(0), { timeout: 30_000, interval: 20 })
+    await abandonWhileWaiting(ts.url, owner.token, 'next', { subscription: sub, consumer: 'w1', waitSeconds: 60 }, () => svc.waiting)
     // The event that lands now goes to the next pull, first attempt: the abandoned poll took nothing.
     expectStatus(await api(ts.url, owner.token).putNode(`${space}/in42/late`, 'Document', {}), 201)
     const got = expectStatus(await c.next(sub, 'w1', { waitSeconds: 10 }), 200).body
