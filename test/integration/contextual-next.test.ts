@@ -1,4 +1,4 @@
-import { describe, expect, it, vi } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { JsonObject } from '../../shared/index.js'
 import { api, errorCode, expectStatus, signup, waitFor, type ApiResponse } from '../helpers/index.js'
 import { abandonWhileWaiting, ctx, ownedServer, pull, putSubscription, type Item, type NextBody } from './contextual-helpers.js'

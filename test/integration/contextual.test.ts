@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { JsonObject } from '../../shared/index.js'
 import { api, createSpace, errorCode, expectStatus, grantRole, signup, startTestServer, stockProvider, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
 import { abandonWhileWaiting, ctx, definition, pull, putSubscription, answeredThread, subscriptionWithConsumer } from './contextual-helpers.js'
