@@ -1,3 +1,4 @@
+import fc from 'fast-check'
 import * as Y from 'yjs'
 import Database from 'better-sqlite3'
 import { join } from 'node:path'
@@ -88,6 +89,48 @@ describe('threads: posting', () => {
     expect(errorCode(await http.putNode(`${t}/forged`, 'ThreadMessage', { Role: 'user', Author: alice.userId, Text: 'as alice', CreatedAt: new Date().toISOString() }))).toBe('forbidden_field')
     expect(errorCode(await http.putNode(`${t}/forged2`, 'ThreadMessage', { Role: 'assistant', Author: bob.userId, Text: 'as agent', CreatedAt: new Date().toISOString() }))).toBe('forbidden_field')
     await settled(ts.url, alice.token, t)
+  })
+
+  it('[THR26] seeded property: whatever a person writes (PUT, PATCH, as Editor or Viewer), a Thread\'s Posted is what its posts made; a refused write changes nothing', async () => {
+    const seed = Number(process.env.THREADS_POSTED_SEED ?? 26)
+    const posted = fc.oneof(
+      fc.constant(undefined),
+      fc.constant({}),
+      fc.constant(null),
+      fc.constant([]),
+      fc.constant('x'),
+      fc.dictionary(fc.constantFrom('p1', 'p2', 'x'), fc.oneof(fc.integer({ min: 0, max: 3 }), fc.constant(null))),
+    )
+    const op = fc.record({ who: fc.constantFrom('editor', 'viewer'), kind: fc.constantFrom('put', 'patch', 'post'), posted, agent: fc.constantFrom('builtin', 'script') })
+    let run = 0
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 5 }), async (ops) => {
+        const t = await createThread(ts.url, alice.token, `${space}/prop${++run}`)
+        const model: Record<string, number> = {}
+        for (const [i, o] of ops.entries()) {
+          const before = (await node(ts.url, alice.token, t)).content
+          if (o.kind === 'post') {
+            await post(ts.url, alice.token, t, `message ${i}`, `m${i}`)
+            model[`m${i}`] = Object.keys(model).length
+          } else {
+            const http = api(ts.url, (o.who === 'editor' ? bob : viewer).token)
+            const content = { Agent: { Kind: o.agent }, ...(o.posted === undefined ? {} : { Posted: o.posted }) }
+            const res = o.kind === 'put' ? await http.putNode(t, 'Thread', content as never) : await http.patchNode(t, o.posted === undefined ? { Agent: content.Agent } : { Posted: o.posted })
+            if (res.status >= 400) {
+              // Refused by name, never a 500, and Posted untouched (the engine may be answering a post meanwhile).
+              expect([res.status, errorCode(res)], JSON.stringify(o)).toSatisfy(([status, code]) => status === 403 && (code === 'forbidden_field' || code === 'forbidden'))
+              expect((await node(ts.url, alice.token, t)).content.Posted).toEqual(before.Posted)
+            } else if (o.who === 'viewer') {
+              // A Viewer's write is accepted only when it changes nothing (a no-op write answers 200).
+              expect((await node(ts.url, alice.token, t)).content.Agent, JSON.stringify(o)).toEqual(before.Agent)
+            }
+          }
+          // The guarantee: Posted is exactly what the posts made, on every read.
+          expect((await node(ts.url, alice.token, t)).content.Posted, JSON.stringify(ops.slice(0, i + 1))).toEqual(model)
+        }
+      }),
+      { seed, numRuns: 12 },
+    )
   })
 
   it('[THR1][THR2] a user cell made on the device (offline composing) is ingested once by its id', async () => {
