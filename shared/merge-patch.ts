@@ -256,7 +256,9 @@ function patchMap(map: Y.Map<unknown>, patch: JsonObject, at: readonly string[] 
         continue
       }
     }
-    if (!(current instanceof Y.AbstractType) && jsonEqual(current as JsonValue, value)) continue
+    // A shared type (a log's Y.Array) holding the same JSON is left alone too: set again, it would be
+    // a write of a field the caller's check never saw change, and would drop a concurrent append.
+    if (current !== undefined && jsonEqual(current instanceof Y.AbstractType ? yToJson(current) : (current as JsonValue), value)) continue
     map.set(key, value)
   }
 }
@@ -348,7 +350,7 @@ function setMap(map: Y.Map<unknown>, value: JsonObject, at: readonly string[] | 
       }
     }
     // `has`: an absent member and a member holding null differ here.
-    if (map.has(key) && !(current instanceof Y.AbstractType) && jsonEqual(current as JsonValue, next)) continue
+    if (map.has(key) && jsonEqual(current instanceof Y.AbstractType ? yToJson(current) : (current as JsonValue), next)) continue
     map.set(key, copyJson(next))
   }
 }

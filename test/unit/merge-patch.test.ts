@@ -174,6 +174,34 @@ describe('applyPatchToDoc', () => {
     expect(updates).toBe(0)
   })
 
+  it('[PATCH2] a field held as a shared Y.Array (an appended log) named at its current value is not written, by a patch or a replace; a concurrent append survives (property)', () => {
+    fc.assert(
+      fc.property(fc.array(anyJson, { maxLength: 4 }), fc.array(anyJson, { minLength: 1, maxLength: 2 }), fc.boolean(), (items, appended, asReplace) => {
+        const doc = new Y.Doc()
+        const log = new Y.Array<unknown>()
+        doc.transact(() => {
+          doc.getMap(CONTENT_MAP).set('Messages', log)
+          doc.getMap(CONTENT_MAP).set('Status', 'Running')
+          log.push(items.map((i) => i))
+        })
+        const other = new Y.Doc()
+        Y.applyUpdate(other, Y.encodeStateAsUpdate(doc))
+        ;(other.getMap(CONTENT_MAP).get('Messages') as Y.Array<unknown>).push(appended)
+        const concurrent = Y.encodeStateAsUpdate(other, Y.encodeStateVector(doc))
+        let updates = 0
+        doc.on('update', () => updates++)
+        const current = docToJson(doc)
+        if (asReplace) replaceDocContent(doc, current)
+        else applyPatchToDoc(doc, { Messages: current.Messages ?? null })
+        expect(updates).toBe(0)
+        expect(doc.getMap(CONTENT_MAP).get('Messages')).toBe(log)
+        Y.applyUpdate(doc, concurrent)
+        expect(docToJson(doc).Messages).toEqual(docToJson(other).Messages)
+      }),
+      { seed: Number(process.env.MERGE_PATCH_SEED ?? 7396), numRuns: 200 },
+    )
+  })
+
   it('[PATCH3] two docs patching different top-level fields concurrently converge with both changes (property)', () => {
     fc.assert(
       fc.property(
