@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { CONTEXTUAL_BOUNDS } from './contextual.js'
 import type { JsonObject } from './json.js'
-import type { MeshNode } from './node.js'
+import { JsonObjectInput, type MeshNode } from './node.js'
 
 /**
  * [CTX30] [CTX40] The contextual operations' shapes, shared by the server (which parses every
@@ -12,7 +12,7 @@ import type { MeshNode } from './node.js'
 export const NextRequest = z.strictObject({
   subscription: z.string().min(1).max(1024),
   consumer: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'a consumer name is 1–64 letters, digits, _ . -'),
-  params: z.record(z.string(), z.unknown()).optional(),
+  params: JsonObjectInput.optional(),
   waitSeconds: z.number().min(0).max(CONTEXTUAL_BOUNDS.maxWaitSeconds).optional(),
 })
 export const FenceRequest = z.strictObject({
@@ -34,7 +34,7 @@ export const SubscriptionRequest = z.strictObject({ subscription: z.string().min
 export const MineRequest = z.strictObject({ after: z.string().max(100).optional(), limit: z.number().int().min(1).max(100).optional() })
 export const ReactRequest = z.strictObject({
   causationToken: z.string().min(1).max(4096),
-  params: z.record(z.string(), z.unknown()).optional(),
+  params: JsonObjectInput.optional(),
   /**
    * [CTX47] Settle (ack) the work item in the reaction's own transaction: for a reaction that is
    * the item's last word, one call instead of react then ack, and no crash between the two.

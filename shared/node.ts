@@ -55,9 +55,20 @@ export function assertNodeName(name: string): void {
   if (!storableText(name)) throw new WeftError('invalid_request', `The name holds ${unstorableTextReason(name)}, which cannot be stored; remove it.`)
 }
 
+/**
+ * A JSON object as a request carries it, kept as parsed. zod's record copies members by
+ * assignment, and an assignment to `__proto__` sets the copy's prototype instead: a PUT lost a
+ * field named `__proto__` that a PATCH had written, and MCP could not write one at all. Described
+ * to JSON Schema (an MCP tool's input) as an object.
+ */
+export const JsonObjectInput = z
+  .unknown()
+  .refine((v) => typeof v === 'object' && v !== null && !Array.isArray(v), { message: 'Expected a JSON object' })
+  .meta({ type: 'object', additionalProperties: {} }) as unknown as z.ZodType<Record<string, unknown>, Record<string, unknown>>
+
 export const PutNodeBody = z.object({
   nodeType: z.string().min(1).max(100),
   name: z.string().max(MAX_NODE_NAME).optional(),
-  content: z.record(z.string(), z.unknown()).default({}),
+  content: JsonObjectInput.default({}),
 })
 export type PutNodeBody = z.infer<typeof PutNodeBody>

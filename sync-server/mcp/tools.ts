@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import {
+  JsonObjectInput,
   DEFAULT_MAX_JSON_DEPTH,
   WeftError,
   assertMergePatch,
@@ -59,12 +60,12 @@ const QueryInput = z.strictObject({
 
 const PatchInput = z.strictObject({
   path: Text(PATH_FIELD_MAX).describe('The node to change.'),
-  patch: z.record(z.string(), z.unknown()).describe('An RFC 7396 merge patch of the node content: null removes a field.'),
+  patch: JsonObjectInput.describe('An RFC 7396 merge patch of the node content: null removes a field.'),
 })
 
 const RunInput = z.strictObject({
   path: Text(PATH_FIELD_MAX).describe('The Code node to run.'),
-  inputs: z.record(z.string(), z.unknown()).optional().describe("The run's inputs (the Code node's declared inputs)."),
+  inputs: JsonObjectInput.optional().describe("The run's inputs (the Code node's declared inputs)."),
   start: z.boolean().optional().describe('false: create the run as a draft without starting it (default true).'),
 })
 

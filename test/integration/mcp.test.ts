@@ -181,6 +181,17 @@ describe.each<McpTransportKind>(['http', 'stdio'])('MCP over %s (issue 19)', (ki
     await strangerAgent.close()
   })
 
+  it('[MCP3] a member named __proto__ is a field like any other: weft_patch writes and removes it as HTTP does', async () => {
+    const doc = `${space}/${kind}-proto`
+    expectStatus(await api(ts.url, owner.token).putNode(doc, 'Document', JSON.parse('{"__proto__":"kept","A":1}')), 201)
+    expect((await api(ts.url, owner.token).getNode(doc)).body.content).toEqual(JSON.parse('{"__proto__":"kept","A":1}'))
+    const patched = await must<MeshNode>(agent, 'weft_patch', { path: doc, patch: JSON.parse('{"__proto__":"by mcp"}') })
+    expect(Object.getOwnPropertyDescriptor(patched.content, '__proto__')?.value).toBe('by mcp')
+    expect(Object.getPrototypeOf(patched.content)).toBe(Object.prototype)
+    await must<MeshNode>(agent, 'weft_patch', { path: doc, patch: JSON.parse('{"__proto__":null}') })
+    expect((await api(ts.url, owner.token).getNode(doc)).body.content).toEqual({ A: 1 })
+  })
+
   it('[MCP4] crafted arguments give a tool error with a Weft code, and the server keeps serving', async () => {
     const doc = `${space}/${kind}-crafted`
     expectStatus(await api(ts.url, owner.token).putNode(doc, 'Document', { Title: 'intact' }), 201)

@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import {
+  JsonObjectInput,
   ACTIVITY_SEGMENT,
   SYSTEM,
   WeftError,
@@ -20,7 +21,7 @@ import type { Route, RouteRequest } from '../../http/index.js'
 import { request } from '../kit/index.js'
 
 const RunBody = z.object({
-  inputs: z.record(z.string(), z.unknown()).optional(),
+  inputs: JsonObjectInput.optional(),
   start: z.boolean().optional(),
 })
 

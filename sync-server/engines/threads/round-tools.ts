@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import {
+  JsonObjectInput,
   SYSTEM,
   WeftError,
   lastSegment,
@@ -32,9 +33,9 @@ export const TOOL_ARGS = {
     where: z.record(z.string(), z.string()).optional().describe('Equality on top-level content fields.'),
     limit: z.number().int().min(1).max(100).optional(),
   }),
-  patch: z.object({ path: z.string(), patch: z.record(z.string(), z.unknown()).describe('A JSON merge patch of the content.') }),
-  create: z.object({ path: z.string(), nodeType: z.string(), name: z.string().optional(), content: z.record(z.string(), z.unknown()) }),
-  run: z.object({ codePath: z.string().describe('The path of a Code node.'), inputs: z.record(z.string(), z.unknown()).optional() }),
+  patch: z.object({ path: z.string(), patch: JsonObjectInput.describe('A JSON merge patch of the content.') }),
+  create: z.object({ path: z.string(), nodeType: z.string(), name: z.string().optional(), content: JsonObjectInput }),
+  run: z.object({ codePath: z.string().describe('The path of a Code node.'), inputs: JsonObjectInput.optional() }),
   delegate: z.object({ task: z.string().min(1).describe('The task for a sub-thread.') }),
 } as const
 
