@@ -51,7 +51,7 @@ import type { ContentFlush } from './content-flush.js'
 import { DocCorrupted, type LoadedNode, type RoomConnection } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
 import type { ChangeOrigin, ClusterLink, CommitAttachment, NodeDraft, UpdateFn } from './types.js'
-import { allowsRule, buildsDocOnCreate, changedFields, checkFieldRules, checkInvariants, checkPlacement, ownerOf, type WriteRules } from './write-policy.js'
+import { allowsRule, buildsDocOnCreate, changedFields, checkFieldRules, checkInvariants, checkNoopWrite, checkPlacement, ownerOf, type WriteRules } from './write-policy.js'
 
 /** The result of a write: the node after it, once durable. */
 type Written = Promise<MeshNode | null>
@@ -300,17 +300,17 @@ export class WritePath {
     let ln = await this.cache.acquire(path)
     // Refused (missing, unreadable) before a doc is built for it.
     let before = this.existing(ln, principal)
-    if (items.length === 0 && !opts.patch) return before
+    if (items.length === 0 && !opts.patch) return this.unchanged(principal, before, [field])
     if (!ln.hasDoc) {
       ln = await this.cache.acquireDoc(path)
       before = this.existing(ln, principal)
     }
     let patch = opts.patch ? opts.patch(before) : {}
-    if (patch === undefined) return before
+    if (patch === undefined) return this.unchanged(principal, before, [field])
     assertMergePatch(patch, this.maxJsonDepth, false)
     if (Object.prototype.hasOwnProperty.call(patch, field)) throw new WeftError('invalid_patch', `An append to ${field} cannot also patch ${field}.`)
     let patched = Object.keys(patch)
-    if (items.length === 0 && patched.length === 0) return before
+    if (items.length === 0 && patched.length === 0) return this.unchanged(principal, before, [field])
     const prev = before.content[field]
     if (prev !== undefined && prev !== null && !Array.isArray(prev)) {
       throw new WeftError('invalid_patch', `${field} of ${path} is not an array; nothing can be appended to it.`)
@@ -663,7 +663,7 @@ export class WritePath {
     attach?: CommitAttachment,
     changed: readonly string[] = changedFields(before.content, next),
   ): Written {
-    if (changed.length === 0 && name === before.name) return Promise.resolve(before)
+    if (changed.length === 0 && name === before.name) return Promise.resolve(this.unchanged(principal, before, Object.keys(patch ?? next)))
     if (name !== before.name) assertNodeName(name)
     this.admit(attach)
     this.authorizeFields(principal, before, changed)
@@ -698,6 +698,12 @@ export class WritePath {
     return this.commitChange(ln, principal, before, after, 'Updated', update, origin, textOnly, undefined, attach)
   }
 
+  /** A write that changes nothing, answered with the node only to whom could have written what it names. */
+  private unchanged(principal: Principal, node: MeshNode, named: readonly string[]): MeshNode {
+    if (!isSystem(principal)) checkNoopWrite(principal, this.access.permissions(principal, node.path), node.nodeType, node.path, named, ownerOf(node))
+    return node
+  }
+
   private authorizeFields(principal: Principal, node: MeshNode, fields: Iterable<string>): void {
     if (isSystem(principal)) return
     const perms = this.access.permissions(principal, node.path)
@@ -728,6 +734,16 @@ export class WritePath {
     /** [SCALE19] Made from the stored log: the version every change up to which it holds (absent: made from the doc at the commit). */
     let tombstoneBase: number | undefined
     try {
+      // [MOVE5] As the trash: a subtree holding nodes the deleter cannot read (a Deny below) is not
+      // theirs to delete. Checked before any child is deleted.
+      if (!cascading && !isSystem(principal)) {
+        const prefix = `${ln.path}/`
+        for (const child of [...(await this.storage.descendants(ln.path)), ...this.cache.loadedUnder(prefix)]) {
+          if (!this.access.permissions(principal, child).has('Read')) {
+            throw new WeftError('forbidden', `${ln.path} holds nodes you cannot read; only someone who can read all of it may delete it.`)
+          }
+        }
+      }
       // Children first, so a crash half-way never leaves orphans under a deleted parent. The
       // list is read again until empty: a child committed while the first list was read counts.
       for (let pass = 0; pass < 5; pass++) {

@@ -33,13 +33,17 @@ export function allowsRule(principal: Principal, perms: () => PermissionSet, rul
   return perms().has(rule === 'admin' ? 'ManageAccess' : rule === 'owner' ? 'Update' : rule)
 }
 
+/** Whether a field's write rule admits the principal (a node's owner, under the `owner` rule, without Update). */
+function admitsField(principal: Principal, perms: PermissionSet, rule: WriteRule, owner?: string): boolean {
+  if (rule === 'owner' && owner !== undefined && principal.kind === 'user' && principal.userId === owner) return true
+  return rule !== 'system' && perms.has(rule === 'admin' ? 'ManageAccess' : rule === 'owner' ? 'Update' : rule)
+}
+
 /** [ACC7] The one field-rule check: patch, replace, Yjs update and create alike. */
 export function checkFieldRules(principal: Principal, perms: PermissionSet, nodeType: string, path: NodePath, fields: Iterable<string>, owner?: string): void {
   for (const field of fields) {
     const rule = fieldRule(nodeType, field)
-    const isOwner = rule === 'owner' && owner !== undefined && principal.kind === 'user' && principal.userId === owner
-    const ok = isOwner || (rule !== 'system' && perms.has(rule === 'admin' ? 'ManageAccess' : rule === 'owner' ? 'Update' : rule))
-    if (!ok) {
+    if (!admitsField(principal, perms, rule, owner)) {
       if (!perms.has('Update') && rule !== 'system') {
         throw new WeftError('forbidden', `${principalName(principal)} may not change ${path} (no Update permission).`)
       }
@@ -47,6 +51,19 @@ export function checkFieldRules(principal: Principal, perms: PermissionSet, node
       throw new WeftError('forbidden_field', `Field ${field} of a ${nodeType} is written by ${who}; your change to ${path} was not applied.`)
     }
   }
+}
+
+/**
+ * A write that changes nothing is still a write: it is answered as done only to a principal who
+ * could have written something it names (a field whose rule admits them; nothing named: Update).
+ * A Viewer's PUT of the content as it stands, or an empty patch, is refused as her change would
+ * be; an Editor naming only a system field at its value is refused as its change would be.
+ */
+export function checkNoopWrite(principal: Principal, perms: PermissionSet, nodeType: string, path: NodePath, fields: readonly string[], owner?: string): void {
+  if (isSystem(principal)) return
+  if (fields.length === 0 ? perms.has('Update') : fields.some((f) => admitsField(principal, perms, fieldRule(nodeType, f), owner))) return
+  checkFieldRules(principal, perms, nodeType, path, fields, owner)
+  throw new WeftError('forbidden', `${principalName(principal)} may not change ${path} (no Update permission).`)
 }
 
 /** The user a node's `owner` rule admits (its type's ownerField), if any. */

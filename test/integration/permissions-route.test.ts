@@ -13,6 +13,7 @@ interface Capabilities {
 }
 
 const SEED = Number(process.env.WEFT_FC_SEED ?? 1616)
+const ROLES = ['Viewer', 'Commenter', 'Editor', 'Admin'] as const
 const RUNS = Number(process.env.WEFT_PERMISSIONS_RUNS ?? 40)
 
 /**
@@ -35,6 +36,15 @@ describe('[WEB15] GET /api/permissions/{path}', () => {
   })
   afterAll(() => ts.cleanup())
 
+  /** A user of each role on the space, new for each property. */
+  const roleUsers = async (): Promise<Record<string, TestUser>> => {
+    const users: Record<string, TestUser> = {}
+    for (const r of ROLES) {
+      users[r] = await signup(ts.url)
+      await grantRole(ts.url, ann.token, space, users[r].userId, r)
+    }
+    return users
+  }
   const caps = async (user: TestUser, path: string) => expectStatus(await api(ts.url, user.token).get<Capabilities>(`/api/permissions/${path}`), 200).body
 
   it('[WEB15] a profile: Email is the system\'s and the node cannot be deleted, other fields are the user\'s', async () => {
@@ -70,18 +80,13 @@ describe('[WEB15] GET /api/permissions/{path}', () => {
   })
 
   it('[WEB15] seeded property: for any role, node and field, the answer is what a PATCH meets (refused with forbidden* exactly when it says no)', async () => {
-    const roles = ['Viewer', 'Commenter', 'Editor', 'Admin'] as const
-    const users: Record<string, TestUser> = {}
-    for (const r of roles) {
-      users[r] = await signup(ts.url)
-      await grantRole(ts.url, ann.token, space, users[r].userId, r)
-    }
+    const users = await roleUsers()
     const targets = [`${space}/Doc`, `${space}/Code`, runPath, ann.userId]
     const fieldNames = ['Body', 'Tags', 'Email', 'FullName', 'LastActivityPath', 'Source', 'Status', 'RequestedStatus', 'Inputs', 'Messages', 'CreatedBy', 'Fresh', 'constructor', '__proto__']
     let caseNo = 0
     console.info(`[WEB15] permissions property: seed ${SEED}, ${RUNS} cases (WEFT_FC_SEED, WEFT_PERMISSIONS_RUNS)`)
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom('owner', ...roles), fc.constantFrom(...targets), fc.constantFrom(...fieldNames), async (who, target, field) => {
+      fc.asyncProperty(fc.constantFrom('owner', ...ROLES), fc.constantFrom(...targets), fc.constantFrom(...fieldNames), async (who, target, field) => {
         const user = who === 'owner' ? ann : users[who]!
         const res = await api(ts.url, user.token).get<Capabilities>(`/api/permissions/${target}`)
         if (res.status !== 200) {
@@ -93,7 +98,7 @@ describe('[WEB15] GET /api/permissions/{path}', () => {
         const c = res.body
         const allowed = Object.prototype.hasOwnProperty.call(c.fields, field) ? c.fields[field] : c.newFields
         // A value of the field's shape where the type declares one, so only access can refuse,
-        // and never the value it holds (a patch that changes nothing is answered 200 unchecked).
+        // and never the value it holds (a value other than the current one: the patch is a change).
         const n = ++caseNo
         const current = (await api(ts.url, ann.token).getNode(target)).body.content?.[field]
         const either = (a: string, b: string) => (current === a ? b : a)
@@ -107,6 +112,33 @@ describe('[WEB15] GET /api/permissions/{path}', () => {
         const patch = await api(ts.url, user.token).patchNode(target, { [field]: value })
         const refused = /^forbidden/.test(errorCode(patch) ?? '')
         expect(refused, `${who} ${field} on ${target}: ${patch.status} ${JSON.stringify(patch.body).slice(0, 200)}`).toBe(!allowed)
+      }),
+      { numRuns: RUNS, seed: SEED, endOnFailure: true },
+    )
+  })
+
+  it('[ACC6] seeded property: a write that changes nothing (fields named at their values, or none) is answered exactly when the answer allows one of them (none named: Update), and changes nothing', async () => {
+    const users = await roleUsers()
+    const targets = [`${space}/Doc`, `${space}/Code`, runPath, ann.userId]
+    console.info(`[ACC6] no-op property: seed ${SEED}, ${RUNS} cases (WEFT_FC_SEED, WEFT_PERMISSIONS_RUNS)`)
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom('owner', ...ROLES), fc.constantFrom(...targets), fc.array(fc.nat(), { maxLength: 3 }), fc.boolean(), async (who, target, picks, asPut) => {
+        const user = who === 'owner' ? ann : users[who]!
+        const res = await api(ts.url, user.token).get<Capabilities>(`/api/permissions/${target}`)
+        if (res.status !== 200) return
+        const c = res.body
+        const before = (await api(ts.url, ann.token).getNode(target)).body
+        const held = Object.keys(before.content)
+        const named = asPut ? held : [...new Set(picks.map((p) => held[p % Math.max(1, held.length)]!).filter((f) => f !== undefined))]
+        const allowed = named.length === 0 ? c.permissions.includes('Update') : named.some((f) => c.fields[f] === true)
+        const write = asPut
+          ? await api(ts.url, user.token).putNode(target, before.nodeType, before.content, before.name)
+          : await api(ts.url, user.token).patchNode(target, Object.fromEntries(named.map((f) => [f, before.content[f]])))
+        expect(write.status < 300, `${who} ${asPut ? 'PUT' : 'PATCH'} ${named.join(',')} on ${target}: ${write.status} ${JSON.stringify(write.body).slice(0, 200)}`).toBe(allowed)
+        if (!allowed) expect(errorCode(write)).toMatch(/^forbidden/)
+        const after = (await api(ts.url, ann.token).getNode(target)).body
+        expect(after.content).toEqual(before.content)
+        expect(after.version).toBe(before.version)
       }),
       { numRuns: RUNS, seed: SEED, endOnFailure: true },
     )

@@ -65,6 +65,28 @@ describe('server access matrix', () => {
       expect(await serverContent(w.doc)).toEqual(before)
     })
 
+    it('[ACC6] a write that would change nothing is refused as any write of hers (PUT as it stands, empty patch, same value); an Editor\'s is answered', async () => {
+      const http = api(ts.url, w.viewer.token)
+      const got = await api(ts.url, w.admin.token).getNode(w.doc)
+      expect(got.status).toBe(200)
+      const { nodeType, name, content } = got.body
+      const same = Object.keys(content)[0]
+      expect(same).toBeDefined()
+      const attempts = [
+        await http.putNode(w.doc, nodeType, content, name),
+        await http.patchNode(w.doc, {}),
+        await http.patchNode(w.doc, { [same!]: content[same!] }),
+      ]
+      for (const res of attempts) {
+        expect(res.status).toBe(403)
+        expect(errorCode(res)).toBe('forbidden')
+      }
+      const editor = api(ts.url, w.editor.token)
+      expect((await editor.putNode(w.doc, nodeType, content, name)).status).toBe(200)
+      expect((await editor.patchNode(w.doc, {})).status).toBe(200)
+      expect(await serverContent(w.doc)).toEqual(content)
+    })
+
     it('[ACC7] syncs on /sync; its Yjs update is refused with permission-denied, the socket stays open', async () => {
       const before = await serverContent(w.doc)
       const c = openStock(w.doc, w.viewer.token)
