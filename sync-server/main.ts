@@ -4,6 +4,11 @@ import { createLogger } from './log.js'
 // `npm start`: configuration from the environment, graceful shutdown on SIGTERM / SIGINT.
 const config = configFromEnv()
 const log = createLogger(config.logLevel)
+// A rejection nobody handled is a bug, but one request's bug must not end everyone's sessions
+// (Node ends the process on one by default): logged loudly, and the server keeps serving.
+process.on('unhandledRejection', (reason) => {
+  log.error({ err: reason }, 'unhandled rejection (a bug: please report it with this line); the server keeps serving')
+})
 
 try {
   const server = await startServer({ ...config, logger: log })

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SYSTEM, type NodePath } from '../../shared/index.js'
+import { createActivitiesEngine } from '../../sync-server/engines/activities/index.js'
 import { subscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
 import { DEFAULT_APPROVE, createThreadsEngine } from '../../sync-server/engines/threads/index.js'
-import { createSpace, lastOf, signup, startFakeOpenAi, startTestServer, waitFor, type ChatRequest, type FakeOpenAi, type Reply, type TestServer, type TestUser } from '../helpers/index.js'
+import { api, createSpace, expectStatus, lastOf, signup, startFakeOpenAi, startTestServer, waitFor, type ChatRequest, type FakeOpenAi, type Reply, type TestServer, type TestUser } from '../helpers/index.js'
 import { createThread, node, post, settled } from './threads-helpers.js'
 
 /**
@@ -17,6 +18,9 @@ let alice: TestUser
 let space: string
 let n = 0
 const MAX_CHARS = 1_000
+/** Rejections nobody handled while this file ran: in production each one ends the process. */
+const unhandled: unknown[] = []
+const onUnhandled = (err: unknown) => unhandled.push(err)
 
 /** The first user message of the request says how the model behaves for the whole round. */
 function reply(req: ChatRequest): Reply {
@@ -31,13 +35,15 @@ function reply(req: ChatRequest): Reply {
 }
 
 beforeAll(async () => {
+  process.on('unhandledRejection', onUnhandled)
   fake = await startFakeOpenAi(reply)
   const llm = { baseURL: fake.url, apiKey: 'k', model: 'test-model', approve: DEFAULT_APPROVE, maxSteps: 8, maxOutputTokens: 123 }
-  ts = await startTestServer({ config: { engines: [subscriptionsEngine, createThreadsEngine({ llm, maxDelegationDepth: 2, maxResponseChars: MAX_CHARS })] } })
+  ts = await startTestServer({ config: { engines: [subscriptionsEngine, createActivitiesEngine({ seedTemplates: false }), createThreadsEngine({ llm, maxDelegationDepth: 2, maxResponseChars: MAX_CHARS })] } })
   alice = await signup(ts.url)
   space = await createSpace(ts.url, alice.token)
 })
 afterAll(async () => {
+  process.off('unhandledRejection', onUnhandled)
   await ts.cleanup()
   await fake.close()
 })
@@ -90,6 +96,25 @@ describe('[THR24] round bounds', () => {
     expect(disposition).toBe('Failed')
     expect(String(cell.Error)).toMatch(/^payload_too_large: The answer passed 1000 characters/)
     expect(String(cell.Text)).toHaveLength(MAX_CHARS)
+  })
+
+  it('a script agent logging past the response cell\'s cap while it still runs: the run is cancelled, the round fails by name, no rejection is left unhandled (it ended the process)', async () => {
+    const code = `${space}/chatty${++n}`
+    const source = "Log.info('x'.repeat(600)); Log.info('y'.repeat(600)); Log.info('z'); await sleep(120000); return 'done'"
+    expectStatus(await api(ts.url, alice.token).putNode(code, 'Code', { Language: 'javascript', IsExecutable: true, Source: source }), 201)
+    const t = await createThread(ts.url, alice.token, `${space}/script${n}`, { Agent: { Kind: 'script', CodePath: code } })
+    await post(ts.url, alice.token, t, 'go', 'sc1')
+    const done = await settled(ts.url, alice.token, t, (x) => x.content.Disposition !== undefined, 60_000)
+    expect(done.content.Disposition).toBe('Failed')
+    const cell = (await node(ts.url, alice.token, `${t}/_r.sc1`)).content
+    expect(String(cell.Error)).toMatch(/^payload_too_large: The answer passed 1000 characters/)
+    expect(String(cell.Text)).toHaveLength(MAX_CHARS)
+    const run = await waitFor(async () => {
+      const [r] = await ts.server.nodes.query(SYSTEM, { nodeType: 'ActivityLog', where: { CodePath: code } })
+      return r && r.content.Status === 'Cancelled' ? r : null
+    }, { description: 'the run cancelled' })
+    expect(run.content.Status).toBe('Cancelled')
+    expect(unhandled.map(String)).toEqual([])
   })
 
   it('[THR11][THR9] the LLM `delegate` tool through a round: a sub-thread answers, the model gets its answer, the hand-back is recorded once', async () => {

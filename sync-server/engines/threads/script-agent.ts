@@ -44,7 +44,21 @@ export async function runActivity(
   signal.addEventListener('abort', onAbort, { once: true })
   await onStart(path)
   let shown = 0
+  // The log lines go out one after the other, off the node's stream. The first that fails (the
+  // answer past its bound, a cell gone) ends the run: the activity is cancelled and the round
+  // fails with that error. The chain never rejects: a rejection nobody awaited yet (the run still
+  // going) would end the process.
   let lines: Promise<void> = Promise.resolve()
+  let failed: { error: unknown } | null = null
+  const line = (text: string) => {
+    lines = lines
+      .then(() => (failed ? undefined : onLine(text)))
+      .catch((error: unknown) => {
+        if (failed) return
+        failed = { error }
+        onAbort()
+      })
+  }
   try {
     const done = await firstValueFrom(
       nodes.node$(path).pipe(
@@ -54,7 +68,7 @@ export async function runActivity(
           for (; shown < msgs.length; shown++) {
             const m = msgs[shown] as JsonObject | null
             const text = m && typeof m.Text === 'string' ? m.Text : ''
-            lines = lines.then(() => onLine(text))
+            line(text)
           }
           return isTerminal(n.content.Status)
         }),
@@ -62,6 +76,7 @@ export async function runActivity(
       { defaultValue: null },
     )
     await lines
+    if (failed) throw (failed as { error: unknown }).error
     signal.throwIfAborted()
     if (!done) throw new WeftError('not_found', `The activity ${path} is gone.`)
     const c = done.content
