@@ -51,7 +51,7 @@ import type { ContentFlush } from './content-flush.js'
 import { DocCorrupted, type LoadedNode, type RoomConnection } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
 import type { ChangeOrigin, ClusterLink, CommitAttachment, NodeDraft, UpdateFn } from './types.js'
-import { allowsRule, buildsDocOnCreate, changedFields, checkFieldRules, checkInvariants, checkNoopWrite, checkPlacement, ownerOf, type WriteRules } from './write-policy.js'
+import { allowsRule, buildsDocOnCreate, changedFields, checkFieldRules, checkInvariants, checkNoopWrite, checkPlacement, keepUnwritable, ownerOf, type WriteRules } from './write-policy.js'
 
 /** The result of a write: the node after it, once durable. */
 type Written = Promise<MeshNode | null>
@@ -644,7 +644,7 @@ export class WritePath {
     if (draft.nodeType !== before.nodeType) {
       throw new WeftError('conflict', `${ln.path} is a ${before.nodeType}; it cannot become a ${draft.nodeType} (delete it first).`)
     }
-    const content = keepCreatedWith(before, draft.content ?? {})
+    const content = keepUnwritable(principal, () => this.access.permissions(principal, ln.path), before, keepCreatedWith(before, draft.content ?? {}))
     // [STO10] The text it brings is checked in writeContent.
     assertJsonContent(content, this.maxJsonDepth, false)
     // [PATCH4] A replace sets the content (a merge patch could not set a member to null).

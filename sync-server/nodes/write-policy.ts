@@ -66,6 +66,25 @@ export function checkNoopWrite(principal: Principal, perms: PermissionSet, nodeT
   throw new WeftError('forbidden', `${principalName(principal)} may not change ${path} (no Update permission).`)
 }
 
+/**
+ * A person's replace keeps what she cannot write: a field of the node that her content leaves out
+ * and whose rule does not admit her (a run's Status, a Code node's LastActivityPath, a thread's
+ * round fields) stays as it is. She could not remove it, so leaving it out cannot mean that; a PUT
+ * of the fields she edits is not refused for the ones she never saw (it was `forbidden_field`).
+ */
+export function keepUnwritable(principal: Principal, permissions: () => PermissionSet, before: MeshNode, content: JsonObject): JsonObject {
+  if (isSystem(principal)) return content
+  const perms = permissions()
+  const owner = ownerOf(before)
+  let out = content
+  for (const [field, value] of Object.entries(before.content)) {
+    if (Object.hasOwn(content, field) || admitsField(principal, perms, fieldRule(before.nodeType, field), owner)) continue
+    if (out === content) out = { ...content }
+    Object.defineProperty(out, field, { value, writable: true, enumerable: true, configurable: true })
+  }
+  return out
+}
+
 /** The user a node's `owner` rule admits (its type's ownerField), if any. */
 export function ownerOf(node: MeshNode): string | undefined {
   const field = nodeTypeDef(node.nodeType).ownerField
