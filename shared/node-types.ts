@@ -216,6 +216,9 @@ const builtins: NodeTypeDef[] = [
       PendingApproval: z.looseObject({ Id: z.string(), Tool: z.string(), Args: z.unknown(), Summary: z.string(), RequestedAt: isoDate }).nullable().optional(),
       ApprovalAnswer: z.object({ Id: z.string().min(1).max(200), Decision: z.enum(['Approved', 'Denied']) }).nullable().optional(),
       ApprovalBy: z.string().nullable().optional(),
+      // [THR27] Who last changed Agent, and the posting ordinal from which it applies (the write rule's).
+      AgentSetBy: z.string().optional(),
+      AgentSince: z.number().int().min(0).optional(),
     }),
     {
       fields: {
@@ -235,6 +238,8 @@ const builtins: NodeTypeDef[] = [
         Question: 'system',
         PendingApproval: 'system',
         ApprovalBy: 'system',
+        AgentSetBy: 'system',
+        AgentSince: 'system',
         ApprovalAnswer: 'Update',
         RequestedStatus: 'Thread',
         Agent: 'Update',

@@ -373,6 +373,10 @@ export class NodeService implements SyncNodeApi {
     this.rules.register(nodeType, rule)
   }
 
+  hasWriteRule(nodeType: string): boolean {
+    return this.rules.has(nodeType)
+  }
+
   // ---------------------------------------------------------------- writes (write-path.ts)
 
   /**
@@ -438,6 +442,7 @@ export class NodeService implements SyncNodeApi {
       changes$: this.changes$,
       changesSince: (principal, version, limit) => this.changesSince(principal, version, limit),
       registerWriteRule: (nodeType, rule) => this.registerWriteRule(nodeType, rule),
+      hasWriteRule: (nodeType) => this.hasWriteRule(nodeType),
       attaching: (other) => this.attaching(other),
       put: (principal, path, draft, origin = 'http') => w.put(principal, path, draft, origin, holder),
       create: (principal, path, draft, origin = 'http') => w.create(principal, path, draft, origin, holder),

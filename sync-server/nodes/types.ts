@@ -169,6 +169,8 @@ export interface NodeApi {
   ): Promise<MeshNode>
   /** Registers the write rule of a node type (one per type; engines register theirs at start-up). */
   registerWriteRule(nodeType: string, rule: WriteRuleHook): void
+  /** Whether a node type has a write rule (it may record who writes: a message's Author, a run's StartedBy). */
+  hasWriteRule(nodeType: string): boolean
   /**
    * [CTX26] This API, whose writes carry `holder`'s attachment into the first commit they make
    * (the holder's attachment is null afterwards: whether it was carried).

@@ -80,7 +80,8 @@ describe('threads: posting', () => {
     for (let i = 0; i < 2; i++) expect((await http.putNode(`${space}/put-twice`, 'Thread', { Agent: { Kind: 'builtin' } } as never)).status).toBe(i === 0 ? 201 : 200)
     // [THR26] Made with its (empty) Posted map, which a replace leaving it out keeps, and one naming another refuses.
     expect((await http.putNode(`${space}/put-twice`, 'Thread', { Agent: { Kind: 'script', CodePath: `${space}/code` } } as never)).status).toBe(200)
-    expect((await node(ts.url, bob.token, `${space}/put-twice`)).content).toEqual({ Agent: { Kind: 'script', CodePath: `${space}/code` }, Posted: {} })
+    // [THR27] The change of Agent records who made it, from posting 0 on.
+    expect((await node(ts.url, bob.token, `${space}/put-twice`)).content).toEqual({ Agent: { Kind: 'script', CodePath: `${space}/code` }, Posted: {}, AgentSetBy: bob.userId, AgentSince: 0 })
     expect(errorCode(await http.putNode(`${space}/put-twice`, 'Thread', { Agent: { Kind: 'builtin' }, Posted: { x: 0 } } as never))).toBe('forbidden_field')
     const cell = await post(ts.url, alice.token, t, 'mine', 'm1')
     // [THR26] The map the post made: a person may neither change it nor remove it.

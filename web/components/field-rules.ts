@@ -35,7 +35,7 @@ export const WRITE_RULES: Readonly<Record<string, TypeRules>> = {
     fields: {
       ExecutionStatus: 'system', Status: 'system', Disposition: 'system', Messages: 'system', UserMessageIds: 'system', IngestedMessageIds: 'system',
       PendingUserMessages: 'system', Posted: 'system', HasPending: 'system', ExecutionStartedAt: 'system', LastActivityAt: 'system', ParentPath: 'system', Round: 'system',
-      Question: 'system', PendingApproval: 'system', ApprovalBy: 'system', ApprovalAnswer: 'Update', RequestedStatus: 'Thread', Agent: 'Update',
+      Question: 'system', PendingApproval: 'system', ApprovalBy: 'system', AgentSetBy: 'system', AgentSince: 'system', ApprovalAnswer: 'Update', RequestedStatus: 'Thread', Agent: 'Update',
     },
   },
   ThreadMessage: { defaultWrite: 'Thread' },

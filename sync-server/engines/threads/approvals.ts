@@ -2,7 +2,7 @@ import { filter, firstValueFrom, takeWhile } from 'rxjs'
 import { SYSTEM, WeftError, isJsonObject, jsonEqual, type JsonObject, type MeshNode, type NodePath } from '../../../shared/index.js'
 import type { NodeApi, WriteRuleHook } from '../../nodes/index.js'
 import type { ApprovalRequest } from './builtin-agent.js'
-import { roundOf, without, type Clock } from './model.js'
+import { nextOrdinal, roundOf, without, type Clock } from './model.js'
 
 /**
  * [THR13][THR14] Approvals. A tool call that needs approval pauses its round: the engine writes
@@ -25,28 +25,39 @@ function pendingOf(c: JsonObject): JsonObject | null {
  * withdrawal (null, or the field left out) are `conflict`, nothing written, so an answer cannot
  * be cleared and given again by someone else. Its writer is recorded as `ApprovalBy` (a system
  * field) in the same write, so the answer and its author are one fact on the node.
+ * [THR27] A change of `Agent` stamps `AgentSetBy` (its writer) and `AgentSince` (the posting
+ * ordinal from which it applies) in that same write.
  */
 export function threadWriteRule(): WriteRuleHook {
   return ({ principal, before, after }) => {
-    const answer = after.ApprovalAnswer ?? null
-    const prior = before?.content.ApprovalAnswer ?? null
-    if (jsonEqual(answer, prior)) return undefined
-    const pending = before ? pendingOf(before.content) : null
-    if (!isJsonObject(answer)) {
-      throw new WeftError('conflict', 'An approval answer cannot be withdrawn; the round clears it when it goes on.')
-    }
-    if (Object.keys(answer).some((k) => k !== 'Id' && k !== 'Decision')) {
-      throw new WeftError('invalid_content', 'An approval answer is exactly { Id, Decision: "Approved" | "Denied" }.')
-    }
-    const id = answer.Id
-    if (!pending || pending.Id !== id) {
-      throw new WeftError('conflict', `No approval ${JSON.stringify(id ?? null)} is pending on this thread${pending ? ` (the pending one is ${JSON.stringify(pending.Id)})` : ''}; reload and answer the one shown.`)
-    }
-    if (prior !== null || (before?.content.ApprovalBy ?? null) !== null) {
-      throw new WeftError('conflict', `Approval ${String(id)} has been answered already.`)
-    }
-    return { ApprovalBy: principal.userId }
+    // [THR27] A change of the agent records who made it and from which posting on it applies.
+    const agent: JsonObject | undefined =
+      before && !jsonEqual(after.Agent ?? null, before.content.Agent ?? null) ? { AgentSetBy: principal.userId, AgentSince: nextOrdinal(before.content) } : undefined
+    const answered = approvalAnswered(principal.userId, before, after)
+    return agent || answered ? { ...agent, ...answered } : undefined
   }
+}
+
+/** [THR14] The approval answer this write gives, checked: `ApprovalBy` to stamp, or undefined when it gives none. */
+function approvalAnswered(userId: string, before: MeshNode | null, after: JsonObject): JsonObject | undefined {
+  const answer = after.ApprovalAnswer ?? null
+  const prior = before?.content.ApprovalAnswer ?? null
+  if (jsonEqual(answer, prior)) return undefined
+  const pending = before ? pendingOf(before.content) : null
+  if (!isJsonObject(answer)) {
+    throw new WeftError('conflict', 'An approval answer cannot be withdrawn; the round clears it when it goes on.')
+  }
+  if (Object.keys(answer).some((k) => k !== 'Id' && k !== 'Decision')) {
+    throw new WeftError('invalid_content', 'An approval answer is exactly { Id, Decision: "Approved" | "Denied" }.')
+  }
+  const id = answer.Id
+  if (!pending || pending.Id !== id) {
+    throw new WeftError('conflict', `No approval ${JSON.stringify(id ?? null)} is pending on this thread${pending ? ` (the pending one is ${JSON.stringify(pending.Id)})` : ''}; reload and answer the one shown.`)
+  }
+  if (prior !== null || (before?.content.ApprovalBy ?? null) !== null) {
+    throw new WeftError('conflict', `Approval ${String(id)} has been answered already.`)
+  }
+  return { ApprovalBy: userId }
 }
 
 /**

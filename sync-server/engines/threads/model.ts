@@ -32,6 +32,36 @@ export function statusOf(node: MeshNode): string {
   return typeof node.content.Status === 'string' ? node.content.Status : 'Idle'
 }
 
+/** [THR26] The ordinal the next posted id gets: past every listed and every posted one. */
+export function nextOrdinal(c: JsonObject): number {
+  let n = strings(c.UserMessageIds).length
+  const posted = isJsonObject(c.Posted) ? c.Posted : {}
+  for (const v of Object.values(posted)) if (typeof v === 'number' && Number.isFinite(v) && v >= n) n = v + 1
+  return n
+}
+
+/**
+ * [THR27] Who among a round's authors did not choose the agent it would run: the author of an
+ * input posted before the thread's `Agent` last changed (its ordinal below `AgentSince`), unless
+ * she made that change herself (`AgentSetBy`). Null: every author posted to this agent. An input
+ * whose ordinal is not known counts as posted before (the check fails closed).
+ */
+export function unchosenBy(c: JsonObject, inputs: readonly { id: string; authors: readonly string[] }[]): string | null {
+  const since = typeof c.AgentSince === 'number' ? c.AgentSince : 0
+  if (since <= 0) return null
+  const setBy = typeof c.AgentSetBy === 'string' ? c.AgentSetBy : null
+  const posted = isJsonObject(c.Posted) ? c.Posted : {}
+  const listed = strings(c.UserMessageIds)
+  for (const input of inputs) {
+    const o = Object.hasOwn(posted, input.id) ? posted[input.id] : undefined
+    const ordinal = typeof o === 'number' ? o : listed.indexOf(input.id)
+    if (ordinal >= since) continue
+    const other = input.authors.find((a) => a !== setBy)
+    if (other !== undefined) return other
+  }
+  return null
+}
+
 /**
  * [THR2] [THR26] The thread's content with cell `id` enqueued, or null when it is posted already.
  * The id goes into `Posted` (its own key: two instances enqueuing at once both keep theirs), into
@@ -42,8 +72,7 @@ export function enqueuedContent(thread: NodePath, c: JsonObject, id: string): Js
   const ids = strings(c.UserMessageIds)
   const posted = isJsonObject(c.Posted) ? c.Posted : {}
   if (ids.includes(id) || Object.hasOwn(posted, id) || strings(c.IngestedMessageIds).includes(id)) return null
-  let n = ids.length
-  for (const v of Object.values(posted)) if (typeof v === 'number' && Number.isFinite(v) && v >= n) n = v + 1
+  const n = nextOrdinal(c)
   return {
     ...c,
     Posted: { ...posted, [id]: n },

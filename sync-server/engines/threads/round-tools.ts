@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import {
+  nodeTypeDef,
   JsonObjectInput,
   SYSTEM,
   WeftError,
@@ -108,6 +109,18 @@ export class RoundTools {
     }
   }
 
+  /**
+   * [THR16] A write is made in one person's name (the first author's): a type whose writes record
+   * their writer (a write rule stamps a message's Author, a run's StartedBy, who set an agent or
+   * answered an approval; an owner field) would record one author for a round of several, and lend
+   * her name to the others. Refused, as a run is.
+   */
+  private oneWriter(who: readonly UserId[], nodeType: string): void {
+    if (who.length > 1 && (this.nodes.hasWriteRule(nodeType) || nodeTypeDef(nodeType).ownerField !== undefined)) {
+      throw new WeftError('forbidden', `A ${nodeType} records who writes it, and this round speaks for ${who.length} (${who.join(', ')}): ask in a round of your own.`)
+    }
+  }
+
   async authorize(tool: string, args: unknown, also: readonly string[]): Promise<void> {
     await this.check(tool, args, also)
   }
@@ -132,6 +145,7 @@ export class RoundTools {
         if (!cur) throw new WeftError('not_found', `No node at ${path}.`)
         this.need(who, 'Update', path)
         this.fields(who, cur.nodeType, path, Object.keys(a.patch), ownerOf(cur))
+        this.oneWriter(who, cur.nodeType)
         break
       }
       case 'create': {
@@ -139,6 +153,7 @@ export class RoundTools {
         const path = parseNodePath(a.path)
         this.need(who, 'Create', path)
         this.fields(who, a.nodeType, path, Object.keys(a.content))
+        this.oneWriter(who, a.nodeType)
         break
       }
       case 'run':

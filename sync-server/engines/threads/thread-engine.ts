@@ -34,7 +34,7 @@ import { builtinAgent, type Agent, type AgentTools, type HistoryEntry, type Roun
 import { APPROVAL_FIELDS, awaitApproval } from './approvals.js'
 import { RoundTools } from './round-tools.js'
 import { runActivity } from './script-agent.js'
-import { RESTING, claimedContent, idOf, needsDispatch, restingWithInput, roundOf, statusOf, strings, subThreadPath, without, type Clock, type RoundState } from './model.js'
+import { RESTING, claimedContent, idOf, needsDispatch, restingWithInput, roundOf, statusOf, strings, subThreadPath, unchosenBy, without, type Clock, type RoundState } from './model.js'
 import { enqueue, postCell, userCell } from './post.js'
 import { CellWriter, DEFAULT_MAX_RESPONSE_CHARS } from './cell-writer.js'
 import { cutText, toStorableText } from '../../../shared/storable-text.js'
@@ -368,18 +368,22 @@ export class ThreadEngine {
   }
 
   /** The authors a round acts for: every user behind its input cells (system is nobody's right). */
-  private async inputsOf(round: RoundState): Promise<{ texts: string[]; authors: UserId[] }> {
+  private async inputsOf(round: RoundState): Promise<{ texts: string[]; authors: UserId[]; byInput: { id: string; authors: string[] }[] }> {
     const texts: string[] = []
     const authors = new Set<string>()
+    const byInput: { id: string; authors: string[] }[] = []
     const cells = await Promise.all(round.Inputs.map((p) => this.nodes.get(SYSTEM, p as NodePath)))
     for (const cell of cells) {
       if (!cell) continue
       texts.push(typeof cell.content.Text === 'string' ? cell.content.Text : '')
+      const own: string[] = []
       for (const a of [cell.content.Author, ...strings(cell.content.OnBehalfOf)]) {
-        if (typeof a === 'string' && a !== 'system' && a !== 'agent') authors.add(a)
+        if (typeof a === 'string' && a !== 'system' && a !== 'agent') own.push(a)
       }
+      for (const a of own) authors.add(a)
+      byInput.push({ id: idOf(cell.path), authors: own })
     }
-    return { texts, authors: [...authors] as UserId[] }
+    return { texts, authors: [...authors] as UserId[], byInput }
   }
 
   /**
@@ -392,7 +396,7 @@ export class ThreadEngine {
     let outcome: RoundOutcome
     let writer: CellWriter | null = null
     try {
-      const { texts, authors } = await this.inputsOf(round)
+      const { texts, authors, byInput } = await this.inputsOf(round)
       // [THR8] The round acts only with the rights EVERY author holds: each still holds Thread here.
       for (const a of authors) {
         const req = requesterOf(a, 'Thread', path)
@@ -408,6 +412,13 @@ export class ThreadEngine {
       const kind = (typeof settings.Kind === 'string' ? settings.Kind : 'builtin') as AgentKind
       const agent = this.agents[kind]
       if (!agent) throw new WeftError('unavailable', NO_AGENT[kind] ?? `No agent of kind ${String(kind)}.`)
+      // [THR27] A script or a model acts with its authors' rights: only one they posted to. An
+      // agent changed by someone else after a message was posted does not get that message.
+      const unchosen = kind === 'builtin' || !now ? null : unchosenBy(now.content, byInput)
+      if (unchosen !== null) {
+        const by = typeof now?.content.AgentSetBy === 'string' ? now.content.AgentSetBy : 'someone'
+        throw new WeftError('conflict', `The thread's agent was changed by ${by} after ${unchosen} posted; this round does not run it for them. Post again to ask the agent now set.`)
+      }
       const w = writer
       outcome = await agent({
         messages: texts,
