@@ -61,6 +61,19 @@ test('[ACT1] a Code page: the form edits the draft\'s Inputs directly, Run start
   await panel.locator('.start-run').click()
   await expect(panel.locator('.badge')).toHaveAttribute('data-status', 'Succeeded')
   await expect(panel.locator('pre.output')).toContainText('hello Bob')
+  // Re-run: "Your run" follows the new run (it used to start unseen, the box kept the old one).
+  const first = await panel.getAttribute('path')
+  await panel.locator('.rerun').click()
+  await expect(panel).not.toHaveAttribute('path', first!)
+  await expect(panel.locator('.badge')).toHaveAttribute('data-status', 'Succeeded')
+  await expect(panel.locator('pre.output')).toContainText('hello Bob')
+  // On a run's own page, Re-run opens the new run.
+  await page.goto(`/#/n/${first}`)
+  const own = page.locator('weft-node-page weft-activity-panel')
+  await own.locator('.rerun').click()
+  await expect(page).not.toHaveURL(new RegExp(`#/n/${first}$`))
+  await expect(page).toHaveURL(/#\/n\/.+\/_Activity\//)
+  await expect(page.locator('weft-node-page weft-activity-panel .badge')).toHaveAttribute('data-status', 'Succeeded')
   await a.context.close()
 })
 

@@ -23,7 +23,7 @@ test.beforeAll(async () => {
   }, 'Triage')
   // Vic's worker: its first pull makes the consumer; the event it then gets fails its only attempt.
   expect((await api(server, vic, 'POST', '/api/contextual/next', { subscription: SUB, consumer: 'vic-worker' })).status).toBe(200)
-  await putNode(server, ann, 'Ops/inbox/report', 'Document', { Title: 'Q3 report' }, 'report')
+  await putNode(server, ann, 'Ops/inbox/report', 'Document', { Title: 'Q3 report' }, 'Q3 report')
   const pulled = await api<{ consumerId: string; item: { event: { eventId: string }; leaseToken: string; attempt: number } }>(server, vic, 'POST', '/api/contextual/next', { subscription: SUB, consumer: 'vic-worker', waitSeconds: 20 })
   const { consumerId, item } = pulled.body
   const nack = await api<{ state: string }>(server, vic, 'POST', '/api/contextual/nack', { consumerId, eventId: item.event.eventId, leaseToken: item.leaseToken, attempt: item.attempt, error: 'model timed out after 30 s' })
@@ -46,7 +46,8 @@ test('[CTX38] a Viewer sees its consumer\'s dead letter and last error, and no r
   await openStatus(v.page)
   const card = consumer(v.page, 'vic-worker')
   await expect(card.locator('[data-count="Dead letters"]')).toHaveText('1')
-  await expect(card.getByRole('list', { name: 'Dead letters of vic-worker' })).toContainText('Ops/inbox/report')
+  // The event's node by its name, not its path.
+  await expect(card.getByRole('list', { name: 'Dead letters of vic-worker' }).getByRole('link', { name: 'Q3 report' })).toHaveAttribute('href', '#/n/Ops/inbox/report')
   await expect(card).toContainText('Last error: model timed out after 30 s')
   await expect(statusPage(v.page).getByRole('button', { name: /Re-drive/ })).toHaveCount(0)
   await v.page.setViewportSize({ width: 390, height: 800 })
@@ -123,7 +124,7 @@ test('[CTX49] a Viewer finds, among all his consumers, the one whose subscriptio
   const mine = v.page.locator('weft-my-consumers-page')
   const old = mine.locator(`[data-consumer="${made.body.consumerId}"]`)
   await expect(old).toContainText('Ops/old · no longer current')
-  await expect(mine.getByRole('link', { name: SUB })).toBeVisible()
+  await expect(mine.getByRole('link', { name: 'Triage' })).toBeVisible()
   await expect(mine).toContainText('1 shown get no more work')
   await v.page.screenshot({ path: 'test-results/my-consumers-viewer-1280.png', fullPage: true })
   await v.page.setViewportSize({ width: 390, height: 800 })
@@ -140,4 +141,28 @@ test('[CTX49] a Viewer finds, among all his consumers, the one whose subscriptio
   // Durable truth agrees.
   expect((await api(server, vic, 'POST', '/api/contextual/status', { consumerId: made.body.consumerId })).status).toBe(404)
   await v.context.close()
+})
+
+test('[CTX38] an Admin makes a subscription from the app (a working definition), named in Japanese; its status page names it', async ({ browser }) => {
+  const a = await openLoggedIn(browser, server, ann, 'Ops/inbox')
+  await a.page.setViewportSize({ width: 1280, height: 900 })
+  const create = a.page.locator('weft-node-page').getByRole('form', { name: 'New child node' })
+  await create.getByLabel('Name').fill('受付トリアージ 📥')
+  await create.getByLabel('Type').selectOption('ContextualSubscription')
+  await create.getByRole('button', { name: 'Create' }).click()
+  await a.page.locator('weft-node-page').getByRole('link', { name: '受付トリアージ 📥' }).click()
+  await expect(a.page.locator('weft-node-page h1')).toHaveText('受付トリアージ 📥')
+  await a.page.locator('weft-node-page').getByRole('link', { name: 'Consumers and dead letters' }).click()
+  await expect(statusPage(a.page).getByRole('link', { name: '受付トリアージ 📥' })).toBeVisible()
+  await expect(statusPage(a.page)).toContainText('No consumers yet')
+  // The server compiled it: a worker's first pull makes a consumer of it.
+  const path = decodeURIComponent(new URL(a.page.url()).hash.replace(/^#\/contextual\//, ''))
+  const first = await api<{ consumerId: string }>(server, ann, 'POST', '/api/contextual/next', { subscription: path, consumer: 'ann-first' })
+  expect(first.status).toBe(200)
+  await expect(consumer(a.page, 'ann-first')).toBeVisible()
+  await a.page.screenshot({ path: 'test-results/contextual-new-1280.png', fullPage: true })
+  await a.page.setViewportSize({ width: 390, height: 800 })
+  await a.page.screenshot({ path: 'test-results/contextual-new-390.png', fullPage: true })
+  expect(await a.page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+  await a.context.close()
 })

@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises'
 import { expect, test, type Page } from '@playwright/test'
-import { adminAndViewerOn, api, getContent, openLoggedIn, putNode, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+import { adminAndViewerOn, api, getContent, openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * Issue 16 "Home": a landing page (spaces, recent nodes, runs, pending invites), the profile as
@@ -67,6 +67,34 @@ test('[WEB14] the landing page is a home: your spaces, recently opened nodes, yo
   await expect(page.getByLabel('FullName', { exact: true })).not.toHaveAttribute('readonly', '')
   await expect(page.getByRole('button', { name: 'Delete node' })).toHaveCount(0)
   await v.page.screenshot({ path: 'test-results/profile-viewer-1280.png', fullPage: true })
+  await v.context.close()
+})
+
+test('[WEB14] someone with no space yet is told no invites wait (not "Loading…" for ever); a node deleted since leaves "Recently opened", in both windows', async ({ browser }) => {
+  const carol = await signUp(server, 'Carol')
+  const c = await openLoggedIn(browser, server, carol)
+  await c.page.goto('/')
+  const home = c.page.locator('weft-home-page')
+  await expect(home.locator('h1')).toHaveText('Welcome, Carol')
+  await expect(home.getByText('No invites waiting.')).toBeVisible()
+  await c.context.close()
+
+  await putNode(server, ann, 'Lab/Scratch', 'Document', { Body: 'soon gone' }, 'Scratch')
+  const v = await openLoggedIn(browser, server, vic, 'Lab/Scratch')
+  await expect(v.page.locator('weft-node-page h1')).toHaveText('Scratch')
+  await v.page.goto('/')
+  await expect(v.page.locator('weft-home-page [data-home="recent"] a').first()).toHaveText('Scratch')
+  expect((await api(server, ann, 'POST', '/api/nodes/Lab/Scratch/trash', {})).status).toBe(200)
+  // The Viewer on its page is told it was deleted, with the way back (not a "moved" link into a trash he cannot see).
+  await v.page.goto('/#/n/Lab/Scratch')
+  const notice = v.page.locator('weft-node-page [data-deleted]')
+  await expect(notice).toContainText('This node was deleted')
+  await expect(v.page.locator('weft-node-page h1')).toHaveCount(0)
+  await notice.getByRole('link', { name: 'Back to the space' }).click()
+  await expect(v.page).toHaveURL(/#\/n\/Lab$/)
+  await v.page.goto('/')
+  await expect(v.page.locator('weft-home-page [data-home="recent"]')).not.toContainText('Scratch')
+  await expect(v.page.locator('weft-home-page [data-home="recent"] a').first()).toHaveText('Lab')
   await v.context.close()
 })
 

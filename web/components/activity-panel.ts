@@ -129,6 +129,17 @@ export class WeftActivityPanel extends LitElement {
     el?.focus()
   }
 
+  /**
+   * A new run of the Code node with this run's inputs. The page that shows this panel may take it
+   * (the Code page's "Your run" follows it: the `rerun` event, its default prevented); otherwise
+   * the new run is opened, so the person sees it start (it used to start unseen).
+   */
+  private async rerun(codePath: string, c: JsonObject) {
+    const made = await runCode(codePath, { inputs: (c.Inputs ?? {}) as Record<string, unknown> })
+    const taken = !this.dispatchEvent(new CustomEvent('rerun', { detail: made, bubbles: true, composed: true, cancelable: true }))
+    if (!taken) location.hash = nodeHref(made)
+  }
+
   private async act(fn: () => Promise<unknown>) {
     this.error = ''
     try {
@@ -246,7 +257,7 @@ export class WeftActivityPanel extends LitElement {
         ? html`<span class="reason-off" data-reason="steer">Only ${creator} or an Editor here can ${live ? 'cancel' : 'start'} this run.</span>`
         : nothing}
       ${status !== 'Draft' && status !== 'Running' && codePath
-        ? html`<wa-button size="s" appearance="outlined" class="rerun" @click=${() => this.act(async () => this.dispatchEvent(new CustomEvent('rerun', { detail: await runCode(codePath, { inputs: (c.Inputs ?? {}) as Record<string, unknown> }), bubbles: true, composed: true })))}>Re-run</wa-button>`
+        ? html`<wa-button size="s" appearance="outlined" class="rerun" @click=${() => this.act(() => this.rerun(codePath, c))}>Re-run</wa-button>`
         : nothing}
     </div>`
   }

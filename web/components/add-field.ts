@@ -4,9 +4,9 @@ import type { FieldKind } from './field-kinds.js'
 /**
  * The kind picker of "Add a field" (labels: field-kinds.ts FIELD_KIND_LABELS). Static markup on
  * purpose: a Lit expression inside <select> breaks the template's part order in Chromium's
- * current <select> parser.
+ * current <select> parser (one on the <select> itself is fine).
  */
-export const kindSelect = html`<select name="kind">
+export const kindSelect = (disabled: boolean): TemplateResult => html`<select name="kind" ?disabled=${disabled}>
   <option value="text">Text</option>
   <option value="longtext">Long text (Markdown)</option>
   <option value="number">Number</option>

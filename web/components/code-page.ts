@@ -117,7 +117,7 @@ export class WeftCodePage extends LitElement {
         ${hasInputs ? nothing : html`<wa-button size="s" variant="brand" class="run" @click=${() => this.act(async () => (this.draft = await runCode(this.path)))}>Run</wa-button>`}
         ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       </section>
-      ${this.draft ? html`<section aria-label="Your run"><h3>Your run</h3><weft-activity-panel path=${this.draft}></weft-activity-panel></section>` : nothing}
+      ${this.draft ? html`<section aria-label="Your run"><h3>Your run</h3><weft-activity-panel path=${this.draft} @rerun=${(e: CustomEvent<string>) => { e.preventDefault(); this.draft = e.detail }}></weft-activity-panel></section>` : nothing}
       <weft-activity-strip path=${this.path} code heading="Runs"></weft-activity-strip>
     `
   }

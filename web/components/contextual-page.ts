@@ -1,6 +1,7 @@
 import { LitElement, css, html, nothing, type ReactiveController, type ReactiveControllerHost } from 'lit'
 import { createContextualClient, type ContextualClient, type ContextualStatus, type SubscriptionConsumers } from '../../shared/index.js'
 import { app } from '../app-context.js'
+import { NodeNames } from '../controllers/node-names.js'
 import { codeOf, humanError } from './error-text.js'
 import { MY_CONSUMERS_HREF, nodeHref } from './route.js'
 import { showToast } from './toast.js'
@@ -46,6 +47,7 @@ export class WeftContextualPage extends LitElement {
   declare busy: ReadonlySet<string>
   private client: ContextualClient | null = null
   private loading = false
+  private readonly names = new NodeNames(this)
 
   static override styles = css`
     :host { display: block; }
@@ -146,7 +148,7 @@ export class WeftContextualPage extends LitElement {
         ? html`<ul class="dead" aria-label="Dead letters of ${c.name}">
             ${c.deadLetters.map(
               (d) => html`<li data-dead=${d.eventId}>
-                <a href=${nodeHref(d.path)}>${d.path}</a>
+                <a href=${nodeHref(d.path)} title=${d.path}>${this.names.nameOf(d.path)}</a>
                 <span class="meta">event ${d.eventId} · ${d.attempt} attempt${d.attempt === 1 ? '' : 's'}</span>
                 <span class="err">Last error: ${d.lastError ?? 'none recorded'}</span>
               </li>`,
@@ -167,7 +169,7 @@ export class WeftContextualPage extends LitElement {
     if (!this.data) return html`<p aria-busy="true">Reading the consumers…</p>`
     const { consumers, canRedrive } = this.data
     return html`
-      <p class="meta"><a href=${nodeHref(this.subscription)}>${this.subscription}</a> · ${canRedrive ? 'every consumer (you are an Admin)' : 'your consumers'} · refreshes every few seconds · <a href=${MY_CONSUMERS_HREF}>all your consumers</a></p>
+      <p class="meta"><a href=${nodeHref(this.subscription)} title=${this.subscription}>${this.names.nameOf(this.subscription)}</a> · ${canRedrive ? 'every consumer (you are an Admin)' : 'your consumers'} · refreshes every few seconds · <a href=${MY_CONSUMERS_HREF}>all your consumers</a></p>
       ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       ${consumers.length === 0
         ? html`<p>No consumers yet: a worker makes one with its first <code>next</code>.</p>`

@@ -28,7 +28,8 @@ export class WeftHomePage extends LitElement {
   declare invites: PendingInvite[] | null
   private readonly top = new ObservableController<IndexRow[]>(this)
   private readonly recent = new NamesController(this)
-  private asked = ''
+  /** The spaces whose invites were asked for (null: none asked yet; '' is no space at all). */
+  private asked: string | null = null
 
   static override styles = css`
     :host { display: block; }
@@ -53,7 +54,10 @@ export class WeftHomePage extends LitElement {
   }
 
   override willUpdate() {
-    this.recent.watch(recentPaths().slice(0, 8))
+    // Only what this device still holds: a node deleted or moved since is not listed by its id.
+    this.recent.watch(recentPaths().slice(0, 8), true)
+    // Asked once the spaces are known: someone with none has no invites waiting (not "Loading…").
+    if (this.top.value == null) return
     const spaces = this.spaces().slice(0, INVITE_SPACES)
     const key = spaces.map((s) => s.path).join('\n')
     if (key !== this.asked) {

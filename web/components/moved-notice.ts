@@ -1,7 +1,9 @@
 import { LitElement, html, nothing } from 'lit'
+import { isInTrash } from '../../shared/path.js'
 import { HttpError } from '../api/index.js'
 import { app } from '../app-context.js'
 import { humanMessage } from './error-text.js'
+import { forgetRecent } from './recent.js'
 import { nodeHref } from './route.js'
 
 /**
@@ -26,6 +28,7 @@ export class WeftMovedNotice extends LitElement {
   override willUpdate(): void {
     if (this.asked === this.path) return
     this.asked = this.path
+    forgetRecent(this.path)
     this.to = this.code === 'moved' ? (/Moved to (\S+)/.exec(this.message)?.[1] ?? null) : null
     if (this.to) return
     const asked = this.path
@@ -38,8 +41,19 @@ export class WeftMovedNotice extends LitElement {
   }
 
   override render() {
+    if (this.to && isInTrash(this.to)) {
+      // Deleted (to the trash, which only the space's Admins see): said so, with the way back.
+      const space = this.to.slice(0, this.to.indexOf('/'))
+      return html`<p role="status" data-moved data-deleted>This node was deleted: it is in the space's trash, where its Admins can restore it.
+        <a href=${nodeHref(space)}>Back to the space</a></p>`
+    }
     if (this.to) return html`<p role="status" data-moved>This node was moved. <a href=${nodeHref(this.to)}>Open it in its new place</a></p>`
-    return html`<p class="denied" role="alert">You cannot open this node: ${humanMessage(this.code, this.message)} (${this.code}).</p>${nothing}`
+    if (this.code === 'not_found') {
+      const top = this.path.split('/')[0] ?? ''
+      return html`<p role="status" data-deleted>This node was deleted, or moved where you cannot see it.
+        ${top && top !== this.path ? html`<a href=${nodeHref(top)}>Back to the space</a>` : nothing}</p>`
+    }
+    return html`<p class="denied" role="alert" data-code=${this.code}>You cannot open this node: ${humanMessage(this.code, this.message)}</p>${nothing}`
   }
 }
 customElements.define('weft-moved-notice', WeftMovedNotice)

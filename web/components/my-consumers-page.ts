@@ -1,6 +1,7 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { createContextualClient, type ContextualClient, type MyConsumer } from '../../shared/index.js'
 import { app } from '../app-context.js'
+import { NodeNames } from '../controllers/node-names.js'
 import { humanError } from './error-text.js'
 import { contextualHref } from './route.js'
 import { showToast } from './toast.js'
@@ -23,6 +24,7 @@ export class WeftMyConsumersPage extends LitElement {
   declare busy: ReadonlySet<string>
   private client: ContextualClient | null = null
   private loading = false
+  private readonly names = new NodeNames(this)
 
   static override styles = css`
     :host { display: block; }
@@ -74,7 +76,7 @@ export class WeftMyConsumersPage extends LitElement {
   }
 
   private async deleteConsumer(c: MyConsumer) {
-    if (!confirm(`Delete consumer “${c.name}” of ${c.subscription} and forget its open events? Its workers' leases end now; a worker that pulls under this name again starts from new events only.`)) return
+    if (!confirm(`Delete consumer “${c.name}” of ${c.current ? this.names.nameOf(c.subscription) : c.subscription} and forget its open events? Its workers' leases end now; a worker that pulls under this name again starts from new events only.`)) return
     this.busy = new Set(this.busy).add(c.consumerId)
     try {
       await this.api().delete(c.consumerId)
@@ -103,7 +105,7 @@ export class WeftMyConsumersPage extends LitElement {
             ${this.consumers.map(
               (c) => html`<li data-consumer=${c.consumerId}>
                 <span class="name">${c.name}</span>
-                <span class="sub">${c.current ? html`<a href=${contextualHref(c.subscription)}>${c.subscription}</a>` : html`${c.subscription} <span class="stale">· no longer current</span>`}</span>
+                <span class="sub">${c.current ? html`<a href=${contextualHref(c.subscription)} title=${c.subscription}>${this.names.nameOf(c.subscription)}</a>` : html`${c.subscription} <span class="stale">· no longer current</span>`}</span>
                 <span class="meta">made ${new Date(c.createdAt).toLocaleDateString()}</span>
                 <wa-button size="s" variant="danger" appearance="outlined" ?disabled=${this.busy.has(c.consumerId)} @click=${() => this.deleteConsumer(c)}>Delete consumer ${c.name}</wa-button>
               </li>`,

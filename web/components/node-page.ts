@@ -52,6 +52,7 @@ const typeSelect = html`<select name="nodeType">
   <option>Code</option>
   <option>Thread</option>
   <option>Post</option>
+  <option value="ContextualSubscription">Contextual subscription</option>
 </select>`
 
 function fieldId(key: string): string {
@@ -130,6 +131,7 @@ export class WeftNodePage extends LitElement {
     section { margin-top: 1.4em; }
     form.inline { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: end; margin-top: 1em; padding-top: 0.8em; border-top: 1px dashed #d5d9e4; }
     form.inline label { display: flex; flex-direction: column; gap: 0.15em; font-size: 0.9em; }
+    form.inline :is(input, select, textarea):disabled { background: #f1f2f5; color: #767b86; border-color: #d5d9e4; cursor: not-allowed; }
     input, select, textarea, button { font: inherit; padding: 0.35em 0.5em; border: 1px solid var(--wa-color-neutral-80, #bbc); border-radius: var(--wa-border-radius-m, 6px); background: #fff; color: inherit; }
     input:focus-visible, select:focus-visible, textarea:focus-visible, button:focus-visible { outline: var(--wa-focus-ring, 2px solid #36c); outline-offset: 1px; }
     button { cursor: pointer; background: var(--wa-color-neutral-95, #f4f6fb); }
@@ -292,7 +294,7 @@ export class WeftNodePage extends LitElement {
     const path = joinPath(this.path as NodePath, segmentForName(name))
     try {
       // [WEB19] A Code node starts from the commented template of the script API.
-      await app().client.createNode(path, nodeType, name, initialContent(nodeType))
+      await app().client.createNode(path, nodeType, name, initialContent(nodeType, this.path))
       form?.reset()
       // [WEB37] A new thread opens, ready for its first message.
       if (nodeType === 'Thread') location.hash = nodeHref(path)
@@ -439,12 +441,13 @@ export class WeftNodePage extends LitElement {
     const view = this.node.value
     const access = this.access.value
     const others = this.presence.value ?? []
-    const gone = access?.denied && (access.denied.code === 'moved' || (access.denied.code === 'not_found' && !view)) ? access.denied : null
+    // Moved, or gone (deleted: a copy this device still holds is not shown as if it were there).
+    const gone = access?.denied && (access.denied.code === 'moved' || access.denied.code === 'not_found') ? access.denied : null
     if (gone) return html`<weft-moved-notice .path=${this.path} .code=${gone.code} .message=${gone.message}></weft-moved-notice>`
     if (access?.denied && !view) {
       // [WEB26] Someone else's run (on a shared operation, say) is a run the reader cannot see, in words.
       const what = this.path.includes('/_Activity/') ? 'You cannot see this run' : `You cannot open ${this.path}`
-      return html`<p class="denied" role="alert" data-denied=${access.denied.code}>${what}: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>`
+      return html`<p class="denied" role="alert" data-denied=${access.denied.code}>${what}: ${humanMessage(access.denied.code, access.denied.message)}</p>`
     }
     if (!view) return html`<p aria-busy="true">Loading ${this.path}… (not stored on this device yet)</p>`
     const kids = this.childList.value ?? []
@@ -470,7 +473,7 @@ export class WeftNodePage extends LitElement {
       <p class="presence" aria-live="polite" data-presence=${others.map((u) => u.name).join(',')}>
         ${others.length ? html`Also here: ${others.map((u) => u.name).join(', ')}` : 'Nobody else is here.'}
       </p>
-      ${access?.denied ? html`<p class="denied" role="alert">Access removed: ${humanMessage(access.denied.code, access.denied.message)} (${access.denied.code}).</p>` : nothing}
+      ${access?.denied ? html`<p class="denied" role="alert" data-denied=${access.denied.code}>Access removed: ${humanMessage(access.denied.code, access.denied.message)}</p>` : nothing}
       ${!canUpdate && view.nodeType !== 'ActivityLog' && view.nodeType !== 'Thread' ? html`<p class="readonly">You can view this node; your role cannot edit it.</p>` : nothing}
       <weft-refused-list .path=${view.path}></weft-refused-list>
       ${this.pageError ? html`<p class="error" role="alert">${this.pageError}</p>` : nothing}
@@ -511,9 +514,10 @@ export class WeftNodePage extends LitElement {
         ${this.renderFieldError()}
         <form class="inline" aria-label="Add a field" @submit=${this.onAddField}>
           <label>Field <input name="key" required ?disabled=${!canUpdate} /></label>
-          <label @change=${(e: Event) => (this.addKind = (e.target as HTMLSelectElement).value as FieldKind)}>Kind ${kindSelect}</label>
+          <label @change=${(e: Event) => (this.addKind = (e.target as HTMLSelectElement).value as FieldKind)}>Kind ${kindSelect(!canUpdate)}</label>
           <label>Value ${valueInput(this.addKind, !canUpdate)}</label>
           <wa-button type="submit" size="s" variant="neutral" appearance="outlined" ?disabled=${!canUpdate} title=${canUpdate ? '' : 'Your role cannot edit this node'}>Add field</wa-button>
+          ${canUpdate ? nothing : html`<span class="reason-off">Your role cannot add fields here.</span>`}
         </form>
       </section>
       ${this.renderExtension(view)}
@@ -536,9 +540,18 @@ export class WeftNodePage extends LitElement {
   }
 }
 /** What a node made here starts with: a Code node its template [WEB19], a thread the built-in agent [WEB37]. */
-function initialContent(nodeType: string): JsonObject {
+function initialContent(nodeType: string, parent: string): JsonObject {
   if (nodeType === 'Code') return newCodeContent() as JsonObject
   if (nodeType === 'Thread') return { Agent: { Kind: 'builtin' } }
+  // [CTX38] A working definition to edit: documents made under this node, one reaction that notes on them.
+  if (nodeType === 'ContextualSubscription') {
+    return {
+      Operation: 'triage',
+      Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: parent },
+      Reactions: { note: { Command: 'patch', Target: '{event.path}', Parameters: { Note: { Type: 'string' } } } },
+      Limits: { LeaseSeconds: 60, MaxInFlight: 1, MaxAttempts: 10 },
+    }
+  }
   return {}
 }
 

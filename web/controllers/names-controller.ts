@@ -16,11 +16,12 @@ function fallbackName(path: string): string {
   return path.slice(path.lastIndexOf('/') + 1)
 }
 
-function names$(paths: readonly string[]): Observable<Named[]> {
+function names$(paths: readonly string[], knownOnly: boolean): Observable<Named[]> {
   const { store } = app().client
   return liveStoreQuery(store.db, ['nodes'], async () => {
     const rows = await store.db.nodes.bulkGet(paths as string[])
-    return paths.map((path, i) => ({ path, name: rows[i]?.name || fallbackName(path) }))
+    const named = paths.map((path, i) => (rows[i] ? { path, name: rows[i].name || fallbackName(path) } : knownOnly ? null : { path, name: fallbackName(path) }))
+    return named.filter((n): n is Named => n !== null)
   })
 }
 
@@ -39,8 +40,9 @@ export class NamesController implements ReactiveController {
 
   hostConnected(): void {}
 
-  watch(paths: readonly string[]): void {
-    this.names.watch(paths.join('\n'), () => names$(paths))
+  /** `knownOnly`: leave out the paths this device holds no node at (deleted, moved, never seen). */
+  watch(paths: readonly string[], knownOnly = false): void {
+    this.names.watch(`${knownOnly ? 'known' : 'all'}\n${paths.join('\n')}`, () => names$(paths, knownOnly))
   }
 
   get value(): Named[] {
