@@ -1,7 +1,7 @@
 import { SYSTEM, WeftError, type NodePath } from '../../../shared/index.js'
 import type { NodeApi } from '../../nodes/index.js'
 import type { Pacer } from '../kit/index.js'
-import { cutText } from '../../../shared/storable-text.js'
+import { cutText, toStorableText } from '../../../shared/storable-text.js'
 
 /**
  * Most characters an agent may stream ahead of what the cell has durably taken: past this, its
@@ -25,8 +25,21 @@ export const DEFAULT_MAX_RESPONSE_CHARS = 1_000_000
  * A resumed round ([THR7]) re-emits from the start: text the cell already holds is not written
  * again; the first token that differs makes the round's own text the cell's.
  */
+/**
+ * What of a round's text can be written now: a high surrogate at its end waits for its pair (a
+ * model may stream one emoji as two deltas; written alone it was refused, and the round failed),
+ * unless the round is over; a NUL or a lone surrogate elsewhere becomes U+FFFD.
+ */
+function writable(text: string, ended: boolean): string {
+  const last = text.charCodeAt(text.length - 1)
+  const held = !ended && last >= 0xd800 && last <= 0xdbff
+  return toStorableText(held ? text.slice(0, -1) : text)
+}
+
 export class CellWriter {
   private text = ''
+  /** end() was called: nothing more comes, a held half is written as it is (U+FFFD). */
+  private ended = false
   /** The round's text differs from what the cell held when it (re)started. */
   private diverged = false
   private written: string
@@ -65,18 +78,22 @@ export class CellWriter {
 
   /** Resolves once everything emitted is in the cell (throws the write's error if one failed). */
   async end(): Promise<void> {
+    this.ended = true
+    // A held half (the stream ended inside a pair) goes out now; a resumed round that brought
+    // nothing new leaves the cell as it was.
+    if (this.diverged) this.pump()
     while (this.inFlight) await this.inFlight
     if (this.failure) throw this.failure
   }
 
   private pump(): void {
-    if (this.inFlight || this.failure || this.text === this.written) return
-    let next = this.text
+    if (this.inFlight || this.failure || writable(this.text, this.ended) === this.written) return
+    let next = writable(this.text, this.ended)
     this.inFlight = this.pacer
       .turn()
       .then(() => {
         // Tokens emitted while it waited for its turn go out in this write too.
-        next = this.text
+        next = writable(this.text, this.ended)
         return this.nodes.patch(SYSTEM, this.path, { Text: next }, 'engine')
       })
       .then(
