@@ -495,7 +495,11 @@ export class WritePath {
   private async requireParent(principal: Principal, path: NodePath): Promise<void> {
     if (isSystem(principal)) return
     let parent = parentPath(path)
-    while (parent && isReservedSegment(lastSegment(parent))) parent = parentPath(parent)
+    // A reserved place that holds nodes without being one (`_Access`, `_Activity`, `_Trash`) is
+    // passed over; a node the engine makes at a reserved segment (a sub-thread `_sub.{id}`, a
+    // response `_r.{id}`) must be there: a person could plant a message under a sub-thread before
+    // its delegation made it, and the delegation then failed (stop 42).
+    while (parent && isReservedSegment(lastSegment(parent)) && /^_[A-Za-z]+$/.test(lastSegment(parent))) parent = parentPath(parent)
     if (!parent) return
     // [ACC11] Whether the parent exists is told only to someone who may read it, or who holds a
     // right at the path itself (a partition's Admin writes under Admin/Partition without reading

@@ -174,3 +174,21 @@ describe('[THR16] a round of several authors writes nothing that records one wri
     expect((await api(ts.url, alice.token).getNode(doc)).body.content).toEqual({ Note: 'by both' })
   })
 })
+
+describe('[THR11] a delegation cannot be blocked by a message planted where its sub-thread will be', () => {
+  it("an Editor's message under a sub-thread not made yet is refused (its parent does not exist); the delegation then answers", async () => {
+    const th = await createThread(ts.url, alice.token, `${shared}/deleg-${++n}`)
+    const sleeping = clock.sleeping
+    await post(ts.url, alice.token, th, '/sleep 1000', `d${n}`)
+    await waitFor(() => clock.sleeping > sleeping, { description: 'the first round asleep' })
+    const id = `dg${n}`
+    await post(ts.url, alice.token, th, '/delegate summarise', id)
+    const plant = await api(ts.url, mallory.token).putNode(`${th}/_sub.${id}/task`, 'ThreadMessage', { Role: 'user', Author: mallory.userId, Text: 'x', CreatedAt: new Date().toISOString() })
+    expect(plant.status).toBe(404)
+    expect(errorCode(plant)).toBe('not_found')
+    clock.release()
+    const done = await settled(ts.url, alice.token, th, ingested(id), 30_000)
+    expect(done.content.Disposition).not.toBe('Failed')
+    expect((await api(ts.url, alice.token).getNode(`${th}/_sub.${id}`)).status).toBe(200)
+  })
+})
