@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import type { CommitInput } from '../../sync-server/storage/types.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { subscriptionsEngine, type SubscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
-import { createThreadsEngine, type ThreadsEngine } from '../../sync-server/engines/threads/index.js'
+import { MAX_MESSAGE_CHARS, createThreadsEngine, type ThreadsEngine } from '../../sync-server/engines/threads/index.js'
 import { api, createSpace, errorCode, grantRole, nodeUrlPath, signup, startTestServer, stockProvider, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
 import { HeldClock, cells, createThread, expectInvariants, node, post, settled, statusIs } from './threads-helpers.js'
 
@@ -151,6 +151,11 @@ describe('threads: posting', () => {
       expect(errorCode(odd), id).toBe('invalid_request')
       expect((await api(ts.url, bob.token).getNode(`${t}/${id}`)).status, id).toBe(404)
     }
+    // [THR24] A message made on the device has a post's bound too (it went past it unchecked).
+    const long = await api(ts.url, bob.token).putNode(`${t}/long1`, 'ThreadMessage', { Role: 'user', Author: bob.userId, Text: 'x'.repeat(MAX_MESSAGE_CHARS + 1), CreatedAt: new Date().toISOString() })
+    expect(long.status).toBe(413)
+    expect(errorCode(long)).toBe('payload_too_large')
+    expect((await api(ts.url, bob.token).getNode(`${t}/long1`)).status).toBe(404)
   })
 })
 

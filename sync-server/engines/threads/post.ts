@@ -101,6 +101,10 @@ export function threadMessageWriteRule(): WriteRuleHook {
     if (after.OnBehalfOf !== undefined || after.Error !== undefined || after.ToolCalls !== undefined) {
       throw new WeftError('forbidden_field', 'OnBehalfOf, Error and ToolCalls are written by the server.')
     }
+    // [THR24] The bound of a post, for a message made on a device too (it went past it unchecked).
+    if (typeof after.Text === 'string' && after.Text.length > MAX_MESSAGE_CHARS) {
+      throw new WeftError('payload_too_large', `A message is at most ${MAX_MESSAGE_CHARS} characters (this one has ${after.Text.length}).`)
+    }
     return undefined
   }
 }
