@@ -192,3 +192,25 @@ describe('[THR11] a delegation cannot be blocked by a message planted where its 
     expect((await api(ts.url, alice.token).getNode(`${th}/_sub.${id}`)).status).toBe(200)
   })
 })
+
+describe('[THR8] the history a round hands its agent', () => {
+  it('leaves out a message one of its authors is denied (the model would repeat it to them)', async () => {
+    const th = await createThread(ts.url, alice.token, `${shared}/hist-${++n}`, { Agent: { Kind: 'llm' } })
+    await post(ts.url, alice.token, th, 'ALICE-PRIVATE-NOTE', `p${n}`)
+    await settled(ts.url, alice.token, th, ingested(`p${n}`), 30_000)
+    await grantRole(ts.url, alice.token, `${th}/p${n}`, mallory.userId, 'Viewer', true)
+    expect(errorCode(await api(ts.url, mallory.token).getNode(`${th}/p${n}`))).toBe('forbidden')
+    const asked = fake.requests.length
+    await post(ts.url, mallory.token, th, 'what did she say?', `q${n}`)
+    await settled(ts.url, mallory.token, th, ingested(`q${n}`), 30_000)
+    const mine = fake.requests.slice(asked)
+    expect(mine.length).toBeGreaterThan(0)
+    expect(JSON.stringify(mine)).toContain('what did she say?')
+    expect(JSON.stringify(mine)).not.toContain('ALICE-PRIVATE-NOTE')
+    // Alice's own next round still has it.
+    const before = fake.requests.length
+    await post(ts.url, alice.token, th, 'and again', `r${n}`)
+    await settled(ts.url, alice.token, th, ingested(`r${n}`), 30_000)
+    expect(JSON.stringify(fake.requests.slice(before))).toContain('ALICE-PRIVATE-NOTE')
+  })
+})

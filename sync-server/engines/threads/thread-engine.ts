@@ -429,7 +429,7 @@ export class ThreadEngine {
         thread: path,
         agent: settings,
         // The built-in kind never reads the conversation: it is not fetched for it.
-        history: kind === 'builtin' ? [] : await this.historyOf(now, round),
+        history: kind === 'builtin' ? [] : await this.historyOf(now, round, authors),
         response: { text: existing, toolCalls: Array.isArray(cell?.content.ToolCalls) ? (cell.content.ToolCalls as unknown as ToolCallRecord[]) : [] },
       })
       await writer.end()
@@ -485,10 +485,13 @@ export class ThreadEngine {
   }
 
   /** The thread's messages before this round (the last HISTORY_CELLS), for agents that need them. */
-  private async historyOf(thread: MeshNode | null, round: RoundState): Promise<HistoryEntry[]> {
+  private async historyOf(thread: MeshNode | null, round: RoundState, authors: readonly UserId[]): Promise<HistoryEntry[]> {
     const all = strings(thread?.content.Messages)
     const end = all.indexOf(round.Inputs[0]!)
-    const before = (end < 0 ? [] : all.slice(0, end)).slice(-HISTORY_CELLS)
+    // [THR8] Only what every author of the round reads: a message one of them is denied is not
+    // handed to the agent acting for them (the model would repeat it into a cell they read).
+    const readable = (p: string) => authors.every((a) => this.nodes.permissions(userPrincipal(a), p as NodePath).has('Read'))
+    const before = (end < 0 ? [] : all.slice(0, end)).filter(readable).slice(-HISTORY_CELLS)
     const cells = await Promise.all(before.map((p) => this.nodes.get(SYSTEM, p as NodePath)))
     const out: HistoryEntry[] = []
     for (const c of cells) {
