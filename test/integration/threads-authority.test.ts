@@ -33,6 +33,8 @@ function reply(req: ChatRequest): Reply {
   if (m) return { toolCalls: [{ id: `call_start_${++n}`, name: 'patch', args: { path: m[1], patch: { RequestedStatus: 'Running' } } }] }
   m = /^note (\S+)$/.exec(said)
   if (m) return { toolCalls: [{ id: `call_note_${++n}`, name: 'create', args: { path: m[1], nodeType: 'Document', content: { Note: 'by both' } } }] }
+  m = /^longid (\S+)$/.exec(said)
+  if (m) return { toolCalls: [{ id: `call_${'x'.repeat(300)}_${++n}`, name: 'create', args: { path: m[1], nodeType: 'Document', content: { Note: 'long id' } } }] }
   if (said === 'hold') return { text: ['partial '], hold: true }
   return { text: ['ok'] }
 }
@@ -212,5 +214,20 @@ describe('[THR8] the history a round hands its agent', () => {
     await post(ts.url, alice.token, th, 'and again', `r${n}`)
     await settled(ts.url, alice.token, th, ingested(`r${n}`), 30_000)
     expect(JSON.stringify(fake.requests.slice(before))).toContain('ALICE-PRIVATE-NOTE')
+  })
+})
+
+describe('[THR13] an approval a person can answer', () => {
+  it("a model's tool call id past 200 characters is answered by a short id, and the call runs", async () => {
+    const k = ++n
+    const th = await createThread(ts.url, alice.token, `${shared}/long-${k}`, { Agent: { Kind: 'llm' } })
+    const doc = `${shared}/long-doc-${k}`
+    await post(ts.url, alice.token, th, `longid ${doc}`, `l${k}`)
+    const pending = await waitFor(async () => ((await node(ts.url, alice.token, th)).content.PendingApproval as { Id: string } | undefined) ?? null, { description: 'the approval asked' })
+    expect(pending.Id.length).toBeLessThanOrEqual(200)
+    expectStatus(await api(ts.url, alice.token).patchNode(th, { ApprovalAnswer: { Id: pending.Id, Decision: 'Approved' } }), 200)
+    const done = await settled(ts.url, alice.token, th, ingested(`l${k}`), 30_000)
+    expect(done.content.Disposition).toBe('Completed')
+    expect((await api(ts.url, alice.token).getNode(doc)).body.content).toEqual({ Note: 'long id' })
   })
 })

@@ -5,7 +5,17 @@ import type { z } from 'zod'
 import { WeftError, type JsonValue } from '../../../shared/index.js'
 import type { Agent, RoundIo, ToolCallRecord } from './builtin-agent.js'
 import { TOOL_ARGS, TOOL_DESCRIPTIONS, isToolName, type ToolName } from './round-tools.js'
+import { createHash } from 'node:crypto'
 import { cutText } from '../../../shared/storable-text.js'
+
+/**
+ * [THR13] The id a person answers an approval by: the model's tool call id, or, past the 200
+ * characters an answer may name (`ApprovalAnswer.Id`), a digest of it (a model's longer id made
+ * the approval impossible to answer, and the round waited for ever).
+ */
+function approvalId(id: string): string {
+  return id.length <= 200 ? id : `call_${createHash('sha256').update(id).digest('hex').slice(0, 40)}`
+}
 
 /**
  * [THR10]–[THR15] The LLM agent (`Agent: { Kind: "llm", Model?, Approve? }`) on the Vercel AI SDK
@@ -169,7 +179,7 @@ export function createLlmAgent(config: LlmConfig): Agent {
           await io.tools.authorize(call.Tool, call.Args, [])
           call.Status = 'AwaitingApproval'
           await record()
-          const answer = await io.tools.approval({ Id: call.Id, Tool: call.Tool, Args: call.Args, Summary: summary(call) }, io.signal)
+          const answer = await io.tools.approval({ Id: approvalId(call.Id), Tool: call.Tool, Args: call.Args, Summary: summary(call) }, io.signal)
           if (answer.decision === 'Denied') {
             call.Status = 'Denied'
             call.Error = `denied by ${answer.by}`
