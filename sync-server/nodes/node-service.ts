@@ -377,6 +377,10 @@ export class NodeService implements SyncNodeApi {
     return this.rules.has(nodeType)
   }
 
+  headVersion(): Promise<number> {
+    return this.storage.lastVersion()
+  }
+
   // ---------------------------------------------------------------- writes (write-path.ts)
 
   /**
@@ -443,6 +447,7 @@ export class NodeService implements SyncNodeApi {
       changesSince: (principal, version, limit) => this.changesSince(principal, version, limit),
       registerWriteRule: (nodeType, rule) => this.registerWriteRule(nodeType, rule),
       hasWriteRule: (nodeType) => this.hasWriteRule(nodeType),
+      headVersion: () => this.headVersion(),
       attaching: (other) => this.attaching(other),
       put: (principal, path, draft, origin = 'http') => w.put(principal, path, draft, origin, holder),
       create: (principal, path, draft, origin = 'http') => w.create(principal, path, draft, origin, holder),

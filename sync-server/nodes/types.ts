@@ -145,6 +145,8 @@ export interface NodeApi {
   /** Every committed change, live, in version order. */
   readonly changes$: Observable<LiveChange>
   changesSince(principal: Principal, version: number, limit?: number): Promise<ChangeRecord[]>
+  /** The latest committed version (the change log's head); engines replay the latest changes from it at start. */
+  headVersion?(): Promise<number>
 
   /** Create or replace (PUT). Returns the node and whether it was created. */
   put(principal: Principal, path: NodePath, draft: NodeDraft, origin?: ChangeOrigin): Promise<{ node: MeshNode; created: boolean }>

@@ -294,6 +294,29 @@ describe('[THR3] a thread state merged from two instances\' copies (an enqueue o
     expect((await m.nodes.get(SYSTEM, `${t}/_r.x2` as NodePath))?.content.Text).toBe('You said: hello x2')
     await expectThreadInvariants(m.nodes, done, 'merged lost')
   })
+
+  it('[THR28] a post the stopped owner heard but had not acted on: its HasPending lost the merge (no scan finds it), and no event of it reached the engine: the next engine finds it at boot and answers it once', { timeout: 60_000 }, async () => {
+    const faults = { drop: 0, delay: 0, maxDelayMs: 1 }
+    mesh = await SimMesh.open({ seed: 5, faults, engines: [threadsOnSim()] })
+    const m = mesh
+    const t = await answered(m, 'lost-at-handover', ['x1'])
+    // From now on the engine hears nothing: what the old owner saw last before it stopped.
+    faults.drop = 1
+    await m.nodes.put(SYSTEM, `${t}/x2` as NodePath, { nodeType: 'ThreadMessage', name: 'x2', content: { Role: 'user', Author: 'alice', Text: 'hello x2', CreatedAt: new Date(0).toISOString() } })
+    // What the merge of the post and a concurrent claim leaves: x2 posted, the claim's lists and HasPending won.
+    await m.nodes.patch(SYSTEM, t, { Posted: { x2: 1 }, UserMessageIds: ['x1'], PendingUserMessages: [], HasPending: false })
+    await threads(m).engine.idle()
+    await m.clock.advance(60_000)
+    await threads(m).engine.idle()
+    expect((await m.nodes.get(SYSTEM, t))?.content.IngestedMessageIds).toEqual(['x1'])
+    // The owner stops; the next one boots (its feed works).
+    faults.drop = 0
+    await m.crash()
+    const done = await runUntil(m, t, (n) => resting(n) && (n.content.IngestedMessageIds as string[]).includes('x2') && n.content.Disposition === 'Completed')
+    expect(done.content.Messages).toEqual([`${t}/x1`, `${t}/_r.x1`, `${t}/x2`, `${t}/_r.x2`])
+    expect((await m.nodes.get(SYSTEM, `${t}/_r.x2` as NodePath))?.content.Text).toBe('You said: hello x2')
+    await expectThreadInvariants(m.nodes, done, 'lost at handover')
+  })
 })
 
 describe('[THR7] recovery of a round a dead process left behind', () => {

@@ -22,6 +22,8 @@ export interface EngineSpec<T> {
   watch: (change: LiveChange) => readonly string[]
   /** Which change-log records to replay after a gap (before the node is read). Default: all. */
   replays?: (record: ChangeRecord) => boolean
+  /** At start, replay this many of the latest change-log records too (FeedFollower `bootReplay`). */
+  bootReplay?: number
   /** The reconciler's pages: items in key order, at most `limit`, after `after`. */
   reconcile: {
     page: (after: string | undefined, limit: number) => Promise<readonly T[]>
@@ -37,7 +39,7 @@ export interface EngineSpec<T> {
 }
 
 export interface EngineDeps {
-  nodes: Pick<NodeApi, 'changes$' | 'changesSince' | 'get'>
+  nodes: Pick<NodeApi, 'changes$' | 'changesSince' | 'get' | 'headVersion'>
   log: Logger
   clock?: Clock
   changes$?: Observable<LiveChange>
@@ -70,6 +72,7 @@ export function defineEngine<T>(spec: EngineSpec<T>, deps: EngineDeps): KitEngin
     nodes: deps.nodes,
     ...(deps.changes$ ? { changes$: deps.changes$ } : {}),
     ...(spec.replays ? { interested: spec.replays } : {}),
+    ...(spec.bootReplay ? { bootReplay: spec.bootReplay } : {}),
     onChange: (c) => {
       for (const key of spec.watch(c)) worker.kick(key)
     },

@@ -17,12 +17,19 @@ import type { CancelTimer, Clock } from './clock.js'
  *    shows no gap: that is the reconciler's to find.
  */
 export interface FeedFollowerOptions {
-  nodes: Pick<NodeApi, 'changes$' | 'changesSince' | 'get'>
+  nodes: Pick<NodeApi, 'changes$' | 'changesSince' | 'get' | 'headVersion'>
   /** The feed; defaults to `nodes.changes$` (the test mesh perturbs it). */
   changes$?: Observable<LiveChange>
   /** Records worth a replay (checked before the node is read). Default: all. */
   interested?: (record: ChangeRecord) => boolean
   onChange: (change: LiveChange) => void
+  /**
+   * At start, replay this many of the latest change-log records (those `interested` in), after
+   * `boot`. An engine that takes over from another instance looks again at what changed just
+   * before: a change its predecessor received but had not acted on when it stopped (a merge that
+   * cleared a flag the boot pass scans for) is otherwise found only by that node's next change.
+   */
+  bootReplay?: number
   clock: Clock
   log: Logger
   what: string
@@ -52,6 +59,7 @@ export class FeedFollower {
     })
     try {
       await boot()
+      await this.replayLatest()
     } finally {
       const held = this.held ?? []
       this.held = null
@@ -115,19 +123,41 @@ export class FeedFollower {
     })
   }
 
+  /** `bootReplay`: the latest records, as a gap ending past the head (held with the boot's events). */
+  private async replayLatest(): Promise<void> {
+    const n = this.opts.bootReplay ?? 0
+    if (n <= 0 || !this.opts.nodes.headVersion || this.stopped) return
+    try {
+      const head = await this.opts.nodes.headVersion()
+      if (head > 0) await this.replayRange(Math.max(0, head - n), head + 1)
+    } catch (err) {
+      this.opts.log.warn({ err }, `${this.opts.what}: could not replay the latest changes at start; reconcile remains the safety net`)
+    }
+  }
+
   private async replayGaps(): Promise<void> {
     for (const [after, before] of this.gaps.splice(0)) {
       try {
-        let from = after
-        while (from < before - 1 && !this.stopped) {
-          const records = await this.opts.nodes.changesSince(SYSTEM, from, Math.min(REPLAY_PAGE, before - 1 - from))
-          if (records.length === 0) break
-          for (const r of records) if (r.version < before) await this.replay(r)
-          from = records[records.length - 1]!.version
-        }
+        await this.replayRange(after, before)
       } catch (err) {
         this.opts.log.warn({ err, after, before }, `${this.opts.what}: could not replay a gap in the change feed; reconcile remains the safety net`)
       }
+    }
+  }
+
+  /** The records between `after` and `before` (both excluded); a node changed several times is read once (it is replayed as it is now). */
+  private async replayRange(after: number, before: number): Promise<void> {
+    const seen = new Set<string>()
+    let from = after
+    while (from < before - 1 && !this.stopped) {
+      const records = await this.opts.nodes.changesSince(SYSTEM, from, Math.min(REPLAY_PAGE, before - 1 - from))
+      if (records.length === 0) break
+      for (const r of records) {
+        if (r.version >= before || seen.has(`${r.kind === 'Deleted' ? '-' : '+'}${r.path}`)) continue
+        seen.add(`${r.kind === 'Deleted' ? '-' : '+'}${r.path}`)
+        await this.replay(r)
+      }
+      from = records[records.length - 1]!.version
     }
   }
 

@@ -198,6 +198,40 @@ describe('[KIT8] kit/feed-follower: boot then live; a gap replayed from the dura
   })
 })
 
+describe('[KIT8] [THR28] kit/feed-follower: bootReplay', () => {
+  it('at start, the latest records are replayed after the boot pass (a node changed several times read once), the older ones not', async () => {
+    const feed = new Subject<LiveChange>()
+    const paths = ['a', 'b', 'c', 'd', 'c', 'e', 'c']
+    const log_: ChangeRecord[] = paths.map((p, i) => ({ version: i + 1, path: p, nodeType: 'T', kind: 'Updated', at: '' }) as unknown as ChangeRecord)
+    const reads: string[] = []
+    const seen: string[] = []
+    const f = new FeedFollower({
+      nodes: {
+        changes$: feed,
+        changesSince: async (_p, v, limit) => log_.filter((r) => r.version > v).slice(0, limit),
+        get: async (_p, path) => {
+          reads.push(path)
+          return { path } as MeshNode
+        },
+        headVersion: async () => log_.length,
+      },
+      bootReplay: 4,
+      onChange: (c) => seen.push(`${c.path}${c.version === 0 ? '*' : ''}`),
+      clock: new VirtualClock(0),
+      log,
+      what: 'test',
+    })
+    await f.start(async () => {
+      feed.next(change(8, 'live'))
+      seen.push('boot')
+    })
+    // Versions 4..7 (d, c, e, c): c once; a, b before them are not looked at again.
+    expect(seen).toEqual(['boot', 'live', 'd*', 'c*', 'e*'])
+    expect(reads).toEqual(['d', 'c', 'e'])
+    await f.stop()
+  })
+})
+
 describe('[KIT9] kit/node-watcher: heals after a fault on the clock, stops for good when gone', () => {
   it('re-subscribes after a backoff; completes at the first null', async () => {
     const clock = new VirtualClock(0)

@@ -59,6 +59,9 @@ interface LiveRound {
   cancelSent: boolean
 }
 
+/** [THR28] The latest change-log records a starting engine looks at again (its predecessor's last moments). */
+const BOOT_REPLAY_CHANGES = 10_000
+
 /** What a reconcile pass reads of a thread: its path and the fields that say it needs work. */
 const LIGHT_FIELDS = ['Status', 'RequestedStatus', 'HasPending'] as const
 
@@ -143,6 +146,10 @@ export class ThreadEngine {
         name: 'threads',
         watch: (c) => this.watchKeys(c),
         replays: (r) => r.kind !== 'Deleted' && (r.nodeType === 'Thread' || (r.nodeType === 'ThreadMessage' && r.kind === 'Created')),
+        // [THR28] A new owner looks again at the threads changed just before it took over: a post
+        // whose HasPending lost its merge to the claim of the instance that stopped is found
+        // there, not only by the thread's next change (the boot pass scans for HasPending).
+        bootReplay: BOOT_REPLAY_CHANGES,
         reconcile: {
           // [THR7] Four light, paged scans; none reads a thread's content.
           page: concatPages([threads({ Status: 'StartingExecution' }), threads({ Status: 'Executing' }), threads({ HasPending: 'true' }), threads({ RequestedStatus: 'Cancelled' })]),
