@@ -43,7 +43,7 @@ export function parseNodePath(raw: unknown): NodePath {
     if (!isValidSegment(segment)) {
       throw new WeftError(
         'invalid_path',
-        `Invalid path segment ${JSON.stringify(segment)} in ${JSON.stringify(raw)}: segments use only letters, digits and _ . @ - and are not empty.`,
+        `Invalid path segment ${JSON.stringify(segment)} in ${JSON.stringify(raw)}: a path segment uses only the ASCII letters a-z and A-Z, digits and _ . @ - (a node's name may be in any language: its path is made from it, and the app shows names, never paths). Copy a node's path from the address bar after #/n/.`,
       )
     }
   }

@@ -69,11 +69,12 @@ export class WeftActivityStrip extends LitElement {
     const elsewhere = this.mine || this.code ? (this.started.value ?? []).map((n) => n.path as string) : []
     const rows = [...new Set([...hosted, ...elsewhere])].sort(newestFirst)
     if (rows.length === 0) return nothing
-    // Numbered oldest first (#1 is the first run listed), shown newest first, one line each.
+    // The runs of one Code node are numbered oldest first (#1 its first run), shown newest first.
+    // A list of several codes' runs is not: a run had two numbers in two lists (stop 42).
     return html`<section aria-label=${this.heading}>
       <h3>${this.heading}</h3>
       <ul class="runs">
-        ${rows.slice(0, SHOWN).map((path, i) => html`<li><weft-run-row path=${path} .number=${rows.length - i}></weft-run-row></li>`)}
+        ${rows.slice(0, SHOWN).map((path, i) => html`<li><weft-run-row path=${path} .number=${this.code ? rows.length - i : 0}></weft-run-row></li>`)}
       </ul>
       ${rows.length > SHOWN ? html`<p>${rows.length - SHOWN} older runs not shown.</p>` : nothing}
     </section>`

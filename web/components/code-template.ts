@@ -19,6 +19,8 @@ export const CODE_TEMPLATE = `// A script runs on the server as a run (an activi
 // await Mesh.delete(path)
 // await Mesh.query({ parent, nodeType, where, limit })   nodes you can read
 // await Mesh.waitFor(path, { Status: 'Done' }, { timeoutMs: 60000 })
+// A path names a node by its place, e.g. 'my-space/notes' (a node's name may be in any
+// language; its path is plain letters): open the node and copy what follows #/n/ in the address.
 // A refused Mesh call throws an error whose \`code\` says why (forbidden, not_found, ...).
 
 Log.info('Hello from ' + (Inputs.Name ?? 'a new script'))

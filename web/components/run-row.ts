@@ -33,9 +33,12 @@ export class WeftRunRow extends LitElement {
     .what { overflow-wrap: anywhere; }
     .who { color: #555; font-size: 0.9em; }
     .when { color: #555; font-size: 0.9em; text-align: right; white-space: nowrap; }
+    a.row.plain { grid-template-columns: 6.5em minmax(0, 1fr) auto; }
     @media (max-width: 600px) {
       a.row { grid-template-columns: 2.6em auto minmax(0, 1fr); }
       .when { grid-column: 2 / -1; text-align: left; white-space: normal; }
+      a.row.plain { grid-template-columns: auto minmax(0, 1fr); }
+      a.row.plain .when { grid-column: 1 / -1; }
     }
   `
 
@@ -62,8 +65,8 @@ export class WeftRunRow extends LitElement {
     const start = str(c.Start)
     const took = runDuration(c.Start, c.End)
     const stopping = status === 'Running' && c.RequestedStatus === 'Cancelled'
-    return html`<a class="row" href=${nodeHref(this.path)} data-status=${status} title=${codePath ?? ''}>
-      <span class="num">#${this.number}</span>
+    return html`<a class="row ${this.number > 0 ? '' : 'plain'}" href=${nodeHref(this.path)} data-status=${status} title=${codePath ?? ''}>
+      ${this.number > 0 ? html`<span class="num">#${this.number}</span>` : nothing}
       <span class="badge ${status}">${stopping ? 'Stopping…' : status}</span>
       <span class="what">${what}${starter ? html` <span class="who">· started by ${this.people.nameOf(starter)}</span>` : nothing}</span>
       <span class="when">${start ? formatWhen(start) : ''}${took ? ` · ${status === 'Running' ? `for ${took}` : took}` : ''}</span>
