@@ -3,6 +3,7 @@ import type { Logger } from 'pino'
 import type { Subscription } from 'rxjs'
 import type { z } from 'zod'
 import {
+  SYSTEM,
   CONTEXTUAL_BOUNDS,
   DEFAULT_MAX_JSON_DEPTH,
   ConsumerRequest,
@@ -499,6 +500,12 @@ export class ContextualService {
     return consumer.defHash === node.def.hash && Date.parse(consumer.createdAt) >= Date.parse(node.createdAt)
   }
 
+  /** Whether the consumer's subscription node is still at its path (the definition it was made of, made before it). */
+  private async stillAt(consumer: ConsumerRow): Promise<boolean> {
+    const node = await this.definitionNode(SYSTEM, consumer.subscriptionPath as NodePath).catch(() => null)
+    return node !== null && this.ofThisNode(consumer, node)
+  }
+
   private async ownConsumer(principal: Principal, consumerId: string): Promise<ConsumerRow> {
     const user = userOf(principal)
     const c = await this.call<ConsumerRow | null>({ op: 'consumer', id: consumerId })
@@ -552,7 +559,13 @@ export class ContextualService {
     let consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id)
     // [CTX49] Pulled from another path than it was made at (the subscription node moved; the id
     // holds the definition, not the path): it now belongs to this one, as its owner's list says.
+    // [CTX11] Not while its node is still there: a copy of the definition elsewhere (the same
+    // identity) would take it over, and the copy's Admin (its owner, in a space of their own)
+    // would re-drive its dead letters, while the subscription's Admin lost sight of it.
     if (consumer.subscriptionPath !== subscription) {
+      if (await this.stillAt(consumer)) {
+        throw new WeftError('conflict', `Consumer ${req.consumer} belongs to the subscription at ${consumer.subscriptionPath}, which holds this same definition: pull it there, or name another consumer here.`)
+      }
       await this.call({ op: 'consumerPath', id, path: subscription })
       consumer = this.remember(this.consumerRows, id, { ...consumer, subscriptionPath: subscription })
     }
