@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { CONTEXTUAL_BOUNDS } from './contextual.js'
+import { storableText } from './storable-text.js'
 import type { JsonObject } from './json.js'
 import { JsonObjectInput, type MeshNode } from './node.js'
 
@@ -23,7 +24,8 @@ export const FenceRequest = z.strictObject({
 })
 export const NackRequest = FenceRequest.extend({
   delaySeconds: z.number().min(0).max(CONTEXTUAL_BOUNDS.maxNackDelaySeconds).optional(),
-  error: z.string().max(2000).optional(),
+  // [STO10] Stored as written on every storage: SQLite kept a NUL that PostgreSQL refused.
+  error: z.string().max(2000).refine(storableText, 'The error holds a NUL character or half an emoji, which cannot be stored; remove it.').optional(),
 })
 export const ExtendRequest = FenceRequest.extend({
   seconds: z.number().int().min(CONTEXTUAL_BOUNDS.leaseSeconds.min).max(CONTEXTUAL_BOUNDS.leaseSeconds.max).optional(),

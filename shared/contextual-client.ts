@@ -18,6 +18,7 @@ import {
 } from './contextual-api.js'
 import { CONTEXTUAL_BOUNDS } from './contextual.js'
 import { ERROR_CODES, type ErrorCode } from './errors.js'
+import { cutText, toStorableText } from './storable-text.js'
 
 /**
  * [CTX40] A typed client of the contextual operations over HTTP (`POST /api/contextual/{op}`), for
@@ -219,6 +220,48 @@ async function retried<T>(call: () => Promise<T>, signal: AbortSignal | undefine
 /** How long a worker told to stop still tries to carry out a decision it made (a settle, a reaction). */
 const SETTLE_GRACE_MS = 10_000
 
+/** What a handler threw or answered, in words whatever it is (a BigInt, a cycle, an object with no prototype). */
+function described(v: unknown, thrown: boolean): string {
+  if (thrown && v instanceof Error && typeof v.message === 'string') return v.message
+  try {
+    const json = thrown ? undefined : JSON.stringify(v)
+    return json ?? String(v)
+  } catch {
+    return Object.prototype.toString.call(v)
+  }
+}
+
+/**
+ * Resolves with `p`; once `signal` aborts, `p` has `graceMs` more to answer (a decision made at the
+ * stop is still carried out), then this resolves with `stopped` and `p` goes on unheeded.
+ */
+function untilStopped<T>(p: Promise<T>, signal: AbortSignal | undefined, graceMs: number, stopped: symbol): Promise<T | symbol> {
+  if (!signal) return p
+  return new Promise<T | symbol>((resolve, reject) => {
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const onAbort = () => {
+      timer = setTimeout(() => resolve(stopped), graceMs)
+    }
+    const done = () => {
+      signal.removeEventListener('abort', onAbort)
+      clearTimeout(timer)
+    }
+    if (signal.aborted) onAbort()
+    else signal.addEventListener('abort', onAbort, { once: true })
+    p.then(
+      (v) => {
+        done()
+        resolve(v)
+      },
+      (e: unknown) => {
+        done()
+        reject(e)
+      },
+    )
+  })
+}
+const STOPPED = Symbol('stopped')
+
 /** A signal that aborts `ms` after `outer` does (never, without one); `dispose` lets go of `outer`. */
 function graceAfter(outer: AbortSignal | undefined, ms: number): { signal: AbortSignal | undefined; dispose(): void } {
   if (!outer) return { signal: undefined, dispose: () => undefined }
@@ -361,7 +404,7 @@ export function createContextualClient(options: ContextualClientOptions): Contex
         }
       }
       const nack = (consumerId: string, item: WorkItem, error: string, delaySeconds?: number) =>
-        settle('nacked', (o) => client.nack({ ...fenceOf(consumerId, item), error: error.slice(0, 2000), ...(delaySeconds !== undefined ? { delaySeconds } : {}) }, o))
+        settle('nacked', (o) => client.nack({ ...fenceOf(consumerId, item), error: cutText(toStorableText(error), 2000), ...(delaySeconds !== undefined ? { delaySeconds } : {}) }, o))
       // A reaction with its settle and the next pull; cut by the stop (going out, or in the pull's
       // wait), sent again alone: its repeat resolves the outcome, it never commits twice.
       const reacting = async (token: string, params: Record<string, unknown> | undefined): Promise<ReactResult> => {
@@ -391,14 +434,18 @@ export function createContextualClient(options: ContextualClientOptions): Contex
             held = null
             let decision: WorkDecision
             try {
-              decision = await handle(item, consumerId)
+              // A handler still busy 10 s after the stop is left to itself: its item's lease runs
+              // out and it is redelivered (work() used to wait for it for ever).
+              const answered = await untilStopped(Promise.resolve().then(() => handle(item, consumerId)), opts?.signal, SETTLE_GRACE_MS, STOPPED)
+              if (answered === STOPPED) break
+              decision = answered as WorkDecision
             } catch (e) {
-              await nack(consumerId, item, e instanceof Error ? e.message : String(e))
+              await nack(consumerId, item, described(e, true))
               continue
             }
             const fault = decisionFault(decision)
             if (fault) {
-              await nack(consumerId, item, `The worker's handler answered ${JSON.stringify(decision) ?? String(decision)}: ${fault}.`)
+              await nack(consumerId, item, `The worker's handler answered ${described(decision, false)}: ${fault}.`)
               continue
             }
             if ('react' in decision) {

@@ -32,7 +32,12 @@ export type ContextualCommand = (typeof ContextualCommands)[number]
 
 export const ContextualEventKinds = ['Created', 'Updated', 'Deleted'] as const
 
-const Name = z.string().regex(/^[A-Za-z][A-Za-z0-9_]{0,63}$/, 'use letters, digits and _ (start with a letter, at most 64)')
+const Name = z
+  .string()
+  .regex(/^[A-Za-z][A-Za-z0-9_]{0,63}$/, 'use letters, digits and _ (start with a letter, at most 64)')
+  // A name every JavaScript object has (constructor, toString, ...): an optional parameter so named
+  // made every call that left it out fail (the schema read the object's inherited member).
+  .refine((n) => !(n in Object.prototype), 'is a name every object has already (constructor, toString, valueOf, ...); choose another')
 /** A path template: `{event.path}`, `{event.parent}`, `{event.name}`, `{param.NAME}` are replaced. */
 const Template = z.string().min(1).max(1000)
 

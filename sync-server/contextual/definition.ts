@@ -46,11 +46,23 @@ function valueSchema(p: ContextualParameterSpec): z.ZodType<JsonValue> {
     case 'boolean':
       return z.boolean() as z.ZodType<JsonValue>
     case 'json':
-      return z.json() as z.ZodType<JsonValue>
+      // Kept as parsed: z.json() rebuilt objects by assignment and dropped a `__proto__` member,
+      // which a PATCH of the same value keeps (the reaction answered committed, the member lost).
+      return z.custom<JsonValue>((v) => isJsonValue(v), { message: 'Expected a JSON value' })
     default:
       p.Type satisfies never
       throw new Error('unreachable')
   }
+}
+
+/** JSON as a request may carry it: finite numbers, strings, booleans, null, arrays and plain objects (depth is bounded by the request's check). */
+function isJsonValue(v: unknown): boolean {
+  if (v === null || typeof v === 'string' || typeof v === 'boolean') return true
+  if (typeof v === 'number') return Number.isFinite(v)
+  if (Array.isArray(v)) return v.every(isJsonValue)
+  if (typeof v !== 'object') return false
+  const proto = Object.getPrototypeOf(v) as unknown
+  return (proto === Object.prototype || proto === null) && Object.values(v as object).every(isJsonValue)
 }
 
 /** A strict object schema from declared parameters (unknown keys refused). */
@@ -87,7 +99,9 @@ export function compileDefinition(content: JsonObject): CompiledDefinition {
   if (!parsed.success) {
     const issue = parsed.error.issues[0]
     const where = issue && issue.path.length ? issue.path.join('.') : 'content'
-    throw new WeftError('contextual_invalid_definition', `ContextualSubscription is invalid at ${where}: ${issue?.message ?? 'invalid'}.`)
+    // A refused name (a record's key) says why, not only "Invalid key in record".
+    const why = issue?.code === 'invalid_key' ? issue.issues[0]?.message : issue?.message
+    throw new WeftError('contextual_invalid_definition', `ContextualSubscription is invalid at ${where}: ${why ?? 'invalid'}.`)
   }
   const d = parsed.data
   const hydration = Object.entries(d.Hydration ?? {})

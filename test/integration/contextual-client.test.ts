@@ -413,3 +413,70 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     )
   })
 })
+
+/**
+ * [CTX52] work() with junk from its handler (found by an outside look, stop 42): each used to end
+ * the worker with a TypeError, the item leased until its lease ran out; a handler that never
+ * answered held work() for ever after the stop.
+ */
+describe('[CTX52] work() whatever its handler does', () => {
+  const env = ownedServer()
+
+  async function setup(n: string) {
+    const sub = `${env.space}/s${n}`
+    const prefix = `${env.space}/in${n}`
+    expectStatus(await putSubscription(env.ts.url, env.owner.token, sub, definition(prefix)), 201)
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(prefix, 'Document', {}), 201)
+    const c = createContextualClient({ baseUrl: env.ts.url, token: env.owner.token })
+    const { consumerId } = await c.next({ subscription: sub, consumer: 'c1' })
+    expectStatus(await api(env.ts.url, env.owner.token).putNode(`${prefix}/d`, 'Document', {}), 201)
+    return { sub, c, consumerId }
+  }
+
+  const junk: Record<string, () => WorkDecision> = {
+    'a nack whose delaySeconds is a BigInt': () => ({ nack: true, delaySeconds: 1n }) as unknown as WorkDecision,
+    'a cyclic object': () => {
+      const d: Record<string, unknown> = {}
+      d.self = d
+      return d as unknown as WorkDecision
+    },
+    'a throw of an object with no prototype': () => {
+      throw Object.create(null)
+    },
+    'a throw of an Error whose message is a number': () => {
+      const e = new Error('x')
+      ;(e as unknown as { message: unknown }).message = 42
+      throw e
+    },
+    'a nack whose error holds a NUL and half an emoji': () => ({ nack: true, error: 'bad\u0000reason \ud83d' }),
+  }
+
+  for (const [what, handle] of Object.entries(junk)) {
+    it(`${what}: the item is nacked with a storable reason, and the worker goes on`, async () => {
+      const { sub, c, consumerId } = await setup(what.replace(/[^a-z]/gi, '').slice(0, 24))
+      const stop = new AbortController()
+      const out = await c.work({ subscription: sub, consumer: 'c1', waitSeconds: 1 }, () => {
+        stop.abort()
+        return handle()
+      }, { signal: stop.signal })
+      expect(out).toEqual({ reacted: 0, acked: 0, nacked: 1, lost: 0 })
+      const status = await c.status(consumerId)
+      expect(status.leased).toBe(0)
+    })
+  }
+
+  it('a handler that never answers: the stop ends work(), the item left to its lease', async () => {
+    const { sub, c, consumerId } = await setup('hang')
+    const stop = new AbortController()
+    let called!: () => void
+    const asked = new Promise<void>((r) => (called = r))
+    const working = c.work({ subscription: sub, consumer: 'c1', waitSeconds: 1 }, () => {
+      called()
+      return new Promise<WorkDecision>(() => undefined)
+    }, { signal: stop.signal })
+    await asked
+    stop.abort()
+    expect(await working).toEqual({ reacted: 0, acked: 0, nacked: 0, lost: 0 })
+    expect((await c.status(consumerId)).leased).toBe(1)
+  })
+})
