@@ -6,6 +6,7 @@ import {
   activityMessage,
   finalStatusOf,
   isTerminal,
+  isWeftError,
   maxStatus,
   WeftError,
   principalName,
@@ -174,7 +175,17 @@ export class ActivityEngine {
     this.kit = defineEngine<{ source: number; row: LightRow }>(
       {
         name: 'activities',
-        watch: (c) => (c.nodeType === 'ActivityLog' && c.node && this.needsWork(c.path, c.node.content) ? [c.path] : []),
+        watch: (c) => {
+          if (c.nodeType !== 'ActivityLog') return []
+          // [ACT5] A run whose activity is deleted stops (it went on writing as its starter, and no
+          // one could cancel it any more); one still queued never starts.
+          if (c.kind === 'Deleted') {
+            const run = this.runs.get(c.path)
+            if (run) this.cancelRun(run)
+            return []
+          }
+          return c.node && this.needsWork(c.path, c.node.content) ? [c.path] : []
+        },
         replays: (r) => r.nodeType === 'ActivityLog' && r.kind !== 'Deleted',
         reconcile: {
           // [ACT9] Three light, paged scans; none loads a log's content.
@@ -416,7 +427,7 @@ export class ActivityEngine {
     }, principalName(owner))
     // A cancel requested between the claim and now is honoured at once.
     const latest = await this.nodes.get(SYSTEM, run.path)
-    if (latest?.content.RequestedStatus === 'Cancelled') this.cancelRun(run)
+    if (!latest || latest.content.RequestedStatus === 'Cancelled') this.cancelRun(run)
     void run.script.done.then((o) => this.finishRun(run, o))
   }
 
@@ -593,9 +604,19 @@ export class ActivityEngine {
     progress: ActivityProgress | null,
   ): Promise<void> {
     const at = now(this.clock)
-    await this.nodes.append(SYSTEM, path, 'Messages', lines as unknown as JsonValue[], 'engine', {
-      patch: (cur) => terminalPatch(cur, floor, extra, worst, progress, at),
-    })
+    const write = (floor_: ActivityStatus, extra_: JsonObject, lines_: ActivityMessage[]) =>
+      this.nodes.append(SYSTEM, path, 'Messages', lines_ as unknown as JsonValue[], 'engine', {
+        patch: (cur) => terminalPatch(cur, floor_, extra_, worst, progress, at),
+      })
+    try {
+      await write(floor, extra, lines)
+    } catch (err) {
+      // A value the node cannot hold (a ReturnValue nested past MAX_JSON_DEPTH, too large): the run
+      // ends Failed saying so, not Running until the sweep calls its worker lost.
+      if (!isWeftError(err) || !('ReturnValue' in extra)) throw err
+      const why = `The script's return value could not be stored (${err.code}): ${err.message}`
+      await write('Failed', { Error: why }, [...lines, activityMessage('Error', why, at)])
+    }
   }
 
   /** Activities with a live run in this process (diagnostics, tests, benchmarks). */

@@ -288,6 +288,9 @@ export class ScriptHost {
       cancel: () => {
         if (outcome || cancelled) return
         cancelled = true
+        // Still waiting for its slot or its worker: it ends now and never starts (it used to start
+        // once its turn came, and to say 2 s later that a script which never ran was terminated).
+        if (!worker) return end({ ok: false, aborted: true, message: 'Cancelled before it started.' })
         Atomics.store(flag, 0, 1)
         worker?.postMessage({ t: 'cancel' } satisfies ToWorker)
         graceTimer = clock.setTimeout(() => {

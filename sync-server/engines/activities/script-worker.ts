@@ -403,8 +403,9 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
       return { t: 'done', ok: false, aborted: false, limit: 'SCRIPT_MEMORY_MB', message: `The script used more than SCRIPT_MEMORY_MB (${memoryMb} MB) and was stopped.` }
     }
     // [STO10] A thrown message reaches here as JSON (a NUL or half an emoji intact): made storable,
-    // or the run's final write would be refused and the run left Running.
-    return { t: 'done', ok: false, aborted: aborted(), message: toStorableText(message) }
+    // or the run's final write would be refused and the run left Running. [ACT18] And cut as a log
+    // line is: it becomes the run's Error and its last line (a 20 MB throw was stored whole).
+    return { t: 'done', ok: false, aborted: aborted(), message: toStorableText(cutText(message, LINE_MAX_CHARS)) }
   }
 
   // Compiled on the main thread (script-host.ts compileScript): the function wrapping the source.
