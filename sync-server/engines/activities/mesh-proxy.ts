@@ -15,9 +15,25 @@ function asJson(node: MeshNode | null): JsonValue {
   return node as unknown as JsonValue
 }
 
-function matches(node: MeshNode | null, fields: JsonObject): boolean {
-  if (!node) return false
-  return Object.entries(fields).every(([k, v]) => JSON.stringify(node.content[k] ?? null) === JSON.stringify(v))
+/**
+ * Each field of a node's content as JSON text, made once per version of the node whoever waits on
+ * it: with every waiter stringifying the field again at every change, 256 waits on a 1 MB document
+ * made each of its writes 25× slower for everyone (stop 42).
+ */
+const fieldTexts = new WeakMap<JsonObject, Map<string, string>>()
+
+function fieldText(content: JsonObject, key: string): string {
+  let texts = fieldTexts.get(content)
+  if (!texts) fieldTexts.set(content, (texts = new Map()))
+  let text = texts.get(key)
+  if (text === undefined) texts.set(key, (text = JSON.stringify(content[key] ?? null)))
+  return text
+}
+
+/** What `fields` asks of a node, as JSON text made once per wait. */
+function matcher(fields: JsonObject): (node: MeshNode | null) => boolean {
+  const wanted = Object.entries(fields).map(([k, v]) => [k, JSON.stringify(v)] as const)
+  return (node) => node !== null && wanted.every(([k, text]) => fieldText(node.content, k) === text)
 }
 
 const cancelled = () => Object.assign(new Error('The activity was cancelled.'), { code: 'cancelled' })
@@ -40,7 +56,7 @@ function waitUntil(nodes: NodeApi, p: NodePath, fields: JsonObject, ms: number, 
     sub = nodes
       .node$(p)
       .pipe(
-        filter((n) => matches(n, fields)),
+        filter(matcher(fields)),
         take(1),
         timeout({ first: ms, with: () => Promise.reject(Object.assign(new Error(`${p} did not reach the awaited state within ${ms} ms.`), { code: 'timeout' })) }),
       )
@@ -103,7 +119,7 @@ export async function meshCall(nodes: NodeApi, owner: Principal, op: MeshOp, arg
       const ms = typeof opts.timeoutMs === 'number' && opts.timeoutMs > 0 ? opts.timeoutMs : WAIT_FOR_DEFAULT_MS
       // Read access is checked now; the watch itself reads as system and hands back only this node.
       const first = await nodes.get(owner, p)
-      if (matches(first, fields)) return asJson(first)
+      if (matcher(fields)(first)) return asJson(first)
       const node = await waitUntil(nodes, p, fields, ms, signal)
       if (!nodes.permissions(owner, p).has('Read')) throw new WeftError('forbidden', `You can no longer read ${p}.`)
       return asJson(node)
