@@ -380,11 +380,10 @@ export class ActivityEngine {
   }
 
   /**
-   * [ACT17] As whom the run acts: its StartedBy (the principal whose request started it, checked
-   * for Execute on the Code node then), re-checked now through the kit's one authority model. What
-   * it runs: the Source kept on the activity when it was made, never the Code node's current one.
+   * [ACT17] The run's starter as the authority model says now, or why it may not run: asked as the
+   * run is launched, and again when a run that waited for its owner's slot starts.
    */
-  private async launch(run: LiveRun, activity: MeshNode): Promise<void> {
+  private async authorize(activity: MeshNode): Promise<{ starter: Principal | null; refusal: string | null }> {
     const c = activity.content
     const requester = requesterOf(c.StartedBy, 'Execute', c.CodePath)
     let starter: Principal | null = null
@@ -403,6 +402,17 @@ export class ActivityEngine {
     } catch (err) {
       refusal = err instanceof WeftError && err.code === 'forbidden' ? `${requester?.userId ?? 'The starter'} may no longer execute ${String(c.CodePath)}.` : `The Code node could not be read: ${(err as Error).message}`
     }
+    return { starter, refusal }
+  }
+
+  /**
+   * [ACT17] As whom the run acts: its StartedBy (the principal whose request started it, checked
+   * for Execute on the Code node then), re-checked now through the kit's one authority model. What
+   * it runs: the Source kept on the activity when it was made, never the Code node's current one.
+   */
+  private async launch(run: LiveRun, activity: MeshNode): Promise<void> {
+    const c = activity.content
+    const { starter, refusal } = await this.authorize(activity)
     if (refusal || !starter) {
       this.finishRun(run, { ok: false, aborted: false, message: refusal ?? 'The run could not start.' })
       return
@@ -424,6 +434,9 @@ export class ActivityEngine {
       },
       onMesh: (op, args, signal) => meshCall(this.nodes, owner, op, args, signal),
       onQueued: (message) => this.push(run, activityMessage('Info', message, now(this.clock))),
+      // A run that waited for its slot is checked again as it starts: a Code node made not
+      // executable, or a starter who lost Execute, meanwhile, runs nothing.
+      recheck: async () => (await this.authorize(activity)).refusal,
     }, principalName(owner))
     // A cancel requested between the claim and now is honoured at once.
     const latest = await this.nodes.get(SYSTEM, run.path)

@@ -90,6 +90,8 @@ export interface ScriptRunHandlers {
   onStart?(): void
   /** [ACT18] The run waits because its owner already has SCRIPT_MAX_RUNS_PER_USER runs going (called once). */
   onQueued?(message: string): void
+  /** [ACT17] Asked, when a run that waited gets its slot, why it may no longer start (null: it starts). */
+  recheck?(): Promise<string | null>
 }
 
 export type ScriptOutcome =
@@ -223,16 +225,18 @@ export class ScriptHost {
    * owner. Waiters start in arrival order, skipping those whose owner is at their limit (so one
    * user's queue never holds up another's run).
    */
-  private async slot(owner: string, onQueued?: (message: string) => void): Promise<void> {
+  private async slot(owner: string, onQueued?: (message: string) => void): Promise<boolean> {
     const waiter: Waiter = { owner, start: () => undefined }
     const started = new Promise<void>((resolve) => (waiter.start = resolve))
     this.queue.push(waiter)
     this.dispatch()
+    const waits = this.queue.includes(waiter)
     const perUser = this.opts.maxRunsPerUser ?? 0
-    if (this.queue.includes(waiter) && owner !== '' && perUser > 0 && (this.perOwner.get(owner) ?? 0) >= perUser) {
+    if (waits && owner !== '' && perUser > 0 && (this.perOwner.get(owner) ?? 0) >= perUser) {
       onQueued?.(`Waiting: ${perUser} runs of the same user are running, the most SCRIPT_MAX_RUNS_PER_USER (${perUser}) allows at once; this run starts when one of them ends.`)
     }
     await started
+    return waits
   }
 
   /** Starts every waiter that may start now, in arrival order. */
@@ -316,12 +320,17 @@ export class ScriptHost {
       } catch (err) {
         return end({ ok: false, aborted: false, message: `The script does not compile: ${(err as Error).message.split('\n').slice(0, 3).join(' ')}` })
       }
-      await this.slot(owner, handlers.onQueued)
+      const waited = await this.slot(owner, handlers.onQueued)
       holdsSlot = true
       if (outcome) {
         this.release(owner)
         holdsSlot = false
         return
+      }
+      if (waited && handlers.recheck) {
+        const refusal = await handlers.recheck().catch((err: unknown) => `The run could not be checked again: ${(err as Error).message}`)
+        if (refusal) return end({ ok: false, aborted: false, message: refusal })
+        if (outcome) return
       }
       if (this.closed) return end({ ok: false, aborted: false, message: 'The server is shutting down.' })
       let spare = this.spares.shift() ?? this.spawn()
