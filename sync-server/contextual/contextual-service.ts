@@ -190,6 +190,9 @@ export interface ContextualPeers {
   onWake(handler: (consumerId: string, due: boolean) => void): void
 }
 
+/** [CTX10] Page budgets a pull that may not wait reads on through, when its consumer is far behind the log. */
+const CATCH_UP_BUDGETS = 10
+
 export class ContextualService {
   private readonly clock: Clock
   private peers: ContextualPeers | null = null
@@ -571,6 +574,8 @@ export class ContextualService {
     }
     const deadline = this.clock.now() + (req.waitSeconds ?? 0) * 1000
     let waited = false
+    /** Scans past the page budget made by a pull that may not wait (CATCH_UP_BUDGETS at most). */
+    let catchUps = 0
     // The history incarnation of the first lease: a consumer gone under a later one went with a restore, not a delete.
     let incarnation: number | null = null
     for (let made = false; ; ) {
@@ -593,6 +598,11 @@ export class ContextualService {
         consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id)
         continue
       }
+      // [CTX10] The scan stopped at its page budget with more of the log unread (a consumer far
+      // behind): read on at once, while the pull may wait, and for a few budgets more when it may
+      // not. It used to answer "nothing" with its event further on in the log, and a long poll
+      // slept its whole wait: under a steady load elsewhere, a worker never caught up.
+      if (leased.kind === 'none' && leased.behind && (this.clock.now() < deadline || ++catchUps <= CATCH_UP_BUDGETS)) continue
       if (leased.kind === 'leased') {
         const e = leased.event
         // [CTX8] An event the caller cannot read is not theirs to see: skipped, never delivered.

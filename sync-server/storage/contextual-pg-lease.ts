@@ -90,6 +90,7 @@ export async function pgLease(pool: pg.Pool, c: LeaseCall): Promise<LeaseResult>
   const q: Query = async (sql, params) => (await pool.query(pgPrepared(sql, params))).rows as Row[]
   let incarnation = 0
   let pages = 0
+  let behind = false
   let lost = 0
   let freed = false
   let dueMayExist = true
@@ -123,7 +124,10 @@ export async function pgLease(pool: pg.Pool, c: LeaseCall): Promise<LeaseResult>
         continue
       }
     }
-    if (pages++ >= INGEST_PAGES) break
+    if (pages++ >= INGEST_PAGES) {
+      behind = true
+      break
+    }
     const prefix = c.filter.prefix.endsWith('/') ? c.filter.prefix : `${c.filter.prefix}/`
     const g = (await q(INGEST_SQL, [c.consumerId, c.owner, INGEST_PAGE, c.consumerId, [...c.filter.nodeTypes], [...c.filter.kinds], c.filter.prefix, prefix, prefix, c.consumerId]))[0]!
     if (num(g.scanned) === 0) break
@@ -131,5 +135,5 @@ export async function pgLease(pool: pg.Pool, c: LeaseCall): Promise<LeaseResult>
     dueMayExist = num(g.added) > 0
   }
   if (incarnation === 0) incarnation = num((await q(INCARNATION_SQL, []))[0]?.inc)
-  return { kind: 'none', nextAt: nextAtOf((await q(pgSql(NEXT_AT_SQL), [c.consumerId]))[0]), incarnation }
+  return { kind: 'none', nextAt: nextAtOf((await q(pgSql(NEXT_AT_SQL), [c.consumerId]))[0]), incarnation, ...(behind ? { behind } : {}) }
 }

@@ -227,7 +227,8 @@ export interface LeaseCall {
 
 /** What a lease answers, with the history incarnation it ran under (a restore bumps it: [CTX37]). */
 /** `full`: MaxInFlight leases held; `nextAt` when the first of them ends. */
-export type LeaseAnswer = { kind: 'leased'; event: LeasedEvent } | { kind: 'none'; nextAt: number | null } | { kind: 'full'; nextAt: number | null } | { kind: 'gone' }
+/** `none` with `behind`: the scan stopped at its page budget with more of the log unread (pull again at once). */
+export type LeaseAnswer = { kind: 'leased'; event: LeasedEvent } | { kind: 'none'; nextAt: number | null; behind?: boolean } | { kind: 'full'; nextAt: number | null } | { kind: 'gone' }
 export type LeaseResult = LeaseAnswer & { incarnation: number }
 
 export type ContextualCall =
@@ -316,6 +317,7 @@ function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
   let cursor = num(consumer.cursor)
   const inFlight = num((yield* all(`SELECT count(*) AS n FROM contextual_events WHERE consumer_id = ? AND state = 'leased' AND expires_at > ?`, c.consumerId, c.now))[0]?.n)
   if (inFlight >= c.maxInFlight) return { kind: 'full', nextAt: nextAtOf((yield* all(FIRST_END_SQL, c.consumerId, c.now))[0]) }
+  let behind = false
   for (let pages = 0; ; ) {
     const due = (yield* all(
       `SELECT event_id, version, path, node_type, kind, attempt FROM contextual_events WHERE consumer_id = ?
@@ -336,7 +338,10 @@ function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
         event: { eventId: String(due.event_id), version: num(due.version), path: String(due.path), nodeType: String(due.node_type), kind: String(due.kind) as MeshChangeKind, attempt: attempt + 1, token: c.token, expiresAt },
       }
     }
-    if (pages++ >= INGEST_PAGES) break
+    if (pages++ >= INGEST_PAGES) {
+      behind = true
+      break
+    }
     const changes = yield* all('SELECT version, path, node_type, kind FROM changes WHERE version > ? ORDER BY version LIMIT ?', cursor, INGEST_PAGE)
     if (changes.length === 0) break
     for (const r of changes) {
@@ -350,7 +355,7 @@ function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
     cursor = num(changes[changes.length - 1]!.version)
     yield* run('UPDATE contextual_consumers SET cursor = ? WHERE id = ?', cursor, c.consumerId)
   }
-  return { kind: 'none', nextAt: nextAtOf((yield* all(NEXT_AT_SQL, c.consumerId))[0]) }
+  return { kind: 'none', nextAt: nextAtOf((yield* all(NEXT_AT_SQL, c.consumerId))[0]), ...(behind ? { behind } : {}) }
 }
 
 /** When the first live lease of a consumer ends (at its in-flight limit, the soonest it may lease again). */
