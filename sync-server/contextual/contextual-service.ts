@@ -613,11 +613,12 @@ export class ContextualService {
         try {
           return { consumerId: id, item: await this.workItem(principal, def, consumer, params, e) }
         } catch (err) {
-          // [CTX18] An item that cannot be delivered (its context over the bound) goes back with its
-          // reason: a dead letter after the last attempt, not a lease held till it expires.
-          if (isWeftError(err) && err.code === 'contextual_too_many_rows') {
-            await this.call({ op: 'nack', fence: { consumerId: id, eventId: e.eventId, token: e.token, attempt: e.attempt, now: this.clock.now() }, owner: user, availableAt: this.clock.now(), error: err.message, maxAttempts: def.limits.maxAttempts })
-          }
+          // [CTX18] An item that cannot be delivered (its context over the bound, the head moving
+          // through every read, a storage error) goes back with its reason: a dead letter after the
+          // last attempt, not a lease nobody holds a token of till it expires (a pull again found
+          // nothing). Best effort: the answer is the item's error either way.
+          const reason = isWeftError(err) ? err.message : 'The work item could not be built.'
+          await this.call({ op: 'nack', fence: { consumerId: id, eventId: e.eventId, token: e.token, attempt: e.attempt, now: this.clock.now() }, owner: user, availableAt: this.clock.now(), error: reason, maxAttempts: def.limits.maxAttempts }).catch(() => undefined)
           throw err
         }
       }

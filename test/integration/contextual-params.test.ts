@@ -60,3 +60,29 @@ describe('contextual parameters and errors, kept as written or refused by name',
     expect(expectStatus(await c.nack(consumerId, item, 0, 'readable reason'), 200).body.state).toBe('dead')
   })
 })
+
+describe('[CTX18] an item that could not be built', () => {
+  const env = ownedServer()
+
+  it('goes back to its consumer at once (it stayed leased to nobody for its whole lease): the pull the error asks for gets it', async () => {
+    const { ts, owner, space } = env
+    const sub = `${space}/sU`
+    expectStatus(await putSubscription(ts.url, owner.token, sub, definition(`${space}/inU`, { Limits: { LeaseSeconds: 600, MaxInFlight: 1, MaxAttempts: 3 } })), 201)
+    expectStatus(await api(ts.url, owner.token).putNode(`${space}/inU`, 'Document', {}), 201)
+    const c = ctx(ts.url, owner.token)
+    const { consumerId } = expectStatus(await c.next(sub), 200).body
+    expectStatus(await api(ts.url, owner.token).putNode(`${space}/inU/d`, 'Document', {}), 201)
+    // A busy database: the head moves on at every read of it, through every hydration try.
+    const storage = ts.server.storage as { lastVersion(): Promise<number> }
+    const real = storage.lastVersion.bind(storage)
+    let bump = 0
+    storage.lastVersion = async () => (await real()) + bump++
+    const r = await c.next(sub)
+    storage.lastVersion = real
+    expect(errorCode(r)).toBe('unavailable')
+    const again = expectStatus(await c.next(sub), 200).body
+    expect(again.item?.event.path).toBe(`${space}/inU/d`)
+    expect(again.item?.attempt).toBe(2)
+    expect(expectStatus(await c.status(consumerId), 200).body.leased).toBe(1)
+  })
+})
