@@ -69,4 +69,13 @@ describe('runs and what bounds them', () => {
     expect(texts(done)).not.toContain('ran')
     expect(String(done.content.Error)).toMatch(/is not executable/)
   })
+  it('[ACT1] a draft started by a patch of RequestedStatus is held to its required inputs: it ends Failed naming them, and nothing runs', async () => {
+    const c = await createCode(ts.url, alice.token, `${space}/c${n++}`, `await Mesh.put('${space}/ran-without', { nodeType: 'Document', content: {} }); return 1`, { Inputs: { Target: { Type: 'node', Required: true } } })
+    const draft = await run(ts.url, viewer.token, c, { start: false })
+    expect((await api(ts.url, viewer.token).patchNode(draft, { RequestedStatus: 'Running' })).status).toBe(200)
+    const done = await waitForStatus(ts.url, viewer.token, draft, terminal)
+    expect(done.content.Status).toBe('Failed')
+    expect(String(done.content.Error)).toMatch(/Required inputs are missing: Target/)
+    expect((await api(ts.url, alice.token).getNode(`${space}/ran-without`)).status).toBe(404)
+  })
 })

@@ -6,7 +6,9 @@ import {
   activityMessage,
   finalStatusOf,
   isTerminal,
+  isJsonObject,
   isWeftError,
+  missingInputs,
   maxStatus,
   WeftError,
   principalName,
@@ -396,6 +398,11 @@ export class ActivityEngine {
         const code = await this.nodes.get(SYSTEM, requester.path)
         if (!code || code.nodeType !== 'Code') refusal = `There is no Code node at ${c.CodePath}.`
         else if (code.content.IsExecutable === false) refusal = `${c.CodePath} is not executable.`
+        // [ACT1] A draft started by a patch of RequestedStatus is held to its Code node's required
+        // inputs as POST …/run is (it ran without them).
+        else if (missingInputs(code.content, isJsonObject(c.Inputs) ? c.Inputs : {}).length > 0) {
+          refusal = `Required inputs are missing: ${missingInputs(code.content, isJsonObject(c.Inputs) ? c.Inputs : {}).join(', ')}.`
+        }
         // Authorize as the caller, execute as system: the starter's right is re-checked as the run starts.
         else starter = actAs(this.nodes, requester)
       }
