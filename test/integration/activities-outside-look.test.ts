@@ -78,4 +78,9 @@ describe('runs and what bounds them', () => {
     expect(String(done.content.Error)).toMatch(/Required inputs are missing: Target/)
     expect((await api(ts.url, alice.token).getNode(`${space}/ran-without`)).status).toBe(404)
   })
+  it('a value the server thread cannot read (nested deeper than its stack) ends the run Failed saying so, not at the watchdog', async () => {
+    const done = await runAs(alice, "JSON.stringify = () => '['.repeat(5000) + ']'.repeat(5000); return 1")
+    expect(done.content.Status).toBe('Failed')
+    expect(String(done.content.Error)).toMatch(/sent a value this server cannot read/)
+  })
 })

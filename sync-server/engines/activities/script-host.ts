@@ -406,6 +406,10 @@ export class ScriptHost {
         } else end({ ok: false, aborted: cancelled, message: `The script worker crashed: ${err.message}` })
       })
       worker.once('exit', () => end({ ok: false, aborted: cancelled, message: 'The script worker stopped unexpectedly.' }))
+      // A message this thread cannot read (a value nested deeper than its stack, which the worker's
+      // larger one could write): the run ends now, saying so. It was lost silently, and the run
+      // held its slot until the watchdog ended it as SCRIPT_TIMEOUT_MS (stop 42).
+      worker.on('messageerror', (err) => end({ ok: false, aborted: cancelled, message: `The script sent a value this server cannot read (nested too deeply?): ${err.message}` }))
       // The worker stops a spinning script itself (interrupt handler); this is the backstop. Wall
       // time, not the engine's clock: what it backs up, the worker's deadline, is wall time.
       backstop = realClock.setTimeout(() => {
