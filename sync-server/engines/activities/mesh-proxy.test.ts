@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events'
 import { Subject } from 'rxjs'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { SYSTEM, permissionsFromMask, type MeshNode, type NodePath } from '../../../shared/index.js'
@@ -16,6 +17,8 @@ describe('[ACT18] Mesh.waitFor', () => {
       permissions: () => permissionsFromMask(0xff),
     } as unknown as NodeApi
     const abort = new AbortController()
+    // One run's signal, as many waits as the script makes (each listens to it).
+    setMaxListeners(0, abort.signal)
     const waits = Array.from({ length: 64 }, () => meshCall(nodes, SYSTEM, 'waitFor', ['S/doc' as NodePath, { Items: 3 }, { timeoutMs: 60_000 }], abort.signal))
     await new Promise((r) => setImmediate(r))
     const stringify = vi.spyOn(JSON, 'stringify')
