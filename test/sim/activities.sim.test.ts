@@ -127,3 +127,36 @@ describe('[KIT3][ACT9][ACT5] recover, sweep and cancel racing on one run append 
     })
   })
 })
+
+describe('[ACT9] a sweep has nothing to do for a cancelled draft', () => {
+  it('cancelled drafts are not read whole nor claimed again by any pass (their number only grows)', { timeout: 60_000 }, async () => {
+    mesh = await SimMesh.open({ seed: 9, engines: [activitiesOnSim] })
+    const m = mesh
+    const code = await codeNode(m.nodes, 'never', 'return 1')
+    const drafts: NodePath[] = []
+    for (let i = 0; i < 10; i++) {
+      const d = await runAs(m.nodes, code, false)
+      await m.nodes.patch(alice, d, { RequestedStatus: 'Cancelled' })
+      drafts.push(d)
+    }
+    await activities(m).engine.settled()
+    let claims = 0
+    const tap = m.committed$.subscribe((c) => {
+      if (drafts.includes(c.path)) claims++
+    })
+    let reads = 0
+    const get = m.nodes.get.bind(m.nodes)
+    m.nodes.get = async (p, path) => {
+      if (drafts.includes(path)) reads++
+      return get(p, path)
+    }
+    for (let pass = 0; pass < 3; pass++) {
+      await m.clock.advance(RECONCILE_MS)
+      await activities(m).engine.idle()
+    }
+    m.nodes.get = get
+    tap.unsubscribe()
+    expect({ claims, reads }).toEqual({ claims: 0, reads: 0 })
+    for (const d of drafts) expect((await m.nodes.get(SYSTEM, d))?.content.Status).toBeUndefined()
+  })
+})

@@ -254,7 +254,12 @@ export class ActivityEngine {
   /** Whether an activity needs this engine now (what the feed kicks on; cheap, no reads). */
   private needsWork(path: NodePath, c: JsonObject): boolean {
     if (this.stopping || isTerminal(c.Status)) return false
-    if (c.RequestedStatus === 'Cancelled') return !this.runs.get(path)?.cancelSent
+    if (c.RequestedStatus === 'Cancelled') {
+      const run = this.runs.get(path)
+      // A cancelled draft has nothing to do (it simply never starts): every sweep used to read it
+      // whole and claim it again, and their number only grows.
+      return run ? !run.cancelSent : c.Status === 'Running'
+    }
     return c.Status === undefined && c.RequestedStatus === 'Running'
   }
 
