@@ -69,7 +69,7 @@ export class WeftAuthPage extends LitElement {
     return html`
       <h1>Weft</h1>
       <h2>${signup ? 'Create an account' : 'Sign in'}</h2>
-      <form @submit=${this.submit} aria-label=${signup ? 'Sign up' : 'Sign in'}>
+      <form @submit=${this.submit} @input=${() => (this.error = '')} aria-label=${signup ? 'Sign up' : 'Sign in'}>
         ${signup ? html`<label>Name <input name="name" autocomplete="name" required /></label>` : ''}
         <label>Email <input name="email" type="email" autocomplete="email" required /></label>
         <label>Password <input name="password" type="password" autocomplete=${signup ? 'new-password' : 'current-password'} required minlength="8" /></label>
