@@ -232,3 +232,21 @@ describe('[PROD3] spare script workers', () => {
     expect(h.spareCount).toBe(0)
   })
 })
+
+describe('[ACT15] reading a thrown value', () => {
+  it("runs the script's own code (a getter of the thrown value) inside its CPU slot, as the rest of it", async () => {
+    const h = newHost(1)
+    let heldThen = -1
+    const handlers = {
+      ...noHandlers,
+      // Called while the getter spins: the worker posts the call and goes on spinning.
+      onMesh: () => {
+        heldThen = h.cpu.held()
+        return Promise.resolve(null)
+      },
+    }
+    const out = await h.run(`throw { get message() { Mesh.get('S/x'); const u = Date.now() + 3000; while (Date.now() < u); return 'spun' } }`, 'javascript', {}, handlers).done
+    expect(out).toMatchObject({ ok: false, message: expect.stringContaining('spun') })
+    expect(heldThen).toBe(1)
+  })
+})

@@ -415,13 +415,15 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   {
     const result = onCpu(() => vm.evalCode(`${code}\n__weft_run().then((v) => JSON.stringify(v === undefined ? null : v))`, SCRIPT_FILE))
     if (result.error) {
-      finishRun(failure(errorText(vm, result.error, sourceLines)))
+      // Reading a thrown value runs the script's own code (a getter, a toString): in a CPU slot.
+      finishRun(failure(onCpu(() => errorText(vm, result.error!, sourceLines))))
       result.error.dispose()
     } else {
       const promise = result.value
       vm.resolvePromise(promise).then((r) => {
         if (r.error) {
-          finishRun(failure(errorText(vm, r.error, sourceLines)))
+          const thrown = r.error
+          finishRun(failure(onCpu(() => errorText(vm, thrown, sourceLines))))
           r.error.dispose()
           return
         }
