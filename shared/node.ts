@@ -1,6 +1,6 @@
 import { z } from 'zod'
 import { WeftError } from './errors.js'
-import type { JsonObject } from './json.js'
+import { isJsonObject, type JsonObject } from './json.js'
 import { storableText, unstorableTextReason } from './storable-text.js'
 import type { NodePath } from './path.js'
 import type { MeshChangeKind } from './enums.js'
@@ -63,7 +63,7 @@ export function assertNodeName(name: string): void {
  */
 export const JsonObjectInput = z
   .unknown()
-  .refine((v) => typeof v === 'object' && v !== null && !Array.isArray(v), { message: 'Expected a JSON object' })
+  .refine(isJsonObject, { message: 'Expected a JSON object' })
   .meta({ type: 'object', additionalProperties: {} }) as unknown as z.ZodType<Record<string, unknown>, Record<string, unknown>>
 
 export const PutNodeBody = z.object({

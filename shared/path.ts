@@ -101,6 +101,15 @@ export function isReservedSegment(segment: string): boolean {
   return segment.startsWith('_')
 }
 
+/**
+ * A reserved place that holds nodes without being one (`_Access`, `_Activity`, `_Trash`,
+ * `_Check`): letters only. A node the engine makes at a reserved segment carries an id after a
+ * dot (a sub-thread `_sub.{id}`, a response `_r.{id}`).
+ */
+export function isContainerSegment(segment: string): boolean {
+  return /^_[A-Za-z]+$/.test(segment)
+}
+
 export function parseUserId(raw: unknown): UserId {
   const path = parseNodePath(raw)
   if (path.includes('/')) throw new WeftError('invalid_path', 'A user id is a single path segment.')

@@ -12,7 +12,7 @@ import {
   assertMergePatch,
   docToJson,
   isPermissiveContent,
-  isReservedSegment,
+  isContainerSegment,
   isSystem,
   isDeclaredTextField,
   isInTrash,
@@ -499,7 +499,7 @@ export class WritePath {
     // passed over; a node the engine makes at a reserved segment (a sub-thread `_sub.{id}`, a
     // response `_r.{id}`) must be there: a person could plant a message under a sub-thread before
     // its delegation made it, and the delegation then failed (stop 42).
-    while (parent && isReservedSegment(lastSegment(parent)) && /^_[A-Za-z]+$/.test(lastSegment(parent))) parent = parentPath(parent)
+    while (parent && isContainerSegment(lastSegment(parent))) parent = parentPath(parent)
     if (!parent) return
     // [ACC11] Whether the parent exists is told only to someone who may read it, or who holds a
     // right at the path itself (a partition's Admin writes under Admin/Partition without reading
@@ -738,22 +738,19 @@ export class WritePath {
     /** [SCALE19] Made from the stored log: the version every change up to which it holds (absent: made from the doc at the commit). */
     let tombstoneBase: number | undefined
     try {
+      // Stored children, and those whose creation is applied but not yet durable.
+      const prefix = `${ln.path}/`
+      const listed = async () => [...new Set([...(await this.storage.descendants(ln.path)), ...this.cache.loadedUnder(prefix)])]
+      let children = await listed()
       // [MOVE5] As the trash: a subtree holding nodes the deleter cannot read (a Deny below) is not
-      // theirs to delete. Checked before any child is deleted.
-      if (!cascading && !isSystem(principal)) {
-        const prefix = `${ln.path}/`
-        for (const child of [...(await this.storage.descendants(ln.path)), ...this.cache.loadedUnder(prefix)]) {
-          if (!this.access.permissions(principal, child).has('Read')) {
-            throw new WeftError('forbidden', `${ln.path} holds nodes you cannot read; only someone who can read all of it may delete it.`)
-          }
-        }
+      // theirs to delete. Checked on the first list, before any child is deleted.
+      if (!cascading && !isSystem(principal) && children.some((child) => !this.access.permissions(principal, child).has('Read'))) {
+        throw new WeftError('forbidden', `${ln.path} holds nodes you cannot read; only someone who can read all of it may delete it.`)
       }
       // Children first, so a crash half-way never leaves orphans under a deleted parent. The
       // list is read again until empty: a child committed while the first list was read counts.
       for (let pass = 0; pass < 5; pass++) {
-        // Stored children, and those whose creation is applied but not yet durable.
-        const prefix = `${ln.path}/`
-        const children = [...new Set([...(await this.storage.descendants(ln.path)), ...this.cache.loadedUnder(prefix)])]
+        if (pass > 0) children = await listed()
         if (children.length === 0) break
         children.sort((a, b) => b.length - a.length)
         for (const child of children) {

@@ -12,6 +12,7 @@ import {
   type JsonObject,
   type MeshNode,
   type NodePath,
+  type Permission,
   type PermissionSet,
   type Principal,
   type WriteRule,
@@ -30,13 +31,18 @@ export function allowsRule(principal: Principal, perms: () => PermissionSet, rul
   if (isSystem(principal)) return true
   if (rule === 'system') return false
   // `owner` names a node's user; creating or deleting one needs Update.
-  return perms().has(rule === 'admin' ? 'ManageAccess' : rule === 'owner' ? 'Update' : rule)
+  return perms().has(permissionOf(rule))
+}
+
+/** The permission a write rule other than `system` asks for (`owner`: a node's owner, or Update). */
+function permissionOf(rule: Exclude<WriteRule, 'system'>): Permission {
+  return rule === 'admin' ? 'ManageAccess' : rule === 'owner' ? 'Update' : rule
 }
 
 /** Whether a field's write rule admits the principal (a node's owner, under the `owner` rule, without Update). */
 function admitsField(principal: Principal, perms: PermissionSet, rule: WriteRule, owner?: string): boolean {
   if (rule === 'owner' && owner !== undefined && principal.kind === 'user' && principal.userId === owner) return true
-  return rule !== 'system' && perms.has(rule === 'admin' ? 'ManageAccess' : rule === 'owner' ? 'Update' : rule)
+  return rule !== 'system' && perms.has(permissionOf(rule))
 }
 
 /** [ACC7] The one field-rule check: patch, replace, Yjs update and create alike. */

@@ -405,11 +405,12 @@ export class ActivityEngine {
         else if (code.content.IsExecutable === false) refusal = `${c.CodePath} is not executable.`
         // [ACT1] A draft started by a patch of RequestedStatus is held to its Code node's required
         // inputs as POST …/run is (it ran without them).
-        else if (missingInputs(code.content, isJsonObject(c.Inputs) ? c.Inputs : {}).length > 0) {
-          refusal = `Required inputs are missing: ${missingInputs(code.content, isJsonObject(c.Inputs) ? c.Inputs : {}).join(', ')}.`
+        else {
+          const missing = missingInputs(code.content, isJsonObject(c.Inputs) ? c.Inputs : {})
+          if (missing.length > 0) refusal = `Required inputs are missing: ${missing.join(', ')}.`
+          // Authorize as the caller, execute as system: the starter's right is re-checked as the run starts.
+          else starter = actAs(this.nodes, requester)
         }
-        // Authorize as the caller, execute as system: the starter's right is re-checked as the run starts.
-        else starter = actAs(this.nodes, requester)
       }
     } catch (err) {
       refusal = err instanceof WeftError && err.code === 'forbidden' ? `${requester?.userId ?? 'The starter'} may no longer execute ${String(c.CodePath)}.` : `The Code node could not be read: ${(err as Error).message}`

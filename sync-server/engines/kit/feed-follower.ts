@@ -153,8 +153,9 @@ export class FeedFollower {
       const records = await this.opts.nodes.changesSince(SYSTEM, from, Math.min(REPLAY_PAGE, before - 1 - from))
       if (records.length === 0) break
       for (const r of records) {
-        if (r.version >= before || seen.has(`${r.kind === 'Deleted' ? '-' : '+'}${r.path}`)) continue
-        seen.add(`${r.kind === 'Deleted' ? '-' : '+'}${r.path}`)
+        const key = `${r.kind === 'Deleted' ? '-' : '+'}${r.path}`
+        if (r.version >= before || seen.has(key)) continue
+        seen.add(key)
         await this.replay(r)
       }
       from = records[records.length - 1]!.version

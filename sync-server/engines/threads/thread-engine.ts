@@ -377,7 +377,6 @@ export class ThreadEngine {
   /** The authors a round acts for: every user behind its input cells (system is nobody's right). */
   private async inputsOf(round: RoundState): Promise<{ texts: string[]; authors: UserId[]; byInput: { id: string; authors: string[] }[] }> {
     const texts: string[] = []
-    const authors = new Set<string>()
     const byInput: { id: string; authors: string[] }[] = []
     const cells = await Promise.all(round.Inputs.map((p) => this.nodes.get(SYSTEM, p as NodePath)))
     for (const cell of cells) {
@@ -387,10 +386,9 @@ export class ThreadEngine {
       for (const a of [cell.content.Author, ...strings(cell.content.OnBehalfOf)]) {
         if (typeof a === 'string' && a !== 'system' && a !== 'agent') own.push(a)
       }
-      for (const a of own) authors.add(a)
       byInput.push({ id: idOf(cell.path), authors: own })
     }
-    return { texts, authors: [...authors] as UserId[], byInput }
+    return { texts, authors: [...new Set(byInput.flatMap((i) => i.authors))] as UserId[], byInput }
   }
 
   /**
