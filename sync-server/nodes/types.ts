@@ -47,6 +47,12 @@ export type WriteRuleHook = (write: {
   before: MeshNode | null
   /** The content the write leaves (before any returned fields). */
   after: JsonObject
+  /**
+   * How the write came: `engine` is an engine's work done for the principal (a script's Mesh call,
+   * an agent's tool, a contextual reaction), with the principal's rights but not by her hand; the
+   * other origins are her own request (HTTP, MCP, a Yjs update).
+   */
+  origin: ChangeOrigin
 }) => JsonObject | undefined
 
 /**

@@ -261,7 +261,7 @@ export class WritePath {
           const next = withFieldsFromDoc(before.content, result, fields)
           validateFields(before.nodeType, next, fields)
           this.checkInvariants(before, { ...before, content: next })
-          added = this.rules.fields(principal, before.nodeType, before.path, before, next)
+          added = this.rules.fields(principal, before.nodeType, before.path, before, next, origin)
         }
     let applied: Uint8Array | null
     try {
@@ -320,7 +320,7 @@ export class WritePath {
     // The type's write rule, as on every other user write: it may refuse, or add system fields.
     if (!isSystem(principal) && this.rules.has(before.nodeType)) {
       const grown = items.length > 0 ? { [field]: [...(Array.isArray(prev) ? prev : []), ...items] } : {}
-      const added = this.rules.fields(principal, before.nodeType, before.path, before, { ...(applyMergePatch(before.content, patch) as JsonObject), ...grown })
+      const added = this.rules.fields(principal, before.nodeType, before.path, before, { ...(applyMergePatch(before.content, patch) as JsonObject), ...grown }, origin)
       if (added) {
         patch = { ...patch, ...added }
         patched = Object.keys(patch)
@@ -577,7 +577,7 @@ export class WritePath {
     } else if (!isSystem(principal)) {
       checkFieldRules(principal, ALL_PERMISSIONS, draft.nodeType, path, Object.keys(content))
     }
-    const added = this.rules.fields(principal, draft.nodeType, path, null, content)
+    const added = this.rules.fields(principal, draft.nodeType, path, null, content, origin)
     if (added) content = { ...content, ...added }
     // [THR26] The type's created-with fields; a person's content cannot name them (system fields).
     if (def.createdWith) content = { ...def.createdWith, ...content }
@@ -674,7 +674,7 @@ export class WritePath {
     if (name !== before.name && !this.allows(principal, ln.path, 'Update')) {
       throw new WeftError('forbidden', `${principalName(principal)} may not rename ${ln.path}.`)
     }
-    const added = this.rules.fields(principal, before.nodeType, before.path, before, next)
+    const added = this.rules.fields(principal, before.nodeType, before.path, before, next, origin)
     if (added) {
       next = { ...next, ...added }
       // A replace (patch null) stays a replace of the amended content.

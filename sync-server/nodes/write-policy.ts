@@ -189,11 +189,11 @@ export class WriteRules {
   }
 
   /** The type's rule for a user's write: refuses it (throws), or names system fields to add. */
-  fields(principal: Principal, nodeType: string, path: NodePath, before: MeshNode | null, after: JsonObject): JsonObject | undefined {
+  fields(principal: Principal, nodeType: string, path: NodePath, before: MeshNode | null, after: JsonObject, origin: ChangeOrigin): JsonObject | undefined {
     if (isSystem(principal)) return undefined
     const rule = this.rules.get(nodeType)
     if (!rule) return undefined
-    const added = rule({ principal, path, before, after })
+    const added = rule({ principal, path, before, after, origin })
     return added && Object.keys(added).length > 0 ? added : undefined
   }
 }

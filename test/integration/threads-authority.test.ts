@@ -35,6 +35,8 @@ function reply(req: ChatRequest): Reply {
   if (m) return { toolCalls: [{ id: `call_note_${++n}`, name: 'create', args: { path: m[1], nodeType: 'Document', content: { Note: 'by both' } } }] }
   m = /^longid (\S+)$/.exec(said)
   if (m) return { toolCalls: [{ id: `call_${'x'.repeat(300)}_${++n}`, name: 'create', args: { path: m[1], nodeType: 'Document', content: { Note: 'long id' } } }] }
+  m = /^approve (\S+) (\S+)$/.exec(said)
+  if (m) return { toolCalls: [{ id: `call_approve_${++n}`, name: 'patch', args: { path: m[1], patch: { ApprovalAnswer: { Id: m[2], Decision: 'Approved' } } } }] }
   if (said === 'hold') return { text: ['partial '], hold: true }
   return { text: ['ok'] }
 }
@@ -173,6 +175,63 @@ describe('[THR16] a round of several authors writes nothing that records one wri
     const doc = `${shared}/note-${n}`
     const { cell } = await sharedRound(`note ${doc}`)
     expect(String(cell.Text)).toMatch(/^done: /)
+    expect((await api(ts.url, alice.token).getNode(doc)).body.content).toEqual({ Note: 'by both' })
+  })
+})
+
+describe('[THR29] a run or an agent writes no message into a thread (it would be asked again, without end)', () => {
+  it('a script agent writing a message into its own thread: refused by name, its round answers, no second round', async () => {
+    const k = ++n
+    const th = `${shared}/self-${k}`
+    const again = `${th}/again-${k}`
+    const code = `${shared}/poster-${k}`
+    const cell = JSON.stringify({ Role: 'user', Author: alice.userId, Text: 'again', CreatedAt: '2026-01-01T00:00:00.000Z' })
+    const source = `try { await Mesh.put(${JSON.stringify(again)}, { nodeType: 'ThreadMessage', content: ${cell} }); return 'wrote' } catch (e) { return 'refused: ' + e.code + ': ' + e.message }`
+    expectStatus(await api(ts.url, alice.token).putNode(code, 'Code', { Language: 'javascript', IsExecutable: true, Source: source }), 201)
+    await createThread(ts.url, alice.token, th, { Agent: { Kind: 'script', CodePath: code } })
+    await post(ts.url, alice.token, th, 'go', `g${k}`)
+    const done = await settled(ts.url, alice.token, th, ingested(`g${k}`), 30_000)
+    expect(done.content.Disposition).toBe('Completed')
+    expect(String((await node(ts.url, alice.token, `${th}/_r.g${k}`)).content.Text)).toMatch(/^refused: forbidden: A run or an agent cannot write a message into a thread/)
+    expect((await api(ts.url, alice.token).getNode(again)).status).toBe(404)
+    expect(done.content.Messages).toEqual([`${th}/g${k}`, `${th}/_r.g${k}`])
+    // Alice herself still writes her own message cell directly (as on an offline device): it is asked.
+    expectStatus(await api(ts.url, alice.token).putNode(`${th}/own-${k}`, 'ThreadMessage', { Role: 'user', Author: alice.userId, Text: 'me', CreatedAt: new Date().toISOString() }), 201)
+    expect((await settled(ts.url, alice.token, th, ingested(`own-${k}`), 30_000)).content.Messages).toHaveLength(4)
+  })
+
+  it("a model's create tool in Alice's own round: a message in her name is refused (a tool error the model sees)", async () => {
+    const k = ++n
+    const th = await createThread(ts.url, alice.token, `${shared}/llm-self-${k}`, { Agent: { Kind: 'llm', Approve: [] } })
+    const forged = `${th}/again-${k}`
+    await post(ts.url, alice.token, th, `forge ${forged} ${alice.userId} say it again`, `f${k}`)
+    const done = await settled(ts.url, alice.token, th, ingested(`f${k}`), 30_000)
+    expect(String((await node(ts.url, alice.token, `${th}/_r.f${k}`)).content.Text)).toMatch(/forbidden: A run or an agent cannot write a message into a thread/)
+    expect((await api(ts.url, alice.token).getNode(forged)).status).toBe(404)
+    expect(done.content.Messages).toHaveLength(2)
+  })
+})
+
+describe('[THR30] an approval is answered by a person, never by a run or an agent acting for one', () => {
+  it("a model in Alice's other thread cannot approve the call her first thread awaits; Alice's own answer still counts", async () => {
+    const k = ++n
+    const waiting = await createThread(ts.url, alice.token, `${shared}/asks-${k}`, { Agent: { Kind: 'llm' } })
+    const doc = `${shared}/approved-${k}`
+    await post(ts.url, alice.token, waiting, `note ${doc}`, `w${k}`)
+    const asked = await waitFor(async () => {
+      const x = await node(ts.url, alice.token, waiting)
+      return (x.content.PendingApproval as Record<string, unknown> | undefined) ?? null
+    }, { description: 'the approval asked' })
+    const other = await createThread(ts.url, alice.token, `${shared}/approver-${k}`, { Agent: { Kind: 'llm', Approve: [] } })
+    await post(ts.url, alice.token, other, `approve ${waiting} ${String(asked.Id)}`, `o${k}`)
+    await settled(ts.url, alice.token, other, ingested(`o${k}`), 30_000)
+    expect(String((await node(ts.url, alice.token, `${other}/_r.o${k}`)).content.Text)).toMatch(/forbidden: An approval is answered by a person/)
+    const still = await node(ts.url, alice.token, waiting)
+    expect(still.content.PendingApproval).toEqual(asked)
+    expect(still.content.ApprovalBy ?? null).toBeNull()
+    expect((await api(ts.url, alice.token).getNode(doc)).status).toBe(404)
+    expectStatus(await api(ts.url, alice.token).patchNode(waiting, { ApprovalAnswer: { Id: asked.Id, Decision: 'Approved' } }), 200)
+    await settled(ts.url, alice.token, waiting, ingested(`w${k}`), 30_000)
     expect((await api(ts.url, alice.token).getNode(doc)).body.content).toEqual({ Note: 'by both' })
   })
 })

@@ -70,7 +70,7 @@ describe('[ACT17] the ActivityLog write rule', () => {
   assignment(access, 'S', 'carol', 'Viewer')
   assignment(access, 'S/locked', 'carol', 'Viewer', true)
   const written = activityWriteRule(access)
-  const rule = (w: Omit<Parameters<typeof written>[0], 'path'>) => written({ ...w, path: 'S/_Activity/a' as NodePath })
+  const rule = (w: Omit<Parameters<typeof written>[0], 'path' | 'origin'>) => written({ ...w, path: 'S/_Activity/a' as NodePath, origin: 'http' })
   const log = (content: JsonObject): MeshNode => ({ path: 'S/_Activity/a' as NodePath, nodeType: 'ActivityLog', name: 'a', content, createdBy: 'system', createdAt: '', updatedAt: '', version: 1, state: 'Active' })
   const draft = { CodePath: 'S/tool', CreatedBy: 'carol', Inputs: { a: 1 } }
   const as = (id: string) => ({ kind: 'user' as const, userId: id as UserId })

@@ -29,11 +29,16 @@ function pendingOf(c: JsonObject): JsonObject | null {
  * ordinal from which it applies) in that same write.
  */
 export function threadWriteRule(): WriteRuleHook {
-  return ({ principal, before, after }) => {
+  return ({ principal, before, after, origin }) => {
     // [THR27] A change of the agent records who made it and from which posting on it applies.
     const agent: JsonObject | undefined =
       before && !jsonEqual(after.Agent ?? null, before.content.Agent ?? null) ? { AgentSetBy: principal.userId, AgentSince: nextOrdinal(before.content) } : undefined
     const answered = approvalAnswered(principal.userId, before, after)
+    // [THR30] An approval is a person's decision: a run or an agent acting for her (a model's patch
+    // tool in another round, a script, a contextual reaction) would approve what an agent asked.
+    if (answered && origin === 'engine') {
+      throw new WeftError('forbidden', 'An approval is answered by a person: a run or an agent cannot answer it, even for someone who may. Answer it in the app or with your own request.')
+    }
     return agent || answered ? { ...agent, ...answered } : undefined
   }
 }

@@ -88,8 +88,17 @@ export async function postMessage(nodes: NodeApi, caller: Principal, thread: Nod
  * cell, once made, is changed by system only (the agent's streaming, an error).
  */
 export function threadMessageWriteRule(): WriteRuleHook {
-  return ({ principal, path, before, after }) => {
+  return ({ principal, path, before, after, origin }) => {
     if (before) throw new WeftError('forbidden_field', 'A thread message is written by the server once posted.')
+    // [THR29] A message is a person's: one written by a run or an agent for her would be asked of
+    // the thread's agent, whose next run could write another, without end (in its own thread, or
+    // two threads answering each other).
+    if (origin === 'engine') {
+      throw new WeftError(
+        'forbidden',
+        `A run or an agent cannot write a message into a thread (${path}): the thread would ask its agent again, and its answer could do the same, without end. Answer in the round's own response, or post the message yourself.`,
+      )
+    }
     // The engine ingests a cell by its id: one it would never ingest is refused here, so an
     // offline author sees the refusal instead of a message that silently never gets an answer.
     if (!isMessageId(lastSegment(path))) {
