@@ -211,6 +211,48 @@ describe('[ACT18] Mesh calls: in flight per run, and waits end with their run (f
   })
 })
 
+describe('[ACT18] the bound of Mesh calls holds against a script that changes its own Promise', () => {
+  it('a script whose Promise.prototype.then answers at once gets SCRIPT_MESH_IN_FLIGHT calls to the server, not twice as many', async () => {
+    const target = `${space}/tampered-get`
+    expect((await api(ts.url, alice.token).putNode(target, 'Document', { N: 1 })).status).toBe(201)
+    const nodes = ts.server.nodes
+    const get = nodes.get.bind(nodes)
+    let seen = 0
+    let release: () => void = () => undefined
+    const gate = new Promise<void>((r) => (release = r))
+    nodes.get = async (principal, path) => {
+      if (path !== target) return get(principal, path)
+      seen++
+      await gate
+      return get(principal, path)
+    }
+    try {
+      // The sandbox's queue lets a call go once the one before it answered; a \`then\` that answers
+      // at once frees its place while the server still works on the call. Every refusal by the host
+      // is heard through the real \`then\` (a rejection at once, as the call is made).
+      const done = await runCode(
+        'tampered',
+        `await null; // past the host's own \`then\` on the run's result
+         const then = Promise.prototype.then;
+         const refused = [];
+         Promise.prototype.then = function (f, r) { then.call(this, undefined, (e) => { refused.push(String((e && e.message) || e)) }); return then.call(Promise.resolve(undefined), f, r) };
+         for (let i = 0; i < 200; i++) Mesh.get(${JSON.stringify(target)});
+         for (let i = 0; i < 20000; i++) await null;
+         Promise.prototype.then = then;
+         return { refused: refused.length, first: refused[0] }`,
+      )
+      expect(done.content.Status, JSON.stringify(done.content)).toBe('Succeeded')
+      const r = done.content.ReturnValue as { refused: number; first: string }
+      expect(r.first).toMatch(new RegExp(`SCRIPT_MESH_IN_FLIGHT \\(${IN_FLIGHT}\\) Mesh calls at once`))
+      expect(r.refused).toBe(200 - IN_FLIGHT)
+      expect(seen).toBeLessThanOrEqual(IN_FLIGHT)
+    } finally {
+      release()
+      nodes.get = get
+    }
+  })
+})
+
 describe('[ACT18] size: everything a script writes stays under MAX_PAYLOAD_BYTES (finding 8)', () => {
   it('[ACT18] Mesh.put and Mesh.patch of 3 MB are refused with payload_too_large, nothing stored', async () => {
     const target = `${space}/big`

@@ -124,6 +124,8 @@ const quickjsReady = newQuickJSWASMModuleFromVariant(newVariant(RELEASE_SYNC, { 
 const bootstrap = (meshInFlight: number) => `
 (function (h, MESH_IN_FLIGHT, LINE_MAX) {
   'use strict';
+  // The script's later changes to its globals do not reach the calls made here.
+  const Promise = globalThis.Promise;
   class AbortError extends Error {
     constructor() { super('The activity was cancelled.'); this.name = 'AbortError'; this.code = 'cancelled'; }
   }
@@ -244,8 +246,11 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
   }
   const vm: QuickJSContext = runtime.newContext()
   /** Resolve/reject functions of the sandbox's own promises, kept until the host settles them. */
-  type Settler = { resolve: QuickJSHandle; reject: QuickJSHandle }
+  type Settler = { resolve: QuickJSHandle; reject: QuickJSHandle; wait: boolean }
   const pending = new Map<number, Settler>()
+  // [ACT18] The bound of Mesh calls, kept here where a script cannot reach: the sandbox's own queue
+  // (which makes calls past it wait) runs on the script's Promise, which the script can replace.
+  const held = { calls: 0, waits: 0 }
   const sleeps = new Set<{ timer: NodeJS.Timeout; resolve: QuickJSHandle }>()
   let nextId = 1
   let settled = false
@@ -287,6 +292,8 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
       const d = pending.get(r.id)
       if (!d || settled) return
       pending.delete(r.id)
+      if (d.wait) held.waits--
+      else held.calls--
       if (r.ok) settle(d.resolve, JSON.stringify(r.value ?? null))
       else settle(d.reject, JSON.stringify({ code: r.code, message: r.message }))
       drop(d)
@@ -370,12 +377,16 @@ async function run(m: Extract<ToWorker, { t: 'run' }>): Promise<void> {
         }),
       )
     }
-    // The sandbox keeps this from happening (N calls and N waits); the check makes it a rule of the host too.
-    if (pending.size >= 2 * meshInFlight) {
-      return vm.newString(JSON.stringify({ code: 'limit_exceeded', message: `More than SCRIPT_MESH_IN_FLIGHT (${meshInFlight}) Mesh calls at once.` }))
+    // The sandbox keeps this from happening (N calls and N waits); a script that replaced its
+    // Promise gets past the sandbox's queue, not past this.
+    const wait = vm.getString(op) === 'waitFor'
+    if ((wait ? held.waits : held.calls) >= meshInFlight) {
+      return vm.newString(JSON.stringify({ code: 'limit_exceeded', message: `More than SCRIPT_MESH_IN_FLIGHT (${meshInFlight}) Mesh ${wait ? 'waits' : 'calls'} at once.` }))
     }
+    if (wait) held.waits++
+    else held.calls++
     const id = nextId++
-    pending.set(id, { resolve: resolve!.dup(), reject: reject!.dup() })
+    pending.set(id, { resolve: resolve!.dup(), reject: reject!.dup(), wait })
     flushLogs()
     send({ t: 'mesh', id, op: vm.getString(op) as never, args: JSON.parse(s) as never })
     return undefined
