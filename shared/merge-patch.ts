@@ -326,10 +326,25 @@ function copyJson(value: JsonValue): JsonValue {
 }
 
 /** Makes `map` hold exactly `value` (nulls kept), touching only the members that differ. */
+/**
+ * Sets each of `fields` whole, as a replace would (`null` members kept), and leaves every other
+ * field as it is: for a writer that holds a value with null members (a script's return value),
+ * which a merge patch would strip. One Yjs transaction.
+ */
+export function setDocFields(doc: Y.Doc, fields: JsonObject, origin: unknown = null, isText: TextPolicy | null = null, text: TextCheck = 'checked here'): void {
+  assertJsonContent(fields, DEFAULT_MAX_JSON_DEPTH, text === 'checked here')
+  doc.transact(() => setMembers(doc.getMap(CONTENT_MAP), fields, isText ? [] : null, isText), origin)
+}
+
 function setMap(map: Y.Map<unknown>, value: JsonObject, at: readonly string[] | null, isText: TextPolicy | null): void {
   for (const key of [...map.keys()]) {
     if (getMember(value, key) === undefined) map.delete(key)
   }
+  setMembers(map, value, at, isText)
+}
+
+/** Sets `value`'s members on `map` (null members kept); members `value` does not name stay. */
+function setMembers(map: Y.Map<unknown>, value: JsonObject, at: readonly string[] | null, isText: TextPolicy | null): void {
   for (const [key, next] of Object.entries(value)) {
     if (next === undefined) continue
     const current = map.get(key)

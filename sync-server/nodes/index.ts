@@ -7,6 +7,7 @@ export { writeFence } from './fence.js'
 export { stepOf } from './commit-step.js'
 export { checkFieldRules, ownerOf } from './write-policy.js'
 export type {
+  AppendOptions,
   ChangeOrigin,
   CommitAttachment,
   HttpNodeApi,

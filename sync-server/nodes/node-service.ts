@@ -27,7 +27,7 @@ import { ContentFlush } from './content-flush.js'
 import { LoadedNode, type EarlyUpdate, type RoomConnection } from './loaded-node.js'
 import { NodeCache } from './node-cache.js'
 import { PagedReads } from './paged-reads.js'
-import type { ChangeOrigin, ClusterHooks, ClusterLink, CommitAttachment, LiveChange, NodeApi, NodeCapabilities, NodeDraft, SyncNodeApi, SyncRoom, UpdateFn, WriteRuleHook } from './types.js'
+import type { AppendOptions, ChangeOrigin, ClusterHooks, ClusterLink, CommitAttachment, LiveChange, NodeApi, NodeCapabilities, NodeDraft, SyncNodeApi, SyncRoom, UpdateFn, WriteRuleHook } from './types.js'
 import { WritePath } from './write-path.js'
 import { RemoteApply, type RemoteChange } from './remote-apply.js'
 import { WriteRules, allowsRule, checkFieldRules, ownerOf } from './write-policy.js'
@@ -429,7 +429,7 @@ export class NodeService implements SyncNodeApi {
     field: string,
     items: readonly JsonValue[],
     origin: ChangeOrigin = 'engine',
-    opts: { patch?: (current: MeshNode) => MergePatch | undefined } = {},
+    opts: AppendOptions = {},
   ): Promise<MeshNode> {
     return this.writes.append(principal, path, field, items, origin, opts)
   }

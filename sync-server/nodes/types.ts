@@ -115,6 +115,14 @@ export interface ClusterLink {
 /** Where a change came from; behaviour branches on it exhaustively (STYLE.md "Tag every change"). */
 export type ChangeOrigin = 'http' | 'sync' | 'mux' | 'engine' | 'system'
 
+/** What an append writes beside its items (NodeApi.append). */
+export interface AppendOptions {
+  /** Other top-level fields, patched in the same transaction; undefined = write nothing. */
+  patch?: (current: MeshNode) => MergePatch | undefined
+  /** Fields set whole with the patch, null members kept (a merge patch strips them); only when the patch is written. */
+  set?: JsonObject
+}
+
 export interface LiveChange extends ChangeRecord {
   /** The node after the change; null when Deleted. */
   node: MeshNode | null
@@ -167,14 +175,7 @@ export interface NodeApi {
    * the wire, whatever the array's length. Same field rules as a patch of `field`. `opts.patch`
    * patches other top-level fields in the same transaction (undefined = write nothing).
    */
-  append(
-    principal: Principal,
-    path: NodePath,
-    field: string,
-    items: readonly JsonValue[],
-    origin?: ChangeOrigin,
-    opts?: { patch?: (current: MeshNode) => MergePatch | undefined },
-  ): Promise<MeshNode>
+  append(principal: Principal, path: NodePath, field: string, items: readonly JsonValue[], origin?: ChangeOrigin, opts?: AppendOptions): Promise<MeshNode>
   /** Registers the write rule of a node type (one per type; engines register theirs at start-up). */
   registerWriteRule(nodeType: string, rule: WriteRuleHook): void
   /** Whether a node type has a write rule (it may record who writes: a message's Author, a run's StartedBy). */

@@ -24,6 +24,7 @@ import {
   replaceDocContent,
   replaceDocContentForward,
   replaceJsonContent,
+  setDocFields,
   SYSTEM,
   validateAppend,
   validateContent,
@@ -50,7 +51,7 @@ import { stepOf } from './commit-step.js'
 import type { ContentFlush } from './content-flush.js'
 import { DocCorrupted, type LoadedNode, type RoomConnection } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
-import type { ChangeOrigin, ClusterLink, CommitAttachment, NodeDraft, UpdateFn } from './types.js'
+import type { AppendOptions, ChangeOrigin, ClusterLink, CommitAttachment, NodeDraft, UpdateFn } from './types.js'
 import { allowsRule, buildsDocOnCreate, changedFields, checkFieldRules, checkInvariants, checkNoopWrite, checkPlacement, keepUnwritable, ownerOf, type WriteRules } from './write-policy.js'
 
 /** The result of a write: the node after it, once durable. */
@@ -293,7 +294,7 @@ export class WritePath {
     field: string,
     items: readonly JsonValue[],
     origin: ChangeOrigin = 'engine',
-    opts: { patch?: (current: MeshNode) => MergePatch | undefined } = {},
+    opts: AppendOptions = {},
     attach?: CommitAttachment,
   ): Promise<MeshNode> {
     assertMergePatch({ [field]: items as JsonValue[] })
@@ -309,7 +310,14 @@ export class WritePath {
     if (patch === undefined) return this.unchanged(principal, before, [field])
     assertMergePatch(patch, this.maxJsonDepth, false)
     if (Object.prototype.hasOwnProperty.call(patch, field)) throw new WeftError('invalid_patch', `An append to ${field} cannot also patch ${field}.`)
-    let patched = Object.keys(patch)
+    const set = opts.set && Object.keys(opts.set).length > 0 ? opts.set : null
+    if (set) {
+      assertJsonContent(set, this.maxJsonDepth, false)
+      const both = Object.keys(set).find((k) => k === field || Object.prototype.hasOwnProperty.call(patch, k))
+      if (both !== undefined) throw new WeftError('invalid_patch', `${both} is both set and patched (or appended to) in one write.`)
+    }
+    const withSet = (content: JsonObject): JsonObject => (set ? { ...content, ...replaceJsonContent(set, 'checked by the caller') } : content)
+    let patched = set ? [...Object.keys(patch), ...Object.keys(set)] : Object.keys(patch)
     if (items.length === 0 && patched.length === 0) return this.unchanged(principal, before, [field])
     const prev = before.content[field]
     if (prev !== undefined && prev !== null && !Array.isArray(prev)) {
@@ -320,10 +328,10 @@ export class WritePath {
     // The type's write rule, as on every other user write: it may refuse, or add system fields.
     if (!isSystem(principal) && this.rules.has(before.nodeType)) {
       const grown = items.length > 0 ? { [field]: [...(Array.isArray(prev) ? prev : []), ...items] } : {}
-      const added = this.rules.fields(principal, before.nodeType, before.path, before, { ...(applyMergePatch(before.content, patch) as JsonObject), ...grown }, origin)
+      const added = this.rules.fields(principal, before.nodeType, before.path, before, { ...withSet(applyMergePatch(before.content, patch) as JsonObject), ...grown }, origin)
       if (added) {
         patch = { ...patch, ...added }
-        patched = Object.keys(patch)
+        patched = set ? [...Object.keys(patch), ...Object.keys(set)] : Object.keys(patch)
       }
     }
     // The array this copy of the node owns (grown in place); another array is copied once.
@@ -332,7 +340,7 @@ export class WritePath {
       array = [...array]
       this.flush.appendable.set(array, ln)
     }
-    const merged = applyMergePatch(before.content, patch) as JsonObject
+    const merged = withSet(applyMergePatch(before.content, patch) as JsonObject)
     // [STO10] The patch's text where it changes the content (the items were checked whole).
     assertNewText(before.content, merged, 'invalid_patch')
     if (items.length > 0) validateAppend(before.nodeType, field, items, () => ({ ...merged, [field]: [...array, ...items] }))
@@ -359,7 +367,8 @@ export class WritePath {
             map.set(field, yarray)
           }
         }
-        if (patched.length > 0) applyPatchToDoc(doc, patch, origin, textPolicyFor(before.nodeType), 'checked by the caller')
+        if (Object.keys(patch).length > 0) applyPatchToDoc(doc, patch, origin, textPolicyFor(before.nodeType), 'checked by the caller')
+        if (set) setDocFields(doc, set, origin, textPolicyFor(before.nodeType), 'checked by the caller')
       }, origin),
     )
     this.flush.noteAppended(array, items)

@@ -35,6 +35,16 @@ describe('runs and what bounds them', () => {
     expect(String(done.content.Error).length).toBeLessThanOrEqual(10_000)
   })
 
+  it('[ACT20] a return value keeps its null members, at every depth (a merge patch dropped them)', async () => {
+    const value = { found: null, list: [null, 1], nested: { gone: null, kept: 'x', deeper: { z: null } } }
+    const done = await runAs(alice, `return ${JSON.stringify(value)}`)
+    expect(done.content.Status).toBe('Succeeded')
+    expect(done.content.ReturnValue).toEqual(value)
+    expect(Object.keys(done.content.ReturnValue as object)).toEqual(['found', 'list', 'nested'])
+    // A bare null is no return value, as before.
+    expect((await runAs(alice, 'return null')).content.ReturnValue).toBeUndefined()
+  })
+
   it('a return value nested past MAX_JSON_DEPTH ends the run Failed, saying why (it stayed Running until the sweep called its worker lost)', async () => {
     const done = await runAs(alice, "let v = 'leaf'; for (let i = 0; i < 80; i++) v = { In: v }; return v")
     expect(done.content.Status).toBe('Failed')

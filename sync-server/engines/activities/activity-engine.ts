@@ -630,10 +630,14 @@ export class ActivityEngine {
     progress: ActivityProgress | null,
   ): Promise<void> {
     const at = now(this.clock)
-    const write = (floor_: ActivityStatus, extra_: JsonObject, lines_: ActivityMessage[]) =>
-      this.nodes.append(SYSTEM, path, 'Messages', lines_ as unknown as JsonValue[], 'engine', {
-        patch: (cur) => terminalPatch(cur, floor_, extra_, worst, progress, at),
+    // [ACT20] The return value is set whole: a merge patch would drop its null members.
+    const write = (floor_: ActivityStatus, extra_: JsonObject, lines_: ActivityMessage[]) => {
+      const { ReturnValue, ...fields } = extra_
+      return this.nodes.append(SYSTEM, path, 'Messages', lines_ as unknown as JsonValue[], 'engine', {
+        patch: (cur) => terminalPatch(cur, floor_, fields, worst, progress, at),
+        ...(ReturnValue !== undefined ? { set: { ReturnValue } } : {}),
       })
+    }
     try {
       await write(floor, extra, lines)
     } catch (err) {
