@@ -1,7 +1,7 @@
 import { createHash, randomBytes, scrypt as scryptCb, timingSafeEqual } from 'node:crypto'
 import { promisify } from 'node:util'
 import { z } from 'zod'
-import { SYSTEM, WeftError, parseUserId, type NodePath, type UserId } from '../../shared/index.js'
+import { SYSTEM, WeftError, parseUserId, type MeshNode, type NodePath, type UserId } from '../../shared/index.js'
 import type { Account, StorageAdapter } from '../storage/index.js'
 import type { NodeApi } from '../nodes/index.js'
 import type { UserDirectory } from './types.js'
@@ -13,6 +13,12 @@ const scrypt = promisify(scryptCb) as (password: string, salt: Buffer, keylen: n
 const SCRYPT = { N: 16384, r: 8, p: 1, maxmem: 64 * 1024 * 1024 }
 const KEY_LEN = 32
 const TOKEN_CACHE_MAX = 10_000
+/**
+ * Ids no account gets: top-level places of the server (`admin`, `api`) and the names the server
+ * writes for itself where a user id stands (`system` as CreatedBy or a change's author, `agent` as
+ * a response's Author): a person with one of them would pass for the server.
+ */
+const RESERVED_USER_IDS: ReadonlySet<string> = new Set(['admin', 'api', 'system', 'agent'])
 
 export const SignupBody = z.object({
   email: z.string().trim().toLowerCase().email().max(320),
@@ -73,7 +79,7 @@ export class AuthService implements UserDirectory {
       // the same person retrying it: same password, no User node yet.
       const userId = parseUserId(existing.userId)
       if (!(await this.hasUserNode(userId)) && (await verifyPassword(body.password, existing.passwordHash))) {
-        await this.ensureUserNode(userId, body.email, body.name)
+        await this.requireHome(userId, body.email, body.name)
         return { userId, token: await this.issueToken(userId) }
       }
       throw new WeftError('email_taken', `An account for ${body.email} already exists; log in instead.`)
@@ -84,17 +90,21 @@ export class AuthService implements UserDirectory {
       const candidate = await this.freeUserId(body.email, attempt)
       try {
         await this.storage.createAccount({ userId: candidate, email: body.email, passwordHash, createdAt: new Date().toISOString() })
-        userId = candidate
       } catch (e) {
         // Either the email was taken meanwhile, or a concurrent signup took the same id: retry.
         if (await this.storage.findAccountByEmail(body.email)) {
           throw new WeftError('email_taken', `An account for ${body.email} already exists; log in instead.`)
         }
         if (attempt === 4) throw e
+        continue
       }
+      // The id was free when chosen; someone may have made a node there since (a Space at the
+      // predictable id, made to become this person's home): then the account gives the id up,
+      // before any token for it exists, and takes another.
+      if (await this.claimHome(candidate, body.email, body.name)) userId = candidate
+      else await this.storage.deleteAccount(candidate, body.email)
     }
-    if (!userId) throw new WeftError('internal', 'Could not allocate a user id.')
-    await this.ensureUserNode(userId, body.email, body.name)
+    if (!userId) throw new WeftError('unavailable', 'Could not find a free user id for this account; try again.')
     return { userId, token: await this.issueToken(userId) }
   }
 
@@ -119,22 +129,38 @@ export class AuthService implements UserDirectory {
     }
     attempt.succeeded()
     const userId = parseUserId(account.userId)
-    if (!(await this.hasUserNode(userId))) await this.ensureUserNode(userId, account.email, account.email.split('@')[0] ?? userId)
+    if (!(await this.hasUserNode(userId))) await this.requireHome(userId, account.email, account.email.split('@')[0] ?? userId)
     return { userId, token: await this.issueToken(userId) }
   }
 
-  private async hasUserNode(userId: UserId): Promise<boolean> {
-    return (await this.nodes.get(SYSTEM, userId as string as NodePath)) !== null
+  /** A person's home: the User node the server made at their id (a node anyone else made there is not). */
+  private static isHome(node: MeshNode | null): boolean {
+    return node !== null && node.nodeType === 'User' && node.createdBy === 'system'
   }
 
-  /** Creating the User node is what fires matching subscriptions (invites); idempotent. */
-  private async ensureUserNode(userId: UserId, email: string, name: string): Promise<void> {
-    await this.nodes.update(
+  private async hasUserNode(userId: UserId): Promise<boolean> {
+    return AuthService.isHome(await this.nodes.get(SYSTEM, userId as string as NodePath))
+  }
+
+  /**
+   * Makes the User node at the account's id unless it is there (creating it is what fires matching
+   * subscriptions: invites). False when another node stands there: it is never taken as the home.
+   */
+  private async claimHome(userId: UserId, email: string, name: string): Promise<boolean> {
+    const home = await this.nodes.update(
       SYSTEM,
       userId as string as NodePath,
       (current) => current ?? { nodeType: 'User', name, content: { Email: email, FullName: name, PinnedPaths: [] } },
       'system',
     )
+    return AuthService.isHome(home)
+  }
+
+  /** An existing account's home, made now if a crash left it out; refused when another node took its place. */
+  private async requireHome(userId: UserId, email: string, name: string): Promise<void> {
+    if (!(await this.claimHome(userId, email, name))) {
+      throw new WeftError('conflict', `The place of your account (${userId}) holds a node someone else made; an operator must move it before you can sign in.`)
+    }
   }
 
   private purgeTimer: NodeJS.Timeout | null = null
@@ -219,7 +245,7 @@ export class AuthService implements UserDirectory {
     const base = (email.split('@')[0] ?? 'user').toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 40) || 'user'
     for (let i = 1; i < 1000; i++) {
       const candidate = i === 1 ? base : `${base}-${i}`
-      if (candidate === 'admin' || candidate === 'api') continue
+      if (RESERVED_USER_IDS.has(candidate)) continue
       if (!(await this.storage.getNode(candidate as NodePath))) return parseUserId(candidate)
     }
     return parseUserId(`${base}-${randomBytes(4).toString('hex')}`)

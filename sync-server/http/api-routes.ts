@@ -62,7 +62,8 @@ function positiveInt(r: RouteRequest, name: string, fallback: number): number {
   if (raw === null || raw === '') return fallback
   const n = Number(raw)
   if (!Number.isInteger(n) || n < 1) throw new WeftError('invalid_request', `${name} must be a positive integer.`)
-  return n
+  // Past any page a route serves (each caps its own): no database is handed a number past its integers.
+  return Math.min(n, Number.MAX_SAFE_INTEGER)
 }
 
 /** The HTTP API of DESIGN.md's contract table. */
@@ -221,7 +222,8 @@ export function apiRoutes(deps: ApiDeps): Route[] {
       pattern: /^\/api\/changes$/,
       handler: async (r) => {
         const since = Number(r.query.get('since') ?? 0)
-        if (!Number.isInteger(since) || since < 0) throw new WeftError('invalid_request', 'since must be a non-negative integer version.')
+        // A version is a safe integer: one past it (1e20) reached PostgreSQL as a bigint it cannot hold (a 500).
+        if (!Number.isSafeInteger(since) || since < 0) throw new WeftError('invalid_request', 'since must be a non-negative integer version.')
         const limit = positiveInt(r, 'limit', 1000)
         // [FEED1] `next` always: the version to continue from, past everything examined.
         return { status: 200, body: await nodes.changesPage(caller(r), since, limit) }

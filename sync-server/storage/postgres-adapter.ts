@@ -656,6 +656,10 @@ export class PostgresStorage implements StorageAdapter {
     }
   }
 
+  async deleteAccount(userId: string, email: string): Promise<void> {
+    await this.pool.query('DELETE FROM accounts WHERE user_id = $1 AND email = $2', [userId, email.toLowerCase()])
+  }
+
   async findAccountByEmail(email: string): Promise<Account | null> {
     const r = await this.pool.query<{ user_id: string; email: string; password_hash: string; created_at: string }>(
       'SELECT user_id, email, password_hash, created_at FROM accounts WHERE email = $1',

@@ -127,6 +127,9 @@ class InlineWriter implements WriterPort {
       case 'createAccount':
         this.writer.createAccount(message.account)
         return undefined
+      case 'deleteAccount':
+        this.writer.deleteAccount(message.userId, message.email)
+        return undefined
       case 'saveToken':
         this.writer.saveToken(message.hash, message.userId, message.expiresAt)
         return undefined
@@ -437,6 +440,10 @@ export class SqliteStorage implements StorageAdapter {
 
   async createAccount(account: Account): Promise<void> {
     await this.writer.request({ op: 'createAccount', account })
+  }
+
+  async deleteAccount(userId: string, email: string): Promise<void> {
+    await this.writer.request({ op: 'deleteAccount', userId, email })
   }
 
   async findAccountByEmail(email: string): Promise<Account | null> {

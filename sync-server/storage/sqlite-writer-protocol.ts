@@ -9,6 +9,7 @@ import type { ContextualCall } from './contextual-store.js'
 export type WriterRequest =
   | { id: number; op: 'batch'; batch: BatchItem[] }
   | { id: number; op: 'createAccount'; account: Account }
+  | { id: number; op: 'deleteAccount'; userId: string; email: string }
   | { id: number; op: 'saveToken'; hash: string; userId: string; expiresAt: string }
   | { id: number; op: 'revokeToken'; hash: string }
   | { id: number; op: 'purgeTokens'; before: string }

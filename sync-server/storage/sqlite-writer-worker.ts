@@ -77,6 +77,10 @@ port.on('message', (request: WriterRequest) => {
         writer.createAccount(request.account)
         response = { id: request.id, ok: true }
         break
+      case 'deleteAccount':
+        writer.deleteAccount(request.userId, request.email)
+        response = { id: request.id, ok: true }
+        break
       case 'saveToken':
         writer.saveToken(request.hash, request.userId, request.expiresAt)
         response = { id: request.id, ok: true }

@@ -144,6 +144,7 @@ export class SqliteWriter {
       insertAccount: db.prepare<[string, string, string, string]>(
         'INSERT INTO accounts (user_id, email, password_hash, created_at) VALUES (?, ?, ?, ?)',
       ),
+      deleteAccount: db.prepare<[string, string]>('DELETE FROM accounts WHERE user_id = ? AND email = ?'),
       saveToken: db.prepare<[string, string, string]>('INSERT OR REPLACE INTO tokens (hash, user_id, expires_at) VALUES (?, ?, ?)'),
       revokeToken: db.prepare<[string]>('DELETE FROM tokens WHERE hash = ?'),
       purgeTokens: db.prepare<[string]>('DELETE FROM tokens WHERE expires_at <= ?'),
@@ -445,6 +446,10 @@ export class SqliteWriter {
       }
       throw error
     }
+  }
+
+  deleteAccount(userId: string, email: string): void {
+    this.stmt.deleteAccount.run(userId, email.toLowerCase())
   }
 
   saveToken(tokenHash: string, userId: string, expiresAt: string): void {

@@ -220,6 +220,11 @@ export interface StorageAdapter {
   lastVersion(): Promise<number>
 
   createAccount(account: Account): Promise<void>
+  /**
+   * Removes the account of `userId` made with `email` (both must match): a sign-up whose home was
+   * taken before it could claim it gives its id up, before anyone could have used it.
+   */
+  deleteAccount(userId: string, email: string): Promise<void>
   findAccountByEmail(email: string): Promise<Account | null>
   /** Tokens are stored as hashes only. */
   saveToken(tokenHash: string, userId: string, expiresAt: string): Promise<void>

@@ -45,6 +45,45 @@ describe('server auth', () => {
     expect(me.body).toMatchObject({ userId: user.userId, email, name: 'Ada Lovelace' })
   })
 
+  it("[AUTH6] a Space someone makes at a new account's id while its sign-up runs never becomes that person's home", async () => {
+    const mallory = await signup(ts.url)
+    const local = `squat${Date.now().toString(36)}`
+    // Between the account's insert and its User node, Mallory puts a Space at the predictable id
+    // (an interleaving a race finds about 1 time in 8; made certain here).
+    const storage = ts.server.storage
+    const createAccount = storage.createAccount.bind(storage)
+    let squatted = 0
+    storage.createAccount = async (account) => {
+      await createAccount(account)
+      if (account.userId === local) squatted = (await api(ts.url, mallory.token).request('PUT', `/api/nodes/${local}`, { body: { nodeType: 'Space', content: {} }, headers: { 'if-none-match': '*' } })).status
+    }
+    let victim: Awaited<ReturnType<typeof signup>>
+    try {
+      victim = await signup(ts.url, `${local}@example.com`, undefined, 'Victim')
+    } finally {
+      storage.createAccount = createAccount
+    }
+    expect(squatted).toBe(201)
+    // The account gave that id up and took another; its home is its own User node.
+    expect(victim.userId).not.toBe(local)
+    const home = await api(ts.url, victim.token).getNode(victim.userId)
+    expect(home.body).toMatchObject({ nodeType: 'User', createdBy: 'system', content: { Email: `${local}@example.com` } })
+    expect((await api(ts.url, mallory.token).getNode(victim.userId)).status).toBe(403)
+    // What she keeps at home, Mallory does not read; Mallory's Space stays hers.
+    expect((await api(ts.url, victim.token).putNode(`${victim.userId}/diary`, 'Document', { Text: 'private' })).status).toBe(201)
+    expect(errorCode(await api(ts.url, mallory.token).getNode(`${victim.userId}/diary`))).toBe('forbidden')
+    expect((await api(ts.url, mallory.token).getNode(local)).body).toMatchObject({ nodeType: 'Space', createdBy: mallory.userId })
+    expect((await login(ts.url, `${local}@example.com`)).userId).toBe(victim.userId)
+  })
+
+  it('[AUTH6] no account gets an id the server writes for itself (system, agent) or a top-level place of its own (admin, api)', async () => {
+    for (const local of ['system', 'agent', 'admin', 'api']) {
+      const user = await signup(ts.url, `${local}@${Date.now().toString(36)}.example`)
+      expect(user.userId).not.toBe(local)
+      expect(user.userId.startsWith(`${local}-`)).toBe(true)
+    }
+  })
+
   it('signup refuses a malformed request with a code and creates nothing', async () => {
     const anon = api(ts.url)
     const noPassword = await anon.post('/api/auth/signup', { email: uniqueEmail(), name: 'X' })

@@ -695,6 +695,13 @@ export function runStorageContract(name: string, open: () => Promise<OpenedStora
       await expectCode(store.createAccount({ ...account, userId: 'u2', email: 'ALICE@example.com' }), 'email_taken')
       await expectCode(store.createAccount({ ...account, email: 'other@example.com' }), 'already_exists')
       expect(await store.findAccountByEmail('nobody@example.com')).toBeNull()
+      // Only the account of both the id and the email goes.
+      await store.deleteAccount('u1', 'other@example.com')
+      expect(await store.findAccountByEmail('alice@example.com')).toMatchObject({ userId: 'u1' })
+      await store.deleteAccount('u1', 'ALICE@example.com')
+      expect(await store.findAccountByEmail('alice@example.com')).toBeNull()
+      await store.createAccount({ ...account, userId: 'u1' })
+      expect(await store.findAccountByEmail('alice@example.com')).toMatchObject({ userId: 'u1' })
     })
 
     it('saves, finds and revokes tokens', async () => {

@@ -171,6 +171,17 @@ describe('unstorable input, PostgreSQL only', () => {
     expect((await a.getNode(space)).status).toBe(200)
   })
 
+  it('a version or a page size past every integer (1e20, 2^63) is a 400 or a capped page, never a 500', async () => {
+    const a = api(ts.url, owner.token)
+    for (const since of ['1e20', '9223372036854775808']) {
+      const r = await a.request('GET', `/api/changes?since=${since}`)
+      expect({ since, status: r.status, code: errorCode(r) }).toEqual({ since, status: 400, code: 'invalid_request' })
+    }
+    for (const q of [`/api/changes?since=0&limit=1e20`, `/api/nodes?parent=${space}&limit=9223372036854775808`]) {
+      expect((await a.request('GET', q)).status, q).toBe(200)
+    }
+  })
+
   it('a value PostgreSQL refuses fails its own commit only, not the others of its batch', async () => {
     const storage = ts.server.storage
     const at = new Date().toISOString()
