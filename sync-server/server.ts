@@ -123,6 +123,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     : null
   if (cluster) for (const engine of engines) await engine.stop()
   if (cluster) contextual.connect(cluster.contextualPeers)
+  if (cluster) auth.connectPeers(cluster.tokenPeers)
   const engineLimits = () => Object.assign({}, ...engines.map((e) => e.limits?.() ?? {})) as Record<string, number>
   // [OPS10] Always kept (counters and scrape-time gauges): the operator's page reads it; /metrics serves it only with METRICS_TOKEN.
   const metrics = await startMetrics()

@@ -14,6 +14,20 @@ const SCRYPT = { N: 16384, r: 8, p: 1, maxmem: 64 * 1024 * 1024 }
 const KEY_LEN = 32
 const TOKEN_CACHE_MAX = 10_000
 /**
+ * [AUTH7] How long a token this instance read is trusted without reading it again (ms): with
+ * several instances a logout on another is told over Redis at once, and this bounds it when that
+ * message is lost.
+ */
+const TOKEN_RECHECK_MS = 5_000
+/** A token's hash as `hashToken` makes it (what another instance's revocation names). */
+const TOKEN_HASH = /^[0-9a-f]{64}$/
+
+/** [AUTH7] Revocations told to and heard from the other instances (cluster/cluster.ts). */
+export interface TokenPeers {
+  publish(tokenHash: string): void
+  onRevoked(handler: (tokenHash: string) => void): void
+}
+/**
  * Ids no account gets: top-level places of the server (`admin`, `api`) and the names the server
  * writes for itself where a user id stands (`system` as CreatedBy or a change's author, `agent` as
  * a response's Author): a person with one of them would pass for the server.
@@ -61,7 +75,8 @@ export interface Session {
 }
 
 export class AuthService implements UserDirectory {
-  private readonly tokenCache = new Map<string, { userId: UserId; expiresAt: number }>()
+  private readonly tokenCache = new Map<string, { userId: UserId; expiresAt: number; checkedAt: number }>()
+  private peers: TokenPeers | null = null
   private readonly revokedListeners = new Set<(tokenHash: string) => void>()
 
   constructor(
@@ -69,6 +84,7 @@ export class AuthService implements UserDirectory {
     private readonly nodes: NodeApi,
     private readonly tokenTtlMs: number,
     private readonly throttle: LoginThrottle = new LoginThrottle(),
+    private readonly now: () => number = Date.now,
   ) {}
 
   async signup(raw: unknown): Promise<{ userId: UserId; token: string }> {
@@ -178,11 +194,29 @@ export class AuthService implements UserDirectory {
     this.purgeTimer = null
   }
 
-  /** Revokes the token; every open socket signed in with it is closed (4401) at once. */
+  /** Revokes the token; every open socket signed in with it is closed (4401) at once, on every instance. */
   async logout(token: string): Promise<void> {
     const hash = hashToken(token)
     this.tokenCache.delete(hash)
     await this.storage.revokeToken(hash)
+    this.peers?.publish(hash)
+    this.revoked(hash)
+  }
+
+  /**
+   * [AUTH7] With several instances: a logout on one reaches the others at once. Each kept the
+   * token it had read in memory, and served it (HTTP, sockets, long polls) until it expired.
+   */
+  connectPeers(peers: TokenPeers): void {
+    this.peers = peers
+    peers.onRevoked((hash) => {
+      if (TOKEN_HASH.test(hash)) this.revoked(hash)
+    })
+  }
+
+  /** A token revoked (here or on another instance): forgotten, and whatever holds it is told. */
+  private revoked(hash: string): void {
+    this.tokenCache.delete(hash)
     for (const listener of this.revokedListeners) listener(hash)
   }
 
@@ -201,16 +235,20 @@ export class AuthService implements UserDirectory {
   async session(token: string | null | undefined): Promise<Session | null> {
     if (!token || token.length > 200) return null
     const hash = hashToken(token)
-    const now = Date.now()
+    const now = this.now()
     const cached = this.tokenCache.get(hash)
-    if (cached) return cached.expiresAt > now ? { userId: cached.userId, tokenHash: hash, expiresAt: cached.expiresAt } : null
+    if (cached && now - cached.checkedAt < TOKEN_RECHECK_MS) return cached.expiresAt > now ? { userId: cached.userId, tokenHash: hash, expiresAt: cached.expiresAt } : null
     const row = await this.storage.findToken(hash)
-    if (!row) return null
+    if (!row) {
+      // Revoked elsewhere and the message lost: what holds it here is told now.
+      if (cached) this.revoked(hash)
+      return null
+    }
     const expiresAt = Date.parse(row.expiresAt)
     if (!(expiresAt > now)) return null
     if (this.tokenCache.size >= TOKEN_CACHE_MAX) this.purgeCache(now)
     const userId = parseUserId(row.userId)
-    this.tokenCache.set(hash, { userId, expiresAt })
+    this.tokenCache.set(hash, { userId, expiresAt, checkedAt: now })
     return { userId, tokenHash: hash, expiresAt }
   }
 

@@ -1,3 +1,3 @@
-export { AuthService, parse } from './auth-service.js'
+export { AuthService, parse, type TokenPeers } from './auth-service.js'
 export { DEFAULT_LOGIN_LIMITS, LoginThrottle, RateLimited, type LoginAttempt, type LoginThrottleLimits } from './login-throttle.js'
 export type { UserDirectory } from './types.js'

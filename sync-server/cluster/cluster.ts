@@ -3,6 +3,7 @@ import type { EngineContext, EngineFactory } from '../engines/index.js'
 import type { ContextualPeers } from '../contextual/index.js'
 import type { McpPeers } from '../mcp/index.js'
 import type { NodeService } from '../nodes/index.js'
+import type { TokenPeers } from '../auth/index.js'
 import type { StorageAdapter } from '../storage/index.js'
 import { EngineOwner } from './engine-owner.js'
 import { FanOut } from './fan-out.js'
@@ -30,6 +31,8 @@ export interface Cluster {
   mcpPeers: McpPeers
   /** [CTX48] Contextual consumers' changes told to and heard from the other instances. */
   contextualPeers: ContextualPeers
+  /** [AUTH7] Revoked tokens told to and heard from the other instances. */
+  tokenPeers: TokenPeers
   /** Starts competing for the engines' partitions (after the server listens). */
   startEngines(): void
   close(): Promise<void>
@@ -42,6 +45,7 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   let owner: EngineOwner | null = null
   const cancels: Array<Parameters<McpPeers['onCancel']>[0]> = []
   const wakes: Array<Parameters<ContextualPeers['onWake']>[0]> = []
+  const revocations: Array<(hash: string) => void> = []
   const bus = new RedisBus(o.redisUrl, log, {
     message: (m) => {
       if (m.t === 'lease-released') {
@@ -50,6 +54,9 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
       else if (m.t === 'contextual-wake') {
         // A consumer id is 32 hex digits (contextual-service.ts); nothing else is remembered or looked for.
         if (m.from !== o.instanceId && typeof m.consumer === 'string' && /^[0-9a-f]{32}$/.test(m.consumer)) for (const h of wakes) h(m.consumer, m.due === true)
+      }
+      else if (m.t === 'token-revoked') {
+        if (m.from !== o.instanceId && typeof m.hash === 'string') for (const h of revocations) h(m.hash)
       }
       else if (m.t !== 'mcp-cancel') fanOut?.receive(m)
       else if (m.from !== o.instanceId && typeof m.caller === 'string' && (typeof m.id === 'string' || typeof m.id === 'number')) for (const h of cancels) h(m.caller, m.id)
@@ -82,6 +89,10 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     contextualPeers: {
       publish: (consumer, due) => void bus.publish({ t: 'contextual-wake', from: o.instanceId, consumer, due }),
       onWake: (handler) => void wakes.push(handler),
+    },
+    tokenPeers: {
+      publish: (hash) => void bus.publish({ t: 'token-revoked', from: o.instanceId, hash }),
+      onRevoked: (handler) => void revocations.push(handler),
     },
     startEngines: () => engineOwner.start(),
     async close() {

@@ -158,7 +158,8 @@ export class FanOut {
       case 'lease-released':
       case 'mcp-cancel':
       case 'contextual-wake':
-        return // engine ownership's, the MCP endpoint's and the contextual service's, not the fan-out's (cluster.ts)
+      case 'token-revoked':
+        return // engine ownership's, the MCP endpoint's, the contextual service's and auth's, not the fan-out's (cluster.ts)
       default:
         m satisfies never
     }

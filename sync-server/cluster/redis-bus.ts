@@ -15,6 +15,8 @@ export type BusMessage =
   | { t: 'mcp-cancel'; from: string; caller: string; id: string | number }
   /** [CTX48] A contextual consumer changed on `from` (settled, work due, deleted): its long polls elsewhere look again. */
   | { t: 'contextual-wake'; from: string; consumer: string; due: boolean }
+  /** [AUTH7] A token was revoked (logout) on `from`: the others forget it and end what holds it. */
+  | { t: 'token-revoked'; from: string; hash: string }
 
 export const CLUSTER_CHANNEL = 'weft:cluster'
 

@@ -1,6 +1,7 @@
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { api, createSpace, grantRole, signup, stockProvider, waitFor, type StockClient, type TestUser } from '../helpers/index.js'
+import { CloseCode } from '../../shared/index.js'
+import { api, createSpace, grantRole, login, openRawSocket, signup, stockProvider, waitFor, type StockClient, type TestUser } from '../helpers/index.js'
 import { metricValue, startInstances, type Instances } from '../helpers/index.js'
 
 /**
@@ -82,6 +83,20 @@ describe('Several instances on one PostgreSQL, fanned out through Redis', () => 
     for (let i = 0; i < 3; i++) {
       await waitFor(async () => (await api(url(i), user.token).getNode(path)).body.content?.Early === 'e1', { timeoutMs: 20_000, description: `instance ${i + 1} reads the edit once committed` })
     }
+  })
+
+  it('[AUTH7] a logout on one instance ends the token on the others: their open socket closes 4401 and HTTP answers 401', { timeout: 60_000 }, async () => {
+    const u = await signup(url(0))
+    const other = await login(url(0), u.email)
+    // Instance 2 has read the token (kept in memory) and holds a socket signed in with it.
+    expect((await api(url(1), u.token).get('/api/me')).status).toBe(200)
+    const mux = await openRawSocket(url(1), `/mux?token=${u.token}`)
+    expect((await api(url(0), u.token).post('/api/auth/logout')).status).toBe(204)
+    // Nothing asks instance 2 about the token: only the revocation told over Redis closes it.
+    expect((await mux.closed).code).toBe(CloseCode.Unauthorized)
+    expect((await api(url(1), u.token).get('/api/me')).status).toBe(401)
+    expect((await api(url(2), u.token).get('/api/me')).status).toBe(401)
+    expect((await api(url(1), other.token).get('/api/me')).status).toBe(200)
   })
 
   it('[SCALE3] presence made on one instance is seen on the other, both ways', { timeout: 60_000 }, async () => {
