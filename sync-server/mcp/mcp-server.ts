@@ -90,6 +90,8 @@ class CallsInFlight {
 /** One registry per server (its routes' deps): calls of one server are never cancelled through another. */
 const inFlight = new WeakMap<McpServerDeps, CallsInFlight>()
 
+const neverEnds = (): AbortSignal => new AbortController().signal
+
 /** The answer of a tool: the value as JSON text, and as structured content. */
 function toolResult(value: object): CallToolResult {
   return { content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: value as Record<string, unknown> }
@@ -133,7 +135,7 @@ function parseArguments(tool: WeftTool, raw: unknown, maxDepth: number): Record<
  * HTTP routes use. Built per request by the Streamable HTTP route (stateless, so any instance
  * answers any request) — building one costs a few objects and no I/O.
  */
-export function buildMcpServer(principal: Principal, deps: McpServerDeps): McpServer {
+export function buildMcpServer(principal: Principal, deps: McpServerDeps, sessionEnd: () => AbortSignal = neverEnds): McpServer {
   sharedValidator ??= new AjvJsonSchemaValidator()
   const server = new McpServer({ name: 'weft', version: '1' }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: sharedValidator })
   const byName = new Map<string, { tool: WeftTool; call: (args: Record<string, unknown>, signal: AbortSignal) => Promise<CallToolResult> }>()
@@ -157,8 +159,9 @@ export function buildMcpServer(principal: Principal, deps: McpServerDeps): McpSe
     const entry = byName.get(request.params.name)
     if (!entry) return toolError(new WeftError('not_found', `No tool ${JSON.stringify(request.params.name.slice(0, 100))}: list the tools first.`))
     const { tool, call } = entry
-    // [CTX43] The call ends early when the client cancels it or its connection (the transport) closes.
-    const flight = calls.track(principal, extra.requestId, extra.signal)
+    // [CTX43] The call ends early when the client cancels it or its connection (the transport) closes;
+    // [AUTH6] and when its token is revoked or expires (a long poll then answers `unauthorized`).
+    const flight = calls.track(principal, extra.requestId, AbortSignal.any([extra.signal, sessionEnd()]))
     try {
       return await call(parseArguments(tool, request.params.arguments, deps.maxJsonDepth), flight.signal)
     } catch (err) {
@@ -176,10 +179,11 @@ export function buildMcpServer(principal: Principal, deps: McpServerDeps): McpSe
 
 /**
  * [MCP5] Answers one `/mcp` POST: a server for the caller and a stateless transport (no session
- * id), both closed when the response is. `body` is the JSON the HTTP server read under its limit.
+ * id), both closed when the response is. `body` is the JSON the HTTP server read under its limit;
+ * `sessionEnd` the request's RouteRequest.sessionEnd ([AUTH6]).
  */
-export async function answerMcpRequest(principal: Principal, deps: McpServerDeps, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-  const server = buildMcpServer(principal, deps)
+export async function answerMcpRequest(principal: Principal, deps: McpServerDeps, req: IncomingMessage, res: ServerResponse, body: unknown, sessionEnd?: () => AbortSignal): Promise<void> {
+  const server = buildMcpServer(principal, deps, sessionEnd)
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
   res.on('close', () => {
     void transport.close()
