@@ -290,6 +290,19 @@ describe('MCP over Streamable HTTP: auth and statelessness', () => {
     }
   })
 
+  it('[MCP8] tools/call whose arguments are no object (a string, an array, null, a number) is an invalid_request tool error, not a JSON-RPC error', async () => {
+    const outcomes: unknown[] = []
+    for (const args of ['x', [1], null, 7]) {
+      const res = await rpc(owner.token, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'weft_get', arguments: args } })
+      const body = (await res.json()) as { result?: { isError?: boolean; structuredContent?: { error?: { code?: string } } }; error?: { code: number } }
+      outcomes.push(body.error ? { jsonRpcError: body.error.code } : { isError: body.result?.isError, code: body.result?.structuredContent?.error?.code })
+    }
+    expect(outcomes).toEqual(Array(4).fill({ isError: true, code: 'invalid_request' }))
+    // Null reads as no arguments: a tool that needs none answers.
+    const res = await rpc(owner.token, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'weft_query', arguments: null } })
+    expect(((await res.json()) as { result: { isError?: boolean } }).result.isError).toBeUndefined()
+  })
+
   it('[MCP4] a body over the limit or not JSON is refused over HTTP with its code, and the server keeps serving', async () => {
     const big = await rpc(owner.token, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'weft_get', arguments: { path: 'x'.repeat(2 * 1024 * 1024) } } })
     expect(big.status).toBe(413)
