@@ -210,6 +210,7 @@ describe.each<McpTransportKind>(['http', 'stdio'])('MCP over %s (issue 19)', (ki
       ['weft_patch', { path: doc, patch: deep }, 'invalid_request'],
       ['weft_patch', { path: doc, patch: justTooDeep }, 'invalid_patch'],
       ['weft_query', { limit: -1 }, 'invalid_request'],
+      ['weft_query', { limit: 1.5 }, 'invalid_request'],
       ['weft_query', { parent: space, where: { Title: ['x'] } }, 'invalid_request'],
       ['weft_contextual_next', { subscription: doc, consumer: 'has space' }, 'invalid_request'],
       ['weft_contextual_next', { subscription: doc, consumer: 'w1', waitSeconds: 1e9 }, 'invalid_request'],
@@ -227,6 +228,15 @@ describe.each<McpTransportKind>(['http', 'stdio'])('MCP over %s (issue 19)', (ki
     expect((await api(ts.url, owner.token).getNode(doc)).body.content).toEqual({ Title: 'intact' })
     expect((await must<MeshNode>(agent, 'weft_get', { path: doc })).content).toEqual({ Title: 'intact' })
     expectStatus(await api(ts.url).get('/healthz'), 200)
+  })
+
+  it('[MCP9] weft_query takes any integer limit from 1, and answers as GET /api/nodes does (a huge limit is capped, not refused)', async () => {
+    for (const limit of [1, 1e21, Number.MAX_VALUE]) {
+      const http = await api(ts.url, owner.token).request<{ items: MeshNode[] }>('GET', `/api/nodes?parent=${encodeURIComponent(space)}&limit=${encodeURIComponent(String(limit))}`)
+      const mcp = await callTool<{ items: MeshNode[] }>(agent, 'weft_query', { parent: space, limit })
+      expect(http.status).toBe(200)
+      expect({ limit, ok: mcp.ok, paths: mcp.ok ? mcp.value.items.map((n) => n.path) : mcp }).toEqual({ limit, ok: true, paths: http.body.items.map((n) => n.path) })
+    }
   })
 
   it('[MCP2] weft_run starts a run of a Code node as the caller; the activity runs', async () => {
