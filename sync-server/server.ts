@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import type { Logger } from 'pino'
 import { WeftError } from '../shared/index.js'
 import { AccessService } from './access/index.js'
-import { AuthService, LoginThrottle } from './auth/index.js'
+import { AuthService, LoginThrottle, SessionEnds } from './auth/index.js'
 import { configFromEnv, defaultConfig, type ServerConfig } from './config.js'
 import { defaultEngines, type Engine, type EngineFactory } from './engines/index.js'
 import { apiRoutes, createHttpHandler, moveRoutes, type Route } from './http/index.js'
@@ -149,18 +149,21 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     }
     return who
   }
-  const authenticate = (token: string | null) => auth.authenticate(token).then(noteUse)
+  const authenticate = (token: string | null) => auth.session(token).then(noteUse)
+  // [AUTH8] Long polls and wake-up streams (HTTP, MCP, gRPC) end with their session, as sockets do.
+  const sessionEnds = new SessionEnds(auth)
+  const watchSession = sessionEnds.watch.bind(sessionEnds)
   const sockets = new SocketServer({
     nodes,
     access,
-    authenticate: (token) => auth.session(token).then(noteUse),
+    authenticate,
     onRevoked: (listener) => auth.onRevoked(listener),
     maxPayloadBytes: config.maxPayloadBytes,
     maxRoomsPerSocket: config.maxRoomsPerSocket,
     log,
     onRefused: (code, transport) => metrics.refused(code, transport),
   })
-  const http: Server = createHttpServer(createHttpHandler({ routes: () => routes, authenticate, maxPayloadBytes: config.maxPayloadBytes, staticDir: config.staticDir, log, onRefused: (code) => metrics.refused(code, 'http') }))
+  const http: Server = createHttpServer(createHttpHandler({ routes: () => routes, authenticate, watchSession, maxPayloadBytes: config.maxPayloadBytes, staticDir: config.staticDir, log, onRefused: (code) => metrics.refused(code, 'http') }))
   http.on('upgrade', (req, socket, head) => {
     try {
       if (!sockets.handleUpgrade(req, socket, head)) socket.destroy()
@@ -222,6 +225,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
       : await startContextualGrpc({
           service: contextual,
           authenticate,
+          watchSession,
           host: config.host,
           port: config.grpcPort,
           maxReceiveBytes: config.maxPayloadBytes,
@@ -258,6 +262,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
         http.closeIdleConnections()
         abort.abort()
         auth.stop()
+        sessionEnds.stop()
         contextual.stop()
         clearInterval(purgeTimer)
         clearInterval(trashTimer)

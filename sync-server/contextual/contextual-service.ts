@@ -148,6 +148,15 @@ function parse<T>(schema: z.ZodType<T>, raw: unknown, what: string): T {
   throw new WeftError('invalid_request', `${what} is invalid${where}: ${issue?.message ?? 'invalid'}.`)
 }
 
+/**
+ * [CTX53] The answer of a pull whose signal ended it: the reason when it is Weft's (a session that
+ * ended, [AUTH8]: `unauthorized`), else no item (the caller went away, [CTX42]).
+ */
+function endedBy(signal: AbortSignal, consumerId: string): NextResult {
+  if (isWeftError(signal.reason)) throw signal.reason
+  return { consumerId, item: null }
+}
+
 function userOf(principal: Principal): string {
   if (principal.kind !== 'user') throw new WeftError('unauthorized', 'Sign in first.')
   return principal.userId
@@ -546,8 +555,8 @@ export class ContextualService {
 
   /**
    * [CTX5] [CTX6] `next`: leases at most one event, waiting up to `waitSeconds` for one (long poll).
-   * [CTX42] `signal` ends the wait (the caller went away): its waiter is released and nothing more is
-   * leased for it.
+   * [CTX42] `signal` ends the wait (the caller went away; [AUTH8] its session ended, the signal's
+   * reason a WeftError then thrown): its waiter is released and nothing more is leased for it.
    */
   async next(principal: Principal, raw: unknown, signal?: AbortSignal): Promise<NextResult> {
     const user = userOf(principal)
@@ -579,7 +588,7 @@ export class ContextualService {
     // The history incarnation of the first lease: a consumer gone under a later one went with a restore, not a delete.
     let incarnation: number | null = null
     for (let made = false; ; ) {
-      if (signal?.aborted) return { consumerId: id, item: null }
+      if (signal?.aborted) return endedBy(signal, id)
       const now = this.clock.now()
       const seen = { settles: this.settleSeq, change: this.changeSeq }
       const leased = await this.call<LeaseResult>({
@@ -610,8 +619,9 @@ export class ContextualService {
           await this.call({ op: 'skip', fence: { consumerId: id, eventId: e.eventId, token: e.token, attempt: e.attempt, now } })
           continue
         }
+        let item: WorkItem
         try {
-          return { consumerId: id, item: await this.workItem(principal, def, consumer, params, e) }
+          item = await this.workItem(principal, def, consumer, params, e)
         } catch (err) {
           // [CTX18] An item that cannot be delivered (its context over the bound, the head moving
           // through every read, a storage error) goes back with its reason: a dead letter after the
@@ -621,6 +631,15 @@ export class ContextualService {
           await this.call({ op: 'nack', fence: { consumerId: id, eventId: e.eventId, token: e.token, attempt: e.attempt, now: this.clock.now() }, owner: user, availableAt: this.clock.now(), error: reason, maxAttempts: def.limits.maxAttempts }).catch(() => undefined)
           throw err
         }
+        // [CTX53] Looked at again as it is handed out: a pull that ended while the item was leased
+        // and built (its caller gone, [AUTH8] its session ended) gives the lease back, its attempt
+        // unspent, and is told why; nobody holds a lease nobody was handed.
+        if (signal?.aborted) {
+          const fence = { consumerId: id, eventId: e.eventId, token: e.token, attempt: e.attempt, now: this.clock.now() }
+          if (await this.call<boolean>({ op: 'release', fence, owner: user }).catch(() => false)) this.wakeConsumer(id, true)
+          return endedBy(signal, id)
+        }
+        return { consumerId: id, item }
       }
       const left = deadline - this.clock.now()
       if (left <= 0) return { consumerId: id, item: null }

@@ -1,7 +1,8 @@
 import * as grpc from '@grpc/grpc-js'
 import * as protoLoader from '@grpc/proto-loader'
 import type { Logger } from 'pino'
-import { WeftError, asWeftError, isWeftError, userPrincipal, type ErrorCode, type Principal, type UserId } from '../../shared/index.js'
+import { WeftError, asWeftError, isWeftError, userPrincipal, type ErrorCode, type Principal } from '../../shared/index.js'
+import type { Session, SessionWatch } from '../auth/index.js'
 import type { ContextualService, WorkItem } from './contextual-service.js'
 import { PROTO_FILE } from './proto-file.js'
 
@@ -109,6 +110,9 @@ function workItem(item: WorkItem) {
   }
 }
 
+/** The methods that may wait (a long poll): they end with their caller's session ([AUTH8]). */
+const WAITS: ReadonlySet<string> = new Set(['next', 'react'])
+
 type Method = (principal: Principal, request: Record<string, unknown>, cancelled: AbortSignal) => Promise<object>
 
 /** Each method: the proto message to the service's request, the service's answer to the proto message. */
@@ -153,7 +157,9 @@ function bearer(metadata: grpc.Metadata): string | null {
 
 export interface ContextualGrpcOptions {
   service: ContextualService
-  authenticate(token: string | null): Promise<UserId | null>
+  authenticate(token: string | null): Promise<Session | null>
+  /** [AUTH8] A call that may wait (Next, React) ends with its session: UNAUTHENTICATED, nothing leased for it. */
+  watchSession?(session: Session): SessionWatch
   host: string
   /** 0: any free port. */
   port: number
@@ -184,13 +190,15 @@ export async function startContextualGrpc(opts: ContextualGrpcOptions): Promise<
       // [CTX42] A call the client cancelled (or whose connection dropped) stops its long poll.
       const cancelled = new AbortController()
       call.once('cancelled', () => cancelled.abort())
+      let watch: SessionWatch | undefined
       void (async () => {
         try {
           const request = call.request
           if (MALFORMED in request) throw new WeftError('invalid_request', `The ${name} request is not a valid weft.contextual.v1 message.`)
-          const userId = await opts.authenticate(bearer(call.metadata))
-          if (!userId) throw new WeftError('unauthorized', 'Sign in first: send the metadata authorization: Bearer <token>.')
-          callback(null, await method(userPrincipal(userId), request, cancelled.signal))
+          const session = await opts.authenticate(bearer(call.metadata))
+          if (!session) throw new WeftError('unauthorized', 'Sign in first: send the metadata authorization: Bearer <token>.')
+          watch = WAITS.has(name) ? opts.watchSession?.(session) : undefined
+          callback(null, await method(userPrincipal(session.userId), request, watch ? AbortSignal.any([cancelled.signal, watch.signal]) : cancelled.signal))
         } catch (e) {
           const err = asWeftError(e, 'Something went wrong on the server; nothing was applied.')
           if (!isWeftError(e)) opts.log.error({ err: e, method: name }, 'grpc call failed')
@@ -198,6 +206,8 @@ export async function startContextualGrpc(opts: ContextualGrpcOptions): Promise<
           const trailer = new grpc.Metadata()
           trailer.set('weft-code', err.code)
           callback({ code: GRPC_STATUS_OF[err.code], details: err.message, metadata: trailer })
+        } finally {
+          watch?.release()
         }
       })()
     }

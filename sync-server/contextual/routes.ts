@@ -64,16 +64,34 @@ function wakeupStream(service: ContextualService, open: Map<string, number>): Ro
       release()
       return null
     }
+    // [AUTH8] The stream ends with its session (a logout, the token's expiry), as a socket does.
+    const ended = r.sessionEnd()
+    if (ended.aborted) {
+      unlisten()
+      release()
+      throw ended.reason
+    }
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' })
     send()
     const heartbeat = setInterval(() => res.write(': \n\n'), WAKEUP_BOUNDS.heartbeatMs)
     heartbeat.unref()
-    res.on('close', () => {
+    let stopped = false
+    const stop = () => {
+      if (stopped) return
+      stopped = true
+      ended.removeEventListener('abort', end)
       unlisten()
       clearInterval(heartbeat)
       if (timer) clearTimeout(timer)
       release()
-    })
+    }
+    // Stopped before the end is written: no wake-up or heartbeat after it.
+    const end = () => {
+      stop()
+      res.end()
+    }
+    ended.addEventListener('abort', end, { once: true })
+    res.on('close', stop)
     return null
   }
 }
@@ -94,6 +112,7 @@ export function contextualRoutes(service: ContextualService): Route[] {
         if (op === 'next' || op === 'react') {
           // [CTX42] A long poll whose client went away stops waiting (and leases nothing for it);
           // [CTX52] so does the pull of a react asking for the next item (the reaction stands).
+          // [AUTH8] So does one whose token is revoked or expires: 401, and nothing leased for it.
           const gone = new AbortController()
           const res: ServerResponse = r.res
           const onClose = () => {
@@ -101,7 +120,7 @@ export function contextualRoutes(service: ContextualService): Route[] {
           }
           res.once('close', onClose)
           try {
-            return { status: 200, body: await service[op](r.principal, await r.json(), gone.signal) }
+            return { status: 200, body: await service[op](r.principal, await r.json(), AbortSignal.any([gone.signal, r.sessionEnd()])) }
           } finally {
             res.off('close', onClose)
           }

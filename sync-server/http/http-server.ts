@@ -2,12 +2,16 @@ import { createReadStream, promises as fs } from 'node:fs'
 import path from 'node:path'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Logger } from 'pino'
-import { WeftError, decodePathParam, asWeftError, isWeftError, rawPathname, userPrincipal, type Principal, type UserId } from '../../shared/index.js'
+import { WeftError, decodePathParam, asWeftError, isWeftError, rawPathname, userPrincipal, type Principal } from '../../shared/index.js'
+import type { Session, SessionWatch } from '../auth/index.js'
 import type { Route, RouteRequest, RouteResult } from './route.js'
 
 export interface HttpHandlerOptions {
   routes: () => readonly Route[]
-  authenticate(token: string | null): Promise<UserId | null>
+  /** The session behind a request's token, or null. */
+  authenticate(token: string | null): Promise<Session | null>
+  /** [AUTH8] Watches a session for a request that waits or streams (RouteRequest.sessionEnd). */
+  watchSession?(session: Session): SessionWatch
   maxPayloadBytes: number
   staticDir: string
   log: Logger
@@ -123,14 +127,15 @@ async function dispatch(opts: HttpHandlerOptions, req: IncomingMessage, res: Ser
     pathMatched = true
     if (route.method !== method) continue
     let principal: Principal | null = null
-    const userId = await opts.authenticate(bearerToken(req))
-    if (userId) principal = userPrincipal(userId)
+    const session = await opts.authenticate(bearerToken(req))
+    if (session) principal = userPrincipal(session.userId)
     if (route.auth !== false && !principal) {
       if (url.searchParams.has('token')) {
         throw new WeftError('unauthorized', 'Send the token as Authorization: Bearer <token>; a token in the URL (?token=) is read on WebSocket upgrades only.')
       }
       throw new WeftError('unauthorized', 'Sign in first: send Authorization: Bearer <token>.')
     }
+    let watch: SessionWatch | null = null
     const params: Record<string, string> = {}
     for (const [k, v] of Object.entries(m.groups ?? {})) params[k] = v === undefined ? '' : decodePathParam(v)
     const request: RouteRequest = {
@@ -139,6 +144,16 @@ async function dispatch(opts: HttpHandlerOptions, req: IncomingMessage, res: Ser
       params,
       query: url.searchParams,
       principal,
+      sessionEnd: () => {
+        if (!watch) {
+          watch = session && opts.watchSession ? opts.watchSession(session) : { signal: new AbortController().signal, release: () => undefined }
+          // Released however the response ends (sent, or the client gone).
+          const release = watch.release
+          if (res.closed) release()
+          else res.once('close', release)
+        }
+        return watch.signal
+      },
       json: async () => {
         const body = await readBody(req, opts.maxPayloadBytes)
         if (body.length === 0) throw new WeftError('invalid_json', 'The request needs a JSON body.')

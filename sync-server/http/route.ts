@@ -9,6 +9,12 @@ export interface RouteRequest {
   query: URLSearchParams
   /** The authenticated caller; routes with `auth: false` may see null. */
   principal: Principal | null
+  /**
+   * [AUTH8] Aborted, its reason a WeftError `unauthorized`, when the caller's token is revoked or
+   * expires while the request runs: what a request that waits (a long poll) or streams stops on.
+   * Never aborted without a caller.
+   */
+  sessionEnd(): AbortSignal
   /** Parses the body as JSON within the size limit; throws invalid_json / payload_too_large. */
   json(): Promise<unknown>
 }

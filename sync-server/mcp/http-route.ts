@@ -33,7 +33,7 @@ export function mcpRoutes(deps: McpServerDeps): Route[] {
       async handler(r) {
         const principal = must(r.principal, 'route requires auth')
         const body = await r.json()
-        await (await loadMcpServer()).answerMcpRequest(principal, deps, r.req, r.res, body)
+        await (await loadMcpServer()).answerMcpRequest(principal, deps, r.req, r.res, body, r.sessionEnd)
         return null
       },
     },

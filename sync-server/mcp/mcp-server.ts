@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
 import { CallToolRequestSchema, CancelledNotificationSchema, type CallToolResult, type RequestId } from '@modelcontextprotocol/sdk/types.js'
+import { z } from 'zod'
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv'
 import type { Logger } from 'pino'
 import { WeftError, isWeftError, textRefusal, type Principal } from '../../shared/index.js'
@@ -90,6 +91,8 @@ class CallsInFlight {
 /** One registry per server (its routes' deps): calls of one server are never cancelled through another. */
 const inFlight = new WeakMap<McpServerDeps, CallsInFlight>()
 
+const neverEnds = (): AbortSignal => new AbortController().signal
+
 /** The answer of a tool: the value as JSON text, and as structured content. */
 function toolResult(value: object): CallToolResult {
   return { content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: value as Record<string, unknown> }
@@ -116,6 +119,25 @@ function nestsDeeperThan(value: unknown, limit: number): boolean {
   return false
 }
 
+/** Where a tools/call request keeps its arguments as sent, past the SDK's own check (below). */
+const SENT_ARGUMENTS = Symbol('sent arguments')
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v)
+
+/**
+ * [MCP8] tools/call as Weft reads it: the SDK's schema with `arguments` anything. The SDK's own
+ * (an object or absent) refused a string, an array or null before any Weft code ran, and the
+ * caller got JSON-RPC -32603 with zod's dump where [MCP4] promises an `invalid_request` tool
+ * error. The SDK's server still checks every tools/call against its own schema before the
+ * handler, so the arguments as sent ride aside and that check sees none when they are no object;
+ * parseArguments then refuses them with its code (null reads as no arguments, `{}`).
+ */
+const WeftCallToolRequestSchema = CallToolRequestSchema.extend({
+  params: CallToolRequestSchema.shape.params
+    .extend({ arguments: z.unknown() })
+    .transform((p) => ({ ...p, arguments: isPlainObject(p.arguments) ? p.arguments : undefined, [SENT_ARGUMENTS]: p.arguments })),
+})
+
 /** [MCP4] The arguments as the tool's schema reads them, or the `invalid_request` that says what is wrong. */
 function parseArguments(tool: WeftTool, raw: unknown, maxDepth: number): Record<string, unknown> {
   // The patch or params inside the arguments may nest to MAX_JSON_DEPTH (their own check says so
@@ -133,7 +155,7 @@ function parseArguments(tool: WeftTool, raw: unknown, maxDepth: number): Record<
  * HTTP routes use. Built per request by the Streamable HTTP route (stateless, so any instance
  * answers any request) — building one costs a few objects and no I/O.
  */
-export function buildMcpServer(principal: Principal, deps: McpServerDeps): McpServer {
+export function buildMcpServer(principal: Principal, deps: McpServerDeps, sessionEnd: () => AbortSignal = neverEnds): McpServer {
   sharedValidator ??= new AjvJsonSchemaValidator()
   const server = new McpServer({ name: 'weft', version: '1' }, { capabilities: { tools: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: sharedValidator })
   const byName = new Map<string, { tool: WeftTool; call: (args: Record<string, unknown>, signal: AbortSignal) => Promise<CallToolResult> }>()
@@ -153,14 +175,15 @@ export function buildMcpServer(principal: Principal, deps: McpServerDeps): McpSe
   // The SDK answers arguments its schema refuses with a bare message; Weft's callers branch on a
   // code. So calls come through here: the tool's schema (the one tools/list shows), then the
   // registered callback, every refusal a tool error with its code.
-  server.server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+  server.server.setRequestHandler(WeftCallToolRequestSchema, async (request, extra) => {
     const entry = byName.get(request.params.name)
     if (!entry) return toolError(new WeftError('not_found', `No tool ${JSON.stringify(request.params.name.slice(0, 100))}: list the tools first.`))
     const { tool, call } = entry
-    // [CTX43] The call ends early when the client cancels it or its connection (the transport) closes.
-    const flight = calls.track(principal, extra.requestId, extra.signal)
+    // [CTX43] The call ends early when the client cancels it or its connection (the transport) closes;
+    // [AUTH8] and when its token is revoked or expires (a long poll then answers `unauthorized`).
+    const flight = calls.track(principal, extra.requestId, AbortSignal.any([extra.signal, sessionEnd()]))
     try {
-      return await call(parseArguments(tool, request.params.arguments, deps.maxJsonDepth), flight.signal)
+      return await call(parseArguments(tool, request.params[SENT_ARGUMENTS], deps.maxJsonDepth), flight.signal)
     } catch (err) {
       if (isWeftError(err)) return toolError(err)
       const refused = textRefusal(err)
@@ -176,10 +199,11 @@ export function buildMcpServer(principal: Principal, deps: McpServerDeps): McpSe
 
 /**
  * [MCP5] Answers one `/mcp` POST: a server for the caller and a stateless transport (no session
- * id), both closed when the response is. `body` is the JSON the HTTP server read under its limit.
+ * id), both closed when the response is. `body` is the JSON the HTTP server read under its limit;
+ * `sessionEnd` the request's RouteRequest.sessionEnd ([AUTH8]).
  */
-export async function answerMcpRequest(principal: Principal, deps: McpServerDeps, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-  const server = buildMcpServer(principal, deps)
+export async function answerMcpRequest(principal: Principal, deps: McpServerDeps, req: IncomingMessage, res: ServerResponse, body: unknown, sessionEnd?: () => AbortSignal): Promise<void> {
+  const server = buildMcpServer(principal, deps, sessionEnd)
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true })
   res.on('close', () => {
     void transport.close()

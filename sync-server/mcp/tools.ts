@@ -54,7 +54,9 @@ const QueryInput = z.strictObject({
   parent: Text(PATH_FIELD_MAX).optional().describe('Only the children of this path ("" for the top level).'),
   nodeType: Text(200).optional().describe('Only nodes of this type, e.g. "Document".'),
   where: z.record(Text(200), Text(4096)).optional().describe('Content fields that must equal these values (as strings).'),
-  limit: z.number().int().min(1).optional().describe('At most this many nodes (the server caps a page, as on HTTP).'),
+  // [MCP9] Any integer from 1, as `GET /api/nodes?limit=` reads it (z.int() stops at 2^53 - 1:
+  // 1e21 was refused here and capped there); the node API caps the page for both.
+  limit: z.number().min(1).refine(Number.isInteger, 'Expected an integer').meta({ type: 'integer' }).optional().describe('At most this many nodes (the server caps a page, as on HTTP).'),
   after: Text(MAX_CURSOR_LENGTH).optional().describe("The previous page's `next`, to continue."),
 })
 

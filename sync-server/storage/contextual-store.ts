@@ -248,6 +248,8 @@ export type ContextualCall =
   | { op: 'ack'; fence: Fence; owner: string }
   | { op: 'nack'; fence: Fence; owner: string; availableAt: number; error: string; maxAttempts: number }
   | { op: 'extend'; fence: Fence; owner: string; expiresAt: number }
+  /** [CTX53] A lease nobody was handed (its pull ended first) given back: due now, its attempt not spent. */
+  | { op: 'release'; fence: Fence; owner: string }
   | { op: 'status'; consumerId: string; now: number }
   | { op: 'totals'; now: number }
   | { op: 'attention'; limit: number }
@@ -678,6 +680,8 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       return (yield* run(`${ACK_SET} WHERE ${OWNED}`, call.fence.now, ...ownedArgs(call.fence, call.owner))) === 1
     case 'nack':
       return yield* nack(call)
+    case 'release':
+      return (yield* run(`UPDATE contextual_events SET state = 'pending', attempt = attempt - 1, lease_token = NULL, available_at = ? WHERE ${OWNED}`, call.fence.now, ...ownedArgs(call.fence, call.owner))) === 1
     case 'extend':
       return (yield* run(`UPDATE contextual_events SET expires_at = ? WHERE ${OWNED}`, call.expiresAt, ...ownedArgs(call.fence, call.owner))) === 1
     case 'status':

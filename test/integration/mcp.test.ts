@@ -210,6 +210,7 @@ describe.each<McpTransportKind>(['http', 'stdio'])('MCP over %s (issue 19)', (ki
       ['weft_patch', { path: doc, patch: deep }, 'invalid_request'],
       ['weft_patch', { path: doc, patch: justTooDeep }, 'invalid_patch'],
       ['weft_query', { limit: -1 }, 'invalid_request'],
+      ['weft_query', { limit: 1.5 }, 'invalid_request'],
       ['weft_query', { parent: space, where: { Title: ['x'] } }, 'invalid_request'],
       ['weft_contextual_next', { subscription: doc, consumer: 'has space' }, 'invalid_request'],
       ['weft_contextual_next', { subscription: doc, consumer: 'w1', waitSeconds: 1e9 }, 'invalid_request'],
@@ -227,6 +228,15 @@ describe.each<McpTransportKind>(['http', 'stdio'])('MCP over %s (issue 19)', (ki
     expect((await api(ts.url, owner.token).getNode(doc)).body.content).toEqual({ Title: 'intact' })
     expect((await must<MeshNode>(agent, 'weft_get', { path: doc })).content).toEqual({ Title: 'intact' })
     expectStatus(await api(ts.url).get('/healthz'), 200)
+  })
+
+  it('[MCP9] weft_query takes any integer limit from 1, and answers as GET /api/nodes does (a huge limit is capped, not refused)', async () => {
+    for (const limit of [1, 1e21, Number.MAX_VALUE]) {
+      const http = await api(ts.url, owner.token).request<{ items: MeshNode[] }>('GET', `/api/nodes?parent=${encodeURIComponent(space)}&limit=${encodeURIComponent(String(limit))}`)
+      const mcp = await callTool<{ items: MeshNode[] }>(agent, 'weft_query', { parent: space, limit })
+      expect(http.status).toBe(200)
+      expect({ limit, ok: mcp.ok, paths: mcp.ok ? mcp.value.items.map((n) => n.path) : mcp }).toEqual({ limit, ok: true, paths: http.body.items.map((n) => n.path) })
+    }
   })
 
   it('[MCP2] weft_run starts a run of a Code node as the caller; the activity runs', async () => {
@@ -288,6 +298,19 @@ describe('MCP over Streamable HTTP: auth and statelessness', () => {
       expect(res.status).toBe(405)
       expect(res.headers.get('allow')).toBe('POST')
     }
+  })
+
+  it('[MCP8] tools/call whose arguments are no object (a string, an array, null, a number) is an invalid_request tool error, not a JSON-RPC error', async () => {
+    const outcomes: unknown[] = []
+    for (const args of ['x', [1], null, 7]) {
+      const res = await rpc(owner.token, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'weft_get', arguments: args } })
+      const body = (await res.json()) as { result?: { isError?: boolean; structuredContent?: { error?: { code?: string } } }; error?: { code: number } }
+      outcomes.push(body.error ? { jsonRpcError: body.error.code } : { isError: body.result?.isError, code: body.result?.structuredContent?.error?.code })
+    }
+    expect(outcomes).toEqual(Array(4).fill({ isError: true, code: 'invalid_request' }))
+    // Null reads as no arguments: a tool that needs none answers.
+    const res = await rpc(owner.token, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'weft_query', arguments: null } })
+    expect(((await res.json()) as { result: { isError?: boolean } }).result.isError).toBeUndefined()
   })
 
   it('[MCP4] a body over the limit or not JSON is refused over HTTP with its code, and the server keeps serving', async () => {
