@@ -31,7 +31,11 @@ export const MuxType = {
   Refused: 6,
   /** s→c: connection-level error (path is ''): varString code, varString message. */
   Error: 7,
-  /** s→c: the room is joined and authorised: varUint permissions bitmask (Permission numbers). */
+  /**
+   * s→c: the room is joined and authorised: varUint permissions bitmask (Permission numbers).
+   * Sent again on a joined room whenever the mask changes (a role changed, Read kept) [SYNC15];
+   * a client that takes every Joined for a fresh join still works (it only asks for state again).
+   */
   Joined: 8,
   /**
    * s→c (path ''): nodes the client may read changed, up to varUint version. Coalesced; the

@@ -40,6 +40,8 @@ interface MuxRoom {
   /** Frames for this room run after its join settles, in order. */
   chain: Promise<void>
   membership?: { conn: RoomConnection; room: SyncRoom }
+  /** The permission mask this room's client was last sent (Joined). */
+  mask?: number
 }
 
 /** One /mux socket: rooms joined and authorised one by one; a refusal ends that room only. */
@@ -167,7 +169,8 @@ export class MuxSession {
       room.join(r.conn)
       r.membership = { conn: r.conn, room }
       this.memberships.add(r.membership)
-      this.sendFrame({ type: MuxType.Joined, path, permissions: permissionMask(this.opts.nodes.permissions(this.principal, path)) })
+      r.mask = permissionMask(this.opts.nodes.permissions(this.principal, path))
+      this.sendFrame({ type: MuxType.Joined, path, permissions: r.mask })
       for (const m of greeting(room)) r.conn.send(m)
     })().catch((e) => {
       this.rooms.delete(path)
@@ -239,6 +242,23 @@ export class MuxSession {
       this.changedTimer = null
       this.sendFrame({ type: MuxType.Changed, path: '', version: this.changedVersion })
     }, CHANGED_COALESCE_MS)
+  }
+
+  /**
+   * [SYNC15] Access changed: every joined room whose permission mask is no longer the one its
+   * client was sent gets Joined again with the new one (a role lowered from Editor to Viewer, or
+   * raised, while the page is open). A room whose Read was lost is evicted by the caller first.
+   */
+  recheckPermissions(): void {
+    for (const r of this.rooms.values()) {
+      if (!r.room || r.mask === undefined) continue
+      const perms = this.opts.nodes.permissions(this.principal, r.path)
+      if (!perms.has('Read')) continue
+      const mask = permissionMask(perms)
+      if (mask === r.mask) continue
+      r.mask = mask
+      this.sendFrame({ type: MuxType.Joined, path: r.path, permissions: mask })
+    }
   }
 
   closeAll(): void {

@@ -187,6 +187,9 @@ export class SocketServer {
           m.conn.evict(CloseCode.Forbidden, 'forbidden', `Your access to ${m.room.path} was removed.`)
         }
       }
+      // [SYNC15] Those who keep Read are told their new permissions (a /sync room has no such
+      // frame: a stock provider learns of a lost Update from its next refused write).
+      for (const session of this.sessions) session.recheckPermissions()
     })
   }
 

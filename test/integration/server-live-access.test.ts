@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { firstValueFrom, filter, take, toArray } from 'rxjs'
-import { CloseCode, MuxType, SYSTEM, type NodePath } from '../../shared/index.js'
+import { CloseCode, MuxType, SYSTEM, permissionsFromMask, type NodePath } from '../../shared/index.js'
 import {
   MuxClient,
   api,
@@ -41,6 +41,39 @@ describe('live access and memory', () => {
     // The room is gone: later edits by the admin no longer reach the viewer.
     expect((await api(ts.url, admin.token).patchNode(doc, { A: 2 })).status).toBe(200)
     expect(stock.json()).toEqual({ A: 1 })
+    stock.destroy()
+    await mux.close()
+  })
+
+  it('[SYNC15] a role changed with Read kept reaches an open /mux room (Joined again with the new mask); an unchanged one sends nothing; a stock /sync provider keeps syncing', async () => {
+    const admin = await signup(ts.url)
+    const editor = await signup(ts.url)
+    const space = await createSpace(ts.url, admin.token)
+    const doc = await createDocument(ts.url, admin.token, `${space}/doc`, { A: 1 })
+    await grantRole(ts.url, admin.token, space, editor.userId, 'Editor')
+    const stock = stockProvider(ts.url, doc, editor.token)
+    await stock.synced()
+    const mux = await MuxClient.connect(ts.url, editor.token)
+    expect(await mux.join(doc)).toMatchObject({ ok: true })
+    const masks = () => mux.frames.flatMap((f) => (f.type === MuxType.Joined && f.path === doc ? [permissionsFromMask(f.permissions)] : []))
+    expect(masks()).toHaveLength(1)
+    expect(masks()[0]!.has('Update')).toBe(true)
+
+    await grantRole(ts.url, admin.token, space, editor.userId, 'Viewer')
+    await waitFor(() => masks().length === 2)
+    expect(masks()[1]!.has('Read')).toBe(true)
+    expect(masks()[1]!.has('Update')).toBe(false)
+    // Another change of access that leaves this room's mask as it was: no frame.
+    const other = await signup(ts.url)
+    await grantRole(ts.url, admin.token, space, other.userId, 'Viewer')
+    await grantRole(ts.url, admin.token, space, editor.userId, 'Editor')
+    await waitFor(() => masks().length === 3)
+    expect(masks()[2]!.has('Update')).toBe(true)
+    expect(mux.frames.filter((f) => f.type === MuxType.Denied)).toHaveLength(0)
+    // The stock provider was sent nothing it does not know, and still syncs.
+    expect((await api(ts.url, admin.token).patchNode(doc, { A: 2 })).status).toBe(200)
+    await waitFor(() => stock.json().A === 2)
+    expect(stock.closes).toHaveLength(0)
     stock.destroy()
     await mux.close()
   })

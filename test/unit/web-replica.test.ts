@@ -6,7 +6,8 @@ import * as encoding from 'lib0/encoding'
 import { syncUpdateMessage } from '../helpers/crafted-updates.js'
 import { waitFor } from '../helpers/wait-for.js'
 import { MuxType, type MuxFrame } from '../../shared/protocol.js'
-import { NodeStore } from '../../web/store/index.js'
+import { permissionMask } from '../../shared/access-policy.js'
+import { groupRefused, NodeStore } from '../../web/store/index.js'
 import { NodeReplica, type TabMessage } from '../../web/sync/node-replica.js'
 import type { MuxConnection, RoomHandler } from '../../web/sync/mux-connection.js'
 
@@ -261,6 +262,132 @@ describe('[ACC12] a client id another writer holds (client_id_conflict)', () => 
     for (const f of replayed) Y.applyUpdate(server, f.update)
     expect(server.getMap('content').toJSON()).toEqual({ bobfield: 'squat', title: 'mine', body: 'more' })
     expect(replica.content).toMatchObject({ bobfield: 'squat', title: 'mine', body: 'more' })
+    store.close()
+  })
+})
+
+describe('[WEB42][WEB43] a role lowered under pending edits', () => {
+  const READ_ONLY = permissionMask(new Set(['Read']))
+  const server = new Y.Doc()
+  server.getMap('content').set('Caption', new Y.Text('c0'))
+
+  /** The server's state, as a sync message of `kind` (0: step 1, 1: step 2). */
+  function serverSync(conn: FakeConnection, kind: 0 | 1) {
+    const e = encoding.createEncoder()
+    encoding.writeVarUint(e, 0) // messageSync
+    encoding.writeVarUint(e, kind)
+    if (kind === 0) encoding.writeVarUint8Array(e, Y.encodeStateVector(server))
+    else encoding.writeVarUint8Array(e, Y.encodeStateAsUpdate(server))
+    conn.handler!.onFrame({ type: MuxType.Sync, path: 'space/doc', message: encoding.toUint8Array(e) })
+  }
+
+  /** A replica holding the server's doc, known as a Document, with `typed` typed key by key while offline. */
+  async function typedOffline(typed: string) {
+    const s = await setup()
+    await s.store.db.nodes.put({ path: 'space/doc', parent: 'space', nodeType: 'Document', name: 'doc', updatedAt: '2025-01-01T00:00:00.000Z', version: 1, pending: 0, refused: 0 })
+    s.replica.onFrame({ type: MuxType.Joined, path: 'space/doc', permissions: 0xffff })
+    serverSync(s.conn, 1)
+    await waitFor(() => s.replica.textOf('Caption')?.toString() === 'c0')
+    s.replica.onSocketClose()
+    s.conn.sent = []
+    let value = 'c0'
+    for (const ch of typed) await s.replica.patch({ Caption: (value += ch) })
+    expect(updatesSent(s.conn)).toHaveLength(0)
+    return { ...s, value }
+  }
+
+  async function expectKeptWhole(store: NodeStore, value: string, n: number) {
+    await eventually(async () => {
+      const rows = await store.outboxFor('space/doc')
+      expect(rows).toHaveLength(n)
+      expect(rows.every((r) => r.status === 'refused' && r.code === 'forbidden')).toBe(true)
+    })
+    const groups = groupRefused(await store.refusedRows())
+    expect(groups).toHaveLength(1)
+    expect(groups[0]).toMatchObject({ field: 'Caption', value, code: 'forbidden' })
+  }
+
+  it('[WEB42] the first edit refused `forbidden` settles every later one of the node with that cause: none is replayed into the same refusal, the text is kept whole', async () => {
+    const typed = ' eve wrote this sentence on the train back home'
+    const { store, conn, replica, value } = await typedOffline(typed)
+    // Back online; the server still says Update (it does not know yet), then refuses the first.
+    conn.handler!.onSocketOpen()
+    replica.onFrame({ type: MuxType.Joined, path: 'space/doc', permissions: 0xffff })
+    serverSync(conn, 0)
+    serverSync(conn, 1)
+    await waitFor(() => updatesSent(conn).length === typed.length, { description: 'the outbox sent' })
+    const [first, ...rest] = updatesSent(conn)
+    replica.onFrame({ type: MuxType.Refused, path: 'space/doc', seq: first!.seq, code: 'forbidden', message: 'No Update permission.' })
+    // The rest build on the refused one: the server calls them invalid_update (replayable alone).
+    for (const f of rest) replica.onFrame({ type: MuxType.Refused, path: 'space/doc', seq: f.seq, code: 'invalid_update', message: 'Missing structs.' })
+    await waitFor(() => replica.state$.value.rebuilding, { description: 'the rebuild' })
+    serverSync(conn, 1)
+    await waitFor(() => !replica.state$.value.rebuilding)
+    await expectKeptWhole(store, value, typed.length)
+    // Nothing was sent again: each refusal was earned once.
+    await settle()
+    expect(updatesSent(conn)).toHaveLength(typed.length)
+    expect(replica.textOf('Caption')?.toString()).toBe('c0')
+    store.close()
+  })
+
+  it('[WEB42] a forbidden_field refusal settles the later edits of that field only; an edit of another field is replayed', async () => {
+    const { store, conn, replica } = await typedOffline('ab')
+    await replica.patch({ Other: 'o1' })
+    conn.handler!.onSocketOpen()
+    replica.onFrame({ type: MuxType.Joined, path: 'space/doc', permissions: 0xffff })
+    serverSync(conn, 0)
+    serverSync(conn, 1)
+    await waitFor(() => updatesSent(conn).length === 3)
+    const [first, ...rest] = updatesSent(conn)
+    replica.onFrame({ type: MuxType.Refused, path: 'space/doc', seq: first!.seq, code: 'forbidden_field', message: 'Caption is the system\'s.' })
+    for (const f of rest) replica.onFrame({ type: MuxType.Refused, path: 'space/doc', seq: f.seq, code: 'invalid_update', message: 'Missing structs.' })
+    await waitFor(() => replica.state$.value.rebuilding)
+    serverSync(conn, 1)
+    await waitFor(() => updatesSent(conn).length === 4, { description: 'the other field replayed' })
+    const rows = await store.outboxFor('space/doc')
+    expect(rows.map((r) => [r.status, r.code ?? null])).toEqual([['refused', 'forbidden_field'], ['refused', 'forbidden_field'], ['pending', null]])
+    expect(updatesSent(conn)[3]!.seq).toBe(rows[2]!.id)
+    store.close()
+  })
+
+  it('[WEB42] on a reconnect only the first edit goes before Joined; a Joined without Update settles the rest here, unsent', async () => {
+    const typed = ' many keys, more than the refusal budget of a socket'
+    const { store, conn, replica, value } = await typedOffline(typed)
+    conn.handler!.onSocketOpen()
+    await waitFor(() => updatesSent(conn).length === 1, { description: 'the first entry sent behind the Join' })
+    replica.onFrame({ type: MuxType.Joined, path: 'space/doc', permissions: READ_ONLY })
+    serverSync(conn, 0)
+    serverSync(conn, 1)
+    await expectKeptWhole(store, value, typed.length)
+    // The server's answer to the one sent: it is settled already.
+    replica.onFrame({ type: MuxType.Refused, path: 'space/doc', seq: updatesSent(conn)[0]!.seq, code: 'forbidden', message: 'No Update permission.' })
+    await waitFor(() => replica.state$.value.rebuilding, { description: 'the rebuild' })
+    serverSync(conn, 1)
+    await waitFor(() => !replica.state$.value.rebuilding)
+    expect(replica.textOf('Caption')?.toString()).toBe('c0')
+    await settle()
+    expect(updatesSent(conn)).toHaveLength(1)
+    store.close()
+  })
+
+  it('[WEB43] a Joined on a joined room changes the permissions only (no new sync); an edit after a lowered mask is kept as refused, never sent', async () => {
+    const { store, conn, replica } = await typedOffline('')
+    conn.handler!.onSocketOpen()
+    replica.onFrame({ type: MuxType.Joined, path: 'space/doc', permissions: 0xffff })
+    serverSync(conn, 0)
+    serverSync(conn, 1)
+    await settle()
+    const syncs = conn.sent.filter((f) => f.type === MuxType.Sync).length
+    replica.onFrame({ type: MuxType.Joined, path: 'space/doc', permissions: READ_ONLY })
+    expect(replica.state$.value.permissions?.has('Update')).toBe(false)
+    expect(replica.state$.value.joined).toBe(true)
+    expect(conn.sent.filter((f) => f.type === MuxType.Sync)).toHaveLength(syncs)
+    await replica.patch({ Caption: 'c0 late' })
+    await expectKeptWhole(store, 'c0 late', 1)
+    expect(updatesSent(conn)).toHaveLength(0)
+    replica.onFrame({ type: MuxType.Joined, path: 'space/doc', permissions: 0xffff })
+    expect(replica.state$.value.permissions?.has('Update')).toBe(true)
     store.close()
   })
 })

@@ -28,6 +28,12 @@ export class WeftSyncStatus extends LitElement {
     .detail { color: #555; margin-left: 0.35em; }
     .trouble { color: #a11; margin-left: 0.35em; }
     a.refused { text-decoration: underline; }
+    .short { display: none; }
+    /* [WEB44] A phone's bar says it in short words: the same facts, one line when nothing is wrong. */
+    @media (max-width: 700px) {
+      .long, .last { display: none; }
+      .short { display: inline; }
+    }
   `
   private readonly status = new ObservableController<SyncStatus>(this)
   /** Refused edits counted as a person sees them: one per node and field, not per keystroke. */
@@ -47,14 +53,14 @@ export class WeftSyncStatus extends LitElement {
     if (!s) return html``
     const waiting = s.pending > 0 && s.kind !== 'syncing'
     const pending = waiting
-      ? html`<span class="detail" data-unsynced>· ${s.pending} change${s.pending === 1 ? '' : 's'} saved on this device, not yet synced</span>`
+      ? html`<span class="detail" data-unsynced>· ${s.pending} <span class="long">change${s.pending === 1 ? '' : 's'} saved on this device, not yet synced</span><span class="short">not yet synced</span></span>`
       : s.pending > 0
         ? html`<span class="detail">· ${s.pending} to send</span>`
         : nothing
     const groups = this.refusedGroups.value?.length ?? 0
     const refused = groups > 0 ? html`<a class="trouble refused" href="#/refused" data-refused=${groups}>· ${groups} refused</a>` : nothing
     const words = statusWords(s, this.failures.value ?? null)
-    const last = s.lastSyncedAt && words.kind !== 'saved' ? html`<span class="detail">· last synced at ${clock(s.lastSyncedAt)}</span>` : nothing
+    const last = s.lastSyncedAt && words.kind !== 'saved' ? html`<span class="detail last">· last synced at ${clock(s.lastSyncedAt)}</span>` : nothing
     const trouble = words.trouble ? html`<span class="trouble" data-trouble=${this.failures.value?.code ?? ''}>· ${words.trouble}</span>` : nothing
     return html`<span role="status" aria-live="polite" data-status=${words.kind} data-pending=${s.pending} class="sync"
       ><span class="dot" aria-hidden="true"></span><span class="label">${words.label}</span>${pending}${refused}${last}${trouble}</span

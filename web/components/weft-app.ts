@@ -56,9 +56,10 @@ export class WeftApp extends LitElement {
       .layout.nav-open weft-nav-tree { display: block; }
       main { padding: 0.8em; }
       .bar .user, .bar .title, .bar .find-label { display: none; }
-      .bar { flex-wrap: nowrap; }
-      .bar weft-sync-status { flex: 1; }
-      .bar .spacer { display: none; }
+      /* [WEB44] The status has a row of its own under the buttons (in its short words): beside
+         them it wrapped word by word into a sticky bar a fifth of a phone's screen high. */
+      .bar { padding: 0.4em 0.8em; gap: 0.3em 0.5em; }
+      .bar weft-sync-status { order: 1; flex: 1 1 100%; }
     }
   `
 

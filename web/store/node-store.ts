@@ -148,6 +148,17 @@ export class NodeStore {
     this.rowsSinceCompact.set(path, 0)
   }
 
+  /** Outbox entries given new bytes (replayed onto the doc being shown): stored, with their updates. */
+  async storeReplayed(path: string, outboxUpdates: Map<number, Uint8Array>): Promise<void> {
+    await this.db.transaction('rw', this.db.updates, this.db.outbox, async () => {
+      for (const [id, update] of outboxUpdates) {
+        await this.db.updates.add({ path, update })
+        await this.db.outbox.update(id, { update })
+      }
+    })
+    this.noteRows(path, outboxUpdates.size)
+  }
+
   /** Records a local edit: its update, its outbox entry and the pending count, atomically. */
   async recordLocalPatch(path: string, patch: MergePatch, update: Uint8Array): Promise<number> {
     const at = new Date().toISOString()
@@ -287,7 +298,26 @@ export class NodeStore {
     })
   }
 
-  /** The author has seen a refused edit and lets it go. */
+  /**
+   * [WEB42] An entry of the node was refused for a reason its later entries share (`forbidden`:
+   * the role cannot write the node; `forbidden_field`: nor these fields): those still pending
+   * after `afterId` (all of them, or those touching one of `fields`) become refused with the same
+   * cause. Replayed instead, each would be refused again, and a socket that keeps earning
+   * refusals is closed ([SYNC4]).
+   */
+  async refuseLaterPending(path: string, afterId: number, code: string, message: string, fields: readonly string[] | null): Promise<number> {
+    return this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
+      const touches = (r: OutboxRow) => fields === null || Object.keys(r.patch ?? {}).some((k) => fields.includes(k))
+      const n = await this.db.outbox
+        .where('[path+status]')
+        .equals([path, 'pending'])
+        .filter((r) => r.id! > afterId && touches(r))
+        .modify({ status: 'refused', code, message })
+      if (n > 0) await this.refreshCounts(path)
+      return n
+    })
+  }
+
   /** Discards several refused entries at once (a field's whole group, or every group). */
   async discardMany(ids: readonly number[]): Promise<void> {
     await this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {

@@ -7,6 +7,7 @@ import * as awarenessProtocol from 'y-protocols/awareness'
 import { BehaviorSubject, Subject, type Subscription } from 'rxjs'
 import { applyPatchToDoc, CONTENT_MAP, contentFieldOrder, convertToText, docToJson, plainTextFields, type MergePatch } from '../../shared/merge-patch.js'
 import { textPolicyFor, type TextPolicy } from '../../shared/text-fields.js'
+import { nodeTypeDef } from '../../shared/node-types.js'
 import { WeftError } from '../../shared/errors.js'
 import { mergeTextEdits } from './text-rebase.js'
 import { MuxType, YMessage, type MuxFrame } from '../../shared/protocol.js'
@@ -287,8 +288,38 @@ export class NodeReplica implements RoomHandler {
     const row = await this.deps.store.getIndexRow(this.path)
     const known = isKnownType(row)
     const policy = textPolicyFor(known ? row.nodeType : 'Document')
-    if (known) this.textPolicy = policy
+    if (known) {
+      this.textPolicy = policy
+      this.hasOwner = nodeTypeDef(row.nodeType).ownerField !== undefined
+    }
     return policy
+  }
+
+  /** Whether the node's type gives an owner rights of its own (null: its type is not known yet). */
+  private hasOwner: boolean | null = null
+
+  /**
+   * [WEB42] The server told this socket the role cannot write the node (a Joined mask without
+   * Update) and no owner rule could let it (a run's creator changes its RequestedStatus without
+   * Update): an edit sent now is refused for certain. Never judged by a mask of an earlier socket,
+   * which may be stale (the role may have changed while offline).
+   */
+  private get mayNotWrite(): boolean {
+    const { joined, permissions } = this.state$.value
+    return joined && permissions !== null && !permissions.has('Update') && this.hasOwner === false
+  }
+
+  /**
+   * [WEB42] Settles every pending edit as refused here, unsent (mayNotWrite), and rebuilds the doc
+   * from the server's state: the edits' structs must leave it, as a server refusal's do.
+   */
+  private async refuseUnwritable(): Promise<void> {
+    const n = await this.deps.store.refuseAllPending(this.path, 'forbidden', `Your role no longer lets you change ${this.path}: this change was not sent. Copy it from here.`)
+    if (n === 0 || this.disposed) return
+    await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
+    this.needsRebuild = true
+    this.startRebuild()
+    this.deps.onIdle(this.path)
   }
 
   private get limit(): number {
@@ -446,7 +477,7 @@ export class NodeReplica implements RoomHandler {
     // temporary seq; its Ack or Refused waits for the outbox id (IndexedDB runs the write's
     // transaction before any later one, so the settlement finds the row).
     let early: { seq: number; socket: number; resolve: (id: number | null) => void } | null = null
-    if (!this.state$.value.denied && this.canSend() && update.byteLength <= this.limit) {
+    if (!this.state$.value.denied && !this.mayNotWrite && this.canSend() && update.byteLength <= this.limit) {
       const seq = this.nextTempSeq++
       if (this.deps.conn.send({ type: MuxType.Update, path: this.path, seq, update })) {
         let resolve: (id: number | null) => void = () => {}
@@ -472,6 +503,7 @@ export class NodeReplica implements RoomHandler {
     }
     // The room was refused for good: this edit can never be sent; say so rather than leave it pending.
     if (denied) await this.deps.store.refuse(id, denied.code, denied.message)
+    else if (this.mayNotWrite) await this.refuseUnwritable()
     else if (this.canSend()) this.sendEntry(id, update)
   }
 
@@ -565,6 +597,13 @@ export class NodeReplica implements RoomHandler {
   onFrame(frame: MuxFrame): void {
     switch (frame.type) {
       case MuxType.Joined:
+        // [WEB43] Joined again on a joined room: the role changed (the server sends the new mask);
+        // the page follows it, and edits the role can no longer make are kept as refused.
+        if (this.state$.value.joined) {
+          this.setState({ permissions: permissionsFromMask(frame.permissions) })
+          if (this.mayNotWrite) background(this.sendPending())
+          return
+        }
         this.rejoinAttempts = 0
         this.setState({ joined: true, permissions: permissionsFromMask(frame.permissions), denied: null })
         this.requestState('normal')
@@ -729,9 +768,15 @@ export class NodeReplica implements RoomHandler {
 
   private async sendPending(beforeJoined = false): Promise<void> {
     if (!this.canSend(beforeJoined) || !this.deps.conn.isOpen) return
+    if (!beforeJoined) await this.policy()
+    if (this.mayNotWrite) return this.refuseUnwritable()
     const entries = await this.deps.store.pendingEntries(this.path)
     if (!this.canSend(beforeJoined) || !this.deps.conn.isOpen) return
-    for (const e of entries) this.sendEntry(e.id!, e.update)
+    if (this.mayNotWrite) return this.refuseUnwritable()
+    // [WEB42] Before Joined only the first entry goes (behind the Join): the role may have been
+    // lowered while this device was offline, and every entry sent to a node the role cannot
+    // write costs a refusal of the socket's budget ([SYNC4]). The rest follow the server's step 1.
+    for (const e of beforeJoined && !this.state$.value.joined ? entries.slice(0, 1) : entries) this.sendEntry(e.id!, e.update)
   }
 
   private sendSync(write: (e: encoding.Encoder) => void): void {
@@ -793,6 +838,10 @@ export class NodeReplica implements RoomHandler {
     // on a doc rebuilt from the server's state, which has a fresh client id (newNodeDoc).
     const row = await this.deps.store.refuse(seq, code, message, isReplayable(code))
     if (!row) return // not ours (another tab sent it) or already settled
+    // [WEB42] The later edits of the node share this refusal's cause: settled with it (each keeps
+    // its text), never replayed into the same refusal again.
+    const shared = sharedCause(code, row.patch)
+    if (shared !== undefined) await this.deps.store.refuseLaterPending(this.path, seq, code, message, shared)
     await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
     // Rebuilt once every refusal that came with this one has settled (the Refused frame's handler).
     this.needsRebuild = true
@@ -815,33 +864,53 @@ export class NodeReplica implements RoomHandler {
     for (;;) {
       const entries = (await this.deps.store.pendingEntries(this.path)).filter((e) => !replayed.has(e.id!))
       if (entries.length === 0) break
-      for (const e of entries) {
-        let captured: Uint8Array = new Uint8Array()
-        const capture = (u: Uint8Array) => {
-          captured = u
-        }
-        fresh.on('update', capture)
-        applyPatchToDoc(fresh, e.patch, 'rebuild', this.textPolicy)
-        fresh.off('update', capture)
-        replayed.set(e.id!, captured)
-      }
+      for (const [id, u] of this.replayOnto(fresh, entries)) replayed.set(id, u)
     }
     if (this.rebuildDoc !== fresh) return // the socket dropped meanwhile; redone on the next join
+    const seen = new Set(replayed.keys())
     for (const [id, u] of replayed) if (u.length === 0) replayed.delete(id)
     await this.deps.store.replaceState(this.path, Y.encodeStateAsUpdate(fresh), replayed)
     await this.deps.store.db.meta.delete(REBUILD_KEY(this.path))
     if (this.rebuildDoc !== fresh) return
+    // [WEB45] Edits made on the old doc after the loop's last read (while the state was stored)
+    // are replayed onto the fresh doc before it is shown, in the same task as the swap: an input
+    // shown the fresh doc without them would drop them from what is typed next (acked unsent,
+    // as they were, they were lost outright).
+    const pending = await this.deps.store.pendingEntries(this.path)
+    if (this.rebuildDoc !== fresh) return
+    const late = this.replayOnto(fresh, pending.filter((e) => !seen.has(e.id!)))
     this.rebuildDoc = null
     this.needsRebuild = false
     this.swapDoc(fresh)
-    this.deps.broadcast({ kind: 'reload', path: this.path })
     this.setState({ rebuilding: false })
     this.inFlight.clear()
     // Entries whose replay was a no-op (the server already has that value) are fulfilled.
-    const pending = await this.deps.store.pendingEntries(this.path)
-    for (const e of pending) if (!replayed.has(e.id!)) await this.deps.store.ack(e.id!)
+    for (const e of pending) if (seen.has(e.id!) && !replayed.has(e.id!)) await this.deps.store.ack(e.id!)
+    for (const [id, u] of late) {
+      if (u.length > 0) continue
+      late.delete(id)
+      await this.deps.store.ack(id)
+    }
+    if (late.size > 0) await this.deps.store.storeReplayed(this.path, late)
+    this.deps.broadcast({ kind: 'reload', path: this.path })
     await this.sendPending()
     this.deps.onIdle(this.path)
+  }
+
+  /** Applies outbox entries' patches to `doc` in order ('rebuild'): each entry's new update (empty: a no-op there). */
+  private replayOnto(doc: Y.Doc, entries: readonly { id?: number; patch: MergePatch }[]): Map<number, Uint8Array> {
+    const updates = new Map<number, Uint8Array>()
+    for (const e of entries) {
+      let captured: Uint8Array = new Uint8Array()
+      const capture = (u: Uint8Array) => {
+        captured = u
+      }
+      doc.on('update', capture)
+      applyPatchToDoc(doc, e.patch, 'rebuild', this.textPolicy)
+      doc.off('update', capture)
+      updates.set(e.id!, captured)
+    }
+    return updates
   }
 
   private sendAwareness(clients: number[]): void {
@@ -875,6 +944,17 @@ export class NodeReplica implements RoomHandler {
 /** The row names the node's real type (the server's, or the creator's), not a stand-in's guess. */
 function isKnownType(row: IndexRow | undefined): row is IndexRow {
   return row !== undefined && !row.typeUnknown
+}
+
+/**
+ * [WEB42] Which later pending edits of a node a final refusal settles too: all of them for
+ * `forbidden` (the role cannot write the node), those touching the refused edit's fields for
+ * `forbidden_field` (undefined: none, the refusal concerns that edit only).
+ */
+function sharedCause(code: string, patch: MergePatch): readonly string[] | null | undefined {
+  if (code === 'forbidden') return null
+  if (code === 'forbidden_field') return Object.keys(patch ?? {})
+  return undefined
 }
 
 /** Refusals of the bytes, not of the intent: the outbox patch is replayed once on a rebuilt doc. */
