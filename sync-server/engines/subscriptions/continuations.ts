@@ -133,6 +133,12 @@ export async function grantAccess(nodes: NodeApi, scope: string, subject: string
   return outcome
 }
 
+/** [SUB9] Whether an explicit `Denied` assignment of the subject stands on `scope`. */
+export async function isDenied(nodes: NodeApi, scope: string, subject: string): Promise<boolean> {
+  const path = tryParseNodePath(assignmentPath(scope, subject))
+  return path !== null && (await nodes.get(SYSTEM, path))?.content.Denied === true
+}
+
 /** The message of a grant an explicit Denied refused. */
 export function deniedMessage(subject: string, scope: string): string {
   return `${subject} is explicitly Denied on ${scope}; the grant does not override it (an Admin can remove the Denied assignment first).`
@@ -251,6 +257,9 @@ async function addToGroup(input: ContinuationInput): Promise<void> {
   const role = requireRole(sub.Role, null)
   await requireExisting(nodes, group, 'Group')
   await recheckRequester(nodes, sub, group)
+  // [SUB9] Refused before anything is written, as the direct invite is: a membership added ahead
+  // of the refused grant would give the subject whatever the group holds elsewhere.
+  if (role && (await isDenied(nodes, group, subject))) throw new ContinuationFailure(deniedMessage(subject, group))
   await addMembership(nodes, group, subject)
   // Groups are not publicly readable: the grant is what lets the new member see the group.
   if (role && (await grantAccess(nodes, group, subject, role)) === 'denied') throw new ContinuationFailure(deniedMessage(subject, group))

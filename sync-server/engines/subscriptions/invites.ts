@@ -20,7 +20,7 @@ import {
 import type { UserDirectory } from '../../auth/index.js'
 import type { NodeApi } from '../../nodes/index.js'
 import { ALL, isAdminOf } from './access.js'
-import { addMembership, deniedMessage, grantAccess, pinForUser } from './continuations.js'
+import { addMembership, deniedMessage, grantAccess, isDenied, pinForUser } from './continuations.js'
 
 /**
  * Invites by email (event-subscriptions seed, "Trigger 1"): grant now when the person has an
@@ -172,10 +172,7 @@ export async function inviteToGroup(
   for (const email of emails) {
     const existing = await deps.users.findUserIdByEmail(email)
     if (existing) {
-      if (role) {
-        const assignment = await deps.nodes.get(SYSTEM, `${group}/_Access/${existing}_Access` as NodePath)
-        if (assignment?.content.Denied === true) throw new WeftError('conflict', deniedMessage(existing, group))
-      }
+      if (role && (await isDenied(deps.nodes, group, existing))) throw new WeftError('conflict', deniedMessage(existing, group))
       await addMembership(deps.nodes, group, existing)
       if (role && (await grantAccess(deps.nodes, group, existing, role)) === 'denied') throw new WeftError('conflict', deniedMessage(existing, group))
       out.push({ email, status: 'Granted', userId: existing })
