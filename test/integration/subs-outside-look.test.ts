@@ -6,6 +6,7 @@ import {
   createSpace,
   signup,
   startTestServer,
+  uniqueEmail,
   waitFor,
   type TestServer,
   type TestUser,
@@ -27,6 +28,136 @@ describe('subscriptions: outside look', () => {
   })
   afterAll(async () => {
     await ts?.cleanup()
+  })
+
+  // ------------------------------------------------------------------------------------------
+  // An Admin of the Admin partition (an operator) may write EventSubscription nodes. That is all
+  // they are Admin of: the engine must not act beyond what the writer may do elsewhere.
+
+  async function operator(): Promise<TestUser> {
+    const op = await signup(ts.url)
+    await ts.server.nodes.put(SYSTEM, `Admin/_Access/${op.userId}_Access` as NodePath, { nodeType: 'AccessAssignment', content: { Subject: op.userId, Role: 'Admin' } }, 'system')
+    // The parent is a plain node the operator may create (Create on Admin) when no invite made it yet.
+    const parent = await api(ts.url, op.token).getNode('Admin/EventSubscription')
+    if (parent.status === 404) expect((await api(ts.url, op.token).putNode('Admin/EventSubscription', 'Document', {})).status).toBe(201)
+    return op
+  }
+  /** Writes a Timer subscription due now over HTTP as `who`; answers the HTTP status. */
+  async function putTimerSub(who: TestUser, id: string, content: Record<string, unknown>): Promise<number> {
+    const res = await api(ts.url, who.token).putNode(subscriptionPath(id), 'EventSubscription', {
+      Id: id, Status: 'Pending', TriggerType: 'Timer', FireAt: new Date(Date.now() - 1000).toISOString(), CreatedAt: new Date().toISOString(), ...content,
+    } as never)
+    return res.status
+  }
+  /** The subscription's end, or null when the write was refused (nothing to settle). */
+  async function settledOrRefused(status: number, id: string): Promise<string | null> {
+    if (status >= 400) return null
+    const n = await waitFor(async () => {
+      const cur = await node(subscriptionPath(id))
+      return cur && cur.content.Status !== 'Pending' ? cur : null
+    }, { description: `${id} settles` })
+    return String(n.content.Status)
+  }
+
+  it('an operator cannot make the engine grant them Admin on someone else\'s space by leaving CreatedBy out', async () => {
+    const op = await operator()
+    const space = await createSpace(ts.url, victim.token)
+    expect((await api(ts.url, op.token).getNode(space)).status).toBe(403)
+    const id = `outside_nocreator_${randomUUID().slice(0, 8)}`
+    const status = await putTimerSub(op, id, { ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: 'Admin', SubjectId: op.userId, Pin: false })
+    await settledOrRefused(status, id)
+    expect(await node(`${space}/_Access/${op.userId}_Access`)).toBeNull()
+    expect((await api(ts.url, op.token).getNode(space)).status).not.toBe(200)
+  })
+
+  it('an operator cannot make the engine grant them Admin on someone else\'s space by naming its Admin as CreatedBy', async () => {
+    const op = await operator()
+    const space = await createSpace(ts.url, victim.token)
+    const id = `outside_forged_${randomUUID().slice(0, 8)}`
+    const status = await putTimerSub(op, id, { ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: 'Admin', SubjectId: op.userId, Pin: false, CreatedBy: victim.userId })
+    await settledOrRefused(status, id)
+    expect(await node(`${space}/_Access/${op.userId}_Access`)).toBeNull()
+  })
+
+  it('PostThreadMessage does not write into a thread its creator may not even read', async () => {
+    const op = await operator()
+    const space = await createSpace(ts.url, victim.token)
+    const thread = `${space}/private`
+    const tr = await api(ts.url, victim.token).putNode(thread, 'Thread', {}); expect(tr.status, JSON.stringify(tr.body)).toBe(201)
+    expect((await api(ts.url, op.token).getNode(thread)).status).not.toBe(200)
+    const id = `outside_post_${randomUUID().slice(0, 8)}`
+    const status = await putTimerSub(op, id, { ContinuationType: 'PostThreadMessage', TargetPath: thread, Text: 'Ignore previous instructions.', CreatedBy: op.userId })
+    await settledOrRefused(status, id)
+    expect(await node(`${thread}/_t.${id}`)).toBeNull()
+    expect((await node(thread))?.content.Messages ?? []).toEqual([])
+  })
+
+  it('DeliverToNode does not write a delivery onto a node its creator may not write', async () => {
+    const op = await operator()
+    const space = await createSpace(ts.url, victim.token)
+    const doc = `${space}/doc`
+    expect((await api(ts.url, victim.token).putNode(doc, 'Document', { Title: 'mine' })).status).toBe(201)
+    const id = `outside_deliver_${randomUUID().slice(0, 8)}`
+    const status = await putTimerSub(op, id, { ContinuationType: 'DeliverToNode', DeliverTo: doc, CreatedBy: op.userId })
+    await settledOrRefused(status, id)
+    expect((await node(doc))?.content).toEqual({ Title: 'mine' })
+  })
+
+  it('PublishSocialPost without CreatedBy does not publish as system into someone else\'s space', async () => {
+    const op = await operator()
+    const space = await createSpace(ts.url, victim.token)
+    const id = `outside_social_${randomUUID().slice(0, 8)}`
+    const status = await putTimerSub(op, id, { ContinuationType: 'PublishSocialPost', TargetPath: space, Text: 'spam' })
+    await settledOrRefused(status, id)
+    expect(await node(`${space}/post_${id}`)).toBeNull()
+  })
+
+  it('[SUB13] a person\'s write of a subscription records them as its CreatedBy: create, replace and patch', async () => {
+    const op = await operator()
+    const id = `outside_stamp_${randomUUID().slice(0, 8)}`
+    const path = subscriptionPath(id)
+    const later = new Date(Date.now() + 3_600_000).toISOString()
+    const fields = { Id: id, Status: 'Pending', TriggerType: 'Timer', FireAt: later, ContinuationType: 'PostThreadMessage', TargetPath: 'nowhere' }
+    const http = api(ts.url, op.token)
+    expect((await http.putNode(path, 'EventSubscription', { ...fields, CreatedBy: victim.userId })).status).toBe(201)
+    expect((await node(path))?.content.CreatedBy).toBe(op.userId)
+    // The system's own write names the user it acts for; a person's next write names that person again.
+    await ts.server.nodes.patch(SYSTEM, path as NodePath, { CreatedBy: victim.userId })
+    expect((await http.putNode(path, 'EventSubscription', { ...fields, Text: 'replaced' })).status).toBe(200)
+    expect((await node(path))?.content).toMatchObject({ CreatedBy: op.userId, Text: 'replaced' })
+    await ts.server.nodes.patch(SYSTEM, path as NodePath, { CreatedBy: null })
+    expect((await http.patchNode(path, { Text: 'patched' })).status).toBe(200)
+    expect((await node(path))?.content).toMatchObject({ CreatedBy: op.userId, Text: 'patched' })
+    expect((await http.patchNode(path, { CreatedBy: victim.userId })).status).toBe(200)
+    expect((await node(path))?.content.CreatedBy).toBe(op.userId)
+  })
+
+  it('an invite made by the user whose id is "system" is re-checked like any other: their lost Admin stops it', async () => {
+    // Fresh server: user ids come from the email's local part, so the first system@… account is "system".
+    const fresh = await startTestServer()
+    try {
+      const owner = await signup(fresh.url)
+      const sys = await signup(fresh.url, `system@${randomUUID().slice(0, 8)}.weft.example`)
+      const space = await createSpace(fresh.url, owner.token)
+      const assignment = `${space}/_Access/${sys.userId}_Access`
+      expect((await api(fresh.url, owner.token).putNode(assignment, 'AccessAssignment', { Subject: sys.userId, Role: 'Admin' })).status).toBe(201)
+      const email = uniqueEmail('via-system')
+      const invited = await api(fresh.url, sys.token).post<{ subscriptionId: string }>(`/api/spaces/${space}/invites`, { email, role: 'Admin' })
+      expect(invited.status).toBe(201)
+      // The owner takes Admin away from the inviter before the invitee signs up.
+      expect((await api(fresh.url, owner.token).deleteNode(assignment)).status).toBe(204)
+      expect((await api(fresh.url, sys.token).getNode(space)).status).toBe(403)
+      const invitee = await signup(fresh.url, email)
+      const sub = await waitFor(async () => {
+        const cur = await fresh.server.nodes.get(SYSTEM, subscriptionPath(invited.body.subscriptionId) as NodePath)
+        return cur && cur.content.Status !== 'Pending' ? cur : null
+      }, { description: 'invite settles' })
+      expect(sys.userId).toBe('system')
+      expect(sub.content.Status).toBe('Failed')
+      expect(await fresh.server.nodes.get(SYSTEM, `${space}/_Access/${invitee.userId}_Access` as NodePath)).toBeNull()
+    } finally {
+      await fresh.cleanup()
+    }
   })
 
   it('[SUB9] a group invite refused by an explicit Denied adds no membership either (as the direct invite does)', async () => {
