@@ -59,7 +59,7 @@ describe('subscriptions: outside look', () => {
     return String(n.content.Status)
   }
 
-  it('an operator cannot make the engine grant them Admin on someone else\'s space by leaving CreatedBy out', async () => {
+  it('[SUB13] an operator cannot make the engine grant them Admin on someone else\'s space by leaving CreatedBy out', async () => {
     const op = await operator()
     const space = await createSpace(ts.url, victim.token)
     expect((await api(ts.url, op.token).getNode(space)).status).toBe(403)
@@ -70,7 +70,7 @@ describe('subscriptions: outside look', () => {
     expect((await api(ts.url, op.token).getNode(space)).status).not.toBe(200)
   })
 
-  it('an operator cannot make the engine grant them Admin on someone else\'s space by naming its Admin as CreatedBy', async () => {
+  it('[SUB13] an operator cannot make the engine grant them Admin on someone else\'s space by naming its Admin as CreatedBy', async () => {
     const op = await operator()
     const space = await createSpace(ts.url, victim.token)
     const id = `outside_forged_${randomUUID().slice(0, 8)}`
@@ -79,7 +79,7 @@ describe('subscriptions: outside look', () => {
     expect(await node(`${space}/_Access/${op.userId}_Access`)).toBeNull()
   })
 
-  it('PostThreadMessage does not write into a thread its creator may not even read', async () => {
+  it('[SUB13] PostThreadMessage does not write into a thread its creator may not even read', async () => {
     const op = await operator()
     const space = await createSpace(ts.url, victim.token)
     const thread = `${space}/private`
@@ -92,7 +92,7 @@ describe('subscriptions: outside look', () => {
     expect((await node(thread))?.content.Messages ?? []).toEqual([])
   })
 
-  it('DeliverToNode does not write a delivery onto a node its creator may not write', async () => {
+  it('[SUB13] DeliverToNode does not write a delivery onto a node its creator may not write', async () => {
     const op = await operator()
     const space = await createSpace(ts.url, victim.token)
     const doc = `${space}/doc`
@@ -103,7 +103,7 @@ describe('subscriptions: outside look', () => {
     expect((await node(doc))?.content).toEqual({ Title: 'mine' })
   })
 
-  it('PublishSocialPost without CreatedBy does not publish as system into someone else\'s space', async () => {
+  it('[SUB13] PublishSocialPost without CreatedBy does not publish as system into someone else\'s space', async () => {
     const op = await operator()
     const space = await createSpace(ts.url, victim.token)
     const id = `outside_social_${randomUUID().slice(0, 8)}`
@@ -132,7 +132,31 @@ describe('subscriptions: outside look', () => {
     expect((await node(path))?.content.CreatedBy).toBe(op.userId)
   })
 
-  it('an invite made by the user whose id is "system" is re-checked like any other: their lost Admin stops it', async () => {
+  it('[SUB14] an Editor of the Admin partition cannot launder a subscription through a legacy Admin/ScheduledAction node', async () => {
+    const editor = await signup(ts.url)
+    await ts.server.nodes.put(SYSTEM, `Admin/_Access/${editor.userId}_Access` as NodePath, { nodeType: 'AccessAssignment', content: { Subject: editor.userId, Role: 'Editor' } }, 'system')
+    const http = api(ts.url, editor.token)
+    const space = await createSpace(ts.url, victim.token)
+    const fields = {
+      TriggerType: 'Timer', FireAt: new Date(Date.now() - 1000).toISOString(), ContinuationType: 'GrantSpaceAccess',
+      TargetPath: space, Role: 'Admin', SubjectId: editor.userId, Pin: false, CreatedBy: victim.userId,
+    }
+    // An Editor may not write an EventSubscription (system and Admins only)...
+    if (!(await node('Admin/EventSubscription'))) await ts.server.nodes.put(SYSTEM, 'Admin/EventSubscription' as NodePath, { nodeType: 'Document', content: {} })
+    const id = `outside_legacy_${randomUUID().slice(0, 8)}`
+    expect((await http.putNode(subscriptionPath(id), 'EventSubscription', { Id: id, ...fields })).status).toBe(403)
+    // ...nor get one written for them by the legacy migration.
+    if ((await http.getNode('Admin/ScheduledAction')).status === 404) expect((await http.putNode('Admin/ScheduledAction', 'Document', {})).status).toBe(201)
+    const put = await http.putNode(`Admin/ScheduledAction/${id}`, 'Document', fields)
+    if (put.status < 300) {
+      await waitFor(async () => (await node(`Admin/ScheduledAction/${id}`)) === null, { description: 'legacy node handled' })
+      const sub = await node(subscriptionPath(id))
+      if (sub) await waitFor(async () => (await node(subscriptionPath(id)))?.content.Status !== 'Pending', { description: 'settled' })
+    }
+    expect(await node(`${space}/_Access/${editor.userId}_Access`)).toBeNull()
+  })
+
+  it('[SUB13] an invite made by the user whose id is "system" is re-checked like any other: their lost Admin stops it', async () => {
     // Fresh server: user ids come from the email's local part, so the first system@… account is "system".
     const fresh = await startTestServer()
     try {
