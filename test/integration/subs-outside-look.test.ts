@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { randomUUID } from 'node:crypto'
-import { SYSTEM, subscriptionPath, type NodePath } from '../../shared/index.js'
+import { SYSTEM, legacyInviteSubscriptionIds, spaceInviteSubscriptionId, subscriptionPath, type NodePath } from '../../shared/index.js'
 import {
   api,
   createSpace,
@@ -19,15 +19,87 @@ import {
 describe('subscriptions: outside look', () => {
   let ts: TestServer
   let victim: TestUser
+  let attacker: TestUser
 
   const node = (path: string) => ts.server.nodes.get(SYSTEM, path as NodePath)
+  const invite = (token: string, s: string, body: unknown) => api(ts.url, token).post<Record<string, unknown>>(`/api/spaces/${s}/invites`, body)
+  const members = (token: string, s: string) => api(ts.url, token).get<{ invites: { email: string | null; subscriptionId: string; status: string }[] }>(`/api/spaces/${s}/members`)
 
   beforeAll(async () => {
     ts = await startTestServer()
     victim = await signup(ts.url)
+    attacker = await signup(ts.url)
   })
   afterAll(async () => {
     await ts?.cleanup()
+  })
+
+  it('[SUB15] an invite to one space is not taken over by an invite to another space whose name slugs the same (case)', async () => {
+    const n = randomUUID().slice(0, 8)
+    const victimSpace = await createSpace(ts.url, victim.token, `Team${n}`)
+    // Any signed-in user may create a space at a free top-level path.
+    const attackerSpace = await createSpace(ts.url, attacker.token, `team${n}`)
+    const email = uniqueEmail('invitee')
+    expect((await invite(victim.token, victimSpace, { email, role: 'Editor' })).status).toBe(201)
+    expect((await invite(attacker.token, attackerSpace, { email, role: 'Viewer' })).status).toBe(201)
+    // The victim's pending invite is still listed on the victim's space...
+    const listed = await members(victim.token, victimSpace)
+    expect(listed.body.invites.map((i) => i.email)).toContain(email)
+    // ...and the invitee, on sign-up, gets the role the victim's Admin gave.
+    const user = await signup(ts.url, email)
+    // (The other space's Admin invited them too: that grant, on that space, is theirs to give.)
+    const grant = await waitFor(async () => node(`${victimSpace}/_Access/${user.userId}_Access`), { description: 'the grant on the first space' })
+    expect(grant.content.Role).toBe('Editor')
+  })
+
+  it('[SUB15] two invitees whose addresses differ only in punctuation each keep their own invite', async () => {
+    const space = await createSpace(ts.url, victim.token)
+    const n = randomUUID().slice(0, 8)
+    const first = `ann.lee-${n}@test.weft.example`
+    const second = `ann_lee-${n}@test.weft.example`
+    expect((await invite(victim.token, space, { email: first, role: 'Editor' })).status).toBe(201)
+    expect((await invite(victim.token, space, { email: second, role: 'Viewer' })).status).toBe(201)
+    const listed = await members(victim.token, space)
+    expect(listed.body.invites.map((i) => i.email).sort()).toEqual([first, second].sort())
+  })
+
+  it('[SUB15] an Admin of a space with a long (valid) name can invite by email (the subscription id is not refused as too long a name)', async () => {
+    // A valid top-level path of 480 characters (paths take 1,024); the subscription id is longer still.
+    const name = `s${randomUUID().replace(/-/g, '')}`.padEnd(480, 'x')
+    const space = await createSpace(ts.url, victim.token, name)
+    const res = await invite(victim.token, space, { email: uniqueEmail('long'), role: 'Viewer' })
+    expect(res.status, JSON.stringify(res.body)).toBe(201)
+  })
+
+  it('[SUB15] an invite made before the hashed ids is still listed, upserted by a re-invite and revoked by its id', async () => {
+    const space = await createSpace(ts.url, victim.token)
+    const email = uniqueEmail('before')
+    const old = legacyInviteSubscriptionIds(email, space).space
+    // As the invite code wrote it then.
+    if (!(await node('Admin/EventSubscription'))) await ts.server.nodes.put(SYSTEM, 'Admin/EventSubscription' as NodePath, { nodeType: 'Document', content: {} })
+    await ts.server.nodes.put(SYSTEM, subscriptionPath(old) as NodePath, { nodeType: 'EventSubscription', content: {
+      Id: old, TriggerType: 'NodeChange', TriggerNodeType: 'User', TriggerKind: 'Created', MatchField: 'Email', MatchValue: email,
+      ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: 'Viewer', Pin: true, Status: 'Pending', CreatedBy: victim.userId, CreatedAt: new Date().toISOString(),
+    } })
+    expect((await members(victim.token, space)).body.invites.map((i) => i.subscriptionId)).toEqual([old])
+    const again = await invite(victim.token, space, { email, role: 'Editor' })
+    expect(again.body).toMatchObject({ status: 'Invited', subscriptionId: old })
+    expect((await node(subscriptionPath(old)))?.content.Role).toBe('Editor')
+    expect(await node(subscriptionPath(spaceInviteSubscriptionId(email, space)))).toBeNull()
+    expect((await api(ts.url, victim.token).request('DELETE', `/api/spaces/${space}/invites/${old}`)).status).toBe(200)
+    expect((await node(subscriptionPath(old)))?.content.Status).toBe('Cancelled')
+  })
+
+  it('[SUB15] an invite never merges into a subscription at its id that is another invite', async () => {
+    const space = await createSpace(ts.url, victim.token)
+    const email = uniqueEmail('taken')
+    const id = spaceInviteSubscriptionId(email, space)
+    const other = { Id: id, TriggerType: 'Timer', FireAt: new Date(Date.now() + 3_600_000).toISOString(), ContinuationType: 'PostThreadMessage', TargetPath: 'elsewhere', Status: 'Pending' }
+    if (!(await node('Admin/EventSubscription'))) await ts.server.nodes.put(SYSTEM, 'Admin/EventSubscription' as NodePath, { nodeType: 'Document', content: {} })
+    await ts.server.nodes.put(SYSTEM, subscriptionPath(id) as NodePath, { nodeType: 'EventSubscription', content: other })
+    const res = await invite(victim.token, space, { email, role: 'Editor' })
+    expect(res.status).toBe(409)
+    expect((await node(subscriptionPath(id)))?.content).toEqual(other)
   })
 
   // ------------------------------------------------------------------------------------------
