@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { digest } from 'lib0/hash/sha256'
 import {
   EventContinuationType,
   EventSubscriptionStatus,
@@ -78,14 +79,33 @@ export const SUBSCRIPTIONS_PARENT = 'Admin/EventSubscription'
 export const LEGACY_SCHEDULED_ACTIONS_PARENT = 'Admin/ScheduledAction'
 export const INVITATIONS_PARENT = 'Admin/Invitation'
 
-/** Deterministic per invitee + space, so a re-invite upserts the same subscription. */
-export function spaceInviteSubscriptionId(email: string, space: string): string {
-  return `grant_${slug(email)}_${slug(space)}`
+/**
+ * [SUB15] An invite's key: the first 128 bits of SHA-256 over the address (its case does not
+ * matter: sign-up matches it without) and the exact path, in hex. Fixed length, so any space's
+ * name fits in a node name; and no two invites share it (slugs did: spaces TeamX and teamX,
+ * addresses ann.lee@ and ann_lee@, and one invite silently replaced the other).
+ */
+function inviteKey(email: string, target: string): string {
+  const bytes = digest(new TextEncoder().encode(JSON.stringify([email.trim().toLowerCase(), target])))
+  return Array.from(bytes.subarray(0, 16), (b) => b.toString(16).padStart(2, '0')).join('')
 }
 
-/** Deterministic per invitee + group. */
+/** [SUB4] [SUB15] Deterministic per invitee + space, so a re-invite upserts the same subscription. */
+export function spaceInviteSubscriptionId(email: string, space: string): string {
+  return `grant_${inviteKey(email, space)}`
+}
+
+/** [SUB4] [SUB15] Deterministic per invitee + group. */
 export function groupInviteSubscriptionId(email: string, group: string): string {
-  return `addgroup_${slug(email)}_${slug(group)}`
+  return `addgroup_${inviteKey(email, group)}`
+}
+
+/**
+ * The ids invites had before [SUB15] (slugs of the address and the path). An invite made then is
+ * still listed and revoked by its id; a re-invite upserts it when it is that same invite.
+ */
+export function legacyInviteSubscriptionIds(email: string, target: string): { space: string; group: string } {
+  return { space: `grant_${slug(email)}_${slug(target)}`, group: `addgroup_${slug(email)}_${slug(target)}` }
 }
 
 export function subscriptionPath(id: string): string {

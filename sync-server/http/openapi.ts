@@ -565,7 +565,7 @@ export const OPENAPI_DOCUMENT = {
           '201': { description: 'Invited: granted on sign-up.', content: json(ref('InviteOutcome')) },
           ...common,
           '404': error('`not_found`.'),
-          '409': error('`conflict`: the person is explicitly Denied on the space.'),
+          '409': error('`conflict`: the person is explicitly Denied on the space, or the invite\'s id holds another invite.'),
         },
       },
     },

@@ -71,8 +71,8 @@ describe('[SUB8] the TierInvite receiver never drops a delivery', () => {
     const s = await boot()
     const admin = await signup(s.url)
     const space = await createSpace(s.url, admin.token)
-    const target = 'Admin/TierInvites/team'
-    await s.nodes.put(SYSTEM, 'Admin/TierInvites' as NodePath, { nodeType: 'Document', content: {} })
+    // [SUB13] In the space: a delivery is a write made for the inviter, who may update it there.
+    const target = `${space}/team`
     await s.nodes.put(SYSTEM, target as NodePath, { nodeType: 'TierInvite', content: { Space: space, Tier: 'Editor' } })
     const emails = [uniqueEmail('tier-a'), uniqueEmail('tier-b')]
     for (const [i, email] of emails.entries()) {
@@ -106,11 +106,11 @@ describe('[SUB8] the TierInvite receiver never drops a delivery', () => {
     const space = await createSpace(s.url, admin.token)
     const blocked = await signup(s.url)
     const denied = await grantRole(s.url, admin.token, space, blocked.userId, 'Viewer', true)
-    await s.nodes.put(SYSTEM, 'Admin/TierInvites' as NodePath, { nodeType: 'Document', content: {} })
-    await s.nodes.put(SYSTEM, 'Admin/TierInvites/d' as NodePath, { nodeType: 'TierInvite', content: { Space: space, Tier: 'Admin' } })
-    await putSub(s, 'tier_denied', { TriggerType: 'Timer', FireAt: new Date(0).toISOString(), SubjectId: blocked.userId, ContinuationType: 'DeliverToNode', DeliverTo: 'Admin/TierInvites/d', CreatedBy: admin.userId })
+    const target = `${space}/d`
+    await s.nodes.put(SYSTEM, target as NodePath, { nodeType: 'TierInvite', content: { Space: space, Tier: 'Admin' } })
+    await putSub(s, 'tier_denied', { TriggerType: 'Timer', FireAt: new Date(0).toISOString(), SubjectId: blocked.userId, ContinuationType: 'DeliverToNode', DeliverTo: target, CreatedBy: admin.userId })
     const refused = await waitFor(async () => {
-      const n = await get(s, 'Admin/TierInvites/d')
+      const n = await get(s, target)
       return n?.content.Status ? n : null
     })
     expect(refused.content).toMatchObject({ Status: 'Refused', Reason: expect.stringContaining('explicitly Denied') })

@@ -234,12 +234,17 @@ describe('[SUB-R] event subscription runner', () => {
     const notAdmin = await signup(s.url)
     const good = uniqueEmail('tier')
     const bad = uniqueEmail('tier-bad')
+    // [SUB13] A delivery is a write made for the inviter: the TierInvites are in the space, where
+    // both may update them; only the Admin may grant.
+    const tiers = `${space}/tiers`
+    await s.nodes.put(SYSTEM, tiers as NodePath, { nodeType: 'Document', content: {} })
+    await s.nodes.put(SYSTEM, `${space}/_Access/${notAdmin.userId}_Access` as NodePath, { nodeType: 'AccessAssignment', content: { Subject: notAdmin.userId, Role: 'Editor' } })
     await s.nodes.put(SYSTEM, 'Admin/TierInvites' as NodePath, { nodeType: 'Document', content: {} })
     for (const [slugged, email, by] of [['good', good, admin.userId], ['bad', bad, notAdmin.userId]] as const) {
-      await s.nodes.put(SYSTEM, `Admin/TierInvites/${slugged}` as NodePath, { nodeType: 'TierInvite', content: { Space: space, Tier: 'Commenter', Email: email } })
+      await s.nodes.put(SYSTEM, `${tiers}/${slugged}` as NodePath, { nodeType: 'TierInvite', content: { Space: space, Tier: 'Commenter', Email: email } })
       await putSub(s, `tier_${slugged}`, {
         TriggerType: 'NodeChange', TriggerNodeType: 'User', MatchField: 'Email', MatchValue: email,
-        ContinuationType: 'DeliverToNode', DeliverTo: `Admin/TierInvites/${slugged}`, CreatedBy: by,
+        ContinuationType: 'DeliverToNode', DeliverTo: `${tiers}/${slugged}`, CreatedBy: by,
       })
     }
     await putSub(s, 'nowhere', { TriggerType: 'Timer', FireAt: new Date(0).toISOString(), ContinuationType: 'DeliverToNode' })
@@ -249,13 +254,13 @@ describe('[SUB-R] event subscription runner', () => {
     const u2 = await signup(s.url, bad)
     expect((await settled(s, 'tier_good')).content.Status).toBe('Fired')
     const granted = await waitFor(async () => {
-      const n = await get(s, 'Admin/TierInvites/good')
+      const n = await get(s, `${tiers}/good`)
       return n?.content.Status ? n : null
     })
     expect(granted.content).toMatchObject({ Status: 'Granted', GrantedTo: u1.userId, EventDelivery: { SubscriptionId: 'tier_good', SubjectId: u1.userId, CreatedBy: admin.userId } })
     expect((await get(s, `${space}/_Access/${u1.userId}_Access`))?.content.Role).toBe('Commenter')
     const refused = await waitFor(async () => {
-      const n = await get(s, 'Admin/TierInvites/bad')
+      const n = await get(s, `${tiers}/bad`)
       return n?.content.Status ? n : null
     })
     expect(refused.content).toMatchObject({ Status: 'Refused', Reason: expect.stringContaining(`${notAdmin.userId} is no longer Admin of ${space}`) })

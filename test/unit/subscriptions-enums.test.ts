@@ -6,6 +6,7 @@ import {
   EventTriggerType,
   MeshChangeKind,
   groupInviteSubscriptionId,
+  legacyInviteSubscriptionIds,
   readChangeKind,
   readContinuationType,
   readSubscriptionStatus,
@@ -59,13 +60,23 @@ describe('[SUB2] reading persisted enum values', () => {
   })
 })
 
-describe('[SUB4] deterministic invite ids', () => {
-  it('slug the email and the space', () => {
+describe('[SUB4] [SUB15] deterministic invite ids', () => {
+  it('a hash of the address and the exact path: fixed length, whatever the path', () => {
     expect(slug(' Ann.Lee+x@Example.COM ')).toBe('ann_lee_x_example_com')
-    expect(spaceInviteSubscriptionId('Ann@Example.com', 'Acme')).toBe('grant_ann_example_com_acme')
-    expect(groupInviteSubscriptionId('ann@example.com', 'Acme/Team-A')).toBe('addgroup_ann_example_com_acme_team_a')
+    expect(spaceInviteSubscriptionId('ann@example.com', 'Acme')).toMatch(/^grant_[0-9a-f]{32}$/)
+    expect(groupInviteSubscriptionId('ann@example.com', 'Acme/Team-A')).toMatch(/^addgroup_[0-9a-f]{32}$/)
+    expect(spaceInviteSubscriptionId('ann@example.com', 'x'.repeat(1000))).toHaveLength('grant_'.length + 32)
+    expect(spaceInviteSubscriptionId('ann@example.com', 'Acme')).toBe(spaceInviteSubscriptionId('ann@example.com', 'Acme'))
   })
-  it('a re-invite with a different case maps to the same subscription', () => {
-    expect(spaceInviteSubscriptionId('ANN@example.com', 'acme')).toBe(spaceInviteSubscriptionId('ann@example.com', 'ACME'))
+  it('a re-invite with the address in another case maps to the same subscription', () => {
+    expect(spaceInviteSubscriptionId('ANN@example.com', 'acme')).toBe(spaceInviteSubscriptionId('ann@example.com', 'acme'))
+  })
+  it('[SUB15] spaces that differ in case, and addresses that differ in punctuation, are different invites', () => {
+    expect(spaceInviteSubscriptionId('ann@example.com', 'TeamX')).not.toBe(spaceInviteSubscriptionId('ann@example.com', 'teamX'))
+    expect(spaceInviteSubscriptionId('ann.lee@example.com', 'acme')).not.toBe(spaceInviteSubscriptionId('ann_lee@example.com', 'acme'))
+    expect(groupInviteSubscriptionId('ann@example.com', 'Acme/Team-A')).not.toBe(groupInviteSubscriptionId('ann@example.com', 'Acme/Team_A'))
+  })
+  it('the ids of invites made before [SUB15] are still known', () => {
+    expect(legacyInviteSubscriptionIds('Ann@Example.com', 'Acme')).toEqual({ space: 'grant_ann_example_com_acme', group: 'addgroup_ann_example_com_acme' })
   })
 })

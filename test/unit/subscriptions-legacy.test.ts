@@ -3,7 +3,7 @@ import pino from 'pino'
 import { EMPTY } from 'rxjs'
 import type { MeshNode, NodePath } from '../../shared/index.js'
 import type { NodeApi, UpdateFn } from '../../sync-server/nodes/types.js'
-import { LegacyMigrator } from '../../sync-server/engines/subscriptions/legacy-migration.js'
+import { LegacyMigrator, toSubscriptionContent } from '../../sync-server/engines/subscriptions/legacy-migration.js'
 
 function legacyNode(): MeshNode {
   const at = '2026-01-01T00:00:00.000Z'
@@ -68,5 +68,21 @@ describe('[SUB7] legacy ScheduledAction migration', () => {
     expect(store.get('Admin/EventSubscription/inv1')?.content).toEqual({ Id: 'inv1', Status: 'Fired' })
     expect(store.has('Admin/ScheduledAction/inv1')).toBe(false)
     m.stop()
+  })
+
+  it('[SUB14] a node a person wrote is not migrated, whatever its content says: it is removed', async () => {
+    const { nodes, store } = flakyNodes()
+    store.set('Admin/ScheduledAction/inv1', { ...legacyNode(), content: { ...legacyNode().content, CreatedBy: 'admin' }, createdBy: 'mallory' })
+    const m = new LegacyMigrator(nodes, pino({ level: 'silent' }))
+    await m.migrateAll()
+    expect(store.has('Admin/EventSubscription/inv1')).toBe(false)
+    expect(store.has('Admin/ScheduledAction/inv1')).toBe(false)
+    m.stop()
+  })
+
+  it('[SUB14] a system-made node keeps the user the system recorded as CreatedBy; none is the system\'s own', async () => {
+    const named = toSubscriptionContent('inv1', { ...legacyNode(), content: { ...legacyNode().content, CreatedBy: 'admin' } })
+    expect(named.CreatedBy).toBe('admin')
+    expect(toSubscriptionContent('inv1', legacyNode()).CreatedBy).toBeNull()
   })
 })

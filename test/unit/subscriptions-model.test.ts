@@ -4,6 +4,7 @@ import { classifySubscription, isResting, triggerSignature } from '../../sync-se
 import { ContinuationRegistry } from '../../sync-server/engines/subscriptions/continuation-registry.js'
 import { splitEmails } from '../../sync-server/engines/subscriptions/invites.js'
 import { toSubscriptionContent } from '../../sync-server/engines/subscriptions/legacy-migration.js'
+import { requestersOf } from '../../sync-server/engines/subscriptions/requester.js'
 
 function node(id: string, content: JsonObject, path = `Admin/EventSubscription/${id}`): MeshNode {
   const at = '2026-01-01T00:00:00.000Z'
@@ -92,5 +93,22 @@ describe('MatchField must be a queryable field name', () => {
   it('is invalid, named, otherwise', () => {
     const c = classifySubscription(node('x', { TriggerType: 'NodeChange', TriggerNodeType: 'User', MatchField: 'e-mail', MatchValue: 'a@b.c', ContinuationType: 'GrantSpaceAccess' }))
     expect(c.state === 'invalid' && c.reason).toContain('"e-mail"')
+  })
+})
+
+describe('[SUB13] requestersOf', () => {
+  const made = (createdBy: string, content: JsonObject): MeshNode => ({ ...node('r', content), createdBy })
+  it('the system\'s own subscription (made by system, naming nobody) has no requester', () => {
+    expect(requestersOf(made('system', {}))).toEqual([])
+    expect(requestersOf(made('system', { CreatedBy: null }))).toEqual([])
+  })
+  it('CreatedBy names a user, "system" included; the system never comes from content', () => {
+    expect(requestersOf(made('system', { CreatedBy: 'ann' }))).toEqual(['ann'])
+    expect(requestersOf(made('system', { CreatedBy: 'system' }))).toEqual(['system'])
+  })
+  it('a node a person made acts for that person too, whatever its content says (or leaves out)', () => {
+    expect(requestersOf(made('mallory', {}))).toEqual(['mallory'])
+    expect(requestersOf(made('mallory', { CreatedBy: 'ann' }))).toEqual(['ann', 'mallory'])
+    expect(requestersOf(made('ann', { CreatedBy: 'ann' }))).toEqual(['ann'])
   })
 })

@@ -13,8 +13,9 @@ import {
 } from '../../../shared/index.js'
 import { ACCESS_SEGMENT, assignmentLabel } from '../../access/index.js'
 import type { NodeApi } from '../../nodes/index.js'
-import { higherRole, isAdminOf } from './access.js'
+import { higherRole } from './access.js'
 import { ContinuationFailure, type ContinuationInput, type ContinuationRegistry } from './continuation-registry.js'
+import { recheckRequesters, requesterOf } from './requester.js'
 
 /**
  * The platform's continuations. Each is an idempotent create-or-update at a deterministic path
@@ -52,12 +53,8 @@ function requireRole(raw: string | null | undefined, fallback: Role | null): Rol
  * Authorize as the caller, execute as system: the invite was checked when it was made, and is
  * checked again now, because the inviter may have lost the right in between.
  */
-async function recheckRequester(nodes: NodeApi, sub: EventSubscription, scope: string): Promise<void> {
-  const by = sub.CreatedBy
-  if (!by || by === 'system') return
-  if (!isAdminOf(nodes, by, scope)) {
-    throw new ContinuationFailure(`${by} is no longer Admin of ${scope}, so the invite was not honoured.`)
-  }
+function recheckAdmin(input: ContinuationInput, scope: string): void {
+  recheckRequesters(input.nodes, input.node, scope, 'ManageAccess', (by) => `${by} is no longer Admin of ${scope}, so the invite was not honoured.`)
 }
 
 async function requireExisting(nodes: NodeApi, path: NodePath, what: string): Promise<MeshNode> {
@@ -133,6 +130,12 @@ export async function grantAccess(nodes: NodeApi, scope: string, subject: string
   return outcome
 }
 
+/** [SUB9] Whether an explicit `Denied` assignment of the subject stands on `scope`. */
+export async function isDenied(nodes: NodeApi, scope: string, subject: string): Promise<boolean> {
+  const path = tryParseNodePath(assignmentPath(scope, subject))
+  return path !== null && (await nodes.get(SYSTEM, path))?.content.Denied === true
+}
+
 /** The message of a grant an explicit Denied refused. */
 export function deniedMessage(subject: string, scope: string): string {
   return `${subject} is explicitly Denied on ${scope}; the grant does not override it (an Admin can remove the Denied assignment first).`
@@ -180,7 +183,7 @@ async function grantSpaceAccess(input: ContinuationInput): Promise<void> {
   const subject = requireSubject(input, 'GrantSpaceAccess')
   const role = requireRole(sub.Role, 'Viewer') as Role
   await requireExisting(nodes, space, 'Space')
-  await recheckRequester(nodes, sub, space)
+  recheckAdmin(input, space)
   const user = await nodes.get(SYSTEM, requirePath(subject, 'User'))
   const pins = Array.isArray(user?.content.PinnedPaths) ? user.content.PinnedPaths : []
   // [SUB10] A revoke that landed before this point wins: nothing is granted. One that lands
@@ -250,7 +253,10 @@ async function addToGroup(input: ContinuationInput): Promise<void> {
   const subject = requireSubject(input, 'AddToGroup')
   const role = requireRole(sub.Role, null)
   await requireExisting(nodes, group, 'Group')
-  await recheckRequester(nodes, sub, group)
+  recheckAdmin(input, group)
+  // [SUB9] Refused before anything is written, as the direct invite is: a membership added ahead
+  // of the refused grant would give the subject whatever the group holds elsewhere.
+  if (role && (await isDenied(nodes, group, subject))) throw new ContinuationFailure(deniedMessage(subject, group))
   await addMembership(nodes, group, subject)
   // Groups are not publicly readable: the grant is what lets the new member see the group.
   if (role && (await grantAccess(nodes, group, subject, role)) === 'denied') throw new ContinuationFailure(deniedMessage(subject, group))
@@ -271,6 +277,9 @@ function defaultMessageText(sub: EventSubscription): string {
 async function postThreadMessage(input: ContinuationInput): Promise<void> {
   const { nodes, subscription: sub } = input
   const thread = requirePath(sub.TargetPath, 'TargetPath')
+  // [SUB13] Posting into a thread is the Thread right, the one a person's own post needs; checked
+  // before the thread is looked at, so a refusal tells nothing of a thread they may not read.
+  recheckRequesters(nodes, input.node, thread, 'Thread', (by) => `${by} may not post in ${thread}, so the message was not posted.`)
   const target = await nodes.get(SYSTEM, thread)
   if (!target) throw new ContinuationFailure(`Thread ${thread} does not exist.`)
   const cell = requirePath(`${thread}/_t.${sub.Id}`, 'TargetPath')
@@ -292,17 +301,19 @@ async function postThreadMessage(input: ContinuationInput): Promise<void> {
 /**
  * The one generic continuation for a module's own effect: write an EventDelivery onto the node
  * named by DeliverTo, as system, through that node's own update path. The node's type decides
- * what the firing means (and re-checks CreatedBy's right before acting).
+ * what the firing means (and re-checks CreatedBy's right before acting). [SUB13] The requester
+ * must hold Update on that node: a delivery is a write to it made for them.
  */
 async function deliverToNode(input: ContinuationInput): Promise<void> {
   const { nodes, subscription: sub } = input
   if (!sub.DeliverTo) throw new ContinuationFailure('DeliverToNode needs DeliverTo: no node to deliver to.')
   const target = requirePath(sub.DeliverTo, 'DeliverTo')
+  recheckRequesters(nodes, input.node, target, 'Update', (by) => `${by} may not update ${target}, so nothing was delivered to it.`)
   const delivery: EventDelivery = {
     SubscriptionId: sub.Id,
     SubjectId: input.subjectId,
     At: input.now.toISOString(),
-    CreatedBy: sub.CreatedBy ?? null,
+    CreatedBy: requesterOf(input.node),
   }
   let missing = false
   await nodes.update(SYSTEM, target, (current) => {

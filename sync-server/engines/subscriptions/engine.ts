@@ -7,6 +7,7 @@ import { registerPlatformContinuations } from './continuations.js'
 import type { SubscriptionModule } from './module.js'
 import { socialModule } from './modules/social-post.js'
 import { registerTierInviteType, tierInviteModule } from './modules/tier-invite.js'
+import { subscriptionWriteRule } from './requester.js'
 import { inviteRoutes } from './routes.js'
 import { SubscriptionRunner } from './runner.js'
 
@@ -42,13 +43,17 @@ export const DEFAULT_MODULES: readonly SubscriptionModule[] = [socialModule, tie
  *  [SUB5] NodeChange matching is indexed, never a scan of every pending subscription.
  *  [SUB6] exactly one claimant per continuation type; a second claim fails start-up.
  *  [SUB7] a legacy ScheduledAction migrates to an EventSubscription; a failed migration is
- *         retried and the legacy node is removed only after the new one is durable. Continuation claims
+ *         retried and the legacy node is removed only after the new one is durable.
+ *  [SUB13] a subscription acts for whoever wrote it (the write rule stamps CreatedBy), re-checked
+ *          when it fires; never for whom its content names. Continuation claims
  * are made when the engine is built, so a doubly-claimed type fails server start-up, naming both
  * claimants.
  */
 export function createSubscriptionsEngine(options: SubscriptionsEngineOptions = {}): EngineFactory {
   return (ctx: EngineContext): SubscriptionsEngine => {
     registerTierInviteType()
+    // [SUB13] Before any write can reach a subscription: whoever writes one is who it acts for.
+    ctx.nodes.registerWriteRule('EventSubscription', subscriptionWriteRule())
     const modules = options.modules ?? DEFAULT_MODULES
     const registry = new ContinuationRegistry()
     registerPlatformContinuations(registry)

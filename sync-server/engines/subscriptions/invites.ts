@@ -7,11 +7,13 @@ import {
   groupInviteSubscriptionId,
   invitationPath,
   isSystem,
+  legacyInviteSubscriptionIds,
   readSubscriptionStatus,
   spaceInviteSubscriptionId,
   subscriptionPath,
   tryParseNodePath,
   type JsonObject,
+  type MeshNode,
   type NodePath,
   type Principal,
   type InviteView,
@@ -20,7 +22,7 @@ import {
 import type { UserDirectory } from '../../auth/index.js'
 import type { NodeApi } from '../../nodes/index.js'
 import { ALL, isAdminOf } from './access.js'
-import { addMembership, deniedMessage, grantAccess, pinForUser } from './continuations.js'
+import { addMembership, deniedMessage, grantAccess, isDenied, pinForUser } from './continuations.js'
 
 /**
  * Invites by email (event-subscriptions seed, "Trigger 1"): grant now when the person has an
@@ -85,9 +87,43 @@ function callerName(caller: Principal): string | null {
   return isSystem(caller) ? null : caller.userId
 }
 
-/** Upserts the subscription at a deterministic id: a re-invite makes the same one Pending again. */
+/**
+ * [SUB15] Whether `node` is the invite of `email` to `target` with this continuation: only then
+ * may an invite upsert it (the address compared as sign-up matches it, without case).
+ */
+function isSameInvite(node: MeshNode, fields: JsonObject): boolean {
+  const c = node.content
+  return (
+    node.nodeType === 'EventSubscription' &&
+    typeof c.MatchValue === 'string' &&
+    typeof fields.MatchValue === 'string' &&
+    c.MatchValue.toLowerCase() === fields.MatchValue.toLowerCase() &&
+    c.TargetPath === fields.TargetPath &&
+    c.ContinuationType === fields.ContinuationType
+  )
+}
+
+/**
+ * The id of the invite of `email` to `target`: the one it had before [SUB15] when an invite made
+ * then is there (so a re-invite still upserts it, [SUB4]), else the hashed one.
+ */
+async function inviteId(nodes: NodeApi, id: string, legacy: string, fields: JsonObject): Promise<string> {
+  const old = await nodes.get(SYSTEM, subscriptionPath(legacy) as NodePath)
+  return old && isSameInvite(old, fields) ? legacy : id
+}
+
+/**
+ * Upserts the subscription at a deterministic id: a re-invite makes the same one Pending again.
+ * [SUB15] Never another invite's: a subscription at the id for another address, target or
+ * continuation is refused (`conflict`), never merged into.
+ */
 async function upsertSubscription(nodes: NodeApi, id: string, fields: JsonObject, at: string): Promise<void> {
+  let other = false
   await nodes.update(SYSTEM, subscriptionPath(id) as NodePath, (current) => {
+    if (current && !isSameInvite(current, fields)) {
+      other = true
+      return undefined
+    }
     const content: JsonObject = { ...(current?.content ?? {}), ...fields, Id: id, Status: 'Pending', CreatedAt: at }
     delete content.FiredAt
     delete content.LastError
@@ -96,15 +132,16 @@ async function upsertSubscription(nodes: NodeApi, id: string, fields: JsonObject
     delete content.TakenBackAt
     return { nodeType: 'EventSubscription', name: current?.name ?? id, content }
   }, 'engine')
+  if (other) throw new WeftError('conflict', `Subscription ${id} is another invite; nothing was changed.`)
 }
 
 /**
  * The invite of someone without an account: a subscription that fires when a User with this
  * email is created (upserted under its deterministic id), and the Invitation that lists it.
  */
-async function inviteOnSignup(deps: InviteDeps, caller: Principal, email: string, id: string, continuation: JsonObject): Promise<void> {
+async function inviteOnSignup(deps: InviteDeps, caller: Principal, email: string, ids: { id: string; legacy: string }, continuation: JsonObject): Promise<string> {
   const at = new Date((deps.now ?? Date.now)()).toISOString()
-  await upsertSubscription(deps.nodes, id, {
+  const fields: JsonObject = {
     TriggerType: 'NodeChange',
     TriggerNodeType: 'User',
     TriggerKind: 'Created',
@@ -112,8 +149,11 @@ async function inviteOnSignup(deps: InviteDeps, caller: Principal, email: string
     MatchValue: email,
     ...continuation,
     CreatedBy: callerName(caller),
-  }, at)
+  }
+  const id = await inviteId(deps.nodes, ids.id, ids.legacy, fields)
+  await upsertSubscription(deps.nodes, id, fields, at)
   await recordInvitation(deps.nodes, email, id, callerName(caller), at)
+  return id
 }
 
 async function recordInvitation(nodes: NodeApi, email: string, subscriptionId: string, by: string | null, at: string): Promise<void> {
@@ -152,8 +192,8 @@ export async function inviteToSpace(
     if (body.pin && !self) await pinForUser(deps.nodes, existing, space)
     return { email, status: 'Granted', userId: existing }
   }
-  const id = spaceInviteSubscriptionId(email, space)
-  await inviteOnSignup(deps, caller, email, id, { ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: body.role, Pin: body.pin })
+  const ids = { id: spaceInviteSubscriptionId(email, space), legacy: legacyInviteSubscriptionIds(email, space).space }
+  const id = await inviteOnSignup(deps, caller, email, ids, { ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: body.role, Pin: body.pin })
   return { email, status: 'Invited', subscriptionId: id }
 }
 
@@ -172,17 +212,14 @@ export async function inviteToGroup(
   for (const email of emails) {
     const existing = await deps.users.findUserIdByEmail(email)
     if (existing) {
-      if (role) {
-        const assignment = await deps.nodes.get(SYSTEM, `${group}/_Access/${existing}_Access` as NodePath)
-        if (assignment?.content.Denied === true) throw new WeftError('conflict', deniedMessage(existing, group))
-      }
+      if (role && (await isDenied(deps.nodes, group, existing))) throw new WeftError('conflict', deniedMessage(existing, group))
       await addMembership(deps.nodes, group, existing)
       if (role && (await grantAccess(deps.nodes, group, existing, role)) === 'denied') throw new WeftError('conflict', deniedMessage(existing, group))
       out.push({ email, status: 'Granted', userId: existing })
       continue
     }
-    const id = groupInviteSubscriptionId(email, group)
-    await inviteOnSignup(deps, caller, email, id, { ContinuationType: 'AddToGroup', TargetPath: group, Role: role })
+    const ids = { id: groupInviteSubscriptionId(email, group), legacy: legacyInviteSubscriptionIds(email, group).group }
+    const id = await inviteOnSignup(deps, caller, email, ids, { ContinuationType: 'AddToGroup', TargetPath: group, Role: role })
     out.push({ email, status: 'Invited', subscriptionId: id })
   }
   return out

@@ -3,6 +3,7 @@ import {
   LEGACY_SCHEDULED_ACTIONS_PARENT,
   SUBSCRIPTIONS_PARENT,
   SYSTEM,
+  principalName,
   readChangeKind,
   readContinuationType,
   readSubscriptionStatus,
@@ -26,6 +27,11 @@ const RETRY = { baseMs: 500, maxMs: 60_000, maxAttempts: Infinity }
  * the new one is durable. A failed migration releases its id and is retried with back-off, so
  * no in-flight invite is dropped. An EventSubscription that already exists at the id wins (a
  * half-done earlier migration, or a newer write): migration never overwrites it.
+ *
+ * [SUB14] Only what the system wrote migrates (the old invite code wrote these nodes as system):
+ * the migrated subscription is written by the system, so one a person wrote would act with
+ * whatever its content claims (an Editor of `Admin` naming a space's Admin as CreatedBy). A
+ * person's node at that path is refused: removed, with a warning naming its writer.
  */
 export class LegacyMigrator {
   private readonly inFlight = new Set<string>()
@@ -65,12 +71,19 @@ export class LegacyMigrator {
     if (this.stopped || this.inFlight.has(id)) return false
     this.inFlight.add(id)
     try {
+      if (!isSystemMade(legacy)) {
+        await this.nodes.update(SYSTEM, legacy.path, (current) => (current && !isSystemMade(current) ? null : undefined), 'engine')
+        this.retries.delete(id)
+        this.log.warn({ id, writer: legacy.createdBy }, 'legacy ScheduledAction written by a person was not migrated (removed)')
+        return false
+      }
       const target = `${SUBSCRIPTIONS_PARENT}/${id}` as NodePath
       await this.nodes.update(SYSTEM, target, (current) => {
         if (current) return undefined
         return { nodeType: 'EventSubscription', name: legacy.name || id, content: toSubscriptionContent(id, legacy) }
       }, 'engine')
-      await this.nodes.update(SYSTEM, legacy.path, () => null, 'engine')
+      // Only a system-made node goes: one a person re-created at the path meanwhile is refused next time.
+      await this.nodes.update(SYSTEM, legacy.path, (current) => (current && isSystemMade(current) ? null : undefined), 'engine')
       this.retries.delete(id)
       this.log.info({ id }, 'migrated legacy ScheduledAction to EventSubscription')
       return true
@@ -98,6 +111,15 @@ export class LegacyMigrator {
   }
 }
 
+/** Written by the system principal (the node's metadata, which no content can change). */
+function isSystemMade(node: MeshNode): boolean {
+  return node.createdBy === principalName(SYSTEM)
+}
+
+/**
+ * The subscription a system-made legacy node becomes. Its CreatedBy is the user the system
+ * recorded there (the inviter, re-checked when it fires, [SUB13]); none: the system's own.
+ */
 export function toSubscriptionContent(id: string, legacy: MeshNode): JsonObject {
   const c = legacy.content
   return {
@@ -109,7 +131,7 @@ export function toSubscriptionContent(id: string, legacy: MeshNode): JsonObject 
     ContinuationType: byName(readContinuationType, c.ContinuationType ?? 'GrantSpaceAccess'),
     Status: byName(readSubscriptionStatus, c.Status ?? 'Pending'),
     CreatedAt: c.CreatedAt ?? legacy.createdAt,
-    CreatedBy: c.CreatedBy ?? (legacy.createdBy === 'system' ? null : legacy.createdBy),
+    CreatedBy: typeof c.CreatedBy === 'string' && c.CreatedBy !== '' ? c.CreatedBy : null,
     MigratedFrom: legacy.path,
   }
 }

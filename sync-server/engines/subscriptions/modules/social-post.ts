@@ -1,7 +1,7 @@
 import { SYSTEM, tryParseNodePath, type NodePath } from '../../../../shared/index.js'
-import { hasPermission } from '../access.js'
 import { ContinuationFailure, type ContinuationInput } from '../continuation-registry.js'
 import type { SubscriptionModule } from '../module.js'
+import { recheckRequesters, requesterOf } from '../requester.js'
 
 /**
  * PublishSocialPost: a module-claimed continuation. Writes a `Post` node under TargetPath at a
@@ -12,11 +12,7 @@ async function publishSocialPost(input: ContinuationInput): Promise<void> {
   const { nodes, subscription: sub } = input
   const parent = tryParseNodePath(sub.TargetPath)
   if (!parent) throw new ContinuationFailure(`PublishSocialPost needs a valid TargetPath (got ${JSON.stringify(sub.TargetPath ?? null)}).`)
-  if (sub.CreatedBy && sub.CreatedBy !== 'system') {
-    if (!hasPermission(nodes, sub.CreatedBy, parent, 'Create')) {
-      throw new ContinuationFailure(`${sub.CreatedBy} may no longer post in ${parent}, so the post was not published.`)
-    }
-  }
+  recheckRequesters(nodes, input.node, parent, 'Create', (by) => `${by} may no longer post in ${parent}, so the post was not published.`)
   const path = tryParseNodePath(`${parent}/post_${sub.Id}`) as NodePath | null
   if (!path) throw new ContinuationFailure(`Subscription id ${sub.Id} cannot name a post.`)
   await nodes.update(SYSTEM, path, (current) => {
@@ -26,7 +22,7 @@ async function publishSocialPost(input: ContinuationInput): Promise<void> {
       name: `Post ${sub.Id}`,
       content: {
         Text: sub.Text ?? '',
-        Author: sub.CreatedBy ?? null,
+        Author: requesterOf(input.node),
         SubjectId: input.subjectId,
         SubscriptionId: sub.Id,
         PublishedAt: input.now.toISOString(),
