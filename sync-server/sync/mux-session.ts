@@ -165,11 +165,19 @@ export class MuxSession {
       }
       const room = await this.opts.nodes.acquireDoc(path)
       if (this.rooms.get(path) !== r) return
+      // [ACC8] Read again, in the stretch that joins: an access change made while the doc was
+      // built found no membership of this socket to end, and the room was joined after it.
+      const permissions = this.opts.nodes.permissions(this.principal, path)
+      if (!permissions.has('Read')) {
+        this.rooms.delete(path)
+        this.sendFrame({ type: MuxType.Denied, path, closeCode: CloseCode.Forbidden, code: 'forbidden', message: `You cannot read ${path}.` })
+        return
+      }
       r.room = room
       room.join(r.conn)
       r.membership = { conn: r.conn, room }
       this.memberships.add(r.membership)
-      r.mask = permissionMask(this.opts.nodes.permissions(this.principal, path))
+      r.mask = permissionMask(permissions)
       this.sendFrame({ type: MuxType.Joined, path, permissions: r.mask })
       for (const m of greeting(room)) r.conn.send(m)
     })().catch((e) => {

@@ -209,19 +209,26 @@ export class SocketServer {
         return ws.close(4400, `invalid_path: ${(e as Error).message}`.slice(0, 120))
       }
       const principal = userPrincipal(userId)
+      let membership: { conn: RoomConnection; room: SyncRoom } | null = null
       const opened = await SyncSession.open(ws, principal, path, {
         nodes: this.opts.nodes,
         maxPayloadBytes: this.opts.maxPayloadBytes,
         sendLimit: this.sendLimit,
         inFlightLimit: this.inFlightLimit,
         log: this.opts.log,
+        // [ACC8] Registered as the room is joined: an access change in the microtasks before
+        // `open` returns is rechecked against it too.
+        joined: (m) => {
+          membership = m
+          this.memberships.add(m)
+        },
       })
+      // Null before any room is joined (refused, or the socket closed): nothing registered.
       if (!opened) return
-      const membership = { conn: opened.conn, room: opened.room }
-      this.memberships.add(membership)
+      const joined = membership
       ws.on('close', () => {
         opened.close()
-        this.memberships.delete(membership)
+        if (joined) this.memberships.delete(joined)
       })
       deliverTo((m) => opened.receive(m))
     })().catch((e) => this.closeOnError(ws, e))

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino'
 import { CloseCode, isWeftError, type NodePath, type Principal } from '../../shared/index.js'
-import type { SyncNodeApi, SyncRoom } from '../nodes/index.js'
+import type { RoomConnection, SyncNodeApi, SyncRoom } from '../nodes/index.js'
 import { greeting, permissionDeniedMessage, socketConnection, type SocketConnection } from './framing.js'
 import { handleRoomMessage, presenceIdentity, type PresenceIdentity } from './room-protocol.js'
 import { InFlightGate, RefusalBudget, sendBounded, spendRefusal, type SessionSocket } from './socket-guards.js'
@@ -41,6 +41,8 @@ export interface SyncSessionOptions {
   /** Updates of one socket waiting for durability before it stops being read. */
   inFlightLimit: number
   log: Logger
+  /** Told of the room joined, in the stretch that joins it (the access recheck's memberships). */
+  joined?: (membership: { conn: RoomConnection; room: SyncRoom }) => void
 }
 
 /** One `/sync/{path}` socket, authenticated: one stock y-websocket room. */
@@ -78,6 +80,14 @@ export class SyncSession {
     const room = await opts.nodes.acquireDoc(path)
     // Building the doc may have waited for storage: a socket closed meanwhile must not join.
     if (ws.readyState !== ws.OPEN) return null
+    // [ACC8] Read again, in the stretch that joins (and registers the membership the access
+    // recheck walks): a change made during the waits above found nothing of this socket to end.
+    if (!opts.nodes.permissions(principal, path).has('Read')) {
+      const message = `You cannot read ${path}.`
+      ws.send(permissionDeniedMessage('forbidden', message))
+      ws.close(CloseCode.Forbidden, `forbidden: ${message}`.slice(0, 120))
+      return null
+    }
     const conn = socketConnection({
       id: nextConnectionId(),
       principal,
@@ -89,6 +99,7 @@ export class SyncSession {
       },
     })
     room.join(conn)
+    opts.joined?.({ conn, room })
     for (const m of greeting(room)) conn.send(m)
     return new SyncSession(ws, room, conn, principal, presence, opts)
   }
