@@ -29,6 +29,7 @@ import {
   parseNodePath,
   type JsonObject,
   type NodePath,
+  type PathRange,
   type Principal,
 } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
@@ -177,7 +178,8 @@ interface WakeListener {
 
 export interface ContextualServiceOptions {
   nodes: NodeApi
-  access: Pick<AccessService, 'permissions' | 'capabilityRevision'>
+  /** `readRegions` ([CTX8]): without it, every change the filter matches is ingested (a pull still skips what the owner cannot read). */
+  access: Pick<AccessService, 'permissions' | 'capabilityRevision'> & Partial<Pick<AccessService, 'readRegions'>>
   storage: StorageAdapter
   log: Logger
   clock?: Clock
@@ -488,6 +490,22 @@ export class ContextualService {
     }
   }
 
+  /**
+   * [CTX8] The owner's readable regions clipped to the events' prefix (usually one, or none): the
+   * ingest takes only changes inside them, so a change under a subtree the owner is Denied is
+   * counted nowhere (status `pending` counted it until a pull skipped it).
+   */
+  private readableWithin(user: string, prefix: string): PathRange[] | undefined {
+    if (!this.opts.access.readRegions) return undefined
+    const to = `${prefix}0`
+    const out: PathRange[] = []
+    for (const r of this.opts.access.readRegions(user)) {
+      if (r.to <= prefix || r.from >= to) continue
+      out.push({ from: r.from < prefix ? prefix : r.from, to: r.to > to ? to : r.to })
+    }
+    return out
+  }
+
   /** The definition as the caller reads it, compiled. */
   private async definition(principal: Principal, path: NodePath): Promise<CompiledDefinition> {
     return (await this.definitionNode(principal, path)).def
@@ -593,6 +611,7 @@ export class ContextualService {
       const seen = { settles: this.settleSeq, change: this.changeSeq }
       const leased = await this.call<LeaseResult>({
         op: 'lease', consumerId: id, owner: user, filter: def.events, now, leaseMs: def.limits.leaseMs, maxInFlight: def.limits.maxInFlight, maxAttempts: def.limits.maxAttempts, token: randomBytes(16).toString('base64url'),
+        readable: this.readableWithin(user, def.events.prefix),
       })
       await this.sameIncarnation(leased.incarnation)
       incarnation ??= leased.incarnation

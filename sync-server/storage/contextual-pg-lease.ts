@@ -75,6 +75,7 @@ added AS (
   INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
   SELECT ?, version::text, version, path, node_type, kind, 'pending', 0, NULL, 0, 0, NULL FROM page
   WHERE node_type = ANY(?::text[]) AND kind = ANY(?::text[]) AND (path = ? OR left(path, length(?)) = ?)
+    AND (?::boolean OR EXISTS (SELECT 1 FROM unnest(?::text[], ?::text[]) AS r(f, t) WHERE path COLLATE "C" >= r.f COLLATE "C" AND path COLLATE "C" < r.t COLLATE "C"))
   ON CONFLICT DO NOTHING RETURNING 1
 ),
 moved AS (UPDATE contextual_consumers SET cursor = GREATEST(cursor, (SELECT max(version) FROM page)) WHERE id = ? AND EXISTS (SELECT 1 FROM page) RETURNING cursor)
@@ -129,7 +130,11 @@ export async function pgLease(pool: pg.Pool, c: LeaseCall): Promise<LeaseResult>
       break
     }
     const prefix = c.filter.prefix.endsWith('/') ? c.filter.prefix : `${c.filter.prefix}/`
-    const g = (await q(INGEST_SQL, [c.consumerId, c.owner, INGEST_PAGE, c.consumerId, [...c.filter.nodeTypes], [...c.filter.kinds], c.filter.prefix, prefix, prefix, c.consumerId]))[0]!
+    const regions = c.readable ?? []
+    const g = (await q(INGEST_SQL, [
+      c.consumerId, c.owner, INGEST_PAGE, c.consumerId, [...c.filter.nodeTypes], [...c.filter.kinds], c.filter.prefix, prefix, prefix,
+      c.readable === undefined, regions.map((r) => r.from), regions.map((r) => r.to), c.consumerId,
+    ]))[0]!
     if (num(g.scanned) === 0) break
     // A page with nothing of ours: read the next one without looking for due events again.
     dueMayExist = num(g.added) > 0

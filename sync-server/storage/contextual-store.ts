@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import type { ContextualStatus, MeshChangeKind } from '../../shared/index.js'
+import type { ContextualStatus, MeshChangeKind, PathRange } from '../../shared/index.js'
 
 /**
  * [CTX5]–[CTX14] Durable consumer state of contextual subscriptions, one algorithm for both
@@ -223,6 +223,16 @@ export interface LeaseCall {
   maxInFlight: number
   maxAttempts: number
   token: string
+  /**
+   * [CTX8] The owner's readable regions within the filter's prefix: a change outside them is not
+   * ingested (never delivered, counted nowhere). Absent: every change the filter matches.
+   */
+  readable?: readonly PathRange[]
+}
+
+/** Whether `path` lies in one of `regions` (`from <= path < to`, bytewise). */
+export function inRegions(regions: readonly PathRange[], path: string): boolean {
+  return regions.some((r) => r.from <= path && path < r.to)
 }
 
 /** What a lease answers, with the history incarnation it ran under (a restore bumps it: [CTX37]). */
@@ -347,7 +357,7 @@ function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
     const changes = yield* all('SELECT version, path, node_type, kind FROM changes WHERE version > ? ORDER BY version LIMIT ?', cursor, INGEST_PAGE)
     if (changes.length === 0) break
     for (const r of changes) {
-      if (!matches(c.filter, r)) continue
+      if (!matches(c.filter, r) || (c.readable && !inRegions(c.readable, String(r.path)))) continue
       yield* run(
         `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
          VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, NULL, 0, 0, NULL) ON CONFLICT DO NOTHING`,
