@@ -142,6 +142,25 @@ describe('subscriptions: outside look', () => {
     expect((await api(ts.url, op.token).getNode(space)).status).not.toBe(200)
   })
 
+  it('[SUB13] a grant or a group add refused for want of the right says the same whether its target exists or not (the right is checked first)', async () => {
+    const op = await operator()
+    const space = await createSpace(ts.url, victim.token)
+    const group = `${space}/crew`
+    expect((await api(ts.url, victim.token).putNode(group, 'Group', {})).status).toBe(201)
+    const errorOf = async (continuation: string, target: string): Promise<string> => {
+      const id = `outside_exists_${randomUUID().slice(0, 8)}`
+      const status = await putTimerSub(op, id, { ContinuationType: continuation, TargetPath: target, Role: 'Viewer', SubjectId: op.userId, Pin: false })
+      expect(await settledOrRefused(status, id)).toBe('Failed')
+      return String((await node(subscriptionPath(id)))!.content.LastError).replaceAll(target, '{target}')
+    }
+    for (const [continuation, there] of [['GrantSpaceAccess', space], ['AddToGroup', group]] as const) {
+      const missing = `${there}-missing-${randomUUID().slice(0, 8)}`
+      const [a, b] = [await errorOf(continuation, there), await errorOf(continuation, missing)]
+      expect(a, continuation).toMatch(/no longer Admin of \{target\}/)
+      expect(b, continuation).toBe(a)
+    }
+  })
+
   it('[SUB13] an operator cannot make the engine grant them Admin on someone else\'s space by naming its Admin as CreatedBy', async () => {
     const op = await operator()
     const space = await createSpace(ts.url, victim.token)

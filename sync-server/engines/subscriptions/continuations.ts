@@ -182,8 +182,9 @@ async function grantSpaceAccess(input: ContinuationInput): Promise<void> {
   const space = requirePath(sub.TargetPath, 'TargetPath')
   const subject = requireSubject(input, 'GrantSpaceAccess')
   const role = requireRole(sub.Role, 'Viewer') as Role
-  await requireExisting(nodes, space, 'Space')
+  // The right first: a requester without it learns nothing of whether the space exists.
   recheckAdmin(input, space)
+  await requireExisting(nodes, space, 'Space')
   const user = await nodes.get(SYSTEM, requirePath(subject, 'User'))
   const pins = Array.isArray(user?.content.PinnedPaths) ? user.content.PinnedPaths : []
   // [SUB10] A revoke that landed before this point wins: nothing is granted. One that lands
@@ -252,8 +253,8 @@ async function addToGroup(input: ContinuationInput): Promise<void> {
   const group = requirePath(sub.TargetPath, 'TargetPath')
   const subject = requireSubject(input, 'AddToGroup')
   const role = requireRole(sub.Role, null)
-  await requireExisting(nodes, group, 'Group')
   recheckAdmin(input, group)
+  await requireExisting(nodes, group, 'Group')
   // [SUB9] Refused before anything is written, as the direct invite is: a membership added ahead
   // of the refused grant would give the subject whatever the group holds elsewhere.
   if (role && (await isDenied(nodes, group, subject))) throw new ContinuationFailure(deniedMessage(subject, group))
