@@ -91,7 +91,8 @@ test('[WEB42][WEB43] an Editor demoted while typing online: every character the 
   await b.page.evaluate(() => {
     const w = window as unknown as { lastTyped: string | null }
     w.lastTyped = null
-    document.addEventListener('input', (ev) => (w.lastTyped = (ev.target as HTMLInputElement).value), true)
+    // The input itself, not the event's target: seen from the document, that is the field's shadow host.
+    document.addEventListener('input', (ev) => (w.lastTyped = (ev.composedPath()[0] as HTMLInputElement).value), true)
   })
   await field(b.page, 'Caption').click()
   await b.page.keyboard.press('End')
