@@ -1,7 +1,7 @@
 import { createHash, randomBytes, scrypt as scryptCb, timingSafeEqual } from 'node:crypto'
 import { promisify } from 'node:util'
 import { z } from 'zod'
-import { SYSTEM, WeftError, parseUserId, type MeshNode, type NodePath, type UserId } from '../../shared/index.js'
+import { SYSTEM, WeftError, parseUserId, principalName, type MeshNode, type NodePath, type UserId } from '../../shared/index.js'
 import type { Account, StorageAdapter } from '../storage/index.js'
 import type { NodeApi } from '../nodes/index.js'
 import type { UserDirectory } from './types.js'
@@ -151,7 +151,7 @@ export class AuthService implements UserDirectory {
 
   /** A person's home: the User node the server made at their id (a node anyone else made there is not). */
   private static isHome(node: MeshNode | null): boolean {
-    return node !== null && node.nodeType === 'User' && node.createdBy === 'system'
+    return node !== null && node.nodeType === 'User' && node.createdBy === principalName(SYSTEM)
   }
 
   private async hasUserNode(userId: UserId): Promise<boolean> {

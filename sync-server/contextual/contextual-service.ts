@@ -633,9 +633,11 @@ export class ContextualService {
       if (leased.kind === 'none' && leased.behind && (this.clock.now() < deadline || ++catchUps <= CATCH_UP_BUDGETS)) continue
       if (leased.kind === 'leased') {
         const e = leased.event
+        /** This lease's fence, as of `at`. */
+        const fenceAt = (at: number) => ({ consumerId: id, eventId: e.eventId, token: e.token, attempt: e.attempt, now: at })
         // [CTX8] An event the caller cannot read is not theirs to see: skipped, never delivered.
         if (!this.opts.access.permissions(principal, e.path as NodePath).has('Read')) {
-          await this.call({ op: 'skip', fence: { consumerId: id, eventId: e.eventId, token: e.token, attempt: e.attempt, now } })
+          await this.call({ op: 'skip', fence: fenceAt(now) })
           continue
         }
         let item: WorkItem
@@ -647,15 +649,14 @@ export class ContextualService {
           // last attempt, not a lease nobody holds a token of till it expires (a pull again found
           // nothing). Best effort: the answer is the item's error either way.
           const reason = isWeftError(err) ? err.message : 'The work item could not be built.'
-          await this.call({ op: 'nack', fence: { consumerId: id, eventId: e.eventId, token: e.token, attempt: e.attempt, now: this.clock.now() }, owner: user, availableAt: this.clock.now(), error: reason, maxAttempts: def.limits.maxAttempts }).catch(() => undefined)
+          await this.call({ op: 'nack', fence: fenceAt(this.clock.now()), owner: user, availableAt: this.clock.now(), error: reason, maxAttempts: def.limits.maxAttempts }).catch(() => undefined)
           throw err
         }
         // [CTX53] Looked at again as it is handed out: a pull that ended while the item was leased
         // and built (its caller gone, [AUTH8] its session ended) gives the lease back, its attempt
         // unspent, and is told why; nobody holds a lease nobody was handed.
         if (signal?.aborted) {
-          const fence = { consumerId: id, eventId: e.eventId, token: e.token, attempt: e.attempt, now: this.clock.now() }
-          if (await this.call<boolean>({ op: 'release', fence, owner: user }).catch(() => false)) this.wakeConsumer(id, true)
+          if (await this.call<boolean>({ op: 'release', fence: fenceAt(this.clock.now()), owner: user }).catch(() => false)) this.wakeConsumer(id, true)
           return endedBy(signal, id)
         }
         return { consumerId: id, item }

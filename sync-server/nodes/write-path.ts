@@ -316,8 +316,11 @@ export class WritePath {
       const both = Object.keys(set).find((k) => k === field || Object.prototype.hasOwnProperty.call(patch, k))
       if (both !== undefined) throw new WeftError('invalid_patch', `${both} is both set and patched (or appended to) in one write.`)
     }
-    const withSet = (content: JsonObject): JsonObject => (set ? { ...content, ...replaceJsonContent(set, 'checked by the caller') } : content)
-    let patched = set ? [...Object.keys(patch), ...Object.keys(set)] : Object.keys(patch)
+    // The set fields as they will read back (a copy, nulls kept), made once.
+    const setJson = set ? replaceJsonContent(set, 'checked by the caller') : null
+    const withSet = (content: JsonObject): JsonObject => (setJson ? { ...content, ...setJson } : content)
+    const setKeys = setJson ? Object.keys(setJson) : []
+    let patched = [...Object.keys(patch), ...setKeys]
     if (items.length === 0 && patched.length === 0) return this.unchanged(principal, before, [field])
     const prev = before.content[field]
     if (prev !== undefined && prev !== null && !Array.isArray(prev)) {
@@ -331,7 +334,7 @@ export class WritePath {
       const added = this.rules.fields(principal, before.nodeType, before.path, before, { ...withSet(applyMergePatch(before.content, patch) as JsonObject), ...grown }, origin)
       if (added) {
         patch = { ...patch, ...added }
-        patched = set ? [...Object.keys(patch), ...Object.keys(set)] : Object.keys(patch)
+        patched = [...Object.keys(patch), ...setKeys]
       }
     }
     // The array this copy of the node owns (grown in place); another array is copied once.

@@ -18,7 +18,7 @@ import type { RoomConnection, SyncNodeApi, SyncRoom } from '../nodes/index.js'
 import { greeting, socketConnection, type SocketConnection } from './framing.js'
 import { handleRoomMessage, type PresenceIdentity } from './room-protocol.js'
 import { InFlightGate, RefusalBudget, sendBounded, spendRefusal, type SessionSocket } from './socket-guards.js'
-import { nextConnectionId, refusal } from './sync-session.js'
+import { nextConnectionId, refusal, unreadable } from './sync-session.js'
 
 /** What a /mux session needs of the server. */
 export interface MuxSessionOptions {
@@ -170,7 +170,7 @@ export class MuxSession {
       const permissions = this.opts.nodes.permissions(this.principal, path)
       if (!permissions.has('Read')) {
         this.rooms.delete(path)
-        this.sendFrame({ type: MuxType.Denied, path, closeCode: CloseCode.Forbidden, code: 'forbidden', message: `You cannot read ${path}.` })
+        this.sendFrame({ type: MuxType.Denied, path, ...unreadable(path) })
         return
       }
       r.room = room

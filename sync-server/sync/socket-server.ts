@@ -209,7 +209,6 @@ export class SocketServer {
         return ws.close(4400, `invalid_path: ${(e as Error).message}`.slice(0, 120))
       }
       const principal = userPrincipal(userId)
-      let membership: { conn: RoomConnection; room: SyncRoom } | null = null
       const opened = await SyncSession.open(ws, principal, path, {
         nodes: this.opts.nodes,
         maxPayloadBytes: this.opts.maxPayloadBytes,
@@ -218,17 +217,13 @@ export class SocketServer {
         log: this.opts.log,
         // [ACC8] Registered as the room is joined: an access change in the microtasks before
         // `open` returns is rechecked against it too.
-        joined: (m) => {
-          membership = m
-          this.memberships.add(m)
-        },
+        joined: (m) => this.memberships.add(m),
       })
       // Null before any room is joined (refused, or the socket closed): nothing registered.
       if (!opened) return
-      const joined = membership
       ws.on('close', () => {
         opened.close()
-        if (joined) this.memberships.delete(joined)
+        this.memberships.delete(opened.membership)
       })
       deliverTo((m) => opened.receive(m))
     })().catch((e) => this.closeOnError(ws, e))

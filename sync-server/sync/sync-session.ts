@@ -12,11 +12,20 @@ export function nextConnectionId(): number {
   return connectionIds++
 }
 
+export interface JoinRefusal {
+  closeCode: number
+  code: string
+  message: string
+}
+
+/** The refusal of a join by someone who may not read the node (checked before the join's waits, and again as it joins). */
+export function unreadable(path: NodePath): JoinRefusal {
+  return { closeCode: CloseCode.Forbidden, code: 'forbidden', message: `You cannot read ${path}.` }
+}
+
 /** Why a principal may not join a room, as a close code, or null when it may. */
-export async function refusal(nodes: SyncNodeApi, principal: Principal, path: NodePath): Promise<{ closeCode: number; code: string; message: string } | null> {
-  if (!(await nodes.mayRead(principal, path))) {
-    return { closeCode: CloseCode.Forbidden, code: 'forbidden', message: `You cannot read ${path}.` }
-  }
+export async function refusal(nodes: SyncNodeApi, principal: Principal, path: NodePath): Promise<JoinRefusal | null> {
+  if (!(await nodes.mayRead(principal, path))) return unreadable(path)
   const room = await nodes.acquire(path)
   if (!room.node) return { closeCode: CloseCode.NotFound, code: 'not_found', message: `No node at ${path}; create it over HTTP first.` }
   return null
@@ -50,6 +59,9 @@ export class SyncSession {
   private readonly budget = new RefusalBudget()
   private readonly inFlight: InFlightGate
 
+  /** The room and this socket's connection to it, as the access recheck walks them. */
+  readonly membership: { conn: RoomConnection; room: SyncRoom }
+
   private constructor(
     private readonly ws: SessionSocket,
     readonly room: SyncRoom,
@@ -59,6 +71,7 @@ export class SyncSession {
     private readonly opts: SyncSessionOptions,
   ) {
     this.inFlight = new InFlightGate(ws, opts.inFlightLimit)
+    this.membership = { conn, room }
   }
 
   /**
@@ -66,12 +79,13 @@ export class SyncSession {
    * (permission-denied) and closes the socket; null then, or when the socket closed meanwhile.
    */
   static async open(ws: SessionSocket, principal: Principal, path: NodePath, opts: SyncSessionOptions): Promise<SyncSession | null> {
-    const refused = await refusal(opts.nodes, principal, path)
-    if (refused) {
+    const refuse = (refused: JoinRefusal): null => {
       ws.send(permissionDeniedMessage(refused.code, refused.message))
       ws.close(refused.closeCode, `${refused.code}: ${refused.message}`.slice(0, 120))
       return null
     }
+    const refused = await refusal(opts.nodes, principal, path)
+    if (refused) return refuse(refused)
     if (ws.readyState !== ws.OPEN) return null
     const presence = await presenceIdentity(opts.nodes, principal)
     // [SYNC10] Joined in the same synchronous stretch as the copy is handed over: an await in
@@ -82,12 +96,7 @@ export class SyncSession {
     if (ws.readyState !== ws.OPEN) return null
     // [ACC8] Read again, in the stretch that joins (and registers the membership the access
     // recheck walks): a change made during the waits above found nothing of this socket to end.
-    if (!opts.nodes.permissions(principal, path).has('Read')) {
-      const message = `You cannot read ${path}.`
-      ws.send(permissionDeniedMessage('forbidden', message))
-      ws.close(CloseCode.Forbidden, `forbidden: ${message}`.slice(0, 120))
-      return null
-    }
+    if (!opts.nodes.permissions(principal, path).has('Read')) return refuse(unreadable(path))
     const conn = socketConnection({
       id: nextConnectionId(),
       principal,
@@ -99,9 +108,10 @@ export class SyncSession {
       },
     })
     room.join(conn)
-    opts.joined?.({ conn, room })
+    const session = new SyncSession(ws, room, conn, principal, presence, opts)
+    opts.joined?.(session.membership)
     for (const m of greeting(room)) conn.send(m)
-    return new SyncSession(ws, room, conn, principal, presence, opts)
+    return session
   }
 
   /** One y-websocket message off the wire; whatever it throws costs this socket only. */

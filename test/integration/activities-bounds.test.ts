@@ -154,6 +154,31 @@ describe('[ACT18] log: SCRIPT_LOG_MAX_LINES and SCRIPT_LOG_MAX_BYTES (finding 6)
   })
 })
 
+/**
+ * The server's reads of `target` (`nodes.get`) held until `release`: how many arrived (`seen`), how
+ * many are held now (`inFlight`) and at most (`peak`). `restore` puts the real read back.
+ */
+function holdGets(target: string) {
+  const nodes = ts.server.nodes
+  const get = nodes.get.bind(nodes)
+  let release: () => void = () => undefined
+  const gate = new Promise<void>((r) => (release = r))
+  const held = { seen: 0, inFlight: 0, peak: 0, release: () => release(), restore: () => void (nodes.get = get) }
+  nodes.get = async (principal, path) => {
+    if (path !== target) return get(principal, path)
+    held.seen++
+    held.inFlight++
+    held.peak = Math.max(held.peak, held.inFlight)
+    try {
+      await gate
+      return await get(principal, path)
+    } finally {
+      held.inFlight--
+    }
+  }
+  return held
+}
+
 describe('[ACT18] Mesh calls: in flight per run, and waits end with their run (finding 7)', () => {
   it('[ACT18] 2,000 unawaited Mesh.waitFor calls: SCRIPT_MESH_IN_FLIGHT of them reach the server, the rest are refused naming it, and none is left subscribed once the run ends', async () => {
     const watched = `${space}/watched`
@@ -180,33 +205,17 @@ describe('[ACT18] Mesh calls: in flight per run, and waits end with their run (f
     const target = `${space}/held-get`
     expect((await api(ts.url, alice.token).putNode(target, 'Document', { N: 1 })).status).toBe(201)
     // The server's answers to this path are held until released: what is in flight piles up.
-    const nodes = ts.server.nodes
-    const get = nodes.get.bind(nodes)
-    let inFlight = 0
-    let peak = 0
-    let release: () => void = () => undefined
-    const gate = new Promise<void>((r) => (release = r))
-    nodes.get = async (principal, path) => {
-      if (path !== target) return get(principal, path)
-      inFlight++
-      peak = Math.max(peak, inFlight)
-      try {
-        await gate
-        return await get(principal, path)
-      } finally {
-        inFlight--
-      }
-    }
+    const held = holdGets(target)
     try {
       const code = await createCode(ts.url, alice.token, `${space}/queued`, `const all = []; for (let i = 0; i < 200; i++) all.push(Mesh.get(${JSON.stringify(target)})); return (await Promise.all(all)).length`)
       const path = await run(ts.url, alice.token, code)
-      await waitFor(() => inFlight === IN_FLIGHT, { timeoutMs: 60_000, description: 'the first calls in flight' })
-      release()
+      await waitFor(() => held.inFlight === IN_FLIGHT, { timeoutMs: 60_000, description: 'the first calls in flight' })
+      held.release()
       const done = await waitForStatus(ts.url, alice.token, path, terminal, 120_000)
       expect(done.content).toMatchObject({ Status: 'Succeeded', ReturnValue: 200 })
-      expect(peak).toBe(IN_FLIGHT)
+      expect(held.peak).toBe(IN_FLIGHT)
     } finally {
-      nodes.get = get
+      held.restore()
     }
   })
 })
@@ -215,17 +224,7 @@ describe('[ACT18] the bound of Mesh calls holds against a script that changes it
   it('a script whose Promise.prototype.then answers at once gets SCRIPT_MESH_IN_FLIGHT calls to the server, not twice as many', async () => {
     const target = `${space}/tampered-get`
     expect((await api(ts.url, alice.token).putNode(target, 'Document', { N: 1 })).status).toBe(201)
-    const nodes = ts.server.nodes
-    const get = nodes.get.bind(nodes)
-    let seen = 0
-    let release: () => void = () => undefined
-    const gate = new Promise<void>((r) => (release = r))
-    nodes.get = async (principal, path) => {
-      if (path !== target) return get(principal, path)
-      seen++
-      await gate
-      return get(principal, path)
-    }
+    const held = holdGets(target)
     try {
       // The sandbox's queue lets a call go once the one before it answered; a \`then\` that answers
       // at once frees its place while the server still works on the call. Every refusal by the host
@@ -245,10 +244,10 @@ describe('[ACT18] the bound of Mesh calls holds against a script that changes it
       const r = done.content.ReturnValue as { refused: number; first: string }
       expect(r.first).toMatch(new RegExp(`SCRIPT_MESH_IN_FLIGHT \\(${IN_FLIGHT}\\) Mesh calls at once`))
       expect(r.refused).toBe(200 - IN_FLIGHT)
-      expect(seen).toBeLessThanOrEqual(IN_FLIGHT)
+      expect(held.seen).toBeLessThanOrEqual(IN_FLIGHT)
     } finally {
-      release()
-      nodes.get = get
+      held.release()
+      held.restore()
     }
   })
 })
