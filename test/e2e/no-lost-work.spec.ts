@@ -63,8 +63,12 @@ test('[WEB1] an offline creation whose path was taken meanwhile is refused on re
   const form = page$(b.page).getByRole('form', { name: 'New child node' })
   await form.getByLabel('Name', { exact: true }).fill('Plans')
   await form.getByRole('button', { name: 'Create' }).click()
-  await page$(b.page).locator('.children').getByRole('link', { name: 'Plans' }).click()
   const add = page$(b.page).getByRole('form', { name: 'Add a field' })
+  // [WEB46] What was typed into Team's "Add a field" does not follow to the next node's page.
+  await add.getByLabel('Field').fill('Stray')
+  await page$(b.page).locator('.children').getByRole('link', { name: 'Plans' }).click()
+  await expect(page$(b.page).getByRole('heading', { name: 'Plans', level: 1 })).toBeVisible()
+  await expect(add.getByLabel('Field')).toHaveValue('')
   await add.getByLabel('Field').fill('Idea')
   await add.getByLabel('Value').fill('bob offline idea')
   await add.getByRole('button', { name: 'Add field' }).click()

@@ -1,4 +1,5 @@
 import { LitElement, css, html, nothing } from 'lit'
+import { keyed } from 'lit/directives/keyed.js'
 import { repeat } from 'lit/directives/repeat.js'
 // Runtime imports name shared/ modules directly: shared/index.js also pulls the zod node-type
 // schemas, which the browser never needs and which cost cold-start parse time.
@@ -477,7 +478,7 @@ export class WeftNodePage extends LitElement {
       ${!canUpdate && view.nodeType !== 'ActivityLog' && view.nodeType !== 'Thread' ? html`<p class="readonly">You can view this node; your role cannot edit it.</p>` : nothing}
       <weft-refused-list .path=${view.path}></weft-refused-list>
       ${this.pageError ? html`<p class="error" role="alert">${this.pageError}</p>` : nothing}
-      ${view.nodeType === 'ActivityLog' ? this.renderRun(view) : view.nodeType === 'Thread' ? this.renderThread(view) : this.renderEditable(view, kids, canUpdate, canCreate)}
+      ${view.nodeType === 'ActivityLog' ? this.renderRun(view) : view.nodeType === 'Thread' ? this.renderThread(view) : keyed(view.path, this.renderEditable(view, kids, canUpdate, canCreate))}
       ${(view.nodeType === 'ActivityLog' && !canDelete) || neverDeletable
         ? nothing
         : html`<section><weft-node-actions .view=${view} ?canDelete=${canDelete} ?canManage=${this.can('ManageAccess')}></weft-node-actions></section>`}
@@ -503,6 +504,11 @@ export class WeftNodePage extends LitElement {
     return html`<section aria-label="Thread"><weft-thread-page .path=${view.path}></weft-thread-page></section>`
   }
 
+  /**
+   * [WEB46] Keyed by the node (the caller): the same element shows every node page, and without a
+   * key Lit would keep the "Add a field" and "New child node" inputs, with what was typed into
+   * them on one node, for the next.
+   */
   private renderEditable(view: NodeView, kids: IndexRow[], canUpdate: boolean, canCreate: boolean) {
     // [WEB30] Only what a person browses: the query counts them before its limit.
     const shown = kids
