@@ -1,4 +1,4 @@
-import { ActivityStatus } from './enums.js'
+import { ActivityStatus, Permission } from './enums.js'
 import { isJsonObject, type JsonObject, type JsonValue } from './json.js'
 
 /**
@@ -80,6 +80,11 @@ export interface InputDecl {
   Label?: string
   Default?: JsonValue
   Required?: boolean
+  /**
+   * [ACT21] A `node` input only: the permission the run's starter must hold at the node named
+   * (ExportJson's `Root` requires `Export`), checked as the run is asked for and as it starts.
+   */
+  Requires?: Permission
 }
 
 /** The declared inputs of a Code node (invalid declarations are skipped, never fatal). */
@@ -95,9 +100,19 @@ export function inputDecls(code: JsonObject): Record<string, InputDecl> {
       Label: typeof d.Label === 'string' ? d.Label : undefined,
       Default: d.Default,
       Required: d.Required === true,
+      // An unknown permission is required as itself: nobody holds it, so nobody runs the code
+      // (a misspelt requirement never turns into none).
+      ...(type === 'node' && d.Requires !== undefined ? { Requires: (Permission.members as readonly unknown[]).includes(d.Requires) ? (d.Requires as Permission) : (String(d.Requires) as Permission) } : {}),
     }
   }
   return out
+}
+
+/** [ACT21] The permissions a run's starter must hold at the nodes its inputs name. */
+export function inputRequirements(code: JsonObject, inputs: JsonObject): Array<{ name: string; permission: Permission; path: JsonValue | undefined }> {
+  return Object.entries(inputDecls(code))
+    .filter(([, d]) => d.Requires !== undefined)
+    .map(([name, d]) => ({ name, permission: d.Requires as Permission, path: inputs[name] }))
 }
 
 /** Declared defaults, overridden by the caller's inputs. */

@@ -3,7 +3,7 @@ import { fieldRule, knownNodeTypes } from '../../shared/node-types.js'
 import { subscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
 import { createActivitiesEngine } from '../../sync-server/engines/activities/index.js'
 import { engineWritten } from '../../sync-server/engines/activities/templates.js'
-import { api, createSpace, expectStatus, grantRole, signup, startTestServer, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
+import { api, createSpace, errorCode, expectStatus, grantRole, signup, startTestServer, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
 import { createCode, run, terminal, waitForStatus } from './activities-helpers.js'
 
 let ts: TestServer
@@ -79,5 +79,41 @@ describe('[XFER1] export / import round trip of a whole space', () => {
     const imported = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ImportJson', { inputs: { Bundle: bundle as never, Target: dst } }), terminal, 30_000)
     expect(imported.content).toMatchObject({ Status: 'Succeeded', ReturnValue: { Imported: 2, Refused: [] } })
     expect((await api(ts.url, alice.token).getNode(`${dst}/Old/tool`)).body.content).toEqual({ Language: 'javascript', Source: 'return 2' })
+  }, 180_000)
+
+  it('[ACT21] exporting takes Export on the Root (an Editor\'s or an Admin\'s): a Viewer, who reads the space, is refused with a reason and no run is made; a role lowered before a draft starts fails it; crafted Roots get invalid_request', async () => {
+    const space = await createSpace(ts.url, alice.token)
+    expectStatus(await api(ts.url, alice.token).putNode(`${space}/notes`, 'Document', { Body: 'only for Editors to take away' }), 201)
+    const reader = await signup(ts.url)
+    await grantRole(ts.url, alice.token, space, reader.userId, 'Viewer')
+    expectStatus(await api(ts.url, reader.token).getNode(`${space}/notes`), 200)
+    for (const op of ['ExportJson', 'ExportMarkdown']) {
+      const res = await api(ts.url, reader.token).post(`/api/nodes/Admin/Operations/${op}/run`, { inputs: { Root: space } })
+      expect(res.status, op).toBe(403)
+      expect(errorCode(res)).toBe('forbidden')
+      expect(JSON.stringify(res.body)).toContain(`needs Export on the node its input Root names (${space})`)
+    }
+    // No run was made for the refused requests.
+    const runs = await api(ts.url, reader.token).queryNodes({ parent: `${reader.userId}/_Activity` })
+    expect(runs.status).toBe(200)
+    expect(runs.body.items).toEqual([])
+    // An Editor may; made a draft, then lowered to Viewer, her start fails naming Export, nothing exported.
+    await grantRole(ts.url, alice.token, space, reader.userId, 'Editor')
+    const draft = await run(ts.url, reader.token, 'Admin/Operations/ExportJson', { inputs: { Root: space }, start: false })
+    await grantRole(ts.url, alice.token, space, reader.userId, 'Viewer')
+    expectStatus(await api(ts.url, reader.token).patchNode(draft, { RequestedStatus: 'Running' }), 200)
+    const failed = await waitForStatus(ts.url, reader.token, draft, terminal, 30_000)
+    expect(failed.content.Status).toBe('Failed')
+    expect(JSON.stringify(failed.content.Messages)).toContain('needs Export')
+    expect(failed.content.ReturnValue ?? null).toBeNull()
+    // Crafted Roots: not a node path is a clear invalid_request, for the owner too.
+    for (const Root of [42, '../x', { path: space }, ['a'], 'a//b']) {
+      const res = await api(ts.url, alice.token).post('/api/nodes/Admin/Operations/ExportJson/run', { inputs: { Root } })
+      expect(res.status, JSON.stringify(Root)).toBe(400)
+      expect(errorCode(res)).toBe('invalid_request')
+    }
+    // The owner (Admin of the space) exports as before.
+    const ok = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ExportJson', { inputs: { Root: space } }), terminal, 30_000)
+    expect(ok.content.Status).toBe('Succeeded')
   }, 180_000)
 })

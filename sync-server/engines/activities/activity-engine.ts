@@ -23,6 +23,7 @@ import {
 } from '../../../shared/index.js'
 import type { LiveChange, NodeApi } from '../../nodes/index.js'
 import { meshCall } from './mesh-proxy.js'
+import { inputRightsRefusal } from './run-route.js'
 import {
   actAs,
   claimAppend,
@@ -409,7 +410,12 @@ export class ActivityEngine {
           const missing = missingInputs(code.content, isJsonObject(c.Inputs) ? c.Inputs : {})
           if (missing.length > 0) refusal = `Required inputs are missing: ${missing.join(', ')}.`
           // Authorize as the caller, execute as system: the starter's right is re-checked as the run starts.
-          else starter = actAs(this.nodes, requester)
+          else {
+            const principal = actAs(this.nodes, requester)
+            // [ACT21] And what its inputs ask of the starter (Export on an export's Root).
+            refusal = inputRightsRefusal(this.nodes, principal, c.CodePath, code.content, isJsonObject(c.Inputs) ? c.Inputs : {})?.message ?? null
+            if (!refusal) starter = principal
+          }
         }
       }
     } catch (err) {

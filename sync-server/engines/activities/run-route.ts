@@ -5,6 +5,7 @@ import {
   SYSTEM,
   WeftError,
   activityParentPath,
+  inputRequirements,
   isJsonObject,
   mergeInputs,
   missingInputs,
@@ -17,6 +18,7 @@ import {
   type Principal,
 } from '../../../shared/index.js'
 import type { NodeApi } from '../../nodes/index.js'
+import type { PermissionSource } from '../kit/index.js'
 import type { Route, RouteRequest } from '../../http/index.js'
 import { request } from '../kit/index.js'
 
@@ -58,6 +60,8 @@ export async function runCode(nodes: NodeApi, caller: Principal, codePath: NodeP
   const start = body.start !== false
   const missing = missingInputs(code.content, inputs)
   if (start && missing.length > 0) throw new WeftError('invalid_request', `Required inputs are missing: ${missing.join(', ')}.`)
+  const refused = start ? inputRightsRefusal(nodes, caller, codePath, code.content, inputs) : null
+  if (refused) throw refused
   const parent = await routeRun(nodes, caller, codePath, code.content)
   const path = parseNodePath(`${parent}/${ACTIVITY_SEGMENT}/${newActivityId()}`)
   const content: JsonObject = {
@@ -79,6 +83,25 @@ export async function runCode(nodes: NodeApi, caller: Principal, codePath: NodeP
   // Code node see its last run.
   if (nodes.permissions(caller, codePath).has('Update')) await nodes.patch(SYSTEM, codePath, { LastActivityPath: path }, 'engine')
   return { path }
+}
+
+/**
+ * [ACT21] The rights a Code node's inputs ask of its starter (`Requires` on a `node` input:
+ * ExportJson's `Root` requires `Export`), checked as `principal`: `invalid_request` when the input
+ * names no node path, `forbidden` when the role there lacks the permission; null when it may.
+ * Asked when a run is requested and again as it starts (activity-engine `authorize`), like
+ * Execute on the Code node.
+ */
+export function inputRightsRefusal(access: PermissionSource, principal: Principal, codePath: string, code: JsonObject, inputs: JsonObject): WeftError | null {
+  for (const { name, permission, path } of inputRequirements(code, inputs)) {
+    const at = tryParseNodePath(path)
+    if (!at) return new WeftError('invalid_request', `The input ${name} of ${codePath} must name a node (a path), not ${JSON.stringify(path ?? null)}.`)
+    if (!access.permissions(principal, at).has(permission)) {
+      const who = principal.kind === 'user' ? principal.userId : 'system'
+      return new WeftError('forbidden', `${codePath} needs ${permission} on the node its input ${name} names (${at}); ${who} lacks it there. Ask an Admin of that node for a role that has it.`)
+    }
+  }
+  return null
 }
 
 /**

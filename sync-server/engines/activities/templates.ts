@@ -147,7 +147,7 @@ export function templates(): Record<string, JsonObject> {
       IsExecutable: true,
       ActivityParentPath: '{viewer}',
       Description: 'Export a subtree as a JSON bundle (the output; size in the log).',
-      Inputs: { Root: { Type: 'node', Label: 'Subtree to export', Required: true } },
+      Inputs: { Root: { Type: 'node', Label: 'Subtree to export', Required: true, Requires: 'Export' } },
       Source: EXPORT_JSON().trim(),
     },
     ExportMarkdown: {
@@ -155,7 +155,7 @@ export function templates(): Record<string, JsonObject> {
       IsExecutable: true,
       ActivityParentPath: '{viewer}',
       Description: 'Export a subtree as one Markdown document.',
-      Inputs: { Root: { Type: 'node', Label: 'Subtree to export', Required: true } },
+      Inputs: { Root: { Type: 'node', Label: 'Subtree to export', Required: true, Requires: 'Export' } },
       Source: EXPORT_MARKDOWN().trim(),
     },
     ImportJson: {
