@@ -173,6 +173,21 @@ test('[WEB18] Operations in the navigation lists the built-in and shared operati
   await v.page.goto('/#/operations')
   await ops.getByRole('button', { name: 'Run ExportJson' }).click()
   await expect(v.page).toHaveURL(/#\/n\/Admin\/Operations\/ExportJson$/)
+  // [WEB47] Before a run is made, its page says who will see it: a built-in operation's runs stay home.
+  await expect(v.page.locator('weft-code-page .who-sees')).toHaveText('Your runs are kept in your home: only you see them.')
+  // [ACT21] A Viewer of Lab may not export it: the run fails naming the permission.
+  await v.page.locator('weft-code-page').getByRole('button', { name: 'New run…' }).click()
+  const panel = v.page.locator('weft-code-page weft-activity-panel')
+  await panel.getByLabel('Subtree to export').fill('Lab')
+  await panel.getByLabel('Subtree to export').press('Tab')
+  await expect(panel.locator('.start-run')).not.toHaveAttribute('disabled')
+  await panel.locator('.start-run').click()
+  await expect(panel.locator('.badge')).toHaveAttribute('data-status', 'Failed', { timeout: 30_000 })
+  await expect(panel).toContainText('needs Export')
+  await v.page.screenshot({ path: 'test-results/export-refused-viewer-1280.png', fullPage: true })
+  // A space's own code: its runs are the space's, and the page says so by the space's name.
+  await v.page.goto('/#/n/Lab/Quick')
+  await expect(v.page.locator('weft-code-page .who-sees')).toContainText('Runs are kept in Lab: everyone who can read there may see each run')
   await v.context.close()
 })
 

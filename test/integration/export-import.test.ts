@@ -91,7 +91,7 @@ describe('[XFER1] export / import round trip of a whole space', () => {
       const res = await api(ts.url, reader.token).post(`/api/nodes/Admin/Operations/${op}/run`, { inputs: { Root: space } })
       expect(res.status, op).toBe(403)
       expect(errorCode(res)).toBe('forbidden')
-      expect(JSON.stringify(res.body)).toContain(`needs Export on the node its input Root names (${space})`)
+      expect(JSON.stringify(res.body)).toContain(`needs Export on ${space} (its input Root), and you lack it there`)
     }
     // No run was made for the refused requests.
     const runs = await api(ts.url, reader.token).queryNodes({ parent: `${reader.userId}/_Activity` })
@@ -104,7 +104,7 @@ describe('[XFER1] export / import round trip of a whole space', () => {
     expectStatus(await api(ts.url, reader.token).patchNode(draft, { RequestedStatus: 'Running' }), 200)
     const failed = await waitForStatus(ts.url, reader.token, draft, terminal, 30_000)
     expect(failed.content.Status).toBe('Failed')
-    expect(JSON.stringify(failed.content.Messages)).toContain('needs Export')
+    expect(JSON.stringify(failed.content.Messages)).toContain(`needs Export on ${space} (its input Root), and the person who started it lacks it there`)
     expect(failed.content.ReturnValue ?? null).toBeNull()
     // Crafted Roots: not a node path is a clear invalid_request, for the owner too.
     for (const Root of [42, '../x', { path: space }, ['a'], 'a//b']) {

@@ -1,11 +1,13 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { ObservableController } from '../controllers/index.js'
+import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
 import { runCode } from './activity-api.js'
 import './activity-panel.js'
 import './activity-strip.js'
 import { background } from '../sync/background.js'
+import { VIEWER_SENTINEL } from '../../shared/activity.js'
 
 /**
  * A Code node's page (seed: operations as scripts): the source editor bound to the node's
@@ -33,11 +35,14 @@ export class WeftCodePage extends LitElement {
   private readonly check = new ObservableController<NodeView | null>(this)
   /** The draft this page made, while its form is being filled: one Start is offered, not New run… beside it [WEB26]. */
   private readonly draftNode = new ObservableController<NodeView | null>(this)
+  /** The name of the code's space, for who sees its runs [WEB47]. */
+  private readonly spaceName = new NamesController(this)
 
   static override styles = css`
     :host { display: block; }
     h3 { margin: 0.4em 0; }
     .error { color: #b00; }
+    .who-sees { margin: 0.4em 0 0; color: #555; font-size: 0.9em; }
     .check { margin: 0.3em 0; font-size: 0.9em; }
     .check[data-check='Passed'] { color: #176b2c; }
     .check[data-check='Failed'] { color: #b00; }
@@ -65,6 +70,7 @@ export class WeftCodePage extends LitElement {
       const checkPath = `${this.path}/_Check`
       this.check.watch(checkPath, () => app().streams.node$(checkPath))
     }
+    if (this.path) this.spaceName.watch([this.path.split('/')[0]!])
     const draft = this.draft
     if (draft) this.draftNode.watch(draft, () => app().streams.node$(draft))
   }
@@ -98,6 +104,19 @@ export class WeftCodePage extends LitElement {
     </div>`
   }
 
+  /**
+   * [WEB47] Who will see a run before it is made (decision 0015): runs routed to `{viewer}` stay in
+   * the runner's home; any other run lands in the code's space, where everyone who reads there
+   * reads it, with its inputs and what it returned.
+   */
+  private renderWhoSees(parent: unknown) {
+    const home = typeof parent === 'string' && parent.includes(VIEWER_SENTINEL)
+    const space = this.spaceName.value[0]?.name ?? this.path.split('/')[0]
+    return html`<p class="who-sees" data-who-sees=${home ? 'home' : 'space'}>
+      ${home ? 'Your runs are kept in your home: only you see them.' : `Runs are kept in ${space}: everyone who can read there may see each run, with its inputs and result.`}
+    </p>`
+  }
+
   override render() {
     const view = this.node.value
     if (!view) return nothing
@@ -116,6 +135,7 @@ export class WeftCodePage extends LitElement {
           : nothing}
         ${hasInputs ? nothing : html`<wa-button size="s" variant="brand" class="run" @click=${() => this.act(async () => (this.draft = await runCode(this.path)))}>Run</wa-button>`}
         ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
+        ${this.renderWhoSees(c.ActivityParentPath)}
       </section>
       ${this.draft ? html`<section aria-label="Your run"><h3>Your run</h3><weft-activity-panel path=${this.draft} @rerun=${(e: CustomEvent<string>) => { e.preventDefault(); this.draft = e.detail }}></weft-activity-panel></section>` : nothing}
       <weft-activity-strip path=${this.path} code heading="Runs"></weft-activity-strip>

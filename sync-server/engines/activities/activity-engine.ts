@@ -413,7 +413,7 @@ export class ActivityEngine {
           else {
             const principal = actAs(this.nodes, requester)
             // [ACT21] And what its inputs ask of the starter (Export on an export's Root).
-            refusal = inputRightsRefusal(this.nodes, principal, c.CodePath, code.content, isJsonObject(c.Inputs) ? c.Inputs : {})?.message ?? null
+            refusal = inputRightsRefusal(this.nodes, principal, c.CodePath, code.content, isJsonObject(c.Inputs) ? c.Inputs : {}, 'the person who started it')?.message ?? null
             if (!refusal) starter = principal
           }
         }

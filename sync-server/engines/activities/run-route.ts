@@ -92,13 +92,12 @@ export async function runCode(nodes: NodeApi, caller: Principal, codePath: NodeP
  * Asked when a run is requested and again as it starts (activity-engine `authorize`), like
  * Execute on the Code node.
  */
-export function inputRightsRefusal(access: PermissionSource, principal: Principal, codePath: string, code: JsonObject, inputs: JsonObject): WeftError | null {
+export function inputRightsRefusal(access: PermissionSource, principal: Principal, codePath: string, code: JsonObject, inputs: JsonObject, who = 'you'): WeftError | null {
   for (const { name, permission, path } of inputRequirements(code, inputs)) {
     const at = tryParseNodePath(path)
     if (!at) return new WeftError('invalid_request', `The input ${name} of ${codePath} must name a node (a path), not ${JSON.stringify(path ?? null)}.`)
     if (!access.permissions(principal, at).has(permission)) {
-      const who = principal.kind === 'user' ? principal.userId : 'system'
-      return new WeftError('forbidden', `${codePath} needs ${permission} on the node its input ${name} names (${at}); ${who} lacks it there. Ask an Admin of that node for a role that has it.`)
+      return new WeftError('forbidden', `${codePath} needs ${permission} on ${at} (its input ${name}), and ${who} lack${who === 'you' ? '' : 's'} it there. Ask an Admin of ${at} for a role that has ${permission}.`)
     }
   }
   return null
