@@ -65,7 +65,7 @@ export type EventSubscription = z.infer<typeof EventSubscriptionContent>
 export { EventDeliverySchema }
 export type EventDelivery = z.infer<typeof EventDeliverySchema>
 
-/** `Admin/Invitation/{slug(email)}`: the person-facing record of pending invites for one address. */
+/** `Admin/Invitation/inv_{key(email)}`: the person-facing record of pending invites for one address. */
 export const InvitationContent = z.looseObject({
   Email: z.string(),
   /** Subscription ids of the invites sent to this address (space and group invites). */
@@ -112,8 +112,12 @@ export function subscriptionPath(id: string): string {
   return `${SUBSCRIPTIONS_PARENT}/${id}`
 }
 
+/**
+ * [SUB16] One record per address, keyed like an invite ([SUB15]): slugs of two addresses
+ * collided (`ann.lee@x` and `ann_lee@x`), and one address's record took the other's invites.
+ */
 export function invitationPath(email: string): string {
-  return `${INVITATIONS_PARENT}/${slug(email)}`
+  return `${INVITATIONS_PARENT}/inv_${inviteKey(email, '')}`
 }
 
 /**

@@ -52,6 +52,13 @@ describe('[SUB-INV] space and group invites', () => {
     const s = await sub(id)
     expect(s?.content).toMatchObject({ Id: id, TriggerType: 'NodeChange', TriggerNodeType: 'User', TriggerKind: 'Created', MatchValue: email, ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: 'Editor', Pin: true, Status: 'Pending', CreatedBy: admin.userId })
     expect((await node(invitationPath(email)))?.content).toMatchObject({ Email: email, SubscriptionIds: [id] })
+    // [SUB16] An address whose slug is the same (`.` for `_`) has a record of its own.
+    const twin = email.replace(/^([^@]*?)-/, '$1.').replace('@', '.x@')
+    const twin2 = twin.replace('.x@', '_x@')
+    for (const e of [twin, twin2]) expect((await invite(admin.token, space, { email: e, role: 'Viewer' })).status).toBe(201)
+    expect(invitationPath(twin)).not.toBe(invitationPath(twin2))
+    expect((await node(invitationPath(twin)))?.content).toMatchObject({ Email: twin, SubscriptionIds: [spaceInviteSubscriptionId(twin, space)] })
+    expect((await node(invitationPath(twin2)))?.content).toMatchObject({ Email: twin2, SubscriptionIds: [spaceInviteSubscriptionId(twin2, space)] })
 
     // "At once": on the sign-up's change, not a reconcile (minutes away); how fast is a bench figure.
     const user = await signup(ts.url, email)
