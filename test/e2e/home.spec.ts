@@ -188,6 +188,10 @@ test('[WEB18] Operations in the navigation lists the built-in and shared operati
   // A space's own code: its runs are the space's, and the page says so by the space's name.
   await v.page.goto('/#/n/Lab/Quick')
   await expect(v.page.locator('weft-code-page .who-sees')).toContainText('Runs are kept in Lab: everyone who can read there may see each run')
+  await v.page.setViewportSize({ width: 390, height: 844 })
+  await v.page.locator('weft-code-page .who-sees').scrollIntoViewIfNeeded()
+  await expect.poll(() => v.page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+  await v.page.screenshot({ path: 'test-results/code-who-sees-viewer-390.png' })
   await v.context.close()
 })
 
