@@ -286,6 +286,13 @@ export class AccessService {
   }
 }
 
+/** The node types the access indexes hold (AccessService.observe). */
+export const ACCESS_NODE_TYPES: readonly string[] = ['AccessAssignment', 'Membership']
+
+export function isAccessType(nodeType: string): boolean {
+  return ACCESS_NODE_TYPES.includes(nodeType)
+}
+
 /** The path segment that names a subject: a group path's `/` is written `.` ([ACC0]). */
 export function assignmentLabel(subject: string): string {
   return `${subject.replaceAll('/', '.')}_Access`

@@ -1,17 +1,12 @@
 import * as Y from 'yjs'
 import * as awarenessProtocol from 'y-protocols/awareness'
 import { docToJson, type ChangeRecord, type MeshNode, type NodePath } from '../../shared/index.js'
-import type { AccessService } from '../access/index.js'
+import { isAccessType, type AccessService } from '../access/index.js'
 import type { ClientBinding, StorageAdapter } from '../storage/index.js'
 import type { CommitFeed } from './commit-feed.js'
 import { REMOTE_ORIGIN, type EarlyUpdate, type LoadedNode } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
 import type { ChangeOrigin } from './types.js'
-
-/** The node types the access indexes hold. */
-function isAccessType(nodeType: string): boolean {
-  return nodeType === 'AccessAssignment' || nodeType === 'Membership'
-}
 
 /** [SCALE1] A change another instance made durable, as the fan-out hands it over. */
 export interface RemoteChange extends ChangeRecord {

@@ -43,7 +43,7 @@ import {
   type WriteRule,
 } from '../../shared/index.js'
 import { MAX_QUERY_LIMIT, clocksOf, elsewhereRefusal, replayLog, tombstoneDigest, tombstoneOfDoc, type MoveInput, type StorageAdapter, type StoredDoc } from '../storage/index.js'
-import { ACCESS_SEGMENT, type AccessService } from '../access/index.js'
+import { ACCESS_NODE_TYPES, ACCESS_SEGMENT, isAccessType, type AccessService } from '../access/index.js'
 import { admitUpdate, type ClientBinding } from '../admission/index.js'
 import type { ChangeToCommit, CommitFeed } from './commit-feed.js'
 import { writeFence } from './fence.js'
@@ -402,8 +402,12 @@ export class WritePath {
       // [TOMB1] And the destination: a delete there still committing leaves the tombstone read below.
       await this.cache.settleUnder(to)
       // The access nodes the move carries: the index drops the old paths and takes the new ones.
+      // [ACC14] The moved node itself too: a Membership moved to another group, or trashed (the
+      // app's Delete), kept its member in the old group until a restart.
       const carried: MeshNode[] = []
-      for (const nodeType of ['AccessAssignment', 'Membership']) {
+      const root = await this.storage.getNode(from)
+      if (root && isAccessType(root.nodeType)) carried.push(root)
+      for (const nodeType of ACCESS_NODE_TYPES) {
         carried.push(...(await this.storage.queryNodes({ nodeType, limit: MAX_QUERY_LIMIT }, { from: `${from}/`, to: `${from}0` })))
       }
       // [SCALE21] Several instances: every change up to this version is in the logs read next.

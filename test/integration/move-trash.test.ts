@@ -175,6 +175,35 @@ describe('move and trash', () => {
     expect(errorCode(await a.post(`/api/nodes/${trashPath}/restore`))).toBe('not_found')
   })
 
+  it('[ACC14] a member moved to another group, or trashed, holds what the group they are in now holds, at once (found by read-oracle.property.test.ts, seed 4)', async () => {
+    const member = await signup(ts.url)
+    const a = api(ts.url, admin.token)
+    const b = api(ts.url, member.token)
+    const doc = await createDocument(ts.url, admin.token, `${space}/crew-only`, { Title: 'Crew' })
+    const crew = await createGroup(ts.url, admin.token, `${space}/Crew`)
+    const guests = await createGroup(ts.url, admin.token, `${space}/Guests`)
+    await grantRole(ts.url, admin.token, doc, crew, 'Viewer')
+    expect((await a.putNode(`${crew}/${member.userId}_Membership`, 'Membership', {})).status).toBe(201)
+    expect((await b.getNode(doc)).status).toBe(200)
+    // Moved to a group that holds nothing there: the Crew's role is gone.
+    expect((await move(admin.token, `${crew}/${member.userId}_Membership`, `${guests}/${member.userId}_Membership`)).status).toBe(200)
+    expect((await b.getNode(doc)).status).toBe(403)
+    const mux = await MuxClient.connect(ts.url, member.token)
+    expect(await mux.join(doc)).toMatchObject({ ok: false, code: 'forbidden' })
+    await mux.close()
+    // And the group they are in now counts.
+    await grantRole(ts.url, admin.token, doc, guests, 'Viewer')
+    expect((await b.getNode(doc)).status).toBe(200)
+    // The app's Delete of the member: to the trash; a restore brings the membership back.
+    const { trashPath } = (await a.post<{ trashPath: string }>(`/api/nodes/${guests}/${member.userId}_Membership/trash`)).body
+    expect((await b.getNode(doc)).status).toBe(403)
+    expect((await a.post(`/api/nodes/${trashPath}/restore`)).status).toBe(200)
+    expect((await b.getNode(doc)).status).toBe(200)
+    // What a restart rebuilds from storage agrees.
+    await ts.restart()
+    expect((await api(ts.url, member.token).getNode(doc)).status).toBe(200)
+  })
+
   it('[MOVE2] survives a restart: the moved subtree and the trash are durable', async () => {
     const doc = await createDocument(ts.url, admin.token, `${space}/durable`, { Title: 'D' })
     await move(admin.token, doc, `${other}/durable`)
