@@ -407,8 +407,15 @@ export class WritePath {
       const carried: MeshNode[] = []
       const root = await this.storage.getNode(from)
       if (root && isAccessType(root.nodeType)) carried.push(root)
+      // [ACC16] Every one of them, page by page: one page of a query's most left the rest of a
+      // subtree holding more assignments or memberships at their old paths in the index.
       for (const nodeType of ACCESS_NODE_TYPES) {
-        carried.push(...(await this.storage.queryNodes({ nodeType, limit: MAX_QUERY_LIMIT }, { from: `${from}/`, to: `${from}0` })))
+        for (let after: string | undefined; ;) {
+          const page = await this.storage.queryNodes({ nodeType, limit: MAX_QUERY_LIMIT, ...(after !== undefined ? { after } : {}) }, { from: `${from}/`, to: `${from}0` })
+          carried.push(...page)
+          if (page.length < MAX_QUERY_LIMIT) break
+          after = page[page.length - 1]!.path
+        }
       }
       // [SCALE21] Several instances: every change up to this version is in the logs read next.
       const tombstoneBase = this.cluster.hooks ? await this.storage.lastVersion() : undefined

@@ -15,6 +15,7 @@ import {
   type TestServer,
   type TestUser,
 } from '../helpers/index.js'
+import { SYSTEM, type NodePath } from '../../shared/index.js'
 
 /** Move, trash and restore over a real server: rights on both ends, atomicity, clients told. */
 describe('move and trash', () => {
@@ -203,6 +204,31 @@ describe('move and trash', () => {
     await ts.restart()
     expect((await api(ts.url, member.token).getNode(doc)).status).toBe(200)
   })
+
+  it('[ACC16] a moved subtree holding more access assignments than one query page takes every one of them along in the index: a Denied past the first page still holds', async () => {
+    const reader = await signup(ts.url)
+    const big = await createDocument(ts.url, admin.token, `${space}/big`, { Title: 'Big' })
+    await grantRole(ts.url, admin.token, big, reader.userId, 'Viewer')
+    // 1,000 assignments sort before the one that matters (written as the system: this is set-up).
+    const { nodes } = ts.server
+    for (let i = 0; i < 1000; i++) {
+      const scope = `${big}/a${String(i).padStart(4, '0')}` as NodePath
+      await nodes.create(SYSTEM, scope, { nodeType: 'Document', name: `a${i}`, content: {} })
+      await nodes.create(SYSTEM, `${scope}/_Access/${reader.userId}_Access` as NodePath, { nodeType: 'AccessAssignment', name: 'grant', content: { Subject: reader.userId, Role: 'Viewer' } })
+    }
+    const secret = await createDocument(ts.url, admin.token, `${big}/zz-secret`, { Title: 'Not for the reader' })
+    await grantRole(ts.url, admin.token, secret, reader.userId, 'Viewer', true)
+    const r = api(ts.url, reader.token)
+    expect((await r.getNode(secret)).status).toBe(403)
+    expect((await move(admin.token, big, `${other}/big`)).status).toBe(200)
+    // The Denied moved with its node: the reader reads the rest of the moved subtree, never the secret.
+    expect((await r.getNode(`${other}/big/a0999`)).status).toBe(200)
+    expect((await r.getNode(`${other}/big/zz-secret`)).status).toBe(403)
+    expect((await r.getNode(`${other}/big`)).status).toBe(200)
+    // And a restart, which rebuilds the index from storage, agrees.
+    await ts.restart()
+    expect((await api(ts.url, reader.token).getNode(`${other}/big/zz-secret`)).status).toBe(403)
+  }, 120_000)
 
   it('[MOVE2] survives a restart: the moved subtree and the trash are durable', async () => {
     const doc = await createDocument(ts.url, admin.token, `${space}/durable`, { Title: 'D' })
