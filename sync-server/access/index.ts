@@ -1,1 +1,1 @@
-export { AccessService, assignmentLabel, assignmentScope, ACCESS_SEGMENT } from './access-service.js'
+export { AccessService, assignmentLabel, assignmentScope, deniedEnded, ACCESS_SEGMENT } from './access-service.js'
