@@ -75,6 +75,8 @@ export class AccessService {
   private readonly assignments = new Map<NodePath, Map<string, Assignment>>()
   /** userId → group paths */
   private readonly memberships = new Map<string, Set<NodePath>>()
+  /** [FEED5] Scopes holding at least one Denied assignment (few): what `deniedWithin` looks through. */
+  private readonly deniedScopes = new Set<NodePath>()
   private readonly listeners = new Set<() => void>()
   /** Bumped on every change of an assignment or membership; caches key on it. */
   generation = 0
@@ -113,6 +115,7 @@ export class AccessService {
       let bySubject = this.assignments.get(scope)
       if (!bySubject) this.assignments.set(scope, (bySubject = new Map()))
       bySubject.set(subject, { path: node.path, role, denied: node.content.Denied === true })
+      if (node.content.Denied === true) this.deniedScopes.add(scope)
       let scopes = this.scopesBySubject.get(subject)
       if (!scopes) this.scopesBySubject.set(subject, (scopes = new Set()))
       scopes.add(scope)
@@ -136,6 +139,7 @@ export class AccessService {
         this.scopesBySubject.get(subject)?.delete(scope)
       }
       if (bySubject.size === 0) this.assignments.delete(scope)
+      if (![...bySubject.values()].some((a) => a.denied)) this.deniedScopes.delete(scope)
     } else {
       const m = membershipOf(node.path)
       if (m) this.memberships.get(m.userId)?.delete(m.group)
@@ -268,6 +272,27 @@ export class AccessService {
     return revision
   }
 
+  /**
+   * [FEED5] The Denied assignments standing at `path` and below: what a move, a trash or a delete
+   * of that subtree takes away from the scopes they stand on.
+   */
+  deniedWithin(path: NodePath): { scope: NodePath; subject: string }[] {
+    const out: { scope: NodePath; subject: string }[] = []
+    const below = `${path}/`
+    for (const scope of this.deniedScopes) {
+      if (scope !== path && !scope.startsWith(below)) continue
+      for (const [subject, a] of this.assignments.get(scope) ?? []) if (a.denied) out.push({ scope, subject })
+    }
+    return out
+  }
+
+  /** [FEED5] Whether `subjects` names the user or one of their groups. */
+  namesUser(userId: string, subjects: readonly string[]): boolean {
+    if (subjects.includes(userId)) return true
+    const groups = this.memberships.get(userId)
+    return groups !== undefined && subjects.some((s) => groups.has(s as NodePath))
+  }
+
   /** Admin assignments (not denied) directly on a scope; a Space must always keep one. */
   adminsOf(scope: NodePath): string[] {
     const bySubject = this.assignments.get(scope)
@@ -314,4 +339,18 @@ export function membershipOf(path: NodePath): { group: NodePath; userId: string 
   // named like a user would hand that user's roles to whoever its owner adds.
   if (!group.includes('/')) return null
   return { group, userId: seg.slice(0, -MEMBERSHIP_SUFFIX.length) }
+}
+
+/**
+ * [FEED5] The Denied assignment that `before` was and `after` (the same path's next state; null:
+ * gone) no longer is: deleted, no longer Denied, or naming another subject. Null when none ended
+ * (or `before` was no assignment the access index holds).
+ */
+export function deniedEnded(before: MeshNode | null, after: MeshNode | null): { scope: NodePath; subject: string } | null {
+  if (before?.nodeType !== 'AccessAssignment' || before.content.Denied !== true) return null
+  const subject = before.content.Subject
+  const scope = assignmentScope(before.path)
+  if (!scope || typeof subject !== 'string' || !Role.isMember(before.content.Role)) return null
+  if (after?.nodeType === 'AccessAssignment' && after.content.Denied === true && after.content.Subject === subject && Role.isMember(after.content.Role)) return null
+  return { scope, subject }
 }

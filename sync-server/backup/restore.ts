@@ -230,7 +230,7 @@ class Applier {
         cleared.push(path)
         rows.push(fwd.row)
         clients.push([path, fwd.serverClient, SERVER_DOC_CLIENT])
-        changes.push([version, path, n.row[C.nodeType]!, 'Created'])
+        changes.push([version, path, n.row[C.nodeType]!, 'Created', null])
         continue
       }
       if (!was) {
@@ -240,7 +240,7 @@ class Applier {
         rows.push(row)
         updates.push(...logOf(n.updates))
         clients.push(...clientsOf(n.clients))
-        changes.push([version, path, n.row[C.nodeType]!, 'Created'])
+        changes.push([version, path, n.row[C.nodeType]!, 'Created', null])
         cleared.push(path)
         continue
       }
@@ -249,7 +249,7 @@ class Applier {
       cleared.push(path)
       rows.push(fwd.row)
       clients.push(...clientsOf(was.clients), ...clientsOf(n.clients), [path, fwd.serverClient, SERVER_DOC_CLIENT])
-      changes.push([version, path, n.row[C.nodeType]!, 'Updated'])
+      changes.push([version, path, n.row[C.nodeType]!, 'Updated', null])
     }
     if (cleared.length) await this.x.send(`DELETE FROM node_updates WHERE path IN (${cleared.map(() => '?').join(', ')})`, cleared)
     if (replaced.length) await this.x.send(`DELETE FROM nodes WHERE path IN (${replaced.map(() => '?').join(', ')})`, replaced)

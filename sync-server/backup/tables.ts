@@ -57,7 +57,8 @@ export const PLAIN_TABLES: readonly TableSpec[] = [
   spec('trash', ['path'], [['path', 'text'], ['original_path', 'text'], ['name', 'text'], ['node_type', 'text'], ['deleted_by', 'text'], ['deleted_at', 'text']]),
   // [TOMB1] What deleted and moved-away nodes left at their paths (a restore merges the target's in).
   spec('node_tombstones', ['path'], [['path', 'text'], ['state', 'bytes'], ['at', 'text']]),
-  spec('changes', ['version'], [['version', 'int'], ['path', 'text'], ['node_type', 'text'], ['kind', 'text']]),
+  // [FEED5] Whom each record is withheld from (null in a file written before it: from nobody).
+  spec('changes', ['version'], [['version', 'int'], ['path', 'text'], ['node_type', 'text'], ['kind', 'text'], ['withheld', 'text?']], [null]),
   spec('contextual_consumers', ['id'], [
     ['id', 'text'], ['def_hash', 'text'], ['operation', 'text'], ['subscription_path', 'text'], ['params', 'text'], ['name', 'text'],
     ['owner', 'text'], ['limits', 'text'], ['cursor', 'int'], ['created_at', 'text'],

@@ -1,8 +1,8 @@
 import { Observable, Subject } from 'rxjs'
 import { WeftError, principalName, type MeshChangeKind, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { ClientBinding } from '../admission/index.js'
-import type { AccessService } from '../access/index.js'
-import { tombstoneDigest, type StorageAdapter } from '../storage/index.js'
+import { deniedEnded, type AccessService } from '../access/index.js'
+import { tombstoneDigest, type FeedWithhold, type StorageAdapter } from '../storage/index.js'
 import type { ContentFlush } from './content-flush.js'
 import type { LoadedNode } from './loaded-node.js'
 import type { NodeCache } from './node-cache.js'
@@ -28,6 +28,8 @@ export interface ChangeToCommit {
   startedFrom?: Uint8Array | null
   /** [SCALE19] Deleted, several instances: the version up to which its tombstone (or its lack of one) holds every change. */
   tombstoneBase?: number
+  /** [FEED5] Denied assignments this commit ends besides its own node's (a subtree's delete: every one it held). */
+  withhold?: readonly FeedWithhold[]
 }
 
 /**
@@ -82,6 +84,9 @@ export class CommitFeed {
     // What this doc holds from the others that is not durable yet: this commit may build on it.
     let builtOn: Promise<void>[] | null = null
     for (const e of ln.early.values()) if (!e.done) (builtOn ??= []).push(e.settled)
+    // [FEED5] A Denied this commit ends: the records it kept from its subject stay withheld from them.
+    const ended = deniedEnded(before, after)
+    const withhold = ended ? [...(c.withhold ?? []), ended] : c.withhold
     const committed = this.storage.commit({
       contextual,
       path: ln.path,
@@ -94,6 +99,7 @@ export class CommitFeed {
       update,
       deferContent: deferred || undefined,
       ...(c.tombstone ? { tombstone: c.tombstone } : {}),
+      ...(withhold?.length ? { withhold } : {}),
       // [ACC12] Stored with the update that introduces them; the server doc's own id with its first write.
       // [SCALE2] Several instances: every change up to this version is in this copy.
       ...(this.cluster.hooks ? { baseVersion: this.cluster.hooks.watermark() } : {}),

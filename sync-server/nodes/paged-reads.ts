@@ -1,6 +1,6 @@
 import { isInTrash, isSystem, selfAndAncestors, type ChangeRecord, type MeshNode, type NodePath, type NodeQuery, type PathRange, type Principal } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
-import type { StorageAdapter } from '../storage/index.js'
+import type { StorageAdapter, StoredChange } from '../storage/index.js'
 import { CursorSealer, isSealedCursor } from './query-cursor.js'
 
 const QUERY_DEFAULT_LIMIT = 100
@@ -183,12 +183,13 @@ export class PagedReads {
     const wanted = Math.min(Math.max(1, Math.floor(limit)), CHANGES_MAX_LIMIT)
     if (isSystem(principal)) {
       const rows = await this.storage.changesSince(version, wanted)
-      return { items: rows, next: rows.length ? rows[rows.length - 1]!.version : version }
+      return { items: rows.map(recordOf), next: rows.length ? rows[rows.length - 1]!.version : version }
     }
+    const userId = principal.userId as string
     let next = version
     let examined = 0
     let ended = false
-    const items = await pageFiltered<ChangeRecord>(
+    const items = await pageFiltered<StoredChange>(
       wanted,
       {
         read: async () => {
@@ -203,8 +204,15 @@ export class PagedReads {
           examined++
         },
       },
-      (row) => this.access.has(principal, row.path, 'Read'),
+      // [FEED5] Readable now, and not withheld: no Denied that kept this record from the reader
+      // has gone since (examined all the same, so `next` moves past it).
+      (row) => this.access.has(principal, row.path, 'Read') && !(row.withheld && this.access.namesUser(userId, row.withheld)),
     )
-    return { items, next }
+    return { items: items.map(recordOf), next }
   }
+}
+
+/** [FEED5] What a reader gets of a record: never whom it is withheld from. */
+function recordOf(row: StoredChange): ChangeRecord {
+  return row.withheld ? { version: row.version, path: row.path, nodeType: row.nodeType, kind: row.kind } : row
 }

@@ -118,7 +118,7 @@ export class WritePath {
     deferContent = false,
     clients?: readonly ClientBinding[],
     attach?: CommitAttachment,
-    tombs?: Pick<ChangeToCommit, 'tombstone' | 'startedFrom' | 'tombstoneBase'>,
+    tombs?: Pick<ChangeToCommit, 'tombstone' | 'startedFrom' | 'tombstoneBase' | 'withhold'>,
   ): Written {
     return this.feed.commit(ln, { principal, before, after, kind, update, origin, deferContent, clients, attach, ...tombs })
   }
@@ -427,6 +427,8 @@ export class WritePath {
         ...extra,
         tombstones,
         arrivals,
+        // [FEED5] The Denied assignments the subtree takes away from where they stood.
+        withhold: this.access.deniedWithin(from),
         ...(tombstoneBase !== undefined ? { tombstoneBase, arrivalsSeen, movedCount } : {}),
       })
       const moved = new Map<NodePath, MeshNode | null>()
@@ -760,6 +762,10 @@ export class WritePath {
     let madeFrom: Uint8Array | null = null
     /** [SCALE19] Made from the stored log: the version every change up to which it holds (absent: made from the doc at the commit). */
     let tombstoneBase: number | undefined
+    // [FEED5] The Denied assignments of the subtree, as they stand before any child goes: the last
+    // commit (the node's own) withholds the records they kept from their subjects, everything the
+    // delete wrote included.
+    const withhold = cascading ? [] : this.access.deniedWithin(ln.path)
     try {
       // Stored children, and those whose creation is applied but not yet durable.
       const prefix = `${ln.path}/`
@@ -775,7 +781,7 @@ export class WritePath {
       for (let pass = 0; pass < 5; pass++) {
         if (pass > 0) children = await listed()
         if (children.length === 0) break
-        children.sort((a, b) => b.length - a.length)
+        children.sort(deepestFirstAccessLast)
         for (const child of children) {
           const cl = await this.cache.acquire(child)
           await this.deleteIn(cl, principal, origin, true, step)
@@ -811,11 +817,27 @@ export class WritePath {
     // [SCALE19] Made from the doc (now): every change this instance has applied is in it. None is
     // left in the trash.
     if (tombstoneBase === undefined && !isInTrash(ln.path)) tombstoneBase = this.cluster.hooks?.watermark()
-    const written = this.commitChange(ln, principal, current, null, 'Deleted', null, origin, false, undefined, attach, { tombstone, ...(tombstoneBase !== undefined ? { tombstoneBase } : {}) })
+    const written = this.commitChange(ln, principal, current, null, 'Deleted', null, origin, false, undefined, attach, {
+      tombstone,
+      ...(tombstoneBase !== undefined ? { tombstoneBase } : {}),
+      ...(withhold.length > 0 ? { withhold } : {}),
+    })
     for (const conn of [...ln.connections]) conn.evict(4404, 'not_found', `${ln.path} was deleted.`)
     ln.resetDoc()
     await written
   }
+}
+
+/**
+ * A subtree's delete order: every node after its descendants (a crash half-way leaves no orphan),
+ * and a node's access assignments after the rest of what lies below it ([FEED5]): a Denied keeps
+ * out whom it names until nothing it guards is left but the node itself. Descending order of the
+ * path with `/_Access/` written as a segment below every other.
+ */
+function deepestFirstAccessLast(a: string, b: string): number {
+  const ka = a.replaceAll(`/${ACCESS_SEGMENT}/`, '/\u0001/')
+  const kb = b.replaceAll(`/${ACCESS_SEGMENT}/`, '/\u0001/')
+  return ka < kb ? 1 : ka > kb ? -1 : 0
 }
 
 let nowMs = 0

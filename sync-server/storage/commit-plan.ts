@@ -73,6 +73,11 @@ export function validateCommitInput(input: CommitInput): void {
     throw new WeftError('invalid_request', 'A tombstone digest is the SHA-256 of the tombstone, in hex, or null.')
   }
   if (input.tombstoneBase !== undefined && !isUint(input.tombstoneBase)) throw new WeftError('invalid_request', 'A tombstone base is a version: a non-negative integer.')
+  if (input.withhold !== undefined) {
+    // [FEED5] A subject is a user id or a group path: never a newline, the column's separator.
+    const ok = Array.isArray(input.withhold) && input.withhold.every((w) => parseNodePath(w?.scope) === w.scope && typeof w.subject === 'string' && w.subject.length > 0 && !w.subject.includes('\n'))
+    if (!ok) throw new WeftError('invalid_request', 'A withholding is { scope: a normalised path, subject: a user id or a group path }.')
+  }
   if (input.kind === 'Deleted') return
   if (!isJsonObject(input.content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
   if (input.update !== null && !(input.update instanceof Uint8Array)) {

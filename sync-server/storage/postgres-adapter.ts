@@ -14,6 +14,7 @@ import {
   type PathRange,
 } from '../../shared/index.js'
 import { batchPaths, isFold, isRowContent, planBatch, validateCommitInput, type ExistingNode, type PreparedFold, type PreparedContent } from './commit-plan.js'
+import { POSTGRES_WITHHOLD, withheldOf, withholdParams, type FeedWithhold, type StoredChange } from './feed-withhold.js'
 import { COMPACT_AFTER_UPDATES, COMPACT_LOG_SHARE, compactionDue, contentOfLog } from './compaction.js'
 import { FoldThread } from './fold-thread.js'
 import type { RowJson } from './row-parts.js'
@@ -228,6 +229,8 @@ export class PostgresStorage implements StorageAdapter {
     /** [CTX50] Paths created or deleted by an earlier commit of this batch (the verdicts ran before them). */
     const replacedHere = new Set<string>()
     const dropped: string[] = []
+    /** [FEED5] The Denied assignments the batch's commits end, each with its commit's version. */
+    const withholds: (FeedWithhold & { through: number })[] = []
     // [SCALE10] Updates of distinct rows, written by one statement when the next item needs the
     // rows as they are (or at the end).
     const rows: BulkUpdate[] = []
@@ -348,6 +351,7 @@ export class PostgresStorage implements StorageAdapter {
         default:
           input.kind satisfies never
       }
+      for (const w of input.withhold ?? []) withholds.push({ ...w, through: version })
       changes.version.push(version)
       changes.path.push(input.path)
       changes.nodeType.push(plan.nodeType)
@@ -388,6 +392,8 @@ export class PostgresStorage implements StorageAdapter {
         ],
       )
     }
+    // [FEED5] After the feed's rows: each withholding covers its own commit's record.
+    for (const w of withholds) flight.send(POSTGRES_WITHHOLD, withholdParams(w, w.through))
     if (dropped.length > 0) flight.send('DELETE FROM contextual_outcomes WHERE key = ANY($1::text[])', [dropped])
     const committed = flight.sendSimple('COMMIT')
     await flight.settle()
@@ -601,12 +607,12 @@ export class PostgresStorage implements StorageAdapter {
     return r.rows.map((row) => row.path as NodePath)
   }
 
-  async changesSince(version: number, limit: number): Promise<ChangeRecord[]> {
-    const r = await this.pool.query<{ version: string; path: string; node_type: string; kind: MeshChangeKind }>(
-      'SELECT version, path, node_type, kind FROM changes WHERE version > $1 ORDER BY version LIMIT $2',
+  async changesSince(version: number, limit: number): Promise<StoredChange[]> {
+    const r = await this.pool.query<{ version: string; path: string; node_type: string; kind: MeshChangeKind; withheld: string | null }>(
+      'SELECT version, path, node_type, kind, withheld FROM changes WHERE version > $1 ORDER BY version LIMIT $2',
       [Math.floor(version), clampLimit(limit, 1000, MAX_CHANGES_LIMIT)],
     )
-    return r.rows.map((row) => ({ version: Number(row.version), path: row.path as NodePath, nodeType: row.node_type, kind: row.kind }))
+    return r.rows.map((row) => ({ version: Number(row.version), path: row.path as NodePath, nodeType: row.node_type, kind: row.kind, ...withheldOf(row.withheld) }))
   }
 
   async moveSubtree(input: MoveInput): Promise<ChangeRecord[]> {

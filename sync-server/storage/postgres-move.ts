@@ -3,6 +3,7 @@ import { WeftError, lastSegment, parentPath, type ChangeRecord, type NodePath } 
 import { POSTGRES_MOVE_SCHEMA } from './move-schema.js'
 import { descendantRange } from './query.js'
 import { checkMoveBasis, movesOnBasis } from './commit-plan.js'
+import { POSTGRES_WITHHOLD, withholdParams } from './feed-withhold.js'
 import { TRASH_LIST_LIMIT, trashRowToEntry } from './sqlite-move.js'
 import type { MoveInput, TrashEntry } from './types.js'
 
@@ -55,6 +56,8 @@ export async function postgresMoveSubtree(client: pg.PoolClient, input: MoveInpu
     out.map((c) => c.kind),
   ])
   await client.query('UPDATE version_counter SET value = $1 WHERE id = 1', [version])
+  // [FEED5] The Denied assignments carried away: their old scopes' records, the move's included.
+  for (const w of input.withhold ?? []) await client.query(POSTGRES_WITHHOLD, withholdParams(w, version))
   // [TOMB1] A node arriving over a tombstone takes it into its log (a stale copy of the path's old
   // node adds nothing old to it); each node leaving a path leaves its own there.
   const arrived = out.filter((c) => c.kind === 'Created')

@@ -51,8 +51,13 @@ CREATE TABLE IF NOT EXISTS changes (
   version bigint PRIMARY KEY,
   path text NOT NULL,
   node_type text NOT NULL,
-  kind text NOT NULL
+  kind text NOT NULL,
+  withheld text
 );
+-- [FEED5] The subjects a record is withheld from (newline-separated; NULL: none). An older
+-- database gains it empty: its records are withheld from nobody. Adding a nullable column with no
+-- default is a catalog change only (no rewrite of the table).
+ALTER TABLE changes ADD COLUMN IF NOT EXISTS withheld text;
 CREATE INDEX IF NOT EXISTS changes_path ON changes (path, version);
 
 -- [ACC12] Which principal first wrote under each Yjs client id of a node (created at open, so an

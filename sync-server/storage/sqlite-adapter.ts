@@ -29,6 +29,7 @@ import type { SearchHit, SearchPlan } from './search-plan.js'
 import { searchSqliteWithin } from './sqlite-search-within.js'
 import type { ContextualCall } from './contextual-store.js'
 import { holdSqlite, type HolderLock } from './holder-lock.js'
+import { withheldOf, type StoredChange } from './feed-withhold.js'
 
 export interface SqliteStorageOptions {
   /** Database file; `:memory:` works but is not durable (and cannot be shared with a writer thread). */
@@ -212,8 +213,8 @@ export class SqliteStorage implements StorageAdapter {
       tombstone: db.prepare<[string], { state: Buffer }>('SELECT state FROM node_tombstones WHERE path = ?'),
       clients: db.prepare<[string], { client: number; principal: string }>('SELECT client, principal FROM node_clients WHERE path = ?'),
       descendants: db.prepare<[string, string], { path: string }>('SELECT path FROM nodes WHERE path >= ? AND path < ? ORDER BY path'),
-      changesSince: db.prepare<[number, number], { version: number; path: string; node_type: string; kind: MeshChangeKind }>(
-        'SELECT version, path, node_type, kind FROM changes WHERE version > ? ORDER BY version LIMIT ?',
+      changesSince: db.prepare<[number, number], { version: number; path: string; node_type: string; kind: MeshChangeKind; withheld: string | null }>(
+        'SELECT version, path, node_type, kind, withheld FROM changes WHERE version > ? ORDER BY version LIMIT ?',
       ),
       lastVersion: db.prepare<[], { v: number }>('SELECT coalesce(max(version), 0) AS v FROM changes'),
       accountByEmail: db.prepare<[string], { user_id: string; email: string; password_hash: string; created_at: string }>(
@@ -260,6 +261,7 @@ export class SqliteStorage implements StorageAdapter {
         nodeCreatedAt: input.nodeCreatedAt,
         tombstoneDigest: input.tombstoneDigest,
         tombstoneBase: input.tombstoneBase,
+        withhold: input.withhold,
       }
       // A commit item always resolves to its record (only folds resolve to null).
       return this.committer.submit({ input: header, contentJson }) as Promise<ChangeRecord>
@@ -404,10 +406,10 @@ export class SqliteStorage implements StorageAdapter {
     return this.stmt.descendants.all(from, to).map((r) => r.path as NodePath)
   }
 
-  async changesSince(version: number, limit: number): Promise<ChangeRecord[]> {
+  async changesSince(version: number, limit: number): Promise<StoredChange[]> {
     return this.stmt.changesSince
       .all(Math.floor(version), clampLimit(limit, 1000, MAX_CHANGES_LIMIT))
-      .map((r) => ({ version: r.version, path: r.path as NodePath, nodeType: r.node_type, kind: r.kind }))
+      .map((r) => ({ version: r.version, path: r.path as NodePath, nodeType: r.node_type, kind: r.kind, ...withheldOf(r.withheld) }))
   }
 
   async moveSubtree(input: MoveInput): Promise<ChangeRecord[]> {

@@ -5,6 +5,7 @@ import type { ChangeRecord, MeshChangeKind, NodePath } from '../../shared/index.
 import { SQLITE_MOVE_SCHEMA } from './move-schema.js'
 import { descendantRange } from './query.js'
 import { checkMoveBasis, movesOnBasis, tombstoneDigest } from './commit-plan.js'
+import { SQLITE_WITHHOLD, withholdBinding, type WithholdBinding } from './feed-withhold.js'
 import type { MoveInput, TrashEntry } from './types.js'
 
 /** [MOVE2] Creates the move and trash tables (idempotent). */
@@ -72,6 +73,12 @@ export function sqliteMoveSubtree(db: Database.Database, input: MoveInput): Chan
     }
     dropTombstone.run(next)
     created.push({ version: v, path: next, nodeType: row.node_type, kind: 'Created' })
+  }
+  // [FEED5] The Denied assignments carried away: their old scopes' records, the move's included.
+  if (input.withhold?.length) {
+    const withhold = db.prepare<[WithholdBinding]>(SQLITE_WITHHOLD)
+    const through = created.at(-1)?.version ?? 0
+    for (const w of input.withhold) withhold.run(withholdBinding(w, through))
   }
   for (const t of input.tombstones ?? []) putTombstone.run(t.path, Buffer.from(t.state.buffer, t.state.byteOffset, t.state.byteLength), input.at)
   if (input.redirect) db.prepare<[string, string, string]>('INSERT OR REPLACE INTO node_moves (path, moved_to, at) VALUES (?, ?, ?)').run(from, to, input.at)

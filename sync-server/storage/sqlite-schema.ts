@@ -36,7 +36,9 @@ CREATE TABLE IF NOT EXISTS changes (
   version INTEGER PRIMARY KEY AUTOINCREMENT,
   path TEXT NOT NULL,
   node_type TEXT NOT NULL,
-  kind TEXT NOT NULL
+  kind TEXT NOT NULL,
+  -- [FEED5] The subjects this record is withheld from (newline-separated; NULL: none).
+  withheld TEXT
 );
 CREATE INDEX IF NOT EXISTS changes_path ON changes (path, version);
 
@@ -97,5 +99,7 @@ ${Object.entries(ENGINE_SCANS)
 /** Columns added after the first release, with the statement that adds each to an older file. */
 export const SQLITE_ADDED_COLUMNS: readonly { table: string; column: string; add: string }[] = [
   { table: 'nodes', column: 'content_stale', add: 'ALTER TABLE nodes ADD COLUMN content_stale INTEGER NOT NULL DEFAULT 0' },
+  // [FEED5] Records written before it are withheld from nobody (which Denied stood over them then is not known).
+  { table: 'changes', column: 'withheld', add: 'ALTER TABLE changes ADD COLUMN withheld TEXT' },
   { table: 'contextual_consumers', column: 'acked_pruned', add: 'ALTER TABLE contextual_consumers ADD COLUMN acked_pruned INTEGER NOT NULL DEFAULT 0' },
 ]

@@ -2,6 +2,7 @@ import type { RowJson } from './row-parts.js'
 import type { ChangeRecord, JsonObject, JsonValue, MeshChangeKind, MeshNode, NodePath, NodeQuery, PathRange } from '../../shared/index.js'
 import type { SearchHit, SearchPlan } from './search-plan.js'
 import type { ContextualAttachment, ContextualCall } from './contextual-store.js'
+import type { FeedWithhold, StoredChange } from './feed-withhold.js'
 
 /**
  * The narrow storage interface every adapter (SQLite, PostgreSQL) implements. One contract
@@ -84,6 +85,12 @@ export interface CommitInput {
    */
   tombstoneBase?: number
   /**
+   * [FEED5] Denied assignments this commit ends (the assignment deleted or no longer Denied, or the
+   * last commit of a subtree's delete): the records of each scope and below, up to and including
+   * this commit's, are withheld from its subject, in this commit's transaction.
+   */
+  withhold?: readonly FeedWithhold[]
+  /**
    * [CTX26] A contextual reaction's outcome, committed in this commit's transaction after its
    * lease is re-checked there; a lease no longer held (or an outcome already there) refuses the
    * whole commit with `stale_lease`.
@@ -130,6 +137,12 @@ export interface MoveInput {
   trash?: { originalPath: NodePath; deletedBy: string }
   /** [MOVE6] A restore: `from` is a trash entry, dropped in the same transaction. */
   restore?: boolean
+  /**
+   * [FEED5] The Denied assignments the subtree carries away from their scopes (under `from`): the
+   * records there, up to and including the move's, are withheld from each subject, in the move's
+   * transaction.
+   */
+  withhold?: readonly FeedWithhold[]
 }
 
 /** [MOVE5] A trashed subtree: its root now at `path` (`{top}/_Trash/{id}`). */
@@ -203,7 +216,8 @@ export interface StorageAdapter {
   searchNodes(plan: SearchPlan, accept: (path: NodePath) => boolean, limit: number, within?: readonly PathRange[]): Promise<SearchHit[]>
   /** Children and all descendants of `path`, excluding itself (for recursive delete). */
   descendants(path: NodePath): Promise<NodePath[]>
-  changesSince(version: number, limit: number): Promise<ChangeRecord[]>
+  /** The change records after `version`; `withheld` ([FEED5]) is for the feed's filter, never for a client. */
+  changesSince(version: number, limit: number): Promise<StoredChange[]>
   /**
    * [MOVE2] Moves a subtree in ONE transaction, or nothing: `not_found` when `from` is absent,
    * `conflict` when `to` or anything under it exists. Each moved node gets a Deleted change of its

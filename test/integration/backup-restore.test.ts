@@ -5,7 +5,8 @@ import fc from 'fast-check'
 import { afterAll, describe, expect, it } from 'vitest'
 import * as Y from 'yjs'
 import { restoreBackup, takeBackup, verifyBackup, DatabaseInUse, HEADER_BYTES, InvalidBackup } from '../../sync-server/backup/index.js'
-import { openSqliteStorage } from '../../sync-server/storage/index.js'
+import { openSqliteStorage, type FeedWithhold } from '../../sync-server/storage/index.js'
+import type { NodePath } from '../../shared/index.js'
 import {
   api,
   createSpace,
@@ -306,6 +307,49 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
     // Two values short is no file this weft ever wrote.
     const damaged = await rewriteBackupRecord(good, at, (r) => void r.r.splice(-2), join(dir, 'damaged.weftbak'))
     await expect(restoreBackup(damaged, { dataDir: await tempDir() })).rejects.toThrow(/wrong shape/)
+  })
+
+  it('[FEED5] [BAK2] whom a change record is withheld from travels in a backup; a file from before it restores withheld from nobody', { timeout: 120_000 }, async () => {
+    const source = await tempDir()
+    const s = openSqliteStorage({ file: join(source, 'weft.db') })
+    const at = new Date(0).toISOString()
+    const put = (path: string, withhold?: { scope: string; subject: string }[]) =>
+      s.commit({ path: path as NodePath, kind: 'Created', nodeType: 'Document', name: path, content: {}, createdBy: 'u1', at, update: null, ...(withhold ? { withhold: withhold as FeedWithhold[] } : {}) })
+    await put('Sp')
+    await put('Sp/a')
+    await put('Sp/a/b', [{ scope: 'Sp/a', subject: 'bob' }, { scope: 'Sp/a', subject: 'Sp/Team' }])
+    await s.close()
+    const dir = await tempDir()
+    const file = join(dir, 'withheld.weftbak')
+    await takeBackup({ dataDir: source }, file)
+    const withheldIn = async (f: string) => {
+      const target = await tempDir()
+      await restoreBackup(f, { dataDir: target })
+      const restored = openSqliteStorage({ file: join(target, 'weft.db') })
+      try {
+        return (await restored.changesSince(0, 10)).map((r) => [r.path, r.withheld ?? null])
+      } finally {
+        await restored.close()
+      }
+    }
+    expect(await withheldIn(file)).toEqual([
+      ['Sp', null],
+      ['Sp/a', ['bob', 'Sp/Team']],
+      ['Sp/a/b', ['bob', 'Sp/Team']],
+    ])
+    // A file written before the column: its change rows are one value shorter.
+    const good = await readFile(file)
+    const lines = backupLines(good)
+    let older = file
+    for (let i = 0; i < lines.length; i++) {
+      if (lines[i]!.startsWith('{"t":"changes"')) older = await rewriteBackupRecord(await readFile(older), i, (r) => void r.r.pop(), join(dir, `older-${i}.weftbak`))
+    }
+    expect(older).not.toBe(file)
+    expect(await withheldIn(older)).toEqual([
+      ['Sp', null],
+      ['Sp/a', null],
+      ['Sp/a/b', null],
+    ])
   })
 
   it('[BAK3] a crafted file whose checksum is right is still refused when a record would break the server (bad path, content not an object, wrong types)', { timeout: 120_000 }, async () => {

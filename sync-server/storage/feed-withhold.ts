@@ -1,0 +1,65 @@
+import type { ChangeRecord, NodePath } from '../../shared/index.js'
+import { descendantRange } from './query.js'
+
+/**
+ * [FEED5] A Denied assignment that stops standing at `scope` (deleted, lifted, or carried away by a
+ * move, a trash or a delete of its subtree): the change records of `scope` and below, up to and
+ * including the commit that ends it, are withheld from `subject` (a user id or a group path) for
+ * good. While it stood, today's access check kept them from that subject; once it is gone, today's
+ * access at those paths no longer says so, and the records would show the history of a subtree
+ * the subject was never allowed to see (decision 0014).
+ */
+export interface FeedWithhold {
+  scope: NodePath
+  subject: string
+}
+
+/** A change record as storage holds it: `withheld` names the subjects it is withheld from (never sent to a client). */
+export interface StoredChange extends ChangeRecord {
+  withheld?: readonly string[]
+}
+
+/** Subjects are user ids and group paths: no newline, so one separates them in the column. */
+const SEPARATOR = '\n'
+
+/** The `withheld` column as storage reads it: absent when it is null. */
+export function withheldOf(column: string | null | undefined): { withheld?: readonly string[] } {
+  return column ? { withheld: column.split(SEPARATOR) } : {}
+}
+
+/** The statements' parameters: the subject, `scope` itself, and `[scope/, scope0)`, its descendants. */
+export interface WithholdBinding {
+  subject: string
+  scope: string
+  from: string
+  to: string
+  through: number
+}
+
+export function withholdBinding(w: FeedWithhold, through: number): WithholdBinding {
+  const [from, to] = descendantRange(w.scope)
+  return { subject: w.subject, scope: w.scope, from, to, through }
+}
+
+/** PostgreSQL's positional form of the same parameters. */
+export function withholdParams(w: FeedWithhold, through: number): [string, string, string, string, number] {
+  const b = withholdBinding(w, through)
+  return [b.subject, b.scope, b.from, b.to, b.through]
+}
+
+/**
+ * SQLite: paths are BINARY (bytewise), so `changes_path (path, version)` gives both ranges. A
+ * subject already listed is not listed again.
+ */
+export const SQLITE_WITHHOLD = `UPDATE changes SET withheld = CASE WHEN withheld IS NULL THEN @subject ELSE withheld || char(10) || @subject END
+ WHERE (path = @scope OR (path >= @from AND path < @to)) AND version <= @through
+ AND (withheld IS NULL OR instr(char(10) || withheld || char(10), char(10) || @subject || char(10)) = 0)`
+
+/**
+ * PostgreSQL: `changes.path` has the database's collation, whose order need not be bytewise, so
+ * the prefix range is compared in "C" (exact whatever the database's collation; the table is
+ * scanned, once per Denied that goes, which is rare).
+ */
+export const POSTGRES_WITHHOLD = `UPDATE changes SET withheld = CASE WHEN withheld IS NULL THEN $1::text ELSE withheld || chr(10) || $1::text END
+ WHERE (path COLLATE "C" = $2 OR (path COLLATE "C" >= $3 AND path COLLATE "C" < $4)) AND version <= $5
+ AND (withheld IS NULL OR strpos(chr(10) || withheld || chr(10), chr(10) || $1::text || chr(10)) = 0)`
