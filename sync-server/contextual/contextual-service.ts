@@ -178,8 +178,12 @@ interface WakeListener {
 
 export interface ContextualServiceOptions {
   nodes: NodeApi
-  /** `readRegions` ([CTX8]): without it, every change the filter matches is ingested (a pull still skips what the owner cannot read). */
-  access: Pick<AccessService, 'permissions' | 'capabilityRevision'> & Partial<Pick<AccessService, 'readRegions'>>
+  /**
+   * `readRegions` ([CTX8]): without it, every change the filter matches is ingested (a pull still
+   * skips what the owner cannot read). `groupsOf` ([CTX54]): without it, only changes withheld
+   * from the owner by name are skipped.
+   */
+  access: Pick<AccessService, 'permissions' | 'capabilityRevision'> & Partial<Pick<AccessService, 'readRegions' | 'groupsOf'>>
   storage: StorageAdapter
   log: Logger
   clock?: Clock
@@ -612,6 +616,7 @@ export class ContextualService {
       const leased = await this.call<LeaseResult>({
         op: 'lease', consumerId: id, owner: user, filter: def.events, now, leaseMs: def.limits.leaseMs, maxInFlight: def.limits.maxInFlight, maxAttempts: def.limits.maxAttempts, token: randomBytes(16).toString('base64url'),
         readable: this.readableWithin(user, def.events.prefix),
+        subjects: [user, ...(this.opts.access.groupsOf?.(user) ?? [])],
       })
       await this.sameIncarnation(leased.incarnation)
       incarnation ??= leased.incarnation

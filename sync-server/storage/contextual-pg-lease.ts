@@ -70,12 +70,13 @@ const leaseArgs = (c: LeaseCall, expiresAt: number) => [
 /** One page of the change log into the consumer's events, the cursor moved past it, under the consumer row's lock. */
 const INGEST_SQL = pgSql(`
 WITH c AS (SELECT cursor FROM contextual_consumers WHERE id = ? AND owner = ? FOR UPDATE),
-page AS (SELECT version, path, node_type, kind FROM changes WHERE version > (SELECT cursor FROM c) ORDER BY version LIMIT ?),
+page AS (SELECT version, path, node_type, kind, withheld FROM changes WHERE version > (SELECT cursor FROM c) ORDER BY version LIMIT ?),
 added AS (
   INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
   SELECT ?, version::text, version, path, node_type, kind, 'pending', 0, NULL, 0, 0, NULL FROM page
   WHERE node_type = ANY(?::text[]) AND kind = ANY(?::text[]) AND (path = ? OR left(path, length(?)) = ?)
     AND (?::boolean OR EXISTS (SELECT 1 FROM unnest(?::text[], ?::text[]) AS r(f, t) WHERE path COLLATE "C" >= r.f COLLATE "C" AND path COLLATE "C" < r.t COLLATE "C"))
+    AND (withheld IS NULL OR NOT (string_to_array(withheld, chr(10)) && ?::text[]))
   ON CONFLICT DO NOTHING RETURNING 1
 ),
 moved AS (UPDATE contextual_consumers SET cursor = GREATEST(cursor, (SELECT max(version) FROM page)) WHERE id = ? AND EXISTS (SELECT 1 FROM page) RETURNING cursor)
@@ -133,7 +134,7 @@ export async function pgLease(pool: pg.Pool, c: LeaseCall): Promise<LeaseResult>
     const regions = c.readable ?? []
     const g = (await q(INGEST_SQL, [
       c.consumerId, c.owner, INGEST_PAGE, c.consumerId, [...c.filter.nodeTypes], [...c.filter.kinds], c.filter.prefix, prefix, prefix,
-      c.readable === undefined, regions.map((r) => r.from), regions.map((r) => r.to), c.consumerId,
+      c.readable === undefined, regions.map((r) => r.from), regions.map((r) => r.to), [...(c.subjects ?? [])], c.consumerId,
     ]))[0]!
     if (num(g.scanned) === 0) break
     // A page with nothing of ours: read the next one without looking for due events again.

@@ -228,6 +228,17 @@ export interface LeaseCall {
    * ingested (never delivered, counted nowhere). Absent: every change the filter matches.
    */
   readable?: readonly PathRange[]
+  /**
+   * [CTX54] The owner and their groups: a change withheld from one of them ([FEED5]: a Denied
+   * over it has ended since) is not ingested, though its path is readable now.
+   */
+  subjects?: readonly string[]
+}
+
+/** [CTX54] Whether a change record's `withheld` column names one of `subjects`. */
+export function withheldFromAny(withheld: unknown, subjects: readonly string[] | undefined): boolean {
+  if (!subjects || typeof withheld !== 'string' || withheld === '') return false
+  return withheld.split('\n').some((s) => subjects.includes(s))
 }
 
 /** Whether `path` lies in one of `regions` (`from <= path < to`, bytewise). */
@@ -354,10 +365,10 @@ function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
       behind = true
       break
     }
-    const changes = yield* all('SELECT version, path, node_type, kind FROM changes WHERE version > ? ORDER BY version LIMIT ?', cursor, INGEST_PAGE)
+    const changes = yield* all('SELECT version, path, node_type, kind, withheld FROM changes WHERE version > ? ORDER BY version LIMIT ?', cursor, INGEST_PAGE)
     if (changes.length === 0) break
     for (const r of changes) {
-      if (!matches(c.filter, r) || (c.readable && !inRegions(c.readable, String(r.path)))) continue
+      if (!matches(c.filter, r) || (c.readable && !inRegions(c.readable, String(r.path))) || withheldFromAny(r.withheld, c.subjects)) continue
       yield* run(
         `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
          VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, NULL, 0, 0, NULL) ON CONFLICT DO NOTHING`,

@@ -53,4 +53,21 @@ describe.each(storages)('[CTX8] a Denied subtree under the prefix ($name)', ({ p
     expect(later.item?.event.path).toBe(`${space}/secret/after`)
     expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ pending: 0, leased: 1, acked: 1 })
   })
+  it('[CTX54] changes made there while the Denied stood are not delivered after it goes, even when no pull read them before ([FEED5])', async () => {
+    await createDocument(ts.url, alice.token, `${space}/vault`, {})
+    await grantRole(ts.url, alice.token, `${space}/vault`, dave.userId, 'Viewer', true)
+    const sub = `${space}/vault-triage`
+    expectStatus(await putSubscription(ts.url, alice.token, sub, definition(space)), 201)
+    const c = ctx(ts.url, dave.token)
+    const consumerId = expectStatus(await c.next(sub, 'w2'), 200).body.consumerId
+    // Made while Dave was Denied there, and no pull of his looked at them before the Denied went.
+    for (let i = 0; i < 3; i++) await createDocument(ts.url, alice.token, `${space}/vault/old${i}`, { T: i })
+    expectStatus(await api(ts.url, alice.token).deleteNode(`${space}/vault/_Access/${dave.userId}_Access`), 204)
+    await createDocument(ts.url, alice.token, `${space}/vault/new`, { T: 1 })
+    const got = expectStatus(await c.next(sub, 'w2'), 200).body
+    expect(got.item?.event.path).toBe(`${space}/vault/new`)
+    expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ pending: 0, leased: 1, dead: 0 })
+    expectStatus(await c.ack(consumerId, got.item!), 200)
+    expect(expectStatus(await c.next(sub, 'w2'), 200).body.item ?? null).toBeNull()
+  })
 })
