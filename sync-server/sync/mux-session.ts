@@ -42,6 +42,12 @@ interface MuxRoom {
   membership?: { conn: RoomConnection; room: SyncRoom }
   /** The permission mask this room's client was last sent (Joined). */
   mask?: number
+  /**
+   * [SYNC16] A Sync frame came from the client after its Joined was sent: the client's step 1,
+   * which it sends on reading Joined. An Update before it may have been sent before the client
+   * could know the room's permissions, even if it arrives after Joined was sent (in flight).
+   */
+  heardAfterJoined?: boolean
 }
 
 /** One /mux socket: rooms joined and authorised one by one; a refusal ends that room only. */
@@ -50,6 +56,12 @@ export class MuxSession {
   private changedVersion = 0
   private changedTimer: NodeJS.Timeout | null = null
   private readonly budget = new RefusalBudget()
+  /**
+   * [SYNC16] Rooms whose first refused Update came before their Joined: that refusal was not
+   * charged. Once per path per socket and at most `maxRoomsPerSocket` of them, so the refusals
+   * excused stay bounded by the joins made (each a permission check and a doc acquired).
+   */
+  private readonly excused = new Set<string>()
   private readonly inFlight: InFlightGate
 
   constructor(
@@ -86,9 +98,19 @@ export class MuxSession {
     this.handle(frame)
   }
 
-  /** Tells the client an update was refused; a socket that keeps earning refusals is closed. */
-  private refuse(path: string, seq: number, err: WeftError): void {
+  /**
+   * Tells the client an update was refused; a socket that keeps earning refusals is closed.
+   * [SYNC16] `beforeJoined`: the Update came before the client could have read this room's
+   * Joined (before its first Sync frame after it), so it could not know the room's permissions
+   * (a role lowered while it was offline). A client sends one such Update per room ([WEB42]);
+   * the first refused one of each room is not charged (see `excused`).
+   */
+  private refuse(path: string, seq: number, err: WeftError, beforeJoined = false): void {
     this.sendFrame({ type: MuxType.Refused, path, seq, code: err.code, message: err.message })
+    if (beforeJoined && !this.excused.has(path) && this.excused.size < this.opts.maxRoomsPerSocket) {
+      this.excused.add(path)
+      return
+    }
     spendRefusal(this.ws, this.budget)
   }
 
@@ -109,12 +131,13 @@ export class MuxSession {
       case MuxType.Leave:
         return this.leave(frame.path)
       case MuxType.Sync:
+        this.noteHeard(frame.path)
         return this.inRoom(frame.path, (r, room) => {
           const written = handleRoomMessage({ nodes: this.opts.nodes, room, conn: r.conn, principal: this.principal, origin: 'mux', onRefused: () => spendRefusal(this.ws, this.budget), presence: this.presence }, frame.message)
           if (written) this.inFlight.track(written)
         })
       case MuxType.Update:
-        return this.inRoom(frame.path, (r, room) => this.update(r, room, frame.seq, frame.update))
+        return this.inRoom(frame.path, (r, room, beforeJoined) => this.update(r, room, frame.seq, frame.update, beforeJoined))
       case MuxType.Denied:
       case MuxType.Ack:
       case MuxType.Refused:
@@ -187,7 +210,14 @@ export class MuxSession {
     })
   }
 
-  private inRoom(rawPath: string, fn: (r: MuxRoom, room: SyncRoom) => void): void {
+  /** [SYNC16] The client has read this room's Joined (see `heardAfterJoined`). */
+  private noteHeard(rawPath: string): void {
+    const r = this.rooms.get(tryParseNodePath(rawPath) ?? rawPath)
+    if (r?.room) r.heardAfterJoined = true
+  }
+
+  /** `fn` learns whether the frame came before the client could have read the room's Joined. */
+  private inRoom(rawPath: string, fn: (r: MuxRoom, room: SyncRoom, beforeJoined: boolean) => void): void {
     const key = tryParseNodePath(rawPath) ?? rawPath
     const r = this.rooms.get(key)
     if (!r) {
@@ -195,10 +225,11 @@ export class MuxSession {
       this.sendFrame({ type: MuxType.Denied, path: rawPath, closeCode: 4409, code: 'not_joined', message: 'Join the node before syncing it.' })
       return
     }
+    const beforeJoined = !r.heardAfterJoined
     const run = () => {
       if (this.rooms.get(key) !== r || !r.room) return
       try {
-        fn(r, r.room)
+        fn(r, r.room, beforeJoined)
       } catch (e) {
         this.fail(e)
       }
@@ -208,7 +239,7 @@ export class MuxSession {
     else r.chain = r.chain.then(run).catch((e: unknown) => this.fail(e))
   }
 
-  private update(r: MuxRoom, room: SyncRoom, seq: number, update: Uint8Array): void {
+  private update(r: MuxRoom, room: SyncRoom, seq: number, update: Uint8Array, beforeJoined: boolean): void {
     const path = r.path
     let written: Promise<unknown>
     try {
@@ -216,7 +247,7 @@ export class MuxSession {
     } catch (e) {
       if (!isWeftError(e)) throw e
       // Undecodable bytes in an Update are that update's problem, not the socket's.
-      this.refuse(path, seq, e.code === 'protocol_error' ? new WeftError('invalid_update', e.message) : e)
+      this.refuse(path, seq, e.code === 'protocol_error' ? new WeftError('invalid_update', e.message) : e, beforeJoined)
       return
     }
     this.inFlight.track(written)

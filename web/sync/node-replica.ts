@@ -421,7 +421,44 @@ export class NodeReplica implements RoomHandler {
     // No size check here: the editor refused an oversized keystroke before it reached the doc
     // (textRefusal). An update over the limit that got here anyway is refused by sendEntry
     // and kept as a refused edit, copyable, like any stored change over the limit.
-    background(this.record(patch, update).catch((e: unknown) => target.onError(e)))
+    background(this.tracked(this.record(patch, update)).catch((e: unknown) => target.onError(e)))
+  }
+
+  /**
+   * [WEB48] Local edits begun (a patch asked for, an editor's transaction) whose outbox write has
+   * not settled, and how many have begun in all. A doc swap shows the new doc only when none is
+   * under way and none began while it read the store: an edit begun then was applied to the old
+   * doc (or is about to read an input the swap resets) and is missing from what was read.
+   */
+  private readonly unstored = new Set<Promise<unknown>>()
+  private editsBegun = 0
+
+  /** Counts `edit` as begun now (in the caller's synchronous stretch) until it settles. */
+  private tracked<T>(edit: Promise<T>): Promise<T> {
+    this.editsBegun++
+    const settled: Promise<unknown> = edit.then(
+      () => this.unstored.delete(settled),
+      () => this.unstored.delete(settled),
+    )
+    this.unstored.add(settled)
+    return edit
+  }
+
+  /**
+   * [WEB48] Reads the store (`read`) at a moment no local edit is under way, again until no edit
+   * began while it read. The caller swaps in the same task the read resolves in, so every edit
+   * made on the old doc is in what it read, and every later one is made on the new doc. Null:
+   * `stillWanted` turned false meanwhile. Ends as soon as the person pauses for one read.
+   */
+  private async readAtRest<T>(read: () => Promise<T>, stillWanted: () => boolean): Promise<T | null> {
+    for (;;) {
+      while (this.unstored.size > 0) await Promise.all([...this.unstored])
+      if (!stillWanted()) return null
+      const begun = this.editsBegun
+      const value = await read()
+      if (!stillWanted()) return null
+      if (begun === this.editsBegun && this.unstored.size === 0) return value
+    }
   }
 
   /** Applies a merge patch locally and records it as intent; it is sent when the room is joined. */
@@ -430,7 +467,13 @@ export class NodeReplica implements RoomHandler {
    * the same task: a text editor passes its current value, which then reflects every remote
    * edit applied to it meanwhile (a value captured earlier would diff those edits away).
    */
-  async patch(patchOrRead: MergePatch | (() => MergePatch), mode: 'merge' | 'to-text' = 'merge'): Promise<void> {
+  patch(patchOrRead: MergePatch | (() => MergePatch), mode: 'merge' | 'to-text' = 'merge'): Promise<void> {
+    // [WEB48] Under way from this call: an input's keystroke is read when it applies, and a swap
+    // meanwhile would reset the input first.
+    return this.tracked(this.applyAndRecord(patchOrRead, mode))
+  }
+
+  private async applyAndRecord(patchOrRead: MergePatch | (() => MergePatch), mode: 'merge' | 'to-text'): Promise<void> {
     await this.ready
     const isText = await this.policy()
     if (this.disposed) return
@@ -534,8 +577,9 @@ export class NodeReplica implements RoomHandler {
   }
 
   private async reloadNow(): Promise<void> {
-    const doc = await this.deps.store.loadDoc(this.path)
-    if (this.disposed) return
+    // [WEB48] The stored doc holds every local edit only once none is being written.
+    const doc = await this.readAtRest(() => this.deps.store.loadDoc(this.path), () => !this.disposed)
+    if (!doc) return
     this.swapDoc(doc)
     // Joined already: what the server sent the old doc may not be in the store yet; ask for
     // what the new one lacks.
@@ -875,9 +919,10 @@ export class NodeReplica implements RoomHandler {
     // [WEB45] Edits made on the old doc after the loop's last read (while the state was stored)
     // are replayed onto the fresh doc before it is shown, in the same task as the swap: an input
     // shown the fresh doc without them would drop them from what is typed next (acked unsent,
-    // as they were, they were lost outright).
-    const pending = await this.deps.store.pendingEntries(this.path)
-    if (this.rebuildDoc !== fresh) return
+    // as they were, they were lost outright). [WEB48] Read when no edit is being stored: one
+    // still in its outbox write is missing from the read, and the swap would reset its field.
+    const pending = await this.readAtRest(() => this.deps.store.pendingEntries(this.path), () => this.rebuildDoc === fresh)
+    if (!pending) return
     const late = this.replayOnto(fresh, pending.filter((e) => !seen.has(e.id!)))
     this.rebuildDoc = null
     this.needsRebuild = false
@@ -885,13 +930,19 @@ export class NodeReplica implements RoomHandler {
     this.setState({ rebuilding: false })
     this.inFlight.clear()
     // Entries whose replay was a no-op (the server already has that value) are fulfilled.
-    for (const e of pending) if (seen.has(e.id!) && !replayed.has(e.id!)) await this.deps.store.ack(e.id!)
-    for (const [id, u] of late) {
-      if (u.length > 0) continue
-      late.delete(id)
-      await this.deps.store.ack(id)
-    }
-    if (late.size > 0) await this.deps.store.storeReplayed(this.path, late)
+    // [WEB48] Counted as an edit being stored: the late replays are in the shown doc but not yet
+    // in the store, and a reload reading the store meanwhile would swap them out of the fields.
+    await this.tracked(
+      (async () => {
+        for (const e of pending) if (seen.has(e.id!) && !replayed.has(e.id!)) await this.deps.store.ack(e.id!)
+        for (const [id, u] of late) {
+          if (u.length > 0) continue
+          late.delete(id)
+          await this.deps.store.ack(id)
+        }
+        if (late.size > 0) await this.deps.store.storeReplayed(this.path, late)
+      })(),
+    )
     this.deps.broadcast({ kind: 'reload', path: this.path })
     await this.sendPending()
     this.deps.onIdle(this.path)

@@ -1,0 +1,294 @@
+// @vitest-environment node
+import 'fake-indexeddb/auto'
+import { describe, expect, it } from 'vitest'
+import * as Y from 'yjs'
+import * as encoding from 'lib0/encoding'
+import * as decoding from 'lib0/decoding'
+import { waitFor } from '../helpers/wait-for.js'
+import { MuxType, type MuxFrame } from '../../shared/protocol.js'
+import { NodeStore } from '../../web/store/index.js'
+import { NodeReplica, type TextEditorBinding } from '../../web/sync/node-replica.js'
+import type { MuxConnection, RoomHandler } from '../../web/sync/mux-connection.js'
+
+/**
+ * [WEB48] A doc swap (a refusal's rebuild, a reload) never loses or overwrites a keystroke: the
+ * real replica and store (fake-indexeddb), the person typing into an input bound like
+ * `weft-text-field` (each keystroke a patch reading the input when it applies; the input shown the
+ * doc's text on every change) and into an editor bound like the CodeMirror controller (each
+ * keystroke a transaction of the editor's origin on the bound Y.Text; bound again on a swap), and
+ * a server that refuses what it cannot integrate and, now and then, a whole update
+ * (`client_id_conflict`: replayable, so every character typed ends on the server).
+ */
+
+const PATH = 'space/doc'
+
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/** The server end of the socket: applies what integrates, refuses the rest; its answers wait in a queue the test delivers. */
+class FakeServer {
+  readonly doc = new Y.Doc()
+  readonly answers: MuxFrame[] = []
+  handler: RoomHandler | null = null
+  isOpen = true
+  opens = 1
+  /** Refuses this integrable update outright when true (a client id conflict). */
+  refuseNext: (update: Uint8Array) => boolean = () => false
+  refusals = 0
+
+  constructor() {
+    const content = this.doc.getMap('content')
+    content.set('Caption', new Y.Text('c0'))
+    content.set('Source', new Y.Text('s0'))
+  }
+
+  join(_path: string, handler: RoomHandler) {
+    this.handler = handler
+    handler.onSocketOpen()
+    this.answers.push({ type: MuxType.Joined, path: PATH, permissions: 0xffff }, this.sync(0, Y.encodeStateVector(this.doc)))
+  }
+  leave() {}
+
+  private sync(kind: 0 | 1, payload: Uint8Array): MuxFrame {
+    const e = encoding.createEncoder()
+    encoding.writeVarUint(e, 0)
+    encoding.writeVarUint(e, kind)
+    encoding.writeVarUint8Array(e, payload)
+    return { type: MuxType.Sync, path: PATH, message: encoding.toUint8Array(e) }
+  }
+
+  send(frame: MuxFrame) {
+    if (frame.type === MuxType.Sync) {
+      const d = decoding.createDecoder(frame.message)
+      if (decoding.readVarUint(d) !== 0 || decoding.readVarUint(d) !== 0) return true
+      const sv = decoding.readVarUint8Array(d)
+      this.answers.push(this.sync(1, Y.encodeStateAsUpdate(this.doc, sv)))
+      return true
+    }
+    if (frame.type !== MuxType.Update) return true
+    const trial = new Y.Doc()
+    Y.applyUpdate(trial, Y.encodeStateAsUpdate(this.doc))
+    Y.applyUpdate(trial, frame.update)
+    if (trial.store.pendingStructs || trial.store.pendingDs) {
+      this.answers.push({ type: MuxType.Refused, path: PATH, seq: frame.seq, code: 'invalid_update', message: 'Missing structs.' })
+    } else if (this.refuseNext(frame.update)) {
+      this.refusals++
+      this.answers.push({ type: MuxType.Refused, path: PATH, seq: frame.seq, code: 'client_id_conflict', message: 'Another writer holds this client id.' })
+    } else {
+      Y.applyUpdate(this.doc, frame.update)
+      this.answers.push({ type: MuxType.Ack, path: PATH, seq: frame.seq, version: 1 })
+    }
+    return true
+  }
+
+  deliverOne(): boolean {
+    const f = this.answers.shift()
+    if (!f) return false
+    this.handler!.onFrame(f)
+    return true
+  }
+
+  text(key: string): string {
+    return (this.doc.getMap('content').get(key) as Y.Text).toString()
+  }
+}
+
+/** An <input> bound like weft-text-field: typing patches the input's value as it is when the patch applies; a change shows the doc's text. */
+class InputField {
+  value = 'c0'
+  constructor(private readonly replica: NodeReplica) {
+    replica.changed$.subscribe(() => {
+      const t = replica.textOf('Caption')
+      if (t) this.value = t.toString()
+    })
+  }
+  type(ch: string, at: number) {
+    const i = Math.min(at, this.value.length)
+    this.value = this.value.slice(0, i) + ch + this.value.slice(i)
+    void this.replica.patch(() => ({ Caption: this.value }))
+  }
+}
+
+/** An editor bound like the CodeMirror controller: keystrokes go into the bound Y.Text in the editor's origin; a swap binds it again. */
+class EditorField {
+  value = ''
+  private readonly origin = { editor: 'codemirror' }
+  private bound: { text: Y.Text; binding: TextEditorBinding } | null = null
+  constructor(private readonly replica: NodeReplica) {
+    replica.changed$.subscribe(() => this.follow())
+    this.follow()
+  }
+  private follow() {
+    const text = this.replica.textOf('Source')
+    if (!text || this.bound?.text === text) return
+    this.bound?.binding.dispose()
+    this.value = text.toString()
+    this.bound = { text, binding: this.replica.bindTextEditor('Source', text, [this.origin]) }
+  }
+  type(ch: string, at: number) {
+    const b = this.bound!
+    const i = Math.min(at, b.text.length)
+    b.text.doc!.transact(() => b.text.insert(i, ch), this.origin)
+    this.value = b.text.toString()
+  }
+}
+
+/** Off while the test waits for the end: the store hooks then type no more. */
+let typingOn = true
+
+let n = 0
+async function setup() {
+  typingOn = true
+  const store = new NodeStore(`web-swap-typing-${++n}`)
+  await store.open()
+  await store.db.nodes.put({ path: PATH, parent: 'space', nodeType: 'Document', name: 'doc', updatedAt: '2025-01-01T00:00:00.000Z', version: 1, pending: 0, refused: 0 })
+  const server = new FakeServer()
+  const replica = new NodeReplica(PATH, { store, conn: server as unknown as MuxConnection, broadcast: () => {}, onIdle: () => {} })
+  replica.startSync()
+  await waitFor(() => server.handler, { description: 'the join' })
+  while (server.deliverOne());
+  await waitFor(() => replica.textOf('Caption')?.toString() === 'c0' && replica.textOf('Source'), { description: 'the server state' })
+  // The node's type is read before the first keystroke, as a field's warmPolicy does: until then
+  // a patch waits on the store before it applies, and the input can be reset meanwhile.
+  await replica.patch({})
+  return { store, server, replica }
+}
+
+/** Delivers the server's answers until every edit is settled and no rebuild runs. */
+async function drain(store: NodeStore, server: FakeServer, replica: NodeReplica) {
+  typingOn = false
+  await waitFor(
+    async () => {
+      while (server.deliverOne());
+      await new Promise((r) => setTimeout(r, 1))
+      return server.answers.length === 0 && !replica.state$.value.rebuilding && (await store.pendingEntries(PATH)).length === 0
+    },
+    { description: 'every edit settled' },
+  )
+}
+
+/** Unique characters, so a lost or doubled one shows. */
+const glyph = (i: number) => String.fromCharCode(0x4e00 + i)
+
+describe('[WEB48] a doc swap never loses what is being typed', () => {
+  it('[WEB48] a keystroke typed while the rebuild reads the outbox for the last time is in the field, the doc and on the server', async () => {
+    const { store, server, replica } = await setup()
+    const input = new InputField(replica)
+    const editor = new EditorField(replica)
+    const pendingEntries = store.pendingEntries.bind(store)
+    let typed = 0
+    const task = () => new Promise((r) => setImmediate(r))
+    // The rebuild's last outbox read comes after it stored the rebuilt state.
+    const replaceState = store.replaceState.bind(store)
+    let stored = false
+    store.replaceState = async (...args: Parameters<NodeStore['replaceState']>) => {
+      await replaceState(...args)
+      stored = true
+    }
+    store.pendingEntries = async (path: string) => {
+      const rows = await pendingEntries(path)
+      // The person types while the rebuild's last outbox read is under way: in tasks of their
+      // own, after the read took its rows and before the rebuild has them (before the swap).
+      if (stored && typed < 6) {
+        await task()
+        input.type(glyph(typed++), Infinity)
+        await task()
+        editor.type(glyph(typed++), Infinity)
+        await task()
+      }
+      return rows
+    }
+    // The first keystroke's update is refused whole (replayable); the next builds on it
+    // (invalid_update). The replica rebuilds, and replays both.
+    let refuse = true
+    server.refuseNext = () => {
+      const r = refuse
+      refuse = false
+      return r
+    }
+    editor.type('x', 2)
+    await new Promise((r) => setImmediate(r))
+    input.type('a', 2)
+    await drain(store, server, replica)
+    expect(typed).toBeGreaterThan(0)
+    expect(input.value).toBe(replica.textOf('Caption')!.toString())
+    expect(editor.value).toBe(replica.textOf('Source')!.toString())
+    for (let i = 0; i < typed; i += 2) {
+      expect(input.value).toContain(glyph(i))
+      expect(editor.value).toContain(glyph(i + 1))
+    }
+    expect(server.text('Caption')).toBe(input.value)
+    expect(server.text('Source')).toBe(editor.value)
+    store.close()
+  })
+
+  const seeds = (process.env.WEFT_FUZZ_SEEDS ?? '1,2,3,4,5,6,7,8').split(',').map(Number)
+  for (const seed of seeds) {
+    it(`[WEB48] seeded interleavings of keystrokes, refusals, rebuilds and store reads: every character typed ends in its field and on the server (seed ${seed})`, async () => {
+      const rand = mulberry32(seed)
+      const { store, server, replica } = await setup()
+      const input = new InputField(replica)
+      const editor = new EditorField(replica)
+      let next = 0
+      const typedInto = { Caption: [] as string[], Source: [] as string[] }
+      const typeSomewhere = () => {
+        const ch = glyph(next++)
+        if (rand() < 0.5) {
+          input.type(ch, Math.floor(rand() * (input.value.length + 1)))
+          typedInto.Caption.push(ch)
+        } else {
+          editor.type(ch, Math.floor(rand() * (editor.value.length + 1)))
+          typedInto.Source.push(ch)
+        }
+      }
+      // Only edits never replayed are refused whole: a replay refused again is refused for good
+      // ([WEB42]), and this test is about what a swap does to typing, not about that.
+      const rebuiltIds = new Set<number>()
+      replica.state$.subscribe((st) => {
+        if (!st.rebuilding) rebuiltIds.add(replica.doc.clientID)
+      })
+      const clientsOf = (u: Uint8Array) => Y.decodeUpdate(u).structs.map((st) => st.id.client)
+      server.refuseNext = (u) => rand() < 0.1 && clientsOf(u).every((c) => !rebuiltIds.has(c))
+      // Keystrokes land while the store works (the rebuild's reads and writes, a reload's read).
+      for (const name of ['pendingEntries', 'replaceState', 'loadDoc', 'storeReplayed'] as const) {
+        const original = (store[name] as (...a: unknown[]) => Promise<unknown>).bind(store)
+        ;(store as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
+          const p = original(...args)
+          if (typingOn && rand() < 0.5) setTimeout(() => typingOn && typeSomewhere(), 0)
+          return p
+        }
+      }
+      try {
+        // Each step is a task, as a browser runs them: a keystroke, a frame from the server, a
+        // message from another tab; the microtasks it queued run before the next one.
+        for (let step = 0; step < 120; step++) {
+          const x = rand()
+          if (x < 0.45) typeSomewhere()
+          else if (x < 0.75) server.deliverOne()
+          else if (x < 0.97) await new Promise((r) => setTimeout(r, rand() < 0.5 ? 0 : 2))
+          else replica.applyFromTab({ kind: 'reload', path: PATH })
+          await new Promise((r) => setImmediate(r))
+        }
+        await drain(store, server, replica)
+        expect((await store.outboxFor(PATH)).filter((r) => r.status === 'refused')).toEqual([])
+        for (const [key, field] of [['Caption', input], ['Source', editor]] as const) {
+          expect(field.value, `what the ${key} field shows`).toBe(replica.textOf(key)!.toString())
+          for (const ch of typedInto[key]) expect(field.value.split(ch).length - 1, `${key} holds ${ch} once`).toBe(1)
+          expect(server.text(key), `the server's ${key}`).toBe(field.value)
+        }
+      } catch (e) {
+        throw new Error(`seed ${seed}: ${(e as Error).message}`, { cause: e })
+      } finally {
+        store.close()
+      }
+    })
+  }
+})
