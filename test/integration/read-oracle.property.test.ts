@@ -31,8 +31,9 @@ import { callTool, connectHttp } from './mcp-helpers.js'
  * and again after the changes, for every user, every read path is compared with a pure model of
  * DESIGN.md "Identity and access" that never asks the server who may read what:
  * `GET /api/nodes/{path}`, `GET /api/permissions/{path}`, the children query (every page),
- * quick find, the change feed (every page), MCP `weft_get` and `weft_query`, and a `/mux` and a
- * `/sync` join of a readable and of an unreadable node.
+ * quick find, the change feed (every page; [FEED5]: the model notes each Denied that ends, however
+ * it ends, with the feed's head then, and withholds by it), MCP `weft_get` and `weft_query`, and
+ * a `/mux` and a `/sync` join of a readable and of an unreadable node.
  *
  * `WEFT_READ_SEED` replays one seed. Seed 4 found [ACC14] (a member moved to another group kept the
  * old group's roles): keep it in the list.
@@ -55,6 +56,19 @@ interface ModelNode {
   token?: string
 }
 
+/**
+ * [FEED5] A Denied that stopped standing (revoked, lifted to `Denied: false`, or carried away by a
+ * move, a trash or a delete of its subtree or of an ancestor): the change records of `scope` (its
+ * old scope) and below, up to `upTo` (the feed's head right after the write that ended it), are
+ * withheld for good from `subject`: the user it named, or every member of the group it named, as
+ * the group's members are when the feed is read (decision 0014).
+ */
+interface Withheld {
+  subject: string
+  scope: string
+  upTo: number
+}
+
 /** What the test wrote, and nothing it learned from the server about who may read. */
 class Model {
   readonly nodes = new Map<string, ModelNode>()
@@ -63,18 +77,29 @@ class Model {
   /** Every path a change record may name: each write, and each path a move, trash or delete leaves. */
   readonly written = new Set<string>()
   /**
-   * FEED-HISTORY: remove once the feed filters by readability at each record's version.
-   * The paths that were under a moved, trashed or deleted subtree before it went: the feed may
-   * still show their older records (a known defect, being fixed elsewhere), so the feed
-   * comparison skips them, here and nowhere else.
+   * path → the feed's head right after the last write that gave it a record: every record of the
+   * path is at or below it. The head is a number the feed gives anyone; it says nothing of who may
+   * read what.
    */
-  readonly feedHistory = new Set<string>()
+  readonly lastWrite = new Map<string, number>()
+  /** Paths written since the last `settle`. */
+  private readonly unsettled = new Set<string>()
+  /** The Denied assignments standing after the last `settle`: assignment path → scope and subject. */
+  private standing = new Map<string, { scope: string; subject: string }>()
+  /** [FEED5] Every Denied that stopped standing, in order. */
+  readonly withheld: Withheld[] = []
   /** user → written paths the user could not read at some moment after their first write. */
   readonly everUnreadable = new Map<string, Set<string>>()
 
   set(path: string, node: ModelNode): void {
     this.nodes.set(path, node)
+    this.touch(path)
+  }
+
+  /** A write that gives `path` a change record. */
+  touch(path: string): void {
     this.written.add(path)
+    this.unsettled.add(path)
   }
 
   /** The paths of `root` and of everything below it. */
@@ -82,43 +107,55 @@ class Model {
     return [...this.nodes.keys()].filter((p) => p === root || p.startsWith(`${root}/`))
   }
 
+  /** A move, a trash or a restore: a Deleted record at each old path, a Created one at each new path. */
   relocate(from: string, to: string, recordMove: boolean): void {
     const moved = this.subtree(from)
-    for (const p of moved) {
-      this.feedHistory.add(p)
-      this.written.add(p)
-    }
+    for (const p of moved) this.touch(p)
     const entries = moved.map((p) => [p, this.nodes.get(p)!] as const)
     for (const p of moved) this.nodes.delete(p)
     for (const [p, n] of entries) this.set(`${to}${p.slice(from.length)}`, n)
     if (recordMove) this.moves.push({ from, to })
   }
 
-  /** A subtree deleted (DELETE): FEED-HISTORY, as a move. */
+  /** A subtree deleted (DELETE): a Deleted record at each of its paths. */
   remove(root: string): void {
     for (const p of this.subtree(root)) {
-      this.feedHistory.add(p)
+      this.touch(p)
       this.nodes.delete(p)
     }
   }
 
-  /** One leaf removed (an assignment revoked, a member leaving): its records stay in the check. */
+  /** One leaf removed (an assignment revoked, a member leaving). */
   forget(path: string): void {
     this.nodes.delete(path)
-    this.written.add(path)
+    this.touch(path)
   }
 
   /**
-   * Called after every write the server acknowledged: a written path a user cannot read at this
-   * moment may have records they never see (the feed is filtered now by current readability, and
-   * will be by readability at each record's version), so the feed's completeness skips it.
+   * Called after every write the server acknowledged, with the feed's head: the paths just written
+   * have their records at or below it; a Denied the write ended (by any way: its assignment gone,
+   * lifted, or at another path now) withholds its old scope's records up to it ([FEED5]); and a
+   * written path a user cannot read at this moment may have records they never see (the feed
+   * shows a record by today's access, and a grant shows its new reader the older ones, decision
+   * 0014: not covered), so the feed's completeness skips it for them.
    */
-  sweep(users: readonly string[]): void {
+  async settle(users: readonly string[], head: () => Promise<number>): Promise<Withheld[]> {
+    const now = deniedAssignments(this)
+    const ended = [...this.standing].filter(([path, d]) => now.get(path)?.subject !== d.subject).map(([, d]) => d)
+    if (ended.length || this.unsettled.size) {
+      const upTo = await head()
+      for (const p of this.unsettled) this.lastWrite.set(p, upTo)
+      this.unsettled.clear()
+      for (const d of ended) this.withheld.push({ ...d, upTo })
+    }
+    const added = this.withheld.slice(this.withheld.length - ended.length)
+    this.standing = now
     for (const u of users) {
       let set = this.everUnreadable.get(u)
       if (!set) this.everUnreadable.set(u, (set = new Set()))
       for (const p of this.written) if (!mayRead(this, u, p)) set.add(p)
     }
+    return added
   }
 }
 
@@ -157,6 +194,31 @@ function assignments(m: Model): Map<string, Map<string, { role: Role; denied: bo
     out.get(scope)!.set(n.content.Subject as string, { role: n.content.Role as Role, denied: n.content.Denied === true })
   }
   return out
+}
+
+/** The Denied assignments standing now: assignment path → its scope and subject. */
+function deniedAssignments(m: Model): Map<string, { scope: string; subject: string }> {
+  const out = new Map<string, { scope: string; subject: string }>()
+  for (const [path, n] of m.nodes) {
+    if (n.nodeType !== 'AccessAssignment' || n.content?.Denied !== true || parentOf(path).split('/').pop() !== ACCESS) continue
+    out.set(path, { scope: parentOf(parentOf(path)), subject: n.content.Subject as string })
+  }
+  return out
+}
+
+const under = (path: string, scope: string): boolean => path === scope || path.startsWith(`${scope}/`)
+
+/**
+ * [FEED5] The withheld entries that keep `path`'s records from `user`: those naming the user or a
+ * group they are a member of now. Decision 0014 reads a group's members at read time: a later
+ * member loses the records too (fewer records, which the guarantee allows), and one who has left
+ * gets them back, which shows them nothing they could not read at the record's version (the
+ * group's Denied kept out only what that group inherited; what they read through now either
+ * stood then, or is a grant or a membership since: not covered, decision 0014).
+ */
+function withheldOver(m: Model, user: string, path: string): Withheld[] {
+  const groups = groupsOf(m, user)
+  return m.withheld.filter((w) => under(path, w.scope) && (w.subject === user || groups.includes(w.subject)))
 }
 
 /** Why the oracle decided as it did: the rule that settled it. */
@@ -287,7 +349,7 @@ afterAll(async () => {
   if (process.env.WEFT_READ_STATS) console.log([...decided].sort().map(([k, v]) => `${v}\t${k}`).join('\n'))
 })
 
-describe('[ACC1] [ACC2] [ACC3] [ACC6] [ACC11] [QUERY1] [FEED1] [FIND2] [MOVE3] [MOVE5] property: every read path agrees with an oracle of the access rules', () => {
+describe('[ACC1] [ACC2] [ACC3] [ACC6] [ACC11] [QUERY1] [FEED1] [FEED5] [FIND2] [MOVE3] [MOVE5] property: every read path agrees with an oracle of the access rules', () => {
   it.each(SEEDS)('seed %i', { timeout: 120_000 }, async (seed) => {
     const rng = new Rng(seed)
     const m = new Model()
@@ -297,6 +359,23 @@ describe('[ACC1] [ACC2] [ACC3] [ACC6] [ACC11] [QUERY1] [FEED1] [FIND2] [MOVE3] [
     const subjects: Subject[] = []
     for (const u of users) subjects.push({ user: u, http: api(ts.url, u.token), mcp: await connectHttp(ts.url, u.token) })
     const ids = users.map((u) => u.userId)
+    // The feed's head: its `next` followed until it stays (any reader's `next` moves past every
+    // record, [FEED1]). A number only: what the model withholds is decided by the model.
+    let head = 0
+    const feedHead = async () => {
+      for (;;) {
+        const next = expectStatus(await subjects[0]!.http.get<{ next: number }>(`/api/changes?since=${head}`), 200).body.next
+        if (next === head) return head
+        head = next
+      }
+    }
+    /** After every acknowledged write; `what`: the step, for the count of the ways a Denied ends. */
+    const settle = async (what = 'grant') => {
+      for (const w of await m.settle(ids, feedHead)) {
+        const [kind, root] = what.split(' ')
+        count(`Denied ended: ${kind}${root && root !== w.scope && ['move', 'trash', 'restore', 'delete'].includes(kind!) ? ' of an ancestor' : ''}`)
+      }
+    }
 
     // Spaces: the first user owns the first, the second the second (when there are two). An owner
     // is never a subject of a random grant in their own space, so they can always write there.
@@ -308,7 +387,7 @@ describe('[ACC1] [ACC2] [ACC3] [ACC6] [ACC11] [QUERY1] [FEED1] [FIND2] [MOVE3] [
       spaces.push({ path, owner })
       m.set(path, { nodeType: 'Space' })
       m.set(`${path}/${ACCESS}/${accessSegment(owner.userId)}_Access`, { nodeType: 'AccessAssignment', content: { Subject: owner.userId, Role: 'Admin' } })
-      m.sweep(ids)
+      await settle()
     }
     const ownerOf = (path: string) => spaces.find((s) => s.path === topOf(path))!.owner
     const as = (path: string) => api(ts.url, ownerOf(path).token)
@@ -319,6 +398,7 @@ describe('[ACC1] [ACC2] [ACC3] [ACC6] [ACC11] [QUERY1] [FEED1] [FIND2] [MOVE3] [
       const node: ModelNode = { nodeType: 'Document', name: NAMES[(i + 3) % NAMES.length], content: { Title: 'ホーム', Token: `zq${seed}h${i}x` }, token: `zq${seed}h${i}x` }
       expectStatus(await api(ts.url, u.token).putNode(path, node.nodeType, node.content, node.name), 201)
       m.set(path, node)
+      await settle()
     }
 
     // A random tree of nodes in each space.
@@ -332,7 +412,7 @@ describe('[ACC1] [ACC2] [ACC3] [ACC6] [ACC11] [QUERY1] [FEED1] [FIND2] [MOVE3] [
       const node: ModelNode = { nodeType, name: rng.pick(NAMES), content: { Title: rng.pick(NAMES), Text: `${rng.pick(NAMES)} ${token}`, Order: i }, token }
       expectStatus(await as(path).putNode(path, nodeType, node.content, node.name), 201)
       m.set(path, node)
-      m.sweep(ids)
+      await settle()
     }
 
     // Groups (a Group node under the space and Membership nodes), at most two per space.
@@ -343,7 +423,7 @@ describe('[ACC1] [ACC2] [ACC3] [ACC6] [ACC11] [QUERY1] [FEED1] [FIND2] [MOVE3] [
         expectStatus(await as(path).putNode(path, 'Group', {}, `チーム ${g}`), 201)
         m.set(path, { nodeType: 'Group', name: `チーム ${g}`, content: {} })
         groups.push(path)
-        m.sweep(ids)
+        await settle()
       }
     }
     const addMember = async (group: string, user: string) => {
@@ -351,7 +431,7 @@ describe('[ACC1] [ACC2] [ACC3] [ACC6] [ACC11] [QUERY1] [FEED1] [FIND2] [MOVE3] [
       if (m.nodes.has(path)) return
       expectStatus(await as(group).putNode(path, 'Membership', {}), 201)
       m.set(path, { nodeType: 'Membership', content: {} })
-      m.sweep(ids)
+      await settle()
     }
     for (const g of groups) for (const u of rng.shuffle(ids).slice(0, rng.int(1, 3))) await addMember(g, u)
 
@@ -361,7 +441,7 @@ describe('[ACC1] [ACC2] [ACC3] [ACC6] [ACC11] [QUERY1] [FEED1] [FIND2] [MOVE3] [
     const grant = async (scope: string, subject: string, role: Role, denied: boolean) => {
       const path = await grantRole(ts.url, ownerOf(scope).token, scope, subject, role, denied)
       m.set(path, { nodeType: 'AccessAssignment', content: { Subject: subject, Role: role, Denied: denied } })
-      m.sweep(ids)
+      await settle()
     }
     const randomGrant = async () => {
       const scope = rng.pick(scopes())
@@ -388,7 +468,7 @@ describe('[ACC1] [ACC2] [ACC3] [ACC6] [ACC11] [QUERY1] [FEED1] [FIND2] [MOVE3] [
       const denied = subject === u.userId || rng.next() < 0.3
       const path = await grantRole(ts.url, u.token, scope, subject, role, denied)
       m.set(path, { nodeType: 'AccessAssignment', content: { Subject: subject, Role: role, Denied: denied } })
-      m.sweep(ids)
+      await settle()
     }
 
     await checkEverything(m, subjects, seed, 'after the set-up', false)
@@ -428,14 +508,14 @@ describe('[ACC1] [ACC2] [ACC3] [ACC6] [ACC11] [QUERY1] [FEED1] [FIND2] [MOVE3] [
         log.push(`patch ${path}`)
         expectStatus(await as(path).patchNode(path, { Title: title }), 200)
         m.nodes.get(path)!.content = { ...m.nodes.get(path)!.content, Title: title }
-        m.written.add(path)
+        m.touch(path)
       } else if (roll < 0.43 && docs.length) {
         const path = rng.pick(docs)
         const name = `${rng.pick(NAMES)} ${step}`
         log.push(`rename ${path}`)
         expectStatus(await as(path).post(`/api/nodes/${nodeUrlPath(path)}/rename`, { name }), 200)
         m.nodes.get(path)!.name = name
-        m.written.add(path)
+        m.touch(path)
       } else if (roll < 0.5 && groups.length) {
         const group = rng.pick(groups)
         const member = rng.pick(ids)
@@ -491,7 +571,7 @@ describe('[ACC1] [ACC2] [ACC3] [ACC6] [ACC11] [QUERY1] [FEED1] [FIND2] [MOVE3] [
         expectStatus(await as(path).deleteNode(path), 204)
         m.remove(path)
       }
-      m.sweep(ids)
+      await settle(log.at(-1))
     }
     await checkEverything(m, subjects, seed, `after the changes (${log.join('; ')})`, true)
     for (const s of subjects) await s.mcp.close()
@@ -504,6 +584,10 @@ describe('[ACC1] [ACC2] [ACC3] [ACC6] [ACC11] [QUERY1] [FEED1] [FIND2] [MOVE3] [
     for (const what of ['present: home', 'present: own role', 'present: group role', 'present: own Denied', 'present: group Denied', 'present: group blocked by own Denied', 'present: no assignment', 'present: trash admin', 'present: trash', 'absent, readable: not_found', 'absent, readable: moved']) {
       expect([what, reached(what)]).toEqual([what, true])
     }
+    // [FEED5] A Denied ended every way the generator has (a grant over one lifts it), and the feed
+    // checked for paths whose records are all withheld and for the old paths of subtrees that left.
+    const ends = ['grant', 'revoke', 'move', 'move of an ancestor', 'trash of an ancestor', 'delete', 'delete of an ancestor'].map((how) => `Denied ended: ${how}`)
+    for (const what of [...ends, 'feed: readable, withheld', 'feed: readable, gone']) expect([what, reached(what)]).toEqual([what, true])
   })
 })
 
@@ -586,8 +670,9 @@ async function checkEverything(m: Model, subjects: Subject[], seed: number, when
       expect([`${who}, search ${n.token} (${path})`, res.body.items.map((h) => h.path)]).toEqual([`${who}, search ${n.token} (${path})`, want])
     }
 
-    // [FEED1] The change feed, every page: each record readable now, and every path that stayed
-    // readable since it was written is there.
+    // [FEED1] [FEED5] The change feed, every page. No record of a path unreadable now, and none a
+    // Denied that named the user (or a group they are in) kept from them once it ended: a record
+    // of its old scope or below at or before the feed's head when it ended.
     const feed: ChangeRecord[] = []
     let since = 0
     for (;;) {
@@ -596,11 +681,21 @@ async function checkEverything(m: Model, subjects: Subject[], seed: number, when
       if (page.next === since) break
       since = page.next
     }
-    const feedPaths = new Set<string>(feed.map((r) => r.path).filter((p) => !m.feedHistory.has(p)))
-    const leaked = [...feedPaths].filter((p) => !mayRead(m, user, p))
-    expect([`${who}, feed records of unreadable paths`, leaked]).toEqual([`${who}, feed records of unreadable paths`, []])
+    const leaked = feed
+      .filter((r) => !mayRead(m, user, r.path) || withheldOver(m, user, r.path).some((w) => r.version <= w.upTo))
+      .map((r) => `${r.version} ${r.kind} ${r.path}`)
+    expect([`${who}, feed records of unreadable or withheld paths`, leaked]).toEqual([`${who}, feed records of unreadable or withheld paths`, []])
+    // Every path that stayed readable since it was written is there, moved, trashed and deleted
+    // subtrees' old paths included (their Deleted records), but a path every record of which a
+    // Denied that ended withholds from the user ([FEED5] shows fewer records than were readable
+    // at their versions): decided from the model, not from the feed.
+    const feedPaths = new Set<string>(feed.map((r) => r.path))
     const never = m.everUnreadable.get(user) ?? new Set<string>()
-    const missing = [...m.written].filter((p) => !m.feedHistory.has(p) && !never.has(p) && mayRead(m, user, p) && !feedPaths.has(p))
+    const allWithheld = (p: string) => withheldOver(m, user, p).some((w) => (m.lastWrite.get(p) ?? Infinity) <= w.upTo)
+    const missing = [...m.written].filter((p) => !never.has(p) && mayRead(m, user, p) && !allWithheld(p) && !feedPaths.has(p))
+    for (const p of m.written) {
+      if (!never.has(p) && mayRead(m, user, p)) count(`feed: ${allWithheld(p) ? 'readable, withheld' : m.nodes.has(p) ? 'readable' : 'readable, gone'}`)
+    }
     expect([`${who}, readable paths missing from the feed`, missing]).toEqual([`${who}, readable paths missing from the feed`, []])
 
     // [ACC6] A join: a readable node syncs its content; an unreadable one is refused as a path
