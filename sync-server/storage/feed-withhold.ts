@@ -57,8 +57,8 @@ export const SQLITE_WITHHOLD = `UPDATE changes SET withheld = CASE WHEN withheld
 
 /**
  * PostgreSQL: `changes.path` has the database's collation, whose order need not be bytewise, so
- * the prefix range is compared in "C" (exact whatever the database's collation; the table is
- * scanned, once per Denied that goes, which is rare).
+ * the prefix range is compared in "C" (exact whatever the database's collation), read through
+ * `changes_path_c` ([FEED6]; without it the whole log was scanned under the version counter's lock).
  */
 export const POSTGRES_WITHHOLD = `UPDATE changes SET withheld = CASE WHEN withheld IS NULL THEN $1::text ELSE withheld || chr(10) || $1::text END
  WHERE (path COLLATE "C" = $2 OR (path COLLATE "C" >= $3 AND path COLLATE "C" < $4)) AND version <= $5

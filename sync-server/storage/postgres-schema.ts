@@ -1,4 +1,4 @@
-import { SCAN_INDEX_SQL } from './postgres-online-indexes.js'
+import { FEED_INDEX_SQL, SCAN_INDEX_SQL } from './postgres-online-indexes.js'
 
 /**
  * PostgreSQL schema, created idempotently at open (under an advisory lock, because concurrent
@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS changes (
 -- default is a catalog change only (no rewrite of the table).
 ALTER TABLE changes ADD COLUMN IF NOT EXISTS withheld text;
 CREATE INDEX IF NOT EXISTS changes_path ON changes (path, version);
+${FEED_INDEX_SQL}
 
 -- [ACC12] Which principal first wrote under each Yjs client id of a node (created at open, so an
 -- existing database gains it empty).

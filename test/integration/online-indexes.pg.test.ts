@@ -2,7 +2,8 @@ import pg from 'pg'
 import pino from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { openPostgresStorage } from '../../sync-server/storage/index.js'
-import { RETIRED_INDEXES, SCAN_INDEXES } from '../../sync-server/storage/postgres-online-indexes.js'
+import { FEED_INDEXES, RETIRED_INDEXES, SCAN_INDEXES } from '../../sync-server/storage/postgres-online-indexes.js'
+import { POSTGRES_WITHHOLD } from '../../sync-server/storage/feed-withhold.js'
 import { freshDatabase, waitFor } from '../helpers/index.js'
 import type { NodePath } from '../../shared/index.js'
 
@@ -128,5 +129,18 @@ describe('indexes built online on a database that holds nodes (PostgreSQL)', () 
     await reader.query('COMMIT')
     await (await booting).close()
     expect((await sql.query('SELECT fingerprint FROM schema_state')).rows[0].fingerprint).not.toBe('an older release')
+  })
+
+  it('[FEED6] the change log gains its "C" path index online, and a Denied\'s marking of its scope reads it, not the whole log', async () => {
+    const { url, sql } = await olderDatabase()
+    for (const i of FEED_INDEXES) await sql.query(`DROP INDEX IF EXISTS ${i.name}`)
+    await sql.query(`INSERT INTO changes (version, path, node_type, kind) SELECT 100000 + i, 's' || (i % 50) || '/n' || i, 'Document', 'Updated' FROM generate_series(1, 20000) i`)
+    await (await openPostgresStorage({ connectionString: url })).close()
+    const r = await sql.query<{ relname: string; indisvalid: boolean }>("SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = ANY($1)", [FEED_INDEXES.map((i) => i.name)])
+    expect(Object.fromEntries(r.rows.map((x) => [x.relname, x.indisvalid]))).toEqual(Object.fromEntries(FEED_INDEXES.map((i) => [i.name, true])))
+    await sql.query('ANALYZE changes')
+    const plan = (await sql.query(`EXPLAIN ${POSTGRES_WITHHOLD}`, ['u', 's7', 's7/', 's70', 200000])).rows.map((x: Record<string, string>) => x['QUERY PLAN']).join('\n')
+    expect(plan).toContain('changes_path_c')
+    expect(plan).not.toContain('Seq Scan')
   })
 })
