@@ -1,22 +1,20 @@
 import { LitElement, html, nothing, type TemplateResult } from 'lit'
-import type * as Y from 'yjs'
-import type { Subscription } from 'rxjs'
-import { simpleDiffString } from 'lib0/diff'
 import { app } from '../app-context.js'
 import type { NodeReplica } from '../sync/index.js'
 import { toStorableText, storableText } from '../../shared/storable-text.js'
 import { humanError, unstorableProblem, type FieldProblem } from './error-text.js'
-import { transformIndex, type Delta } from './caret.js'
+import { TextInputBinding } from './text-input-binding.js'
 import { publishSelection, remoteSelectionsIn, selectionRuns, type RemoteSelection } from './remote-carets.js'
 
 /**
  * One text field bound to the node's Y.Text itself (docs/decisions/0008-text-fields.md): every
  * keystroke is a merge patch applied as a text diff, so it is one small Yjs edit; remote edits
  * are applied into the input under the caret without moving it (index transform of the Yjs
- * delta). The other people's carets and selections in the field (from the room's awareness,
- * in y-codemirror.next's format, so the Code editor and these fields share them) are painted on
- * an overlay over the input; the person's own caret is published the same way. Light DOM, so
- * the node page's <label for> names it.
+ * delta), merged with what was typed and not applied yet (TextInputBinding, [WEB49]). The other
+ * people's carets and selections in the field (from the room's awareness, in y-codemirror.next's
+ * format, so the Code editor and these fields share them) are painted on an overlay over the
+ * input; the person's own caret is published the same way. Light DOM, so the node page's
+ * <label for> names it.
  */
 export class WeftTextField extends LitElement {
   static override properties = { path: {}, key: {}, fieldId: {}, multiline: { type: Boolean }, initial: {}, readonly: { type: Boolean }, remotes: { state: true } }
@@ -28,8 +26,7 @@ export class WeftTextField extends LitElement {
   /** The user's role cannot write the node: shown, not editable [WEB8]. */
   declare readonly: boolean
   private replica: NodeReplica | null = null
-  private text: Y.Text | null = null
-  private sub: Subscription | null = null
+  private binding: TextInputBinding | null = null
   private held: string | null = null
   /** The others' carets in this field (single-line fields; a long text is CodeMirror's). */
   declare remotes: RemoteSelection[]
@@ -76,52 +73,27 @@ export class WeftTextField extends LitElement {
     this.replica = replica
     this.held = this.path
     replica.warmPolicy()
-    this.sub = replica.changed$.subscribe(() => this.rebind())
+    const path = this.path
+    this.binding = new TextInputBinding(replica, this.key, {
+      input: () => this.input,
+      isFocused: () => this.isFocused(),
+      textChanged: this.onAwareness,
+      patch: (read) => app().client.patch(path, read),
+    })
     replica.awareness.on('change', this.onAwareness)
-    void replica.ready.then(() => this.rebind())
   }
 
   private unbind() {
-    this.sub?.unsubscribe()
-    this.sub = null
+    const text = this.binding?.text
     if (this.replica) {
       this.replica.awareness.off('change', this.onAwareness)
-      if (this.text && this.ownerDocument.activeElement && this.isFocused()) publishSelection(this.replica.awareness, this.text, null)
+      if (text && this.ownerDocument.activeElement && this.isFocused()) publishSelection(this.replica.awareness, text, null)
     }
-    this.text?.unobserve(this.onText)
-    this.text = null
+    this.binding?.dispose()
+    this.binding = null
     if (this.held) app().client.release(this.held)
     this.held = null
     this.replica = null
-  }
-
-  /** The doc was swapped (rebuild, reload) or a plain string became a Y.Text: follow it. */
-  private rebind() {
-    const replica = this.replica
-    if (!replica) return
-    const text = replica.textOf(this.key)
-    if (text !== this.text) {
-      this.text?.unobserve(this.onText)
-      this.text = text
-      text?.observe(this.onText)
-      this.onAwareness()
-    }
-    const value = text ? text.toString() : stringValue(replica.content[this.key])
-    if (value !== null) this.showValue(value)
-  }
-
-  private readonly onText = (event: Y.YTextEvent) => {
-    const el = this.input
-    if (!el || event.transaction.origin === 'local') return
-    const next = (event.target as Y.Text).toString()
-    if (el.value === next) return
-    const delta = event.delta as Delta
-    const focused = this.ownerDocument.activeElement === el || (this.getRootNode() as ShadowRoot).activeElement === el
-    const start = el.selectionStart ?? 0
-    const end = el.selectionEnd ?? 0
-    el.value = next
-    if (focused) el.setSelectionRange(transformIndex(start, delta), transformIndex(end, delta))
-    this.onAwareness()
   }
 
   private isFocused(): boolean {
@@ -131,7 +103,7 @@ export class WeftTextField extends LitElement {
 
   /** The room's carets changed (or the text did, which moves them): repaint the others'. */
   private readonly onAwareness = () => {
-    const text = this.text
+    const text = this.binding?.text
     const awareness = this.replica?.awareness
     const next = text && awareness && !this.multiline ? remoteSelectionsIn(text, awareness) : []
     if (next.length || this.remotes.length) this.remotes = next
@@ -140,7 +112,7 @@ export class WeftTextField extends LitElement {
   /** Where my caret is, for the others (the Code editor's format); nowhere once I leave the field. */
   private readonly onSelect = (ev: Event) => {
     const el = this.input
-    const text = this.text
+    const text = this.binding?.text
     const awareness = this.replica?.awareness
     if (!el || !text || !awareness) return
     if (ev.type === 'blur') return publishSelection(awareness, text, null)
@@ -155,36 +127,19 @@ export class WeftTextField extends LitElement {
     if (line && this.input) line.style.transform = `translateX(${-this.input.scrollLeft}px)`
   }
 
-  /** Any other change (a plain string replaced, a doc swapped): diff what is shown to the value. */
-  private showValue(value: string) {
-    const el = this.input
-    if (!el || el.value === value) return
-    const start = el.selectionStart ?? 0
-    const end = el.selectionEnd ?? 0
-    const d = simpleDiffString(el.value, value)
-    const delta: Delta = [{ retain: d.index }, { delete: d.remove }, { insert: d.insert }]
-    el.value = value
-    if (this.ownerDocument.activeElement === el || (this.getRootNode() as ShadowRoot).activeElement === el) {
-      el.setSelectionRange(transformIndex(start, delta), transformIndex(end, delta))
-    }
-  }
-
   private onInput() {
     const el = this.input
-    if (!el || !this.replica) return
-    const key = this.key
+    const binding = this.binding
+    if (!el || !binding) return
     this.dispatchEvent(new CustomEvent<FieldProblem>('field-error', { detail: { message: '' }, bubbles: true, composed: true }))
     this.onAwareness()
     const typed = el.value
-    app()
-      .client.patch(this.path, () => ({ [key]: el.value }))
-      .catch((e: unknown) => {
-        // [STO10] Pasted text holding a NUL or half an emoji: what was pasted is not lost, one click
-        // saves it with those characters replaced (they cannot be seen to be removed by hand).
-        const detail: FieldProblem = storableText(typed) ? { message: `${this.key}: ${humanError(e)}` } : unstorableProblem(this.key, () => this.saveStorable(typed))
-        this.dispatchEvent(new CustomEvent('field-error', { detail, bubbles: true, composed: true }))
-        this.rebind()
-      })
+    binding.applyInput().catch((e: unknown) => {
+      // [STO10] Pasted text holding a NUL or half an emoji: what was pasted is not lost, one click
+      // saves it with those characters replaced (they cannot be seen to be removed by hand).
+      const detail: FieldProblem = storableText(typed) ? { message: `${this.key}: ${humanError(e)}` } : unstorableProblem(this.key, () => this.saveStorable(typed))
+      this.dispatchEvent(new CustomEvent('field-error', { detail, bubbles: true, composed: true }))
+    })
   }
 
   private saveStorable(typed: string) {
@@ -196,8 +151,8 @@ export class WeftTextField extends LitElement {
 
   override firstUpdated() {
     const el = this.input
-    if (el) el.value = this.initial
-    this.rebind()
+    if (this.binding) this.binding.start(this.initial)
+    else if (el) el.value = this.initial
   }
 
   override updated() {
@@ -264,9 +219,5 @@ export class WeftTextField extends LitElement {
 
 /** Pixels above a single-line field where the others' name labels show. */
 const LABEL_ROOM = 14
-
-function stringValue(v: unknown): string | null {
-  return typeof v === 'string' ? v : null
-}
 
 customElements.define('weft-text-field', WeftTextField)

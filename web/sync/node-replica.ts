@@ -426,7 +426,7 @@ export class NodeReplica implements RoomHandler {
 
   /**
    * [WEB48] Local edits begun (a patch asked for, an editor's transaction) whose outbox write has
-   * not settled, and how many have begun in all. A doc swap shows the new doc only when none is
+   * not settled, and how many have begun in all; remote updates being appended count too. A doc swap shows the new doc only when none is
    * under way and none began while it read the store: an edit begun then was applied to the old
    * doc (or is about to read an input the swap resets) and is missing from what was read.
    */
@@ -764,7 +764,10 @@ export class NodeReplica implements RoomHandler {
     const editor = this.editorOrigins.get(origin)
     if (origin === 'remote' || origin === 'local' || editor) this.appendedSinceLoad++
     if (origin === 'remote') {
-      background(this.deps.store.appendUpdate(this.path, update))
+      // [WEB48] Counted like a local edit being stored: a reload reading the store before this
+      // append lands swapped in a doc without the server's state (seed 43 of the swap-typing
+      // test), and a keystroke then made a second Y.Text of the field, which lost to the first.
+      background(this.tracked(this.deps.store.appendUpdate(this.path, update)))
       this.deps.broadcast({ kind: 'update', path: this.path, update })
     }
     if (editor) this.recordEditorEdit(editor, update)
