@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { SYSTEM } from '../../shared/index.js'
+import { SYSTEM, type NodePath } from '../../shared/index.js'
 import { createActivitiesEngine } from '../../sync-server/engines/activities/index.js'
 import { subscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
 import { DEFAULT_APPROVE, createThreadsEngine } from '../../sync-server/engines/threads/index.js'
@@ -198,6 +198,33 @@ describe('[THR29] a run or an agent writes no message into a thread (it would be
     // Alice herself still writes her own message cell directly (as on an offline device): it is asked.
     expectStatus(await api(ts.url, alice.token).putNode(`${th}/own-${k}`, 'ThreadMessage', { Role: 'user', Author: alice.userId, Text: 'me', CreatedAt: new Date().toISOString() }), 201)
     expect((await settled(ts.url, alice.token, th, ingested(`own-${k}`), 30_000)).content.Messages).toHaveLength(4)
+  })
+
+  it('[THR31] a reminder into its own thread: a script agent cannot arrange one (only system and Admins write live subscriptions), and one arranged for Alice posts once as a tool cell that asks no round', async () => {
+    const k = ++n
+    const th = `${shared}/remind-${k}`
+    const code = `${shared}/reminder-${k}`
+    const sub = `Admin/EventSubscription/remind-${k}`
+    const fields = { Id: `remind-${k}`, TriggerType: 'Timer', FireAt: '2020-01-01T00:00:00.000Z', ContinuationType: 'PostThreadMessage', TargetPath: th, Text: 'reminder', Status: 'Pending' }
+    const source = `try { await Mesh.put(${JSON.stringify(sub)}, { nodeType: 'EventSubscription', content: ${JSON.stringify(fields)} }); return 'arranged' } catch (e) { return 'refused: ' + e.code }`
+    expectStatus(await api(ts.url, alice.token).putNode(code, 'Code', { Language: 'javascript', IsExecutable: true, Source: source }), 201)
+    await createThread(ts.url, alice.token, th, { Agent: { Kind: 'script', CodePath: code } })
+    await post(ts.url, alice.token, th, 'remind me', `r${k}`)
+    await settled(ts.url, alice.token, th, ingested(`r${k}`), 30_000)
+    expect((await node(ts.url, alice.token, `${th}/_r.r${k}`)).content.Text).toBe('refused: forbidden')
+    expect(await ts.server.nodes.get(SYSTEM, sub as NodePath)).toBeNull()
+    // One arranged for Alice (by the system, as an invite or a delegation is): due already, it fires.
+    await ts.server.nodes.create(SYSTEM, sub as NodePath, { nodeType: 'EventSubscription', name: `remind-${k}`, content: { ...fields, CreatedBy: alice.userId } })
+    const posted = await waitFor(async () => {
+      const x = await node(ts.url, alice.token, th)
+      return ((x.content.Messages ?? []) as string[]).includes(`${th}/_t.remind-${k}`) ? x : null
+    }, { description: 'the reminder posted' })
+    expect((await node(ts.url, alice.token, `${th}/_t.remind-${k}`)).content).toMatchObject({ Role: 'tool', Text: 'reminder' })
+    // Alice's next message is the second round: the reminder asked none of its own.
+    await post(ts.url, alice.token, th, 'thanks', `t${k}`)
+    const done = await settled(ts.url, alice.token, th, ingested(`t${k}`), 30_000)
+    expect(((done.content.Messages ?? []) as string[]).filter((m) => m.includes('/_r.'))).toEqual([`${th}/_r.r${k}`, `${th}/_r.t${k}`])
+    expect(posted.content.Messages).toContain(`${th}/_t.remind-${k}`)
   })
 
   it("a model's create tool in Alice's own round: a message in her name is refused (a tool error the model sees)", async () => {
