@@ -81,7 +81,7 @@ export interface InputDecl {
   Default?: JsonValue
   Required?: boolean
   /**
-   * [ACT21] A `node` input only: the permission the run's starter must hold at the node named
+   * [ACT22] A `node` input only: the permission the run's starter must hold at the node named
    * (ExportJson's `Root` requires `Export`), checked as the run is asked for and as it starts.
    */
   Requires?: Permission
@@ -108,7 +108,7 @@ export function inputDecls(code: JsonObject): Record<string, InputDecl> {
   return out
 }
 
-/** [ACT21] The permissions a run's starter must hold at the nodes its inputs name. */
+/** [ACT22] The permissions a run's starter must hold at the nodes its inputs name. */
 export function inputRequirements(code: JsonObject, inputs: JsonObject): Array<{ name: string; permission: Permission; path: JsonValue | undefined }> {
   return Object.entries(inputDecls(code))
     .filter(([, d]) => d.Requires !== undefined)

@@ -175,7 +175,7 @@ test('[WEB18] Operations in the navigation lists the built-in and shared operati
   await expect(v.page).toHaveURL(/#\/n\/Admin\/Operations\/ExportJson$/)
   // [WEB47] Before a run is made, its page says who will see it: a built-in operation's runs stay home.
   await expect(v.page.locator('weft-code-page .who-sees')).toHaveText('Your runs are kept in your home: only you see them.')
-  // [ACT21] A Viewer of Lab may not export it: the run fails naming the permission.
+  // [ACT22] A Viewer of Lab may not export it: the run fails naming the permission.
   await v.page.locator('weft-code-page').getByRole('button', { name: 'New run…' }).click()
   const panel = v.page.locator('weft-code-page weft-activity-panel')
   await panel.getByLabel('Subtree to export').fill('Lab')

@@ -81,7 +81,7 @@ describe('[XFER1] export / import round trip of a whole space', () => {
     expect((await api(ts.url, alice.token).getNode(`${dst}/Old/tool`)).body.content).toEqual({ Language: 'javascript', Source: 'return 2' })
   }, 180_000)
 
-  it('[ACT21] exporting takes Export on the Root (an Editor\'s or an Admin\'s): a Viewer, who reads the space, is refused with a reason and no run is made; a role lowered before a draft starts fails it; crafted Roots get invalid_request', async () => {
+  it('[ACT22] exporting takes Export on the Root (an Editor\'s or an Admin\'s): a Viewer, who reads the space, is refused with a reason and no run is made; a role lowered before a draft starts fails it; crafted Roots get invalid_request', async () => {
     const space = await createSpace(ts.url, alice.token)
     expectStatus(await api(ts.url, alice.token).putNode(`${space}/notes`, 'Document', { Body: 'only for Editors to take away' }), 201)
     const reader = await signup(ts.url)

@@ -412,7 +412,7 @@ export class ActivityEngine {
           // Authorize as the caller, execute as system: the starter's right is re-checked as the run starts.
           else {
             const principal = actAs(this.nodes, requester)
-            // [ACT21] And what its inputs ask of the starter (Export on an export's Root).
+            // [ACT22] And what its inputs ask of the starter (Export on an export's Root).
             refusal = inputRightsRefusal(this.nodes, principal, c.CodePath, code.content, isJsonObject(c.Inputs) ? c.Inputs : {}, 'the person who started it')?.message ?? null
             if (!refusal) starter = principal
           }

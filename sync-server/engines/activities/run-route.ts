@@ -86,7 +86,7 @@ export async function runCode(nodes: NodeApi, caller: Principal, codePath: NodeP
 }
 
 /**
- * [ACT21] The rights a Code node's inputs ask of its starter (`Requires` on a `node` input:
+ * [ACT22] The rights a Code node's inputs ask of its starter (`Requires` on a `node` input:
  * ExportJson's `Root` requires `Export`), checked as `principal`: `invalid_request` when the input
  * names no node path, `forbidden` when the role there lacks the permission; null when it may.
  * Asked when a run is requested and again as it starts (activity-engine `authorize`), like
