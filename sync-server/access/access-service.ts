@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { WITHHELD_FROM_ALL } from '../storage/index.js'
 import {
   ALL_PERMISSIONS,
   NO_PERMISSIONS,
@@ -288,7 +289,8 @@ export class AccessService {
 
   /** [FEED5] Whether `subjects` names the user or one of their groups. */
   namesUser(userId: string, subjects: readonly string[]): boolean {
-    if (subjects.includes(userId)) return true
+    // [FEED7] A list past its bound became "everyone".
+    if (subjects.includes(userId) || subjects.includes(WITHHELD_FROM_ALL)) return true
     const groups = this.memberships.get(userId)
     return groups !== undefined && subjects.some((s) => groups.has(s as NodePath))
   }

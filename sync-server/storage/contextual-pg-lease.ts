@@ -76,7 +76,7 @@ added AS (
   SELECT ?, version::text, version, path, node_type, kind, 'pending', 0, NULL, 0, 0, NULL FROM page
   WHERE node_type = ANY(?::text[]) AND kind = ANY(?::text[]) AND (path = ? OR left(path, length(?)) = ?)
     AND (?::boolean OR EXISTS (SELECT 1 FROM unnest(?::text[], ?::text[]) AS r(f, t) WHERE path COLLATE "C" >= r.f COLLATE "C" AND path COLLATE "C" < r.t COLLATE "C"))
-    AND (withheld IS NULL OR NOT (string_to_array(withheld, chr(10)) && ?::text[]))
+    AND (withheld IS NULL OR NOT (string_to_array(withheld, chr(10)) && (?::text[] || '{*}'::text[])))
   ON CONFLICT DO NOTHING RETURNING 1
 ),
 moved AS (UPDATE contextual_consumers SET cursor = GREATEST(cursor, (SELECT max(version) FROM page)) WHERE id = ? AND EXISTS (SELECT 1 FROM page) RETURNING cursor)

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { WITHHELD_FROM_ALL } from './feed-withhold.js'
 import type { ContextualStatus, MeshChangeKind, PathRange } from '../../shared/index.js'
 
 /**
@@ -238,7 +239,7 @@ export interface LeaseCall {
 /** [CTX54] Whether a change record's `withheld` column names one of `subjects`. */
 export function withheldFromAny(withheld: unknown, subjects: readonly string[] | undefined): boolean {
   if (!subjects || typeof withheld !== 'string' || withheld === '') return false
-  return withheld.split('\n').some((s) => subjects.includes(s))
+  return withheld.split('\n').some((s) => s === WITHHELD_FROM_ALL || subjects.includes(s))
 }
 
 /** Whether `path` lies in one of `regions` (`from <= path < to`, bytewise). */

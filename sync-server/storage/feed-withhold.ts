@@ -22,6 +22,16 @@ export interface StoredChange extends ChangeRecord {
 /** Subjects are user ids and group paths: no newline, so one separates them in the column. */
 const SEPARATOR = '\n'
 
+/**
+ * [FEED7] A record withheld from everyone: what a record's list becomes once it would pass
+ * `WITHHELD_MAX_CHARS`. Without a bound, an Admin who made and deleted Denied assignments for
+ * ever new subjects grew every record of the scope by a subject each time (16 MB over 1,500 records
+ * after 60 rounds, and every feed page reads the column). Withholding more is safe: the feed is a
+ * sync aid, a client reads a node's current state.
+ */
+export const WITHHELD_FROM_ALL = '*'
+export const WITHHELD_MAX_CHARS = 2048
+
 /** The `withheld` column as storage reads it: absent when it is null. */
 export function withheldOf(column: string | null | undefined): { withheld?: readonly string[] } {
   return column ? { withheld: column.split(SEPARATOR) } : {}
@@ -51,15 +61,17 @@ export function withholdParams(w: FeedWithhold, through: number): [string, strin
  * SQLite: paths are BINARY (bytewise), so `changes_path (path, version)` gives both ranges. A
  * subject already listed is not listed again.
  */
-export const SQLITE_WITHHOLD = `UPDATE changes SET withheld = CASE WHEN withheld IS NULL THEN @subject ELSE withheld || char(10) || @subject END
+export const SQLITE_WITHHOLD = `UPDATE changes SET withheld = CASE WHEN withheld IS NULL THEN @subject
+ WHEN length(withheld) + length(@subject) >= ${WITHHELD_MAX_CHARS} THEN '${WITHHELD_FROM_ALL}' ELSE withheld || char(10) || @subject END
  WHERE (path = @scope OR (path >= @from AND path < @to)) AND version <= @through
- AND (withheld IS NULL OR instr(char(10) || withheld || char(10), char(10) || @subject || char(10)) = 0)`
+ AND (withheld IS NULL OR (withheld <> '${WITHHELD_FROM_ALL}' AND instr(char(10) || withheld || char(10), char(10) || @subject || char(10)) = 0))`
 
 /**
  * PostgreSQL: `changes.path` has the database's collation, whose order need not be bytewise, so
  * the prefix range is compared in "C" (exact whatever the database's collation), read through
  * `changes_path_c` ([FEED6]; without it the whole log was scanned under the version counter's lock).
  */
-export const POSTGRES_WITHHOLD = `UPDATE changes SET withheld = CASE WHEN withheld IS NULL THEN $1::text ELSE withheld || chr(10) || $1::text END
+export const POSTGRES_WITHHOLD = `UPDATE changes SET withheld = CASE WHEN withheld IS NULL THEN $1::text
+ WHEN length(withheld) + length($1::text) >= ${WITHHELD_MAX_CHARS} THEN '${WITHHELD_FROM_ALL}' ELSE withheld || chr(10) || $1::text END
  WHERE (path COLLATE "C" = $2 OR (path COLLATE "C" >= $3 AND path COLLATE "C" < $4)) AND version <= $5
- AND (withheld IS NULL OR strpos(chr(10) || withheld || chr(10), chr(10) || $1::text || chr(10)) = 0)`
+ AND (withheld IS NULL OR (withheld <> '${WITHHELD_FROM_ALL}' AND strpos(chr(10) || withheld || chr(10), chr(10) || $1::text || chr(10)) = 0))`

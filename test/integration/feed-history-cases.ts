@@ -166,5 +166,25 @@ export function describeFeedHistory(storageName: string, start: () => Promise<{ 
       expect(under(await feed(bob, since), root)).toEqual([])
       expect(under(await feed(carol, since), root).map((r) => r.path)).toEqual([root, `${root}/note`, `${root}/_Access/${bob.userId}_Access`])
     })
+    it('[FEED7] an Admin who makes and ends Denied assignments for ever new subjects cannot grow the records without bound: past its bound a list means everyone', async () => {
+      const since = await lastVersion()
+      const root = await createDocument(ts.url, alice.token, `${space}/churn`, { Title: 'Churn' })
+      for (let i = 0; i < 3; i++) await createDocument(ts.url, alice.token, `${root}/d${i}`, { I: i })
+      const a = api(ts.url, alice.token)
+      for (let i = 0; i < 30; i++) {
+        const ghost = `ghost-${i}-${'x'.repeat(120)}`
+        await grantRole(ts.url, alice.token, root, ghost, 'Viewer', true)
+        expectStatus(await a.deleteNode(`${root}/_Access/${ghost}_Access`), 204)
+      }
+      const stored = (await ts.server.storage.changesSince(since, 10_000)).filter((r) => r.path === root || r.path.startsWith(`${root}/`))
+      expect(stored.length).toBeGreaterThan(4)
+      for (const r of stored) expect((r.withheld ?? []).join('\n').length, r.path).toBeLessThan(2048)
+      // The documents' own records ended withheld from everyone (more withheld is the safe side).
+      expect(stored.find((r) => r.path === `${root}/d0`)?.withheld).toEqual(['*'])
+      expect(under(await feed(carol, since), `${root}/d0`)).toEqual([])
+      // A later change is everyone's again.
+      expectStatus(await a.patchNode(`${root}/d0`, { I: 10 }), 200)
+      expect(under(await feed(carol, since), `${root}/d0`).map((r) => r.kind)).toEqual(['Updated'])
+    })
   })
 }
