@@ -258,6 +258,48 @@ describe('[WEB48] a doc swap never loses what is being typed', () => {
     store.close()
   })
 
+  it('[WEB51] another person typing during every outbox read of a rebuild does not hold it: it swaps after one read, and their characters are in the field', async () => {
+    const { store, server, replica } = await setup()
+    const input = new InputField(replica)
+    const pendingEntries = store.pendingEntries.bind(store)
+    const replaceState = store.replaceState.bind(store)
+    let stored = false
+    store.replaceState = async (...args: Parameters<NodeStore['replaceState']>) => {
+      await replaceState(...args)
+      stored = true
+    }
+    let reads = 0
+    const theirs: string[] = []
+    store.pendingEntries = async (path: string) => {
+      const rows = await pendingEntries(path)
+      // Each of the rebuild's last reads: someone else's keystroke reaches this tab while it runs.
+      if (stored && replica.state$.value.rebuilding && reads < 10) {
+        reads++
+        const ch = glyph(100 + reads)
+        theirs.push(ch)
+        server.othersType('Caption', ch, 0)
+        while (server.deliverOne());
+        await new Promise((r) => setImmediate(r))
+      }
+      return rows
+    }
+    let refuse = true
+    server.refuseNext = () => {
+      const r = refuse
+      refuse = false
+      return r
+    }
+    input.type('a', 2)
+    await drain(store, server, replica)
+    // One read (before, every remote append during a read started it again: ten reads, and more
+    // for as long as the other person typed).
+    expect(reads).toBe(1)
+    for (const ch of theirs) expect(input.value).toContain(ch)
+    expect(input.value).toContain('a')
+    expect(server.text('Caption')).toBe(input.value)
+    store.close()
+  })
+
   for (const seed of seeds) {
     it(`[WEB48] seeded interleavings of keystrokes, refusals, rebuilds and store reads: every character typed ends in its field and on the server (seed ${seed})`, async () => {
       await typeThroughInterleavings(seed, { typeKnown: true, othersType: false })

@@ -426,12 +426,20 @@ export class NodeReplica implements RoomHandler {
 
   /**
    * [WEB48] Local edits begun (a patch asked for, an editor's transaction) whose outbox write has
-   * not settled, and how many have begun in all; remote updates being appended count too. A doc swap shows the new doc only when none is
+   * not settled, and how many have begun in all. A doc swap shows the new doc only when none is
    * under way and none began while it read the store: an edit begun then was applied to the old
    * doc (or is about to read an input the swap resets) and is missing from what was read.
    */
   private readonly unstored = new Set<Promise<unknown>>()
   private editsBegun = 0
+  /**
+   * [WEB48] [WEB51] Remote updates whose append to the store has not settled (a read waits for
+   * them: one read before it lacked the server's state), and those that arrive while a read runs
+   * (carried onto what it read). They never start the read again: with others typing there was
+   * always one, and the doc stayed "rebuilding", sending nothing, while they typed.
+   */
+  private readonly unstoredRemote = new Set<Promise<unknown>>()
+  private readonly remoteDuringReads = new Set<Uint8Array[]>()
 
   /** Counts `edit` as begun now (in the caller's synchronous stretch) until it settles. */
   private tracked<T>(edit: Promise<T>): Promise<T> {
@@ -450,14 +458,21 @@ export class NodeReplica implements RoomHandler {
    * made on the old doc is in what it read, and every later one is made on the new doc. Null:
    * `stillWanted` turned false meanwhile. Ends as soon as the person pauses for one read.
    */
-  private async readAtRest<T>(read: () => Promise<T>, stillWanted: () => boolean): Promise<T | null> {
+  private async readAtRest<T>(read: () => Promise<T>, stillWanted: () => boolean): Promise<{ value: T; remote: Uint8Array[] } | null> {
     for (;;) {
-      while (this.unstored.size > 0) await Promise.all([...this.unstored])
+      while (this.unstored.size > 0 || this.unstoredRemote.size > 0) await Promise.all([...this.unstored, ...this.unstoredRemote])
       if (!stillWanted()) return null
       const begun = this.editsBegun
-      const value = await read()
+      const remote: Uint8Array[] = []
+      this.remoteDuringReads.add(remote)
+      let value: T
+      try {
+        value = await read()
+      } finally {
+        this.remoteDuringReads.delete(remote)
+      }
       if (!stillWanted()) return null
-      if (begun === this.editsBegun && this.unstored.size === 0) return value
+      if (begun === this.editsBegun && this.unstored.size === 0) return { value, remote }
     }
   }
 
@@ -578,8 +593,11 @@ export class NodeReplica implements RoomHandler {
 
   private async reloadNow(): Promise<void> {
     // [WEB48] The stored doc holds every local edit only once none is being written.
-    const doc = await this.readAtRest(() => this.deps.store.loadDoc(this.path), () => !this.disposed)
-    if (!doc) return
+    const read = await this.readAtRest(() => this.deps.store.loadDoc(this.path), () => !this.disposed)
+    if (!read) return
+    const doc = read.value
+    // [WEB51] What the server sent while the store was read (appended to it, maybe after the read).
+    for (const u of read.remote) Y.applyUpdate(doc, u, 'remote')
     this.swapDoc(doc)
     // Joined already: what the server sent the old doc may not be in the store yet; ask for
     // what the new one lacks.
@@ -764,10 +782,18 @@ export class NodeReplica implements RoomHandler {
     const editor = this.editorOrigins.get(origin)
     if (origin === 'remote' || origin === 'local' || editor) this.appendedSinceLoad++
     if (origin === 'remote') {
-      // [WEB48] Counted like a local edit being stored: a reload reading the store before this
-      // append lands swapped in a doc without the server's state (seed 43 of the swap-typing
-      // test), and a keystroke then made a second Y.Text of the field, which lost to the first.
-      background(this.tracked(this.deps.store.appendUpdate(this.path, update)))
+      // [WEB48] Waited for by a read of the store: a reload reading it before this append lands
+      // swapped in a doc without the server's state (seed 43 of the swap-typing test), and a
+      // keystroke then made a second Y.Text of the field, which lost to the first. [WEB51] Not
+      // an edit begun: it does not start the read again; one arriving during it is carried over.
+      for (const r of this.remoteDuringReads) r.push(update)
+      const appended = this.deps.store.appendUpdate(this.path, update)
+      const settled: Promise<unknown> = appended.then(
+        () => this.unstoredRemote.delete(settled),
+        () => this.unstoredRemote.delete(settled),
+      )
+      this.unstoredRemote.add(settled)
+      background(appended)
       this.deps.broadcast({ kind: 'update', path: this.path, update })
     }
     if (editor) this.recordEditorEdit(editor, update)
@@ -924,7 +950,8 @@ export class NodeReplica implements RoomHandler {
     // shown the fresh doc without them would drop them from what is typed next (acked unsent,
     // as they were, they were lost outright). [WEB48] Read when no edit is being stored: one
     // still in its outbox write is missing from the read, and the swap would reset its field.
-    const pending = await this.readAtRest(() => this.deps.store.pendingEntries(this.path), () => this.rebuildDoc === fresh)
+    // What the server sends meanwhile reaches `fresh` as it comes (onSync).
+    const pending = (await this.readAtRest(() => this.deps.store.pendingEntries(this.path), () => this.rebuildDoc === fresh))?.value
     if (!pending) return
     const late = this.replayOnto(fresh, pending.filter((e) => !seen.has(e.id!)))
     this.rebuildDoc = null
