@@ -203,6 +203,16 @@ async function drain(store: NodeStore, server: FakeServer, replica: NodeReplica)
   )
 }
 
+/** The server refuses the first update outright (a client id conflict, replayable), then takes what integrates. */
+function refuseFirst(server: FakeServer) {
+  let refuse = true
+  server.refuseNext = () => {
+    const r = refuse
+    refuse = false
+    return r
+  }
+}
+
 /** Unique characters, so a lost or doubled one shows. */
 const glyph = (i: number) => String.fromCharCode(0x4e00 + i)
 
@@ -236,12 +246,7 @@ describe('[WEB48] a doc swap never loses what is being typed', () => {
     }
     // The first keystroke's update is refused whole (replayable); the next builds on it
     // (invalid_update). The replica rebuilds, and replays both.
-    let refuse = true
-    server.refuseNext = () => {
-      const r = refuse
-      refuse = false
-      return r
-    }
+    refuseFirst(server)
     editor.type('x', 2)
     await new Promise((r) => setImmediate(r))
     input.type('a', 2)
@@ -283,12 +288,7 @@ describe('[WEB48] a doc swap never loses what is being typed', () => {
       }
       return rows
     }
-    let refuse = true
-    server.refuseNext = () => {
-      const r = refuse
-      refuse = false
-      return r
-    }
+    refuseFirst(server)
     input.type('a', 2)
     await drain(store, server, replica)
     // One read (before, every remote append during a read started it again: ten reads, and more
