@@ -263,3 +263,21 @@ test('[WEB26] another user\'s run on a shared operation: never "Loading activity
   await a.context.close()
   await v.context.close()
 })
+
+test('[WEB52] a run made on a Code page is in its Runs list at once, though the change feed has not told of it', async ({ browser }) => {
+  await putNode(server, ann, 'Lab/Twice', 'Code', { Language: 'javascript', IsExecutable: true, Source: 'return 2' }, 'Twice')
+  const v = await openLoggedIn(browser, server, vic, 'Lab/Twice')
+  // The change feed is held: only the page itself can put the runs in the list.
+  await v.page.route('**/api/changes**', () => {})
+  const page = v.page.locator('weft-code-page')
+  const runs = page.locator('weft-activity-strip weft-run-row')
+  await expect(page.locator('.run')).toBeVisible()
+  await expect(runs).toHaveCount(0)
+  for (const n of [1, 2]) {
+    await page.locator('.run').click()
+    await expect(page.locator('section[aria-label="Your run"] .badge')).toHaveAttribute('data-status', 'Succeeded', { timeout: 20_000 })
+    await expect(runs).toHaveCount(n)
+  }
+  await shoot(v.page, 'own-runs-listed')
+  await v.context.close()
+})

@@ -25,12 +25,20 @@ const newestFirst = (a: string, b: string) => {
  * page: number, status, started by, when, duration.
  */
 export class WeftActivityStrip extends LitElement {
-  static override properties = { path: {}, heading: {}, mine: { type: Boolean }, code: { type: Boolean } }
+  static override properties = { path: {}, heading: {}, mine: { type: Boolean }, code: { type: Boolean }, own: {} }
   declare path: string
   declare heading: string
   declare mine: boolean
   /** `path` is a Code node: its runs, wherever they landed (asked of the server by CodePath). */
   declare code: boolean
+  /**
+   * [WEB52] A run the page made (its "Your run"): listed at once. The list learns of runs that
+   * land elsewhere (a space's `_Activity`) when the change feed announces them, which may be later;
+   * a person's own new run was missing from the list under it.
+   */
+  declare own: string
+  private readonly ownRuns = new Set<string>()
+  private ownOf = ''
   private readonly list = new ObservableController<IndexRow[]>(this)
   private readonly started = new ObservableController<MeshNode[]>(this)
 
@@ -46,10 +54,16 @@ export class WeftActivityStrip extends LitElement {
     this.heading = 'Runs'
     this.mine = false
     this.code = false
+    this.own = ''
   }
 
   override willUpdate() {
     if (!this.path) return
+    if (this.ownOf !== this.path) {
+      this.ownOf = this.path
+      this.ownRuns.clear()
+    }
+    if (this.own) this.ownRuns.add(this.own)
     const parent = `${this.path}/_Activity`
     this.list.watch(parent, () => app().streams.query$({ parent, limit: 50 }))
     if (!this.mine && !this.code) return
@@ -67,7 +81,7 @@ export class WeftActivityStrip extends LitElement {
   override render() {
     const hosted = (this.list.value ?? []).filter((r) => r.nodeType === 'ActivityLog').map((r) => r.path)
     const elsewhere = this.mine || this.code ? (this.started.value ?? []).map((n) => n.path as string) : []
-    const rows = [...new Set([...hosted, ...elsewhere])].sort(newestFirst)
+    const rows = [...new Set([...hosted, ...elsewhere, ...this.ownRuns])].sort(newestFirst)
     if (rows.length === 0) return nothing
     // The runs of one Code node are numbered oldest first (#1 its first run), shown newest first.
     // A list of several codes' runs is not: a run had two numbers in two lists (stop 42).

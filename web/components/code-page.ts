@@ -138,7 +138,7 @@ export class WeftCodePage extends LitElement {
         ${this.renderWhoSees(c.ActivityParentPath)}
       </section>
       ${this.draft ? html`<section aria-label="Your run"><h3>Your run</h3><weft-activity-panel path=${this.draft} @rerun=${(e: CustomEvent<string>) => { e.preventDefault(); this.draft = e.detail }}></weft-activity-panel></section>` : nothing}
-      <weft-activity-strip path=${this.path} code heading="Runs"></weft-activity-strip>
+      <weft-activity-strip path=${this.path} code heading="Runs" .own=${this.draft}></weft-activity-strip>
     `
   }
 }
