@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { WITHHELD_FROM_ALL } from '../storage/index.js'
+import { withheldFrom } from '../storage/index.js'
 import {
   ALL_PERMISSIONS,
   NO_PERMISSIONS,
@@ -289,10 +289,7 @@ export class AccessService {
 
   /** [FEED5] Whether `subjects` names the user or one of their groups. */
   namesUser(userId: string, subjects: readonly string[]): boolean {
-    // [FEED7] A list past its bound became "everyone".
-    if (subjects.includes(userId) || subjects.includes(WITHHELD_FROM_ALL)) return true
-    const groups = this.memberships.get(userId)
-    return groups !== undefined && subjects.some((s) => groups.has(s as NodePath))
+    return withheldFrom(subjects, [userId, ...this.groupsOf(userId)])
   }
 
   /** Admin assignments (not denied) directly on a scope; a Space must always keep one. */

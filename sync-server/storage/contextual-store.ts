@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { WITHHELD_FROM_ALL } from './feed-withhold.js'
+import { withheldFrom, withheldOf } from './feed-withhold.js'
 import type { ContextualStatus, MeshChangeKind, PathRange } from '../../shared/index.js'
 
 /**
@@ -236,11 +236,6 @@ export interface LeaseCall {
   subjects?: readonly string[]
 }
 
-/** [CTX54] Whether a change record's `withheld` column names one of `subjects`. */
-export function withheldFromAny(withheld: unknown, subjects: readonly string[] | undefined): boolean {
-  if (!subjects || typeof withheld !== 'string' || withheld === '') return false
-  return withheld.split('\n').some((s) => s === WITHHELD_FROM_ALL || subjects.includes(s))
-}
 
 /** Whether `path` lies in one of `regions` (`from <= path < to`, bytewise). */
 export function inRegions(regions: readonly PathRange[], path: string): boolean {
@@ -369,7 +364,7 @@ function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
     const changes = yield* all('SELECT version, path, node_type, kind, withheld FROM changes WHERE version > ? ORDER BY version LIMIT ?', cursor, INGEST_PAGE)
     if (changes.length === 0) break
     for (const r of changes) {
-      if (!matches(c.filter, r) || (c.readable && !inRegions(c.readable, String(r.path))) || withheldFromAny(r.withheld, c.subjects)) continue
+      if (!matches(c.filter, r) || (c.readable && !inRegions(c.readable, String(r.path))) || (c.subjects && withheldFrom(withheldOf(r.withheld as string | null).withheld, c.subjects))) continue
       yield* run(
         `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
          VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, NULL, 0, 0, NULL) ON CONFLICT DO NOTHING`,

@@ -32,6 +32,14 @@ const SEPARATOR = '\n'
 export const WITHHELD_FROM_ALL = '*'
 export const WITHHELD_MAX_CHARS = 2048
 
+/**
+ * Whether a record's withheld list names one of `subjects` (a user and their groups), or everyone
+ * ([FEED7]). The one reading of the list: the feed ([FEED5]) and a consumer's intake ([CTX54]).
+ */
+export function withheldFrom(withheld: readonly string[] | undefined, subjects: readonly string[]): boolean {
+  return withheld !== undefined && withheld.some((s) => s === WITHHELD_FROM_ALL || subjects.includes(s))
+}
+
 /** The `withheld` column as storage reads it: absent when it is null. */
 export function withheldOf(column: string | null | undefined): { withheld?: readonly string[] } {
   return column ? { withheld: column.split(SEPARATOR) } : {}

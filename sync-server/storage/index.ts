@@ -1,5 +1,5 @@
 export type { FeedWithhold, StoredChange } from './feed-withhold.js'
-export { WITHHELD_FROM_ALL } from './feed-withhold.js'
+export { withheldFrom } from './feed-withhold.js'
 export type { Account, ClientBinding, CommitInput, FieldRow, MoveInput, StorageAdapter, StoredDoc, TrashEntry } from './types.js'
 export { openPostgresStorage, openStorage, type OpenStorageOptions } from './open-storage.js'
 export { SqliteStorage, openSqliteStorage, type SqliteStorageOptions } from './sqlite-adapter.js'

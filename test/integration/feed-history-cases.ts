@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { ChangeRecord } from '../../shared/index.js'
+import type { ChangeRecord, NodePath } from '../../shared/index.js'
+import type { StorageAdapter } from '../../sync-server/storage/index.js'
 import { addMember, api, createDocument, createGroup, createSpace, expectStatus, grantRole, signup, type TestServer, type TestUser } from '../helpers/index.js'
 
 /**
@@ -187,4 +188,20 @@ export function describeFeedHistory(storageName: string, start: () => Promise<{ 
       expect(under(await feed(carol, since), `${root}/d0`).map((r) => r.kind)).toEqual(['Updated'])
     })
   })
+}
+
+/**
+ * [FEED5] A database from before the column, opened by this release: its old record is withheld
+ * from nobody until a commit's withholding marks it with the later ones.
+ */
+export async function expectOlderDatabaseGainsColumn(s: StorageAdapter): Promise<void> {
+  try {
+    await s.commit({ path: 'Sp/a/b' as NodePath, kind: 'Created', nodeType: 'Document', name: 'b', content: {}, createdBy: 'u1', at: new Date(0).toISOString(), update: null, withhold: [{ scope: 'Sp/a' as NodePath, subject: 'bob' }] })
+    expect((await s.changesSince(0, 10)).map((r) => [r.path, r.withheld ?? null])).toEqual([
+      ['Sp/a', ['bob']],
+      ['Sp/a/b', ['bob']],
+    ])
+  } finally {
+    await s.close()
+  }
 }

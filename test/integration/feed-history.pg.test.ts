@@ -1,9 +1,8 @@
 import pg from 'pg'
-import { afterAll, expect, it } from 'vitest'
-import type { NodePath } from '../../shared/index.js'
+import { afterAll, it } from 'vitest'
 import { openPostgresStorage } from '../../sync-server/storage/index.js'
 import { freshDatabase, startTestServer } from '../helpers/index.js'
-import { describeFeedHistory } from './feed-history-cases.js'
+import { describeFeedHistory, expectOlderDatabaseGainsColumn } from './feed-history-cases.js'
 
 /** [FEED5] The feed's history under a Denied that left (moved, trashed, deleted, lifted), on PostgreSQL. */
 describeFeedHistory('PostgreSQL', async () => {
@@ -28,13 +27,5 @@ it('[FEED5] a database from before the column gains it: its records are withheld
   await client.query('INSERT INTO version_counter VALUES (1, 1)')
   await client.end()
   const s = await openPostgresStorage({ connectionString: db.url })
-  try {
-    await s.commit({ path: 'Sp/a/b' as NodePath, kind: 'Created', nodeType: 'Document', name: 'b', content: {}, createdBy: 'u1', at: new Date(0).toISOString(), update: null, withhold: [{ scope: 'Sp/a' as NodePath, subject: 'bob' }] })
-    expect((await s.changesSince(0, 10)).map((r) => [r.path, r.withheld ?? null])).toEqual([
-      ['Sp/a', ['bob']],
-      ['Sp/a/b', ['bob']],
-    ])
-  } finally {
-    await s.close()
-  }
+  await expectOlderDatabaseGainsColumn(s)
 })

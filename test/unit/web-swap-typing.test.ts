@@ -10,6 +10,7 @@ import { NodeStore } from '../../web/store/index.js'
 import { NodeReplica, type TextEditorBinding } from '../../web/sync/node-replica.js'
 import type { MuxConnection, RoomHandler } from '../../web/sync/mux-connection.js'
 import { TextInputBinding } from '../../web/components/text-input-binding.js'
+import { mulberry32 } from '../helpers/seeded.js'
 
 /**
  * [WEB48] A doc swap (a refusal's rebuild, a reload) never loses or overwrites a keystroke: the
@@ -22,17 +23,6 @@ import { TextInputBinding } from '../../web/components/text-input-binding.js'
  */
 
 const PATH = 'space/doc'
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /** The server end of the socket: applies what integrates, refuses the rest; its answers wait in a queue the test delivers. */
 class FakeServer {

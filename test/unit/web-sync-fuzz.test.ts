@@ -4,6 +4,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest'
 import { WebSocket as WsWebSocket } from 'ws'
 import { api, createDocument, createSpace, grantRole, signup, startTestServer, waitFor, type TestServer } from '../helpers/index.js'
 import { SyncClient, type Session } from '../../web/sync/index.js'
+import { mulberry32 } from '../helpers/seeded.js'
 
 /**
  * A smoke test of the web client (outbox, IndexedDB store, refusals) on real sockets: two
@@ -18,17 +19,6 @@ beforeAll(async () => {
   ts = await startTestServer()
 })
 afterAll(() => ts.cleanup())
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 let db = 0
 async function session(name: string): Promise<Session> {
