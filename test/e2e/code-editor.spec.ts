@@ -196,6 +196,10 @@ test('[WEB8] a Viewer\'s editor is read-only: typing changes nothing; others\' e
   const path = await createCode('Look', SOURCE)
   const a = await openEditor(browser, ann, path)
   const c = await openEditor(browser, carol, path)
+  // [WEB54] A reader meets the run first; the script is folded, one click away.
+  const folded = c.page.locator('weft-code-page details.source')
+  await expect(folded).not.toHaveAttribute('open')
+  await folded.locator('summary').click()
   await expect(editor(c.page)).toHaveAttribute('contenteditable', 'false')
   await caretAtEndOfLine(c.page, 1)
   await c.page.keyboard.type('xyz')

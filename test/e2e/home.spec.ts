@@ -70,13 +70,37 @@ test('[WEB14] the landing page is a home: your spaces, recently opened nodes, yo
   await v.context.close()
 })
 
-test('[WEB14] someone with no space yet is told no invites wait (not "Loading…" for ever); a node deleted since leaves "Recently opened", in both windows', async ({ browser }) => {
+test('[WEB14] [WEB54] someone with no space yet is told no invites wait (not "Loading…" for ever) and makes her first space from the home; a node deleted since leaves "Recently opened", in both windows', async ({ browser }) => {
   const carol = await signUp(server, 'Carol')
   const c = await openLoggedIn(browser, server, carol)
   await c.page.goto('/')
   const home = c.page.locator('weft-home-page')
   await expect(home.locator('h1')).toHaveText('Welcome, Carol')
   await expect(home.getByText('No invites waiting.')).toBeVisible()
+  // [WEB54] Each empty part says what would be there, naming only controls that exist; the first
+  // space is made right here (at 390 px the navigation's form is behind a button).
+  await expect(home.locator('[data-home="runs"]')).toContainText('Your runs')
+  await expect(home.locator('[data-home="runs"]')).toContainText('None yet.')
+  await expect(home.locator('weft-thread-list')).toContainText('choose Thread as its type and press Create')
+  await c.page.setViewportSize({ width: 390, height: 844 })
+  await home.getByLabel('Name your first space').fill('Jardín')
+  await home.getByRole('button', { name: 'Create space' }).click()
+  await expect(c.page.locator('weft-node-page h1')).toHaveText('Jardín')
+  // Her space's invite form: visible labels, the least role chosen unless she picks more.
+  const invite = c.page.locator('weft-members-panel').getByRole('form', { name: 'Invite by email' })
+  await expect(invite.getByText('Email', { exact: true })).toBeVisible()
+  await expect(invite.getByLabel('Role')).toHaveValue('Viewer')
+  await expect(invite.getByLabel('Role').locator('option:checked')).toHaveText('Viewer · reads, runs scripts')
+  // [WEB54] A node made here stays listed here, and the note that says so opens it.
+  const form = c.page.locator('weft-node-page').getByRole('form', { name: 'New child node' })
+  await form.getByLabel('Name', { exact: true }).fill('Semillas')
+  await form.getByRole('button', { name: 'Create' }).click()
+  await expect(c.page.locator('weft-node-page .children').getByRole('link', { name: 'Semillas' })).toBeVisible()
+  await expect(c.page.locator('weft-toast')).toContainText('Created “Semillas”.')
+  await c.page.locator('weft-toast').getByRole('button', { name: 'Open' }).click()
+  await expect(c.page.locator('weft-node-page h1')).toHaveText('Semillas')
+  expect(await c.page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+  await c.page.screenshot({ path: 'test-results/first-space-390.png', fullPage: true })
   await c.context.close()
 
   await putNode(server, ann, 'Lab/Scratch', 'Document', { Body: 'soon gone' }, 'Scratch')
@@ -175,16 +199,33 @@ test('[WEB18] Operations in the navigation lists the built-in and shared operati
   await expect(v.page).toHaveURL(/#\/n\/Admin\/Operations\/ExportJson$/)
   // [WEB47] Before a run is made, its page says who will see it: a built-in operation's runs stay home.
   await expect(v.page.locator('weft-code-page .who-sees')).toHaveText('Your runs are kept in your home: only you see them.')
-  // [ACT22] A Viewer of Lab may not export it: the run fails naming the permission.
-  await v.page.locator('weft-code-page').getByRole('button', { name: 'New run…' }).click()
+  // [WEB54] A reader of an operation meets what it does and its run first; the script is folded.
+  const code = v.page.locator('weft-code-page')
+  await expect(v.page.locator('weft-node-page p.description')).toHaveText('Export a subtree as a JSON bundle, to download or to import elsewhere.')
+  await expect(code.locator('details.source')).not.toHaveAttribute('open')
+  await expect(v.page.locator('weft-node-page details.setup')).not.toHaveAttribute('open')
+  // [WEB54] [ACT22] A Viewer of Lab may not export it: said in words before Start, which is not offered.
+  await code.getByRole('button', { name: 'New run…' }).click()
   const panel = v.page.locator('weft-code-page weft-activity-panel')
-  await panel.getByLabel('Subtree to export').fill('Lab')
-  await panel.getByLabel('Subtree to export').press('Tab')
-  await expect(panel.locator('.start-run')).not.toHaveAttribute('disabled')
-  await panel.locator('.start-run').click()
-  await expect(panel.locator('.badge')).toHaveAttribute('data-status', 'Failed', { timeout: 30_000 })
-  await expect(panel).toContainText('needs Export')
+  // The node is chosen by its name from a list.
+  await panel.getByRole('button', { name: 'Choose a node…' }).click()
+  await panel.getByRole('combobox', { name: 'Find a node by name' }).fill('Lab')
+  await panel.getByRole('option').locator('button[data-pick="Lab"]').click()
+  await expect(panel.locator('#in-Root')).toHaveValue('Lab')
+  await expect(panel.locator('[data-reason="requires"]')).toHaveText(
+    'Subtree to export: your role at “Lab” does not include Export, which this needs there (Editors and Admins have it). Ask an Admin of “Lab”, or choose a node of your own.',
+  )
+  await expect(panel.locator('.start-run')).toHaveAttribute('disabled')
   await v.page.screenshot({ path: 'test-results/export-refused-viewer-1280.png', fullPage: true })
+  // Her own home she may export: nothing said against it, Start offered.
+  await panel.locator('#in-Root').fill(vic.userId)
+  await panel.locator('#in-Root').press('Tab')
+  await expect(panel.locator('[data-reason="requires"]')).toHaveCount(0)
+  await expect(panel.locator('.start-run')).not.toHaveAttribute('disabled')
+  // A path nobody can read is said to be one.
+  await panel.locator('#in-Root').fill('Nowhere')
+  await panel.locator('#in-Root').press('Tab')
+  await expect(panel.locator('[data-reason="requires"]')).toHaveText('Subtree to export: no node you can read is at “Nowhere”.')
   // A space's own code: its runs are the space's, and the page says so by the space's name.
   await v.page.goto('/#/n/Lab/Quick')
   await expect(v.page.locator('weft-code-page .who-sees')).toContainText('Runs are kept in Lab: everyone who can read there may see each run')

@@ -39,7 +39,7 @@ test('[MOVE8] rename in place: the title changes, the path stays; a Viewer is no
   await v.context.close()
 })
 
-test('[MOVE1] Move… picks a new parent by name; the subtree goes along; a Viewer sees it disabled with the reason', async ({ browser }) => {
+test('[MOVE1] Move… picks a new parent by name; the subtree goes along; a Viewer is not offered it, and is told why', async ({ browser }) => {
   const a = await openLoggedIn(browser, server, ann, 'Desk/Plans')
   await a.page.setViewportSize({ width: 1280, height: 900 })
   await nodePage(a.page).getByRole('button', { name: 'Move…' }).click()
@@ -54,11 +54,20 @@ test('[MOVE1] Move… picks a new parent by name; the subtree goes along; a View
   await expect(nodePage(a.page).locator('.children').getByRole('link', { name: 'Q3 goals' })).toBeVisible()
   expect(await getContent(server, ann, 'Archive/Plans/Q3')).toEqual({ Goal: 'ship' })
   expect((await api(server, ann, 'GET', '/api/nodes/Desk/Plans')).status).toBe(404)
-  // The Viewer of Desk: actions shown disabled, with the reason.
+  // [WEB54] The Viewer of Desk is offered nothing she cannot use: no Move, Delete, Add field or
+  // Create (greyed-out forms read as broken); one line says what her role allows.
   const v = await openLoggedIn(browser, server, vic, 'Desk/Notes')
-  await expect(nodePage(v.page).getByRole('button', { name: 'Move…' })).toBeDisabled()
-  await expect(nodePage(v.page).getByRole('button', { name: 'Delete', exact: true })).toBeDisabled()
-  await expect(nodePage(v.page).getByText('Only an Admin can move or delete this node.')).toBeVisible()
+  await expect(field(v.page, 'Title')).toBeVisible()
+  await expect(nodePage(v.page).getByText('View only: your role can read this node but not change it.')).toBeVisible()
+  for (const name of ['Move…', 'Delete', 'Add field', 'Create']) await expect(nodePage(v.page).getByRole('button', { name, exact: true })).toHaveCount(0)
+  await expect(nodePage(v.page).getByRole('combobox')).toHaveCount(0)
+  // Her fields read as text: no border, no box.
+  const title = field(v.page, 'Title')
+  await expect(title).toHaveValue('Notes')
+  await expect(title).toHaveJSProperty('readOnly', true)
+  expect(await title.evaluate((el) => getComputedStyle(el).borderTopColor)).toBe('rgba(0, 0, 0, 0)')
+  // Alone on the page, no presence line at all ("Nobody else is here." read as "no members").
+  await expect(nodePage(v.page).locator('.presence')).toBeHidden()
   await a.context.close()
   await v.context.close()
 })

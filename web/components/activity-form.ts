@@ -3,6 +3,7 @@ import type { JsonObject, JsonValue } from '../../shared/json.js'
 import { ObservableController } from '../controllers/index.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
+import './link-field.js'
 
 interface Decl {
   Type?: string
@@ -24,7 +25,11 @@ export class WeftActivityForm extends LitElement {
 
   static override styles = css`
     :host { display: block; }
-    form { display: grid; grid-template-columns: max-content 1fr; gap: 0.4em 0.8em; }
+    form { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 0.4em 0.8em; }
+    .node-input { display: flex; flex-wrap: wrap; gap: 0.4em; align-items: start; min-width: 0; }
+    .node-input input { flex: 1 1 10em; min-width: 0; }
+    .node-input weft-link-field { flex: 0 1 auto; }
+    @media (max-width: 600px) { form { grid-template-columns: minmax(0, 1fr); } }
     .error { color: #b00; }
   `
 
@@ -79,7 +84,19 @@ export class WeftActivityForm extends LitElement {
           if (type === 'boolean') return html`${label}<input id=${id} type="checkbox" ?disabled=${started} .checked=${v === true} @change=${change} />`
           if (type === 'number') return html`${label}<input id=${id} type="number" ?disabled=${started} .value=${v === undefined ? '' : String(v)} @change=${change} />`
           if (type === 'json') return html`${label}<textarea id=${id} ?disabled=${started} .value=${v === undefined ? '' : JSON.stringify(v)} @change=${change}></textarea>`
-          return html`${label}<input id=${id} type="text" placeholder=${type === 'node' ? 'a node path' : ''} ?disabled=${started} .value=${v === undefined ? '' : String(v)} @change=${change} />`
+          if (type === 'node') {
+            // [WEB54] A node is chosen by its name (the picker), or typed as a path.
+            const chosen = (e: CustomEvent<{ value: { $ref?: string } | null }>) => {
+              e.stopPropagation()
+              const path = e.detail.value?.$ref
+              if (typeof path === 'string') void this.set(name, path)
+            }
+            return html`${label}<span class="node-input">
+                <input id=${id} type="text" placeholder="a node's path" ?disabled=${started} .value=${v === undefined ? '' : String(v)} @change=${change} />
+                ${started ? '' : html`<weft-link-field .key=${name} chooser=${d.Label ?? name} @field-commit=${chosen}></weft-link-field>`}
+              </span>`
+          }
+          return html`${label}<input id=${id} type="text" ?disabled=${started} .value=${v === undefined ? '' : String(v)} @change=${change} />`
         })}
       </form>
       ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : ''}`

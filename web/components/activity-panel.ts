@@ -11,6 +11,8 @@ import { nodeHref } from './route.js'
 import { formatWhen, limitOf, runDuration } from './run-text.js'
 import { errorLocation, type LogLine } from './run-log-text.js'
 import { humanMessage } from './error-text.js'
+import { ROLE_PERMISSIONS } from '../../shared/access-policy.js'
+import type { Permission } from '../../shared/enums.js'
 import './activity-form.js'
 import './run-log.js'
 
@@ -19,10 +21,20 @@ interface CodeNow {
   name: string
   source: string | null
   /** Declared inputs: a required one left empty keeps a draft from starting. */
-  inputs: Record<string, { Required?: boolean; Label?: string }>
+  inputs: Record<string, { Required?: boolean; Label?: string; Type?: string; Requires?: string }>
 }
 
+/** [WEB54] What the starter may do at a node an input names: its name and permissions; null when unreadable. */
+type RightsAt = { name: string; permissions: ReadonlySet<string> } | null
+
 const str = (v: JsonValue | undefined): string | null => (typeof v === 'string' && v !== '' ? v : null)
+
+/** A file's size as people read it: 820 bytes, 14.2 KB, 3.1 MB. */
+export function fileSize(bytes: number): string {
+  if (bytes < 1000) return `${bytes} byte${bytes === 1 ? '' : 's'}`
+  if (bytes < 1_000_000) return `${(bytes / 1000).toFixed(1)} KB`
+  return `${(bytes / 1_000_000).toFixed(1)} MB`
+}
 
 /**
  * The result panel of an activity, bound to the activity node itself (seed: "one subscription,
@@ -48,6 +60,8 @@ export class WeftActivityPanel extends LitElement {
   private readonly access = new ObservableController<ReplicaState>(this)
   private readonly code = new ObservableController<CodeNow | null>(this)
   private readonly people = new PeopleController(this)
+  /** [WEB54] The caller's rights at the nodes a draft's `node` inputs name (asked once each; 'asking' meanwhile). */
+  private readonly rightsAt = new Map<string, RightsAt | 'asking'>()
 
   static override styles = css`
     :host { display: block; border: 1px solid #ccd; border-radius: 6px; padding: 0.6em 0.8em; margin: 0.6em 0; background: #fff; min-width: 0; }
@@ -80,6 +94,7 @@ export class WeftActivityPanel extends LitElement {
     pre.output { background: #f6f6f6; padding: 0.4em; overflow: auto; }
     .error { color: #b00; overflow-wrap: anywhere; }
     .reason-off { color: #555; font-style: italic; font-size: 0.9em; }
+    .refused-input { color: #8a3b00; margin: 0.4em 0 0; overflow-wrap: anywhere; }
     .watchers { color: #235; font-size: 0.9em; }
   `
 
@@ -116,6 +131,52 @@ export class WeftActivityPanel extends LitElement {
         ),
       )
     }
+    const content = this.node.value?.content
+    if (content) this.askRights(content)
+  }
+
+  /**
+   * [WEB54] [ACT22] A draft's `node` inputs that declare `Requires`: the caller's rights at each
+   * node named, asked of the server before Start is offered (the server checks again on start;
+   * this only says it in words first, where a Viewer used to learn it from a failed run).
+   */
+  private askRights(c: JsonObject) {
+    if (c.Status !== undefined) return
+    const given = (c.Inputs && typeof c.Inputs === 'object' && !Array.isArray(c.Inputs) ? c.Inputs : {}) as JsonObject
+    for (const [k, d] of Object.entries(this.code.value?.inputs ?? {})) {
+      const at = given[k]
+      if (d?.Type !== 'node' || !d.Requires || typeof at !== 'string' || at === '' || this.rightsAt.has(at)) continue
+      this.rightsAt.set(at, 'asking')
+      const { api } = app().client
+      Promise.all([api.capabilities(at), api.getNode(at)])
+        .then(([caps, node]) => this.rightsAt.set(at, { name: node.name, permissions: new Set(caps.permissions) }))
+        .catch((e: unknown) => {
+          // Not there or not readable: said so. Offline or the server unreachable: not judged here.
+          const code = (e as { code?: string }).code
+          if (code === 'not_found' || code === 'forbidden' || code === 'invalid_path') this.rightsAt.set(at, null)
+          else this.rightsAt.delete(at)
+        })
+        .finally(() => this.requestUpdate())
+    }
+  }
+
+  /** [WEB54] Why the inputs as given cannot start, in words (empty: nothing known against it). */
+  private rightsRefusals(given: JsonObject): string[] {
+    const out: string[] = []
+    for (const [k, d] of Object.entries(this.code.value?.inputs ?? {})) {
+      const at = given[k]
+      if (d?.Type !== 'node' || !d.Requires || typeof at !== 'string' || at === '') continue
+      const rights = this.rightsAt.get(at)
+      if (rights === undefined || rights === 'asking') continue
+      if (rights === null) out.push(`${d.Label ?? k}: no node you can read is at “${at}”.`)
+      else if (!rights.permissions.has(d.Requires)) {
+        const holders = rolesWith(d.Requires)
+        out.push(
+          `${d.Label ?? k}: your role at “${rights.name}” does not include ${d.Requires}, which this needs there${holders.length ? ` (${holders.map((r) => `${r}s`).join(' and ')} have it)` : ''}. Ask an Admin of “${rights.name}”, or choose a node of your own.`,
+        )
+      }
+    }
+    return out
   }
 
   /** The error's "line N" link: open the code it ran at that line, marked [WEB25]. */
@@ -153,15 +214,17 @@ export class WeftActivityPanel extends LitElement {
   private renderOutput(name: string, value: JsonValue) {
     const md = value && typeof value === 'object' && !Array.isArray(value) && typeof value.Markdown === 'string' ? value.Markdown : null
     const text = md ?? JSON.stringify(value, null, 2)
-    const shown = text.length > 20_000 ? `${text.slice(0, 20_000)}\n… (${text.length} characters; download for the rest)` : text
+    const file = new Blob([text], { type: md ? 'text/markdown' : 'application/json' })
+    // [WEB54] One size, the file's: the log no longer says one and the preview another.
+    const shown = text.length > 20_000 ? `${text.slice(0, 20_000)}\n… (the beginning only: download the whole file)` : text
     const download = () => {
       const a = document.createElement('a')
-      a.href = URL.createObjectURL(new Blob([text], { type: md ? 'text/markdown' : 'application/json' }))
+      a.href = URL.createObjectURL(file)
       a.download = `${name}.${md ? 'md' : 'json'}`
       a.click()
       setTimeout(() => URL.revokeObjectURL(a.href), 10_000)
     }
-    return html`<h4>Output <wa-button size="s" appearance="outlined" class="download" @click=${download}>Download (${text.length} bytes)</wa-button></h4><pre class="output">${shown}</pre>`
+    return html`<h4>Output <wa-button size="s" appearance="outlined" class="download" @click=${download}>Download (${fileSize(file.size)})</wa-button></h4><pre class="output">${shown}</pre>`
   }
 
   /** Who started it, who made the draft (when someone else), when, how long. */
@@ -245,10 +308,12 @@ export class WeftActivityPanel extends LitElement {
     const missing = Object.entries(this.code.value?.inputs ?? {})
       .filter(([k, d]) => d?.Required && (given[k] === undefined || given[k] === null || given[k] === ''))
       .map(([k, d]) => d.Label ?? k)
+    const refused = status === 'Draft' ? this.rightsRefusals(given) : []
     return html`<div class="actions">
       ${status === 'Draft' && !startRequested && canSteer
-        ? html`<wa-button size="s" variant="brand" class="start-run" ?disabled=${missing.length > 0} @click=${() => this.act(() => requestStatus(this.path, 'Running'))}>Start</wa-button>
-            ${missing.length ? html`<span class="reason-off" data-reason="required">Fill in ${missing.join(', ')} first.</span>` : nothing}`
+        ? html`<wa-button size="s" variant="brand" class="start-run" ?disabled=${missing.length > 0 || refused.length > 0} @click=${() => this.act(() => requestStatus(this.path, 'Running'))}>Start</wa-button>
+            ${missing.length ? html`<span class="reason-off" data-reason="required">Fill in ${missing.join(', ')} first.</span>` : nothing}
+            ${refused.map((r) => html`<p class="refused-input" role="alert" data-reason="requires">${r}</p>`)}`
         : nothing}
       ${live && canSteer && !cancelAsked
         ? html`<wa-button size="s" variant="danger" appearance="outlined" class="cancel" @click=${() => this.act(() => requestStatus(this.path, 'Cancelled'))}>Cancel</wa-button>`
@@ -307,3 +372,10 @@ export class WeftActivityPanel extends LitElement {
 }
 
 customElements.define('weft-activity-panel', WeftActivityPanel)
+
+/** The roles whose permissions include `permission` (DESIGN.md's role table), least first. */
+function rolesWith(permission: string): string[] {
+  return Object.entries(ROLE_PERMISSIONS)
+    .filter(([, perms]) => perms.includes(permission as Permission))
+    .map(([role]) => role)
+}

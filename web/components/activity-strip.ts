@@ -25,7 +25,7 @@ const newestFirst = (a: string, b: string) => {
  * page: number, status, started by, when, duration.
  */
 export class WeftActivityStrip extends LitElement {
-  static override properties = { path: {}, heading: {}, mine: { type: Boolean }, code: { type: Boolean }, own: {} }
+  static override properties = { path: {}, heading: {}, mine: { type: Boolean }, code: { type: Boolean }, own: {}, empty: {} }
   declare path: string
   declare heading: string
   declare mine: boolean
@@ -37,6 +37,8 @@ export class WeftActivityStrip extends LitElement {
    * a person's own new run was missing from the list under it.
    */
   declare own: string
+  /** Said under the heading when there is no run (unset: a list of none is not shown at all). */
+  declare empty: string
   private readonly ownRuns = new Set<string>()
   private ownOf = ''
   private readonly list = new ObservableController<IndexRow[]>(this)
@@ -46,6 +48,7 @@ export class WeftActivityStrip extends LitElement {
     :host { display: block; }
     ul { list-style: none; padding: 0; margin: 0; border: 1px solid #e3e6ee; border-radius: 6px; background: #fff; overflow: hidden; }
     h3 { margin: 0.6em 0 0.4em; }
+    .empty { color: #555; margin: 0; }
   `
 
   constructor() {
@@ -55,6 +58,7 @@ export class WeftActivityStrip extends LitElement {
     this.mine = false
     this.code = false
     this.own = ''
+    this.empty = ''
   }
 
   override willUpdate() {
@@ -82,7 +86,8 @@ export class WeftActivityStrip extends LitElement {
     const hosted = (this.list.value ?? []).filter((r) => r.nodeType === 'ActivityLog').map((r) => r.path)
     const elsewhere = this.mine || this.code ? (this.started.value ?? []).map((n) => n.path as string) : []
     const rows = [...new Set([...hosted, ...elsewhere, ...this.ownRuns])].sort(newestFirst)
-    if (rows.length === 0) return nothing
+    // [WEB54] Where a list of none says what would be here (the home), it keeps its heading.
+    if (rows.length === 0) return this.empty ? html`<section aria-label=${this.heading}><h3>${this.heading}</h3><p class="empty">${this.empty}</p></section>` : nothing
     // The runs of one Code node are numbered oldest first (#1 its first run), shown newest first.
     // A list of several codes' runs is not: a run had two numbers in two lists (stop 42).
     return html`<section aria-label=${this.heading}>

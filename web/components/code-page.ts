@@ -43,6 +43,8 @@ export class WeftCodePage extends LitElement {
     h3 { margin: 0.4em 0; }
     .error { color: #b00; }
     .who-sees { margin: 0.4em 0 0; color: #555; font-size: 0.9em; }
+    details.source { margin-top: 1em; }
+    details.source > summary { cursor: pointer; color: #345; margin: 0.4em 0; }
     .check { margin: 0.3em 0; font-size: 0.9em; }
     .check[data-check='Passed'] { color: #176b2c; }
     .check[data-check='Failed'] { color: #b00; }
@@ -123,12 +125,17 @@ export class WeftCodePage extends LitElement {
     const c = view.content
     const hasInputs = c.Inputs && typeof c.Inputs === 'object' && Object.keys(c.Inputs).length > 0
     const language = String(c.Language ?? 'javascript')
+    const source = html`<weft-code-editor .path=${this.path} .key=${'Source'} .language=${language} .initial=${String(c.Source ?? '')} ?readonly=${this.readonly}></weft-code-editor>
+        ${this.renderCheck()}`
+    const lines = String(c.Source ?? '').split('\n').length
+    // [WEB54] A reader who cannot change the script runs it first; its source is one click away.
     return html`
-      <section class="source">
-        <h3>Source <small>${language}</small></h3>
-        <weft-code-editor .path=${this.path} .key=${'Source'} .language=${language} .initial=${String(c.Source ?? '')} ?readonly=${this.readonly}></weft-code-editor>
-        ${this.renderCheck()}
-      </section>
+      ${this.readonly
+        ? nothing
+        : html`<section class="source">
+            <h3>Source <small>${language}</small></h3>
+            ${source}
+          </section>`}
       <section aria-label="Run">
         ${hasInputs && !this.fillingDraft()
           ? html`<wa-button size="s" variant="brand" class="new-run" @click=${() => this.act(async () => (this.draft = await runCode(this.path, { start: false })))}>New run…</wa-button>`
@@ -139,6 +146,9 @@ export class WeftCodePage extends LitElement {
       </section>
       ${this.draft ? html`<section aria-label="Your run"><h3>Your run</h3><weft-activity-panel path=${this.draft} @rerun=${(e: CustomEvent<string>) => { e.preventDefault(); this.draft = e.detail }}></weft-activity-panel></section>` : nothing}
       <weft-activity-strip path=${this.path} code heading="Runs" .own=${this.draft}></weft-activity-strip>
+      ${this.readonly
+        ? html`<details class="source"><summary>The script · ${lines} line${lines === 1 ? '' : 's'} of ${language}</summary>${source}</details>`
+        : nothing}
     `
   }
 }

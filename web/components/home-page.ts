@@ -7,6 +7,7 @@ import type { InviteView } from '../../shared/subscription.js'
 import { invitesApi, inviteStatusWord } from './members-panel.js'
 import { recentPaths } from './recent.js'
 import { nodeHref, OPERATIONS_HREF } from './route.js'
+import { createSpace } from './create-space.js'
 import './activity-strip.js'
 import './thread-list.js'
 
@@ -24,8 +25,9 @@ interface PendingInvite extends InviteView {
  * profile (the User node) is its own page, linked from here.
  */
 export class WeftHomePage extends LitElement {
-  static override properties = { invites: { state: true } }
+  static override properties = { invites: { state: true }, spaceError: { state: true } }
   declare invites: PendingInvite[] | null
+  declare spaceError: string
   private readonly top = new ObservableController<IndexRow[]>(this)
   private readonly recent = new NamesController(this)
   /** The spaces whose invites were asked for (null: none asked yet; '' is no space at all). */
@@ -44,12 +46,17 @@ export class WeftHomePage extends LitElement {
     .muted { color: #555; }
     .status { border-radius: 3px; padding: 0 0.4em; background: #fff4cc; font-size: 0.9em; }
     .links { display: flex; flex-wrap: wrap; gap: 0.5em; }
+    form.first-space { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: center; margin-top: 0.6em; }
+    form.first-space label { flex-basis: 100%; font-weight: 500; }
+    form.first-space input { font: inherit; padding: 0.35em 0.5em; border: 1px solid var(--wa-color-neutral-80, #bbc); border-radius: var(--wa-border-radius-m, 6px); flex: 1 1 12em; min-width: 0; }
+    .error { color: #b00; }
     weft-activity-strip { margin-top: 1.4em; }
   `
 
   constructor() {
     super()
     this.invites = null
+    this.spaceError = ''
     this.top.watch('top', () => app().streams.query$({ parent: '' }))
   }
 
@@ -64,6 +71,18 @@ export class WeftHomePage extends LitElement {
       this.asked = key
       void this.loadInvites(spaces)
     }
+  }
+
+  /** [WEB54] Someone with no space yet makes one here (the navigation's form is behind a button at 390 px). */
+  private async createFirstSpace(ev: SubmitEvent) {
+    ev.preventDefault()
+    const form = ev.target as HTMLFormElement
+    const name = String(new FormData(form).get('space') ?? '').trim()
+    if (!name) return
+    const refused = await createSpace(name)
+    if (!refused) return
+    this.spaceError = refused.error
+    if (refused.suggestion) (form.elements.namedItem('space') as HTMLInputElement).value = refused.suggestion
   }
 
   private spaces(): IndexRow[] {
@@ -98,7 +117,13 @@ export class WeftHomePage extends LitElement {
         <h2 id="h-spaces">Your spaces</h2>
         ${spaces.length
           ? html`<ul class="cards" data-home="spaces">${spaces.map((s) => html`<li><a href=${nodeHref(s.path)}>${s.name}</a></li>`)}</ul>`
-          : html`<p class="muted">No spaces yet. Create one with “New space” in the navigation.</p>`}
+          : html`<p class="muted">No spaces yet. A space holds your documents and scripts, and the people you invite to it.</p>
+              <form class="first-space" aria-label="Your first space" @submit=${this.createFirstSpace}>
+                <label for="first-space">Name your first space</label>
+                <input id="first-space" name="space" required placeholder="e.g. Garden, Team notes" @input=${() => (this.spaceError = '')} />
+                <wa-button type="submit" size="s" variant="brand">Create space</wa-button>
+              </form>
+              ${this.spaceError ? html`<p class="error" role="alert">${this.spaceError}</p>` : ''}`}
       </section>
       <section aria-labelledby="h-recent">
         <h2 id="h-recent">Recently opened</h2>
@@ -107,8 +132,8 @@ export class WeftHomePage extends LitElement {
           : html`<p class="muted">Nodes you open on this device are listed here.</p>`}
       </section>
       <section aria-label="Your runs" data-home="runs">
-        <weft-activity-strip path=${session.userId} heading="Your runs" mine></weft-activity-strip>
-        <p class="muted">The runs you start anywhere (an operation, a script in a space) are listed here with their status.</p>
+        <weft-activity-strip path=${session.userId} heading="Your runs" mine
+          empty="None yet. The runs you start anywhere (an operation, a script in a space) are listed here with their status."></weft-activity-strip>
       </section>
       <section aria-labelledby="h-threads">
         <h2 id="h-threads">Your threads</h2>

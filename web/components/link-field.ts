@@ -77,12 +77,17 @@ export async function warmPicker(base: string): Promise<void> {
  * one writes the link; the person never types a path.
  */
 export class WeftLinkField extends LitElement {
-  static override properties = { key: {}, ref: {}, base: {}, readonly: { type: Boolean }, picking: { state: true }, query: { state: true } }
+  static override properties = { key: {}, ref: {}, base: {}, readonly: { type: Boolean }, chooser: {}, picking: { state: true }, query: { state: true } }
   declare key: string
   /** The page's node: its space and neighbours are listed first when the picker opens. */
   declare base: string
   declare ref: string
   declare readonly: boolean
+  /**
+   * [WEB54] Only a "Choose…" button and its picker, for a form that keeps the value itself (an
+   * operation's `node` input): its text names the input the choice is for.
+   */
+  declare chooser: string
   declare picking: boolean
   declare query: string
   private readonly names = new NamesController(this)
@@ -109,6 +114,7 @@ export class WeftLinkField extends LitElement {
     this.ref = ''
     this.base = ''
     this.readonly = false
+    this.chooser = ''
     this.picking = false
     this.query = ''
   }
@@ -137,7 +143,7 @@ export class WeftLinkField extends LitElement {
     const found = this.picks.value
     const rows = found?.rows ?? []
     return html`<div class="picker">
-      <input role="combobox" aria-expanded="true" aria-controls="picks" aria-label=${`Link ${this.key} to`} placeholder="Find a node by name"
+      <input role="combobox" aria-expanded="true" aria-controls="picks" aria-label=${this.chooser ? 'Find a node by name' : `Link ${this.key} to`} placeholder="Find a node by name"
         .value=${this.query} @input=${(e: Event) => (this.query = (e.target as HTMLInputElement).value)}
         @keydown=${(e: KeyboardEvent) => {
           if (e.key === 'Escape') this.picking = false
@@ -156,17 +162,23 @@ export class WeftLinkField extends LitElement {
     </div>`
   }
 
+  private toggle() {
+    this.picking = !this.picking
+    if (this.picking) background(warmPicker(this.base))
+    if (this.picking) void this.updateComplete.then(() => this.renderRoot.querySelector('input')?.focus())
+  }
+
   override render() {
+    if (this.chooser) {
+      return html`<button type="button" aria-expanded=${String(this.picking)} data-chooser=${this.chooser} @click=${this.toggle}>${this.picking ? 'Close the list' : 'Choose a node…'}</button>
+        ${this.picking ? this.renderPicker() : nothing}`
+    }
     const name = this.names.value[0]?.name ?? this.ref
     return html`<div class="row">
         ${this.ref ? html`<a href=${nodeHref(this.ref)} data-link=${this.ref} title=${this.ref}>${name}</a>` : html`<span>Not linked</span>`}
         ${this.readonly
           ? nothing
-          : html`<button type="button" aria-expanded=${String(this.picking)} @click=${() => {
-              this.picking = !this.picking
-              if (this.picking && this.base) background(warmPicker(this.base))
-              if (this.picking) void this.updateComplete.then(() => this.renderRoot.querySelector('input')?.focus())
-            }}>${this.picking ? 'Close' : 'Change…'}</button>`}
+          : html`<button type="button" aria-expanded=${String(this.picking)} @click=${this.toggle}>${this.picking ? 'Close' : 'Change…'}</button>`}
       </div>
       ${this.picking ? this.renderPicker() : nothing}`
   }

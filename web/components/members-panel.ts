@@ -13,6 +13,15 @@ import type { InviteView as InviteRow, MemberView as MemberRow } from '../../sha
  * only renders it.
  */
 const ROLES = ['Viewer', 'Commenter', 'Editor', 'Admin'] as const
+/** [WEB54] What each role lets someone do, beside its name in the invite form. */
+const ROLE_WORDS: Record<(typeof ROLES)[number], string> = {
+  Viewer: 'reads, runs scripts',
+  Commenter: 'reads, comments',
+  Editor: 'edits, creates, exports',
+  Admin: 'everything, invites, deletes',
+}
+/** [WEB54] The least an invite gives unless the Admin chooses more (it was Editor, chosen by default). */
+const DEFAULT_INVITE_ROLE = 'Viewer'
 /** An invite's status changes on the server when the invitee signs up: refresh while shown. */
 const REFRESH_MS = 4000
 
@@ -135,8 +144,10 @@ export class WeftMembersPanel extends LitElement {
     h3 { font-size: 1em; }
     table { border-collapse: collapse; width: 100%; margin: 0.4em 0 1em; }
     th, td { text-align: left; padding: 0.25em 0.5em; border-bottom: 1px solid #e4e4e4; vertical-align: top; }
-    form { display: flex; gap: 0.5em; flex-wrap: wrap; align-items: center; margin: 0.5em 0; }
-    input[type='email'] { min-width: 16em; }
+    form { display: flex; gap: 0.5em; flex-wrap: wrap; align-items: end; margin: 0.5em 0; }
+    label.stacked { display: flex; flex-direction: column; gap: 0.15em; font-size: 0.9em; }
+    input[type='email'], select { font: inherit; padding: 0.3em 0.45em; }
+    input[type='email'] { min-width: min(16em, 70vw); }
     .status { font-size: 0.85em; padding: 0.05em 0.45em; border-radius: 3px; background: #eee; }
     .status.Pending { background: #fff4cc; }
     .status.Fired { background: #d9f5dd; }
@@ -169,7 +180,7 @@ export class WeftMembersPanel extends LitElement {
     try {
       const r = await invitesApi<{ status: string; email: string }>('POST', `/api/spaces/${encodePath(this.path)}/invites`, {
         email,
-        role: String(fd.get('role') ?? 'Editor'),
+        role: String(fd.get('role') ?? DEFAULT_INVITE_ROLE),
         pin: fd.get('pin') === 'on',
       })
       this.notice = r.status === 'Granted' ? `${r.email} already has an account: access granted.` : `Invited ${r.email}: access lands when they sign up.`
@@ -210,11 +221,14 @@ export class WeftMembersPanel extends LitElement {
           </tbody>
         </table>`}
       ${canManage
-        ? html`<form @submit=${this.invite} aria-label="Invite by email">
-            <input type="email" name="email" placeholder="name@example.com" aria-label="Email" required />
-            <select name="role" aria-label="Role">
-              ${ROLES.map((r) => html`<option value=${r} ?selected=${r === 'Editor'}>${r}</option>`)}
-            </select>
+        ? html`<h3 id="h-invite">Invite someone</h3>
+          <form @submit=${this.invite} aria-label="Invite by email">
+            <label class="stacked">Email <input type="email" name="email" placeholder="name@example.com" required /></label>
+            <label class="stacked">Role
+              <select name="role">
+                ${ROLES.map((r) => html`<option value=${r} ?selected=${r === DEFAULT_INVITE_ROLE}>${r} · ${ROLE_WORDS[r]}</option>`)}
+              </select>
+            </label>
             <label><input type="checkbox" name="pin" checked /> Pin to their navigation</label>
             <wa-button type="submit" size="s" variant="brand" ?disabled=${this.busy}>Invite</wa-button>
           </form>`

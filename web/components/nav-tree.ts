@@ -1,6 +1,5 @@
 import { LitElement, css, html, nothing } from 'lit'
-import { nextFreeName, segmentForName } from './names.js'
-import { codeOf, humanError } from './error-text.js'
+import { createSpace } from './create-space.js'
 import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
@@ -188,22 +187,14 @@ export class WeftNavTree extends LitElement {
     const form = ev.target as HTMLFormElement
     const name = String(new FormData(form).get('space') ?? '').trim()
     if (!name) return
-    const path = segmentForName(name)
     this.error = ''
-    try {
-      await app().client.createNode(path, 'Space', name)
+    const refused = await createSpace(name)
+    if (!refused) {
       form.reset()
-      location.hash = nodeHref(path)
-    } catch (e) {
-      if (codeOf(e) === 'already_exists') {
-        const client = app().client
-        const free = await nextFreeName(name, (seg) => client.isPathTaken(seg))
-        this.error = `A space named like “${name}” exists already.${free ? ` Try “${free}”.` : ''}`
-        if (free) (form.elements.namedItem('space') as HTMLInputElement).value = free
-        return
-      }
-      this.error = humanError(e)
+      return
     }
+    this.error = refused.error
+    if (refused.suggestion) (form.elements.namedItem('space') as HTMLInputElement).value = refused.suggestion
   }
 
   override render() {

@@ -89,7 +89,7 @@ interface PickerRow {
 /**
  * [MOVE1] [MOVE5] `<weft-node-actions>`: Move… (a dialog to pick the new parent among the nodes the
  * caller can read) and Delete (to the trash of its space, with Undo). Both need the right to
- * delete the node where it is; without it they are shown disabled with the reason. A space's
+ * delete the node where it is; without it they are not offered, and the reason is said. A space's
  * Admins get its Trash page.
  */
 export class WeftNodeActions extends LitElement {
@@ -265,13 +265,19 @@ export class WeftNodeActions extends LitElement {
     const { path, nodeType } = this.view
     const top = !path.includes('/')
     const system = path.split('/').some((s) => s.startsWith('_'))
-    const reason = this.canDelete ? nothing : html`<span class="reason-off">Only an Admin can ${top || system ? 'delete' : 'move or delete'} this node.</span>`
+    // [WEB54] Without the right, the buttons are not offered (greyed-out red buttons read as a
+    // warning); the reason is said in words instead.
+    const reason = html`<span class="reason-off">Only an Admin can ${top || system ? 'delete' : 'move or delete'} this node.</span>`
     let buttons: unknown = nothing
     if (system || (top && nodeType !== 'User')) {
-      buttons = html`<wa-button size="s" variant="danger" appearance="outlined" ?disabled=${!this.canDelete} @click=${this.deleteForGood}>Delete${top ? ' space' : ''}…</wa-button>${reason}`
+      buttons = this.canDelete
+        ? html`<wa-button size="s" variant="danger" appearance="outlined" @click=${this.deleteForGood}>Delete${top ? ' space' : ''}…</wa-button>`
+        : reason
     } else if (!top) {
-      buttons = html`<wa-button size="s" appearance="outlined" ?disabled=${!this.canDelete} @click=${this.openMove}>Move…</wa-button>
-        <wa-button size="s" variant="danger" appearance="outlined" ?disabled=${!this.canDelete} @click=${this.trash}>Delete</wa-button>${reason}`
+      buttons = this.canDelete
+        ? html`<wa-button size="s" appearance="outlined" @click=${this.openMove}>Move…</wa-button>
+            <wa-button size="s" variant="danger" appearance="outlined" @click=${this.trash}>Delete</wa-button>`
+        : reason
     }
     return html`
       ${buttons}

@@ -25,6 +25,7 @@ import { mayWriteField } from './field-rules.js'
 import { renderTypedField, typedFieldStyles } from './typed-field.js'
 import { kindSelect, valueInput } from './add-field.js'
 import { warmPicker } from './link-field.js'
+import { showToast } from './toast.js'
 import './text-field.js'
 import './refused-list.js'
 import './value-view.js'
@@ -133,6 +134,11 @@ export class WeftNodePage extends LitElement {
     form.inline { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: end; margin-top: 1em; padding-top: 0.8em; border-top: 1px dashed #d5d9e4; }
     form.inline label { display: flex; flex-direction: column; gap: 0.15em; font-size: 0.9em; }
     form.inline :is(input, select, textarea):disabled { background: #f1f2f5; color: #767b86; border-color: #d5d9e4; cursor: not-allowed; }
+    /* [WEB54] A value the caller cannot change reads as text, not as a box to type into. */
+    .fields :is(input, textarea)[readonly] { background: transparent; border-color: transparent; cursor: default; }
+    .presence:empty { display: none; }
+    .description { margin: 0.6em 0; font-size: 1.05em; }
+    details.setup > summary { cursor: pointer; color: #345; margin: 0.4em 0; }
     input, select, textarea, button { font: inherit; padding: 0.35em 0.5em; border: 1px solid var(--wa-color-neutral-80, #bbc); border-radius: var(--wa-border-radius-m, 6px); background: #fff; color: inherit; }
     input:focus-visible, select:focus-visible, textarea:focus-visible, button:focus-visible { outline: var(--wa-focus-ring, 2px solid #36c); outline-offset: 1px; }
     button { cursor: pointer; background: var(--wa-color-neutral-95, #f4f6fb); }
@@ -299,6 +305,8 @@ export class WeftNodePage extends LitElement {
       form?.reset()
       // [WEB37] A new thread opens, ready for its first message.
       if (nodeType === 'Thread') location.hash = nodeHref(path)
+      // [WEB54] Anything else stays listed here (to make several in a row), with a way to open it.
+      else showToast(`Created “${name}”.`, { label: 'Open', run: () => void (location.hash = nodeHref(path)) })
     } catch (e) {
       if (codeOf(e) === 'already_exists') {
         const client = app().client
@@ -471,15 +479,13 @@ export class WeftNodePage extends LitElement {
           : nothing}
         ${view.localOnly ? html`<span class="pending">created on this device, not yet on the server</span>` : nothing}
       </header>
-      <p class="presence" aria-live="polite" data-presence=${others.map((u) => u.name).join(',')}>
-        ${others.length ? html`Also here: ${others.map((u) => u.name).join(', ')}` : 'Nobody else is here.'}
-      </p>
+      <p class="presence" aria-live="polite" data-presence=${others.map((u) => u.name).join(',')}>${others.length ? html`Also here: ${others.map((u) => u.name).join(', ')}` : nothing}</p>
       ${access?.denied ? html`<p class="denied" role="alert" data-denied=${access.denied.code}>Access removed: ${humanMessage(access.denied.code, access.denied.message)}</p>` : nothing}
-      ${!canUpdate && view.nodeType !== 'ActivityLog' && view.nodeType !== 'Thread' ? html`<p class="readonly">You can view this node; your role cannot edit it.</p>` : nothing}
+      ${!canUpdate && view.nodeType !== 'ActivityLog' && view.nodeType !== 'Thread' ? html`<p class="readonly">${readOnlyLine(canCreate)}</p>` : nothing}
       <weft-refused-list .path=${view.path}></weft-refused-list>
       ${this.pageError ? html`<p class="error" role="alert">${this.pageError}</p>` : nothing}
       ${view.nodeType === 'ActivityLog' ? this.renderRun(view) : view.nodeType === 'Thread' ? this.renderThread(view) : keyed(view.path, this.renderEditable(view, kids, canUpdate, canCreate))}
-      ${(view.nodeType === 'ActivityLog' && !canDelete) || neverDeletable
+      ${(view.nodeType === 'ActivityLog' && !canDelete) || neverDeletable || (!canDelete && !canUpdate)
         ? nothing
         : html`<section><weft-node-actions .view=${view} ?canDelete=${canDelete} ?canManage=${this.can('ManageAccess')}></weft-node-actions></section>`}
     `
@@ -512,21 +518,36 @@ export class WeftNodePage extends LitElement {
   private renderEditable(view: NodeView, kids: IndexRow[], canUpdate: boolean, canCreate: boolean) {
     // [WEB30] Only what a person browses: the query counts them before its limit.
     const shown = kids
-    return html`
-      <section aria-label="Content" @field-error=${(e: CustomEvent<FieldProblem>) => (this.fieldError = e.detail.message ? e.detail : '')} @field-commit=${this.onFieldCommit}>
-        <form class="fields" aria-label=${`Fields of ${view.name}`} @submit=${(e: Event) => e.preventDefault()}>
+    const fields = html`<form class="fields" aria-label=${`Fields of ${view.name}`} @submit=${(e: Event) => e.preventDefault()}>
           ${repeat(view.fields.filter((k) => !EXTENSION_FIELDS[view.nodeType]?.includes(k)), (k) => k, (k) => this.renderField(view, k))}
-        </form>
+        </form>`
+    // [WEB54] Someone who may run a script but not change it (a Viewer, anyone on a built-in
+    // operation) meets what it does and its Run first; how it is set up is one click away.
+    const runFirst = view.nodeType === 'Code' && !canUpdate
+    const description = typeof view.content.Description === 'string' ? view.content.Description : ''
+    return html`
+      ${runFirst && description ? html`<p class="description">${description}</p>` : nothing}
+      ${runFirst ? this.renderExtension(view) : nothing}
+      <section aria-label="Content" @field-error=${(e: CustomEvent<FieldProblem>) => (this.fieldError = e.detail.message ? e.detail : '')} @field-commit=${this.onFieldCommit}>
+        ${runFirst ? html`<details class="setup"><summary>How it is set up</summary>${fields}</details>` : fields}
         ${this.renderFieldError()}
-        <form class="inline" aria-label="Add a field" @submit=${this.onAddField}>
-          <label>Field <input name="key" required ?disabled=${!canUpdate} /></label>
-          <label @change=${(e: Event) => (this.addKind = (e.target as HTMLSelectElement).value as FieldKind)}>Kind ${kindSelect(!canUpdate)}</label>
-          <label>Value ${valueInput(this.addKind, !canUpdate)}</label>
-          <wa-button type="submit" size="s" variant="neutral" appearance="outlined" ?disabled=${!canUpdate} title=${canUpdate ? '' : 'Your role cannot edit this node'}>Add field</wa-button>
-          ${canUpdate ? nothing : html`<span class="reason-off">Your role cannot add fields here.</span>`}
-        </form>
+        ${canUpdate
+          ? html`<form class="inline" aria-label="Add a field" @submit=${this.onAddField}>
+              <label>Field <input name="key" required /></label>
+              <label @change=${(e: Event) => (this.addKind = (e.target as HTMLSelectElement).value as FieldKind)}>Kind ${kindSelect(false)}</label>
+              <label>Value ${valueInput(this.addKind, false)}</label>
+              <wa-button type="submit" size="s" variant="neutral" appearance="outlined">Add field</wa-button>
+            </form>`
+          : nothing}
       </section>
-      ${this.renderExtension(view)}
+      ${runFirst ? nothing : this.renderExtension(view)}
+      ${kids.length === 0 && !canCreate ? nothing : this.renderChildren(view, shown, kids, canCreate)}
+    `
+  }
+
+  /** [WEB54] Not shown to a reader who has none to read and may create none. */
+  private renderChildren(view: NodeView, shown: IndexRow[], kids: IndexRow[], canCreate: boolean) {
+    return html`
       <section aria-label="Children">
         <h2>Children</h2>
         ${shown.length ? nothing : html`<p class="reason-off">No children yet.</p>`}
@@ -534,17 +555,26 @@ export class WeftNodePage extends LitElement {
           ${repeat(this.allChildren ? shown : shown.slice(0, FIRST_SCREEN_CHILDREN), (k) => k.path, (k) => html`<li><a href=${nodeHref(k.path)}>${k.name}</a> <small>${k.nodeType}</small>${k.pending ? html` <span class="pending" title="Saved on this device, not yet synced">•</span>` : nothing}</li>`)}
         </ul>
         ${kids.length >= CHILD_LIMIT ? html`<p>Showing the first ${CHILD_LIMIT}.</p>` : nothing}
-        <form class="inline" aria-label="New child node" @submit=${this.onCreateChild} @input=${() => (this.createError = null)}>
-          <label>Name <input name="name" required ?disabled=${!canCreate} /></label>
-          <label>Type ${typeSelect}</label>
-          <wa-button type="submit" size="s" variant="brand" ?disabled=${!canCreate} title=${canCreate ? '' : 'Your role cannot create nodes here'}>Create</wa-button>
-          ${canCreate ? nothing : html`<span class="reason-off">Your role cannot create nodes here.</span>`}
-        </form>
+        ${canCreate
+          ? html`<form class="inline" aria-label="New child node" @submit=${this.onCreateChild} @input=${() => (this.createError = null)}>
+              <label>Name <input name="name" required /></label>
+              <label>Type ${typeSelect}</label>
+              <wa-button type="submit" size="s" variant="brand">Create</wa-button>
+            </form>`
+          : nothing}
         ${this.renderCreateError()}
       </section>
     `
   }
 }
+/**
+ * [WEB54] What a reader without Update is told, once, instead of disabled forms: controls the
+ * role cannot use are not shown at all.
+ */
+function readOnlyLine(canCreate: boolean): string {
+  return canCreate ? 'Your role can add nodes here but not change this one.' : 'View only: your role can read this node but not change it.'
+}
+
 /** What a node made here starts with: a Code node its template [WEB19], a thread the built-in agent [WEB37]. */
 function initialContent(nodeType: string, parent: string): JsonObject {
   if (nodeType === 'Code') return newCodeContent() as JsonObject

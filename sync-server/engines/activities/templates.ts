@@ -85,13 +85,15 @@ async function* children(parent) {
   }
 }
 await walk(Inputs.Root, 0);
+// The last word on the bar agrees with the log's count (access assignments included).
+Progress(1, nodes.length + ' nodes');
 `
 
 const EXPORT_JSON = () => `${WALK()}
 const bundle = { Format: 'weft-bundle/1', Root: Inputs.Root, ExportedAt: new Date().toISOString(),
   Nodes: nodes.map(({ depth, ...n }) => n) };
-const size = JSON.stringify(bundle).length;
-Log.info('Exported ' + nodes.length + ' nodes from ' + Inputs.Root + ' (' + size + ' bytes of JSON).');
+// No size here: the result panel says the size of the file it downloads (one figure, not three).
+Log.info('Exported ' + nodes.length + ' nodes from ' + Inputs.Root + '.');
 return bundle;
 `
 
@@ -106,7 +108,7 @@ for (const n of nodes) {
   lines.push('');
 }
 const markdown = lines.join('\\n');
-Log.info('Exported ' + nodes.length + ' nodes from ' + Inputs.Root + ' as Markdown (' + markdown.length + ' characters).');
+Log.info('Exported ' + nodes.length + ' nodes from ' + Inputs.Root + ' as Markdown.');
 return { Markdown: markdown, Bytes: markdown.length, Nodes: nodes.length };
 `
 
@@ -146,7 +148,7 @@ export function templates(): Record<string, JsonObject> {
       Language: 'javascript',
       IsExecutable: true,
       ActivityParentPath: '{viewer}',
-      Description: 'Export a subtree as a JSON bundle (the output; size in the log).',
+      Description: 'Export a subtree as a JSON bundle, to download or to import elsewhere.',
       Inputs: { Root: { Type: 'node', Label: 'Subtree to export', Required: true, Requires: 'Export' } },
       Source: EXPORT_JSON().trim(),
     },
