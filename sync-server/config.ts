@@ -39,6 +39,8 @@ export interface ServerConfig {
   trashRetentionMs: number
   /** Most rooms one /mux socket may hold at once. */
   maxRoomsPerSocket: number
+  /** [SYNC17] A socket's updates waiting to be stored and joins waiting on their node, past which it is not read (MAX_IN_FLIGHT_PER_SOCKET). */
+  maxInFlightPerSocket: number
   /** Deepest JSON a client may write, over every transport (MAX_JSON_DEPTH). */
   maxJsonDepth: number
   /** [AUTH3] Login throttling (sync-server/auth/login-throttle.ts). */
@@ -98,6 +100,7 @@ export function defaultConfig(): ServerConfig {
     trashRetentionMs: 30 * 24 * 3600 * 1000,
     contextualOutcomeRetentionDays: 30,
     maxRoomsPerSocket: 20_000,
+    maxInFlightPerSocket: 256,
     maxJsonDepth: 64,
     loginFreeFailuresPerAccount: DEFAULT_LOGIN_LIMITS.freePerAccount,
     loginFreeFailuresPerAddress: DEFAULT_LOGIN_LIMITS.freePerAddress,
@@ -130,6 +133,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     tokenTtlMs: int(env.TOKEN_TTL_MS, d.tokenTtlMs, 'TOKEN_TTL_MS'),
     trashRetentionMs: int(env.TRASH_RETENTION_MS, d.trashRetentionMs, 'TRASH_RETENTION_MS'),
     maxRoomsPerSocket: int(env.MAX_ROOMS_PER_SOCKET, d.maxRoomsPerSocket, 'MAX_ROOMS_PER_SOCKET'),
+    maxInFlightPerSocket: Math.max(2, int(env.MAX_IN_FLIGHT_PER_SOCKET, d.maxInFlightPerSocket, 'MAX_IN_FLIGHT_PER_SOCKET')),
     maxJsonDepth: Math.max(1, int(env.MAX_JSON_DEPTH, d.maxJsonDepth, 'MAX_JSON_DEPTH')),
     loginFreeFailuresPerAccount: int(env.LOGIN_FREE_FAILURES_PER_ACCOUNT, d.loginFreeFailuresPerAccount, 'LOGIN_FREE_FAILURES_PER_ACCOUNT'),
     loginFreeFailuresPerAddress: int(env.LOGIN_FREE_FAILURES_PER_ADDRESS, d.loginFreeFailuresPerAddress, 'LOGIN_FREE_FAILURES_PER_ADDRESS'),

@@ -160,6 +160,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     onRevoked: (listener) => auth.onRevoked(listener),
     maxPayloadBytes: config.maxPayloadBytes,
     maxRoomsPerSocket: config.maxRoomsPerSocket,
+    maxUpdatesInFlight: config.maxInFlightPerSocket,
     log,
     onRefused: (code, transport) => metrics.refused(code, transport),
   })

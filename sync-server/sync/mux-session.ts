@@ -208,6 +208,9 @@ export class MuxSession {
       this.opts.log.error({ err: e, path }, 'mux join failed')
       this.sendFrame({ type: MuxType.Denied, path, closeCode: 1011, code: 'internal', message: 'Joining failed; retry.' })
     })
+    // [SYNC17] A join waiting on its node (the access check, the doc loaded) is bounded work like
+    // an update: past the in-flight limit the socket stops being read until half have settled.
+    this.inFlight.track(r.chain)
   }
 
   /** [SYNC16] The client has read this room's Joined (see `heardAfterJoined`). */
