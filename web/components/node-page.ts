@@ -136,7 +136,8 @@ export class WeftNodePage extends LitElement {
     form.inline :is(input, select, textarea):disabled { background: #f1f2f5; color: #767b86; border-color: #d5d9e4; cursor: not-allowed; }
     /* [WEB54] A value the caller cannot change reads as text, not as a box to type into. */
     .fields :is(input, textarea)[readonly] { background: transparent; border-color: transparent; cursor: default; }
-    .presence:empty { display: none; }
+    /* Empty (nobody else here) it takes no room, and stays a live region for who arrives. */
+    .presence:empty { margin: 0; }
     .description { margin: 0.6em 0; font-size: 1.05em; }
     details.setup > summary { cursor: pointer; color: #345; margin: 0.4em 0; }
     input, select, textarea, button { font: inherit; padding: 0.35em 0.5em; border: 1px solid var(--wa-color-neutral-80, #bbc); border-radius: var(--wa-border-radius-m, 6px); background: #fff; color: inherit; }
