@@ -81,8 +81,21 @@ export class MuxSession {
     sendBounded(this.ws, encodeMuxFrame(frame), this.sendLimit)
   }
 
-  /** One frame off the wire. An Update over the payload limit is refused by name, not by closing. */
+  /**
+   * One frame off the wire, handled once the socket's in-flight gate is open ([SYNC17]). An Update
+   * over the payload limit is refused by name, not by closing.
+   */
   receive(bytes: Uint8Array): void {
+    this.inFlight.admit(() => {
+      try {
+        this.receiveNow(bytes)
+      } catch (e) {
+        this.fail(e)
+      }
+    })
+  }
+
+  private receiveNow(bytes: Uint8Array): void {
     // Frames still buffered when this socket was closed (4429, 1013, 4401) cost nothing more.
     if (this.ws.readyState !== this.ws.OPEN) return
     const frame = decodeMuxFrame(bytes)

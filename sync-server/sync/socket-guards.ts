@@ -52,11 +52,27 @@ export function spendRefusal(ws: SessionSocket, budget: RefusalBudget): void {
 export class InFlightGate {
   private count = 0
   private paused = false
+  /**
+   * [SYNC17] Frames that arrived while the gate was closed: pausing the socket stops it reading,
+   * but the WebSocket library still delivers every frame of the chunk it already read (a burst of
+   * thousands of small frames is one chunk). They wait here, in order, bounded by what was read
+   * before the pause, and run as the gate opens.
+   */
+  private readonly held: (() => void)[] = []
 
   constructor(
     private readonly ws: SessionSocket,
     private readonly max: number,
   ) {}
+
+  /** Runs `frame` now, or once the gate opens when it is closed (in arrival order). `frame` must not throw. */
+  admit(frame: () => void): void {
+    if (this.paused || this.held.length > 0) {
+      this.held.push(frame)
+      return
+    }
+    frame()
+  }
 
   track(written: Promise<unknown>): void {
     this.count++
@@ -68,7 +84,9 @@ export class InFlightGate {
       this.count--
       if (this.paused && this.count <= this.max / 2) {
         this.paused = false
-        this.ws.resume()
+        // Held frames first: they may close the gate again before the socket is read.
+        while (this.held.length > 0 && !this.paused) this.held.shift()!()
+        if (!this.paused && this.ws.readyState === this.ws.OPEN) this.ws.resume()
       }
     }
     written.then(settle, settle)

@@ -114,8 +114,12 @@ export class SyncSession {
     return session
   }
 
-  /** One y-websocket message off the wire; whatever it throws costs this socket only. */
+  /** One y-websocket message off the wire, once the in-flight gate is open ([SYNC17]); whatever it throws costs this socket only. */
   receive(m: Uint8Array): void {
+    this.inFlight.admit(() => this.receiveNow(m))
+  }
+
+  private receiveNow(m: Uint8Array): void {
     const ws = this.ws
     if (ws.readyState !== ws.OPEN) return
     if (m.length > this.opts.maxPayloadBytes) {

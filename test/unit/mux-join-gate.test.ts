@@ -46,7 +46,7 @@ function heldNodes() {
 }
 
 describe('[SYNC17] joins count against the socket in-flight limit', () => {
-  it('past the limit the socket is paused until half of the joins settled; every join is answered', async () => {
+  it('past the limit the socket is paused and frames already delivered are held until half of the joins settled; every join is answered, in order', async () => {
     const { ws, frames } = fakeSocket()
     const { nodes, waiting } = heldNodes()
     const limit = 8
@@ -58,13 +58,20 @@ describe('[SYNC17] joins count against the socket in-flight limit', () => {
     await new Promise((r) => setImmediate(r))
     expect(ws.paused).toBe(true)
     expect(waiting.length).toBe(limit)
-    // Half settle: reading resumes.
+    // The WebSocket library still delivers the frames of a chunk it read before the pause: held.
+    for (let i = limit; i < limit + 3; i++) session.receive(encodeMuxFrame({ type: MuxType.Join, path: `S/n${i}` }))
+    await new Promise((r) => setImmediate(r))
+    expect(waiting.length).toBe(limit)
+    // Half settle: the held frames run (in order), then reading resumes.
     for (const release of waiting.splice(0, limit / 2)) release()
     for (let i = 0; i < 5 && ws.paused; i++) await new Promise((r) => setImmediate(r))
     expect(ws.paused).toBe(false)
+    expect(waiting.length).toBe(limit / 2 + 3)
     for (const release of waiting.splice(0)) release()
-    for (let i = 0; i < 5 && frames.length < limit; i++) await new Promise((r) => setImmediate(r))
-    expect(frames.filter((f) => f.type === MuxType.Denied && f.code === 'not_found')).toHaveLength(limit)
+    for (let i = 0; i < 5 && frames.length < limit + 3; i++) await new Promise((r) => setImmediate(r))
+    const denied = frames.filter((f) => f.type === MuxType.Denied && f.code === 'not_found').map((f) => f.path)
+    expect(denied).toHaveLength(limit + 3)
+    expect(denied.slice(limit / 2)).toEqual(Array.from({ length: limit / 2 + 3 }, (_, i) => `S/n${limit / 2 + i}`))
     expect(ws.pauses).toBe(1)
   })
 })
