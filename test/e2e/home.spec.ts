@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises'
 import { expect, test, type Page } from '@playwright/test'
-import { adminAndViewerOn, api, getContent, openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+import { adminAndViewerOn, api, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * Issue 16 "Home": a landing page (spaces, recent nodes, runs, pending invites), the profile as
@@ -234,6 +234,42 @@ test('[WEB18] Operations in the navigation lists the built-in and shared operati
   await expect.poll(() => v.page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
   await v.page.screenshot({ path: 'test-results/code-who-sees-viewer-390.png' })
   await v.context.close()
+})
+
+test('[WEB54] the Requires verdict follows a role change, and a server that cannot answer is not asked again in a loop', async ({ browser }) => {
+  const wes = await signUp(server, 'Wes')
+  await grant(server, ann, 'Lab', wes.userId, 'Viewer')
+  const w = await openLoggedIn(browser, server, wes, 'Admin/Operations/ExportJson')
+  const asked: string[] = []
+  w.page.on('request', (r) => {
+    if (r.url().includes('/api/permissions/')) asked.push(decodeURIComponent(r.url().split('/api/permissions/')[1]!))
+  })
+  await w.page.locator('weft-code-page').getByRole('button', { name: 'New run…' }).click()
+  const panel = w.page.locator('weft-code-page weft-activity-panel')
+  const root = panel.locator('#in-Root')
+  await root.fill('Lab')
+  await root.press('Tab')
+  await expect(panel.locator('[data-reason="requires"]')).toContainText('does not include Export')
+  await expect(panel.locator('.start-run')).toHaveAttribute('disabled')
+  // Raised to Editor: the refusal goes (the change feed tells of the assignment), Start is offered.
+  await grant(server, ann, 'Lab', wes.userId, 'Editor')
+  await expect(panel.locator('[data-reason="requires"]')).toHaveCount(0, { timeout: 30_000 })
+  await expect(panel.locator('.start-run')).not.toHaveAttribute('disabled')
+  // The server failing: not judged (the server decides on Start), and asked once, not in a loop.
+  await w.context.route('**/api/permissions/**', (route) => route.fulfill({ status: 503, contentType: 'application/json', body: '{"error":{"code":"unavailable","message":"down"}}' }))
+  await root.fill('Lab/Notes')
+  await root.press('Tab')
+  await expect(syncStatus(w.page)).toHaveText(/All changes synced/)
+  await expect.poll(() => asked.filter((p) => p === 'Lab/Notes').length).toBe(1)
+  await expect(panel.locator('[data-reason="requires"]')).toHaveCount(0)
+  await expect(panel.locator('.start-run')).not.toHaveAttribute('disabled')
+  // Renders since (a second input change) ask nothing more about it.
+  await root.fill('Lab/Notes ')
+  await root.fill('Lab/Notes')
+  await root.press('Tab')
+  await expect(syncStatus(w.page)).toHaveText(/All changes synced/)
+  expect(asked.filter((p) => p === 'Lab/Notes')).toHaveLength(1)
+  await w.context.close()
 })
 
 test('[WEB19] a Code node created in the app starts from the commented script API template, which runs; creating logs no console error (no 404 probe)', async ({ browser }) => {

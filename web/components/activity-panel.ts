@@ -1,5 +1,5 @@
 import { LitElement, css, html, nothing } from 'lit'
-import { EMPTY, catchError, filter, from, map, merge, of, switchMap } from 'rxjs'
+import { EMPTY, catchError, filter, from, map, merge, of, switchMap, type Subscription } from 'rxjs'
 import type { JsonObject, JsonValue } from '../../shared/json.js'
 import { ObservableController } from '../controllers/index.js'
 import { PeopleController } from '../controllers/people-controller.js'
@@ -60,8 +60,20 @@ export class WeftActivityPanel extends LitElement {
   private readonly access = new ObservableController<ReplicaState>(this)
   private readonly code = new ObservableController<CodeNow | null>(this)
   private readonly people = new PeopleController(this)
-  /** [WEB54] The caller's rights at the nodes a draft's `node` inputs name (asked once each; 'asking' meanwhile). */
-  private readonly rightsAt = new Map<string, RightsAt | 'asking'>()
+  /**
+   * [WEB54] The caller's rights at the nodes a draft's `node` inputs name: asked once each
+   * ('asking' meanwhile; 'unjudged' when the server could not be asked, offline say, asked again
+   * once the browser is online). Forgotten whenever an access assignment or a membership the
+   * caller can see changes: a refusal must not outlive the role it was about.
+   */
+  private readonly rightsAt = new Map<string, RightsAt | 'asking' | 'unjudged'>()
+  private accessChanges: Subscription | null = null
+  /** The output as text and as the file Download saves, for the value last shown. */
+  private output: { value: JsonValue; md: boolean; text: string; file: Blob } | null = null
+  private readonly onOnline = () => {
+    for (const [k, v] of this.rightsAt) if (v === 'unjudged') this.rightsAt.delete(k)
+    this.requestUpdate()
+  }
 
   static override styles = css`
     :host { display: block; border: 1px solid #ccd; border-radius: 6px; padding: 0.6em 0.8em; margin: 0.6em 0; background: #fff; min-width: 0; }
@@ -107,6 +119,25 @@ export class WeftActivityPanel extends LitElement {
     this.markedLine = 0
   }
 
+  override connectedCallback() {
+    super.connectedCallback()
+    window.addEventListener('online', this.onOnline)
+    this.accessChanges = app()
+      .client.feed$.pipe(filter((c) => c.path.includes('/_Access/') || c.path.endsWith('_Membership')))
+      .subscribe(() => {
+        if (this.rightsAt.size === 0) return
+        this.rightsAt.clear()
+        this.requestUpdate()
+      })
+  }
+
+  override disconnectedCallback() {
+    super.disconnectedCallback()
+    window.removeEventListener('online', this.onOnline)
+    this.accessChanges?.unsubscribe()
+    this.accessChanges = null
+  }
+
   override willUpdate() {
     if (!this.path) return
     const path = this.path
@@ -148,15 +179,22 @@ export class WeftActivityPanel extends LitElement {
       if (d?.Type !== 'node' || !d.Requires || typeof at !== 'string' || at === '' || this.rightsAt.has(at)) continue
       this.rightsAt.set(at, 'asking')
       const { api } = app().client
-      Promise.all([api.capabilities(at), api.getNode(at)])
-        .then(([caps, node]) => this.rightsAt.set(at, { name: node.name, permissions: new Set(caps.permissions) }))
-        .catch((e: unknown) => {
-          // Not there or not readable: said so. Offline or the server unreachable: not judged here.
+      Promise.all([api.capabilities(at), api.getNode(at)]).then(
+        ([caps, node]) => {
+          if (this.rightsAt.get(at) !== 'asking') return // forgotten meanwhile (an access change): asked again
+          this.rightsAt.set(at, { name: node.name, permissions: new Set(caps.permissions) })
+          this.requestUpdate()
+        },
+        (e: unknown) => {
+          if (this.rightsAt.get(at) !== 'asking') return
+          // Not there (or moved away) or not readable: said so. Anything else (offline, the server
+          // failing): not judged here, and not asked again at once (the server decides on Start).
           const code = (e as { code?: string }).code
-          if (code === 'not_found' || code === 'forbidden' || code === 'invalid_path') this.rightsAt.set(at, null)
-          else this.rightsAt.delete(at)
-        })
-        .finally(() => this.requestUpdate())
+          const gone = code === 'not_found' || code === 'forbidden' || code === 'invalid_path' || code === 'moved'
+          this.rightsAt.set(at, gone ? null : 'unjudged')
+          if (gone) this.requestUpdate()
+        },
+      )
     }
   }
 
@@ -167,7 +205,7 @@ export class WeftActivityPanel extends LitElement {
       const at = given[k]
       if (d?.Type !== 'node' || !d.Requires || typeof at !== 'string' || at === '') continue
       const rights = this.rightsAt.get(at)
-      if (rights === undefined || rights === 'asking') continue
+      if (rights === undefined || rights === 'asking' || rights === 'unjudged') continue
       if (rights === null) out.push(`${d.Label ?? k}: no node you can read is at “${at}”.`)
       else if (!rights.permissions.has(d.Requires)) {
         const holders = rolesWith(d.Requires)
@@ -212,9 +250,13 @@ export class WeftActivityPanel extends LitElement {
 
   /** The output, downloadable: Markdown when the operation returned `{ Markdown }`, JSON otherwise. */
   private renderOutput(name: string, value: JsonValue) {
-    const md = value && typeof value === 'object' && !Array.isArray(value) && typeof value.Markdown === 'string' ? value.Markdown : null
-    const text = md ?? JSON.stringify(value, null, 2)
-    const file = new Blob([text], { type: md ? 'text/markdown' : 'application/json' })
+    // Made once per output (not at each render: presence and feed updates render too).
+    if (this.output?.value !== value) {
+      const md = value && typeof value === 'object' && !Array.isArray(value) && typeof value.Markdown === 'string' ? value.Markdown : null
+      const text = md ?? JSON.stringify(value, null, 2)
+      this.output = { value, md: md !== null, text, file: new Blob([text], { type: md !== null ? 'text/markdown' : 'application/json' }) }
+    }
+    const { md, text, file } = this.output
     // [WEB54] One size, the file's: the log no longer says one and the preview another.
     const shown = text.length > 20_000 ? `${text.slice(0, 20_000)}\n… (the beginning only: download the whole file)` : text
     const download = () => {

@@ -73,7 +73,7 @@ export class WeftThreadList extends LitElement {
   override render() {
     const threads = this.threads.value
     if (threads === undefined) return html`<p class="muted">Loading…</p>`
-    if (threads.length === 0) return html`<p class="muted">No threads yet. To start one, open a space, give it a name under Children, choose Thread as its type and press Create.</p>`
+    if (threads.length === 0) return html`<p class="muted">No threads yet. To start one, open a space where you may add nodes, give it a name under Children, choose Thread as its type and press Create.</p>`
     return html`<ul data-home="threads">
         ${repeat(threads.slice(0, SHOWN), (t) => t.path, (t) => html`<li><weft-thread-link home .path=${t.path}></weft-thread-link></li>`)}
       </ul>
