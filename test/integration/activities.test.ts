@@ -372,7 +372,7 @@ describe('activities: built-in operations', () => {
   it('[ACT14] export a subtree as a JSON bundle and as Markdown, and import the bundle into a space', async () => {
     const src = await createSpace(ts.url, alice.token)
     await api(ts.url, alice.token).putNode(`${src}/notes`, 'Document', { Title: 'Notes' })
-    await api(ts.url, alice.token).putNode(`${src}/notes/a`, 'Document', { Body: 'line one\nline two' })
+    await api(ts.url, alice.token).putNode(`${src}/notes/a`, 'Document', { Body: 'line one\nline two', Title: 'Café ☕' })
     // Engine state under the subtree (a Code node's _Check) is not exported: an import could not write it.
     await api(ts.url, alice.token).putNode(`${src}/notes/tool`, 'Code', { Language: 'javascript', Source: 'return 1' })
     await waitFor(async () => (await api(ts.url, alice.token).getNode(`${src}/notes/tool/_Check`)).status === 200, 10_000)
@@ -385,7 +385,11 @@ describe('activities: built-in operations', () => {
     expect(texts(exported).join('\n')).toMatch(/^Exported 3 nodes from .*\.$/m)
 
     const md = await waitForStatus(ts.url, alice.token, await run(ts.url, alice.token, 'Admin/Operations/ExportMarkdown', { inputs: { Root: `${src}/notes` } }), terminal)
-    expect(String((md.content.ReturnValue as { Markdown: string }).Markdown)).toContain('# notes')
+    const markdown = md.content.ReturnValue as { Markdown: string; Bytes: number }
+    expect(markdown.Markdown).toContain('# notes')
+    expect(markdown.Markdown).toContain('Café ☕')
+    // [WEB54] Bytes is the size of the file the panel downloads (UTF-8), not the count of characters.
+    expect(markdown.Bytes).toBe(Buffer.byteLength(markdown.Markdown, 'utf8'))
 
     const dst = await createSpace(ts.url, alice.token)
     await grantRole(ts.url, alice.token, dst, viewer.userId, 'Viewer')

@@ -109,7 +109,10 @@ for (const n of nodes) {
 }
 const markdown = lines.join('\\n');
 Log.info('Exported ' + nodes.length + ' nodes from ' + Inputs.Root + ' as Markdown.');
-return { Markdown: markdown, Bytes: markdown.length, Nodes: nodes.length };
+// Bytes as UTF-8, the size of the file the result panel downloads (not the count of characters).
+let bytes = markdown.length;
+try { bytes = encodeURIComponent(markdown).replace(/%[0-9A-F]{2}/g, '-').length; } catch (e) { /* a lone surrogate: characters */ }
+return { Markdown: markdown, Bytes: bytes, Nodes: nodes.length };
 `
 
 const IMPORT_JSON = () => `${writableHelpers()}
