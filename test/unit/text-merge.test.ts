@@ -183,6 +183,90 @@ describe('[WEB3] carrying typing over a conversion race', () => {
   })
 })
 
+describe('[WEB53] carrying an edit onto a text others changed since', () => {
+  /** `steps` applied to `text`, as the replica applies them to a Y.Text. */
+  const applySteps = (text: string, steps: { index: number; remove: number; insert: string }[]) => {
+    const doc = new Y.Doc()
+    const t = doc.getText('t')
+    t.insert(0, text)
+    for (const st of steps) {
+      if (st.remove > 0) t.delete(st.index, st.remove)
+      if (st.insert.length > 0) t.insert(st.index, st.insert)
+    }
+    return t.toString()
+  }
+
+  it('[WEB53] what the edit changed lands among what others changed: theirs kept, ours inserted, nothing doubled', async () => {
+    const { rebaseTextEdit } = await import('../../web/sync/text-rebase.js')
+    const carry = (base: string, ours: string, current: string) => applySteps(current, rebaseTextEdit(base, ours, current)!)
+    expect(carry('s0', 's0a', 'ZYs0')).toBe('ZYs0a')
+    expect(carry('Alpha. Beta.', 'Alpha one. Beta.', 'Alpha. Beta two.')).toBe('Alpha one. Beta two.')
+    // Two places at once (a multi-cursor edit), theirs between them.
+    expect(carry('abcdef', 'aXbcdeYf', 'abcQdef')).toBe('aXbcQdeYf')
+    // Ours takes out a span they typed into: only the characters ours saw go.
+    expect(carry('abcdef', 'af', 'abcQdef')).toBe('aQf')
+    // They took out what ours typed beside: nothing comes back.
+    expect(carry('abc', 'abXc', 'ac')).toBe('aXc')
+    // A pair of UTF-16 units is one character: never split.
+    expect(carry('a😀b', 'a😀Xb', 'a😁b')).toBe('a😁Xb')
+    expect(carry('a😀b', 'ab', 'a😀😁b')).toBe('a😁b')
+    // Nothing changed by ours: no step.
+    expect(rebaseTextEdit('abc', 'abc', 'xabcx')).toEqual([])
+  })
+
+  it('[WEB53] property: every character others inserted is there once, every one ours inserted once, and a character either took out is gone', async () => {
+    const { rebaseTextEdit } = await import('../../web/sync/text-rebase.js')
+    // One edit of a base: per base character kept or taken out, per gap what is inserted (unique characters).
+    const edit = (n: number, from: number) =>
+      fc.tuple(fc.array(fc.boolean(), { minLength: n, maxLength: n }), fc.array(fc.nat(3), { minLength: n + 1, maxLength: n + 1 })).map(([keep, ins]) => {
+        let next = from
+        const inserted: string[] = []
+        let s = ''
+        for (let g = 0; g <= n; g++) {
+          for (let i = 0; i < ins[g]!; i++) {
+            const ch = String.fromCodePoint(next++)
+            inserted.push(ch)
+            s += ch
+          }
+          if (g < n && keep[g]) s += String.fromCodePoint(0x4e00 + g)
+        }
+        return { s, keep, inserted }
+      })
+    fc.assert(
+      fc.property(
+        fc.nat(12).chain((n) => fc.tuple(fc.constant(n), edit(n, 0xac00), edit(n, 0x1f600))),
+        ([n, ours, theirs]) => {
+          const base = Array.from({ length: n }, (_, i) => String.fromCodePoint(0x4e00 + i)).join('')
+          const out = applySteps(theirs.s, rebaseTextEdit(base, ours.s, theirs.s)!)
+          const count = (ch: string) => out.split(ch).length - 1
+          for (const ch of [...ours.inserted, ...theirs.inserted]) expect(count(ch)).toBe(1)
+          for (let i = 0; i < n; i++) expect(count(String.fromCodePoint(0x4e00 + i))).toBe(ours.keep[i] && theirs.keep[i] ? 1 : 0)
+          expect(Array.from(out).length).toBe(ours.inserted.length + theirs.inserted.length + ours.keep.filter((k, i) => k && theirs.keep[i]).length)
+        },
+      ),
+      { numRuns: 500 },
+    )
+  })
+
+  it('[WEB53] the text an edit found is kept as a change of the text it left, and read back exactly', async () => {
+    const { textBaseOf, baseText } = await import('../../web/sync/text-rebase.js')
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme' }), fc.string({ unit: 'grapheme' }), (before, after) => {
+        expect(baseText(after, textBaseOf(after, before))).toBe(before)
+      }),
+      { numRuns: 500 },
+    )
+    expect(baseText('ab', { index: 1, remove: 5, insert: '' })).toBeNull()
+  })
+
+  it('[WEB53] texts that differ in too many places are not diffed character by character (the caller falls back)', async () => {
+    const { rebaseTextEdit } = await import('../../web/sync/text-rebase.js')
+    const a = Array.from({ length: 3000 }, (_, i) => String.fromCodePoint(0x4e00 + i)).join('')
+    const b = Array.from({ length: 3000 }, (_, i) => String.fromCodePoint(0x8000 + i)).join('')
+    expect(rebaseTextEdit(a, a + 'x', b)).toBeNull()
+  })
+})
+
 describe('[WEB3] the caret under remote edits', () => {
   it('[WEB3] a remote edit before the caret moves it by its length, one after it leaves it; text inserted at the caret stays after it (property)', async () => {
     const { transformIndex } = await import('../../web/components/caret.js')

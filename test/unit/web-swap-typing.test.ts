@@ -32,7 +32,7 @@ class FakeServer {
   isOpen = true
   opens = 1
   /** Refuses this integrable update outright when true (a client id conflict). */
-  refuseNext: (update: Uint8Array) => boolean = () => false
+  refuseNext: (update: Uint8Array, seq: number) => boolean = () => false
   refusals = 0
 
   constructor() {
@@ -81,7 +81,7 @@ class FakeServer {
     Y.applyUpdate(trial, frame.update)
     if (trial.store.pendingStructs || trial.store.pendingDs) {
       this.answers.push({ type: MuxType.Refused, path: PATH, seq: frame.seq, code: 'invalid_update', message: 'Missing structs.' })
-    } else if (this.refuseNext(frame.update)) {
+    } else if (this.refuseNext(frame.update, frame.seq)) {
       this.refusals++
       this.answers.push({ type: MuxType.Refused, path: PATH, seq: frame.seq, code: 'client_id_conflict', message: 'Another writer holds this client id.' })
     } else {
@@ -89,6 +89,14 @@ class FakeServer {
       this.answers.push({ type: MuxType.Ack, path: PATH, seq: frame.seq, version: 1 })
     }
     return true
+  }
+
+  /** The socket drops with what it had not delivered, and a new one joins ([WEB53]: an Ack lost so). */
+  reconnect() {
+    this.answers.length = 0
+    this.handler!.onSocketClose()
+    this.opens++
+    this.join(PATH, this.handler!)
   }
 
   deliverOne(): boolean {
@@ -203,6 +211,9 @@ function refuseFirst(server: FakeServer) {
   }
 }
 
+/** The first temporary seq (NodeReplica's TEMP_SEQ_BASE): an edit sent before its outbox write. */
+const TEMP_SEQ = 2 ** 40
+
 /** Unique characters, so a lost or doubled one shows. */
 const glyph = (i: number) => String.fromCharCode(0x4e00 + i)
 
@@ -311,7 +322,7 @@ const theirGlyph = (i: number) => String.fromCharCode(0xac00 + i)
  * a type read runs. At the end every character typed, ours and theirs, is once in its field, the
  * replica's doc and on the server.
  */
-async function typeThroughInterleavings(seed: number, opts: { typeKnown: boolean; othersType: boolean }) {
+async function typeThroughInterleavings(seed: number, opts: { typeKnown: boolean; othersType: boolean; refuseWhileOthersType?: boolean }) {
   const rand = mulberry32(seed)
   const { store, server, replica } = await setup({ typeKnown: opts.typeKnown })
   const input = new InputField(replica)
@@ -343,16 +354,29 @@ async function typeThroughInterleavings(seed: number, opts: { typeKnown: boolean
     if (!st.rebuilding) rebuiltIds.add(replica.doc.clientID)
   })
   const clientsOf = (u: Uint8Array) => Y.decodeUpdate(u).structs.map((st) => st.id.client)
-  // Not while another person types: a rebuild replays each refused edit's intent (the whole
-  // field as it was typed) onto the server's state, and a diff to it takes out what the other
-  // person typed after it (a limit of whole-field intents, not of what this test is about).
+  // Not while another person types in the [WEB49] runs (about a keystroke waiting on a type
+  // read); the [WEB53] runs refuse while they type.
   server.refuseNext = (u) => !opts.othersType && rand() < 0.1 && clientsOf(u).every((c) => !rebuiltIds.has(c))
+  // [WEB53] While the other person types too: a refused edit is replayed as what it changed, and
+  // what they typed meanwhile stays. Refused whole: a keystroke as it is first sent (ahead of its
+  // outbox write, with a temporary seq), never a replay or an entry sent again. (An edit typed
+  // just after a rebuild's swap goes out ahead of the replays and is refused as building on them:
+  // refusing one of those replays whole would refuse it a second time, for good.)
+  if (opts.refuseWhileOthersType) server.refuseNext = (_u, seq) => seq >= TEMP_SEQ && rand() < 0.2
   // Keystrokes land while the store works (the rebuild's reads and writes, a reload's read).
   for (const name of ['pendingEntries', 'replaceState', 'loadDoc', 'storeReplayed'] as const) {
     const original = (store[name] as (...a: unknown[]) => Promise<unknown>).bind(store)
     ;(store as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
       const p = original(...args)
       if (typingOn && rand() < 0.5) setTimeout(() => typingOn && typeSomewhere(), 0)
+      // [WEB53] And the other person's keystrokes, while a rebuild reads and stores.
+      if (opts.refuseWhileOthersType && typingOn && rand() < 0.5) {
+        setTimeout(() => {
+          if (!typingOn) return
+          othersTypeSomewhere()
+          while (server.deliverOne());
+        }, 0)
+      }
       return p
     }
   }
@@ -374,14 +398,23 @@ async function typeThroughInterleavings(seed: number, opts: { typeKnown: boolean
   try {
     // Each step is a task, as a browser runs them: a keystroke, a frame from the server, a
     // message from another tab; the microtasks it queued run before the next one.
-    for (let step = 0; step < 120; step++) {
+    // [WEB53] Longer, with pauses past the wait before a rebuild starts (20 ms), and now and then
+    // one until everything has settled (a rebuild ends when the person pauses), so that several
+    // refusals and rebuilds come while both people type.
+    const steps = opts.refuseWhileOthersType ? 300 : 120
+    for (let step = 0; step < steps; step++) {
+      if (opts.refuseWhileOthersType && rand() < 0.03) {
+        await drain(store, server, replica)
+        typingOn = true
+      }
       const x = rand()
       if (x < 0.45) typeSomewhere()
       else if (x < 0.75) server.deliverOne()
       else if (x < 0.97) {
         if (opts.othersType && rand() < 0.5) othersTypeSomewhere()
-        else await new Promise((r) => setTimeout(r, rand() < 0.5 ? 0 : 2))
-      } else replica.applyFromTab({ kind: 'reload', path: PATH })
+        else await new Promise((r) => setTimeout(r, opts.refuseWhileOthersType && rand() < 0.2 ? 25 : rand() < 0.5 ? 0 : 2))
+      } else if (opts.refuseWhileOthersType && rand() < 0.5) server.reconnect()
+      else replica.applyFromTab({ kind: 'reload', path: PATH })
       await new Promise((r) => setImmediate(r))
     }
     await drain(store, server, replica)
@@ -392,6 +425,7 @@ async function typeThroughInterleavings(seed: number, opts: { typeKnown: boolean
       for (const ch of theirs[key]) expect(field.value.split(ch).length - 1, `${key} holds their ${ch} once`).toBe(1)
       expect(server.text(key), `the server's ${key}`).toBe(field.value)
     }
+    expect(replica.content, 'the replica and the server agree').toEqual(server.doc.getMap('content').toJSON())
   } catch (e) {
     throw new Error(`seed ${seed}: ${(e as Error).message}`, { cause: e })
   } finally {
@@ -431,6 +465,90 @@ describe('[WEB49] a remote change while a keystroke waits merges into what was t
   for (const seed of seeds) {
     it(`[WEB49] seeded interleavings on a node of unknown type while another person types: every character typed, ours and theirs, ends in its field and on the server (seed ${seed})`, async () => {
       await typeThroughInterleavings(seed, { typeKnown: false, othersType: true })
+    })
+  }
+})
+
+describe('[WEB53] a refused edit of a text field is replayed as what it changed, not as the whole field', () => {
+  for (const via of ['input', 'editor'] as const) {
+    it(`[WEB53] another person types into the field after our edit, which is refused and replayed (${via}): their characters are in it once, and ours too`, async () => {
+      const { store, server, replica } = await setup()
+      const key = via === 'input' ? 'Caption' : 'Source'
+      const field = via === 'input' ? new InputField(replica) : new EditorField(replica)
+      refuseFirst(server)
+      // Ours, at the end; refused whole (replayable).
+      field.type('a', Infinity)
+      await waitFor(async () => (await store.pendingEntries(PATH)).length === 1, { description: 'our edit stored' })
+      // Theirs, at the start, typed after ours: the server has it, ours it has not.
+      server.othersType(key, 'Z', 0)
+      server.othersType(key, 'Y', 1)
+      await drain(store, server, replica)
+      expect(server.refusals).toBe(1)
+      const start = key === 'Caption' ? 'c0' : 's0'
+      expect(field.value).toBe(`ZY${start}a`)
+      expect(replica.textOf(key)!.toString()).toBe(`ZY${start}a`)
+      expect(server.text(key)).toBe(`ZY${start}a`)
+      store.close()
+    })
+  }
+
+  it('[WEB53] several edits of one field, someone else typing between them, the first refused: each is replayed on what it saw; every character is there once', async () => {
+    const { store, server, replica } = await setup()
+    const editor = new EditorField(replica)
+    refuseFirst(server)
+    editor.type('a', Infinity)
+    // Their keystroke reaches this tab between our two edits: the second saw it, the first did not.
+    server.othersType('Source', 'Z', 0)
+    while (server.deliverOne());
+    expect(editor.value).toBe('Zs0a')
+    editor.type('b', Infinity)
+    // And one more of theirs after both.
+    server.othersType('Source', 'Y', 1)
+    await drain(store, server, replica)
+    expect(editor.value).toBe('ZYs0ab')
+    expect(server.text('Source')).toBe('ZYs0ab')
+    store.close()
+  })
+
+  it('[WEB53] an edit the server took, its Ack not yet here, when a later one is refused: the rebuild does not replay it (its characters once), and theirs typed since stay', async () => {
+    const { store, server, replica } = await setup()
+    const editor = new EditorField(replica)
+    editor.type('a', Infinity)
+    await waitFor(async () => (await store.pendingEntries(PATH)).length === 1 && server.answers.length === 1, { description: 'our edit stored and taken' })
+    // The server took it; its Ack is lost (the socket it went on is gone, say): still pending here.
+    expect(server.answers.splice(0)[0]!.type).toBe(MuxType.Ack)
+    expect(server.text('Source')).toBe('s0a')
+    server.othersType('Source', 'Z', 0)
+    while (server.deliverOne());
+    refuseFirst(server)
+    editor.type('b', Infinity)
+    // And theirs after both, which the rebuild's state holds.
+    server.othersType('Source', 'Y', 1)
+    await drain(store, server, replica)
+    expect(editor.value).toBe('ZYs0ab')
+    expect(server.text('Source')).toBe('ZYs0ab')
+    store.close()
+  })
+
+  it('[WEB53] an edit stored by the previous version (its intent the whole field, no base) is still replayed whole', async () => {
+    const { store, server, replica } = await setup()
+    const input = new InputField(replica)
+    refuseFirst(server)
+    input.type('a', Infinity)
+    await waitFor(async () => (await store.pendingEntries(PATH)).length === 1, { description: 'our edit stored' })
+    const [row] = await store.pendingEntries(PATH)
+    // As the previous version stored it: the patch only.
+    await store.db.outbox.update(row!.id!, { base: undefined })
+    server.othersType('Caption', 'Z', 0)
+    await drain(store, server, replica)
+    expect(input.value).toBe('c0a')
+    expect(server.text('Caption')).toBe('c0a')
+    store.close()
+  })
+
+  for (const seed of seeds) {
+    it(`[WEB53] seeded interleavings of our typing, another person's, refusals and rebuilds: every character of theirs is in its field once, every one of ours too, and both replicas agree (seed ${seed})`, async () => {
+      await typeThroughInterleavings(seed, { typeKnown: true, othersType: true, refuseWhileOthersType: true })
     })
   }
 })

@@ -50,12 +50,24 @@ export interface OutboxRow {
   id?: number
   path: string
   patch: MergePatch
+  /**
+   * [WEB53] For each text field the patch sets: the field as the edit found it, as a change of
+   * the text the patch holds (the field as the edit left it; web/sync/text-rebase.ts `TextBase`).
+   * A replay applies what the edit changed to the field as it is then. Absent in entries stored
+   * before: those replay the whole field.
+   */
+  base?: Record<string, { index: number; remove: number; insert: string }>
   update: Uint8Array
   status: OutboxStatus
   code?: string
   message?: string
   /** Times this entry was replayed on a rebuilt doc after a dependent refusal. */
   replays?: number
+  /**
+   * [WEB53] The server refused these bytes (they are replayed): their structs, if the server holds
+   * structs of those ids (another writer with this client id), are not this edit.
+   */
+  bytesRefused?: boolean
   at: string
 }
 

@@ -143,7 +143,7 @@ export class NodeStore {
     await this.db.transaction('rw', this.db.updates, this.db.outbox, async () => {
       await this.db.updates.where('path').equals(path).delete()
       await this.db.updates.add({ path, update: state })
-      for (const [id, update] of outboxUpdates) await this.db.outbox.update(id, { update })
+      for (const [id, update] of outboxUpdates) await this.db.outbox.update(id, { update, bytesRefused: false })
     })
     this.rowsSinceCompact.set(path, 0)
   }
@@ -153,18 +153,18 @@ export class NodeStore {
     await this.db.transaction('rw', this.db.updates, this.db.outbox, async () => {
       for (const [id, update] of outboxUpdates) {
         await this.db.updates.add({ path, update })
-        await this.db.outbox.update(id, { update })
+        await this.db.outbox.update(id, { update, bytesRefused: false })
       }
     })
     this.noteRows(path, outboxUpdates.size)
   }
 
   /** Records a local edit: its update, its outbox entry and the pending count, atomically. */
-  async recordLocalPatch(path: string, patch: MergePatch, update: Uint8Array): Promise<number> {
+  async recordLocalPatch(path: string, patch: MergePatch, update: Uint8Array, base?: OutboxRow['base']): Promise<number> {
     const at = new Date().toISOString()
     const id = await this.db.transaction('rw', this.db.updates, this.db.outbox, this.db.nodes, async () => {
       await this.db.updates.add({ path, update })
-      const id = await this.db.outbox.add({ path, patch, update, status: 'pending', at })
+      const id = await this.db.outbox.add({ path, patch, update, status: 'pending', at, ...(base ? { base } : {}) })
       await this.refreshCounts(path, at)
       return id
     })
@@ -277,8 +277,8 @@ export class NodeStore {
       const row = await this.db.outbox.get(id)
       if (!row || row.status !== 'pending') return null
       if (retryable && (row.replays ?? 0) < 1) {
-        await this.db.outbox.update(id, { replays: (row.replays ?? 0) + 1 })
-        return { ...row, replays: (row.replays ?? 0) + 1 }
+        await this.db.outbox.update(id, { replays: (row.replays ?? 0) + 1, bytesRefused: true })
+        return { ...row, replays: (row.replays ?? 0) + 1, bytesRefused: true }
       }
       await this.db.outbox.update(id, { status: 'refused', code, message })
       await this.refreshCounts(row.path)

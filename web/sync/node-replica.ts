@@ -5,11 +5,11 @@ import * as random from 'lib0/random'
 import * as syncProtocol from 'y-protocols/sync'
 import * as awarenessProtocol from 'y-protocols/awareness'
 import { BehaviorSubject, Subject, type Subscription } from 'rxjs'
-import { applyPatchToDoc, CONTENT_MAP, contentFieldOrder, convertToText, docToJson, plainTextFields, type MergePatch } from '../../shared/merge-patch.js'
+import { applyPatchToDoc, applyTextDiff, CONTENT_MAP, contentFieldOrder, convertToText, docToJson, plainTextFields, type MergePatch } from '../../shared/merge-patch.js'
 import { textPolicyFor, type TextPolicy } from '../../shared/text-fields.js'
 import { nodeTypeDef } from '../../shared/node-types.js'
 import { WeftError } from '../../shared/errors.js'
-import { mergeTextEdits } from './text-rebase.js'
+import { baseText, mergeTextEdits, rebaseTextEdit, textBaseOf, type TextBase } from './text-rebase.js'
 import { MuxType, YMessage, type MuxFrame } from '../../shared/protocol.js'
 import { permissionsFromMask, type PermissionSet } from '../../shared/access-policy.js'
 import type { JsonObject } from '../../shared/json.js'
@@ -413,15 +413,18 @@ export class NodeReplica implements RoomHandler {
   }
 
   /** A registered editor's transaction: stored and sent like a patch (bindTextEditor). */
-  private recordEditorEdit(target: { key: string; text: Y.Text; onError: (e: unknown) => void }, update: Uint8Array): void {
-    // The intent is the field as this edit left it, read now. A Y.Text no longer in the map
-    // (replaced meanwhile) has no field to replay onto: the update is still sent, so this
-    // client's clocks stay contiguous on the server, with an empty intent.
-    const patch: MergePatch = this.textOf(target.key) === target.text ? { [target.key]: target.text.toString() } : {}
+  private recordEditorEdit(target: { key: string; text: Y.Text; onError: (e: unknown) => void }, update: Uint8Array, start: { text: Y.Text; before: string } | undefined): void {
+    // The intent is the field as this edit left it, read now, with the field as the edit found
+    // it ([WEB53]). A Y.Text no longer in the map (replaced meanwhile) has no field to replay
+    // onto: the update is still sent, so this client's clocks stay contiguous on the server,
+    // with an empty intent.
+    const current = this.textOf(target.key) === target.text
+    const patch: MergePatch = current ? { [target.key]: target.text.toString() } : {}
+    const base = current && start?.text === target.text ? { [target.key]: start.before } : undefined
     // No size check here: the editor refused an oversized keystroke before it reached the doc
     // (textRefusal). An update over the limit that got here anyway is refused by sendEntry
     // and kept as a refused edit, copyable, like any stored change over the limit.
-    background(this.tracked(this.record(patch, update)).catch((e: unknown) => target.onError(e)))
+    background(this.tracked(this.record(patch, update, base)).catch((e: unknown) => target.onError(e)))
   }
 
   /**
@@ -504,9 +507,12 @@ export class NodeReplica implements RoomHandler {
     const doc = this.doc
     const map = doc.getMap(CONTENT_MAP)
     const plainBefore: [string, string][] = []
+    // [WEB53] Each text field the patch edits as it is now: what the edit changed is replayed.
+    const textBefore: [string, Y.Text, string][] = []
     for (const k of Object.keys(patch)) {
       const v = map.get(k)
       if (typeof v === 'string') plainBefore.push([k, v])
+      else if (v instanceof Y.Text && typeof patch[k] === 'string' && mode === 'merge') textBefore.push([k, v, v.toString()])
     }
     doc.on('update', capture)
     try {
@@ -521,14 +527,16 @@ export class NodeReplica implements RoomHandler {
     }
     if (!captured) return // a no-op patch is not an intent
     const update: Uint8Array = captured
-    await this.record(patch, update)
+    let base: Record<string, string> | undefined
+    for (const [k, t, before] of textBefore) if (map.get(k) === t) (base ??= {})[k] = before
+    await this.record(patch, update, base)
   }
 
   /**
    * Stores and sends one local edit already applied to the doc (a patch, or an editor's
    * transaction): its `update` with `patch` as intent.
    */
-  private async record(patch: MergePatch, update: Uint8Array): Promise<void> {
+  private async record(patch: MergePatch, update: Uint8Array, base?: Record<string, string>): Promise<void> {
     // Sent before the outbox write commits (a keystroke then reaches others in one round trip,
     // not after an IndexedDB transaction). Nothing can be lost: if this tab dies before the
     // write, the server has the edit and the next sync brings it back. The frame carries a
@@ -545,7 +553,7 @@ export class NodeReplica implements RoomHandler {
     }
     let id: number
     try {
-      id = await this.deps.store.recordLocalPatch(this.path, patch, update)
+      id = await this.deps.store.recordLocalPatch(this.path, patch, update, base && textBases(patch, base))
     } catch (e) {
       early?.resolve(null)
       throw e
@@ -620,6 +628,7 @@ export class NodeReplica implements RoomHandler {
     this.awareness.off('update', this.onAwarenessUpdate)
     this.awareness.destroy()
     this.doc.off('update', this.onDocUpdate)
+    this.doc.off('beforeTransaction', this.onBeforeTransaction)
     this.editorOrigins.clear()
     this.changed$.complete()
   }
@@ -778,7 +787,18 @@ export class NodeReplica implements RoomHandler {
 
   private appendedSinceLoad = 0
 
-  private readonly onDocUpdate = (update: Uint8Array, origin: unknown) => {
+  /**
+   * [WEB53] The text of an editor's field as each of its transactions found it, read as the
+   * transaction starts: with the text as the transaction left it (read as it ends), what the edit
+   * changed, both of the same Y.Text at the same moment (a remote change is never in one of them only).
+   */
+  private readonly editorBases = new WeakMap<Y.Transaction, { text: Y.Text; before: string }>()
+  private readonly onBeforeTransaction = (tr: Y.Transaction) => {
+    const editor = this.editorOrigins.get(tr.origin)
+    if (editor) this.editorBases.set(tr, { text: editor.text, before: editor.text.toString() })
+  }
+
+  private readonly onDocUpdate = (update: Uint8Array, origin: unknown, _doc: Y.Doc, tr: Y.Transaction) => {
     const editor = this.editorOrigins.get(origin)
     if (origin === 'remote' || origin === 'local' || editor) this.appendedSinceLoad++
     if (origin === 'remote') {
@@ -796,12 +816,13 @@ export class NodeReplica implements RoomHandler {
       background(appended)
       this.deps.broadcast({ kind: 'update', path: this.path, update })
     }
-    if (editor) this.recordEditorEdit(editor, update)
+    if (editor) this.recordEditorEdit(editor, update, this.editorBases.get(tr))
     this.changed$.next()
   }
 
   private swapDoc(doc: Y.Doc): void {
     this.doc.off('update', this.onDocUpdate)
+    this.doc.off('beforeTransaction', this.onBeforeTransaction)
     // The constructor's placeholder doc was never observed: Yjs logs an error for unobserving a
     // handler it does not hold (a console error on every node opened).
     if (this.observedDoc === this.doc) this.doc.getMap(CONTENT_MAP).unobserve(this.onContentChange)
@@ -810,6 +831,7 @@ export class NodeReplica implements RoomHandler {
     this.editorOrigins.clear()
     this.doc = doc
     doc.on('update', this.onDocUpdate)
+    doc.on('beforeTransaction', this.onBeforeTransaction)
     doc.getMap(CONTENT_MAP).observe(this.onContentChange)
     this.observedDoc = doc
     this.changed$.next()
@@ -929,9 +951,18 @@ export class NodeReplica implements RoomHandler {
     this.requestState('rebuild')
   }
 
+  /**
+   * [WEB53] What the last rebuild stores after its swap (its late replays' bytes, the entries it
+   * settled). The next rebuild reads the outbox after it: else that write lands after the next
+   * rebuild stored its own bytes, and entries went out with the older doc's bytes (refused: they
+   * build on structs the server never got), and the edits after them were refused a second time.
+   */
+  private rebuildStoring: Promise<unknown> = Promise.resolve()
+
   private async finishRebuild(): Promise<void> {
     const fresh = this.rebuildDoc
     if (!fresh) return
+    await this.rebuildStoring
     const replayed = new Map<number, Uint8Array>()
     // Loop: a patch made while we replay must be replayed too.
     for (;;) {
@@ -962,36 +993,77 @@ export class NodeReplica implements RoomHandler {
     // Entries whose replay was a no-op (the server already has that value) are fulfilled.
     // [WEB48] Counted as an edit being stored: the late replays are in the shown doc but not yet
     // in the store, and a reload reading the store meanwhile would swap them out of the fields.
-    await this.tracked(
+    const storing = this.tracked(
       (async () => {
-        for (const e of pending) if (seen.has(e.id!) && !replayed.has(e.id!)) await this.deps.store.ack(e.id!)
+        // Settled together (one transaction), not one after another.
+        const acks: Promise<void>[] = []
+        for (const e of pending) if (seen.has(e.id!) && !replayed.has(e.id!)) acks.push(this.deps.store.ack(e.id!))
         for (const [id, u] of late) {
           if (u.length > 0) continue
           late.delete(id)
-          await this.deps.store.ack(id)
+          acks.push(this.deps.store.ack(id))
         }
+        await Promise.all(acks)
         if (late.size > 0) await this.deps.store.storeReplayed(this.path, late)
       })(),
     )
+    this.rebuildStoring = storing.catch(() => {})
+    await storing
     this.deps.broadcast({ kind: 'reload', path: this.path })
     await this.sendPending()
     this.deps.onIdle(this.path)
   }
 
-  /** Applies outbox entries' patches to `doc` in order ('rebuild'): each entry's new update (empty: a no-op there). */
-  private replayOnto(doc: Y.Doc, entries: readonly { id?: number; patch: MergePatch }[]): Map<number, Uint8Array> {
+  /**
+   * Applies outbox entries' patches to `doc` in order ('rebuild'): each entry's new update
+   * (empty: a no-op there). [WEB53] An entry whose update `doc` holds already (the server took
+   * it; its Ack is still on its way) is not applied again; one whose bytes the server refused
+   * is (structs of those ids there are another writer's, [ACC12]). A text field the entry
+   * recorded the base of is given what the edit changed (rebaseTextEdit), not the whole field
+   * as its author saw it: what others typed since stays. Entries stored without a base (by an
+   * earlier version) set the whole field, as they always did.
+   */
+  private replayOnto(doc: Y.Doc, entries: readonly { id?: number; patch: MergePatch; base?: Record<string, TextBase>; update: Uint8Array; bytesRefused?: boolean }[]): Map<number, Uint8Array> {
     const updates = new Map<number, Uint8Array>()
     for (const e of entries) {
       let captured: Uint8Array = new Uint8Array()
-      const capture = (u: Uint8Array) => {
-        captured = u
+      if (e.bytesRefused === true || !holds(doc, e.update)) {
+        const capture = (u: Uint8Array) => {
+          captured = u
+        }
+        doc.on('update', capture)
+        try {
+          doc.transact(() => this.replayEntry(doc, e.patch, e.base), 'rebuild')
+        } finally {
+          doc.off('update', capture)
+        }
       }
-      doc.on('update', capture)
-      applyPatchToDoc(doc, e.patch, 'rebuild', this.textPolicy)
-      doc.off('update', capture)
       updates.set(e.id!, captured)
     }
     return updates
+  }
+
+  private replayEntry(doc: Y.Doc, patch: MergePatch, base: Record<string, TextBase> | undefined): void {
+    const map = doc.getMap(CONTENT_MAP)
+    const rest: Record<string, unknown> = { ...(patch as Record<string, unknown>) }
+    for (const [key, b] of Object.entries(base ?? {})) {
+      const ours = rest[key]
+      const text = map.get(key)
+      const before = typeof ours === 'string' ? baseText(ours, b) : null
+      if (typeof ours !== 'string' || before === null || !(text instanceof Y.Text)) continue
+      delete rest[key]
+      const current = text.toString()
+      const steps = rebaseTextEdit(before, ours, current)
+      if (!steps) {
+        applyTextDiff(text, mergeTextEdits(before, ours, current))
+        continue
+      }
+      for (const st of steps) {
+        if (st.remove > 0) text.delete(st.index, st.remove)
+        if (st.insert.length > 0) text.insert(st.index, st.insert)
+      }
+    }
+    if (Object.keys(rest).length > 0) applyPatchToDoc(doc, rest as MergePatch, 'rebuild', this.textPolicy)
   }
 
   private sendAwareness(clients: number[]): void {
@@ -1036,6 +1108,29 @@ function sharedCause(code: string, patch: MergePatch): readonly string[] | null 
   if (code === 'forbidden') return null
   if (code === 'forbidden_field') return Object.keys(patch ?? {})
   return undefined
+}
+
+/** [WEB53] Each text field's text as the edit found it (`base`), kept as a change of the text it left (`patch`). */
+function textBases(patch: MergePatch, base: Record<string, string>): Record<string, TextBase> | undefined {
+  let out: Record<string, TextBase> | undefined
+  for (const [key, before] of Object.entries(base)) {
+    const after = (patch as Record<string, unknown>)[key]
+    if (typeof after === 'string') (out ??= {})[key] = textBaseOf(after, before)
+  }
+  return out
+}
+
+/**
+ * [WEB53] Whether `doc` holds every struct `update` inserts (the server took it: a replay would
+ * insert its characters a second time). A delete-only update is never held: its replay takes out
+ * only what is still there.
+ */
+function holds(doc: Y.Doc, update: Uint8Array): boolean {
+  if (update.byteLength === 0) return false
+  const { structs } = Y.decodeUpdate(update)
+  if (structs.length === 0) return false
+  const sv = Y.decodeStateVector(Y.encodeStateVector(doc))
+  return structs.every((st) => (sv.get(st.id.client) ?? 0) >= st.id.clock + st.length)
 }
 
 /** Refusals of the bytes, not of the intent: the outbox patch is replayed once on a rebuilt doc. */
