@@ -209,6 +209,8 @@ test('[WEB18] Operations in the navigation lists the built-in and shared operati
   const panel = v.page.locator('weft-code-page weft-activity-panel')
   // The node is chosen by its name from a list.
   await panel.getByRole('button', { name: 'Choose a node…' }).click()
+  // With nothing typed, the places nearest the top come first (a space, not the operation itself).
+  await expect(panel.getByRole('option').first().locator('button')).toHaveAttribute('data-pick', /^[^/]+$/)
   await panel.getByRole('combobox', { name: 'Find a node by name' }).fill('Lab')
   await panel.getByRole('option').locator('button[data-pick="Lab"]').click()
   await expect(panel.locator('#in-Root')).toHaveValue('Lab')

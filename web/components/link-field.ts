@@ -46,13 +46,24 @@ function picks$(q: string): Observable<Picks> {
   )
 }
 
-/** Nodes of this device's index whose name (or path) holds `q`: every one came from a listing the server filtered by access. */
+/**
+ * Nodes of this device's index whose name (or path) holds `q`: every one came from a listing the
+ * server filtered by access. With nothing typed, the places nearest the top first (spaces, then
+ * what is in them), by name: the likeliest picks, not whatever the index holds first.
+ */
 function candidates$(q: string) {
   const { store } = app().client
   const needle = q.trim().toLowerCase()
+  const shown = (r: IndexRow) => !r.localOnly && !/(^|\/)_/.test(r.path)
+  if (!needle) {
+    const depth = (r: IndexRow) => r.path.split('/').length
+    return liveStoreQuery(store.db, ['nodes'], async () =>
+      (await store.db.nodes.filter(shown).toArray()).sort((a, b) => depth(a) - depth(b) || a.name.localeCompare(b.name)).slice(0, PICKS),
+    )
+  }
   return liveStoreQuery(store.db, ['nodes'], () =>
     store.db.nodes
-      .filter((r: IndexRow) => !r.localOnly && !/(^|\/)_/.test(r.path) && (!needle || r.name.toLowerCase().includes(needle) || r.path.toLowerCase().includes(needle)))
+      .filter((r: IndexRow) => shown(r) && (r.name.toLowerCase().includes(needle) || r.path.toLowerCase().includes(needle)))
       .limit(PICKS)
       .toArray(),
   )
