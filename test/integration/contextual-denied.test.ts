@@ -13,6 +13,18 @@ const storages = [
   { name: 'PostgreSQL', pg: true },
 ] as const
 
+/**
+ * A pull as an agent makes it: `503 unavailable` ("the context kept changing while it was read")
+ * says pull again (its message; docs/API.md: 503 is retryable), which a loaded machine's engine
+ * writes can cause on each of the server's four tries (the CI rehearsal of stop 45, on PostgreSQL).
+ */
+async function pull(c: ReturnType<typeof ctx>, sub: string, consumer: string) {
+  for (let attempt = 1; ; attempt++) {
+    const r = await c.next(sub, consumer)
+    if (r.status !== 503 || attempt === 5) return r
+  }
+}
+
 describe.each(storages)('[CTX8] a Denied subtree under the prefix ($name)', ({ pg }) => {
   let ts: TestServer
   let db: Awaited<ReturnType<typeof freshDatabase>> | null = null
@@ -38,18 +50,18 @@ describe.each(storages)('[CTX8] a Denied subtree under the prefix ($name)', ({ p
     const sub = `${space}/triage`
     expectStatus(await putSubscription(ts.url, alice.token, sub, definition(space)), 201)
     const c = ctx(ts.url, dave.token)
-    const consumerId = expectStatus(await c.next(sub, 'w1'), 200).body.consumerId
+    const consumerId = expectStatus(await pull(c, sub, 'w1'), 200).body.consumerId
     // One change he may read, then five where he may not (the pull that leases the first stops there).
     await createDocument(ts.url, alice.token, `${space}/secret-not`, { T: 1 })
     for (let i = 0; i < 5; i++) await createDocument(ts.url, alice.token, `${space}/secret/x${i}`, { T: i })
-    const got = expectStatus(await c.next(sub, 'w1'), 200).body
+    const got = expectStatus(await pull(c, sub, 'w1'), 200).body
     expect(got.item?.event.path).toBe(`${space}/secret-not`)
     expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ pending: 0, leased: 1, dead: 0 })
     expectStatus(await c.ack(consumerId, got.item!), 200)
     // Dave may read the subtree again: what changes there from now on is his to see.
     expectStatus(await api(ts.url, alice.token).deleteNode(`${space}/secret/_Access/${dave.userId}_Access`), 204)
     await createDocument(ts.url, alice.token, `${space}/secret/after`, { T: 1 })
-    const later = expectStatus(await c.next(sub, 'w1'), 200).body
+    const later = expectStatus(await pull(c, sub, 'w1'), 200).body
     expect(later.item?.event.path).toBe(`${space}/secret/after`)
     expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ pending: 0, leased: 1, acked: 1 })
   })
@@ -59,15 +71,15 @@ describe.each(storages)('[CTX8] a Denied subtree under the prefix ($name)', ({ p
     const sub = `${space}/vault-triage`
     expectStatus(await putSubscription(ts.url, alice.token, sub, definition(space)), 201)
     const c = ctx(ts.url, dave.token)
-    const consumerId = expectStatus(await c.next(sub, 'w2'), 200).body.consumerId
+    const consumerId = expectStatus(await pull(c, sub, 'w2'), 200).body.consumerId
     // Made while Dave was Denied there, and no pull of his looked at them before the Denied went.
     for (let i = 0; i < 3; i++) await createDocument(ts.url, alice.token, `${space}/vault/old${i}`, { T: i })
     expectStatus(await api(ts.url, alice.token).deleteNode(`${space}/vault/_Access/${dave.userId}_Access`), 204)
     await createDocument(ts.url, alice.token, `${space}/vault/new`, { T: 1 })
-    const got = expectStatus(await c.next(sub, 'w2'), 200).body
+    const got = expectStatus(await pull(c, sub, 'w2'), 200).body
     expect(got.item?.event.path).toBe(`${space}/vault/new`)
     expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ pending: 0, leased: 1, dead: 0 })
     expectStatus(await c.ack(consumerId, got.item!), 200)
-    expect(expectStatus(await c.next(sub, 'w2'), 200).body.item ?? null).toBeNull()
+    expect(expectStatus(await pull(c, sub, 'w2'), 200).body.item ?? null).toBeNull()
   })
 })
