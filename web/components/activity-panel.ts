@@ -1,11 +1,11 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { EMPTY, catchError, filter, from, map, merge, of, switchMap, type Subscription } from 'rxjs'
-import type { JsonObject, JsonValue } from '../../shared/json.js'
+import { isJsonObject, type JsonObject, type JsonValue } from '../../shared/json.js'
 import { ObservableController } from '../controllers/index.js'
 import { PeopleController } from '../controllers/people-controller.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
-import type { PresenceUser, ReplicaState } from '../sync/index.js'
+import { formatBytes, type PresenceUser, type ReplicaState } from '../sync/index.js'
 import { requestStatus, runCode } from './activity-api.js'
 import { nodeHref } from './route.js'
 import { formatWhen, limitOf, runDuration } from './run-text.js'
@@ -28,13 +28,6 @@ interface CodeNow {
 type RightsAt = { name: string; permissions: ReadonlySet<string> } | null
 
 const str = (v: JsonValue | undefined): string | null => (typeof v === 'string' && v !== '' ? v : null)
-
-/** A file's size as people read it: 820 bytes, 14.2 KB, 3.1 MB. */
-export function fileSize(bytes: number): string {
-  if (bytes < 1000) return `${bytes} byte${bytes === 1 ? '' : 's'}`
-  if (bytes < 1_000_000) return `${(bytes / 1000).toFixed(1)} KB`
-  return `${(bytes / 1_000_000).toFixed(1)} MB`
-}
 
 /**
  * The result panel of an activity, bound to the activity node itself (seed: "one subscription,
@@ -173,10 +166,8 @@ export class WeftActivityPanel extends LitElement {
    */
   private askRights(c: JsonObject) {
     if (c.Status !== undefined) return
-    const given = (c.Inputs && typeof c.Inputs === 'object' && !Array.isArray(c.Inputs) ? c.Inputs : {}) as JsonObject
-    for (const [k, d] of Object.entries(this.code.value?.inputs ?? {})) {
-      const at = given[k]
-      if (d?.Type !== 'node' || !d.Requires || typeof at !== 'string' || at === '' || this.rightsAt.has(at)) continue
+    for (const { at } of this.requiredRights(inputsOf(c))) {
+      if (this.rightsAt.has(at)) continue
       this.rightsAt.set(at, 'asking')
       const { api } = app().client
       Promise.all([api.capabilities(at), api.getNode(at)]).then(
@@ -198,19 +189,27 @@ export class WeftActivityPanel extends LitElement {
     }
   }
 
+  /** [WEB54] The `node` inputs given that declare `Requires`: the node each names and the permission it needs there. */
+  private requiredRights(given: JsonObject): { label: string; requires: string; at: string }[] {
+    const out: { label: string; requires: string; at: string }[] = []
+    for (const [k, d] of Object.entries(this.code.value?.inputs ?? {})) {
+      const at = given[k]
+      if (d?.Type === 'node' && d.Requires && typeof at === 'string' && at !== '') out.push({ label: d.Label ?? k, requires: d.Requires, at })
+    }
+    return out
+  }
+
   /** [WEB54] Why the inputs as given cannot start, in words (empty: nothing known against it). */
   private rightsRefusals(given: JsonObject): string[] {
     const out: string[] = []
-    for (const [k, d] of Object.entries(this.code.value?.inputs ?? {})) {
-      const at = given[k]
-      if (d?.Type !== 'node' || !d.Requires || typeof at !== 'string' || at === '') continue
+    for (const { label, requires, at } of this.requiredRights(given)) {
       const rights = this.rightsAt.get(at)
       if (rights === undefined || rights === 'asking' || rights === 'unjudged') continue
-      if (rights === null) out.push(`${d.Label ?? k}: no node you can read is at “${at}”.`)
-      else if (!rights.permissions.has(d.Requires)) {
-        const holders = rolesWith(d.Requires)
+      if (rights === null) out.push(`${label}: no node you can read is at “${at}”.`)
+      else if (!rights.permissions.has(requires)) {
+        const holders = rolesWith(requires)
         out.push(
-          `${d.Label ?? k}: your role at “${rights.name}” does not include ${d.Requires}, which this needs there${holders.length ? ` (${holders.map((r) => `${r}s`).join(' and ')} have it)` : ''}. Ask an Admin of “${rights.name}”, or choose a node of your own.`,
+          `${label}: your role at “${rights.name}” does not include ${requires}, which this needs there${holders.length ? ` (${holders.map((r) => `${r}s`).join(' and ')} have it)` : ''}. Ask an Admin of “${rights.name}”, or choose a node of your own.`,
         )
       }
     }
@@ -266,7 +265,7 @@ export class WeftActivityPanel extends LitElement {
       a.click()
       setTimeout(() => URL.revokeObjectURL(a.href), 10_000)
     }
-    return html`<h4>Output <wa-button size="s" appearance="outlined" class="download" @click=${download}>Download (${fileSize(file.size)})</wa-button></h4><pre class="output">${shown}</pre>`
+    return html`<h4>Output <wa-button size="s" appearance="outlined" class="download" @click=${download}>Download (${formatBytes(file.size)})</wa-button></h4><pre class="output">${shown}</pre>`
   }
 
   /** Who started it, who made the draft (when someone else), when, how long. */
@@ -330,7 +329,7 @@ export class WeftActivityPanel extends LitElement {
 
   private renderInputs(c: JsonObject, status: string) {
     if (status === 'Draft') return html`<weft-activity-form path=${this.path} code-path=${str(c.CodePath) ?? ''}></weft-activity-form>`
-    const inputs = c.Inputs && typeof c.Inputs === 'object' && !Array.isArray(c.Inputs) ? (c.Inputs as JsonObject) : {}
+    const inputs = inputsOf(c)
     const entries = Object.entries(inputs)
     if (!this.full || entries.length === 0) return nothing
     return html`<h4 class="inputs-title">Inputs</h4><dl class="inputs" aria-label="Inputs">${entries.map(([k, v]) => html`<dt>${k}</dt><dd>${typeof v === 'string' ? v : JSON.stringify(v)}</dd>`)}</dl>`
@@ -346,7 +345,7 @@ export class WeftActivityPanel extends LitElement {
     const live = status === 'Running' || (status === 'Draft' && startRequested)
     const cancelAsked = c.RequestedStatus === 'Cancelled'
     const creator = createdBy ? this.people.nameOf(createdBy) : 'its creator'
-    const given = (c.Inputs && typeof c.Inputs === 'object' && !Array.isArray(c.Inputs) ? c.Inputs : {}) as JsonObject
+    const given = inputsOf(c)
     const missing = Object.entries(this.code.value?.inputs ?? {})
       .filter(([k, d]) => d?.Required && (given[k] === undefined || given[k] === null || given[k] === ''))
       .map(([k, d]) => d.Label ?? k)
@@ -414,6 +413,11 @@ export class WeftActivityPanel extends LitElement {
 }
 
 customElements.define('weft-activity-panel', WeftActivityPanel)
+
+/** A run's Inputs as given (an object, else none). */
+function inputsOf(c: JsonObject): JsonObject {
+  return isJsonObject(c.Inputs) ? c.Inputs : {}
+}
 
 /** The roles whose permissions include `permission` (DESIGN.md's role table), least first. */
 function rolesWith(permission: string): string[] {

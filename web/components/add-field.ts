@@ -6,7 +6,7 @@ import type { FieldKind } from './field-kinds.js'
  * purpose: a Lit expression inside <select> breaks the template's part order in Chromium's
  * current <select> parser (one on the <select> itself is fine).
  */
-export const kindSelect = (disabled: boolean): TemplateResult => html`<select name="kind" ?disabled=${disabled}>
+export const kindSelect: TemplateResult = html`<select name="kind">
   <option value="text">Text</option>
   <option value="longtext">Long text (Markdown)</option>
   <option value="number">Number</option>
@@ -17,7 +17,7 @@ export const kindSelect = (disabled: boolean): TemplateResult => html`<select na
   <option value="object">JSON</option>
 </select>`
 
-const yesNo = (disabled: boolean) => html`<select name="value" ?disabled=${disabled}>
+const yesNo = html`<select name="value">
   <option value="yes">Yes</option>
   <option value="no">No</option>
 </select>`
@@ -30,16 +30,16 @@ const HINTS: Partial<Record<FieldKind, string>> = {
 }
 
 /** The value box of "Add a field", shaped by the kind chosen: one step, name + kind + value. */
-export function valueInput(kind: FieldKind, disabled: boolean): TemplateResult {
+export function valueInput(kind: FieldKind): TemplateResult {
   switch (kind) {
     case 'checkbox':
-      return yesNo(disabled)
+      return yesNo
     case 'date':
-      return html`<input name="value" type="date" ?disabled=${disabled} />`
+      return html`<input name="value" type="date" />`
     case 'longtext':
     case 'object':
-      return html`<textarea name="value" rows="2" placeholder=${HINTS[kind] ?? ''} ?disabled=${disabled}></textarea>`
+      return html`<textarea name="value" rows="2" placeholder=${HINTS[kind] ?? ''}></textarea>`
     default:
-      return html`<input name="value" placeholder=${HINTS[kind] ?? ''} ?disabled=${disabled} />`
+      return html`<input name="value" placeholder=${HINTS[kind] ?? ''} />`
   }
 }

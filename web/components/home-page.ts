@@ -7,7 +7,7 @@ import type { InviteView } from '../../shared/subscription.js'
 import { invitesApi, inviteStatusWord } from './members-panel.js'
 import { recentPaths } from './recent.js'
 import { nodeHref, OPERATIONS_HREF } from './route.js'
-import { createSpace } from './create-space.js'
+import { submitSpaceForm } from './create-space.js'
 import './activity-strip.js'
 import './thread-list.js'
 
@@ -75,14 +75,7 @@ export class WeftHomePage extends LitElement {
 
   /** [WEB54] Someone with no space yet makes one here (the navigation's form is behind a button at 390 px). */
   private async createFirstSpace(ev: SubmitEvent) {
-    ev.preventDefault()
-    const form = ev.target as HTMLFormElement
-    const name = String(new FormData(form).get('space') ?? '').trim()
-    if (!name) return
-    const refused = await createSpace(name)
-    if (!refused) return
-    this.spaceError = refused.error
-    if (refused.suggestion) (form.elements.namedItem('space') as HTMLInputElement).value = refused.suggestion
+    this.spaceError = await submitSpaceForm(ev)
   }
 
   private spaces(): IndexRow[] {

@@ -1,5 +1,5 @@
 import { LitElement, css, html, nothing } from 'lit'
-import { createSpace } from './create-space.js'
+import { submitSpaceForm } from './create-space.js'
 import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
@@ -183,18 +183,8 @@ export class WeftNavTree extends LitElement {
   }
 
   private async createSpace(ev: SubmitEvent) {
-    ev.preventDefault()
-    const form = ev.target as HTMLFormElement
-    const name = String(new FormData(form).get('space') ?? '').trim()
-    if (!name) return
     this.error = ''
-    const refused = await createSpace(name)
-    if (!refused) {
-      form.reset()
-      return
-    }
-    this.error = refused.error
-    if (refused.suggestion) (form.elements.namedItem('space') as HTMLInputElement).value = refused.suggestion
+    this.error = await submitSpaceForm(ev)
   }
 
   override render() {

@@ -133,7 +133,6 @@ export class WeftNodePage extends LitElement {
     section { margin-top: 1.4em; }
     form.inline { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: end; margin-top: 1em; padding-top: 0.8em; border-top: 1px dashed #d5d9e4; }
     form.inline label { display: flex; flex-direction: column; gap: 0.15em; font-size: 0.9em; }
-    form.inline :is(input, select, textarea):disabled { background: #f1f2f5; color: #767b86; border-color: #d5d9e4; cursor: not-allowed; }
     /* [WEB54] A value the caller cannot change reads as text, not as a box to type into. */
     .fields :is(input, textarea)[readonly] { background: transparent; border-color: transparent; cursor: default; }
     /* Empty (nobody else here) it takes no room, and stays a live region for who arrives. */
@@ -535,8 +534,8 @@ export class WeftNodePage extends LitElement {
         ${canUpdate
           ? html`<form class="inline" aria-label="Add a field" @submit=${this.onAddField}>
               <label>Field <input name="key" required /></label>
-              <label @change=${(e: Event) => (this.addKind = (e.target as HTMLSelectElement).value as FieldKind)}>Kind ${kindSelect(false)}</label>
-              <label>Value ${valueInput(this.addKind, false)}</label>
+              <label @change=${(e: Event) => (this.addKind = (e.target as HTMLSelectElement).value as FieldKind)}>Kind ${kindSelect}</label>
+              <label>Value ${valueInput(this.addKind)}</label>
               <wa-button type="submit" size="s" variant="neutral" appearance="outlined">Add field</wa-button>
             </form>`
           : nothing}

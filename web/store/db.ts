@@ -1,5 +1,6 @@
 import { Dexie, type Table } from 'dexie'
 import type { JsonObject, MergePatch } from '../../shared/index.js'
+import type { TextSplice } from '../sync/text-rebase.js'
 
 /**
  * One IndexedDB database per signed-in user holds every node (y-indexeddb opens one database per
@@ -52,11 +53,11 @@ export interface OutboxRow {
   patch: MergePatch
   /**
    * [WEB53] For each text field the patch sets: the field as the edit found it, as a change of
-   * the text the patch holds (the field as the edit left it; web/sync/text-rebase.ts `TextBase`).
+   * the text the patch holds (the field as the edit left it; web/sync/text-rebase.ts `textBaseOf`).
    * A replay applies what the edit changed to the field as it is then. Absent in entries stored
    * before: those replay the whole field.
    */
-  base?: Record<string, { index: number; remove: number; insert: string }>
+  base?: Record<string, TextSplice>
   update: Uint8Array
   status: OutboxStatus
   code?: string

@@ -22,24 +22,23 @@ export function mergeTextEdits(base: string, ours: string, theirs: string): stri
   return theirs.slice(0, at) + a.insert + theirs.slice(at)
 }
 
-/**
- * [WEB53] How the text an edit found differs from the text it left, as an outbox entry keeps it
- * (small, beside the whole text it left): `base` is `result` with `remove` UTF-16 units at
- * `index` replaced by `insert`.
- */
-export interface TextBase {
+/** One change of a text: at `index` (UTF-16 units), take out `remove` units, then insert `insert`. */
+export interface TextSplice {
   index: number
   remove: number
   insert: string
 }
 
-export function textBaseOf(result: string, base: string): TextBase {
-  const d = simpleDiffString(result, base)
-  return { index: d.index, remove: d.remove, insert: d.insert }
+/**
+ * [WEB53] How the text an edit found (`base`) differs from the text it left (`result`), as an
+ * outbox entry keeps it (small, beside the whole text it left): the splice making `base` of `result`.
+ */
+export function textBaseOf(result: string, base: string): TextSplice {
+  return simpleDiffString(result, base)
 }
 
-/** The text an edit found, from the text it left and its TextBase (null: not one, e.g. a damaged row). */
-export function baseText(result: string, b: TextBase): string | null {
+/** The text an edit found, from the text it left and textBaseOf's splice (null: not one, e.g. a damaged row). */
+export function baseText(result: string, b: TextSplice): string | null {
   if (typeof b?.index !== 'number' || typeof b.remove !== 'number' || typeof b.insert !== 'string') return null
   if (b.index < 0 || b.remove < 0 || b.index + b.remove > result.length) return null
   return result.slice(0, b.index) + b.insert + result.slice(b.index + b.remove)
@@ -125,13 +124,6 @@ function align(from: readonly string[], to: readonly string[]): { kept: boolean[
   return { kept, inserted }
 }
 
-/** One step of carrying an edit onto a text: at `index` (UTF-16 units), take out `remove` units, then insert `insert`. */
-export interface TextStep {
-  index: number
-  remove: number
-  insert: string
-}
-
 /**
  * [WEB53] An edit that turned `base` into `ours`, carried onto `current` (what the text is now:
  * `base` as others changed it since): the steps that make of `current` what the edit would have
@@ -140,12 +132,12 @@ export interface TextStep {
  * text field uses this, so it never takes out someone else's typing (a whole-field intent did).
  * Null when the texts differ too much for a character diff (then mergeTextEdits is the fallback).
  */
-export function rebaseTextEdit(base: string, ours: string, current: string): TextStep[] | null {
+export function rebaseTextEdit(base: string, ours: string, current: string): TextSplice[] | null {
   const from = Array.from(base)
   const o = align(from, Array.from(ours))
   const t = o && align(from, Array.from(current))
   if (!o || !t) return null
-  const steps: TextStep[] = []
+  const steps: TextSplice[] = []
   let at = 0
   for (let g = 0; g <= from.length; g++) {
     at += t.inserted[g]!.length
