@@ -1,4 +1,5 @@
-import { CONTEXTUAL_BOUNDS, WeftError, lastSegment, type Hydrated, parentPath, tryParseNodePath, type JsonObject, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
+import { CONTEXTUAL_BOUNDS, WeftError, lastSegment, type Hydrated, parentPath, tryParseNodePath, type ChangeRecord, type JsonObject, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
+import { assignmentScope, isAccessType, membershipOf } from '../access/index.js'
 import type { NodeApi } from '../nodes/index.js'
 import type { StorageAdapter, LeasedEvent } from '../storage/index.js'
 import type { CompiledDefinition } from './definition.js'
@@ -41,20 +42,54 @@ class ContextBudget {
   }
 }
 
-/** How many times a hydration is re-read when a commit lands while it reads. */
+/** How many times a hydration is re-read when a commit to what it read lands while it reads. */
 const SNAPSHOT_TRIES = 4
+/** The commits landed during one read that are looked through; more than this: read again. */
+const WINDOW_CHANGES = 512
+
+/** What a hydration read: the paths got, the parents whose children were listed. */
+interface ReadSet {
+  paths: Set<string>
+  parents: Set<string>
+}
+
+/**
+ * Whether a commit can change what a read of `read` returns: a path read (found or not), a child
+ * of a parent listed, or a rule of who reads what (an assignment or a membership, anywhere: they
+ * change what the caller's reads may return).
+ */
+function touches(c: ChangeRecord, read: ReadSet): boolean {
+  if (read.paths.has(c.path) || isAccessType(c.nodeType) || assignmentScope(c.path) || membershipOf(c.path)) return true
+  const parent = parentPath(c.path)
+  return parent !== null && read.parents.has(parent)
+}
+
+/**
+ * [CTX16] Whether no commit in `(head, after]` touches `read`: then every node read holds as of
+ * `after`, whatever else the database took meanwhile. Any write anywhere used to count, so a
+ * server taking a few hundred writes a second refused most pulls (`unavailable` after four tries).
+ */
+async function untouched(storage: Pick<StorageAdapter, 'changesSince'>, head: number, after: number, read: ReadSet): Promise<boolean> {
+  const changes = await storage.changesSince(head, WINDOW_CHANGES)
+  const seen = changes.filter((c) => c.version <= after)
+  // The window's commits not all seen (more than the page): assume one touches the read.
+  if (seen.length === changes.length && changes.length === WINDOW_CHANGES) return false
+  return !seen.some((c) => touches(c, read))
+}
 
 /**
  * [CTX15]–[CTX18] Every hydration query of the definition, as `principal` (the caller, checked now:
  * what they cannot read is null or absent, exactly as a read of theirs), in one consistent view:
- * the storage head is read before and after; a commit landing meanwhile re-reads the lot. Returns
- * that head as `contextHead` (≥ the event's version: the event came from the durable log). With no
- * hydration query there is one read, the event's node, consistent by itself: no head is read, and
- * `contextHead` is the larger of the event's version and that node's.
+ * the storage head is read before and after; a commit landing meanwhile to a node read, to a child
+ * of a parent listed or to an access rule re-reads the lot (any other commit does not). Returns
+ * the head after as `contextHead` (≥ the event's version: the event came from the durable log):
+ * what was read is the committed state as of it. With no hydration query there is one read, the
+ * event's node, consistent by itself: no head is read, and `contextHead` is the larger of the
+ * event's version and that node's.
  */
 export async function hydrate(
   nodes: NodeApi,
-  storage: Pick<StorageAdapter, 'lastVersion'>,
+  storage: Pick<StorageAdapter, 'lastVersion' | 'changesSince'>,
   principal: Principal,
   def: CompiledDefinition,
   event: LeasedEvent,
@@ -62,8 +97,8 @@ export async function hydrate(
 ): Promise<{ contextHead: number; event: MeshNode | null; results: Hydrated }> {
   const readEvent = () => (event.kind === 'Deleted' ? null : nodes.get(principal, event.path as NodePath).catch(() => null))
   /** The writes in flight of the nodes read: a node read while one is may hold it before it is durable. */
-  const inFlight = (read: ReadonlyArray<MeshNode | null>): Promise<void>[] =>
-    read.flatMap((n) => {
+  const inFlight = (got: ReadonlyArray<MeshNode | null>): Promise<void>[] =>
+    got.flatMap((n) => {
       const p = n ? nodes.committing?.(n.path) : null
       return p ? [p] : []
     })
@@ -74,6 +109,7 @@ export async function hydrate(
     const node = await readEvent()
     const budget = new ContextBudget()
     budget.add(node)
+    const read: ReadSet = { paths: new Set([event.path]), parents: new Set() }
     const results: Hydrated = {}
     for (const { name, spec } of def.hydration) {
       const path = resolveTemplate('Get' in spec ? spec.Get : spec.Children, event, params)
@@ -81,8 +117,11 @@ export async function hydrate(
         results[name] = 'Get' in spec ? null : []
         continue
       }
-      if ('Get' in spec) budget.add((results[name] = await nodes.get(principal, path).catch(() => null)))
-      else {
+      if ('Get' in spec) {
+        read.paths.add(path)
+        budget.add((results[name] = await nodes.get(principal, path).catch(() => null)))
+      } else {
+        read.parents.add(path)
         const rows = await nodes.query(principal, { parent: path, ...(spec.NodeType ? { nodeType: spec.NodeType } : {}), limit: spec.Limit }).catch(() => [])
         for (const row of rows) budget.add(row)
         results[name] = rows
@@ -92,7 +131,10 @@ export async function hydrate(
     // moves the head; one still in flight then is seen here.
     const waits = inFlight([node, ...Object.values(results).flatMap((r) => (Array.isArray(r) ? r : [r]))])
     const after = headed ? await storage.lastVersion() : null
-    if (after === head && waits.length === 0) return { contextHead: Math.max(event.version, head ?? node?.version ?? 0), event: node, results }
+    if (waits.length === 0) {
+      if (after === head) return { contextHead: Math.max(event.version, head ?? node?.version ?? 0), event: node, results }
+      if (head !== null && after !== null && (await untouched(storage, head, after, read))) return { contextHead: Math.max(event.version, after), event: node, results }
+    }
     if (attempt >= SNAPSHOT_TRIES) throw new WeftError('unavailable', 'The context kept changing while it was read; pull again.')
     await Promise.all(waits)
   }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest'
+import type { ChangeRecord, NodePath } from '../../shared/index.js'
 import { api, errorCode, expectStatus } from '../helpers/index.js'
 import { ctx, definition, ownedServer, pull, putSubscription } from './contextual-helpers.js'
 
@@ -72,13 +73,15 @@ describe('[CTX18] an item that could not be built', () => {
     const c = ctx(ts.url, owner.token)
     const { consumerId } = expectStatus(await c.next(sub), 200).body
     expectStatus(await api(ts.url, owner.token).putNode(`${space}/inU/d`, 'Document', {}), 201)
-    // A busy database: the head moves on at every read of it, through every hydration try.
-    const storage = ts.server.storage as { lastVersion(): Promise<number> }
-    const real = storage.lastVersion.bind(storage)
+    // A busy node: the head moves on at every read of it, through every hydration try, by a
+    // commit to the node the item reads.
+    const storage = ts.server.storage as { lastVersion(): Promise<number>; changesSince(v: number, limit: number): Promise<ChangeRecord[]> }
+    const real = { lastVersion: storage.lastVersion.bind(storage), changesSince: storage.changesSince.bind(storage) }
     let bump = 0
-    storage.lastVersion = async () => (await real()) + bump++
+    storage.lastVersion = async () => (await real.lastVersion()) + bump++
+    storage.changesSince = async (v) => [{ version: v + 1, path: `${space}/inU/d` as NodePath, nodeType: 'Document', kind: 'Updated' }]
     const r = await c.next(sub)
-    storage.lastVersion = real
+    Object.assign(storage, real)
     expect(errorCode(r)).toBe('unavailable')
     const again = expectStatus(await c.next(sub), 200).body
     expect(again.item?.event.path).toBe(`${space}/inU/d`)

@@ -52,7 +52,8 @@ function expectAsOf(history: History, node: MeshNode, head: number): void {
  * read, every node it hydrates (the event's node, a Get, a Children list) is exactly what was
  * committed as of its `contextHead` (no newer version, no older one, no write not yet durable), and
  * a Children list holds exactly the children that existed then. Seeded interleavings of pulls with
- * unawaited patches and creates of the event's siblings, on the real node service and SQLite.
+ * unawaited patches and creates of the event's siblings and writes elsewhere (which must not
+ * refuse the pull), on the real node service and SQLite.
  */
 describe('[CTX16] hydration under concurrent writes (seeded)', () => {
   it('every hydrated node is the committed state as of contextHead', { timeout: 300_000 }, async () => {
@@ -62,6 +63,9 @@ describe('[CTX16] hydration under concurrent writes (seeded)', () => {
       const history = new History()
       const tap = h.nodes.changes$.subscribe((c) => history.record(c))
       await h.nodes.put(SYSTEM, 'P' as NodePath, { nodeType: 'Space', content: {} })
+      // Another space's node, written meanwhile: a commit the hydration did not read.
+      await h.nodes.put(SYSTEM, 'Q' as NodePath, { nodeType: 'Space', content: {} })
+      await h.nodes.put(SYSTEM, 'Q/other' as NodePath, { nodeType: 'Document', content: { n: 0 } })
       await h.nodes.put(SYSTEM, 'P/_Access/u1_Access' as NodePath, { nodeType: 'AccessAssignment', content: { Subject: USER, Role: 'Editor' } })
       await h.nodes.put(SYSTEM, IN as NodePath, { nodeType: 'Document', content: {} })
       await h.nodes.put(ME, SUB, {
@@ -85,7 +89,8 @@ describe('[CTX16] hydration under concurrent writes (seeded)', () => {
       const writes: Promise<unknown>[] = []
       let made = docs.length
       const write = () => {
-        if (made < 30 && rng.next() < 0.25) {
+        if (rng.next() < 0.3) writes.push(h!.nodes.patch(SYSTEM, 'Q/other' as NodePath, { n: rng.int(1, 1_000_000) }))
+        else if (made < 30 && rng.next() < 0.25) {
           const d = `d${made++}`
           // Patched only once it exists.
           writes.push(h!.nodes.put(ME, `${IN}/${d}` as NodePath, { nodeType: 'Document', content: { n: 0 } }).then(() => docs.push(d)))
