@@ -41,6 +41,8 @@ export interface ServerConfig {
   maxRoomsPerSocket: number
   /** [SYNC17] A socket's updates waiting to be stored and joins waiting on their node, past which it is not read (MAX_IN_FLIGHT_PER_SOCKET). */
   maxInFlightPerSocket: number
+  /** How often a WebSocket is pinged; one that has not answered the last ping by the next is closed (PING_INTERVAL_MS). */
+  pingIntervalMs: number
   /** Deepest JSON a client may write, over every transport (MAX_JSON_DEPTH). */
   maxJsonDepth: number
   /** [AUTH3] Login throttling (sync-server/auth/login-throttle.ts). */
@@ -101,6 +103,7 @@ export function defaultConfig(): ServerConfig {
     contextualOutcomeRetentionDays: 30,
     maxRoomsPerSocket: 20_000,
     maxInFlightPerSocket: 256,
+    pingIntervalMs: 30_000,
     maxJsonDepth: 64,
     loginFreeFailuresPerAccount: DEFAULT_LOGIN_LIMITS.freePerAccount,
     loginFreeFailuresPerAddress: DEFAULT_LOGIN_LIMITS.freePerAddress,
@@ -134,6 +137,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     trashRetentionMs: int(env.TRASH_RETENTION_MS, d.trashRetentionMs, 'TRASH_RETENTION_MS'),
     maxRoomsPerSocket: int(env.MAX_ROOMS_PER_SOCKET, d.maxRoomsPerSocket, 'MAX_ROOMS_PER_SOCKET'),
     maxInFlightPerSocket: Math.max(2, int(env.MAX_IN_FLIGHT_PER_SOCKET, d.maxInFlightPerSocket, 'MAX_IN_FLIGHT_PER_SOCKET')),
+    pingIntervalMs: Math.max(100, int(env.PING_INTERVAL_MS, d.pingIntervalMs, 'PING_INTERVAL_MS')),
     maxJsonDepth: Math.max(1, int(env.MAX_JSON_DEPTH, d.maxJsonDepth, 'MAX_JSON_DEPTH')),
     loginFreeFailuresPerAccount: int(env.LOGIN_FREE_FAILURES_PER_ACCOUNT, d.loginFreeFailuresPerAccount, 'LOGIN_FREE_FAILURES_PER_ACCOUNT'),
     loginFreeFailuresPerAddress: int(env.LOGIN_FREE_FAILURES_PER_ADDRESS, d.loginFreeFailuresPerAddress, 'LOGIN_FREE_FAILURES_PER_ADDRESS'),

@@ -161,6 +161,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     maxPayloadBytes: config.maxPayloadBytes,
     maxRoomsPerSocket: config.maxRoomsPerSocket,
     maxUpdatesInFlight: config.maxInFlightPerSocket,
+    pingIntervalMs: config.pingIntervalMs,
     log,
     onRefused: (code, transport) => metrics.refused(code, transport),
   })

@@ -38,6 +38,8 @@ export interface SocketServerOptions {
   maxSendBufferBytes?: number
   /** Updates of one socket waiting for durability before it stops being read (default 256). */
   maxUpdatesInFlight?: number
+  /** How often each socket is pinged (default 30 s); see the constructor. */
+  pingIntervalMs?: number
   log: Logger
   /** [OPS3] Told of a /mux update refused before the node store sees it (payload_too_large). */
   onRefused?(code: string, transport: 'mux'): void
@@ -104,9 +106,16 @@ export class SocketServer {
     this.changesSub = opts.nodes.changes$.subscribe((c) => {
       for (const session of this.sessions) session.notifyChanged(c.path, c.version)
     })
+    // A socket that has not answered the last ping by the next one is closed. One the server
+    // stopped reading ([SYNC17]: its writes wait on storage) cannot be heard answering: it counts
+    // as alive until it is read again, so a slow database does not cut its clients off.
     this.pingTimer = setInterval(() => {
       for (const ws of this.wss.clients) {
         const w = ws as WebSocket & { isAlive?: boolean }
+        if (ws.isPaused) {
+          w.isAlive = true
+          continue
+        }
         if (w.isAlive === false) {
           w.terminate()
           continue
@@ -114,7 +123,7 @@ export class SocketServer {
         w.isAlive = false
         w.ping()
       }
-    }, PING_INTERVAL_MS)
+    }, opts.pingIntervalMs ?? PING_INTERVAL_MS)
     this.pingTimer.unref()
   }
 

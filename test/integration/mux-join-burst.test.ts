@@ -72,3 +72,57 @@ describe('[SYNC17] a burst of joins is pushed back, never dropped', () => {
     }
   })
 })
+
+/**
+ * [SYNC17] A socket the server stopped reading (its joins wait on their nodes) cannot be heard
+ * answering pings: it is not closed as dead for it. Before, two ping intervals of a slow
+ * database cut every client it held up (the pongs sat unread in the paused socket).
+ */
+describe('[SYNC17] a socket held back is not taken for dead', () => {
+  let ts: TestServer
+  let ann: TestUser
+  let space = ''
+  beforeAll(async () => {
+    ts = await startTestServer({ config: { maxInFlightPerSocket: 2, pingIntervalMs: 100 } })
+    ann = await signup(ts.url)
+    space = await createSpace(ts.url, ann.token)
+  })
+  afterAll(() => ts.cleanup())
+
+  it('three ping intervals while its joins wait: still open, every join answered once released', async () => {
+    const docs: string[] = []
+    for (let i = 0; i < 3; i++) docs.push(await createDocument(ts.url, ann.token, `${space}/p${i}`, { N: i }))
+    let release = () => undefined as void
+    const held = new Promise<void>((resolve) => (release = resolve))
+    const nodes = ts.server.nodes
+    const acquire = nodes.acquireDoc.bind(nodes)
+    const spy = vi.spyOn(nodes, 'acquireDoc').mockImplementation(async (path) => {
+      await held
+      return acquire(path)
+    })
+    const raw = await openRawSocket(ts.url, `/mux?token=${encodeURIComponent(ann.token)}`)
+    // Another socket, read as usual: its pings count the intervals that pass.
+    const clock = await openRawSocket(ts.url, `/mux?token=${encodeURIComponent(ann.token)}`)
+    try {
+      let ticks = 0
+      for (const path of docs) raw.send(encodeMuxFrame({ type: MuxType.Join, path }))
+      await waitFor(() => spy.mock.calls.length >= 2, { description: 'two joins waiting on their nodes', timeoutMs: 30_000 })
+      clock.socket.on('ping', () => ticks++)
+      await waitFor(() => ticks >= 3, { description: 'three ping intervals', timeoutMs: 30_000 })
+      expect(raw.socket.readyState).toBe(raw.socket.OPEN)
+      release()
+      await waitFor(() => raw.messages.filter((m) => decodeMuxFrame(m).type === MuxType.Joined).length === docs.length, { description: 'every join answered', timeoutMs: 30_000 })
+      expect(raw.socket.readyState).toBe(raw.socket.OPEN)
+      // Read again, it is pinged and answers as any socket.
+      let pinged = 0
+      raw.socket.on('ping', () => pinged++)
+      await waitFor(() => pinged >= 2, { description: 'pinged again', timeoutMs: 30_000 })
+      expect(raw.socket.readyState).toBe(raw.socket.OPEN)
+    } finally {
+      release()
+      spy.mockRestore()
+      await clock.close()
+      await raw.close()
+    }
+  })
+})
