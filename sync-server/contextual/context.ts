@@ -66,8 +66,8 @@ function touches(c: ChangeRecord, read: ReadSet): boolean {
 
 /**
  * [CTX16] Whether no commit in `(head, after]` touches `read`: then every node read holds as of
- * `after`, whatever else the database took meanwhile. Any write anywhere used to count, so a
- * server taking a few hundred writes a second refused most pulls (`unavailable` after four tries).
+ * `after`, whatever else the database took meanwhile. Any write anywhere used to count: on a
+ * loaded server (reads slowed, others writing) a pull was refused `unavailable` now and then.
  */
 async function untouched(storage: Pick<StorageAdapter, 'changesSince'>, head: number, after: number, read: ReadSet): Promise<boolean> {
   const changes = await storage.changesSince(head, WINDOW_CHANGES)

@@ -23,14 +23,19 @@
  *    `pgCycleRatioToPgBossWithEffect` (our cycle over it: the same work on both sides);
  *  - `pgCyclesPerSecWorkers` / `pgBossFetchCompletePerSecWorkers`: the same with WORKERS workers at
  *    once on one consumer (MaxInFlight WORKERS) and on one pg-boss queue, `pgCycleRatioToPgBossWorkers`
- *    ours over pg-boss's.
+ *    ours over pg-boss's;
+ *  - [CTX16] `sqliteHydratedPullsPerSecUnderWrites` / `pgHydratedPullsPerSecUnderWrites`: `next → ack`
+ *    of a definition with two hydration queries (a Get, a Children list) while another writer
+ *    patches a node of another space as fast as it can (`…BusyWritesPerSec`), and the share of
+ *    pulls refused `unavailable` (`…HydratedPullsRefused`, pulled again): a commit elsewhere must
+ *    not refuse a pull.
  * Run alone: `npx tsx test/bench/contextual-bench.ts` prints JSON.
  */
 import { performance } from 'node:perf_hooks'
 import { pathToFileURL } from 'node:url'
 import pg from 'pg'
 import { PgBoss } from 'pg-boss'
-import { fenceOf, userPrincipal, type Principal, type UserId } from '../../shared/index.js'
+import { fenceOf, userPrincipal, type NodePath, type Principal, type UserId } from '../../shared/index.js'
 import { api, createSpace, expectStatus, freshDatabase, signup, startTestServer, type TestServer } from '../helpers/index.js'
 import { round } from './stats.js'
 import type { Goal } from './run.js'
@@ -227,6 +232,59 @@ async function pgBossConcurrent(boss: PgBoss, queue: string): Promise<number> {
 
 const best = (xs: number[]) => Math.max(...xs)
 
+/**
+ * [CTX16] Pulls of a definition with hydration queries while a writer patches another space's node
+ * as fast as it can: pulls per second, the writer's writes per second, and the share of pulls
+ * refused `unavailable` (each pulled again until it is not).
+ */
+async function hydratedUnderWrites(r: Rig): Promise<{ pullsPerSec: number; writesPerSec: number; refused: number }> {
+  const svc = r.ts.server.contextual
+  const sub = `${r.prefix}-hyd`
+  const prefix = `${r.prefix}-hin`
+  expectStatus(await api(r.ts.url, r.token).putNode(prefix, 'Document', {}), 201)
+  expectStatus(
+    await api(r.ts.url, r.token).putNode(sub, 'ContextualSubscription', {
+      Operation: 'bench_hydrated',
+      Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: prefix },
+      Hydration: { source: { Get: '{event.path}' }, siblings: { Children: '{event.parent}', NodeType: 'Document', Limit: 20 } },
+      Reactions: { annotate: { Command: 'patch', Target: '{event.path}', Parameters: { Note: { Type: 'string' } } } },
+      Limits: { LeaseSeconds: 60, MaxInFlight: 1, MaxAttempts: 3 },
+    }),
+    201,
+  )
+  const other = await createSpace(r.ts.url, r.token)
+  const busyPath = `${other}/busy`
+  expectStatus(await api(r.ts.url, r.token).putNode(busyPath, 'Document', { n: 0 }), 201)
+  await svc.next(r.principal, { subscription: sub, consumer: 'h' })
+  for (let i = 0; i < EVENTS; i++) expectStatus(await api(r.ts.url, r.token).putNode(`${prefix}/e${i}`, 'Document', { i }), 201)
+  let writing = true
+  let writes = 0
+  const writer = (async () => {
+    while (writing) {
+      await r.ts.server.nodes.patch(r.principal, busyPath as NodePath, { n: ++writes })
+    }
+  })()
+  let refused = 0
+  const t0 = performance.now()
+  for (let i = 0; i < EVENTS; i++) {
+    for (;;) {
+      try {
+        const { consumerId, item } = await svc.next(r.principal, { subscription: sub, consumer: 'h' })
+        if (!item) throw new Error(`no item at ${i}`)
+        await svc.ack(r.principal, fenceOf(consumerId, item))
+        break
+      } catch (err) {
+        if ((err as { code?: string }).code !== 'unavailable') throw err
+        refused++
+      }
+    }
+  }
+  const secs = (performance.now() - t0) / 1000
+  writing = false
+  await writer
+  return { pullsPerSec: EVENTS / secs, writesPerSec: writes / secs, refused: refused / (EVENTS + refused) }
+}
+
 export async function benchContextual(): Promise<Record<string, number | string>> {
   const out: Record<string, number | string> = { events: EVENTS, rounds: ROUNDS }
   const lite = await rig({})
@@ -252,6 +310,10 @@ export async function benchContextual(): Promise<Record<string, number | string>
     out.httpSettleCyclesPerSec = round(best(hs))
     out.httpChainCyclesPerSec = round(best(hc))
     out.httpChainOverSettle = round(best(hc) / best(hs), 2)
+    const hy = await hydratedUnderWrites(lite)
+    out.sqliteHydratedPullsPerSecUnderWrites = round(hy.pullsPerSec)
+    out.sqliteBusyWritesPerSec = round(hy.writesPerSec)
+    out.sqliteHydratedPullsRefused = round(hy.refused, 3)
   } finally {
     await lite.ts.cleanup()
   }
@@ -303,6 +365,10 @@ export async function benchContextual(): Promise<Record<string, number | string>
     out.pgBossWithEffectPerSec = round(best(e))
     out.pgCycleRatioToPgBossWithEffect = round(best(c) / best(e), 2)
     out.pgNextAckRatioToPgBoss = round(best(q) / best(b), 2)
+    const hy = await hydratedUnderWrites(rigPg)
+    out.pgHydratedPullsPerSecUnderWrites = round(hy.pullsPerSec)
+    out.pgBusyWritesPerSec = round(hy.writesPerSec)
+    out.pgHydratedPullsRefused = round(hy.refused, 3)
   } finally {
     await boss.stop({ graceful: false }).catch(() => undefined)
     await pool.end().catch(() => undefined)
