@@ -1,4 +1,5 @@
 import {
+  ADMIN_PARTITION,
   WeftError,
   fieldRule,
   isReservedSegment,
@@ -133,6 +134,11 @@ export function checkInvariants(before: MeshNode | null, after: MeshNode | null,
     if (typeof subject !== 'string' || lastSegment(after.path) !== assignmentLabel(subject)) {
       throw new WeftError('invalid_content', `The Subject of ${after.path} must be the subject its name gives (${lastSegment(after.path)}).`)
     }
+  }
+  // The Admin area holds the server's operations and who operates it: deleting it (one click of
+  // an operator's "Delete space…") took the operator's page from every operator at once.
+  if (before?.path === ADMIN_PARTITION && !after) {
+    throw new WeftError('forbidden', 'Admin is the server’s own area (its operations and who operates the server): it cannot be deleted.')
   }
   const node = before ?? after
   if (!node || node.nodeType !== 'AccessAssignment' || cascading) return

@@ -61,6 +61,18 @@ describe('[OPS10] the admin overview', () => {
     for (const [who, operator] of [[listed, true], [granted, true], [other, false]] as const) expect((await api(ts.url, who.token).get<{ operator: boolean }>('/api/me')).body.operator).toBe(operator)
   })
 
+  it('[OPS12] nobody deletes the Admin area (an operator\'s one click took the page from every operator): 403 forbidden with words, over HTTP and for the system; it stays, and so does the page', async () => {
+    const refused = await api(ts.url, granted.token).deleteNode('Admin')
+    expect(refused.status).toBe(403)
+    expect((refused.body as { error: { code: string; message: string } }).error.message).toMatch(/Admin is the server’s own area/)
+    await expect(ts.server.nodes.delete(SYSTEM, 'Admin' as NodePath)).rejects.toMatchObject({ code: 'forbidden' })
+    expect((await ts.server.nodes.get(SYSTEM, 'Admin' as NodePath))?.nodeType).toBe('Space')
+    for (const who of [listed, granted]) expect((await overview(ts.url, who.token)).status).toBe(200)
+    // Its own nodes are still theirs to remove (an Admin grant of someone else, say).
+    expectStatus(await api(ts.url, granted.token).putNode(`Admin/_Access/${other.userId}_Access`, 'AccessAssignment', { Subject: other.userId, Role: 'Viewer' }), 201)
+    expectStatus(await api(ts.url, granted.token).deleteNode(`Admin/_Access/${other.userId}_Access`), 204)
+  })
+
   it('[OPS10] the figures are the /metrics figures (one registry)', async () => {
     const doc = await createDocument(ts.url, other.token, `${space}/counted`, {})
     expectStatus(await api(ts.url, other.token).patchNode(doc, { A: 1 }), 200)
