@@ -297,6 +297,30 @@ test('[WEB19] a Code node created in the app starts from the commented script AP
   await a.context.close()
 })
 
+test('[WEB19] a name typed into New child node while the previous create is still answering is kept (the form is cleared as it is submitted, not when the answer lands)', async ({ browser }) => {
+  const a = await openLoggedIn(browser, server, ann, 'Lab')
+  // The create's answer is held back; the change feed still tells the page of the new child.
+  let release: () => void = () => {}
+  const held = new Promise<void>((resolve) => (release = resolve))
+  await a.page.route('**/api/nodes/Lab/Drafts', async (route) => {
+    if (route.request().method() !== 'PUT') return route.fallback()
+    const response = await route.fetch()
+    await held
+    await route.fulfill({ response })
+  })
+  const form = a.page.locator('weft-node-page').getByRole('form', { name: 'New child node' })
+  await form.getByLabel('Name', { exact: true }).fill('Drafts')
+  await form.getByRole('button', { name: 'Create' }).click()
+  await expect(a.page.locator('weft-node-page section[aria-label="Children"]').getByRole('link', { name: 'Drafts' })).toBeVisible()
+  await form.getByLabel('Name', { exact: true }).fill('Minutes')
+  await form.getByLabel('Type').selectOption('Code')
+  release()
+  await expect(a.page.locator('weft-toast')).toContainText('Created “Drafts”.')
+  await expect(form.getByLabel('Name', { exact: true })).toHaveValue('Minutes')
+  await expect(form.getByLabel('Type')).toHaveValue('Code')
+  await a.context.close()
+})
+
 test('[WEB17] keyboard reachable: Tab goes from the navigation to an operation\'s Run button, and Enter runs it', async ({ browser }) => {
   const v = await openLoggedIn(browser, server, vic, 'Lab')
   await v.page.goto('/#/operations')

@@ -299,15 +299,27 @@ export class WeftNodePage extends LitElement {
   private async create(name: string, nodeType: string, form: HTMLFormElement | null) {
     this.createError = null
     const path = joinPath(this.path as NodePath, segmentForName(name))
+    // [WEB19] Cleared as it is submitted, not once the server has answered: by then the person
+    // may be typing the next name (the new child is listed as soon as the change feed tells of
+    // it, which can be before this create's own answer lands), and a reset then wiped it. What was
+    // typed comes back if the create is refused and nothing was typed since.
+    const fields = form && createFields(form)
+    const typed = fields && { name: fields.name.value, nodeType: fields.nodeType.value }
+    form?.reset()
+    const putBack = () => {
+      if (!fields || !typed || fields.name.value !== '') return
+      fields.name.value = typed.name
+      fields.nodeType.value = typed.nodeType
+    }
     try {
       // [WEB19] A Code node starts from the commented template of the script API.
       await app().client.createNode(path, nodeType, name, initialContent(nodeType, this.path))
-      form?.reset()
       // [WEB37] A new thread opens, ready for its first message.
       if (nodeType === 'Thread') location.hash = nodeHref(path)
       // [WEB54] Anything else stays listed here (to make several in a row), with a way to open it.
       else showToast(`Created “${name}”.`, { label: 'Open', run: () => void (location.hash = nodeHref(path)) })
     } catch (e) {
+      putBack()
       if (codeOf(e) === 'already_exists') {
         const client = app().client
         const suggestion = await nextFreeName(name, (seg) => client.isPathTaken(joinPath(this.path as NodePath, seg)))
@@ -567,6 +579,13 @@ export class WeftNodePage extends LitElement {
     `
   }
 }
+/** The inputs of a "New child node" form. */
+function createFields(form: HTMLFormElement): { name: HTMLInputElement; nodeType: HTMLSelectElement } | null {
+  const name = form.elements.namedItem('name')
+  const nodeType = form.elements.namedItem('nodeType')
+  return name instanceof HTMLInputElement && nodeType instanceof HTMLSelectElement ? { name, nodeType } : null
+}
+
 /**
  * [WEB54] What a reader without Update is told, once, instead of disabled forms: controls the
  * role cannot use are not shown at all.
