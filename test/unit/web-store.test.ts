@@ -130,6 +130,18 @@ describe('web store', () => {
     expect((await store.query({ parent: 'k' })).map((r) => r.path).sort()).toEqual(['k/a', 'k/c', 'k/d'])
   })
 
+  it('[WEB19] a listing asked before a child was learned (a create answered while it was on its way) does not forget that child; one asked after does', async () => {
+    await store.upsertNodes([meshNode('r/a'), meshNode('r/gone')])
+    const askedAt = store.stamp()
+    // The create's answer lands while the listing is on its way; the listing cannot hold it.
+    await store.upsertNodes([meshNode('r/new')])
+    await store.reconcileChildren('r', [meshNode('r/a')], true, askedAt)
+    expect((await store.query({ parent: 'r' })).map((r) => r.path).sort()).toEqual(['r/a', 'r/new'])
+    // A listing asked after it, without it: the server no longer has it.
+    await store.reconcileChildren('r', [meshNode('r/a')], true, store.stamp())
+    expect((await store.query({ parent: 'r' })).map((r) => r.path).sort()).toEqual(['r/a'])
+  })
+
   it('queues creations and deletions made offline; a node created and deleted offline never reaches the server', async () => {
     await store.queueCreate('q/new', 'Document', 'New')
     expect((await store.getIndexRow('q/new'))?.localOnly).toBe(1)

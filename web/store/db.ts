@@ -42,6 +42,12 @@ export interface IndexRow {
    * which the server refuses (forbidden_field), an edit its author never made.
    */
   typeUnknown?: 1
+  /**
+   * When this device last learned the row from the server (`NodeStore.stamp`): a listing of its
+   * parent asked before then does not forget it (the row of a child just created, which that
+   * older listing could not hold).
+   */
+  seen?: number
 }
 
 export type OutboxStatus = 'pending' | 'refused'

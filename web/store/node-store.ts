@@ -44,6 +44,7 @@ export class NodeStore {
   private queue: { path: string; update: Uint8Array }[] = []
   private flushing: Promise<void> | null = null
   private rowsSinceCompact = new Map<string, number>()
+  private lastStamp = 0
 
   constructor(dbName: string) {
     this.db = new WeftDb(dbName)
@@ -343,8 +344,18 @@ export class NodeStore {
 
   // ---- index ----
 
+  /**
+   * A moment on this device's clock, later than every stamp this store gave before: rows learned
+   * from the server carry one (`seen`), and a listing takes one as it is asked.
+   */
+  stamp(): number {
+    this.lastStamp = Math.max(Date.now(), this.lastStamp + 1)
+    return this.lastStamp
+  }
+
   async upsertNodes(nodes: readonly MeshNode[]): Promise<void> {
     if (nodes.length === 0) return
+    const seen = this.stamp()
     await this.db.transaction('rw', this.db.nodes, async () => {
       const existing = await this.db.nodes.bulkGet(nodes.map((n) => n.path))
       await this.db.nodes.bulkPut(
@@ -357,6 +368,7 @@ export class NodeStore {
           version: n.version,
           pending: existing[i]?.pending ?? 0,
           refused: existing[i]?.refused ?? 0,
+          seen,
         })),
       )
     })
@@ -371,15 +383,20 @@ export class NodeStore {
     await this.upsertNodes(nodes.filter((n, i) => !existing[i] || existing[i]!.version < n.version))
   }
 
-  /** A server listing of `parent` is the truth for it: forget children the server no longer lists. */
-  async reconcileChildren(parent: string, nodes: readonly MeshNode[], fullListing: boolean): Promise<void> {
+  /**
+   * A server listing of `parent` is the truth for it as of when it was asked (`askedAt`, a
+   * `stamp()` taken before the request): forget children the server no longer lists, except rows
+   * learned since (a child created while the listing was on its way vanished from its parent's
+   * list until the next refresh).
+   */
+  async reconcileChildren(parent: string, nodes: readonly MeshNode[], fullListing: boolean, askedAt = Number.POSITIVE_INFINITY): Promise<void> {
     await this.upsertNodes(nodes)
     if (!fullListing) return
     const listed = new Set<string>(nodes.map((n) => n.path))
     await this.db.transaction('rw', this.db.nodes, this.db.ops, async () => {
       const localOps = new Set((await this.db.ops.toArray()).map((o) => o.path))
       const gone = (await this.db.nodes.where('parent').equals(parent).toArray()).filter(
-        (r) => !listed.has(r.path) && !localOps.has(r.path) && r.pending === 0 && r.refused === 0 && !r.localOnly,
+        (r) => !listed.has(r.path) && !localOps.has(r.path) && r.pending === 0 && r.refused === 0 && !r.localOnly && !((r.seen ?? 0) > askedAt),
       )
       await this.db.nodes.bulkDelete(gone.map((r) => r.path))
     })

@@ -464,8 +464,9 @@ export class SyncClient {
   async refreshChildren(parent: string): Promise<void> {
     const limit = 500
     try {
+      const askedAt = this.store.stamp()
       const items = await this.api.listChildren(parent, limit)
-      await this.store.reconcileChildren(parent, items, items.length < limit)
+      await this.store.reconcileChildren(parent, items, items.length < limit, askedAt)
     } catch (e) {
       if (!(e instanceof NetworkError || e instanceof HttpError)) throw e
     }
