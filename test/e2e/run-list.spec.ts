@@ -65,3 +65,21 @@ test('[WEB13] a space and a Code node list their runs one line each: number, sta
   await expect(v.page.locator('weft-node-page weft-activity-panel .badge')).toHaveAttribute('data-status', 'Succeeded')
   await v.context.close()
 })
+
+test('[WEB13] a run that finished and logged a warning reads "Succeeded with warnings" (not "Warning"), and a run has one name in its list and on its panel', async ({ browser }) => {
+  await putNode(server, ann, 'Lab/Careful', 'Code', { Language: 'javascript', IsExecutable: true, Source: 'Log.warn("close to the limit"); return { total: 42 }' }, 'Careful')
+  const res = await api<{ path: string }>(server, ann, 'POST', '/api/nodes/Lab/Careful/run', {})
+  expect(res.status).toBe(201)
+  const a = await openLoggedIn(browser, server, ann, 'Lab/Careful')
+  const row = a.page.locator('weft-code-page weft-activity-strip weft-run-row a.row[data-status="Warning"]')
+  await expect(row.locator('.badge')).toHaveText('Succeeded with warnings', { timeout: 20_000 })
+  await expect(row.locator('.what')).toContainText('Careful run')
+  await row.click()
+  const panel = a.page.locator('weft-node-page weft-activity-panel')
+  await expect(panel.locator('.badge')).toHaveText('Succeeded with warnings')
+  await a.page.goto('/#/n/Lab/Careful')
+  await a.page.locator('weft-code-page').getByRole('button', { name: 'Run', exact: true }).click()
+  // The panel under the Code node names its run as the list does.
+  await expect(a.page.locator('weft-code-page weft-activity-panel header a')).toHaveText(/^Careful run$/, { timeout: 20_000 })
+  await a.context.close()
+})

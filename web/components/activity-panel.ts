@@ -8,7 +8,7 @@ import type { NodeView } from '../streams/index.js'
 import { formatBytes, type PresenceUser, type ReplicaState } from '../sync/index.js'
 import { requestStatus, runCode } from './activity-api.js'
 import { nodeHref } from './route.js'
-import { formatWhen, limitOf, runDuration } from './run-text.js'
+import { formatWhen, limitOf, runDuration, runStatusWord } from './run-text.js'
 import { errorLocation, type LogLine } from './run-log-text.js'
 import { humanMessage } from './error-text.js'
 import { ROLE_PERMISSIONS } from '../../shared/access-policy.js'
@@ -386,10 +386,11 @@ export class WeftActivityPanel extends LitElement {
     const others = (this.presence.value ?? []).filter((u) => u.id !== me)
     const codePath = str(c.CodePath)
     const stopping = status === 'Running' && c.RequestedStatus === 'Cancelled'
-    const title = this.code.value?.name ? `Run of ${this.code.value.name}` : view.name
+    // The run's own name, as the run list and its page say it (it was "Run of X" here, "X run" there).
+    const title = view.name || (this.code.value?.name ? `${this.code.value.name} run` : view.path)
     return html`
       <header>
-        <span class="badge ${status}" data-status=${status}>${status}</span>
+        <span class="badge ${status}" data-status=${status}>${runStatusWord(status)}</span>
         ${stopping ? html`<span class="stopping" data-stopping>Stopping…</span>` : nothing}
         ${this.full ? nothing : html`<a href=${nodeHref(view.path)}>${title}</a>`}
       </header>

@@ -5,7 +5,7 @@ import { PeopleController } from '../controllers/people-controller.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
 import { nodeHref } from './route.js'
-import { formatWhen, runDuration } from './run-text.js'
+import { formatWhen, runDuration, runStatusWord } from './run-text.js'
 
 const str = (v: JsonValue | undefined): string | null => (typeof v === 'string' && v !== '' ? v : null)
 
@@ -67,7 +67,7 @@ export class WeftRunRow extends LitElement {
     const stopping = status === 'Running' && c.RequestedStatus === 'Cancelled'
     return html`<a class="row ${this.number > 0 ? '' : 'plain'}" href=${nodeHref(this.path)} data-status=${status} title=${codePath ?? ''}>
       ${this.number > 0 ? html`<span class="num">#${this.number}</span>` : nothing}
-      <span class="badge ${status}">${stopping ? 'Stopping…' : status}</span>
+      <span class="badge ${status}">${stopping ? 'Stopping…' : runStatusWord(status)}</span>
       <span class="what">${what}${starter ? html` <span class="who">· started by ${this.people.nameOf(starter)}</span>` : nothing}</span>
       <span class="when">${start ? formatWhen(start) : ''}${took ? ` · ${status === 'Running' ? `for ${took}` : took}` : ''}</span>
     </a>`

@@ -4,6 +4,14 @@ import { lineTime } from './run-log-text.js'
  * (no DOM): the run page and the run list share them.
  */
 
+/**
+ * A run's status as a person reads it. `Warning` is a run that finished and logged a warning:
+ * shown as "Warning" it read as a run that had not finished properly.
+ */
+export function runStatusWord(status: string): string {
+  return status === 'Warning' ? 'Succeeded with warnings' : status
+}
+
 /** What each server limit means to the person whose run it stopped (README's settings table). */
 const LIMITS: readonly [RegExp, string][] = [
   [/^SCRIPT_MEMORY_MB$/, 'it needed more memory than a run may use'],
