@@ -68,6 +68,10 @@ describe('activities: run endpoint and status', () => {
     // Printed once: the log's last line is the error, the panel does not print it again.
     const messages = done.content.Messages as { Level: string; Text: string }[]
     expect(messages.filter((m) => m.Text === done.content.Error)).toHaveLength(1)
+    // A syntax error too (QuickJS writes its frame without a function: `at script.js:3:1`): it said
+    // only "SyntaxError: expecting ','", while the editor named the line.
+    const bad = await run(ts.url, alice.token, await createCode(ts.url, alice.token, `${space}/syntax`, 'const a = f(1\nlet b = 2\nreturn a'))
+    expect((await waitForStatus(ts.url, alice.token, bad, terminal)).content.Error).toMatch(/^SyntaxError: .* \(line 2, column \d+\)$/)
   })
 
   it('[ACT1] Execute is needed on the Code node; a stranger is refused', async () => {

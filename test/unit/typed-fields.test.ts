@@ -169,5 +169,7 @@ describe('[WEB24][WEB25] the run log\'s search and the thrown error\'s place', (
     expect(scriptLocation('    at helper (bootstrap.js:9:1)\n    at __weft_run (script.js:4:7)\n    at <eval> (script.js:6:11)\n', 4)).toEqual({ line: 3, column: 7 })
     expect(scriptLocation('    at <eval> (script.js:9:1)\n', 4)).toBeNull()
     expect(scriptLocation(undefined, 4)).toBeNull()
+    expect(scriptLocation('    at script.js:3:1\n', 4)).toEqual({ line: 2, column: 1 })
+    expect(scriptLocation('    at myscript.js:3:1\n', 4)).toBeNull()
   })
 })

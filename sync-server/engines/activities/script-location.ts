@@ -10,12 +10,14 @@ export const WRAPPER_LINES = 1
 
 /**
  * Where in the script an error was thrown, from the first stack frame in the script's own file
- * (QuickJS writes `at fn (script.js:LINE:COLUMN)`), as a line of the source the person wrote.
+ * (QuickJS writes `at fn (script.js:LINE:COLUMN)`, or `at script.js:LINE:COLUMN` for a syntax error),
+ * as a line of the source the person wrote.
  * Null when the error came from elsewhere (the bootstrap, a host refusal) or has no stack.
  */
 export function scriptLocation(stack: unknown, sourceLines: number): { line: number; column: number } | null {
   if (typeof stack !== 'string') return null
-  for (const m of stack.matchAll(/\(script\.js:(\d+):(\d+)\)/g)) {
+  // A frame in a function is `at fn (script.js:L:C)`; a syntax error's is `at script.js:L:C`.
+  for (const m of stack.matchAll(/(?:\(|\bat )script\.js:(\d+):(\d+)/g)) {
     const line = Number(m[1]) - WRAPPER_LINES
     if (line >= 1 && line <= sourceLines) return { line, column: Number(m[2]) }
   }
