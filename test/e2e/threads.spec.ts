@@ -446,7 +446,7 @@ test('[WEB37][THR23] a sub-thread waiting on its question can be withdrawn from 
     const messages = ((await getContent(server, ann, path)).Messages ?? []) as string[]
     const tool = messages.find((m) => m.includes('/_t.'))
     return tool ? (await getContent(server, ann, tool)).Text : null
-  }).toBe(`${sub} was cancelled.`)
+  }).toBe('“Delegated: /ask which colour?” was cancelled.')
   await a.context.close()
   await v.context.close()
 })

@@ -367,7 +367,7 @@ describe('threads: cancel and streaming', () => {
     expect(engineOf().liveRounds()).not.toContain(t)
   })
 
-  it('[THR23] a sub-thread asking a question surfaces it in the parent without firing the hand-back; its real completion fires it once', async () => {
+  it('[THR23][THR32] a sub-thread asking a question surfaces it in the parent without firing the hand-back; its real completion fires it once, said by the sub-thread\'s name', async () => {
     const t = await fresh()
     await post(ts.url, alice.token, t, '/delegate /ask which colour?', 'k1')
     const asked = await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'AwaitingInput')
@@ -386,11 +386,14 @@ describe('threads: cancel and streaming', () => {
     await runner().idle()
     await settled(ts.url, alice.token, t)
     expect(await toolCells()).toEqual([tool])
-    expect((await node(ts.url, alice.token, tool)).content).toMatchObject({ Role: 'tool', Text: `${sub} has finished.` })
+    // [THR32] The sub-thread's name as the Sub-threads list shows it, never its `_sub.` path; About links it.
+    const handBack = (await node(ts.url, alice.token, tool)).content
+    expect(handBack).toMatchObject({ Role: 'tool', Text: '“Delegated: /ask which colour?” has finished.', About: sub })
+    expect(handBack.Text).not.toContain('_sub.')
     expect((await node(ts.url, alice.token, t)).content.Messages).toEqual([`${t}/k1`, `${t}/_r.k1`, tool])
   })
 
-  it('[THR23] cancelling a sub-thread that waits on its question withdraws it: Cancelled, and the parent is told so, once', async () => {
+  it('[THR23][THR32] cancelling a sub-thread that waits on its question withdraws it: Cancelled, and the parent is told so (by its name), once', async () => {
     const { t, sub } = await subAsking('which size?', 'c1')
     expect((await api(ts.url, bob.token).patchNode(sub, { RequestedStatus: 'Cancelled' })).status).toBe(200)
     const cancelled = await settled(ts.url, alice.token, sub, (x) => x.content.Status === 'Cancelled')
@@ -399,7 +402,7 @@ describe('threads: cancel and streaming', () => {
     expect(cancelled.content.RequestedStatus).toBeUndefined()
     const toolCells = async () => ((await node(ts.url, alice.token, t)).content.Messages as string[]).filter((m) => m.includes('/_t.'))
     const tool = await waitFor(async () => (await toolCells())[0])
-    expect((await node(ts.url, alice.token, tool)).content).toMatchObject({ Role: 'tool', Author: 'system', Text: `${sub} was cancelled.` })
+    expect((await node(ts.url, alice.token, tool)).content).toMatchObject({ Role: 'tool', Author: 'system', Text: '“Delegated: /ask which size?” was cancelled.', About: sub })
     await runner().idle()
     expect(await toolCells()).toEqual([tool])
     // A cancelled sub-thread answers its next message as any thread does.
@@ -417,7 +420,7 @@ describe('threads: cancel and streaming', () => {
     const child = await settled(ts.url, alice.token, sub, (x) => x.content.Status === 'Cancelled')
     expect(child.content.Disposition).toBeUndefined()
     const tool = await waitFor(async () => ((await node(ts.url, alice.token, t)).content.Messages as string[]).find((m) => m.includes('/_t.')))
-    expect((await node(ts.url, alice.token, tool)).content.Text).toBe(`${sub} was cancelled.`)
+    expect((await node(ts.url, alice.token, tool)).content.Text).toBe('“Delegated: /ask which day?” was cancelled.')
   })
 
   it('[THR6] a cancel on a thread at rest with no question changes nothing but the request', async () => {

@@ -594,10 +594,18 @@ export class ThreadEngine {
     for (const a of authors) request(this.nodes, userPrincipal(a), 'Create', sub)
     const parent = await this.nodes.get(SYSTEM, path)
     const at = this.roundClock.now()
-    await this.nodes.update(SYSTEM, sub, (cur) => cur ? undefined : {
-      nodeType: 'Thread',
-      name: `Delegated: ${toStorableText(cutText(task, 60))}`,
-      content: { Agent: parent?.content.Agent ?? { Kind: 'builtin' }, Status: 'Idle', ParentPath: path, Messages: [], UserMessageIds: [], IngestedMessageIds: [], PendingUserMessages: [], Posted: {} },
+    let name = `Delegated: ${toStorableText(cutText(task, 60))}`
+    await this.nodes.update(SYSTEM, sub, (cur) => {
+      // A resumed round finds its sub-thread (perhaps renamed since): the hand-back says that name.
+      if (cur) {
+        name = cur.name
+        return undefined
+      }
+      return {
+        nodeType: 'Thread',
+        name,
+        content: { Agent: parent?.content.Agent ?? { Kind: 'builtin' }, Status: 'Idle', ParentPath: path, Messages: [], UserMessageIds: [], IngestedMessageIds: [], PendingUserMessages: [], Posted: {} },
+      }
     }, 'engine')
     const subId = `thread_${firstId}_${sub.length.toString(36)}_${hash(sub)}`
     await this.nodes.update(SYSTEM, subscriptionPath(subId) as NodePath, (cur) => cur ? undefined : {
@@ -606,7 +614,9 @@ export class ThreadEngine {
       content: {
         Id: subId, TriggerType: 'NodeStatus', WatchPath: sub, StatusField: 'Status', RestingValues: ['Idle', 'Cancelled', 'Done'],
         RequireActiveFirst: true, HoldField: 'Disposition', HoldValues: ['AwaitingInput'], ContinuationType: 'PostThreadMessage', TargetPath: path, Status: 'Pending', CreatedBy: authors[0]!,
-        Text: `${sub} has finished.`,
+        // [THR32] The sub-thread as people read it (its name, as the Sub-threads list shows it),
+        // never its path: `_sub.{id}` is the engine's, not a person's.
+        Text: `“${name}” has finished.`,
       },
     }, 'engine')
     await postCell(this.nodes, sub, 'task', userCell(authors[0]!, task, at, authors.slice(1)))
@@ -631,7 +641,7 @@ export class ThreadEngine {
           break
         }
       }
-      if (done.content.Status === 'Cancelled') answer = `${sub} was cancelled.`
+      if (done.content.Status === 'Cancelled') answer = `“${done.name}” was cancelled.`
       const question = done.content.Disposition === 'AwaitingInput' && typeof done.content.Question === 'string' ? done.content.Question : null
       return { answer, question }
     } finally {
