@@ -255,7 +255,7 @@ describe('threads: rounds', () => {
 })
 
 describe('threads: cancel and streaming', () => {
-  it('[THR6] cancel mid-round: Status Cancelled and RequestedStatus cleared in one write; pending input re-dispatches', async () => {
+  it('[THR6][WEB71] cancel mid-round: Status Cancelled and RequestedStatus cleared in one write; the stopped cell says so; pending input re-dispatches', async () => {
     const t = await fresh()
     await post(ts.url, alice.token, t, '/sleep 1000', 's1')
     await statusIs(ts.url, alice.token, t, 'Executing')
@@ -272,6 +272,9 @@ describe('threads: cancel and streaming', () => {
     expect(done.content.RequestedStatus).toBeUndefined()
     expect(done.content.Messages).toEqual([`${t}/s1`, `${t}/_r.s1`, `${t}/s2`, `${t}/_r.s2`])
     expect((await node(ts.url, alice.token, `${t}/_r.s2`)).content.Text).toBe('You said: after stop')
+    // [WEB71] The stopped round's cell says it was stopped (it holds no text); the next one does not.
+    expect((await node(ts.url, alice.token, `${t}/_r.s1`)).content).toMatchObject({ Text: '', Stopped: true })
+    expect((await node(ts.url, alice.token, `${t}/_r.s2`)).content.Stopped).toBeUndefined()
     // Executing → Cancelled with the request cleared in the same write: no state in between.
     await waitFor(() => states.some((x) => x.Status === 'Idle' && (x.IngestedMessageIds as string[]).length === 2))
     watcher.destroy()

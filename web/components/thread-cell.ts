@@ -61,6 +61,7 @@ export class WeftThreadCell extends LitElement {
     .thinking { color: #555566; font-style: italic; margin-top: 0.3em; }
     .error { color: #a40000; margin: 0.3em 0 0; overflow-wrap: anywhere; }
     .note { color: #7a4f00; font-size: 0.85em; margin-top: 0.3em; }
+    .stopped { color: #555566; font-style: italic; margin-top: 0.3em; }
     .about { margin: 0.3em 0 0; font-size: 0.9em; }
     .about a { color: #1f4fa3; overflow-wrap: anywhere; }
     ul.tools { margin: 0.3em 0 0; padding-left: 1.2em; font-size: 0.9em; color: #333; }
@@ -102,6 +103,17 @@ export class WeftThreadCell extends LitElement {
     })}</ul>`
   }
 
+  /**
+   * [WEB71] An agent's cell whose round is over says how it ended when its text does not: a round
+   * stopped (the engine's `Stopped`) before or while answering, or one that ended with nothing.
+   */
+  private renderEnd(text: string, c: Record<string, JsonValue>) {
+    const stopped = c.Stopped === true
+    if (text) return stopped ? html`<p class="stopped" data-stopped>Stopped before it finished.</p>` : nothing
+    if (stopped) return html`<p class="stopped" data-stopped>Stopped before it answered.</p>`
+    return Array.isArray(c.ToolCalls) && c.ToolCalls.length ? nothing : html`<p class="stopped" data-ended>No answer.</p>`
+  }
+
   /** [THR32] A hand-back names a sub-thread in words; the link goes to it (the text is never HTML). */
   private renderAbout(about: string | null) {
     if (!about) return nothing
@@ -139,6 +151,7 @@ export class WeftThreadCell extends LitElement {
       </header>
       <div class="text" data-text>${text}${this.streaming && text ? html`<span class="caret" aria-hidden="true"></span>` : nothing}</div>
       ${this.streaming && !text && !error ? html`<p class="thinking">Thinking…</p>` : nothing}
+      ${role === 'assistant' && !this.streaming && !error ? this.renderEnd(text, c) : nothing}
       ${this.renderTools(c.ToolCalls)}
       ${this.renderAbout(str(c.About))}
       ${error ? html`<p class="error" role="alert" data-error>${error}</p>` : nothing}

@@ -454,6 +454,9 @@ export class ThreadEngine {
     }
     try {
       if (outcome.error) await this.nodes.patch(SYSTEM, response, { Error: outcome.error }, 'engine')
+      // [WEB71] A stop the round heard is said on its cell, before the thread says Cancelled: a
+      // cell with no text otherwise reads as an answer that never came.
+      if (live.controller.signal.aborted) await this.nodes.patch(SYSTEM, response, { Stopped: true }, 'engine')
       await this.finish(path, round, live, outcome)
     } finally {
       this.endRound(path, live)
@@ -552,11 +555,13 @@ export class ThreadEngine {
   private async settleCancel(path: NodePath): Promise<boolean> {
     const at = this.roundClock.now().toISOString()
     let done = false
+    let stopped: NodePath | null = null
     await this.nodes.update(SYSTEM, path, (cur) => {
       if (!cur || cur.content.RequestedStatus !== 'Cancelled' || this.rounds.has(path)) return undefined
       done = true
       const c = cur.content
       const s = statusOf(cur)
+      stopped = s === 'Executing' ? ((roundOf(c)?.Response as NodePath | undefined) ?? null) : null
       if (s === 'StartingExecution') return { nodeType: cur.nodeType, name: cur.name, content: { ...rolledBack(c), Status: 'Cancelled', LastActivityAt: at } }
       // A thread resting on a question it asked is waiting too: the cancel withdraws the question
       // and ends the wait as Cancelled (a parent waiting on this sub-thread hears it).
@@ -565,6 +570,9 @@ export class ThreadEngine {
       if (s === 'Executing' || awaiting) Object.assign(content, { Status: 'Cancelled', LastActivityAt: at })
       return { nodeType: cur.nodeType, name: cur.name, content }
     }, 'engine')
+    // [WEB71] An orphaned round ended Cancelled: its cell says it was stopped (when it was made).
+    const cell: NodePath | null = stopped
+    if (cell && (await this.nodes.get(SYSTEM, cell))) await this.nodes.patch(SYSTEM, cell, { Stopped: true }, 'engine')
     if (done) await this.cancelChildren(path)
     return done
   }
