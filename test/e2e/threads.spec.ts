@@ -405,7 +405,7 @@ test('[WEB36] an approval the agent waits for: Approve / Deny for an Editor (the
   await v.context.close()
 })
 
-test('[WEB37] a delegated sub-thread is a live link with its state on the parent; its page links back', async ({ browser }) => {
+test('[WEB37][THR32][WEB72] a delegated sub-thread is a live link with its state on the parent, whose hand-back names it and links to it; its page links back and says why it has no Delete of its own', async ({ browser }) => {
   const path = await newThread('Delegate')
   const a = await openLoggedIn(browser, server, ann, path)
   await send(a.page, '/delegate /sleep 1000')
@@ -413,10 +413,27 @@ test('[WEB37] a delegated sub-thread is a live link with its state on the parent
   await expect(link).toHaveCount(1)
   await expect(link.locator('a')).toHaveAttribute('data-state', 'answered')
   await expect(cells(a.page).locator('article[data-role="assistant"] [data-text]').first()).toHaveText('Delegated: You said: /sleep 1000')
-  await link.locator('a').click()
+  // [THR32] The hand-back says the sub-thread's name as the Sub-threads list does, never its path.
+  const handBack = cells(a.page).locator('article[data-role="tool"]')
+  await expect(handBack.locator('[data-text]')).toHaveText('“Delegated: /sleep 1000” has finished.')
+  await expect(handBack.locator('[data-text]')).not.toContainText('_sub.')
+  await expect(handBack.locator('a[data-about]')).toHaveText('Open “Delegated: /sleep 1000”')
+  await a.page.setViewportSize({ width: 390, height: 844 })
+  await a.page.screenshot({ path: 'test-results/threads-handback-390.png', animations: 'disabled' })
+  await a.page.setViewportSize({ width: 1280, height: 800 })
+  await handBack.locator('a[data-about]').click()
   await expect(a.page).toHaveURL(/_sub\./)
   await expect(tp(a.page).locator('.parent a')).toHaveText('Delegate')
   await expect(cells(a.page).nth(1).locator('[data-text]')).toHaveText('You said: /sleep 1000')
+  // [WEB72] The server trashes a sub-thread only with its parent: no harsher Delete is offered, the reason is said.
+  const actions = a.page.locator('weft-node-page weft-node-actions')
+  await expect(actions.locator('[data-reason="sub-thread"]')).toContainText('deleting that thread')
+  await expect(actions.getByRole('button')).toHaveCount(0)
+  await a.page.screenshot({ path: 'test-results/threads-subthread-1280.png', animations: 'disabled' })
+  // The parent still offers Move… and Delete (to the trash, with Undo).
+  await tp(a.page).locator('.parent a').click()
+  await expect(actions.getByRole('button', { name: 'Delete', exact: true })).toBeVisible()
+  await expect(actions.getByRole('button', { name: 'Move…' })).toBeVisible()
   await a.context.close()
 })
 
