@@ -554,6 +554,7 @@ test('[WEB70][WEB71] a long thread opens at its latest message with the Message 
   // [WEB71] The stopped round's cell says so, instead of an empty bubble.
   await expect(cells(a.page).last().locator('[data-stopped]')).toHaveText('Stopped before it answered.')
   await expect(cells(v.page).last().locator('[data-stopped]')).toHaveText('Stopped before it answered.')
+  await v.page.screenshot({ path: 'test-results/threads-long-viewer-stopped-390.png', animations: 'disabled' })
 
   // Scrolled up to read: a new message does not pull the reader down.
   await a.page.evaluate(() => scrollTo(0, 0))
