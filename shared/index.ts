@@ -1,5 +1,6 @@
 export * from './errors.js'
 export * from './path.js'
+export * from './move-rules.js'
 export * from './enums.js'
 export * from './json.js'
 export * from './merge-patch.js'

@@ -260,6 +260,10 @@ const builtins: NodeTypeDef[] = [
       ToolCalls: z.array(z.unknown()).optional(),
       Error: z.string().nullable().optional(),
       CreatedAt: isoDate,
+      // [WEB71] An agent's cell whose round was stopped (a cancel aborted it), answered or not.
+      Stopped: z.boolean().optional(),
+      // [THR32] A hand-back's cell: the node it reports on (a sub-thread), for a link to it.
+      About: z.string().optional(),
     }),
     { defaultWrite: 'Thread', create: 'Thread', delete: 'system' },
   ),

@@ -5,9 +5,9 @@ import {
   TRASH_SEGMENT,
   WeftError,
   isDescendantOrSelf,
-  isInTrash,
   isReservedSegment,
   isSystem,
+  keptPlace,
   lastSegment,
   nodeTypeDef,
   parentPath,
@@ -137,14 +137,22 @@ export class MoveService {
     return node
   }
 
-  /** Places that never move: the top level, the Admin partition, reserved children, the trash. */
+  /** Places that never move (shared/move-rules.ts, the rule the app offers by): the top level, the Admin partition, the trash, reserved children. */
   private movable(path: NodePath, what: 'move' | 'trash'): void {
-    if (!path.includes('/')) {
-      throw new WeftError('invalid_move', what === 'move' ? `${path} is a space or a home: it keeps its place (rename it instead).` : `${path} is a space or a home: it cannot go to a trash (an Admin deletes a space).`)
-    }
-    if (topLevel(path) === ADMIN_PARTITION) throw new WeftError('invalid_move', `Nodes of the Admin partition keep their place (${path}).`)
-    if (pathSegments(path).some(isReservedSegment)) {
-      throw new WeftError('invalid_move', isInTrash(path) ? `${path} is in the trash: restore it first.` : `${path} is a system child (its segment starts with _); it moves with its parent only.`)
+    const kept = keptPlace(path)
+    switch (kept) {
+      case null:
+        return
+      case 'top':
+        throw new WeftError('invalid_move', what === 'move' ? `${path} is a space or a home: it keeps its place (rename it instead).` : `${path} is a space or a home: it cannot go to a trash (an Admin deletes a space).`)
+      case 'admin':
+        throw new WeftError('invalid_move', `Nodes of the Admin partition keep their place (${path}).`)
+      case 'trash':
+        throw new WeftError('invalid_move', `${path} is in the trash: restore it first.`)
+      case 'system':
+        throw new WeftError('invalid_move', `${path} is a system child (its segment starts with _); it moves with its parent only.`)
+      default:
+        kept satisfies never
     }
   }
 

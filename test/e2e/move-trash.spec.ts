@@ -1,5 +1,6 @@
 import { expect, test, type Page } from '@playwright/test'
-import { adminAndViewerOn, api, field, getContent, openLoggedIn, putNode, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+import { SYSTEM, type NodePath } from '../../shared/index.js'
+import { adminAndViewerOn, api, field, getContent, openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * Issue 16 finding 7 (but search): rename, move, trash with Undo and a Trash page, Undo of a
@@ -163,4 +164,18 @@ test('[MOVE9] the navigation reveals and highlights the open node, at 1280 and 3
       await s.context.close()
     }
   }
+})
+
+test('[WEB73] the Admin area is not offered Delete space… nor Move, even to an operator; a space of hers still is', async ({ browser }) => {
+  const olga = await signUp(server, 'Olga Ops')
+  await server.running.nodes.put(SYSTEM, `Admin/_Access/${olga.userId}_Access` as NodePath, { nodeType: 'AccessAssignment', content: { Subject: olga.userId, Role: 'Admin' } }, 'system')
+  await putNode(server, olga, 'Olgas', 'Space', {}, 'Olga’s space')
+  const o = await openLoggedIn(browser, server, olga, 'Olgas')
+  const actions = nodePage(o.page).locator('weft-node-actions')
+  await expect(actions.getByRole('button', { name: 'Delete space…' })).toBeVisible()
+  await o.page.goto('/#/n/Admin')
+  await expect(nodePage(o.page).locator('h1')).toBeVisible()
+  for (const name of ['Delete space…', 'Delete…', 'Delete', 'Move…']) await expect(nodePage(o.page).getByRole('button', { name, exact: true })).toHaveCount(0)
+  await o.page.screenshot({ path: 'test-results/web63-admin-1280.png' })
+  await o.context.close()
 })

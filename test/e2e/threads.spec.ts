@@ -49,6 +49,32 @@ async function send(page: Page, text: string) {
 }
 
 /**
+ * [WEB70] A thread of `n` rounds (a long message each, and its answer), posted one after the
+ * other as a person would (each ingested before the next: one round per message).
+ */
+async function longThread(name: string, n: number): Promise<string> {
+  const path = await newThread(name)
+  for (let i = 1; i <= n; i++) {
+    const text = `Message ${i}: ${'a few words to make the cell wrap over more than one line at 390 px, '.repeat(3)}end of ${i}.`
+    expect((await api(server, ann, 'POST', `/api/nodes/${path}/messages`, { id: `m${i}`, text })).status).toBe(201)
+    await expect.poll(async () => {
+      const c = await getContent(server, ann, path)
+      return (c.IngestedMessageIds as string[] | undefined)?.length === i && c.Status === 'Idle'
+    }).toBe(true)
+  }
+  return path
+}
+
+/** [WEB70] Whether the whole of `locator` is inside the viewport (not merely on the page). */
+async function wholeInView(page: Page, locator: ReturnType<Page['locator']>): Promise<boolean> {
+  const box = await locator.boundingBox()
+  const vp = page.viewportSize()!
+  return !!box && box.y >= 0 && box.y + box.height <= vp.height + 0.5 && box.x >= 0 && box.x + box.width <= vp.width + 0.5
+}
+
+const scrollY = (page: Page) => page.evaluate(() => scrollY)
+
+/**
  * Records, in the page, every state the thread's badge took (a MutationObserver with old
  * values: a state shown for one frame is kept) and every text the agent's answers showed (each
  * animation frame). Functional, not timing: what was shown, in order.
@@ -405,7 +431,7 @@ test('[WEB36] an approval the agent waits for: Approve / Deny for an Editor (the
   await v.context.close()
 })
 
-test('[WEB37] a delegated sub-thread is a live link with its state on the parent; its page links back', async ({ browser }) => {
+test('[WEB37][THR32][WEB72] a delegated sub-thread is a live link with its state on the parent, whose hand-back names it and links to it; its page links back and says why it has no Delete of its own', async ({ browser }) => {
   const path = await newThread('Delegate')
   const a = await openLoggedIn(browser, server, ann, path)
   await send(a.page, '/delegate /sleep 1000')
@@ -413,10 +439,27 @@ test('[WEB37] a delegated sub-thread is a live link with its state on the parent
   await expect(link).toHaveCount(1)
   await expect(link.locator('a')).toHaveAttribute('data-state', 'answered')
   await expect(cells(a.page).locator('article[data-role="assistant"] [data-text]').first()).toHaveText('Delegated: You said: /sleep 1000')
-  await link.locator('a').click()
+  // [THR32] The hand-back says the sub-thread's name as the Sub-threads list does, never its path.
+  const handBack = cells(a.page).locator('article[data-role="tool"]')
+  await expect(handBack.locator('[data-text]')).toHaveText('“Delegated: /sleep 1000” has finished.')
+  await expect(handBack.locator('[data-text]')).not.toContainText('_sub.')
+  await expect(handBack.locator('a[data-about]')).toHaveText('Open “Delegated: /sleep 1000”')
+  await a.page.setViewportSize({ width: 390, height: 844 })
+  await a.page.screenshot({ path: 'test-results/threads-handback-390.png', animations: 'disabled' })
+  await a.page.setViewportSize({ width: 1280, height: 800 })
+  await handBack.locator('a[data-about]').click()
   await expect(a.page).toHaveURL(/_sub\./)
   await expect(tp(a.page).locator('.parent a')).toHaveText('Delegate')
   await expect(cells(a.page).nth(1).locator('[data-text]')).toHaveText('You said: /sleep 1000')
+  // [WEB72] The server trashes a sub-thread only with its parent: no harsher Delete is offered, the reason is said.
+  const actions = a.page.locator('weft-node-page weft-node-actions')
+  await expect(actions.locator('[data-reason="sub-thread"]')).toContainText('deleting that thread')
+  await expect(actions.getByRole('button')).toHaveCount(0)
+  await a.page.screenshot({ path: 'test-results/threads-subthread-1280.png', animations: 'disabled' })
+  // The parent still offers Move… and Delete (to the trash, with Undo).
+  await tp(a.page).locator('.parent a').click()
+  await expect(actions.getByRole('button', { name: 'Delete', exact: true })).toBeVisible()
+  await expect(actions.getByRole('button', { name: 'Move…' })).toBeVisible()
   await a.context.close()
 })
 
@@ -446,7 +489,7 @@ test('[WEB37][THR23] a sub-thread waiting on its question can be withdrawn from 
     const messages = ((await getContent(server, ann, path)).Messages ?? []) as string[]
     const tool = messages.find((m) => m.includes('/_t.'))
     return tool ? (await getContent(server, ann, tool)).Text : null
-  }).toBe(`${sub} was cancelled.`)
+  }).toBe('“Delegated: /ask which colour?” was cancelled.')
   await a.context.close()
   await v.context.close()
 })
@@ -467,6 +510,65 @@ test('[WEB39] a thread as an Editor and as a Viewer: axe clean, no sideways scro
       expect(bad.map((x) => `${x.id}: ${x.help} (${x.nodes.map((n) => n.target.join(' ')).join(', ')})`)).toEqual([])
     }
   }
+  await a.context.close()
+  await v.context.close()
+})
+
+test('[WEB70][WEB71] a long thread opens at its latest message with the Message box (and while a round runs, its state and Stop) in view, at 1280 and 390 px, Admin and Viewer; new messages are followed at the end, not after scrolling up', async ({ browser }) => {
+  const path = await longThread('Long', 12)
+  const a = await openLoggedIn(browser, server, ann, path)
+  const v = await openLoggedIn(browser, server, vic, path)
+  const who = new Map([[a.page, 'admin'], [v.page, 'viewer']])
+  for (const [width, height] of [[1280, 800], [390, 844]] as const) {
+    for (const page of [a.page, v.page]) {
+      await page.setViewportSize({ width, height })
+      await expect(cells(page)).toHaveCount(24)
+      await expect(cells(page).last().locator('[data-text]')).toContainText('end of 12.')
+      // Opened at the end: the latest answer, the state and (for the Editor) the box are all in view.
+      await expect.poll(() => wholeInView(page, cells(page).last()), `${who.get(page)} ${width}: the last message in view`).toBe(true)
+      await expect.poll(() => wholeInView(page, badge(page)), `${who.get(page)} ${width}: the state in view`).toBe(true)
+      if (page === a.page) await expect.poll(() => wholeInView(page, composer(page)), `admin ${width}: the Message box in view`).toBe(true)
+      else await expect(composer(page)).toHaveCount(0)
+      await page.screenshot({ path: `test-results/threads-long-${who.get(page)}-${width}.png`, animations: 'disabled' })
+    }
+  }
+  await a.page.setViewportSize({ width: 1280, height: 800 })
+
+  // A round running: its state and Stop stay at the bottom of the viewport, however long the thread.
+  await send(a.page, '/sleep 60000')
+  await expect(badge(a.page)).toHaveText('Thinking…')
+  await expect.poll(() => wholeInView(a.page, tp(a.page).locator('.stop'))).toBe(true)
+  await expect.poll(() => wholeInView(a.page, cells(a.page).last())).toBe(true)
+  await a.page.screenshot({ path: 'test-results/threads-long-admin-running-1280.png', animations: 'disabled' })
+  // Scrolled up to the first message, the box, the state and Stop are still at the bottom of the viewport.
+  for (const [width, height] of [[390, 844], [1280, 800]] as const) {
+    await a.page.setViewportSize({ width, height })
+    await a.page.evaluate(() => scrollTo(0, 0))
+    await expect.poll(() => scrollY(a.page)).toBe(0)
+    await expect(cells(a.page).first()).toBeInViewport()
+    for (const part of [composer(a.page), badge(a.page), tp(a.page).locator('.stop')]) await expect.poll(() => wholeInView(a.page, part), `${width}: in view scrolled up`).toBe(true)
+    await a.page.screenshot({ path: `test-results/threads-long-admin-running-top-${width}.png`, animations: 'disabled' })
+  }
+  await tp(a.page).locator('.stop').click()
+  await expect(badge(a.page)).toHaveText('Cancelled')
+  // [WEB71] The stopped round's cell says so, instead of an empty bubble.
+  await expect(cells(a.page).last().locator('[data-stopped]')).toHaveText('Stopped before it answered.')
+  await expect(cells(v.page).last().locator('[data-stopped]')).toHaveText('Stopped before it answered.')
+  await v.page.screenshot({ path: 'test-results/threads-long-viewer-stopped-390.png', animations: 'disabled' })
+
+  // Scrolled up to read: a new message does not pull the reader down.
+  await a.page.evaluate(() => scrollTo(0, 0))
+  await expect.poll(() => scrollY(a.page)).toBe(0)
+  await api(server, bob, 'POST', `/api/nodes/${path}/messages`, { id: 'from-bob-1', text: 'Bob was here' })
+  await expect(cells(a.page).last().locator('[data-text]')).toHaveText('You said: Bob was here')
+  await a.page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))))
+  expect(await scrollY(a.page)).toBe(0)
+  // Back at the end: the next one is followed into view.
+  await a.page.evaluate(() => scrollTo(0, document.scrollingElement!.scrollHeight))
+  await api(server, bob, 'POST', `/api/nodes/${path}/messages`, { id: 'from-bob-2', text: 'Bob again' })
+  await expect(cells(a.page).last().locator('[data-text]')).toHaveText('You said: Bob again')
+  await expect.poll(() => wholeInView(a.page, cells(a.page).last())).toBe(true)
+  await expect.poll(() => wholeInView(a.page, composer(a.page))).toBe(true)
   await a.context.close()
   await v.context.close()
 })

@@ -255,7 +255,7 @@ describe('threads: rounds', () => {
 })
 
 describe('threads: cancel and streaming', () => {
-  it('[THR6] cancel mid-round: Status Cancelled and RequestedStatus cleared in one write; pending input re-dispatches', async () => {
+  it('[THR6][WEB71] cancel mid-round: Status Cancelled and RequestedStatus cleared in one write; the stopped cell says so; pending input re-dispatches', async () => {
     const t = await fresh()
     await post(ts.url, alice.token, t, '/sleep 1000', 's1')
     await statusIs(ts.url, alice.token, t, 'Executing')
@@ -272,6 +272,9 @@ describe('threads: cancel and streaming', () => {
     expect(done.content.RequestedStatus).toBeUndefined()
     expect(done.content.Messages).toEqual([`${t}/s1`, `${t}/_r.s1`, `${t}/s2`, `${t}/_r.s2`])
     expect((await node(ts.url, alice.token, `${t}/_r.s2`)).content.Text).toBe('You said: after stop')
+    // [WEB71] The stopped round's cell says it was stopped (it holds no text); the next one does not.
+    expect((await node(ts.url, alice.token, `${t}/_r.s1`)).content).toMatchObject({ Text: '', Stopped: true })
+    expect((await node(ts.url, alice.token, `${t}/_r.s2`)).content.Stopped).toBeUndefined()
     // Executing → Cancelled with the request cleared in the same write: no state in between.
     await waitFor(() => states.some((x) => x.Status === 'Idle' && (x.IngestedMessageIds as string[]).length === 2))
     watcher.destroy()
@@ -367,7 +370,7 @@ describe('threads: cancel and streaming', () => {
     expect(engineOf().liveRounds()).not.toContain(t)
   })
 
-  it('[THR23] a sub-thread asking a question surfaces it in the parent without firing the hand-back; its real completion fires it once', async () => {
+  it('[THR23][THR32] a sub-thread asking a question surfaces it in the parent without firing the hand-back; its real completion fires it once, said by the sub-thread\'s name', async () => {
     const t = await fresh()
     await post(ts.url, alice.token, t, '/delegate /ask which colour?', 'k1')
     const asked = await settled(ts.url, alice.token, t, (x) => x.content.Disposition === 'AwaitingInput')
@@ -386,11 +389,14 @@ describe('threads: cancel and streaming', () => {
     await runner().idle()
     await settled(ts.url, alice.token, t)
     expect(await toolCells()).toEqual([tool])
-    expect((await node(ts.url, alice.token, tool)).content).toMatchObject({ Role: 'tool', Text: `${sub} has finished.` })
+    // [THR32] The sub-thread's name as the Sub-threads list shows it, never its `_sub.` path; About links it.
+    const handBack = (await node(ts.url, alice.token, tool)).content
+    expect(handBack).toMatchObject({ Role: 'tool', Text: '“Delegated: /ask which colour?” has finished.', About: sub })
+    expect(handBack.Text).not.toContain('_sub.')
     expect((await node(ts.url, alice.token, t)).content.Messages).toEqual([`${t}/k1`, `${t}/_r.k1`, tool])
   })
 
-  it('[THR23] cancelling a sub-thread that waits on its question withdraws it: Cancelled, and the parent is told so, once', async () => {
+  it('[THR23][THR32] cancelling a sub-thread that waits on its question withdraws it: Cancelled, and the parent is told so (by its name), once', async () => {
     const { t, sub } = await subAsking('which size?', 'c1')
     expect((await api(ts.url, bob.token).patchNode(sub, { RequestedStatus: 'Cancelled' })).status).toBe(200)
     const cancelled = await settled(ts.url, alice.token, sub, (x) => x.content.Status === 'Cancelled')
@@ -399,7 +405,7 @@ describe('threads: cancel and streaming', () => {
     expect(cancelled.content.RequestedStatus).toBeUndefined()
     const toolCells = async () => ((await node(ts.url, alice.token, t)).content.Messages as string[]).filter((m) => m.includes('/_t.'))
     const tool = await waitFor(async () => (await toolCells())[0])
-    expect((await node(ts.url, alice.token, tool)).content).toMatchObject({ Role: 'tool', Author: 'system', Text: `${sub} was cancelled.` })
+    expect((await node(ts.url, alice.token, tool)).content).toMatchObject({ Role: 'tool', Author: 'system', Text: '“Delegated: /ask which size?” was cancelled.', About: sub })
     await runner().idle()
     expect(await toolCells()).toEqual([tool])
     // A cancelled sub-thread answers its next message as any thread does.
@@ -417,7 +423,7 @@ describe('threads: cancel and streaming', () => {
     const child = await settled(ts.url, alice.token, sub, (x) => x.content.Status === 'Cancelled')
     expect(child.content.Disposition).toBeUndefined()
     const tool = await waitFor(async () => ((await node(ts.url, alice.token, t)).content.Messages as string[]).find((m) => m.includes('/_t.')))
-    expect((await node(ts.url, alice.token, tool)).content.Text).toBe(`${sub} was cancelled.`)
+    expect((await node(ts.url, alice.token, tool)).content.Text).toBe('“Delegated: /ask which day?” was cancelled.')
   })
 
   it('[THR6] a cancel on a thread at rest with no question changes nothing but the request', async () => {

@@ -1,5 +1,6 @@
 import { LitElement, css, html, nothing } from 'lit'
-import { isDescendantOrSelf, parentPath, type NodePath } from '../../shared/path.js'
+import { ADMIN_PARTITION, isDescendantOrSelf, parentPath, type NodePath } from '../../shared/path.js'
+import { keptPlace } from '../../shared/move-rules.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
 import { codeOf, humanError } from './error-text.js'
@@ -261,29 +262,49 @@ export class WeftNodeActions extends LitElement {
     }
   }
 
+  /**
+   * [WEB72] [WEB73] What is offered follows the server's rule (shared/move-rules.ts): Move… and
+   * Delete (to the trash, with Undo) where a node may go; where it keeps its place, the delete the
+   * server allows there, or a sentence saying why there is none.
+   */
+  private renderButtons(path: NodePath, nodeType: string) {
+    // [WEB54] Without the right, the buttons are not offered (greyed-out red buttons read as a
+    // warning); the reason is said in words instead.
+    const reason = (what: string) => html`<span class="reason-off">Only an Admin can ${what} this node.</span>`
+    const forGood = (label: string) => (this.canDelete ? html`<wa-button size="s" variant="danger" appearance="outlined" @click=${this.deleteForGood}>${label}</wa-button>` : reason('delete'))
+    const kept = keptPlace(path)
+    switch (kept) {
+      case null:
+        return this.canDelete
+          ? html`<wa-button size="s" appearance="outlined" @click=${this.openMove}>Move…</wa-button>
+              <wa-button size="s" variant="danger" appearance="outlined" @click=${this.trash}>Delete</wa-button>`
+          : reason('move or delete')
+      case 'top':
+        // [WEB73] A home is its user's; the Admin area holds the server's own records (its
+        // operators, invitations, operations): neither is deleted from the app.
+        return nodeType === 'User' || path === ADMIN_PARTITION ? nothing : forGood('Delete space…')
+      case 'system':
+        // [WEB72] A sub-thread goes with the thread that delegated to it (that thread's round and
+        // its hand-back name it by its path): the server trashes it with that thread only.
+        if (nodeType === 'Thread') return html`<span class="reason-off" data-reason="sub-thread">A sub-thread stays with the thread that delegated to it: deleting that thread (to the trash, with Undo) takes this one along.</span>`
+        return forGood('Delete…')
+      case 'admin':
+      case 'trash':
+        return forGood('Delete…')
+      default:
+        return kept satisfies never
+    }
+  }
+
   override render() {
     const { path, nodeType } = this.view
     const top = !path.includes('/')
-    const system = path.split('/').some((s) => s.startsWith('_'))
-    // [WEB54] Without the right, the buttons are not offered (greyed-out red buttons read as a
-    // warning); the reason is said in words instead.
-    const reason = html`<span class="reason-off">Only an Admin can ${top || system ? 'delete' : 'move or delete'} this node.</span>`
-    let buttons: unknown = nothing
-    if (system || (top && nodeType !== 'User')) {
-      buttons = this.canDelete
-        ? html`<wa-button size="s" variant="danger" appearance="outlined" @click=${this.deleteForGood}>Delete${top ? ' space' : ''}…</wa-button>`
-        : reason
-    } else if (!top) {
-      buttons = this.canDelete
-        ? html`<wa-button size="s" appearance="outlined" @click=${this.openMove}>Move…</wa-button>
-            <wa-button size="s" variant="danger" appearance="outlined" @click=${this.trash}>Delete</wa-button>`
-        : reason
-    }
+    const movable = keptPlace(path as NodePath) === null
     return html`
-      ${buttons}
+      ${this.renderButtons(path as NodePath, nodeType)}
       ${top && this.canManage ? html`<a href=${trashHref(path)}>Trash</a>` : nothing}
       ${this.error && !this.picking ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
-      ${system || top ? nothing : this.renderPicker()}
+      ${movable ? this.renderPicker() : nothing}
     `
   }
 }

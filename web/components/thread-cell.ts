@@ -4,7 +4,9 @@ import { ObservableController } from '../controllers/index.js'
 import { PeopleController } from '../controllers/people-controller.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
+import { NamesController } from '../controllers/names-controller.js'
 import { formatWhen } from './run-text.js'
+import { nodeHref } from './route.js'
 import { strings } from '../../shared/threads.js'
 import { roleWord, str } from './thread-text.js'
 
@@ -38,6 +40,8 @@ export class WeftThreadCell extends LitElement {
   declare agent: string
   private readonly node = new ObservableController<NodeView | null>(this)
   private readonly people = new PeopleController(this)
+  /** The name of the node a hand-back reports on (its `About`). */
+  private readonly about = new NamesController(this)
 
   static override styles = css`
     :host { display: block; min-width: 0; }
@@ -57,6 +61,9 @@ export class WeftThreadCell extends LitElement {
     .thinking { color: #555566; font-style: italic; margin-top: 0.3em; }
     .error { color: #a40000; margin: 0.3em 0 0; overflow-wrap: anywhere; }
     .note { color: #7a4f00; font-size: 0.85em; margin-top: 0.3em; }
+    .stopped { color: #555566; font-style: italic; margin-top: 0.3em; }
+    .about { margin: 0.3em 0 0; font-size: 0.9em; }
+    .about a { color: #1f4fa3; overflow-wrap: anywhere; }
     ul.tools { margin: 0.3em 0 0; padding-left: 1.2em; font-size: 0.9em; color: #333; }
     code { font-family: ui-monospace, monospace; font-size: 0.9em; overflow-wrap: anywhere; }
   `
@@ -77,6 +84,8 @@ export class WeftThreadCell extends LitElement {
     // Listed: the thread page watches the thread's children; a cell says no "here" of its own.
     this.node.watch(path, () => app().streams.node$(path, { listed: true }))
     this.people.setPath(path)
+    const about = str(this.node.value?.content.About)
+    this.about.watch(about ? [about] : [])
   }
 
   private author(role: string, c: Record<string, JsonValue>) {
@@ -92,6 +101,24 @@ export class WeftThreadCell extends LitElement {
       const name = (isJsonObject(t) ? str(t.Tool) : null) ?? 'a tool'
       return html`<li><code>${name}</code></li>`
     })}</ul>`
+  }
+
+  /**
+   * [WEB71] An agent's cell whose round is over says how it ended when its text does not: a round
+   * stopped (the engine's `Stopped`) before or while answering, or one that ended with nothing.
+   */
+  private renderEnd(text: string, c: Record<string, JsonValue>) {
+    const stopped = c.Stopped === true
+    if (text) return stopped ? html`<p class="stopped" data-stopped>Stopped before it finished.</p>` : nothing
+    if (stopped) return html`<p class="stopped" data-stopped>Stopped before it answered.</p>`
+    return Array.isArray(c.ToolCalls) && c.ToolCalls.length ? nothing : html`<p class="stopped" data-ended>No answer.</p>`
+  }
+
+  /** [THR32] A hand-back names a sub-thread in words; the link goes to it (the text is never HTML). */
+  private renderAbout(about: string | null) {
+    if (!about) return nothing
+    const name = this.about.value[0]?.name ?? about.slice(about.lastIndexOf('/') + 1)
+    return html`<p class="about"><a href=${nodeHref(about)} data-about=${about}>Open “${name}”</a></p>`
   }
 
   override render() {
@@ -124,7 +151,9 @@ export class WeftThreadCell extends LitElement {
       </header>
       <div class="text" data-text>${text}${this.streaming && text ? html`<span class="caret" aria-hidden="true"></span>` : nothing}</div>
       ${this.streaming && !text && !error ? html`<p class="thinking">Thinking…</p>` : nothing}
+      ${role === 'assistant' && !this.streaming && !error ? this.renderEnd(text, c) : nothing}
       ${this.renderTools(c.ToolCalls)}
+      ${this.renderAbout(str(c.About))}
       ${error ? html`<p class="error" role="alert" data-error>${error}</p>` : nothing}
       ${this.note ? html`<p class="note" data-note=${this.note}>${NOTES[this.note]}</p>` : nothing}
     </article>`

@@ -3,6 +3,7 @@ import { repeat } from 'lit/directives/repeat.js'
 import { isJsonObject, type JsonObject } from '../../shared/json.js'
 import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
+import { FollowEndController } from '../controllers/follow-end-controller.js'
 import { app } from '../app-context.js'
 import { HttpError, NetworkError } from '../api/index.js'
 import type { IndexRow } from '../store/index.js'
@@ -59,10 +60,15 @@ export class WeftThreadPage extends LitElement {
   private readonly kids = new ObservableController<IndexRow[]>(this)
   private readonly status = new ObservableController<SyncStatus>(this)
   private readonly parent = new NamesController(this)
+  /** [WEB70] The page opens at its latest messages and follows them while the reader is there. */
+  private readonly end = new FollowEndController(this)
 
   static override styles = css`
     :host { display: block; min-width: 0; }
-    .state { display: flex; flex-wrap: wrap; gap: 0.4em 0.8em; align-items: center; margin: 0.4em 0 0.8em; }
+    /* [WEB70] The thread's state, Stop and the composer stay at the bottom of the viewport (the
+       window scrolls; weft-app's main is no scroll container, so sticky holds to the viewport). */
+    .dock { position: sticky; bottom: 0; z-index: 1; margin-top: 1em; padding: 0.5em 0; background: #fafbfd; border-top: 1px solid #e3e6ee; display: flex; flex-direction: column; gap: 0.4em; }
+    .state { display: flex; flex-wrap: wrap; gap: 0.4em 0.8em; align-items: center; }
     .badge { border-radius: 4px; padding: 0.1em 0.55em; font-weight: 600; background: #eef0f5; }
     .badge[data-kind='thinking'], .badge[data-kind='queued'] { background: #dde9ff; }
     .badge[data-kind='stopping'] { background: #fff1d6; color: #6b4300; }
@@ -72,8 +78,8 @@ export class WeftThreadPage extends LitElement {
     .badge[data-kind='answered'], .badge[data-kind='done'] { background: #dff3df; color: #15501f; }
     .agent { color: #555566; font-size: 0.9em; }
     .parent { margin: 0 0 0.6em; color: #333; overflow-wrap: anywhere; }
-    .question { border-left: 4px solid #d9a400; background: #fffbea; padding: 0.5em 0.8em; border-radius: 4px; margin: 0 0 0.8em; overflow-wrap: anywhere; }
-    .approval { border: 1px solid #e6c36a; background: #fffbea; border-radius: 8px; padding: 0.6em 0.8em; margin: 0 0 0.8em; }
+    .question { border-left: 4px solid #d9a400; background: #fffbea; padding: 0.5em 0.8em; border-radius: 4px; margin: 0.8em 0 0; overflow-wrap: anywhere; }
+    .approval { border: 1px solid #e6c36a; background: #fffbea; border-radius: 8px; padding: 0.6em 0.8em; margin: 0.8em 0 0; }
     .approval h3 { margin: 0 0 0.3em; font-size: 1em; }
     .approval code, .approval pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
     .approval pre { background: #fff; border: 1px solid #eadfb8; border-radius: 4px; padding: 0.4em; overflow: auto; max-height: 12em; font-size: 0.85em; margin: 0.3em 0; white-space: pre-wrap; overflow-wrap: anywhere; }
@@ -82,12 +88,13 @@ export class WeftThreadPage extends LitElement {
     ol.messages li.from-user { margin-left: min(3em, 8%); }
     ol.messages li.from-agent { margin-right: min(3em, 8%); }
     .empty, .reason-off { color: #555; font-style: italic; }
+    .dock .reason-off, .dock .error { margin: 0; }
     section.subs { margin-top: 1em; }
     section.subs h3 { font-size: 1em; margin: 0 0 0.4em; }
     section.subs ul { list-style: none; margin: 0; padding: 0; display: flex; flex-direction: column; gap: 0.4em; }
-    form.composer { margin-top: 1em; display: flex; flex-direction: column; gap: 0.4em; position: sticky; bottom: 0; background: #fafbfd; padding: 0.5em 0; }
+    form.composer { display: flex; flex-direction: column; gap: 0.4em; }
     form.composer label { font-weight: 500; }
-    form.composer textarea { font: inherit; width: 100%; box-sizing: border-box; min-height: 4.2em; resize: vertical; padding: 0.45em 0.6em; border: 1px solid var(--wa-color-neutral-80, #bbc); border-radius: var(--wa-border-radius-m, 6px); background: #fff; color: inherit; }
+    form.composer textarea { font: inherit; width: 100%; box-sizing: border-box; min-height: 3.2em; max-height: 40vh; resize: vertical; padding: 0.45em 0.6em; border: 1px solid var(--wa-color-neutral-80, #bbc); border-radius: var(--wa-border-radius-m, 6px); background: #fff; color: inherit; }
     form.composer textarea:focus-visible { outline: var(--wa-focus-ring, 2px solid #36c); outline-offset: 1px; }
     .row { display: flex; flex-wrap: wrap; gap: 0.5em; align-items: center; }
     .hint { color: #555566; font-size: 0.85em; flex: 1 1 14em; }
@@ -111,6 +118,7 @@ export class WeftThreadPage extends LitElement {
       this.sent = new Map()
       this.draft = ''
       this.unsettled = null
+      this.end.follow()
     }
     const { streams } = app()
     this.node.watch(path, () => streams.node$(path))
@@ -158,6 +166,8 @@ export class WeftThreadPage extends LitElement {
     this.sent = new Map(this.sent).set(cell, text)
     this.draft = ''
     this.error = ''
+    // What one sends is read where it lands, and the answer under it.
+    this.end.follow()
     try {
       try {
         if (navigator.onLine === false) throw new NetworkError('offline')
@@ -286,18 +296,6 @@ export class WeftThreadPage extends LitElement {
       ${parent
         ? html`<p class="parent">Delegated from <a href=${nodeHref(parent)}>${this.parent.value[0]?.name ?? idOf(parent)}</a></p>`
         : nothing}
-      <div class="state">
-        <span class="badge" role="status" aria-live="polite" data-kind=${state.kind} data-status=${String(c.Status ?? 'Idle')}>${state.label}</span>
-        <span class="agent">${agent}</span>
-        ${state.live && canThread && state.kind !== 'stopping'
-          ? html`<wa-button size="s" variant="danger" appearance="outlined" class="stop" @click=${this.requestCancel}>Stop</wa-button>`
-          : nothing}
-        ${state.kind === 'asking' && canThread && c.RequestedStatus !== 'Cancelled'
-          ? html`<wa-button size="s" variant="neutral" appearance="outlined" class="withdraw" title="Cancel this thread instead of answering: a thread that delegated to it is told" @click=${this.requestCancel}>Withdraw the question</wa-button>`
-          : nothing}
-      </div>
-      ${question ? html`<p class="question" data-question><strong>The agent asks:</strong> ${question}</p>` : nothing}
-      ${approval ? this.renderApproval(c, approval) : nothing}
       ${cells.length || sending.length
         ? html`<ol class="messages" aria-label="Messages">
             ${repeat(cells, (s) => s.path, (s) => html`<li class=${idOf(s.path).startsWith('_') ? 'from-agent' : 'from-user'}>
@@ -307,12 +305,26 @@ export class WeftThreadPage extends LitElement {
             ${sending.map(([p, text]) => html`<li class="from-user" data-sending=${p}><weft-thread-cell .draftText=${text} .note=${'sending'}></weft-thread-cell></li>`)}
           </ol>`
         : html`<p class="empty">No messages yet.${canThread ? ' Write the first one below.' : ''}</p>`}
+      ${question ? html`<p class="question" data-question><strong>The agent asks:</strong> ${question}</p>` : nothing}
+      ${approval ? this.renderApproval(c, approval) : nothing}
       ${subs.length
         ? html`<section class="subs" aria-labelledby="subs-h"><h3 id="subs-h">Sub-threads</h3>
             <ul>${repeat(subs, (r) => r.path, (r) => html`<li><weft-thread-link .path=${r.path}></weft-thread-link></li>`)}</ul></section>`
         : nothing}
-      ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
-      ${this.renderComposer(canThread, offline)}
+      <div class="dock">
+        <div class="state">
+          <span class="badge" role="status" aria-live="polite" data-kind=${state.kind} data-status=${String(c.Status ?? 'Idle')}>${state.label}</span>
+          <span class="agent">${agent}</span>
+          ${state.live && canThread && state.kind !== 'stopping'
+            ? html`<wa-button size="s" variant="danger" appearance="outlined" class="stop" @click=${this.requestCancel}>Stop</wa-button>`
+            : nothing}
+          ${state.kind === 'asking' && canThread && c.RequestedStatus !== 'Cancelled'
+            ? html`<wa-button size="s" variant="neutral" appearance="outlined" class="withdraw" title="Cancel this thread instead of answering: a thread that delegated to it is told" @click=${this.requestCancel}>Withdraw the question</wa-button>`
+            : nothing}
+        </div>
+        ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
+        ${this.renderComposer(canThread, offline)}
+      </div>
     `
   }
 }

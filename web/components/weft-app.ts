@@ -26,6 +26,11 @@ export class WeftApp extends LitElement {
   declare ready: boolean
   declare route: string
   private readonly status = new ObservableController<SyncStatus>(this)
+  /** [WEB70] The sticky bar's height, for what sticks under it (the navigation). */
+  private readonly barSize = new ResizeObserver(([entry]) => {
+    if (entry) this.style.setProperty('--bar-h', `${(entry.target as HTMLElement).offsetHeight}px`)
+  })
+  private observedBar: Element | null = null
   /** Queued creations/deletions the server refused when they were replayed. */
   private readonly opErrors = new ObservableController<OpError[]>(this)
   private readonly onHash = () => {
@@ -46,13 +51,19 @@ export class WeftApp extends LitElement {
     .banner div { flex: 1 1 20em; }
     .update { background: #eef3ff; color: #1d2f66; padding: 0.5em 1em; border-bottom: 1px solid #c9d6f5; display: flex; flex-wrap: wrap; gap: 0.5em; align-items: center; }
     .layout { display: grid; grid-template-columns: minmax(12em, 18em) minmax(0, 1fr); flex: 1; }
-    weft-nav-tree { border-right: 1px solid #e3e6ee; padding: 0.5em; overflow: auto; background: #fff; }
-    main { padding: 1em 1.5em; overflow: auto; min-width: 0; }
+    /* [WEB70] The navigation scrolls on its own, held under the sticky bar (--bar-h, measured):
+       revealing the open node in it ([MOVE9]) scrolls it, not the window, which a thread keeps
+       at its latest messages. */
+    weft-nav-tree { border-right: 1px solid #e3e6ee; padding: 0.5em; overflow: auto; background: #fff; position: sticky; top: var(--bar-h, 0px); height: calc(100vh - var(--bar-h, 0px)); box-sizing: border-box; }
+    /* [WEB70] The window scrolls, not main: as a scroll container (overflow: auto) main held every
+       position: sticky inside it (a thread's composer) to itself, and it never scrolled. clip
+       keeps what is too wide from widening the page without making main a scroll container. */
+    main { padding: 1em 1.5em; overflow-x: clip; min-width: 0; }
     .page-title { margin: 0 0 0.5em; font-size: 1.5em; }
     @media (max-width: 700px) {
       .menu { display: inline-block; }
       .layout { grid-template-columns: minmax(0, 1fr); }
-      weft-nav-tree { display: none; border-right: none; border-bottom: 1px solid #e3e6ee; }
+      weft-nav-tree { display: none; border-right: none; border-bottom: 1px solid #e3e6ee; position: static; height: auto; }
       .layout.nav-open weft-nav-tree { display: block; }
       main { padding: 0.8em; }
       .bar .user, .bar .title, .bar .find-label { display: none; }
@@ -78,8 +89,18 @@ export class WeftApp extends LitElement {
     if (this.session) void this.begin(this.session)
   }
 
+  override updated() {
+    const bar = this.renderRoot.querySelector('.bar')
+    if (bar === this.observedBar) return
+    if (this.observedBar) this.barSize.unobserve(this.observedBar)
+    if (bar) this.barSize.observe(bar)
+    this.observedBar = bar
+  }
+
   override disconnectedCallback() {
     super.disconnectedCallback()
+    this.barSize.disconnect()
+    this.observedBar = null
     window.removeEventListener('hashchange', this.onHash)
     window.removeEventListener('weft:update-available', this.onUpdate)
   }

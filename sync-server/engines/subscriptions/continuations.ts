@@ -287,9 +287,12 @@ async function postThreadMessage(input: ContinuationInput): Promise<void> {
   // A watched thread that ended cancelled (its question withdrawn, or stopped) is said to be, not "finished".
   const watchPath = sub.WatchPath ? tryParseNodePath(sub.WatchPath) : null
   const watched = watchPath ? await nodes.get(SYSTEM, watchPath) : null
-  const text = watched?.nodeType === 'Thread' && watched.content.Status === 'Cancelled' ? `${sub.WatchPath} was cancelled.` : defaultMessageText(sub)
+  // [THR32] Said by the thread's name, never its path (a sub-thread's is `…/_sub.{id}`).
+  const text = watched?.nodeType === 'Thread' && watched.content.Status === 'Cancelled' ? `“${watched.name}” was cancelled.` : defaultMessageText(sub)
   const content: JsonObject = { Role: 'tool', Author: 'system', Text: text, CreatedAt: input.now.toISOString(), SubscriptionId: sub.Id }
   if (input.subjectId) content.SubjectId = input.subjectId
+  // The node the message reports on, for a link to it (the text is only text: never rendered as HTML).
+  if (watched && watchPath) content.About = watchPath
   await nodes.update(SYSTEM, cell, (current) => (current ? undefined : { nodeType: 'ThreadMessage', name: `_t.${sub.Id}`, content }), 'engine')
   await nodes.update(SYSTEM, thread, (current) => {
     if (!current) return undefined

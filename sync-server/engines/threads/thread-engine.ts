@@ -454,6 +454,9 @@ export class ThreadEngine {
     }
     try {
       if (outcome.error) await this.nodes.patch(SYSTEM, response, { Error: outcome.error }, 'engine')
+      // [WEB71] A stop the round heard is said on its cell, before the thread says Cancelled: a
+      // cell with no text otherwise reads as an answer that never came.
+      if (live.controller.signal.aborted) await this.nodes.patch(SYSTEM, response, { Stopped: true }, 'engine')
       await this.finish(path, round, live, outcome)
     } finally {
       this.endRound(path, live)
@@ -552,11 +555,13 @@ export class ThreadEngine {
   private async settleCancel(path: NodePath): Promise<boolean> {
     const at = this.roundClock.now().toISOString()
     let done = false
+    let stopped: NodePath | null = null
     await this.nodes.update(SYSTEM, path, (cur) => {
       if (!cur || cur.content.RequestedStatus !== 'Cancelled' || this.rounds.has(path)) return undefined
       done = true
       const c = cur.content
       const s = statusOf(cur)
+      stopped = s === 'Executing' ? ((roundOf(c)?.Response as NodePath | undefined) ?? null) : null
       if (s === 'StartingExecution') return { nodeType: cur.nodeType, name: cur.name, content: { ...rolledBack(c), Status: 'Cancelled', LastActivityAt: at } }
       // A thread resting on a question it asked is waiting too: the cancel withdraws the question
       // and ends the wait as Cancelled (a parent waiting on this sub-thread hears it).
@@ -565,6 +570,9 @@ export class ThreadEngine {
       if (s === 'Executing' || awaiting) Object.assign(content, { Status: 'Cancelled', LastActivityAt: at })
       return { nodeType: cur.nodeType, name: cur.name, content }
     }, 'engine')
+    // [WEB71] An orphaned round ended Cancelled: its cell says it was stopped (when it was made).
+    const cell: NodePath | null = stopped
+    if (cell && (await this.nodes.get(SYSTEM, cell))) await this.nodes.patch(SYSTEM, cell, { Stopped: true }, 'engine')
     if (done) await this.cancelChildren(path)
     return done
   }
@@ -594,10 +602,18 @@ export class ThreadEngine {
     for (const a of authors) request(this.nodes, userPrincipal(a), 'Create', sub)
     const parent = await this.nodes.get(SYSTEM, path)
     const at = this.roundClock.now()
-    await this.nodes.update(SYSTEM, sub, (cur) => cur ? undefined : {
-      nodeType: 'Thread',
-      name: `Delegated: ${toStorableText(cutText(task, 60))}`,
-      content: { Agent: parent?.content.Agent ?? { Kind: 'builtin' }, Status: 'Idle', ParentPath: path, Messages: [], UserMessageIds: [], IngestedMessageIds: [], PendingUserMessages: [], Posted: {} },
+    let name = `Delegated: ${toStorableText(cutText(task, 60))}`
+    await this.nodes.update(SYSTEM, sub, (cur) => {
+      // A resumed round finds its sub-thread (perhaps renamed since): the hand-back says that name.
+      if (cur) {
+        name = cur.name
+        return undefined
+      }
+      return {
+        nodeType: 'Thread',
+        name,
+        content: { Agent: parent?.content.Agent ?? { Kind: 'builtin' }, Status: 'Idle', ParentPath: path, Messages: [], UserMessageIds: [], IngestedMessageIds: [], PendingUserMessages: [], Posted: {} },
+      }
     }, 'engine')
     const subId = `thread_${firstId}_${sub.length.toString(36)}_${hash(sub)}`
     await this.nodes.update(SYSTEM, subscriptionPath(subId) as NodePath, (cur) => cur ? undefined : {
@@ -606,7 +622,9 @@ export class ThreadEngine {
       content: {
         Id: subId, TriggerType: 'NodeStatus', WatchPath: sub, StatusField: 'Status', RestingValues: ['Idle', 'Cancelled', 'Done'],
         RequireActiveFirst: true, HoldField: 'Disposition', HoldValues: ['AwaitingInput'], ContinuationType: 'PostThreadMessage', TargetPath: path, Status: 'Pending', CreatedBy: authors[0]!,
-        Text: `${sub} has finished.`,
+        // [THR32] The sub-thread as people read it (its name, as the Sub-threads list shows it),
+        // never its path: `_sub.{id}` is the engine's, not a person's.
+        Text: `“${name}” has finished.`,
       },
     }, 'engine')
     await postCell(this.nodes, sub, 'task', userCell(authors[0]!, task, at, authors.slice(1)))
@@ -631,7 +649,7 @@ export class ThreadEngine {
           break
         }
       }
-      if (done.content.Status === 'Cancelled') answer = `${sub} was cancelled.`
+      if (done.content.Status === 'Cancelled') answer = `“${done.name}” was cancelled.`
       const question = done.content.Disposition === 'AwaitingInput' && typeof done.content.Question === 'string' ? done.content.Question : null
       return { answer, question }
     } finally {
