@@ -61,7 +61,7 @@ describe('[OPS10] the admin overview', () => {
     for (const [who, operator] of [[listed, true], [granted, true], [other, false]] as const) expect((await api(ts.url, who.token).get<{ operator: boolean }>('/api/me')).body.operator).toBe(operator)
   })
 
-  it('[OPS12] nobody deletes the Admin area (an operator\'s one click took the page from every operator): 403 forbidden with words, over HTTP and for the system; it stays, and so does the page', async () => {
+  it('[OPS13] nobody deletes the Admin area (an operator\'s one click took the page from every operator): 403 forbidden with words, over HTTP and for the system; it stays, and so does the page', async () => {
     const refused = await api(ts.url, granted.token).deleteNode('Admin')
     expect(refused.status).toBe(403)
     expect((refused.body as { error: { code: string; message: string } }).error.message).toMatch(/Admin is the server’s own area/)
