@@ -54,7 +54,7 @@ export class WeftTrashPage extends LitElement {
       const client = app().client
       const { path } = await client.api.restoreNode(entry.path)
       await client.relocated(entry.path, path)
-      showToast(`Restored “${entry.name}”.`, { label: 'Open', run: () => void (location.hash = nodeHref(path)) })
+      showToast(`Restored “${entry.name}”.`, { label: 'Open', opens: nodeHref(path), run: () => void (location.hash = nodeHref(path)) })
       await this.load()
     } catch (e) {
       // The server says why in words (the place is taken, or its parent is gone).
