@@ -53,8 +53,20 @@ export function codeOf(e: unknown): string | null {
   return typeof code === 'string' ? code : null
 }
 
-export function humanMessage(code: string | null | undefined, message?: string): string {
+/**
+ * [WEB64] How a message is read. `typed`: the request is made of what the person typed and
+ * nothing else the app composed (a search, an email to invite), so a refusal of it as
+ * `invalid_request` is about their input, and the server's own sentence ("A search is at most
+ * 200 characters.") says what to change; anywhere else that code means the app sent something
+ * wrong, and the server's words are for developers.
+ */
+export interface MessageContext {
+  typed?: boolean
+}
+
+export function humanMessage(code: string | null | undefined, message?: string, context: MessageContext = {}): string {
   if (code && OWN_MESSAGES.has(code) && message) return message
+  if (code === 'invalid_request' && context.typed && message) return message
   if (code === 'network') return 'The server cannot be reached. Your change was not sent; try again when you are back online.'
   if (code && BY_CODE[code]) return BY_CODE[code]
   if (code && /^http_404$/.test(code)) return 'The server does not offer this yet (it may be an older version).'
@@ -62,6 +74,6 @@ export function humanMessage(code: string | null | undefined, message?: string):
   return 'Something went wrong. Try again.'
 }
 
-export function humanError(e: unknown): string {
-  return humanMessage(codeOf(e), e instanceof Error ? e.message : undefined)
+export function humanError(e: unknown, context: MessageContext = {}): string {
+  return humanMessage(codeOf(e), e instanceof Error ? e.message : undefined, context)
 }
