@@ -31,6 +31,40 @@ const BY_CODE: Record<string, string> = {
   internal: 'The server hit a problem. Try again; if it keeps happening, tell the server’s admin.',
 }
 
+/**
+ * [OPS12] A refusal code in a few words, where a count stands beside it (the operator's Refused
+ * tile: "not found 8"); the full sentence is humanMessage's.
+ */
+const CODE_WORDS: Record<string, string> = {
+  already_exists: 'name taken',
+  forbidden: 'not allowed',
+  forbidden_field: 'system fields',
+  not_found: 'not found',
+  invalid_content: 'invalid content',
+  invalid_patch: 'invalid edits',
+  invalid_json: 'invalid JSON',
+  invalid_path: 'invalid names',
+  invalid_node_type: 'unknown types',
+  invalid_request: 'malformed requests',
+  invalid_update: 'invalid edits',
+  client_id_conflict: 'edit id clashes',
+  unauthorized: 'signed out',
+  invalid_credentials: 'wrong sign-ins',
+  rate_limited: 'too many sign-ins',
+  email_taken: 'email taken',
+  invalid_move: 'moves refused',
+  moved: 'moved',
+  last_admin: 'last Admin kept',
+  conflict: 'conflicts',
+  payload_too_large: 'too large',
+  unavailable: 'busy',
+  internal: 'server errors',
+}
+
+export function codeWords(code: string): string {
+  return Object.prototype.hasOwnProperty.call(CODE_WORDS, code) ? CODE_WORDS[code]! : code.replace(/_/g, ' ')
+}
+
 /** Codes whose message Weft itself writes for people (with the numbers that matter). */
 const OWN_MESSAGES = new Set(['payload_too_large', 'rate_limited'])
 
