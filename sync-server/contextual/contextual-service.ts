@@ -20,6 +20,7 @@ import {
   type MyConsumer,
   type MyConsumers,
   type ContextualStatus,
+  type ListedConsumer,
   type OfferedReaction,
   type ReactionOutcome,
   type ReactResult,
@@ -830,14 +831,26 @@ export class ContextualService {
     this.mayWatch(principal, node.def)
     const canRedrive = perms.has('ManageAccess')
     const rows = await this.call<ConsumerRow[]>({ op: 'consumersOf', subscriptionPath: path, owner: canRedrive ? null : user, limit: CONSUMERS_PER_PAGE })
-    const consumers: ContextualStatus[] = []
+    const consumers: ListedConsumer[] = []
+    const names = new Map<string, string | null>()
     for (const c of rows) {
       if (c.owner !== user && !this.ofThisNode(c, node)) continue
       // Deleted meanwhile: not listed.
       const status = await this.statusOf(principal, c)
-      if (status) consumers.push(status)
+      if (!status) continue
+      // [CTX55] Whose it is, by name: an Admin sees every worker's consumer and may delete it.
+      if (!names.has(c.owner)) names.set(c.owner, await this.personName(c.owner))
+      consumers.push({ ...status, owner: c.owner, ownerName: names.get(c.owner) ?? null })
     }
     return { subscription: path, canRedrive, consumers }
+  }
+
+  /** A user's display name (their profile's FullName, else its name); null without a profile. */
+  private async personName(userId: string): Promise<string | null> {
+    const profile = await this.opts.nodes.get(SYSTEM, userId as NodePath).catch(() => null)
+    if (profile?.nodeType !== 'User') return null
+    const full = profile.content.FullName
+    return typeof full === 'string' && full.trim() ? full : profile.name || null
   }
 
   /** A consumer's status as `viewer` may see it: dead letters of nodes they cannot read are left out. */
