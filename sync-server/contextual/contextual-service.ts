@@ -34,7 +34,7 @@ import {
   type Principal,
 } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
-import type { CommitAttachment, NodeApi } from '../nodes/index.js'
+import { personName, type CommitAttachment, type NodeApi } from '../nodes/index.js'
 import {
   matchesEventFilter,
   type ContextualAttachment,
@@ -839,19 +839,12 @@ export class ContextualService {
       const status = await this.statusOf(principal, c)
       if (!status) continue
       // [CTX55] Whose it is, by name: an Admin sees every worker's consumer and may delete it.
-      if (!names.has(c.owner)) names.set(c.owner, await this.personName(c.owner))
+      if (!names.has(c.owner)) names.set(c.owner, await personName(this.opts.nodes, c.owner))
       consumers.push({ ...status, owner: c.owner, ownerName: names.get(c.owner) ?? null })
     }
     return { subscription: path, canRedrive, consumers }
   }
 
-  /** A user's display name (their profile's FullName, else its name); null without a profile. */
-  private async personName(userId: string): Promise<string | null> {
-    const profile = await this.opts.nodes.get(SYSTEM, userId as NodePath).catch(() => null)
-    if (profile?.nodeType !== 'User') return null
-    const full = profile.content.FullName
-    return typeof full === 'string' && full.trim() ? full : profile.name || null
-  }
 
   /** A consumer's status as `viewer` may see it: dead letters of nodes they cannot read are left out. */
   private async statusOf(viewer: Principal, consumer: ConsumerRow): Promise<ContextualStatus | null> {

@@ -72,6 +72,7 @@ export const OPENAPI_DOCUMENT = {
           name: { type: 'string' },
           nodeType: { type: 'string' },
           deletedBy: { type: 'string' },
+          deletedByName: { type: ['string', 'null'], description: 'The display name of who deleted it.' },
           deletedAt: { type: 'string', format: 'date-time' },
         },
       },

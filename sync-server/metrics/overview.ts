@@ -1,7 +1,7 @@
 import type { MetricObjectWithValues, MetricValue, MetricValueWithName } from 'prom-client'
 import { ADMIN_PARTITION, SYSTEM, WeftError, type AdminOverview, type NodePath, type Principal } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
-import type { NodeService } from '../nodes/index.js'
+import { personName, type NodeService } from '../nodes/index.js'
 import type { ContextualAttention, StorageAdapter } from '../storage/index.js'
 import type { Route } from '../http/index.js'
 import type { ServerMetrics } from './metrics.js'
@@ -106,16 +106,10 @@ async function stuckRuns(o: OverviewOptions, now: number): Promise<AdminOverview
   // [OPS12] Who started a run, by name: the operator is in none of their spaces, so the app has no
   // way to learn it (it showed the account id).
   const names = new Map<string, string | null>()
-  for (const id of new Set(listed.map((r) => r.startedBy).filter((p): p is string => p !== null))) names.set(id, await personName(o, id))
+  for (const id of new Set(listed.map((r) => r.startedBy).filter((p): p is string => p !== null))) names.set(id, await personName(o.nodes, id))
   return listed.map((r) => ({ ...r, startedByName: r.startedBy ? (names.get(r.startedBy) ?? null) : null }))
 }
 
-/** A user's display name (their profile's FullName, else its name); null when there is no profile. */
-async function personName(o: Pick<OverviewOptions, 'nodes'>, userId: string): Promise<string | null> {
-  const user = await o.nodes.get(SYSTEM, userId as NodePath).catch(() => null)
-  if (user?.nodeType !== 'User') return null
-  return typeof user.content.FullName === 'string' && user.content.FullName.trim() ? user.content.FullName : user.name || null
-}
 
 export async function adminOverview(o: OverviewOptions): Promise<AdminOverview> {
   const now = Date.now()

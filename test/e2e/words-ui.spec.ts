@@ -1,5 +1,5 @@
 import { expect, test, type Page } from '@playwright/test'
-import { adminAndViewerOn, getContent, openLoggedIn, putNode, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+import { adminAndViewerOn, api, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * A new person's walk (Admin Ann, Viewer Vic) at 1280 and 390 px: what the shared pieces say
@@ -123,5 +123,32 @@ test('[WEB63] a page the reader may not open is named in words (never its id), w
   await v.page.goto(`/#/n/${ann.userId}`)
   await expect(denied).toBeVisible()
   await v.page.screenshot({ path: '/work/shots-words/denied-390.png' })
+  await v.context.close()
+})
+
+test('[WEB65] the trash names its space and leads back, says who deleted what by name and when in words; consumers say when they were made in words', async ({ browser }) => {
+  const bob = await signUp(server, 'Bob')
+  await grant(server, ann, 'Lab', bob.userId, 'Admin')
+  await putNode(server, ann, 'Lab/Old', 'Document', { Body: 'old' }, 'Old memo')
+  expect((await api(server, bob, 'POST', '/api/nodes/Lab/Old/trash')).status).toBe(200)
+  const a = await openLoggedIn(browser, server, ann, 'Lab')
+  await a.page.goto('/#/trash/Lab')
+  const trash = a.page.locator('weft-trash-page')
+  await expect(trash.locator('[data-space]')).toHaveText('What was deleted in Lab')
+  const entry = trash.locator('li', { hasText: 'Old memo' })
+  await expect(entry).toContainText(/Document · deleted by Bob · today \d\d:\d\d/)
+  await expect(entry).not.toContainText(bob.userId)
+  await a.page.setViewportSize({ width: 390, height: 844 })
+  await a.page.screenshot({ path: '/work/shots-words/trash-390.png', fullPage: true })
+  await trash.getByRole('link', { name: 'Lab' }).click()
+  await expect(nodePage(a.page).locator('h1')).toHaveText('Lab')
+  await a.context.close()
+
+  expect((await api(server, vic, 'POST', '/api/contextual/next', { subscription: 'Lab/triage', consumer: 'vic-laptop' })).status).toBe(200)
+  const v = await openLoggedIn(browser, server, vic, 'Lab')
+  await v.page.goto('/#/consumers')
+  const mine = v.page.locator('weft-my-consumers-page li', { hasText: 'vic-laptop' })
+  await expect(mine.locator('.meta')).toHaveText(/^made today \d\d:\d\d(:\d\d)?$/)
+  await v.page.screenshot({ path: '/work/shots-words/my-consumers-1280.png', fullPage: true })
   await v.context.close()
 })
