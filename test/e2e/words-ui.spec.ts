@@ -108,6 +108,9 @@ test('[WEB62] a profile\'s fields read as words, and renaming oneself renames th
   await nodePage(a.page).getByLabel('New name').press('Enter')
   await expect(nodePage(a.page).locator('h1')).toHaveText('Ann Lee')
   await expect.poll(async () => (await getContent(server, ann, ann.userId)).FullName).toBe('Ann Lee')
+  // The top bar says the same name once the app starts again.
+  await a.page.reload()
+  await expect(a.page.locator('weft-app .user')).toHaveText('Ann Lee')
   await a.page.screenshot({ path: '/work/shots-words/profile-1280.png', fullPage: true })
   await a.context.close()
 })

@@ -13,6 +13,7 @@ import { ObservableController } from '../controllers/index.js'
 import { ancestorsOf, NamesController } from '../controllers/names-controller.js'
 import { CapabilitiesController } from '../controllers/capabilities-controller.js'
 import { app } from '../app-context.js'
+import { saveSession } from '../session.js'
 import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
 import type { PresenceUser, ReplicaState } from '../sync/index.js'
@@ -436,6 +437,10 @@ export class WeftNodePage extends LitElement {
     // The tab says the node's name (never its path).
     const title = `${view.name} · Weft`
     if (document.title !== title) document.title = title
+    // [WEB62] One name: the session keeps the name its owner gave their profile (the next start's
+    // top bar says it, not the name from sign-up).
+    const session = app().session
+    if (view.path === session.userId && view.name && view.name !== session.name) saveSession({ ...session, name: view.name })
     mark(`weft:node-rendered:${view.path}`)
     const kids = this.childList.value
     if ((kids?.length ?? 0) > 0) mark(`weft:list-rendered:${view.path}`)
