@@ -65,6 +65,7 @@ test('[WEB60] a toast takes the width it needs at 390 px, its button label never
   await form.getByRole('button', { name: 'Create' }).click()
   await expect(toasts(a.page)).toContainText('Created “Agenda”.')
   expect(await labelLines(a.page, 'Open')).toBe(1)
+  await a.page.screenshot({ path: '/work/shots-words/toast-1280.png' })
   await a.context.close()
 })
 
@@ -77,6 +78,8 @@ test('[WEB64] a search longer than the server takes cannot be typed, and a refus
   expect(await input.inputValue()).toHaveLength(200)
   await input.fill('one two three four five six seven eight nine')
   await expect(a.page.locator('weft-quick-find [role="alert"]')).toHaveText('A search has at most 8 words.')
+  await a.page.setViewportSize({ width: 390, height: 844 })
+  await a.page.screenshot({ path: '/work/shots-words/find-390.png' })
   await a.context.close()
 })
 
@@ -95,6 +98,10 @@ test('[WEB61] [WEB62] a type reads as words everywhere it is shown; a subscripti
   await expect(nodePage(a.page).getByRole('button', { name: 'Remove field Events' })).toHaveCount(0)
   await a.page.setViewportSize({ width: 390, height: 844 })
   await a.page.screenshot({ path: '/work/shots-words/subscription-390.png', fullPage: true })
+  // Find's results say the type the same way.
+  await a.page.keyboard.press('Control+k')
+  await a.page.locator('weft-quick-find input[type="search"]').fill('Triage')
+  await expect(a.page.locator('weft-quick-find li[data-path="Lab/triage"] .type')).toHaveText('Contextual subscription')
   await a.context.close()
 })
 

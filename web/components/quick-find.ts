@@ -3,6 +3,7 @@ import { Subject, debounceTime, distinctUntilChanged, from, map, of, switchMap, 
 import type { SearchHit } from '../api/index.js'
 import { SEARCH_MAX_QUERY_CHARS } from '../../shared/search-limits.js'
 import { humanError } from './error-text.js'
+import { typeLabel } from './labels.js'
 import { nodeHref } from './route.js'
 import { FIND_DEBOUNCE_MS, findOnDevice, searchOnline } from './find-nodes.js'
 
@@ -182,7 +183,7 @@ export class WeftQuickFind extends LitElement {
               @click=${() => this.go(hit)}
               @mousemove=${() => (this.active = i)}
             >
-              <span class="name">${hit.name}</span><span class="type">${hit.nodeType}</span>
+              <span class="name">${hit.name}</span><span class="type">${typeLabel(hit.nodeType)}</span>
               ${hit.snippet ? html`<div class="snippet">${hit.snippet}</div>` : nothing}
             </li>`,
           )}
