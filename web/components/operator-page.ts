@@ -4,6 +4,7 @@ import { app } from '../app-context.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { codeOf, codeWords, humanError, humanMessage } from './error-text.js'
 import { HOME_HREF, nodeHref } from './route.js'
+import { lineTime } from './run-log-text.js'
 
 /** How often the page reads the overview again: live enough to watch, light on the server. */
 const POLL_MS = 2_000
@@ -197,7 +198,7 @@ export class WeftOperatorPage extends LitElement {
     }
     return html`<h1>Operator</h1>
       ${reading
-        ? html`<p class="muted">Instance <code>${reading.overview.instance}</code> · updated ${new Date(reading.overview.at).toLocaleTimeString()}</p>`
+        ? html`<p class="muted">Instance <code>${reading.overview.instance}</code> · updated ${lineTime(reading.overview.at)}</p>`
         : html`<p aria-busy="true">Reading the figures…</p>`}
       ${error ? html`<p class="error" role="alert">${error}</p>` : nothing}
       ${reading ? html`${this.renderFigures(reading)}${this.renderLists(reading.overview)}` : nothing}`
