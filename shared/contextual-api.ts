@@ -115,6 +115,8 @@ export interface ReactResult {
 export interface DeadLetter {
   eventId: string
   path: string
+  /** [CTX55] What happened to the node at `path`: the event's kind (Created, Updated, Deleted). */
+  kind: string
   attempt: number
   lastError: string | null
 }
@@ -160,7 +162,15 @@ export interface SubscriptionConsumers {
   subscription: string
   /** The caller is an Admin (ManageAccess) of the subscription: every consumer is listed and may be re-driven. */
   canRedrive: boolean
-  consumers: ContextualStatus[]
+  consumers: ListedConsumer[]
+}
+
+/** [CTX55] A consumer on its subscription's status page: its status, and whose it is. */
+export interface ListedConsumer extends ContextualStatus {
+  /** The user id of the worker's account. */
+  owner: string
+  /** Their display name (null: the account has no profile any more). */
+  ownerName: string | null
 }
 
 export interface NextResult {

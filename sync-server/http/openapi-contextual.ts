@@ -90,7 +90,7 @@ export const CONTEXTUAL_SCHEMAS = {
       lag: { type: 'integer' },
       deadLetters: {
         type: 'array',
-        items: { type: 'object', properties: { eventId: { type: 'string' }, path: { type: 'string' }, attempt: { type: 'integer' }, lastError: { type: ['string', 'null'] } } },
+        items: { type: 'object', properties: { eventId: { type: 'string' }, path: { type: 'string' }, kind: { type: 'string', description: 'Created, Updated or Deleted.' }, attempt: { type: 'integer' }, lastError: { type: ['string', 'null'] } } },
       },
     },
   },
@@ -225,7 +225,7 @@ export const CONTEXTUAL_PATHS = {
     'The consumers of one subscription with their status (its status page).',
     'The caller\'s own consumers; every consumer (at most 100) for an Admin (ManageAccess) of the subscription node, with `canRedrive` true.',
     { type: 'object', additionalProperties: false, required: ['subscription'], properties: { subscription: { type: 'string' } } },
-    { type: 'object', required: ['subscription', 'canRedrive', 'consumers'], properties: { subscription: { type: 'string' }, canRedrive: { type: 'boolean' }, consumers: { type: 'array', items: ref('ContextualStatus') } } },
+    { type: 'object', required: ['subscription', 'canRedrive', 'consumers'], properties: { subscription: { type: 'string' }, canRedrive: { type: 'boolean' }, consumers: { type: 'array', items: { allOf: [ref('ContextualStatus'), { type: 'object', properties: { owner: { type: 'string', description: 'The worker account\'s user id.' }, ownerName: { type: ['string', 'null'], description: 'Its display name.' } } }] } } } },
   ),
   '/api/contextual/wakeups': {
     get: {

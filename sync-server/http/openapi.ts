@@ -72,6 +72,7 @@ export const OPENAPI_DOCUMENT = {
           name: { type: 'string' },
           nodeType: { type: 'string' },
           deletedBy: { type: 'string' },
+          deletedByName: { type: ['string', 'null'], description: 'The display name of who deleted it.' },
           deletedAt: { type: 'string', format: 'date-time' },
         },
       },
@@ -166,8 +167,8 @@ export const OPENAPI_DOCUMENT = {
                   },
                 },
                 deadLetters: { type: 'array', items: { type: 'object', properties: { consumerId: { type: 'string' }, subscriptionPath: { type: 'string' }, name: { type: 'string' }, eventId: { type: 'string' }, path: { type: 'string' }, attempt: { type: 'integer' }, lastError: { type: ['string', 'null'] } } } },
-                laggingConsumers: { type: 'array', items: { type: 'object', properties: { consumerId: { type: 'string' }, subscriptionPath: { type: 'string' }, name: { type: 'string' }, cursor: { type: 'integer' }, lag: { type: 'integer' } } } },
-                stuckRuns: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, category: { type: ['string', 'null'] }, codePath: { type: ['string', 'null'] }, startedBy: { type: ['string', 'null'] }, start: { type: 'string' }, runningMs: { type: 'integer' } } } },
+                laggingConsumers: { type: 'array', items: { type: 'object', properties: { consumerId: { type: 'string' }, subscriptionPath: { type: 'string' }, name: { type: 'string' }, cursor: { type: 'integer' }, lag: { type: 'integer', description: 'Changes since its last pull (most are usually not its events).' }, waiting: { type: 'integer', description: 'Its events waiting: pending, or leased past their lease. Only consumers with some are listed.' } } } },
+                stuckRuns: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, category: { type: ['string', 'null'] }, codePath: { type: ['string', 'null'] }, startedBy: { type: ['string', 'null'] }, startedByName: { type: ['string', 'null'], description: 'The display name of who started it.' }, start: { type: 'string' }, runningMs: { type: 'integer' } } } },
                 stuckRunMs: { type: 'integer', description: 'STUCK_RUN_MS: a run Running longer than this is listed.' },
                 engines: {
                   type: 'array',

@@ -1,7 +1,7 @@
 import type { MetricObjectWithValues, MetricValue, MetricValueWithName } from 'prom-client'
 import { ADMIN_PARTITION, SYSTEM, WeftError, type AdminOverview, type NodePath, type Principal } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
-import type { NodeService } from '../nodes/index.js'
+import { personName, type NodeService } from '../nodes/index.js'
 import type { ContextualAttention, StorageAdapter } from '../storage/index.js'
 import type { Route } from '../http/index.js'
 import type { ServerMetrics } from './metrics.js'
@@ -94,7 +94,7 @@ export async function isOperator(o: Pick<OverviewOptions, 'nodes' | 'access' | '
 async function stuckRuns(o: OverviewOptions, now: number): Promise<AdminOverview['stuckRuns']> {
   const rows = await o.nodes.queryFields(SYSTEM, { nodeType: 'ActivityLog', where: { Status: 'Running' }, limit: 1_000 }, ['Status', 'Start', 'Category', 'CodePath', 'StartedBy'])
   const str = (v: unknown) => (typeof v === 'string' ? v : null)
-  return rows
+  const listed = rows
     .filter((r) => r.fields.Status === 'Running')
     .map((r) => {
       const start = str(r.fields.Start) ?? new Date(now).toISOString()
@@ -103,13 +103,19 @@ async function stuckRuns(o: OverviewOptions, now: number): Promise<AdminOverview
     .filter((r) => r.runningMs >= o.stuckRunMs)
     .sort((a, b) => b.runningMs - a.runningMs)
     .slice(0, LISTED)
+  // [OPS12] Who started a run, by name: the operator is in none of their spaces, so the app has no
+  // way to learn it (it showed the account id).
+  const names = new Map<string, string | null>()
+  for (const id of new Set(listed.map((r) => r.startedBy).filter((p): p is string => p !== null))) names.set(id, await personName(o.nodes, id))
+  return listed.map((r) => ({ ...r, startedByName: r.startedBy ? (names.get(r.startedBy) ?? null) : null }))
 }
+
 
 export async function adminOverview(o: OverviewOptions): Promise<AdminOverview> {
   const now = Date.now()
   const [figures, attention, runs, engines] = await Promise.all([
     overviewFigures(o.metrics),
-    o.storage.contextual({ op: 'attention', limit: LISTED }) as Promise<ContextualAttention>,
+    o.storage.contextual({ op: 'attention', limit: LISTED, now }) as Promise<ContextualAttention>,
     stuckRuns(o, now),
     o.engines(),
   ])

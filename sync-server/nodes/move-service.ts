@@ -21,6 +21,7 @@ import {
 } from '../../shared/index.js'
 import { elsewhereRefusal, type TrashEntry } from '../storage/index.js'
 import type { NodeService } from './node-service.js'
+import { personName } from './person-name.js'
 
 /** [MOVE2] Nodes one move carries at most: a bigger subtree is moved in parts. */
 export const MAX_MOVE_NODES = 10_000
@@ -97,7 +98,11 @@ export class MoveService {
     if (!isSystem(principal) && !this.nodes.permissions(principal, top).has('ManageAccess')) {
       throw new WeftError('forbidden', `Only the Admins of ${top} see its trash.`)
     }
-    return this.nodes.listTrash(top)
+    const entries = await this.nodes.listTrash(top)
+    // Who deleted it, by name ([MOVE6]): the Admin reading the trash shares the space with them.
+    const names = new Map<string, string | null>()
+    for (const e of entries) if (!names.has(e.deletedBy)) names.set(e.deletedBy, await personName(this.nodes, e.deletedBy))
+    return entries.map((e) => ({ ...e, deletedByName: names.get(e.deletedBy) ?? null }))
   }
 
   /** [MOVE6] Puts a trashed subtree back where it was, if that place is still free. */

@@ -507,10 +507,17 @@ export class WritePath {
     }
   }
 
-  /** [MOVE8] Renames: the name changes, the path (and every link to it) stays. Needs Update. */
+  /**
+   * [MOVE8] Renames: the name changes, the path (and every link to it) stays. Needs Update.
+   * [WEB62] A profile's name is its person's name: renaming a User node writes its FullName too
+   * (what presence, members and invites show), so a person never has two names.
+   */
   async rename(principal: Principal, path: NodePath, name: string, origin: ChangeOrigin = 'http'): Promise<MeshNode> {
     const ln = await this.acquireForWrite(path)
     const before = this.existing(ln, principal)
+    if (before.nodeType === 'User' && before.content.FullName !== name) {
+      return (await this.writeContent(ln, principal, before, name, { ...before.content, FullName: name }, { FullName: name }, origin, undefined, ['FullName']))!
+    }
     return (await this.writeContent(ln, principal, before, name, before.content, {}, origin, undefined, []))!
   }
 

@@ -148,7 +148,7 @@ export interface ContextualTotals {
 export interface ContextualAttention {
   headVersion: number
   deadLetters: Array<{ consumerId: string; subscriptionPath: string; name: string; eventId: string; path: string; attempt: number; lastError: string | null }>
-  lagging: Array<{ consumerId: string; subscriptionPath: string; name: string; cursor: number; lag: number }>
+  lagging: Array<{ consumerId: string; subscriptionPath: string; name: string; cursor: number; lag: number; waiting: number }>
 }
 
 /** [CTX25] The durable truth of one event's lease. */
@@ -269,7 +269,7 @@ export type ContextualCall =
   | { op: 'release'; fence: Fence; owner: string }
   | { op: 'status'; consumerId: string; now: number }
   | { op: 'totals'; now: number }
-  | { op: 'attention'; limit: number }
+  | { op: 'attention'; limit: number; now: number }
   | { op: 'redrive'; consumerId: string }
   | { op: 'outcome'; key: string }
   | { op: 'recordOutcome'; attachment: ContextualAttachment }
@@ -414,7 +414,7 @@ function* status(c: Extract<ContextualCall, { op: 'status' }>): Op<ConsumerStatu
   if (!consumer) return null
   const by = Object.fromEntries(counts.filter((r) => r.s !== null && r.s !== undefined).map((r) => [String(r.s), num(r.n)]))
   const head = num((yield* all('SELECT coalesce(max(version), 0) AS v FROM changes'))[0]?.v)
-  const dead = yield* all(`SELECT event_id, path, attempt, last_error FROM contextual_events WHERE consumer_id = ? AND state = 'dead' ORDER BY version LIMIT 20`, c.consumerId)
+  const dead = yield* all(`SELECT event_id, path, kind, attempt, last_error FROM contextual_events WHERE consumer_id = ? AND state = 'dead' ORDER BY version LIMIT 20`, c.consumerId)
   return {
     pending: by.pending ?? 0,
     leased: by.leased ?? 0,
@@ -423,7 +423,7 @@ function* status(c: Extract<ContextualCall, { op: 'status' }>): Op<ConsumerStatu
     dead: by.dead ?? 0,
     cursor: num(consumer.cursor),
     headVersion: head,
-    deadLetters: dead.map((r) => ({ eventId: String(r.event_id), path: String(r.path), attempt: num(r.attempt), lastError: r.last_error === null ? null : String(r.last_error) })),
+    deadLetters: dead.map((r) => ({ eventId: String(r.event_id), path: String(r.path), kind: String(r.kind), attempt: num(r.attempt), lastError: r.last_error === null ? null : String(r.last_error) })),
   }
 }
 
@@ -484,20 +484,29 @@ function* totals(now: number): Op<ContextualTotals> {
   return { consumers, pending: by.pending ?? 0, leased: by.leased ?? 0, dead: by.dead ?? 0, maxLag: consumers > 0 ? Math.max(0, head - num(c?.m)) : 0 }
 }
 
-function* attention(limit: number): Op<ContextualAttention> {
+function* attention(limit: number, now: number): Op<ContextualAttention> {
   const head = num((yield* all('SELECT coalesce(max(version), 0) AS v FROM changes'))[0]?.v)
   const dead = yield* all(
     `SELECT e.consumer_id, c.subscription_path, c.name, e.event_id, e.path, e.attempt, e.last_error FROM contextual_events e JOIN contextual_consumers c ON c.id = e.consumer_id WHERE e.state = 'dead' ORDER BY e.version DESC LIMIT ?`,
     limit,
   )
-  const behind = yield* all('SELECT id, subscription_path, name, cursor FROM contextual_consumers WHERE cursor < ? ORDER BY cursor, id LIMIT ?', head, limit)
+  // [OPS12] Lagging is having events waiting (pending, or leased past their lease), the oldest
+  // first: a consumer whose cursor is behind the head with nothing waiting is idle, not lagging
+  // (the changes since its last pull are mostly not its events; those that are become pending at
+  // its next pull). The condition repeats contextual_events_open's, so the partial index serves it.
+  const behind = yield* all(
+    `SELECT c.id, c.subscription_path, c.name, c.cursor, count(*) AS waiting FROM contextual_consumers c JOIN contextual_events e ON e.consumer_id = c.id
+     WHERE e.state IN ('pending', 'leased') AND (e.state = 'pending' OR e.expires_at <= ?)
+     GROUP BY c.id, c.subscription_path, c.name, c.cursor ORDER BY min(e.version), c.id LIMIT ?`,
+    now, limit,
+  )
   return {
     headVersion: head,
     deadLetters: dead.map((r) => ({
       consumerId: String(r.consumer_id), subscriptionPath: String(r.subscription_path), name: String(r.name), eventId: String(r.event_id),
       path: String(r.path), attempt: num(r.attempt), lastError: r.last_error === null ? null : String(r.last_error),
     })),
-    lagging: behind.map((r) => ({ consumerId: String(r.id), subscriptionPath: String(r.subscription_path), name: String(r.name), cursor: num(r.cursor), lag: head - num(r.cursor) })),
+    lagging: behind.map((r) => ({ consumerId: String(r.id), subscriptionPath: String(r.subscription_path), name: String(r.name), cursor: num(r.cursor), lag: Math.max(0, head - num(r.cursor)), waiting: num(r.waiting) })),
   }
 }
 
@@ -706,7 +715,7 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     case 'totals':
       return yield* totals(call.now)
     case 'attention':
-      return yield* attention(call.limit)
+      return yield* attention(call.limit, call.now)
     case 'redrive':
       return yield* run(`UPDATE contextual_events SET state = 'pending', attempt = 0, available_at = 0, lease_token = NULL WHERE consumer_id = ? AND state = 'dead'`, call.consumerId)
     case 'outcome': {

@@ -1,4 +1,5 @@
 import { WeftError } from '../../shared/errors.js'
+import { SEARCH_MAX_QUERY_CHARS, SEARCH_MAX_TERMS } from '../../shared/search-limits.js'
 import type { NodePath, PathRange } from '../../shared/index.js'
 
 /**
@@ -9,10 +10,8 @@ import type { NodePath, PathRange } from '../../shared/index.js'
  * `_Trash` to come) and nodes whose state is not `Active` are not indexed: the hook for trash.
  */
 export const SEARCH_BODY_CHARS = 4000
-/** [FIND3] A query longer than this (in characters) is refused: `invalid_request`. */
-export const SEARCH_MAX_QUERY_CHARS = 200
-/** [FIND3] Terms of one query at most. */
-export const SEARCH_MAX_TERMS = 8
+// [FIND3] The query's bounds live in shared/ (the browser's field holds to them too).
+export { SEARCH_MAX_QUERY_CHARS, SEARCH_MAX_TERMS }
 /** Terms this long or longer go through the trigram index; shorter ones are checked on the matches (or scanned). */
 export const TRIGRAM_CHARS = 3
 

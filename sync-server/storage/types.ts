@@ -152,6 +152,8 @@ export interface TrashEntry {
   name: string
   nodeType: string
   deletedBy: string
+  /** The display name of who deleted it (null: system, or an account without a profile); set by MoveService. */
+  deletedByName?: string | null
   deletedAt: string
 }
 

@@ -46,6 +46,7 @@ test('[CTX38] a Viewer sees its consumer\'s dead letter and last error, and no r
   await openStatus(v.page)
   const card = consumer(v.page, 'vic-worker')
   await expect(card.locator('[data-count="Dead letters"]')).toHaveText('1')
+  await expect(card.locator('[data-owner]')).toHaveText('Your worker')
   // The event's node by its name, not its path.
   await expect(card.getByRole('list', { name: 'Dead letters of vic-worker' }).getByRole('link', { name: 'Q3 report' })).toHaveAttribute('href', '#/n/Ops/inbox/report')
   await expect(card).toContainText('Last error: model timed out after 30 s')
@@ -63,12 +64,19 @@ test('[CTX38] an Admin sees every consumer and re-drives the dead letter; the pa
   await openStatus(a.page)
   const card = consumer(a.page, 'vic-worker')
   await expect(card.locator('[data-count="Dead letters"]')).toHaveText('1')
+  // [CTX55] Whose it is (an Admin may delete it), and the dead letter's event in words, not its number.
+  await expect(card.locator('[data-owner]')).toHaveText('Vic’s worker')
+  const deadLetter = card.getByRole('list', { name: 'Dead letters of vic-worker' }).locator('li')
+  await expect(deadLetter).toContainText('when it was created · 1 attempt')
+  await expect(deadLetter).not.toContainText('event ')
   await a.page.screenshot({ path: 'test-results/contextual-status-admin-1280.png', fullPage: true })
+  await a.page.screenshot({ path: '/work/shots-words/contextual-admin-1280.png', fullPage: true })
   await card.getByRole('button', { name: 'Re-drive 1 dead letter' }).click()
   await expect(card.locator('[data-count="Dead letters"]')).toHaveText('0')
   await expect(card.locator('[data-count="Pending"]')).toHaveText('1')
-  // Lag is counted in versions of the change log (not in events), and says so.
-  await expect(card.locator('[data-count="Lag"]')).toHaveText(/^\d+ versions?$/)
+  // [CTX55] Changes since its last pull are not called lag (most are not its events).
+  await expect(card.locator('[data-count="Lag"]')).toHaveCount(0)
+  await expect(card.locator('[data-since-pull]')).toContainText(/since its last pull|every change so far/)
   await expect(card.getByRole('button', { name: /Re-drive/ })).toHaveCount(0)
   // Durable truth agrees: Vic's worker gets the event again, attempts starting over.
   const again = await api<{ item: { event: { path: string }; attempt: number } | null }>(server, vic, 'POST', '/api/contextual/next', { subscription: SUB, consumer: 'vic-worker', waitSeconds: 10 })
@@ -164,5 +172,28 @@ test('[CTX38] an Admin makes a subscription from the app (a working definition),
   await a.page.setViewportSize({ width: 390, height: 800 })
   await a.page.screenshot({ path: 'test-results/contextual-new-390.png', fullPage: true })
   expect(await a.page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390)
+  await a.context.close()
+})
+
+test('[CTX55] a status page for a subscription that is not there says so once and stops asking (no 404 every few seconds)', async ({ browser }) => {
+  // The page's clock runs as usual, and is moved on at will (no waiting in real time).
+  const a = await openLoggedIn(browser, server, ann, SUB, { beforeOpen: (context) => context.clock.install() })
+  let asked = 0
+  a.page.on('request', (r) => {
+    if (r.url().endsWith('/api/contextual/consumers')) asked++
+  })
+  await a.page.goto('/#/contextual/Ops/nothing-here')
+  await expect(statusPage(a.page).getByRole('alert')).toHaveText('There is no contextual subscription here that you can read.')
+  expect(asked).toBe(1)
+  // Ten refresh periods later: still the one request.
+  await a.page.clock.runFor(30_000)
+  await expect(statusPage(a.page).getByRole('alert')).toBeVisible()
+  expect(asked).toBe(1)
+  // Opened for a subscription that is there: it reads (and refreshes) again.
+  await a.page.goto(`/#/contextual/${SUB}`)
+  await expect(consumer(a.page, 'vic-worker')).toBeVisible()
+  const before = asked
+  await a.page.clock.runFor(6_000)
+  await expect.poll(() => asked).toBeGreaterThan(before)
   await a.context.close()
 })

@@ -63,8 +63,12 @@ test('[WEB14] the landing page is a home: your spaces, recently opened nodes, yo
   await expect(page.locator('h1')).toHaveText('Vic')
   await expect(page.getByLabel('Email', { exact: true })).toHaveAttribute('readonly', '')
   await expect(page.getByRole('button', { name: 'Remove field Email' })).toHaveCount(0)
-  await expect(page.getByRole('button', { name: 'Remove field FullName' })).toHaveCount(1)
-  await expect(page.getByLabel('FullName', { exact: true })).not.toHaveAttribute('readonly', '')
+  // [WEB61] [WEB62] Keys read as words; the person's name is the heading (its Rename writes
+  // FullName), not a second field beside it.
+  await expect(page.getByRole('button', { name: 'Remove field Pinned paths' })).toHaveCount(1)
+  await expect(page.getByText('PinnedPaths')).toHaveCount(0)
+  await expect(page.getByLabel('FullName', { exact: true })).toHaveCount(0)
+  await expect(page.getByRole('button', { name: 'Rename Vic' })).toBeVisible()
   await expect(page.getByRole('button', { name: 'Delete node' })).toHaveCount(0)
   await v.page.screenshot({ path: 'test-results/profile-viewer-1280.png', fullPage: true })
   await v.context.close()

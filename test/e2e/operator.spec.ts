@@ -42,6 +42,8 @@ async function look(page: Page, label: string, width: number) {
 }
 
 test('[OPS10] an operator sees the live figures and the stuck run, linked to its node; 1280 and 390 px, axe clean', async ({ browser }) => {
+  // A refusal to count: [OPS12] the Refused tile says it in words.
+  expect((await api(server, ann, 'GET', '/api/nodes/Lab/Nothing-here')).status).toBe(404)
   const { context, page } = await openLoggedIn(browser, server, ops)
   // The navigation offers the page to an operator.
   await page.locator('weft-nav-tree [data-nav=operator]').click()
@@ -60,7 +62,11 @@ test('[OPS10] an operator sees the live figures and the stuck run, linked to its
   const stuck = view.locator(`[data-stuck-run="${runPath}"]`)
   await expect(stuck).toBeVisible()
   await expect(stuck.getByRole('link')).toHaveAttribute('href', `#/n/${runPath}`)
-  await expect(stuck).toContainText('started by')
+  // [OPS12] Ann shares no space with the operator: her name comes with the overview, not her id.
+  await expect(stuck).toContainText('started by Ann')
+  await expect(stuck).not.toContainText(ann.userId)
+  await expect(view.locator('[data-figure=refusals] [data-refusal=not_found]')).toHaveText(/^not found \d+$/)
+  await expect(view.locator('[data-figure=refusals]')).not.toContainText('_')
   for (const width of [1280, 390]) await look(page, 'admin', width)
   await context.close()
 })
@@ -74,7 +80,10 @@ test('[OPS10] anyone else: no navigation entry, no figures on #/operator, and 40
   await expect(page.locator('weft-nav-tree [data-nav=operator]')).toHaveCount(0)
   await page.goto('/#/operator')
   const view = page.locator('weft-operator-page')
-  await expect(view.getByRole('alert')).toContainText('Only operators')
+  // [OPS12] In a person's words (no partition, no setting's name), with a way on.
+  await expect(view.getByRole('alert')).toContainText('This page is for the people who run this Weft server')
+  await expect(view.getByRole('alert')).not.toContainText('OPERATOR_EMAILS')
+  await expect(view.getByRole('link', { name: 'Go to your home page' })).toHaveAttribute('href', '#/')
   await expect(view.locator('[data-figure]')).toHaveCount(0)
   await expect(view.locator('[data-stuck-run]')).toHaveCount(0)
   for (const width of [1280, 390]) await look(page, 'not-operator', width)

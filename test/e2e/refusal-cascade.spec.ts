@@ -1,5 +1,5 @@
 import { expect, test } from '@playwright/test'
-import { adminAndViewerOn, editField, field, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
+import { adminAndViewerOn, api, editField, field, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * A role lowered (or raised) while a person edits: what they typed is kept, the session lives on,
@@ -21,6 +21,8 @@ for (const width of [1280, 390]) {
     await grant(server, ann, 'Look', eve.userId, 'Editor')
     const path = `Look/Offline${width}`
     await putNode(server, ann, path, 'Document', { Caption: 'c0' }, `Offline ${width}`)
+    // A field of her profile to edit later ([WEB62]: FullName is the profile's heading, renamed over HTTP).
+    expect((await api(server, eve, 'PATCH', `/api/nodes/${eve.userId}`, { HomeTown: 'Oslo' })).status).toBe(200)
     const e = await openLoggedIn(browser, server, eve, path)
     await e.page.setViewportSize({ width, height: 900 })
     await expect(field(e.page, 'Caption')).toHaveValue('c0')
@@ -43,11 +45,11 @@ for (const width of [1280, 390]) {
     // The page follows the role and shows the server's value.
     await expect(field(e.page, 'Caption')).toHaveAttribute('readonly', '')
     await expect(field(e.page, 'Caption')).toHaveValue('c0')
-    // And the rest of her work still syncs on the same session: her profile's name (a round
+    // And the rest of her work still syncs on the same session: a field of her profile (a round
     // trip after every refusal was answered, so a socket closed for them would show here).
     await e.page.goto(`/#/n/${eve.userId}`)
-    await editField(e.page, 'FullName', `Eve renamed ${width}`)
-    await expect.poll(async () => (await getContent(server, eve, eve.userId)).FullName).toBe(`Eve renamed ${width}`)
+    await editField(e.page, 'Home town', `Bergen ${width}`)
+    await expect.poll(async () => (await getContent(server, eve, eve.userId)).HomeTown).toBe(`Bergen ${width}`)
     await expect(syncStatus(e.page)).toHaveAttribute('data-status', 'saved')
     await expect(e.page.getByText('The server refused this session')).toHaveCount(0)
     // Listed at #/refused with the cause and Copy/Discard.

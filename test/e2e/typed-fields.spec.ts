@@ -193,6 +193,8 @@ test('[WEB23] a field the server writes alone is shown read-only even to its own
   await expect(nodePage(a.page).getByLabel('Email', { exact: true })).toHaveAttribute('readonly', '')
   // [WEB15] Nothing offered that the server refuses: no ✕ at all for a field only the system writes.
   await expect(nodePage(a.page).getByRole('button', { name: 'Remove field Email' })).toHaveCount(0)
-  await expect(nodePage(a.page).getByLabel('FullName', { exact: true })).not.toHaveAttribute('readonly', '')
+  // A field the owner writes stays an input ([WEB61]: labelled in words).
+  await expect(nodePage(a.page).locator('label', { hasText: 'Pinned paths' })).toHaveCount(1)
+  await expect(nodePage(a.page).getByRole('button', { name: 'Remove field Pinned paths' })).toHaveCount(1)
   await a.context.close()
 })

@@ -11,8 +11,8 @@ interface Overview {
   instance: string
   figures: Record<string, unknown> & { connections: number; acks: number; updates: number; refusals: Record<string, number>; engineLeaseHeld: boolean; enginePartitions: string[]; contextual: { dead: number } }
   deadLetters: { subscriptionPath: string; eventId: string; path: string; lastError: string | null }[]
-  laggingConsumers: { subscriptionPath: string; lag: number }[]
-  stuckRuns: { path: string; runningMs: number; startedBy: string | null }[]
+  laggingConsumers: { subscriptionPath: string; lag: number; waiting: number }[]
+  stuckRuns: { path: string; runningMs: number; startedBy: string | null; startedByName: string | null }[]
   engines: { partition: string; instance: string | null }[]
 }
 
@@ -90,7 +90,7 @@ describe('[OPS10] the admin overview', () => {
     for (const k of ['connections', 'rooms', 'loadedDocs', 'engineLagVersions', 'commits', 'eventLoopDelaySeconds', 'contextual']) expect(o.figures).toHaveProperty(k)
   })
 
-  it('[OPS10] a dead letter and a lagging consumer are listed with their subscription; a stuck run with its path', async () => {
+  it('[OPS10] [OPS12] a dead letter and a lagging consumer are listed with their subscription (an idle one is not); a stuck run with its path and its starter\'s name', async () => {
     const sub = `${space}/sub`
     const prefix = `${space}/inbox`
     expectStatus(await putSubscription(ts.url, other.token, sub, definition(prefix, { Limits: { LeaseSeconds: 30, MaxInFlight: 2, MaxAttempts: 1 } })), 201)
@@ -100,8 +100,15 @@ describe('[OPS10] the admin overview', () => {
     await createDocument(ts.url, other.token, `${prefix}/d`, {})
     const got = await pull(ts.url, other.token, sub)
     expect(expectStatus(await c.nack(got.consumerId, got.item, 0, 'gave up'), 200).body.state).toBe('dead')
-    // A change after the consumer's last pull: it is behind the head.
+    // [OPS12] A change after the consumer's last pull that is not its event: it is behind the
+    // head, with nothing waiting: idle, not lagging.
     await createDocument(ts.url, other.token, `${space}/later`, {})
+    const idle = expectStatus(await overview(ts.url, listed.token), 200).body
+    expect(idle.laggingConsumers.find((l) => l.subscriptionPath === sub)).toBeUndefined()
+    // Two of its events; one pull leases the first and leaves the second waiting: lagging.
+    await createDocument(ts.url, other.token, `${prefix}/e1`, {})
+    await createDocument(ts.url, other.token, `${prefix}/e2`, {})
+    await pull(ts.url, other.token, sub)
 
     const code = await createCode(ts.url, other.token, `${space}/forever`, 'Log.info("started"); for (;;) await sleep(50)')
     const runPath = await run(ts.url, other.token, code)
@@ -109,10 +116,10 @@ describe('[OPS10] the admin overview', () => {
       const body = expectStatus(await overview(ts.url, listed.token), 200).body
       return body.stuckRuns.some((r) => r.path === runPath) ? body : null
     }, { description: 'the run is listed as stuck' })
-    expect(o.stuckRuns.find((r) => r.path === runPath)).toMatchObject({ startedBy: other.userId })
+    expect(o.stuckRuns.find((r) => r.path === runPath)).toMatchObject({ startedBy: other.userId, startedByName: 'Test User' })
     expect(o.deadLetters).toContainEqual(expect.objectContaining({ subscriptionPath: sub, path: `${prefix}/d`, lastError: 'gave up' }))
     expect(o.figures.contextual.dead).toBeGreaterThanOrEqual(1)
-    expect(o.laggingConsumers.find((l) => l.subscriptionPath === sub)?.lag).toBeGreaterThan(0)
+    expect(o.laggingConsumers.find((l) => l.subscriptionPath === sub)?.waiting).toBe(1)
 
     expectStatus(await api(ts.url, other.token).patchNode(runPath, { RequestedStatus: 'Cancelled' }), 200)
     await waitFor(async () => !expectStatus(await overview(ts.url, listed.token), 200).body.stuckRuns.some((r) => r.path === runPath), { description: 'a cancelled run leaves the list' })

@@ -261,6 +261,17 @@ describe('rename', () => {
     for (const name of ['', '   ', 'a\u0000b', 'x'.repeat(501), 42]) expect(errorCode(await a.post(`/api/nodes/${doc}/rename`, { name }))).toBe('invalid_request')
     expect((await a.getNode(doc)).body.name).toBe('日本語のメモ 🚀')
   })
+
+  it('[WEB62] renaming a profile renames the person: its FullName, which the members list shows, follows', async () => {
+    const ann = await signup(ts.url)
+    const space = await createSpace(ts.url, ann.token)
+    const a = api(ts.url, ann.token)
+    expect((await a.post(`/api/nodes/${ann.userId}/rename`, { name: 'Ann Lee' })).status).toBe(200)
+    const profile = (await a.getNode(ann.userId)).body
+    expect(profile).toMatchObject({ name: 'Ann Lee', content: { FullName: 'Ann Lee' } })
+    const members = await a.get<{ members: { subject: string; name: string }[] }>(`/api/spaces/${space}/members`)
+    expect(members.body.members.find((m) => m.subject === ann.userId)?.name).toBe('Ann Lee')
+  })
 })
 
 describe('trash retention', () => {

@@ -4,7 +4,8 @@ import * as Y from 'yjs'
 import { Awareness } from 'y-protocols/awareness'
 import { knownNodeTypes, nodeTypeDef, fieldRule } from '../../shared/node-types.js'
 import { renderMarkdown } from '../../web/components/markdown-render.js'
-import { mayWriteField, writeRuleOf } from '../../web/components/field-rules.js'
+import { REQUIRED_FIELDS, mayWriteField, writeRuleOf } from '../../web/components/field-rules.js'
+import { fieldLabel, typeLabel } from '../../web/components/labels.js'
 import { isIsoDate, kindOf, parseAs } from '../../web/components/field-kinds.js'
 import { publishSelection, remoteSelectionsIn, selectionRuns } from '../../web/components/remote-carets.js'
 import { errorLocation, matchingLines, splitHits } from '../../web/components/run-log-text.js'
@@ -61,6 +62,27 @@ describe('[WEB23] the browser\'s field rules are the server\'s', () => {
       for (const field of [...Object.keys(def.fields), 'AnyOtherField', 'constructor']) expect(writeRuleOf(type, field), `${type}.${field}`).toBe(fieldRule(type, field))
     }
     expect(writeRuleOf('SomeNewType', 'X')).toBe('Update')
+  })
+
+  it('[WEB62] the browser\'s required fields are the schemas\' (no ✕ offered that the server refuses as invalid content)', () => {
+    for (const type of knownNodeTypes()) {
+      const shape = (nodeTypeDef(type).content as unknown as { shape?: Record<string, { safeParse(v: unknown): { success: boolean } }> }).shape ?? {}
+      const required = Object.keys(shape).filter((k) => !shape[k]!.safeParse(undefined).success)
+      expect(REQUIRED_FIELDS[type] ?? [], type).toEqual(required)
+    }
+  })
+
+  it('[WEB61] types and field keys read as words, one function each', () => {
+    expect(typeLabel('ContextualSubscription')).toBe('Contextual subscription')
+    expect(typeLabel('ActivityLog')).toBe('Run')
+    expect(typeLabel('Document')).toBe('Document')
+    expect(fieldLabel('FullName')).toBe('Full name')
+    expect(fieldLabel('PinnedPaths')).toBe('Pinned paths')
+    expect(fieldLabel('HTMLBody')).toBe('HTML body')
+    expect(fieldLabel('LeaseSeconds2')).toBe('Lease seconds 2')
+    expect(fieldLabel('my notes')).toBe('my notes')
+    expect(fieldLabel('Title')).toBe('Title')
+    expect(fieldLabel('email')).toBe('email')
   })
 
   it('a system field is never writable; an admin field needs ManageAccess; the owner may steer a run', () => {

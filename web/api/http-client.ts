@@ -273,5 +273,7 @@ export interface TrashEntry {
   name: string
   nodeType: string
   deletedBy: string
+  /** Their display name (null: none known). */
+  deletedByName?: string | null
   deletedAt: string
 }

@@ -1,5 +1,5 @@
 import { LitElement, css, html, nothing, type ReactiveController, type ReactiveControllerHost } from 'lit'
-import { createContextualClient, type ContextualClient, type ContextualStatus, type SubscriptionConsumers } from '../../shared/index.js'
+import { createContextualClient, type ContextualClient, type ListedConsumer, type SubscriptionConsumers } from '../../shared/index.js'
 import { app } from '../app-context.js'
 import { NodeNames } from '../controllers/node-names.js'
 import { codeOf, humanError } from './error-text.js'
@@ -35,8 +35,8 @@ class PollController implements ReactiveController {
 
 /**
  * [CTX38] `<weft-contextual-page subscription>`: each consumer of a ContextualSubscription (yours,
- * or every one for its Admins) with pending, leased, acked and dead counts, lag behind the change
- * log, and the dead letters with their last error; an Admin re-drives them. Refreshes every few
+ * or every one for its Admins, with whose it is) with pending, leased, acked and dead counts, the
+ * changes since its last pull, and the dead letters with their last error; an Admin re-drives them. Refreshes every few
  * seconds while visible.
  */
 export class WeftContextualPage extends LitElement {
@@ -47,6 +47,12 @@ export class WeftContextualPage extends LitElement {
   declare busy: ReadonlySet<string>
   private client: ContextualClient | null = null
   private loading = false
+  /**
+   * [CTX55] The subscription is not there (or not readable): asking again every few seconds only
+   * logs a 404 each time (and counts as a refusal on the operator's page). Asked again when the
+   * page is opened for a subscription anew.
+   */
+  private gone = false
   private readonly names = new NodeNames(this)
 
   static override styles = css`
@@ -74,7 +80,7 @@ export class WeftContextualPage extends LitElement {
     this.data = null
     this.error = ''
     this.busy = new Set()
-    new PollController(this, REFRESH_MS, () => void this.load())
+    new PollController(this, REFRESH_MS, () => void (this.gone || this.load()))
   }
 
   private api(): ContextualClient {
@@ -85,6 +91,7 @@ export class WeftContextualPage extends LitElement {
   override willUpdate(changed: Map<string, unknown>) {
     if (changed.has('subscription') && this.subscription) {
       this.data = null
+      this.gone = false
       void this.load()
     }
   }
@@ -96,14 +103,15 @@ export class WeftContextualPage extends LitElement {
       this.data = await this.api().consumers(this.subscription)
       this.error = ''
     } catch (e) {
-      this.error = codeOf(e) === 'not_found' ? 'There is no contextual subscription here that you can read.' : humanError(e)
+      this.gone = codeOf(e) === 'not_found'
+      this.error = this.gone ? 'There is no contextual subscription here that you can read.' : humanError(e)
     } finally {
       this.loading = false
     }
   }
 
   /** Runs `act` on consumer `c` with its buttons busy; its answer is told in a toast, and the page reloaded. */
-  private async act(c: ContextualStatus, act: () => Promise<string>) {
+  private async act(c: ListedConsumer, act: () => Promise<string>) {
     this.busy = new Set(this.busy).add(c.consumerId)
     try {
       showToast(await act())
@@ -117,7 +125,7 @@ export class WeftContextualPage extends LitElement {
     }
   }
 
-  private redrive(c: ContextualStatus) {
+  private redrive(c: ListedConsumer) {
     return this.act(c, async () => {
       const { redriven } = await this.api().redrive(c.consumerId)
       return `Re-drove ${redriven} dead letter${redriven === 1 ? '' : 's'} of ${c.name}.`
@@ -125,9 +133,10 @@ export class WeftContextualPage extends LitElement {
   }
 
   /** [CTX46] Deletes a consumer (yours, or any for an Admin), after asking: its events are forgotten. */
-  private deleteConsumer(c: ContextualStatus) {
+  private deleteConsumer(c: ListedConsumer) {
     const open = c.pending + c.leased + c.dead
-    const ask = `Delete consumer “${c.name}” and forget its ${open} open event${open === 1 ? '' : 's'}? Its workers' leases end now; a worker that pulls under this name again starts from new events only.`
+    const whose = c.owner === app().session.userId ? '' : ` of ${ownerWords(c)}`
+    const ask = `Delete consumer “${c.name}”${whose} and forget its ${open} open event${open === 1 ? '' : 's'}? Its workers' leases end now; a worker that pulls under this name again starts from new events only.`
     if (!confirm(ask)) return
     return this.act(c, async () => {
       await this.api().delete(c.consumerId)
@@ -135,21 +144,22 @@ export class WeftContextualPage extends LitElement {
     })
   }
 
-  private renderConsumer(c: ContextualStatus, canRedrive: boolean) {
+  private renderConsumer(c: ListedConsumer, canRedrive: boolean) {
     const count = (label: string, n: number, bad = false, unit = '') =>
       html`<div><dt>${label}</dt><dd class=${bad && n > 0 ? 'bad' : ''} data-count=${label}>${n}${unit ? html` <small>${unit}${n === 1 ? '' : 's'}</small>` : nothing}</dd></div>`
     return html`<li class="consumer" data-consumer=${c.name}>
       <h2>${c.name}</h2>
+      <p class="meta" data-owner=${c.owner}>${c.owner === app().session.userId ? 'Your worker' : `${ownerWords(c)}’s worker`}</p>
       <dl class="counts" aria-label="State of ${c.name}">
-        ${count('Pending', c.pending)} ${count('Leased', c.leased)} ${count('Acked', c.acked)} ${count('Dead letters', c.dead, true)} ${count('Lag', c.lag, false, 'version')}
+        ${count('Pending', c.pending)} ${count('Leased', c.leased)} ${count('Acked', c.acked)} ${count('Dead letters', c.dead, true)}
       </dl>
-      <p class="meta">Read up to version ${c.cursor} of ${c.headVersion}</p>
+      <p class="meta" data-since-pull=${c.lag}>${sinceLastPull(c.lag)}</p>
       ${c.deadLetters.length
         ? html`<ul class="dead" aria-label="Dead letters of ${c.name}">
             ${c.deadLetters.map(
               (d) => html`<li data-dead=${d.eventId}>
                 <a href=${nodeHref(d.path)} title=${d.path}>${this.names.nameOf(d.path)}</a>
-                <span class="meta">event ${d.eventId} · ${d.attempt} attempt${d.attempt === 1 ? '' : 's'}</span>
+                <span class="meta">${eventWords(d.kind)}${d.attempt} attempt${d.attempt === 1 ? '' : 's'}</span>
                 <span class="err">Last error: ${d.lastError ?? 'none recorded'}</span>
               </li>`,
             )}
@@ -177,4 +187,33 @@ export class WeftContextualPage extends LitElement {
     `
   }
 }
+
+/** Whose a consumer is, by name (an account whose profile is gone has none). */
+function ownerWords(c: ListedConsumer): string {
+  return c.ownerName ?? 'an account without a profile'
+}
+
+/**
+ * [CTX55] The changes since the consumer's last pull, which is not lag: most changes are other
+ * nodes', and its own events among them become pending when it next pulls.
+ */
+function sinceLastPull(changes: number): string {
+  if (changes === 0) return 'Has read every change so far.'
+  return `${changes} change${changes === 1 ? '' : 's'} since its last pull; any that are its events become pending when it next pulls.`
+}
+
+/** [CTX55] What happened to the dead letter's node, in words (an older server sends no kind). */
+function eventWords(kind: string | undefined): string {
+  switch (kind) {
+    case 'Created':
+      return 'when it was created · '
+    case 'Updated':
+      return 'when it changed · '
+    case 'Deleted':
+      return 'when it was deleted · '
+    default:
+      return ''
+  }
+}
+
 customElements.define('weft-contextual-page', WeftContextualPage)

@@ -31,6 +31,40 @@ const BY_CODE: Record<string, string> = {
   internal: 'The server hit a problem. Try again; if it keeps happening, tell the server’s admin.',
 }
 
+/**
+ * [OPS12] A refusal code in a few words, where a count stands beside it (the operator's Refused
+ * tile: "not found 8"); the full sentence is humanMessage's.
+ */
+const CODE_WORDS: Record<string, string> = {
+  already_exists: 'name taken',
+  forbidden: 'not allowed',
+  forbidden_field: 'system fields',
+  not_found: 'not found',
+  invalid_content: 'invalid content',
+  invalid_patch: 'invalid edits',
+  invalid_json: 'invalid JSON',
+  invalid_path: 'invalid names',
+  invalid_node_type: 'unknown types',
+  invalid_request: 'malformed requests',
+  invalid_update: 'invalid edits',
+  client_id_conflict: 'edit id clashes',
+  unauthorized: 'signed out',
+  invalid_credentials: 'wrong sign-ins',
+  rate_limited: 'too many sign-ins',
+  email_taken: 'email taken',
+  invalid_move: 'moves refused',
+  moved: 'moved',
+  last_admin: 'last Admin kept',
+  conflict: 'conflicts',
+  payload_too_large: 'too large',
+  unavailable: 'busy',
+  internal: 'server errors',
+}
+
+export function codeWords(code: string): string {
+  return Object.prototype.hasOwnProperty.call(CODE_WORDS, code) ? CODE_WORDS[code]! : code.replace(/_/g, ' ')
+}
+
 /** Codes whose message Weft itself writes for people (with the numbers that matter). */
 const OWN_MESSAGES = new Set(['payload_too_large', 'rate_limited'])
 
@@ -53,8 +87,20 @@ export function codeOf(e: unknown): string | null {
   return typeof code === 'string' ? code : null
 }
 
-export function humanMessage(code: string | null | undefined, message?: string): string {
+/**
+ * [WEB64] How a message is read. `typed`: the request is made of what the person typed and
+ * nothing else the app composed (a search, an email to invite), so a refusal of it as
+ * `invalid_request` is about their input, and the server's own sentence ("A search is at most
+ * 200 characters.") says what to change; anywhere else that code means the app sent something
+ * wrong, and the server's words are for developers.
+ */
+export interface MessageContext {
+  typed?: boolean
+}
+
+export function humanMessage(code: string | null | undefined, message?: string, context: MessageContext = {}): string {
   if (code && OWN_MESSAGES.has(code) && message) return message
+  if (code === 'invalid_request' && context.typed && message) return message
   if (code === 'network') return 'The server cannot be reached. Your change was not sent; try again when you are back online.'
   if (code && BY_CODE[code]) return BY_CODE[code]
   if (code && /^http_404$/.test(code)) return 'The server does not offer this yet (it may be an older version).'
@@ -62,6 +108,6 @@ export function humanMessage(code: string | null | undefined, message?: string):
   return 'Something went wrong. Try again.'
 }
 
-export function humanError(e: unknown): string {
-  return humanMessage(codeOf(e), e instanceof Error ? e.message : undefined)
+export function humanError(e: unknown, context: MessageContext = {}): string {
+  return humanMessage(codeOf(e), e instanceof Error ? e.message : undefined, context)
 }

@@ -67,3 +67,19 @@ export function mayWriteField(nodeType: string, key: string, perms: ReadonlySet<
       return !perms || perms.has(rule)
   }
 }
+
+/**
+ * [WEB62] Fields a node type requires (its content schema in shared/node-types.ts refuses the
+ * content without them), zod-free like WRITE_RULES and held to the schemas by a unit test: a
+ * field listed here offers no ✕, which the server would refuse as invalid content.
+ */
+export const REQUIRED_FIELDS: Readonly<Record<string, readonly string[]>> = {
+  AccessAssignment: ['Subject', 'Role'],
+  CodeCheck: ['Status'],
+  ThreadMessage: ['Role', 'Author', 'Text', 'CreatedAt'],
+  ContextualSubscription: ['Operation', 'Events', 'Reactions'],
+}
+
+export function isRequiredField(nodeType: string, key: string): boolean {
+  return Object.prototype.hasOwnProperty.call(REQUIRED_FIELDS, nodeType) && REQUIRED_FIELDS[nodeType]!.includes(key)
+}

@@ -1,4 +1,5 @@
 import type { JsonValue } from '../../shared/json.js'
+import { fieldLabel } from './labels.js'
 import { showToast } from './toast.js'
 
 /**
@@ -7,5 +8,5 @@ import { showToast } from './toast.js'
  */
 export async function removeFieldWithUndo(key: string, value: JsonValue, patch: (key: string, value: JsonValue | null) => Promise<boolean>): Promise<void> {
   if (!(await patch(key, null))) return
-  showToast(`Removed field “${key}”.`, { label: 'Undo', run: async () => void (await patch(key, value)) })
+  showToast(`Removed field “${fieldLabel(key)}”.`, { label: 'Undo', run: async () => void (await patch(key, value)) })
 }

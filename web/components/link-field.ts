@@ -10,6 +10,7 @@ import { humanError } from './error-text.js'
 import { nodeHref } from './route.js'
 import { FIND_DEBOUNCE_MS, searchOnline } from './find-nodes.js'
 import { background } from '../sync/background.js'
+import { typeLabel } from './labels.js'
 
 /** Suggestions shown at once: a picker, not a browser. */
 const PICKS = 8
@@ -164,7 +165,7 @@ export class WeftLinkField extends LitElement {
           }
         }} />
       <ul id="picks" role="listbox" aria-label="Nodes">
-        ${repeat(rows, (r) => r.path, (r) => html`<li role="option" aria-selected="false"><button type="button" data-pick=${r.path} @click=${() => this.pick(r.path)}>${r.name} <small>${r.nodeType} · ${r.path}</small></button></li>`)}
+        ${repeat(rows, (r) => r.path, (r) => html`<li role="option" aria-selected="false"><button type="button" data-pick=${r.path} @click=${() => this.pick(r.path)}>${r.name} <small>${typeLabel(r.nodeType)} · ${r.path}</small></button></li>`)}
         ${found && rows.length === 0 && !found.error ? html`<li class="none">${found.local ? 'No node of that name on this device.' : 'No node you can read has that name.'}</li>` : nothing}
       </ul>
       ${!found && this.query.trim() ? html`<p class="note" role="status">Looking…</p>` : nothing}

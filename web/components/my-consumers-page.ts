@@ -4,6 +4,7 @@ import { app } from '../app-context.js'
 import { NodeNames } from '../controllers/node-names.js'
 import { humanError } from './error-text.js'
 import { contextualHref } from './route.js'
+import { formatWhen } from './run-text.js'
 import { showToast } from './toast.js'
 
 /** The bound on one account's consumers ([CTX46]); the page shows how close the account is. */
@@ -106,7 +107,7 @@ export class WeftMyConsumersPage extends LitElement {
               (c) => html`<li data-consumer=${c.consumerId}>
                 <span class="name">${c.name}</span>
                 <span class="sub">${c.current ? html`<a href=${contextualHref(c.subscription)} title=${c.subscription}>${this.names.nameOf(c.subscription)}</a>` : html`${c.subscription} <span class="stale">· no longer current</span>`}</span>
-                <span class="meta">made ${new Date(c.createdAt).toLocaleDateString()}</span>
+                <span class="meta" title=${c.createdAt}>made ${formatWhen(c.createdAt)}</span>
                 <wa-button size="s" variant="danger" appearance="outlined" ?disabled=${this.busy.has(c.consumerId)} @click=${() => this.deleteConsumer(c)}>Delete consumer ${c.name}</wa-button>
               </li>`,
             )}

@@ -1,4 +1,5 @@
 import { LitElement, css, html, nothing } from 'lit'
+import { html as staticHtml, unsafeStatic } from 'lit/static-html.js'
 import { keyed } from 'lit/directives/keyed.js'
 import { repeat } from 'lit/directives/repeat.js'
 // Runtime imports name shared/ modules directly: shared/index.js also pulls the zod node-type
@@ -12,16 +13,18 @@ import { ObservableController } from '../controllers/index.js'
 import { ancestorsOf, NamesController } from '../controllers/names-controller.js'
 import { CapabilitiesController } from '../controllers/capabilities-controller.js'
 import { app } from '../app-context.js'
+import { saveSession } from '../session.js'
 import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
 import type { PresenceUser, ReplicaState } from '../sync/index.js'
 import { nextFreeName, segmentForName } from './names.js'
-import { contextualHref, nodeHref } from './route.js'
+import { contextualHref, HOME_HREF, nodeHref } from './route.js'
 import { codeOf, humanError, humanMessage, unstorableProblem, type FieldProblem } from './error-text.js'
 import { toStorableJson } from '../../shared/storable-text.js'
 import { newCodeContent } from './code-template.js'
 import { formatValue, kindOf, parseAs, parseLike, type FieldCommit, type FieldKind } from './field-kinds.js'
-import { mayWriteField } from './field-rules.js'
+import { isRequiredField, mayWriteField } from './field-rules.js'
+import { fieldLabel, typeLabel } from './labels.js'
 import { renderTypedField, typedFieldStyles } from './typed-field.js'
 import { kindSelect, valueInput } from './add-field.js'
 import { warmPicker } from './link-field.js'
@@ -43,19 +46,16 @@ const CHILD_LIMIT = 200
 const FIRST_SCREEN_CHILDREN = 50
 /** A text field longer than this (or with a line break) gets a multi-line editor. */
 const MULTILINE_AT = 60
+/** Node types offered when creating a child. */
+const CREATABLE_TYPES = ['Document', 'Group', 'Code', 'Thread', 'Post', 'ContextualSubscription'] as const
 /**
- * Node types offered when creating a child. Static markup on purpose: a Lit expression inside
- * <select> breaks the template's part order in Chromium's current <select> parser (the form's
- * @submit ended up bound as the select's text).
+ * The Create menu. Static markup on purpose: a Lit expression inside <select> breaks the
+ * template's part order in Chromium's current <select> parser (the form's @submit ended up bound
+ * as the select's text); the options are baked into the template once ([WEB61] typeLabel's words).
  */
-const typeSelect = html`<select name="nodeType">
-  <option>Document</option>
-  <option>Group</option>
-  <option>Code</option>
-  <option>Thread</option>
-  <option>Post</option>
-  <option value="ContextualSubscription">Contextual subscription</option>
-</select>`
+const typeSelect = staticHtml`<select name="nodeType">${unsafeStatic(
+  CREATABLE_TYPES.map((t) => `<option value="${t}">${typeLabel(t)}</option>`).join(''),
+)}</select>`
 
 function fieldId(key: string): string {
   return `field-${key.replace(/[^A-Za-z0-9_-]/g, '_')}`
@@ -106,6 +106,8 @@ export class WeftNodePage extends LitElement {
   private readonly childList = new ObservableController<IndexRow[]>(this)
   /** The names of the page's ancestors (the breadcrumb: names, never paths). */
   private readonly crumbs = new NamesController(this)
+  /** The page's own name when this device knows it (said in a refusal instead of the path). */
+  private readonly selfName = new NamesController(this)
   /** [WEB15] What the server lets the caller do here (system fields, deleting a profile). */
   private readonly caps = new CapabilitiesController(this)
   /** Once a field is shown multi-line it stays so (switching the element would drop the caret). */
@@ -185,6 +187,7 @@ export class WeftNodePage extends LitElement {
     this.access.watch(path, () => streams.access$(path))
     this.childList.watch(path, () => streams.query$({ parent: path, listedOnly: true, limit: CHILD_LIMIT }))
     this.crumbs.watch(ancestorsOf(path))
+    this.selfName.watch([path], true)
     // Asked once the server has the node (a node made offline, or a path that is not there,
     // would answer 404: an error in the console) and while online; again when the role changes.
     const perms = this.access.value?.permissions
@@ -207,7 +210,7 @@ export class WeftNodePage extends LitElement {
       // [STO10] A draft holding a NUL or half an emoji stays; one click saves it with them replaced.
       const storable = value === null ? value : toStorableJson(value)
       this.fieldError = jsonEqual(storable, value)
-        ? `${key}: ${humanError(e)}`
+        ? `${fieldLabel(key)}: ${humanError(e)}`
         : unstorableProblem(key, () => void this.patchField(key, storable).then((ok) => ok && this.setDraft(key, null)))
       return false
     }
@@ -238,7 +241,7 @@ export class WeftNodePage extends LitElement {
     const previous = this.node.value?.content[key]
     const parsed = parseLike(previous, input.value)
     if (!parsed.ok) {
-      this.fieldError = `${key}: ${parsed.message}`
+      this.fieldError = `${fieldLabel(key)}: ${parsed.message}`
       return // the draft stays: nothing typed is lost
     }
     if (await this.patchField(key, parsed.value)) this.setDraft(key, null)
@@ -317,7 +320,7 @@ export class WeftNodePage extends LitElement {
       // [WEB37] A new thread opens, ready for its first message.
       if (nodeType === 'Thread') location.hash = nodeHref(path)
       // [WEB54] Anything else stays listed here (to make several in a row), with a way to open it.
-      else showToast(`Created “${name}”.`, { label: 'Open', run: () => void (location.hash = nodeHref(path)) })
+      else showToast(`Created “${name}”.`, { label: 'Open', opens: nodeHref(path), run: () => void (location.hash = nodeHref(path)) })
     } catch (e) {
       putBack()
       if (codeOf(e) === 'already_exists') {
@@ -386,13 +389,15 @@ export class WeftNodePage extends LitElement {
           <wa-button size="s" appearance="outlined" @click=${() => this.setDraft(key, null)}>Use theirs</wa-button></span>`
       }
     }
-    // [WEB15] A field the caller cannot write has no ✕: nothing offered that the server refuses.
-    return html`<label for=${id} id=${`label-${id}`}>${key}</label>
+    // [WEB15] A field the caller cannot write has no ✕: nothing offered that the server refuses;
+    // [WEB62] nor has a field the type requires (removing it would be refused as invalid content).
+    const label = fieldLabel(key)
+    return html`<label for=${id} id=${`label-${id}`}>${label}</label>
       <div class="value" data-field=${key} data-kind=${kind}>${input}${note}</div>
-      ${readonly
+      ${readonly || isRequiredField(view.nodeType, key)
         ? html`<span></span>`
-        : html`<wa-button size="s" appearance="plain" class="icon" title=${`Remove field ${key}`}
-            @click=${() => removeFieldWithUndo(key, value, (k, v) => this.patchField(k, v))}><span aria-hidden="true">✕</span><span class="visually-hidden">Remove field ${key}</span></wa-button>`}`
+        : html`<wa-button size="s" appearance="plain" class="icon" title=${`Remove field ${label}`}
+            @click=${() => removeFieldWithUndo(key, value, (k, v) => this.patchField(k, v))}><span aria-hidden="true">✕</span><span class="visually-hidden">Remove field ${label}</span></wa-button>`}`
   }
 
   private renderExtension(view: NodeView) {
@@ -444,6 +449,10 @@ export class WeftNodePage extends LitElement {
     // The tab says the node's name (never its path).
     const title = `${view.name} · Weft`
     if (document.title !== title) document.title = title
+    // [WEB62] One name: the session keeps the name its owner gave their profile (the next start's
+    // top bar says it, not the name from sign-up).
+    const session = app().session
+    if (view.path === session.userId && view.name && view.name !== session.name) saveSession({ ...session, name: view.name })
     mark(`weft:node-rendered:${view.path}`)
     const kids = this.childList.value
     if ((kids?.length ?? 0) > 0) mark(`weft:list-rendered:${view.path}`)
@@ -467,8 +476,12 @@ export class WeftNodePage extends LitElement {
     if (gone) return html`<weft-moved-notice .path=${this.path} .code=${gone.code} .message=${gone.message}></weft-moved-notice>`
     if (access?.denied && !view) {
       // [WEB26] Someone else's run (on a shared operation, say) is a run the reader cannot see, in words.
-      const what = this.path.includes('/_Activity/') ? 'You cannot see this run' : `You cannot open ${this.path}`
-      return html`<p class="denied" role="alert" data-denied=${access.denied.code}>${what}: ${humanMessage(access.denied.code, access.denied.message)}</p>`
+      // [WEB63] Never the path (a profile's is an account id): the name if this device knows it,
+      // and a way on.
+      const known = this.selfName.value[0]?.name
+      const what = this.path.includes('/_Activity/') ? 'You cannot see this run' : `You cannot open ${known ? `“${known}”` : 'this page'}`
+      return html`<p class="denied" role="alert" data-denied=${access.denied.code}>${what}: ${humanMessage(access.denied.code, access.denied.message)}</p>
+        <p><a href=${HOME_HREF}>Go to your home page</a></p>`
     }
     if (!view) return html`<p aria-busy="true">Loading ${this.path}… (not stored on this device yet)</p>`
     const kids = this.childList.value ?? []
@@ -481,7 +494,7 @@ export class WeftNodePage extends LitElement {
     return html`
       <header>
         <weft-node-title .view=${view} ?canRename=${canUpdate}></weft-node-title>
-        <wa-badge class="type" variant="brand" appearance="filled" pill>${view.nodeType === 'ActivityLog' ? 'Run' : view.nodeType}</wa-badge>
+        <wa-badge class="type" variant="brand" appearance="filled" pill>${typeLabel(view.nodeType)}</wa-badge>
         ${view.nodeType === 'ContextualSubscription' ? html`<a class="status-link" href=${contextualHref(view.path)}>Consumers and dead letters</a>` : nothing}
         ${this.crumbs.value.length
           ? html`<nav class="crumbs" aria-label="Breadcrumb">${this.crumbs.value.map((c) => html`<a href=${nodeHref(c.path)}>${c.name}</a><span aria-hidden="true"> › </span>`)}</nav>`
@@ -564,7 +577,7 @@ export class WeftNodePage extends LitElement {
         <h2>Children</h2>
         ${shown.length ? nothing : html`<p class="reason-off">No children yet.</p>`}
         <ul class="children">
-          ${repeat(this.allChildren ? shown : shown.slice(0, FIRST_SCREEN_CHILDREN), (k) => k.path, (k) => html`<li><a href=${nodeHref(k.path)}>${k.name}</a> <small>${k.nodeType}</small>${k.pending ? html` <span class="pending" title="Saved on this device, not yet synced">•</span>` : nothing}</li>`)}
+          ${repeat(this.allChildren ? shown : shown.slice(0, FIRST_SCREEN_CHILDREN), (k) => k.path, (k) => html`<li><a href=${nodeHref(k.path)}>${k.name}</a> <small>${typeLabel(k.nodeType)}</small>${k.pending ? html` <span class="pending" title="Saved on this device, not yet synced">•</span>` : nothing}</li>`)}
         </ul>
         ${kids.length >= CHILD_LIMIT ? html`<p>Showing the first ${CHILD_LIMIT}.</p>` : nothing}
         ${canCreate
@@ -614,6 +627,11 @@ function initialContent(nodeType: string, parent: string): JsonObject {
 const EXTENSION_FIELDS: Readonly<Record<string, readonly string[]>> = {
   // LastActivityPath is the engine's pointer; the page shows that run as "Latest run".
   Code: ['Source', 'LastActivityPath'],
+  // [WEB62] A profile's FullName is the person's one name: the heading shows it and its Rename
+  // writes it (the server renames the node and its FullName together).
+  User: ['FullName'],
+  // [WEB62] The engine's identity of the compiled definition (a sha-256): nothing a person reads or edits.
+  ContextualSubscription: ['Hash'],
   // The result panel shows the log, the progress bar, the output and the error.
   ActivityLog: ['Messages', 'Progress', 'ReturnValue', 'Error'],
 }

@@ -2,8 +2,9 @@ import { LitElement, css, html, nothing, type ReactiveController, type ReactiveC
 import type { AdminOverview } from '../../shared/index.js'
 import { app } from '../app-context.js'
 import { NamesController } from '../controllers/names-controller.js'
-import { codeOf, humanError } from './error-text.js'
-import { nodeHref } from './route.js'
+import { codeOf, codeWords, humanError, humanMessage } from './error-text.js'
+import { HOME_HREF, nodeHref } from './route.js'
+import { lineTime } from './run-log-text.js'
 
 /** How often the page reads the overview again: live enough to watch, light on the server. */
 const POLL_MS = 2_000
@@ -101,7 +102,7 @@ export class WeftOperatorPage extends LitElement {
 
   override willUpdate() {
     const o = this.data.reading?.overview
-    if (o) this.names.watch([...new Set([...o.deadLetters.map((d) => d.path), ...o.stuckRuns.flatMap((r) => [r.codePath, r.startedBy].filter((p): p is string => p !== null))])])
+    if (o) this.names.watch([...new Set([...o.deadLetters.map((d) => d.path), ...o.stuckRuns.flatMap((r) => (r.codePath ? [r.codePath] : []))])])
   }
 
   private name(path: string): string {
@@ -124,7 +125,7 @@ export class WeftOperatorPage extends LitElement {
       ${this.figure('Updates per second', rate(r.updatesPerSec), { id: 'updates-per-sec' })}
       ${this.figure('Acks per second', rate(r.acksPerSec), { id: 'acks-per-sec' })}
       ${this.figure('Commit latency', html`${ms(f.commits.meanSeconds)} <small>mean · p99 ≤ ${ms(f.commits.p99Seconds)}</small>`, { id: 'commit-latency' })}
-      ${this.figure('Refused', html`${count.format(refusedTotal)}${refused.length ? html` <small>${refused.slice(0, 4).map(([code, n]) => `${code} ${count.format(n)}`).join(' · ')}</small>` : nothing}`, { id: 'refusals' })}
+      ${this.figure('Refused', html`${count.format(refusedTotal)}${refused.length ? html` <small>${refused.slice(0, 4).map(([code, n], i) => html`${i ? ' · ' : ''}<span title=${humanMessage(code)} data-refusal=${code}>${codeWords(code)} ${count.format(n)}</span>`)}</small>` : nothing}`, { id: 'refusals' })}
       ${this.figure('Engine lag', html`${count.format(f.engineLagVersions)} <small>versions</small>`, { alert: f.engineLagVersions > 0, id: 'engine-lag' })}
       ${this.figure('Engines', f.enginePartitions.length === 0 ? 'elsewhere' : html`run here <small>${f.enginePartitions.join(' · ')}</small>`, { id: 'engine-lease' })}
       ${this.figure('Dead letters', count.format(f.contextual.dead), { alert: f.contextual.dead > 0, id: 'dead-letters' })}
@@ -155,7 +156,7 @@ export class WeftOperatorPage extends LitElement {
               ${o.stuckRuns.map(
                 (r) => html`<li data-stuck-run=${r.path}>
                   <a href=${nodeHref(r.path)}>${r.codePath ? `Run of ${this.name(r.codePath)}` : (r.category ?? 'Run')}</a>
-                  <div class="meta">running for ${duration(r.runningMs)}${r.startedBy ? html` · started by <span>${this.name(r.startedBy)}</span>` : nothing}</div>
+                  <div class="meta">running for ${duration(r.runningMs)}${r.startedBy ? html` · started by <span>${r.startedByName ?? 'someone without a profile'}</span>` : nothing}</div>
                 </li>`,
               )}
             </ul>`}
@@ -176,12 +177,12 @@ export class WeftOperatorPage extends LitElement {
       <section aria-labelledby="h-lag">
         <h2 id="h-lag">Lagging consumers</h2>
         ${o.laggingConsumers.length === 0
-          ? html`<p class="muted">None: every consumer has read up to the latest change.</p>`
+          ? html`<p class="muted">None: no consumer has events waiting.</p>`
           : html`<ul data-list="lagging-consumers">
               ${o.laggingConsumers.map(
                 (c) => html`<li data-consumer=${c.consumerId}>
                   <a href=${nodeHref(c.subscriptionPath)}>${c.name || this.name(c.subscriptionPath)}</a>
-                  <div class="meta">${count.format(c.lag)} ${c.lag === 1 ? 'version' : 'versions'} behind</div>
+                  <div class="meta">${count.format(c.waiting)} ${c.waiting === 1 ? 'event' : 'events'} waiting</div>
                 </li>`,
               )}
             </ul>`}
@@ -192,11 +193,12 @@ export class WeftOperatorPage extends LitElement {
     const { reading, error, forbidden } = this.data
     if (forbidden) {
       return html`<h1>Operator</h1>
-        <p class="error" role="alert">Only operators see this page: the Admins of the Admin partition, or the accounts the server lists in OPERATOR_EMAILS.</p>`
+        <p class="error" role="alert">This page is for the people who run this Weft server: it shows how the server is doing. Your account is not one of theirs; ask them if you need its figures.</p>
+        <p><a href=${HOME_HREF}>Go to your home page</a></p>`
     }
     return html`<h1>Operator</h1>
       ${reading
-        ? html`<p class="muted">Instance <code>${reading.overview.instance}</code> · updated ${new Date(reading.overview.at).toLocaleTimeString()}</p>`
+        ? html`<p class="muted">Instance <code>${reading.overview.instance}</code> · updated ${lineTime(reading.overview.at)}</p>`
         : html`<p aria-busy="true">Reading the figures…</p>`}
       ${error ? html`<p class="error" role="alert">${error}</p>` : nothing}
       ${reading ? html`${this.renderFigures(reading)}${this.renderLists(reading.overview)}` : nothing}`

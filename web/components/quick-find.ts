@@ -1,7 +1,9 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { Subject, debounceTime, distinctUntilChanged, from, map, of, switchMap, catchError, type Subscription } from 'rxjs'
 import type { SearchHit } from '../api/index.js'
+import { SEARCH_MAX_QUERY_CHARS } from '../../shared/search-limits.js'
 import { humanError } from './error-text.js'
+import { typeLabel } from './labels.js'
 import { nodeHref } from './route.js'
 import { FIND_DEBOUNCE_MS, findOnDevice, searchOnline } from './find-nodes.js'
 
@@ -67,7 +69,7 @@ export class WeftQuickFind extends LitElement {
         map((q) => q.trim()),
         distinctUntilChanged(),
         debounceTime(FIND_DEBOUNCE_MS),
-        switchMap((q) => (q === '' ? of<Found | null>(null) : from(this.find(q)).pipe(catchError((e: unknown) => of<Found>({ q, items: [], isLocal: false, error: humanError(e) }))))),
+        switchMap((q) => (q === '' ? of<Found | null>(null) : from(this.find(q)).pipe(catchError((e: unknown) => of<Found>({ q, items: [], isLocal: false, error: humanError(e, { typed: true }) }))))),
       )
       .subscribe((found) => {
         this.found = found
@@ -163,6 +165,7 @@ export class WeftQuickFind extends LitElement {
           aria-activedescendant=${found?.items.length ? `qf-${this.active}` : nothing}
           placeholder="Search names and text…"
           autocomplete="off"
+          maxlength=${SEARCH_MAX_QUERY_CHARS}
           @input=${(e: Event) => this.queries.next((e.target as HTMLInputElement).value)}
           @keydown=${this.onInputKey}
         />
@@ -180,7 +183,7 @@ export class WeftQuickFind extends LitElement {
               @click=${() => this.go(hit)}
               @mousemove=${() => (this.active = i)}
             >
-              <span class="name">${hit.name}</span><span class="type">${hit.nodeType}</span>
+              <span class="name">${hit.name}</span><span class="type">${typeLabel(hit.nodeType)}</span>
               ${hit.snippet ? html`<div class="snippet">${hit.snippet}</div>` : nothing}
             </li>`,
           )}

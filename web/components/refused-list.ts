@@ -6,6 +6,7 @@ import { app } from '../app-context.js'
 import { groupRefused, liveStoreQuery, refusedText, type RefusedGroup } from '../store/index.js'
 import { humanMessage } from './error-text.js'
 import { nodeHref } from './route.js'
+import { fieldLabel } from './labels.js'
 
 /** Live refused groups of this device: every node's, or one node's. */
 export function refusedGroups$(path = '') {
@@ -65,7 +66,7 @@ export class WeftRefusedList extends LitElement {
     const reason = g.code === 'already_exists' && g.message ? g.message : humanMessage(g.code, g.message ?? undefined)
     const edits = g.ids.length === 1 ? '' : ` (${g.ids.length} edits)`
     return html`<li data-refused-key=${g.key} data-refused-count=${g.ids.length}>
-      <span class="what">${this.path ? nothing : html`<a href=${nodeHref(g.path)}>${nameOf.get(g.path) ?? g.path}</a> · `}${g.field || 'the node'}${edits}</span>
+      <span class="what">${this.path ? nothing : html`<a href=${nodeHref(g.path)}>${nameOf.get(g.path) ?? g.path}</a> · `}${g.field ? fieldLabel(g.field) : 'the node'}${edits}</span>
       ${g.value === null ? html`<p>removed the field</p>` : html`<pre>${refusedText(g)}</pre>`}
       <span class="reason">${reason} (${g.code ?? 'refused'})</span>
       <div class="actions">

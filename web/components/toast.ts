@@ -3,13 +3,29 @@ import { LitElement, css, html, nothing } from 'lit'
 /** How long a toast stays when nobody acts on it (its Undo stays reachable that long). */
 const TOAST_MS = 10_000
 
+interface ToastAction {
+  label: string
+  run: () => Promise<void> | void
+  /**
+   * The page the action opens ("Created … · Open"): once that page is open, however it was
+   * opened (the toast, the children list, the back button), the toast has said all it had to.
+   */
+  opens?: string
+}
+
 interface ToastItem {
   id: number
   message: string
-  action?: { label: string; run: () => Promise<void> | void }
+  action?: ToastAction
 }
 
 /**
+ * [WEB60] A toast is as wide as its words need, up to the viewport less a margin on each side
+ * (not a box centred by `translateX(-50%)`, which a narrow screen capped at half its width), and
+ * its buttons never break inside a label. A newer toast replaces the ones offering to open a page (two
+ * "Created … · Open" never pile up over the form), and a toast whose action was taken or whose page was
+ * opened goes away.
+ *
  * [MOVE9] `<weft-toast>`: one line at the bottom of the screen saying what just happened, with an
  * Undo where it can be undone ("Moved to trash · Undo", "Removed field Title · Undo"). Polite live
  * region; the action is a real button (keyboard reachable).
@@ -20,9 +36,12 @@ export class WeftToast extends LitElement {
   private nextId = 1
 
   static override styles = css`
-    :host { position: fixed; left: 50%; bottom: 1em; transform: translateX(-50%); z-index: 20; pointer-events: none; display: flex; flex-direction: column; gap: 0.5em; max-width: calc(100vw - 2em); }
-    .toast { pointer-events: auto; display: flex; align-items: center; gap: 0.8em; padding: 0.6em 0.9em; border-radius: 8px; background: #1d2433; color: #fff; box-shadow: 0 4px 16px rgb(0 0 0 / 0.2); overflow-wrap: anywhere; }
-    button { font: inherit; border: 1px solid #8ab4ff; color: #cfe0ff; background: transparent; border-radius: 6px; padding: 0.2em 0.7em; cursor: pointer; }
+    :host { position: fixed; left: 1em; right: 1em; bottom: 1em; z-index: 20; pointer-events: none; }
+    [role='status'] { display: flex; flex-direction: column; align-items: center; gap: 0.5em; }
+    .toast { pointer-events: auto; box-sizing: border-box; max-width: 100%; display: flex; align-items: center; gap: 0.8em; padding: 0.6em 0.9em; border-radius: 8px; background: #1d2433; color: #fff; box-shadow: 0 4px 16px rgb(0 0 0 / 0.2); }
+    /* Only the message wraps (a long name may break anywhere); the buttons keep their width. */
+    .message { min-width: 0; overflow-wrap: anywhere; }
+    button { flex: none; white-space: nowrap; font: inherit; border: 1px solid #8ab4ff; color: #cfe0ff; background: transparent; border-radius: 6px; padding: 0.2em 0.7em; cursor: pointer; }
     button.close { border: none; color: #aab; }
     button:focus-visible { outline: 2px solid #8ab4ff; outline-offset: 1px; }
   `
@@ -32,9 +51,25 @@ export class WeftToast extends LitElement {
     this.items = []
   }
 
-  show(message: string, action?: ToastItem['action']): void {
+  private readonly onNavigate = () => {
+    const here = location.hash
+    if (this.items.some((i) => i.action?.opens === here)) this.items = this.items.filter((i) => i.action?.opens !== here)
+  }
+
+  override connectedCallback(): void {
+    super.connectedCallback()
+    window.addEventListener('hashchange', this.onNavigate)
+  }
+
+  override disconnectedCallback(): void {
+    window.removeEventListener('hashchange', this.onNavigate)
+    super.disconnectedCallback()
+  }
+
+  show(message: string, action?: ToastAction): void {
     const item = { id: this.nextId++, message, action }
-    this.items = [...this.items.slice(-2), item]
+    // An "Open" offer is stale once something newer happened; an Undo stays while it can be used.
+    this.items = [...this.items.filter((i) => !i.action?.opens).slice(-2), item]
     setTimeout(() => this.dismiss(item.id), TOAST_MS)
   }
 
@@ -55,7 +90,7 @@ export class WeftToast extends LitElement {
     return html`<div role="status" aria-live="polite">
       ${this.items.map(
         (item) => html`<div class="toast" data-toast>
-          <span>${item.message}</span>
+          <span class="message">${item.message}</span>
           ${item.action ? html`<button type="button" @click=${() => this.act(item)}>${item.action.label}</button>` : nothing}
           <button type="button" class="close" aria-label="Dismiss" @click=${() => this.dismiss(item.id)}>✕</button>
         </div>`,
@@ -66,7 +101,7 @@ export class WeftToast extends LitElement {
 customElements.define('weft-toast', WeftToast)
 
 /** Shows a toast (creating the one `<weft-toast>` of the page on first use). */
-export function showToast(message: string, action?: ToastItem['action']): void {
+export function showToast(message: string, action?: ToastAction): void {
   let el = document.querySelector('weft-toast')
   if (!el) el = document.body.appendChild(document.createElement('weft-toast'))
   el.show(message, action)

@@ -1,8 +1,11 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { app } from '../app-context.js'
 import type { TrashEntry } from '../api/index.js'
+import { NamesController } from '../controllers/names-controller.js'
 import { codeOf, humanError } from './error-text.js'
+import { typeLabel } from './labels.js'
 import { nodeHref } from './route.js'
+import { formatWhen } from './run-text.js'
 import { showToast } from './toast.js'
 
 /**
@@ -16,6 +19,8 @@ export class WeftTrashPage extends LitElement {
   declare items: TrashEntry[] | null
   declare error: string
   declare notes: ReadonlyMap<string, string>
+  /** The space's name: the page says whose trash it is and leads back to it. */
+  private readonly spaceName = new NamesController(this)
 
   static override styles = css`
     :host { display: block; }
@@ -25,6 +30,7 @@ export class WeftTrashPage extends LitElement {
     .meta { color: #555; font-size: 0.9em; flex: 1 1 14em; }
     .note { color: #b00; flex-basis: 100%; font-size: 0.9em; }
     .error { color: #b00; }
+    .space { margin: 0 0 0.8em; color: #444; }
   `
 
   constructor() {
@@ -37,6 +43,7 @@ export class WeftTrashPage extends LitElement {
 
   override willUpdate(changed: Map<string, unknown>) {
     if (changed.has('space') && this.space) void this.load()
+    if (this.space) this.spaceName.watch([this.space])
   }
 
   private async load() {
@@ -54,7 +61,7 @@ export class WeftTrashPage extends LitElement {
       const client = app().client
       const { path } = await client.api.restoreNode(entry.path)
       await client.relocated(entry.path, path)
-      showToast(`Restored “${entry.name}”.`, { label: 'Open', run: () => void (location.hash = nodeHref(path)) })
+      showToast(`Restored “${entry.name}”.`, { label: 'Open', opens: nodeHref(path), run: () => void (location.hash = nodeHref(path)) })
       await this.load()
     } catch (e) {
       // The server says why in words (the place is taken, or its parent is gone).
@@ -73,6 +80,11 @@ export class WeftTrashPage extends LitElement {
   }
 
   override render() {
+    return html`<p class="space" data-space=${this.space}>What was deleted in <a href=${nodeHref(this.space)}>${this.spaceName.value[0]?.name ?? this.space}</a></p>
+      ${this.renderItems()}`
+  }
+
+  private renderItems() {
     if (this.items === null) return html`<p aria-busy="true">Opening the trash…</p>`
     if (this.error) return html`<p class="error" role="alert">${this.error}</p>`
     if (this.items.length === 0) return html`<p>The trash is empty.</p>`
@@ -80,7 +92,7 @@ export class WeftTrashPage extends LitElement {
       ${this.items.map(
         (e) => html`<li data-trash=${e.path}>
           <span class="name">${e.name}</span>
-          <span class="meta">${e.nodeType} · deleted by ${e.deletedBy === app().session.userId ? 'you' : e.deletedBy} · ${new Date(e.deletedAt).toLocaleString()}</span>
+          <span class="meta">${typeLabel(e.nodeType)} · deleted by ${e.deletedBy === app().session.userId ? 'you' : (e.deletedByName ?? 'someone else')} · <span title=${e.deletedAt}>${formatWhen(e.deletedAt)}</span></span>
           <wa-button size="s" variant="brand" @click=${() => this.restore(e)}>Restore</wa-button>
           <wa-button size="s" variant="danger" appearance="outlined" @click=${() => this.purge(e)}>Delete forever</wa-button>
           ${this.notes.get(e.path) ? html`<span class="note" role="alert">${this.notes.get(e.path)}</span>` : nothing}
