@@ -70,7 +70,7 @@ test('[CTX38] an Admin sees every consumer and re-drives the dead letter; the pa
   await expect(deadLetter).toContainText('when it was created · 1 attempt')
   await expect(deadLetter).not.toContainText('event ')
   await a.page.screenshot({ path: 'test-results/contextual-status-admin-1280.png', fullPage: true })
-  await a.page.screenshot({ path: '/work/shots-words/contextual-admin-1280.png', fullPage: true })
+  await a.page.screenshot({ path: 'test-results/contextual-admin-1280.png', fullPage: true })
   await card.getByRole('button', { name: 'Re-drive 1 dead letter' }).click()
   await expect(card.locator('[data-count="Dead letters"]')).toHaveText('0')
   await expect(card.locator('[data-count="Pending"]')).toHaveText('1')

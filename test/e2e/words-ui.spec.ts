@@ -48,7 +48,7 @@ test('[WEB60] a toast takes the width it needs at 390 px, its button label never
   expect(box.width).toBeGreaterThan(390 / 2)
   expect(box.x).toBeGreaterThanOrEqual(0)
   expect(box.x + box.width).toBeLessThanOrEqual(390)
-  await a.page.screenshot({ path: '/work/shots-words/toast-390.png' })
+  await a.page.screenshot({ path: 'test-results/toast-390.png' })
 
   await form.getByLabel('Name', { exact: true }).fill('Budget')
   await form.getByRole('button', { name: 'Create' }).click()
@@ -65,7 +65,7 @@ test('[WEB60] a toast takes the width it needs at 390 px, its button label never
   await form.getByRole('button', { name: 'Create' }).click()
   await expect(toasts(a.page)).toContainText('Created “Agenda”.')
   expect(await labelLines(a.page, 'Open')).toBe(1)
-  await a.page.screenshot({ path: '/work/shots-words/toast-1280.png' })
+  await a.page.screenshot({ path: 'test-results/toast-1280.png' })
   await a.context.close()
 })
 
@@ -79,7 +79,7 @@ test('[WEB64] a search longer than the server takes cannot be typed, and a refus
   await input.fill('one two three four five six seven eight nine')
   await expect(a.page.locator('weft-quick-find [role="alert"]')).toHaveText('A search has at most 8 words.')
   await a.page.setViewportSize({ width: 390, height: 844 })
-  await a.page.screenshot({ path: '/work/shots-words/find-390.png' })
+  await a.page.screenshot({ path: 'test-results/find-390.png' })
   await a.context.close()
 })
 
@@ -97,7 +97,7 @@ test('[WEB61] [WEB62] a type reads as words everywhere it is shown; a subscripti
   await expect(nodePage(a.page).getByRole('button', { name: 'Remove field Operation' })).toHaveCount(0)
   await expect(nodePage(a.page).getByRole('button', { name: 'Remove field Events' })).toHaveCount(0)
   await a.page.setViewportSize({ width: 390, height: 844 })
-  await a.page.screenshot({ path: '/work/shots-words/subscription-390.png', fullPage: true })
+  await a.page.screenshot({ path: 'test-results/subscription-390.png', fullPage: true })
   // Find's results say the type the same way.
   await a.page.keyboard.press('Control+k')
   await a.page.locator('weft-quick-find input[type="search"]').fill('Triage')
@@ -115,10 +115,10 @@ test('[WEB62] a profile\'s fields read as words, and renaming oneself renames th
   await nodePage(a.page).getByLabel('New name').press('Enter')
   await expect(nodePage(a.page).locator('h1')).toHaveText('Ann Lee')
   await expect.poll(async () => (await getContent(server, ann, ann.userId)).FullName).toBe('Ann Lee')
-  // The top bar says the same name once the app starts again.
+  // The top bar says the new name at once, and again once the app starts again.
+  await expect(a.page.locator('weft-app .user')).toHaveText('Ann Lee')
   await a.page.reload()
   await expect(a.page.locator('weft-app .user')).toHaveText('Ann Lee')
-  await a.page.screenshot({ path: '/work/shots-words/profile-1280.png', fullPage: true })
   await a.context.close()
 })
 
@@ -132,7 +132,7 @@ test('[WEB63] a page the reader may not open is named in words (never its id), w
   await v.page.setViewportSize({ width: 390, height: 844 })
   await v.page.goto(`/#/n/${ann.userId}`)
   await expect(denied).toBeVisible()
-  await v.page.screenshot({ path: '/work/shots-words/denied-390.png' })
+  await v.page.screenshot({ path: 'test-results/denied-390.png' })
   await v.context.close()
 })
 
@@ -149,7 +149,7 @@ test('[WEB65] the trash names its space and leads back, says who deleted what by
   await expect(entry).toContainText(/Document · deleted by Bob · today \d\d:\d\d/)
   await expect(entry).not.toContainText(bob.userId)
   await a.page.setViewportSize({ width: 390, height: 844 })
-  await a.page.screenshot({ path: '/work/shots-words/trash-390.png', fullPage: true })
+  await a.page.screenshot({ path: 'test-results/trash-390.png', fullPage: true })
   await trash.getByRole('link', { name: 'Lab' }).click()
   await expect(nodePage(a.page).locator('h1')).toHaveText('Lab')
   await a.context.close()
@@ -159,6 +159,6 @@ test('[WEB65] the trash names its space and leads back, says who deleted what by
   await v.page.goto('/#/consumers')
   const mine = v.page.locator('weft-my-consumers-page li', { hasText: 'vic-laptop' })
   await expect(mine.locator('.meta')).toHaveText(/^made today \d\d:\d\d(:\d\d)?$/)
-  await v.page.screenshot({ path: '/work/shots-words/my-consumers-1280.png', fullPage: true })
+  await v.page.screenshot({ path: 'test-results/my-consumers-1280.png', fullPage: true })
   await v.context.close()
 })
