@@ -61,3 +61,12 @@ export async function nextFreeName(name: string, isTaken: (segment: string) => P
   }
   return null
 }
+
+/**
+ * [WEB62] A person's name from their User node: its FullName, which signing up and renaming both
+ * write. Null until the node's content is here (its view's name is the account id till then).
+ */
+export function personName(view: { content: Readonly<Record<string, unknown>> } | null | undefined): string | null {
+  const full = view?.content.FullName
+  return typeof full === 'string' && full.trim() !== '' ? full : null
+}

@@ -17,7 +17,7 @@ import { saveSession } from '../session.js'
 import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
 import type { PresenceUser, ReplicaState } from '../sync/index.js'
-import { nextFreeName, segmentForName } from './names.js'
+import { nextFreeName, personName, segmentForName } from './names.js'
 import { contextualHref, HOME_HREF, nodeHref } from './route.js'
 import { codeOf, humanError, humanMessage, unstorableProblem, type FieldProblem } from './error-text.js'
 import { toStorableJson } from '../../shared/storable-text.js'
@@ -450,9 +450,12 @@ export class WeftNodePage extends LitElement {
     const title = `${view.name} · Weft`
     if (document.title !== title) document.title = title
     // [WEB62] One name: the session keeps the name its owner gave their profile (the next start's
-    // top bar says it, not the name from sign-up).
+    // top bar says it, not the name from sign-up). Read from FullName, which a rename writes too:
+    // the view's name stands in with the path's last segment (the account id) until the node's
+    // row is here, and the session took that id for a name.
     const session = app().session
-    if (view.path === session.userId && view.name && view.name !== session.name) saveSession({ ...session, name: view.name })
+    const fullName = personName(view)
+    if (view.path === session.userId && fullName && fullName !== session.name) saveSession({ ...session, name: fullName })
     mark(`weft:node-rendered:${view.path}`)
     const kids = this.childList.value
     if ((kids?.length ?? 0) > 0) mark(`weft:list-rendered:${view.path}`)

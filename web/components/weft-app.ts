@@ -5,6 +5,7 @@ import type { Session, SyncStatus } from '../sync/index.js'
 import type { OpError } from '../sync/sync-client.js'
 import type { NodeView } from '../streams/index.js'
 import { humanMessage } from './error-text.js'
+import { personName } from './names.js'
 import { ObservableController } from '../controllers/index.js'
 import { contextualFromHash, HOME_HREF, MY_CONSUMERS_HREF, OPERATIONS_HREF, OPERATOR_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
 import './nav-tree.js'
@@ -27,7 +28,7 @@ export class WeftApp extends LitElement {
   declare ready: boolean
   declare route: string
   private readonly status = new ObservableController<SyncStatus>(this)
-  /** The signed-in person's own node: the bar says their name as it is now (renamed since sign-in). */
+  /** The signed-in person's own node: the bar says their name (its FullName) as it is now, renamed since sign-in or not. */
   private readonly me = new ObservableController<NodeView | null>(this)
   /** [WEB70] The sticky bar's height, for what sticks under it (the navigation). */
   private readonly barSize = new ResizeObserver(([entry]) => {
@@ -182,7 +183,7 @@ export class WeftApp extends LitElement {
         <span class="spacer"></span>
         <wa-button size="s" appearance="outlined" class="find" aria-label="Search (Ctrl+K)" aria-keyshortcuts="Control+K Meta+K" title="Find (Ctrl+K)" @click=${() => void this.renderRoot.querySelector<WeftQuickFind>('weft-quick-find')?.show()}><svg aria-hidden="true" width="14" height="14" viewBox="0 0 16 16" style="vertical-align: -2px"><circle cx="6.5" cy="6.5" r="4.75" fill="none" stroke="currentColor" stroke-width="1.8"></circle><line x1="10" y1="10" x2="14.5" y2="14.5" stroke="currentColor" stroke-width="1.8" stroke-linecap="round"></line></svg><span class="find-label"> Search</span></wa-button>
         <weft-quick-find></weft-quick-find>
-        <span class="user">${this.me.value?.path === this.session.userId && this.me.value.name ? this.me.value.name : this.session.name}</span>
+        <span class="user">${(this.me.value?.path === this.session.userId ? personName(this.me.value) : null) ?? this.session.name}</span>
         <wa-button size="s" appearance="outlined" @click=${this.signOut}>Sign out</wa-button>
       </div>
       ${this.applyUpdate
