@@ -173,9 +173,12 @@ test('[WEB73] the Admin area is not offered Delete space… nor Move, even to an
   const o = await openLoggedIn(browser, server, olga, 'Olgas')
   const actions = nodePage(o.page).locator('weft-node-actions')
   await expect(actions.getByRole('button', { name: 'Delete space…' })).toBeVisible()
+  await expect(actions.getByRole('link', { name: 'Trash', exact: true })).toBeVisible()
   await o.page.goto('/#/n/Admin')
   await expect(nodePage(o.page).locator('h1')).toBeVisible()
   for (const name of ['Delete space…', 'Delete…', 'Delete', 'Move…']) await expect(nodePage(o.page).getByRole('button', { name, exact: true })).toHaveCount(0)
+  // Nothing in it ever goes to a trash: no Trash link either.
+  await expect(nodePage(o.page).locator('weft-node-actions').getByRole('link', { name: 'Trash', exact: true })).toHaveCount(0)
   await o.page.screenshot({ path: 'test-results/web63-admin-1280.png' })
   await o.context.close()
 })

@@ -302,7 +302,7 @@ export class WeftNodeActions extends LitElement {
     const movable = keptPlace(path as NodePath) === null
     return html`
       ${this.renderButtons(path as NodePath, nodeType)}
-      ${top && this.canManage ? html`<a href=${trashHref(path)}>Trash</a>` : nothing}
+      ${top && this.canManage && path !== ADMIN_PARTITION ? html`<a href=${trashHref(path)}>Trash</a>` : nothing}
       ${this.error && !this.picking ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       ${movable ? this.renderPicker() : nothing}
     `
