@@ -531,12 +531,13 @@ export const OPENAPI_DOCUMENT = {
                   type: 'array',
                   items: {
                     type: 'object',
-                    required: ['path', 'name', 'nodeType', 'snippet'],
+                    required: ['path', 'name', 'nodeType', 'snippet', 'where'],
                     properties: {
                       path: { type: 'string' },
                       name: { type: 'string', description: 'The display name: the node name, else its last path segment.' },
                       nodeType: { type: 'string' },
                       snippet: { type: 'string', description: 'Up to 120 characters of the text around the first match.' },
+                      where: { type: 'array', items: { type: 'string' }, description: 'The names of its ancestors the caller may read, the top first.' },
                     },
                   },
                 },

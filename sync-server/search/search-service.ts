@@ -13,6 +13,11 @@ export interface SearchResult {
   nodeType: string
   /** A short stretch of the node's text around the first matching word ('' when only the name matched and there is no text). */
   snippet: string
+  /**
+   * Where it is: the names of its ancestors, the top first, each one the caller may read (one
+   * they may not is left out, never named). Two results of one name are told apart by it.
+   */
+  where: string[]
 }
 
 /**
@@ -37,13 +42,29 @@ export class SearchService {
     // Read as the caller: the same check again, and the snippet comes from what they may read.
     // All at once (the reads are independent): the answer waits for the slowest, not the sum.
     const read = await Promise.all(hits.map((hit) => this.nodes.get(principal, hit.path).catch(() => null)))
+    // The ancestors' names, each read once as the caller (an unreadable one reads as null).
+    const names = new Map<string, Promise<string | null>>()
+    const nameOf = (path: NodePath) => {
+      let name = names.get(path)
+      if (!name) names.set(path, (name = this.nodes.get(principal, path).then((n) => n?.name ?? null, () => null)))
+      return name
+    }
+    const where = await Promise.all(
+      hits.map(async (hit, i) => (read[i] ? (await Promise.all(ancestorsOf(hit.path).map(nameOf))).filter((n): n is string => n !== null) : [])),
+    )
     const out: SearchResult[] = []
     hits.forEach((hit, i) => {
       const node = read[i]
-      if (node) out.push({ path: hit.path, name: hit.name, nodeType: hit.nodeType, snippet: snippetOf(node, plan) })
+      if (node) out.push({ path: hit.path, name: hit.name, nodeType: hit.nodeType, snippet: snippetOf(node, plan), where: where[i]! })
     })
     return out
   }
+}
+
+/** The paths above `path`, the top first (`a/b/c` → `a`, `a/b`). */
+function ancestorsOf(path: NodePath): NodePath[] {
+  const parts = path.split('/')
+  return parts.slice(0, -1).map((_, i) => parts.slice(0, i + 1).join('/') as NodePath)
 }
 
 /** The node's string values in document order, joined by new lines and cut like the index's text ([FIND1]). */

@@ -38,6 +38,8 @@ test('[FIND2] Ctrl+K finds 日本語のメモ by 日本語; arrows and Enter ope
   await expect(results(page).first()).toHaveAttribute('aria-selected', 'true')
   // The shorter name ranks first; both are names that start with the query.
   await expect(results(page).locator('.name')).toHaveText(['日本語の本', '日本語のメモ'])
+  // Each says where it is (two results of one name are told apart by it).
+  await expect(results(page).locator('.where')).toHaveText(['in Team', 'in Team'])
   await input(page).press('ArrowDown')
   await expect(results(page).nth(1)).toHaveAttribute('aria-selected', 'true')
   await input(page).press('Enter')
@@ -86,6 +88,7 @@ test('[FIND2] [FIND7] at 390 px the header button opens it; offline it finds the
   await input(page).fill('メモ')
   await expect(offlineNote).toHaveText('Offline results: the names and text of the nodes on this device.')
   await expect(results(page).locator('.name')).toHaveText(['日本語のメモ'])
+  await expect(results(page).locator('.where')).toHaveText(['in Team'])
   await expect(results(page).first()).toHaveAttribute('data-offline', '')
   // Words in any order, as online.
   await input(page).fill('メモ 日本語')

@@ -24,6 +24,7 @@ interface Hit {
   name: string
   nodeType: string
   snippet: string
+  where: string[]
 }
 
 /** Quick find over HTTP: the items of `GET /api/search`. */
@@ -115,6 +116,29 @@ describe('[FIND1] [FIND2] [FIND3] [FIND4] quick find over the server index', () 
     expect(await find(ts.url, bob.token, 'zulu', 50)).toHaveLength(31)
     await grantRole(ts.url, alice.token, secret, bob.userId, 'Viewer', true)
     expect((await find(ts.url, bob.token, 'zulu', 50)).map((h) => h.path)).toEqual([`${bobSpace}/mine`])
+  })
+
+  it('[FIND2] each result says where it is: its readable ancestors\' names, the top first; an ancestor the caller cannot read is never named', async () => {
+    const http = api(ts.url, alice.token)
+    const north = await createSpace(ts.url, alice.token)
+    const south = await createSpace(ts.url, alice.token)
+    expectStatus(await http.putNode(north, 'Space', {}, 'North office'), 200)
+    expectStatus(await http.putNode(south, 'Space', {}, '南の事務所'), 200)
+    expectStatus(await http.putNode(`${north}/minutes`, 'Document', {}, 'Minutes'), 201)
+    expectStatus(await http.putNode(`${north}/minutes/plan`, 'Document', {}, 'Gazebo budget'), 201)
+    expectStatus(await http.putNode(`${south}/plan`, 'Document', {}, 'Gazebo budget'), 201)
+    const hits = await find(ts.url, alice.token, 'gazebo budget')
+    // Equal names rank by path: the two spaces' ids decide the order, so it is compared as a set.
+    expect(new Map(hits.map((h) => [h.path, h.where]))).toEqual(
+      new Map([
+        [`${south}/plan`, ['南の事務所']],
+        [`${north}/minutes/plan`, ['North office', 'Minutes']],
+      ]),
+    )
+    expect(hits).toHaveLength(2)
+    // Bob is given the Minutes subtree only: he finds the plan there, its space's name is not his to read.
+    await grantRole(ts.url, alice.token, `${north}/minutes`, bob.userId, 'Viewer')
+    expect((await find(ts.url, bob.token, 'gazebo budget')).map((h) => [h.path, h.where])).toEqual([[`${north}/minutes/plan`, ['Minutes']]])
   })
 
   it('[FIND4] driven by the readable regions: rows outside them never reach the access check, by every way', async () => {

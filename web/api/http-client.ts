@@ -27,6 +27,8 @@ export interface SearchHit {
   name: string
   nodeType: string
   snippet: string
+  /** The names of its ancestors (those the caller may read), the top first: where it is. */
+  where?: string[]
 }
 
 /** An HTTP answer with an error body `{ error: { code, message } }`. */

@@ -52,7 +52,9 @@ export async function findOnDevice(q: string, limit: number): Promise<SearchHit[
   const phrase = q.normalize('NFC').trim().split(/\s+/u).filter(Boolean).join(' ').toLowerCase()
   const terms = [...new Set(phrase.split(' '))]
   if (phrase === '') return []
-  const rows = (await store.db.nodes.toArray()).filter((r) => !r.path.startsWith('_') && !r.path.includes('/_'))
+  const all = await store.db.nodes.toArray()
+  const rows = all.filter((r) => !r.path.startsWith('_') && !r.path.includes('/_'))
+  const nameAt = new Map(all.map((r) => [r.path, r.name]))
   const ranked: { hit: SearchHit; tier: number; length: number }[] = []
   const rest: typeof rows = []
   for (const r of rows) {
@@ -79,5 +81,10 @@ export async function findOnDevice(q: string, limit: number): Promise<SearchHit[
     }
   }
   ranked.sort((a, b) => a.tier - b.tier || a.length - b.length || (a.hit.path < b.hit.path ? -1 : a.hit.path > b.hit.path ? 1 : 0))
-  return ranked.slice(0, limit).map((r) => r.hit)
+  // Where each is, from the names this device holds (an ancestor it does not hold is left out).
+  const where = (path: string) => {
+    const parts = path.split('/')
+    return parts.slice(0, -1).flatMap((_, i) => nameAt.get(parts.slice(0, i + 1).join('/')) ?? [])
+  }
+  return ranked.slice(0, limit).map((r) => ({ ...r.hit, where: where(r.hit.path) }))
 }

@@ -50,6 +50,7 @@ export class WeftQuickFind extends LitElement {
     .name { font-weight: 600; }
     .type { color: #667; font-size: 0.85em; margin-left: 0.4em; }
     .snippet { color: #445; font-size: 0.9em; margin-top: 0.15em; }
+    .where { color: #667; font-size: 0.85em; }
     .note { color: #667; font-size: 0.9em; margin: 0.6em 0 0; }
   `
 
@@ -184,6 +185,7 @@ export class WeftQuickFind extends LitElement {
               @mousemove=${() => (this.active = i)}
             >
               <span class="name">${hit.name}</span><span class="type">${typeLabel(hit.nodeType)}</span>
+              ${hit.where?.length ? html`<div class="where">in ${hit.where.join(' › ')}</div>` : nothing}
               ${hit.snippet ? html`<div class="snippet">${hit.snippet}</div>` : nothing}
             </li>`,
           )}
