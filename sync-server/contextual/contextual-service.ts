@@ -34,7 +34,7 @@ import {
   type Principal,
 } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
-import { personName, type CommitAttachment, type NodeApi } from '../nodes/index.js'
+import { personNames, type CommitAttachment, type NodeApi } from '../nodes/index.js'
 import {
   matchesEventFilter,
   type ContextualAttachment,
@@ -831,20 +831,18 @@ export class ContextualService {
     this.mayWatch(principal, node.def)
     const canRedrive = perms.has('ManageAccess')
     const rows = await this.call<ConsumerRow[]>({ op: 'consumersOf', subscriptionPath: path, owner: canRedrive ? null : user, limit: CONSUMERS_PER_PAGE })
-    const consumers: ListedConsumer[] = []
-    const names = new Map<string, string | null>()
+    const listed: Array<{ c: ConsumerRow; status: ContextualStatus }> = []
     for (const c of rows) {
       if (c.owner !== user && !this.ofThisNode(c, node)) continue
       // Deleted meanwhile: not listed.
       const status = await this.statusOf(principal, c)
-      if (!status) continue
-      // [CTX55] Whose it is, by name: an Admin sees every worker's consumer and may delete it.
-      if (!names.has(c.owner)) names.set(c.owner, await personName(this.opts.nodes, c.owner))
-      consumers.push({ ...status, owner: c.owner, ownerName: names.get(c.owner) ?? null })
+      if (status) listed.push({ c, status })
     }
+    // [CTX55] Whose each is, by name: an Admin sees every worker's consumer and may delete it.
+    const names = await personNames(this.opts.nodes, listed.map(({ c }) => c.owner))
+    const consumers: ListedConsumer[] = listed.map(({ c, status }) => ({ ...status, owner: c.owner, ownerName: names.get(c.owner) ?? null }))
     return { subscription: path, canRedrive, consumers }
   }
-
 
   /** A consumer's status as `viewer` may see it: dead letters of nodes they cannot read are left out. */
   private async statusOf(viewer: Principal, consumer: ConsumerRow): Promise<ContextualStatus | null> {

@@ -1,7 +1,7 @@
 import type { MetricObjectWithValues, MetricValue, MetricValueWithName } from 'prom-client'
 import { ADMIN_PARTITION, SYSTEM, WeftError, type AdminOverview, type NodePath, type Principal } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
-import { personName, type NodeService } from '../nodes/index.js'
+import { personNames, type NodeService } from '../nodes/index.js'
 import type { ContextualAttention, StorageAdapter } from '../storage/index.js'
 import type { Route } from '../http/index.js'
 import type { ServerMetrics } from './metrics.js'
@@ -105,11 +105,9 @@ async function stuckRuns(o: OverviewOptions, now: number): Promise<AdminOverview
     .slice(0, LISTED)
   // [OPS12] Who started a run, by name: the operator is in none of their spaces, so the app has no
   // way to learn it (it showed the account id).
-  const names = new Map<string, string | null>()
-  for (const id of new Set(listed.map((r) => r.startedBy).filter((p): p is string => p !== null))) names.set(id, await personName(o.nodes, id))
+  const names = await personNames(o.nodes, listed.flatMap((r) => (r.startedBy ? [r.startedBy] : [])))
   return listed.map((r) => ({ ...r, startedByName: r.startedBy ? (names.get(r.startedBy) ?? null) : null }))
 }
-
 
 export async function adminOverview(o: OverviewOptions): Promise<AdminOverview> {
   const now = Date.now()

@@ -4,7 +4,7 @@ export { EarlyUpdate } from './loaded-node.js'
 export { MOVE_ATTEMPTS, MoveService } from './move-service.js'
 export { MAX_CURSOR_LENGTH, isSealedCursor } from './query-cursor.js'
 export { writeFence } from './fence.js'
-export { personName } from './person-name.js'
+export { personNames } from './person-name.js'
 export { stepOf } from './commit-step.js'
 export { checkFieldRules, ownerOf } from './write-policy.js'
 export type {

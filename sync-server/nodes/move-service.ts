@@ -21,7 +21,7 @@ import {
 } from '../../shared/index.js'
 import { elsewhereRefusal, type TrashEntry } from '../storage/index.js'
 import type { NodeService } from './node-service.js'
-import { personName } from './person-name.js'
+import { personNames } from './person-name.js'
 
 /** [MOVE2] Nodes one move carries at most: a bigger subtree is moved in parts. */
 export const MAX_MOVE_NODES = 10_000
@@ -100,8 +100,7 @@ export class MoveService {
     }
     const entries = await this.nodes.listTrash(top)
     // Who deleted it, by name ([MOVE6]): the Admin reading the trash shares the space with them.
-    const names = new Map<string, string | null>()
-    for (const e of entries) if (!names.has(e.deletedBy)) names.set(e.deletedBy, await personName(this.nodes, e.deletedBy))
+    const names = await personNames(this.nodes, entries.map((e) => e.deletedBy))
     return entries.map((e) => ({ ...e, deletedByName: names.get(e.deletedBy) ?? null }))
   }
 

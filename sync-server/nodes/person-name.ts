@@ -12,3 +12,10 @@ export async function personName(nodes: { get(principal: Principal, path: NodePa
   const full = profile.content.FullName
   return typeof full === 'string' && full.trim() ? full : profile.name || null
 }
+
+/** `personName` of each account, each read once, all at once: a page listing many by whom. */
+export async function personNames(nodes: Parameters<typeof personName>[0], userIds: Iterable<string>): Promise<Map<string, string | null>> {
+  const ids = [...new Set(userIds)]
+  const names = await Promise.all(ids.map((id) => personName(nodes, id)))
+  return new Map(ids.map((id, i) => [id, names[i]!]))
+}

@@ -1,4 +1,4 @@
-import { isSystem, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
+import { isSystem, selfAndAncestors, type JsonValue, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { NodeService } from '../nodes/index.js'
 import { planSearch, SEARCH_BODY_CHARS, type SearchPlan, type StorageAdapter } from '../storage/index.js'
 
@@ -50,7 +50,7 @@ export class SearchService {
       return name
     }
     const where = await Promise.all(
-      hits.map(async (hit, i) => (read[i] ? (await Promise.all(ancestorsOf(hit.path).map(nameOf))).filter((n): n is string => n !== null) : [])),
+      hits.map(async (hit, i) => (read[i] ? (await Promise.all(selfAndAncestors(hit.path).slice(1).reverse().map(nameOf))).filter((n): n is string => n !== null) : [])),
     )
     const out: SearchResult[] = []
     hits.forEach((hit, i) => {
@@ -59,12 +59,6 @@ export class SearchService {
     })
     return out
   }
-}
-
-/** The paths above `path`, the top first (`a/b/c` → `a`, `a/b`). */
-function ancestorsOf(path: NodePath): NodePath[] {
-  const parts = path.split('/')
-  return parts.slice(0, -1).map((_, i) => parts.slice(0, i + 1).join('/') as NodePath)
 }
 
 /** The node's string values in document order, joined by new lines and cut like the index's text ([FIND1]). */

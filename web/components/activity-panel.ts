@@ -150,7 +150,7 @@ export class WeftActivityPanel extends LitElement {
           map((n) => ({
             name: n.name,
             source: typeof n.content.Source === 'string' ? n.content.Source : null,
-            inputs: (n.content.Inputs && typeof n.content.Inputs === 'object' && !Array.isArray(n.content.Inputs) ? n.content.Inputs : {}) as CodeNow['inputs'],
+            inputs: inputsOf(n.content) as CodeNow['inputs'],
           })),
         ),
       )

@@ -1,5 +1,6 @@
 import type { JsonValue } from '../../shared/json.js'
 import { docToJson } from '../../shared/merge-patch.js'
+import { ancestorsOf } from '../controllers/names-controller.js'
 import { NetworkError, type SearchHit } from '../api/index.js'
 import { app } from '../app-context.js'
 
@@ -82,9 +83,6 @@ export async function findOnDevice(q: string, limit: number): Promise<SearchHit[
   }
   ranked.sort((a, b) => a.tier - b.tier || a.length - b.length || (a.hit.path < b.hit.path ? -1 : a.hit.path > b.hit.path ? 1 : 0))
   // Where each is, from the names this device holds (an ancestor it does not hold is left out).
-  const where = (path: string) => {
-    const parts = path.split('/')
-    return parts.slice(0, -1).flatMap((_, i) => nameAt.get(parts.slice(0, i + 1).join('/')) ?? [])
-  }
+  const where = (path: string) => ancestorsOf(path).flatMap((p) => nameAt.get(p) ?? [])
   return ranked.slice(0, limit).map((r) => ({ ...r.hit, where: where(r.hit.path) }))
 }

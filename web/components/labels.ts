@@ -14,7 +14,7 @@ const TYPE_WORDS: Readonly<Record<string, string>> = {
 }
 
 /** "ContextualSubscription" → "Contextual subscription"; "HTMLBody" → "HTML body"; "Title", "My notes" unchanged. */
-export function identifierWords(id: string): string {
+function identifierWords(id: string): string {
   // Only identifiers are split: a key someone typed with spaces ("my notes") is already words.
   if (!/^[A-Za-z][A-Za-z0-9]*$/.test(id)) return id
   const words = id.match(/[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+/g)

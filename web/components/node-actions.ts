@@ -1,6 +1,6 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { ADMIN_PARTITION, isDescendantOrSelf, parentPath, type NodePath } from '../../shared/path.js'
-import { keptPlace } from '../../shared/move-rules.js'
+import { keptPlace, type KeptPlace } from '../../shared/move-rules.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
 import { codeOf, humanError } from './error-text.js'
@@ -267,12 +267,11 @@ export class WeftNodeActions extends LitElement {
    * Delete (to the trash, with Undo) where a node may go; where it keeps its place, the delete the
    * server allows there, or a sentence saying why there is none.
    */
-  private renderButtons(path: NodePath, nodeType: string) {
+  private renderButtons(kept: KeptPlace | null, path: NodePath, nodeType: string) {
     // [WEB54] Without the right, the buttons are not offered (greyed-out red buttons read as a
     // warning); the reason is said in words instead.
     const reason = (what: string) => html`<span class="reason-off">Only an Admin can ${what} this node.</span>`
     const forGood = (label: string) => (this.canDelete ? html`<wa-button size="s" variant="danger" appearance="outlined" @click=${this.deleteForGood}>${label}</wa-button>` : reason('delete'))
-    const kept = keptPlace(path)
     switch (kept) {
       case null:
         return this.canDelete
@@ -298,13 +297,12 @@ export class WeftNodeActions extends LitElement {
 
   override render() {
     const { path, nodeType } = this.view
-    const top = !path.includes('/')
-    const movable = keptPlace(path as NodePath) === null
+    const kept = keptPlace(path as NodePath)
     return html`
-      ${this.renderButtons(path as NodePath, nodeType)}
-      ${top && this.canManage && path !== ADMIN_PARTITION ? html`<a href=${trashHref(path)}>Trash</a>` : nothing}
+      ${this.renderButtons(kept, path as NodePath, nodeType)}
+      ${kept === 'top' && this.canManage && path !== ADMIN_PARTITION ? html`<a href=${trashHref(path)}>Trash</a>` : nothing}
       ${this.error && !this.picking ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
-      ${movable ? this.renderPicker() : nothing}
+      ${kept === null ? this.renderPicker() : nothing}
     `
   }
 }

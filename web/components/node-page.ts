@@ -13,11 +13,10 @@ import { ObservableController } from '../controllers/index.js'
 import { ancestorsOf, NamesController } from '../controllers/names-controller.js'
 import { CapabilitiesController } from '../controllers/capabilities-controller.js'
 import { app } from '../app-context.js'
-import { saveSession } from '../session.js'
 import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
 import type { PresenceUser, ReplicaState } from '../sync/index.js'
-import { nextFreeName, personName, segmentForName } from './names.js'
+import { nextFreeName, segmentForName } from './names.js'
 import { contextualHref, HOME_HREF, nodeHref } from './route.js'
 import { codeOf, humanError, humanMessage, unstorableProblem, type FieldProblem } from './error-text.js'
 import { toStorableJson } from '../../shared/storable-text.js'
@@ -28,7 +27,7 @@ import { fieldLabel, typeLabel } from './labels.js'
 import { renderTypedField, typedFieldStyles } from './typed-field.js'
 import { kindSelect, valueInput } from './add-field.js'
 import { warmPicker } from './link-field.js'
-import { showToast } from './toast.js'
+import { openAction, showToast } from './toast.js'
 import './text-field.js'
 import './refused-list.js'
 import './value-view.js'
@@ -320,7 +319,7 @@ export class WeftNodePage extends LitElement {
       // [WEB37] A new thread opens, ready for its first message.
       if (nodeType === 'Thread') location.hash = nodeHref(path)
       // [WEB54] Anything else stays listed here (to make several in a row), with a way to open it.
-      else showToast(`Created “${name}”.`, { label: 'Open', opens: nodeHref(path), run: () => void (location.hash = nodeHref(path)) })
+      else showToast(`Created “${name}”.`, openAction(nodeHref(path)))
     } catch (e) {
       putBack()
       if (codeOf(e) === 'already_exists') {
@@ -449,13 +448,6 @@ export class WeftNodePage extends LitElement {
     // The tab says the node's name (never its path).
     const title = `${view.name} · Weft`
     if (document.title !== title) document.title = title
-    // [WEB62] One name: the session keeps the name its owner gave their profile (the next start's
-    // top bar says it, not the name from sign-up). Read from FullName, which a rename writes too:
-    // the view's name stands in with the path's last segment (the account id) until the node's
-    // row is here, and the session took that id for a name.
-    const session = app().session
-    const fullName = personName(view)
-    if (view.path === session.userId && fullName && fullName !== session.name) saveSession({ ...session, name: fullName })
     mark(`weft:node-rendered:${view.path}`)
     const kids = this.childList.value
     if ((kids?.length ?? 0) > 0) mark(`weft:list-rendered:${view.path}`)

@@ -58,10 +58,9 @@ export class WeftThreadCell extends LitElement {
     .caret { display: inline-block; width: 0.5em; height: 1em; vertical-align: -0.15em; background: #5b6b8f; margin-left: 0.1em; animation: blink 1s steps(2, start) infinite; }
     @keyframes blink { to { visibility: hidden; } }
     @media (prefers-reduced-motion: reduce) { .caret { animation: none; } }
-    .thinking { color: #555566; font-style: italic; margin-top: 0.3em; }
+    .thinking, .stopped { color: #555566; font-style: italic; margin-top: 0.3em; }
     .error { color: #a40000; margin: 0.3em 0 0; overflow-wrap: anywhere; }
     .note { color: #7a4f00; font-size: 0.85em; margin-top: 0.3em; }
-    .stopped { color: #555566; font-style: italic; margin-top: 0.3em; }
     .about { margin: 0.3em 0 0; font-size: 0.9em; }
     .about a { color: #1f4fa3; overflow-wrap: anywhere; }
     ul.tools { margin: 0.3em 0 0; padding-left: 1.2em; font-size: 0.9em; color: #333; }

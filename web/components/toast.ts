@@ -107,6 +107,11 @@ export function showToast(message: string, action?: ToastAction): void {
   el.show(message, action)
 }
 
+/** "Open" on a toast: goes to `href`, and the toast goes once that page is open. */
+export function openAction(href: string): ToastAction {
+  return { label: 'Open', opens: href, run: () => void (location.hash = href) }
+}
+
 declare global {
   interface HTMLElementTagNameMap {
     'weft-toast': WeftToast

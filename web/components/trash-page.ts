@@ -6,7 +6,7 @@ import { codeOf, humanError } from './error-text.js'
 import { typeLabel } from './labels.js'
 import { nodeHref } from './route.js'
 import { formatWhen } from './run-text.js'
-import { showToast } from './toast.js'
+import { openAction, showToast } from './toast.js'
 
 /**
  * [MOVE6] `<weft-trash-page space>`: what was deleted in a space, newest first, with who and when;
@@ -61,7 +61,7 @@ export class WeftTrashPage extends LitElement {
       const client = app().client
       const { path } = await client.api.restoreNode(entry.path)
       await client.relocated(entry.path, path)
-      showToast(`Restored “${entry.name}”.`, { label: 'Open', opens: nodeHref(path), run: () => void (location.hash = nodeHref(path)) })
+      showToast(`Restored “${entry.name}”.`, openAction(nodeHref(path)))
       await this.load()
     } catch (e) {
       // The server says why in words (the place is taken, or its parent is gone).

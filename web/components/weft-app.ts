@@ -93,6 +93,17 @@ export class WeftApp extends LitElement {
     if (this.session) void this.begin(this.session)
   }
 
+  override willUpdate() {
+    // [WEB62] One name: the session keeps the person's name as their node says it now (its
+    // FullName, which signing up and renaming write; not the view's name, which is the account id
+    // until the node's row is here), so the bar and the next start's pages say it.
+    const name = this.session && this.me.value?.path === this.session.userId ? personName(this.me.value) : null
+    if (this.session && name && name !== this.session.name) {
+      this.session = { ...this.session, name }
+      saveSession(this.session)
+    }
+  }
+
   override updated() {
     const bar = this.renderRoot.querySelector('.bar')
     if (bar === this.observedBar) return
@@ -183,7 +194,7 @@ export class WeftApp extends LitElement {
         <span class="spacer"></span>
         <wa-button size="s" appearance="outlined" class="find" aria-label="Search (Ctrl+K)" aria-keyshortcuts="Control+K Meta+K" title="Find (Ctrl+K)" @click=${() => void this.renderRoot.querySelector<WeftQuickFind>('weft-quick-find')?.show()}><svg aria-hidden="true" width="14" height="14" viewBox="0 0 16 16" style="vertical-align: -2px"><circle cx="6.5" cy="6.5" r="4.75" fill="none" stroke="currentColor" stroke-width="1.8"></circle><line x1="10" y1="10" x2="14.5" y2="14.5" stroke="currentColor" stroke-width="1.8" stroke-linecap="round"></line></svg><span class="find-label"> Search</span></wa-button>
         <weft-quick-find></weft-quick-find>
-        <span class="user">${(this.me.value?.path === this.session.userId ? personName(this.me.value) : null) ?? this.session.name}</span>
+        <span class="user">${this.session.name}</span>
         <wa-button size="s" appearance="outlined" @click=${this.signOut}>Sign out</wa-button>
       </div>
       ${this.applyUpdate
