@@ -2,7 +2,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import fc from 'fast-check'
 import pino from 'pino'
-import { SYSTEM, lastSegment, userPrincipal, type MeshNode, type NodePath, type Principal, type UserId } from '../../shared/index.js'
+import { SYSTEM, lastSegment, selfAndAncestors, userPrincipal, type MeshNode, type NodePath, type Principal, type UserId } from '../../shared/index.js'
 import { AccessService, assignmentLabel } from '../../sync-server/access/access-service.js'
 import { NodeService } from '../../sync-server/nodes/node-service.js'
 import { SearchService, searchText } from '../../sync-server/search/index.js'
@@ -143,12 +143,23 @@ describe.each(WAYS)('[FIND2] [FIND4] property: quick find equals a brute-force f
           let text = source.slice(from, from + q.len).join('').trim()
           if (text === '') text = 'a'
           if (q.extra !== undefined && q.extra.trim() !== '') text = `${text} ${q.extra.trim()}`
-          const answer = async () => (await search.search(user, text, q.limit)).map((h) => `${h.path}=${h.name}`)
+          // Each result with where it is: its readable ancestors' names, the top first, and the
+          // name of no ancestor the caller cannot read (checked against the names as they are now).
+          const answer = async () => {
+            const hits = await search.search(user, text, q.limit)
+            const nameAt = new Map((await nodes.query(SYSTEM, { limit: 100_000 })).map((n) => [n.path as string, n.name]))
+            for (const h of hits) {
+              const above = selfAndAncestors(h.path).slice(1).reverse().filter((p) => canRead(p))
+              expect(h.where, `where of ${h.path}`).toEqual(above.map((p) => nameAt.get(p)))
+            }
+            return hits.map((h) => `${h.path}=${h.name}`)
+          }
           const got = await answer()
           const all = await nodes.query(SYSTEM, { limit: 100_000 })
           expect(got, `q=${JSON.stringify(text)} limit=${q.limit}`).toEqual(bruteForce(all, canRead, text, q.limit))
           if (got.length) nonEmpty++
-          // Every unreadable node now holds the query in its name and text: the same answer.
+          // Every unreadable node now holds the query in its name and text: the same answer (and
+          // still no unreadable ancestor's name, now the query itself, in where).
           for (const p of unreadable) await put(p, 'Document', { Text: [text], Title: text }, text)
           expect(await answer(), `q=${JSON.stringify(text)} after unreadable nodes took it`).toEqual(got)
           // A readable node renamed to the query (the names kept between searches must follow).
