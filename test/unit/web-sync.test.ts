@@ -202,4 +202,38 @@ describe('web sync client', () => {
     await waitFor(() => r2.content.Field === 'from tab 1', 5000)
     await statusIs(tab2, (s) => s.pending === 1)
   })
+
+  it('[SYNC18] an edit counts as pending from the moment it is made: a reconnect while its row is written never says "All changes synced" before the server has it', async () => {
+    const ann = await user('Ann')
+    const space = await createSpace(ts.url, ann.token)
+    const path = await createDocument(ts.url, ann.token, `${space}/doc`, { Title: 'online' })
+    const a = await client(ann)
+    const r = a.acquire(path)
+    await r.synced
+    await statusIs(a, (s) => s.kind === 'saved' && s.pending === 0)
+    let last: SyncStatus | null = null
+    const sub = a.status$.subscribe((s) => (last = s))
+    // Offline, then the edit; the socket is back the moment the edit is applied.
+    a.conn.stop()
+    let pendingRightAfter: number | null = null
+    const onUpdate = () => {
+      r.doc.off('update', onUpdate)
+      queueMicrotask(() => {
+        pendingRightAfter = last!.pending
+        a.conn.start()
+      })
+    }
+    r.doc.on('update', onUpdate)
+    const edit = a.patch(path, { Title: 'made offline' })
+    const firstSaved = await statusIs(a, (s) => s.kind === 'saved')
+    // Read at once, before anything else runs: the server had the edit when the status said so.
+    const server = (await api(ts.url, ann.token).getNode(path)).body.content
+    sub.unsubscribe()
+    await edit
+    expect(pendingRightAfter).toBe(1)
+    expect(firstSaved.pending).toBe(0)
+    expect(server).toMatchObject({ Title: 'made offline' })
+    await statusIs(a, (s) => s.kind === 'saved' && s.pending === 0 && s.refused === 0)
+  })
+
 })

@@ -1,5 +1,6 @@
 import * as Y from 'yjs'
 import { Dexie } from 'dexie'
+import { BehaviorSubject } from 'rxjs'
 import type { JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
 import { parentPath, type NodePath } from '../../shared/path.js'
 import { isListedChild } from './listed.js'
@@ -45,6 +46,16 @@ export class NodeStore {
   private flushing: Promise<void> | null = null
   private rowsSinceCompact = new Map<string, number>()
   private lastStamp = 0
+  /**
+   * [SYNC18] Local edits and queued operations begun: counted the moment the edit is made, before
+   * its IndexedDB transaction. `settledLocalWrites` counts the ones whose transaction is done, so a
+   * count of pending rows read after it was N holds every write settled by then, and the ones begun
+   * since are not in it yet: the sync status adds them. Else it said "All changes synced" in the
+   * moment between an edit and its outbox row (a reconnect in that moment did, and a script that
+   * read the server then missed the edit).
+   */
+  readonly localWritesBegun$ = new BehaviorSubject(0)
+  private localWritesSettled = 0
 
   constructor(dbName: string) {
     this.db = new WeftDb(dbName)
@@ -56,6 +67,24 @@ export class NodeStore {
 
   close(): void {
     this.db.close()
+  }
+
+  get settledLocalWrites(): number {
+    return this.localWritesSettled
+  }
+
+  /** One local write, counted from its call ([SYNC18]); a write that fails is uncounted. */
+  private async localWrite<T>(write: () => Promise<T>): Promise<T> {
+    this.localWritesBegun$.next(this.localWritesBegun$.value + 1)
+    let result: T
+    try {
+      result = await write()
+    } catch (e) {
+      this.localWritesBegun$.next(this.localWritesBegun$.value - 1)
+      throw e
+    }
+    this.localWritesSettled++
+    return result
   }
 
   /** The node's stored state as one update, or null when nothing is stored. */
@@ -163,12 +192,14 @@ export class NodeStore {
   /** Records a local edit: its update, its outbox entry and the pending count, atomically. */
   async recordLocalPatch(path: string, patch: MergePatch, update: Uint8Array, base?: OutboxRow['base']): Promise<number> {
     const at = new Date().toISOString()
-    const id = await this.db.transaction('rw', this.db.updates, this.db.outbox, this.db.nodes, async () => {
-      await this.db.updates.add({ path, update })
-      const id = await this.db.outbox.add({ path, patch, update, status: 'pending', at, ...(base ? { base } : {}) })
-      await this.refreshCounts(path, at)
-      return id
-    })
+    const id = await this.localWrite(() =>
+      this.db.transaction('rw', this.db.updates, this.db.outbox, this.db.nodes, async () => {
+        await this.db.updates.add({ path, update })
+        const id = await this.db.outbox.add({ path, patch, update, status: 'pending', at, ...(base ? { base } : {}) })
+        await this.refreshCounts(path, at)
+        return id
+      }),
+    )
     this.noteRows(path, 1)
     return id
   }
@@ -455,17 +486,19 @@ export class NodeStore {
    */
   async queueCreate(path: string, nodeType: string, name: string, sealed?: { content: JsonObject; state: Uint8Array }): Promise<void> {
     const at = new Date().toISOString()
-    await this.db.transaction('rw', this.db.ops, this.db.nodes, this.db.updates, async () => {
-      await this.db.ops.add(sealed ? { kind: 'create', path, nodeType, name, at, content: sealed.content } : { kind: 'create', path, nodeType, name, at })
-      await this.db.nodes.put({ path, parent: parentOf(path), nodeType, name, updatedAt: at, version: 0, pending: 0, refused: 0, localOnly: 1 })
-      if (sealed) await this.db.updates.add({ path, update: sealed.state })
-    })
+    await this.localWrite(() =>
+      this.db.transaction('rw', this.db.ops, this.db.nodes, this.db.updates, async () => {
+        await this.db.ops.add(sealed ? { kind: 'create', path, nodeType, name, at, content: sealed.content } : { kind: 'create', path, nodeType, name, at })
+        await this.db.nodes.put({ path, parent: parentOf(path), nodeType, name, updatedAt: at, version: 0, pending: 0, refused: 0, localOnly: 1 })
+        if (sealed) await this.db.updates.add({ path, update: sealed.state })
+      }),
+    )
   }
 
   /** Removes the node and its descendants locally; `queue` records the delete for the server. */
   async removeLocal(path: string, queue: boolean): Promise<void> {
     const at = new Date().toISOString()
-    await this.db.transaction('rw', [this.db.ops, this.db.nodes, this.db.updates, this.db.outbox], async () => {
+    const remove = () => this.db.transaction('rw', [this.db.ops, this.db.nodes, this.db.updates, this.db.outbox], async () => {
       const under = (p: string) => p === path || p.startsWith(path + '/')
       const created = (await this.db.ops.toArray()).filter((o) => o.kind === 'create' && under(o.path))
       const createdHere = created.some((o) => o.path === path)
@@ -476,6 +509,8 @@ export class NodeStore {
       await this.db.updates.where('path').between(path, path + '/\uffff', true, true).filter((r) => under(r.path)).delete()
       await this.db.outbox.where('path').between(path, path + '/\uffff', true, true).filter((r) => under(r.path)).delete()
     })
+    // A delete queued for the server is an edit the status counts from now ([SYNC18]).
+    await (queue ? this.localWrite(remove) : remove())
   }
 
   /**

@@ -121,16 +121,23 @@ export class SyncClient {
     this.channel = typeof BroadcastChannel === 'undefined' ? null : new BroadcastChannel(`weft-tabs-${session.userId}`)
     if (this.channel) this.channel.onmessage = (ev: MessageEvent<TabMessage>) => this.replicas.get(ev.data.path)?.replica.applyFromTab(ev.data)
 
-    const totals$ = liveStoreQuery(this.store.db, ['outbox', 'ops'], async () => ({
-      pending: (await this.store.db.outbox.where('status').equals('pending').count()) + (await this.store.db.ops.count()),
-      refused: await this.store.db.outbox.where('status').equals('refused').count(),
-    }))
+    const totals$ = liveStoreQuery(this.store.db, ['outbox', 'ops'], async () => {
+      // [SYNC18] Read first: every local write settled by now is in the counts below.
+      const settled = this.store.settledLocalWrites
+      return {
+        pending: (await this.store.db.outbox.where('status').equals('pending').count()) + (await this.store.db.ops.count()),
+        refused: await this.store.db.outbox.where('status').equals('refused').count(),
+        settled,
+      }
+    })
     let lastSyncedAt: number | null = null
-    this.status$ = combineLatest([this.conn.status$, totals$, this.conn.final$, this.conn.trouble$]).pipe(
-      map(([conn, totals, final, trouble]) => {
-        const kind = statusKind(conn, totals.pending)
+    this.status$ = combineLatest([this.conn.status$, totals$, this.store.localWritesBegun$, this.conn.final$, this.conn.trouble$]).pipe(
+      map(([conn, totals, begun, final, trouble]) => {
+        // Edits made but not yet in the counts (their rows are being written) are pending too.
+        const pending = totals.pending + Math.max(0, begun - totals.settled)
+        const kind = statusKind(conn, pending)
         if (kind === 'saved') lastSyncedAt = Date.now()
-        return { kind, online: conn === 'open', ...totals, final, trouble: trouble && trouble.count >= 3 ? trouble : null, lastSyncedAt }
+        return { kind, online: conn === 'open', pending, refused: totals.refused, final, trouble: trouble && trouble.count >= 3 ? trouble : null, lastSyncedAt }
       }),
       distinctUntilChanged((a, b) => a.kind === b.kind && a.pending === b.pending && a.refused === b.refused && a.final === b.final && a.trouble?.count === b.trouble?.count),
       shareReplay({ bufferSize: 1, refCount: true }),
