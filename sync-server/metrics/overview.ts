@@ -105,8 +105,12 @@ async function stuckRuns(o: OverviewOptions, now: number): Promise<AdminOverview
     .slice(0, LISTED)
   // [OPS12] Who started a run, by name: the operator is in none of their spaces, so the app has no
   // way to learn it (it showed the account id).
-  const names = await personNames(o.nodes, listed.flatMap((r) => (r.startedBy ? [r.startedBy] : [])))
-  return listed.map((r) => ({ ...r, startedByName: r.startedBy ? (names.get(r.startedBy) ?? null) : null }))
+  // [WEB74] Each run's own name ("Forever run"), read as system for the same reason (LISTED reads at most).
+  const [names, runNames] = await Promise.all([
+    personNames(o.nodes, listed.flatMap((r) => (r.startedBy ? [r.startedBy] : []))),
+    Promise.all(listed.map((r) => o.nodes.get(SYSTEM, r.path as NodePath).then((n) => n?.name || null, () => null))),
+  ])
+  return listed.map((r, i) => ({ ...r, name: runNames[i] ?? null, startedByName: r.startedBy ? (names.get(r.startedBy) ?? null) : null }))
 }
 
 export async function adminOverview(o: OverviewOptions): Promise<AdminOverview> {

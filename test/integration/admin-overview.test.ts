@@ -12,7 +12,7 @@ interface Overview {
   figures: Record<string, unknown> & { connections: number; acks: number; updates: number; refusals: Record<string, number>; engineLeaseHeld: boolean; enginePartitions: string[]; contextual: { dead: number } }
   deadLetters: { subscriptionPath: string; eventId: string; path: string; lastError: string | null }[]
   laggingConsumers: { subscriptionPath: string; lag: number; waiting: number }[]
-  stuckRuns: { path: string; runningMs: number; startedBy: string | null; startedByName: string | null }[]
+  stuckRuns: { path: string; name: string | null; runningMs: number; startedBy: string | null; startedByName: string | null }[]
   engines: { partition: string; instance: string | null }[]
 }
 
@@ -116,7 +116,8 @@ describe('[OPS10] the admin overview', () => {
       const body = expectStatus(await overview(ts.url, listed.token), 200).body
       return body.stuckRuns.some((r) => r.path === runPath) ? body : null
     }, { description: 'the run is listed as stuck' })
-    expect(o.stuckRuns.find((r) => r.path === runPath)).toMatchObject({ startedBy: other.userId, startedByName: 'Test User' })
+    // [WEB74] With its own name, as the run's page says it.
+    expect(o.stuckRuns.find((r) => r.path === runPath)).toMatchObject({ name: 'forever run', startedBy: other.userId, startedByName: 'Test User' })
     expect(o.deadLetters).toContainEqual(expect.objectContaining({ subscriptionPath: sub, path: `${prefix}/d`, lastError: 'gave up' }))
     expect(o.figures.contextual.dead).toBeGreaterThanOrEqual(1)
     expect(o.laggingConsumers.find((l) => l.subscriptionPath === sub)?.waiting).toBe(1)
