@@ -25,8 +25,11 @@ export interface AdminOverview {
   deadLetters: Array<{ consumerId: string; subscriptionPath: string; name: string; eventId: string; path: string; attempt: number; lastError: string | null }>
   /** [OPS12] Consumers with events waiting (pending, or leased past their lease), the oldest first. */
   laggingConsumers: Array<{ consumerId: string; subscriptionPath: string; name: string; cursor: number; lag: number; waiting: number }>
-  /** `startedByName`: the starter's display name ([OPS12]: the operator shares no space with them). */
-  stuckRuns: Array<{ path: string; category: string | null; codePath: string | null; startedBy: string | null; startedByName: string | null; start: string; runningMs: number }>
+  /**
+   * `startedByName`: the starter's display name ([OPS12]: the operator shares no space with them);
+   * `name`: the run's own name ([WEB74], "Forever run"; null when it has none).
+   */
+  stuckRuns: Array<{ path: string; name: string | null; category: string | null; codePath: string | null; startedBy: string | null; startedByName: string | null; start: string; runningMs: number }>
   /** STUCK_RUN_MS: a run `Running` longer than this is listed. */
   stuckRunMs: number
   /**

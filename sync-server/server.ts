@@ -131,7 +131,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
   const overview = adminOverviewRoute({
     ...operators,
     metrics,
-    storage,
+    attention: (limit, now) => contextual.attention(limit, now),
     instanceId: config.instanceId,
     stuckRunMs: config.stuckRunMs,
     engines: async () => (cluster ? cluster.owner.holders() : partitions.map((p) => ({ partition: p.name, instance: config.instanceId }))),

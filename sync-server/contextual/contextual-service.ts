@@ -40,8 +40,11 @@ import {
   type ContextualAttachment,
   type ConsumerRow,
   type ConsumerStatus,
+  type ContextualAttention,
   type ContextualCall,
   type ContextualMeta,
+  type QuietConsumer,
+  type UnreadEvents,
   type EventFilter,
   type Fence,
   type LeasedEvent,
@@ -205,6 +208,9 @@ export interface ContextualPeers {
   publish(consumerId: string, due: boolean): void
   onWake(handler: (consumerId: string, due: boolean) => void): void
 }
+
+/** [OPS14] Change records the overview reads after a quiet consumer's cursor (one page of a pull's ingest). */
+const UNREAD_SCANNED = 500
 
 /** [CTX10] Page budgets a pull that may not wait reads on through, when its consumer is far behind the log. */
 const CATCH_UP_BUDGETS = 10
@@ -773,6 +779,40 @@ export class ContextualService {
     const expiresAt = fence.now + (req.seconds !== undefined ? req.seconds * 1000 : limits.leaseMs)
     if (!(await this.call<boolean>({ op: 'extend', fence, owner: consumer.owner, expiresAt }))) await this.refused(principal, req.consumerId)
     return { expiresAt: new Date(expiresAt).toISOString() }
+  }
+
+  /**
+   * [OPS10] [OPS12] [OPS14] What the operator's page lists: the newest dead letters, and the
+   * consumers with events waiting, the oldest first. Waiting is what the consumer's pull would
+   * hand out now: its pending events, and the changes after its cursor its pull would ingest
+   * (the same rule, `ingests`). The second counts for a worker that stopped pulling: its matching
+   * changes were never ingested, and it was not listed at all. Bounded: at most `limit` consumers
+   * behind the head with nothing ingested waiting (the furthest behind first), and for each one
+   * page of UNREAD_SCANNED change records after its cursor (by version, the primary key), so a
+   * reading reads at most `limit` × UNREAD_SCANNED change rows however long the log. An event
+   * further on than that page is not counted (a stopped consumer whose first one lies there is not
+   * listed: the price of the bound; its status page tells its changes since the last pull).
+   */
+  async attention(limit: number, now: number): Promise<ContextualAttention> {
+    const [a, quiet] = await Promise.all([
+      this.call<ContextualAttention>({ op: 'attention', limit, now }),
+      this.call<QuietConsumer[]>({ op: 'quietConsumers', limit, now }),
+    ])
+    const unread = await Promise.all(quiet.map(async (c) => {
+      // Its filter is its subscription node's definition, read as system (the operator shares no
+      // space with its owner); a node replaced since (another definition) is not its own any more.
+      const node = await this.definitionNode(SYSTEM, c.subscriptionPath as NodePath).catch(() => null)
+      if (!node || node.def.hash !== c.defHash || Date.parse(c.createdAt) < Date.parse(node.createdAt)) return null
+      const u = await this.call<UnreadEvents>({
+        op: 'unread', after: c.cursor, limit: UNREAD_SCANNED, filter: node.def.events,
+        readable: this.readableWithin(c.owner, node.def.events.prefix), subjects: [c.owner, ...(this.opts.access.groupsOf?.(c.owner) ?? [])],
+      })
+      return u.count > 0 && u.oldest !== null
+        ? { consumerId: c.consumerId, subscriptionPath: c.subscriptionPath, name: c.name, cursor: c.cursor, lag: Math.max(0, a.headVersion - c.cursor), waiting: u.count, oldest: u.oldest }
+        : null
+    }))
+    const lagging = [...a.lagging, ...unread.filter((l) => l !== null)].sort((x, y) => x.oldest - y.oldest || (x.consumerId < y.consumerId ? -1 : 1)).slice(0, limit)
+    return { ...a, lagging }
   }
 
   /** [CTX29] `status` of one's own consumer. */

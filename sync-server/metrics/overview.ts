@@ -2,7 +2,7 @@ import type { MetricObjectWithValues, MetricValue, MetricValueWithName } from 'p
 import { ADMIN_PARTITION, SYSTEM, WeftError, type AdminOverview, type NodePath, type Principal } from '../../shared/index.js'
 import type { AccessService } from '../access/index.js'
 import { personNames, type NodeService } from '../nodes/index.js'
-import type { ContextualAttention, StorageAdapter } from '../storage/index.js'
+import type { ContextualAttention } from '../storage/index.js'
 import type { Route } from '../http/index.js'
 import type { ServerMetrics } from './metrics.js'
 
@@ -68,7 +68,8 @@ export interface OverviewOptions {
   metrics: ServerMetrics
   nodes: NodeService
   access: AccessService
-  storage: StorageAdapter
+  /** [OPS14] The contextual service's attention (dead letters, lagging consumers with unread events counted). */
+  attention: (limit: number, now: number) => Promise<ContextualAttention>
   instanceId: string
   /** A run `Running` for longer than this is listed as stuck (STUCK_RUN_MS). */
   stuckRunMs: number
@@ -105,15 +106,19 @@ async function stuckRuns(o: OverviewOptions, now: number): Promise<AdminOverview
     .slice(0, LISTED)
   // [OPS12] Who started a run, by name: the operator is in none of their spaces, so the app has no
   // way to learn it (it showed the account id).
-  const names = await personNames(o.nodes, listed.flatMap((r) => (r.startedBy ? [r.startedBy] : [])))
-  return listed.map((r) => ({ ...r, startedByName: r.startedBy ? (names.get(r.startedBy) ?? null) : null }))
+  // [WEB74] Each run's own name ("Forever run"), read as system for the same reason (LISTED reads at most).
+  const [names, runNames] = await Promise.all([
+    personNames(o.nodes, listed.flatMap((r) => (r.startedBy ? [r.startedBy] : []))),
+    Promise.all(listed.map((r) => o.nodes.get(SYSTEM, r.path as NodePath).then((n) => n?.name || null, () => null))),
+  ])
+  return listed.map((r, i) => ({ ...r, name: runNames[i] ?? null, startedByName: r.startedBy ? (names.get(r.startedBy) ?? null) : null }))
 }
 
 export async function adminOverview(o: OverviewOptions): Promise<AdminOverview> {
   const now = Date.now()
   const [figures, attention, runs, engines] = await Promise.all([
     overviewFigures(o.metrics),
-    o.storage.contextual({ op: 'attention', limit: LISTED, now }) as Promise<ContextualAttention>,
+    o.attention(LISTED, now),
     stuckRuns(o, now),
     o.engines(),
   ])
@@ -122,7 +127,7 @@ export async function adminOverview(o: OverviewOptions): Promise<AdminOverview> 
     instance: o.instanceId,
     figures,
     deadLetters: attention.deadLetters,
-    laggingConsumers: attention.lagging,
+    laggingConsumers: attention.lagging.map(({ oldest: _, ...l }) => l),
     stuckRuns: runs,
     stuckRunMs: o.stuckRunMs,
     engines,

@@ -148,8 +148,33 @@ export interface ContextualTotals {
 export interface ContextualAttention {
   headVersion: number
   deadLetters: Array<{ consumerId: string; subscriptionPath: string; name: string; eventId: string; path: string; attempt: number; lastError: string | null }>
-  lagging: Array<{ consumerId: string; subscriptionPath: string; name: string; cursor: number; lag: number; waiting: number }>
+  /** `oldest`: the version of its oldest waiting event (the order of the list). */
+  lagging: Array<{ consumerId: string; subscriptionPath: string; name: string; cursor: number; lag: number; waiting: number; oldest: number }>
 }
+
+/**
+ * [OPS14] A consumer behind the change-log head with nothing waiting in its events: either idle
+ * (nothing after its cursor is its event) or its worker stopped pulling with matching changes
+ * never ingested. The service tells which with `unread` and its definition's filter.
+ */
+export interface QuietConsumer {
+  consumerId: string
+  subscriptionPath: string
+  name: string
+  cursor: number
+  defHash: string
+  owner: string
+  createdAt: string
+}
+
+/** [OPS14] The changes after a cursor a pull would ingest, in one bounded page: how many, and the first's version. */
+export interface UnreadEvents {
+  count: number
+  oldest: number | null
+}
+
+/** What decides whether a change becomes one of a consumer's events (a lease's ingest, and [OPS14] the overview's count of unread ones). */
+export type IngestRule = Pick<LeaseCall, 'filter' | 'readable' | 'subjects'>
 
 /** [CTX25] The durable truth of one event's lease. */
 export interface LeaseTruth {
@@ -270,6 +295,10 @@ export type ContextualCall =
   | { op: 'status'; consumerId: string; now: number }
   | { op: 'totals'; now: number }
   | { op: 'attention'; limit: number; now: number }
+  /** [OPS14] Consumers behind the head with nothing waiting, the furthest behind first (at most `limit`). */
+  | { op: 'quietConsumers'; limit: number; now: number }
+  /** [OPS14] The changes after `after` the rule ingests, among the next `limit` change records only. */
+  | ({ op: 'unread'; after: number; limit: number } & IngestRule)
   | { op: 'redrive'; consumerId: string }
   | { op: 'outcome'; key: string }
   | { op: 'recordOutcome'; attachment: ContextualAttachment }
@@ -301,6 +330,15 @@ export const num = (v: unknown): number => (v === null || v === undefined ? 0 : 
 /** How many change records one lease reads at most while looking for matching events. */
 export const INGEST_PAGE = 500
 export const INGEST_PAGES = 8
+
+/**
+ * Does a pull ingest the change (a `changes` row: path, node_type, kind, withheld) as the
+ * consumer's event? The one rule for SQLite's ingest (PostgreSQL's INGEST_SQL states it in SQL)
+ * and for [OPS14] the overview's count of a stopped worker's unread events.
+ */
+export function ingests(c: IngestRule, r: Row): boolean {
+  return matches(c.filter, r) && (!c.readable || inRegions(c.readable, String(r.path))) && !(c.subjects && withheldFrom(withheldOf(r.withheld as string | null).withheld, c.subjects))
+}
 
 /** Is the change (a `changes` row: path, node_type, kind) one the filter asks for? */
 export function matches(f: Readonly<EventFilter>, r: Row): boolean {
@@ -364,7 +402,7 @@ function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
     const changes = yield* all('SELECT version, path, node_type, kind, withheld FROM changes WHERE version > ? ORDER BY version LIMIT ?', cursor, INGEST_PAGE)
     if (changes.length === 0) break
     for (const r of changes) {
-      if (!matches(c.filter, r) || (c.readable && !inRegions(c.readable, String(r.path))) || (c.subjects && withheldFrom(withheldOf(r.withheld as string | null).withheld, c.subjects))) continue
+      if (!ingests(c, r)) continue
       yield* run(
         `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error)
          VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, NULL, 0, 0, NULL) ON CONFLICT DO NOTHING`,
@@ -495,7 +533,7 @@ function* attention(limit: number, now: number): Op<ContextualAttention> {
   // (the changes since its last pull are mostly not its events; those that are become pending at
   // its next pull). The condition repeats contextual_events_open's, so the partial index serves it.
   const behind = yield* all(
-    `SELECT c.id, c.subscription_path, c.name, c.cursor, count(*) AS waiting FROM contextual_consumers c JOIN contextual_events e ON e.consumer_id = c.id
+    `SELECT c.id, c.subscription_path, c.name, c.cursor, count(*) AS waiting, min(e.version) AS oldest FROM contextual_consumers c JOIN contextual_events e ON e.consumer_id = c.id
      WHERE e.state IN ('pending', 'leased') AND (e.state = 'pending' OR e.expires_at <= ?)
      GROUP BY c.id, c.subscription_path, c.name, c.cursor ORDER BY min(e.version), c.id LIMIT ?`,
     now, limit,
@@ -506,8 +544,20 @@ function* attention(limit: number, now: number): Op<ContextualAttention> {
       consumerId: String(r.consumer_id), subscriptionPath: String(r.subscription_path), name: String(r.name), eventId: String(r.event_id),
       path: String(r.path), attempt: num(r.attempt), lastError: r.last_error === null ? null : String(r.last_error),
     })),
-    lagging: behind.map((r) => ({ consumerId: String(r.id), subscriptionPath: String(r.subscription_path), name: String(r.name), cursor: num(r.cursor), lag: Math.max(0, head - num(r.cursor)), waiting: num(r.waiting) })),
+    lagging: behind.map((r) => ({ consumerId: String(r.id), subscriptionPath: String(r.subscription_path), name: String(r.name), cursor: num(r.cursor), lag: Math.max(0, head - num(r.cursor)), waiting: num(r.waiting), oldest: num(r.oldest) })),
   }
+}
+
+/** [OPS14] See the op: the condition on waiting events repeats attention's (contextual_events_open serves it). */
+function* quietConsumers(limit: number, now: number): Op<QuietConsumer[]> {
+  const rows = yield* all(
+    `SELECT c.id, c.subscription_path, c.name, c.cursor, c.def_hash, c.owner, c.created_at FROM contextual_consumers c
+     WHERE c.cursor < (SELECT coalesce(max(version), 0) FROM changes)
+       AND NOT EXISTS (SELECT 1 FROM contextual_events e WHERE e.consumer_id = c.id AND e.state IN ('pending', 'leased') AND (e.state = 'pending' OR e.expires_at <= ?))
+     ORDER BY c.cursor, c.id LIMIT ?`,
+    now, limit,
+  )
+  return rows.map((r) => ({ consumerId: String(r.id), subscriptionPath: String(r.subscription_path), name: String(r.name), cursor: num(r.cursor), defHash: String(r.def_hash), owner: String(r.owner), createdAt: String(r.created_at) }))
 }
 
 const CONSUMER_COLUMNS = ['id', 'def_hash', 'operation', 'subscription_path', 'params', 'name', 'owner', 'limits', 'cursor', 'created_at'] as const
@@ -716,6 +766,15 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       return yield* totals(call.now)
     case 'attention':
       return yield* attention(call.limit, call.now)
+    case 'quietConsumers':
+      return yield* quietConsumers(call.limit, call.now)
+    case 'unread': {
+      // [OPS14] One page of the log after the cursor, by version (the primary key): bounded rows
+      // read whatever the history's size, as one page of a pull's ingest.
+      const page = yield* all('SELECT version, path, node_type, kind, withheld FROM changes WHERE version > ? ORDER BY version LIMIT ?', call.after, call.limit)
+      const hits = page.filter((r) => ingests(call, r))
+      return { count: hits.length, oldest: hits.length ? num(hits[0]!.version) : null } satisfies UnreadEvents
+    }
     case 'redrive':
       return yield* run(`UPDATE contextual_events SET state = 'pending', attempt = 0, available_at = 0, lease_token = NULL WHERE consumer_id = ? AND state = 'dead'`, call.consumerId)
     case 'outcome': {

@@ -135,6 +135,27 @@ test('[MOVE5] [MOVE6] Delete goes to the trash with Undo; the Admin restores fro
   await v.context.close()
 })
 
+test('[WEB76] the Trash page\'s heading names its space, as the line under it does, at 1280 and 390 px', async ({ browser }) => {
+  // A space whose name is not its path: the heading says the name.
+  await putNode(server, ann, 'studio-7', 'Space', {}, 'Studio')
+  await putNode(server, ann, 'studio-7/Sketch', 'Document', { Body: 'lines' }, 'Sketch')
+  expect((await api(server, ann, 'POST', '/api/nodes/studio-7/Sketch/trash', {})).status).toBe(200)
+  const a = await openLoggedIn(browser, server, ann, 'studio-7')
+  await a.page.goto('/#/trash/studio-7')
+  const trash = a.page.locator('weft-trash-page')
+  for (const width of [1280, 390]) {
+    await a.page.setViewportSize({ width, height: 800 })
+    await expect(a.page.getByRole('heading', { level: 1 })).toHaveText('Trash of Studio')
+    await expect(a.page.getByRole('heading', { level: 1 })).toHaveCount(1)
+    await expect(trash.locator('[data-space]')).toHaveText('What was deleted in Studio')
+    await expect(trash.getByText('Sketch')).toBeVisible()
+    const scroll = await a.page.evaluate(() => ({ sw: document.documentElement.scrollWidth, iw: innerWidth }))
+    expect(scroll.sw).toBeLessThanOrEqual(scroll.iw)
+    await a.page.screenshot({ path: `test-results/trash-heading-${width}.png`, fullPage: true })
+  }
+  await a.context.close()
+})
+
 test('[MOVE9] removing a field shows Undo, which brings the value back', async ({ browser }) => {
   await putNode(server, ann, 'Desk/Card', 'Document', { Owner: 'Ann', Count: 3 }, 'Card')
   const a = await openLoggedIn(browser, server, ann, 'Desk/Card')

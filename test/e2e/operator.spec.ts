@@ -20,8 +20,9 @@ test.beforeAll(async () => {
   ann = await signUp(server, 'Ann')
   await server.running.nodes.put(SYSTEM, `Admin/_Access/${ops.userId}_Access` as NodePath, { nodeType: 'AccessAssignment', content: { Subject: ops.userId, Role: 'Admin' } }, 'system')
   await putNode(server, ann, 'Lab', 'Space', {}, 'Lab')
-  await putNode(server, ann, 'Lab/Forever', 'Code', { Language: 'javascript', IsExecutable: true, Source: 'Log.info("started"); for (;;) await sleep(50)' }, 'Forever')
-  runPath = (await api<{ path: string }>(server, ann, 'POST', '/api/nodes/Lab/Forever/run', {})).body.path
+  // A name other than its path's last segment: [WEB74] the operator (in no space of Ann's) reads the run's own name.
+  await putNode(server, ann, 'Lab/loop-1', 'Code', { Language: 'javascript', IsExecutable: true, Source: 'Log.info("started"); for (;;) await sleep(50)' }, 'Forever')
+  runPath = (await api<{ path: string }>(server, ann, 'POST', '/api/nodes/Lab/loop-1/run', {})).body.path
   await mkdir('test-results', { recursive: true })
 })
 
@@ -41,7 +42,7 @@ async function look(page: Page, label: string, width: number) {
   expect.soft(bad.map((v) => `${v.id}: ${v.help} (${v.nodes.map((n) => n.target.join(' ')).join(', ')})`), `${label} axe`).toEqual([])
 }
 
-test('[OPS10] an operator sees the live figures and the stuck run, linked to its node; 1280 and 390 px, axe clean', async ({ browser }) => {
+test('[OPS10][WEB74] an operator sees the live figures and the stuck run, linked to its node and named as the run is everywhere; 1280 and 390 px, axe clean', async ({ browser }) => {
   // A refusal to count: [OPS12] the Refused tile says it in words.
   expect((await api(server, ann, 'GET', '/api/nodes/Lab/Nothing-here')).status).toBe(404)
   const { context, page } = await openLoggedIn(browser, server, ops)
@@ -62,6 +63,8 @@ test('[OPS10] an operator sees the live figures and the stuck run, linked to its
   const stuck = view.locator(`[data-stuck-run="${runPath}"]`)
   await expect(stuck).toBeVisible()
   await expect(stuck.getByRole('link')).toHaveAttribute('href', `#/n/${runPath}`)
+  // [WEB74] The run's name as its own page and the run list say it (it read "Run of loop-1").
+  await expect(stuck.getByRole('link')).toHaveText('Forever run')
   // [OPS12] Ann shares no space with the operator: her name comes with the overview, not her id.
   await expect(stuck).toContainText('started by Ann')
   await expect(stuck).not.toContainText(ann.userId)

@@ -572,3 +572,35 @@ test('[WEB70][WEB71] a long thread opens at its latest message with the Message 
   await a.context.close()
   await v.context.close()
 })
+
+test('[WEB75] a stopped round\'s cell from before [WEB71] (no Stopped mark) says it was stopped when the thread tells it (its last round, Cancelled); an older one keeps the neutral words', async ({ browser }) => {
+  const path = await newThread('Stopped-long-ago')
+  expect((await api(server, ann, 'POST', `/api/nodes/${path}/messages`, { id: 'ls1', text: '/sleep 60000' })).status).toBe(201)
+  await expect.poll(async () => (await getContent(server, ann, path)).Status).toBe('Executing')
+  expect((await api(server, ann, 'PATCH', `/api/nodes/${path}`, { RequestedStatus: 'Cancelled' })).status).toBe(200)
+  await expect.poll(async () => (await getContent(server, ann, path)).Status).toBe('Cancelled')
+  // The cell as the engine left it before [WEB71]: no Stopped mark.
+  const cell = `${path}/_r.ls1` as NodePath
+  await expect.poll(async () => (await getContent(server, ann, cell)).Stopped).toBe(true)
+  await server.running.nodes.patch(SYSTEM, cell, { Stopped: null }, 'engine')
+  expect((await getContent(server, ann, cell)).Stopped).toBeUndefined()
+  const a = await openLoggedIn(browser, server, ann, path)
+  const v = await openLoggedIn(browser, server, vic, path)
+  for (const [width, height] of [[1280, 800], [390, 844]] as const) {
+    for (const page of [a.page, v.page]) {
+      await page.setViewportSize({ width, height })
+      await expect(badge(page)).toHaveText('Cancelled')
+      await expect(cells(page).last().locator('[data-stopped]')).toHaveText('Stopped before it answered.')
+      await expect(cells(page).last().locator('[data-ended]')).toHaveCount(0)
+    }
+    await v.page.screenshot({ path: `test-results/threads-legacy-stopped-viewer-${width}.png`, animations: 'disabled' })
+  }
+  // A later round answers: the thread no longer tells how that older one ended, so it reads neutrally.
+  await send(a.page, 'hello again')
+  await expect(cells(a.page).last().locator('[data-text]')).toHaveText('You said: hello again')
+  const older = tp(a.page).locator(`[data-cell="${cell}"]`)
+  await expect(older.locator('[data-ended]')).toHaveText('No answer.')
+  await expect(older.locator('[data-stopped]')).toHaveCount(0)
+  await a.context.close()
+  await v.context.close()
+})

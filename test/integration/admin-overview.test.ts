@@ -12,7 +12,7 @@ interface Overview {
   figures: Record<string, unknown> & { connections: number; acks: number; updates: number; refusals: Record<string, number>; engineLeaseHeld: boolean; enginePartitions: string[]; contextual: { dead: number } }
   deadLetters: { subscriptionPath: string; eventId: string; path: string; lastError: string | null }[]
   laggingConsumers: { subscriptionPath: string; lag: number; waiting: number }[]
-  stuckRuns: { path: string; runningMs: number; startedBy: string | null; startedByName: string | null }[]
+  stuckRuns: { path: string; name: string | null; runningMs: number; startedBy: string | null; startedByName: string | null }[]
   engines: { partition: string; instance: string | null }[]
 }
 
@@ -116,13 +116,42 @@ describe('[OPS10] the admin overview', () => {
       const body = expectStatus(await overview(ts.url, listed.token), 200).body
       return body.stuckRuns.some((r) => r.path === runPath) ? body : null
     }, { description: 'the run is listed as stuck' })
-    expect(o.stuckRuns.find((r) => r.path === runPath)).toMatchObject({ startedBy: other.userId, startedByName: 'Test User' })
+    // [WEB74] With its own name, as the run's page says it.
+    expect(o.stuckRuns.find((r) => r.path === runPath)).toMatchObject({ name: 'forever run', startedBy: other.userId, startedByName: 'Test User' })
     expect(o.deadLetters).toContainEqual(expect.objectContaining({ subscriptionPath: sub, path: `${prefix}/d`, lastError: 'gave up' }))
     expect(o.figures.contextual.dead).toBeGreaterThanOrEqual(1)
     expect(o.laggingConsumers.find((l) => l.subscriptionPath === sub)?.waiting).toBe(1)
 
     expectStatus(await api(ts.url, other.token).patchNode(runPath, { RequestedStatus: 'Cancelled' }), 200)
     await waitFor(async () => !expectStatus(await overview(ts.url, listed.token), 200).body.stuckRuns.some((r) => r.path === runPath), { description: 'a cancelled run leaves the list' })
+  })
+
+  it('[OPS14] a consumer whose worker stopped pulling, with changes of its events it never read, is lagging with how many wait (one whose unread changes are none of its events is not)', async () => {
+    const sub = `${space}/stopped-sub`
+    const prefix = `${space}/stopped-inbox`
+    expectStatus(await putSubscription(ts.url, other.token, sub, definition(prefix)), 201)
+    await createDocument(ts.url, other.token, prefix, {})
+    // The worker pulls once (its consumer starts at the head, nothing to hand out), then stops.
+    const first = expectStatus(await ctx(ts.url, other.token).next(sub, 'stopped-worker'), 200).body
+    expect(first.item).toBeNull()
+    const consumerId = first.consumerId
+    // Changes after its last pull that are none of its events: idle, not listed.
+    await createDocument(ts.url, other.token, `${space}/stopped-elsewhere`, {})
+    expect(expectStatus(await overview(ts.url, listed.token), 200).body.laggingConsumers.find((l) => l.subscriptionPath === sub)).toBeUndefined()
+    // Two of its events land while nobody pulls: it lags, two waiting, though nothing was ingested.
+    await createDocument(ts.url, other.token, `${prefix}/s1`, {})
+    await createDocument(ts.url, other.token, `${prefix}/s2`, {})
+    const o = expectStatus(await overview(ts.url, listed.token), 200).body
+    expect(o.laggingConsumers.find((l) => l.subscriptionPath === sub)).toMatchObject({ waiting: 2 })
+    expect(o.laggingConsumers.find((l) => l.subscriptionPath === sub)?.lag).toBeGreaterThanOrEqual(2)
+    // The list says no more than its own consumer's status: still nothing pending in storage.
+    expect(expectStatus(await ctx(ts.url, other.token).status(consumerId), 200).body.pending).toBe(0)
+    // Its worker comes back and takes both: it leaves the list.
+    for (let i = 0; i < 2; i++) {
+      const got = await pull(ts.url, other.token, sub, 'stopped-worker')
+      expectStatus(await ctx(ts.url, other.token).ack(got.consumerId, got.item), 200)
+    }
+    expect(expectStatus(await overview(ts.url, listed.token), 200).body.laggingConsumers.find((l) => l.subscriptionPath === sub)).toBeUndefined()
   })
 
   it('[OPS10] property: whatever roles a user holds, on the Admin partition and elsewhere, the overview answers 200 exactly to an undenied Admin of Admin', async () => {

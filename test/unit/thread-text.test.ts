@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { answeredDecision, newMessageId, pendingApproval, threadState } from '../../web/components/thread-text.js'
+import { answeredDecision, lastStoppedCell, newMessageId, pendingApproval, threadState } from '../../web/components/thread-text.js'
 import { MESSAGE_ID } from '../../sync-server/engines/threads/model.js'
 
 describe('thread state in words', () => {
@@ -21,6 +21,15 @@ describe('thread state in words', () => {
     expect(threadState({ Status: 'Idle', PendingUserMessages: ['T/a'] }).kind).toBe('queued')
     expect(threadState({}).label).toBe('Ready')
     expect(threadState({ Status: 'Executing', PendingApproval: { Id: 'a', Tool: 'patch' } }).label).toBe('Waiting for approval')
+  })
+
+  it('[WEB75] names the cell of a last round the thread says was stopped, and no other', () => {
+    const messages = ['T/a', 'T/_r.a', 'T/b', 'T/_r.b']
+    expect(lastStoppedCell({ Status: 'Cancelled', Messages: messages })).toBe('T/_r.b')
+    // Not stopped, or stopped before the round began (its input back as waiting): none.
+    expect(lastStoppedCell({ Status: 'Idle', Disposition: 'Completed', Messages: messages })).toBeNull()
+    expect(lastStoppedCell({ Status: 'Cancelled', Messages: ['T/a', 'T/_r.a'], PendingUserMessages: ['T/b'] })).toBeNull()
+    expect(lastStoppedCell({ Status: 'Cancelled' })).toBeNull()
   })
 
   it('[WEB36] reads a pending approval and the answer given to it, and nothing else', () => {

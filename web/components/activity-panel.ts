@@ -12,6 +12,7 @@ import { formatWhen, limitOf, runDuration, runStatusWord } from './run-text.js'
 import { errorLocation, type LogLine } from './run-log-text.js'
 import { humanMessage } from './error-text.js'
 import { ROLE_PERMISSIONS } from '../../shared/access-policy.js'
+import { runName } from '../../shared/run-name.js'
 import type { Permission } from '../../shared/enums.js'
 import './activity-form.js'
 import './run-log.js'
@@ -386,8 +387,8 @@ export class WeftActivityPanel extends LitElement {
     const others = (this.presence.value ?? []).filter((u) => u.id !== me)
     const codePath = str(c.CodePath)
     const stopping = status === 'Running' && c.RequestedStatus === 'Cancelled'
-    // The run's own name, as the run list and its page say it (it was "Run of X" here, "X run" there).
-    const title = view.name || (this.code.value?.name ? `${this.code.value.name} run` : view.path)
+    // [WEB74] The run's own name, as the run list and its page say it (it was "Run of X" here, "X run" there).
+    const title = runName(view.name, this.code.value?.name) ?? view.path
     return html`
       <header>
         <span class="badge ${status}" data-status=${status}>${runStatusWord(status)}</span>

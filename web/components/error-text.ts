@@ -1,4 +1,5 @@
 import { HttpError, NetworkError } from '../api/index.js'
+import { fieldLabel } from './labels.js'
 
 /**
  * What a person reads for an error: mapped from the stable error code, never the server's or
@@ -75,9 +76,12 @@ export interface FieldProblem {
   fixLabel?: string
 }
 
-/** [STO10] The message for a value refused for the characters in it, with the fix that replaces them. */
+/**
+ * [STO10] The message for a value refused for the characters in it, with the fix that replaces them.
+ * [WEB77] The field is named by its label as the page shows it ("Short caption", not `ShortCaption`).
+ */
 export function unstorableProblem(key: string, fix: () => void): FieldProblem {
-  return { message: `${key}: that text holds a character no server can store (a NUL, or half of an emoji), so it was not saved.`, fix, fixLabel: 'Replace them with � and save' }
+  return { message: `${fieldLabel(key)}: that text holds a character no server can store (a NUL, or half of an emoji), so it was not saved.`, fix, fixLabel: 'Replace them with � and save' }
 }
 
 export function codeOf(e: unknown): string | null {

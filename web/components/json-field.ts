@@ -7,6 +7,7 @@ import { json } from '@codemirror/lang-json'
 import { jsonEqual, type JsonValue } from '../../shared/json.js'
 import { commitEvent, formatValue, parseJsonResult } from './field-kinds.js'
 import { editableOf, theme } from './code-editor.js'
+import { fieldLabel } from './labels.js'
 
 /**
  * A JSON field (an object, a list of objects, null) in CodeMirror with JSON highlighting.
@@ -65,7 +66,8 @@ export class WeftJsonField extends LitElement {
           json(),
           keymap.of([{ key: 'Mod-Enter', run: () => (this.save(), true) }, ...defaultKeymap, ...historyKeymap, indentWithTab]),
           this.editable.of(editableOf(this.readonly)),
-          EditorView.contentAttributes.of({ 'aria-label': this.key }),
+          // [WEB77] Named as its label reads ("Extra data"), not by its key.
+          EditorView.contentAttributes.of({ 'aria-label': fieldLabel(this.key) }),
           EditorView.updateListener.of((u) => {
             if (u.docChanged && !this.dirty) this.dirty = true
             if (u.focusChanged && !u.view.hasFocus && this.dirty) this.save()

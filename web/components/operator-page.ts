@@ -1,5 +1,5 @@
 import { LitElement, css, html, nothing, type ReactiveController, type ReactiveControllerHost } from 'lit'
-import type { AdminOverview } from '../../shared/index.js'
+import { runName, type AdminOverview } from '../../shared/index.js'
 import { app } from '../app-context.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { codeOf, codeWords, humanError, humanMessage } from './error-text.js'
@@ -155,7 +155,7 @@ export class WeftOperatorPage extends LitElement {
           : html`<ul data-list="stuck-runs">
               ${o.stuckRuns.map(
                 (r) => html`<li data-stuck-run=${r.path}>
-                  <a href=${nodeHref(r.path)}>${r.codePath ? `Run of ${this.name(r.codePath)}` : (r.category ?? 'Run')}</a>
+                  <a href=${nodeHref(r.path)}>${runName(r.name, r.codePath ? this.name(r.codePath) : null) ?? r.category ?? 'Run'}</a>
                   <div class="meta">running for ${duration(r.runningMs)}${r.startedBy ? html` · started by <span>${r.startedByName ?? 'someone without a profile'}</span>` : nothing}</div>
                 </li>`,
               )}

@@ -3,6 +3,7 @@ import { app } from '../app-context.js'
 import type { NodeReplica } from '../sync/index.js'
 import { toStorableText, storableText } from '../../shared/storable-text.js'
 import { humanError, unstorableProblem, type FieldProblem } from './error-text.js'
+import { fieldLabel } from './labels.js'
 import { TextInputBinding } from './text-input-binding.js'
 import { publishSelection, remoteSelectionsIn, selectionRuns, type RemoteSelection } from './remote-carets.js'
 
@@ -137,7 +138,7 @@ export class WeftTextField extends LitElement {
     binding.applyInput().catch((e: unknown) => {
       // [STO10] Pasted text holding a NUL or half an emoji: what was pasted is not lost, one click
       // saves it with those characters replaced (they cannot be seen to be removed by hand).
-      const detail: FieldProblem = storableText(typed) ? { message: `${this.key}: ${humanError(e)}` } : unstorableProblem(this.key, () => this.saveStorable(typed))
+      const detail: FieldProblem = storableText(typed) ? { message: `${fieldLabel(this.key)}: ${humanError(e)}` } : unstorableProblem(this.key, () => this.saveStorable(typed))
       this.dispatchEvent(new CustomEvent('field-error', { detail, bubbles: true, composed: true }))
     })
   }

@@ -27,7 +27,7 @@ const NOTES: Record<Exclude<CellNote, ''>, string> = {
  * resyncs the cell (no stream store).
  */
 export class WeftThreadCell extends LitElement {
-  static override properties = { path: {}, streaming: { type: Boolean }, note: {}, agent: {}, draftText: { attribute: false }, placeholder: {} }
+  static override properties = { path: {}, streaming: { type: Boolean }, stoppedRound: { type: Boolean }, note: {}, agent: {}, draftText: { attribute: false }, placeholder: {} }
   /** A cell listed before this device knows it exists (the round's answer, being made): what to say meanwhile. */
   declare placeholder: string
   declare path: string
@@ -35,6 +35,8 @@ export class WeftThreadCell extends LitElement {
   declare draftText: string | null
   /** The live round's answer: a caret shows while it grows. */
   declare streaming: boolean
+  /** [WEB75] The thread says its last round, this cell's, was stopped (lastStoppedCell). */
+  declare stoppedRound: boolean
   declare note: CellNote
   /** The thread's agent in words (an assistant cell's author). */
   declare agent: string
@@ -71,6 +73,7 @@ export class WeftThreadCell extends LitElement {
     super()
     this.path = ''
     this.streaming = false
+    this.stoppedRound = false
     this.note = ''
     this.agent = 'Agent'
     this.draftText = null
@@ -110,7 +113,11 @@ export class WeftThreadCell extends LitElement {
     const stopped = c.Stopped === true
     if (text) return stopped ? html`<p class="stopped" data-stopped>Stopped before it finished.</p>` : nothing
     if (stopped) return html`<p class="stopped" data-stopped>Stopped before it answered.</p>`
-    return Array.isArray(c.ToolCalls) && c.ToolCalls.length ? nothing : html`<p class="stopped" data-ended>No answer.</p>`
+    if (Array.isArray(c.ToolCalls) && c.ToolCalls.length) return nothing
+    // [WEB75] A cell from before [WEB71] has no `Stopped`: the thread tells whether its round was
+    // the last one and was stopped; if not (an older round), nothing tells, and the words stay
+    // neutral (true of a stop and of a round that ended with nothing).
+    return this.stoppedRound ? html`<p class="stopped" data-stopped>Stopped before it answered.</p>` : html`<p class="stopped" data-ended>No answer.</p>`
   }
 
   /** [THR32] A hand-back names a sub-thread in words; the link goes to it (the text is never HTML). */

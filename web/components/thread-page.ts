@@ -14,7 +14,7 @@ import { nodeHref } from './route.js'
 import { formatWhen } from './run-text.js'
 import { knownMessageIds, roundInputs, strings } from '../../shared/threads.js'
 import type { NodePath } from '../../shared/path.js'
-import { agentName, answeredDecision, newMessageId, pendingApproval, threadState, type PendingApproval } from './thread-text.js'
+import { agentName, answeredDecision, lastStoppedCell, newMessageId, pendingApproval, threadState, type PendingApproval } from './thread-text.js'
 import type { CellNote } from './thread-cell.js'
 import './thread-cell.js'
 import './thread-link.js'
@@ -292,6 +292,7 @@ export class WeftThreadPage extends LitElement {
     const offline = this.status.value?.kind === 'offline'
     const parent = typeof c.ParentPath === 'string' && c.ParentPath ? c.ParentPath : null
     const agent = agentName(c.Agent)
+    const stopped = lastStoppedCell(c)
     return html`
       ${parent
         ? html`<p class="parent">Delegated from <a href=${nodeHref(parent)}>${this.parent.value[0]?.name ?? idOf(parent)}</a></p>`
@@ -300,7 +301,7 @@ export class WeftThreadPage extends LitElement {
         ? html`<ol class="messages" aria-label="Messages">
             ${repeat(cells, (s) => s.path, (s) => html`<li class=${idOf(s.path).startsWith('_') ? 'from-agent' : 'from-user'}>
               ${known.has(s.path) || !idOf(s.path).startsWith('_')
-                ? html`<weft-thread-cell .path=${s.path} .note=${s.note} .agent=${agent} ?streaming=${s.path === round && state.live}></weft-thread-cell>`
+                ? html`<weft-thread-cell .path=${s.path} .note=${s.note} .agent=${agent} ?streaming=${s.path === round && state.live} ?stoppedRound=${s.path === stopped}></weft-thread-cell>`
                 : html`<weft-thread-cell .placeholder=${s.path === round && state.live ? 'Thinking…' : 'Loading the message…'} .agent=${agent}></weft-thread-cell>`}</li>`)}
             ${sending.map(([p, text]) => html`<li class="from-user" data-sending=${p}><weft-thread-cell .draftText=${text} .note=${'sending'}></weft-thread-cell></li>`)}
           </ol>`

@@ -1,5 +1,5 @@
 import { isJsonObject, type JsonObject, type JsonValue } from '../../shared/json.js'
-import { RESTING, hasWaitingInput } from '../../shared/threads.js'
+import { RESTING, hasWaitingInput, strings } from '../../shared/threads.js'
 
 /**
  * A thread's state in words (DESIGN.md "Threads (contract)", [WEB31]). Pure functions (no DOM):
@@ -28,6 +28,18 @@ export interface ThreadReader {
   mayAnswer: boolean
   /** Shown in a list of the reader's threads (the home), not on the thread's own page. */
   inList?: boolean
+}
+
+/**
+ * [WEB75] The answer's cell of the round the thread's last Stop ended, told by the thread alone:
+ * a thread at rest as Cancelled with nothing waiting ended its last round with a stop, and that
+ * round's cell is the last message it lists (a stop before the round began rolls its messages
+ * back as waiting input: not this). For cells made before [WEB71] marked them `Stopped`. An earlier
+ * round's stop is not kept on the thread: null then, and its cell keeps the neutral wording.
+ */
+export function lastStoppedCell(c: JsonObject): string | null {
+  if (c.Status !== 'Cancelled' || hasWaitingInput(c)) return null
+  return strings(c.Messages).at(-1) ?? null
 }
 
 /** What the thread is doing, as everyone watching it reads it (`reader`: see ThreadReader). */

@@ -9,7 +9,8 @@ import { formatWhen } from './run-text.js'
 import { openAction, showToast } from './toast.js'
 
 /**
- * [MOVE6] `<weft-trash-page space>`: what was deleted in a space, newest first, with who and when;
+ * [MOVE6] `<weft-trash-page space>`: what was deleted in a space, newest first, with who and when
+ * (its heading, [WEB76], names the space);
  * Restore puts it back where it was (or says why it cannot), Delete forever purges it. The
  * server shows a trash to the space's Admins only; anyone else reads why.
  */
@@ -24,6 +25,7 @@ export class WeftTrashPage extends LitElement {
 
   static override styles = css`
     :host { display: block; }
+    h1 { margin: 0 0 0.5em; font-size: 1.5em; overflow-wrap: anywhere; }
     ul { list-style: none; padding: 0; margin: 0; }
     li { display: flex; flex-wrap: wrap; gap: 0.4em 1em; align-items: center; padding: 0.6em 0; border-bottom: 1px solid #e3e6ee; }
     .name { font-weight: 600; overflow-wrap: anywhere; flex: 1 1 12em; }
@@ -80,7 +82,10 @@ export class WeftTrashPage extends LitElement {
   }
 
   override render() {
-    return html`<p class="space" data-space=${this.space}>What was deleted in <a href=${nodeHref(this.space)}>${this.spaceName.value[0]?.name ?? this.space}</a></p>
+    // [WEB76] The heading names the space, as the line under it does ("Trash" alone did not say whose).
+    const name = this.spaceName.value[0]?.name ?? this.space
+    return html`<h1>Trash of ${name}</h1>
+      <p class="space" data-space=${this.space}>What was deleted in <a href=${nodeHref(this.space)}>${name}</a></p>
       ${this.renderItems()}`
   }
 

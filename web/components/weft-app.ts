@@ -152,7 +152,8 @@ export class WeftApp extends LitElement {
     if (path) return html`<weft-node-page .path=${path}></weft-node-page>`
     if (trash) {
       need('weft-trash-page')
-      return html`<h1 class="page-title">Trash</h1><weft-trash-page .space=${trash}></weft-trash-page>`
+      // [WEB76] The page's own heading names the space ("Trash of Studio").
+      return html`<weft-trash-page .space=${trash}></weft-trash-page>`
     }
     const contextual = contextualFromHash(this.route)
     if (contextual) {

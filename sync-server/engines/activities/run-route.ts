@@ -10,6 +10,7 @@ import {
   mergeInputs,
   missingInputs,
   parseNodePath,
+  runName,
   partitionPath,
   topLevel,
   tryParseNodePath,
@@ -78,7 +79,7 @@ export async function runCode(nodes: NodeApi, caller: Principal, codePath: NodeP
     content.RequestedStatus = 'Running'
     content.StartedBy = caller.userId
   }
-  await nodes.create(SYSTEM, path, { nodeType: 'ActivityLog', name: `${code.name} run`, content }, 'http')
+  await nodes.create(SYSTEM, path, { nodeType: 'ActivityLog', name: runName(null, code.name) ?? 'Run', content }, 'http')
   // A shared operation does not tell one user who else ran it: only those who may change the
   // Code node see its last run.
   if (nodes.permissions(caller, codePath).has('Update')) await nodes.patch(SYSTEM, codePath, { LastActivityPath: path }, 'engine')
