@@ -216,15 +216,15 @@ describe('web sync client', () => {
     // Offline, then the edit; the socket is back the moment the edit is applied.
     a.conn.stop()
     let pendingRightAfter: number | null = null
-    const onUpdate = () => {
-      r.doc.off('update', onUpdate)
+    // Read right before it is applied, in the same task (whatever doc the replica holds by then):
+    // the check runs once the edit is applied and handed to the store.
+    const edit = a.patch(path, () => {
       queueMicrotask(() => {
         pendingRightAfter = last!.pending
         a.conn.start()
       })
-    }
-    r.doc.on('update', onUpdate)
-    const edit = a.patch(path, { Title: 'made offline' })
+      return { Title: 'made offline' }
+    })
     const firstSaved = await statusIs(a, (s) => s.kind === 'saved')
     // Read at once, before anything else runs: the server had the edit when the status said so.
     const server = (await api(ts.url, ann.token).getNode(path)).body.content
