@@ -213,6 +213,8 @@ describe('web sync client', () => {
     await statusIs(a, (s) => s.kind === 'saved' && s.pending === 0)
     let last: SyncStatus | null = null
     const sub = a.status$.subscribe((s) => (last = s))
+    // A new subscription reads the store's counts first (the status is shared while watched only).
+    await waitFor(() => last !== null, 5000)
     // Offline, then the edit; the socket is back the moment the edit is applied.
     a.conn.stop()
     let pendingRightAfter: number | null = null
