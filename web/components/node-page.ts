@@ -380,7 +380,9 @@ export class WeftNodePage extends LitElement {
       const shown = draft ? draft.raw : formatValue(value)
       const onInput = (e: Event) => this.onDraftInput(key, e)
       const onChange = (e: Event) => void this.commitDraft(key, e)
-      if (typeof value === 'number') input = html`<input id=${id} name=${key} type="number" step="any" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
+      // [WEB93] Text with a number keypad, not type="number": that input reads as empty what it
+      // cannot hold ("1e999"), so the draft was emptied and the refusal said nothing of it.
+      if (typeof value === 'number') input = html`<input id=${id} name=${key} type="text" inputmode="decimal" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
       else if (typeof value === 'string') input = html`<input id=${id} name=${key} type="text" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
       else input = html`<textarea id=${id} name=${key} class="json" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange}></textarea>`
       if (draft && !jsonEqual(draft.base as JsonValue, value)) {
