@@ -119,6 +119,9 @@ test('[WEB92] the toast of a create never covers the error of the next one, nor 
     await form.getByRole('button', { name: 'Create' }).click()
     await expect(a.page.locator('weft-toast [data-toast]')).toContainText(`Created “${name}”.`)
     await expect(nodePage(a.page).locator('.children').getByRole('link', { name })).toBeVisible()
+    // A key that moves the focus (how a keyboard reaches the toast's Open) leaves the offer.
+    await a.page.keyboard.press('Tab')
+    await expect(a.page.locator('weft-toast [data-toast]')).toContainText(`Created “${name}”.`)
 
     await form.getByLabel('Name', { exact: true }).fill(name)
     await form.getByRole('button', { name: 'Create' }).click()

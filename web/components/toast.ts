@@ -3,8 +3,11 @@ import { LitElement, css, html, nothing } from 'lit'
 /** How long a toast stays when nobody acts on it (its Undo stays reachable that long). */
 const TOAST_MS = 10_000
 
-/** What the person does that makes an "Open" offer stale ([WEB92]). */
-const ACTIVITY = ['pointerdown', 'keydown', 'input'] as const
+/**
+ * What the person does that makes an "Open" offer stale ([WEB92]): typing, or a click outside
+ * the toast. Not any key: Tab is how a keyboard reaches the toast's own button.
+ */
+const ACTIVITY = ['pointerdown', 'input'] as const
 
 interface ToastAction {
   label: string
@@ -63,7 +66,7 @@ export class WeftToast extends LitElement {
 
   /**
    * [WEB92] An "Open" offer goes as soon as the person does something else on the page (types,
-   * presses a key, clicks outside the toast): it sat at the bottom over the "New child node" form,
+   * clicks outside the toast): it sat at the bottom over the "New child node" form,
    * and the error of the next create ("A node named … already exists", with its "Create … (2)
    * instead") appeared under it. Read on the window in the capture phase: these events are
    * composed, so they reach it from inside every shadow root, before the page reacts to them.
