@@ -1,11 +1,12 @@
 import type { Session } from './sync/index.js'
 
-const KEY = 'weft.session'
+/** Where the session is kept; another tab's change of it arrives as a `storage` event. */
+export const SESSION_KEY = 'weft.session'
 
 /** The signed-in session survives reloads (and offline starts) in localStorage. */
 export function loadSession(): Session | null {
   try {
-    const raw = localStorage.getItem(KEY)
+    const raw = localStorage.getItem(SESSION_KEY)
     if (!raw) return null
     const s = JSON.parse(raw) as Partial<Session>
     return typeof s.userId === 'string' && typeof s.token === 'string' ? { userId: s.userId, token: s.token, name: s.name ?? s.userId } : null
@@ -15,9 +16,9 @@ export function loadSession(): Session | null {
 }
 
 export function saveSession(session: Session): void {
-  localStorage.setItem(KEY, JSON.stringify(session))
+  localStorage.setItem(SESSION_KEY, JSON.stringify(session))
 }
 
 export function clearSession(): void {
-  localStorage.removeItem(KEY)
+  localStorage.removeItem(SESSION_KEY)
 }

@@ -1,9 +1,11 @@
 import { expect, test } from '@playwright/test'
 import {
+  api,
   editField,
   field,
   getContent,
   openLoggedIn,
+  putNode,
   startE2eServer,
   twoEditorsOn,
   syncStatus,
@@ -66,4 +68,43 @@ test('edits made offline survive an offline reload and reach the server and othe
 
   await a.context.close()
   await b.context.close()
+})
+
+test('[WEB95] offline, Rename is not offered as if it could work: the reason is said before typing, a name typed is kept, and back online it renames with no stale error', async ({ browser }) => {
+  await putNode(server, ann, 'Field/Renamed', 'Document', { Body: 'x' }, 'Draft title')
+  const a = await openLoggedIn(browser, server, ann, 'Field/Renamed')
+  const title = a.page.locator('weft-node-page weft-node-title')
+  const rename = title.getByRole('button', { name: 'Rename Draft title' })
+  await expect(rename).toBeEnabled()
+  for (const width of [1280, 390]) {
+    await a.page.setViewportSize({ width, height: 844 })
+    await a.context.setOffline(true)
+    await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'offline')
+    await expect(rename).toBeDisabled()
+    await expect(title.locator('[data-rename-off]')).toHaveText('Renaming needs the server: you are offline.')
+    await a.page.screenshot({ path: `test-results/rename-offline-${width}.png` })
+    await a.context.setOffline(false)
+    await expect(rename).toBeEnabled()
+    await expect(title.locator('[data-rename-off]')).toHaveCount(0)
+  }
+
+  // Typing a name, then the network goes: the name stays, nothing is refused, and once back
+  // online Enter renames it.
+  await rename.click()
+  const box = title.getByLabel('New name')
+  await a.context.setOffline(true)
+  await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'offline')
+  await box.fill('Final title')
+  await box.press('Enter')
+  await expect(title.locator('[data-rename-off]')).toContainText('Renaming needs the server: you are offline.')
+  await expect(title.getByRole('alert')).toHaveCount(0)
+  await expect(box).toHaveValue('Final title')
+  await a.context.setOffline(false)
+  await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'saved')
+  await expect(title.locator('[data-rename-off]')).toHaveCount(0)
+  await expect(title.getByRole('alert')).toHaveCount(0)
+  await box.press('Enter')
+  await expect(title.locator('h1')).toHaveText('Final title')
+  await expect.poll(async () => (await api<{ name: string }>(server, ann, 'GET', '/api/nodes/Field/Renamed')).body.name).toBe('Final title')
+  await a.context.close()
 })

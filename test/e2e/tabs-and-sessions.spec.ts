@@ -142,3 +142,32 @@ test('[MOVE5] a node is deleted from its page (to the trash) and is gone from th
   expect((await api(server, ann, 'GET', '/api/nodes/Desk/Doomed')).status).toBe(404)
   await context.close()
 })
+
+test('[WEB94] signing out in one tab: the other tab says so in words (no close code), and no page of the tab that signed out fails', async ({ browser }) => {
+  // A user of its own: signing out revokes the token every other test here signs in with.
+  const sam = await signUp(server, 'Sam')
+  await putNode(server, sam, 'Sams', 'Space', {}, 'Sam’s space')
+  await putNode(server, sam, 'Sams/Plan', 'Document', { Text: 'x', Count: 3 }, 'Plan')
+  const { context, page: tab1 } = await openLoggedIn(browser, server, sam, 'Sams/Plan')
+  const errors: string[] = []
+  tab1.on('pageerror', (e) => errors.push(e.message))
+  tab1.on('console', (m) => m.type() === 'error' && errors.push(m.text()))
+  const tab2 = await context.newPage()
+  await tab2.goto('/#/n/Sams/Plan')
+  await expect(field(tab1, 'Text')).toHaveValue('x')
+  await expect(field(tab2, 'Text')).toHaveValue('x')
+  // The navigation shows the space's children too: more pages with live queries when it ends.
+  await expect(tab1.locator('weft-nav-tree').getByRole('treeitem', { name: 'Plan' })).toBeVisible()
+
+  await tab1.locator('weft-app .bar').getByRole('button', { name: 'Sign out' }).click()
+  await expect(tab1.locator('weft-auth-page')).toBeVisible()
+  const banner = tab2.locator('weft-app').getByRole('alert')
+  await expect(banner).toContainText('You signed out in another tab.')
+  await expect(banner).not.toContainText('4401')
+  await expect(banner).not.toContainText('unauthorized')
+  await tab2.screenshot({ path: 'test-results/signed-out-in-other-tab.png' })
+  // The tab that signed out settles (its sign-in form is usable) with no page having failed.
+  await expect(tab1.locator('weft-auth-page').getByRole('button').first()).toBeVisible()
+  expect(errors.filter((e) => !/401|Unauthorized/i.test(e))).toEqual([])
+  await context.close()
+})

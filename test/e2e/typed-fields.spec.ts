@@ -198,3 +198,30 @@ test('[WEB23] a field the server writes alone is shown read-only even to its own
   await expect(nodePage(a.page).getByRole('button', { name: 'Remove field Pinned paths' })).toHaveCount(1)
   await a.context.close()
 })
+
+test('[WEB93] a number too large to store ("1e999") is kept as typed and refused in words; the stored number stays', async ({ browser }) => {
+  await putNode(server, ann, 'Typed/Counter', 'Document', { Count: 7 }, 'Counter')
+  const a = await openLoggedIn(browser, server, ann, 'Typed/Counter')
+  for (const width of [1280, 390]) {
+    await a.page.setViewportSize({ width, height: 844 })
+    const count = nodePage(a.page).getByLabel('Count', { exact: true })
+    await expect(count).toHaveValue('7')
+    await count.fill('1e999')
+    await count.press('Enter')
+    await expect(nodePage(a.page).locator('[data-error=fields]')).toContainText('“1e999” is not a finite number')
+    await expect(count).toHaveValue('1e999')
+    await count.evaluate((el: HTMLElement) => el.blur())
+    await expect(count).toHaveValue('1e999')
+    expect((await getContent(server, ann, 'Typed/Counter')).Count).toBe(7)
+    await a.page.screenshot({ path: `test-results/number-too-large-${width}.png` })
+    // A number it can hold is saved from the same box.
+    await count.fill('12')
+    await count.press('Enter')
+    await expect.poll(async () => (await getContent(server, ann, 'Typed/Counter')).Count).toBe(12)
+    await expect(nodePage(a.page).locator('[data-error=fields]')).toHaveCount(0)
+    await count.fill('7')
+    await count.press('Enter')
+    await expect.poll(async () => (await getContent(server, ann, 'Typed/Counter')).Count).toBe(7)
+  }
+  await a.context.close()
+})

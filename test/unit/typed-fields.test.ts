@@ -120,6 +120,10 @@ describe('[WEB20] a field\'s kind comes from its value; adding one parses the ty
     expect(bad.ok).toBe(false)
     if (!bad.ok) expect(bad.message).toMatch(/^Not valid JSON: /)
     expect(parseAs('object', '[1, 2]')).toEqual({ ok: true, value: [1, 2] })
+    // [WEB93] JSON holds finite numbers only: 1e999 is Infinity, refused in words.
+    expect(parseAs('number', '1e3')).toEqual({ ok: true, value: 1000 })
+    expect(parseAs('number', '1e999')).toEqual({ ok: false, message: '“1e999” is not a finite number (too large to store); nothing was saved.' })
+    expect(parseAs('number', 'three')).toEqual({ ok: false, message: '“three” is not a number.' })
   })
 })
 

@@ -65,7 +65,9 @@ export function parseAs(kind: FieldKind, raw: string): Parsed {
       return isIsoDate(text) ? { ok: true, value: text } : { ok: false, message: `“${raw}” is not a date (YYYY-MM-DD).` }
     case 'number': {
       const n = Number(text)
-      if (text === '' || !Number.isFinite(n)) return { ok: false, message: `“${raw}” is not a number.` }
+      if (text === '' || Number.isNaN(n)) return { ok: false, message: `“${raw}” is not a number.` }
+      // [WEB93] JSON holds finite numbers only: 1e999 reads as Infinity.
+      if (!Number.isFinite(n)) return { ok: false, message: `“${raw}” is not a finite number (too large to store); nothing was saved.` }
       return { ok: true, value: n }
     }
     case 'checkbox':

@@ -64,7 +64,7 @@ export class WeftTreeNode extends LitElement {
         tabindex="-1"
         data-path=${this.path}
         ><span class="twisty" aria-hidden="true" @click=${(e: Event) => (e.preventDefault(), this.toggle())}>${this.expanded ? '▾' : '▸'}</span>
-        ${this.label}${this.pending ? html` <span class="pending" title="Unsaved changes" aria-label=${`${this.pending} unsaved`}>•</span>` : nothing}</a
+        <span class="label" title=${this.label}>${this.label}</span>${this.pending ? html` <span class="pending" title="Unsaved changes" aria-label=${`${this.pending} unsaved`}>•</span>` : nothing}</a
       >
       ${this.expanded && kids.length
         ? html`<ul role="group">
@@ -98,7 +98,11 @@ export class WeftNavTree extends LitElement {
     :host { display: block; }
     ul { list-style: none; margin: 0; padding-left: 1em; }
     ul[role='tree'] { padding-left: 0; }
-    a { display: block; padding: 0.15em 0.3em; color: inherit; text-decoration: none; border-radius: 3px; }
+    a { display: flex; align-items: baseline; gap: 0.3em; padding: 0.15em 0.3em; color: inherit; text-decoration: none; border-radius: 3px; }
+    /* [WEB91] A name takes two lines at most, cut with an ellipsis; the whole name is the item's
+       accessible name and its tooltip. A 300-character name filled ten lines, twice at 390 px. */
+    .label { flex: 0 1 auto; min-width: 0; overflow: hidden; overflow-wrap: anywhere; display: -webkit-box; -webkit-box-orient: vertical; -webkit-line-clamp: 2; line-clamp: 2; }
+    .twisty, .pending { flex: none; }
     a[aria-current='page'] { background: #dde8ff; }
     a:focus { outline: 2px solid #36c; }
     .pending { color: #c70; }

@@ -3,6 +3,8 @@ import { ADMIN_PARTITION, isDescendantOrSelf, parentPath, type NodePath } from '
 import { keptPlace, type KeptPlace } from '../../shared/move-rules.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
+import type { SyncStatus } from '../sync/index.js'
+import { ObservableController } from '../controllers/index.js'
 import { codeOf, humanError } from './error-text.js'
 import { segmentForName } from './names.js'
 import { nodeHref, trashHref } from './route.js'
@@ -20,6 +22,9 @@ export class WeftNodeTitle extends LitElement {
   declare editing: boolean
   declare error: string
   private saving = false
+  /** [WEB95] Whether the server can be reached: a rename is asked of it, never queued on the device. */
+  private readonly status = new ObservableController<SyncStatus>(this)
+  private wasReachable = true
 
   static override styles = css`
     :host { display: inline-flex; flex-wrap: wrap; align-items: baseline; gap: 0.4em; min-width: 0; }
@@ -28,6 +33,9 @@ export class WeftNodeTitle extends LitElement {
     button { font: inherit; font-size: 0.85em; border: 1px solid transparent; background: none; color: #445; border-radius: 6px; padding: 0.15em 0.4em; cursor: pointer; }
     button:hover, button:focus-visible { border-color: #bbc; }
     .error { color: #b00; font-size: 0.9em; flex-basis: 100%; }
+    .reason-off { color: #555; font-style: italic; font-size: 0.85em; }
+    .editing-note { flex-basis: 100%; }
+    button:disabled { cursor: not-allowed; color: #888; }
   `
 
   constructor() {
@@ -35,6 +43,30 @@ export class WeftNodeTitle extends LitElement {
     this.canRename = false
     this.editing = false
     this.error = ''
+  }
+
+  override willUpdate() {
+    this.status.watch('status', () => app().streams.status$)
+    // [WEB95] Back online, the refusal made while offline is stale: it goes, and the name typed
+    // stays in the box for Enter.
+    const reachable = this.reachable
+    if (reachable && !this.wasReachable) this.error = ''
+    this.wasReachable = reachable
+  }
+
+  /**
+   * [WEB95] A rename is a request to the server (it renames the node, and a profile's FullName,
+   * together), not an edit the device queues like a field's: offline it cannot be made, so it is
+   * not offered as if it could, and the reason is said before anyone types.
+   */
+  private get reachable(): boolean {
+    const kind = this.status.value?.kind
+    return kind !== 'offline' && kind !== 'unreachable' && kind !== 'final'
+  }
+
+  private offlineReason(): string {
+    const kind = this.status.value?.kind
+    return kind === 'final' ? 'Renaming needs you to sign in again.' : kind === 'unreachable' ? 'Renaming needs the server, which cannot be reached now.' : 'Renaming needs the server: you are offline.'
   }
 
   private start() {
@@ -56,6 +88,8 @@ export class WeftNodeTitle extends LitElement {
       this.editing = false
       return
     }
+    // [WEB95] Offline (leaving the box, or Enter): the name typed stays in the box, nothing is sent.
+    if (!this.reachable) return
     this.saving = true
     try {
       const client = app().client
@@ -74,10 +108,14 @@ export class WeftNodeTitle extends LitElement {
       return html`<form @submit=${this.save} aria-label="Rename">
           <input aria-label="New name" .value=${this.view.name} @keydown=${(e: KeyboardEvent) => e.key === 'Escape' && (this.editing = false)} @blur=${this.save} />
         </form>
-        ${this.error ? html`<span class="error" role="alert">${this.error}</span>` : nothing}`
+        ${this.error ? html`<span class="error" role="alert">${this.error}</span>` : nothing}
+        ${!this.reachable && !this.error ? html`<span class="reason-off editing-note" role="status" data-rename-off>${this.offlineReason()} The name stays here; press Enter once back online.</span>` : nothing}`
     }
+    if (!this.canRename) return html`<h1>${this.view.name}</h1>`
+    const reachable = this.reachable
     return html`<h1>${this.view.name}</h1>
-      ${this.canRename ? html`<button type="button" title="Rename" aria-label=${`Rename ${this.view.name}`} @click=${this.start}>✎ Rename</button>` : nothing}`
+      <button type="button" title=${reachable ? 'Rename' : this.offlineReason()} aria-label=${`Rename ${this.view.name}`} aria-describedby=${reachable ? nothing : 'rename-off'} ?disabled=${!reachable} @click=${this.start}>✎ Rename</button>
+      ${reachable ? nothing : html`<span class="reason-off" id="rename-off" data-rename-off>${this.offlineReason()}</span>`}`
   }
 }
 customElements.define('weft-node-title', WeftNodeTitle)

@@ -119,10 +119,15 @@ export class WeftNodePage extends LitElement {
     h2 { font-size: 1.1em; margin: 0 0 0.5em; }
     .type { font-size: 0.8em; }
     .crumbs { order: -1; flex-basis: 100%; color: #555; font-size: 0.9em; overflow-wrap: anywhere; }
-    .crumbs a { color: inherit; }
+    /* [WEB91] An ancestor's name takes one line at most, cut with an ellipsis (the link's text,
+       its accessible name, stays whole): a 300-character name filled the breadcrumb. */
+    .crumbs a { color: inherit; display: inline-block; max-width: min(20em, 85%); overflow: hidden; text-overflow: ellipsis; white-space: nowrap; vertical-align: bottom; }
     .presence { margin: 0.5em 0; color: #235; }
-    .fields { display: grid; grid-template-columns: max-content minmax(0, 1fr) auto; gap: 0.5em 0.8em; align-items: start; }
-    .fields label { padding-top: 0.35em; font-weight: 500; overflow-wrap: anywhere; }
+    /* [WEB90] A label's column is as wide as its words up to 16em (fit-content), never wider: a
+       300-character name without spaces made it max-content (3000 px), pushing every value and ✕
+       out of view. Past that it wraps, anywhere if it must. */
+    .fields { display: grid; grid-template-columns: fit-content(16em) minmax(0, 1fr) auto; gap: 0.5em 0.8em; align-items: start; }
+    .fields label { padding-top: 0.35em; font-weight: 500; overflow-wrap: anywhere; min-width: 0; }
     .fields input[type='text'], .fields input[type='number'], .fields textarea { width: 100%; box-sizing: border-box; }
     .fields textarea { font: inherit; min-height: 3em; resize: vertical; }
     .fields textarea.json { font-family: ui-monospace, monospace; }
@@ -148,6 +153,8 @@ export class WeftNodePage extends LitElement {
     .children { padding-left: 1.2em; }
     .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; }
     .children li { margin: 0.2em 0; overflow-wrap: anywhere; }
+    /* [WEB91] A child's name takes two lines at most (its link's text stays whole). */
+    .children li a { overflow: hidden; display: -webkit-inline-box; -webkit-box-orient: vertical; -webkit-line-clamp: 2; line-clamp: 2; vertical-align: top; }
     @media (max-width: 600px) {
       .fields { grid-template-columns: minmax(0, 1fr) auto; }
       .fields label { grid-column: 1 / -1; padding-top: 0.4em; }
@@ -380,7 +387,9 @@ export class WeftNodePage extends LitElement {
       const shown = draft ? draft.raw : formatValue(value)
       const onInput = (e: Event) => this.onDraftInput(key, e)
       const onChange = (e: Event) => void this.commitDraft(key, e)
-      if (typeof value === 'number') input = html`<input id=${id} name=${key} type="number" step="any" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
+      // [WEB93] Text with a number keypad, not type="number": that input reads as empty what it
+      // cannot hold ("1e999"), so the draft was emptied and the refusal said nothing of it.
+      if (typeof value === 'number') input = html`<input id=${id} name=${key} type="text" inputmode="decimal" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
       else if (typeof value === 'string') input = html`<input id=${id} name=${key} type="text" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
       else input = html`<textarea id=${id} name=${key} class="json" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange}></textarea>`
       if (draft && !jsonEqual(draft.base as JsonValue, value)) {

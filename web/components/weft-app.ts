@@ -1,9 +1,10 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { app, startAppContext, stopAppContext } from '../app-context.js'
-import { clearSession, loadSession, saveSession } from '../session.js'
-import type { Session, SyncStatus } from '../sync/index.js'
+import { clearSession, loadSession, saveSession, SESSION_KEY } from '../session.js'
+import type { FinalClose, Session, SyncStatus } from '../sync/index.js'
 import type { OpError } from '../sync/sync-client.js'
 import type { NodeView } from '../streams/index.js'
+import { CloseCode } from '../../shared/protocol.js'
 import { humanMessage } from './error-text.js'
 import { personName } from './names.js'
 import { ObservableController } from '../controllers/index.js'
@@ -90,6 +91,7 @@ export class WeftApp extends LitElement {
     super.connectedCallback()
     window.addEventListener('hashchange', this.onHash)
     window.addEventListener('weft:update-available', this.onUpdate)
+    window.addEventListener('storage', this.onStorage)
     if (this.session) void this.begin(this.session)
   }
 
@@ -118,6 +120,7 @@ export class WeftApp extends LitElement {
     this.observedBar = null
     window.removeEventListener('hashchange', this.onHash)
     window.removeEventListener('weft:update-available', this.onUpdate)
+    window.removeEventListener('storage', this.onStorage)
   }
 
   private async begin(session: Session) {
@@ -135,16 +138,35 @@ export class WeftApp extends LitElement {
     void this.begin(ev.detail)
   }
 
+  /**
+   * [WEB94] The pages go first, then the services they read: stopping the context while the
+   * node page and the navigation were still mounted made their next update (a stream closing,
+   * the logout's own 4401) call app() on nothing ("Invariant: the app context is started…").
+   * The stored session is cleared before the token is revoked, so another tab that hears its
+   * socket close already finds it gone and says it was signed out there.
+   */
   private async signOut() {
+    let api: ReturnType<typeof app>['client']['api'] | null = null
     try {
-      await app().client.api.logout()
+      api = app().client.api
     } catch {
-      // signing out locally is what matters
+      // already stopped (a second click): only the page is left to change
     }
-    stopAppContext()
     clearSession()
     this.session = null
     this.ready = false
+    await this.updateComplete
+    stopAppContext()
+    try {
+      await api?.logout()
+    } catch {
+      // signing out locally is what matters
+    }
+  }
+
+  /** [WEB94] Another tab signed out or in: the banner's words depend on the stored session. */
+  private readonly onStorage = (ev: StorageEvent) => {
+    if (ev.key === null || ev.key === SESSION_KEY) this.requestUpdate()
   }
 
   /** [WEB14] No route (or `#/`) is the home; `#/n/{path}` a node; the refused list; operations. */
@@ -207,8 +229,7 @@ export class WeftApp extends LitElement {
         : nothing}
       ${final
         ? html`<div class="banner" role="alert">
-            ${final.code === 4401 ? 'You were signed out' : 'The server refused this session'} (${final.code}${final.reason ? `: ${final.reason}` : ''}).
-            Changes stay on this device. <wa-button size="s" appearance="outlined" @click=${this.signOut}>Sign in again</wa-button>
+            ${finalWords(final, this.session)} <wa-button size="s" appearance="outlined" @click=${this.signOut}>Sign in again</wa-button>
           </div>`
         : nothing}
       ${(this.opErrors.value ?? []).length
@@ -224,4 +245,17 @@ export class WeftApp extends LitElement {
     `
   }
 }
+/**
+ * [WEB94] Why this tab's session ended, in words (it said "You were signed out (4401:
+ * unauthorized: signed out: this token was revoked)"). A token is revoked by signing out; when
+ * this browser no longer holds it, it was signed out here, in another tab.
+ */
+function finalWords(final: FinalClose, session: Session): string {
+  const kept = 'What you changed here stays on this device; sign in again to send it.'
+  if (final.code !== CloseCode.Unauthorized) return `The server no longer accepts this session. ${kept}`
+  if (loadSession()?.token !== session.token && /revoked|signed out/i.test(final.reason)) return `You signed out in another tab. ${kept}`
+  if (/expired/i.test(final.reason)) return `Your session expired. ${kept}`
+  return `You are signed out: your session ended. ${kept}`
+}
+
 customElements.define('weft-app', WeftApp)
