@@ -23,8 +23,9 @@ async function copy(text: string) {
 }
 
 /**
- * The edits the server refused, one entry per node and field with the text as the person last
- * typed it, each with Copy and Discard, and Copy all / Discard all. On a node page it lists that
+ * The edits the server refused, one entry per run of edits of a node's field ([WEB80]) with the
+ * text as the person last typed it, each with Copy, Discard and Try again ([WEB82]), and Copy all
+ * / Discard all. On a node page it lists that
  * node's; at `#/refused` (the status bar's count links there from any page) every node's.
  */
 export class WeftRefusedList extends LitElement {
@@ -59,7 +60,12 @@ export class WeftRefusedList extends LitElement {
   }
 
   private discard(ids: number[]) {
-    void app().client.store.discardMany(ids)
+    void app().client.discardRefusedMany(ids)
+  }
+
+  /** [WEB82] Sends the entries again (a role given back): saved if the server takes them now, else kept as refused again. */
+  private retry(ids: number[]) {
+    void app().client.retryRefused(ids)
   }
 
   private renderGroup(g: RefusedGroup, nameOf: Map<string, string>) {
@@ -72,6 +78,7 @@ export class WeftRefusedList extends LitElement {
       <div class="actions">
         <wa-button size="s" appearance="outlined" @click=${() => copy(refusedText(g))}>Copy</wa-button>
         <wa-button size="s" appearance="outlined" @click=${() => this.discard(g.ids)}>Discard</wa-button>
+        <wa-button size="s" appearance="outlined" class="retry" title="Send it again: saved if your role now allows it, else kept here" @click=${() => this.retry(g.ids)}>Try again</wa-button>
       </div>
     </li>`
   }
@@ -83,7 +90,7 @@ export class WeftRefusedList extends LitElement {
     const all = groups.flatMap((g) => g.ids)
     const copyAll = () => copy(groups.map((g) => `${this.path ? '' : `${nameOf.get(g.path) ?? g.path} · `}${g.field}:\n${refusedText(g)}`).join('\n\n'))
     return html`<div class="refused" role="alert" aria-label="Refused edits">
-      <strong>The server refused ${groups.length === 1 ? 'a change' : `changes to ${groups.length} fields`}; ${groups.length === 1 ? 'it was' : 'they were'} not saved. Copy what you need, then discard.</strong>
+      <strong>The server refused ${groups.length === 1 ? 'a change' : `${groups.length} changes`}; ${groups.length === 1 ? 'it was' : 'they were'} not saved. Copy what you need, then discard.</strong>
       ${groups.length > 1
         ? html`<div class="actions">
             <wa-button size="s" appearance="outlined" class="copy-all" @click=${copyAll}>Copy all</wa-button>
