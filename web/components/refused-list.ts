@@ -1,9 +1,8 @@
 import { LitElement, css, html, nothing } from 'lit'
-import { map } from 'rxjs'
 import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
-import { groupRefused, liveStoreQuery, refusedText, type RefusedGroup } from '../store/index.js'
+import { groupRefused, liveStoreQuery, markRemovedFields, refusedText, type RefusedGroup } from '../store/index.js'
 import { humanMessage } from './error-text.js'
 import { nodeHref } from './route.js'
 import { fieldLabel } from './labels.js'
@@ -11,7 +10,11 @@ import { fieldLabel } from './labels.js'
 /** Live refused groups of this device: every node's, or one node's. */
 export function refusedGroups$(path = '') {
   const { store } = app().client
-  return liveStoreQuery(store.db, ['outbox'], () => (path ? store.outboxFor(path) : store.refusedRows())).pipe(map((rows) => groupRefused(rows)))
+  // [WEB83] `updates` too: whether a refused field is still in the node is read from its doc.
+  return liveStoreQuery(store.db, ['outbox', 'updates'], async () => {
+    const groups = groupRefused(await (path ? store.outboxFor(path) : store.refusedRows()))
+    return markRemovedFields(groups, (p) => store.loadDoc(p))
+  })
 }
 
 async function copy(text: string) {
@@ -69,7 +72,11 @@ export class WeftRefusedList extends LitElement {
   }
 
   private renderGroup(g: RefusedGroup, nameOf: Map<string, string>) {
-    const reason = g.code === 'already_exists' && g.message ? g.message : humanMessage(g.code, g.message ?? undefined)
+    const reason = g.fieldRemoved
+      ? `Someone removed ${fieldLabel(g.field)} while this edit was on its way, so the server could not apply it. It was kept: Try again to add the field back with this text, or copy it, or discard it.`
+      : g.code === 'already_exists' && g.message
+        ? g.message
+        : humanMessage(g.code, g.message ?? undefined)
     const edits = g.ids.length === 1 ? '' : ` (${g.ids.length} edits)`
     return html`<li data-refused-key=${g.key} data-refused-count=${g.ids.length}>
       <span class="what">${this.path ? nothing : html`<a href=${nodeHref(g.path)}>${nameOf.get(g.path) ?? g.path}</a> · `}${g.field ? fieldLabel(g.field) : 'the node'}${edits}</span>

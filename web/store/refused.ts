@@ -1,4 +1,6 @@
+import type * as Y from 'yjs'
 import type { JsonValue } from '../../shared/json.js'
+import { CONTENT_MAP } from '../../shared/merge-patch.js'
 import { baseText } from '../sync/text-rebase.js'
 import type { OutboxRow } from './db.js'
 
@@ -27,6 +29,11 @@ export interface RefusedGroup {
   message: string | null
   /** When the last of them was made. */
   at: string
+  /**
+   * [WEB83] The edits could not be applied (`invalid_update`) and the field is gone from the node
+   * as this device last had it from the server: someone removed it meanwhile.
+   */
+  fieldRemoved?: boolean
 }
 
 /** True when every character of `text` is in `within`, in order (others may have typed between). */
@@ -91,4 +98,23 @@ export function groupRefused(rows: readonly OutboxRow[]): RefusedGroup[] {
 /** What Copy puts on the clipboard: the text itself for a text field, JSON otherwise. */
 export function refusedText(g: RefusedGroup): string {
   return typeof g.value === 'string' ? g.value : JSON.stringify(g.value, null, 2)
+}
+
+/**
+ * [WEB83] Marks the groups whose edits the server could not apply (`invalid_update`: after the
+ * replay on a rebuilt doc, [WEB53]) to a field the node no longer has on this device (rebuilt from
+ * the server's state): someone removed the field meanwhile. The server says so only in words for
+ * developers ("writes into a deleted type", "refers to content the server has garbage-collected"),
+ * and the error codes are a public contract, so this device reads it from the node itself.
+ */
+export async function markRemovedFields(groups: RefusedGroup[], loadDoc: (path: string) => Promise<Y.Doc>): Promise<RefusedGroup[]> {
+  const docs = new Map<string, Promise<Y.Doc>>()
+  return Promise.all(
+    groups.map(async (g) => {
+      if (g.code !== 'invalid_update' || !g.field) return g
+      let doc = docs.get(g.path)
+      if (!doc) docs.set(g.path, (doc = loadDoc(g.path)))
+      return (await doc).getMap(CONTENT_MAP).has(g.field) ? g : { ...g, fieldRemoved: true }
+    }),
+  )
 }
