@@ -1,0 +1,59 @@
+import { expect, test, type Browser } from '@playwright/test'
+import { adminAndViewerOn, api, editField, field, getContent, grant, openLoggedIn, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
+
+/** Refused edits kept for their author: Try again once the role is back, and a deleted node's page. */
+let server: E2eServer
+let ann: TestUser
+
+test.beforeAll(async () => {
+  server = await startE2eServer()
+  ;({ ann } = await adminAndViewerOn(server, 'Atelier', { Card: { Caption: 'c0' }, Sketch: { Caption: 's0' } }))
+})
+
+test.afterAll(async () => {
+  await server?.dispose()
+})
+
+/** Eve, an Editor, types `typed` into the node's Caption offline; made a Viewer meanwhile: refused on reconnect. */
+async function refusedEdit(browser: Browser, path: string, from: string, typed: string) {
+  const eve = await signUp(server, 'Eve')
+  await grant(server, ann, 'Atelier', eve.userId, 'Editor')
+  const e = await openLoggedIn(browser, server, eve, path)
+  await expect(field(e.page, 'Caption')).toHaveValue(from)
+  await e.context.setOffline(true)
+  await expect(syncStatus(e.page)).toHaveAttribute('data-status', 'offline')
+  await editField(e.page, 'Caption', typed)
+  await grant(server, ann, 'Atelier', eve.userId, 'Viewer')
+  await e.context.setOffline(false)
+  const refused = e.page.locator('weft-node-page .refused')
+  await expect(refused).toContainText(typed)
+  await expect(field(e.page, 'Caption')).toHaveValue(from)
+  return { eve, e, refused }
+}
+
+test('[WEB82] a refused edit is tried again once the role may write: saved, nothing left refused', async ({ browser }) => {
+  const { eve, e, refused } = await refusedEdit(browser, 'Atelier/Card', 'c0', 'c0 from the train')
+  await grant(server, ann, 'Atelier', eve.userId, 'Editor')
+  await expect(field(e.page, 'Caption')).not.toHaveAttribute('readonly', '')
+  await refused.getByRole('button', { name: 'Try again' }).click()
+  await expect(refused).toHaveCount(0)
+  await expect(field(e.page, 'Caption')).toHaveValue('c0 from the train')
+  await expect(syncStatus(e.page)).toHaveAttribute('data-status', 'saved')
+  expect((await getContent(server, ann, 'Atelier/Card')).Caption).toBe('c0 from the train')
+  await e.page.screenshot({ path: 'test-results/refused-kept-retried.png' })
+  await e.context.close()
+})
+
+test('[WEB84] a deleted node\'s page says its refused edits are kept and links to them', async ({ browser }) => {
+  const { e } = await refusedEdit(browser, 'Atelier/Sketch', 's0', 's0 kept for me')
+  expect((await api(server, ann, 'DELETE', '/api/nodes/Atelier/Sketch')).status).toBeLessThan(300)
+  await e.page.reload()
+  await expect(e.page.locator('weft-moved-notice [data-deleted]')).toBeVisible()
+  const kept = e.page.locator('weft-moved-notice [data-refused-kept]')
+  await expect(kept).toContainText('Your refused edit of this node is kept on this device')
+  await e.page.screenshot({ path: 'test-results/refused-kept-deleted-node.png' })
+  await kept.getByRole('link', { name: 'copy or discard it' }).click()
+  await expect(e.page).toHaveURL(/#\/refused$/)
+  await expect(e.page.locator('weft-refused-list')).toContainText('s0 kept for me')
+  await e.context.close()
+})
