@@ -109,7 +109,7 @@ describe('refused edits kept for their author', () => {
     expect(r2.content.Summary).toBe('base!')
   })
 
-  it('[WEB81] a discard rebuilds an open node whose doc still held the refused text', async () => {
+  it('[WEB81] an edit refused while the room was denied, discarded before access came back: the node opened again shows the server\'s text', async () => {
     const { ann, space, bob, grant, path, b, r } = await setUp()
     expect((await api(ts.url, ann.token).deleteNode(grant)).status).toBe(204)
     await waitFor(() => r.state$.value.denied !== null, 5000)
@@ -147,5 +147,18 @@ describe('refused edits kept for their author', () => {
     expect(typed).toBe('base kept')
     expect((await api(ts.url, ann.token).getNode(path)).body.content.Summary).toBe('Ann: base kept')
     await waitFor(() => r.content.Summary === 'Ann: base kept', 5000)
+  })
+
+  it('[WEB82] Try again on a node whose room was denied (access removed, then given back): joined again and saved', async () => {
+    const { ann, space, bob, grant, path, b, r } = await setUp()
+    expect((await api(ts.url, ann.token).deleteNode(grant)).status).toBe(204)
+    await waitFor(() => r.state$.value.denied !== null, 5000)
+    await type(b, path, 'Summary', 'base', ' back')
+    await waitFor(async () => (await b.store.outboxFor(path)).every((e) => e.status === 'refused'), 10_000)
+    await grantRole(ts.url, ann.token, space, bob.userId, 'Editor')
+    await b.retryRefused((await b.store.refusedRows()).map((e) => e.id!))
+    await statusIs(b, (s) => s.kind === 'saved' && s.pending === 0 && s.refused === 0)
+    expect((await api(ts.url, ann.token).getNode(path)).body.content.Summary).toBe('base back')
+    await waitFor(() => r.state$.value.denied === null && r.content.Summary === 'base back', 5000)
   })
 })

@@ -951,6 +951,18 @@ export class NodeReplica implements RoomHandler {
     this.startRebuild()
   }
 
+  /**
+   * [WEB82] Entries of a room denied for good were given back to the outbox (Try again): access may
+   * have come back since, so the room is joined again; denied again, they are refused again.
+   */
+  rejoinIfDenied(): void {
+    if (this.disposed || !this.state$.value.denied) return
+    this.creationWait?.unsubscribe()
+    this.creationWait = null
+    this.setState({ denied: null })
+    this.startSync()
+  }
+
   private async onRefused(seq: number, code: string, message: string): Promise<void> {
     // `invalid_update`: the update builds on structs the server never accepted (an earlier
     // refused update of the same client). `client_id_conflict` ([ACC12]): another writer holds

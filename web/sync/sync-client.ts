@@ -392,8 +392,12 @@ export class SyncClient {
   async retryRefused(ids: readonly number[]): Promise<void> {
     for (const path of await this.store.retryRefused(ids)) {
       const held = this.replicas.get(path)
-      if (held) held.replica.rebuildFromServer()
-      else this.hold(path, 0)
+      if (!held) {
+        this.hold(path, 0)
+        continue
+      }
+      held.replica.rebuildFromServer()
+      held.replica.rejoinIfDenied()
     }
   }
 
