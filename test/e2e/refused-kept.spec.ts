@@ -1,5 +1,5 @@
 import { expect, test, type Browser } from '@playwright/test'
-import { adminAndViewerOn, api, editField, field, getContent, grant, openLoggedIn, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
+import { adminAndViewerOn, api, editField, field, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
 
 /** Refused edits kept for their author: Try again once the role is back, and a deleted node's page. */
 let server: E2eServer
@@ -56,4 +56,34 @@ test('[WEB84] a deleted node\'s page says its refused edits are kept and links t
   await expect(e.page).toHaveURL(/#\/refused$/)
   await expect(e.page.locator('weft-refused-list')).toContainText('s0 kept for me')
   await e.context.close()
+})
+
+test('[WEB83] a refused edit of a field someone removed meanwhile says so, and Try again adds the field back with the text', async ({ browser }) => {
+  await putNode(server, ann, 'Atelier/Note', 'Document', { Caption: 'n0' })
+  const a = await openLoggedIn(browser, server, ann, 'Atelier/Note')
+  await expect(field(a.page, 'Caption')).toHaveValue('n0')
+  // The entry as two tabs' replays left it (test/unit/web-refused-removed-field.test.ts makes it
+  // against a real server): refused `invalid_update`, its field no longer in the node.
+  await a.page.evaluate(async () => {
+    const w = (globalThis as unknown as { __weft: { client: { store: { db: { outbox: { add(row: object): Promise<number> } } } } } }).__weft
+    await w.client.store.db.outbox.add({
+      path: 'Atelier/Note',
+      patch: { ShortTitle: 'my lost title' },
+      update: new Uint8Array(),
+      status: 'refused',
+      code: 'invalid_update',
+      message: 'The update writes into a deleted type; reload the node.',
+      at: new Date().toISOString(),
+    })
+  })
+  const refused = a.page.locator('weft-node-page .refused')
+  await expect(refused.locator('.reason')).toContainText('Someone removed Short title while this edit was on its way')
+  await expect(refused.locator('.reason')).not.toContainText('The server could not apply this edit')
+  await a.page.screenshot({ path: 'test-results/refused-kept-field-removed.png' })
+  await refused.getByRole('button', { name: 'Try again' }).click()
+  await expect(refused).toHaveCount(0)
+  await expect(field(a.page, 'Short title')).toHaveValue('my lost title')
+  await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'saved')
+  expect((await getContent(server, ann, 'Atelier/Note')).ShortTitle).toBe('my lost title')
+  await a.context.close()
 })
