@@ -87,3 +87,24 @@ test('[WEB83] a refused edit of a field someone removed meanwhile says so, and T
   expect((await getContent(server, ann, 'Atelier/Note')).ShortTitle).toBe('my lost title')
   await a.context.close()
 })
+
+test('[WEB80] a second refused run of a field is its own entry: the first refused text stays on the node page and #/refused', async ({ browser }) => {
+  await putNode(server, ann, 'Atelier/Plan', 'Document', { Caption: 'p0' })
+  const { e, refused } = await refusedEdit(browser, 'Atelier/Plan', 'p0', 'p0 first paragraph')
+  // Typed again into the same field (the rebuilt doc: the server's text), refused again: a Viewer's
+  // edit is kept on the device, unsent. Made through the app's client: a Viewer's page offers no input.
+  await e.page.evaluate(async () => {
+    const w = (globalThis as unknown as { __weft: { client: { patch(path: string, patch: object): Promise<void> } } }).__weft
+    let value = 'p0'
+    for (const ch of ' more') await w.client.patch('Atelier/Plan', { Caption: (value += ch) })
+  })
+  await expect(refused.locator('li')).toHaveCount(2)
+  await expect(refused.locator('li').nth(0).locator('pre')).toHaveText('p0 first paragraph')
+  await expect(refused.locator('li').nth(1).locator('pre')).toHaveText('p0 more')
+  await expect(refused.locator('li').nth(0)).toContainText('last typed today')
+  await e.page.screenshot({ path: 'test-results/refused-kept-two-runs.png' })
+  await e.page.goto(`${server.url}/#/refused`)
+  await expect(e.page.locator('weft-refused-list pre')).toHaveText(['p0 first paragraph', 'p0 more'])
+  expect((await getContent(server, ann, 'Atelier/Plan')).Caption).toBe('p0')
+  await e.context.close()
+})

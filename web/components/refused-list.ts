@@ -6,6 +6,7 @@ import { groupRefused, liveStoreQuery, markRemovedFields, refusedText, type Refu
 import { humanMessage } from './error-text.js'
 import { nodeHref } from './route.js'
 import { fieldLabel } from './labels.js'
+import { formatWhen } from './run-text.js'
 
 /** Live refused groups of this device: every node's, or one node's. */
 export function refusedGroups$(path = '') {
@@ -71,7 +72,8 @@ export class WeftRefusedList extends LitElement {
     void app().client.retryRefused(ids)
   }
 
-  private renderGroup(g: RefusedGroup, nameOf: Map<string, string>) {
+  /** [WEB80] `runs`: how many entries this node and field have (several: each says when it was last typed). */
+  private renderGroup(g: RefusedGroup, nameOf: Map<string, string>, runs: number) {
     const reason = g.fieldRemoved
       ? `Someone removed ${fieldLabel(g.field)} while this edit was on its way, so the server could not apply it. It was kept: Try again to add the field back with this text, or copy it, or discard it.`
       : g.code === 'already_exists' && g.message
@@ -79,7 +81,7 @@ export class WeftRefusedList extends LitElement {
         : humanMessage(g.code, g.message ?? undefined)
     const edits = g.ids.length === 1 ? '' : ` (${g.ids.length} edits)`
     return html`<li data-refused-key=${g.key} data-refused-count=${g.ids.length}>
-      <span class="what">${this.path ? nothing : html`<a href=${nodeHref(g.path)}>${nameOf.get(g.path) ?? g.path}</a> · `}${g.field ? fieldLabel(g.field) : 'the node'}${edits}</span>
+      <span class="what">${this.path ? nothing : html`<a href=${nodeHref(g.path)}>${nameOf.get(g.path) ?? g.path}</a> · `}${g.field ? fieldLabel(g.field) : 'the node'}${edits}${runs > 1 ? ` · last typed ${formatWhen(g.at)}` : ''}</span>
       ${g.value === null ? html`<p>removed the field</p>` : html`<pre>${refusedText(g)}</pre>`}
       <span class="reason">${reason} (${g.code ?? 'refused'})</span>
       <div class="actions">
@@ -95,6 +97,8 @@ export class WeftRefusedList extends LitElement {
     if (groups.length === 0) return this.path ? nothing : html`<p class="none">Nothing was refused. Every change on this device was saved or is waiting to be sent.</p>`
     const nameOf = new Map(this.names.value.map((n) => [n.path, n.name]))
     const all = groups.flatMap((g) => g.ids)
+    const runsOf = new Map<string, number>()
+    for (const g of groups) runsOf.set(`${g.path}\n${g.field}`, (runsOf.get(`${g.path}\n${g.field}`) ?? 0) + 1)
     const copyAll = () => copy(groups.map((g) => `${this.path ? '' : `${nameOf.get(g.path) ?? g.path} · `}${g.field}:\n${refusedText(g)}`).join('\n\n'))
     return html`<div class="refused" role="alert" aria-label="Refused edits">
       <strong>The server refused ${groups.length === 1 ? 'a change' : `${groups.length} changes`}; ${groups.length === 1 ? 'it was' : 'they were'} not saved. Copy what you need, then discard.</strong>
@@ -105,7 +109,7 @@ export class WeftRefusedList extends LitElement {
           </div>`
         : nothing}
       <ul>
-        ${groups.map((g) => this.renderGroup(g, nameOf))}
+        ${groups.map((g) => this.renderGroup(g, nameOf, runsOf.get(`${g.path}\n${g.field}`) ?? 1))}
       </ul>
     </div>`
   }
