@@ -2,6 +2,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { groupRefused } from '../../web/store/refused.js'
 import type { OutboxRow } from '../../web/store/db.js'
+import { textBaseOf } from '../../web/sync/text-rebase.js'
 
 const row = (id: number, path: string, patch: Record<string, unknown>, code: string, status: 'refused' | 'pending' = 'refused'): OutboxRow => ({
   id,
@@ -47,10 +48,62 @@ describe('[WEB11] refused edits grouped per node and field', () => {
             expected.set(k, e)
           }
         }
-        expect(new Set(groups.map((g) => g.key))).toEqual(new Set(expected.keys()))
-        for (const g of groups) expect({ value: g.value, ids: g.ids }).toEqual(expected.get(g.key))
+        // Without a base (a value replaced whole) every edit of a field carries on its one run.
+        const fieldKey = (g: { path: string; field: string }) => `${g.path}\n${g.field}`
+        expect(new Set(groups.map(fieldKey))).toEqual(new Set(expected.keys()))
+        expect(new Set(groups.map((g) => g.key)).size).toBe(groups.length)
+        for (const g of groups) expect({ value: g.value, ids: g.ids }).toEqual(expected.get(fieldKey(g)))
       }),
       { seed: 1516, numRuns: 200 },
     )
+  })
+})
+
+describe('[WEB80] a refused run of a field never hides an earlier one', () => {
+  /** A keystroke of `field`: from `before` to `after`, its base kept as the replica keeps it. */
+  const keystroke = (id: number, before: string, after: string, code = 'forbidden'): OutboxRow => ({
+    ...row(id, 'S/doc', { Caption: after }, code),
+    base: { Caption: textBaseOf(after, before) },
+  })
+
+  it('[WEB80] property: runs typed on texts that did not hold the last refused one are entries of their own, each with its final text; one run is one entry even with others typing between', () => {
+    fc.assert(
+      fc.property(fc.array(fc.record({ start: fc.string({ maxLength: 4 }), typed: fc.string({ minLength: 1, maxLength: 6 }) }), { minLength: 1, maxLength: 5 }), (runs) => {
+        const rows: OutboxRow[] = []
+        const finals: string[] = []
+        let last: string | null = null
+        for (const [i, run] of runs.entries()) {
+          // Each run starts from the server's text (the doc rebuilt), marked so it never holds the last run's text.
+          let value = `#${i}:${run.start}`
+          if (last !== null && value.includes(last)) return
+          for (const ch of run.typed) {
+            const before = value
+            value += ch
+            rows.push(keystroke(rows.length + 1, before, value))
+          }
+          finals.push(value)
+          last = value
+        }
+        const groups = groupRefused(rows)
+        expect(groups.map((g) => g.value)).toEqual(finals)
+        expect(groups.map((g) => g.ids.length)).toEqual(runs.map((r) => Array.from(r.typed).length))
+      }),
+      { seed: 80, numRuns: 200 },
+    )
+  })
+
+  it('[WEB80] others typing between two keystrokes of a run keep it one entry', () => {
+    const rows = [keystroke(1, 'ab', 'abX'), keystroke(2, 'Q abX', 'Q abXY'), keystroke(3, 'Q abXY', 'Q abXYZ')]
+    const groups = groupRefused(rows)
+    expect(groups.map((g) => [g.value, g.ids])).toEqual([['Q abXYZ', [1, 2, 3]]])
+  })
+
+  it('[WEB80] a second run on the rebuilt text is its own entry, the first one kept', () => {
+    const rows = [keystroke(1, 'base', 'base a'), keystroke(2, 'base a', 'base ab'), keystroke(3, 'base', 'base c', 'invalid_update')]
+    const groups = groupRefused(rows)
+    expect(groups.map((g) => [g.value, g.ids, g.code])).toEqual([
+      ['base ab', [1, 2], 'forbidden'],
+      ['base c', [3], 'forbidden'],
+    ])
   })
 })

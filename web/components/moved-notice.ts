@@ -4,7 +4,10 @@ import { HttpError } from '../api/index.js'
 import { app } from '../app-context.js'
 import { humanMessage } from './error-text.js'
 import { forgetRecent } from './recent.js'
-import { nodeHref } from './route.js'
+import { nodeHref, REFUSED_HREF } from './route.js'
+import { ObservableController } from '../controllers/index.js'
+import { refusedGroups$ } from './refused-list.js'
+import type { RefusedGroup } from '../store/index.js'
 
 /**
  * [MOVE3] `<weft-moved-notice path code message>`: shown instead of a node the server refused to
@@ -18,6 +21,8 @@ export class WeftMovedNotice extends LitElement {
   declare message: string
   declare to: string | null
   declare asked: string
+  /** [WEB84] This device's refused edits of the node: kept, and said so where it is gone. */
+  private readonly refused = new ObservableController<RefusedGroup[]>(this)
 
   constructor() {
     super()
@@ -26,6 +31,8 @@ export class WeftMovedNotice extends LitElement {
   }
 
   override willUpdate(): void {
+    const path = this.path
+    this.refused.watch(`refused:${path}`, () => refusedGroups$(path))
     if (this.asked === this.path) return
     this.asked = this.path
     forgetRecent(this.path)
@@ -40,7 +47,19 @@ export class WeftMovedNotice extends LitElement {
       })
   }
 
+  /** [WEB84] Refused edits of the node stay on this device (Copy, Discard): a line says so and links to them. */
+  private keptLine() {
+    const n = this.refused.value?.length ?? 0
+    if (n === 0) return nothing
+    return html`<p data-refused-kept=${n}>Your ${n === 1 ? 'refused edit' : `${n} refused edits`} of this node ${n === 1 ? 'is' : 'are'} kept on this device:
+      <a href=${REFUSED_HREF}>copy or discard ${n === 1 ? 'it' : 'them'}</a>.</p>`
+  }
+
   override render() {
+    return html`${this.notice()}${this.keptLine()}`
+  }
+
+  private notice() {
     if (this.to && isInTrash(this.to)) {
       // Deleted (to the trash, which only the space's Admins see): said so, with the way back.
       const space = this.to.slice(0, this.to.indexOf('/'))

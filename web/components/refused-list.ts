@@ -1,17 +1,21 @@
 import { LitElement, css, html, nothing } from 'lit'
-import { map } from 'rxjs'
 import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
-import { groupRefused, liveStoreQuery, refusedText, type RefusedGroup } from '../store/index.js'
+import { groupRefused, liveStoreQuery, markRemovedFields, refusedText, type RefusedGroup } from '../store/index.js'
 import { humanMessage } from './error-text.js'
 import { nodeHref } from './route.js'
 import { fieldLabel } from './labels.js'
+import { formatWhen } from './run-text.js'
 
 /** Live refused groups of this device: every node's, or one node's. */
 export function refusedGroups$(path = '') {
   const { store } = app().client
-  return liveStoreQuery(store.db, ['outbox'], () => (path ? store.outboxFor(path) : store.refusedRows())).pipe(map((rows) => groupRefused(rows)))
+  // [WEB83] `updates` too: whether a refused field is still in the node is read from its doc.
+  return liveStoreQuery(store.db, ['outbox', 'updates'], async () => {
+    const groups = groupRefused(await (path ? store.outboxFor(path) : store.refusedRows()))
+    return markRemovedFields(groups, (p) => store.loadDoc(p))
+  })
 }
 
 async function copy(text: string) {
@@ -23,8 +27,9 @@ async function copy(text: string) {
 }
 
 /**
- * The edits the server refused, one entry per node and field with the text as the person last
- * typed it, each with Copy and Discard, and Copy all / Discard all. On a node page it lists that
+ * The edits the server refused, one entry per run of edits of a node's field ([WEB80]) with the
+ * text as the person last typed it, each with Copy, Discard and Try again ([WEB82]), and Copy all
+ * / Discard all. On a node page it lists that
  * node's; at `#/refused` (the status bar's count links there from any page) every node's.
  */
 export class WeftRefusedList extends LitElement {
@@ -59,19 +64,30 @@ export class WeftRefusedList extends LitElement {
   }
 
   private discard(ids: number[]) {
-    void app().client.store.discardMany(ids)
+    void app().client.discardRefusedMany(ids)
   }
 
-  private renderGroup(g: RefusedGroup, nameOf: Map<string, string>) {
-    const reason = g.code === 'already_exists' && g.message ? g.message : humanMessage(g.code, g.message ?? undefined)
+  /** [WEB82] Sends the entries again (a role given back): saved if the server takes them now, else kept as refused again. */
+  private retry(ids: number[]) {
+    void app().client.retryRefused(ids)
+  }
+
+  /** [WEB80] `runs`: how many entries this node and field have (several: each says when it was last typed). */
+  private renderGroup(g: RefusedGroup, nameOf: Map<string, string>, runs: number) {
+    const reason = g.fieldRemoved
+      ? `Someone removed ${fieldLabel(g.field)} while this edit was on its way, so the server could not apply it. It was kept: Try again to add the field back with this text, or copy it, or discard it.`
+      : g.code === 'already_exists' && g.message
+        ? g.message
+        : humanMessage(g.code, g.message ?? undefined)
     const edits = g.ids.length === 1 ? '' : ` (${g.ids.length} edits)`
     return html`<li data-refused-key=${g.key} data-refused-count=${g.ids.length}>
-      <span class="what">${this.path ? nothing : html`<a href=${nodeHref(g.path)}>${nameOf.get(g.path) ?? g.path}</a> · `}${g.field ? fieldLabel(g.field) : 'the node'}${edits}</span>
+      <span class="what">${this.path ? nothing : html`<a href=${nodeHref(g.path)}>${nameOf.get(g.path) ?? g.path}</a> · `}${g.field ? fieldLabel(g.field) : 'the node'}${edits}${runs > 1 ? ` · last typed ${formatWhen(g.at)}` : ''}</span>
       ${g.value === null ? html`<p>removed the field</p>` : html`<pre>${refusedText(g)}</pre>`}
       <span class="reason">${reason} (${g.code ?? 'refused'})</span>
       <div class="actions">
         <wa-button size="s" appearance="outlined" @click=${() => copy(refusedText(g))}>Copy</wa-button>
         <wa-button size="s" appearance="outlined" @click=${() => this.discard(g.ids)}>Discard</wa-button>
+        <wa-button size="s" appearance="outlined" class="retry" title="Send it again: saved if your role now allows it, else kept here" @click=${() => this.retry(g.ids)}>Try again</wa-button>
       </div>
     </li>`
   }
@@ -81,9 +97,11 @@ export class WeftRefusedList extends LitElement {
     if (groups.length === 0) return this.path ? nothing : html`<p class="none">Nothing was refused. Every change on this device was saved or is waiting to be sent.</p>`
     const nameOf = new Map(this.names.value.map((n) => [n.path, n.name]))
     const all = groups.flatMap((g) => g.ids)
+    const runsOf = new Map<string, number>()
+    for (const g of groups) runsOf.set(`${g.path}\n${g.field}`, (runsOf.get(`${g.path}\n${g.field}`) ?? 0) + 1)
     const copyAll = () => copy(groups.map((g) => `${this.path ? '' : `${nameOf.get(g.path) ?? g.path} · `}${g.field}:\n${refusedText(g)}`).join('\n\n'))
     return html`<div class="refused" role="alert" aria-label="Refused edits">
-      <strong>The server refused ${groups.length === 1 ? 'a change' : `changes to ${groups.length} fields`}; ${groups.length === 1 ? 'it was' : 'they were'} not saved. Copy what you need, then discard.</strong>
+      <strong>The server refused ${groups.length === 1 ? 'a change' : `${groups.length} changes`}; ${groups.length === 1 ? 'it was' : 'they were'} not saved. Copy what you need, then discard.</strong>
       ${groups.length > 1
         ? html`<div class="actions">
             <wa-button size="s" appearance="outlined" class="copy-all" @click=${copyAll}>Copy all</wa-button>
@@ -91,7 +109,7 @@ export class WeftRefusedList extends LitElement {
           </div>`
         : nothing}
       <ul>
-        ${groups.map((g) => this.renderGroup(g, nameOf))}
+        ${groups.map((g) => this.renderGroup(g, nameOf, runsOf.get(`${g.path}\n${g.field}`) ?? 1))}
       </ul>
     </div>`
   }

@@ -27,6 +27,12 @@ export interface LocalQuery {
  * random one (uuidv4 over crypto) is most of what constructing a Y.Doc costs — ~0.1 ms, which
  * decides how fast a thousand nodes open.
  */
+/**
+ * The meta key marking a node whose doc must be rebuilt from the server's state on its next join
+ * (a refusal's structs must leave it): kept across reloads.
+ */
+export const rebuildKey = (path: string): string => `rebuild:${path}`
+
 export function newNodeDoc(path: string): Y.Doc {
   return new Y.Doc({ guid: path })
 }
@@ -350,12 +356,43 @@ export class NodeStore {
     })
   }
 
-  /** Discards several refused entries at once (a field's whole group, or every group). */
-  async discardMany(ids: readonly number[]): Promise<void> {
-    await this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
+  /**
+   * Discards several refused entries at once (a field's whole group, or every group). [WEB81] Each
+   * node they were of is marked to be rebuilt from the server's state (rebuildKey): a refused
+   * edit's structs may still be in the doc on this device (a room denied keeps them), and after a
+   * discard the doc must not show them as if saved. Returns those nodes' paths.
+   */
+  async discardMany(ids: readonly number[]): Promise<string[]> {
+    return this.db.transaction('rw', this.db.outbox, this.db.nodes, this.db.meta, async () => {
       const rows = (await this.db.outbox.bulkGet(ids as number[])).filter((r): r is OutboxRow => !!r && r.status === 'refused')
       await this.db.outbox.bulkDelete(rows.map((r) => r.id!))
-      for (const path of new Set(rows.map((r) => r.path))) await this.refreshCounts(path)
+      const paths = [...new Set(rows.map((r) => r.path))]
+      for (const path of paths) {
+        await this.refreshCounts(path)
+        await this.db.meta.put({ key: rebuildKey(path), value: 1 })
+      }
+      return paths
+    })
+  }
+
+  /**
+   * [WEB82] Refused entries sent again (the role may write again): pending once more, their bytes
+   * marked refused so they are replayed, as a replayable refusal's are, on a doc rebuilt from the
+   * server's state (rebuildKey); a refusal now is their cause again. Returns those nodes' paths.
+   */
+  async retryRefused(ids: readonly number[]): Promise<string[]> {
+    return this.db.transaction('rw', this.db.outbox, this.db.nodes, this.db.meta, async () => {
+      const rows = (await this.db.outbox.bulkGet(ids as number[])).filter((r): r is OutboxRow => !!r && r.status === 'refused')
+      for (const r of rows) {
+        const { code: _code, message: _message, ...rest } = r
+        await this.db.outbox.put({ ...rest, status: 'pending', replays: 0, bytesRefused: true })
+      }
+      const paths = [...new Set(rows.map((r) => r.path))]
+      for (const path of paths) {
+        await this.refreshCounts(path)
+        await this.db.meta.put({ key: rebuildKey(path), value: 1 })
+      }
+      return paths
     })
   }
 

@@ -1,14 +1,23 @@
+import type * as Y from 'yjs'
 import type { JsonValue } from '../../shared/json.js'
+import { CONTENT_MAP } from '../../shared/merge-patch.js'
+import { baseText } from '../sync/text-rebase.js'
 import type { OutboxRow } from './db.js'
 
 /**
- * Refused edits as a person thinks of them: one entry per node and field, holding the field as
- * the last refused edit left it (13 refused keystrokes of offline typing are one entry with the
- * final text, not 13). The ids are every outbox entry that touched the field: discarding the
- * entry discards them all.
+ * Refused edits as a person thinks of them: one entry per run of edits of a node's field, holding
+ * the field as the last refused edit of the run left it (13 refused keystrokes of offline typing
+ * are one entry with the final text, not 13). The ids are every outbox entry of the run:
+ * discarding the entry discards them all.
+ *
+ * [WEB80] A run ends where an edit did not build on the one before: a text edit whose field, as
+ * it found it (`base`), no longer held the run's text (the doc was rebuilt from the server's
+ * state between, e.g. after the first refusal, and the person typed again). Its text is a new
+ * entry: a later refusal never hides an earlier refused text. Edits without a base (a value
+ * replaced whole, entries stored before [WEB53]) carry on the run, as they always did.
  */
 export interface RefusedGroup {
-  /** `path` and `field`, one key. */
+  /** `path`, `field` and the run's first entry id: one key. */
   key: string
   path: string
   field: string
@@ -20,20 +29,46 @@ export interface RefusedGroup {
   message: string | null
   /** When the last of them was made. */
   at: string
+  /**
+   * [WEB83] The edits could not be applied (`invalid_update`) and the field is gone from the node
+   * as this device last had it from the server: someone removed it meanwhile.
+   */
+  fieldRemoved?: boolean
+}
+
+/** True when every character of `text` is in `within`, in order (others may have typed between). */
+function heldIn(text: string, within: string): boolean {
+  if (text.length > within.length) return false
+  let j = 0
+  for (let i = 0; i < within.length && j < text.length; i++) if (within[i] === text[j]) j++
+  return j === text.length
+}
+
+/** [WEB80] Whether `row`'s edit of `field` built on `previous` (the run's text so far). */
+function buildsOn(row: OutboxRow, field: string, previous: JsonValue | null): boolean {
+  const b = row.base?.[field]
+  const value = (row.patch as Record<string, JsonValue> | undefined)?.[field]
+  if (!b || typeof value !== 'string') return true
+  const found = baseText(value, b)
+  if (found === null) return true
+  return typeof previous === 'string' && heldIn(previous, found)
 }
 
 export function groupRefused(rows: readonly OutboxRow[]): RefusedGroup[] {
-  const groups = new Map<string, RefusedGroup & { causeFound: boolean }>()
+  const groups: (RefusedGroup & { causeFound: boolean })[] = []
+  /** The current run of each `path` and `field`. */
+  const runs = new Map<string, RefusedGroup & { causeFound: boolean }>()
   const ordered = [...rows].filter((r) => r.status === 'refused' && r.id !== undefined).sort((a, b) => a.id! - b.id!)
   for (const row of ordered) {
     const patch = row.patch && typeof row.patch === 'object' && !Array.isArray(row.patch) ? row.patch : {}
     const fields = Object.keys(patch)
     for (const field of fields.length ? fields : ['']) {
-      const key = `${row.path}\n${field}`
-      let g = groups.get(key)
-      if (!g) {
-        g = { key, path: row.path, field, value: null, ids: [], code: null, message: null, at: row.at, causeFound: false }
-        groups.set(key, g)
+      const runKey = `${row.path}\n${field}`
+      let g = runs.get(runKey)
+      if (!g || (field && !buildsOn(row, field, g.value))) {
+        g = { key: `${runKey}\n${row.id}`, path: row.path, field, value: null, ids: [], code: null, message: null, at: row.at, causeFound: false }
+        runs.set(runKey, g)
+        groups.push(g)
       }
       g.value = field ? ((patch as Record<string, JsonValue>)[field] ?? null) : null
       g.ids.push(row.id!)
@@ -54,7 +89,7 @@ export function groupRefused(rows: readonly OutboxRow[]): RefusedGroup[] {
   for (const row of ordered) {
     if (row.code && row.code !== 'invalid_update' && !causeOf.has(row.path)) causeOf.set(row.path, { code: row.code, message: row.message ?? null })
   }
-  return [...groups.values()].map(({ causeFound, ...g }) => {
+  return groups.map(({ causeFound, ...g }) => {
     const cause = causeFound ? null : causeOf.get(g.path)
     return cause ? { ...g, code: cause.code, message: cause.message } : g
   })
@@ -63,4 +98,23 @@ export function groupRefused(rows: readonly OutboxRow[]): RefusedGroup[] {
 /** What Copy puts on the clipboard: the text itself for a text field, JSON otherwise. */
 export function refusedText(g: RefusedGroup): string {
   return typeof g.value === 'string' ? g.value : JSON.stringify(g.value, null, 2)
+}
+
+/**
+ * [WEB83] Marks the groups whose edits the server could not apply (`invalid_update`: after the
+ * replay on a rebuilt doc, [WEB53]) to a field the node no longer has on this device (rebuilt from
+ * the server's state): someone removed the field meanwhile. The server says so only in words for
+ * developers ("writes into a deleted type", "refers to content the server has garbage-collected"),
+ * and the error codes are a public contract, so this device reads it from the node itself.
+ */
+export async function markRemovedFields(groups: RefusedGroup[], loadDoc: (path: string) => Promise<Y.Doc>): Promise<RefusedGroup[]> {
+  const docs = new Map<string, Promise<Y.Doc>>()
+  return Promise.all(
+    groups.map(async (g) => {
+      if (g.code !== 'invalid_update' || !g.field) return g
+      let doc = docs.get(g.path)
+      if (!doc) docs.set(g.path, (doc = loadDoc(g.path)))
+      return (await doc).getMap(CONTENT_MAP).has(g.field) ? g : { ...g, fieldRemoved: true }
+    }),
+  )
 }

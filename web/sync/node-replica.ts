@@ -13,7 +13,7 @@ import { baseText, mergeTextEdits, rebaseTextEdit, textBaseOf, type TextSplice }
 import { MuxType, YMessage, type MuxFrame } from '../../shared/protocol.js'
 import { permissionsFromMask, type PermissionSet } from '../../shared/access-policy.js'
 import type { JsonObject } from '../../shared/json.js'
-import { liveStoreQuery, newNodeDoc, type IndexRow, type NodeStore } from '../store/index.js'
+import { liveStoreQuery, newNodeDoc, rebuildKey, type IndexRow, type NodeStore } from '../store/index.js'
 import { isFinalCloseCode, type MuxConnection, type RoomHandler } from './mux-connection.js'
 import { background } from './background.js'
 import { colorsToAvoid, presenceColor } from './presence-color.js'
@@ -105,7 +105,7 @@ function tooLargeError(size: number, limit: number): WeftError {
 
 type Step2Tag = 'normal' | 'rebuild'
 
-const REBUILD_KEY = (path: string) => `rebuild:${path}`
+const REBUILD_KEY = rebuildKey
 
 /**
  * One node, kept in sync over the shared socket. The doc is the server's state plus the
@@ -569,8 +569,10 @@ export class NodeReplica implements RoomHandler {
       return
     }
     // The room was refused for good: this edit can never be sent; say so rather than leave it pending.
-    if (denied) await this.deps.store.refuse(id, denied.code, denied.message)
-    else if (this.mayNotWrite) await this.refuseUnwritable()
+    if (denied) {
+      await this.deps.store.refuse(id, denied.code, denied.message)
+      await this.markForRebuild()
+    } else if (this.mayNotWrite) await this.refuseUnwritable()
     else if (this.canSend()) this.sendEntry(id, update)
   }
 
@@ -743,7 +745,12 @@ export class NodeReplica implements RoomHandler {
     }
     this.setState({ joined: false, denied: { closeCode, code, message } })
     this.syncing = false
-    background(this.deps.store.refuseAllPending(this.path, code, message).then(() => this.deps.onIdle(this.path)))
+    background(this.deps.store.refuseAllPending(this.path, code, message).then(async (n) => {
+      // [WEB81] The refused edits' structs are in the doc: rebuilt from the server's state when
+      // the room is joined again (access given back), never shown as if saved.
+      if (n > 0) await this.markForRebuild()
+      this.deps.onIdle(this.path)
+    }))
     // [TOMB1] Moved away (a trash is a move) leaves the path free too: a node made there later is joined.
     if (code === 'not_found' || code === 'moved') this.awaitCreation()
   }
@@ -925,6 +932,35 @@ export class NodeReplica implements RoomHandler {
       default:
         console.warn(`[weft] unknown sync message ${syncType} on ${this.path}`)
     }
+  }
+
+  /** [WEB81] The doc is rebuilt from the server's state at the next join (now, if joined). */
+  private async markForRebuild(): Promise<void> {
+    await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
+    this.rebuildFromServer()
+  }
+
+  /**
+   * [WEB81] [WEB82] This node's refused entries were discarded or given back to the outbox (the
+   * store marked the node, rebuildKey): the doc becomes the server's state with the pending
+   * entries replayed on it, now if the room is joined, else at its next join.
+   */
+  rebuildFromServer(): void {
+    if (this.disposed) return
+    this.needsRebuild = true
+    this.startRebuild()
+  }
+
+  /**
+   * [WEB82] Entries of a room denied for good were given back to the outbox (Try again): access may
+   * have come back since, so the room is joined again; denied again, they are refused again.
+   */
+  rejoinIfDenied(): void {
+    if (this.disposed || !this.state$.value.denied) return
+    this.creationWait?.unsubscribe()
+    this.creationWait = null
+    this.setState({ denied: null })
+    this.startSync()
   }
 
   private async onRefused(seq: number, code: string, message: string): Promise<void> {

@@ -373,7 +373,32 @@ export class SyncClient {
   }
 
   async discardRefused(id: number): Promise<void> {
-    await this.store.discard(id)
+    await this.discardRefusedMany([id])
+  }
+
+  /**
+   * [WEB81] Discards refused entries (a group, or all): each node's copy on this device becomes
+   * the server's again (an open replica is rebuilt now, any other at its next open), so the
+   * discarded text is no longer shown as if saved.
+   */
+  async discardRefusedMany(ids: readonly number[]): Promise<void> {
+    for (const path of await this.store.discardMany(ids)) this.replicas.get(path)?.replica.rebuildFromServer()
+  }
+
+  /**
+   * [WEB82] Sends refused entries again (the role may write again): pending once more, replayed on
+   * the node's doc rebuilt from the server's state. The replica is held until they settle.
+   */
+  async retryRefused(ids: readonly number[]): Promise<void> {
+    for (const path of await this.store.retryRefused(ids)) {
+      const held = this.replicas.get(path)
+      if (!held) {
+        this.hold(path, 0)
+        continue
+      }
+      held.replica.rebuildFromServer()
+      held.replica.rejoinIfDenied()
+    }
   }
 
   /**

@@ -1,0 +1,91 @@
+// @vitest-environment node
+import 'fake-indexeddb/auto'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { WebSocket as WsWebSocket } from 'ws'
+import { firstValueFrom, filter } from 'rxjs'
+import { api, createDocument, createSpace, grantRole, signup, startTestServer, waitFor, type TestServer } from '../helpers/index.js'
+import { SyncClient, type Session, type SyncStatus } from '../../web/sync/index.js'
+import { groupRefused, markRemovedFields } from '../../web/store/index.js'
+
+/**
+ * [WEB83] An offline edit of a field someone removed meanwhile, against a real server (the web
+ * sync client in Node: fake-indexeddb, `ws`).
+ */
+let ts: TestServer
+const clients: SyncClient[] = []
+let dbCounter = 0
+
+beforeAll(async () => {
+  ts = await startTestServer()
+})
+afterAll(() => ts.cleanup())
+afterEach(() => {
+  for (const c of clients.splice(0)) c.stop()
+})
+
+async function client(session: Session): Promise<SyncClient> {
+  const c = new SyncClient({ session, baseUrl: ts.url, dbName: `web-refused-removed-${++dbCounter}`, WebSocketImpl: WsWebSocket as unknown as typeof WebSocket })
+  clients.push(c)
+  await c.start()
+  return c
+}
+
+async function user(name: string): Promise<Session> {
+  const u = await signup(ts.url, undefined, undefined, name)
+  return { userId: u.userId, token: u.token, name }
+}
+
+const statusIs = (c: SyncClient, pred: (s: SyncStatus) => boolean) => firstValueFrom(c.status$.pipe(filter(pred)))
+
+describe('an offline edit of a field someone removed meanwhile', () => {
+  it('[WEB83] two tabs typed offline into a field Bob removed meanwhile: the refusal is read as the field removed, and Try again adds it back with the text', async () => {
+    const ann = await user('Ann')
+    const bob = await user('Bob')
+    const space = await createSpace(ts.url, ann.token)
+    await grantRole(ts.url, ann.token, space, bob.userId, 'Editor')
+    const path = await createDocument(ts.url, ann.token, `${space}/doc`, { Summary: 'base', Other: 'o' })
+    // Two tabs of Ann (one store), both offline, each typing into Summary (the tester's case).
+    const dbName = `web-refused-removed-tabs-${++dbCounter}`
+    const tab = async () => {
+      const c = new SyncClient({ session: ann, baseUrl: ts.url, dbName, WebSocketImpl: WsWebSocket as unknown as typeof WebSocket })
+      clients.push(c)
+      await c.start()
+      return c
+    }
+    const a = await tab()
+    const a2 = await tab()
+    const ra = a.acquire(path)
+    const ra2 = a2.acquire(path)
+    await Promise.all([ra.synced, ra2.synced])
+    await waitFor(() => ra.textOf('Summary') !== null && ra2.textOf('Summary') !== null, 5000)
+    a.conn.stop()
+    a2.conn.stop()
+    let value = 'base'
+    for (const ch of ' ann') await a.patch(path, { Summary: (value += ch) })
+    await waitFor(() => ra2.content.Summary === value, 5000)
+    for (const ch of ' tab2') await a2.patch(path, { Summary: (value += ch) })
+    await waitFor(() => ra.content.Summary === value, 5000)
+    const b = await client(bob)
+    const rb = b.acquire(path)
+    await rb.synced
+    await b.patch(path, { Summary: null })
+    await statusIs(b, (s) => s.kind === 'saved' && s.pending === 0)
+    a.conn.start()
+    a2.conn.start()
+    await waitFor(async () => {
+      const rows = await a.store.outboxFor(path)
+      return rows.length > 0 && rows.every((r) => r.status === 'refused')
+    }, 10_000)
+    await waitFor(() => !ra.state$.value.rebuilding && !ra2.state$.value.rebuilding && !('Summary' in ra.content), 10_000)
+    await statusIs(a, (s) => s.kind === 'saved' && s.pending === 0)
+    const groups = await markRemovedFields(groupRefused(await a.store.refusedRows()), (p) => a.store.loadDoc(p))
+    expect(groups.map((g) => [g.field, g.value, g.code, g.fieldRemoved])).toEqual([['Summary', 'base ann tab2', 'invalid_update', true]])
+    // A field the node still has is not said to be removed.
+    const other = await markRemovedFields([{ ...groups[0]!, field: 'Other', fieldRemoved: undefined }], (p) => a.store.loadDoc(p))
+    expect(other[0]!.fieldRemoved).toBeUndefined()
+    // What the words offer works: Try again adds the field back with Ann's text.
+    await a.retryRefused(groups[0]!.ids)
+    await statusIs(a, (s) => s.kind === 'saved' && s.pending === 0 && s.refused === 0)
+    expect((await api(ts.url, ann.token).getNode(path)).body.content).toEqual({ Other: 'o', Summary: 'base ann tab2' })
+  })
+})
