@@ -79,6 +79,41 @@ export function inviteStatusWord(status: string): string {
   }
 }
 
+/** `POST /api/spaces/{space}/invites`' answer ([ACC40]: `change` and `role` for someone with an account). */
+interface InviteAnswer {
+  status: string
+  email: string
+  change?: 'granted' | 'same_role' | 'higher_role' | 'self'
+  role?: string | null
+}
+
+/**
+ * [ACC40] What an invite did, truthfully: it said "access granted" when nothing changed (the
+ * person already held the role, or a higher one, which an invite never lowers) and when the
+ * address was the caller's own.
+ */
+export function inviteNotice(r: InviteAnswer, asked: string): string {
+  if (r.status !== 'Granted') return `Invited ${r.email}: access lands when they sign up.`
+  switch (r.change) {
+    case 'self':
+      return `${r.email} is you: nothing changed.`
+    case 'same_role':
+      return `${r.email} is already ${article(asked)} here: nothing changed.`
+    case 'higher_role':
+      return `${r.email} already has a higher role here (${r.role ?? 'unknown'}), which an invite never lowers: unchanged. Change it in the Members list.`
+    case 'granted':
+      return `${r.email} already has an account: they are now ${article(r.role ?? asked)} here.`
+    case undefined:
+      return `${r.email} already has an account: access granted.`
+    default:
+      return r.change satisfies never
+  }
+}
+
+function article(role: string): string {
+  return /^[AEIOU]/.test(role) ? `an ${role}` : `a ${role}`
+}
+
 /** Loads members and invites of one space; polls while the host is connected. */
 export class MembersController implements ReactiveController {
   members: MemberRow[] = []
@@ -178,12 +213,9 @@ export class WeftMembersPanel extends LitElement {
     if (!email) return
     this.busy = true
     try {
-      const r = await invitesApi<{ status: string; email: string }>('POST', `/api/spaces/${encodePath(this.path)}/invites`, {
-        email,
-        role: String(fd.get('role') ?? DEFAULT_INVITE_ROLE),
-        pin: fd.get('pin') === 'on',
-      })
-      this.notice = r.status === 'Granted' ? `${r.email} already has an account: access granted.` : `Invited ${r.email}: access lands when they sign up.`
+      const role = String(fd.get('role') ?? DEFAULT_INVITE_ROLE)
+      const r = await invitesApi<InviteAnswer>('POST', `/api/spaces/${encodePath(this.path)}/invites`, { email, role, pin: fd.get('pin') === 'on' })
+      this.notice = inviteNotice(r, role)
       form.reset()
     } catch (err) {
       this.notice = ''
