@@ -100,7 +100,7 @@ export function inviteNotice(r: InviteAnswer, asked: string): string {
     case 'same_role':
       return `${r.email} is already ${article(asked)} here: nothing changed.`
     case 'higher_role':
-      return `${r.email} already has a higher role here (${r.role ?? 'unknown'}), which an invite never lowers: unchanged. Change it in the Members list.`
+      return `${r.email} already has a higher role here (${r.role ?? 'unknown'}), which an invite never lowers: unchanged. To lower it, choose their role in the Members list.`
     case 'granted':
       return `${r.email} already has an account: they are now ${article(r.role ?? asked)} here.`
     case undefined:
@@ -164,11 +164,18 @@ export class MembersController implements ReactiveController {
   }
 }
 
+/** `{scope}/_Access/{label}`: the assignment of a subject on a scope ([ACC0]: a group path's `/` is written `.`). */
+function assignmentPathOf(scope: string, subject: string): string {
+  return `${scope}/_Access/${subject.replaceAll('/', '.')}_Access`
+}
+
 export class WeftMembersPanel extends LitElement {
-  static override properties = { path: {}, notice: { state: true }, busy: { state: true } }
+  static override properties = { path: {}, notice: { state: true }, busy: { state: true }, removing: { state: true } }
   declare path: string
   declare notice: string
   declare busy: boolean
+  /** [WEB87] The member whose removal waits for its confirmation. */
+  declare removing: string | null
   private readonly data = new MembersController(this)
   /** [WEB15] Inviting and revoking are the space Admins' (ManageAccess): others are not offered them. */
   private readonly access = new ObservableController<ReplicaState>(this)
@@ -191,6 +198,17 @@ export class WeftMembersPanel extends LitElement {
     .error { color: #a00; }
     .notice { color: #235; }
     .muted { color: #666; font-size: 0.9em; }
+    .confirm { display: inline-flex; flex-wrap: wrap; gap: 0.4em; align-items: center; }
+    td select { max-width: 100%; }
+    td { overflow-wrap: anywhere; }
+    /* [WEB87] At a phone's width each member is a block (name, role, controls): three columns with an address ran off the screen. */
+    @media (max-width: 600px) {
+      table.members thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); }
+      table.members, table.members tbody, table.members tr, table.members td { display: block; }
+      table.members tr { padding: 0.4em 0; border-bottom: 1px solid #e4e4e4; }
+      table.members td { border: 0; padding: 0.15em 0; }
+    }
+    .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; }
   `
 
   constructor() {
@@ -198,6 +216,7 @@ export class WeftMembersPanel extends LitElement {
     this.path = ''
     this.notice = ''
     this.busy = false
+    this.removing = null
   }
 
   override willUpdate() {
@@ -226,6 +245,65 @@ export class WeftMembersPanel extends LitElement {
     }
   }
 
+  /**
+   * [WEB87] A member's role, changed by an Admin: a patch of their assignment over the nodes API,
+   * which checks ManageAccess and keeps the space's last Admin ([ACC40]'s invite never lowers a role).
+   */
+  private async setRole(m: MemberRow, role: string) {
+    const who = m.name ?? m.email ?? m.subject
+    this.busy = true
+    try {
+      await app().client.api.patchNode(assignmentPathOf(this.path, m.subject), { Role: role })
+      this.notice = `${who} is now ${role === 'Admin' || role === 'Editor' ? 'an' : 'a'} ${role} here.`
+      this.data.error = null
+    } catch (err) {
+      this.notice = ''
+      this.data.error = `${who} keeps the role ${m.role}: ${humanError(err)}`
+    } finally {
+      this.busy = false
+      await this.data.refresh()
+    }
+  }
+
+  /** [WEB87] Takes a member's access to the space away (deletes their assignment; the server keeps the last Admin). */
+  private async removeMember(m: MemberRow) {
+    const who = m.name ?? m.email ?? m.subject
+    this.removing = null
+    this.busy = true
+    try {
+      await app().client.api.deleteNode(assignmentPathOf(this.path, m.subject))
+      this.notice = `${who} no longer has access here.`
+      this.data.error = null
+    } catch (err) {
+      this.notice = ''
+      this.data.error = `${who} was not removed: ${humanError(err)}`
+    } finally {
+      this.busy = false
+      await this.data.refresh()
+    }
+  }
+
+  /** [WEB87] An Admin's controls on one member's row: the role, and Remove (confirmed in words). */
+  private renderMemberControls(m: MemberRow, onlyAdmin: boolean) {
+    const who = m.name ?? m.email ?? m.subject
+    if (onlyAdmin) return html`<span class="muted" data-only-admin>The only Admin: make someone else Admin first.</span>`
+    if (this.removing === m.subject) {
+      return html`<span class="confirm">Remove ${who}'s access?
+        <wa-button size="s" variant="danger" ?disabled=${this.busy} @click=${() => this.removeMember(m)}>Remove</wa-button>
+        <wa-button size="s" appearance="outlined" @click=${() => (this.removing = null)}>Keep</wa-button></span>`
+    }
+    return html`<wa-button size="s" appearance="outlined" ?disabled=${this.busy} @click=${() => (this.removing = m.subject)}>Remove<span class="visually-hidden"> ${who}</span></wa-button>`
+  }
+
+  private renderRole(m: MemberRow, canManage: boolean, onlyAdmin: boolean) {
+    if (m.denied) return 'Denied'
+    if (!canManage || onlyAdmin) return m.role
+    const who = m.name ?? m.email ?? m.subject
+    return html`<select aria-label=${`Role of ${who}`} ?disabled=${this.busy} @change=${(e: Event) => void this.setRole(m, (e.target as HTMLSelectElement).value)}>
+      ${ROLES.map((r) => html`<option value=${r} ?selected=${r === m.role}>${r}</option>`)}
+    </select>`
+  }
+
   private async revoke(id: string) {
     try {
       await invitesApi('DELETE', `/api/spaces/${encodePath(this.path)}/invites/${encodeURIComponent(id)}`)
@@ -239,16 +317,20 @@ export class WeftMembersPanel extends LitElement {
   override render() {
     const d = this.data
     const canManage = this.access.value?.permissions?.has('ManageAccess') === true
+    // [WEB87] The server keeps one Admin (last_admin): the only one is offered no way to go.
+    const admins = d.members.filter((m) => m.role === 'Admin' && !m.denied).length
+    const isOnlyAdmin = (m: MemberRow) => m.role === 'Admin' && !m.denied && admins === 1
     return html`
       <h2>Members</h2>
       ${d.error ? html`<p class="error" role="alert">${d.error}</p>` : nothing}
       ${!d.loaded ? html`<p class="muted">Loading…</p>` : html`
-        <table aria-label="Members">
-          <thead><tr><th>Member</th><th>Role</th></tr></thead>
+        <table class="members" aria-label="Members">
+          <thead><tr><th>Member</th><th>Role</th>${canManage ? html`<th><span class="visually-hidden">Access</span></th>` : nothing}</tr></thead>
           <tbody>
             ${d.members.map((m) => html`<tr data-subject=${m.subject}>
               <td>${m.name ?? m.subject}${m.email ? html` <span class="muted">${m.email}</span>` : nothing}</td>
-              <td>${m.denied ? 'Denied' : m.role}</td>
+              <td>${this.renderRole(m, canManage, isOnlyAdmin(m))}</td>
+              ${canManage ? html`<td>${this.renderMemberControls(m, isOnlyAdmin(m))}</td>` : nothing}
             </tr>`)}
           </tbody>
         </table>`}
