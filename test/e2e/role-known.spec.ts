@@ -143,3 +143,14 @@ for (const width of [1280, 390]) {
     await e.context.close()
   })
 }
+
+test('[WEB88] a group\'s "Invite by email" is offered to its Admins only, not to a Viewer beside them', async ({ browser }) => {
+  await putNode(server, ann, 'Lens/Team', 'Group', {}, 'Team')
+  const a = await openLoggedIn(browser, server, ann, 'Lens/Team')
+  const v = await openLoggedIn(browser, server, vic, 'Lens/Team')
+  await expect(nodePage(a.page).getByRole('button', { name: 'Invite by email' })).toBeVisible()
+  await expect(nodePage(v.page).locator('.readonly')).toHaveText('View only: your role can read this node but not change it.')
+  await expect(nodePage(v.page).getByRole('button', { name: 'Invite by email' })).toHaveCount(0)
+  await a.context.close()
+  await v.context.close()
+})

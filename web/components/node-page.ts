@@ -422,6 +422,8 @@ export class WeftNodePage extends LitElement {
         return html`<section><weft-members-panel path=${view.path}></weft-members-panel></section>
           <section><weft-activity-strip path=${view.path}></weft-activity-strip></section>`
       case 'Group':
+        // [WEB88] Inviting to a group is its Admins' (ManageAccess): it was offered to every reader.
+        if (!this.can('ManageAccess')) return nothing
         need('weft-group-invite-dialog')
         return html`<section><weft-group-invite-dialog path=${view.path}></weft-group-invite-dialog></section>`
       // Activities (issue 11): web/components/code-page.ts, activity-*.ts.
