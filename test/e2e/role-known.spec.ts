@@ -1,5 +1,5 @@
 import { expect, test, type Page } from '@playwright/test'
-import { adminAndViewerOn, api, field, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
+import { adminAndViewerOn, api, field, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, waitForServiceWorker, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * What a page offers when the room has not told the role (offline, a first visit) and once the
@@ -140,6 +140,14 @@ for (const width of [1280, 390]) {
     await expect(field(e.page, 'Caption')).toHaveAttribute('readonly', '')
     await expectNoEdits(e.page, name)
     await e.page.screenshot({ path: `test-results/web86-removed-reloaded-${width}.png` })
+
+    // Offline, the device remembers the access is gone: still read-only, said so.
+    await waitForServiceWorker(e.page)
+    await e.context.setOffline(true)
+    await e.page.reload()
+    await expect(nodePage(e.page).locator('.readonly')).toHaveText("You had no access here when last connected: this device's copy is shown read-only.")
+    await expect(field(e.page, 'Caption')).toHaveAttribute('readonly', '')
+    await expectNoEdits(e.page, name)
     await e.context.close()
   })
 }

@@ -205,6 +205,12 @@ export class WeftNodePage extends LitElement {
     return this.access.value?.permissions?.has(p) ?? false
   }
 
+  /** [WEB86] Offline after access was removed: what this device remembers is no access at all. */
+  private get accessLost(): boolean {
+    const a = this.access.value
+    return a?.known === 'remembered' && !a.permissions?.has('Read')
+  }
+
   /** [WEB85] The room has not told the role and this device remembers none for here or above. */
   private get roleUnknown(): boolean {
     return this.access.value?.known === 'unknown'
@@ -519,7 +525,7 @@ export class WeftNodePage extends LitElement {
         ? html`<p class="denied" role="alert" data-denied=${access.denied.code}>Access removed: ${humanMessage(access.denied.code, access.denied.message)} This device's copy is shown read-only.</p>`
         : nothing}
       ${!canUpdate && !access?.denied && view.nodeType !== 'ActivityLog' && view.nodeType !== 'Thread'
-        ? html`<p class="readonly" data-readonly=${this.roleUnknown ? 'role-unknown' : 'role'}>${this.roleUnknown ? ROLE_UNKNOWN_LINE : readOnlyLine(canCreate)}</p>`
+        ? html`<p class="readonly" data-readonly=${this.roleUnknown ? 'role-unknown' : this.accessLost ? 'access-lost' : 'role'}>${this.roleUnknown ? ROLE_UNKNOWN_LINE : this.accessLost ? ACCESS_LOST_LINE : readOnlyLine(canCreate)}</p>`
         : nothing}
       <weft-refused-list .path=${view.path}></weft-refused-list>
       ${this.pageError ? html`<p class="error" role="alert">${this.pageError}</p>` : nothing}
@@ -626,6 +632,9 @@ function readOnlyLine(canCreate: boolean): string {
  * has no role for, here or above): nothing is offered that the server may well refuse.
  */
 const ROLE_UNKNOWN_LINE = 'Your role here is not known yet: editing opens once connected.'
+
+/** [WEB86] Said when this device last heard that the person's access here was removed (offline since). */
+const ACCESS_LOST_LINE = 'You had no access here when last connected: this device\'s copy is shown read-only.'
 
 /** What a node made here starts with: a Code node its template [WEB19], a thread the built-in agent [WEB37]. */
 function initialContent(nodeType: string, parent: string): JsonObject {
