@@ -15,7 +15,7 @@ import { CapabilitiesController } from '../controllers/capabilities-controller.j
 import { app } from '../app-context.js'
 import type { IndexRow } from '../store/index.js'
 import type { AccessState, NodeView } from '../streams/index.js'
-import type { PresenceUser } from '../sync/index.js'
+import type { PresenceUser, SyncStatus } from '../sync/index.js'
 import { nextFreeName, segmentForName } from './names.js'
 import { contextualHref, HOME_HREF, nodeHref } from './route.js'
 import { codeOf, humanError, humanMessage, unstorableProblem, type FieldProblem } from './error-text.js'
@@ -102,6 +102,8 @@ export class WeftNodePage extends LitElement {
   private readonly node = new ObservableController<NodeView | null>(this)
   private readonly presence = new ObservableController<PresenceUser[]>(this)
   private readonly access = new ObservableController<AccessState>(this)
+  /** [WEB85] Whether the device is connecting (the role comes in a moment) or cut off (said). */
+  private readonly status = new ObservableController<SyncStatus>(this)
   private readonly childList = new ObservableController<IndexRow[]>(this)
   /** The names of the page's ancestors (the breadcrumb: names, never paths). */
   private readonly crumbs = new NamesController(this)
@@ -184,6 +186,7 @@ export class WeftNodePage extends LitElement {
     this.node.watch(path, () => streams.node$(path))
     this.presence.watch(path, () => streams.presence$(path))
     this.access.watch(path, () => streams.access$(path))
+    this.status.watch('status', () => streams.status$)
     this.childList.watch(path, () => streams.query$({ parent: path, listedOnly: true, limit: CHILD_LIMIT }))
     this.crumbs.watch(ancestorsOf(path))
     this.selfName.watch([path], true)
@@ -203,6 +206,16 @@ export class WeftNodePage extends LitElement {
    */
   private can(p: Permission): boolean {
     return this.access.value?.permissions?.has(p) ?? false
+  }
+
+  /**
+   * [WEB85] The role is unknown but the room is about to tell it (online, connected or connecting):
+   * nothing is said for that moment (a first visit flashed "not known yet"); offline or with the
+   * server unreachable it is said.
+   */
+  private get roleComing(): boolean {
+    const kind = this.status.value?.kind
+    return this.roleUnknown && kind !== 'offline' && kind !== 'unreachable' && kind !== 'final'
   }
 
   /** [WEB86] Offline after access was removed: what this device remembers is no access at all. */
@@ -524,7 +537,7 @@ export class WeftNodePage extends LitElement {
       ${access?.denied
         ? html`<p class="denied" role="alert" data-denied=${access.denied.code}>Access removed: ${humanMessage(access.denied.code, access.denied.message)} This device's copy is shown read-only.</p>`
         : nothing}
-      ${!canUpdate && !access?.denied && view.nodeType !== 'ActivityLog' && view.nodeType !== 'Thread'
+      ${!canUpdate && !access?.denied && !this.roleComing && view.nodeType !== 'ActivityLog' && view.nodeType !== 'Thread'
         ? html`<p class="readonly" data-readonly=${this.roleUnknown ? 'role-unknown' : this.accessLost ? 'access-lost' : 'role'}>${this.roleUnknown ? ROLE_UNKNOWN_LINE : this.accessLost ? ACCESS_LOST_LINE : readOnlyLine(canCreate)}</p>`
         : nothing}
       <weft-refused-list .path=${view.path}></weft-refused-list>
