@@ -86,6 +86,23 @@ describe('[SUB-INV] space and group invites', () => {
     expect(await sub(spaceInviteSubscriptionId(existing.email, space))).toBeNull()
   })
 
+  it('[ACC40] an invite of someone with an account says what it did to their role: granted, already held, a higher role kept, or the caller', async () => {
+    const bob = await signup(ts.url)
+    const first = await invite(admin.token, space, { email: bob.email, role: 'Editor', pin: false })
+    expect(first.body).toMatchObject({ status: 'Granted', userId: bob.userId, change: 'granted', role: 'Editor' })
+    const again = await invite(admin.token, space, { email: bob.email, role: 'Editor', pin: false })
+    expect(again.body).toMatchObject({ change: 'same_role', role: 'Editor' })
+    // An invite never lowers a role: Bob stays Editor, and the answer says so.
+    const lower = await invite(admin.token, space, { email: bob.email, role: 'Viewer', pin: false })
+    expect(lower.body).toMatchObject({ status: 'Granted', change: 'higher_role', role: 'Editor' })
+    expect((await node(`${space}/_Access/${bob.userId}_Access`))?.content).toMatchObject({ Role: 'Editor' })
+    const higher = await invite(admin.token, space, { email: bob.email, role: 'Admin', pin: false })
+    expect(higher.body).toMatchObject({ change: 'granted', role: 'Admin' })
+    const self = await invite(admin.token, space, { email: admin.email, role: 'Viewer', pin: false })
+    expect(self.body).toMatchObject({ status: 'Granted', userId: admin.userId, change: 'self' })
+    expect((await node(`${space}/_Access/${admin.userId}_Access`))?.content).toMatchObject({ Role: 'Admin' })
+  })
+
   it('[SUB-INV3] a re-invite upserts the same subscription (and revives a cancelled one)', async () => {
     const email = uniqueEmail('again')
     const a = await invite(admin.token, space, { email, role: 'Viewer' })

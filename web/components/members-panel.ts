@@ -79,6 +79,41 @@ export function inviteStatusWord(status: string): string {
   }
 }
 
+/** `POST /api/spaces/{space}/invites`' answer ([ACC40]: `change` and `role` for someone with an account). */
+interface InviteAnswer {
+  status: string
+  email: string
+  change?: 'granted' | 'same_role' | 'higher_role' | 'self'
+  role?: string | null
+}
+
+/**
+ * [ACC40] What an invite did, truthfully: it said "access granted" when nothing changed (the
+ * person already held the role, or a higher one, which an invite never lowers) and when the
+ * address was the caller's own.
+ */
+export function inviteNotice(r: InviteAnswer, asked: string): string {
+  if (r.status !== 'Granted') return `Invited ${r.email}: access lands when they sign up.`
+  switch (r.change) {
+    case 'self':
+      return `${r.email} is you: nothing changed.`
+    case 'same_role':
+      return `${r.email} is already ${article(asked)} here: nothing changed.`
+    case 'higher_role':
+      return `${r.email} already has a higher role here (${r.role ?? 'unknown'}), which an invite never lowers: unchanged. To lower it, choose their role in the Members list.`
+    case 'granted':
+      return `${r.email} already has an account: they are now ${article(r.role ?? asked)} here.`
+    case undefined:
+      return `${r.email} already has an account: access granted.`
+    default:
+      return r.change satisfies never
+  }
+}
+
+function article(role: string): string {
+  return /^[AEIOU]/.test(role) ? `an ${role}` : `a ${role}`
+}
+
 /** Loads members and invites of one space; polls while the host is connected. */
 export class MembersController implements ReactiveController {
   members: MemberRow[] = []
@@ -129,11 +164,18 @@ export class MembersController implements ReactiveController {
   }
 }
 
+/** `{scope}/_Access/{label}`: the assignment of a subject on a scope ([ACC0]: a group path's `/` is written `.`). */
+function assignmentPathOf(scope: string, subject: string): string {
+  return `${scope}/_Access/${subject.replaceAll('/', '.')}_Access`
+}
+
 export class WeftMembersPanel extends LitElement {
-  static override properties = { path: {}, notice: { state: true }, busy: { state: true } }
+  static override properties = { path: {}, notice: { state: true }, busy: { state: true }, removing: { state: true } }
   declare path: string
   declare notice: string
   declare busy: boolean
+  /** [WEB87] The member whose removal waits for its confirmation. */
+  declare removing: string | null
   private readonly data = new MembersController(this)
   /** [WEB15] Inviting and revoking are the space Admins' (ManageAccess): others are not offered them. */
   private readonly access = new ObservableController<ReplicaState>(this)
@@ -156,6 +198,17 @@ export class WeftMembersPanel extends LitElement {
     .error { color: #a00; }
     .notice { color: #235; }
     .muted { color: #666; font-size: 0.9em; }
+    .confirm { display: inline-flex; flex-wrap: wrap; gap: 0.4em; align-items: center; }
+    td select { max-width: 100%; }
+    td { overflow-wrap: anywhere; }
+    /* [WEB87] At a phone's width each member is a block (name, role, controls): three columns with an address ran off the screen. */
+    @media (max-width: 600px) {
+      table.members thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); }
+      table.members, table.members tbody, table.members tr, table.members td { display: block; }
+      table.members tr { padding: 0.4em 0; border-bottom: 1px solid #e4e4e4; }
+      table.members td { border: 0; padding: 0.15em 0; }
+    }
+    .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; }
   `
 
   constructor() {
@@ -163,6 +216,7 @@ export class WeftMembersPanel extends LitElement {
     this.path = ''
     this.notice = ''
     this.busy = false
+    this.removing = null
   }
 
   override willUpdate() {
@@ -178,12 +232,9 @@ export class WeftMembersPanel extends LitElement {
     if (!email) return
     this.busy = true
     try {
-      const r = await invitesApi<{ status: string; email: string }>('POST', `/api/spaces/${encodePath(this.path)}/invites`, {
-        email,
-        role: String(fd.get('role') ?? DEFAULT_INVITE_ROLE),
-        pin: fd.get('pin') === 'on',
-      })
-      this.notice = r.status === 'Granted' ? `${r.email} already has an account: access granted.` : `Invited ${r.email}: access lands when they sign up.`
+      const role = String(fd.get('role') ?? DEFAULT_INVITE_ROLE)
+      const r = await invitesApi<InviteAnswer>('POST', `/api/spaces/${encodePath(this.path)}/invites`, { email, role, pin: fd.get('pin') === 'on' })
+      this.notice = inviteNotice(r, role)
       form.reset()
     } catch (err) {
       this.notice = ''
@@ -192,6 +243,65 @@ export class WeftMembersPanel extends LitElement {
       this.busy = false
       await this.data.refresh()
     }
+  }
+
+  /**
+   * [WEB87] A member's role, changed by an Admin: a patch of their assignment over the nodes API,
+   * which checks ManageAccess and keeps the space's last Admin ([ACC40]'s invite never lowers a role).
+   */
+  private async setRole(m: MemberRow, role: string) {
+    const who = m.name ?? m.email ?? m.subject
+    this.busy = true
+    try {
+      await app().client.api.patchNode(assignmentPathOf(this.path, m.subject), { Role: role })
+      this.notice = `${who} is now ${role === 'Admin' || role === 'Editor' ? 'an' : 'a'} ${role} here.`
+      this.data.error = null
+    } catch (err) {
+      this.notice = ''
+      this.data.error = `${who} keeps the role ${m.role}: ${humanError(err)}`
+    } finally {
+      this.busy = false
+      await this.data.refresh()
+    }
+  }
+
+  /** [WEB87] Takes a member's access to the space away (deletes their assignment; the server keeps the last Admin). */
+  private async removeMember(m: MemberRow) {
+    const who = m.name ?? m.email ?? m.subject
+    this.removing = null
+    this.busy = true
+    try {
+      await app().client.api.deleteNode(assignmentPathOf(this.path, m.subject))
+      this.notice = `${who} no longer has access here.`
+      this.data.error = null
+    } catch (err) {
+      this.notice = ''
+      this.data.error = `${who} was not removed: ${humanError(err)}`
+    } finally {
+      this.busy = false
+      await this.data.refresh()
+    }
+  }
+
+  /** [WEB87] An Admin's controls on one member's row: the role, and Remove (confirmed in words). */
+  private renderMemberControls(m: MemberRow, onlyAdmin: boolean) {
+    const who = m.name ?? m.email ?? m.subject
+    if (onlyAdmin) return html`<span class="muted" data-only-admin>The only Admin: make someone else Admin first.</span>`
+    if (this.removing === m.subject) {
+      return html`<span class="confirm">Remove ${who}'s access?
+        <wa-button size="s" variant="danger" ?disabled=${this.busy} @click=${() => this.removeMember(m)}>Remove</wa-button>
+        <wa-button size="s" appearance="outlined" @click=${() => (this.removing = null)}>Keep</wa-button></span>`
+    }
+    return html`<wa-button size="s" appearance="outlined" ?disabled=${this.busy} @click=${() => (this.removing = m.subject)}>Remove<span class="visually-hidden"> ${who}</span></wa-button>`
+  }
+
+  private renderRole(m: MemberRow, canManage: boolean, onlyAdmin: boolean) {
+    if (m.denied) return 'Denied'
+    if (!canManage || onlyAdmin) return m.role
+    const who = m.name ?? m.email ?? m.subject
+    return html`<select aria-label=${`Role of ${who}`} ?disabled=${this.busy} @change=${(e: Event) => void this.setRole(m, (e.target as HTMLSelectElement).value)}>
+      ${ROLES.map((r) => html`<option value=${r} ?selected=${r === m.role}>${r}</option>`)}
+    </select>`
   }
 
   private async revoke(id: string) {
@@ -207,16 +317,20 @@ export class WeftMembersPanel extends LitElement {
   override render() {
     const d = this.data
     const canManage = this.access.value?.permissions?.has('ManageAccess') === true
+    // [WEB87] The server keeps one Admin (last_admin): the only one is offered no way to go.
+    const admins = d.members.filter((m) => m.role === 'Admin' && !m.denied).length
+    const isOnlyAdmin = (m: MemberRow) => m.role === 'Admin' && !m.denied && admins === 1
     return html`
       <h2>Members</h2>
       ${d.error ? html`<p class="error" role="alert">${d.error}</p>` : nothing}
       ${!d.loaded ? html`<p class="muted">Loading…</p>` : html`
-        <table aria-label="Members">
-          <thead><tr><th>Member</th><th>Role</th></tr></thead>
+        <table class="members" aria-label="Members">
+          <thead><tr><th>Member</th><th>Role</th>${canManage ? html`<th><span class="visually-hidden">Access</span></th>` : nothing}</tr></thead>
           <tbody>
             ${d.members.map((m) => html`<tr data-subject=${m.subject}>
               <td>${m.name ?? m.subject}${m.email ? html` <span class="muted">${m.email}</span>` : nothing}</td>
-              <td>${m.denied ? 'Denied' : m.role}</td>
+              <td>${this.renderRole(m, canManage, isOnlyAdmin(m))}</td>
+              ${canManage ? html`<td>${this.renderMemberControls(m, isOnlyAdmin(m))}</td>` : nothing}
             </tr>`)}
           </tbody>
         </table>`}

@@ -14,8 +14,8 @@ import { ancestorsOf, NamesController } from '../controllers/names-controller.js
 import { CapabilitiesController } from '../controllers/capabilities-controller.js'
 import { app } from '../app-context.js'
 import type { IndexRow } from '../store/index.js'
-import type { NodeView } from '../streams/index.js'
-import type { PresenceUser, ReplicaState } from '../sync/index.js'
+import type { AccessState, NodeView } from '../streams/index.js'
+import type { PresenceUser, SyncStatus } from '../sync/index.js'
 import { nextFreeName, segmentForName } from './names.js'
 import { contextualHref, HOME_HREF, nodeHref } from './route.js'
 import { codeOf, humanError, humanMessage, unstorableProblem, type FieldProblem } from './error-text.js'
@@ -101,7 +101,9 @@ export class WeftNodePage extends LitElement {
   declare allChildren: boolean
   private readonly node = new ObservableController<NodeView | null>(this)
   private readonly presence = new ObservableController<PresenceUser[]>(this)
-  private readonly access = new ObservableController<ReplicaState>(this)
+  private readonly access = new ObservableController<AccessState>(this)
+  /** [WEB85] Whether the device is connecting (the role comes in a moment) or cut off (said). */
+  private readonly status = new ObservableController<SyncStatus>(this)
   private readonly childList = new ObservableController<IndexRow[]>(this)
   /** The names of the page's ancestors (the breadcrumb: names, never paths). */
   private readonly crumbs = new NamesController(this)
@@ -191,6 +193,7 @@ export class WeftNodePage extends LitElement {
     this.node.watch(path, () => streams.node$(path))
     this.presence.watch(path, () => streams.presence$(path))
     this.access.watch(path, () => streams.access$(path))
+    this.status.watch('status', () => streams.status$)
     this.childList.watch(path, () => streams.query$({ parent: path, listedOnly: true, limit: CHILD_LIMIT }))
     this.crumbs.watch(ancestorsOf(path))
     this.selfName.watch([path], true)
@@ -202,9 +205,35 @@ export class WeftNodePage extends LitElement {
     if (changed.has('path')) recordRecent(path)
   }
 
+  /**
+   * [WEB85] What the person may do here as far as this device knows: the room's mask, else the
+   * last one learned here or on the nearest ancestor (access$); nothing while none is known (an
+   * unknown role was taken for every right: a Viewer offline was offered Rename, Create, Delete).
+   * [WEB86] A denied room allows nothing (access$ gives it no permissions).
+   */
   private can(p: Permission): boolean {
-    const perms = this.access.value?.permissions
-    return !perms || perms.has(p)
+    return this.access.value?.permissions?.has(p) ?? false
+  }
+
+  /**
+   * [WEB85] The role is unknown but the room is about to tell it (online, connected or connecting):
+   * nothing is said for that moment (a first visit flashed "not known yet"); offline or with the
+   * server unreachable it is said.
+   */
+  private get roleComing(): boolean {
+    const kind = this.status.value?.kind
+    return this.roleUnknown && kind !== 'offline' && kind !== 'unreachable' && kind !== 'final'
+  }
+
+  /** [WEB86] Offline after access was removed: what this device remembers is no access at all. */
+  private get accessLost(): boolean {
+    const a = this.access.value
+    return a?.known === 'remembered' && !a.permissions?.has('Read')
+  }
+
+  /** [WEB85] The room has not told the role and this device remembers none for here or above. */
+  private get roleUnknown(): boolean {
+    return this.access.value?.known === 'unknown'
   }
 
   private async patchField(key: string, value: JsonValue | null, patch: MergePatch = { [key]: value }): Promise<boolean> {
@@ -370,8 +399,11 @@ export class WeftNodePage extends LitElement {
     // [WEB8] A role that cannot write the field sees its value, not an input it could type into;
     // [WEB15] nor does anyone see an input for a field only the system writes (a profile's Email):
     // the server's answer (capabilities), and offline the type's field rules ([WEB23]).
-    const perms = this.access.value?.permissions ?? null
-    const readonly = !this.caps.mayWrite(key, this.can('Update')) || !mayWriteField(view.nodeType, key, perms)
+    // [WEB85][WEB86] Nor while the role is unknown, nor once access is removed (the server's
+    // earlier answer no longer holds).
+    const access = this.access.value
+    const perms = access?.permissions ?? null
+    const readonly = !!access?.denied || this.roleUnknown || !this.caps.mayWrite(key, this.can('Update')) || !mayWriteField(view.nodeType, key, perms)
     const isText = typeof value === 'string' && isTextField(view.nodeType, key)
     const kind = kindOf(value, isText && this.isMultiline(key, value as string, view.nodeType))
     // Long text is Markdown only where strings are text (a typed node's plain strings are values).
@@ -418,6 +450,8 @@ export class WeftNodePage extends LitElement {
         return html`<section><weft-members-panel path=${view.path}></weft-members-panel></section>
           <section><weft-activity-strip path=${view.path}></weft-activity-strip></section>`
       case 'Group':
+        // [WEB88] Inviting to a group is its Admins' (ManageAccess): it was offered to every reader.
+        if (!this.can('ManageAccess')) return nothing
         need('weft-group-invite-dialog')
         return html`<section><weft-group-invite-dialog path=${view.path}></weft-group-invite-dialog></section>`
       // Activities (issue 11): web/components/code-page.ts, activity-*.ts.
@@ -491,7 +525,7 @@ export class WeftNodePage extends LitElement {
     const kids = this.childList.value ?? []
     const canUpdate = this.can('Update')
     const canCreate = this.can('Create')
-    const canDelete = this.caps.value ? this.caps.value.canDelete : this.can('Delete')
+    const canDelete = this.caps.value && !access?.denied ? this.caps.value.canDelete : this.can('Delete')
     // [WEB15] The role would allow it but the node type never lets a person delete (a profile):
     // not offered at all.
     const neverDeletable = !canDelete && this.can('Delete')
@@ -509,8 +543,12 @@ export class WeftNodePage extends LitElement {
         ${view.localOnly ? html`<span class="pending">created on this device, not yet on the server</span>` : nothing}
       </header>
       <p class="presence" aria-live="polite" data-presence=${others.map((u) => u.name).join(',')}>${others.length ? html`Also here: ${others.map((u) => u.name).join(', ')}` : nothing}</p>
-      ${access?.denied ? html`<p class="denied" role="alert" data-denied=${access.denied.code}>Access removed: ${humanMessage(access.denied.code, access.denied.message)}</p>` : nothing}
-      ${!canUpdate && view.nodeType !== 'ActivityLog' && view.nodeType !== 'Thread' ? html`<p class="readonly">${readOnlyLine(canCreate)}</p>` : nothing}
+      ${access?.denied
+        ? html`<p class="denied" role="alert" data-denied=${access.denied.code}>Access removed: ${humanMessage(access.denied.code, access.denied.message)} This device's copy is shown read-only.</p>`
+        : nothing}
+      ${!canUpdate && !access?.denied && !this.roleComing && view.nodeType !== 'ActivityLog' && view.nodeType !== 'Thread'
+        ? html`<p class="readonly" data-readonly=${this.roleUnknown ? 'role-unknown' : this.accessLost ? 'access-lost' : 'role'}>${this.roleUnknown ? ROLE_UNKNOWN_LINE : this.accessLost ? ACCESS_LOST_LINE : readOnlyLine(canCreate)}</p>`
+        : nothing}
       <weft-refused-list .path=${view.path}></weft-refused-list>
       ${this.pageError ? html`<p class="error" role="alert">${this.pageError}</p>` : nothing}
       ${view.nodeType === 'ActivityLog' ? this.renderRun(view) : view.nodeType === 'Thread' ? this.renderThread(view) : keyed(view.path, this.renderEditable(view, kids, canUpdate, canCreate))}
@@ -610,6 +648,15 @@ function createFields(form: HTMLFormElement): { name: HTMLInputElement; nodeType
 function readOnlyLine(canCreate: boolean): string {
   return canCreate ? 'Your role can add nodes here but not change this one.' : 'View only: your role can read this node but not change it.'
 }
+
+/**
+ * [WEB85] Said instead of "View only" while the role is not known (offline on a page this device
+ * has no role for, here or above): nothing is offered that the server may well refuse.
+ */
+const ROLE_UNKNOWN_LINE = 'Your role here is not known yet: editing opens once connected.'
+
+/** [WEB86] Said when this device last heard that the person's access here was removed (offline since). */
+const ACCESS_LOST_LINE = 'You had no access here when last connected: this device\'s copy is shown read-only.'
 
 /** What a node made here starts with: a Code node its template [WEB19], a thread the built-in agent [WEB37]. */
 function initialContent(nodeType: string, parent: string): JsonObject {

@@ -3,3 +3,4 @@ export { WeftDb, dbNameFor, type IndexRow, type OutboxRow, type OpRow, type Outb
 export { liveStoreQuery } from './live-query.js'
 export { groupRefused, markRemovedFields, refusedText, type RefusedGroup } from './refused.js'
 export { isListedChild } from './listed.js'
+export { lastKnownPermissions, rememberPermissions, type KnownPermissions } from './known-permissions.js'

@@ -1,1 +1,1 @@
-export { NodeStreams, type NodeView } from './node-streams.js'
+export { NodeStreams, type AccessState, type NodeView } from './node-streams.js'

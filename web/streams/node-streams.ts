@@ -1,6 +1,7 @@
 import { combineLatest, defer, from, map, Observable, startWith, switchMap } from 'rxjs'
 import type { JsonObject } from '../../shared/index.js'
-import { liveStoreQuery, type IndexRow, type LocalQuery, type OutboxRow } from '../store/index.js'
+import { lastKnownPermissions, liveStoreQuery, type IndexRow, type KnownPermissions, type LocalQuery, type OutboxRow } from '../store/index.js'
+import { NO_PERMISSIONS } from '../../shared/access-policy.js'
 import { type PresenceUser, type ReplicaState, type SyncClient, type SyncStatus } from '../sync/index.js'
 import { background } from '../sync/background.js'
 
@@ -78,11 +79,18 @@ export class NodeStreams {
     })
   }
 
-  /** The node's room state (joined, the caller's permissions); `listed` as node$: no "here" said. */
-  access$(path: string, opts: { listed?: boolean } = {}): Observable<ReplicaState> {
-    return new Observable<ReplicaState>((sub) => {
+  /**
+   * The node's room state (joined, the caller's permissions); `listed` as node$: no "here" said.
+   * [WEB85] Until the room has told the role (offline, a first visit), `permissions` is the one
+   * this device last learned for the node or its nearest ancestor (`known: 'remembered'`), null
+   * when none (`known: 'unknown'`: offer nothing the person may well not have). [WEB86] A room
+   * whose access is denied grants nothing, whatever its last mask was.
+   */
+  access$(path: string, opts: { listed?: boolean } = {}): Observable<AccessState> {
+    return new Observable<AccessState>((sub) => {
       const replica = this.client.acquire(path, !opts.listed)
-      const s = replica.state$.subscribe(sub)
+      const remembered$ = from(lastKnownPermissions(this.client.store.db, path).catch(() => null))
+      const s = combineLatest([replica.state$, remembered$]).pipe(map(([st, known]) => accessState(st, known))).subscribe(sub)
       return () => {
         s.unsubscribe()
         this.client.release(path)
@@ -93,6 +101,19 @@ export class NodeStreams {
   get status$(): Observable<SyncStatus> {
     return this.client.status$
   }
+}
+
+/** What a view may rely on of a node's access: the room's state, filled in from memory until the room tells. */
+export interface AccessState extends ReplicaState {
+  /** Where `permissions` comes from: the room, this device's memory of it (or an ancestor's), or nowhere yet. */
+  known: 'room' | 'remembered' | 'unknown'
+}
+
+function accessState(st: ReplicaState, known: KnownPermissions | null): AccessState {
+  if (st.denied) return { ...st, permissions: NO_PERMISSIONS, known: 'room' }
+  if (st.permissions) return { ...st, known: 'room' }
+  if (known) return { ...st, permissions: known.permissions, known: 'remembered' }
+  return { ...st, known: 'unknown' }
 }
 
 /**

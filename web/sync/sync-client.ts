@@ -2,7 +2,8 @@ import type { Observable} from 'rxjs';
 import { BehaviorSubject, Subject, combineLatest, distinctUntilChanged, map, shareReplay, type Subscription } from 'rxjs'
 import type { ChangeRecord, JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
 import { HttpApi, HttpError, NetworkError } from '../api/index.js'
-import { dbNameFor, liveStoreQuery, newNodeDoc, NodeStore, type OpRow } from '../store/index.js'
+import { dbNameFor, liveStoreQuery, newNodeDoc, NodeStore, rememberPermissions, type OpRow } from '../store/index.js'
+import { NO_PERMISSIONS } from '../../shared/access-policy.js'
 import { MuxConnection, type ConnectionStatus, type ConnectionTrouble, type FinalClose } from './mux-connection.js'
 import { NodeReplica, type TabMessage } from './node-replica.js'
 import { background } from './background.js'
@@ -304,6 +305,7 @@ export class SyncClient {
       })
       held = { replica, refs: 0, idleTimer: null }
       this.replicas.set(path, held)
+      this.rememberPermissionsOf(replica)
       background(this.store.getIndexRow(path).then((row) => {
         // A node created offline joins once its creation reached the server.
         if (!row?.localOnly) replica.startSync()
@@ -315,6 +317,24 @@ export class SyncClient {
       held.idleTimer = null
     }
     return held.replica
+  }
+
+  /**
+   * [WEB85] Every mask a room tells (Joined, a role changed) and every final denial is kept on
+   * this device, so a page opened offline or before its room answers knows the role. The
+   * subscription ends with the replica (nothing else holds its state$).
+   */
+  private rememberPermissionsOf(replica: NodeReplica): void {
+    let last: string | null = null
+    replica.state$.subscribe((st) => {
+      const lost = st.denied && st.denied.code !== 'moved' && st.denied.code !== 'not_found'
+      const perms = lost ? NO_PERMISSIONS : st.joined ? st.permissions : null
+      if (!perms) return
+      const key = [...perms].sort().join(',')
+      if (key === last) return
+      last = key
+      background(rememberPermissions(this.store.db, replica.path, perms))
+    })
   }
 
   private disposeIfIdle(path: string): void {

@@ -100,15 +100,29 @@ export interface GrantedBy {
  * an invite (made before, or by someone else) does not overrule that.
  */
 export async function grantAccess(nodes: NodeApi, scope: string, subject: string, role: Role, by?: GrantedBy): Promise<GrantOutcome> {
+  return (await grantAccessHeld(nodes, scope, subject, role, by)).outcome
+}
+
+/** What a grant did and the role the subject holds on the scope after it (null when Denied). */
+export interface GrantResult {
+  outcome: GrantOutcome
+  role: Role | null
+}
+
+/** `grantAccess`, telling the role held after it: an invite says so ([ACC40]), never "granted" for a role kept. */
+export async function grantAccessHeld(nodes: NodeApi, scope: string, subject: string, role: Role, by?: GrantedBy): Promise<GrantResult> {
   const path = requirePath(assignmentPath(scope, subject), 'Assignment')
   let outcome: GrantOutcome = 'unchanged'
+  let heldAfter: Role | null = null
   await nodes.update(SYSTEM, path, (current) => {
     if (current?.content.Denied === true) {
       outcome = 'denied'
+      heldAfter = null
       return undefined
     }
     const held = current?.content.Role
     const next = Role.isMember(held) ? higherRole(held, role) : role
+    heldAfter = next
     if (current && held === next && current.content.Subject === subject) {
       outcome = 'unchanged'
       return undefined
@@ -127,7 +141,7 @@ export async function grantAccess(nodes: NodeApi, scope: string, subject: string
     }
     return { nodeType: 'AccessAssignment', name: current?.name ?? `${subject} access`, content }
   }, 'engine')
-  return outcome
+  return { outcome, role: heldAfter }
 }
 
 /** [SUB9] Whether an explicit `Denied` assignment of the subject stands on `scope`. */

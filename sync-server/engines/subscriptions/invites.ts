@@ -22,7 +22,7 @@ import {
 import type { UserDirectory } from '../../auth/index.js'
 import type { NodeApi } from '../../nodes/index.js'
 import { ALL, isAdminOf } from './access.js'
-import { addMembership, deniedMessage, grantAccess, isDenied, pinForUser } from './continuations.js'
+import { addMembership, deniedMessage, grantAccess, grantAccessHeld, isDenied, pinForUser } from './continuations.js'
 
 /**
  * Invites by email (event-subscriptions seed, "Trigger 1"): grant now when the person has an
@@ -36,8 +36,16 @@ export interface InviteDeps {
   now?: () => number
 }
 
+/**
+ * [ACC40] What an invite of someone with an account did to their role: `granted` (they hold the
+ * role asked, or now hold it), `same_role` (they held it already: nothing changed), `higher_role`
+ * (they hold more, which an invite never lowers: `role` says what), `self` (the caller: nothing
+ * changes). Absent from a group invite.
+ */
+export type GrantChange = 'granted' | 'same_role' | 'higher_role' | 'self'
+
 export type InviteOutcome =
-  | { email: string; status: 'Granted'; userId: string }
+  | { email: string; status: 'Granted'; userId: string; change?: GrantChange; role?: Role | null }
   | { email: string; status: 'Invited'; subscriptionId: string }
 
 const Email = z.string().trim().toLowerCase().pipe(z.email())
@@ -188,9 +196,13 @@ export async function inviteToSpace(
     // [SUB12] Inviting yourself: you are Admin here already (requireAdmin), and the space is in
     // your list of spaces; a pin would show it twice.
     const self = !isSystem(caller) && caller.userId === existing
-    if (!self && (await grantAccess(deps.nodes, space, existing, body.role)) === 'denied') throw new WeftError('conflict', deniedMessage(existing, space))
-    if (body.pin && !self) await pinForUser(deps.nodes, existing, space)
-    return { email, status: 'Granted', userId: existing }
+    if (self) return { email, status: 'Granted', userId: existing, change: 'self', role: null }
+    const grant = await grantAccessHeld(deps.nodes, space, existing, body.role)
+    if (grant.outcome === 'denied') throw new WeftError('conflict', deniedMessage(existing, space))
+    if (body.pin) await pinForUser(deps.nodes, existing, space)
+    // [ACC40] Said as it is: an invite never lowers a role, and one that changes nothing says so.
+    const change: GrantChange = grant.role !== body.role ? 'higher_role' : grant.outcome === 'granted' ? 'granted' : 'same_role'
+    return { email, status: 'Granted', userId: existing, change, role: grant.role }
   }
   const ids = { id: spaceInviteSubscriptionId(email, space), legacy: legacyInviteSubscriptionIds(email, space).space }
   const id = await inviteOnSignup(deps, caller, email, ids, { ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: body.role, Pin: body.pin })
