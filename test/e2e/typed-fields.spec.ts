@@ -1,6 +1,6 @@
 import { mkdir } from 'node:fs/promises'
 import { expect, test, type Page } from '@playwright/test'
-import { adminAndViewerOn, getContent, openLoggedIn, putNode, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+import { adminAndViewerOn, getContent, openLoggedIn, putNode, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
 
 /**
  * Issue 16 "Typed fields": an Editor (Ann, the space's Admin) and a Viewer (Vic) side by side on
@@ -222,6 +222,31 @@ test('[WEB93] a number too large to store ("1e999") is kept as typed and refused
     await count.fill('7')
     await count.press('Enter')
     await expect.poll(async () => (await getContent(server, ann, 'Typed/Counter')).Count).toBe(7)
+  }
+  await a.context.close()
+})
+
+test('[WEB96] what is typed while the previous value is being saved stays in the box (the save does not put its value back over it), and its own Enter saves it', async ({ browser }) => {
+  await putNode(server, ann, 'Typed/Quick', 'Document', { Count: 1 }, 'Quick')
+  const a = await openLoggedIn(browser, server, ann, 'Typed/Quick')
+  for (const [label, first, next, stored] of [['Count', '12', '7', 7], ['Count', '30', '31', 31]] as const) {
+    const box = nodePage(a.page).getByLabel(label, { exact: true })
+    await expect(box).not.toHaveValue('')
+    // One task: the first value is committed (its save starts), then the person types on at once.
+    await box.evaluate((el: HTMLInputElement, [v1, v2]) => {
+      el.value = v1
+      el.dispatchEvent(new Event('input', { bubbles: true }))
+      el.dispatchEvent(new Event('change', { bubbles: true }))
+      el.value = v2
+      el.dispatchEvent(new Event('input', { bubbles: true }))
+    }, [first, next])
+    await expect.poll(async () => String((await getContent(server, ann, 'Typed/Quick'))[label])).toBe(first)
+    await expect(syncStatus(a.page)).toHaveAttribute('data-pending', '0')
+    await expect(box).toHaveValue(next)
+    // Its own commit (the change Enter fires after typing; typed by script, so sent as such).
+    await box.dispatchEvent('change')
+    await expect.poll(async () => (await getContent(server, ann, 'Typed/Quick'))[label]).toBe(stored)
+    await expect(box).toHaveValue(next)
   }
   await a.context.close()
 })

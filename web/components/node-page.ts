@@ -279,7 +279,10 @@ export class WeftNodePage extends LitElement {
       this.fieldError = `${fieldLabel(key)}: ${parsed.message}`
       return // the draft stays: nothing typed is lost
     }
-    if (await this.patchField(key, parsed.value)) this.setDraft(key, null)
+    // [WEB96] Cleared only if nothing was typed while it was saved: what was typed since is a new
+    // draft (its own Enter saves it), and clearing it put the saved value back over the typing.
+    const committed = this.drafts.get(key)
+    if ((await this.patchField(key, parsed.value)) && this.drafts.get(key) === committed) this.setDraft(key, null)
   }
 
   /** A typed field's editor asks for a write (typed-field.ts): one merge patch, like every edit here. */
