@@ -233,13 +233,13 @@ test('[WEB96] what is typed while the previous value is being saved stays in the
     const box = nodePage(a.page).getByLabel(label, { exact: true })
     await expect(box).not.toHaveValue('')
     // One task: the first value is committed (its save starts), then the person types on at once.
-    await box.evaluate((el: HTMLInputElement, [v1, v2]) => {
+    await box.evaluate((el: HTMLInputElement, [v1, v2]: readonly [string, string]) => {
       el.value = v1
       el.dispatchEvent(new Event('input', { bubbles: true }))
       el.dispatchEvent(new Event('change', { bubbles: true }))
       el.value = v2
       el.dispatchEvent(new Event('input', { bubbles: true }))
-    }, [first, next])
+    }, [first, next] as const)
     await expect.poll(async () => String((await getContent(server, ann, 'Typed/Quick'))[label])).toBe(first)
     await expect(syncStatus(a.page)).toHaveAttribute('data-pending', '0')
     await expect(box).toHaveValue(next)
