@@ -74,3 +74,29 @@ test('a group admin pastes several addresses into "Invite by email"; members joi
   await expect.poll(async () => (await api(server, ann, 'GET', `/api/nodes/Atelier/Crew/${res.body.userId}_Membership`)).status).toBe(200)
   await admin.context.close()
 })
+
+test('[ACC41] a group invite says what it did: added now, already a member, or you', async ({ browser }) => {
+  await putNode(server, ann, 'Atelier/Crew41', 'Group', {}, 'Crew41')
+  const fay = await signUp(server, 'Fay')
+  const admin = await openLoggedIn(browser, server, ann, 'Atelier/Crew41')
+  const dialogHost = admin.page.locator('weft-group-invite-dialog')
+  await dialogHost.getByRole('button', { name: 'Invite by email' }).click()
+  const dialog = dialogHost.getByRole('dialog', { name: 'Invite to group' })
+  const results = dialog.getByRole('list', { name: 'Results' })
+  const send = async (emails: string) => {
+    await dialog.getByLabel('Email addresses').fill(emails)
+    await dialog.getByRole('button', { name: 'Send invites' }).click()
+  }
+  const fayEmail = fay.email.toLowerCase()
+  const annEmail = ann.email.toLowerCase()
+  await send(`${fayEmail}, ${annEmail}`)
+  await expect(results).toContainText(`${fayEmail}: added now`)
+  await expect(results).toContainText(`${annEmail}: added now`)
+  // The same again: nothing changes, and the results say so (they said "added now" again).
+  await send(`${fayEmail}, ${annEmail}`)
+  await expect(results).toContainText(`${fayEmail}: already a member: nothing changed`)
+  await expect(results).toContainText(`${annEmail}: that is you, already a member: nothing changed`)
+  await expect(results).not.toContainText('added now')
+  await admin.page.screenshot({ path: 'test-results/acc41-group-invite-results.png' })
+  await admin.context.close()
+})

@@ -4,6 +4,7 @@ import {
   editField,
   field,
   getContent,
+  grant,
   openLoggedIn,
   putNode,
   startE2eServer,
@@ -107,4 +108,28 @@ test('[WEB95] offline, Rename is not offered as if it could work: the reason is 
   await expect(title.locator('h1')).toHaveText('Final title')
   await expect.poll(async () => (await api<{ name: string }>(server, ann, 'GET', '/api/nodes/Field/Renamed')).body.name).toBe('Final title')
   await a.context.close()
+})
+
+test('[WEB97] a child created offline that the server then refuses (Create rights lost meanwhile) is no longer listed under its parent; the refusal is said', async ({ browser }) => {
+  await putNode(server, ann, 'Field97', 'Space', {}, 'Field97')
+  await grant(server, ann, 'Field97', bob.userId, 'Editor')
+  const b = await openLoggedIn(browser, server, bob, 'Field97')
+  const page = b.page.locator('weft-node-page')
+  const form = page.getByRole('form', { name: 'New child node' })
+  await expect(form).toBeVisible()
+  await waitForServiceWorker(b.page)
+  await b.context.setOffline(true)
+  await expect(syncStatus(b.page)).toHaveAttribute('data-status', 'offline')
+  await form.getByLabel('Name').fill('Draft')
+  await form.getByRole('button', { name: 'Create' }).click()
+  const link = page.locator('section[aria-label="Children"]').getByRole('link', { name: 'Draft' })
+  await expect(link).toBeVisible()
+  // Meanwhile Bob becomes a Viewer: the server refuses the creation when it is sent.
+  await grant(server, ann, 'Field97', bob.userId, 'Viewer')
+  await b.context.setOffline(false)
+  await expect(b.page.getByText(/Not applied: .*Draft/)).toBeVisible({ timeout: 15_000 })
+  await expect(link).toHaveCount(0)
+  await b.page.screenshot({ path: 'test-results/web97-refused-offline-create.png' })
+  expect((await api(server, ann, 'GET', '/api/nodes/Field97/Draft')).status).toBe(404)
+  await b.context.close()
 })

@@ -182,7 +182,7 @@ describe('[SUB-INV] space and group invites', () => {
     expect(res.body.results).toEqual([
       { email: a, status: 'Invited', subscriptionId: groupInviteSubscriptionId(a, group) },
       { email: b, status: 'Invited', subscriptionId: groupInviteSubscriptionId(b, group) },
-      { email: existing.email, status: 'Granted', userId: existing.userId },
+      { email: existing.email, status: 'Granted', userId: existing.userId, change: 'added' },
     ])
     expect(await node(`${group}/${existing.userId}_Membership`)).not.toBeNull()
     // A single address; no role → membership only.
@@ -204,5 +204,23 @@ describe('[SUB-INV] space and group invites', () => {
     const outsider = await signup(ts.url)
     expect((await api(ts.url, outsider.token).post(`/api/groups/${group}/invites`, { emails: [uniqueEmail()] })).status).toBe(403)
   })
-})
 
+  it('[ACC41] a group invite of someone with an account says what it did: added, already a member (nothing changed), or the caller', async () => {
+    const group = await createGroup(ts.url, admin.token, `${space}/Crew41`)
+    const bob = await signup(ts.url)
+    const post = (body: unknown) => api(ts.url, admin.token).post<{ results: Record<string, unknown>[] }>(`/api/groups/${group}/invites`, body)
+    expect((await post({ email: bob.email })).body.results).toEqual([{ email: bob.email, status: 'Granted', userId: bob.userId, change: 'added' }])
+    const membership = await node(`${group}/${bob.userId}_Membership`)
+    expect(membership).not.toBeNull()
+    // Again: nothing changes, and the answer says so (it said the same as the first time).
+    expect((await post({ email: bob.email })).body.results).toEqual([{ email: bob.email, status: 'Granted', userId: bob.userId, change: 'already_member' }])
+    expect((await node(`${group}/${bob.userId}_Membership`))?.version).toBe(membership?.version)
+    // A member given a role they do not hold yet: that is a change.
+    expect((await post({ email: bob.email, role: 'Viewer' })).body.results).toMatchObject([{ change: 'added' }])
+    expect((await node(`${group}/_Access/${bob.userId}_Access`))?.content).toMatchObject({ Role: 'Viewer' })
+    expect((await post({ email: bob.email, role: 'Viewer' })).body.results).toMatchObject([{ change: 'already_member' }])
+    // The caller's own address: an Admin may join the group they run; once a member, it is said as them.
+    expect((await post({ email: admin.email })).body.results).toMatchObject([{ userId: admin.userId, change: 'added' }])
+    expect((await post({ emails: [admin.email, bob.email] })).body.results).toMatchObject([{ change: 'self' }, { change: 'already_member' }])
+  })
+})

@@ -238,4 +238,25 @@ describe('web sync client', () => {
     await statusIs(a, (s) => s.kind === 'saved' && s.pending === 0 && s.refused === 0)
   })
 
+  it('[WEB97] a child created offline and refused by the server (a Viewer) is no longer listed under its parent; what was typed in it stays, refused', async () => {
+    const ann = await user('Ann')
+    const vic = await user('Vic')
+    const space = await createSpace(ts.url, ann.token)
+    await grantRole(ts.url, ann.token, space, vic.userId, 'Viewer')
+    const dbName = `web-sync-refused-create-${++dbCounter}`
+    const path = `${space}/made-offline`
+    const offline = await client(vic, { baseUrl: 'http://127.0.0.1:9', dbName })
+    await offline.createNode(path, 'Document', 'Made offline', { Title: 'typed offline' })
+    expect((await offline.store.query({ parent: space, listedOnly: true })).map((r) => r.path)).toEqual([path])
+    offline.stop()
+    const online = await client(vic, { dbName })
+    await waitFor(() => online.opErrors$.value.length > 0, 5000)
+    expect(online.opErrors$.value[0]).toMatchObject({ path, code: 'forbidden' })
+    expect(await online.store.getIndexRow(path)).toBeUndefined()
+    expect(await online.store.query({ parent: space, listedOnly: true })).toEqual([])
+    expect(await online.store.pendingOps()).toEqual([])
+    const refused = await online.store.refusedRows()
+    expect(refused.map((r) => [r.path, r.patch, r.code])).toEqual([[path, { Title: 'typed offline' }, 'forbidden']])
+    expect((await api(ts.url, ann.token).getNode(path)).status).toBe(404)
+  })
 })

@@ -7,10 +7,33 @@ import { invitesApi } from './members-panel.js'
  * one address or a pasted list (commas, semicolons, spaces or new lines) and an optional role.
  * People with an account become members now; the others when they sign up.
  */
-interface InviteResult {
+export interface GroupInviteResult {
   email: string
   status: 'Granted' | 'Invited'
   subscriptionId?: string
+  /** [ACC41] What the invite did to someone with an account (absent from an older server). */
+  change?: 'added' | 'already_member' | 'self'
+}
+type InviteResult = GroupInviteResult
+
+/**
+ * [ACC41] One result in words, truthfully: it said "added now" for everyone with an account,
+ * also when they were a member already and nothing changed.
+ */
+export function groupInviteText(r: GroupInviteResult): string {
+  if (r.status !== 'Granted') return 'invited (joins on sign-up)'
+  switch (r.change) {
+    case 'added':
+      return 'added now'
+    case 'already_member':
+      return 'already a member: nothing changed'
+    case 'self':
+      return 'that is you, already a member: nothing changed'
+    case undefined:
+      return 'has an account: a member now'
+    default:
+      return r.change satisfies never
+  }
 }
 
 const ROLES = ['', 'Viewer', 'Commenter', 'Editor', 'Admin'] as const
@@ -97,7 +120,7 @@ export class WeftGroupInviteDialog extends LitElement {
           </div>
           ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
           ${this.results.length ? html`<ul aria-label="Results">
-            ${this.results.map((r) => html`<li>${r.email}: ${r.status === 'Granted' ? 'added now' : 'invited (joins on sign-up)'}</li>`)}
+            ${this.results.map((r) => html`<li>${r.email}: ${groupInviteText(r)}</li>`)}
           </ul>` : nothing}
           <div class="row">
             <wa-button type="submit" size="s" variant="brand" ?disabled=${this.busy}>Send invites</wa-button>

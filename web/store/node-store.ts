@@ -567,6 +567,29 @@ export class NodeStore {
     this.rowsSinceCompact.set(op.path, 0)
   }
 
+  /**
+   * [WEB97] A queued creation the server refused for another reason than the path being taken
+   * (a Viewer, Create rights lost meanwhile): no node was made, so the device's copy of it goes
+   * (its index row, which listed it under its parent as a link to nothing, its doc state, and any
+   * creation queued under it, refused the same way); its unsent edits stay, refused with that
+   * reason, so the author still sees and can copy what they typed (#/refused).
+   */
+  async refuseCreateGone(op: OpRow, code: string, message: string): Promise<void> {
+    const under = (p: string) => p === op.path || p.startsWith(op.path + '/')
+    await this.db.transaction('rw', [this.db.ops, this.db.nodes, this.db.updates, this.db.outbox], async () => {
+      const created = (await this.db.ops.toArray()).filter((o) => o.kind === 'create' && under(o.path))
+      await this.db.ops.bulkDelete([op.id!, ...created.map((o) => o.id!)])
+      await this.db.outbox
+        .where('path')
+        .between(op.path, op.path + '/\uffff', true, true)
+        .filter((r) => under(r.path) && r.status === 'pending')
+        .modify({ status: 'refused', code, message })
+      await this.db.nodes.where('path').between(op.path, op.path + '/\uffff', true, true).filter((r) => under(r.path)).delete()
+      await this.db.updates.where('path').between(op.path, op.path + '/\uffff', true, true).filter((r) => under(r.path)).delete()
+    })
+    this.rowsSinceCompact.set(op.path, 0)
+  }
+
   async pendingOps(): Promise<OpRow[]> {
     return this.db.ops.orderBy('id').toArray()
   }

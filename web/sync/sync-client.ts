@@ -580,6 +580,12 @@ export class SyncClient {
         const message = e instanceof Error ? e.message : String(e)
         const code = e instanceof HttpError ? e.code : 'unknown'
         this.opErrors$.next([...this.opErrors$.value, { path: op.path, code, message: `${op.kind} ${op.path}: ${message}` }])
+        if (op.kind === 'create' && e instanceof HttpError && e.status >= 400 && e.status < 500) {
+          // [WEB97] Refused (a Viewer, Create rights lost meanwhile): no node was made, so the
+          // device stops listing it; its edits stay, refused, for the author.
+          await this.store.refuseCreateGone(op, code, `“${op.name}” was created on this device while offline, but the server refused it: ${message}`)
+          continue
+        }
       }
       await this.store.completeOp(op)
       if (op.kind === 'create') this.replicas.get(op.path)?.replica.startSync()

@@ -172,12 +172,17 @@ export async function pinForUser(nodes: NodeApi, userId: string, path: string): 
   if (missing) throw new ContinuationFailure(`User ${userId} does not exist, so ${path} could not be pinned.`)
 }
 
-export async function addMembership(nodes: NodeApi, group: string, userId: string): Promise<void> {
+/** Makes `userId` a member of `group`; [ACC41] `true` when it did, `false` when they were one already. */
+export async function addMembership(nodes: NodeApi, group: string, userId: string): Promise<boolean> {
   const path = requirePath(`${group}/${userId}_Membership`, 'Membership')
+  let added = false
   await nodes.update(SYSTEM, path, (current) => {
+    added = false
     if (current && current.nodeType === 'Membership') return undefined
+    added = true
     return { nodeType: 'Membership', name: `${userId} in ${group}`, content: { Subject: userId, Group: group } }
   }, 'engine')
+  return added
 }
 
 function isPendingStatus(status: unknown): boolean {

@@ -40,12 +40,20 @@ export interface InviteDeps {
  * [ACC40] What an invite of someone with an account did to their role: `granted` (they hold the
  * role asked, or now hold it), `same_role` (they held it already: nothing changed), `higher_role`
  * (they hold more, which an invite never lowers: `role` says what), `self` (the caller: nothing
- * changes). Absent from a group invite.
+ * changes). A group invite's is a `GroupChange`.
  */
 export type GrantChange = 'granted' | 'same_role' | 'higher_role' | 'self'
 
+/**
+ * [ACC41] What a group invite of someone with an account did: `added` (they are now a member, or
+ * the role asked was given to them), `already_member` (a member already, the role asked held or
+ * none asked: nothing changed), `self` (the caller's own address, already a member: nothing
+ * changed).
+ */
+export type GroupChange = 'added' | 'already_member' | 'self'
+
 export type InviteOutcome =
-  | { email: string; status: 'Granted'; userId: string; change?: GrantChange; role?: Role | null }
+  | { email: string; status: 'Granted'; userId: string; change?: GrantChange | GroupChange; role?: Role | null }
   | { email: string; status: 'Invited'; subscriptionId: string }
 
 const Email = z.string().trim().toLowerCase().pipe(z.email())
@@ -225,9 +233,10 @@ export async function inviteToGroup(
     const existing = await deps.users.findUserIdByEmail(email)
     if (existing) {
       if (role && (await isDenied(deps.nodes, group, existing))) throw new WeftError('conflict', deniedMessage(existing, group))
-      await addMembership(deps.nodes, group, existing)
-      if (role && (await grantAccess(deps.nodes, group, existing, role)) === 'denied') throw new WeftError('conflict', deniedMessage(existing, group))
-      out.push({ email, status: 'Granted', userId: existing })
+      const added = await addMembership(deps.nodes, group, existing)
+      const granted = role ? await grantAccess(deps.nodes, group, existing, role) : 'unchanged'
+      if (granted === 'denied') throw new WeftError('conflict', deniedMessage(existing, group))
+      out.push({ email, status: 'Granted', userId: existing, change: groupChange(added || granted === 'granted', !isSystem(caller) && caller.userId === existing) })
       continue
     }
     const ids = { id: groupInviteSubscriptionId(email, group), legacy: legacyInviteSubscriptionIds(email, group).group }
@@ -235,6 +244,11 @@ export async function inviteToGroup(
     out.push({ email, status: 'Invited', subscriptionId: id })
   }
   return out
+}
+
+/** [ACC41] Said as it is: your own address is said as such when it changed nothing (an Admin may still join the group they run). */
+function groupChange(changed: boolean, self: boolean): GroupChange {
+  return changed ? 'added' : self ? 'self' : 'already_member'
 }
 
 /** Members and roles of a space plus its invites; any reader of the space may list them. */
