@@ -390,4 +390,63 @@ describe('[WEB42][WEB43] a role lowered under pending edits', () => {
     expect(replica.state$.value.permissions?.has('Update')).toBe(true)
     store.close()
   })
+  for (const how of ['by the server', 'here, unsent (a send that found no rebuild, then a Joined without Update)'] as const) {
+    it(`[WEB100] an edit refused ${how} while a rebuild replays the outbox (read before the refusal) is rebuilt away after the swap: it does not stay in the field or the stored copy`, async () => {
+      const { store, conn, replica } = await typedOffline('')
+      conn.handler!.onSocketOpen()
+      replica.onFrame({ type: MuxType.Joined, path: 'space/doc', permissions: 0xffff })
+      serverSync(conn, 0)
+      serverSync(conn, 1)
+      await replica.patch({ Caption: 'c0m' })
+      await waitFor(() => updatesSent(conn).length === 1, { description: 'the edit sent' })
+      const [edit] = updatesSent(conn)
+      // A rebuild starts while the edit is in flight (here: a discard elsewhere on the node, [WEB81]).
+      replica.rebuildFromServer()
+      await waitFor(() => replica.state$.value.rebuilding, { description: 'the rebuild' })
+      // Its first read of the outbox finds the edit pending; the refusal lands right after.
+      const pendingEntries = store.pendingEntries.bind(store)
+      let armed = true
+      store.pendingEntries = async (...args: Parameters<typeof store.pendingEntries>) => {
+        const read = await pendingEntries(...args)
+        if (!armed) return read
+        armed = false
+        if (how === 'by the server') replica.onFrame({ type: MuxType.Refused, path: 'space/doc', seq: edit!.seq, code: 'forbidden', message: 'No Update permission.' })
+        else {
+          // [WEB42] What a send does once past its check (made before the rebuild began) when the
+          // role turns out to have no Update: settles the pending edits here and asks for a rebuild.
+          replica.onFrame({ type: MuxType.Joined, path: 'space/doc', permissions: READ_ONLY })
+          await (replica as unknown as { refuseUnwritable: () => Promise<void> }).refuseUnwritable()
+        }
+        await eventually(async () => expect((await store.outboxFor('space/doc')).map((r) => r.status)).toEqual(['refused']))
+        await waitFor(() => (replica as unknown as { refusalsSettling: number }).refusalsSettling === 0, { description: 'the refusal settled' })
+        return read
+      }
+      // The refusal's own call for a rebuild comes while this one still stores its state (a slow
+      // store, as Chromium's IndexedDB often is): it finds a rebuild running and does nothing.
+      const r = replica as unknown as { startRebuild: () => void }
+      const startRebuild = r.startRebuild.bind(replica)
+      let calledDuring = false
+      r.startRebuild = () => {
+        if (!armed) calledDuring = true
+        startRebuild()
+      }
+      const replaceState = store.replaceState.bind(store)
+      store.replaceState = async (...args: Parameters<typeof store.replaceState>) => {
+        await waitFor(() => calledDuring, { description: 'the refusal asked for a rebuild' })
+        return replaceState(...args)
+      }
+      const syncs = () => conn.sent.filter((f) => f.type === MuxType.Sync).length
+      const syncsBefore = syncs()
+      serverSync(conn, 1)
+      // The refused structs must leave the doc: the node is rebuilt again from the server's state.
+      await waitFor(() => syncs() > syncsBefore && replica.state$.value.rebuilding, { description: 'a rebuild after the late refusal' })
+      serverSync(conn, 1)
+      await waitFor(() => !replica.state$.value.rebuilding)
+      await eventually(async () => expect((await store.loadDoc('space/doc')).getMap('content').get('Caption')?.toString()).toBe('c0'))
+      expect(replica.textOf('Caption')?.toString()).toBe('c0')
+      await expectKeptWhole(store, 'c0m', 1)
+      expect(updatesSent(conn)).toHaveLength(1)
+      store.close()
+    })
+  }
 })

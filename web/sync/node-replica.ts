@@ -134,6 +134,11 @@ export class NodeReplica implements RoomHandler {
   private step2Queue: Step2Tag[] = []
   private rebuildDoc: Y.Doc | null = null
   private needsRebuild = false
+  /**
+   * [WEB100] Counts the asks for a rebuild (a refusal landed, edits settled unsent, a discard): one
+   * made while a rebuild runs may come after it read the outbox, so it is not met by that rebuild.
+   */
+  private rebuildAsks = 0
   private selfUserId: string | null = null
   private syncedOnce: () => void = () => {}
   /** Resolves once the doc has received the server's state after a join. */
@@ -318,6 +323,7 @@ export class NodeReplica implements RoomHandler {
     const n = await this.deps.store.refuseAllPending(this.path, 'forbidden', `Your role no longer lets you change ${this.path}: this change was not sent. Copy it from here.`)
     if (n === 0 || this.disposed) return
     await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
+    this.rebuildAsks++
     this.needsRebuild = true
     this.startRebuild()
     this.deps.onIdle(this.path)
@@ -947,6 +953,7 @@ export class NodeReplica implements RoomHandler {
    */
   rebuildFromServer(): void {
     if (this.disposed) return
+    this.rebuildAsks++
     this.needsRebuild = true
     this.startRebuild()
   }
@@ -976,6 +983,7 @@ export class NodeReplica implements RoomHandler {
     if (shared !== undefined) await this.deps.store.refuseLaterPending(this.path, seq, code, message, shared)
     await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
     // Rebuilt once every refusal that came with this one has settled (the Refused frame's handler).
+    this.rebuildAsks++
     this.needsRebuild = true
   }
 
@@ -1000,6 +1008,8 @@ export class NodeReplica implements RoomHandler {
     const fresh = this.rebuildDoc
     if (!fresh) return
     await this.rebuildStoring
+    // [WEB100] Asks from here on may come after a read below: they rebuild again after the swap.
+    const asks = this.rebuildAsks
     const replayed = new Map<number, Uint8Array>()
     // Loop: a patch made while we replay must be replayed too.
     for (;;) {
@@ -1023,7 +1033,9 @@ export class NodeReplica implements RoomHandler {
     if (!pending) return
     const late = this.replayOnto(fresh, pending.filter((e) => !seen.has(e.id!)))
     this.rebuildDoc = null
-    this.needsRebuild = false
+    // [WEB100] An edit refused after the outbox was read here (by the server, or settled here) was replayed on
+    // `fresh` (and its own call to rebuild found this one running): rebuilt again, as it asked.
+    this.needsRebuild = this.rebuildAsks !== asks
     this.swapDoc(fresh)
     this.setState({ rebuilding: false })
     this.inFlight.clear()
@@ -1042,11 +1054,14 @@ export class NodeReplica implements RoomHandler {
         }
         await Promise.all(acks)
         if (late.size > 0) await this.deps.store.storeReplayed(this.path, late)
+        // The mark the ask stored was deleted above with this rebuild's state: stored again.
+        if (this.needsRebuild) await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
       })(),
     )
     this.rebuildStoring = storing.catch(() => {})
     await storing
     this.deps.broadcast({ kind: 'reload', path: this.path })
+    if (this.needsRebuild) this.startRebuild()
     await this.sendPending()
     this.deps.onIdle(this.path)
   }
