@@ -1,10 +1,8 @@
 // @vitest-environment node
 import 'fake-indexeddb/auto'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { WebSocket as WsWebSocket } from 'ws'
-import { firstValueFrom, filter } from 'rxjs'
-import { api, createDocument, createSpace, grantRole, signup, startTestServer, waitFor, type TestServer } from '../helpers/index.js'
-import { SyncClient, type Session, type SyncStatus } from '../../web/sync/index.js'
+import { api, createDocument, createSpace, grantRole, startTestServer, waitFor, type TestServer } from '../helpers/index.js'
+import { statusIs, webClients } from '../helpers/web-clients.js'
 import { groupRefused, markRemovedFields } from '../../web/store/index.js'
 
 /**
@@ -12,30 +10,14 @@ import { groupRefused, markRemovedFields } from '../../web/store/index.js'
  * sync client in Node: fake-indexeddb, `ws`).
  */
 let ts: TestServer
-const clients: SyncClient[] = []
-let dbCounter = 0
+const web = webClients(() => ts.url, 'web-refused-removed')
+const { client, user } = web
 
 beforeAll(async () => {
   ts = await startTestServer()
 })
 afterAll(() => ts.cleanup())
-afterEach(() => {
-  for (const c of clients.splice(0)) c.stop()
-})
-
-async function client(session: Session): Promise<SyncClient> {
-  const c = new SyncClient({ session, baseUrl: ts.url, dbName: `web-refused-removed-${++dbCounter}`, WebSocketImpl: WsWebSocket as unknown as typeof WebSocket })
-  clients.push(c)
-  await c.start()
-  return c
-}
-
-async function user(name: string): Promise<Session> {
-  const u = await signup(ts.url, undefined, undefined, name)
-  return { userId: u.userId, token: u.token, name }
-}
-
-const statusIs = (c: SyncClient, pred: (s: SyncStatus) => boolean) => firstValueFrom(c.status$.pipe(filter(pred)))
+afterEach(() => web.stopAll())
 
 describe('an offline edit of a field someone removed meanwhile', () => {
   it('[WEB83] two tabs typed offline into a field Bob removed meanwhile: the refusal is read as the field removed, and Try again adds it back with the text', async () => {
@@ -45,13 +27,8 @@ describe('an offline edit of a field someone removed meanwhile', () => {
     await grantRole(ts.url, ann.token, space, bob.userId, 'Editor')
     const path = await createDocument(ts.url, ann.token, `${space}/doc`, { Summary: 'base', Other: 'o' })
     // Two tabs of Ann (one store), both offline, each typing into Summary (the tester's case).
-    const dbName = `web-refused-removed-tabs-${++dbCounter}`
-    const tab = async () => {
-      const c = new SyncClient({ session: ann, baseUrl: ts.url, dbName, WebSocketImpl: WsWebSocket as unknown as typeof WebSocket })
-      clients.push(c)
-      await c.start()
-      return c
-    }
+    const dbName = web.dbName()
+    const tab = () => client(ann, { dbName })
     const a = await tab()
     const a2 = await tab()
     const ra = a.acquire(path)

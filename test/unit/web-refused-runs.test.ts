@@ -1,10 +1,9 @@
 // @vitest-environment node
 import 'fake-indexeddb/auto'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { WebSocket as WsWebSocket } from 'ws'
-import { firstValueFrom, filter } from 'rxjs'
-import { api, createDocument, createSpace, grantRole, signup, startTestServer, waitFor, type TestServer } from '../helpers/index.js'
-import { SyncClient, type Session, type SyncStatus } from '../../web/sync/index.js'
+import { api, createDocument, createSpace, grantRole, startTestServer, waitFor, type TestServer } from '../helpers/index.js'
+import type { SyncClient } from '../../web/sync/index.js'
+import { statusIs, webClients } from '../helpers/web-clients.js'
 import { groupRefused } from '../../web/store/index.js'
 
 /**
@@ -12,30 +11,14 @@ import { groupRefused } from '../../web/store/index.js'
  * fake-indexeddb, `ws`): a second refused run of a field, a discard, a retry.
  */
 let ts: TestServer
-const clients: SyncClient[] = []
-let dbCounter = 0
+const web = webClients(() => ts.url, 'web-refused-runs')
+const { client, user } = web
 
 beforeAll(async () => {
   ts = await startTestServer()
 })
 afterAll(() => ts.cleanup())
-afterEach(() => {
-  for (const c of clients.splice(0)) c.stop()
-})
-
-async function client(session: Session): Promise<SyncClient> {
-  const c = new SyncClient({ session, baseUrl: ts.url, dbName: `web-refused-runs-${++dbCounter}`, WebSocketImpl: WsWebSocket as unknown as typeof WebSocket })
-  clients.push(c)
-  await c.start()
-  return c
-}
-
-async function user(name: string): Promise<Session> {
-  const u = await signup(ts.url, undefined, undefined, name)
-  return { userId: u.userId, token: u.token, name }
-}
-
-const statusIs = (c: SyncClient, pred: (s: SyncStatus) => boolean) => firstValueFrom(c.status$.pipe(filter(pred)))
+afterEach(() => web.stopAll())
 
 /** Types `typed` after what the field holds, one keystroke (one patch) per character. */
 async function type(c: SyncClient, path: string, field: string, from: string, typed: string): Promise<string> {
@@ -90,10 +73,7 @@ describe('refused edits kept for their author', () => {
     await grantRole(ts.url, ann.token, space, bob.userId, 'Editor')
     b.release(path)
     b.stop()
-    clients.length = 0
-    const b2 = new SyncClient({ session: bob, baseUrl: ts.url, dbName: `web-refused-runs-${dbCounter}`, WebSocketImpl: WsWebSocket as unknown as typeof WebSocket })
-    clients.push(b2)
-    await b2.start()
+    const b2 = await client(bob, { dbName: b.opts.dbName })
     const r2 = b2.acquire(path)
     await r2.synced
     await waitFor(() => r2.content.Summary === 'base' && !r2.state$.value.rebuilding, 10_000)
@@ -121,10 +101,7 @@ describe('refused edits kept for their author', () => {
     // The stored copy is marked: opened again, it is the server's (the room was denied, so not yet).
     b.release(path)
     b.stop()
-    clients.length = 0
-    const b2 = new SyncClient({ session: bob, baseUrl: ts.url, dbName: `web-refused-runs-${dbCounter}`, WebSocketImpl: WsWebSocket as unknown as typeof WebSocket })
-    clients.push(b2)
-    await b2.start()
+    const b2 = await client(bob, { dbName: b.opts.dbName })
     const r2 = b2.acquire(path)
     await r2.synced
     await waitFor(() => r2.content.Summary === 'base' && !r2.state$.value.rebuilding, 10_000)

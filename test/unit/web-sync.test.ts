@@ -1,45 +1,23 @@
 // @vitest-environment node
 import 'fake-indexeddb/auto'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { WebSocket as WsWebSocket } from 'ws'
-import { firstValueFrom, filter } from 'rxjs'
-import { MuxClient, api, createDocument, createSpace, grantRole, signup, startTestServer, waitFor, type TestServer } from '../helpers/index.js'
-import { SyncClient, type Session, type SyncStatus } from '../../web/sync/index.js'
+import { MuxClient, api, createDocument, createSpace, grantRole, startTestServer, waitFor, type TestServer } from '../helpers/index.js'
+import type { SyncStatus } from '../../web/sync/index.js'
+import { statusIs, webClients } from '../helpers/web-clients.js'
 
 /**
  * The browser sync client against a real server, in Node: fake-indexeddb for IndexedDB, `ws`
  * for the WebSocket. Browser-only behaviour (service worker, offline events) is in test/e2e.
  */
 let ts: TestServer
-const clients: SyncClient[] = []
-let dbCounter = 0
+const web = webClients(() => ts.url, 'web-sync-test')
+const { client, user } = web
 
 beforeAll(async () => {
   ts = await startTestServer()
 })
 afterAll(() => ts.cleanup())
-afterEach(() => {
-  for (const c of clients.splice(0)) c.stop()
-})
-
-async function client(session: Session, opts: { baseUrl?: string; dbName?: string } = {}): Promise<SyncClient> {
-  const c = new SyncClient({
-    session,
-    baseUrl: opts.baseUrl ?? ts.url,
-    dbName: opts.dbName ?? `web-sync-test-${++dbCounter}`,
-    WebSocketImpl: WsWebSocket as unknown as typeof WebSocket,
-  })
-  clients.push(c)
-  await c.start()
-  return c
-}
-
-async function user(name: string): Promise<Session> {
-  const u = await signup(ts.url, undefined, undefined, name)
-  return { userId: u.userId, token: u.token, name }
-}
-
-const statusIs = (c: SyncClient, pred: (s: SyncStatus) => boolean) => firstValueFrom(c.status$.pipe(filter(pred)))
+afterEach(() => web.stopAll())
 
 describe('web sync client', () => {
   it('edits by two users converge over one socket each, with pending counts settling to zero', async () => {
@@ -193,7 +171,7 @@ describe('web sync client', () => {
   it('two tabs of the same user stay in step while offline (BroadcastChannel and the shared store)', async () => {
     const ann = await user('Ann')
     const dead = 'http://127.0.0.1:9' // nothing listens: both tabs are offline
-    const dbName = `web-sync-tabs-${++dbCounter}`
+    const dbName = web.dbName()
     const tab1 = await client(ann, { baseUrl: dead, dbName })
     const tab2 = await client(ann, { baseUrl: dead, dbName })
     const r2 = tab2.acquire('shared/doc')
@@ -243,7 +221,7 @@ describe('web sync client', () => {
     const vic = await user('Vic')
     const space = await createSpace(ts.url, ann.token)
     await grantRole(ts.url, ann.token, space, vic.userId, 'Viewer')
-    const dbName = `web-sync-refused-create-${++dbCounter}`
+    const dbName = web.dbName()
     const path = `${space}/made-offline`
     const offline = await client(vic, { baseUrl: 'http://127.0.0.1:9', dbName })
     await offline.createNode(path, 'Document', 'Made offline', { Title: 'typed offline' })
