@@ -1,4 +1,4 @@
-export { NodeStore, newNodeDoc, rebuildKey, type LocalQuery } from './node-store.js'
+export { NodeStore, newNodeDoc, type LocalQuery } from './node-store.js'
 export { WeftDb, dbNameFor, type IndexRow, type OutboxRow, type OpRow, type OutboxStatus, type UpdateRow } from './db.js'
 export { liveStoreQuery } from './live-query.js'
 export { groupRefused, markRemovedFields, refusedText, type RefusedGroup } from './refused.js'

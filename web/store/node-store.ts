@@ -1,5 +1,5 @@
 import * as Y from 'yjs'
-import { Dexie } from 'dexie'
+import { Dexie, type Table } from 'dexie'
 import { BehaviorSubject } from 'rxjs'
 import type { JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
 import { parentPath, type NodePath } from '../../shared/path.js'
@@ -31,7 +31,7 @@ export interface LocalQuery {
  * The meta key marking a node whose doc must be rebuilt from the server's state on its next join
  * (a refusal's structs must leave it): kept across reloads.
  */
-export const rebuildKey = (path: string): string => `rebuild:${path}`
+const rebuildKey = (path: string): string => `rebuild:${path}`
 
 export function newNodeDoc(path: string): Y.Doc {
   return new Y.Doc({ guid: path })
@@ -39,6 +39,16 @@ export function newNodeDoc(path: string): Y.Doc {
 
 function parentOf(path: string): string {
   return parentPath(path as NodePath) ?? ''
+}
+
+/** Is `p` the node at `path` or below it? */
+function isWithin(p: string, path: string): boolean {
+  return p === path || p.startsWith(path + '/')
+}
+
+/** A table's rows of the node at `path` and of every node below it (by its `path` index). */
+function subtreeRows<T extends { path: string }, K>(table: Table<T, K>, path: string) {
+  return table.where('path').between(path, path + '/\uffff', true, true).filter((r) => isWithin(r.path, path))
 }
 
 /**
@@ -366,13 +376,31 @@ export class NodeStore {
     return this.db.transaction('rw', this.db.outbox, this.db.nodes, this.db.meta, async () => {
       const rows = (await this.db.outbox.bulkGet(ids as number[])).filter((r): r is OutboxRow => !!r && r.status === 'refused')
       await this.db.outbox.bulkDelete(rows.map((r) => r.id!))
-      const paths = [...new Set(rows.map((r) => r.path))]
-      for (const path of paths) {
-        await this.refreshCounts(path)
-        await this.db.meta.put({ key: rebuildKey(path), value: 1 })
-      }
-      return paths
+      return this.refreshAndMarkRebuild(rows)
     })
+  }
+
+  /** The nodes of `rows`: their counts refreshed, each marked to be rebuilt from the server's state (rebuildKey). */
+  private async refreshAndMarkRebuild(rows: readonly OutboxRow[]): Promise<string[]> {
+    const paths = [...new Set(rows.map((r) => r.path))]
+    for (const path of paths) {
+      await this.refreshCounts(path)
+      await this.markRebuild(path)
+    }
+    return paths
+  }
+
+  /** Marks the node's doc to be rebuilt from the server's state at its next join (kept across reloads). */
+  async markRebuild(path: string): Promise<void> {
+    await this.db.meta.put({ key: rebuildKey(path), value: 1 })
+  }
+
+  async isMarkedForRebuild(path: string): Promise<boolean> {
+    return (await this.db.meta.get(rebuildKey(path))) !== undefined
+  }
+
+  async clearRebuildMark(path: string): Promise<void> {
+    await this.db.meta.delete(rebuildKey(path))
   }
 
   /**
@@ -387,12 +415,7 @@ export class NodeStore {
         const { code: _code, message: _message, ...rest } = r
         await this.db.outbox.put({ ...rest, status: 'pending', replays: 0, bytesRefused: true })
       }
-      const paths = [...new Set(rows.map((r) => r.path))]
-      for (const path of paths) {
-        await this.refreshCounts(path)
-        await this.db.meta.put({ key: rebuildKey(path), value: 1 })
-      }
-      return paths
+      return this.refreshAndMarkRebuild(rows)
     })
   }
 
@@ -536,15 +559,14 @@ export class NodeStore {
   async removeLocal(path: string, queue: boolean): Promise<void> {
     const at = new Date().toISOString()
     const remove = () => this.db.transaction('rw', [this.db.ops, this.db.nodes, this.db.updates, this.db.outbox], async () => {
-      const under = (p: string) => p === path || p.startsWith(path + '/')
-      const created = (await this.db.ops.toArray()).filter((o) => o.kind === 'create' && under(o.path))
+      const created = (await this.db.ops.toArray()).filter((o) => o.kind === 'create' && isWithin(o.path, path))
       const createdHere = created.some((o) => o.path === path)
       await this.db.ops.bulkDelete(created.map((o) => o.id!))
       // A node created and deleted while offline never reaches the server.
       if (queue && !createdHere) await this.db.ops.add({ kind: 'delete', path, at })
-      await this.db.nodes.where('path').between(path, path + '/\uffff', true, true).filter((r) => under(r.path)).delete()
-      await this.db.updates.where('path').between(path, path + '/\uffff', true, true).filter((r) => under(r.path)).delete()
-      await this.db.outbox.where('path').between(path, path + '/\uffff', true, true).filter((r) => under(r.path)).delete()
+      await subtreeRows(this.db.nodes, path).delete()
+      await subtreeRows(this.db.updates, path).delete()
+      await subtreeRows(this.db.outbox, path).delete()
     })
     // A delete queued for the server is an edit the status counts from now ([SYNC18]).
     await (queue ? this.localWrite(remove) : remove())
@@ -575,17 +597,12 @@ export class NodeStore {
    * reason, so the author still sees and can copy what they typed (#/refused).
    */
   async refuseCreateGone(op: OpRow, code: string, message: string): Promise<void> {
-    const under = (p: string) => p === op.path || p.startsWith(op.path + '/')
     await this.db.transaction('rw', [this.db.ops, this.db.nodes, this.db.updates, this.db.outbox], async () => {
-      const created = (await this.db.ops.toArray()).filter((o) => o.kind === 'create' && under(o.path))
+      const created = (await this.db.ops.toArray()).filter((o) => o.kind === 'create' && isWithin(o.path, op.path))
       await this.db.ops.bulkDelete([op.id!, ...created.map((o) => o.id!)])
-      await this.db.outbox
-        .where('path')
-        .between(op.path, op.path + '/\uffff', true, true)
-        .filter((r) => under(r.path) && r.status === 'pending')
-        .modify({ status: 'refused', code, message })
-      await this.db.nodes.where('path').between(op.path, op.path + '/\uffff', true, true).filter((r) => under(r.path)).delete()
-      await this.db.updates.where('path').between(op.path, op.path + '/\uffff', true, true).filter((r) => under(r.path)).delete()
+      await subtreeRows(this.db.outbox, op.path).filter((r) => r.status === 'pending').modify({ status: 'refused', code, message })
+      await subtreeRows(this.db.nodes, op.path).delete()
+      await subtreeRows(this.db.updates, op.path).delete()
     })
     this.rowsSinceCompact.set(op.path, 0)
   }

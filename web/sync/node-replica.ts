@@ -13,7 +13,7 @@ import { baseText, mergeTextEdits, rebaseTextEdit, textBaseOf, type TextSplice }
 import { MuxType, YMessage, type MuxFrame } from '../../shared/protocol.js'
 import { permissionsFromMask, type PermissionSet } from '../../shared/access-policy.js'
 import type { JsonObject } from '../../shared/json.js'
-import { liveStoreQuery, newNodeDoc, rebuildKey, type IndexRow, type NodeStore } from '../store/index.js'
+import { liveStoreQuery, newNodeDoc, type IndexRow, type NodeStore } from '../store/index.js'
 import { isFinalCloseCode, type MuxConnection, type RoomHandler } from './mux-connection.js'
 import { background } from './background.js'
 import { colorsToAvoid, presenceColor } from './presence-color.js'
@@ -105,8 +105,6 @@ function tooLargeError(size: number, limit: number): WeftError {
 
 type Step2Tag = 'normal' | 'rebuild'
 
-const REBUILD_KEY = rebuildKey
-
 /**
  * One node, kept in sync over the shared socket. The doc is the server's state plus the
  * outbox patches applied optimistically. Every local patch travels as its own `Update` frame
@@ -156,7 +154,7 @@ export class NodeReplica implements RoomHandler {
   }
 
   private async load(): Promise<void> {
-    const [doc, flag] = await Promise.all([this.deps.store.loadDoc(this.path), this.deps.store.db.meta.get(REBUILD_KEY(this.path))])
+    const [doc, flag] = await Promise.all([this.deps.store.loadDoc(this.path), this.deps.store.isMarkedForRebuild(this.path)])
     this.needsRebuild = !!flag
     if (this.disposed) return
     this.swapDoc(doc)
@@ -322,7 +320,7 @@ export class NodeReplica implements RoomHandler {
   private async refuseUnwritable(): Promise<void> {
     const n = await this.deps.store.refuseAllPending(this.path, 'forbidden', `Your role no longer lets you change ${this.path}: this change was not sent. Copy it from here.`)
     if (n === 0 || this.disposed) return
-    await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
+    await this.deps.store.markRebuild(this.path)
     this.rebuildAsks++
     this.needsRebuild = true
     this.startRebuild()
@@ -942,13 +940,13 @@ export class NodeReplica implements RoomHandler {
 
   /** [WEB81] The doc is rebuilt from the server's state at the next join (now, if joined). */
   private async markForRebuild(): Promise<void> {
-    await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
+    await this.deps.store.markRebuild(this.path)
     this.rebuildFromServer()
   }
 
   /**
    * [WEB81] [WEB82] This node's refused entries were discarded or given back to the outbox (the
-   * store marked the node, rebuildKey): the doc becomes the server's state with the pending
+   * store marked the node, markRebuild): the doc becomes the server's state with the pending
    * entries replayed on it, now if the room is joined, else at its next join.
    */
   rebuildFromServer(): void {
@@ -981,7 +979,7 @@ export class NodeReplica implements RoomHandler {
     // its text), never replayed into the same refusal again.
     const shared = sharedCause(code, row.patch)
     if (shared !== undefined) await this.deps.store.refuseLaterPending(this.path, seq, code, message, shared)
-    await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
+    await this.deps.store.markRebuild(this.path)
     // Rebuilt once every refusal that came with this one has settled (the Refused frame's handler).
     this.rebuildAsks++
     this.needsRebuild = true
@@ -1021,7 +1019,7 @@ export class NodeReplica implements RoomHandler {
     const seen = new Set(replayed.keys())
     for (const [id, u] of replayed) if (u.length === 0) replayed.delete(id)
     await this.deps.store.replaceState(this.path, Y.encodeStateAsUpdate(fresh), replayed)
-    await this.deps.store.db.meta.delete(REBUILD_KEY(this.path))
+    await this.deps.store.clearRebuildMark(this.path)
     if (this.rebuildDoc !== fresh) return
     // [WEB45] Edits made on the old doc after the loop's last read (while the state was stored)
     // are replayed onto the fresh doc before it is shown, in the same task as the swap: an input
@@ -1055,7 +1053,7 @@ export class NodeReplica implements RoomHandler {
         await Promise.all(acks)
         if (late.size > 0) await this.deps.store.storeReplayed(this.path, late)
         // The mark the ask stored was deleted above with this rebuild's state: stored again.
-        if (this.needsRebuild) await this.deps.store.db.meta.put({ key: REBUILD_KEY(this.path), value: 1 })
+        if (this.needsRebuild) await this.deps.store.markRebuild(this.path)
       })(),
     )
     this.rebuildStoring = storing.catch(() => {})
