@@ -328,6 +328,9 @@ function* run(sql: string, ...params: unknown[]): Generator<Stmt, number, Row[] 
 
 export const num = (v: unknown): number => (v === null || v === undefined ? 0 : Number(v))
 /** How many change records one lease reads at most while looking for matching events. */
+/** One page of the change log after a version: what a pull's ingest reads, and [OPS14] the overview's count of unread events. */
+const CHANGE_PAGE = 'SELECT version, path, node_type, kind, withheld FROM changes WHERE version > ? ORDER BY version LIMIT ?'
+
 export const INGEST_PAGE = 500
 export const INGEST_PAGES = 8
 
@@ -399,7 +402,7 @@ function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
       behind = true
       break
     }
-    const changes = yield* all('SELECT version, path, node_type, kind, withheld FROM changes WHERE version > ? ORDER BY version LIMIT ?', cursor, INGEST_PAGE)
+    const changes = yield* all(CHANGE_PAGE, cursor, INGEST_PAGE)
     if (changes.length === 0) break
     for (const r of changes) {
       if (!ingests(c, r)) continue
@@ -771,7 +774,7 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     case 'unread': {
       // [OPS14] One page of the log after the cursor, by version (the primary key): bounded rows
       // read whatever the history's size, as one page of a pull's ingest.
-      const page = yield* all('SELECT version, path, node_type, kind, withheld FROM changes WHERE version > ? ORDER BY version LIMIT ?', call.after, call.limit)
+      const page = yield* all(CHANGE_PAGE, call.after, call.limit)
       const hits = page.filter((r) => ingests(call, r))
       return { count: hits.length, oldest: hits.length ? num(hits[0]!.version) : null } satisfies UnreadEvents
     }

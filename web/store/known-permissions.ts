@@ -1,4 +1,5 @@
 import { NO_PERMISSIONS, permissionMask, permissionsFromMask, type PermissionSet } from '../../shared/access-policy.js'
+import { selfAndAncestors, type NodePath } from '../../shared/path.js'
 import type { WeftDb } from './db.js'
 
 /**
@@ -27,15 +28,9 @@ export async function rememberPermissions(db: WeftDb, path: string, permissions:
   })
 }
 
-/** The paths a node inherits from, nearest first, itself included: `a/b/c`, `a/b`, `a`. */
-export function selfAndAncestors(path: string): string[] {
-  const segments = path.split('/').filter(Boolean)
-  return segments.map((_, i) => segments.slice(0, segments.length - i).join('/'))
-}
-
 /** The mask last learned for `path` or, failing that, for its nearest ancestor; null when none is known. */
 export async function lastKnownPermissions(db: WeftDb, path: string): Promise<KnownPermissions | null> {
-  const paths = selfAndAncestors(path)
+  const paths = selfAndAncestors(path as NodePath)
   const rows = await db.meta.bulkGet(paths.map(keyOf))
   for (let i = 0; i < paths.length; i++) {
     const value = rows[i]?.value
