@@ -2,7 +2,8 @@ import { LitElement, css, html, nothing } from 'lit'
 import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
-import { groupRefused, liveStoreQuery, markRemovedFields, refusedText, type RefusedGroup } from '../store/index.js'
+import { of, switchMap } from 'rxjs'
+import { groupRefused, liveStoreQuery, markRemovedFields, mayBeRemovedField, refusedText, type RefusedGroup } from '../store/index.js'
 import { humanMessage } from './error-text.js'
 import { nodeHref } from './route.js'
 import { fieldLabel } from './labels.js'
@@ -11,11 +12,13 @@ import { formatWhen } from './run-text.js'
 /** Live refused groups of this device: every node's, or one node's. */
 export function refusedGroups$(path = '') {
   const { store } = app().client
-  // [WEB83] `updates` too: whether a refused field is still in the node is read from its doc.
-  return liveStoreQuery(store.db, ['outbox', 'updates'], async () => {
-    const groups = groupRefused(await (path ? store.outboxFor(path) : store.refusedRows()))
-    return markRemovedFields(groups, (p) => store.loadDoc(p))
-  })
+  const read = async () => groupRefused(await (path ? store.outboxFor(path) : store.refusedRows()))
+  return liveStoreQuery(store.db, ['outbox'], read).pipe(
+    // [WEB83] Whether a refused field is still in the node is read from its doc, so its stored
+    // updates are watched too, but only while a refusal may be of a removed field: else every
+    // update stored (anyone's keystroke) read the refused edits again.
+    switchMap((groups) => (groups.some(mayBeRemovedField) ? liveStoreQuery(store.db, ['updates'], () => markRemovedFields(groups, (p) => store.loadDoc(p))) : of(groups))),
+  )
 }
 
 async function copy(text: string) {

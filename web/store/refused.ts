@@ -100,6 +100,11 @@ export function refusedText(g: RefusedGroup): string {
   return typeof g.value === 'string' ? g.value : JSON.stringify(g.value, null, 2)
 }
 
+/** [WEB83] Edits the server could not apply to a field: the field may have been removed meanwhile (markRemovedFields tells). */
+export function mayBeRemovedField(g: RefusedGroup): g is RefusedGroup & { field: string } {
+  return g.code === 'invalid_update' && !!g.field
+}
+
 /**
  * [WEB83] Marks the groups whose edits the server could not apply (`invalid_update`: after the
  * replay on a rebuilt doc, [WEB53]) to a field the node no longer has on this device (rebuilt from
@@ -111,7 +116,7 @@ export async function markRemovedFields(groups: RefusedGroup[], loadDoc: (path: 
   const docs = new Map<string, Promise<Y.Doc>>()
   return Promise.all(
     groups.map(async (g) => {
-      if (g.code !== 'invalid_update' || !g.field) return g
+      if (!mayBeRemovedField(g)) return g
       let doc = docs.get(g.path)
       if (!doc) docs.set(g.path, (doc = loadDoc(g.path)))
       return (await doc).getMap(CONTENT_MAP).has(g.field) ? g : { ...g, fieldRemoved: true }
