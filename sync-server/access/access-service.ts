@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { withheldFrom } from '../storage/index.js'
+import { withheldFrom, type FeedWithhold } from '../storage/index.js'
 import {
   ALL_PERMISSIONS,
   NO_PERMISSIONS,
@@ -277,12 +277,12 @@ export class AccessService {
    * [FEED5] The Denied assignments standing at `path` and below: what a move, a trash or a delete
    * of that subtree takes away from the scopes they stand on.
    */
-  deniedWithin(path: NodePath): { scope: NodePath; subject: string }[] {
-    const out: { scope: NodePath; subject: string }[] = []
+  deniedWithin(path: NodePath): FeedWithhold[] {
+    const out: FeedWithhold[] = []
     const below = `${path}/`
     for (const scope of this.deniedScopes) {
       if (scope !== path && !scope.startsWith(below)) continue
-      for (const [subject, a] of this.assignments.get(scope) ?? []) if (a.denied) out.push({ scope, subject })
+      for (const [subject, a] of this.assignments.get(scope) ?? []) if (a.denied) out.push({ scope, subject, assignment: a.path })
     }
     return out
   }
@@ -345,11 +345,25 @@ export function membershipOf(path: NodePath): { group: NodePath; userId: string 
  * gone) no longer is: deleted, no longer Denied, or naming another subject. Null when none ended
  * (or `before` was no assignment the access index holds).
  */
-export function deniedEnded(before: MeshNode | null, after: MeshNode | null): { scope: NodePath; subject: string } | null {
-  if (before?.nodeType !== 'AccessAssignment' || before.content.Denied !== true) return null
-  const subject = before.content.Subject
-  const scope = assignmentScope(before.path)
-  if (!scope || typeof subject !== 'string' || !Role.isMember(before.content.Role)) return null
-  if (after?.nodeType === 'AccessAssignment' && after.content.Denied === true && after.content.Subject === subject && Role.isMember(after.content.Role)) return null
-  return { scope, subject }
+export function deniedEnded(before: MeshNode | null, after: MeshNode | null): FeedWithhold | null {
+  const subject = standingDenied(before)
+  if (subject === null || standingDenied(after) === subject) return null
+  return { scope: assignmentScope(before!.path)!, subject, assignment: before!.path }
+}
+
+/**
+ * [FEED8] The subject a Denied begins standing for with this change of an assignment node (created
+ * Denied, patched to Denied, or its subject changed while Denied), or null.
+ */
+export function deniedBegun(before: MeshNode | null, after: MeshNode | null): string | null {
+  const subject = standingDenied(after)
+  return subject !== null && standingDenied(before) !== subject ? subject : null
+}
+
+/** The subject a node denies where it stands: an AccessAssignment at an assignment path, Denied, with a role. */
+function standingDenied(node: MeshNode | null): string | null {
+  if (node?.nodeType !== 'AccessAssignment' || node.content.Denied !== true) return null
+  const subject = node.content.Subject
+  if (!assignmentScope(node.path) || typeof subject !== 'string' || !Role.isMember(node.content.Role)) return null
+  return subject
 }

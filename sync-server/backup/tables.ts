@@ -58,7 +58,8 @@ export const PLAIN_TABLES: readonly TableSpec[] = [
   // [TOMB1] What deleted and moved-away nodes left at their paths (a restore merges the target's in).
   spec('node_tombstones', ['path'], [['path', 'text'], ['state', 'bytes'], ['at', 'text']]),
   // [FEED5] Whom each record is withheld from (null in a file written before it: from nobody).
-  spec('changes', ['version'], [['version', 'int'], ['path', 'text'], ['node_type', 'text'], ['kind', 'text'], ['withheld', 'text?']], [null]),
+  // [FEED8] Where a Denied began standing (null in a file written before it: no mark, every record up to its end withheld).
+  spec('changes', ['version'], [['version', 'int'], ['path', 'text'], ['node_type', 'text'], ['kind', 'text'], ['withheld', 'text?'], ['denied_from', 'text?']], [null, null]),
   spec('contextual_consumers', ['id'], [
     ['id', 'text'], ['def_hash', 'text'], ['operation', 'text'], ['subscription_path', 'text'], ['params', 'text'], ['name', 'text'],
     ['owner', 'text'], ['limits', 'text'], ['cursor', 'int'], ['created_at', 'text'],

@@ -1,7 +1,7 @@
 import { Observable, Subject } from 'rxjs'
 import { WeftError, principalName, type MeshChangeKind, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import type { ClientBinding } from '../admission/index.js'
-import { deniedEnded, type AccessService } from '../access/index.js'
+import { deniedBegun, deniedEnded, type AccessService } from '../access/index.js'
 import { tombstoneDigest, type FeedWithhold, type StorageAdapter } from '../storage/index.js'
 import type { ContentFlush } from './content-flush.js'
 import type { LoadedNode } from './loaded-node.js'
@@ -87,6 +87,8 @@ export class CommitFeed {
     // [FEED5] A Denied this commit ends: the records it kept from its subject stay withheld from them.
     const ended = deniedEnded(before, after)
     const withhold = ended ? [...(c.withhold ?? []), ended] : c.withhold
+    // [FEED8] A Denied this commit begins: its record is the lower bound of what its end withholds.
+    const begun = deniedBegun(before, after)
     const committed = this.storage.commit({
       contextual,
       path: ln.path,
@@ -100,6 +102,7 @@ export class CommitFeed {
       deferContent: deferred || undefined,
       ...(c.tombstone ? { tombstone: c.tombstone } : {}),
       ...(withhold?.length ? { withhold } : {}),
+      ...(begun !== null ? { deniedFrom: begun } : {}),
       // [ACC12] Stored with the update that introduces them; the server doc's own id with its first write.
       // [SCALE2] Several instances: every change up to this version is in this copy.
       ...(this.cluster.hooks ? { baseVersion: this.cluster.hooks.watermark() } : {}),

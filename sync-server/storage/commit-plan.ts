@@ -78,6 +78,9 @@ export function validateCommitInput(input: CommitInput): void {
     const ok = Array.isArray(input.withhold) && input.withhold.every((w) => parseNodePath(w?.scope) === w.scope && typeof w.subject === 'string' && w.subject.length > 0 && !w.subject.includes('\n'))
     if (!ok) throw new WeftError('invalid_request', 'A withholding is { scope: a normalised path, subject: a user id or a group path }.')
   }
+  if (input.deniedFrom !== undefined && !(typeof input.deniedFrom === 'string' && input.deniedFrom.length > 0 && !input.deniedFrom.includes('\n'))) {
+    throw new WeftError('invalid_request', 'A Denied\'s start names its subject: a user id or a group path.')
+  }
   if (input.kind === 'Deleted') return
   if (!isJsonObject(input.content)) throw new WeftError('invalid_content', 'Node content must be a JSON object.')
   if (input.update !== null && !(input.update instanceof Uint8Array)) {

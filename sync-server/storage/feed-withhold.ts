@@ -12,6 +12,13 @@ import { descendantRange } from './query.js'
 export interface FeedWithhold {
   scope: NodePath
   subject: string
+  /**
+   * The assignment's own path. Its records marked as where this Denied began standing for `subject`
+   * (`changes.denied_from`, [FEED8]) bound the withholding from below: a record older than the last
+   * such mark was not kept from the subject by this Denied. Absent, or no mark (a Denied carried in
+   * by a move, or begun before the column): every record up to the end is withheld, as before.
+   */
+  assignment?: NodePath
 }
 
 /** A change record as storage holds it: `withheld` names the subjects it is withheld from (never sent to a client). */
@@ -52,26 +59,37 @@ export interface WithholdBinding {
   from: string
   to: string
   through: number
+  assignment: string | null
 }
 
 export function withholdBinding(w: FeedWithhold, through: number): WithholdBinding {
   const [from, to] = descendantRange(w.scope)
-  return { subject: w.subject, scope: w.scope, from, to, through }
+  return { subject: w.subject, scope: w.scope, from, to, through, assignment: w.assignment ?? null }
 }
 
 /** PostgreSQL's positional form of the same parameters. */
-export function withholdParams(w: FeedWithhold, through: number): [string, string, string, string, number] {
+export function withholdParams(w: FeedWithhold, through: number): [string, string, string, string, number, string | null] {
   const b = withholdBinding(w, through)
-  return [b.subject, b.scope, b.from, b.to, b.through]
+  return [b.subject, b.scope, b.from, b.to, b.through, b.assignment]
 }
 
 /**
+ * [FEED8] A commit that makes a Denied begin standing for `subject` (an assignment created Denied,
+ * patched to Denied, or given another subject while Denied) marks its own record: the lower bound
+ * of the withholding its end will make. One assignment, one subject: the column holds one name.
+ */
+export const SQLITE_DENIED_FROM = 'UPDATE changes SET denied_from = ? WHERE version = ?'
+export const POSTGRES_DENIED_FROM = 'UPDATE changes SET denied_from = $1 WHERE version = $2'
+
+/**
  * SQLite: paths are BINARY (bytewise), so `changes_path (path, version)` gives both ranges. A
- * subject already listed is not listed again.
+ * subject already listed is not listed again. [FEED8] Records older than the Denied's last start
+ * mark at its assignment's path are left alone (the same index finds the mark).
  */
 export const SQLITE_WITHHOLD = `UPDATE changes SET withheld = CASE WHEN withheld IS NULL THEN @subject
  WHEN length(withheld) + length(@subject) >= ${WITHHELD_MAX_CHARS} THEN '${WITHHELD_FROM_ALL}' ELSE withheld || char(10) || @subject END
  WHERE (path = @scope OR (path >= @from AND path < @to)) AND version <= @through
+ AND version >= COALESCE((SELECT max(d.version) FROM changes d WHERE d.path = @assignment AND d.version <= @through AND d.denied_from = @subject), 0)
  AND (withheld IS NULL OR (withheld <> '${WITHHELD_FROM_ALL}' AND instr(char(10) || withheld || char(10), char(10) || @subject || char(10)) = 0))`
 
 /**
@@ -82,4 +100,5 @@ export const SQLITE_WITHHOLD = `UPDATE changes SET withheld = CASE WHEN withheld
 export const POSTGRES_WITHHOLD = `UPDATE changes SET withheld = CASE WHEN withheld IS NULL THEN $1::text
  WHEN length(withheld) + length($1::text) >= ${WITHHELD_MAX_CHARS} THEN '${WITHHELD_FROM_ALL}' ELSE withheld || chr(10) || $1::text END
  WHERE (path COLLATE "C" = $2 OR (path COLLATE "C" >= $3 AND path COLLATE "C" < $4)) AND version <= $5
+ AND version >= COALESCE((SELECT max(d.version) FROM changes d WHERE d.path = $6::text AND d.version <= $5 AND d.denied_from = $1::text), 0)
  AND (withheld IS NULL OR (withheld <> '${WITHHELD_FROM_ALL}' AND strpos(chr(10) || withheld || chr(10), chr(10) || $1::text || chr(10)) = 0))`

@@ -14,7 +14,7 @@ import {
   type PathRange,
 } from '../../shared/index.js'
 import { batchPaths, isFold, isRowContent, planBatch, validateCommitInput, type ExistingNode, type PreparedFold, type PreparedContent } from './commit-plan.js'
-import { POSTGRES_WITHHOLD, withheldOf, withholdParams, type FeedWithhold, type StoredChange } from './feed-withhold.js'
+import { POSTGRES_DENIED_FROM, POSTGRES_WITHHOLD, withheldOf, withholdParams, type FeedWithhold, type StoredChange } from './feed-withhold.js'
 import { COMPACT_AFTER_UPDATES, COMPACT_LOG_SHARE, compactionDue, contentOfLog } from './compaction.js'
 import { FoldThread } from './fold-thread.js'
 import type { RowJson } from './row-parts.js'
@@ -231,6 +231,8 @@ export class PostgresStorage implements StorageAdapter {
     const dropped: string[] = []
     /** [FEED5] The Denied assignments the batch's commits end, each with its commit's version. */
     const withholds: (FeedWithhold & { through: number })[] = []
+    /** [FEED8] The Denied assignments the batch's commits begin: (subject, the commit's version). */
+    const deniedFrom: [string, number][] = []
     // [SCALE10] Updates of distinct rows, written by one statement when the next item needs the
     // rows as they are (or at the end).
     const rows: BulkUpdate[] = []
@@ -352,6 +354,7 @@ export class PostgresStorage implements StorageAdapter {
           input.kind satisfies never
       }
       for (const w of input.withhold ?? []) withholds.push({ ...w, through: version })
+      if (input.deniedFrom !== undefined) deniedFrom.push([input.deniedFrom, version])
       changes.version.push(version)
       changes.path.push(input.path)
       changes.nodeType.push(plan.nodeType)
@@ -393,6 +396,8 @@ export class PostgresStorage implements StorageAdapter {
       )
     }
     // [FEED5] After the feed's rows: each withholding covers its own commit's record.
+    // [FEED8] A withholding of this batch may end a Denied an earlier commit of it began: marks first.
+    for (const d of deniedFrom) flight.send(POSTGRES_DENIED_FROM, d)
     for (const w of withholds) flight.send(POSTGRES_WITHHOLD, withholdParams(w, w.through))
     if (dropped.length > 0) flight.send('DELETE FROM contextual_outcomes WHERE key = ANY($1::text[])', [dropped])
     const committed = flight.sendSimple('COMMIT')

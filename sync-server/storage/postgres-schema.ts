@@ -52,12 +52,16 @@ CREATE TABLE IF NOT EXISTS changes (
   path text NOT NULL,
   node_type text NOT NULL,
   kind text NOT NULL,
-  withheld text
+  withheld text,
+  denied_from text
 );
 -- [FEED5] The subjects a record is withheld from (newline-separated; NULL: none). An older
 -- database gains it empty: its records are withheld from nobody. Adding a nullable column with no
 -- default is a catalog change only (no rewrite of the table).
 ALTER TABLE changes ADD COLUMN IF NOT EXISTS withheld text;
+-- [FEED8] The subject a Denied began standing for at this record. A Denied begun before the column
+-- has no mark: its end withholds every record up to it, as before.
+ALTER TABLE changes ADD COLUMN IF NOT EXISTS denied_from text;
 CREATE INDEX IF NOT EXISTS changes_path ON changes (path, version);
 ${FEED_INDEX_SQL}
 

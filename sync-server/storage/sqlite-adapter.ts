@@ -262,6 +262,7 @@ export class SqliteStorage implements StorageAdapter {
         tombstoneDigest: input.tombstoneDigest,
         tombstoneBase: input.tombstoneBase,
         withhold: input.withhold,
+        deniedFrom: input.deniedFrom,
       }
       // A commit item always resolves to its record (only folds resolve to null).
       return this.committer.submit({ input: header, contentJson }) as Promise<ChangeRecord>

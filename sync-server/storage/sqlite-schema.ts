@@ -38,7 +38,9 @@ CREATE TABLE IF NOT EXISTS changes (
   node_type TEXT NOT NULL,
   kind TEXT NOT NULL,
   -- [FEED5] The subjects this record is withheld from (newline-separated; NULL: none).
-  withheld TEXT
+  withheld TEXT,
+  -- [FEED8] The subject a Denied began standing for at this record (its assignment's own commit).
+  denied_from TEXT
 );
 CREATE INDEX IF NOT EXISTS changes_path ON changes (path, version);
 
@@ -101,5 +103,7 @@ export const SQLITE_ADDED_COLUMNS: readonly { table: string; column: string; add
   { table: 'nodes', column: 'content_stale', add: 'ALTER TABLE nodes ADD COLUMN content_stale INTEGER NOT NULL DEFAULT 0' },
   // [FEED5] Records written before it are withheld from nobody (which Denied stood over them then is not known).
   { table: 'changes', column: 'withheld', add: 'ALTER TABLE changes ADD COLUMN withheld TEXT' },
+  // [FEED8] A Denied begun before it has no mark: its end withholds every record up to it, as before.
+  { table: 'changes', column: 'denied_from', add: 'ALTER TABLE changes ADD COLUMN denied_from TEXT' },
   { table: 'contextual_consumers', column: 'acked_pruned', add: 'ALTER TABLE contextual_consumers ADD COLUMN acked_pruned INTEGER NOT NULL DEFAULT 0' },
 ]

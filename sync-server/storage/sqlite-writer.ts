@@ -9,7 +9,7 @@ import { RowPartsCache, type RowJson } from './row-parts.js'
 import { SQLITE_ADDED_COLUMNS, SQLITE_ADDED_INDEXES, SQLITE_SCHEMA } from './sqlite-schema.js'
 import type { Account, MoveInput } from './types.js'
 import { applySqliteMoveSchema, sqliteMoveSubtree } from './sqlite-move.js'
-import { SQLITE_WITHHOLD, withholdBinding, type WithholdBinding } from './feed-withhold.js'
+import { SQLITE_DENIED_FROM, SQLITE_WITHHOLD, withholdBinding, type WithholdBinding } from './feed-withhold.js'
 import { ensureSqliteSearchIndex } from './sqlite-search-index.js'
 import { checkAttachment, contextualOp, contextualSchema, insertOutcome, runSync, type ContextualCall, type Row, type Stmt } from './contextual-store.js'
 
@@ -100,6 +100,7 @@ export class SqliteWriter {
       ),
       insertChange: db.prepare<[string, string, MeshChangeKind]>('INSERT INTO changes (path, node_type, kind) VALUES (?, ?, ?)'),
       withhold: db.prepare<[WithholdBinding]>(SQLITE_WITHHOLD),
+      deniedFrom: db.prepare<[string, number]>(SQLITE_DENIED_FROM),
       insertNode: db.prepare(
         `INSERT INTO nodes (path, node_type, name, parent, last_segment, content, created_by, created_at, updated_at, version, state, snapshot, update_count)
          VALUES (@path, @nodeType, @name, @parent, @lastSegment, @content, @createdBy, @at, @at, @version, 'Active', NULL, @updateCount)`,
@@ -253,6 +254,8 @@ export class SqliteWriter {
     const version = Number(this.stmt.insertChange.run(input.path, plan.nodeType, input.kind).lastInsertRowid)
     // [FEED5] The Denied assignments this commit ends: their scopes' records, this one included.
     for (const w of input.withhold ?? []) this.stmt.withhold.run(withholdBinding(w, version))
+    // [FEED8] A Denied begun here: its end withholds from this record on.
+    if (input.deniedFrom !== undefined) this.stmt.deniedFrom.run(input.deniedFrom, version)
     switch (input.kind) {
       case 'Created': {
         const { parent, lastSegment } = pathColumns(input.path)

@@ -91,6 +91,11 @@ export interface CommitInput {
    */
   withhold?: readonly FeedWithhold[]
   /**
+   * [FEED8] The subject a Denied begins standing for with this commit (of its own assignment node):
+   * this commit's record is marked so, the lower bound of what the Denied's end will withhold.
+   */
+  deniedFrom?: string
+  /**
    * [CTX26] A contextual reaction's outcome, committed in this commit's transaction after its
    * lease is re-checked there; a lease no longer held (or an outcome already there) refuses the
    * whole commit with `stale_lease`.

@@ -309,7 +309,7 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
     await expect(restoreBackup(damaged, { dataDir: await tempDir() })).rejects.toThrow(/wrong shape/)
   })
 
-  it('[FEED5] [BAK2] whom a change record is withheld from travels in a backup; a file from before it restores withheld from nobody', { timeout: 120_000 }, async () => {
+  it('[FEED5] [FEED8] [BAK2] whom a change record is withheld from, and where a Denied began, travel in a backup; a file from before them restores withheld from nobody, unmarked', { timeout: 120_000 }, async () => {
     const source = await tempDir()
     const s = openSqliteStorage({ file: join(source, 'weft.db') })
     const at = new Date(0).toISOString()
@@ -318,6 +318,7 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
     await put('Sp')
     await put('Sp/a')
     await put('Sp/a/b', [{ scope: 'Sp/a', subject: 'bob' }, { scope: 'Sp/a', subject: 'Sp/Team' }])
+    await s.commit({ path: 'Sp/a/_Access/carol_Access' as NodePath, kind: 'Created', nodeType: 'Document', name: 'carol', content: {}, createdBy: 'u1', at, update: null, deniedFrom: 'carol' })
     await s.close()
     const dir = await tempDir()
     const file = join(dir, 'withheld.weftbak')
@@ -326,30 +327,58 @@ describe('weft backup / weft restore on SQLite (issue 20 item 3, issue 19 item 6
       const target = await tempDir()
       await restoreBackup(f, { dataDir: target })
       const restored = openSqliteStorage({ file: join(target, 'weft.db') })
+      let rows: unknown[]
       try {
-        return (await restored.changesSince(0, 10)).map((r) => [r.path, r.withheld ?? null])
+        rows = (await restored.changesSince(0, 10)).map((r) => [r.path, r.withheld ?? null])
       } finally {
         await restored.close()
       }
+      const db = new Database(join(target, 'weft.db'), { readonly: true })
+      try {
+        const marks = db.prepare('SELECT path, denied_from FROM changes WHERE denied_from IS NOT NULL ORDER BY version').all() as { path: string; denied_from: string }[]
+        return { rows, marks: marks.map((m) => [m.path, m.denied_from]) }
+      } finally {
+        db.close()
+      }
     }
-    expect(await withheldIn(file)).toEqual([
-      ['Sp', null],
-      ['Sp/a', ['bob', 'Sp/Team']],
-      ['Sp/a/b', ['bob', 'Sp/Team']],
-    ])
-    // A file written before the column: its change rows are one value shorter.
+    expect(await withheldIn(file)).toEqual({
+      rows: [
+        ['Sp', null],
+        ['Sp/a', ['bob', 'Sp/Team']],
+        ['Sp/a/b', ['bob', 'Sp/Team']],
+        ['Sp/a/_Access/carol_Access', null],
+      ],
+      marks: [['Sp/a/_Access/carol_Access', 'carol']],
+    })
+    // Files written before the columns: change rows one value shorter (no marks), or two (nothing withheld either).
     const good = await readFile(file)
     const lines = backupLines(good)
-    let older = file
-    for (let i = 0; i < lines.length; i++) {
-      if (lines[i]!.startsWith('{"t":"changes"')) older = await rewriteBackupRecord(await readFile(older), i, (r) => void r.r.pop(), join(dir, `older-${i}.weftbak`))
+    const shortened = async (values: number) => {
+      let older = file
+      for (let i = 0; i < lines.length; i++) {
+        if (lines[i]!.startsWith('{"t":"changes"')) older = await rewriteBackupRecord(await readFile(older), i, (r) => void (r.r.length = values), join(dir, `older-${values}-${i}.weftbak`))
+      }
+      expect(older).not.toBe(file)
+      return older
     }
-    expect(older).not.toBe(file)
-    expect(await withheldIn(older)).toEqual([
-      ['Sp', null],
-      ['Sp/a', null],
-      ['Sp/a/b', null],
-    ])
+    expect(await withheldIn(await shortened(5))).toEqual({
+      rows: [
+        ['Sp', null],
+        ['Sp/a', ['bob', 'Sp/Team']],
+        ['Sp/a/b', ['bob', 'Sp/Team']],
+        ['Sp/a/_Access/carol_Access', null],
+      ],
+      marks: [],
+    })
+    expect(await withheldIn(await shortened(4))).toEqual({
+      rows: [
+        ['Sp', null],
+        ['Sp/a', null],
+        ['Sp/a/b', null],
+        ['Sp/a/_Access/carol_Access', null],
+      ],
+      marks: [],
+    })
   })
 
   it('[BAK3] a crafted file whose checksum is right is still refused when a record would break the server (bad path, content not an object, wrong types)', { timeout: 120_000 }, async () => {

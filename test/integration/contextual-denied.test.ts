@@ -82,4 +82,26 @@ describe.each(storages)('[CTX8] a Denied subtree under the prefix ($name)', ({ p
     expectStatus(await c.ack(consumerId, got.item!), 200)
     expect(expectStatus(await pull(c, sub, 'w2'), 200).body.item ?? null).toBeNull()
   })
+
+  it('[FEED8] a Denied set and lifted again: changes made before it are delivered, those made while it stood are not (a walk lost every earlier event)', async () => {
+    await createDocument(ts.url, alice.token, `${space}/desk`, {})
+    const sub = `${space}/desk-triage`
+    expectStatus(await putSubscription(ts.url, alice.token, sub, definition(space)), 201)
+    const c = ctx(ts.url, dave.token)
+    const consumerId = expectStatus(await pull(c, sub, 'w3'), 200).body.consumerId
+    // Made while Dave could read there, not pulled yet.
+    await createDocument(ts.url, alice.token, `${space}/desk/before`, { T: 1 })
+    await grantRole(ts.url, alice.token, `${space}/desk`, dave.userId, 'Viewer', true)
+    await createDocument(ts.url, alice.token, `${space}/desk/during`, { T: 2 })
+    expectStatus(await api(ts.url, alice.token).patchNode(`${space}/desk/_Access/${dave.userId}_Access`, { Denied: false }), 200)
+    await createDocument(ts.url, alice.token, `${space}/desk/after`, { T: 3 })
+    const seen: string[] = []
+    for (;;) {
+      const got = expectStatus(await pull(c, sub, 'w3'), 200).body
+      if (!got.item) break
+      seen.push(got.item.event.path)
+      expectStatus(await c.ack(consumerId, got.item), 200)
+    }
+    expect(seen.filter((p) => p.startsWith(`${space}/desk/`) && !p.includes('/_Access/'))).toEqual([`${space}/desk/before`, `${space}/desk/after`])
+  })
 })

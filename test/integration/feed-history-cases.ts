@@ -102,7 +102,8 @@ export function describeFeedHistory(storageName: string, start: () => Promise<{ 
         // Gone from where it was: today's access there is Bob's Viewer on the space.
         expectStatus(await api(ts.url, bob.token).getNode(space), 200)
 
-        expect(under(await feed(bob, since), root)).toEqual([])
+        // [FEED8] Only the root's creation is his: it was made before the Denied, when he read it.
+        expect(under(await feed(bob, since), root).map((r) => [r.path, r.kind])).toEqual([[root, 'Created']])
         // The Denied went with the subtree: Bob reads nothing of it where it went either.
         if (how === 'move') expect(under(await feed(bob, since), `${other}/moved-${how}`)).toEqual([])
 
@@ -118,10 +119,10 @@ export function describeFeedHistory(storageName: string, start: () => Promise<{ 
         await createDocument(ts.url, alice.token, root, { Title: 'Public now' })
         await createDocument(ts.url, alice.token, `${root}/plan`, { Step: 'new' })
         const bobNow = under(await feed(bob, since), root)
-        expect(bobNow.every((r) => r.version > reused)).toBe(true)
-        expect(bobNow.map((r) => [r.path, r.kind])).toEqual([
-          [root, 'Created'],
-          [`${root}/plan`, 'Created'],
+        expect(bobNow.map((r) => [r.path, r.kind, r.version > reused])).toEqual([
+          [root, 'Created', false],
+          [root, 'Created', true],
+          [`${root}/plan`, 'Created', true],
         ])
       })
     }
@@ -141,7 +142,8 @@ export function describeFeedHistory(storageName: string, start: () => Promise<{ 
         expect(under(await feed(bob, since), root)).toEqual([])
         await depart('move', root, `${other}/moved-group`)
         expectStatus(await api(ts.url, bob.token).getNode(space), 200)
-        expect(under(await feed(bob, since), root)).toEqual([])
+        // [FEED8] The root's creation came before the group's Denied: his own Viewer read it then.
+        expect(under(await feed(bob, since), root).map((r) => [r.path, r.kind])).toEqual([[root, 'Created']])
       } finally {
         await grantRole(ts.url, alice.token, space, bob.userId, 'Viewer')
       }
@@ -156,9 +158,13 @@ export function describeFeedHistory(storageName: string, start: () => Promise<{ 
         else expectStatus(await api(ts.url, alice.token).deleteNode(assignment), 204)
         const lifted = await lastVersion()
         expectStatus(await api(ts.url, bob.token).getNode(`${root}/plan`), 200)
-        expect(under(await feed(bob, since), root)).toEqual([])
+        // [FEED8] What was made while it stood stays withheld; the root's creation, before it, is his.
+        expect(under(await feed(bob, since), root).map((r) => [r.path, r.kind])).toEqual([[root, 'Created']])
         expectStatus(await api(ts.url, alice.token).patchNode(`${root}/plan`, { Step: 3 }), 200)
-        expect(under(await feed(bob, since), root).map((r) => [r.path, r.kind, r.version > lifted])).toEqual([[`${root}/plan`, 'Updated', true]])
+        expect(under(await feed(bob, since), root).map((r) => [r.path, r.kind, r.version > lifted])).toEqual([
+          [root, 'Created', false],
+          [`${root}/plan`, 'Updated', true],
+        ])
       }
     })
 
@@ -170,17 +176,29 @@ export function describeFeedHistory(storageName: string, start: () => Promise<{ 
       await grantRole(ts.url, alice.token, root, bob.userId, 'Viewer', true)
       expect(under(await feed(bob, since), root)).toEqual([])
       expect(under(await feed(carol, since), root).map((r) => r.path)).toEqual([root, `${root}/note`, `${root}/_Access/${bob.userId}_Access`])
+      // [FEED8] Lifted: what he could read before it is his again; what was made while it stood is not.
+      const assignment = `${root}/_Access/${bob.userId}_Access`
+      await createDocument(ts.url, alice.token, `${root}/hidden`, {})
+      expectStatus(await api(ts.url, alice.token).patchNode(assignment, { Denied: false }), 200)
+      expect(under(await feed(bob, since), root).map((r) => r.path)).toEqual([root, `${root}/note`])
+      // Denied again, something made, lifted again: each span it stood is withheld, the gap between is his.
+      await createDocument(ts.url, alice.token, `${root}/between`, {})
+      expectStatus(await api(ts.url, alice.token).patchNode(assignment, { Denied: true }), 200)
+      await createDocument(ts.url, alice.token, `${root}/hidden-2`, {})
+      expectStatus(await api(ts.url, alice.token).deleteNode(assignment), 204)
+      await createDocument(ts.url, alice.token, `${root}/after`, {})
+      expect(under(await feed(bob, since), root).map((r) => r.path)).toEqual([root, `${root}/note`, `${root}/between`, `${root}/after`])
+      expect(under(await feed(carol, since), root).map((r) => r.path)).toContain(`${root}/hidden-2`)
     })
     it('[FEED7] an Admin who makes and ends Denied assignments for ever new subjects cannot grow the records without bound: past its bound a list means everyone', async () => {
       const since = await lastVersion()
       const root = await createDocument(ts.url, alice.token, `${space}/churn`, { Title: 'Churn' })
-      for (let i = 0; i < 3; i++) await createDocument(ts.url, alice.token, `${root}/d${i}`, { I: i })
       const a = api(ts.url, alice.token)
-      for (let i = 0; i < 30; i++) {
-        const ghost = `ghost-${i}-${'x'.repeat(120)}`
-        await grantRole(ts.url, alice.token, root, ghost, 'Viewer', true)
-        expectStatus(await a.deleteNode(`${root}/_Access/${ghost}_Access`), 204)
-      }
+      // [FEED8] A Denied withholds only what was made while it stood: the documents come while all stand.
+      const ghosts = Array.from({ length: 30 }, (_, i) => `ghost-${i}-${'x'.repeat(120)}`)
+      for (const ghost of ghosts) await grantRole(ts.url, alice.token, root, ghost, 'Viewer', true)
+      for (let i = 0; i < 3; i++) await createDocument(ts.url, alice.token, `${root}/d${i}`, { I: i })
+      for (const ghost of ghosts) expectStatus(await a.deleteNode(`${root}/_Access/${ghost}_Access`), 204)
       const stored = (await ts.server.storage.changesSince(since, 10_000)).filter((r) => r.path === root || r.path.startsWith(`${root}/`))
       expect(stored.length).toBeGreaterThan(4)
       for (const r of stored) expect((r.withheld ?? []).join('\n').length, r.path).toBeLessThan(2048)

@@ -67,6 +67,13 @@ interface Withheld {
   subject: string
   scope: string
   upTo: number
+  /**
+   * [FEED8] The feed's head right after the write that made it begin standing: its end withholds
+   * only the records from its start on, and its start is at or below this. Records between the head
+   * before that write and this one are left unjudged (an engine's write may be among them); one
+   * carried in by a move has no start on the server, which withholds more (the safe side).
+   */
+  since: number
 }
 
 /** What the test wrote, and nothing it learned from the server about who may read. */
@@ -85,7 +92,7 @@ class Model {
   /** Paths written since the last `settle`. */
   private readonly unsettled = new Set<string>()
   /** The Denied assignments standing after the last `settle`: assignment path → scope and subject. */
-  private standing = new Map<string, { scope: string; subject: string }>()
+  private standing = new Map<string, { scope: string; subject: string; since: number }>()
   /** [FEED5] Every Denied that stopped standing, in order. */
   readonly withheld: Withheld[] = []
   /** user → written paths the user could not read at some moment after their first write. */
@@ -142,14 +149,18 @@ class Model {
   async settle(users: readonly string[], head: () => Promise<number>): Promise<Withheld[]> {
     const now = deniedAssignments(this)
     const ended = [...this.standing].filter(([path, d]) => now.get(path)?.subject !== d.subject).map(([, d]) => d)
-    if (ended.length || this.unsettled.size) {
-      const upTo = await head()
+    const begun = [...now].filter(([path, d]) => this.standing.get(path)?.subject !== d.subject).map(([path]) => path)
+    let upTo = 0
+    if (ended.length || begun.length || this.unsettled.size) {
+      upTo = await head()
       for (const p of this.unsettled) this.lastWrite.set(p, upTo)
       this.unsettled.clear()
       for (const d of ended) this.withheld.push({ ...d, upTo })
     }
     const added = this.withheld.slice(this.withheld.length - ended.length)
-    this.standing = now
+    const standing = new Map<string, { scope: string; subject: string; since: number }>()
+    for (const [path, d] of now) standing.set(path, { ...d, since: begun.includes(path) ? upTo : this.standing.get(path)!.since })
+    this.standing = standing
     for (const u of users) {
       let set = this.everUnreadable.get(u)
       if (!set) this.everUnreadable.set(u, (set = new Set()))
@@ -682,7 +693,7 @@ async function checkEverything(m: Model, subjects: Subject[], seed: number, when
       since = page.next
     }
     const leaked = feed
-      .filter((r) => !mayRead(m, user, r.path) || withheldOver(m, user, r.path).some((w) => r.version <= w.upTo))
+      .filter((r) => !mayRead(m, user, r.path) || withheldOver(m, user, r.path).some((w) => r.version <= w.upTo && r.version >= w.since))
       .map((r) => `${r.version} ${r.kind} ${r.path}`)
     expect([`${who}, feed records of unreadable or withheld paths`, leaked]).toEqual([`${who}, feed records of unreadable or withheld paths`, []])
     // Every path that stayed readable since it was written is there, moved, trashed and deleted
