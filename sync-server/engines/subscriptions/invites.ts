@@ -228,11 +228,18 @@ export async function inviteToGroup(
   const emails = splitEmails(body.emails).map(parseEmail)
   if (emails.length === 0) throw new WeftError('invalid_request', 'No email address to invite.')
   const role = body.role ?? null
+  // [ACC43] Every address's account, and a Denied one refused, before anything is written: a
+  // refusal of the third address left the first two members, and the caller read only the refusal.
+  const accounts = await Promise.all(emails.map((email) => deps.users.findUserIdByEmail(email)))
+  if (role) {
+    for (const existing of accounts) {
+      if (existing && (await isDenied(deps.nodes, group, existing))) throw new WeftError('conflict', deniedMessage(existing, group))
+    }
+  }
   const out: InviteOutcome[] = []
-  for (const email of emails) {
-    const existing = await deps.users.findUserIdByEmail(email)
+  for (const [i, email] of emails.entries()) {
+    const existing = accounts[i]
     if (existing) {
-      if (role && (await isDenied(deps.nodes, group, existing))) throw new WeftError('conflict', deniedMessage(existing, group))
       const added = await addMembership(deps.nodes, group, existing)
       const granted = role ? await grantAccess(deps.nodes, group, existing, role) : 'unchanged'
       if (granted === 'denied') throw new WeftError('conflict', deniedMessage(existing, group))
