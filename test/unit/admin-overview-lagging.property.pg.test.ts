@@ -1,7 +1,7 @@
 import fc from 'fast-check'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { SYSTEM, type NodePath } from '../../shared/index.js'
-import { api, createDocument, createSpace, errorCode, expectStatus, freshDatabase, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
+import { describe, expect, it } from 'vitest'
+import { api, createDocument, createSpace, errorCode, expectStatus } from '../helpers/index.js'
+import { operatorServer } from '../helpers/operator-server.js'
 import { ctx, definition, putSubscription, type Item } from '../integration/contextual-helpers.js'
 
 /**
@@ -19,7 +19,7 @@ import { ctx, definition, putSubscription, type Item } from '../integration/cont
  * Deterministic per seed (`WEFT_FC_SEED`; fast-check prints the seed and the failing case).
  */
 const SEED = process.env.WEFT_FC_SEED ? Number(process.env.WEFT_FC_SEED) : 20_261_207
-const RUNS = Number(process.env.WEFT_OPS_LAG_RUNS ?? 12)
+const RUNS = Number(process.env.WEFT_OPS_LAG_RUNS ?? 10)
 
 type Write =
   | { kind: 'create'; prefix: number }
@@ -61,30 +61,16 @@ interface Lagging { consumerId: string; subscriptionPath: string; waiting: numbe
 
 for (const backend of ['sqlite', 'postgres'] as const) {
   describe(`[OPS14] the operator's lagging consumers, as a property (${backend})`, () => {
-    let ts: TestServer
-    let ops: TestUser
-    let owner: TestUser
-    let drop: (() => Promise<void>) | null = null
+    const env = operatorServer(backend, 'weft_opslag_')
     let caseNo = 0
     const seen = { listedPending: 0, listedUnread: 0, listedBoth: 0, idleUnmatched: 0, pulled: 0, full: 0, acked: 0, nacked: 0, dead: 0 }
 
-    beforeAll(async () => {
-      const db = backend === 'postgres' ? await freshDatabase('weft_opslag_') : null
-      drop = db?.drop ?? null
-      ts = await startTestServer(db ? { config: { databaseUrl: db.url } } : {})
-      ops = await signup(ts.url)
-      owner = await signup(ts.url)
-      await ts.server.nodes.put(SYSTEM, `Admin/_Access/${ops.userId}_Access` as NodePath, { nodeType: 'AccessAssignment', content: { Subject: ops.userId, Role: 'Admin' } }, 'system')
-    }, 120_000)
-    afterAll(async () => {
-      await ts?.cleanup()
-      await drop?.()
-    })
 
-    const lagging = async (): Promise<Lagging[]> => expectStatus(await api(ts.url, ops.token).get<{ laggingConsumers: Lagging[] }>('/api/admin/overview'), 200).body.laggingConsumers
+    const lagging = async (): Promise<Lagging[]> => expectStatus(await api(env.ts.url, env.ops.token).get<{ laggingConsumers: Lagging[] }>('/api/admin/overview'), 200).body.laggingConsumers
 
     /** One case: a fresh space, its subscriptions and workers, the steps, and after each the page against the model. */
     const runCase = async (s: Scenario): Promise<void> => {
+      const { ts, owner } = env
       const space = await createSpace(ts.url, owner.token, `Lag${++caseNo}${backend}`)
       const prefixes = [`${space}/in0`, `${space}/in1`]
       const subs = [`${space}/s0`, `${space}/s1`]
