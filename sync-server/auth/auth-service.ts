@@ -34,8 +34,11 @@ export interface TokenPeers {
  */
 const RESERVED_USER_IDS: ReadonlySet<string> = new Set(['admin', 'api', 'system', 'agent'])
 
+/** [ACC44] The longest account address: what sign-up takes, and so what an invite may name. */
+export const MAX_EMAIL_LENGTH = 320
+
 export const SignupBody = z.object({
-  email: z.string().trim().toLowerCase().email().max(320),
+  email: z.string().trim().toLowerCase().email().max(MAX_EMAIL_LENGTH),
   password: z.string().min(8, 'Use a password of at least 8 characters.').max(1024),
   name: z.string().trim().min(1).max(200),
 })

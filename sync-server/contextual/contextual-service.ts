@@ -787,9 +787,10 @@ export class ContextualService {
    * hand out now: its pending events, and the changes after its cursor its pull would ingest
    * (the same rule, `ingests`). The second counts for a worker that stopped pulling: its matching
    * changes were never ingested, and it was not listed at all. Bounded: at most `limit` consumers
-   * behind the head with nothing ingested waiting (the furthest behind first), and for each one
+   * behind the head with nothing ingested waiting (the furthest behind first), plus ([SCALE22]) the
+   * at most `limit` listed with events waiting whose cursor is behind the head, and for each one
    * page of UNREAD_SCANNED change records after its cursor (by version, the primary key), so a
-   * reading reads at most `limit` × UNREAD_SCANNED change rows however long the log. An event
+   * reading reads at most 2 × `limit` × UNREAD_SCANNED change rows however long the log. An event
    * further on than that page is not counted (a stopped consumer whose first one lies there is not
    * listed: the price of the bound; its status page tells its changes since the last pull).
    */
@@ -798,21 +799,37 @@ export class ContextualService {
       this.call<ContextualAttention>({ op: 'attention', limit, now }),
       this.call<QuietConsumer[]>({ op: 'quietConsumers', limit, now }),
     ])
-    const unread = await Promise.all(quiet.map(async (c) => {
-      // Its filter is its subscription node's definition, read as system (the operator shares no
-      // space with its owner); a node replaced since (another definition) is not its own any more.
-      const node = await this.definitionNode(SYSTEM, c.subscriptionPath as NodePath).catch(() => null)
-      if (!node || node.def.hash !== c.defHash || Date.parse(c.createdAt) < Date.parse(node.createdAt)) return null
-      const u = await this.call<UnreadEvents>({
-        op: 'unread', after: c.cursor, limit: UNREAD_SCANNED, filter: node.def.events,
-        readable: this.readableWithin(c.owner, node.def.events.prefix), subjects: [c.owner, ...(this.opts.access.groupsOf?.(c.owner) ?? [])],
-      })
-      return u.count > 0 && u.oldest !== null
-        ? { consumerId: c.consumerId, subscriptionPath: c.subscriptionPath, name: c.name, cursor: c.cursor, lag: Math.max(0, a.headVersion - c.cursor), waiting: u.count, oldest: u.oldest }
-        : null
+    // [SCALE22] A consumer listed with events pending may have changes after its cursor waiting as
+    // well (a pull that leases a due event ingests nothing, and a worker that stops then leaves
+    // them unread): they are counted too, or the page said 1 where 2 waited.
+    const listed = await Promise.all(a.lagging.map(async (l) => {
+      if (l.cursor >= a.headVersion) return l
+      const row = await this.call<ConsumerRow | null>({ op: 'consumer', id: l.consumerId })
+      const u = row ? await this.unreadOf({ consumerId: row.id, subscriptionPath: row.subscriptionPath, name: row.name, cursor: row.cursor, defHash: row.defHash, owner: row.owner, createdAt: row.createdAt }) : null
+      return u ? { ...l, waiting: l.waiting + u.count, oldest: Math.min(l.oldest, u.oldest) } : l
     }))
-    const lagging = [...a.lagging, ...unread.filter((l) => l !== null)].sort((x, y) => x.oldest - y.oldest || (x.consumerId < y.consumerId ? -1 : 1)).slice(0, limit)
+    const unread = await Promise.all(quiet.map(async (c) => {
+      const u = await this.unreadOf(c)
+      return u ? { consumerId: c.consumerId, subscriptionPath: c.subscriptionPath, name: c.name, cursor: c.cursor, lag: Math.max(0, a.headVersion - c.cursor), waiting: u.count, oldest: u.oldest } : null
+    }))
+    const lagging = [...listed, ...unread.filter((l) => l !== null)].sort((x, y) => x.oldest - y.oldest || (x.consumerId < y.consumerId ? -1 : 1)).slice(0, limit)
     return { ...a, lagging }
+  }
+
+  /**
+   * [OPS14] The changes after the consumer's cursor its pull would ingest, in one page of
+   * UNREAD_SCANNED change records; null when none (or its subscription holds another definition).
+   * Its filter is its subscription node's definition, read as system (the operator shares no space
+   * with its owner); a node replaced since (another definition) is not its own any more.
+   */
+  private async unreadOf(c: QuietConsumer): Promise<{ count: number; oldest: number } | null> {
+    const node = await this.definitionNode(SYSTEM, c.subscriptionPath as NodePath).catch(() => null)
+    if (!node || node.def.hash !== c.defHash || Date.parse(c.createdAt) < Date.parse(node.createdAt)) return null
+    const u = await this.call<UnreadEvents>({
+      op: 'unread', after: c.cursor, limit: UNREAD_SCANNED, filter: node.def.events,
+      readable: this.readableWithin(c.owner, node.def.events.prefix), subjects: [c.owner, ...(this.opts.access.groupsOf?.(c.owner) ?? [])],
+    })
+    return u.count > 0 && u.oldest !== null ? { count: u.count, oldest: u.oldest } : null
   }
 
   /** [CTX29] `status` of one's own consumer. */

@@ -4,6 +4,7 @@ import {
   SYSTEM,
   isJsonObject,
   readSubscriptionStatus,
+  selfAndAncestors,
   tryParseNodePath,
   type EventDelivery,
   type EventSubscription,
@@ -109,15 +110,40 @@ export interface GrantResult {
   role: Role | null
 }
 
+/**
+ * [ACC42] The role the subject holds on `scope` by its own assignment closest above it (none when
+ * that one is Denied): what an assignment written on `scope` would stand in for, since the closest
+ * assignment wins ([ACC1]). A grant on a group inside a space must not write a Viewer over the
+ * Admin its subject holds on the space: that lowered them there (an Admin inviting themselves to
+ * their own group with a role lost the right to manage it).
+ */
+async function inheritedRole(nodes: NodeApi, scope: NodePath, subject: string): Promise<Role | null> {
+  for (const above of selfAndAncestors(scope).slice(1)) {
+    const path = tryParseNodePath(assignmentPath(above, subject))
+    const node = path ? await nodes.get(SYSTEM, path) : null
+    // As the access index reads it: an assignment of another subject, or with no role it knows, counts for nothing.
+    if (node?.nodeType !== 'AccessAssignment' || node.content.Subject !== subject || !Role.isMember(node.content.Role)) continue
+    return node.content.Denied === true ? null : node.content.Role
+  }
+  return null
+}
+
 /** `grantAccess`, telling the role held after it: an invite says so ([ACC40]), never "granted" for a role kept. */
 export async function grantAccessHeld(nodes: NodeApi, scope: string, subject: string, role: Role, by?: GrantedBy): Promise<GrantResult> {
   const path = requirePath(assignmentPath(scope, subject), 'Assignment')
+  const inherited = await inheritedRole(nodes, requirePath(scope, 'Scope'), subject)
   let outcome: GrantOutcome = 'unchanged'
   let heldAfter: Role | null = null
   await nodes.update(SYSTEM, path, (current) => {
     if (current?.content.Denied === true) {
       outcome = 'denied'
       heldAfter = null
+      return undefined
+    }
+    // [ACC42] No assignment here: what they inherit is what they hold, and one as high or higher is kept as it stands.
+    if (!Role.isMember(current?.content.Role) && inherited !== null && higherRole(inherited, role) === inherited) {
+      outcome = 'unchanged'
+      heldAfter = inherited
       return undefined
     }
     const held = current?.content.Role

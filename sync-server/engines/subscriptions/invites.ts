@@ -19,7 +19,7 @@ import {
   type InviteView,
   type MemberView,
 } from '../../../shared/index.js'
-import type { UserDirectory } from '../../auth/index.js'
+import { MAX_EMAIL_LENGTH, type UserDirectory } from '../../auth/index.js'
 import type { NodeApi } from '../../nodes/index.js'
 import { ALL, isAdminOf } from './access.js'
 import { addMembership, deniedMessage, grantAccess, grantAccessHeld, isDenied, pinForUser } from './continuations.js'
@@ -56,7 +56,14 @@ export type InviteOutcome =
   | { email: string; status: 'Granted'; userId: string; change?: GrantChange | GroupChange; role?: Role | null }
   | { email: string; status: 'Invited'; subscriptionId: string }
 
-const Email = z.string().trim().toLowerCase().pipe(z.email())
+/**
+ * [ACC44] An address sign-up would take: no longer than MAX_EMAIL_LENGTH (an invite of a 200,000
+ * character address wrote its subscription, then its Invitation was refused for its name's
+ * length: a 400 that left a Pending invite behind).
+ */
+const Email = z.string().trim().toLowerCase().pipe(z.email()).pipe(z.string().max(MAX_EMAIL_LENGTH))
+/** [ACC45] The most addresses one group invite takes: a pasted list a person reads back, not a mailing list written address by address in one request. */
+export const MAX_INVITES_PER_REQUEST = 500
 
 export const SpaceInviteBody = z.object({
   email: z.string(),
@@ -75,7 +82,7 @@ export const GroupInviteBody = z
 
 export function parseEmail(raw: string): string {
   const r = Email.safeParse(raw)
-  if (!r.success) throw new WeftError('invalid_request', `${JSON.stringify(raw)} is not an email address.`)
+  if (!r.success) throw new WeftError('invalid_request', `${JSON.stringify(raw.length > 80 ? `${raw.slice(0, 80)}…` : raw)} is not an email address${raw.length > MAX_EMAIL_LENGTH ? ` (at most ${MAX_EMAIL_LENGTH} characters)` : ''}.`)
   return r.data
 }
 
@@ -225,14 +232,23 @@ export async function inviteToGroup(
 ): Promise<InviteOutcome[]> {
   await requireAdmin(deps.nodes, caller, group)
   await requireNode(deps.nodes, group, 'Group')
-  const emails = splitEmails(body.emails).map(parseEmail)
+  const listed = splitEmails(body.emails)
+  if (listed.length > MAX_INVITES_PER_REQUEST) throw new WeftError('invalid_request', `${listed.length} addresses; one invite takes at most ${MAX_INVITES_PER_REQUEST}: send them in parts.`)
+  const emails = listed.map(parseEmail)
   if (emails.length === 0) throw new WeftError('invalid_request', 'No email address to invite.')
   const role = body.role ?? null
+  // [ACC43] Every address's account, and a Denied one refused, before anything is written: a
+  // refusal of the third address left the first two members, and the caller read only the refusal.
+  const accounts = await Promise.all(emails.map((email) => deps.users.findUserIdByEmail(email)))
+  if (role) {
+    for (const existing of accounts) {
+      if (existing && (await isDenied(deps.nodes, group, existing))) throw new WeftError('conflict', deniedMessage(existing, group))
+    }
+  }
   const out: InviteOutcome[] = []
-  for (const email of emails) {
-    const existing = await deps.users.findUserIdByEmail(email)
+  for (const [i, email] of emails.entries()) {
+    const existing = accounts[i]
     if (existing) {
-      if (role && (await isDenied(deps.nodes, group, existing))) throw new WeftError('conflict', deniedMessage(existing, group))
       const added = await addMembership(deps.nodes, group, existing)
       const granted = role ? await grantAccess(deps.nodes, group, existing, role) : 'unchanged'
       if (granted === 'denied') throw new WeftError('conflict', deniedMessage(existing, group))
