@@ -78,7 +78,17 @@ export interface OutboxRow {
   at: string
 }
 
-export type OpRow =
+/**
+ * [SYNC19] A queued operation's failed replays that were no refusal (the network, a 5xx): it stays
+ * queued and is tried again; these say how often it failed and how, for the person and the tests.
+ */
+export interface OpTries {
+  tries?: number
+  lastCode?: string
+  lastMessage?: string
+}
+
+export type OpRow = (
   | {
       id?: number
       kind: 'create'
@@ -94,6 +104,8 @@ export type OpRow =
       content?: JsonObject
     }
   | { id?: number; kind: 'delete'; path: string; at: string }
+) &
+  OpTries
 
 export interface MetaRow {
   key: string

@@ -611,6 +611,14 @@ export class NodeStore {
     return this.db.ops.orderBy('id').toArray()
   }
 
+  /** [SYNC19] A replay of `op` failed for now (the network, a 5xx): it stays queued, its failure noted. */
+  async noteOpFailure(op: OpRow, code: string, message: string): Promise<void> {
+    await this.db.transaction('rw', this.db.ops, async () => {
+      const row = await this.db.ops.get(op.id!)
+      if (row) await this.db.ops.update(op.id!, { tries: (row.tries ?? 0) + 1, lastCode: code, lastMessage: message })
+    })
+  }
+
   async completeOp(op: OpRow): Promise<void> {
     await this.db.transaction('rw', this.db.ops, this.db.nodes, async () => {
       await this.db.ops.delete(op.id!)
