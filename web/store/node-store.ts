@@ -41,6 +41,12 @@ function parentOf(path: string): string {
   return parentPath(path as NodePath) ?? ''
 }
 
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
 /** Is `p` the node at `path` or below it? */
 function isWithin(p: string, path: string): boolean {
   return p === path || p.startsWith(path + '/')
@@ -71,6 +77,8 @@ export class NodeStore {
    * read the server then missed the edit).
    */
   readonly localWritesBegun$ = new BehaviorSubject(0)
+  /** [SYNC21] This tab among the tabs sharing the database (a rebuild mark names the tab that rebuilds). */
+  readonly tabId = `tab-${Math.random().toString(36).slice(2)}-${Date.now().toString(36)}`
   private localWritesSettled = 0
 
   constructor(dbName: string) {
@@ -319,18 +327,31 @@ export class NodeStore {
   /**
    * Settles a refusal. A `retryable` refusal (the update only depended on one the server
    * refused) keeps the entry pending for one replay on a rebuilt doc; a second refusal is final.
+   *
+   * [SYNC21] `sent`: the bytes the refused frame carried. Tabs share the outbox and each sends its
+   * entries, so the server may refuse the same bytes once per tab: a refusal of bytes already
+   * refused (or since replaced by a replay) is the same refusal told again, and is not counted
+   * (null). Counted twice, the second made the edit refused for good before its one replay. The
+   * replay is one per node across tabs too: `rebuildHere` is false when another tab's refusal
+   * marked the node first (that tab rebuilds and replays every pending entry, then tells the
+   * others to reload).
    */
-  async refuse(id: number, code: string, message: string, retryable = false): Promise<OutboxRow | null> {
-    return this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
+  async refuse(id: number, code: string, message: string, retryable = false, sent?: Uint8Array): Promise<(OutboxRow & { rebuildHere: boolean }) | null> {
+    return this.db.transaction('rw', this.db.outbox, this.db.nodes, this.db.meta, async () => {
       const row = await this.db.outbox.get(id)
       if (!row || row.status !== 'pending') return null
+      if (retryable && sent && (row.bytesRefused === true || !sameBytes(sent, row.update))) return null
       if (retryable && (row.replays ?? 0) < 1) {
         await this.db.outbox.update(id, { replays: (row.replays ?? 0) + 1, bytesRefused: true })
-        return { ...row, replays: (row.replays ?? 0) + 1, bytesRefused: true }
+        const mark = await this.db.meta.get(rebuildKey(row.path))
+        const rebuildHere = mark === undefined || mark.value === this.tabId || typeof mark.value !== 'string'
+        if (rebuildHere) await this.markRebuild(row.path)
+        return { ...row, replays: (row.replays ?? 0) + 1, bytesRefused: true, rebuildHere }
       }
       await this.db.outbox.update(id, { status: 'refused', code, message })
       await this.refreshCounts(row.path)
-      return { ...row, status: 'refused' as const, code, message }
+      await this.markRebuild(row.path)
+      return { ...row, status: 'refused' as const, code, message, rebuildHere: true }
     })
   }
 
@@ -392,7 +413,8 @@ export class NodeStore {
 
   /** Marks the node's doc to be rebuilt from the server's state at its next join (kept across reloads). */
   async markRebuild(path: string): Promise<void> {
-    await this.db.meta.put({ key: rebuildKey(path), value: 1 })
+    // [SYNC21] Whose: the tab that rebuilds it (refuse).
+    await this.db.meta.put({ key: rebuildKey(path), value: this.tabId })
   }
 
   async isMarkedForRebuild(path: string): Promise<boolean> {
