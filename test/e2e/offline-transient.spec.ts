@@ -1,6 +1,6 @@
 import { expect, test, type Page } from '@playwright/test'
 import { failWrites } from '../helpers/storage-fault.js'
-import { api, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
+import { api, editField, field, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
 import { childCreatedOffline } from './offline-steps.js'
 
 let server: E2eServer
@@ -59,4 +59,27 @@ test('[SYNC19] a child created offline whose creation then fails on the server (
     fault.heal()
   }
   await b.context.close()
+})
+
+test('[SYNC22] an edit typed offline into a node that is deleted and made again at its path meanwhile is not put into the new node: the page shows the new node, and the edit is kept, refused, for its author', async ({ browser }) => {
+  await putNode(server, ann, 'Again', 'Space', {}, 'Again')
+  await grant(server, ann, 'Again', bob.userId, 'Admin')
+  await putNode(server, ann, 'Again/Note', 'Document', { Title: 'old title' }, 'Note')
+  const a = await openLoggedIn(browser, server, ann, 'Again/Note')
+  await expect(field(a.page, 'Title')).toHaveValue('old title')
+  await a.context.setOffline(true)
+  await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'offline')
+  await editField(a.page, 'Title', 'old title, typed offline')
+  // Meanwhile Bob deletes the node and makes another at its path.
+  expect((await api(server, bob, 'DELETE', '/api/nodes/Again/Note')).status).toBeLessThan(300)
+  await putNode(server, bob, 'Again/Note', 'Document', { Title: 'new title' }, 'Note')
+  await a.context.setOffline(false)
+  await expect(field(a.page, 'Title')).toHaveValue('new title', { timeout: 20_000 })
+  await expect(syncStatus(a.page)).toHaveAttribute('data-status', 'saved', { timeout: 20_000 })
+  await expect(field(a.page, 'Title')).toHaveValue('new title')
+  const refused = a.page.locator('weft-node-page .refused')
+  await expect(refused).toContainText('old title, typed offline')
+  await a.page.screenshot({ path: 'test-results/sync22-recreated-node.png' })
+  expect(await getContent(server, bob, 'Again/Note')).toEqual({ Title: 'new title' })
+  await a.context.close()
 })

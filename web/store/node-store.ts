@@ -1,6 +1,6 @@
 import * as Y from 'yjs'
 import { Dexie, type Table } from 'dexie'
-import { BehaviorSubject } from 'rxjs'
+import { BehaviorSubject, Subject } from 'rxjs'
 import type { JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
 import { parentPath, type NodePath } from '../../shared/path.js'
 import { isListedChild } from './listed.js'
@@ -219,7 +219,9 @@ export class NodeStore {
     const id = await this.localWrite(() =>
       this.db.transaction('rw', this.db.updates, this.db.outbox, this.db.nodes, async () => {
         await this.db.updates.add({ path, update })
-        const id = await this.db.outbox.add({ path, patch, update, status: 'pending', at, ...(base ? { base } : {}) })
+        // [SYNC22] Which node at the path the edit is of.
+        const nodeCreatedAt = (await this.db.nodes.get(path))?.createdAt
+        const id = await this.db.outbox.add({ path, patch, update, status: 'pending', at, ...(base ? { base } : {}), ...(nodeCreatedAt ? { nodeCreatedAt } : {}) })
         await this.refreshCounts(path, at)
         return id
       }),
@@ -469,7 +471,7 @@ export class NodeStore {
   async upsertNodes(nodes: readonly MeshNode[]): Promise<void> {
     if (nodes.length === 0) return
     const seen = this.stamp()
-    await this.db.transaction('rw', this.db.nodes, async () => {
+    const replaced = await this.db.transaction('rw', [this.db.nodes, this.db.outbox, this.db.meta], async () => {
       const existing = await this.db.nodes.bulkGet(nodes.map((n) => n.path))
       await this.db.nodes.bulkPut(
         nodes.map((n, i) => ({
@@ -482,9 +484,40 @@ export class NodeStore {
           pending: existing[i]?.pending ?? 0,
           refused: existing[i]?.refused ?? 0,
           seen,
+          ...(n.createdAt ? { createdAt: n.createdAt } : {}),
         })),
       )
+      const replaced: string[] = []
+      for (const n of nodes) if (n.createdAt && (await this.refuseEditsOfReplaced(n.path, n.createdAt)) > 0) replaced.push(n.path)
+      return replaced
     })
+    for (const path of replaced) this.replaced$.next(path)
+  }
+
+  /**
+   * [SYNC22] Paths whose node turned out to be another one (deleted elsewhere, another made at the
+   * path) while this device held unsent edits of the old one: those were refused (upsertNodes), and
+   * the doc shown must become the new node's (the coordinator rebuilds an open replica).
+   */
+  readonly replaced$ = new Subject<string>()
+
+  /**
+   * [SYNC22] The node at `path` is now the one created at `createdAt`: unsent edits made on another
+   * node there (one deleted since) are refused, kept for their author, never sent or replayed into
+   * the new node as if they were of it; the doc is marked to be rebuilt from the new node's state.
+   * Edits whose node is not known (made before this device learned it) are left as they are.
+   */
+  private async refuseEditsOfReplaced(path: string, createdAt: string): Promise<number> {
+    const message = `${path} was deleted while this edit was on its way, and another node was made at its path: the edit was not put into it. It is kept here: copy it or discard it.`
+    const n = await this.db.outbox
+      .where('[path+status]')
+      .equals([path, 'pending'])
+      .filter((r) => r.nodeCreatedAt !== undefined && r.nodeCreatedAt !== createdAt)
+      .modify({ status: 'refused', code: 'not_found', message, nodeReplaced: 1 })
+    if (n === 0) return 0
+    await this.refreshCounts(path)
+    await this.markRebuild(path)
+    return n
   }
 
   /**

@@ -80,6 +80,11 @@ export interface ReplicaDeps {
   onIdle: (path: string) => void
   /** The server's limit on one change (bytes); an edit over it is refused before it is stored. */
   maxPayloadBytes?: () => number
+  /**
+   * [SYNC22] Learns the node at the path from the server (a rebuild asks before it replays): edits
+   * made on a node deleted since, another made at its path, are refused then, not replayed into it.
+   */
+  confirmNode?: (path: string) => Promise<void>
 }
 
 /** How long after converting a plain string a competing conversion is looked for (well above a round trip). */
@@ -1008,6 +1013,9 @@ export class NodeReplica implements RoomHandler {
     const fresh = this.rebuildDoc
     if (!fresh) return
     await this.rebuildStoring
+    // [SYNC22] Which node the server's state is of, before the outbox is replayed onto it.
+    await this.deps.confirmNode?.(this.path)
+    if (this.rebuildDoc !== fresh) return
     // [WEB100] Asks from here on may come after a read below: they rebuild again after the swap.
     const asks = this.rebuildAsks
     const replayed = new Map<number, Uint8Array>()

@@ -167,6 +167,8 @@ export class SyncClient {
     )
     // The server's Changed hint: catch up from the feed now (one poll at a time, one more after).
     this.subs.push(this.conn.changed$.subscribe(() => this.pollSoon()))
+    // [SYNC22] A node replaced at its path under unsent edits: an open replica shows the new one.
+    this.subs.push(this.store.replaced$.subscribe((path) => this.replicas.get(path)?.replica.rebuildFromServer()))
     this.conn.start()
     this.scheduleFeed()
     return opened
@@ -307,6 +309,7 @@ export class SyncClient {
         },
         onIdle: (p) => this.disposeIfIdle(p),
         maxPayloadBytes: () => this.maxPayloadBytes,
+        confirmNode: (p) => this.refreshNode(p),
       })
       held = { replica, refs: 0, idleTimer: null }
       this.replicas.set(path, held)
