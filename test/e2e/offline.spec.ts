@@ -14,6 +14,7 @@ import {
   type E2eServer,
   type TestUser,
 } from './fixtures.js'
+import { childCreatedOffline } from './offline-steps.js'
 
 let server: E2eServer
 let ann: TestUser
@@ -111,19 +112,7 @@ test('[WEB95] offline, Rename is not offered as if it could work: the reason is 
 })
 
 test('[WEB97] a child created offline that the server then refuses (Create rights lost meanwhile) is no longer listed under its parent; the refusal is said', async ({ browser }) => {
-  await putNode(server, ann, 'Field97', 'Space', {}, 'Field97')
-  await grant(server, ann, 'Field97', bob.userId, 'Editor')
-  const b = await openLoggedIn(browser, server, bob, 'Field97')
-  const page = b.page.locator('weft-node-page')
-  const form = page.getByRole('form', { name: 'New child node' })
-  await expect(form).toBeVisible()
-  await waitForServiceWorker(b.page)
-  await b.context.setOffline(true)
-  await expect(syncStatus(b.page)).toHaveAttribute('data-status', 'offline')
-  await form.getByLabel('Name').fill('Draft')
-  await form.getByRole('button', { name: 'Create' }).click()
-  const link = page.locator('section[aria-label="Children"]').getByRole('link', { name: 'Draft' })
-  await expect(link).toBeVisible()
+  const { link, ...b } = await childCreatedOffline(browser, server, ann, bob, 'Field97', 'Draft')
   // Meanwhile Bob becomes a Viewer: the server refuses the creation when it is sent.
   await grant(server, ann, 'Field97', bob.userId, 'Viewer')
   await b.context.setOffline(false)

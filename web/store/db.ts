@@ -48,6 +48,11 @@ export interface IndexRow {
    * older listing could not hold).
    */
   seen?: number
+  /**
+   * [SYNC22] When the node at this path was created, as the server last told this device: another
+   * value later means the node was deleted and another made at its path (decision 0011).
+   */
+  createdAt?: string
 }
 
 export type OutboxStatus = 'pending' | 'refused'
@@ -64,6 +69,10 @@ export interface OutboxRow {
    * before: those replay the whole field.
    */
   base?: Record<string, TextSplice>
+  /** [SYNC22] The creation time of the node this edit was made on (its index row's), when known. */
+  nodeCreatedAt?: string
+  /** [SYNC22] Refused because that node was deleted and another made at its path. */
+  nodeReplaced?: 1
   update: Uint8Array
   status: OutboxStatus
   code?: string
@@ -78,7 +87,17 @@ export interface OutboxRow {
   at: string
 }
 
-export type OpRow =
+/**
+ * [SYNC19] A queued operation's failed replays that were no refusal (the network, a 5xx): it stays
+ * queued and is tried again; these say how often it failed and how, for the person and the tests.
+ */
+export interface OpTries {
+  tries?: number
+  lastCode?: string
+  lastMessage?: string
+}
+
+export type OpRow = (
   | {
       id?: number
       kind: 'create'
@@ -94,6 +113,8 @@ export type OpRow =
       content?: JsonObject
     }
   | { id?: number; kind: 'delete'; path: string; at: string }
+) &
+  OpTries
 
 export interface MetaRow {
   key: string

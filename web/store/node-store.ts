@@ -1,6 +1,6 @@
 import * as Y from 'yjs'
 import { Dexie, type Table } from 'dexie'
-import { BehaviorSubject } from 'rxjs'
+import { BehaviorSubject, Subject } from 'rxjs'
 import type { JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
 import { parentPath, type NodePath } from '../../shared/path.js'
 import { isListedChild } from './listed.js'
@@ -41,6 +41,12 @@ function parentOf(path: string): string {
   return parentPath(path as NodePath) ?? ''
 }
 
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
 /** Is `p` the node at `path` or below it? */
 function isWithin(p: string, path: string): boolean {
   return p === path || p.startsWith(path + '/')
@@ -71,6 +77,8 @@ export class NodeStore {
    * read the server then missed the edit).
    */
   readonly localWritesBegun$ = new BehaviorSubject(0)
+  /** [SYNC21] This tab among the tabs sharing the database (a rebuild mark names the tab that rebuilds). */
+  readonly tabId = `tab-${Math.random().toString(36).slice(2)}-${Date.now().toString(36)}`
   private localWritesSettled = 0
 
   constructor(dbName: string) {
@@ -211,7 +219,9 @@ export class NodeStore {
     const id = await this.localWrite(() =>
       this.db.transaction('rw', this.db.updates, this.db.outbox, this.db.nodes, async () => {
         await this.db.updates.add({ path, update })
-        const id = await this.db.outbox.add({ path, patch, update, status: 'pending', at, ...(base ? { base } : {}) })
+        // [SYNC22] Which node at the path the edit is of.
+        const nodeCreatedAt = (await this.db.nodes.get(path))?.createdAt
+        const id = await this.db.outbox.add({ path, patch, update, status: 'pending', at, ...(base ? { base } : {}), ...(nodeCreatedAt ? { nodeCreatedAt } : {}) })
         await this.refreshCounts(path, at)
         return id
       }),
@@ -319,18 +329,31 @@ export class NodeStore {
   /**
    * Settles a refusal. A `retryable` refusal (the update only depended on one the server
    * refused) keeps the entry pending for one replay on a rebuilt doc; a second refusal is final.
+   *
+   * [SYNC21] `sent`: the bytes the refused frame carried. Tabs share the outbox and each sends its
+   * entries, so the server may refuse the same bytes once per tab: a refusal of bytes already
+   * refused (or since replaced by a replay) is the same refusal told again, and is not counted
+   * (null). Counted twice, the second made the edit refused for good before its one replay. The
+   * replay is one per node across tabs too: `rebuildHere` is false when another tab's refusal
+   * marked the node first (that tab rebuilds and replays every pending entry, then tells the
+   * others to reload).
    */
-  async refuse(id: number, code: string, message: string, retryable = false): Promise<OutboxRow | null> {
-    return this.db.transaction('rw', this.db.outbox, this.db.nodes, async () => {
+  async refuse(id: number, code: string, message: string, retryable = false, sent?: Uint8Array): Promise<(OutboxRow & { rebuildHere: boolean }) | null> {
+    return this.db.transaction('rw', this.db.outbox, this.db.nodes, this.db.meta, async () => {
       const row = await this.db.outbox.get(id)
       if (!row || row.status !== 'pending') return null
+      if (retryable && sent && (row.bytesRefused === true || !sameBytes(sent, row.update))) return null
       if (retryable && (row.replays ?? 0) < 1) {
         await this.db.outbox.update(id, { replays: (row.replays ?? 0) + 1, bytesRefused: true })
-        return { ...row, replays: (row.replays ?? 0) + 1, bytesRefused: true }
+        const mark = await this.db.meta.get(rebuildKey(row.path))
+        const rebuildHere = mark === undefined || mark.value === this.tabId || typeof mark.value !== 'string'
+        if (rebuildHere) await this.markRebuild(row.path)
+        return { ...row, replays: (row.replays ?? 0) + 1, bytesRefused: true, rebuildHere }
       }
       await this.db.outbox.update(id, { status: 'refused', code, message })
       await this.refreshCounts(row.path)
-      return { ...row, status: 'refused' as const, code, message }
+      await this.markRebuild(row.path)
+      return { ...row, status: 'refused' as const, code, message, rebuildHere: true }
     })
   }
 
@@ -392,7 +415,8 @@ export class NodeStore {
 
   /** Marks the node's doc to be rebuilt from the server's state at its next join (kept across reloads). */
   async markRebuild(path: string): Promise<void> {
-    await this.db.meta.put({ key: rebuildKey(path), value: 1 })
+    // [SYNC21] Whose: the tab that rebuilds it (refuse).
+    await this.db.meta.put({ key: rebuildKey(path), value: this.tabId })
   }
 
   async isMarkedForRebuild(path: string): Promise<boolean> {
@@ -447,7 +471,7 @@ export class NodeStore {
   async upsertNodes(nodes: readonly MeshNode[]): Promise<void> {
     if (nodes.length === 0) return
     const seen = this.stamp()
-    await this.db.transaction('rw', this.db.nodes, async () => {
+    const replaced = await this.db.transaction('rw', [this.db.nodes, this.db.outbox, this.db.meta], async () => {
       const existing = await this.db.nodes.bulkGet(nodes.map((n) => n.path))
       await this.db.nodes.bulkPut(
         nodes.map((n, i) => ({
@@ -460,9 +484,40 @@ export class NodeStore {
           pending: existing[i]?.pending ?? 0,
           refused: existing[i]?.refused ?? 0,
           seen,
+          ...(n.createdAt ? { createdAt: n.createdAt } : {}),
         })),
       )
+      const replaced: string[] = []
+      for (const n of nodes) if (n.createdAt && (await this.refuseEditsOfReplaced(n.path, n.createdAt)) > 0) replaced.push(n.path)
+      return replaced
     })
+    for (const path of replaced) this.replaced$.next(path)
+  }
+
+  /**
+   * [SYNC22] Paths whose node turned out to be another one (deleted elsewhere, another made at the
+   * path) while this device held unsent edits of the old one: those were refused (upsertNodes), and
+   * the doc shown must become the new node's (the coordinator rebuilds an open replica).
+   */
+  readonly replaced$ = new Subject<string>()
+
+  /**
+   * [SYNC22] The node at `path` is now the one created at `createdAt`: unsent edits made on another
+   * node there (one deleted since) are refused, kept for their author, never sent or replayed into
+   * the new node as if they were of it; the doc is marked to be rebuilt from the new node's state.
+   * Edits whose node is not known (made before this device learned it) are left as they are.
+   */
+  private async refuseEditsOfReplaced(path: string, createdAt: string): Promise<number> {
+    const message = `${path} was deleted while this edit was on its way, and another node was made at its path: the edit was not put into it. It is kept here: copy it or discard it.`
+    const n = await this.db.outbox
+      .where('[path+status]')
+      .equals([path, 'pending'])
+      .filter((r) => r.nodeCreatedAt !== undefined && r.nodeCreatedAt !== createdAt)
+      .modify({ status: 'refused', code: 'not_found', message, nodeReplaced: 1 })
+    if (n === 0) return 0
+    await this.refreshCounts(path)
+    await this.markRebuild(path)
+    return n
   }
 
   /**
@@ -609,6 +664,14 @@ export class NodeStore {
 
   async pendingOps(): Promise<OpRow[]> {
     return this.db.ops.orderBy('id').toArray()
+  }
+
+  /** [SYNC19] A replay of `op` failed for now (the network, a 5xx): it stays queued, its failure noted. */
+  async noteOpFailure(op: OpRow, code: string, message: string): Promise<void> {
+    await this.db.transaction('rw', this.db.ops, async () => {
+      const row = await this.db.ops.get(op.id!)
+      if (row) await this.db.ops.update(op.id!, { tries: (row.tries ?? 0) + 1, lastCode: code, lastMessage: message })
+    })
   }
 
   async completeOp(op: OpRow): Promise<void> {

@@ -34,6 +34,11 @@ export interface RefusedGroup {
    * as this device last had it from the server: someone removed it meanwhile.
    */
   fieldRemoved?: boolean
+  /**
+   * [SYNC22] The edits were of a node deleted while they were on their way, another node now at
+   * its path: Try again would put them into that other node.
+   */
+  nodeReplaced?: boolean
 }
 
 /** True when every character of `text` is in `within`, in order (others may have typed between). */
@@ -72,6 +77,7 @@ export function groupRefused(rows: readonly OutboxRow[]): RefusedGroup[] {
       }
       g.value = field ? ((patch as Record<string, JsonValue>)[field] ?? null) : null
       g.ids.push(row.id!)
+      if (row.nodeReplaced) g.nodeReplaced = true
       g.at = row.at
       if (!g.causeFound && row.code && row.code !== 'invalid_update') {
         g.code = row.code

@@ -80,6 +80,11 @@ export interface ReplicaDeps {
   onIdle: (path: string) => void
   /** The server's limit on one change (bytes); an edit over it is refused before it is stored. */
   maxPayloadBytes?: () => number
+  /**
+   * [SYNC22] Learns the node at the path from the server (a rebuild asks before it replays): edits
+   * made on a node deleted since, another made at its path, are refused then, not replayed into it.
+   */
+  confirmNode?: (path: string) => Promise<void>
 }
 
 /** How long after converting a plain string a competing conversion is looked for (well above a round trip). */
@@ -126,7 +131,7 @@ export class NodeReplica implements RoomHandler {
    * connection (and again only after a rebuild gave it new bytes): sending the same refused
    * bytes twice would turn a replayable refusal into a final one.
    */
-  private readonly inFlight = new Set<number>()
+  private readonly inFlight = new Map<number, Uint8Array>()
   /** A refusal is being recorded: hold every send until we know whether to rebuild. */
   private refusalsSettling = 0
   private step2Queue: Step2Tag[] = []
@@ -568,7 +573,7 @@ export class NodeReplica implements RoomHandler {
     if (early) {
       early.resolve(id)
       // Still the socket it went out on: it is in flight there. A new socket resends it.
-      if (early.socket === this.deps.conn.opens && this.deps.conn.isOpen) this.inFlight.add(id)
+      if (early.socket === this.deps.conn.opens && this.deps.conn.isOpen) this.inFlight.set(id, update)
       else if (this.canSend()) this.sendEntry(id, update)
       return
     }
@@ -865,12 +870,12 @@ export class NodeReplica implements RoomHandler {
       // Stored before the limit was known (or the server lowered it): refused here, once,
       // instead of a frame that closes the socket on every reconnect.
       // Settled as the server's Refused would be, rebuild included (later edits build on it).
-      this.inFlight.add(id)
+      this.inFlight.set(id, update)
       const err = tooLargeError(update.byteLength, this.limit + FRAME_OVERHEAD_BYTES)
       this.onFrame({ type: MuxType.Refused, path: this.path, seq: id, code: err.code, message: err.message })
       return
     }
-    if (this.deps.conn.send({ type: MuxType.Update, path: this.path, seq: id, update })) this.inFlight.add(id)
+    if (this.deps.conn.send({ type: MuxType.Update, path: this.path, seq: id, update })) this.inFlight.set(id, update)
   }
 
   private async sendPending(beforeJoined = false): Promise<void> {
@@ -973,13 +978,15 @@ export class NodeReplica implements RoomHandler {
     // refused update of the same client). `client_id_conflict` ([ACC12]): another writer holds
     // this doc's Yjs client id in the node. Either way the intent may be fine: replay it once
     // on a doc rebuilt from the server's state, which has a fresh client id (newNodeDoc).
-    const row = await this.deps.store.refuse(seq, code, message, isReplayable(code))
+    // [SYNC21] With the bytes this tab sent: another tab may have sent (and had refused) the same.
+    const row = await this.deps.store.refuse(seq, code, message, isReplayable(code), this.inFlight.get(seq))
     if (!row) return // not ours (another tab sent it) or already settled
     // [WEB42] The later edits of the node share this refusal's cause: settled with it (each keeps
     // its text), never replayed into the same refusal again.
     const shared = sharedCause(code, row.patch)
     if (shared !== undefined) await this.deps.store.refuseLaterPending(this.path, seq, code, message, shared)
-    await this.deps.store.markRebuild(this.path)
+    // [SYNC21] Another tab's refusal marked the node first: that tab replays its entries.
+    if (!row.rebuildHere) return
     // Rebuilt once every refusal that came with this one has settled (the Refused frame's handler).
     this.rebuildAsks++
     this.needsRebuild = true
@@ -1006,6 +1013,9 @@ export class NodeReplica implements RoomHandler {
     const fresh = this.rebuildDoc
     if (!fresh) return
     await this.rebuildStoring
+    // [SYNC22] Which node the server's state is of, before the outbox is replayed onto it.
+    await this.deps.confirmNode?.(this.path)
+    if (this.rebuildDoc !== fresh) return
     // [WEB100] Asks from here on may come after a read below: they rebuild again after the swap.
     const asks = this.rebuildAsks
     const replayed = new Map<number, Uint8Array>()

@@ -77,6 +77,10 @@ const CHANGE_FEED_PERIOD_MS = 10_000
  */
 const FEED_CATCH_UP_PAGES = 50
 
+/** [SYNC19] Queued operations that failed for now are tried again after 1 s, then twice as long each time, up to 30 s. */
+const OP_RETRY_FIRST_MS = 1000
+const OP_RETRY_MAX_MS = 30_000
+
 /** The server's documented default (MAX_PAYLOAD_BYTES), used until /api/config answers. */
 const DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 
@@ -163,6 +167,8 @@ export class SyncClient {
     )
     // The server's Changed hint: catch up from the feed now (one poll at a time, one more after).
     this.subs.push(this.conn.changed$.subscribe(() => this.pollSoon()))
+    // [SYNC22] A node replaced at its path under unsent edits: an open replica shows the new one.
+    this.subs.push(this.store.replaced$.subscribe((path) => this.replicas.get(path)?.replica.rebuildFromServer()))
     this.conn.start()
     this.scheduleFeed()
     return opened
@@ -245,6 +251,7 @@ export class SyncClient {
   stop(): void {
     this.stopped = true
     if (this.feedTimer) clearTimeout(this.feedTimer)
+    if (this.opRetryTimer) clearTimeout(this.opRetryTimer)
     for (const s of this.subs) s.unsubscribe()
     for (const held of this.replicas.values()) {
       if (held.idleTimer) clearTimeout(held.idleTimer)
@@ -302,6 +309,7 @@ export class SyncClient {
         },
         onIdle: (p) => this.disposeIfIdle(p),
         maxPayloadBytes: () => this.maxPayloadBytes,
+        confirmNode: (p) => this.refreshNode(p),
       })
       held = { replica, refs: 0, idleTimer: null }
       this.replicas.set(path, held)
@@ -557,12 +565,35 @@ export class SyncClient {
     return this.flushingOps
   }
 
+  /** [SYNC19] The next replay of queued operations after a failure for now, and how many in a row failed. */
+  private opRetryTimer: ReturnType<typeof setTimeout> | null = null
+  private opFailures = 0
+
+  /**
+   * [SYNC19] Tries the queued operations again after a growing delay (1 s, doubling, at most 30 s)
+   * while the socket is open; a reconnect tries them at once anyway (onConnected).
+   */
+  private retryOpsLater(): void {
+    if (this.stopped || this.opRetryTimer) return
+    const delay = Math.min(OP_RETRY_MAX_MS, OP_RETRY_FIRST_MS * 2 ** this.opFailures++)
+    this.opRetryTimer = setTimeout(() => {
+      this.opRetryTimer = null
+      if (!this.stopped && this.conn.isOpen) background(this.flushOps())
+    }, delay)
+  }
+
   private async runOps(): Promise<void> {
     for (const op of await this.store.pendingOps()) {
       try {
         await this.runOp(op)
       } catch (e) {
-        if (e instanceof NetworkError) return // retried on the next connect
+        if (isFailureForNow(e)) {
+          // [SYNC19] Not a refusal: the operation stays queued (and counted as pending), in order
+          // (a creation queued under it waits for it), and is tried again.
+          await this.store.noteOpFailure(op, e instanceof HttpError ? e.code : 'network', e instanceof Error ? e.message : String(e))
+          this.retryOpsLater()
+          return
+        }
         if (op.kind === 'create' && e instanceof HttpError && e.code === 'already_exists') {
           // Taken meanwhile: the offline node's edits are kept as refused on that path.
           const message = `“${op.name}” was created on this device while offline, but a node already exists at ${op.path}. Your edits to it were not applied; they are kept below.`
@@ -590,6 +621,7 @@ export class SyncClient {
       await this.store.completeOp(op)
       if (op.kind === 'create') this.replicas.get(op.path)?.replica.startSync()
     }
+    this.opFailures = 0
   }
 
   private async runOp(op: OpRow): Promise<void> {
@@ -627,6 +659,15 @@ export class SyncClient {
 function sameSealed(op: OpRow & { kind: 'create' }, existing: MeshNode): boolean {
   if (!op.content || existing.nodeType !== op.nodeType) return false
   return Object.entries(op.content).every(([k, v]) => k === 'CreatedAt' || jsonEqual(existing.content[k] ?? null, v))
+}
+
+/**
+ * [SYNC19] A replay that failed for now, not a refusal: the network, the server failing (5xx), a
+ * timeout or too many requests. A 4xx with the server's code (forbidden, already_exists) is final.
+ */
+function isFailureForNow(e: unknown): boolean {
+  if (e instanceof NetworkError) return true
+  return e instanceof HttpError && (e.status >= 500 || e.status === 408 || e.status === 429)
 }
 
 function statusKind(conn: ConnectionStatus, pending: number): SyncStatusKind {
