@@ -79,6 +79,10 @@ test('[SYNC22] an edit typed offline into a node that is deleted and made again 
   await expect(field(a.page, 'Title')).toHaveValue('new title')
   const refused = a.page.locator('weft-node-page .refused')
   await expect(refused).toContainText('old title, typed offline')
+  // Said for what it is, and never sent again: Try again would put it into the new node.
+  await expect(refused).toContainText('another node was made in its place: the edit was not put into it')
+  await expect(refused.getByRole('button', { name: 'Copy' })).toBeVisible()
+  await expect(refused.getByRole('button', { name: 'Try again' })).toHaveCount(0)
   await a.page.screenshot({ path: 'test-results/sync22-recreated-node.png' })
   expect(await getContent(server, bob, 'Again/Note')).toEqual({ Title: 'new title' })
   await a.context.close()

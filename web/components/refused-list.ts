@@ -77,7 +77,9 @@ export class WeftRefusedList extends LitElement {
 
   /** [WEB80] `runs`: how many entries this node and field have (several: each says when it was last typed). */
   private renderGroup(g: RefusedGroup, nameOf: Map<string, string>, runs: number) {
-    const reason = g.fieldRemoved
+    const reason = g.nodeReplaced
+      ? 'This node was deleted while this edit was on its way, and another node was made in its place: the edit was not put into it. It was kept: copy it, or discard it.'
+      : g.fieldRemoved
       ? `Someone removed ${fieldLabel(g.field)} while this edit was on its way, so the server could not apply it. It was kept: Try again to add the field back with this text, or copy it, or discard it.`
       : g.code === 'already_exists' && g.message
         ? g.message
@@ -90,7 +92,9 @@ export class WeftRefusedList extends LitElement {
       <div class="actions">
         <wa-button size="s" appearance="outlined" @click=${() => copy(refusedText(g))}>Copy</wa-button>
         <wa-button size="s" appearance="outlined" @click=${() => this.discard(g.ids)}>Discard</wa-button>
-        <wa-button size="s" appearance="outlined" class="retry" title="Send it again: saved if your role now allows it, else kept here" @click=${() => this.retry(g.ids)}>Try again</wa-button>
+        ${g.nodeReplaced
+          ? nothing
+          : html`<wa-button size="s" appearance="outlined" class="retry" title="Send it again: saved if your role now allows it, else kept here" @click=${() => this.retry(g.ids)}>Try again</wa-button>`}
       </div>
     </li>`
   }

@@ -397,7 +397,8 @@ export class NodeStore {
    */
   async discardMany(ids: readonly number[]): Promise<string[]> {
     return this.db.transaction('rw', this.db.outbox, this.db.nodes, this.db.meta, async () => {
-      const rows = (await this.db.outbox.bulkGet(ids as number[])).filter((r): r is OutboxRow => !!r && r.status === 'refused')
+      // [SYNC22] Never an edit of a node replaced since: sent again, it would land in the other node.
+      const rows = (await this.db.outbox.bulkGet(ids as number[])).filter((r): r is OutboxRow => !!r && r.status === 'refused' && !r.nodeReplaced)
       await this.db.outbox.bulkDelete(rows.map((r) => r.id!))
       return this.refreshAndMarkRebuild(rows)
     })
