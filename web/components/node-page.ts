@@ -120,9 +120,12 @@ export class WeftNodePage extends LitElement {
     h1 { margin: 0; font-size: 1.5em; overflow-wrap: anywhere; }
     h2 { font-size: 1.1em; margin: 0 0 0.5em; }
     .type { font-size: 0.8em; }
-    .crumbs { order: -1; flex-basis: 100%; color: #555; font-size: 0.9em; overflow-wrap: anywhere; }
+    .crumbs { order: -1; flex-basis: 100%; min-width: 0; color: #555; font-size: 0.9em; overflow-wrap: anywhere; }
     /* [WEB91] An ancestor's name takes one line at most, cut with an ellipsis (the link's text,
-       its accessible name, stays whole): a 300-character name filled the breadcrumb. */
+       its accessible name, stays whole): a 300-character name filled the breadcrumb.
+       [WEB101] The whole name is the link's tooltip (title) and, said outright, its accessible name;
+       the row is no wider than the header (min-width: 0), so the items after a long one wrap
+       instead of running off the screen (at 390 px the next ancestor was cut to "Chi"). */
     .crumbs a { color: inherit; display: inline-block; max-width: min(20em, 85%); overflow: hidden; text-overflow: ellipsis; white-space: nowrap; vertical-align: bottom; }
     .presence { margin: 0.5em 0; color: #235; }
     /* [WEB90] A label's column is as wide as its words up to 16em (fit-content), never wider: a
@@ -538,7 +541,7 @@ export class WeftNodePage extends LitElement {
         <wa-badge class="type" variant="brand" appearance="filled" pill>${typeLabel(view.nodeType)}</wa-badge>
         ${view.nodeType === 'ContextualSubscription' ? html`<a class="status-link" href=${contextualHref(view.path)}>Consumers and dead letters</a>` : nothing}
         ${this.crumbs.value.length
-          ? html`<nav class="crumbs" aria-label="Breadcrumb">${this.crumbs.value.map((c) => html`<a href=${nodeHref(c.path)}>${c.name}</a><span aria-hidden="true"> › </span>`)}</nav>`
+          ? html`<nav class="crumbs" aria-label="Breadcrumb">${this.crumbs.value.map((c) => html`<a href=${nodeHref(c.path)} title=${c.name} aria-label=${c.name}>${c.name}</a><span aria-hidden="true"> › </span>`)}</nav>`
           : nothing}
         ${view.pending > 0
           ? html`<span class="pending" data-pending=${view.pending}>${view.pending} change${view.pending === 1 ? '' : 's'} saved on this device, not yet synced</span>`
