@@ -1,6 +1,7 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { html as staticHtml, unsafeStatic } from 'lit/static-html.js'
 import { keyed } from 'lit/directives/keyed.js'
+import { map } from 'rxjs'
 import { repeat } from 'lit/directives/repeat.js'
 // Runtime imports name shared/ modules directly: shared/index.js also pulls the zod node-type
 // schemas, which the browser never needs and which cost cold-start parse time.
@@ -28,6 +29,7 @@ import { renderTypedField, typedFieldStyles } from './typed-field.js'
 import { kindSelect, valueInput } from './add-field.js'
 import { warmPicker } from './link-field.js'
 import { openAction, showToast } from './toast.js'
+import { createRefusal$, notCreatedLine, rememberMade } from './create-refused.js'
 import './text-field.js'
 import './refused-list.js'
 import './value-view.js'
@@ -392,10 +394,12 @@ export class WeftNodePage extends LitElement {
     try {
       // [WEB19] A Code node starts from the commented template of the script API.
       await app().client.createNode(path, nodeType, name, initialContent(nodeType, this.path))
+      rememberMade(path, name)
       // [WEB37] A new thread opens, ready for its first message.
       if (nodeType === 'Thread') location.hash = nodeHref(path)
       // [WEB54] Anything else stays listed here (to make several in a row), with a way to open it.
-      else showToast(`Created “${name}”.`, openAction(nodeHref(path)))
+      // [WEB104] Made offline and then refused by the server, it is said so, and its Open goes.
+      else showToast(`Created “${name}”.`, openAction(nodeHref(path)), { follow: createRefusal$(path).pipe(map((r) => r && { message: notCreatedLine(r), error: true })) })
     } catch (e) {
       putBack()
       if (codeOf(e) === 'already_exists') {

@@ -1,4 +1,5 @@
 import { LitElement, css, html, nothing } from 'lit'
+import type { Observable, Subscription } from 'rxjs'
 import { humanError } from './error-text.js'
 
 /** How long a toast stays when nobody acts on it (its Undo stays reachable that long). */
@@ -26,6 +27,23 @@ interface ToastItem {
   action?: ToastAction
   /** [WEB103] An error: said at once (alert), kept until the person dismisses it, never pushed out by newer toasts. */
   error?: boolean
+}
+
+/** [WEB104] What a toast says instead, once what it told of turned out otherwise. */
+export interface ToastChange {
+  message: string
+  action?: ToastAction
+  error?: boolean
+}
+
+export interface ToastOptions {
+  error?: boolean
+  /**
+   * [WEB104] A toast that follows what it tells of: each change replaces its words and its action
+   * in place ("Created “Draft”. · Open" becomes "“Draft” was not created: …" once the server
+   * refused it, and its Open, which led to no node, goes).
+   */
+  follow?: Observable<ToastChange | null>
 }
 
 /**
@@ -74,6 +92,8 @@ export class WeftToast extends LitElement {
   declare top: boolean
   private nextId = 1
   private avoidTimer: ReturnType<typeof setInterval> | null = null
+  /** [WEB104] The toasts that follow something, until they go. */
+  private readonly follows = new Map<number, Subscription>()
 
   static override styles = css`
     :host { position: fixed; left: 1em; right: 1em; bottom: 1em; z-index: 20; pointer-events: none; }
@@ -112,7 +132,7 @@ export class WeftToast extends LitElement {
    */
   private readonly onActivity = (ev: Event) => {
     if (ev.composedPath().includes(this)) return
-    if (this.items.some((i) => i.action?.opens)) this.items = this.items.filter((i) => !i.action?.opens)
+    if (this.items.some((i) => !i.error && i.action?.opens)) this.items = this.items.filter((i) => i.error || !i.action?.opens)
   }
 
   override connectedCallback(): void {
@@ -125,16 +145,24 @@ export class WeftToast extends LitElement {
     window.removeEventListener('hashchange', this.onNavigate)
     for (const type of ACTIVITY) window.removeEventListener(type, this.onActivity, true)
     this.watchAlerts(false)
+    for (const s of this.follows.values()) s.unsubscribe()
+    this.follows.clear()
     super.disconnectedCallback()
   }
 
-  show(message: string, action?: ToastAction, opts: { error?: boolean } = {}): void {
+  show(message: string, action?: ToastAction, opts: ToastOptions = {}): void {
     const item: ToastItem = { id: this.nextId++, message, action, error: opts.error }
     // An "Open" offer is stale once something newer happened; an Undo stays while it can be used;
     // [WEB103] an error stays until it is dismissed.
     const errors = this.items.filter((i) => i.error)
     this.items = [...errors, ...this.items.filter((i) => !i.error && !i.action?.opens).slice(-2), item]
     if (!item.error) this.expire(item.id)
+    if (opts.follow) {
+      const id = item.id
+      this.follows.set(id, opts.follow.subscribe((change) => {
+        if (change && this.items.some((i) => i.id === id)) this.items = this.items.map((i) => (i.id === id ? { id, ...change } : i))
+      }))
+    }
   }
 
   /**
@@ -143,12 +171,19 @@ export class WeftToast extends LitElement {
    */
   private expire(id: number): void {
     setTimeout(() => {
+      // [WEB104] A toast that became an error stays until dismissed.
+      if (this.items.find((i) => i.id === id)?.error) return
       if (this.matches(':hover, :focus-within')) this.expire(id)
       else this.dismiss(id)
     }, TOAST_MS)
   }
 
   override updated(): void {
+    for (const [id, s] of this.follows) {
+      if (this.items.some((i) => i.id === id)) continue
+      s.unsubscribe()
+      this.follows.delete(id)
+    }
     this.watchAlerts(this.items.length > 0)
     if (this.items.length) this.avoidAlerts()
   }
@@ -217,7 +252,7 @@ export class WeftToast extends LitElement {
 customElements.define('weft-toast', WeftToast)
 
 /** Shows a toast (creating the one `<weft-toast>` of the page on first use). */
-export function showToast(message: string, action?: ToastAction, opts: { error?: boolean } = {}): void {
+export function showToast(message: string, action?: ToastAction, opts: ToastOptions = {}): void {
   let el = document.querySelector('weft-toast')
   if (!el) el = document.body.appendChild(document.createElement('weft-toast'))
   el.show(message, action, opts)
