@@ -137,3 +137,30 @@ test('[WEB92] the toast of a create never covers the error of the next one, nor 
   }
   await a.context.close()
 })
+
+test('[WEB101] every breadcrumb item carries its whole name as tooltip and accessible name, however it is cut', async ({ browser }) => {
+  await putNode(server, ann, 'Team/Long/Child/Leaf', 'Document', { Title: 'leaf' }, 'Leaf')
+  const a = await openLoggedIn(browser, server, ann, 'Team/Long/Child/Leaf')
+  for (const width of WIDTHS) {
+    await a.page.setViewportSize({ width, height: 900 })
+    const crumbs = nodePage(a.page).getByRole('navigation', { name: 'Breadcrumb' }).getByRole('link')
+    await expect(crumbs).toHaveCount(3)
+    for (const [i, name] of ['Team', LONG_NAME, 'Child'].entries()) {
+      const crumb = crumbs.nth(i)
+      await expect(crumb).toHaveAttribute('title', name)
+      await expect(crumb).toHaveAccessibleName(name)
+      // Every item is on the screen (the one after a long name ran off it at 390 px).
+      const b = await box(crumb)
+      expect(b.x + b.width).toBeLessThanOrEqual(width)
+    }
+    // The long one is cut on screen (its text overflows its box), and only its tooltip shows it whole there.
+    const long = crumbs.nth(1)
+    expect(await long.evaluate((el) => el.scrollWidth > el.clientWidth)).toBe(true)
+    await long.hover()
+    await a.page.screenshot({ path: `test-results/web101-breadcrumb-${width}.png` })
+    await long.click()
+    await expect(nodePage(a.page).locator('h1')).toContainText(LONG_NAME.slice(0, 40))
+    await a.page.goBack()
+  }
+  await a.context.close()
+})

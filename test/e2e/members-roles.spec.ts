@@ -1,4 +1,4 @@
-import { expect, test, type Page } from '@playwright/test'
+import { expect, test, type BrowserContext, type Page } from '@playwright/test'
 import { api, field, grant, openLoggedIn, signUp, startE2eServer, twoEditorsOn, type E2eServer } from './fixtures.js'
 
 /**
@@ -66,3 +66,44 @@ for (const width of [1280, 390]) {
     for (const s of [a, v, b]) await s.context.close()
   })
 }
+
+test('[WEB105] a role changed or a member removed by another Admin shows in the Members panel of the Admin and of a Viewer beside, with no timer: the server tells of it', async ({ browser }) => {
+  const space = 'Live105'
+  const { ann, bob } = await twoEditorsOn(server, space, {})
+  const [vic, carl, dan] = [await signUp(server, 'Vic'), await signUp(server, 'Carl'), await signUp(server, 'Dan')]
+  await grant(server, ann, space, vic.userId, 'Viewer')
+  await grant(server, ann, space, carl.userId, 'Admin')
+  await grant(server, ann, space, dan.userId, 'Editor')
+  // Time stands still in both pages once they show the list: only what the server pushes can update it (a poll cannot).
+  const frozen = { beforeOpen: (c: BrowserContext) => c.clock.install() }
+  const a = await openLoggedIn(browser, server, ann, space, frozen)
+  const v = await openLoggedIn(browser, server, vic, space, frozen)
+  for (const s of [a, v]) {
+    await s.page.setViewportSize({ width: 1280, height: 900 })
+    await expect(row(s.page, dan.userId)).toContainText('Editor')
+    await s.page.clock.pauseAt(Date.now() + 1000)
+  }
+  await expect(row(a.page, bob.userId).getByRole('combobox', { name: 'Role of Bob' })).toHaveValue('Editor')
+  await expect(row(v.page, bob.userId)).toContainText('Editor')
+
+  // Carl, the other Admin, lowers Bob to Viewer and removes Dan (over the API, as his own app does).
+  expect((await api(server, carl, 'PATCH', `/api/nodes/${space}/_Access/${bob.userId}_Access`, { Role: 'Viewer' })).status).toBe(200)
+  expect((await api(server, carl, 'DELETE', `/api/nodes/${space}/_Access/${dan.userId}_Access`)).status).toBeLessThan(300)
+  await expect(row(a.page, bob.userId).getByRole('combobox', { name: 'Role of Bob' })).toHaveValue('Viewer')
+  await expect(row(a.page, dan.userId)).toHaveCount(0)
+  await expect(row(v.page, bob.userId)).toContainText('Viewer')
+  await expect(row(v.page, dan.userId)).toHaveCount(0)
+  // The Viewer's own role, raised by Carl: her list says it too.
+  expect((await api(server, carl, 'PATCH', `/api/nodes/${space}/_Access/${vic.userId}_Access`, { Role: 'Commenter' })).status).toBe(200)
+  await expect(row(v.page, vic.userId)).toContainText('Commenter')
+  await expect(row(a.page, vic.userId).getByRole('combobox', { name: 'Role of Vic' })).toHaveValue('Commenter')
+  for (const width of [1280, 390]) {
+    for (const [who, s] of [['admin', a], ['viewer', v]] as const) {
+      await s.page.setViewportSize({ width, height: 900 })
+      await members(s.page).scrollIntoViewIfNeeded()
+      await s.page.screenshot({ path: `test-results/web105-members-${who}-${width}.png` })
+    }
+  }
+  await a.context.close()
+  await v.context.close()
+})

@@ -1,4 +1,4 @@
-import { expect, test } from '@playwright/test'
+import { expect, test, type Page } from '@playwright/test'
 import {
   api,
   editField,
@@ -120,5 +120,66 @@ test('[WEB97] a child created offline that the server then refuses (Create right
   await expect(link).toHaveCount(0)
   await b.page.screenshot({ path: 'test-results/web97-refused-offline-create.png' })
   expect((await api(server, ann, 'GET', '/api/nodes/Field97/Draft')).status).toBe(404)
+  await b.context.close()
+})
+
+/** Goes offline and creates `name` under the open node: listed at once, queued for the server. Its link. */
+async function createOffline(page: Page, name: string) {
+  const form = page.locator('weft-node-page').getByRole('form', { name: 'New child node' })
+  await page.context().setOffline(true)
+  await expect(syncStatus(page)).toHaveAttribute('data-status', 'offline')
+  await form.getByLabel('Name').fill(name)
+  await form.getByRole('button', { name: 'Create' }).click()
+  const link = page.locator('weft-node-page section[aria-label="Children"]').getByRole('link', { name, exact: true })
+  await expect(link).toBeVisible()
+  return link
+}
+
+test('[WEB104] a child created offline that the server refuses: its "Created" toast says so and loses its Open; its page says it was not created (never a blank or "deleted" page)', async ({ browser }) => {
+  await putNode(server, ann, 'Field104', 'Space', {}, 'Field104')
+  await grant(server, ann, 'Field104', bob.userId, 'Editor')
+  const a = await openLoggedIn(browser, server, ann, 'Field104')
+  const b = await openLoggedIn(browser, server, bob, 'Field104')
+  const page = b.page.locator('weft-node-page')
+  for (const width of [1280, 390]) {
+    await a.page.setViewportSize({ width, height: 800 })
+    await b.page.setViewportSize({ width, height: 800 })
+    // An Editor again (for the second round): the page offers the form as soon as it is told.
+    await grant(server, ann, 'Field104', bob.userId, 'Editor')
+    await expect(page.getByRole('form', { name: 'New child node' })).toBeVisible()
+    await waitForServiceWorker(b.page)
+    const name = `Draft ${width}`
+    const link = await createOffline(b.page, name)
+    const href = (await link.getAttribute('href'))!
+    const toast = b.page.locator('weft-toast [data-toast]', { hasText: name })
+    await expect(toast).toContainText(`Created “${name}”.`)
+    await expect(toast.getByRole('button', { name: 'Open' })).toBeVisible()
+    // The pointer rests on it (it stays while it does): nothing else is done on the page.
+    await toast.hover()
+    await grant(server, ann, 'Field104', bob.userId, 'Viewer')
+    await b.context.setOffline(false)
+    await expect(toast).toContainText(`“${name}” was not created: the server refused it. You do not have permission to do that here.`)
+    await expect(toast).toHaveAttribute('role', 'alert')
+    await expect(toast.getByRole('button', { name: 'Open' })).toHaveCount(0)
+    await expect(link).toHaveCount(0)
+    // The app's note names it as it was named, not by its path.
+    await expect(b.page.getByText(`Not applied: creating “${name}”: You do not have permission to do that here.`)).toBeVisible()
+    await b.page.screenshot({ path: `test-results/web104-toast-${width}.png` })
+    // The Admin never saw it.
+    await expect(a.page.locator('weft-node-page section[aria-label="Children"]').getByRole('link', { name })).toHaveCount(0)
+    await a.page.screenshot({ path: `test-results/web104-admin-${width}.png` })
+    await toast.getByRole('button', { name: 'Dismiss' }).click()
+
+    // Its page (an Open or a link followed from before the refusal, the back button) says so, with a way back.
+    await b.page.evaluate((h) => (location.hash = h), href)
+    const notice = page.locator('weft-moved-notice [data-not-created]')
+    await expect(notice).toContainText(`“${name}” was not created: the server refused it. You do not have permission to do that here.`)
+    await expect(page.locator('weft-moved-notice')).not.toContainText('deleted')
+    await b.page.screenshot({ path: `test-results/web104-page-${width}.png` })
+    await notice.getByRole('link', { name: 'Back to where it was made' }).click()
+    await expect(page.locator('h1')).toHaveText('Field104')
+    expect((await api(server, ann, 'GET', `/api/nodes/${href.replace('#/n/', '')}`)).status).toBe(404)
+  }
+  await a.context.close()
   await b.context.close()
 })

@@ -250,3 +250,55 @@ test('[WEB96] what is typed while the previous value is being saved stays in the
   }
   await a.context.close()
 })
+
+test('[WEB102] a field\'s refusal is shown at that field (its input described by it), not under the whole list; a problem of no field stays by the "Add a field" form', async ({ browser }) => {
+  const many = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`Note${i}`, `n${i}`]))
+  await putNode(server, ann, 'Typed/Long', 'Document', { Count: 7, Title: 'long one', ...many }, 'Long one')
+  const a = await openLoggedIn(browser, server, ann, 'Typed/Long')
+  for (const width of [1280, 390]) {
+    await a.page.setViewportSize({ width, height: 844 })
+    const count = nodePage(a.page).getByLabel('Count', { exact: true })
+    await expect(count).toHaveValue('7')
+    await count.fill('1e999')
+    await count.press('Enter')
+    const refusal = value(a.page, 'Count').getByRole('alert')
+    await expect(refusal).toContainText('Count: “1e999” is not a finite number')
+    await expect(count).toHaveAccessibleDescription(/“1e999” is not a finite number/)
+    await expect(count).toHaveAttribute('aria-invalid', 'true')
+    // Right under its box, above the next field; nothing said under the list.
+    const [box, said, next] = await Promise.all([count.boundingBox(), refusal.boundingBox(), value(a.page, 'Title').boundingBox()])
+    expect(said!.y).toBeGreaterThanOrEqual(box!.y + box!.height - 1)
+    expect(said!.y + said!.height).toBeLessThanOrEqual(next!.y)
+    await expect(nodePage(a.page).locator('[data-error=fields]')).toHaveCount(1)
+    await a.page.screenshot({ path: `test-results/web102-field-refusal-${width}.png` })
+
+    // A text field's refusal (a NUL pasted) goes beside that field; typing there does not hide Count's.
+    const title = nodePage(a.page).getByLabel('Title', { exact: true })
+    await title.fill(`long one ${width} \u0000`)
+    const titleRefusal = value(a.page, 'Title').getByRole('alert')
+    await expect(titleRefusal).toContainText('Title: that text holds a character no server can store')
+    await expect(title).toHaveAccessibleDescription(/Title: that text holds a character/)
+    await titleRefusal.getByRole('button', { name: 'Replace them with � and save' }).click()
+    await expect(titleRefusal).toHaveCount(0)
+    await expect.poll(async () => (await getContent(server, ann, 'Typed/Long')).Title).toBe(`long one ${width} \ufffd`)
+
+    // A field that exists already, asked for by the "Add a field" form: said by that form.
+    const add = nodePage(a.page).getByRole('form', { name: 'Add a field' })
+    await add.getByLabel('Field').fill('Count')
+    await add.getByRole('button', { name: 'Add field' }).click()
+    const byForm = nodePage(a.page).locator('[data-error=fields]:not([data-error-field])')
+    await expect(byForm).toContainText('A field named “Count” exists already')
+    const [formBox, formSaid] = await Promise.all([add.boundingBox(), byForm.boundingBox()])
+    expect(formSaid!.y + formSaid!.height).toBeLessThanOrEqual(formBox!.y)
+    await add.getByLabel('Field').fill('')
+    await count.fill('8')
+    await count.press('Enter')
+    await expect.poll(async () => (await getContent(server, ann, 'Typed/Long')).Count).toBe(8)
+    await expect(nodePage(a.page).locator('[data-error=fields]')).toHaveCount(0)
+    await expect(count).not.toHaveAttribute('aria-invalid', 'true')
+    await count.fill('7')
+    await count.press('Enter')
+    await expect.poll(async () => (await getContent(server, ann, 'Typed/Long')).Count).toBe(7)
+  }
+  await a.context.close()
+})

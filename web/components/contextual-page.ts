@@ -4,7 +4,7 @@ import { app } from '../app-context.js'
 import { NodeNames } from '../controllers/node-names.js'
 import { codeOf, humanError } from './error-text.js'
 import { MY_CONSUMERS_HREF, nodeHref } from './route.js'
-import { showToast } from './toast.js'
+import { showError, showToast } from './toast.js'
 
 /** How often the page re-reads the consumers while it is open and visible. */
 const REFRESH_MS = 3_000
@@ -117,7 +117,7 @@ export class WeftContextualPage extends LitElement {
       showToast(await act())
       await this.load()
     } catch (e) {
-      showToast(humanError(e))
+      showError(humanError(e))
     } finally {
       const next = new Set(this.busy)
       next.delete(c.consumerId)

@@ -72,6 +72,11 @@ const OWN_MESSAGES = new Set(['payload_too_large', 'rate_limited'])
 /** An error shown under a node's fields, with an action that resolves it where there is one. */
 export interface FieldProblem {
   message: string
+  /**
+   * [WEB102] The field it concerns: shown beside that field (the input described by it), not
+   * under the whole list. None: shown under the list, by the "Add a field" form.
+   */
+  key?: string
   fix?: () => void
   fixLabel?: string
 }
@@ -81,7 +86,7 @@ export interface FieldProblem {
  * [WEB77] The field is named by its label as the page shows it ("Short caption", not `ShortCaption`).
  */
 export function unstorableProblem(key: string, fix: () => void): FieldProblem {
-  return { message: `${fieldLabel(key)}: that text holds a character no server can store (a NUL, or half of an emoji), so it was not saved.`, fix, fixLabel: 'Replace them with � and save' }
+  return { key, message: `${fieldLabel(key)}: that text holds a character no server can store (a NUL, or half of an emoji), so it was not saved.`, fix, fixLabel: 'Replace them with � and save' }
 }
 
 export function codeOf(e: unknown): string | null {

@@ -4,6 +4,7 @@ import { HttpError, NetworkError } from '../api/index.js'
 import { humanError } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
 import type { ReplicaState } from '../sync/index.js'
+import { distinctUntilChanged, filter, map, skip, type Subscription } from 'rxjs'
 import type { InviteView as InviteRow, MemberView as MemberRow } from '../../shared/subscription.js'
 
 /**
@@ -22,8 +23,12 @@ const ROLE_WORDS: Record<(typeof ROLES)[number], string> = {
 }
 /** [WEB54] The least an invite gives unless the Admin chooses more (it was Editor, chosen by default). */
 const DEFAULT_INVITE_ROLE = 'Viewer'
-/** An invite's status changes on the server when the invitee signs up: refresh while shown. */
-const REFRESH_MS = 4000
+/**
+ * [WEB105] The slowest the list is read again while shown and nothing was heard: a safety net for
+ * what no change the caller may read tells of (an invite that failed, say). Never while the tab
+ * is hidden.
+ */
+const SAFETY_REFRESH_MS = 60_000
 
 /** The invites API (sync-server/engines/subscriptions/routes.ts), with the session's token. */
 export async function invitesApi<T>(method: string, url: string, body?: unknown): Promise<T> {
@@ -114,7 +119,21 @@ function article(role: string): string {
   return /^[AEIOU]/.test(role) ? `an ${role}` : `a ${role}`
 }
 
-/** Loads members and invites of one space; polls while the host is connected. */
+/** Whether a change at `path` may change the members or invites of `space` (its assignments, the space itself). */
+export function touchesMembers(space: string, path: string): boolean {
+  return path === space || path.startsWith(`${space}/_Access/`)
+}
+
+/**
+ * Loads members and invites of one space, and again when they may have changed.
+ *
+ * [WEB105] Not a poll every 4 s: the list is read again when the server tells of a change to the
+ * space's assignments (the change feed this client follows, woken by the socket's Changed hint:
+ * another Admin's role change or removal, an invite accepted, which grants), when the caller's
+ * own role here changes (the room's permissions), after the caller's own actions, when the tab
+ * comes back into view or the window gets the focus, and, as a safety net, at most once a
+ * minute while the tab is visible: never while it is hidden.
+ */
 export class MembersController implements ReactiveController {
   members: MemberRow[] = []
   invites: InviteRow[] = []
@@ -123,6 +142,10 @@ export class MembersController implements ReactiveController {
   private path = ''
   private timer: ReturnType<typeof setInterval> | null = null
   private connected = false
+  private subs: Subscription[] = []
+  /** One read at a time; a reason to read again while one runs asks for one more after it. */
+  private reading: Promise<void> | null = null
+  private again = false
 
   constructor(private readonly host: ReactiveControllerHost) {
     host.addController(this)
@@ -132,19 +155,70 @@ export class MembersController implements ReactiveController {
     if (path === this.path) return
     this.path = path
     this.loaded = false
-    if (this.connected) void this.refresh()
+    if (this.connected) {
+      this.follow()
+      void this.refresh()
+    }
   }
 
   hostConnected(): void {
     this.connected = true
+    this.follow()
     void this.refresh()
-    this.timer = setInterval(() => void this.refresh(), REFRESH_MS)
+    document.addEventListener('visibilitychange', this.onVisible)
+    window.addEventListener('focus', this.onVisible)
+    this.timer = setInterval(() => {
+      if (document.visibilityState === 'visible') this.refreshSoon()
+    }, SAFETY_REFRESH_MS)
   }
 
   hostDisconnected(): void {
     this.connected = false
+    for (const s of this.subs) s.unsubscribe()
+    this.subs = []
+    document.removeEventListener('visibilitychange', this.onVisible)
+    window.removeEventListener('focus', this.onVisible)
     if (this.timer) clearInterval(this.timer)
     this.timer = null
+  }
+
+  private readonly onVisible = () => {
+    if (document.visibilityState === 'visible') this.refreshSoon()
+  }
+
+  /** [WEB105] What tells of a change to this space's members: its assignments in the change feed, the caller's own role. */
+  private follow(): void {
+    for (const s of this.subs) s.unsubscribe()
+    this.subs = []
+    const space = this.path
+    if (!space) return
+    const { client, streams } = app()
+    this.subs.push(client.feed$.pipe(filter((c) => touchesMembers(space, c.path))).subscribe(() => this.refreshSoon()))
+    this.subs.push(
+      streams
+        .access$(space, { listed: true })
+        .pipe(
+          map((a) => (a.permissions ? [...a.permissions].sort().join(',') : '')),
+          distinctUntilChanged(),
+          skip(1),
+        )
+        .subscribe(() => this.refreshSoon()),
+    )
+  }
+
+  /** Reads the list again: now, or right after the read under way (which may have missed the change). */
+  refreshSoon(): void {
+    if (this.reading) {
+      this.again = true
+      return
+    }
+    this.reading = this.refresh().finally(() => {
+      this.reading = null
+      if (this.again) {
+        this.again = false
+        this.refreshSoon()
+      }
+    })
   }
 
   async refresh(): Promise<void> {

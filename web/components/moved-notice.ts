@@ -7,6 +7,7 @@ import { forgetRecent } from './recent.js'
 import { nodeHref, REFUSED_HREF } from './route.js'
 import { ObservableController } from '../controllers/index.js'
 import { refusedGroups$ } from './refused-list.js'
+import { createRefusal$, notCreatedLine, type CreateRefusal } from './create-refused.js'
 import type { RefusedGroup } from '../store/index.js'
 
 /**
@@ -23,6 +24,8 @@ export class WeftMovedNotice extends LitElement {
   declare asked: string
   /** [WEB84] This device's refused edits of the node: kept, and said so where it is gone. */
   private readonly refused = new ObservableController<RefusedGroup[]>(this)
+  /** [WEB104] The server refused to create it (made here offline): it never existed there. */
+  private readonly notCreated = new ObservableController<CreateRefusal | null>(this)
 
   constructor() {
     super()
@@ -33,6 +36,7 @@ export class WeftMovedNotice extends LitElement {
   override willUpdate(): void {
     const path = this.path
     this.refused.watch(`refused:${path}`, () => refusedGroups$(path))
+    this.notCreated.watch(`not-created:${path}`, () => createRefusal$(path))
     if (this.asked === this.path) return
     this.asked = this.path
     forgetRecent(this.path)
@@ -67,6 +71,13 @@ export class WeftMovedNotice extends LitElement {
         <a href=${nodeHref(space)}>Back to the space</a></p>`
     }
     if (this.to) return html`<p role="status" data-moved>This node was moved. <a href=${nodeHref(this.to)}>Open it in its new place</a></p>`
+    const refusal = this.notCreated.value
+    if (this.code === 'not_found' && refusal) {
+      // [WEB104] Not "deleted, or moved": it was never made (an "Open" or a link followed from before the refusal).
+      const parent = this.path.includes('/') ? this.path.slice(0, this.path.lastIndexOf('/')) : ''
+      return html`<p role="status" data-not-created=${refusal.code}>${notCreatedLine(refusal)}
+        ${parent ? html`<a href=${nodeHref(parent)}>Back to where it was made</a>` : nothing}</p>`
+    }
     if (this.code === 'not_found') {
       const top = this.path.split('/')[0] ?? ''
       return html`<p role="status" data-deleted>This node was deleted, or moved where you cannot see it.

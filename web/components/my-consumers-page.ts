@@ -5,7 +5,7 @@ import { NodeNames } from '../controllers/node-names.js'
 import { humanError } from './error-text.js'
 import { contextualHref } from './route.js'
 import { formatWhen } from './run-text.js'
-import { showToast } from './toast.js'
+import { showError, showToast } from './toast.js'
 
 /** The bound on one account's consumers ([CTX46]); the page shows how close the account is. */
 const CONSUMERS_BOUND = 1000
@@ -85,7 +85,7 @@ export class WeftMyConsumersPage extends LitElement {
       this.total = Math.max(0, this.total - 1)
       showToast(`Deleted consumer ${c.name}.`)
     } catch (e) {
-      showToast(humanError(e))
+      showError(humanError(e))
     } finally {
       const busy = new Set(this.busy)
       busy.delete(c.consumerId)

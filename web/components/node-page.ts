@@ -1,6 +1,7 @@
 import { LitElement, css, html, nothing } from 'lit'
 import { html as staticHtml, unsafeStatic } from 'lit/static-html.js'
 import { keyed } from 'lit/directives/keyed.js'
+import { map } from 'rxjs'
 import { repeat } from 'lit/directives/repeat.js'
 // Runtime imports name shared/ modules directly: shared/index.js also pulls the zod node-type
 // schemas, which the browser never needs and which cost cold-start parse time.
@@ -28,6 +29,7 @@ import { renderTypedField, typedFieldStyles } from './typed-field.js'
 import { kindSelect, valueInput } from './add-field.js'
 import { warmPicker } from './link-field.js'
 import { openAction, showToast } from './toast.js'
+import { createRefusal$, notCreatedLine, rememberMade } from './create-refused.js'
 import './text-field.js'
 import './refused-list.js'
 import './value-view.js'
@@ -58,6 +60,11 @@ const typeSelect = staticHtml`<select name="nodeType">${unsafeStatic(
 
 function fieldId(key: string): string {
   return `field-${key.replace(/[^A-Za-z0-9_-]/g, '_')}`
+}
+
+/** [WEB102] The id of the refusal shown beside a field. */
+function errorId(key: string): string {
+  return `error-${fieldId(key)}`
 }
 
 /** What the person typed into a field that is not text, before it is committed (Enter / leaving the field). */
@@ -91,7 +98,8 @@ export class WeftNodePage extends LitElement {
     allChildren: { state: true },
   }
   declare path: string
-  declare fieldError: string | FieldProblem
+  /** [WEB102] Shown beside the field it concerns (its `key`), else under the fields. */
+  declare fieldError: FieldProblem | null
   declare createError: CreateError | null
   declare pageError: string
   declare drafts: ReadonlyMap<string, Draft>
@@ -120,9 +128,12 @@ export class WeftNodePage extends LitElement {
     h1 { margin: 0; font-size: 1.5em; overflow-wrap: anywhere; }
     h2 { font-size: 1.1em; margin: 0 0 0.5em; }
     .type { font-size: 0.8em; }
-    .crumbs { order: -1; flex-basis: 100%; color: #555; font-size: 0.9em; overflow-wrap: anywhere; }
+    .crumbs { order: -1; flex-basis: 100%; min-width: 0; color: #555; font-size: 0.9em; overflow-wrap: anywhere; }
     /* [WEB91] An ancestor's name takes one line at most, cut with an ellipsis (the link's text,
-       its accessible name, stays whole): a 300-character name filled the breadcrumb. */
+       its accessible name, stays whole): a 300-character name filled the breadcrumb.
+       [WEB101] The whole name is the link's tooltip (title) and, said outright, its accessible name;
+       the row is no wider than the header (min-width: 0), so the items after a long one wrap
+       instead of running off the screen (at 390 px the next ancestor was cut to "Chi"). */
     .crumbs a { color: inherit; display: inline-block; max-width: min(20em, 85%); overflow: hidden; text-overflow: ellipsis; white-space: nowrap; vertical-align: bottom; }
     .presence { margin: 0.5em 0; color: #235; }
     /* [WEB90] A label's column is as wide as its words up to 16em (fit-content), never wider: a
@@ -136,6 +147,8 @@ export class WeftNodePage extends LitElement {
     .value { display: flex; flex-direction: column; gap: 0.2em; min-width: 0; }
     .changed { color: #8a5a00; font-size: 0.85em; }
     .denied, .error { color: #b00; }
+    /* [WEB102] A field's refusal sits under its input, in the field's own cell. */
+    .value > .error { margin: 0; font-size: 0.9em; overflow-wrap: anywhere; }
     .pending { color: #8a5a00; }
     .readonly, .reason-off { color: #555; font-style: italic; font-size: 0.9em; }
     section { margin-top: 1.4em; }
@@ -168,7 +181,7 @@ export class WeftNodePage extends LitElement {
   constructor() {
     super()
     this.path = ''
-    this.fieldError = ''
+    this.fieldError = null
     this.createError = null
     this.pageError = ''
     this.drafts = new Map()
@@ -181,7 +194,7 @@ export class WeftNodePage extends LitElement {
     if (!path) return
     if (changed.has('path')) {
       // Errors and drafts belong to the page they were made on.
-      this.fieldError = ''
+      this.fieldError = null
       this.createError = null
       this.pageError = ''
       this.drafts = new Map()
@@ -237,7 +250,7 @@ export class WeftNodePage extends LitElement {
   }
 
   private async patchField(key: string, value: JsonValue | null, patch: MergePatch = { [key]: value }): Promise<boolean> {
-    this.fieldError = ''
+    this.fieldError = null
     try {
       await app().client.patch(this.path, patch)
       return true
@@ -245,17 +258,33 @@ export class WeftNodePage extends LitElement {
       // [STO10] A draft holding a NUL or half an emoji stays; one click saves it with them replaced.
       const storable = value === null ? value : toStorableJson(value)
       this.fieldError = jsonEqual(storable, value)
-        ? `${fieldLabel(key)}: ${humanError(e)}`
+        ? { key, message: `${fieldLabel(key)}: ${humanError(e)}` }
         : unstorableProblem(key, () => void this.patchField(key, storable).then((ok) => ok && this.setDraft(key, null)))
       return false
     }
   }
 
-  private renderFieldError() {
+  /**
+   * [WEB102] The refusal of a field's value, shown beside that field (`key`: its id is the one the
+   * field's input is described by), or, for a problem of no field shown here (the "Add a field"
+   * form's), under the fields (no `key`). It was always under the whole list, however far from
+   * the field it named.
+   */
+  private renderFieldError(view: NodeView, key?: string) {
     const problem = this.fieldError
-    if (!problem) return nothing
-    const { message, fix, fixLabel } = typeof problem === 'string' ? { message: problem } : problem
-    return html`<p class="error" role="alert" data-error="fields">${message} ${fix ? html`<button type="button" @click=${fix}>${fixLabel}</button>` : nothing}</p>`
+    if (!problem || (key === undefined ? this.shownField(view, problem.key) : problem.key !== key)) return nothing
+    const { message, fix, fixLabel } = problem
+    return html`<p class="error" role="alert" data-error="fields" data-error-field=${key ?? nothing} id=${key === undefined ? nothing : errorId(key)}>${message} ${fix ? html`<button type="button" @click=${fix}>${fixLabel}</button>` : nothing}</p>`
+  }
+
+  /** [WEB102] Whether `key` is a field of the grid (where its refusal is shown). */
+  private shownField(view: NodeView, key: string | undefined): boolean {
+    return key !== undefined && view.fields.includes(key) && !EXTENSION_FIELDS[view.nodeType]?.includes(key)
+  }
+
+  /** [WEB102] The id of the refusal shown beside `key`, when there is one (its input is described by it). */
+  private describedBy(key: string): string {
+    return this.fieldError?.key === key ? errorId(key) : ''
   }
 
   private setDraft(key: string, draft: Draft | null) {
@@ -276,13 +305,23 @@ export class WeftNodePage extends LitElement {
     const previous = this.node.value?.content[key]
     const parsed = parseLike(previous, input.value)
     if (!parsed.ok) {
-      this.fieldError = `${fieldLabel(key)}: ${parsed.message}`
+      this.fieldError = { key, message: `${fieldLabel(key)}: ${parsed.message}` }
       return // the draft stays: nothing typed is lost
     }
     // [WEB96] Cleared only if nothing was typed while it was saved: what was typed since is a new
     // draft (its own Enter saves it), and clearing it put the saved value back over the typing.
     const committed = this.drafts.get(key)
     if ((await this.patchField(key, parsed.value)) && this.drafts.get(key) === committed) this.setDraft(key, null)
+  }
+
+  /**
+   * A field's editor says a problem (or, with no message, that the one of its field is over: the
+   * person typed again). [WEB102] Typing in one field no longer hides another field's refusal.
+   */
+  private readonly onFieldProblem = (e: CustomEvent<FieldProblem>) => {
+    const p = e.detail
+    if (p.message) this.fieldError = p
+    else if (!this.fieldError?.key || this.fieldError.key === p.key) this.fieldError = null
   }
 
   /** A typed field's editor asks for a write (typed-field.ts): one merge patch, like every edit here. */
@@ -304,12 +343,12 @@ export class WeftNodePage extends LitElement {
     const kind = String(data.get('kind') ?? 'text') as FieldKind
     if (!key) return
     if (this.node.value && Object.prototype.hasOwnProperty.call(this.node.value.content, key)) {
-      this.fieldError = `A field named “${key}” exists already; edit it above.`
+      this.fieldError = { message: `A field named “${key}” exists already; edit it above.` }
       return
     }
     const parsed = await this.parseNew(kind, String(data.get('value') ?? ''))
     if (!parsed.ok) {
-      this.fieldError = `${key}: ${parsed.message}`
+      this.fieldError = { message: `${key}: ${parsed.message}` }
       return
     }
     // Cleared as the field appears (not after the store confirms it: by then the person may
@@ -355,10 +394,12 @@ export class WeftNodePage extends LitElement {
     try {
       // [WEB19] A Code node starts from the commented template of the script API.
       await app().client.createNode(path, nodeType, name, initialContent(nodeType, this.path))
+      rememberMade(path, name)
       // [WEB37] A new thread opens, ready for its first message.
       if (nodeType === 'Thread') location.hash = nodeHref(path)
       // [WEB54] Anything else stays listed here (to make several in a row), with a way to open it.
-      else showToast(`Created “${name}”.`, openAction(nodeHref(path)))
+      // [WEB104] Made offline and then refused by the server, it is said so, and its Open goes.
+      else showToast(`Created “${name}”.`, openAction(nodeHref(path)), { follow: createRefusal$(path).pipe(map((r) => r && { message: notCreatedLine(r), error: true })) })
     } catch (e) {
       putBack()
       if (codeOf(e) === 'already_exists') {
@@ -410,10 +451,13 @@ export class WeftNodePage extends LitElement {
     const isText = typeof value === 'string' && isTextField(view.nodeType, key)
     const kind = kindOf(value, isText && this.isMultiline(key, value as string, view.nodeType))
     // Long text is Markdown only where strings are text (a typed node's plain strings are values).
-    const typed = kind === 'longtext' && !isText ? null : renderTypedField({ path: view.path, key, value, kind, id, readonly })
+    const describedBy = this.describedBy(key)
+    const described = describedBy || nothing
+    const invalid = describedBy ? 'true' : nothing
+    const typed = kind === 'longtext' && !isText ? null : renderTypedField({ path: view.path, key, value, kind, id, readonly, describedBy })
     if (typed) input = typed
     else if (isText) {
-      input = html`<weft-text-field .path=${view.path} .key=${key} .fieldId=${id} .initial=${value}
+      input = html`<weft-text-field .path=${view.path} .key=${key} .fieldId=${id} .describedBy=${describedBy} .initial=${value}
         ?multiline=${this.isMultiline(key, value, view.nodeType)} ?readonly=${readonly}></weft-text-field>`
     } else if (readonly && typeof value === 'object' && value !== null) {
       // [WEB16] A list reads as chips, a link as the linked node's name, never as raw JSON.
@@ -424,9 +468,9 @@ export class WeftNodePage extends LitElement {
       const onChange = (e: Event) => void this.commitDraft(key, e)
       // [WEB93] Text with a number keypad, not type="number": that input reads as empty what it
       // cannot hold ("1e999"), so the draft was emptied and the refusal said nothing of it.
-      if (typeof value === 'number') input = html`<input id=${id} name=${key} type="text" inputmode="decimal" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
-      else if (typeof value === 'string') input = html`<input id=${id} name=${key} type="text" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
-      else input = html`<textarea id=${id} name=${key} class="json" .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange}></textarea>`
+      if (typeof value === 'number') input = html`<input id=${id} name=${key} type="text" inputmode="decimal" aria-describedby=${described} aria-invalid=${invalid} .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
+      else if (typeof value === 'string') input = html`<input id=${id} name=${key} type="text" aria-describedby=${described} aria-invalid=${invalid} .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
+      else input = html`<textarea id=${id} name=${key} class="json" aria-describedby=${described} aria-invalid=${invalid} .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange}></textarea>`
       if (draft && !jsonEqual(draft.base as JsonValue, value)) {
         note = html`<span class="changed" data-changed-remotely=${key}>Changed by someone else to ${formatValue(value)}; your version is kept until you save it.
           <wa-button size="s" appearance="outlined" @click=${() => this.setDraft(key, null)}>Use theirs</wa-button></span>`
@@ -436,7 +480,7 @@ export class WeftNodePage extends LitElement {
     // [WEB62] nor has a field the type requires (removing it would be refused as invalid content).
     const label = fieldLabel(key)
     return html`<label for=${id} id=${`label-${id}`}>${label}</label>
-      <div class="value" data-field=${key} data-kind=${kind}>${input}${note}</div>
+      <div class="value" data-field=${key} data-kind=${kind}>${input}${note}${this.renderFieldError(view, key)}</div>
       ${readonly || isRequiredField(view.nodeType, key)
         ? html`<span></span>`
         : html`<wa-button size="s" appearance="plain" class="icon" title=${`Remove field ${label}`}
@@ -538,7 +582,7 @@ export class WeftNodePage extends LitElement {
         <wa-badge class="type" variant="brand" appearance="filled" pill>${typeLabel(view.nodeType)}</wa-badge>
         ${view.nodeType === 'ContextualSubscription' ? html`<a class="status-link" href=${contextualHref(view.path)}>Consumers and dead letters</a>` : nothing}
         ${this.crumbs.value.length
-          ? html`<nav class="crumbs" aria-label="Breadcrumb">${this.crumbs.value.map((c) => html`<a href=${nodeHref(c.path)}>${c.name}</a><span aria-hidden="true"> › </span>`)}</nav>`
+          ? html`<nav class="crumbs" aria-label="Breadcrumb">${this.crumbs.value.map((c) => html`<a href=${nodeHref(c.path)} title=${c.name} aria-label=${c.name}>${c.name}</a><span aria-hidden="true"> › </span>`)}</nav>`
           : nothing}
         ${view.pending > 0
           ? html`<span class="pending" data-pending=${view.pending}>${view.pending} change${view.pending === 1 ? '' : 's'} saved on this device, not yet synced</span>`
@@ -598,9 +642,9 @@ export class WeftNodePage extends LitElement {
     return html`
       ${runFirst && description ? html`<p class="description">${description}</p>` : nothing}
       ${runFirst ? this.renderExtension(view) : nothing}
-      <section aria-label="Content" @field-error=${(e: CustomEvent<FieldProblem>) => (this.fieldError = e.detail.message ? e.detail : '')} @field-commit=${this.onFieldCommit}>
+      <section aria-label="Content" @field-error=${this.onFieldProblem} @field-commit=${this.onFieldCommit}>
         ${runFirst ? html`<details class="setup"><summary>How it is set up</summary>${fields}</details>` : fields}
-        ${this.renderFieldError()}
+        ${this.renderFieldError(view)}
         ${canUpdate
           ? html`<form class="inline" aria-label="Add a field" @submit=${this.onAddField}>
               <label>Field <input name="key" required /></label>

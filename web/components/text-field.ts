@@ -18,10 +18,12 @@ import { publishSelection, remoteSelectionsIn, selectionRuns, type RemoteSelecti
  * <label for> names it.
  */
 export class WeftTextField extends LitElement {
-  static override properties = { path: {}, key: {}, fieldId: {}, multiline: { type: Boolean }, initial: {}, readonly: { type: Boolean }, remotes: { state: true } }
+  static override properties = { path: {}, key: {}, fieldId: {}, describedBy: {}, multiline: { type: Boolean }, initial: {}, readonly: { type: Boolean }, remotes: { state: true } }
   declare path: string
   declare key: string
   declare fieldId: string
+  /** [WEB102] The id of the field's refusal shown beside it (same root: this element is light DOM), if any. */
+  declare describedBy: string
   declare multiline: boolean
   declare initial: string
   /** The user's role cannot write the node: shown, not editable [WEB8]. */
@@ -37,6 +39,7 @@ export class WeftTextField extends LitElement {
     this.path = ''
     this.key = ''
     this.fieldId = ''
+    this.describedBy = ''
     this.multiline = false
     this.initial = ''
     this.readonly = false
@@ -132,13 +135,13 @@ export class WeftTextField extends LitElement {
     const el = this.input
     const binding = this.binding
     if (!el || !binding) return
-    this.dispatchEvent(new CustomEvent<FieldProblem>('field-error', { detail: { message: '' }, bubbles: true, composed: true }))
+    this.dispatchEvent(new CustomEvent<FieldProblem>('field-error', { detail: { key: this.key, message: '' }, bubbles: true, composed: true }))
     this.onAwareness()
     const typed = el.value
     binding.applyInput().catch((e: unknown) => {
       // [STO10] Pasted text holding a NUL or half an emoji: what was pasted is not lost, one click
       // saves it with those characters replaced (they cannot be seen to be removed by hand).
-      const detail: FieldProblem = storableText(typed) ? { message: `${fieldLabel(this.key)}: ${humanError(e)}` } : unstorableProblem(this.key, () => this.saveStorable(typed))
+      const detail: FieldProblem = storableText(typed) ? { key: this.key, message: `${fieldLabel(this.key)}: ${humanError(e)}` } : unstorableProblem(this.key, () => this.saveStorable(typed))
       this.dispatchEvent(new CustomEvent('field-error', { detail, bubbles: true, composed: true }))
     })
   }
@@ -204,7 +207,9 @@ export class WeftTextField extends LitElement {
   }
 
   override render() {
-    if (this.multiline) return html`<textarea id=${this.fieldId} name=${this.key} rows="6" data-text-field ?readonly=${this.readonly} @input=${this.onInput}></textarea>`
+    const described = this.describedBy || nothing
+    const invalid = this.describedBy ? 'true' : nothing
+    if (this.multiline) return html`<textarea id=${this.fieldId} name=${this.key} rows="6" data-text-field aria-describedby=${described} aria-invalid=${invalid} ?readonly=${this.readonly} @input=${this.onInput}></textarea>`
     return html`<style>
         weft-text-field { display: block; position: relative; }
         weft-text-field .tf-carets { position: absolute; left: 0; right: 0; overflow: hidden; pointer-events: none; white-space: pre; color: transparent; box-sizing: border-box; }
@@ -212,7 +217,7 @@ export class WeftTextField extends LitElement {
         weft-text-field .tf-caret { position: relative; display: inline-block; width: 0; height: 1.2em; vertical-align: middle; border-left: 2px solid; margin-left: -1px; }
         weft-text-field .tf-name { position: absolute; left: -2px; bottom: 100%; font-size: 0.65em; line-height: 1.3; color: #fff; padding: 0 0.3em; border-radius: 3px 3px 3px 0; white-space: nowrap; }
       </style>
-      <input id=${this.fieldId} name=${this.key} type="text" data-text-field ?readonly=${this.readonly} @input=${this.onInput}
+      <input id=${this.fieldId} name=${this.key} type="text" data-text-field aria-describedby=${described} aria-invalid=${invalid} ?readonly=${this.readonly} @input=${this.onInput}
         @select=${this.onSelect} @keyup=${this.onSelect} @mouseup=${this.onSelect} @focus=${this.onSelect} @blur=${this.onSelect} @selectionchange=${this.onSelect} @scroll=${this.onScroll} />
       ${this.renderRemotes()}`
   }

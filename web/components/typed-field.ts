@@ -1,4 +1,4 @@
-import { css, html, type TemplateResult } from 'lit'
+import { css, html, nothing, type TemplateResult } from 'lit'
 import type { JsonValue } from '../../shared/json.js'
 import { background } from '../sync/background.js'
 import { commitEvent, isNodeLink, isScalarList, type FieldKind } from './field-kinds.js'
@@ -15,6 +15,8 @@ export interface TypedFieldArgs {
   id: string
   /** The caller may not write this field (role or field rule) [WEB8]. */
   readonly: boolean
+  /** [WEB102] The id of the field's refusal shown beside it, if any (the input is described by it). */
+  describedBy?: string
 }
 
 /** The CodeMirror editors are a few hundred KB: loaded when a page first shows such a field. */
@@ -32,13 +34,15 @@ function load(which: 'markdown' | 'json'): void {
  * `field-commit` event; the page writes it as one merge patch. Null: not one of these kinds.
  */
 export function renderTypedField(a: TypedFieldArgs): TemplateResult | null {
+  const described = a.describedBy || nothing
+  const invalid = a.describedBy ? 'true' : nothing
   const commit = (ev: Event, value: JsonValue) => ev.target!.dispatchEvent(commitEvent(a.key, value))
   switch (a.kind) {
     case 'checkbox':
-      return html`<span class="switch"><input id=${a.id} name=${a.key} type="checkbox" role="switch" .checked=${a.value === true} ?disabled=${a.readonly}
+      return html`<span class="switch"><input id=${a.id} name=${a.key} type="checkbox" role="switch" aria-describedby=${described} aria-invalid=${invalid} .checked=${a.value === true} ?disabled=${a.readonly}
           @change=${(e: Event) => commit(e, (e.target as HTMLInputElement).checked)} /><span class="track" aria-hidden="true"></span><span class="state">${a.value === true ? 'Yes' : 'No'}</span></span>`
     case 'date':
-      return html`<input id=${a.id} name=${a.key} type="date" class="date" .value=${typeof a.value === 'string' ? a.value : ''} ?readonly=${a.readonly}
+      return html`<input id=${a.id} name=${a.key} type="date" class="date" aria-describedby=${described} aria-invalid=${invalid} .value=${typeof a.value === 'string' ? a.value : ''} ?readonly=${a.readonly}
         @change=${(e: Event) => {
           const v = (e.target as HTMLInputElement).value
           if (v) commit(e, v) // a cleared picker is not a date: the field is removed with ✕, not emptied

@@ -6,6 +6,7 @@ import type { OpError } from '../sync/sync-client.js'
 import type { NodeView } from '../streams/index.js'
 import { CloseCode } from '../../shared/protocol.js'
 import { humanMessage } from './error-text.js'
+import { madeName } from './create-refused.js'
 import { personName } from './names.js'
 import { ObservableController } from '../controllers/index.js'
 import { contextualFromHash, HOME_HREF, MY_CONSUMERS_HREF, OPERATIONS_HREF, OPERATOR_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
@@ -234,7 +235,7 @@ export class WeftApp extends LitElement {
         : nothing}
       ${(this.opErrors.value ?? []).length
         ? html`<div class="banner" role="alert" aria-label="Changes the server refused">
-            ${(this.opErrors.value ?? []).map((e) => html`<div>Not applied: ${e.code === 'already_exists' ? e.message : `${e.path}: ${humanMessage(e.code, e.message)}`}</div>`)}
+            ${(this.opErrors.value ?? []).map((e) => html`<div>Not applied: ${e.code === 'already_exists' ? e.message : `${opLabel(e.path)}: ${humanMessage(e.code, e.message)}`}</div>`)}
             <wa-button size="s" appearance="outlined" @click=${() => app().client.opErrors$.next([])}>Dismiss</wa-button>
           </div>`
         : nothing}
@@ -250,6 +251,12 @@ export class WeftApp extends LitElement {
  * unauthorized: signed out: this token was revoked)"). A token is revoked by signing out; when
  * this browser no longer holds it, it was signed out here, in another tab.
  */
+/** [WEB104] A refused queued operation, by the name its node was given here when known ("creating “Draft”"), else its path. */
+function opLabel(path: string): string {
+  const name = madeName(path)
+  return name ? `creating “${name}”` : path
+}
+
 function finalWords(final: FinalClose, session: Session): string {
   const kept = 'What you changed here stays on this device; sign in again to send it.'
   if (final.code !== CloseCode.Unauthorized) return `The server no longer accepts this session. ${kept}`
