@@ -31,14 +31,16 @@ function nodePathOf(el: Element): string | null {
 async function definitionChangeWarning(path: string): Promise<string> {
   let held = ''
   try {
-    const { consumers } = await createContextualClient({ baseUrl: location.origin, token: app().session.token }).consumers(path)
-    const leased = consumers.reduce((n, c) => n + c.leased, 0)
-    const dead = consumers.reduce((n, c) => n + c.dead, 0)
-    if (consumers.length > 0) held = ` ${consumers.length} consumer${consumers.length === 1 ? '' : 's'} you can see hold ${leased} leased event${leased === 1 ? '' : 's'} and ${dead} dead letter${dead === 1 ? '' : 's'}: they stay with those consumers, shown on the status page as from an earlier definition, where an Admin re-drives or deletes them.`
+    const answer = await createContextualClient({ baseUrl: location.origin, token: app().session.token }).consumers(path)
+    // Those made for the definition held now (a server that does not mark them: every one listed).
+    const current = answer.consumers.filter((c) => (c as { current?: boolean }).current !== false)
+    const leased = current.reduce((n, c) => n + c.leased, 0)
+    const dead = current.reduce((n, c) => n + c.dead, 0)
+    if (current.length > 0) held = ` The ${current.length} current consumer${current.length === 1 ? '' : 's'} you can see hold ${leased} leased event${leased === 1 ? '' : 's'} and ${dead} dead letter${dead === 1 ? '' : 's'}: they stay with those consumers, shown on the status page as from an earlier definition, where an Admin re-drives or deletes them.`
   } catch {
     // The counts are a courtesy: the warning stands without them.
   }
-  return `Save the changed definition of this subscription?\n\nRunning workers restart as new consumers of the changed definition from their next pull.${held || ' Leased events and dead letters stay with the earlier consumers, shown on the status page as from an earlier definition, where an Admin re-drives or deletes them.'}`
+  return `Save the changed definition of this subscription?\n\nRunning workers continue as new consumers of the changed definition from their next pull.${held || ' Leased events and dead letters stay with the earlier consumers, shown on the status page as from an earlier definition, where an Admin re-drives or deletes them.'}`
 }
 
 /**
