@@ -1,5 +1,6 @@
 import { expect, test, type Page } from '@playwright/test'
 import { adminAndViewerOn, api, openLoggedIn, putNode, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
+import { triageWithDeadLetter } from './contextual-fixtures.js'
 
 /**
  * [CTX38] A contextual subscription's status page: Vic (Viewer) runs a worker whose event
@@ -15,19 +16,7 @@ const SUB = 'Ops/triage'
 test.beforeAll(async () => {
   server = await startE2eServer()
   ;({ ann, vic } = await adminAndViewerOn(server, 'Ops', { inbox: {} }))
-  await putNode(server, ann, SUB, 'ContextualSubscription', {
-    Operation: 'triage',
-    Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: 'Ops/inbox' },
-    Reactions: { note: { Command: 'patch', Target: '{event.path}', Parameters: { Note: { Type: 'string' } } } },
-    Limits: { LeaseSeconds: 30, MaxInFlight: 1, MaxAttempts: 1 },
-  }, 'Triage')
-  // Vic's worker: its first pull makes the consumer; the event it then gets fails its only attempt.
-  expect((await api(server, vic, 'POST', '/api/contextual/next', { subscription: SUB, consumer: 'vic-worker' })).status).toBe(200)
-  await putNode(server, ann, 'Ops/inbox/report', 'Document', { Title: 'Q3 report' }, 'Q3 report')
-  const pulled = await api<{ consumerId: string; item: { event: { eventId: string }; leaseToken: string; attempt: number } }>(server, vic, 'POST', '/api/contextual/next', { subscription: SUB, consumer: 'vic-worker', waitSeconds: 20 })
-  const { consumerId, item } = pulled.body
-  const nack = await api<{ state: string }>(server, vic, 'POST', '/api/contextual/nack', { consumerId, eventId: item.event.eventId, leaseToken: item.leaseToken, attempt: item.attempt, error: 'model timed out after 30 s' })
-  expect(nack.body.state).toBe('dead')
+  await triageWithDeadLetter(server, ann, vic, SUB, 'model timed out after 30 s')
 })
 test.afterAll(async () => {
   await server?.dispose()

@@ -249,6 +249,11 @@ export class HttpApi {
   }
 
   /** [OPS10] The operator's overview (403 `forbidden` for anyone but an operator). */
+  /** [WEB126] How many contextual consumers the caller has (over every subscription): whether "My consumers" is worth a link. */
+  async myConsumerCount(): Promise<number> {
+    return (await this.request<{ total: number }>('POST', '/api/contextual/mine', { limit: 1 })).total
+  }
+
   adminOverview(): Promise<AdminOverview> {
     return this.request('GET', '/api/admin/overview')
   }

@@ -33,8 +33,23 @@ export class WeftAuthPage extends LitElement {
     void import('./ui.js').then(() => (this.ui = true))
   }
 
+  /**
+   * [WEB119] Enter in a field submits the form. A form with several fields is submitted by Enter
+   * only through a native submit button, and the page's only one is a wa-button (a custom
+   * element the browser does not count), so Enter did nothing. requestSubmit runs the browser's
+   * own checks (a missing field is pointed at, as with a click). Not while an input method is
+   * composing (Enter there picks the text), nor while a sign-in is under way.
+   */
+  private onKeydown(ev: KeyboardEvent) {
+    if (ev.key !== 'Enter' || ev.isComposing || ev.shiftKey || ev.ctrlKey || ev.altKey || ev.metaKey) return
+    if (!(ev.target instanceof HTMLInputElement)) return
+    ev.preventDefault()
+    if (!this.busy) ev.target.form?.requestSubmit()
+  }
+
   private async submit(ev: SubmitEvent) {
     ev.preventDefault()
+    if (this.busy) return
     const form = new FormData(ev.target as HTMLFormElement)
     const email = String(form.get('email') ?? '')
     const password = String(form.get('password') ?? '')
@@ -69,7 +84,7 @@ export class WeftAuthPage extends LitElement {
     return html`
       <h1>Weft</h1>
       <h2>${signup ? 'Create an account' : 'Sign in'}</h2>
-      <form @submit=${this.submit} @input=${() => (this.error = '')} aria-label=${signup ? 'Sign up' : 'Sign in'}>
+      <form @submit=${this.submit} @keydown=${this.onKeydown} @input=${() => (this.error = '')} aria-label=${signup ? 'Sign up' : 'Sign in'}>
         ${signup ? html`<label>Name <input name="name" autocomplete="name" required /></label>` : ''}
         <label>Email <input name="email" type="email" autocomplete="email" required /></label>
         <label>Password <input name="password" type="password" autocomplete=${signup ? 'new-password' : 'current-password'} required minlength="8" /></label>

@@ -4,7 +4,15 @@ import { app } from '../app-context.js'
 import { NodeNames } from '../controllers/node-names.js'
 import { codeOf, humanError } from './error-text.js'
 import { MY_CONSUMERS_HREF, nodeHref } from './route.js'
+import { formatWhen } from './run-text.js'
 import { showError, showToast } from './toast.js'
+
+/**
+ * [WEB123] What the page reads beyond ListedConsumer where the server gives it: `current` false
+ * for a consumer made for an earlier definition of the subscription (its leased events and dead
+ * letters stay with it), and when each dead letter died.
+ */
+type Listed = Omit<ListedConsumer, 'deadLetters'> & { current?: boolean; deadLetters: Array<ListedConsumer['deadLetters'][number] & { diedAt?: string }> }
 
 /** How often the page re-reads the consumers while it is open and visible. */
 const REFRESH_MS = 3_000
@@ -72,6 +80,9 @@ export class WeftContextualPage extends LitElement {
     .meta { color: #555; font-size: 0.9em; }
     .actions { display: flex; flex-wrap: wrap; gap: 0.5em; margin-top: 0.4em; }
     .error { color: #b00; }
+    .consumer.stale { border-style: dashed; background: #fffaf2; }
+    .stale-mark { color: #8a4b00; font-weight: normal; font-size: 0.9em; }
+    .only-admin { margin: 0; align-self: center; }
   `
 
   constructor() {
@@ -117,7 +128,9 @@ export class WeftContextualPage extends LitElement {
       showToast(await act())
       await this.load()
     } catch (e) {
-      showError(humanError(e))
+      // [WEB123] A consumer the server no longer finds (one of an earlier definition, on a server
+      // that does not offer those yet): its own sentence ("No consumer …"), not "does not exist".
+      showError(codeOf(e) === 'not_found' && e instanceof Error && e.message ? e.message : humanError(e))
     } finally {
       const next = new Set(this.busy)
       next.delete(c.consumerId)
@@ -144,11 +157,13 @@ export class WeftContextualPage extends LitElement {
     })
   }
 
-  private renderConsumer(c: ListedConsumer, canRedrive: boolean) {
+  private renderConsumer(c: Listed, canRedrive: boolean) {
+    const stale = c.current === false
     const count = (label: string, n: number, bad = false, unit = '') =>
       html`<div><dt>${label}</dt><dd class=${bad && n > 0 ? 'bad' : ''} data-count=${label}>${n}${unit ? html` <small>${unit}${n === 1 ? '' : 's'}</small>` : nothing}</dd></div>`
-    return html`<li class="consumer" data-consumer=${c.name}>
-      <h2>${c.name}</h2>
+    return html`<li class="consumer ${stale ? 'stale' : ''}" data-consumer=${c.name} data-consumer-id=${c.consumerId} data-current=${stale ? 'false' : 'true'}>
+      <h2>${c.name}${stale ? html` <span class="stale-mark">· from an earlier definition</span>` : nothing}</h2>
+      ${stale ? html`<p class="meta stale-why">Made before the subscription's definition was changed: it gets no new events. Its leased events and dead letters stay here until they are re-driven or it is deleted.</p>` : nothing}
       <p class="meta" data-owner=${c.owner}>${c.owner === app().session.userId ? 'Your worker' : `${ownerWords(c)}’s worker`}</p>
       <dl class="counts" aria-label="State of ${c.name}">
         ${count('Pending', c.pending)} ${count('Leased', c.leased)} ${count('Acked', c.acked)} ${count('Dead letters', c.dead, true)}
@@ -159,7 +174,7 @@ export class WeftContextualPage extends LitElement {
             ${c.deadLetters.map(
               (d) => html`<li data-dead=${d.eventId}>
                 <a href=${nodeHref(d.path)} title=${d.path}>${this.names.nameOf(d.path)}</a>
-                <span class="meta">${eventWords(d.kind)}${d.attempt} attempt${d.attempt === 1 ? '' : 's'}</span>
+                <span class="meta">${eventWords(d.kind)}${d.attempt} attempt${d.attempt === 1 ? '' : 's'}${d.diedAt ? html` · <span data-died=${d.diedAt} title=${d.diedAt}>died ${formatWhen(d.diedAt)}</span>` : nothing}</span>
                 <span class="err">Last error: ${d.lastError ?? 'none recorded'}</span>
               </li>`,
             )}
@@ -169,6 +184,7 @@ export class WeftContextualPage extends LitElement {
         ${canRedrive && c.dead > 0
           ? html`<wa-button size="s" variant="brand" ?loading=${this.busy.has(c.consumerId)} @click=${() => this.redrive(c)}>Re-drive ${c.dead} dead letter${c.dead === 1 ? '' : 's'}</wa-button>`
           : nothing}
+        ${!canRedrive && c.dead > 0 ? html`<p class="meta only-admin" data-only-admin>Only an Admin of the subscription can re-drive dead letters.</p>` : nothing}
         <wa-button size="s" variant="danger" appearance="outlined" ?disabled=${this.busy.has(c.consumerId)} @click=${() => this.deleteConsumer(c)}>Delete consumer ${c.name}</wa-button>
       </div>
     </li>`
@@ -177,9 +193,15 @@ export class WeftContextualPage extends LitElement {
   override render() {
     if (this.error && !this.data) return html`<p class="error" role="alert">${this.error}</p>`
     if (!this.data) return html`<p aria-busy="true">Reading the consumers…</p>`
-    const { consumers, canRedrive } = this.data
+    const { canRedrive } = this.data
+    // [WEB123] The current consumers first, then those of earlier definitions (the same name twice
+    // reads apart: one is marked).
+    const consumers = [...(this.data.consumers as Listed[])].sort((a, b) => Number(a.current === false) - Number(b.current === false))
+    // [WEB125] "All your consumers" only for someone who has one here.
+    const me = app().session.userId
+    const hasOwn = consumers.some((c) => c.owner === me)
     return html`
-      <p class="meta"><a href=${nodeHref(this.subscription)} title=${this.subscription}>${this.names.nameOf(this.subscription)}</a> · ${canRedrive ? 'every consumer (you are an Admin)' : 'your consumers'} · refreshes every few seconds · <a href=${MY_CONSUMERS_HREF}>all your consumers</a></p>
+      <p class="meta"><a href=${nodeHref(this.subscription)} title=${this.subscription}>${this.names.nameOf(this.subscription)}</a> · ${canRedrive ? 'every consumer (you are an Admin)' : 'your consumers'} · refreshes every few seconds${hasOwn ? html` · <a href=${MY_CONSUMERS_HREF}>all your consumers</a>` : nothing}</p>
       ${this.error ? html`<p class="error" role="alert">${this.error}</p>` : nothing}
       ${consumers.length === 0
         ? html`<p>No consumers yet: a worker makes one with its first <code>next</code>.</p>`

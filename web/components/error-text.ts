@@ -107,13 +107,32 @@ export interface MessageContext {
   typed?: boolean
 }
 
+/**
+ * [WEB120] An `invalid_content` refusal that is not about unstorable characters: the server's
+ * sentence names the field and the rule ("… invalid at Reactions.返信: use letters, digits and _"),
+ * where the app's own sentence could only guess (and guessed "a character no server can store").
+ */
+const UNSTORABLE_WORDS = /NUL|half of a character|half of an emoji/
+
+/**
+ * [WEB120] A refusal the app does not know by code (a ContextualSubscription's bounds, a newer
+ * server's): the server writes its sentence for people ("Limits.LeaseSeconds must be between 5
+ * and 900 (got 1)."), so it is shown; without one, the refusal is named, never "Try again", which
+ * only helps when the failure was passing.
+ */
+function unknownRefusal(code: string, message: string | undefined): string {
+  return message || `The server refused this (${code.replace(/_/g, ' ')}).`
+}
+
 export function humanMessage(code: string | null | undefined, message?: string, context: MessageContext = {}): string {
   if (code && OWN_MESSAGES.has(code) && message) return message
+  if (code === 'invalid_content' && message && !UNSTORABLE_WORDS.test(message)) return message
   if (code === 'invalid_request' && context.typed && message) return message
   if (code === 'network') return 'The server cannot be reached. Your change was not sent; try again when you are back online.'
   if (code && BY_CODE[code]) return BY_CODE[code]
   if (code && /^http_404$/.test(code)) return 'The server does not offer this yet (it may be an older version).'
   if (code && /^http_5\d\d$/.test(code)) return BY_CODE.internal!
+  if (code && code !== 'network' && !/^http_\d+$/.test(code)) return unknownRefusal(code, message)
   return 'Something went wrong. Try again.'
 }
 

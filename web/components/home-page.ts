@@ -1,4 +1,4 @@
-import { LitElement, css, html } from 'lit'
+import { LitElement, css, html, nothing } from 'lit'
 import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
@@ -6,7 +6,7 @@ import type { IndexRow } from '../store/index.js'
 import type { InviteView } from '../../shared/subscription.js'
 import { invitesApi, inviteStatusWord } from './members-panel.js'
 import { recentPaths } from './recent.js'
-import { nodeHref, OPERATIONS_HREF } from './route.js'
+import { MY_CONSUMERS_HREF, nodeHref, OPERATIONS_HREF } from './route.js'
 import { submitSpaceForm } from './create-space.js'
 import './activity-strip.js'
 import './thread-list.js'
@@ -25,9 +25,11 @@ interface PendingInvite extends InviteView {
  * profile (the User node) is its own page, linked from here.
  */
 export class WeftHomePage extends LitElement {
-  static override properties = { invites: { state: true }, spaceError: { state: true } }
+  static override properties = { invites: { state: true }, spaceError: { state: true }, consumers: { state: true } }
   declare invites: PendingInvite[] | null
   declare spaceError: string
+  /** [WEB126] How many contextual consumers the person has (0 until known, or offline): "My consumers" is linked when any. */
+  declare consumers: number
   private readonly top = new ObservableController<IndexRow[]>(this)
   private readonly recent = new NamesController(this)
   /** The spaces whose invites were asked for (null: none asked yet; '' is no space at all). */
@@ -57,6 +59,11 @@ export class WeftHomePage extends LitElement {
     super()
     this.invites = null
     this.spaceError = ''
+    this.consumers = 0
+    app().client.api.myConsumerCount().then(
+      (n) => (this.consumers = n),
+      () => undefined,
+    )
     this.top.watch('top', () => app().streams.query$({ parent: '' }))
   }
 
@@ -105,6 +112,7 @@ export class WeftHomePage extends LitElement {
       <div class="links">
         <wa-button size="s" appearance="outlined" href=${nodeHref(session.userId)}>Your profile</wa-button>
         <wa-button size="s" appearance="outlined" href=${OPERATIONS_HREF}>Operations</wa-button>
+        ${this.consumers > 0 ? html`<wa-button size="s" appearance="outlined" href=${MY_CONSUMERS_HREF}>My consumers (${this.consumers})</wa-button>` : nothing}
       </div>
       <section aria-labelledby="h-spaces">
         <h2 id="h-spaces">Your spaces</h2>

@@ -8,6 +8,40 @@ import { jsonEqual, type JsonValue } from '../../shared/json.js'
 import { commitEvent, formatValue, parseJsonResult } from './field-kinds.js'
 import { editableOf, theme } from './code-editor.js'
 import { fieldLabel } from './labels.js'
+import { createContextualClient } from '../../shared/index.js'
+import { app } from '../app-context.js'
+
+/** The path of the node page this field is on (its host across shadow roots), or null elsewhere. */
+function nodePathOf(el: Element): string | null {
+  let n: Node | null = el
+  while (n) {
+    if (n instanceof HTMLElement && n.localName === 'weft-node-page') return (n as HTMLElement & { path?: string }).path ?? null
+    n = n instanceof ShadowRoot ? n.host : n.parentNode
+  }
+  return null
+}
+
+/**
+ * [WEB122] What saving a changed ContextualSubscription definition does to its workers, asked
+ * before it is saved: a consumer is of one definition, so each running worker goes on as a new
+ * consumer from its next pull, and what the earlier consumers hold (leased events, dead letters)
+ * stays with them, marked on the status page as from an earlier definition. The counts are those
+ * the person can see (theirs, or every consumer for an Admin); unknown, the warning is general.
+ */
+async function definitionChangeWarning(path: string): Promise<string> {
+  let held = ''
+  try {
+    const answer = await createContextualClient({ baseUrl: location.origin, token: app().session.token }).consumers(path)
+    // Those made for the definition held now (a server that does not mark them: every one listed).
+    const current = answer.consumers.filter((c) => (c as { current?: boolean }).current !== false)
+    const leased = current.reduce((n, c) => n + c.leased, 0)
+    const dead = current.reduce((n, c) => n + c.dead, 0)
+    if (current.length > 0) held = ` The ${current.length} current consumer${current.length === 1 ? '' : 's'} you can see hold ${leased} leased event${leased === 1 ? '' : 's'} and ${dead} dead letter${dead === 1 ? '' : 's'}: they stay with those consumers, shown on the status page as from an earlier definition, where an Admin re-drives or deletes them.`
+  } catch {
+    // The counts are a courtesy: the warning stands without them.
+  }
+  return `Save the changed definition of this subscription?\n\nRunning workers continue as new consumers of the changed definition from their next pull.${held || ' Leased events and dead letters stay with the earlier consumers, shown on the status page as from an earlier definition, where an Admin re-drives or deletes them.'}`
+}
 
 /**
  * A JSON field (an object, a list of objects, null) in CodeMirror with JSON highlighting.
@@ -64,13 +98,13 @@ export class WeftJsonField extends LitElement {
           bracketMatching(),
           syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
           json(),
-          keymap.of([{ key: 'Mod-Enter', run: () => (this.save(), true) }, ...defaultKeymap, ...historyKeymap, indentWithTab]),
+          keymap.of([{ key: 'Mod-Enter', run: () => (this.saveSoon(), true) }, ...defaultKeymap, ...historyKeymap, indentWithTab]),
           this.editable.of(editableOf(this.readonly)),
           // [WEB77] Named as its label reads ("Extra data"), not by its key.
           EditorView.contentAttributes.of({ 'aria-label': fieldLabel(this.key) }),
           EditorView.updateListener.of((u) => {
             if (u.docChanged && !this.dirty) this.dirty = true
-            if (u.focusChanged && !u.view.hasFocus && this.dirty) this.save()
+            if (u.focusChanged && !u.view.hasFocus && this.dirty) this.saveSoon()
           }),
           theme,
           // A value, not a script: as tall as it is (the code editor's minimum is for a page of code).
@@ -102,25 +136,45 @@ export class WeftJsonField extends LitElement {
     this.dirty = false
   }
 
-  private save() {
+  /** A save asked for while the definition warning is open (one question at a time). */
+  private asking = false
+
+  private async save() {
     const view = this.view
-    if (!view || this.readonly) return
+    if (!view || this.readonly || this.asking) return
     const parsed = parseJsonResult(view.state.doc.toString())
     if (!parsed.ok) {
       this.error = `Not valid JSON, not saved: ${parsed.message}`
       return
     }
     this.error = ''
+    if (!jsonEqual(parsed.value, this.value)) {
+      const path = nodePathOf(this)
+      const row = path ? await app().client.store.db.nodes.get(path) : undefined
+      if (path && row?.nodeType === 'ContextualSubscription') {
+        this.asking = true
+        try {
+          // Declined: the draft stays, unsaved.
+          if (!confirm(await definitionChangeWarning(path))) return
+        } finally {
+          this.asking = false
+        }
+      }
+    }
     this.dirty = false
     this.base = parsed.value
     if (!jsonEqual(parsed.value, this.value)) this.dispatchEvent(commitEvent(this.key, parsed.value))
+  }
+
+  private saveSoon() {
+    void this.save()
   }
 
   override render() {
     const changedElsewhere = this.dirty && !jsonEqual(this.base, this.value)
     return html`<div class="editor ${this.error ? 'invalid' : ''}"></div>
       <div class="row">
-        ${this.dirty && !this.readonly ? html`<button type="button" class="save" @click=${() => this.save()}>Save</button><span>Unsaved (Ctrl+Enter saves)</span>` : nothing}
+        ${this.dirty && !this.readonly ? html`<button type="button" class="save" @click=${() => this.saveSoon()}>Save</button><span>Unsaved (Ctrl+Enter saves)</span>` : nothing}
         ${this.error ? html`<span class="error" role="alert" data-error="json">${this.error}</span>` : nothing}
         ${changedElsewhere
           ? html`<span class="changed" data-changed-remotely=${this.key}>Changed by someone else; your version is kept until you save it.

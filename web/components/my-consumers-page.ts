@@ -7,6 +7,23 @@ import { contextualHref } from './route.js'
 import { formatWhen } from './run-text.js'
 import { showError, showToast } from './toast.js'
 
+interface Counts {
+  pending: number
+  leased: number
+  dead: number
+}
+
+/** [WEB126] By name, then the newest first (two consumers of one name: the current one is usually the newer). */
+function byNameThenNewest(a: MyConsumer, b: MyConsumer): number {
+  return a.name.localeCompare(b.name) || b.createdAt.localeCompare(a.createdAt) || a.consumerId.localeCompare(b.consumerId)
+}
+
+/** [WEB126] Its pending, leased and dead counts, once its subscription's status is read. */
+function countsWords(c: Counts | undefined) {
+  if (!c) return nothing
+  return html`<span class="meta counts" data-counts>${c.pending} pending · ${c.leased} leased · <span class=${c.dead > 0 ? 'bad' : ''}>${c.dead} dead</span></span>`
+}
+
 /** The bound on one account's consumers ([CTX46]); the page shows how close the account is. */
 const CONSUMERS_BOUND = 1000
 
@@ -17,12 +34,15 @@ const CONSUMERS_BOUND = 1000
  * subscription's own status page is gone with it.
  */
 export class WeftMyConsumersPage extends LitElement {
-  static override properties = { consumers: { state: true }, total: { state: true }, next: { state: true }, error: { state: true }, busy: { state: true } }
+  static override properties = { counts: { state: true }, consumers: { state: true }, total: { state: true }, next: { state: true }, error: { state: true }, busy: { state: true } }
   declare consumers: MyConsumer[] | null
   declare total: number
   declare next: string | null
   declare error: string
   declare busy: ReadonlySet<string>
+  /** [WEB126] Each consumer's counts by id, from its subscription's status (`consumers`), asked once per subscription. */
+  declare counts: ReadonlyMap<string, Counts>
+  private readonly countsAsked = new Set<string>()
   private client: ContextualClient | null = null
   private loading = false
   private readonly names = new NodeNames(this)
@@ -36,6 +56,7 @@ export class WeftMyConsumersPage extends LitElement {
     .stale { color: #8a4b00; font-size: 0.9em; }
     .meta { color: #555; font-size: 0.9em; }
     .error { color: #b00; }
+    .bad { color: #b00; font-weight: 600; }
   `
 
   constructor() {
@@ -45,6 +66,7 @@ export class WeftMyConsumersPage extends LitElement {
     this.next = null
     this.error = ''
     this.busy = new Set()
+    this.counts = new Map()
   }
 
   private api(): ContextualClient {
@@ -69,10 +91,30 @@ export class WeftMyConsumersPage extends LitElement {
       this.total = page.total
       this.next = page.next
       this.error = ''
+      void this.loadCounts(page.consumers)
     } catch (e) {
       this.error = humanError(e)
     } finally {
       this.loading = false
+    }
+  }
+
+  /**
+   * [WEB126] The counts of the consumers of current subscriptions not asked yet, one subscription
+   * at a time (`mine` gives none). One that cannot be read shows none.
+   */
+  private async loadCounts(consumers: readonly MyConsumer[]) {
+    const subs = [...new Set(consumers.filter((c) => c.current).map((c) => c.subscription))].filter((s) => !this.countsAsked.has(s))
+    for (const sub of subs) {
+      this.countsAsked.add(sub)
+      try {
+        const { consumers: listed } = await this.api().consumers(sub)
+        const next = new Map(this.counts)
+        for (const l of listed) next.set(l.consumerId, { pending: l.pending, leased: l.leased, dead: l.dead })
+        this.counts = next
+      } catch {
+        // The counts are extra: the list stands without them.
+      }
     }
   }
 
@@ -103,11 +145,12 @@ export class WeftMyConsumersPage extends LitElement {
       ${this.consumers.length === 0
         ? html`<p>No consumers: an agent or worker makes one with its first <code>next</code> on a contextual subscription.</p>`
         : html`<ul aria-label="Your consumers">
-            ${this.consumers.map(
+            ${[...this.consumers].sort(byNameThenNewest).map(
               (c) => html`<li data-consumer=${c.consumerId}>
                 <span class="name">${c.name}</span>
                 <span class="sub">${c.current ? html`<a href=${contextualHref(c.subscription)} title=${c.subscription}>${this.names.nameOf(c.subscription)}</a>` : html`${c.subscription} <span class="stale">· no longer current</span>`}</span>
                 <span class="meta" title=${c.createdAt}>made ${formatWhen(c.createdAt)}</span>
+                ${countsWords(this.counts.get(c.consumerId))}
                 <wa-button size="s" variant="danger" appearance="outlined" ?disabled=${this.busy.has(c.consumerId)} @click=${() => this.deleteConsumer(c)}>Delete consumer ${c.name}</wa-button>
               </li>`,
             )}

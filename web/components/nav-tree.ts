@@ -5,7 +5,7 @@ import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
 import type { IndexRow } from '../store/index.js'
 import type { NodeView } from '../streams/index.js'
-import { HOME_HREF, nodeHref, OPERATIONS_HREF, OPERATOR_HREF } from './route.js'
+import { HOME_HREF, MY_CONSUMERS_HREF, nodeHref, OPERATIONS_HREF, OPERATOR_HREF } from './route.js'
 import { afterFirstScreen } from './lazy.js'
 
 const LEVEL_LIMIT = 200
@@ -84,11 +84,13 @@ customElements.define('weft-tree-node', WeftTreeNode)
  * top-level node the user can read. Arrow keys move, Right/Left expand and collapse.
  */
 export class WeftNavTree extends LitElement {
-  static override properties = { current: {}, creating: { state: true }, error: { state: true }, operator: { state: true } }
+  static override properties = { current: {}, creating: { state: true }, error: { state: true }, operator: { state: true }, consumers: { state: true } }
   declare current: string
   declare error: string
   /** [OPS10] Whether the server shows this user the operator's page (asked once; a refusal or no network hides the entry). */
   declare operator: boolean
+  /** [WEB126] The user has contextual consumers: "My consumers" is listed (asked with the operator question). */
+  declare consumers: boolean
   private readonly top = new ObservableController<IndexRow[]>(this)
   private readonly home = new ObservableController<NodeView | null>(this)
   /** Pinned spaces are shown by name, never by path. */
@@ -118,6 +120,7 @@ export class WeftNavTree extends LitElement {
     this.current = ''
     this.error = ''
     this.operator = false
+    this.consumers = false
     // The tree's items are read after the first screen: on a cold start, its reads and renders
     // (the top-level list, the home node's doc, the server's answer about the operator's page)
     // would share the main thread and the database with the open node's fields and children.
@@ -149,6 +152,10 @@ export class WeftNavTree extends LitElement {
     app().client.api.me().then(
       (me) => (this.operator = me.operator === true),
       () => (this.operator = false),
+    )
+    app().client.api.myConsumerCount().then(
+      (n) => (this.consumers = n > 0),
+      () => (this.consumers = false),
     )
   }
 
@@ -201,6 +208,7 @@ export class WeftNavTree extends LitElement {
       <ul role="tree" aria-label="Nodes">
         <li role="none"><a role="treeitem" tabindex="-1" href=${HOME_HREF} aria-current=${this.current === '' || this.current === HOME_HREF ? 'page' : 'false'} data-nav="home">Home</a></li>
         <li role="none"><a role="treeitem" tabindex="-1" href=${OPERATIONS_HREF} aria-current=${this.current === OPERATIONS_HREF ? 'page' : 'false'} data-nav="operations">Operations</a></li>
+        ${this.consumers || this.current === MY_CONSUMERS_HREF ? html`<li role="none"><a role="treeitem" tabindex="-1" href=${MY_CONSUMERS_HREF} aria-current=${this.current === MY_CONSUMERS_HREF ? 'page' : 'false'} data-nav="consumers">My consumers</a></li>` : nothing}
         ${this.operator ? html`<li role="none"><a role="treeitem" tabindex="-1" href=${OPERATOR_HREF} aria-current=${this.current === OPERATOR_HREF ? 'page' : 'false'} data-nav="operator">Operator</a></li>` : nothing}
         <h2 role="none">Profile</h2>
         <weft-tree-node .path=${session.userId} .label=${this.home.value?.name ?? session.name} .current=${this.current}></weft-tree-node>

@@ -3,7 +3,8 @@ import { runName, type AdminOverview } from '../../shared/index.js'
 import { app } from '../app-context.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { codeOf, codeWords, humanError, humanMessage } from './error-text.js'
-import { HOME_HREF, nodeHref } from './route.js'
+import { contextualHref, HOME_HREF, nodeHref } from './route.js'
+import { NodeNames } from '../controllers/node-names.js'
 import { lineTime } from './run-log-text.js'
 
 /** How often the page reads the overview again: live enough to watch, light on the server. */
@@ -105,8 +106,11 @@ export class WeftOperatorPage extends LitElement {
     if (o) this.names.watch([...new Set([...o.deadLetters.map((d) => d.path), ...o.stuckRuns.flatMap((r) => (r.codePath ? [r.codePath] : []))])])
   }
 
+  /** [WEB127] Asked of the server for a node this device has not seen (an operator reads names, not path segments). */
+  private readonly asked = new NodeNames(this)
+
   private name(path: string): string {
-    return this.names.value.find((n) => n.path === path)?.name ?? path.slice(path.lastIndexOf('/') + 1)
+    return this.names.value.find((n) => n.path === path && n.name !== path.slice(path.lastIndexOf('/') + 1))?.name ?? this.asked.nameOf(path)
   }
 
   private figure(label: string, value: unknown, opts: { alert?: boolean; id?: string } = {}) {
@@ -143,7 +147,7 @@ export class WeftOperatorPage extends LitElement {
               ${o.deadLetters.map(
                 (d) => html`<li data-dead-letter=${d.eventId}>
                   <a href=${nodeHref(d.path)}>${this.name(d.path)}</a>
-                  <div class="meta">for <a href=${nodeHref(d.subscriptionPath)}>${d.name || this.name(d.subscriptionPath)}</a> · ${d.attempt} ${d.attempt === 1 ? 'attempt' : 'attempts'}${d.lastError ? html` · <span>${d.lastError}</span>` : nothing}</div>
+                  <div class="meta">for <a href=${contextualHref(d.subscriptionPath)}>${d.name || this.name(d.subscriptionPath)}</a> · ${d.attempt} ${d.attempt === 1 ? 'attempt' : 'attempts'}${d.lastError ? html` · <span>${d.lastError}</span>` : nothing}</div>
                 </li>`,
               )}
             </ul>`}
@@ -181,7 +185,7 @@ export class WeftOperatorPage extends LitElement {
           : html`<ul data-list="lagging-consumers">
               ${o.laggingConsumers.map(
                 (c) => html`<li data-consumer=${c.consumerId}>
-                  <a href=${nodeHref(c.subscriptionPath)}>${c.name || this.name(c.subscriptionPath)}</a>
+                  <a href=${contextualHref(c.subscriptionPath)}>${c.name || this.name(c.subscriptionPath)}</a>
                   <div class="meta">${count.format(c.waiting)} ${c.waiting === 1 ? 'event' : 'events'} waiting</div>
                 </li>`,
               )}
