@@ -89,7 +89,7 @@ describe('[CTX35] contextual subscriptions over gRPC', () => {
     // A repeat resolves the persisted outcome.
     expect(await ok(call(client, 'react', { causationToken: reply.causationToken, paramsJson: JSON.stringify({ Text: 'again' }) }, owner.token))).toMatchObject({ repeated: true })
     expect(await ok(call(client, 'extend', fenceOf(consumerId, item), owner.token))).toHaveProperty('expiresAt')
-    expect(await ok(call(client, 'ack', fenceOf(consumerId, item), owner.token))).toEqual({ ok: true })
+    expect(await ok(call(client, 'ack', fenceOf(consumerId, item), owner.token))).toEqual({ ok: true, state: 'acked', repeated: false })
     const st = await ok(call(client, 'status', { consumerId }, owner.token))
     expect(st).toMatchObject({ consumerId, subscription: sub, name: 'g1', acked: 1, leased: 0, pending: 0 })
     // The same consumer over HTTP: one service, one truth.
@@ -142,7 +142,7 @@ describe('[CTX35] contextual subscriptions over gRPC', () => {
     const token = (old.reactions as Obj[]).find((r) => r.name === 'reply')!.causationToken
     expect(await call(client, 'react', { causationToken: token, paramsJson: '{"Text":"stale"}' }, owner.token)).toMatchObject({ ok: false, code: grpc.status.PERMISSION_DENIED, weftCode: 'reaction_denied' })
     expect((await api(ts.url, owner.token).getNode(`${space}/in2/d/reply`)).status).toBe(404)
-    expect(await ok(call(client, 'ack', fenceOf(consumerId, fresh), owner.token))).toEqual({ ok: true })
+    expect(await ok(call(client, 'ack', fenceOf(consumerId, fresh), owner.token))).toEqual({ ok: true, state: 'acked', repeated: false })
   })
 
   it('[CTX42] a long poll the client cancels stops waiting on the server', async () => {
