@@ -594,7 +594,7 @@ export class ContextualService {
   }
 
   /** [CTX5] The consumer `next` names, made on its first pull and owned by its caller. */
-  private async ensureConsumer(user: string, def: CompiledDefinition, subscription: NodePath, params: JsonObject, name: string, id: string): Promise<ConsumerRow> {
+  private async ensureConsumer(user: string, def: CompiledDefinition, subscription: NodePath, params: JsonObject, name: string, id: string, nodeCreatedAt: string): Promise<ConsumerRow> {
     const known = this.consumerRows.get(id)
     if (known && known.owner === user) return known
     const consumer = await this.call<ConsumerRow | null>({
@@ -604,6 +604,8 @@ export class ContextualService {
         limits: JSON.stringify(def.limits), cursor: await this.opts.storage.lastVersion(), createdAt: new Date(this.clock.now()).toISOString(),
       },
       most: CONSUMERS_PER_USER,
+      // [CTX56] A consumer of an earlier definition of this node, under this name, goes on in it.
+      continues: { since: nodeCreatedAt, filter: def.events },
     })
     if (!consumer) {
       throw new WeftError(
@@ -624,13 +626,13 @@ export class ContextualService {
     const user = userOf(principal)
     const req = parse(NextRequest, raw, 'The next request')
     const subscription = parseNodePath(req.subscription)
-    const def = await this.definition(principal, subscription)
+    const { def, createdAt: nodeCreatedAt } = await this.definitionNode(principal, subscription)
     this.mayWatch(principal, def)
     const p = def.paramsSchema.safeParse(req.params ?? {})
     if (!p.success) throw new WeftError('invalid_params', `Consumer parameters are invalid: ${p.error.issues[0]?.message ?? 'invalid'}.`)
     const params = p.data
     const id = sha256Hex(canonicalJson([def.hash, def.operation, params, req.consumer])).slice(0, 32)
-    let consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id)
+    let consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id, nodeCreatedAt)
     // [CTX49] Pulled from another path than it was made at (the subscription node moved; the id
     // holds the definition, not the path): it now belongs to this one, as its owner's list says.
     // [CTX11] Not while its node is still there: a copy of the definition elsewhere (the same
@@ -668,7 +670,7 @@ export class ContextualService {
         // The row we remembered is gone (or, after a restore, another's): make or read it again, once.
         if (made) throw new WeftError('not_found', `Consumer ${req.consumer} of this subscription is gone; pull again.`)
         made = true
-        consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id)
+        consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id, nodeCreatedAt)
         continue
       }
       // [CTX10] The scan stopped at its page budget with more of the log unread (a consumer far
@@ -990,7 +992,7 @@ export class ContextualService {
     // none is made yet they wait here and move to it when its first pull makes it.
     const successor = def && def.hash !== consumer.defHash && def.operation === consumer.operation ? sha256Hex(canonicalJson([def.hash, def.operation, JSON.parse(consumer.params) as JsonObject, consumer.name])).slice(0, 32) : null
     const redriven = successor
-      ? await this.call<number>({ op: 'redriveInto', consumerId: consumer.id, into: { id: successor, owner: consumer.owner } })
+      ? await this.call<number>({ op: 'redriveInto', consumerId: consumer.id, into: { id: successor, owner: consumer.owner }, filter: def!.events })
       : await this.call<number>({ op: 'redrive', consumerId: consumer.id })
     this.wakeConsumer(consumer.id, redriven > 0)
     if (successor) this.wakeConsumer(successor, redriven > 0)

@@ -277,7 +277,12 @@ export type LeaseResult = LeaseAnswer & { incarnation: number }
 export type ContextualCall =
   | { op: 'meta'; fresh: ContextualMeta }
   /** Made unless the owner has `most` consumers already (then: the row if it exists, else null). */
-  | { op: 'ensureConsumer'; consumer: ConsumerRow; most: number }
+  /**
+   * [CTX56] `continues`: a consumer made now continues the newest earlier one of its owner, path,
+   * operation, parameters and name made since `since` (the subscription node's creation), taking
+   * its cursor and those of its pending events `filter` (the definition's now) asks for.
+   */
+  | { op: 'ensureConsumer'; consumer: ConsumerRow; most: number; continues?: { since: string; filter: EventFilter } }
   /** [CTX46] The consumer and its events (its outcomes, the causation records, are kept). */
   | { op: 'deleteConsumer'; id: string }
   | { op: 'consumer'; id: string }
@@ -307,7 +312,7 @@ export type ContextualCall =
    * owner): the re-driven events move there when it exists, where its worker pulls them.
    */
   | { op: 'redrive'; consumerId: string }
-  | { op: 'redriveInto'; consumerId: string; into: { id: string; owner: string } }
+  | { op: 'redriveInto'; consumerId: string; into: { id: string; owner: string }; filter: EventFilter }
   | { op: 'outcome'; key: string }
   /** [CTX61] The causation record of the reaction whose outcome rode the commit of `version` (null: a commit no reaction made). */
   | { op: 'causedBy'; version: number }
@@ -732,15 +737,15 @@ export function* insertOutcome(a: ContextualAttachment, version: number | null):
 /** [CTX11] A consumer's dead letters due again, their attempts starting over. */
 const REDRIVE = `UPDATE contextual_events SET state = 'pending', attempt = 0, available_at = 0, lease_token = NULL WHERE consumer_id = ? AND state = 'dead'`
 
-function* carryOver(c: ConsumerRow, dialect: Dialect): Op<void> {
+function* carryOver(c: ConsumerRow, continues: { since: string; filter: EventFilter }, dialect: Dialect): Op<void> {
   const prior = (yield* all(
-    `SELECT id, cursor FROM contextual_consumers WHERE owner = ? AND subscription_path = ? AND operation = ? AND params = ? AND name = ? AND id <> ?
+    `SELECT id, cursor FROM contextual_consumers WHERE owner = ? AND subscription_path = ? AND operation = ? AND params = ? AND name = ? AND id <> ? AND created_at >= ?
      ORDER BY created_at DESC, id DESC LIMIT 1${dialect === 'postgres' ? ' FOR UPDATE' : ''}`,
-    c.owner, c.subscriptionPath, c.operation, c.params, c.name, c.id,
+    c.owner, c.subscriptionPath, c.operation, c.params, c.name, c.id, continues.since,
   ))[0]
   if (!prior) return
   yield* run('UPDATE contextual_consumers SET cursor = ? WHERE id = ?', num(prior.cursor), c.id)
-  yield* moveEvents(String(prior.id), c.id)
+  yield* moveEvents(String(prior.id), c.id, continues.filter)
 }
 
 /**
@@ -748,13 +753,17 @@ function* carryOver(c: ConsumerRow, dialect: Dialect): Op<void> {
  * resolves it, a new consumer would commit again) move to the consumer that continues it, unless
  * that one holds the event already.
  */
-function* moveEvents(from: string, to: string): Op<number> {
-  return yield* run(
-    `UPDATE contextual_events SET consumer_id = ? WHERE consumer_id = ? AND state = 'pending'
-       AND NOT EXISTS (SELECT 1 FROM contextual_outcomes o WHERE o.consumer_id = ? AND o.event_id = contextual_events.event_id)
-       AND NOT EXISTS (SELECT 1 FROM contextual_events t WHERE t.consumer_id = ? AND t.event_id = contextual_events.event_id)`,
-    to, from, from, to,
+function* moveEvents(from: string, to: string, filter: EventFilter): Op<number> {
+  const rows = yield* all(
+    `SELECT event_id, path, node_type, kind FROM contextual_events e WHERE consumer_id = ? AND state = 'pending'
+       AND NOT EXISTS (SELECT 1 FROM contextual_outcomes o WHERE o.consumer_id = ? AND o.event_id = e.event_id)
+       AND NOT EXISTS (SELECT 1 FROM contextual_events t WHERE t.consumer_id = ? AND t.event_id = e.event_id)`,
+    from, from, to,
   )
+  let moved = 0
+  // Only what the definition now asks for: an event of the old filter alone stays (stale, pending).
+  for (const r of rows) if (matches(filter, r)) moved += yield* run('UPDATE contextual_events SET consumer_id = ? WHERE consumer_id = ? AND event_id = ?', to, from, r.event_id)
+  return moved
 }
 
 export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknown> {
@@ -775,7 +784,7 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
          WHERE (SELECT count(*) FROM contextual_consumers WHERE owner = ?) < ? ON CONFLICT DO NOTHING`,
         c.id, c.defHash, c.operation, c.subscriptionPath, c.params, c.name, c.owner, c.limits, c.cursor, c.createdAt, c.owner, call.most,
       )
-      if (made === 1) yield* carryOver(c, dialect)
+      if (made === 1 && call.continues) yield* carryOver(c, call.continues, dialect)
       return yield* consumer(c.id)
     }
     case 'deleteConsumer': {
@@ -847,7 +856,7 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       const into = yield* lockConsumer(b!, dialect)
       const target = into && String(into.id) === call.into.id ? into : (yield* all('SELECT id, owner FROM contextual_consumers WHERE id = ?', call.into.id))[0]
       const n = yield* run(REDRIVE, call.consumerId)
-      if (target && String(target.owner) === call.into.owner) yield* moveEvents(call.consumerId, call.into.id)
+      if (target && String(target.owner) === call.into.owner) yield* moveEvents(call.consumerId, call.into.id, call.filter)
       return n
     }
     case 'causedBy': {

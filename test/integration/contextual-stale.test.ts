@@ -110,4 +110,28 @@ describe.each(storages)('[CTX56] consumers of an edited definition ($name)', ({ 
     expect(after.consumers.map((c) => c.consumerId)).toEqual([fresh])
     expect(after.stale.consumers).toBe(0)
   })
+
+  it('what the edited definition no longer asks for stays with the old consumer; a leased event too', async () => {
+    const sub = `${space}/types`
+    const prefix = `${space}/tin`
+    const limits = { LeaseSeconds: 30, MaxInFlight: 1, MaxAttempts: 3 }
+    const def = (types: string[]) => definition(prefix, { Events: { NodeTypes: types, Kinds: ['Created'], PathPrefix: prefix }, Limits: limits })
+    expectStatus(await putSubscription(ts.url, ann.token, sub, def(['Document', 'Post'])), 201)
+    await createDocument(ts.url, ann.token, prefix, {})
+    const b = ctx(ts.url, bob.token)
+    const old = expectStatus(await pullOnce(b, sub, 'w'), 200).body.consumerId
+    await createDocument(ts.url, ann.token, `${prefix}/d0`, {})
+    expectStatus(await api(ts.url, ann.token).putNode(`${prefix}/p1`, 'Post', { Text: 'x' }), 201)
+    await createDocument(ts.url, ann.token, `${prefix}/d2`, {})
+    // d0 leased (and left so); p1 and d2 pending.
+    expect(expectStatus(await pullOnce(b, sub, 'w'), 200).body.item?.event.path).toBe(`${prefix}/d0`)
+    expectStatus(await api(ts.url, bob.token).patchNode(sub, { Events: { NodeTypes: ['Document'], Kinds: ['Created'], PathPrefix: prefix } }), 200)
+    const first = expectStatus(await pullOnce(b, sub, 'w'), 200).body
+    expect(first.consumerId).not.toBe(old)
+    expect(first.item?.event.path).toBe(`${prefix}/d2`)
+    expectStatus(await b.ack(first.consumerId, first.item!), 200)
+    expect(expectStatus(await pullOnce(b, sub, 'w'), 200).body.item).toBeNull()
+    const seen = expectStatus(await api(ts.url, ann.token).post<Overview>('/api/contextual/consumers', { subscription: sub }), 200).body
+    expect(seen.stale).toEqual({ consumers: 1, pending: 1, leased: 1, dead: 0 })
+  })
 })
