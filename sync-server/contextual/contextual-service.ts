@@ -173,6 +173,10 @@ function parse<T>(schema: z.ZodType<T>, raw: unknown, what: string): T {
   const r = schema.safeParse(raw)
   if (r.success) return r.data
   const issue = r.error.issues[0]
+  // [CTX62] A required field left out is named as such, on HTTP and gRPC as on MCP.
+  if (issue?.code === 'invalid_type' && issue.path.length === 1 && (typeof raw !== 'object' || raw === null || !Object.prototype.hasOwnProperty.call(raw, issue.path[0]!))) {
+    throw new WeftError('invalid_request', `${what} is invalid: ${String(issue.path[0])} is required.`)
+  }
   const where = issue && issue.path.length ? ` at ${issue.path.join('.')}` : ''
   throw new WeftError('invalid_request', `${what} is invalid${where}: ${issue?.message ?? 'invalid'}.`)
 }

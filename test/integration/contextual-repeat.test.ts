@@ -87,6 +87,9 @@ describe.each(storages)('repeats and echoes ($name)', ({ pg }) => {
       const r = await c.ack(consumerId, forged)
       expect([r.status, errorCode(r)]).toEqual([409, 'stale_lease'])
     }
+    // [CTX62] A required field left out is named.
+    const missing = await api(ts.url, owner.token).post<{ error: { code: string; message: string } }>('/api/contextual/ack', { consumerId, eventId: it1.event.eventId, attempt: it1.attempt })
+    expect([missing.status, missing.body.error]).toEqual([400, { code: 'invalid_request', message: 'The ack request is invalid: leaseToken is required.' }])
     const v = await ctx(ts.url, viewer.token).ack(consumerId, it1)
     expect([v.status, errorCode(v)]).toEqual([404, 'not_found'])
     expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ acked: 1, pending: 0, leased: 0 })
