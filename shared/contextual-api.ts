@@ -72,8 +72,23 @@ export interface OfferedReaction {
 
 export type Hydrated = Record<string, MeshNode | null | MeshNode[]>
 
+/**
+ * [CTX61] The contextual reaction that committed an event's change (told to a reader of its
+ * subscription): a worker whose reactions change what it watches skips its own echoes, e.g.
+ * `causedBy?.subscription === mySubscription && causedBy.consumerId === myConsumerId`.
+ */
+export interface CausedBy {
+  subscription: string
+  consumerId: string
+  consumerName: string
+  reaction: string
+  /** The event the reaction was made for. */
+  eventId: string
+  rootRequestId: string
+}
+
 export interface WorkItem {
-  event: { eventId: string; version: number; path: string; nodeType: string; kind: string; node: MeshNode | null }
+  event: { eventId: string; version: number; path: string; nodeType: string; kind: string; node: MeshNode | null; causedBy?: CausedBy }
   leaseToken: string
   attempt: number
   expiresAt: string
@@ -101,6 +116,12 @@ export interface ReactResult {
   outcome: ReactionOutcome
   /** The outcome was already persisted (a repeat): it is returned, nothing new committed. */
   repeated: boolean
+  /**
+   * [CTX59] A repeat whose parameters differ from those the outcome was committed with: yours
+   * were not applied (the outcome is the committed one); `message` says so. Absent otherwise.
+   */
+  paramsDiffer?: true
+  message?: string
   /** [CTX47] The work item is settled now (by this call, or by the earlier call a repeat resolves). */
   acked?: boolean
   /** [CTX52] Asked with `next: true`: the consumer's next work item (null: none came within `waitSeconds`). */
@@ -110,6 +131,16 @@ export interface ReactResult {
    * its error, as `next` would have answered it. Pull again with `next`.
    */
   nextError?: { code: string; message: string }
+}
+
+/**
+ * [CTX12] [CTX60] What `ack` answers: settled (`repeated`: by an earlier ack under the same lease
+ * token and attempt, whose answer the worker lost; a different token or attempt is `stale_lease`).
+ */
+export interface AckResult {
+  ok: true
+  state: 'acked'
+  repeated: boolean
 }
 
 export interface DeadLetter {
@@ -133,6 +164,17 @@ export interface ContextualStatus {
   headVersion: number
   lag: number
   deadLetters: DeadLetter[]
+  /**
+   * [CTX56] The consumer was made for the definition its subscription holds now. false: an
+   * earlier one (the definition was edited since; a pull under the same name makes a new
+   * consumer, which continues from this one's cursor with its pending events) — its leased
+   * events and dead letters stay here, for an Admin to re-drive or for its owner or an Admin to
+   * delete.
+   */
+  current: boolean
+  /** [CTX56] The hash of the definition the consumer was made for. */
+  definitionHash: string
+  createdAt: string
 }
 
 /** [CTX49] One of the caller's consumers, wherever its subscription is (or was). */
@@ -163,6 +205,13 @@ export interface SubscriptionConsumers {
   /** The caller is an Admin (ManageAccess) of the subscription: every consumer is listed and may be re-driven. */
   canRedrive: boolean
   consumers: ListedConsumer[]
+  /** [CTX56] The hash of the definition the subscription holds now. */
+  definitionHash: string
+  /**
+   * [CTX56] The listed consumers of earlier definitions (current: false) and what they still hold:
+   * the app's warning that leased events and dead letters stay with them.
+   */
+  stale: { consumers: number; pending: number; leased: number; dead: number }
 }
 
 /** [CTX55] A consumer on its subscription's status page: its status, and whose it is. */

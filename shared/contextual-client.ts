@@ -12,6 +12,7 @@ import {
   type NextResult,
   SubscriptionRequest,
   type ReactResult,
+  type AckResult,
   type SubscriptionConsumers,
   fenceOf,
   type WorkItem,
@@ -77,7 +78,7 @@ export interface LoopOptions extends CallOptions {
 export interface ContextualClient {
   /** Leases at most one event; with `waitSeconds` it waits that long for one (a long poll, ≤ 60 s). */
   next(req: z.input<typeof NextRequest>, opts?: CallOptions): Promise<NextResult>
-  ack(fence: FenceRequest, opts?: CallOptions): Promise<{ ok: true }>
+  ack(fence: FenceRequest, opts?: CallOptions): Promise<AckResult>
   nack(req: z.input<typeof NackRequest>, opts?: CallOptions): Promise<{ state: 'pending' | 'dead' }>
   extend(req: z.input<typeof ExtendRequest>, opts?: CallOptions): Promise<{ expiresAt: string }>
   status(consumerId: string, opts?: CallOptions): Promise<ContextualStatus>

@@ -32,9 +32,18 @@ export type ContextualCommand = (typeof ContextualCommands)[number]
 
 export const ContextualEventKinds = ['Created', 'Updated', 'Deleted'] as const
 
+/**
+ * [CTX57] An identifier (Operation, a reaction, parameter or hydration name): letters and digits
+ * of any script and _, starting with a letter, at most 64 characters (combining marks allowed
+ * after the first, as Devanagari or Thai words need them). No protocol needs them ASCII: MCP tool
+ * names are fixed (weft_contextual_*) and a reaction's name is an argument's value; gRPC carries
+ * them as strings. Node paths stay ASCII ([PATH]), so a Target is a template of those.
+ */
+export const CONTEXTUAL_NAME = /^\p{L}[\p{L}\p{M}\p{N}_]{0,63}$/u
+
 const Name = z
   .string()
-  .regex(/^[A-Za-z][A-Za-z0-9_]{0,63}$/, 'use letters, digits and _ (start with a letter, at most 64)')
+  .regex(CONTEXTUAL_NAME, 'use letters and digits of any script and _ (start with a letter, at most 64)')
   // A name every JavaScript object has (constructor, toString, ...): an optional parameter so named
   // made every call that left it out fail (the schema read the object's inherited member).
   .refine((n) => !(n in Object.prototype), 'is a name every object has already (constructor, toString, valueOf, ...); choose another')

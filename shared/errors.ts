@@ -41,6 +41,10 @@ export const ERROR_CODES = {
   contextual_lease_out_of_range: 422,
   contextual_in_flight_out_of_range: 422,
   contextual_attempts_out_of_range: 422,
+  /** [CTX58] A path template (a reaction's Target, a hydration's Get or Children) that can never be a path. */
+  contextual_invalid_template: 422,
+  /** [CTX58] A node type in a definition that is a misspelling of a known one (or no node type name at all). */
+  contextual_unknown_node_type: 422,
   /** [CTX12] The work item evidence (lease token, attempt) is not the current lease: a stale worker. */
   stale_lease: 409,
   /** [CTX25] A reaction the caller may not commit now; every reason gives the same answer. */

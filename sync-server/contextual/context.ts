@@ -3,11 +3,12 @@ import { assignmentScope, isAccessType, membershipOf } from '../access/index.js'
 import type { NodeApi } from '../nodes/index.js'
 import type { StorageAdapter, LeasedEvent } from '../storage/index.js'
 import type { CompiledDefinition } from './definition.js'
+import { PLACEHOLDER } from './template.js'
 
 /** [CTX17] Fills a path template from the event and the consumer's canonical parameters; null when it is not a path. */
 export function resolveTemplate(template: string, event: Pick<LeasedEvent, 'path'>, params: JsonObject): NodePath | null {
   let broken = false
-  const text = template.replace(/\{(event\.path|event\.parent|event\.name|param\.[A-Za-z][A-Za-z0-9_]*)\}/g, (_, key: string) => {
+  const text = template.replace(PLACEHOLDER, (_, key: string) => {
     const path = event.path as NodePath
     if (key === 'event.path') return path
     if (key === 'event.parent') return parentPath(path) ?? ((broken = true), '')

@@ -24,6 +24,8 @@ import {
   type OfferedReaction,
   type ReactionOutcome,
   type ReactResult,
+  type AckResult,
+  type CausedBy,
   type NextResult,
   type WorkItem,
   isWeftError,
@@ -127,6 +129,28 @@ const SWEEP_EVERY_MS = 10 * 60_000
 const SWEEP_ROWS = 1_000
 const SWEEP_CONSUMERS = 500
 
+/** [CTX59] The digest of a reaction's parameters, canonical (key order and absent optionals do not count). */
+const paramsDigest = (params: unknown): string => sha256Hex(`params:${canonicalJson(params ?? {})}`).slice(0, 32)
+
+const PARAMS_DIFFER = "This event's reaction was already committed with other parameters; yours were not applied (the outcome returned is the committed one)."
+
+/**
+ * [CTX59] Whether a repeat's parameters differ from those its outcome was committed with (an
+ * outcome recorded before the digest was kept: not known, so not said).
+ */
+function paramsDiffer(prior: OutcomeRow, rawParams: Record<string, unknown>): boolean {
+  let recorded: unknown
+  try {
+    recorded = (JSON.parse(prior.causation) as { paramsDigest?: unknown }).paramsDigest
+  } catch {
+    return false
+  }
+  return typeof recorded === 'string' && recorded !== paramsDigest(rawParams)
+}
+
+/** [CTX63] One answer for a consumer that is not there and one the caller may not see or act on, on every operation. */
+const noConsumer = (id: string) => new WeftError('not_found', `No consumer ${id} that you can see (consumers are seen by their owner and by an Admin of their subscription).`)
+
 const DENIED = 'This reaction is not authorized now (the lease, the token, your access or the source row no longer allow it).'
 const deny = () => new WeftError('reaction_denied', DENIED)
 
@@ -149,6 +173,10 @@ function parse<T>(schema: z.ZodType<T>, raw: unknown, what: string): T {
   const r = schema.safeParse(raw)
   if (r.success) return r.data
   const issue = r.error.issues[0]
+  // [CTX62] A required field left out is named as such, on HTTP and gRPC as on MCP.
+  if (issue?.code === 'invalid_type' && issue.path.length === 1 && (typeof raw !== 'object' || raw === null || !Object.prototype.hasOwnProperty.call(raw, issue.path[0]!))) {
+    throw new WeftError('invalid_request', `${what} is invalid: ${String(issue.path[0])} is required.`)
+  }
   const where = issue && issue.path.length ? ` at ${issue.path.join('.')}` : ''
   throw new WeftError('invalid_request', `${what} is invalid${where}: ${issue?.message ?? 'invalid'}.`)
 }
@@ -538,7 +566,16 @@ export class ContextualService {
    * else, does not lend its consumers).
    */
   private ofThisNode(consumer: ConsumerRow, node: { def: CompiledDefinition; createdAt: string }): boolean {
-    return consumer.defHash === node.def.hash && Date.parse(consumer.createdAt) >= Date.parse(node.createdAt)
+    return consumer.defHash === node.def.hash && this.madeAtThisNode(consumer, node)
+  }
+
+  /**
+   * [CTX56] Made at the subscription node standing at its path now, of this or an earlier
+   * definition of it (an edit keeps the node; a node deleted and made again does not lend its
+   * consumers): what an Admin of the node sees, re-drives and deletes, the stale ones marked.
+   */
+  private madeAtThisNode(consumer: ConsumerRow, node: { createdAt: string }): boolean {
+    return Date.parse(consumer.createdAt) >= Date.parse(node.createdAt)
   }
 
   /** Whether the consumer's subscription node is still at its path (the definition it was made of, made before it). */
@@ -550,7 +587,7 @@ export class ContextualService {
   private async ownConsumer(principal: Principal, consumerId: string): Promise<ConsumerRow> {
     const user = userOf(principal)
     const c = await this.call<ConsumerRow | null>({ op: 'consumer', id: consumerId })
-    if (!c || c.owner !== user) throw new WeftError('not_found', `No consumer ${consumerId} of yours.`)
+    if (!c || c.owner !== user) throw noConsumer(consumerId)
     return this.remember(this.consumerRows, c.id, c)
   }
 
@@ -561,7 +598,7 @@ export class ContextualService {
   }
 
   /** [CTX5] The consumer `next` names, made on its first pull and owned by its caller. */
-  private async ensureConsumer(user: string, def: CompiledDefinition, subscription: NodePath, params: JsonObject, name: string, id: string): Promise<ConsumerRow> {
+  private async ensureConsumer(user: string, def: CompiledDefinition, subscription: NodePath, params: JsonObject, name: string, id: string, nodeCreatedAt: string): Promise<ConsumerRow> {
     const known = this.consumerRows.get(id)
     if (known && known.owner === user) return known
     const consumer = await this.call<ConsumerRow | null>({
@@ -571,6 +608,8 @@ export class ContextualService {
         limits: JSON.stringify(def.limits), cursor: await this.opts.storage.lastVersion(), createdAt: new Date(this.clock.now()).toISOString(),
       },
       most: CONSUMERS_PER_USER,
+      // [CTX56] A consumer of an earlier definition of this node, under this name, goes on in it.
+      continues: { since: nodeCreatedAt, filter: def.events },
     })
     if (!consumer) {
       throw new WeftError(
@@ -591,13 +630,13 @@ export class ContextualService {
     const user = userOf(principal)
     const req = parse(NextRequest, raw, 'The next request')
     const subscription = parseNodePath(req.subscription)
-    const def = await this.definition(principal, subscription)
+    const { def, createdAt: nodeCreatedAt } = await this.definitionNode(principal, subscription)
     this.mayWatch(principal, def)
     const p = def.paramsSchema.safeParse(req.params ?? {})
     if (!p.success) throw new WeftError('invalid_params', `Consumer parameters are invalid: ${p.error.issues[0]?.message ?? 'invalid'}.`)
     const params = p.data
     const id = sha256Hex(canonicalJson([def.hash, def.operation, params, req.consumer])).slice(0, 32)
-    let consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id)
+    let consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id, nodeCreatedAt)
     // [CTX49] Pulled from another path than it was made at (the subscription node moved; the id
     // holds the definition, not the path): it now belongs to this one, as its owner's list says.
     // [CTX11] Not while its node is still there: a copy of the definition elsewhere (the same
@@ -635,7 +674,7 @@ export class ContextualService {
         // The row we remembered is gone (or, after a restore, another's): make or read it again, once.
         if (made) throw new WeftError('not_found', `Consumer ${req.consumer} of this subscription is gone; pull again.`)
         made = true
-        consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id)
+        consumer = await this.ensureConsumer(user, def, subscription, params, req.consumer, id, nodeCreatedAt)
         continue
       }
       // [CTX10] The scan stopped at its page budget with more of the log unread (a consumer far
@@ -712,8 +751,9 @@ export class ContextualService {
         causationToken: sealClaims(meta.key, claims),
       })
     }
+    const causedBy = await this.causedBy(principal, e.version)
     return {
-      event: { eventId: e.eventId, version: e.version, path: e.path, nodeType: e.nodeType, kind: e.kind, node: view.event },
+      event: { eventId: e.eventId, version: e.version, path: e.path, nodeType: e.nodeType, kind: e.kind, node: view.event, ...(causedBy ? { causedBy } : {}) },
       leaseToken: e.token,
       attempt: e.attempt,
       expiresAt: new Date(e.expiresAt).toISOString(),
@@ -723,6 +763,20 @@ export class ContextualService {
       hydration: view.results,
       reactions,
     }
+  }
+
+  /**
+   * [CTX61] The contextual reaction whose commit the event is (its outcome rode that commit), from
+   * its causation record: an agent skips its own echoes by it. Told only to a reader of that
+   * reaction's subscription (it names a consumer and a reaction there).
+   */
+  private async causedBy(principal: Principal, version: number): Promise<CausedBy | null> {
+    const text = await this.call<string | null>({ op: 'causedBy', version })
+    if (!text) return null
+    const c = JSON.parse(text) as { subscription?: string; consumer?: string; consumerName?: string; reaction?: string; event?: { id?: string }; rootRequestId?: string }
+    const sub = tryParseNodePath(c.subscription)
+    if (!sub || !c.consumer || !c.reaction || !c.event?.id || !this.opts.access.permissions(principal, sub).has('Read')) return null
+    return { subscription: sub, consumerId: c.consumer, consumerName: c.consumerName ?? '', reaction: c.reaction, eventId: c.event.id, rootRequestId: c.rootRequestId ?? '' }
   }
 
   private fence(raw: z.infer<typeof FenceRequest>): Fence {
@@ -737,12 +791,15 @@ export class ContextualService {
   }
 
   /** [CTX12] `ack`: settles the event, fenced by (lease token, attempt) and the owner, in one statement. */
-  async ack(principal: Principal, raw: unknown): Promise<{ ok: true }> {
+  async ack(principal: Principal, raw: unknown): Promise<AckResult> {
     const user = userOf(principal)
     const req = parse(FenceRequest, raw, 'The ack request')
-    const acked = await this.inTurn(user, req.consumerId, req.eventId, () => this.settleLease(this.fence(req), user))
-    if (!acked) await this.refused(principal, req.consumerId)
-    return { ok: true }
+    const fence = this.fence(req)
+    const acked = await this.inTurn(user, req.consumerId, req.eventId, () => this.settleLease(fence, user))
+    if (acked) return { ok: true, state: 'acked', repeated: false }
+    // [CTX60] The same ack again (its answer was lost): settled already under this very lease.
+    if (await this.call<boolean>({ op: 'ackedUnder', fence, owner: user })) return { ok: true, state: 'acked', repeated: true }
+    return this.refused(principal, req.consumerId)
   }
 
   /** Settles a leased event (fenced, `owner`'s consumer only); a lease slot is then free: the consumer's long polls look again. */
@@ -836,10 +893,11 @@ export class ContextualService {
   async status(principal: Principal, raw: unknown): Promise<ContextualStatus> {
     const req = parse(ConsumerRequest, raw, 'The status request')
     const consumer = await this.ownConsumer(principal, req.consumerId)
-    this.mayWatch(principal, await this.definition(principal, consumer.subscriptionPath as NodePath).catch(() => { throw new WeftError('not_found', `No consumer ${req.consumerId} of yours.`) }))
-    const status = await this.statusOf(principal, consumer)
+    this.mayWatch(principal, await this.definition(principal, consumer.subscriptionPath as NodePath).catch(() => { throw noConsumer(req.consumerId) }))
+    const def = await this.definition(principal, consumer.subscriptionPath as NodePath).catch(() => null)
+    const status = await this.statusOf(principal, consumer, def)
     // Deleted since it was read.
-    if (!status) throw new WeftError('not_found', `No consumer ${req.consumerId} of yours.`)
+    if (!status) throw noConsumer(req.consumerId)
     return status
   }
 
@@ -890,24 +948,36 @@ export class ContextualService {
     const rows = await this.call<ConsumerRow[]>({ op: 'consumersOf', subscriptionPath: path, owner: canRedrive ? null : user, limit: CONSUMERS_PER_PAGE })
     const listed: Array<{ c: ConsumerRow; status: ContextualStatus }> = []
     for (const c of rows) {
-      if (c.owner !== user && !this.ofThisNode(c, node)) continue
+      // [CTX56] Another's consumer of an earlier definition of this node is listed too, stale.
+      if (c.owner !== user && !this.madeAtThisNode(c, node)) continue
       // Deleted meanwhile: not listed.
-      const status = await this.statusOf(principal, c)
+      const status = await this.statusOf(principal, c, node.def)
       if (status) listed.push({ c, status })
     }
     // [CTX55] Whose each is, by name: an Admin sees every worker's consumer and may delete it.
     const names = await personNames(this.opts.nodes, listed.map(({ c }) => c.owner))
     const consumers: ListedConsumer[] = listed.map(({ c, status }) => ({ ...status, owner: c.owner, ownerName: names.get(c.owner) ?? null }))
-    return { subscription: path, canRedrive, consumers }
+    const stale = { consumers: 0, pending: 0, leased: 0, dead: 0 }
+    for (const c of consumers) {
+      if (c.current) continue
+      stale.consumers++
+      stale.pending += c.pending
+      stale.leased += c.leased
+      stale.dead += c.dead
+    }
+    return { subscription: path, definitionHash: node.def.hash, canRedrive, consumers, stale }
   }
 
   /** A consumer's status as `viewer` may see it: dead letters of nodes they cannot read are left out. */
-  private async statusOf(viewer: Principal, consumer: ConsumerRow): Promise<ContextualStatus | null> {
+  private async statusOf(viewer: Principal, consumer: ConsumerRow, def: CompiledDefinition | null): Promise<ContextualStatus | null> {
     const status = await this.call<ConsumerStatus | null>({ op: 'status', consumerId: consumer.id, now: this.clock.now() })
     if (!status) return null
     const { deadLetters, ...s } = status
     const readable = deadLetters.filter((d) => this.opts.access.permissions(viewer, d.path as NodePath).has('Read'))
-    return { consumerId: consumer.id, subscription: consumer.subscriptionPath, name: consumer.name, ...s, deadLetters: readable, lag: Math.max(0, s.headVersion - s.cursor) }
+    return {
+      consumerId: consumer.id, subscription: consumer.subscriptionPath, name: consumer.name, ...s, deadLetters: readable, lag: Math.max(0, s.headVersion - s.cursor),
+      current: def?.hash === consumer.defHash, definitionHash: consumer.defHash, createdAt: consumer.createdAt,
+    }
   }
 
   /**
@@ -916,27 +986,37 @@ export class ContextualService {
    * deleted and its name taken again, does not lend its consumers). Anything else is not found, so
    * nobody learns that a consumer exists where they cannot see it.
    */
-  private async visibleConsumer(principal: Principal, consumerId: string): Promise<{ consumer: ConsumerRow; mine: boolean; admin: boolean }> {
+  private async visibleConsumer(principal: Principal, consumerId: string): Promise<{ consumer: ConsumerRow; mine: boolean; admin: boolean; def: CompiledDefinition | null }> {
     const user = userOf(principal)
     const consumer = await this.call<ConsumerRow | null>({ op: 'consumer', id: consumerId })
-    if (!consumer) throw new WeftError('not_found', `No consumer ${consumerId}.`)
+    if (!consumer) throw noConsumer(consumerId)
     const path = consumer.subscriptionPath as NodePath
     const perms = this.opts.access.permissions(principal, path)
     const mine = consumer.owner === user
+    const node = perms.has('Read') ? await this.definitionNode(principal, path).catch(() => null) : null
     if (!mine) {
-      const node = perms.has('Read') ? await this.definitionNode(principal, path).catch(() => null) : null
-      if (!node || !this.ofThisNode(consumer, node)) throw new WeftError('not_found', `No consumer ${consumerId}.`)
+      if (!node || !this.madeAtThisNode(consumer, node)) throw noConsumer(consumerId)
+      // [CTX63] Someone else's consumer is not found by a non-Admin, as `status` answers it: a
+      // refusal by name (forbidden) told that it exists.
+      if (!perms.has('ManageAccess')) throw noConsumer(consumerId)
     }
-    return { consumer, mine, admin: perms.has('ManageAccess') }
+    return { consumer, mine, admin: perms.has('ManageAccess'), def: node && this.madeAtThisNode(consumer, node) ? node.def : null }
   }
 
   /** [CTX11] An Admin of the subscription re-drives a consumer's dead letters (attempts start over). */
   async redrive(principal: Principal, raw: unknown): Promise<{ redriven: number }> {
     const req = parse(ConsumerRequest, raw, 'The redrive request')
-    const { admin } = await this.visibleConsumer(principal, req.consumerId)
+    const { consumer, admin, def } = await this.visibleConsumer(principal, req.consumerId)
     if (!admin) throw new WeftError('forbidden', 'Only an Admin of the subscription re-drives dead letters.')
-    const redriven = await this.call<number>({ op: 'redrive', consumerId: req.consumerId })
-    this.wakeConsumer(req.consumerId, redriven > 0)
+    // [CTX56] A stale consumer's dead letters go to the consumer that continues it (same owner,
+    // Operation, parameters and name under the definition now), where its worker pulls them; while
+    // none is made yet they wait here and move to it when its first pull makes it.
+    const successor = def && def.hash !== consumer.defHash && def.operation === consumer.operation ? sha256Hex(canonicalJson([def.hash, def.operation, JSON.parse(consumer.params) as JsonObject, consumer.name])).slice(0, 32) : null
+    const redriven = successor
+      ? await this.call<number>({ op: 'redriveInto', consumerId: consumer.id, into: { id: successor, owner: consumer.owner }, filter: def!.events })
+      : await this.call<number>({ op: 'redrive', consumerId: consumer.id })
+    this.wakeConsumer(consumer.id, redriven > 0)
+    if (successor) this.wakeConsumer(successor, redriven > 0)
     return { redriven }
   }
 
@@ -948,7 +1028,7 @@ export class ContextualService {
   async delete(principal: Principal, raw: unknown): Promise<{ deleted: true }> {
     const req = parse(ConsumerRequest, raw, 'The delete request')
     const { consumer, mine, admin } = await this.visibleConsumer(principal, req.consumerId)
-    if (!mine && !admin) throw new WeftError('forbidden', "Only its owner or an Admin of the subscription deletes someone's consumer.")
+    if (!mine && !admin) throw noConsumer(req.consumerId)
     await this.call<boolean>({ op: 'deleteConsumer', id: consumer.id })
     this.consumerRows.delete(consumer.id)
     // Its long polls find it gone.
@@ -1018,7 +1098,9 @@ export class ContextualService {
     if (prior) {
       if (prior.principal !== user) throw deny()
       const outcome = this.outcomeOf(prior)
-      return settle ? { outcome, repeated: true, acked: await this.settleRepeat(user, claims, truth, prior) } : { outcome, repeated: true }
+      const differ = paramsDiffer(prior, rawParams)
+      const repeat: ReactResult = { outcome, repeated: true, ...(differ ? { paramsDiffer: true, message: PARAMS_DIFFER } : {}) }
+      return settle ? { ...repeat, acked: await this.settleRepeat(user, claims, truth, prior) } : repeat
     }
     const now = this.clock.now()
     // [CTX28] An expired token never authorizes a new commit.
@@ -1075,6 +1157,8 @@ export class ContextualService {
       rootRequestId: claims.root, childRequestId, subscription: consumer.subscriptionPath, definitionHash: claims.def, operation: claims.op,
       consumer: claims.consumer, consumerName: claims.name, event: { id: claims.event, path: lease.path, kind: lease.kind, version: lease.version },
       attempt: claims.attempt, principal: user, capabilityRevision: claims.rev, reaction: claims.reaction, commandId: claims.command, target,
+      // [CTX59] What a repeat compares its parameters with (the digest only: the values are the command's).
+      paramsDigest: paramsDigest(p.data),
     }
     const at = new Date(now).toISOString()
     const base = { reaction: reaction.name, eventId: claims.event, path: target, rootRequestId: claims.root, childRequestId }

@@ -3,6 +3,7 @@ import {
   CONTEXTUAL_BOUNDS,
   ContextualDefinitionSchema,
   WeftError,
+  tryParseNodePath,
   type ContextualDefinitionContent,
   type ContextualHydrationSpec,
   type ContextualParameterSpec,
@@ -12,6 +13,7 @@ import {
 } from '../../shared/index.js'
 import type { EventFilter } from '../storage/index.js'
 import { canonicalJson, sha256Hex } from './canonical.js'
+import { checkNodeType, checkTemplate } from './template.js'
 
 /**
  * [CTX1]–[CTX4] A ContextualSubscription compiled: validated, bounds checked (each broken bound
@@ -90,7 +92,32 @@ function canonicalDefinition(d: ContextualDefinitionContent): string {
   })
 }
 
-export function compileDefinition(content: JsonObject): CompiledDefinition {
+/** [CTX58] The checks of a definition being written (see compileDefinition). */
+function checkWritten(d: ContextualDefinitionContent, hydration: ReadonlyArray<[string, ContextualHydrationSpec]>, reactions: ReadonlyArray<[string, ContextualReactionSpec]>): void {
+  if (!tryParseNodePath(d.Events.PathPrefix)) {
+    throw new WeftError('contextual_invalid_definition', `Events.PathPrefix ${JSON.stringify(d.Events.PathPrefix)} is not a node path (segments of the ASCII letters a-z and A-Z, digits and _ . @ -). It need not exist yet.`)
+  }
+  d.Events.NodeTypes.forEach((t, i) => checkNodeType(t, `Events.NodeTypes.${i}`))
+  const params = d.Parameters ?? {}
+  for (const [name, spec] of hydration) {
+    if ('Get' in spec) checkTemplate(spec.Get, `Hydration.${name}.Get`, params)
+    else {
+      checkTemplate(spec.Children, `Hydration.${name}.Children`, params)
+      if (spec.NodeType !== undefined) checkNodeType(spec.NodeType, `Hydration.${name}.NodeType`)
+    }
+  }
+  for (const [name, r] of reactions) {
+    checkTemplate(r.Target, `Reactions.${name}.Target`, params, r.Parameters)
+    if (r.NodeType !== undefined) checkNodeType(r.NodeType, `Reactions.${name}.NodeType`)
+  }
+}
+
+/**
+ * `write`: the definition is being written ([CTX58]: its templates, prefix and node types are
+ * checked too). A stored one is compiled without those checks, so a definition written before
+ * them keeps its consumers working.
+ */
+export function compileDefinition(content: JsonObject, opts: { write?: boolean } = {}): CompiledDefinition {
   const bytes = Buffer.byteLength(JSON.stringify(content))
   if (bytes > CONTEXTUAL_BOUNDS.maxDefinitionBytes) {
     throw new WeftError('contextual_invalid_definition', `A ContextualSubscription is at most ${CONTEXTUAL_BOUNDS.maxDefinitionBytes / 1024} kB of JSON (this one is ${Math.ceil(bytes / 1024)} kB).`)
@@ -130,6 +157,9 @@ export function compileDefinition(content: JsonObject): CompiledDefinition {
     }
     if (r.Command === 'create' && !r.NodeType) throw new WeftError('contextual_invalid_definition', `Reaction ${name} creates a node: give its NodeType.`)
   }
+  // [CTX58] What can be known wrong at write is refused at write, with the field's path: a reaction
+  // or query whose template can never be a path was silently never offered (or always null).
+  if (opts.write) checkWritten(d, hydration, reactions)
   const leaseSeconds = within(d.Limits?.LeaseSeconds, CONTEXTUAL_BOUNDS.leaseSeconds, 'contextual_lease_out_of_range', 'Limits.LeaseSeconds')
   const maxInFlight = within(d.Limits?.MaxInFlight, CONTEXTUAL_BOUNDS.maxInFlight, 'contextual_in_flight_out_of_range', 'Limits.MaxInFlight')
   const maxAttempts = within(d.Limits?.MaxAttempts, CONTEXTUAL_BOUNDS.maxAttempts, 'contextual_attempts_out_of_range', 'Limits.MaxAttempts')

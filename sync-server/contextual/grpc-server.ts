@@ -32,6 +32,8 @@ export const GRPC_STATUS_OF: Readonly<Record<ErrorCode, grpc.status>> = {
   contextual_lease_out_of_range: grpc.status.FAILED_PRECONDITION,
   contextual_in_flight_out_of_range: grpc.status.FAILED_PRECONDITION,
   contextual_attempts_out_of_range: grpc.status.FAILED_PRECONDITION,
+  contextual_invalid_template: grpc.status.FAILED_PRECONDITION,
+  contextual_unknown_node_type: grpc.status.FAILED_PRECONDITION,
   unauthorized: grpc.status.UNAUTHENTICATED,
   invalid_credentials: grpc.status.UNAUTHENTICATED,
   forbidden: grpc.status.PERMISSION_DENIED,
@@ -138,6 +140,9 @@ function methods(s: ContextualService): Record<string, Method> {
       return {
         repeated: out.repeated,
         acked: out.acked === true,
+        // [CTX59] A repeat with other parameters than the committed ones.
+        paramsDiffer: out.paramsDiffer === true,
+        message: out.message ?? '',
         outcome: { ...out.outcome, version: out.outcome.version ?? 0 },
         // [CTX52] The next work item, as Next answers it; or why the pull after the reaction failed.
         ...(out.next ? { next: { consumerId: out.next.consumerId, ...(out.next.item ? { item: workItem(out.next.item) } : {}) } } : {}),

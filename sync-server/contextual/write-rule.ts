@@ -7,5 +7,5 @@ import { compileDefinition } from './definition.js'
  * system writes the compiled identity (`Hash`) with it.
  */
 export function contextualWriteRule(): WriteRuleHook {
-  return ({ after }) => ({ Hash: compileDefinition(after).hash })
+  return ({ after }) => ({ Hash: compileDefinition(after, { write: true }).hash })
 }

@@ -47,6 +47,12 @@ export const CONTEXTUAL_SCHEMAS = {
           nodeType: { type: 'string' },
           kind: { type: 'string', enum: [...ContextualEventKinds] },
           node: { description: 'The node as the caller reads it now (null when deleted or no longer readable).', oneOf: [ref('MeshNode'), { type: 'null' }] },
+          causedBy: {
+            type: 'object',
+            description: 'Present when the change was committed by a contextual reaction whose subscription you can read: skip your own echoes by it (`subscription` and `consumerId` yours).',
+            required: ['subscription', 'consumerId', 'consumerName', 'reaction', 'eventId', 'rootRequestId'],
+            properties: { subscription: { type: 'string' }, consumerId: { type: 'string' }, consumerName: { type: 'string' }, reaction: { type: 'string' }, eventId: { type: 'string', description: 'The event the reaction was made for.' }, rootRequestId: { type: 'string' } },
+          },
         },
       },
       leaseToken: { type: 'string' },
@@ -92,6 +98,9 @@ export const CONTEXTUAL_SCHEMAS = {
         type: 'array',
         items: { type: 'object', properties: { eventId: { type: 'string' }, path: { type: 'string' }, kind: { type: 'string', description: 'Created, Updated or Deleted.' }, attempt: { type: 'integer' }, lastError: { type: ['string', 'null'] } } },
       },
+      current: { type: 'boolean', description: 'Made for the definition the subscription holds now; false: an earlier one (stale: its leased events and dead letters stay with it; the consumer under the same name now continues from it).' },
+      definitionHash: { type: 'string', description: 'The hash of the definition the consumer was made for.' },
+      createdAt: { type: 'string', format: 'date-time' },
     },
   },
 } as const
@@ -133,7 +142,10 @@ export const CONTEXTUAL_PATHS = {
       '429': error('`rate_limited`: 64 long polls of yours wait already.'),
     },
   ),
-  '/api/contextual/ack': op('Acknowledge a work item (fenced by lease token and attempt).', 'Settles the event for good. Acknowledge only after protected work is durable.', ref('ContextualFence'), { type: 'object', properties: { ok: { const: true } } }),
+  '/api/contextual/ack': op('Acknowledge a work item (fenced by lease token and attempt).', 'Settles the event for good. Acknowledge only after protected work is durable.', ref('ContextualFence'), {
+    type: 'object',
+    properties: { ok: { const: true }, state: { const: 'acked' }, repeated: { type: 'boolean', description: 'The item was acked already under this very lease token and attempt (your earlier ack\'s answer was lost); another token or attempt is 409 `stale_lease`.' } },
+  }),
   '/api/contextual/nack': op(
     'Negative-acknowledge: retry after a bounded delay, or dead-letter after the last attempt.',
     `The event becomes due again after \`delaySeconds\` (0–${maxNackDelaySeconds}); when this was attempt MaxAttempts it becomes a dead letter with \`error\` as its last error.`,
@@ -152,14 +164,14 @@ export const CONTEXTUAL_PATHS = {
     'Every dead letter becomes pending again with its attempts starting over.',
     { type: 'object', required: ['consumerId'], properties: { consumerId: { type: 'string' } } },
     { type: 'object', properties: { redriven: { type: 'integer' } } },
-    { '403': error('`forbidden`: not an Admin (ManageAccess) of the subscription node.') },
+    { '403': error('`forbidden`: your own consumer, and not an Admin (ManageAccess) of the subscription node.'), '404': error('`not_found`: no such consumer you may see (another\'s, and you are no Admin of its subscription).') },
   ),
   '/api/contextual/delete': op(
     'Delete a consumer and its events (its owner, or an Admin of the subscription).',
     'Its leases are void at once and its events forgotten; the outcomes of its reactions (the causation records) are kept. A later `next` naming it makes it again, at the head of the change log. An account has at most 1,000 consumers (`contextual_too_many_consumers` on `next` past it): delete the ones you no longer use.',
     { type: 'object', required: ['consumerId'], properties: { consumerId: { type: 'string' } } },
     { type: 'object', properties: { deleted: { type: 'boolean', enum: [true] } } },
-    { '403': error('`forbidden`: another\'s consumer, and not an Admin (ManageAccess) of the subscription node.'), '404': error('`not_found`: no such consumer you may see.') },
+    { '404': error('`not_found`: no such consumer you may see (another\'s, and you are no Admin (ManageAccess) of its subscription: the same answer as for none).') },
   ),
   '/api/contextual/mine': op(
     'Your consumers over every subscription, a page at a time.',
@@ -204,6 +216,8 @@ export const CONTEXTUAL_PATHS = {
       properties: {
         outcome: ref('ContextualOutcome'),
         repeated: { type: 'boolean' },
+        paramsDiffer: { type: 'boolean', enum: [true], description: 'Only on a repeat whose params differ from those the outcome was committed with: yours were not applied.' },
+        message: { type: 'string', description: 'With `paramsDiffer`: says so in a sentence.' },
         acked: { type: 'boolean', description: 'Only when `ack` was asked: the work item is settled now (by this call, or by the earlier one a repeat resolves); false when its lease is no longer held (ack is then refused too).' },
         next: {
           type: 'object',
@@ -225,7 +239,21 @@ export const CONTEXTUAL_PATHS = {
     'The consumers of one subscription with their status (its status page).',
     'The caller\'s own consumers; every consumer (at most 100) for an Admin (ManageAccess) of the subscription node, with `canRedrive` true.',
     { type: 'object', additionalProperties: false, required: ['subscription'], properties: { subscription: { type: 'string' } } },
-    { type: 'object', required: ['subscription', 'canRedrive', 'consumers'], properties: { subscription: { type: 'string' }, canRedrive: { type: 'boolean' }, consumers: { type: 'array', items: { allOf: [ref('ContextualStatus'), { type: 'object', properties: { owner: { type: 'string', description: 'The worker account\'s user id.' }, ownerName: { type: ['string', 'null'], description: 'Its display name.' } } }] } } } },
+    {
+      type: 'object',
+      required: ['subscription', 'canRedrive', 'consumers', 'definitionHash', 'stale'],
+      properties: {
+        subscription: { type: 'string' },
+        definitionHash: { type: 'string', description: 'The hash of the definition the subscription holds now.' },
+        stale: {
+          type: 'object',
+          description: 'What the listed consumers of earlier definitions (current: false) hold: the app warns with it before a definition is changed (after the save, every current consumer becomes stale).',
+          properties: { consumers: { type: 'integer' }, pending: { type: 'integer' }, leased: { type: 'integer' }, dead: { type: 'integer' } },
+        },
+        canRedrive: { type: 'boolean' },
+        consumers: { type: 'array', items: { allOf: [ref('ContextualStatus'), { type: 'object', properties: { owner: { type: 'string', description: 'The worker account\'s user id.' }, ownerName: { type: ['string', 'null'], description: 'Its display name.' } } }] } },
+      },
+    },
   ),
   '/api/contextual/wakeups': {
     get: {

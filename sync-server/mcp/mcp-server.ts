@@ -146,8 +146,22 @@ function parseArguments(tool: WeftTool, raw: unknown, maxDepth: number): Record<
   const r = tool.input.safeParse(raw ?? {})
   if (r.success) return r.data as Record<string, unknown>
   const issue = r.error.issues[0]
+  // [CTX62] A required argument left out is named as such (zod says "expected string, received undefined").
+  if (issue && issue.code === 'invalid_type' && issue.path.length > 0 && valueAt(raw, issue.path) === undefined) {
+    throw new WeftError('invalid_request', `The arguments of ${tool.name} are invalid: ${issue.path.join('.')} is required.`)
+  }
   const where = issue && issue.path.length ? ` at ${issue.path.join('.')}` : ''
   throw new WeftError('invalid_request', `The arguments of ${tool.name} are invalid${where}: ${issue?.message ?? 'invalid'}.`)
+}
+
+/** The value at `path` inside `raw` (undefined when any step is missing). */
+function valueAt(raw: unknown, path: readonly PropertyKey[]): unknown {
+  let v: unknown = raw
+  for (const k of path) {
+    if (v === null || typeof v !== 'object' || !Object.prototype.hasOwnProperty.call(v, k)) return undefined
+    v = (v as Record<PropertyKey, unknown>)[k]
+  }
+  return v
 }
 
 /**

@@ -260,9 +260,12 @@ export class WritePath {
       ? null
       : (result: Y.Doc) => {
           const next = withFieldsFromDoc(before.content, result, fields)
+          // [CTX57] The type's write rule first, as on every other write path (create, replace,
+          // patch, append): its named refusal (contextual_invalid_definition) is the answer on the
+          // sync socket too, not the schema's generic invalid_content.
+          added = this.rules.fields(principal, before.nodeType, before.path, before, next, origin)
           validateFields(before.nodeType, next, fields)
           this.checkInvariants(before, { ...before, content: next })
-          added = this.rules.fields(principal, before.nodeType, before.path, before, next, origin)
         }
     let applied: Uint8Array | null
     try {

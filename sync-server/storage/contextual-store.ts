@@ -78,6 +78,7 @@ ${d === 'postgres' ? PG_SLOTS : ''}CREATE TABLE IF NOT EXISTS contextual_outcome
   at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS contextual_outcomes_at_key ON contextual_outcomes (at, key);
+CREATE INDEX IF NOT EXISTS contextual_outcomes_version ON contextual_outcomes (version) WHERE version IS NOT NULL;
 `
 }
 
@@ -129,7 +130,7 @@ export interface Fence {
 }
 
 /** What storage knows of a consumer's status (the service adds its identity and lag). */
-export type ConsumerStatus = Omit<ContextualStatus, 'consumerId' | 'subscription' | 'name' | 'lag'>
+export type ConsumerStatus = Omit<ContextualStatus, 'consumerId' | 'subscription' | 'name' | 'lag' | 'current' | 'definitionHash' | 'createdAt'>
 
 /** [OPS6] Every consumer's events together, for `/metrics`: how many wait, are leased, are dead letters; the largest lag. */
 export interface ContextualTotals {
@@ -276,7 +277,12 @@ export type LeaseResult = LeaseAnswer & { incarnation: number }
 export type ContextualCall =
   | { op: 'meta'; fresh: ContextualMeta }
   /** Made unless the owner has `most` consumers already (then: the row if it exists, else null). */
-  | { op: 'ensureConsumer'; consumer: ConsumerRow; most: number }
+  /**
+   * [CTX56] `continues`: a consumer made now continues the newest earlier one of its owner, path,
+   * operation, parameters and name made since `since` (the subscription node's creation), taking
+   * its cursor and those of its pending events `filter` (the definition's now) asks for.
+   */
+  | { op: 'ensureConsumer'; consumer: ConsumerRow; most: number; continues?: { since: string; filter: EventFilter } }
   /** [CTX46] The consumer and its events (its outcomes, the causation records, are kept). */
   | { op: 'deleteConsumer'; id: string }
   | { op: 'consumer'; id: string }
@@ -288,6 +294,8 @@ export type ContextualCall =
   | LeaseCall
   | { op: 'skip'; fence: Fence }
   | { op: 'ack'; fence: Fence; owner: string }
+  /** [CTX60] The event was acked under exactly this lease (token and attempt), `owner`'s consumer. */
+  | { op: 'ackedUnder'; fence: Fence; owner: string }
   | { op: 'nack'; fence: Fence; owner: string; availableAt: number; error: string; maxAttempts: number }
   | { op: 'extend'; fence: Fence; owner: string; expiresAt: number }
   /** [CTX53] A lease nobody was handed (its pull ended first) given back: due now, its attempt not spent. */
@@ -299,8 +307,15 @@ export type ContextualCall =
   | { op: 'quietConsumers'; limit: number; now: number }
   /** [OPS14] The changes after `after` the rule ingests, among the next `limit` change records only. */
   | ({ op: 'unread'; after: number; limit: number } & IngestRule)
+  /**
+   * [CTX56] `into`: the consumer of the current definition that continues a stale one (same
+   * owner): the re-driven events move there when it exists, where its worker pulls them.
+   */
   | { op: 'redrive'; consumerId: string }
+  | { op: 'redriveInto'; consumerId: string; into: { id: string; owner: string }; filter: EventFilter }
   | { op: 'outcome'; key: string }
+  /** [CTX61] The causation record of the reaction whose outcome rode the commit of `version` (null: a commit no reaction made). */
+  | { op: 'causedBy'; version: number }
   | { op: 'recordOutcome'; attachment: ContextualAttachment }
   | { op: 'reactTruth'; key: string; consumerId: string; eventId: string }
   /** [CTX45] Up to `limit` ids (in order, after `after`) of consumers with events settled before `settledBefore`, for the sweep. */
@@ -426,7 +441,13 @@ export const NEXT_AT_SQL = `SELECT min(CASE WHEN state = 'pending' THEN availabl
 export const nextAtOf = (r: Row | undefined): number | null => (r?.at === null || r?.at === undefined ? null : num(r.at))
 
 /** [CTX12] [CTX45] [CTX47] A leased event settled as acked, stamped with when (the sweep deletes it a day later); its one parameter is that moment. */
+/**
+ * A settle by a reaction ([CTX47]); its token is cleared, as PostgreSQL's commit batch does
+ * (postgres-adapter.ts): a repeat of that reaction answers it, an ack after it is stale.
+ */
 const ACK_SET = `UPDATE contextual_events SET state = 'acked', lease_token = NULL, available_at = ?`
+/** [CTX60] An ack keeps the lease token on the acked row: a repeat of the same ack (its answer lost) is told it is settled. */
+const ACK_KEEP = `UPDATE contextual_events SET state = 'acked', available_at = ?`
 const FENCED = `consumer_id = ? AND event_id = ? AND state = 'leased' AND lease_token = ? AND attempt = ? AND expires_at > ?`
 const fenceArgs = (f: Fence) => [f.consumerId, f.eventId, f.token, f.attempt, f.now]
 /** [CTX5] [CTX12] The fence and the owner check in one statement: nobody but the consumer's owner settles its work. */
@@ -704,6 +725,47 @@ export function* insertOutcome(a: ContextualAttachment, version: number | null):
   if (a.settle) yield* run(`${ACK_SET} WHERE ${FENCED}`, a.fence.now, ...fenceArgs(a.fence))
 }
 
+/**
+ * [CTX56] A consumer made for a changed definition continues its predecessor: the newest consumer
+ * of the same owner, subscription path, Operation, canonical parameters and name (another
+ * definition hash: the identity stays the seed's). The new one starts at the predecessor's cursor,
+ * not the head, and takes over its pending events (ingested, not leased, no outcome recorded for
+ * them): nothing committed between the two pulls is skipped. Leased events and dead letters stay
+ * with the predecessor (its leases' tokens name the old definition; an Admin re-drives or deletes
+ * it, marked stale).
+ */
+/** [CTX11] A consumer's dead letters due again, their attempts starting over. */
+const REDRIVE = `UPDATE contextual_events SET state = 'pending', attempt = 0, available_at = 0, lease_token = NULL WHERE consumer_id = ? AND state = 'dead'`
+
+function* carryOver(c: ConsumerRow, continues: { since: string; filter: EventFilter }, dialect: Dialect): Op<void> {
+  const prior = (yield* all(
+    `SELECT id, cursor FROM contextual_consumers WHERE owner = ? AND subscription_path = ? AND operation = ? AND params = ? AND name = ? AND id <> ? AND created_at >= ?
+     ORDER BY created_at DESC, id DESC LIMIT 1${dialect === 'postgres' ? ' FOR UPDATE' : ''}`,
+    c.owner, c.subscriptionPath, c.operation, c.params, c.name, c.id, continues.since,
+  ))[0]
+  if (!prior) return
+  yield* run('UPDATE contextual_consumers SET cursor = ? WHERE id = ?', num(prior.cursor), c.id)
+  yield* moveEvents(String(prior.id), c.id, continues.filter)
+}
+
+/**
+ * [CTX56] A stale consumer's pending events (no outcome recorded for them under it: a repeat there
+ * resolves it, a new consumer would commit again) move to the consumer that continues it, unless
+ * that one holds the event already.
+ */
+function* moveEvents(from: string, to: string, filter: EventFilter): Op<number> {
+  const rows = yield* all(
+    `SELECT event_id, path, node_type, kind FROM contextual_events e WHERE consumer_id = ? AND state = 'pending'
+       AND NOT EXISTS (SELECT 1 FROM contextual_outcomes o WHERE o.consumer_id = ? AND o.event_id = e.event_id)
+       AND NOT EXISTS (SELECT 1 FROM contextual_events t WHERE t.consumer_id = ? AND t.event_id = e.event_id)`,
+    from, from, to,
+  )
+  let moved = 0
+  // Only what the definition now asks for: an event of the old filter alone stays (stale, pending).
+  for (const r of rows) if (matches(filter, r)) moved += yield* run('UPDATE contextual_events SET consumer_id = ? WHERE consumer_id = ? AND event_id = ?', to, from, r.event_id)
+  return moved
+}
+
 export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknown> {
   switch (call.op) {
     case 'meta': {
@@ -717,11 +779,12 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       // [CTX46] Not past the owner's bound. On PostgreSQL the owner's makes are one at a time (each
       // counted under its own snapshot, concurrent ones passed the bound together).
       if (dialect === 'postgres') yield* all('SELECT pg_advisory_xact_lock(hashtext(?)) AS ok', `weft-consumers:${c.owner}`)
-      yield* run(
+      const made = yield* run(
         `INSERT INTO contextual_consumers (${CONSUMER_COLUMNS.join(', ')}) SELECT ${CONSUMER_COLUMNS.map((col) => (col === 'cursor' ? 'CAST(? AS BIGINT)' : 'CAST(? AS TEXT)')).join(', ')}
          WHERE (SELECT count(*) FROM contextual_consumers WHERE owner = ?) < ? ON CONFLICT DO NOTHING`,
         c.id, c.defHash, c.operation, c.subscriptionPath, c.params, c.name, c.owner, c.limits, c.cursor, c.createdAt, c.owner, call.most,
       )
+      if (made === 1 && call.continues) yield* carryOver(c, call.continues, dialect)
       return yield* consumer(c.id)
     }
     case 'deleteConsumer': {
@@ -756,7 +819,13 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     case 'skip':
       return (yield* run(`UPDATE contextual_events SET state = 'skipped', lease_token = NULL, available_at = ? WHERE ${FENCED}`, call.fence.now, ...fenceArgs(call.fence))) === 1
     case 'ack':
-      return (yield* run(`${ACK_SET} WHERE ${OWNED}`, call.fence.now, ...ownedArgs(call.fence, call.owner))) === 1
+      return (yield* run(`${ACK_KEEP} WHERE ${OWNED}`, call.fence.now, ...ownedArgs(call.fence, call.owner))) === 1
+    case 'ackedUnder':
+      return (yield* all(
+        `SELECT 1 AS ok FROM contextual_events WHERE consumer_id = ? AND event_id = ? AND state = 'acked' AND lease_token = ? AND attempt = ?
+           AND EXISTS (SELECT 1 FROM contextual_consumers WHERE id = ? AND owner = ?)`,
+        call.fence.consumerId, call.fence.eventId, call.fence.token, call.fence.attempt, call.fence.consumerId, call.owner,
+      )).length === 1
     case 'nack':
       return yield* nack(call)
     case 'release':
@@ -779,7 +848,21 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       return { count: hits.length, oldest: hits.length ? num(hits[0]!.version) : null } satisfies UnreadEvents
     }
     case 'redrive':
-      return yield* run(`UPDATE contextual_events SET state = 'pending', attempt = 0, available_at = 0, lease_token = NULL WHERE consumer_id = ? AND state = 'dead'`, call.consumerId)
+      return yield* run(REDRIVE, call.consumerId)
+    case 'redriveInto': {
+      // Both consumer rows locked first, as every writer of their events does (in one order: by id).
+      const [a, b] = [call.consumerId, call.into.id].sort()
+      yield* lockConsumer(a!, dialect)
+      const into = yield* lockConsumer(b!, dialect)
+      const target = into && String(into.id) === call.into.id ? into : (yield* all('SELECT id, owner FROM contextual_consumers WHERE id = ?', call.into.id))[0]
+      const n = yield* run(REDRIVE, call.consumerId)
+      if (target && String(target.owner) === call.into.owner) yield* moveEvents(call.consumerId, call.into.id, call.filter)
+      return n
+    }
+    case 'causedBy': {
+      const r = (yield* all('SELECT causation FROM contextual_outcomes WHERE version = ? LIMIT 1', call.version))[0]
+      return r ? String(r.causation) : null
+    }
     case 'outcome': {
       const r = (yield* all('SELECT * FROM contextual_outcomes WHERE key = ?', call.key))[0]
       return r ? toOutcome(r) : null

@@ -64,7 +64,7 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
     expect(out.outcome.status).toBe('committed')
     expect(out.repeated).toBe(false)
     expect(await c.extend({ ...fenceOf(consumerId, item!), seconds: 30 })).toHaveProperty('expiresAt')
-    expect(await c.ack(fenceOf(consumerId, item!))).toEqual({ ok: true })
+    expect(await c.ack(fenceOf(consumerId, item!))).toEqual({ ok: true, state: 'acked', repeated: false })
     const st = await c.status(consumerId)
     expect([st.acked, st.leased, st.lag]).toEqual([1, 0, st.headVersion - st.cursor])
     expect((await api(env.ts.url, env.owner.token).getNode(`${prefix}/d/reply`)).status).toBe(200)

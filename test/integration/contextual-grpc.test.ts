@@ -87,11 +87,16 @@ describe('[CTX35] contextual subscriptions over gRPC', () => {
     expect((reacted.outcome as Obj).version).toBeGreaterThan(0)
     expect(expectStatus(await api(ts.url, owner.token).getNode(`${space}/in1/d/reply`), 200).body).toMatchObject({ content: { Text: 'over grpc' } })
     // A repeat resolves the persisted outcome.
-    expect(await ok(call(client, 'react', { causationToken: reply.causationToken, paramsJson: JSON.stringify({ Text: 'again' }) }, owner.token))).toMatchObject({ repeated: true })
+    // [CTX59] With other parameters: said so, in the response's own fields.
+    expect(await ok(call(client, 'react', { causationToken: reply.causationToken, paramsJson: JSON.stringify({ Text: 'again' }) }, owner.token))).toMatchObject({
+      repeated: true, paramsDiffer: true, message: expect.stringContaining('yours were not applied'),
+    })
     expect(await ok(call(client, 'extend', fenceOf(consumerId, item), owner.token))).toHaveProperty('expiresAt')
-    expect(await ok(call(client, 'ack', fenceOf(consumerId, item), owner.token))).toEqual({ ok: true })
+    expect(await ok(call(client, 'ack', fenceOf(consumerId, item), owner.token))).toEqual({ ok: true, state: 'acked', repeated: false })
+    // [CTX60] The same ack again.
+    expect(await ok(call(client, 'ack', fenceOf(consumerId, item), owner.token))).toEqual({ ok: true, state: 'acked', repeated: true })
     const st = await ok(call(client, 'status', { consumerId }, owner.token))
-    expect(st).toMatchObject({ consumerId, subscription: sub, name: 'g1', acked: 1, leased: 0, pending: 0 })
+    expect(st).toMatchObject({ consumerId, subscription: sub, name: 'g1', acked: 1, leased: 0, pending: 0, current: true })
     // The same consumer over HTTP: one service, one truth.
     const http = expectStatus(await api(ts.url, owner.token).post<Obj>('/api/contextual/status', { consumerId }), 200).body
     expect(http).toMatchObject({ acked: 1, cursor: st.cursor })
@@ -142,7 +147,7 @@ describe('[CTX35] contextual subscriptions over gRPC', () => {
     const token = (old.reactions as Obj[]).find((r) => r.name === 'reply')!.causationToken
     expect(await call(client, 'react', { causationToken: token, paramsJson: '{"Text":"stale"}' }, owner.token)).toMatchObject({ ok: false, code: grpc.status.PERMISSION_DENIED, weftCode: 'reaction_denied' })
     expect((await api(ts.url, owner.token).getNode(`${space}/in2/d/reply`)).status).toBe(404)
-    expect(await ok(call(client, 'ack', fenceOf(consumerId, fresh), owner.token))).toEqual({ ok: true })
+    expect(await ok(call(client, 'ack', fenceOf(consumerId, fresh), owner.token))).toEqual({ ok: true, state: 'acked', repeated: false })
   })
 
   it('[CTX42] a long poll the client cancels stops waiting on the server', async () => {

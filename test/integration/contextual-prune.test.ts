@@ -89,7 +89,9 @@ async function settledRowsSwept(ts: TestServer): Promise<void> {
   // [CTX51] Now 'e' is acked: its outcome goes; the re-driven 'd' is leased again and its outcome
   // stays, the answer of the new attempt's reaction (nothing committed twice).
   expect(await svc.pruneOutcomes(pastRetention)).toBe(1)
-  expect(expectStatus(await b.react(redelivered, 'annotate', { Note: 'd again' }), 200).body).toEqual({ outcome: reactedD.outcome, repeated: true })
+  expect(expectStatus(await b.react(redelivered, 'annotate', { Note: 'd again' }), 200).body).toEqual({
+    outcome: reactedD.outcome, repeated: true, paramsDiffer: true, message: expect.stringContaining('yours were not applied') as unknown as string,
+  })
 }
 
 describe('[CTX45] settled events are swept (SQLite)', () => {

@@ -69,7 +69,7 @@ describe.each([['SQLite'], ['PostgreSQL']])('[CTX50] a reaction\'s command in st
     const told = expectStatus(await c.react(item, 'tell', { Text: 'despite the failure' }, { ack: true }), 200).body
     expect(told).toMatchObject({ repeated: false, acked: true, outcome: { status: 'committed', path: thread, reaction: 'tell' } })
     expect(told.outcome.version).toEqual(expect.any(Number))
-    expect(expectStatus(await c.react(item, 'tell', { Text: 'again' }), 200).body).toEqual({ outcome: told.outcome, repeated: true })
+    expect(expectStatus(await c.react(item, 'tell', { Text: 'again' }), 200).body).toEqual({ outcome: told.outcome, repeated: true, paramsDiffer: true, message: expect.stringContaining('yours were not applied') })
     const messages = await answeredThread(ts.url, owner.token, thread)
     expect(messages).toHaveLength(2)
     expect((await api(ts.url, owner.token).getNode(messages[0]!)).body.content).toMatchObject({ Role: 'user', Author: owner.userId, Text: 'despite the failure' })

@@ -89,7 +89,9 @@ describe('contextual agent subscriptions (issue 19)', () => {
     const reply = (await api(ts.url, owner.token).getNode(`${space}/in21/one/reply`)).body
     expect(reply.content).toEqual({ Text: 'hello' })
     const r2 = expectStatus(await c.react(item, 'reply', { Text: 'other text' }), 200).body
-    expect(r2).toEqual({ outcome: r1.outcome, repeated: true })
+    // [CTX59] Other parameters than the committed ones: said, and not applied.
+    expect(r2).toEqual({ outcome: r1.outcome, repeated: true, paramsDiffer: true, message: expect.stringContaining('yours were not applied') })
+    expect(expectStatus(await c.react(item, 'reply', { Text: 'hello' }), 200).body).toEqual({ outcome: r1.outcome, repeated: true })
     expect((await api(ts.url, owner.token).getNode(`${space}/in21/one/reply`)).body.content).toEqual({ Text: 'hello' })
     // A token changed in one character is not a token.
     const tok = item.reactions.find((r) => r.name === 'reply')!.causationToken
@@ -171,7 +173,7 @@ describe('contextual agent subscriptions (issue 19)', () => {
     // One user message in the thread, by the caller, with the derived id; a repeat adds none.
     const told = expectStatus(await c.react(item, 'tell', { Text: 'from an agent' }), 200).body
     expect(told.outcome).toMatchObject({ status: 'committed', path: thread, reaction: 'tell' })
-    expect(expectStatus(await c.react(item, 'tell', { Text: 'again' }), 200).body).toEqual({ outcome: told.outcome, repeated: true })
+    expect(expectStatus(await c.react(item, 'tell', { Text: 'again' }), 200).body).toEqual({ outcome: told.outcome, repeated: true, paramsDiffer: true, message: expect.stringContaining('yours were not applied') })
     const messages = await answeredThread(ts.url, owner.token, thread)
     expect(messages).toHaveLength(2)
     const [cell, answer] = await Promise.all(messages.map(async (m) => (await api(ts.url, owner.token).getNode(m)).body))
@@ -214,10 +216,10 @@ describe('contextual agent subscriptions (issue 19)', () => {
     expect(expectStatus(await c.next(sub), 200).body.item).toBeNull()
     // A delay beyond the bound is refused.
     expect((await c.nack(a2.consumerId, a2.item, 901)).status).toBe(400)
-    // Someone who is not an Admin of the subscription cannot re-drive.
+    // Someone who is not an Admin of the subscription cannot re-drive: [CTX63] nor learn that the consumer exists.
     const other = await signup(ts.url)
     await grantRole(ts.url, owner.token, space, other.userId, 'Editor')
-    expect((await ctx(ts.url, other.token).redrive(a1.consumerId)).status).toBe(403)
+    expect((await ctx(ts.url, other.token).redrive(a1.consumerId)).status).toBe(404)
     expect(expectStatus(await c.redrive(a1.consumerId), 200).body.redriven).toBe(1)
     const again = await pull(ts.url, owner.token, sub)
     expect([again.item.event.eventId, again.item.attempt]).toEqual([a1.item.event.eventId, 1])

@@ -51,7 +51,7 @@ describe('MCP across instances (PostgreSQL, issue 19)', () => {
     expect(reacted).toMatchObject({ repeated: false, outcome: { status: 'committed' } })
     // The repeat lands on the other instance and resolves the same persisted outcome.
     expect((await must<{ repeated: boolean }>(agent, 'weft_contextual_react', { causationToken: reply.causationToken, params: { Text: 'done' } })).repeated).toBe(true)
-    expect(await must(agent, 'weft_contextual_ack', { consumerId, eventId: item!.event.eventId, leaseToken: item!.leaseToken, attempt: item!.attempt })).toEqual({ ok: true })
+    expect(await must(agent, 'weft_contextual_ack', { consumerId, eventId: item!.event.eventId, leaseToken: item!.leaseToken, attempt: item!.attempt })).toEqual({ ok: true, state: 'acked', repeated: false })
     expect(await must(agent, 'weft_contextual_status', { consumerId })).toMatchObject({ acked: 1, leased: 0 })
     expect((await must<MeshNode>(agent, 'weft_get', { path: `${space}/inbox/t1/reply` })).content).toEqual({ Text: 'done' })
     await agent.close()

@@ -97,11 +97,17 @@ describe.each<McpTransportKind>(['http', 'stdio'])('MCP over %s (issue 19)', (ki
     expect(reacted).toMatchObject({ repeated: false, outcome: { status: 'committed', path: `${inbox}/ticket/reply` } })
     // The effect is durable (read back through the mesh tool), then the item is acknowledged.
     expect((await must<MeshNode>(agent, 'weft_get', { path: `${inbox}/ticket/reply` })).content).toEqual({ Text: 'Put it out first.' })
-    expect(await must(agent, 'weft_contextual_ack', fence(consumerId, item!))).toEqual({ ok: true })
+    expect(await must(agent, 'weft_contextual_ack', fence(consumerId, item!))).toEqual({ ok: true, state: 'acked', repeated: false })
+    // [CTX60] The same ack again (its answer lost): settled, said so.
+    expect(await must(agent, 'weft_contextual_ack', fence(consumerId, item!))).toEqual({ ok: true, state: 'acked', repeated: true })
     expect(await must(agent, 'weft_contextual_status', { consumerId })).toMatchObject({ acked: 1, leased: 0, pending: 0 })
-    // A repeat of the reaction after the ack resolves the persisted outcome: nothing new.
-    const again = await must<{ repeated: boolean }>(agent, 'weft_contextual_react', { causationToken: reply.causationToken, params: { Text: 'other' } })
-    expect(again.repeated).toBe(true)
+    // A repeat of the reaction after the ack resolves the persisted outcome: nothing new. [CTX59]
+    // Its other parameters were not applied, and the answer says so.
+    const again = await must<{ repeated: boolean; paramsDiffer?: boolean; message?: string }>(agent, 'weft_contextual_react', { causationToken: reply.causationToken, params: { Text: 'other' } })
+    expect(again).toMatchObject({ repeated: true, paramsDiffer: true, message: expect.stringContaining('yours were not applied') })
+    // [CTX62] A required argument left out is named as required.
+    expect(await callTool(agent, 'weft_contextual_react', { params: { Text: 'x' } })).toMatchObject({ ok: false, code: 'invalid_request', message: 'The arguments of weft_contextual_react are invalid: causationToken is required.' })
+    expect(await callTool(agent, 'weft_contextual_ack', { consumerId, eventId: item!.event.eventId, attempt: 1 })).toMatchObject({ ok: false, code: 'invalid_request', message: expect.stringContaining('leaseToken is required') })
     // The same work through HTTP sees the same state.
     expect(expectStatus(await api(ts.url, owner.token).post('/api/contextual/status', { consumerId }), 200).body).toMatchObject({ acked: 1 })
   })
@@ -156,7 +162,7 @@ describe.each<McpTransportKind>(['http', 'stdio'])('MCP over %s (issue 19)', (ki
     const staleReact = await callTool(agent, 'weft_contextual_react', { causationToken: first.reactions.find((r) => r.name === 'reply')!.causationToken, params: { Text: 'late' } })
     expect(staleReact).toMatchObject({ ok: false, code: 'reaction_denied' })
     expect((await api(ts.url, owner.token).getNode(`${inbox}/a/reply`)).status).toBe(404)
-    expect(await must(agent, 'weft_contextual_ack', fence(consumerId, second))).toEqual({ ok: true })
+    expect(await must(agent, 'weft_contextual_ack', fence(consumerId, second))).toEqual({ ok: true, state: 'acked', repeated: false })
   })
 
   it("[MCP3] a Viewer's weft_patch is refused with the code HTTP gives; their reads work; nothing changes", async () => {

@@ -127,6 +127,9 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
   // The model: the latest lease handed out per event, acks, reactions committed.
   const latest = new Map<string, { token: string; attempt: number; expiresAt: number }>()
   const acked = new Set<string>()
+  /** [CTX60] The lease (token and attempt) each event was settled under: an ack repeated with it is told it is settled. */
+  const ackedUnder = new Map<string, string>()
+  const leaseOf = (held: Held) => `${held.item.leaseToken}:${held.item.attempt}`
   const committed = new Map<string, number>()
   const paths = new Map<string, string>()
   const workers: Held[][] = [[], [], []]
@@ -169,7 +172,10 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
       if (!r.value.repeated) expect(r.value.acked, 'a commit asked to settle left its item unsettled').toBe(true)
       // Also after a sweep deleted the settled row ([CTX45]).
       else expect(r.value.acked, `a repeat asked to settle (${tokenOk ? 'current' : 'stale'} token${swept ? ', after a sweep' : ''})`).toBe(tokenOk || acked.has(e))
-      if (r.value.acked) acked.add(e)
+      if (r.value.acked) {
+        acked.add(e)
+        if (!ackedUnder.has(e)) ackedUnder.set(e, leaseOf(held))
+      }
     }
     if (r.ok && andNext) {
       expect(r.value.nextError).toBeUndefined()
@@ -205,11 +211,18 @@ export async function leaseInterleavings(h: Harness, seed: number, steps = 60): 
       const r = await attempt<unknown>(() =>
         op === 'ack' ? h.service.ack(ME, fenceOf(x)) : op === 'nack' ? h.service.nack(ME, { ...fenceOf(x), delaySeconds: rng.int(0, 3) }) : h.service.extend(ME, { ...fenceOf(x), seconds: 5 }),
       )
-      expect(r.ok, `${op} with ${current ? 'current' : 'stale'} evidence`).toBe(current)
+      const e = x.item.event.eventId
+      // [CTX60] The same ack again (the lease the item was settled under): told it is settled,
+      // or (its row swept, or settled by a reaction, which clears the token) stale.
+      const again = op === 'ack' && !current && ackedUnder.get(e) === leaseOf(x)
+      if (again && r.ok) expect((r.value as { repeated: boolean }).repeated, 'a repeated ack').toBe(true)
+      else expect(r.ok, `${op} with ${current ? 'current' : 'stale'} evidence`).toBe(current)
       if (!r.ok) expect(r.code).toBe('stale_lease')
       if (r.ok) {
-        const e = x.item.event.eventId
-        if (op === 'ack') acked.add(e)
+        if (op === 'ack') {
+          acked.add(e)
+          if (!ackedUnder.has(e)) ackedUnder.set(e, leaseOf(x))
+        }
         if (op === 'nack') latest.set(e, { ...latest.get(e)!, token: '', expiresAt: 0 })
         if (op === 'extend') latest.set(e, { ...latest.get(e)!, expiresAt: Date.parse((r.value as { expiresAt: string }).expiresAt) })
       }

@@ -115,7 +115,7 @@ describe('[CTX34] contextual leases under seeded interleavings (SQLite)', () => 
       expect(acked).toBe(false)
       release()
       expect((await reacting).outcome.status).toBe('committed')
-      expect(await ack).toEqual({ ok: true })
+      expect(await ack).toEqual({ ok: true, state: 'acked', repeated: false })
       expect((await h.nodes.get(ME, 'P/in/a' as NodePath))?.content).toEqual({ Note: 'held' })
     } finally {
       release()
