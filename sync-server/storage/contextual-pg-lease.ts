@@ -58,7 +58,8 @@ done AS (
   RETURNING e.event_id, e.version, e.path, e.node_type, e.kind, e.state, e.attempt
 )
 SELECT (SELECT owner FROM c) AS owner, (SELECT n FROM live) AS live, (SELECT count(*) FROM due) AS due, (${INCARNATION_SQL}) AS inc,
-  (SELECT min(expires_at) FROM held WHERE expires_at > ?) AS first_end, d.*
+  (SELECT min(expires_at) FROM held WHERE expires_at > ?) AS first_end, d.*,
+  (SELECT o.causation FROM contextual_outcomes o WHERE o.version = d.version LIMIT 1) AS caused_by
 FROM (SELECT 1) AS one LEFT JOIN done d ON true`)
 
 const leaseArgs = (c: LeaseCall, expiresAt: number) => [
@@ -114,7 +115,7 @@ export async function pgLease(pool: pg.Pool, c: LeaseCall): Promise<LeaseResult>
         return {
           kind: 'leased',
           incarnation,
-          event: { eventId: String(r.event_id), version: num(r.version), path: String(r.path), nodeType: String(r.node_type), kind: String(r.kind) as MeshChangeKind, attempt: num(r.attempt), token: c.token, expiresAt: c.now + c.leaseMs },
+          event: { eventId: String(r.event_id), version: num(r.version), path: String(r.path), nodeType: String(r.node_type), kind: String(r.kind) as MeshChangeKind, attempt: num(r.attempt), token: c.token, expiresAt: c.now + c.leaseMs, causation: r.caused_by === null || r.caused_by === undefined ? null : String(r.caused_by) },
         }
       }
       if (num(r.live) >= c.maxInFlight) return { kind: 'full', nextAt: nextAtOf({ at: r.first_end }), incarnation }

@@ -118,6 +118,11 @@ export interface LeasedEvent {
   attempt: number
   token: string
   expiresAt: number
+  /**
+   * [CTX61] The causation record of the reaction whose commit the event is, read with the lease
+   * (PostgreSQL: in its statement, no round trip more); absent: not read yet (`causedBy` reads it).
+   */
+  causation?: string | null
 }
 
 /** Evidence of a work item: every ack, nack, extend and react is fenced by it. */

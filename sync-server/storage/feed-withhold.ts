@@ -84,21 +84,24 @@ export const POSTGRES_DENIED_FROM = 'UPDATE changes SET denied_from = $1 WHERE v
 /**
  * SQLite: paths are BINARY (bytewise), so `changes_path (path, version)` gives both ranges. A
  * subject already listed is not listed again. [FEED8] Records older than the Denied's last start
- * mark at its assignment's path are left alone (the same index finds the mark).
+ * mark at its assignment's path are left alone (the same index finds the mark); the bound is no
+ * index condition (`+version`), so the path ranges stay what the statement reads by.
  */
 export const SQLITE_WITHHOLD = `UPDATE changes SET withheld = CASE WHEN withheld IS NULL THEN @subject
  WHEN length(withheld) + length(@subject) >= ${WITHHELD_MAX_CHARS} THEN '${WITHHELD_FROM_ALL}' ELSE withheld || char(10) || @subject END
  WHERE (path = @scope OR (path >= @from AND path < @to)) AND version <= @through
- AND version >= COALESCE((SELECT max(d.version) FROM changes d WHERE d.path = @assignment AND d.version <= @through AND d.denied_from = @subject), 0)
+ AND +version >= COALESCE((SELECT max(d.version) FROM changes d WHERE d.path = @assignment AND d.version <= @through AND d.denied_from = @subject), 0)
  AND (withheld IS NULL OR (withheld <> '${WITHHELD_FROM_ALL}' AND instr(char(10) || withheld || char(10), char(10) || @subject || char(10)) = 0))`
 
 /**
  * PostgreSQL: `changes.path` has the database's collation, whose order need not be bytewise, so
  * the prefix range is compared in "C" (exact whatever the database's collation), read through
  * `changes_path_c` ([FEED6]; without it the whole log was scanned under the version counter's lock).
+ * [FEED8]'s lower bound is written `version + 0`: as a plain bound the planner read the log by its
+ * primary key from the bound (0 when the Denied has no mark: the whole log again).
  */
 export const POSTGRES_WITHHOLD = `UPDATE changes SET withheld = CASE WHEN withheld IS NULL THEN $1::text
  WHEN length(withheld) + length($1::text) >= ${WITHHELD_MAX_CHARS} THEN '${WITHHELD_FROM_ALL}' ELSE withheld || chr(10) || $1::text END
  WHERE (path COLLATE "C" = $2 OR (path COLLATE "C" >= $3 AND path COLLATE "C" < $4)) AND version <= $5
- AND version >= COALESCE((SELECT max(d.version) FROM changes d WHERE d.path = $6::text AND d.version <= $5 AND d.denied_from = $1::text), 0)
+ AND (version + 0) >= COALESCE((SELECT max(d.version) FROM changes d WHERE d.path = $6::text AND d.version <= $5 AND d.denied_from = $1::text), 0)
  AND (withheld IS NULL OR (withheld <> '${WITHHELD_FROM_ALL}' AND strpos(chr(10) || withheld || chr(10), chr(10) || $1::text || chr(10)) = 0))`
