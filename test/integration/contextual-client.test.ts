@@ -165,9 +165,15 @@ describe('[CTX40] the typed contextual client (shared/contextual-client.ts) agai
       { subscription: sub, consumer: 'c1', waitSeconds: 1 },
       async (item, id) => {
         if (item.event.path.endsWith('/once')) return { react: 'reply', params: { Text: 'once' } }
-        // Settled by another hand before the worker's own settle; the worker is told to stop meanwhile,
-        // and still carries out and counts the settle it was answered.
-        await c.ack(fenceOf(id, item))
+        // Settled by another hand before the worker's own settle (handed back, pulled again under a
+        // new lease token, acked there: a repeat of the worker's own fence would answer `repeated`,
+        // [CTX60]); the worker is told to stop meanwhile, and still carries out and counts the
+        // settle it was answered.
+        const other = createContextualClient({ baseUrl: env.ts.url, token: env.owner.token })
+        await other.nack({ ...fenceOf(id, item), delaySeconds: 0 })
+        const again = await other.next({ subscription: sub, consumer: 'c1' })
+        expect(again.item?.event.eventId).toBe(item.event.eventId)
+        await other.ack(fenceOf(again.consumerId, again.item!))
         stop.abort()
         return { ack: true }
       },
