@@ -1,5 +1,5 @@
-import { mkdir, readFile } from 'node:fs/promises'
-import { expect, test, type Browser, type Page, type Route } from '@playwright/test'
+import { mkdir } from 'node:fs/promises'
+import { expect, test, type Page, type Route } from '@playwright/test'
 import { SYSTEM, type NodePath } from '../../shared/index.js'
 import { analyzeAxe, api, getContent, grant, openLoggedIn, putNode, signUp, startE2eServer, syncStatus, type E2eServer, type TestUser } from './fixtures.js'
 
@@ -131,22 +131,18 @@ function refusedRows(page: Page) {
   })
 }
 
-/** Two pages side by side in one picture (made in a third page from their screenshots). */
-async function sideBySide(browser: Browser, left: Page, right: Page, name: string) {
+/**
+ * Both pages at 1280 and 390 px, one screenshot each, named to be looked at side by side
+ * (`threads-<name>-<width>-0.png` and `-1.png`). No third page pasting them into one picture: a
+ * full-page screenshot of two full-page screenshots failed in CI ("Unable to capture screenshot").
+ */
+async function sideBySide(left: Page, right: Page, name: string) {
   for (const width of [1280, 390]) {
-    const shots: string[] = []
-    for (const page of [left, right]) {
+    for (const [i, page] of [left, right].entries()) {
       await page.setViewportSize({ width, height: width === 390 ? 844 : 900 })
       expect(await page.evaluate(() => document.documentElement.scrollWidth), `${name} ${width} scrolls sideways`).toBeLessThanOrEqual(width)
-      const file = `test-results/threads-${name}-${width}-${shots.length}.png`
-      await page.screenshot({ path: file, fullPage: true, animations: 'disabled', timeout: 60_000 })
-      shots.push((await readFile(file)).toString('base64'))
+      await page.screenshot({ path: `test-results/threads-${name}-${width}-${i}.png`, fullPage: true, animations: 'disabled', timeout: 60_000 })
     }
-    const ctx = await browser.newContext({ viewport: { width: width * 2 + 24, height: 600 } })
-    const sheet = await ctx.newPage()
-    await sheet.setContent(`<body style="margin:0;display:flex;gap:24px;align-items:flex-start;background:#889">${shots.map((s) => `<img src="data:image/png;base64,${s}" style="width:${width}px">`).join('')}</body>`)
-    await sheet.screenshot({ path: `test-results/threads-${name}-${width}.png`, fullPage: true, timeout: 60_000 })
-    await ctx.close()
   }
   for (const page of [left, right]) await page.setViewportSize({ width: 1280, height: 900 })
 }
@@ -220,7 +216,7 @@ test('[WEB31][WEB32] two browsers watch one answer stream in: both see "Thinking
     await expect(badge(page)).toHaveText('Waiting for your answer')
     await expect(tp(page).locator('[data-question]')).toContainText('Which colour?')
   }
-  await sideBySide(browser, a.page, b.page, 'watching')
+  await sideBySide(a.page, b.page, 'watching')
   await a.context.close()
   await b.context.close()
 })
@@ -422,7 +418,7 @@ test('[WEB36] an approval the agent waits for: Approve / Deny for an Editor (the
   await expect(tp(v.page).locator('.deny')).toHaveAttribute('disabled', '')
   await expect(tp(v.page).locator('[data-reason="approve"]')).toContainText('Editors')
   await expect(tp(a.page).locator('[data-reason="approve"]')).toHaveCount(0)
-  await sideBySide(browser, a.page, v.page, 'approval')
+  await sideBySide(a.page, v.page, 'approval')
   await tp(a.page).locator('.approve').click()
   await expect.poll(async () => (await getContent(server, ann, path)).ApprovalAnswer).toEqual({ Id: 'ap1', Decision: 'Approved' })
   await expect(tp(a.page).locator('[data-answered="Approved"]')).toBeVisible()
@@ -478,7 +474,7 @@ test('[WEB37][THR23] a sub-thread waiting on its question can be withdrawn from 
   await expect(tp(a.page).locator('.state .badge')).toHaveText('Waiting for your answer')
   await expect(tp(v.page).getByRole('button', { name: 'Withdraw the question' })).toHaveCount(0)
   await expect(tp(a.page).locator('[data-question]')).toContainText('which colour?')
-  await sideBySide(browser, a.page, v.page, 'withdraw')
+  await sideBySide(a.page, v.page, 'withdraw')
   await tp(a.page).getByRole('button', { name: 'Withdraw the question' }).click()
   for (const page of [a.page, v.page]) {
     await expect(tp(page).locator('.state .badge')).toHaveText('Cancelled')
@@ -501,7 +497,7 @@ test('[WEB39] a thread as an Editor and as a Viewer: axe clean, no sideways scro
   const a = await openLoggedIn(browser, server, ann, path)
   const v = await openLoggedIn(browser, server, vic, path)
   for (const { page } of [a, v]) await expect(cells(page).nth(1).locator('[data-text]')).toContainText('You said:')
-  await sideBySide(browser, a.page, v.page, 'look')
+  await sideBySide(a.page, v.page, 'look')
   for (const { page } of [a, v]) {
     for (const width of [1280, 390]) {
       await page.setViewportSize({ width, height: 844 })
