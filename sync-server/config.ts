@@ -1,6 +1,6 @@
 import os from 'node:os'
 import path from 'node:path'
-import { DEFAULT_LOGIN_LIMITS } from './auth/index.js'
+import { DEFAULT_LOGIN_LIMITS, DEFAULT_SCRYPT_N, MIN_SCRYPT_N } from './auth/index.js'
 import { ClientAddresses } from './http/index.js'
 
 export interface ServerConfig {
@@ -50,6 +50,11 @@ export interface ServerConfig {
   loginFreeFailuresPerAddress: number
   loginLockoutBaseMs: number
   loginLockoutMaxMs: number
+  /**
+   * [AUTH9] PASSWORD_SCRYPT_N: scrypt's cost for new password hashes, a power of two from 2^10
+   * (default 2^14, the OWASP floor). Lower it for a test suite only; stored hashes keep theirs.
+   */
+  passwordScryptN: number
   /** [CTX20] CONTEXTUAL_SEAL_KEY: 32 bytes, base64, that seal causation tokens; default: a key made once and kept in the database. */
   contextualSealKey?: string
   /** [CTX51] OUTCOME_RETENTION_DAYS: how long a reaction's outcome row is kept once its event is settled (default 30; 0: forever). */
@@ -76,6 +81,12 @@ function int(value: string | undefined, fallback: number, name: string): number 
   if (value === undefined || value === '') return fallback
   const n = Number(value)
   if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got ${JSON.stringify(value)}`)
+  return n
+}
+
+function scryptN(value: string | undefined, fallback: number): number {
+  const n = int(value, fallback, 'PASSWORD_SCRYPT_N')
+  if (n < MIN_SCRYPT_N || n > 1 << 20 || (n & (n - 1)) !== 0) throw new Error(`PASSWORD_SCRYPT_N must be a power of two from ${MIN_SCRYPT_N} to ${1 << 20}, got ${n}`)
   return n
 }
 
@@ -109,6 +120,7 @@ export function defaultConfig(): ServerConfig {
     loginFreeFailuresPerAddress: DEFAULT_LOGIN_LIMITS.freePerAddress,
     loginLockoutBaseMs: DEFAULT_LOGIN_LIMITS.lockoutBaseMs,
     loginLockoutMaxMs: DEFAULT_LOGIN_LIMITS.lockoutMaxMs,
+    passwordScryptN: DEFAULT_SCRYPT_N,
     shutdownTimeoutMs: 10_000,
     stuckRunMs: 15 * 60_000,
     operatorEmails: [],
@@ -143,6 +155,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): ServerConfi
     loginFreeFailuresPerAddress: int(env.LOGIN_FREE_FAILURES_PER_ADDRESS, d.loginFreeFailuresPerAddress, 'LOGIN_FREE_FAILURES_PER_ADDRESS'),
     loginLockoutBaseMs: int(env.LOGIN_LOCKOUT_BASE_MS, d.loginLockoutBaseMs, 'LOGIN_LOCKOUT_BASE_MS'),
     loginLockoutMaxMs: int(env.LOGIN_LOCKOUT_MAX_MS, d.loginLockoutMaxMs, 'LOGIN_LOCKOUT_MAX_MS'),
+    passwordScryptN: scryptN(env.PASSWORD_SCRYPT_N, d.passwordScryptN),
     contextualSealKey: sealKey(env.CONTEXTUAL_SEAL_KEY),
     contextualOutcomeRetentionDays: int(env.OUTCOME_RETENTION_DAYS, d.contextualOutcomeRetentionDays, 'OUTCOME_RETENTION_DAYS'),
     metricsToken: env.METRICS_TOKEN || undefined,

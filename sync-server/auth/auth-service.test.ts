@@ -6,7 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { AccessService } from '../access/index.js'
 import { NodeService } from '../nodes/index.js'
 import { openStorage, type StorageAdapter } from '../storage/index.js'
-import { AuthService } from './auth-service.js'
+import { configFromEnv } from '../config.js'
+import { AuthService, DEFAULT_SCRYPT_N, MIN_SCRYPT_N } from './auth-service.js'
 import { LoginThrottle } from './login-throttle.js'
 
 /**
@@ -47,5 +48,45 @@ describe('[AUTH7] a token kept in memory is read again', () => {
     clock += 5_000
     expect(await two.authenticate(token)).toBeNull()
     expect(told).toHaveLength(1)
+  })
+})
+
+/**
+ * [AUTH9] scrypt's N for new hashes is the server's setting (PASSWORD_SCRYPT_N, default 2^14);
+ * every stored hash names its own N, so a password hashed under one setting signs in under another.
+ */
+describe('[AUTH9] the password hash cost', () => {
+  let dir = ''
+  let storage: StorageAdapter
+  let nodes: NodeService
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'weft-auth-'))
+    storage = await openStorage({ dataDir: dir })
+    nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
+    await nodes.boot()
+  })
+  afterAll(async () => {
+    await nodes.close()
+    await storage.close()
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it('new hashes use the setting (2^14 unless told); a hash made under another setting still signs in, a wrong password does not', async () => {
+    const strong = new AuthService(storage, nodes, 3_600_000)
+    const cheap = new AuthService(storage, nodes, 3_600_000, new LoginThrottle(), Date.now, MIN_SCRYPT_N)
+    await strong.signup({ email: 'strong@example.com', password: 'long enough password', name: 'Strong' })
+    await cheap.signup({ email: 'cheap@example.com', password: 'long enough password', name: 'Cheap' })
+    expect((await storage.findAccountByEmail('strong@example.com'))?.passwordHash).toMatch(/^scrypt\$16384\$8\$1\$/)
+    expect((await storage.findAccountByEmail('cheap@example.com'))?.passwordHash).toMatch(/^scrypt\$1024\$8\$1\$/)
+    for (const [auth, email] of [[strong, 'cheap@example.com'], [cheap, 'strong@example.com']] as const) {
+      await expect(auth.login({ email, password: 'long enough password' })).resolves.toMatchObject({ token: expect.any(String) })
+      await expect(auth.login({ email, password: 'not the password' })).rejects.toMatchObject({ code: 'invalid_credentials' })
+    }
+  })
+
+  it('PASSWORD_SCRYPT_N takes a power of two from 2^10 to 2^20, and names itself when it is anything else', () => {
+    expect(configFromEnv({}).passwordScryptN).toBe(DEFAULT_SCRYPT_N)
+    expect(configFromEnv({ PASSWORD_SCRYPT_N: '1024' }).passwordScryptN).toBe(1024)
+    for (const bad of ['512', '1000', '2097152', '-1024', 'cheap']) expect(() => configFromEnv({ PASSWORD_SCRYPT_N: bad })).toThrow(/PASSWORD_SCRYPT_N/)
   })
 })

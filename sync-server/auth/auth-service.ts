@@ -9,8 +9,15 @@ import { LoginThrottle } from './login-throttle.js'
 
 const scrypt = promisify(scryptCb) as (password: string, salt: Buffer, keylen: number, opts: { N: number; r: number; p: number; maxmem: number }) => Promise<Buffer>
 
-// scrypt N=2^14, r=8: ~16 MiB and ~40 ms per hash here; the OWASP floor for scrypt.
-const SCRYPT = { N: 16384, r: 8, p: 1, maxmem: 64 * 1024 * 1024 }
+/**
+ * scrypt N=2^14, r=8: ~16 MiB and ~40 ms per hash here; the OWASP floor for scrypt. A server may
+ * be told a lower N (PASSWORD_SCRYPT_N, a test suite's thousands of sign-ups); each stored hash
+ * names its own N, so a password is verified with the N it was hashed with.
+ */
+export const DEFAULT_SCRYPT_N = 16384
+/** The lowest N a server takes (PASSWORD_SCRYPT_N): 2^10, for tests only. */
+export const MIN_SCRYPT_N = 1024
+const SCRYPT = { r: 8, p: 1, maxmem: 64 * 1024 * 1024 }
 const KEY_LEN = 32
 const TOKEN_CACHE_MAX = 10_000
 /**
@@ -47,10 +54,10 @@ export const LoginBody = z.object({
   password: z.string().max(1024),
 })
 
-async function hashPassword(password: string): Promise<string> {
+async function hashPassword(password: string, N: number): Promise<string> {
   const salt = randomBytes(16)
-  const key = await scrypt(password, salt, KEY_LEN, SCRYPT)
-  return `scrypt$${SCRYPT.N}$${SCRYPT.r}$${SCRYPT.p}$${salt.toString('base64')}$${key.toString('base64')}`
+  const key = await scrypt(password, salt, KEY_LEN, { ...SCRYPT, N })
+  return `scrypt$${N}$${SCRYPT.r}$${SCRYPT.p}$${salt.toString('base64')}$${key.toString('base64')}`
 }
 
 async function verifyPassword(password: string, stored: string): Promise<boolean> {
@@ -88,6 +95,8 @@ export class AuthService implements UserDirectory {
     private readonly tokenTtlMs: number,
     private readonly throttle: LoginThrottle = new LoginThrottle(),
     private readonly now: () => number = Date.now,
+    /** scrypt's N for new hashes (config `passwordScryptN`). */
+    private readonly scryptN: number = DEFAULT_SCRYPT_N,
   ) {}
 
   async signup(raw: unknown): Promise<{ userId: UserId; token: string }> {
@@ -103,7 +112,7 @@ export class AuthService implements UserDirectory {
       }
       throw new WeftError('email_taken', `An account for ${body.email} already exists; log in instead.`)
     }
-    const passwordHash = await hashPassword(body.password)
+    const passwordHash = await hashPassword(body.password, this.scryptN)
     let userId: UserId | null = null
     for (let attempt = 0; attempt < 5 && !userId; attempt++) {
       const candidate = await this.freeUserId(body.email, attempt)
@@ -137,7 +146,7 @@ export class AuthService implements UserDirectory {
     try {
       account = await this.storage.findAccountByEmail(body.email)
       // Hash anyway when the account is missing, so timing does not reveal which emails exist.
-      ok = account ? await verifyPassword(body.password, account.passwordHash) : (await hashPassword(body.password), false)
+      ok = account ? await verifyPassword(body.password, account.passwordHash) : (await hashPassword(body.password, this.scryptN), false)
     } catch (err) {
       attempt.abandoned()
       throw err

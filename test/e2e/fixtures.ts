@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path'
 import AxeBuilder from '@axe-core/playwright'
 import { expect, type Browser, type BrowserContext, type Page } from '@playwright/test'
 import { startServer } from '../../sync-server/server.js'
+import { TEST_SCRYPT_N } from '../helpers/test-server.js'
 
 type Running = Awaited<ReturnType<typeof startServer>>
 
@@ -28,7 +29,7 @@ export interface E2eServer {
 export async function startE2eServer(config: Parameters<typeof startServer>[0] = {}): Promise<E2eServer> {
   const dataDir = await mkdtemp(join(tmpdir(), 'weft-e2e-'))
   const staticDir = resolve('dist')
-  let running: Running | null = await startServer({ ...config, port: 0, host: '127.0.0.1', dataDir, staticDir, logLevel: 'warn' })
+  let running: Running | null = await startServer({ passwordScryptN: TEST_SCRYPT_N, ...config, port: 0, host: '127.0.0.1', dataDir, staticDir, logLevel: 'warn' })
   const port = running.port
   const url = `http://127.0.0.1:${port}`
   const server: E2eServer = {
@@ -49,7 +50,7 @@ export async function startE2eServer(config: Parameters<typeof startServer>[0] =
       // The port may linger for a moment after close; retry briefly.
       for (let attempt = 0; ; attempt++) {
         try {
-          running = await startServer({ ...config, port, host: '127.0.0.1', dataDir, staticDir, logLevel: 'warn' })
+          running = await startServer({ passwordScryptN: TEST_SCRYPT_N, ...config, port, host: '127.0.0.1', dataDir, staticDir, logLevel: 'warn' })
           return
         } catch (e) {
           if (attempt > 20) throw e

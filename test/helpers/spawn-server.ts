@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { dirname, join, resolve } from 'node:path'
+import { TEST_SCRYPT_N } from './test-server.js'
 
 /** The repository root (this file is test/helpers/spawn-server.ts). */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..')
@@ -64,6 +65,7 @@ export function spawnServer(opts: SpawnOptions): Promise<SpawnedServer> {
       HOST: '127.0.0.1',
       DATA_DIR: opts.dataDir,
       LOG_LEVEL: 'info',
+      PASSWORD_SCRYPT_N: String(TEST_SCRYPT_N),
       ...opts.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -31,9 +31,16 @@ export async function removeDir(dir: string): Promise<void> {
   await rm(dir, { recursive: true, force: true, maxRetries: 3 })
 }
 
+/**
+ * scrypt's N for the test servers' password hashes (PASSWORD_SCRYPT_N): 2^10, not the default
+ * 2^14. The suites sign up thousands of accounts (1,000 in one kill -9 test), each hash ~40 ms of
+ * CPU at 2^14 on a two-core machine shared by two workers; hashing itself is tested at the default.
+ */
+export const TEST_SCRYPT_N = 1024
+
 export async function startTestServer(opts: { dataDir?: string; config?: Partial<ServerConfig> } = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? (await makeTempDir())
-  const config: Partial<ServerConfig> = { port: 0, host: '127.0.0.1', logLevel: 'silent', ...opts.config, dataDir }
+  const config: Partial<ServerConfig> = { port: 0, host: '127.0.0.1', logLevel: 'silent', passwordScryptN: TEST_SCRYPT_N, ...opts.config, dataDir }
   let server: WeftServer | null = await startServer(config)
   let last: WeftServer = server
   const close = async () => {

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest'
-import { api, createSpace, makeTempDir, removeDir, signup, spawnServer, stockProvider, waitFor, type SpawnedServer } from '../helpers/index.js'
+import { api, createSpace, makeTempDir, removeDir, signup, spawnServer, stockProvider, waitFor, type SpawnedServer, TEST_SCRYPT_N } from '../helpers/index.js'
 import { createCode, run, terminal, texts, waitForStatus } from './activities-helpers.js'
 
 /**
@@ -84,7 +84,7 @@ describe('[ACT9] kill -9 mid-run', () => {
       // Stopped: the request is written straight to storage by a server with no engines.
       const { startServer } = await import('../../sync-server/server.js')
       const { SYSTEM } = await import('../../shared/index.js')
-      const quiet = await startServer({ port: 0, host: '127.0.0.1', dataDir: d, logLevel: 'silent', engines: [] })
+      const quiet = await startServer({ port: 0, host: '127.0.0.1', passwordScryptN: TEST_SCRYPT_N, dataDir: d, logLevel: 'silent', engines: [] })
       // As the engine's write rule records a start request: with its requester ([ACT17]).
       await quiet.nodes.patch(SYSTEM, path as never, { RequestedStatus: 'Running', StartedBy: user.userId })
       await quiet.close()

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { SYSTEM, spaceInviteSubscriptionId, subscriptionPath, type JsonObject, type MeshNode, type NodePath, type Principal } from '../../shared/index.js'
 import { startServer, type RunningServer } from '../../sync-server/server.js'
 import type { UpdateFn } from '../../sync-server/nodes/types.js'
-import { api, createSpace, errorCode, grantRole, makeTempDir, removeDir, signup, uniqueEmail, waitFor, type TestUser } from '../helpers/index.js'
+import { api, createSpace, errorCode, grantRole, makeTempDir, removeDir, signup, uniqueEmail, waitFor, type TestUser, TEST_SCRYPT_N } from '../helpers/index.js'
 
 /**
  * [SUB8]-[SUB12] Engines never drop a delivery, and a revoke never loses to a grant in flight.
@@ -15,7 +15,7 @@ const dirs: string[] = []
 async function boot(dir?: string): Promise<RunningServer> {
   const dataDir = dir ?? (await makeTempDir('weft-delivery-'))
   if (!dir) dirs.push(dataDir)
-  const s = await startServer({ port: 0, host: '127.0.0.1', dataDir, logLevel: 'silent' })
+  const s = await startServer({ port: 0, host: '127.0.0.1', passwordScryptN: TEST_SCRYPT_N, dataDir, logLevel: 'silent' })
   servers.push(s)
   return s
 }
@@ -211,7 +211,7 @@ describe('[SUB10] a revoke during a grant: the revoke wins, or the grant is take
     })
     await servers.splice(servers.indexOf(s1), 1)[0]!.close()
     // Written with the engines down (another process): the next boot finds it.
-    const raw = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, logLevel: 'silent', engines: [] })
+    const raw = await startServer({ port: 0, host: '127.0.0.1', passwordScryptN: TEST_SCRYPT_N, dataDir: dir, logLevel: 'silent', engines: [] })
     await putSub(raw, id, { Status: 'Cancelled', CreatedAt: createdAt, TriggerType: 'Timer', FireAt: new Date(0).toISOString(), SubjectId: member.userId, ContinuationType: 'GrantSpaceAccess', TargetPath: space, Role: 'Editor', CreatedBy: admin.userId })
     await raw.close()
     const s2 = await boot(dir)

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest'
 import { SYSTEM, spaceInviteSubscriptionId, subscriptionPath, type ChangeRecord, type NodePath } from '../../shared/index.js'
 import { startServer, type RunningServer } from '../../sync-server/server.js'
-import { api, createSpace, makeTempDir, removeDir, signup, spawnServer, waitFor, type SpawnedServer, TEST_PASSWORD } from '../helpers/index.js'
+import { api, createSpace, makeTempDir, removeDir, signup, spawnServer, waitFor, type SpawnedServer, TEST_PASSWORD, TEST_SCRYPT_N } from '../helpers/index.js'
 
 /**
  * [SUB3] at most once, under the worst timing: the server process is killed with SIGKILL while
@@ -36,7 +36,7 @@ describe('[SUB3] kill -9 during 1,000 sign-ups', () => {
     const emails = Array.from({ length: INVITEES }, (_, i) => `k9-${i}@kill.weft.example`)
 
     // Seed: an admin, a space and 1,000 pending invites, written with the engine off.
-    const seed = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, logLevel: 'silent', engines: [] })
+    const seed = await startServer({ port: 0, host: '127.0.0.1', passwordScryptN: TEST_SCRYPT_N, dataDir: dir, logLevel: 'silent', engines: [] })
     const admin = await signup(seed.url)
     const space = await createSpace(seed.url, admin.token)
     const at = new Date().toISOString()
@@ -93,7 +93,7 @@ describe('[SUB3] kill -9 during 1,000 sign-ups', () => {
     await second.kill('SIGTERM')
 
     // Inspect the durable state.
-    const s = await startServer({ port: 0, host: '127.0.0.1', dataDir: dir, logLevel: 'silent', engines: [] })
+    const s = await startServer({ port: 0, host: '127.0.0.1', passwordScryptN: TEST_SCRYPT_N, dataDir: dir, logLevel: 'silent', engines: [] })
     try {
       const changes = await allChanges(s)
       const writesByPath = new Map<string, string[]>()

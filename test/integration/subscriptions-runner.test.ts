@@ -4,7 +4,7 @@ import { SYSTEM, subscriptionPath, type JsonObject, type MeshNode, type NodePath
 import { startServer, type RunningServer } from '../../sync-server/server.js'
 import type { EngineFactory } from '../../sync-server/engines/index.js'
 import { createSubscriptionsEngine, type SubscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
-import { createSpace, makeTempDir, removeDir, signup, uniqueEmail, waitFor, type TestUser } from '../helpers/index.js'
+import { createSpace, makeTempDir, removeDir, signup, uniqueEmail, waitFor, type TestUser, TEST_SCRYPT_N } from '../helpers/index.js'
 
 /**
  * The runner against a real server and real SQLite files: live and reconcile paths, the three
@@ -14,7 +14,7 @@ const servers: RunningServer[] = []
 const dirs: string[] = []
 
 async function boot(dataDir: string, engines?: EngineFactory[]): Promise<RunningServer> {
-  const s = await startServer({ port: 0, host: '127.0.0.1', dataDir, logLevel: 'silent', ...(engines ? { engines } : {}) })
+  const s = await startServer({ port: 0, host: '127.0.0.1', passwordScryptN: TEST_SCRYPT_N, dataDir, logLevel: 'silent', ...(engines ? { engines } : {}) })
   servers.push(s)
   return s
 }
@@ -311,6 +311,6 @@ describe('[SUB-R] event subscription runner', () => {
       ],
     })
     const dir = await freshDir()
-    await expect(startServer({ port: 0, host: '127.0.0.1', dataDir: dir, logLevel: 'silent', engines: [factory] })).rejects.toThrow(/PublishSocialPost.*social.*copycat/)
+    await expect(startServer({ port: 0, host: '127.0.0.1', passwordScryptN: TEST_SCRYPT_N, dataDir: dir, logLevel: 'silent', engines: [factory] })).rejects.toThrow(/PublishSocialPost.*social.*copycat/)
   })
 })
