@@ -10,31 +10,36 @@ import { configFromEnv } from '../config.js'
 import { AuthService, DEFAULT_SCRYPT_N, MIN_SCRYPT_N } from './auth-service.js'
 import { LoginThrottle } from './login-throttle.js'
 
+/** A SQLite file and its node service for the describe block it is called in. */
+function storageForBlock(): { readonly storage: StorageAdapter; readonly nodes: NodeService } {
+  let dir = ''
+  const held = {} as { storage: StorageAdapter; nodes: NodeService }
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'weft-auth-'))
+    held.storage = await openStorage({ dataDir: dir })
+    held.nodes = new NodeService(held.storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
+    await held.nodes.boot()
+  })
+  afterAll(async () => {
+    await held.nodes.close()
+    await held.storage.close()
+    await rm(dir, { recursive: true, force: true })
+  })
+  return held
+}
+
 /**
  * [AUTH7] Two instances over one database, each with its own memory of tokens: a logout on one
  * whose message to the other is lost still ends the token there, once it is read again.
  */
 describe('[AUTH7] a token kept in memory is read again', () => {
-  let dir = ''
-  let storage: StorageAdapter
-  let nodes: NodeService
+  const db = storageForBlock()
   let clock = 1_000_000
   const now = () => clock
-  beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'weft-auth-'))
-    storage = await openStorage({ dataDir: dir })
-    nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
-    await nodes.boot()
-  })
-  afterAll(async () => {
-    await nodes.close()
-    await storage.close()
-    await rm(dir, { recursive: true, force: true })
-  })
 
   it('a logout elsewhere, its message lost, ends the token here within the recheck, and what holds it is told', async () => {
-    const one = new AuthService(storage, nodes, 3_600_000, new LoginThrottle(), now)
-    const two = new AuthService(storage, nodes, 3_600_000, new LoginThrottle(), now)
+    const one = new AuthService(db.storage, db.nodes, 3_600_000, new LoginThrottle(), now)
+    const two = new AuthService(db.storage, db.nodes, 3_600_000, new LoginThrottle(), now)
     const { userId, token } = await one.signup({ email: 'ada@example.com', password: 'long enough password', name: 'Ada' })
     expect(await two.authenticate(token)).toBe(userId)
     const told: string[] = []
@@ -56,28 +61,15 @@ describe('[AUTH7] a token kept in memory is read again', () => {
  * every stored hash names its own N, so a password hashed under one setting signs in under another.
  */
 describe('[AUTH9] the password hash cost', () => {
-  let dir = ''
-  let storage: StorageAdapter
-  let nodes: NodeService
-  beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'weft-auth-'))
-    storage = await openStorage({ dataDir: dir })
-    nodes = new NodeService(storage, new AccessService(), { idleUnloadMs: 60_000, log: pino({ level: 'silent' }) })
-    await nodes.boot()
-  })
-  afterAll(async () => {
-    await nodes.close()
-    await storage.close()
-    await rm(dir, { recursive: true, force: true })
-  })
+  const db = storageForBlock()
 
   it('new hashes use the setting (2^14 unless told); a hash made under another setting still signs in, a wrong password does not', async () => {
-    const strong = new AuthService(storage, nodes, 3_600_000)
-    const cheap = new AuthService(storage, nodes, 3_600_000, new LoginThrottle(), Date.now, MIN_SCRYPT_N)
+    const strong = new AuthService(db.storage, db.nodes, 3_600_000)
+    const cheap = new AuthService(db.storage, db.nodes, 3_600_000, new LoginThrottle(), Date.now, MIN_SCRYPT_N)
     await strong.signup({ email: 'strong@example.com', password: 'long enough password', name: 'Strong' })
     await cheap.signup({ email: 'cheap@example.com', password: 'long enough password', name: 'Cheap' })
-    expect((await storage.findAccountByEmail('strong@example.com'))?.passwordHash).toMatch(/^scrypt\$16384\$8\$1\$/)
-    expect((await storage.findAccountByEmail('cheap@example.com'))?.passwordHash).toMatch(/^scrypt\$1024\$8\$1\$/)
+    expect((await db.storage.findAccountByEmail('strong@example.com'))?.passwordHash).toMatch(/^scrypt\$16384\$8\$1\$/)
+    expect((await db.storage.findAccountByEmail('cheap@example.com'))?.passwordHash).toMatch(/^scrypt\$1024\$8\$1\$/)
     for (const [auth, email] of [[strong, 'cheap@example.com'], [cheap, 'strong@example.com']] as const) {
       await expect(auth.login({ email, password: 'long enough password' })).resolves.toMatchObject({ token: expect.any(String) })
       await expect(auth.login({ email, password: 'not the password' })).rejects.toMatchObject({ code: 'invalid_credentials' })
