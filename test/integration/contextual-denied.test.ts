@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { api, createDocument, createSpace, expectStatus, freshDatabase, grantRole, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
-import { ctx, definition, putSubscription } from './contextual-helpers.js'
+import { ctx, definition, nextRetrying, putSubscription } from './contextual-helpers.js'
 
 /**
  * [CTX8] A consumer's events are what its owner may read: a change in a subtree the owner is
@@ -12,18 +12,6 @@ const storages = [
   { name: 'SQLite', pg: false },
   { name: 'PostgreSQL', pg: true },
 ] as const
-
-/**
- * A pull as an agent makes it: `503 unavailable` ("the context kept changing while it was read")
- * says pull again (its message; docs/API.md: 503 is retryable), which a loaded machine's engine
- * writes can cause on each of the server's four tries (the CI rehearsal of stop 45, on PostgreSQL).
- */
-async function pull(c: ReturnType<typeof ctx>, sub: string, consumer: string) {
-  for (let attempt = 1; ; attempt++) {
-    const r = await c.next(sub, consumer)
-    if (r.status !== 503 || attempt === 5) return r
-  }
-}
 
 describe.each(storages)('[CTX8] a Denied subtree under the prefix ($name)', ({ pg }) => {
   let ts: TestServer
@@ -50,18 +38,18 @@ describe.each(storages)('[CTX8] a Denied subtree under the prefix ($name)', ({ p
     const sub = `${space}/triage`
     expectStatus(await putSubscription(ts.url, alice.token, sub, definition(space)), 201)
     const c = ctx(ts.url, dave.token)
-    const consumerId = expectStatus(await pull(c, sub, 'w1'), 200).body.consumerId
+    const consumerId = expectStatus(await nextRetrying(c, sub, 'w1'), 200).body.consumerId
     // One change he may read, then five where he may not (the pull that leases the first stops there).
     await createDocument(ts.url, alice.token, `${space}/secret-not`, { T: 1 })
     for (let i = 0; i < 5; i++) await createDocument(ts.url, alice.token, `${space}/secret/x${i}`, { T: i })
-    const got = expectStatus(await pull(c, sub, 'w1'), 200).body
+    const got = expectStatus(await nextRetrying(c, sub, 'w1'), 200).body
     expect(got.item?.event.path).toBe(`${space}/secret-not`)
     expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ pending: 0, leased: 1, dead: 0 })
     expectStatus(await c.ack(consumerId, got.item!), 200)
     // Dave may read the subtree again: what changes there from now on is his to see.
     expectStatus(await api(ts.url, alice.token).deleteNode(`${space}/secret/_Access/${dave.userId}_Access`), 204)
     await createDocument(ts.url, alice.token, `${space}/secret/after`, { T: 1 })
-    const later = expectStatus(await pull(c, sub, 'w1'), 200).body
+    const later = expectStatus(await nextRetrying(c, sub, 'w1'), 200).body
     expect(later.item?.event.path).toBe(`${space}/secret/after`)
     expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ pending: 0, leased: 1, acked: 1 })
   })
@@ -71,16 +59,16 @@ describe.each(storages)('[CTX8] a Denied subtree under the prefix ($name)', ({ p
     const sub = `${space}/vault-triage`
     expectStatus(await putSubscription(ts.url, alice.token, sub, definition(space)), 201)
     const c = ctx(ts.url, dave.token)
-    const consumerId = expectStatus(await pull(c, sub, 'w2'), 200).body.consumerId
+    const consumerId = expectStatus(await nextRetrying(c, sub, 'w2'), 200).body.consumerId
     // Made while Dave was Denied there, and no pull of his looked at them before the Denied went.
     for (let i = 0; i < 3; i++) await createDocument(ts.url, alice.token, `${space}/vault/old${i}`, { T: i })
     expectStatus(await api(ts.url, alice.token).deleteNode(`${space}/vault/_Access/${dave.userId}_Access`), 204)
     await createDocument(ts.url, alice.token, `${space}/vault/new`, { T: 1 })
-    const got = expectStatus(await pull(c, sub, 'w2'), 200).body
+    const got = expectStatus(await nextRetrying(c, sub, 'w2'), 200).body
     expect(got.item?.event.path).toBe(`${space}/vault/new`)
     expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ pending: 0, leased: 1, dead: 0 })
     expectStatus(await c.ack(consumerId, got.item!), 200)
-    expect(expectStatus(await pull(c, sub, 'w2'), 200).body.item ?? null).toBeNull()
+    expect(expectStatus(await nextRetrying(c, sub, 'w2'), 200).body.item ?? null).toBeNull()
   })
 
   it('[FEED8] a Denied set and lifted again: changes made before it are delivered, those made while it stood are not (a walk lost every earlier event)', async () => {
@@ -88,7 +76,7 @@ describe.each(storages)('[CTX8] a Denied subtree under the prefix ($name)', ({ p
     const sub = `${space}/desk-triage`
     expectStatus(await putSubscription(ts.url, alice.token, sub, definition(space)), 201)
     const c = ctx(ts.url, dave.token)
-    const consumerId = expectStatus(await pull(c, sub, 'w3'), 200).body.consumerId
+    const consumerId = expectStatus(await nextRetrying(c, sub, 'w3'), 200).body.consumerId
     // Made while Dave could read there, not pulled yet.
     await createDocument(ts.url, alice.token, `${space}/desk/before`, { T: 1 })
     await grantRole(ts.url, alice.token, `${space}/desk`, dave.userId, 'Viewer', true)
@@ -97,7 +85,7 @@ describe.each(storages)('[CTX8] a Denied subtree under the prefix ($name)', ({ p
     await createDocument(ts.url, alice.token, `${space}/desk/after`, { T: 3 })
     const seen: string[] = []
     for (;;) {
-      const got = expectStatus(await pull(c, sub, 'w3'), 200).body
+      const got = expectStatus(await nextRetrying(c, sub, 'w3'), 200).body
       if (!got.item) break
       seen.push(got.item.event.path)
       expectStatus(await c.ack(consumerId, got.item), 200)

@@ -67,9 +67,21 @@ export async function putSubscription(url: string, token: string, path: string, 
   return api(url, token).putNode(path, 'ContextualSubscription', content)
 }
 
-/** Pulls until an item comes (the consumer exists after the first pull). */
+/**
+ * A `next` as an agent makes it: `503 unavailable` ("the context kept changing while it was read")
+ * says pull again (its message; docs/API.md: 503 is retryable), which a loaded machine's engine
+ * writes can cause on each of the server's four tries (the CI rehearsal of stop 45, on PostgreSQL).
+ */
+export async function nextRetrying(c: ReturnType<typeof ctx>, sub: string, consumer = 'w1', extra: JsonObject = {}) {
+  for (let attempt = 1; ; attempt++) {
+    const r = await c.next(sub, consumer, extra)
+    if (r.status !== 503 || attempt === 5) return r
+  }
+}
+
+/** Pulls until an item comes (a long poll, again on 503; the consumer exists after the first pull). */
 export async function pull(url: string, token: string, sub: string, consumer = 'w1'): Promise<{ consumerId: string; item: Item }> {
-  const r = expectStatus(await ctx(url, token).next(sub, consumer, { waitSeconds: 10 }), 200)
+  const r = expectStatus(await nextRetrying(ctx(url, token), sub, consumer, { waitSeconds: 10 }), 200)
   if (!r.body.item) throw new Error(`no item: ${JSON.stringify(r.body)}`)
   return { consumerId: r.body.consumerId, item: r.body.item }
 }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { api, createDocument, createSpace, errorCode, expectStatus, freshDatabase, grantRole, signup, startTestServer, waitFor, type TestServer, type TestUser } from '../helpers/index.js'
-import { ctx, definition, putSubscription, type Item, type NextBody } from './contextual-helpers.js'
+import { api, createDocument, createSpace, errorCode, expectStatus, freshDatabase, grantRole, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
+import { ctx, definition, pull, putSubscription } from './contextual-helpers.js'
 
 /**
  * [CTX59] [CTX60] [CTX61] Repeats a worker (or an LLM) makes, found by a walk (stop 48, findings 7,
@@ -33,16 +33,6 @@ describe.each(storages)('repeats and echoes ($name)', ({ pg }) => {
     await db?.drop()
   })
 
-  /** A pull until an item comes (again on 503, retryable). */
-  async function item(c: ReturnType<typeof ctx>, sub: string, consumer = 'w1'): Promise<{ consumerId: string; item: Item }> {
-    return waitFor(async () => {
-      const r = await c.next(sub, consumer)
-      if (r.status === 503) return null
-      const body = expectStatus(r, 200).body as NextBody
-      return body.item ? { consumerId: body.consumerId, item: body.item } : null
-    })
-  }
-
   it('[CTX59] a repeated react with other parameters says so (paramsDiffer and a message) and applies nothing; with the same ones it does not', async () => {
     const sub = `${space}/p`
     expectStatus(await putSubscription(ts.url, owner.token, sub, definition(`${space}/pin`)), 201)
@@ -50,7 +40,7 @@ describe.each(storages)('repeats and echoes ($name)', ({ pg }) => {
     const c = ctx(ts.url, owner.token)
     expectStatus(await c.next(sub), 200)
     await createDocument(ts.url, owner.token, `${space}/pin/a`, {})
-    const { item: it1 } = await item(c, sub)
+    const { item: it1 } = await pull(ts.url, owner.token, sub)
     const first = expectStatus(await c.react(it1, 'annotate', { Note: 'first' }), 200).body
     expect(first).toMatchObject({ repeated: false })
     expect(first).not.toHaveProperty('paramsDiffer')
@@ -80,7 +70,7 @@ describe.each(storages)('repeats and echoes ($name)', ({ pg }) => {
     const c = ctx(ts.url, owner.token)
     expectStatus(await c.next(sub), 200)
     await createDocument(ts.url, owner.token, `${space}/ain/a`, {})
-    const { consumerId, item: it1 } = await item(c, sub)
+    const { consumerId, item: it1 } = await pull(ts.url, owner.token, sub)
     expect(expectStatus(await c.ack(consumerId, it1), 200).body).toEqual({ ok: true, state: 'acked', repeated: false })
     expect(expectStatus(await c.ack(consumerId, it1), 200).body).toEqual({ ok: true, state: 'acked', repeated: true })
     for (const forged of [{ ...it1, leaseToken: `${it1.leaseToken.slice(0, -1)}x` }, { ...it1, attempt: it1.attempt + 1 }]) {
@@ -103,12 +93,12 @@ describe.each(storages)('repeats and echoes ($name)', ({ pg }) => {
     const c = ctx(ts.url, owner.token)
     expectStatus(await c.next(sub, 'echo'), 200)
     await createDocument(ts.url, owner.token, `${prefix}/a`, {})
-    const { consumerId, item: created } = await item(c, sub, 'echo')
+    const { consumerId, item: created } = await pull(ts.url, owner.token, sub, 'echo')
     expect(created.event).not.toHaveProperty('causedBy')
     const r = expectStatus(await c.react(created, 'annotate', { Note: 'seen' }, { ack: true }), 200).body
     expect(r.acked).toBe(true)
     // The reaction's patch is an Updated event of this subscription: marked as the echo it is.
-    const { item: echo } = await item(c, sub, 'echo')
+    const { item: echo } = await pull(ts.url, owner.token, sub, 'echo')
     expect(echo.event).toMatchObject({ path: `${prefix}/a`, kind: 'Updated' })
     expect((echo.event as { causedBy?: unknown }).causedBy).toEqual({
       subscription: sub, consumerId, consumerName: 'echo', reaction: 'annotate', eventId: created.event.eventId, rootRequestId: r.outcome.rootRequestId,
@@ -116,7 +106,7 @@ describe.each(storages)('repeats and echoes ($name)', ({ pg }) => {
     expectStatus(await c.ack(consumerId, echo), 200)
     // A person's edit after it: no causedBy.
     expectStatus(await api(ts.url, owner.token).patchNode(`${prefix}/a`, { Note: 'by hand' }), 200)
-    const { item: manual } = await item(c, sub, 'echo')
+    const { item: manual } = await pull(ts.url, owner.token, sub, 'echo')
     expect(manual.event).not.toHaveProperty('causedBy')
   })
 })
