@@ -37,6 +37,17 @@ test.afterAll(async () => {
 const nodePage = (page: Page) => page.locator('weft-node-page')
 const value = (page: Page, key: string) => nodePage(page).locator(`[data-field="${key}"]`)
 
+/** Adds a field through the "Add a field" form: its name, its kind, its value (a choice for a checkbox). */
+async function addField(page: Page, name: string, kind: string, text: string) {
+  const add = nodePage(page).getByRole('form', { name: 'Add a field' })
+  await add.getByLabel('Field').fill(name)
+  await add.getByLabel('Kind').selectOption(kind)
+  const input = add.getByLabel('Value')
+  if (kind === 'checkbox') await input.selectOption(text)
+  else await input.fill(text)
+  await add.getByRole('button', { name: 'Add field' }).click()
+}
+
 async function shoot(page: Page, name: string) {
   for (const width of [1280, 390]) {
     await page.setViewportSize({ width, height: width === 390 ? 844 : 900 })
@@ -112,26 +123,13 @@ test('[WEB20][WEB23] every kind has its editor: switch, date, chips, link picker
 
 test('[WEB20] adding a field is one inline step: name, kind, value, each kind stored as its JSON', async ({ browser }) => {
   const a = await openLoggedIn(browser, server, ann, 'Typed/Other')
-  const add = nodePage(a.page).getByRole('form', { name: 'Add a field' })
-  await add.getByLabel('Field').fill('Launch')
-  await add.getByLabel('Kind').selectOption('date')
-  await add.getByLabel('Value').fill('2027-01-15')
-  await add.getByRole('button', { name: 'Add field' }).click()
+  await addField(a.page, 'Launch', 'date', '2027-01-15')
   await expect(value(a.page, 'Launch')).toHaveAttribute('data-kind', 'date')
-  await add.getByLabel('Field').fill('Ready')
-  await add.getByLabel('Kind').selectOption('checkbox')
-  await add.getByLabel('Value').selectOption('yes')
-  await add.getByRole('button', { name: 'Add field' }).click()
+  await addField(a.page, 'Ready', 'checkbox', 'yes')
   await expect(nodePage(a.page).getByRole('switch', { name: 'Ready' })).toBeChecked()
-  await add.getByLabel('Field').fill('Summary')
-  await add.getByLabel('Kind').selectOption('longtext')
-  await add.getByLabel('Value').fill('Short *intro*')
-  await add.getByRole('button', { name: 'Add field' }).click()
+  await addField(a.page, 'Summary', 'longtext', 'Short *intro*')
   await expect(value(a.page, 'Summary')).toHaveAttribute('data-kind', 'longtext')
-  await add.getByLabel('Field').fill('Next')
-  await add.getByLabel('Kind').selectOption('link')
-  await add.getByLabel('Value').fill('Third doc')
-  await add.getByRole('button', { name: 'Add field' }).click()
+  await addField(a.page, 'Next', 'link', 'Third doc')
   await expect(value(a.page, 'Next').getByRole('link', { name: 'Third doc' })).toBeVisible()
   await expect.poll(async () => getContent(server, ann, 'Typed/Other')).toMatchObject({
     Launch: '2027-01-15',
