@@ -1,12 +1,18 @@
+import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import Database from 'better-sqlite3'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createContextualClient, type AdminOverview, type ContextualStatus, type MyConsumers } from '../../shared/index.js'
+import type { NodePath } from '../../shared/index.js'
+import { restoreBackup, takeBackup } from '../../sync-server/backup/index.js'
 import { REDRIVE_BATCH } from '../../sync-server/contextual/contextual-service.js'
+import { VirtualClock } from '../../sync-server/engines/kit/index.js'
 import type { ContextualCall } from '../../sync-server/storage/index.js'
-import { api, createDocument, createSpace, expectStatus, freshDatabase, grantRole, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
+import { openPostgresStorage } from '../../sync-server/storage/postgres-adapter.js'
+import { Harness, ME, SUB, log, seedMesh } from '../sim/contextual-harness.js'
+import { api, createDocument, createSpace, expectStatus, freshDatabase, grantRole, makeTempDir, removeDir, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
 import { ctx, definition, putSubscription, type Item, type NextBody } from './contextual-helpers.js'
 import { call, ok, stub, type ContextualStub } from './contextual-grpc-helpers.js'
 import { callTool, connectHttp, must } from './mcp-helpers.js'
@@ -276,5 +282,89 @@ describe.each(storages)('contextual dead letters ($name)', ({ pg: onPg }) => {
     const old = await statusOf(bob.token, consumerId)
     expect([old.dead, old.pending]).toEqual([0, 0])
     expect((await statusOf(bob.token, successor)).pending).toBe(many)
+  })
+})
+
+describe.each(storages)('[CTX65] a dead letter whose last lease ran out ($name, virtual clock)', ({ pg: onPg }) => {
+  it('[CTX65] died when its last lease ended, not when a pull found it', async () => {
+    const clock = new VirtualClock()
+    const connectionString = process.env.WEFT_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test'
+    const schema = `weft_ctx_died_${randomBytes(5).toString('hex')}`
+    const h = onPg
+      ? await new Harness(() => openPostgresStorage({ connectionString, schema, log }), clock, async () => {
+          const c = new pg.Client({ connectionString })
+          await c.connect()
+          await c.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+          await c.end()
+        }).boot()
+      : await Harness.sqlite(clock)
+    try {
+      await seedMesh(h, 5, 1)
+      const pull = () => h.service.next(ME, { subscription: SUB, consumer: 'c' })
+      const { consumerId } = await pull()
+      await h.nodes.put(ME, 'P/in/a' as NodePath, { nodeType: 'Document', content: {} })
+      // MaxAttempts 4: four leases run out, each found by the next pull.
+      let lastEnd = ''
+      for (let i = 1; i <= 4; i++) {
+        const got = await pull()
+        expect(got.item?.attempt).toBe(i)
+        lastEnd = got.item!.expiresAt
+        await clock.advance(6_000)
+      }
+      // Found a while after the last lease ended: it died at that lease's end.
+      await clock.advance(60_000)
+      expect((await pull()).item).toBeNull()
+      const st = await h.service.status(ME, { consumerId })
+      expect(st.deadLetters.map((d) => [d.lastError, d.diedAt])).toEqual([['lease expired', lastEnd]])
+    } finally {
+      await h.close()
+    }
+  })
+})
+
+describe('[CTX65] backups carry when a dead letter died', () => {
+  it('[CTX65] SQLite and PostgreSQL: backed up while the server runs, restored, the time is the same', { timeout: 240_000 }, async () => {
+    const dirs: string[] = []
+    const dbs: Array<Awaited<ReturnType<typeof freshDatabase>>> = []
+    try {
+      for (const onPg of [false, true]) {
+        const from = onPg ? await freshDatabase('weft_ctx_bak_') : null
+        const to = onPg ? await freshDatabase('weft_ctx_bak_') : null
+        if (from) dbs.push(from)
+        if (to) dbs.push(to)
+        const dir = await makeTempDir('weft-ctx-bak-')
+        dirs.push(dir)
+        const ts = await startTestServer({ dataDir: join(dir, 'a'), config: from ? { databaseUrl: from.url } : {} })
+        let consumerId = ''
+        let before: ContextualStatus['deadLetters'] = []
+        const owner = await signup(ts.url)
+        try {
+          const space = await createSpace(ts.url, owner.token)
+          const sub = `${space}/s`
+          expectStatus(await putSubscription(ts.url, owner.token, sub, definition(`${space}/in`, { Limits: { LeaseSeconds: 30, MaxInFlight: 1, MaxAttempts: 1 } })), 201)
+          const c = ctx(ts.url, owner.token)
+          consumerId = expectStatus(await c.next(sub), 200).body.consumerId
+          await createDocument(ts.url, owner.token, `${space}/in`, {})
+          const item = expectStatus(await c.next(sub), 200).body.item!
+          expectStatus(await c.nack(consumerId, item), 200)
+          before = (expectStatus(await c.status(consumerId), 200).body as unknown as ContextualStatus).deadLetters
+          expect(before[0]?.diedAt).toEqual(expect.any(String))
+          await takeBackup(from ? { databaseUrl: from.url } : { dataDir: join(dir, 'a') }, join(dir, 'b.weftbak'))
+        } finally {
+          await ts.cleanup()
+        }
+        await restoreBackup(join(dir, 'b.weftbak'), to ? { databaseUrl: to.url } : { dataDir: join(dir, 'c') })
+        const back = await startTestServer({ dataDir: join(dir, 'c'), config: to ? { databaseUrl: to.url } : {} })
+        try {
+          const st = expectStatus(await ctx(back.url, owner.token).status(consumerId), 200).body as unknown as ContextualStatus
+          expect(st.deadLetters).toEqual(before)
+        } finally {
+          await back.cleanup()
+        }
+      }
+    } finally {
+      for (const d of dbs) await d.drop()
+      for (const d of dirs) await removeDir(d)
+    }
   })
 })
