@@ -823,16 +823,20 @@ function* carryOver(c: ConsumerRow, continues: { since: string; filter: EventFil
  * that one holds the event already.
  */
 function* moveEvents(from: string, to: string, filter: EventFilter, range?: { after: number; through: number }): Op<number> {
-  const rows = yield* all(
-    `SELECT event_id, path, node_type, kind FROM contextual_events e WHERE consumer_id = ? AND state = 'pending'${range ? ' AND version > ? AND version <= ?' : ''}
+  if (filter.nodeTypes.length === 0 || filter.kinds.length === 0) return 0
+  // One statement, whatever the count (a row at a time was a round trip each on PostgreSQL, in a
+  // transaction holding both consumer rows). Only what the definition now asks for, `matches` in
+  // SQL: an event of the old filter alone stays (stale, pending). The prefix is compared by
+  // characters, as startsWith compares a well-formed string.
+  const under = filter.prefix.endsWith('/') ? filter.prefix : `${filter.prefix}/`
+  const list = (n: number) => Array.from({ length: n }, () => '?').join(', ')
+  return yield* run(
+    `UPDATE contextual_events AS e SET consumer_id = ? WHERE consumer_id = ? AND state = 'pending'${range ? ' AND version > ? AND version <= ?' : ''}
+       AND node_type IN (${list(filter.nodeTypes.length)}) AND kind IN (${list(filter.kinds.length)}) AND (path = ? OR substr(path, 1, ?) = ?)
        AND NOT EXISTS (SELECT 1 FROM contextual_outcomes o WHERE o.consumer_id = ? AND o.event_id = e.event_id)
        AND NOT EXISTS (SELECT 1 FROM contextual_events t WHERE t.consumer_id = ? AND t.event_id = e.event_id)`,
-    from, ...(range ? [range.after, range.through] : []), from, to,
+    to, from, ...(range ? [range.after, range.through] : []), ...filter.nodeTypes, ...filter.kinds, filter.prefix, [...under].length, under, from, to,
   )
-  let moved = 0
-  // Only what the definition now asks for: an event of the old filter alone stays (stale, pending).
-  for (const r of rows) if (matches(filter, r)) moved += yield* run('UPDATE contextual_events SET consumer_id = ? WHERE consumer_id = ? AND event_id = ?', to, from, r.event_id)
-  return moved
 }
 
 export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknown> {
