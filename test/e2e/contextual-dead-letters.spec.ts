@@ -63,3 +63,26 @@ test('[WEB128] each dead letter says when it died; an Admin re-drives one letter
   await v.context.close()
   await a.context.close()
 })
+
+test('[WEB129] an Admin re-drives a letter another Admin re-drove meanwhile: told so in words, and the list catches up at once', async ({ browser }) => {
+  // Q4 plan is dead whether or not the test before ran (it re-drives Q3 report only).
+  const { server, ann } = env
+  const a = await openLoggedIn(browser, server, ann, SUB)
+  // The page's refresh is held (its timers do not run): what it shows stays as first read.
+  await a.page.clock.install()
+  await a.page.goto(`/#/contextual/${SUB}`)
+  await a.page.reload()
+  const button = card(a.page).getByRole('button', { name: 'Re-drive the dead letter of Q4 plan' })
+  await expect(button).toBeVisible()
+  // Someone else re-drives it first (through the API, as another Admin's page or script would).
+  const listed = (await api<SubscriptionConsumers>(server, ann, 'POST', '/api/contextual/consumers', { subscription: SUB })).body
+  const c = listed.consumers.find((x) => x.name === 'vic-worker')!
+  const letter = c.deadLetters.find((d) => d.path === 'Ops/inbox/plan')!
+  expect((await api(server, ann, 'POST', '/api/contextual/redrive', { consumerId: c.consumerId, eventId: letter.eventId })).status).toBe(200)
+  await button.click()
+  await expect(a.page.getByText('That letter is no longer dead: someone re-drove it meanwhile, or it was handled.')).toBeVisible()
+  await expect(row(a.page, 'Q4 plan')).toHaveCount(0)
+  await a.page.setViewportSize({ width: 390, height: 844 })
+  await a.page.screenshot({ path: 'test-results/contextual-dead-letters-redriven-meanwhile-390.png', fullPage: true })
+  await a.context.close()
+})

@@ -132,6 +132,8 @@ export class WeftContextualPage extends LitElement {
       // [WEB123] A consumer the server no longer finds (one of an earlier definition, on a server
       // that does not offer those yet): its own sentence ("No consumer …"), not "does not exist".
       showError(codeOf(e) === 'not_found' && e instanceof Error && e.message ? e.message : humanError(e))
+      // [WEB129] What the refusal answers is stale on the page: read it again now, not at the next tick.
+      if (codeOf(e) === 'contextual_not_dead_letter') await this.load()
     } finally {
       const next = new Set(this.busy)
       next.delete(key)
