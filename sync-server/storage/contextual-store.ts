@@ -802,7 +802,9 @@ function* redriveBatch(c: RedriveCall, dialect: Dialect): Op<RedriveBatch> {
   }
   const through = num(rows[rows.length - 1]!.version)
   const redriven = yield* run(`${REDRIVE}${one}`, c.consumerId, c.after, through, ...(c.eventId !== undefined ? [c.eventId] : []))
-  if (into && target && String(target.owner) === into.owner) yield* moveEvents(c.consumerId, into.id, into.filter, { after: c.after, through })
+  // [CTX66] One letter moves alone (event ids are versions: one per consumer), not the stale one's pending events before it.
+  const moveAfter = c.eventId !== undefined ? through - 1 : c.after
+  if (into && target && String(target.owner) === into.owner) yield* moveEvents(c.consumerId, into.id, into.filter, { after: moveAfter, through })
   return { redriven, last: rows.length === c.limit ? through : null }
 }
 

@@ -217,6 +217,37 @@ describe.each(storages)('contextual dead letters ($name)', ({ pg: onPg }) => {
     expect((await statusOf(bob.token, consumerId)).dead).toBe(0)
   })
 
+  it("[CTX66] one letter of a stale consumer re-driven: only it moves to the consumer continuing it; the stale one's pending event stays", async () => {
+    const sub = `${space}/stale1`
+    const prefix = `${space}/stale1-in`
+    const limits = { LeaseSeconds: 30, MaxInFlight: 2, MaxAttempts: 2 }
+    expectStatus(await putSubscription(ts.url, ann.token, sub, definition(prefix, { Limits: limits })), 201)
+    await createDocument(ts.url, ann.token, prefix, {})
+    const b = ctx(ts.url, bob.token)
+    const old = expectStatus(await b.next(sub), 200).body.consumerId
+    await createDocument(ts.url, ann.token, `${prefix}/e0`, {})
+    await createDocument(ts.url, ann.token, `${prefix}/e1`, {})
+    // e0 held; e1 nacked twice: dead.
+    const e0 = expectStatus(await b.next(sub), 200).body.item!
+    for (let i = 0; i < 2; i++) {
+      const e1 = expectStatus(await b.next(sub), 200).body.item!
+      expect(e1.event.path).toBe(`${prefix}/e1`)
+      expectStatus(await b.nack(old, e1), 200)
+    }
+    // The definition is edited; Bob's next pull makes the consumer continuing his.
+    expectStatus(await api(ts.url, ann.token).patchNode(sub, { Limits: { ...limits, MaxAttempts: 3 } }), 200)
+    const successor = expectStatus(await b.next(sub, 'w1', { waitSeconds: 0 }), 200).body.consumerId
+    expect(successor).not.toBe(old)
+    // e0's lease on the stale consumer is handed back: pending there, before the dead letter.
+    expect(expectStatus(await b.nack(old, e0), 200).body.state).toBe('pending')
+    const dead = (await statusOf(bob.token, old)).deadLetters.map((d) => d.eventId)
+    expect(dead).toHaveLength(1)
+    expect(expectStatus(await api(ts.url, ann.token).post<{ redriven: number }>('/api/contextual/redrive', { consumerId: old, eventId: dead[0] }), 200).body).toEqual({ redriven: 1 })
+    const st = await statusOf(bob.token, old)
+    expect([st.dead, st.pending]).toEqual([0, 1])
+    expect((await statusOf(bob.token, successor)).pending).toBe(1)
+  })
+
   it("[CTX67] weft_contextual_mine lists the caller's own consumers, as HTTP mine does, and never another's", async () => {
     const { consumerId } = await consumerWithDeadLetters('mine', 0)
     const bobAgent = await connectHttp(ts.url, bob.token)
