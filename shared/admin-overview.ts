@@ -22,7 +22,8 @@ export interface AdminOverview {
     contextual: { consumers: number; pending: number; leased: number; dead: number; maxLag: number }
     eventLoopDelaySeconds: { mean: number; p99: number }
   }
-  deadLetters: Array<{ consumerId: string; subscriptionPath: string; name: string; eventId: string; path: string; attempt: number; lastError: string | null }>
+  /** [CTX65] `diedAt`: when it died (ISO), null for one that died before the server kept the time. */
+  deadLetters: Array<{ consumerId: string; subscriptionPath: string; name: string; eventId: string; path: string; attempt: number; lastError: string | null; diedAt: string | null }>
   /** [OPS12] Consumers with events waiting (pending, or leased past their lease), the oldest first. */
   laggingConsumers: Array<{ consumerId: string; subscriptionPath: string; name: string; cursor: number; lag: number; waiting: number }>
   /**

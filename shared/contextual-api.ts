@@ -31,6 +31,8 @@ export const ExtendRequest = FenceRequest.extend({
   seconds: z.number().int().min(CONTEXTUAL_BOUNDS.leaseSeconds.min).max(CONTEXTUAL_BOUNDS.leaseSeconds.max).optional(),
 })
 export const ConsumerRequest = z.strictObject({ consumerId: z.string().min(1).max(100) })
+/** [CTX66] A re-drive: every dead letter of the consumer, or only the one with `eventId`. */
+export const RedriveRequest = ConsumerRequest.extend({ eventId: z.string().min(1).max(40).optional() })
 export const SubscriptionRequest = z.strictObject({ subscription: z.string().min(1).max(1024) })
 /** [CTX49] A page of one's own consumers over every subscription (`after`: the last consumerId of the page before). */
 export const MineRequest = z.strictObject({ after: z.string().max(100).optional(), limit: z.number().int().min(1).max(100).optional() })
@@ -59,6 +61,7 @@ export type FenceRequest = z.infer<typeof FenceRequest>
 export type NackRequest = z.infer<typeof NackRequest>
 export type ExtendRequest = z.infer<typeof ExtendRequest>
 export type ConsumerRequest = z.infer<typeof ConsumerRequest>
+export type RedriveRequest = z.infer<typeof RedriveRequest>
 export type ReactRequest = z.infer<typeof ReactRequest>
 
 export interface OfferedReaction {
@@ -150,6 +153,8 @@ export interface DeadLetter {
   kind: string
   attempt: number
   lastError: string | null
+  /** [CTX65] When it died (ISO); null for one that died before the server kept the time. */
+  diedAt: string | null
 }
 
 export interface ContextualStatus {

@@ -1,6 +1,7 @@
 import type { z } from 'zod'
 import {
   ConsumerRequest,
+  RedriveRequest,
   ExtendRequest,
   FenceRequest,
   MineRequest,
@@ -88,7 +89,8 @@ export interface ContextualClient {
    * same call ([CTX52]), waiting up to `waitSeconds`: `next` (or `nextError`) in the answer.
    */
   react(causationToken: string, params?: Record<string, unknown>, opts?: CallOptions & { ack?: boolean; next?: boolean; waitSeconds?: number }): Promise<ReactResult>
-  redrive(consumerId: string, opts?: CallOptions): Promise<{ redriven: number }>
+  /** [CTX11] Every dead letter of the consumer back to pending; [CTX66] with `eventId`, only that one. */
+  redrive(consumerId: string, opts?: CallOptions & { eventId?: string }): Promise<{ redriven: number }>
   /** Deletes a consumer and its events: yours, or any of a subscription you are an Admin of ([CTX46]). */
   delete(consumerId: string, opts?: CallOptions): Promise<{ deleted: true }>
   /** A subscription's consumers with their status: yours, or all for an Admin of it ([CTX38]). */
@@ -367,7 +369,7 @@ export function createContextualClient(options: ContextualClientOptions): Contex
       )
       return post('react', body, opts, body.waitSeconds ?? 0)
     },
-    redrive: async (consumerId, opts) => post('redrive', check(ConsumerRequest, { consumerId }, 'The redrive request'), opts),
+    redrive: async (consumerId, opts) => post('redrive', check(RedriveRequest, { consumerId, ...(opts?.eventId !== undefined ? { eventId: opts.eventId } : {}) }, 'The redrive request'), opts),
     delete: async (consumerId, opts) => post('delete', check(ConsumerRequest, { consumerId }, 'The delete request'), opts),
     consumers: async (subscription, opts) => post('consumers', check(SubscriptionRequest, { subscription }, 'The consumers request'), opts),
     mine: async (req, opts) => post('mine', check(MineRequest, req ?? {}, 'The mine request'), opts),

@@ -45,6 +45,8 @@ export const ERROR_CODES = {
   contextual_invalid_template: 422,
   /** [CTX58] A node type in a definition that is a misspelling of a known one (or no node type name at all). */
   contextual_unknown_node_type: 422,
+  /** [CTX66] A re-drive of one event the consumer holds but that is not a dead letter (pending, leased, settled). */
+  contextual_not_dead_letter: 409,
   /** [CTX12] The work item evidence (lease token, attempt) is not the current lease: a stale worker. */
   stale_lease: 409,
   /** [CTX25] A reaction the caller may not commit now; every reason gives the same answer. */

@@ -69,7 +69,9 @@ export const PLAIN_TABLES: readonly TableSpec[] = [
   spec('contextual_events', ['consumer_id', 'event_id'], [
     ['consumer_id', 'text'], ['event_id', 'text'], ['version', 'int'], ['path', 'text'], ['node_type', 'text'], ['kind', 'text'], ['state', 'text'],
     ['attempt', 'int'], ['lease_token', 'text?'], ['expires_at', 'int'], ['available_at', 'int'], ['last_error', 'text?'],
-  ]),
+    // [CTX65] When a dead letter died (null in a file written before it: unknown).
+    ['died_at', 'int?'],
+  ], [null]),
   spec('contextual_outcomes', ['key'], [
     ['key', 'text'], ['consumer_id', 'text'], ['event_id', 'text'], ['reaction', 'text'], ['attempt', 'int'], ['principal', 'text'],
     ['outcome', 'text'], ['causation', 'text'], ['version', 'int?'], ['at', 'text'],

@@ -7,6 +7,7 @@ import {
   CONTEXTUAL_BOUNDS,
   DEFAULT_MAX_JSON_DEPTH,
   ConsumerRequest,
+  RedriveRequest,
   ExtendRequest,
   FenceRequest,
   NackRequest,
@@ -52,6 +53,7 @@ import {
   type LeasedEvent,
   type LeaseResult,
   type ReactTruth,
+  type RedriveBatch,
   type OutcomeRow,
   type StorageAdapter,
 } from '../storage/index.js'
@@ -69,7 +71,7 @@ import { openClaims, sealClaims, type CausationClaims } from './seal.js'
  * acting as its caller, checked as themselves on every call.
  */
 
-export { NextRequest, FenceRequest, NackRequest, ExtendRequest, ConsumerRequest, ReactRequest }
+export { NextRequest, FenceRequest, NackRequest, ExtendRequest, ConsumerRequest, ReactRequest, MineRequest }
 export type { OfferedReaction, ReactionOutcome, WorkItem }
 
 /** [CTX24] What a causation token holds of its lease's token. */
@@ -88,6 +90,12 @@ export const WAITING_PER_USER = 64
  * uses one consumer (or a few); a bench's 1,000 long polls take 16 accounts ([CTX42]).
  */
 export const CONSUMERS_PER_USER = 1_000
+
+/**
+ * [CTX68] Dead letters one re-drive transaction takes at most (a re-drive runs as many as it
+ * needs): PostgreSQL holds both consumer rows' locks, and SQLite its one writer, for one batch only.
+ */
+export const REDRIVE_BATCH = 500
 
 /** [CTX38] The most consumers one status page lists. */
 const CONSUMERS_PER_PAGE = 100
@@ -1003,18 +1011,35 @@ export class ContextualService {
     return { consumer, mine, admin: perms.has('ManageAccess'), def: node && this.madeAtThisNode(consumer, node) ? node.def : null }
   }
 
-  /** [CTX11] An Admin of the subscription re-drives a consumer's dead letters (attempts start over). */
+  /**
+   * [CTX11] An Admin of the subscription re-drives a consumer's dead letters (attempts start over);
+   * [CTX66] with `eventId`, only that one (a letter the consumer does not hold, or holds but not
+   * dead, is refused by its own code and nothing changes). [CTX68] In batches of REDRIVE_BATCH
+   * letters, each its own transaction: however many letters, no one transaction holds the
+   * consumer rows (and SQLite's writer) longer than one batch.
+   */
   async redrive(principal: Principal, raw: unknown): Promise<{ redriven: number }> {
-    const req = parse(ConsumerRequest, raw, 'The redrive request')
+    const req = parse(RedriveRequest, raw, 'The redrive request')
     const { consumer, admin, def } = await this.visibleConsumer(principal, req.consumerId)
     if (!admin) throw new WeftError('forbidden', 'Only an Admin of the subscription re-drives dead letters.')
     // [CTX56] A stale consumer's dead letters go to the consumer that continues it (same owner,
     // Operation, parameters and name under the definition now), where its worker pulls them; while
     // none is made yet they wait here and move to it when its first pull makes it.
     const successor = def && def.hash !== consumer.defHash && def.operation === consumer.operation ? sha256Hex(canonicalJson([def.hash, def.operation, JSON.parse(consumer.params) as JsonObject, consumer.name])).slice(0, 32) : null
-    const redriven = successor
-      ? await this.call<number>({ op: 'redriveInto', consumerId: consumer.id, into: { id: successor, owner: consumer.owner }, filter: def!.events })
-      : await this.call<number>({ op: 'redrive', consumerId: consumer.id })
+    let redriven = 0
+    // Each batch starts after the last version the one before took: it ends however many letters die meanwhile.
+    for (let after = 0; ; ) {
+      const batch = await this.call<RedriveBatch>({
+        op: 'redrive', consumerId: consumer.id, after, limit: REDRIVE_BATCH,
+        ...(req.eventId !== undefined ? { eventId: req.eventId } : {}),
+        ...(successor ? { into: { id: successor, owner: consumer.owner, filter: def!.events } } : {}),
+      })
+      redriven += batch.redriven
+      if (batch.state === null) throw new WeftError('not_found', `Consumer ${consumer.id} holds no event ${req.eventId}: re-drive one of the eventIds its status lists under deadLetters.`)
+      if (batch.state !== undefined) throw new WeftError('contextual_not_dead_letter', `Event ${req.eventId} of consumer ${consumer.id} is not a dead letter (it is ${batch.state}): only dead letters are re-driven.`)
+      if (batch.last === null) break
+      after = batch.last
+    }
     this.wakeConsumer(consumer.id, redriven > 0)
     if (successor) this.wakeConsumer(successor, redriven > 0)
     return { redriven }

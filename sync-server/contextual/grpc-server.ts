@@ -46,6 +46,7 @@ export const GRPC_STATUS_OF: Readonly<Record<ErrorCode, grpc.status>> = {
   /** The evidence is not the current lease: retry from a fresh `Next` (gRPC's "retry at a higher level"). */
   stale_lease: grpc.status.ABORTED,
   conflict: grpc.status.ABORTED,
+  contextual_not_dead_letter: grpc.status.FAILED_PRECONDITION,
   client_id_conflict: grpc.status.ABORTED,
   invalid_move: grpc.status.FAILED_PRECONDITION,
   last_admin: grpc.status.FAILED_PRECONDITION,
@@ -129,7 +130,7 @@ function methods(s: ContextualService): Record<string, Method> {
     extend: (p, r) => s.extend(p, { ...fence(r), seconds: given(r.seconds) }),
     status: async (p, r) => {
       const st = await s.status(p, { consumerId: r.consumerId })
-      return { ...st, deadLetters: st.deadLetters.map((d) => ({ ...d, lastError: d.lastError ?? '' })) }
+      return { ...st, deadLetters: st.deadLetters.map((d) => ({ ...d, lastError: d.lastError ?? '', diedAt: d.diedAt ?? '' })) }
     },
     react: async (p, r, cancelled) => {
       const out = await s.react(
@@ -149,7 +150,7 @@ function methods(s: ContextualService): Record<string, Method> {
         ...(out.nextError ? { nextError: out.nextError } : {}),
       }
     },
-    redrive: (p, r) => s.redrive(p, { consumerId: r.consumerId }),
+    redrive: (p, r) => s.redrive(p, { consumerId: r.consumerId, ...(r.eventId !== undefined && r.eventId !== null ? { eventId: r.eventId } : {}) }),
     deleteConsumer: (p, r) => s.delete(p, { consumerId: r.consumerId }),
   }
 }

@@ -3,7 +3,7 @@ export { ContextualService, OUTCOME_RETENTION_MS, SETTLED_RETENTION_MS, type Con
 export { compileDefinition, type CompiledDefinition, type CompiledReaction } from './definition.js'
 export { contextualRoutes } from './routes.js'
 export { contextualWriteRule } from './write-rule.js'
-export { ConsumerRequest, ExtendRequest, FenceRequest, NackRequest, NextRequest, ReactRequest } from './contextual-service.js'
+export { ConsumerRequest, ExtendRequest, FenceRequest, MineRequest, NackRequest, NextRequest, ReactRequest } from './contextual-service.js'
 export { PROTO_FILE } from './proto-file.js'
 export type { ContextualGrpcOptions, ContextualGrpcServer } from './grpc-server.js'
 

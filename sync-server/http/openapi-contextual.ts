@@ -96,7 +96,7 @@ export const CONTEXTUAL_SCHEMAS = {
       lag: { type: 'integer' },
       deadLetters: {
         type: 'array',
-        items: { type: 'object', properties: { eventId: { type: 'string' }, path: { type: 'string' }, kind: { type: 'string', description: 'Created, Updated or Deleted.' }, attempt: { type: 'integer' }, lastError: { type: ['string', 'null'] } } },
+        items: { type: 'object', properties: { eventId: { type: 'string' }, path: { type: 'string' }, kind: { type: 'string', description: 'Created, Updated or Deleted.' }, attempt: { type: 'integer' }, lastError: { type: ['string', 'null'] }, diedAt: { type: ['string', 'null'], format: 'date-time', description: 'When it died; null for one that died before the server kept the time.' } } },
       },
       current: { type: 'boolean', description: 'Made for the definition the subscription holds now; false: an earlier one (stale: its leased events and dead letters stay with it; the consumer under the same name now continues from it).' },
       definitionHash: { type: 'string', description: 'The hash of the definition the consumer was made for.' },
@@ -160,11 +160,15 @@ export const CONTEXTUAL_PATHS = {
   ),
   '/api/contextual/status': op('A consumer\'s state: counts, cursor, lag, dead letters.', 'Only the consumer\'s owner.', { type: 'object', required: ['consumerId'], properties: { consumerId: { type: 'string' } } }, ref('ContextualStatus')),
   '/api/contextual/redrive': op(
-    'Re-drive a consumer\'s dead letters (an Admin of the subscription).',
-    'Every dead letter becomes pending again with its attempts starting over.',
-    { type: 'object', required: ['consumerId'], properties: { consumerId: { type: 'string' } } },
+    'Re-drive a consumer\'s dead letters, or one of them (an Admin of the subscription).',
+    'Every dead letter (with `eventId`: only that one) becomes pending again with its attempts starting over. A consumer of an earlier definition hands them to the consumer that continues it. Many letters are re-driven in batches of 500, each its own transaction; `redriven` counts them all.',
+    { type: 'object', additionalProperties: false, required: ['consumerId'], properties: { consumerId: { type: 'string', maxLength: 100 }, eventId: { type: 'string', minLength: 1, maxLength: 40, description: 'Only this dead letter (an eventId of the status\'s deadLetters).' } } },
     { type: 'object', properties: { redriven: { type: 'integer' } } },
-    { '403': error('`forbidden`: your own consumer, and not an Admin (ManageAccess) of the subscription node.'), '404': error('`not_found`: no such consumer you may see (another\'s, and you are no Admin of its subscription).') },
+    {
+      '403': error('`forbidden`: your own consumer, and not an Admin (ManageAccess) of the subscription node.'),
+      '404': error('`not_found`: no such consumer you may see (another\'s, and you are no Admin of its subscription), or the consumer holds no event `eventId`.'),
+      '409': error('`contextual_not_dead_letter`: the consumer holds event `eventId` but it is not a dead letter (pending, leased or settled); nothing changed.'),
+    },
   ),
   '/api/contextual/delete': op(
     'Delete a consumer and its events (its owner, or an Admin of the subscription).',

@@ -29,6 +29,7 @@ const INSTRUCTIONS =
   'weft_contextual_next → inspect the event, hydration and offered reactions → weft_contextual_react ' +
   '(or your own idempotent work) → weft_contextual_ack; weft_contextual_nack to retry later. ' +
   'When the reaction is all an item asks for, weft_contextual_react with ack: true and next: true settles it and returns the next item: one call per item. ' +
+  'weft_contextual_mine lists your own consumers (their consumerIds, for weft_contextual_status). ' +
   'A refused call is a tool error whose JSON says { error: { code, message } }.'
 
 /**

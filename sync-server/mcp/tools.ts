@@ -11,7 +11,7 @@ import {
   type NodeQuery,
   type Principal,
 } from '../../shared/index.js'
-import { ConsumerRequest, ExtendRequest, FenceRequest, NackRequest, NextRequest, ReactRequest, type ContextualService } from '../contextual/index.js'
+import { ConsumerRequest, ExtendRequest, FenceRequest, MineRequest, NackRequest, NextRequest, ReactRequest, type ContextualService } from '../contextual/index.js'
 import { absentNode } from '../http/index.js'
 import { MAX_CURSOR_LENGTH, isSealedCursor, type HttpNodeApi } from '../nodes/index.js'
 import { runCode } from '../engines/activities/index.js'
@@ -130,6 +130,16 @@ export const TOOLS: readonly WeftTool[] = [
     input: ConsumerRequest,
     annotations: { readOnlyHint: true, openWorldHint: false },
     run: (p, args, d) => d.contextual.status(p, args),
+  },
+  {
+    // [CTX67] What `POST /api/contextual/mine` answers, through the same service function: only the caller's own.
+    name: 'weft_contextual_mine',
+    title: 'Your consumers',
+    description:
+      "Lists your own consumers over every subscription (never anyone else's), a page at a time: consumerId, subscription, name, createdAt and current (false: its subscription was deleted, changed to another definition or hidden from you, so it gets no more work). Use a consumerId with weft_contextual_status; total counts all you have (at most 1,000); pass next as after for the next page (limit 1–100).",
+    input: MineRequest,
+    annotations: { readOnlyHint: true, openWorldHint: false },
+    run: (p, args, d) => d.contextual.mine(p, args),
   },
   {
     name: 'weft_contextual_react',

@@ -52,6 +52,8 @@ done AS (
     lease_token = CASE WHEN t.dead THEN NULL ELSE ? END,
     expires_at = CASE WHEN t.dead THEN e.expires_at ELSE ?::bigint END,
     last_error = CASE WHEN t.dead THEN coalesce(e.last_error, 'lease expired') ELSE e.last_error END,
+    -- [CTX65] It died when its last lease ended (or now, had it no lease: $3 is the pull's now).
+    died_at = CASE WHEN NOT t.dead THEN e.died_at WHEN e.state = 'leased' THEN e.expires_at ELSE $3::bigint END,
     slot = CASE WHEN t.dead THEN NULL ELSE t.slot END
   FROM taken t
   WHERE e.consumer_id = ? AND e.event_id = (SELECT event_id FROM taken) AND (t.dead OR t.slot IS NOT NULL)

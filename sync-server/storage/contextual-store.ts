@@ -22,6 +22,7 @@ export type Dialect = 'sqlite' | 'postgres'
 const PG_SLOTS = `
 ALTER TABLE contextual_events ADD COLUMN IF NOT EXISTS slot integer;
 ALTER TABLE contextual_consumers ADD COLUMN IF NOT EXISTS acked_pruned bigint NOT NULL DEFAULT 0;
+ALTER TABLE contextual_events ADD COLUMN IF NOT EXISTS died_at bigint;
 CREATE UNIQUE INDEX IF NOT EXISTS contextual_events_slot ON contextual_events (consumer_id, slot) WHERE state = 'leased';
 `
 
@@ -60,6 +61,7 @@ CREATE TABLE IF NOT EXISTS contextual_events (
   expires_at ${int} NOT NULL,
   available_at ${int} NOT NULL,
   last_error TEXT,
+  died_at ${int},
   PRIMARY KEY (consumer_id, event_id)
 );
 CREATE INDEX IF NOT EXISTS contextual_events_state ON contextual_events (consumer_id, state, version);
@@ -153,7 +155,7 @@ export interface ContextualTotals {
  */
 export interface ContextualAttention {
   headVersion: number
-  deadLetters: Array<{ consumerId: string; subscriptionPath: string; name: string; eventId: string; path: string; attempt: number; lastError: string | null }>
+  deadLetters: Array<{ consumerId: string; subscriptionPath: string; name: string; eventId: string; path: string; attempt: number; lastError: string | null; diedAt: string | null }>
   /** `oldest`: the version of its oldest waiting event (the order of the list). */
   lagging: Array<{ consumerId: string; subscriptionPath: string; name: string; cursor: number; lag: number; waiting: number; oldest: number }>
 }
@@ -316,8 +318,7 @@ export type ContextualCall =
    * [CTX56] `into`: the consumer of the current definition that continues a stale one (same
    * owner): the re-driven events move there when it exists, where its worker pulls them.
    */
-  | { op: 'redrive'; consumerId: string }
-  | { op: 'redriveInto'; consumerId: string; into: { id: string; owner: string }; filter: EventFilter }
+  | RedriveCall
   | { op: 'outcome'; key: string }
   /** [CTX61] The causation record of the reaction whose outcome rode the commit of `version` (null: a commit no reaction made). */
   | { op: 'causedBy'; version: number }
@@ -334,6 +335,34 @@ export type ContextualCall =
    */
   | { op: 'pruneOutcomes'; before: string; limit: number; after: { at: string; key: string } | null }
 
+/**
+ * [CTX11] [CTX66] [CTX68] One batch of a re-drive: the consumer's dead letters with a version after
+ * `after`, at most `limit` of them (or only `eventId`'s), pending again in one transaction. The
+ * service runs batches until one comes back short, so no transaction grows with the dead letters.
+ * [CTX56] `into`: the consumer of the current definition that continues a stale one (same owner):
+ * the re-driven events of the batch's versions, and the stale one's pending events among them, move
+ * there when it exists, where its worker pulls them.
+ */
+export interface RedriveCall {
+  op: 'redrive'
+  consumerId: string
+  eventId?: string
+  after: number
+  limit: number
+  into?: { id: string; owner: string; filter: EventFilter }
+}
+
+/**
+ * What a batch did: how many letters went back to pending; `last`, the version the next batch
+ * starts after (null: nothing more); `state`, with `eventId` and nothing re-driven, that event's
+ * state in the consumer (null: it has no such event).
+ */
+export interface RedriveBatch {
+  redriven: number
+  last: number | null
+  state?: string | null
+}
+
 /** A statement yielded to the driver: `all` answers rows, `run` the count of changed rows. */
 export type Stmt = { sql: string; params: unknown[]; mode: 'all' | 'run' }
 export type Row = Record<string, unknown>
@@ -347,6 +376,8 @@ function* run(sql: string, ...params: unknown[]): Generator<Stmt, number, Row[] 
 }
 
 export const num = (v: unknown): number => (v === null || v === undefined ? 0 : Number(v))
+/** [CTX65] When a dead letter died (ISO), null for one that died before the time was kept. */
+const diedAtOf = (r: Row): string | null => (r.died_at === null || r.died_at === undefined ? null : new Date(num(r.died_at)).toISOString())
 /** How many change records one lease reads at most while looking for matching events. */
 /** One page of the change log after a version: what a pull's ingest reads, and [OPS14] the overview's count of unread events. */
 const CHANGE_PAGE = 'SELECT version, path, node_type, kind, withheld FROM changes WHERE version > ? ORDER BY version LIMIT ?'
@@ -408,7 +439,11 @@ function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
       const attempt = num(due.attempt)
       if (attempt >= c.maxAttempts) {
         // [CTX11] The last attempt's lease ran out: dead letter.
-        yield* run(`UPDATE contextual_events SET state = 'dead', lease_token = NULL, last_error = coalesce(last_error, 'lease expired') WHERE consumer_id = ? AND event_id = ?`, c.consumerId, due.event_id)
+        // [CTX65] It died when its last lease ended (or now, had it no lease).
+        yield* run(
+          `UPDATE contextual_events SET state = 'dead', lease_token = NULL, last_error = coalesce(last_error, 'lease expired'), died_at = CASE WHEN state = 'leased' THEN expires_at ELSE ? END WHERE consumer_id = ? AND event_id = ?`,
+          c.now, c.consumerId, due.event_id,
+        )
         continue
       }
       const expiresAt = c.now + c.leaseMs
@@ -462,8 +497,8 @@ const ownedArgs = (f: Fence, owner: string) => [...fenceArgs(f), f.consumerId, o
 function* nack(c: Extract<ContextualCall, { op: 'nack' }>): Op<'pending' | 'dead' | null> {
   const dead = c.fence.attempt >= c.maxAttempts
   const n = yield* run(
-    `UPDATE contextual_events SET state = ?, lease_token = NULL, available_at = ?, last_error = ? WHERE ${OWNED}`,
-    dead ? 'dead' : 'pending', c.availableAt, c.error, ...ownedArgs(c.fence, c.owner),
+    `UPDATE contextual_events SET state = ?, lease_token = NULL, available_at = ?, last_error = ?, died_at = ? WHERE ${OWNED}`,
+    dead ? 'dead' : 'pending', c.availableAt, c.error, dead ? c.fence.now : null, ...ownedArgs(c.fence, c.owner),
   )
   return n === 1 ? (dead ? 'dead' : 'pending') : null
 }
@@ -481,7 +516,7 @@ function* status(c: Extract<ContextualCall, { op: 'status' }>): Op<ConsumerStatu
   if (!consumer) return null
   const by = Object.fromEntries(counts.filter((r) => r.s !== null && r.s !== undefined).map((r) => [String(r.s), num(r.n)]))
   const head = num((yield* all('SELECT coalesce(max(version), 0) AS v FROM changes'))[0]?.v)
-  const dead = yield* all(`SELECT event_id, path, kind, attempt, last_error FROM contextual_events WHERE consumer_id = ? AND state = 'dead' ORDER BY version LIMIT 20`, c.consumerId)
+  const dead = yield* all(`SELECT event_id, path, kind, attempt, last_error, died_at FROM contextual_events WHERE consumer_id = ? AND state = 'dead' ORDER BY version LIMIT 20`, c.consumerId)
   return {
     pending: by.pending ?? 0,
     leased: by.leased ?? 0,
@@ -490,7 +525,7 @@ function* status(c: Extract<ContextualCall, { op: 'status' }>): Op<ConsumerStatu
     dead: by.dead ?? 0,
     cursor: num(consumer.cursor),
     headVersion: head,
-    deadLetters: dead.map((r) => ({ eventId: String(r.event_id), path: String(r.path), kind: String(r.kind), attempt: num(r.attempt), lastError: r.last_error === null ? null : String(r.last_error) })),
+    deadLetters: dead.map((r) => ({ eventId: String(r.event_id), path: String(r.path), kind: String(r.kind), attempt: num(r.attempt), lastError: r.last_error === null ? null : String(r.last_error), diedAt: diedAtOf(r) })),
   }
 }
 
@@ -554,7 +589,7 @@ function* totals(now: number): Op<ContextualTotals> {
 function* attention(limit: number, now: number): Op<ContextualAttention> {
   const head = num((yield* all('SELECT coalesce(max(version), 0) AS v FROM changes'))[0]?.v)
   const dead = yield* all(
-    `SELECT e.consumer_id, c.subscription_path, c.name, e.event_id, e.path, e.attempt, e.last_error FROM contextual_events e JOIN contextual_consumers c ON c.id = e.consumer_id WHERE e.state = 'dead' ORDER BY e.version DESC LIMIT ?`,
+    `SELECT e.consumer_id, c.subscription_path, c.name, e.event_id, e.path, e.attempt, e.last_error, e.died_at FROM contextual_events e JOIN contextual_consumers c ON c.id = e.consumer_id WHERE e.state = 'dead' ORDER BY e.version DESC LIMIT ?`,
     limit,
   )
   // [OPS12] Lagging is having events waiting (pending, or leased past their lease), the oldest
@@ -571,7 +606,7 @@ function* attention(limit: number, now: number): Op<ContextualAttention> {
     headVersion: head,
     deadLetters: dead.map((r) => ({
       consumerId: String(r.consumer_id), subscriptionPath: String(r.subscription_path), name: String(r.name), eventId: String(r.event_id),
-      path: String(r.path), attempt: num(r.attempt), lastError: r.last_error === null ? null : String(r.last_error),
+      path: String(r.path), attempt: num(r.attempt), lastError: r.last_error === null ? null : String(r.last_error), diedAt: diedAtOf(r),
     })),
     lagging: behind.map((r) => ({ consumerId: String(r.id), subscriptionPath: String(r.subscription_path), name: String(r.name), cursor: num(r.cursor), lag: Math.max(0, head - num(r.cursor)), waiting: num(r.waiting), oldest: num(r.oldest) })),
   }
@@ -739,8 +774,39 @@ export function* insertOutcome(a: ContextualAttachment, version: number | null):
  * with the predecessor (its leases' tokens name the old definition; an Admin re-drives or deletes
  * it, marked stale).
  */
-/** [CTX11] A consumer's dead letters due again, their attempts starting over. */
-const REDRIVE = `UPDATE contextual_events SET state = 'pending', attempt = 0, available_at = 0, lease_token = NULL WHERE consumer_id = ? AND state = 'dead'`
+/** [CTX11] A consumer's dead letters of a range of versions due again, their attempts starting over. */
+const REDRIVE = `UPDATE contextual_events SET state = 'pending', attempt = 0, available_at = 0, lease_token = NULL, died_at = NULL
+  WHERE consumer_id = ? AND state = 'dead' AND version > ? AND version <= ?`
+
+/** [CTX68] The versions a batch takes: dead letters (and, into a continuing consumer, pending events), by version after `after`. */
+function* redriveBatch(c: RedriveCall, dialect: Dialect): Op<RedriveBatch> {
+  const into = c.into
+  let target: Row | null | undefined = null
+  if (into) {
+    // Both consumer rows locked first, as every writer of their events does (in one order: by id).
+    const [a, b] = [c.consumerId, into.id].sort()
+    yield* lockConsumer(a!, dialect)
+    const locked = yield* lockConsumer(b!, dialect)
+    target = locked && String(locked.id) === into.id ? locked : (yield* all('SELECT id, owner FROM contextual_consumers WHERE id = ?', into.id))[0]
+  } else if (!(yield* lockConsumer(c.consumerId, dialect))) return { redriven: 0, last: null, ...(c.eventId !== undefined ? { state: null } : {}) }
+  const states = into && c.eventId === undefined ? `state IN ('dead', 'pending')` : `state = 'dead'`
+  const one = c.eventId !== undefined ? ' AND event_id = ?' : ''
+  const rows = yield* all(
+    `SELECT version FROM contextual_events WHERE consumer_id = ? AND ${states} AND version > ?${one} ORDER BY version LIMIT ?`,
+    c.consumerId, c.after, ...(c.eventId !== undefined ? [c.eventId] : []), c.limit,
+  )
+  if (rows.length === 0) {
+    if (c.eventId === undefined) return { redriven: 0, last: null }
+    const r = (yield* all('SELECT state FROM contextual_events WHERE consumer_id = ? AND event_id = ?', c.consumerId, c.eventId))[0]
+    return { redriven: 0, last: null, state: r ? String(r.state) : null }
+  }
+  const through = num(rows[rows.length - 1]!.version)
+  const redriven = yield* run(`${REDRIVE}${one}`, c.consumerId, c.after, through, ...(c.eventId !== undefined ? [c.eventId] : []))
+  // [CTX66] One letter moves alone (event ids are versions: one per consumer), not the stale one's pending events before it.
+  const moveAfter = c.eventId !== undefined ? through - 1 : c.after
+  if (into && target && String(target.owner) === into.owner) yield* moveEvents(c.consumerId, into.id, into.filter, { after: moveAfter, through })
+  return { redriven, last: rows.length === c.limit ? through : null }
+}
 
 function* carryOver(c: ConsumerRow, continues: { since: string; filter: EventFilter }, dialect: Dialect): Op<void> {
   const prior = (yield* all(
@@ -758,17 +824,21 @@ function* carryOver(c: ConsumerRow, continues: { since: string; filter: EventFil
  * resolves it, a new consumer would commit again) move to the consumer that continues it, unless
  * that one holds the event already.
  */
-function* moveEvents(from: string, to: string, filter: EventFilter): Op<number> {
-  const rows = yield* all(
-    `SELECT event_id, path, node_type, kind FROM contextual_events e WHERE consumer_id = ? AND state = 'pending'
+function* moveEvents(from: string, to: string, filter: EventFilter, range?: { after: number; through: number }): Op<number> {
+  if (filter.nodeTypes.length === 0 || filter.kinds.length === 0) return 0
+  // One statement, whatever the count (a row at a time was a round trip each on PostgreSQL, in a
+  // transaction holding both consumer rows). Only what the definition now asks for, `matches` in
+  // SQL: an event of the old filter alone stays (stale, pending). The prefix is compared by
+  // characters, as startsWith compares a well-formed string.
+  const under = filter.prefix.endsWith('/') ? filter.prefix : `${filter.prefix}/`
+  const list = (n: number) => Array.from({ length: n }, () => '?').join(', ')
+  return yield* run(
+    `UPDATE contextual_events AS e SET consumer_id = ? WHERE consumer_id = ? AND state = 'pending'${range ? ' AND version > ? AND version <= ?' : ''}
+       AND node_type IN (${list(filter.nodeTypes.length)}) AND kind IN (${list(filter.kinds.length)}) AND (path = ? OR substr(path, 1, ?) = ?)
        AND NOT EXISTS (SELECT 1 FROM contextual_outcomes o WHERE o.consumer_id = ? AND o.event_id = e.event_id)
        AND NOT EXISTS (SELECT 1 FROM contextual_events t WHERE t.consumer_id = ? AND t.event_id = e.event_id)`,
-    from, from, to,
+    to, from, ...(range ? [range.after, range.through] : []), ...filter.nodeTypes, ...filter.kinds, filter.prefix, [...under].length, under, from, to,
   )
-  let moved = 0
-  // Only what the definition now asks for: an event of the old filter alone stays (stale, pending).
-  for (const r of rows) if (matches(filter, r)) moved += yield* run('UPDATE contextual_events SET consumer_id = ? WHERE consumer_id = ? AND event_id = ?', to, from, r.event_id)
-  return moved
 }
 
 export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknown> {
@@ -853,17 +923,7 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       return { count: hits.length, oldest: hits.length ? num(hits[0]!.version) : null } satisfies UnreadEvents
     }
     case 'redrive':
-      return yield* run(REDRIVE, call.consumerId)
-    case 'redriveInto': {
-      // Both consumer rows locked first, as every writer of their events does (in one order: by id).
-      const [a, b] = [call.consumerId, call.into.id].sort()
-      yield* lockConsumer(a!, dialect)
-      const into = yield* lockConsumer(b!, dialect)
-      const target = into && String(into.id) === call.into.id ? into : (yield* all('SELECT id, owner FROM contextual_consumers WHERE id = ?', call.into.id))[0]
-      const n = yield* run(REDRIVE, call.consumerId)
-      if (target && String(target.owner) === call.into.owner) yield* moveEvents(call.consumerId, call.into.id, call.filter)
-      return n
-    }
+      return yield* redriveBatch(call, dialect)
     case 'causedBy': {
       const r = (yield* all('SELECT causation FROM contextual_outcomes WHERE version = ? LIMIT 1', call.version))[0]
       return r ? String(r.causation) : null

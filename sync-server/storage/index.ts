@@ -10,7 +10,7 @@ export { canonicalTombstone, clocksOf, mergeTombstones, tombstoneOfDoc, tombston
 export { MAX_QUERY_LIMIT } from './query.js'
 export { elsewhereRefusal, tombstoneConflict, tombstoneDigest } from './commit-plan.js'
 export { planSearch, SEARCH_BODY_CHARS, type SearchHit, type SearchPlan } from './search-plan.js'
-export type { ConsumerRow, ConsumerStatus, ContextualAttachment, ContextualCall, ContextualAttention, ContextualMeta, ContextualTotals, EventFilter, Fence, LeasedEvent, LeaseResult, OutcomeRow, QuietConsumer, ReactTruth, UnreadEvents } from './contextual-store.js'
+export type { ConsumerRow, ConsumerStatus, ContextualAttachment, ContextualCall, ContextualAttention, ContextualMeta, ContextualTotals, EventFilter, Fence, LeasedEvent, LeaseResult, OutcomeRow, QuietConsumer, ReactTruth, RedriveBatch, UnreadEvents } from './contextual-store.js'
 export { matches as matchesEventFilter } from './contextual-store.js'
 export { pgSql } from './contextual-store.js'
 export { Flight } from './pg-flight.js'

@@ -724,7 +724,7 @@ export function openPostgresStorage(options: PostgresStorageOptions): Promise<Po
 }
 
 /** The contextual calls that are one statement (contextual-store.ts), run without BEGIN/COMMIT around them. */
-const SINGLE_STATEMENT: ReadonlySet<ContextualCall['op']> = new Set(['consumer', 'skip', 'ack', 'nack', 'release', 'extend', 'redrive', 'outcome', 'reactTruth', 'recordOutcome', 'consumerIds', 'consumerPath', 'quietConsumers', 'unread'])
+const SINGLE_STATEMENT: ReadonlySet<ContextualCall['op']> = new Set(['consumer', 'skip', 'ack', 'nack', 'release', 'extend', 'outcome', 'reactTruth', 'recordOutcome', 'consumerIds', 'consumerPath', 'quietConsumers', 'unread'])
 
 /** Runs contextual statements (contextual-store.ts) on one transaction's client, or (`single`) the one statement of a call on the pool. */
 function pgExec(client: pg.PoolClient | pg.Pool, single = false): (s: Stmt) => Promise<Row[] | number> {

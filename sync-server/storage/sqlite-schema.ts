@@ -106,4 +106,6 @@ export const SQLITE_ADDED_COLUMNS: readonly { table: string; column: string; add
   // [FEED8] A Denied begun before it has no mark: its end withholds every record up to it, as before.
   { table: 'changes', column: 'denied_from', add: 'ALTER TABLE changes ADD COLUMN denied_from TEXT' },
   { table: 'contextual_consumers', column: 'acked_pruned', add: 'ALTER TABLE contextual_consumers ADD COLUMN acked_pruned INTEGER NOT NULL DEFAULT 0' },
+  // [CTX65] A dead letter that died before it has no time (told as unknown).
+  { table: 'contextual_events', column: 'died_at', add: 'ALTER TABLE contextual_events ADD COLUMN died_at INTEGER' },
 ]

@@ -1,40 +1,10 @@
 import * as grpc from '@grpc/grpc-js'
-import * as protoLoader from '@grpc/proto-loader'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import type { JsonObject } from '../../shared/index.js'
-import { PROTO_FILE } from '../../sync-server/contextual/index.js'
 import { api, createSpace, expectStatus, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
 import { definition, putSubscription } from './contextual-helpers.js'
-
-type Obj = Record<string, unknown>
-type Unary = (req: Obj, md: grpc.Metadata, cb: (err: grpc.ServiceError | null, res: Obj) => void) => grpc.ClientUnaryCall
-type ContextualStub = grpc.Client & Record<'next' | 'ack' | 'nack' | 'extend' | 'status' | 'react' | 'redrive' | 'deleteConsumer', Unary>
-
-/** A stock @grpc/grpc-js client built from the repo's .proto, as any user would. */
-function stub(port: number): ContextualStub {
-  const pkg = grpc.loadPackageDefinition(protoLoader.loadSync(PROTO_FILE, { keepCase: false, longs: Number, defaults: true })) as unknown as {
-    weft: { contextual: { v1: { Contextual: new (address: string, creds: grpc.ChannelCredentials) => ContextualStub } } }
-  }
-  return new pkg.weft.contextual.v1.Contextual(`127.0.0.1:${port}`, grpc.credentials.createInsecure())
-}
-
-function call(s: ContextualStub, method: keyof ContextualStub & string, req: Obj, token: string | null): Promise<{ ok: true; body: Obj } | { ok: false; code: grpc.status; weftCode: string | undefined; details: string }> {
-  const md = new grpc.Metadata()
-  if (token) md.set('authorization', `Bearer ${token}`)
-  return new Promise((resolve) => {
-    ;(s[method] as Unary).call(s, req, md, (err, res) => {
-      if (err) resolve({ ok: false, code: err.code, weftCode: err.metadata?.get('weft-code')[0] as string | undefined, details: err.details })
-      else resolve({ ok: true, body: res })
-    })
-  })
-}
-
-async function ok(p: ReturnType<typeof call>): Promise<Obj> {
-  const r = await p
-  if (!r.ok) throw new Error(`grpc call failed: ${r.code} ${r.weftCode} ${r.details}`)
-  return r.body
-}
+import { call, ok, stub, type ContextualStub, type Obj } from './contextual-grpc-helpers.js'
 
 /** Raw bytes to a method, bypassing the message codec (a crafted client). */
 function raw(s: grpc.Client, method: string, bytes: Buffer, token: string): Promise<grpc.status> {

@@ -12,6 +12,7 @@ import { TOOL_NAMES } from '../../sync-server/mcp/index.js'
 const EXPECTED_TOOLS = [
   'weft_contextual_ack',
   'weft_contextual_extend',
+  'weft_contextual_mine',
   'weft_contextual_nack',
   'weft_contextual_next',
   'weft_contextual_react',

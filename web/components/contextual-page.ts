@@ -1,5 +1,5 @@
 import { LitElement, css, html, nothing, type ReactiveController, type ReactiveControllerHost } from 'lit'
-import { createContextualClient, type ContextualClient, type ListedConsumer, type SubscriptionConsumers } from '../../shared/index.js'
+import { createContextualClient, type ContextualClient, type DeadLetter, type ListedConsumer, type SubscriptionConsumers } from '../../shared/index.js'
 import { app } from '../app-context.js'
 import { NodeNames } from '../controllers/node-names.js'
 import { codeOf, humanError } from './error-text.js'
@@ -10,9 +10,9 @@ import { showError, showToast } from './toast.js'
 /**
  * [WEB123] What the page reads beyond ListedConsumer where the server gives it: `current` false
  * for a consumer made for an earlier definition of the subscription (its leased events and dead
- * letters stay with it), and when each dead letter died.
+ * letters stay with it), and [CTX65] when each dead letter died (absent from an older server).
  */
-type Listed = Omit<ListedConsumer, 'deadLetters'> & { current?: boolean; deadLetters: Array<ListedConsumer['deadLetters'][number] & { diedAt?: string }> }
+type Listed = Omit<ListedConsumer, 'deadLetters' | 'current'> & { current?: boolean; deadLetters: Array<Omit<DeadLetter, 'diedAt'> & { diedAt?: string | null }> }
 
 /** How often the page re-reads the consumers while it is open and visible. */
 const REFRESH_MS = 3_000
@@ -83,6 +83,7 @@ export class WeftContextualPage extends LitElement {
     .consumer.stale { border-style: dashed; background: #fffaf2; }
     .stale-mark { color: #8a4b00; font-weight: normal; font-size: 0.9em; }
     .only-admin { margin: 0; align-self: center; }
+    .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); white-space: nowrap; }
   `
 
   constructor() {
@@ -121,9 +122,9 @@ export class WeftContextualPage extends LitElement {
     }
   }
 
-  /** Runs `act` on consumer `c` with its buttons busy; its answer is told in a toast, and the page reloaded. */
-  private async act(c: ListedConsumer, act: () => Promise<string>) {
-    this.busy = new Set(this.busy).add(c.consumerId)
+  /** Runs `act` on consumer `c` (or one of its dead letters: `key`) with its buttons busy; its answer is told in a toast, and the page reloaded. */
+  private async act(c: Pick<ListedConsumer, 'consumerId'>, act: () => Promise<string>, key = c.consumerId) {
+    this.busy = new Set(this.busy).add(key)
     try {
       showToast(await act())
       await this.load()
@@ -131,22 +132,36 @@ export class WeftContextualPage extends LitElement {
       // [WEB123] A consumer the server no longer finds (one of an earlier definition, on a server
       // that does not offer those yet): its own sentence ("No consumer …"), not "does not exist".
       showError(codeOf(e) === 'not_found' && e instanceof Error && e.message ? e.message : humanError(e))
+      // [WEB129] What the refusal answers is stale on the page: read it again now, not at the next tick.
+      if (codeOf(e) === 'contextual_not_dead_letter') await this.load()
     } finally {
       const next = new Set(this.busy)
-      next.delete(c.consumerId)
+      next.delete(key)
       this.busy = next
     }
   }
 
-  private redrive(c: ListedConsumer) {
+  private redrive(c: Listed) {
     return this.act(c, async () => {
       const { redriven } = await this.api().redrive(c.consumerId)
       return `Re-drove ${redriven} dead letter${redriven === 1 ? '' : 's'} of ${c.name}.`
     })
   }
 
+  /** [WEB128] Re-drives one dead letter of consumer `c` (the others stay dead). */
+  private redriveOne(c: Listed, d: Listed['deadLetters'][number]) {
+    return this.act(
+      c,
+      async () => {
+        await this.api().redrive(c.consumerId, { eventId: d.eventId })
+        return `Re-drove the dead letter of ${this.names.nameOf(d.path)} (${c.name}).`
+      },
+      `${c.consumerId}\n${d.eventId}`,
+    )
+  }
+
   /** [CTX46] Deletes a consumer (yours, or any for an Admin), after asking: its events are forgotten. */
-  private deleteConsumer(c: ListedConsumer) {
+  private deleteConsumer(c: Listed) {
     const open = c.pending + c.leased + c.dead
     const whose = c.owner === app().session.userId ? '' : ` of ${ownerWords(c)}`
     const ask = `Delete consumer “${c.name}”${whose} and forget its ${open} open event${open === 1 ? '' : 's'}? Its workers' leases end now; a worker that pulls under this name again starts from new events only.`
@@ -155,6 +170,28 @@ export class WeftContextualPage extends LitElement {
       await this.api().delete(c.consumerId)
       return `Deleted consumer ${c.name}.`
     })
+  }
+
+  /**
+   * [CTX65] [WEB128] One dead letter: its node, what happened to it, its attempts, when it died in
+   * words (unknown for one that died before the server kept the time), its last error, and for an
+   * Admin a re-drive of this letter alone, named by its node for a screen reader.
+   */
+  private renderDeadLetter(c: Listed, d: Listed['deadLetters'][number], canRedrive: boolean) {
+    const name = this.names.nameOf(d.path)
+    const died = d.diedAt
+      ? html`<span data-died=${d.diedAt} title=${d.diedAt}>died ${formatWhen(d.diedAt)}</span>`
+      : d.diedAt === null
+        ? html`<span data-died="unknown">died at an unknown time</span>`
+        : nothing
+    return html`<li data-dead=${d.eventId}>
+      <a href=${nodeHref(d.path)} title=${d.path}>${name}</a>
+      <span class="meta">${eventWords(d.kind)}${d.attempt} attempt${d.attempt === 1 ? '' : 's'}${died === nothing ? nothing : html` · ${died}`}</span>
+      ${canRedrive
+        ? html`<wa-button size="s" appearance="outlined" data-redrive-one ?loading=${this.busy.has(`${c.consumerId}\n${d.eventId}`)} ?disabled=${this.busy.has(c.consumerId)} @click=${() => this.redriveOne(c, d)}>Re-drive<span class="visually-hidden"> the dead letter of ${name}</span></wa-button>`
+        : nothing}
+      <span class="err">Last error: ${d.lastError ?? 'none recorded'}</span>
+    </li>`
   }
 
   private renderConsumer(c: Listed, canRedrive: boolean) {
@@ -171,13 +208,7 @@ export class WeftContextualPage extends LitElement {
       <p class="meta" data-since-pull=${c.lag}>${sinceLastPull(c.lag)}</p>
       ${c.deadLetters.length
         ? html`<ul class="dead" aria-label="Dead letters of ${c.name}">
-            ${c.deadLetters.map(
-              (d) => html`<li data-dead=${d.eventId}>
-                <a href=${nodeHref(d.path)} title=${d.path}>${this.names.nameOf(d.path)}</a>
-                <span class="meta">${eventWords(d.kind)}${d.attempt} attempt${d.attempt === 1 ? '' : 's'}${d.diedAt ? html` · <span data-died=${d.diedAt} title=${d.diedAt}>died ${formatWhen(d.diedAt)}</span>` : nothing}</span>
-                <span class="err">Last error: ${d.lastError ?? 'none recorded'}</span>
-              </li>`,
-            )}
+            ${c.deadLetters.map((d) => this.renderDeadLetter(c, d, canRedrive))}
           </ul>`
         : nothing}
       <div class="actions">
@@ -211,7 +242,7 @@ export class WeftContextualPage extends LitElement {
 }
 
 /** Whose a consumer is, by name (an account whose profile is gone has none). */
-function ownerWords(c: ListedConsumer): string {
+function ownerWords(c: Pick<ListedConsumer, 'ownerName'>): string {
   return c.ownerName ?? 'an account without a profile'
 }
 

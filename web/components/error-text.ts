@@ -27,6 +27,8 @@ const BY_CODE: Record<string, string> = {
   moved: 'This node was moved.',
   last_admin: 'A space always keeps at least one Admin.',
   conflict: 'Someone changed this at the same time. Try again.',
+  // [WEB129] A letter re-driven (or handled) since the page was read.
+  contextual_not_dead_letter: 'That letter is no longer dead: someone re-drove it meanwhile, or it was handled.',
   payload_too_large: 'This change is larger than the server accepts.',
   unavailable: 'The server is busy or starting. Try again in a moment.',
   internal: 'The server hit a problem. Try again; if it keeps happening, tell the server’s admin.',

@@ -6,6 +6,7 @@ import { codeOf, codeWords, humanError, humanMessage } from './error-text.js'
 import { contextualHref, HOME_HREF, nodeHref } from './route.js'
 import { NodeNames } from '../controllers/node-names.js'
 import { lineTime } from './run-log-text.js'
+import { formatWhen } from './run-text.js'
 
 /** How often the page reads the overview again: live enough to watch, light on the server. */
 const POLL_MS = 2_000
@@ -147,7 +148,7 @@ export class WeftOperatorPage extends LitElement {
               ${o.deadLetters.map(
                 (d) => html`<li data-dead-letter=${d.eventId}>
                   <a href=${nodeHref(d.path)}>${this.name(d.path)}</a>
-                  <div class="meta">for <a href=${contextualHref(d.subscriptionPath)}>${d.name || this.name(d.subscriptionPath)}</a> · ${d.attempt} ${d.attempt === 1 ? 'attempt' : 'attempts'}${d.lastError ? html` · <span>${d.lastError}</span>` : nothing}</div>
+                  <div class="meta">for <a href=${contextualHref(d.subscriptionPath)}>${d.name || this.name(d.subscriptionPath)}</a> · ${d.attempt} ${d.attempt === 1 ? 'attempt' : 'attempts'}${d.diedAt ? html` · <span data-died=${d.diedAt} title=${d.diedAt}>died ${formatWhen(d.diedAt)}</span>` : d.diedAt === null ? ' · died at an unknown time' : nothing}${d.lastError ? html` · <span>${d.lastError}</span>` : nothing}</div>
                 </li>`,
               )}
             </ul>`}
