@@ -7,6 +7,7 @@ import { NO_PERMISSIONS } from '../../shared/access-policy.js'
 import { MuxConnection, type ConnectionStatus, type ConnectionTrouble, type FinalClose } from './mux-connection.js'
 import { NodeReplica, type TabMessage } from './node-replica.js'
 import { background } from './background.js'
+import { oneAtATime } from './one-at-a-time.js'
 import * as Y from 'yjs'
 import { applyPatchToDoc } from '../../shared/merge-patch.js'
 import { jsonEqual } from '../../shared/json.js'
@@ -197,23 +198,8 @@ export class SyncClient {
     }, CHANGE_FEED_PERIOD_MS)
   }
 
-  private polling: Promise<void> | null = null
-  private pollAgain = false
-
-  private pollSoon(): void {
-    if (this.polling) {
-      this.pollAgain = true
-      return
-    }
-    this.polling = this.pollFeed().finally(() => {
-      this.polling = null
-      if (this.pollAgain) {
-        this.pollAgain = false
-        this.pollSoon()
-      }
-    })
-    background(this.polling)
-  }
+  /** Catches up from the feed: one poll at a time, one more after it if asked meanwhile. */
+  private readonly pollSoon = oneAtATime(() => this.pollFeed())
 
   private async pollFeed(): Promise<void> {
     if (!this.conn.isOpen) return
