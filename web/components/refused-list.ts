@@ -3,7 +3,7 @@ import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
 import { of, switchMap } from 'rxjs'
-import { groupRefused, liveStoreQuery, markRemovedFields, mayBeRemovedField, refusedText, type RefusedGroup } from '../store/index.js'
+import { NODE_REPLACED_MESSAGE, groupRefused, liveStoreQuery, markRemovedFields, mayBeRemovedField, refusedText, type RefusedGroup } from '../store/index.js'
 import { humanMessage } from './error-text.js'
 import { nodeHref } from './route.js'
 import { fieldLabel } from './labels.js'
@@ -81,8 +81,9 @@ export class WeftRefusedList extends LitElement {
 
   /** [WEB80] `runs`: how many entries this node and field have (several: each says when it was last typed). */
   private renderGroup(g: RefusedGroup, nameOf: Map<string, string>, runs: number) {
+    // [SYNC22] The sentence stored with the refusal (refuseEditsOfReplaced).
     const reason = g.nodeReplaced
-      ? 'This node was deleted while this edit was on its way, and another node was made in its place: the edit was not put into it. It was kept: copy it, or discard it.'
+      ? (g.message ?? NODE_REPLACED_MESSAGE)
       : g.fieldRemoved
       ? `Someone removed ${fieldLabel(g.field)} while this edit was on its way, so the server could not apply it. It was kept: Try again to add the field back with this text, or copy it, or discard it.`
       : g.code === 'already_exists' && g.message

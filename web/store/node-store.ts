@@ -4,6 +4,7 @@ import { BehaviorSubject, Subject } from 'rxjs'
 import type { JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
 import { parentPath, type NodePath } from '../../shared/path.js'
 import { isListedChild } from './listed.js'
+import { NODE_REPLACED_MESSAGE } from './refused.js'
 import { WeftDb, type IndexRow, type OpRow, type OutboxRow } from './db.js'
 
 /** Rows of one node after which its updates are merged into one (keeps loads to one small read). */
@@ -517,12 +518,11 @@ export class NodeStore {
    * Edits whose node is not known (made before this device learned it) are left as they are.
    */
   private async refuseEditsOfReplaced(path: string, createdAt: string): Promise<number> {
-    const message = `${path} was deleted while this edit was on its way, and another node was made at its path: the edit was not put into it. It is kept here: copy it or discard it.`
     const n = await this.db.outbox
       .where('[path+status]')
       .equals([path, 'pending'])
       .filter((r) => r.nodeCreatedAt !== undefined && r.nodeCreatedAt !== createdAt)
-      .modify({ status: 'refused', code: 'not_found', message, nodeReplaced: 1 })
+      .modify({ status: 'refused', code: 'not_found', message: NODE_REPLACED_MESSAGE, nodeReplaced: 1 })
     if (n === 0) return 0
     await this.refreshCounts(path)
     await this.markRebuild(path)
