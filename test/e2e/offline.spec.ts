@@ -178,7 +178,7 @@ async function createOffline(page: Page, name: string) {
   return link
 }
 
-test('[WEB104] a child created offline that the server refuses: its "Created" toast says so and loses its Open; its page says it was not created (never a blank or "deleted" page)', async ({ browser }) => {
+test('[WEB104] [WEB133] a child created offline that the server refuses: its "Created" toast says so and loses its Open; its page says it was not created (never a blank or "deleted" page)', async ({ browser }) => {
   await putNode(server, ann, 'Field104', 'Space', {}, 'Field104')
   await grant(server, ann, 'Field104', bob.userId, 'Editor')
   const a = await openLoggedIn(browser, server, ann, 'Field104')
@@ -219,6 +219,9 @@ test('[WEB104] a child created offline that the server refuses: its "Created" to
     await expect(notice).toContainText(`“${name}” was not created: the server refused it. You do not have permission to do that here.`)
     await expect(page.locator('weft-moved-notice')).not.toContainText('deleted')
     await b.page.screenshot({ path: `test-results/web104-page-${width}.png` })
+    // [WEB133] Kept on the device: a reload (and another tab) says the same.
+    await b.page.reload()
+    await expect(notice).toContainText(`“${name}” was not created: the server refused it. You do not have permission to do that here.`)
     await notice.getByRole('link', { name: 'Back to where it was made' }).click()
     await expect(page.locator('h1')).toHaveText('Field104')
     expect((await api(server, ann, 'GET', `/api/nodes/${href.replace('#/n/', '')}`)).status).toBe(404)

@@ -126,4 +126,27 @@ describe('renames and deletions queued offline', () => {
     expect((await api(server().url, ann.token).getNode(path)).status).toBe(200)
     expect(await statusIs(online, (s) => s.kind === 'saved')).toMatchObject({ pending: 0, refused: 1 })
   })
+
+  it('[WEB133] a creation queued offline that the server refuses is kept, refused, on the device with its name: another tab and a reload read it there', async () => {
+    const ann = await user('Ann')
+    const vic = await user('Vic')
+    const space = await createSpace(server().url, ann.token)
+    await grantRole(server().url, ann.token, space, vic.userId, 'Viewer')
+    const dbName = web.dbName()
+    const path = `${space}/draft`
+    const offline = await client(vic, { baseUrl: OFFLINE_URL, dbName })
+    await offline.createNode(path, 'Document', 'Draft')
+    offline.stop()
+    const online = await client(vic, { dbName })
+    await waitFor(() => online.opErrors$.value.length > 0, 10_000)
+    expect(online.opErrors$.value[0]).toMatchObject({ path, code: 'forbidden', kind: 'create', name: 'Draft' })
+    online.stop()
+    // Another tab, or the page reloaded: the session's opErrors$ is empty there.
+    const other = await client(vic, { dbName })
+    expect(other.opErrors$.value).toEqual([])
+    expect(await other.store.refusedOps()).toMatchObject([{ kind: 'create', path, name: 'Draft', refusal: { code: 'forbidden' } }])
+    expect(await other.store.getIndexRow(path)).toBeUndefined()
+    expect(await other.store.pendingOps()).toEqual([])
+    expect((await api(server().url, ann.token).getNode(path)).status).toBe(404)
+  })
 })

@@ -29,7 +29,7 @@ import { renderTypedField, typedFieldStyles } from './typed-field.js'
 import { kindSelect, valueInput } from './add-field.js'
 import { warmPicker } from './link-field.js'
 import { openAction, showToast } from './toast.js'
-import { createRefusal$, notCreatedLine, rememberMade } from './create-refused.js'
+import { createRefusal$, notCreatedLine } from './create-refused.js'
 import './text-field.js'
 import './refused-list.js'
 import './value-view.js'
@@ -394,7 +394,6 @@ export class WeftNodePage extends LitElement {
     try {
       // [WEB19] A Code node starts from the commented template of the script API.
       await app().client.createNode(path, nodeType, name, initialContent(nodeType, this.path))
-      rememberMade(path, name)
       // [WEB37] A new thread opens, ready for its first message.
       if (nodeType === 'Thread') location.hash = nodeHref(path)
       // [WEB54] Anything else stays listed here (to make several in a row), with a way to open it.

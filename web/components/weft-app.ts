@@ -6,7 +6,6 @@ import type { OpError } from '../sync/sync-client.js'
 import type { NodeView } from '../streams/index.js'
 import { CloseCode } from '../../shared/protocol.js'
 import { humanMessage } from './error-text.js'
-import { madeName } from './create-refused.js'
 import { refusedOpLine } from './refused-ops.js'
 import { showError } from './toast.js'
 import { tap } from 'rxjs'
@@ -279,8 +278,7 @@ function opLabel(e: OpError): string {
   // [WEB132] A rename is named by the name typed; [SYNC24] a deletion by what it deleted.
   if (e.kind === 'rename' && e.name) return `renaming ${e.path} to “${e.name}”`
   if (e.kind === 'delete') return `deleting ${e.path}`
-  const name = madeName(e.path)
-  return name ? `creating “${name}”` : e.path
+  return e.kind === 'create' && e.name ? `creating “${e.name}”` : e.path
 }
 
 function finalWords(final: FinalClose, session: Session): string {

@@ -549,7 +549,7 @@ export class NodeStore {
     if (!fullListing) return
     const listed = new Set<string>(nodes.map((n) => n.path))
     await this.db.transaction('rw', this.db.nodes, this.db.ops, async () => {
-      const localOps = new Set((await this.db.ops.toArray()).map((o) => o.path))
+      const localOps = new Set((await this.db.ops.toArray()).filter((o) => !o.refusal).map((o) => o.path))
       const gone = (await this.db.nodes.where('parent').equals(parent).toArray()).filter(
         (r) => !listed.has(r.path) && !localOps.has(r.path) && r.pending === 0 && r.refused === 0 && !r.localOnly && !((r.seen ?? 0) > askedAt),
       )
@@ -709,10 +709,13 @@ export class NodeStore {
    * creation queued under it, refused the same way); its unsent edits stay, refused with that
    * reason, so the author still sees and can copy what they typed (#/refused).
    */
-  async refuseCreateGone(op: OpRow, code: string, message: string): Promise<void> {
+  async refuseCreateGone(op: OpRow, code: string, message: string, serverMessage = message): Promise<void> {
     await this.db.transaction('rw', [this.db.ops, this.db.nodes, this.db.updates, this.db.outbox], async () => {
-      const created = (await this.db.ops.toArray()).filter((o) => o.kind === 'create' && isWithin(o.path, op.path))
-      await this.db.ops.bulkDelete([op.id!, ...created.map((o) => o.id!)])
+      const created = (await this.db.ops.toArray()).filter((o) => o.kind === 'create' && !o.refusal && isWithin(o.path, op.path) && o.id !== op.id)
+      await this.db.ops.bulkDelete(created.map((o) => o.id!))
+      // [WEB133] The creation itself is kept, refused: its page and toast say so from the store
+      // (in every tab, after a reload) until its author discards it.
+      await this.db.ops.update(op.id!, { refusal: { code, message: serverMessage } })
       await subtreeRows(this.db.outbox, op.path).filter((r) => r.status === 'pending').modify({ status: 'refused', code, message })
       await subtreeRows(this.db.nodes, op.path).delete()
       await subtreeRows(this.db.updates, op.path).delete()

@@ -637,7 +637,7 @@ export class SyncClient {
             // [WEB97] Refused (a Viewer, Create rights lost meanwhile): no node was made, so the
             // device stops listing it; its edits stay, refused, for the author.
             this.opErrors$.next([...this.opErrors$.value, told])
-            await this.store.refuseCreateGone(op, code, `“${op.name}” was created on this device while offline, but the server refused it: ${message}`)
+            await this.store.refuseCreateGone(op, code, `“${op.name}” was created on this device while offline, but the server refused it: ${message}`, message)
             continue
           }
           // [SYNC24] A rename or deletion refused for good is kept, refused, for its author, and
