@@ -75,6 +75,14 @@ const ReactionSpec = z.strictObject({
   Rejections: z.array(z.string().regex(/^[a-z_]{1,64}$/)).max(16).optional(),
 })
 
+/**
+ * [WEB134] The fields of a ContextualSubscription its definition hash covers (the server's
+ * canonical definition, sync-server/contextual/definition.ts; a unit test holds the two together):
+ * a change of any of them makes a new definition, and its consumers new ones. Other fields (a
+ * description) are not the definition.
+ */
+export const CONTEXTUAL_DEFINITION_FIELDS: readonly string[] = ['Operation', 'Events', 'Parameters', 'Hydration', 'Reactions', 'Limits']
+
 export const ContextualDefinitionSchema = z.looseObject({
   Operation: Name,
   Events: z.strictObject({

@@ -41,6 +41,16 @@ async function typeJson(page: Page, label: string, value: unknown) {
   await page.keyboard.press('ControlOrMeta+Enter')
 }
 
+/** Declines the next definition-change warning ([WEB122]); what it said is in the list returned. */
+function declineNextWarning(page: Page): string[] {
+  const asked: string[] = []
+  page.once('dialog', (d) => {
+    asked.push(d.message())
+    void d.dismiss()
+  })
+  return asked
+}
+
 /** Accepts the definition-change warning ([WEB122]) whenever it is asked. */
 function acceptWarnings(page: Page) {
   page.on('dialog', (d) => void d.accept())
@@ -181,14 +191,34 @@ test('[WEB123] a consumer of an earlier definition is marked and listed last; an
   await a.context.close()
 })
 
+test('[WEB134] a change of the Operation in its plain text field asks first, as the JSON editor does; declined, the typed name stays unsaved', async ({ browser }) => {
+  const a = await openLoggedIn(browser, server, ann, SUB)
+  await a.page.setViewportSize({ width: 390, height: 844 })
+  const asked = declineNextWarning(a.page)
+  const operation = nodePage(a.page).locator('input[name="Operation"]')
+  await expect(operation).toHaveValue(DEFINITION.Operation)
+  await operation.fill('triageRenamed')
+  await operation.press('Enter')
+  await expect.poll(() => asked.length).toBe(1)
+  expect(asked[0]).toContain('Running workers continue as new consumers of the changed definition')
+  await expect(operation).toHaveValue('triageRenamed')
+  expect((await getContent(server, ann, SUB)).Operation).toBe(DEFINITION.Operation)
+  await a.page.screenshot({ path: 'test-results/contextual-app-operation-asked-390.png' })
+  // Typed again and accepted: saved; and back to what the other tests expect, asked again.
+  acceptWarnings(a.page)
+  await operation.fill('triageAgain')
+  await operation.press('Enter')
+  await expect.poll(async () => (await getContent(server, ann, SUB)).Operation).toBe('triageAgain')
+  await operation.fill(DEFINITION.Operation)
+  await operation.press('Enter')
+  await expect.poll(async () => (await getContent(server, ann, SUB)).Operation).toBe(DEFINITION.Operation)
+  await a.context.close()
+})
+
 test('[WEB122] saving a changed definition asks first, saying workers restart as new consumers and what stays behind; declined, nothing is saved', async ({ browser }) => {
   const a = await openLoggedIn(browser, server, ann, SUB)
   await a.page.setViewportSize({ width: 1280, height: 900 })
-  const asked: string[] = []
-  a.page.once('dialog', (d) => {
-    asked.push(d.message())
-    void d.dismiss()
-  })
+  const asked = declineNextWarning(a.page)
   const limits = { LeaseSeconds: 30, MaxInFlight: 1, MaxAttempts: 2 }
   await typeJson(a.page, 'Limits', limits)
   await expect.poll(() => asked.length).toBe(1)

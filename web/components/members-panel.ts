@@ -3,7 +3,7 @@ import { app } from '../app-context.js'
 import { HttpError, NetworkError } from '../api/index.js'
 import { humanError } from './error-text.js'
 import { ObservableController } from '../controllers/index.js'
-import type { ReplicaState } from '../sync/index.js'
+import { oneAtATime, type ReplicaState } from '../sync/index.js'
 import { distinctUntilChanged, filter, map, skip, type Subscription } from 'rxjs'
 import type { InviteView as InviteRow, MemberView as MemberRow } from '../../shared/subscription.js'
 
@@ -143,10 +143,6 @@ export class MembersController implements ReactiveController {
   private timer: ReturnType<typeof setInterval> | null = null
   private connected = false
   private subs: Subscription[] = []
-  /** One read at a time; a reason to read again while one runs asks for one more after it. */
-  private reading: Promise<void> | null = null
-  private again = false
-
   constructor(private readonly host: ReactiveControllerHost) {
     host.addController(this)
   }
@@ -207,19 +203,7 @@ export class MembersController implements ReactiveController {
   }
 
   /** Reads the list again: now, or right after the read under way (which may have missed the change). */
-  refreshSoon(): void {
-    if (this.reading) {
-      this.again = true
-      return
-    }
-    this.reading = this.refresh().finally(() => {
-      this.reading = null
-      if (this.again) {
-        this.again = false
-        this.refreshSoon()
-      }
-    })
-  }
+  readonly refreshSoon = oneAtATime(() => this.refresh())
 
   async refresh(): Promise<void> {
     if (!this.path) return

@@ -3,12 +3,13 @@ import { ADMIN_PARTITION, isDescendantOrSelf, parentPath, type NodePath } from '
 import { keptPlace, type KeptPlace } from '../../shared/move-rules.js'
 import { app } from '../app-context.js'
 import type { NodeView } from '../streams/index.js'
-import type { SyncStatus } from '../sync/index.js'
+import { liveStoreQuery, type OpRow } from '../store/index.js'
 import { ObservableController } from '../controllers/index.js'
 import { codeOf, humanError } from './error-text.js'
 import { segmentForName } from './names.js'
 import { nodeHref, trashHref } from './route.js'
 import { showToast } from './toast.js'
+import { refusedOpLine, type RefusedOp } from './refused-ops.js'
 import './toast.js'
 
 /**
@@ -22,9 +23,8 @@ export class WeftNodeTitle extends LitElement {
   declare editing: boolean
   declare error: string
   private saving = false
-  /** [WEB95] Whether the server can be reached: a rename is asked of it, never queued on the device. */
-  private readonly status = new ObservableController<SyncStatus>(this)
-  private wasReachable = true
+  /** [WEB131] Whether a rename waits to be sent; [WEB132] renames of this node the server refused. */
+  private readonly ops = new ObservableController<{ queued: boolean; refused: RefusedOp[] }>(this)
 
   static override styles = css`
     :host { display: inline-flex; flex-wrap: wrap; align-items: baseline; gap: 0.4em; min-width: 0; }
@@ -33,9 +33,8 @@ export class WeftNodeTitle extends LitElement {
     button { font: inherit; font-size: 0.85em; border: 1px solid transparent; background: none; color: #445; border-radius: 6px; padding: 0.15em 0.4em; cursor: pointer; }
     button:hover, button:focus-visible { border-color: #bbc; }
     .error { color: #b00; font-size: 0.9em; flex-basis: 100%; }
-    .reason-off { color: #555; font-style: italic; font-size: 0.85em; }
-    .editing-note { flex-basis: 100%; }
-    button:disabled { cursor: not-allowed; color: #888; }
+    .queued { color: #555; font-style: italic; font-size: 0.85em; }
+    .refused { color: #b00; font-size: 0.9em; flex-basis: 100%; }
   `
 
   constructor() {
@@ -46,39 +45,32 @@ export class WeftNodeTitle extends LitElement {
   }
 
   override willUpdate() {
-    this.status.watch('status', () => app().streams.status$)
-    // [WEB95] Back online, the refusal made while offline is stale: it goes, and the name typed
-    // stays in the box for Enter.
-    const reachable = this.reachable
-    if (reachable && !this.wasReachable) this.error = ''
-    this.wasReachable = reachable
+    const path = this.view.path
+    this.ops.watch(`rename-ops:${path}`, () => {
+      const { store } = app().client
+      return liveStoreQuery(store.db, ['ops'], async () => {
+        const ops: OpRow[] = (await store.db.ops.where('path').equals(path).toArray()).filter((o) => o.kind === 'rename')
+        return { queued: ops.some((o) => !o.refusal), refused: ops.filter((o): o is RefusedOp => !!o.refusal) }
+      })
+    })
   }
 
-  /**
-   * [WEB95] A rename is a request to the server (it renames the node, and a profile's FullName,
-   * together), not an edit the device queues like a field's: offline it cannot be made, so it is
-   * not offered as if it could, and the reason is said before anyone types.
-   */
-  private get reachable(): boolean {
-    const kind = this.status.value?.kind
-    return kind !== 'offline' && kind !== 'unreachable' && kind !== 'final'
-  }
-
-  private offlineReason(): string {
-    const kind = this.status.value?.kind
-    return kind === 'final' ? 'Renaming needs you to sign in again.' : kind === 'unreachable' ? 'Renaming needs the server, which cannot be reached now.' : 'Renaming needs the server: you are offline.'
-  }
-
-  private start() {
+  private start(name = this.view.name) {
     this.editing = true
     this.error = ''
     void this.updateComplete.then(() => {
       const input = this.renderRoot.querySelector('input')
-      input?.focus()
-      input?.select()
+      if (!input) return
+      input.value = name
+      input.focus()
+      input.select()
     })
   }
 
+  /**
+   * [WEB131] Renames; offline (or before the node reached the server) the rename is queued with
+   * the other operations and the name is shown here at once.
+   */
   private async save(ev: Event) {
     ev.preventDefault()
     const input = this.renderRoot.querySelector('input')
@@ -88,13 +80,9 @@ export class WeftNodeTitle extends LitElement {
       this.editing = false
       return
     }
-    // [WEB95] Offline (leaving the box, or Enter): the name typed stays in the box, nothing is sent.
-    if (!this.reachable) return
     this.saving = true
     try {
-      const client = app().client
-      const node = await client.api.renameNode(this.view.path, name)
-      await client.store.upsertNodes([node])
+      await app().client.renameNode(this.view.path, name)
       this.editing = false
     } catch (e) {
       this.error = humanError(e)
@@ -103,19 +91,30 @@ export class WeftNodeTitle extends LitElement {
     }
   }
 
+  /** [WEB132] A refused rename: the name typed stays readable (and can be tried again) until dismissed. */
+  private renderRefused(op: RefusedOp) {
+    return html`<span class="refused" role="alert" data-rename-refused>
+      ${refusedOpLine(op, this.view.name)}
+      ${this.canRename ? html`<button type="button" @click=${() => this.start(op.kind === 'rename' ? op.name : this.view.name)}>Rename to “${op.kind === 'rename' ? op.name : ''}” again</button>` : nothing}
+      <button type="button" @click=${() => void app().client.store.discardOp(op.id)}>Dismiss</button>
+    </span>`
+  }
+
   override render() {
+    const refused = this.ops.value?.refused ?? []
+    const queued = this.ops.value?.queued
+      ? html`<span class="queued" role="status" data-rename-queued>Renamed on this device; sent once the server can be reached.</span>`
+      : nothing
     if (this.editing) {
       return html`<form @submit=${this.save} aria-label="Rename">
           <input aria-label="New name" .value=${this.view.name} @keydown=${(e: KeyboardEvent) => e.key === 'Escape' && (this.editing = false)} @blur=${this.save} />
         </form>
-        ${this.error ? html`<span class="error" role="alert">${this.error}</span>` : nothing}
-        ${!this.reachable && !this.error ? html`<span class="reason-off editing-note" role="status" data-rename-off>${this.offlineReason()} The name stays here; press Enter once back online.</span>` : nothing}`
+        ${this.error ? html`<span class="error" role="alert">${this.error}</span>` : nothing}`
     }
-    if (!this.canRename) return html`<h1>${this.view.name}</h1>`
-    const reachable = this.reachable
+    if (!this.canRename) return html`<h1>${this.view.name}</h1>${refused.map((op) => this.renderRefused(op))}`
     return html`<h1>${this.view.name}</h1>
-      <button type="button" title=${reachable ? 'Rename' : this.offlineReason()} aria-label=${`Rename ${this.view.name}`} aria-describedby=${reachable ? nothing : 'rename-off'} ?disabled=${!reachable} @click=${this.start}>✎ Rename</button>
-      ${reachable ? nothing : html`<span class="reason-off" id="rename-off" data-rename-off>${this.offlineReason()}</span>`}`
+      <button type="button" title="Rename" aria-label=${`Rename ${this.view.name}`} @click=${() => this.start()}>✎ Rename</button>
+      ${queued} ${refused.map((op) => this.renderRefused(op))}`
   }
 }
 customElements.define('weft-node-title', WeftNodeTitle)

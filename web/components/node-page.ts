@@ -29,7 +29,8 @@ import { renderTypedField, typedFieldStyles } from './typed-field.js'
 import { kindSelect, valueInput } from './add-field.js'
 import { warmPicker } from './link-field.js'
 import { openAction, showToast } from './toast.js'
-import { createRefusal$, notCreatedLine, rememberMade } from './create-refused.js'
+import { createRefusal$, notCreatedLine } from './create-refused.js'
+import { confirmDefinitionChange } from './definition-change.js'
 import './text-field.js'
 import './refused-list.js'
 import './value-view.js'
@@ -308,10 +309,23 @@ export class WeftNodePage extends LitElement {
       this.fieldError = { key, message: `${fieldLabel(key)}: ${parsed.message}` }
       return // the draft stays: nothing typed is lost
     }
+    // [WEB134] A change of a subscription's definition (its Operation) asks first, as its JSON
+    // editor does ([WEB122]); declined, the draft stays.
+    if (!jsonEqual(parsed.value, previous ?? null) && !(await this.askDefinitionChange(key))) return
     // [WEB96] Cleared only if nothing was typed while it was saved: what was typed since is a new
     // draft (its own Enter saves it), and clearing it put the saved value back over the typing.
     const committed = this.drafts.get(key)
     if ((await this.patchField(key, parsed.value)) && this.drafts.get(key) === committed) this.setDraft(key, null)
+  }
+
+  /** [WEB134] A definition warning open (one question at a time: Enter and leaving the box both commit). */
+  private askingDefinition: Promise<boolean> | null = null
+
+  private askDefinitionChange(key: string): Promise<boolean> {
+    if (this.askingDefinition) return this.askingDefinition.then(() => false)
+    const asking = confirmDefinitionChange(this.path, key).finally(() => (this.askingDefinition = null))
+    this.askingDefinition = asking
+    return asking
   }
 
   /**
@@ -394,7 +408,6 @@ export class WeftNodePage extends LitElement {
     try {
       // [WEB19] A Code node starts from the commented template of the script API.
       await app().client.createNode(path, nodeType, name, initialContent(nodeType, this.path))
-      rememberMade(path, name)
       // [WEB37] A new thread opens, ready for its first message.
       if (nodeType === 'Thread') location.hash = nodeHref(path)
       // [WEB54] Anything else stays listed here (to make several in a row), with a way to open it.

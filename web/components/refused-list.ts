@@ -3,11 +3,12 @@ import { ObservableController } from '../controllers/index.js'
 import { NamesController } from '../controllers/names-controller.js'
 import { app } from '../app-context.js'
 import { of, switchMap } from 'rxjs'
-import { groupRefused, liveStoreQuery, markRemovedFields, mayBeRemovedField, refusedText, type RefusedGroup } from '../store/index.js'
+import { NODE_REPLACED_MESSAGE, groupRefused, liveStoreQuery, markRemovedFields, mayBeRemovedField, refusedText, type RefusedGroup } from '../store/index.js'
 import { humanMessage } from './error-text.js'
 import { nodeHref } from './route.js'
 import { fieldLabel } from './labels.js'
 import { formatWhen } from './run-text.js'
+import { refusedOpLine, refusedOps$, type RefusedOp } from './refused-ops.js'
 
 /** Live refused groups of this device: every node's, or one node's. */
 export function refusedGroups$(path = '') {
@@ -40,6 +41,8 @@ export class WeftRefusedList extends LitElement {
   /** '' lists every node's refusals. */
   declare path: string
   private readonly groups = new ObservableController<RefusedGroup[]>(this)
+  /** [SYNC24] Renames and deletions the server refused. */
+  private readonly ops = new ObservableController<RefusedOp[]>(this)
   private readonly names = new NamesController(this)
 
   static override styles = css`
@@ -63,7 +66,8 @@ export class WeftRefusedList extends LitElement {
   override willUpdate() {
     const path = this.path
     this.groups.watch(`refused:${path}`, () => refusedGroups$(path))
-    if (!path) this.names.watch([...new Set((this.groups.value ?? []).map((g) => g.path))])
+    this.ops.watch(`refused-ops:${path}`, () => refusedOps$(path))
+    this.names.watch([...new Set([...(this.groups.value ?? []), ...(this.ops.value ?? [])].map((g) => g.path))])
   }
 
   private discard(ids: number[]) {
@@ -77,8 +81,9 @@ export class WeftRefusedList extends LitElement {
 
   /** [WEB80] `runs`: how many entries this node and field have (several: each says when it was last typed). */
   private renderGroup(g: RefusedGroup, nameOf: Map<string, string>, runs: number) {
+    // [SYNC22] The sentence stored with the refusal (refuseEditsOfReplaced).
     const reason = g.nodeReplaced
-      ? 'This node was deleted while this edit was on its way, and another node was made in its place: the edit was not put into it. It was kept: copy it, or discard it.'
+      ? (g.message ?? NODE_REPLACED_MESSAGE)
       : g.fieldRemoved
       ? `Someone removed ${fieldLabel(g.field)} while this edit was on its way, so the server could not apply it. It was kept: Try again to add the field back with this text, or copy it, or discard it.`
       : g.code === 'already_exists' && g.message
@@ -99,16 +104,32 @@ export class WeftRefusedList extends LitElement {
     </li>`
   }
 
+  /** [SYNC24] A refused rename or deletion: what it asked (a rename's typed name, to copy), why, Discard. */
+  private renderOp(op: RefusedOp, nameOf: Map<string, string>) {
+    const name = nameOf.get(op.path) ?? op.path
+    return html`<li data-refused-op=${op.kind}>
+      <span class="what">${this.path ? nothing : html`<a href=${nodeHref(op.path)}>${name}</a> · `}${op.kind === 'rename' ? 'its name' : op.kind === 'delete' ? 'deleting it' : 'creating it'}</span>
+      ${op.kind === 'rename' ? html`<pre>${op.name}</pre>` : nothing}
+      <span class="reason">${refusedOpLine(op, name)} (${op.refusal.code})</span>
+      <div class="actions">
+        ${op.kind === 'rename' ? html`<wa-button size="s" appearance="outlined" @click=${() => copy(op.name)}>Copy</wa-button>` : nothing}
+        <wa-button size="s" appearance="outlined" @click=${() => void app().client.store.discardOp(op.id)}>Discard</wa-button>
+      </div>
+    </li>`
+  }
+
   override render() {
     const groups = this.groups.value ?? []
-    if (groups.length === 0) return this.path ? nothing : html`<p class="none">Nothing was refused. Every change on this device was saved or is waiting to be sent.</p>`
+    const ops = this.ops.value ?? []
+    if (groups.length === 0 && ops.length === 0) return this.path ? nothing : html`<p class="none">Nothing was refused. Every change on this device was saved or is waiting to be sent.</p>`
     const nameOf = new Map(this.names.value.map((n) => [n.path, n.name]))
     const all = groups.flatMap((g) => g.ids)
+    const count = groups.length + ops.length
     const runsOf = new Map<string, number>()
     for (const g of groups) runsOf.set(`${g.path}\n${g.field}`, (runsOf.get(`${g.path}\n${g.field}`) ?? 0) + 1)
     const copyAll = () => copy(groups.map((g) => `${this.path ? '' : `${nameOf.get(g.path) ?? g.path} · `}${g.field}:\n${refusedText(g)}`).join('\n\n'))
     return html`<div class="refused" role="alert" aria-label="Refused edits">
-      <strong>The server refused ${groups.length === 1 ? 'a change' : `${groups.length} changes`}; ${groups.length === 1 ? 'it was' : 'they were'} not saved. Copy what you need, then discard.</strong>
+      <strong>The server refused ${count === 1 ? 'a change' : `${count} changes`}; ${count === 1 ? 'it was' : 'they were'} not saved. Copy what you need, then discard.</strong>
       ${groups.length > 1
         ? html`<div class="actions">
             <wa-button size="s" appearance="outlined" class="copy-all" @click=${copyAll}>Copy all</wa-button>
@@ -116,6 +137,7 @@ export class WeftRefusedList extends LitElement {
           </div>`
         : nothing}
       <ul>
+        ${ops.map((op) => this.renderOp(op, nameOf))}
         ${groups.map((g) => this.renderGroup(g, nameOf, runsOf.get(`${g.path}\n${g.field}`) ?? 1))}
       </ul>
     </div>`

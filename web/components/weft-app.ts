@@ -6,7 +6,9 @@ import type { OpError } from '../sync/sync-client.js'
 import type { NodeView } from '../streams/index.js'
 import { CloseCode } from '../../shared/protocol.js'
 import { humanMessage } from './error-text.js'
-import { madeName } from './create-refused.js'
+import { refusedOpLine } from './refused-ops.js'
+import { showError } from './toast.js'
+import { tap } from 'rxjs'
 import { personName } from './names.js'
 import { ObservableController } from '../controllers/index.js'
 import { contextualFromHash, HOME_HREF, MY_CONSUMERS_HREF, OPERATIONS_HREF, OPERATOR_HREF, pathFromHash, REFUSED_HREF, trashFromHash } from './route.js'
@@ -129,7 +131,7 @@ export class WeftApp extends LitElement {
     await startAppContext(session)
     this.status.watch(session.userId, () => app().streams.status$)
     this.me.watch(session.userId, () => app().streams.node$(session.userId, { listed: true }))
-    this.opErrors.watch(session.userId, () => app().client.opErrors$)
+    this.opErrors.watch(session.userId, () => app().client.opErrors$.pipe(tap((errs) => tellRefusedOps(errs))))
     this.ready = true
   }
 
@@ -235,7 +237,7 @@ export class WeftApp extends LitElement {
         : nothing}
       ${(this.opErrors.value ?? []).length
         ? html`<div class="banner" role="alert" aria-label="Changes the server refused">
-            ${(this.opErrors.value ?? []).map((e) => html`<div>Not applied: ${e.code === 'already_exists' ? e.message : `${opLabel(e.path)}: ${humanMessage(e.code, e.message)}`}</div>`)}
+            ${(this.opErrors.value ?? []).map((e) => html`<div>Not applied: ${e.code === 'already_exists' ? e.message : `${opLabel(e)}: ${humanMessage(e.code, e.message)}`}</div>`)}
             <wa-button size="s" appearance="outlined" @click=${() => app().client.opErrors$.next([])}>Dismiss</wa-button>
           </div>`
         : nothing}
@@ -252,9 +254,31 @@ export class WeftApp extends LitElement {
  * this browser no longer holds it, it was signed out here, in another tab.
  */
 /** [WEB104] A refused queued operation, by the name its node was given here when known ("creating “Draft”"), else its path. */
-function opLabel(path: string): string {
-  const name = madeName(path)
-  return name ? `creating “${name}”` : path
+/** The refusals already told in a toast (opErrors$ repeats them with each new one). */
+const told = new WeakSet<OpError>()
+
+/**
+ * [WEB132] [SYNC24] A rename or deletion the server refused is said in a toast (an error, kept
+ * until dismissed: [WEB103]) with what it asked and why; it stays in the refused list.
+ */
+function tellRefusedOps(errs: readonly OpError[]): void {
+  for (const e of errs) {
+    if (told.has(e)) continue
+    told.add(e)
+    if (e.kind !== 'rename' && e.kind !== 'delete') continue
+    const { store } = app().client
+    void Promise.all([store.refusedOps(), store.getIndexRow(e.path)]).then(([ops, row]) => {
+      const op = ops.findLast((o) => o.path === e.path && o.kind === e.kind)
+      if (op?.refusal && op.id !== undefined) showError(refusedOpLine({ ...op, id: op.id, refusal: op.refusal }, row?.name ?? e.path.split('/').pop() ?? e.path))
+    })
+  }
+}
+
+function opLabel(e: OpError): string {
+  // [WEB132] A rename is named by the name typed; [SYNC24] a deletion by what it deleted.
+  if (e.kind === 'rename' && e.name) return `renaming ${e.path} to “${e.name}”`
+  if (e.kind === 'delete') return `deleting ${e.path}`
+  return e.kind === 'create' && e.name ? `creating “${e.name}”` : e.path
 }
 
 function finalWords(final: FinalClose, session: Session): string {

@@ -113,8 +113,23 @@ export type OpRow = (
       content?: JsonObject
     }
   | { id?: number; kind: 'delete'; path: string; at: string }
+  /**
+   * [WEB131] A rename made offline: `name` is shown on this device at once (its index row), `from`
+   * is the name it had, put back if the server refuses the rename.
+   */
+  | { id?: number; kind: 'rename'; path: string; name: string; from: string; at: string }
 ) &
-  OpTries
+  OpTries &
+  OpRefusal
+
+/**
+ * [SYNC24] A queued operation the server refused for good (a 4xx with its code): kept, not
+ * replayed or counted as pending, until its author discards it; what it asked for (a name typed,
+ * a deletion) stays readable to them.
+ */
+export interface OpRefusal {
+  refusal?: { code: string; message: string }
+}
 
 export interface MetaRow {
   key: string

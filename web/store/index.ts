@@ -1,6 +1,6 @@
 export { NodeStore, newNodeDoc, type LocalQuery } from './node-store.js'
 export { WeftDb, dbNameFor, type IndexRow, type OutboxRow, type OpRow, type OutboxStatus, type UpdateRow } from './db.js'
 export { liveStoreQuery } from './live-query.js'
-export { groupRefused, markRemovedFields, mayBeRemovedField, refusedText, type RefusedGroup } from './refused.js'
+export { NODE_REPLACED_MESSAGE, groupRefused, markRemovedFields, mayBeRemovedField, refusedText, type RefusedGroup } from './refused.js'
 export { isListedChild } from './listed.js'
 export { lastKnownPermissions, rememberPermissions, type KnownPermissions } from './known-permissions.js'

@@ -4,6 +4,7 @@ import { BehaviorSubject, Subject } from 'rxjs'
 import type { JsonObject, MergePatch, MeshNode } from '../../shared/index.js'
 import { parentPath, type NodePath } from '../../shared/path.js'
 import { isListedChild } from './listed.js'
+import { NODE_REPLACED_MESSAGE } from './refused.js'
 import { WeftDb, type IndexRow, type OpRow, type OutboxRow } from './db.js'
 
 /** Rows of one node after which its updates are merged into one (keeps loads to one small read). */
@@ -32,6 +33,11 @@ export interface LocalQuery {
  * (a refusal's structs must leave it): kept across reloads.
  */
 const rebuildKey = (path: string): string => `rebuild:${path}`
+
+/** [SYNC23] The meta key of the tab replaying the queue of operations now. */
+const OPS_CLAIM_KEY = 'ops-claim'
+/** [SYNC23] Longer than one operation's HTTP request takes; a closed tab's claim lapses after it. */
+const OPS_CLAIM_MS = 30_000
 
 export function newNodeDoc(path: string): Y.Doc {
   return new Y.Doc({ guid: path })
@@ -472,14 +478,17 @@ export class NodeStore {
   async upsertNodes(nodes: readonly MeshNode[]): Promise<void> {
     if (nodes.length === 0) return
     const seen = this.stamp()
-    const replaced = await this.db.transaction('rw', [this.db.nodes, this.db.outbox, this.db.meta], async () => {
+    const replaced = await this.db.transaction('rw', [this.db.nodes, this.db.outbox, this.db.meta, this.db.ops], async () => {
       const existing = await this.db.nodes.bulkGet(nodes.map((n) => n.path))
+      // [WEB131] A rename queued on this device is its name here until the server has it.
+      const renamed = new Map<string, string>()
+      for (const o of await this.db.ops.where('path').anyOf(nodes.map((n) => n.path)).toArray()) if (o.kind === 'rename' && !o.refusal) renamed.set(o.path, o.name)
       await this.db.nodes.bulkPut(
         nodes.map((n, i) => ({
           path: n.path,
           parent: parentOf(n.path),
           nodeType: n.nodeType,
-          name: n.name || n.path.split('/').pop() || n.path,
+          name: renamed.get(n.path) ?? (n.name || n.path.split('/').pop() || n.path),
           updatedAt: n.updatedAt,
           version: n.version,
           pending: existing[i]?.pending ?? 0,
@@ -509,12 +518,11 @@ export class NodeStore {
    * Edits whose node is not known (made before this device learned it) are left as they are.
    */
   private async refuseEditsOfReplaced(path: string, createdAt: string): Promise<number> {
-    const message = `${path} was deleted while this edit was on its way, and another node was made at its path: the edit was not put into it. It is kept here: copy it or discard it.`
     const n = await this.db.outbox
       .where('[path+status]')
       .equals([path, 'pending'])
       .filter((r) => r.nodeCreatedAt !== undefined && r.nodeCreatedAt !== createdAt)
-      .modify({ status: 'refused', code: 'not_found', message, nodeReplaced: 1 })
+      .modify({ status: 'refused', code: 'not_found', message: NODE_REPLACED_MESSAGE, nodeReplaced: 1 })
     if (n === 0) return 0
     await this.refreshCounts(path)
     await this.markRebuild(path)
@@ -541,7 +549,7 @@ export class NodeStore {
     if (!fullListing) return
     const listed = new Set<string>(nodes.map((n) => n.path))
     await this.db.transaction('rw', this.db.nodes, this.db.ops, async () => {
-      const localOps = new Set((await this.db.ops.toArray()).map((o) => o.path))
+      const localOps = new Set((await this.db.ops.toArray()).filter((o) => !o.refusal).map((o) => o.path))
       const gone = (await this.db.nodes.where('parent').equals(parent).toArray()).filter(
         (r) => !listed.has(r.path) && !localOps.has(r.path) && r.pending === 0 && r.refused === 0 && !r.localOnly && !((r.seen ?? 0) > askedAt),
       )
@@ -611,13 +619,62 @@ export class NodeStore {
     )
   }
 
+  /**
+   * [WEB131] Queues a rename made offline and shows the name on this device at once (the node's
+   * index row). A second rename before it is sent replaces the first; one back to the name the
+   * server has cancels it; a node created offline and not sent yet is created with the name.
+   */
+  async queueRename(path: string, name: string): Promise<void> {
+    const at = new Date().toISOString()
+    await this.localWrite(() =>
+      this.db.transaction('rw', this.db.ops, this.db.nodes, async () => {
+        const row = await this.db.nodes.get(path)
+        const queued = (await this.db.ops.where('path').equals(path).toArray()).filter((o) => !o.refusal)
+        const create = queued.find((o) => o.kind === 'create')
+        const rename = queued.find((o) => o.kind === 'rename')
+        if (create?.kind === 'create') await this.db.ops.put({ ...create, name })
+        else if (rename?.kind === 'rename' && rename.from === name) await this.db.ops.delete(rename.id!)
+        else if (rename?.kind === 'rename') await this.db.ops.put({ ...rename, name, at })
+        else await this.db.ops.add({ kind: 'rename', path, name, from: row?.name ?? path.split('/').pop() ?? path, at })
+        if (row) await this.db.nodes.update(path, { name })
+      }),
+    )
+  }
+
+  /**
+   * [SYNC24] The server refused a queued operation for good (a 4xx with its code): it is kept as
+   * refused (no longer replayed nor pending) for its author to read and discard. A refused rename
+   * gives the node back the name it had ([WEB132]: the name typed stays on the operation).
+   */
+  async refuseOp(op: OpRow, code: string, message: string): Promise<void> {
+    await this.db.transaction('rw', this.db.ops, this.db.nodes, async () => {
+      if (!(await this.db.ops.get(op.id!))) return
+      await this.db.ops.update(op.id!, { refusal: { code, message } })
+      if (op.kind === 'rename') await this.db.nodes.update(op.path, { name: op.from })
+    })
+  }
+
+  /** [SYNC24] Queued operations the server refused, oldest first. */
+  async refusedOps(): Promise<OpRow[]> {
+    return (await this.db.ops.orderBy('id').toArray()).filter((o) => o.refusal)
+  }
+
+  /** [SYNC24] Forgets a refused operation (its author read it). */
+  async discardOp(id: number): Promise<void> {
+    await this.db.transaction('rw', this.db.ops, async () => {
+      if ((await this.db.ops.get(id))?.refusal) await this.db.ops.delete(id)
+    })
+  }
+
   /** Removes the node and its descendants locally; `queue` records the delete for the server. */
   async removeLocal(path: string, queue: boolean): Promise<void> {
     const at = new Date().toISOString()
     const remove = () => this.db.transaction('rw', [this.db.ops, this.db.nodes, this.db.updates, this.db.outbox], async () => {
-      const created = (await this.db.ops.toArray()).filter((o) => o.kind === 'create' && isWithin(o.path, path))
+      const queued = (await this.db.ops.toArray()).filter((o) => !o.refusal && isWithin(o.path, path))
+      const created = queued.filter((o) => o.kind === 'create')
       const createdHere = created.some((o) => o.path === path)
-      await this.db.ops.bulkDelete(created.map((o) => o.id!))
+      // A rename queued for a node deleted since is moot.
+      await this.db.ops.bulkDelete([...created, ...queued.filter((o) => o.kind === 'rename')].map((o) => o.id!))
       // A node created and deleted while offline never reaches the server.
       if (queue && !createdHere) await this.db.ops.add({ kind: 'delete', path, at })
       await subtreeRows(this.db.nodes, path).delete()
@@ -652,10 +709,13 @@ export class NodeStore {
    * creation queued under it, refused the same way); its unsent edits stay, refused with that
    * reason, so the author still sees and can copy what they typed (#/refused).
    */
-  async refuseCreateGone(op: OpRow, code: string, message: string): Promise<void> {
+  async refuseCreateGone(op: OpRow, code: string, message: string, serverMessage = message): Promise<void> {
     await this.db.transaction('rw', [this.db.ops, this.db.nodes, this.db.updates, this.db.outbox], async () => {
-      const created = (await this.db.ops.toArray()).filter((o) => o.kind === 'create' && isWithin(o.path, op.path))
-      await this.db.ops.bulkDelete([op.id!, ...created.map((o) => o.id!)])
+      const created = (await this.db.ops.toArray()).filter((o) => o.kind === 'create' && !o.refusal && isWithin(o.path, op.path) && o.id !== op.id)
+      await this.db.ops.bulkDelete(created.map((o) => o.id!))
+      // [WEB133] The creation itself is kept, refused: its page and toast say so from the store
+      // (in every tab, after a reload) until its author discards it.
+      await this.db.ops.update(op.id!, { refusal: { code, message: serverMessage } })
       await subtreeRows(this.db.outbox, op.path).filter((r) => r.status === 'pending').modify({ status: 'refused', code, message })
       await subtreeRows(this.db.nodes, op.path).delete()
       await subtreeRows(this.db.updates, op.path).delete()
@@ -663,8 +723,44 @@ export class NodeStore {
     this.rowsSinceCompact.set(op.path, 0)
   }
 
+  /** Queued operations still to send, oldest first ([SYNC24]: not the refused ones). */
   async pendingOps(): Promise<OpRow[]> {
-    return this.db.ops.orderBy('id').toArray()
+    return (await this.db.ops.orderBy('id').toArray()).filter((o) => !o.refusal)
+  }
+
+  /** [SYNC24] Queued operations still to send (refused ones are kept in the same table). */
+  async countPendingOps(): Promise<number> {
+    return this.db.ops.filter((o) => !o.refusal).count()
+  }
+
+  /**
+   * [SYNC23] Tabs share the queue of operations and each replays it after a reconnect: the queue
+   * is replayed by one tab at a time, the one holding this claim, renewed before each operation.
+   * A claim not renewed for `OPS_CLAIM_MS` (its tab closed mid-replay) is taken over. Sent twice, a
+   * rename replayed late by a second tab undid a later one.
+   */
+  async claimOps(): Promise<boolean> {
+    const now = Date.now()
+    return this.db.transaction('rw', this.db.meta, async () => {
+      const held = (await this.db.meta.get(OPS_CLAIM_KEY))?.value
+      if (held && typeof held === 'object' && held.tab !== this.tabId && typeof held.until === 'number' && held.until > now) return false
+      await this.db.meta.put({ key: OPS_CLAIM_KEY, value: { tab: this.tabId, until: now + OPS_CLAIM_MS } })
+      return true
+    })
+  }
+
+  /** [SYNC23] Whether `op` is still to send (another tab may have sent it since it was read). */
+  async isOpQueued(op: OpRow): Promise<boolean> {
+    const row = await this.db.ops.get(op.id!)
+    return !!row && !row.refusal
+  }
+
+  /** [SYNC23] Lets the other tabs replay the queue again. */
+  async releaseOps(): Promise<void> {
+    await this.db.transaction('rw', this.db.meta, async () => {
+      const held = (await this.db.meta.get(OPS_CLAIM_KEY))?.value
+      if (held && typeof held === 'object' && held.tab === this.tabId) await this.db.meta.delete(OPS_CLAIM_KEY)
+    })
   }
 
   /** [SYNC19] A replay of `op` failed for now (the network, a 5xx): it stays queued, its failure noted. */
@@ -683,7 +779,7 @@ export class NodeStore {
   }
 
   async totalPending(): Promise<number> {
-    return (await this.db.outbox.where('status').equals('pending').count()) + (await this.db.ops.count())
+    return (await this.db.outbox.where('status').equals('pending').count()) + (await this.countPendingOps())
   }
 
   static async deleteDatabase(name: string): Promise<void> {

@@ -41,6 +41,13 @@ export interface RefusedGroup {
   nodeReplaced?: boolean
 }
 
+/**
+ * [SYNC22] Why an edit of a node replaced at its path meanwhile was refused: stored on the entry
+ * (refuseEditsOfReplaced) and said by the refused list.
+ */
+export const NODE_REPLACED_MESSAGE =
+  'This node was deleted while this edit was on its way, and another node was made in its place: the edit was not put into it. It was kept: copy it, or discard it.'
+
 /** True when every character of `text` is in `within`, in order (others may have typed between). */
 function heldIn(text: string, within: string): boolean {
   if (text.length > within.length) return false

@@ -2,3 +2,4 @@ export { SyncClient, type Session, type SyncStatus, type SyncStatusKind, type Sy
 export { MuxConnection, type ConnectionStatus, type FinalClose } from './mux-connection.js'
 export { NodeReplica, formatBytes, type PresenceUser, type ReplicaState, type RoomDenial, type TabMessage, type ChangeOrigin, type TextEditorBinding, type TextLike } from './node-replica.js'
 export { mergeTextEdits } from './text-rebase.js'
+export { oneAtATime } from './one-at-a-time.js'

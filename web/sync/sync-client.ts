@@ -7,6 +7,7 @@ import { NO_PERMISSIONS } from '../../shared/access-policy.js'
 import { MuxConnection, type ConnectionStatus, type ConnectionTrouble, type FinalClose } from './mux-connection.js'
 import { NodeReplica, type TabMessage } from './node-replica.js'
 import { background } from './background.js'
+import { oneAtATime } from './one-at-a-time.js'
 import * as Y from 'yjs'
 import { applyPatchToDoc } from '../../shared/merge-patch.js'
 import { jsonEqual } from '../../shared/json.js'
@@ -50,6 +51,10 @@ export interface OpError {
   path: string
   code: string
   message: string
+  /** What was asked: [WEB133] a creation, [WEB132] a rename, [SYNC24] a deletion. */
+  kind?: OpRow['kind']
+  /** The name a creation or rename gave (what the author typed). */
+  name?: string
 }
 
 interface Held {
@@ -130,8 +135,8 @@ export class SyncClient {
       // [SYNC18] Read first: every local write settled by now is in the counts below.
       const settled = this.store.settledLocalWrites
       return {
-        pending: (await this.store.db.outbox.where('status').equals('pending').count()) + (await this.store.db.ops.count()),
-        refused: await this.store.db.outbox.where('status').equals('refused').count(),
+        pending: (await this.store.db.outbox.where('status').equals('pending').count()) + (await this.store.countPendingOps()),
+        refused: (await this.store.db.outbox.where('status').equals('refused').count()) + (await this.store.refusedOps()).length,
         settled,
       }
     })
@@ -193,23 +198,8 @@ export class SyncClient {
     }, CHANGE_FEED_PERIOD_MS)
   }
 
-  private polling: Promise<void> | null = null
-  private pollAgain = false
-
-  private pollSoon(): void {
-    if (this.polling) {
-      this.pollAgain = true
-      return
-    }
-    this.polling = this.pollFeed().finally(() => {
-      this.polling = null
-      if (this.pollAgain) {
-        this.pollAgain = false
-        this.pollSoon()
-      }
-    })
-    background(this.polling)
-  }
+  /** Catches up from the feed: one poll at a time, one more after it if asked meanwhile. */
+  private readonly pollSoon = oneAtATime(() => this.pollFeed())
 
   private async pollFeed(): Promise<void> {
     if (!this.conn.isOpen) return
@@ -467,6 +457,24 @@ export class SyncClient {
     }
   }
 
+  /**
+   * [MOVE8] Renames the node (its path stays). [WEB131] Without the server (offline, or the node
+   * not created there yet) the rename is queued with the other operations, shown here at once, and
+   * replayed once back online.
+   */
+  async renameNode(path: string, name: string): Promise<void> {
+    try {
+      if (typeof navigator !== 'undefined' && navigator.onLine === false) throw new NetworkError('offline')
+      const row = await this.store.getIndexRow(path)
+      const queued = (await this.store.pendingOps()).some((o) => o.path === path)
+      if (row?.localOnly || queued) throw new NetworkError('queued after the operations before it')
+      await this.store.upsertNodes([await this.api.renameNode(path, name)])
+    } catch (e) {
+      if (!(e instanceof NetworkError)) throw e
+      await this.store.queueRename(path, name)
+    }
+  }
+
   async deleteNode(path: string): Promise<void> {
     let queue = false
     try {
@@ -583,7 +591,20 @@ export class SyncClient {
   }
 
   private async runOps(): Promise<void> {
+    try {
+      await this.runClaimedOps()
+    } finally {
+      await this.store.releaseOps()
+    }
+  }
+
+  private async runClaimedOps(): Promise<void> {
     for (const op of await this.store.pendingOps()) {
+      // [SYNC23] One tab replays the queue at a time; this one tries again once that tab is done.
+      if (!(await this.store.claimOps()) || !(await this.store.isOpQueued(op))) {
+        this.retryOpsLater()
+        return
+      }
       try {
         await this.runOp(op)
       } catch (e) {
@@ -610,13 +631,25 @@ export class SyncClient {
         }
         const message = e instanceof Error ? e.message : String(e)
         const code = e instanceof HttpError ? e.code : 'unknown'
-        this.opErrors$.next([...this.opErrors$.value, { path: op.path, code, message: `${op.kind} ${op.path}: ${message}` }])
-        if (op.kind === 'create' && e instanceof HttpError && e.status >= 400 && e.status < 500) {
-          // [WEB97] Refused (a Viewer, Create rights lost meanwhile): no node was made, so the
-          // device stops listing it; its edits stay, refused, for the author.
-          await this.store.refuseCreateGone(op, code, `“${op.name}” was created on this device while offline, but the server refused it: ${message}`)
+        const told: OpError = { path: op.path, code, message: `${op.kind} ${op.path}: ${message}`, kind: op.kind, ...(op.kind === 'delete' ? {} : { name: op.name }) }
+        if (e instanceof HttpError && e.status >= 400 && e.status < 500) {
+          if (op.kind === 'create') {
+            // [WEB97] Refused (a Viewer, Create rights lost meanwhile): no node was made, so the
+            // device stops listing it; its edits stay, refused, for the author.
+            this.opErrors$.next([...this.opErrors$.value, told])
+            await this.store.refuseCreateGone(op, code, `“${op.name}” was created on this device while offline, but the server refused it: ${message}`, message)
+            continue
+          }
+          // [SYNC24] A rename or deletion refused for good is kept, refused, for its author, and
+          // the node is shown as the server has it (a refused deletion's node comes back); then
+          // it is told.
+          await this.store.refuseOp(op, code, message)
+          await this.refreshNode(op.path)
+          if (op.kind === 'delete') await this.refreshChildren(parentOf(op.path))
+          this.opErrors$.next([...this.opErrors$.value, told])
           continue
         }
+        this.opErrors$.next([...this.opErrors$.value, told])
       }
       await this.store.completeOp(op)
       if (op.kind === 'create') this.replicas.get(op.path)?.replica.startSync()
@@ -644,6 +677,9 @@ export class SyncClient {
         } catch (e) {
           if (!(e instanceof HttpError && e.status === 404)) throw e
         }
+        return
+      case 'rename':
+        await this.store.upsertNodes([await this.api.renameNode(op.path, op.name)])
         return
       default:
         op satisfies never
