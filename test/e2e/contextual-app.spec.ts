@@ -215,6 +215,27 @@ test('[WEB134] a change of the Operation in its plain text field asks first, as 
   await a.context.close()
 })
 
+test('[WEB135] removing a field of the definition with its ✕ asks first; declined, nothing is removed', async ({ browser }) => {
+  const a = await openLoggedIn(browser, server, ann, SUB)
+  await a.page.setViewportSize({ width: 390, height: 844 })
+  const asked = declineNextWarning(a.page)
+  const remove = nodePage(a.page).getByRole('button', { name: 'Remove field Limits' })
+  await remove.click()
+  await expect.poll(() => asked.length).toBe(1)
+  expect(asked[0]).toContain('Running workers continue as new consumers of the changed definition')
+  // Declined: still shown, still on the server, and no "Removed" toast.
+  await expect(nodePage(a.page).locator('[data-field="Limits"]')).toBeVisible()
+  await expect(a.page.getByText('Removed field')).toHaveCount(0)
+  expect((await getContent(server, ann, SUB)).Limits).toEqual(DEFINITION.Limits)
+  // Accepted: removed; Undo puts it back for the other tests.
+  a.page.once('dialog', (d) => void d.accept())
+  await remove.click()
+  await expect.poll(async () => (await getContent(server, ann, SUB)).Limits).toBeUndefined()
+  await a.page.locator('weft-toast').getByRole('button', { name: 'Undo' }).click()
+  await expect.poll(async () => (await getContent(server, ann, SUB)).Limits).toEqual(DEFINITION.Limits)
+  await a.context.close()
+})
+
 test('[WEB122] saving a changed definition asks first, saying workers restart as new consumers and what stays behind; declined, nothing is saved', async ({ browser }) => {
   const a = await openLoggedIn(browser, server, ann, SUB)
   await a.page.setViewportSize({ width: 1280, height: 900 })

@@ -329,6 +329,15 @@ export class WeftNodePage extends LitElement {
   }
 
   /**
+   * [WEB135] Removing a field of a subscription's definition (its ✕) asks first, as changing it
+   * does ([WEB122]); declined, nothing is removed.
+   */
+  private async removeField(key: string, value: JsonValue) {
+    if (!(await this.askDefinitionChange(key))) return
+    await removeFieldWithUndo(key, value, (k, v) => this.patchField(k, v))
+  }
+
+  /**
    * A field's editor says a problem (or, with no message, that the one of its field is over: the
    * person typed again). [WEB102] Typing in one field no longer hides another field's refusal.
    */
@@ -497,7 +506,7 @@ export class WeftNodePage extends LitElement {
       ${readonly || isRequiredField(view.nodeType, key)
         ? html`<span></span>`
         : html`<wa-button size="s" appearance="plain" class="icon" title=${`Remove field ${label}`}
-            @click=${() => removeFieldWithUndo(key, value, (k, v) => this.patchField(k, v))}><span aria-hidden="true">✕</span><span class="visually-hidden">Remove field ${label}</span></wa-button>`}`
+            @click=${() => void this.removeField(key, value)}><span aria-hidden="true">✕</span><span class="visually-hidden">Remove field ${label}</span></wa-button>`}`
   }
 
   private renderExtension(view: NodeView) {
