@@ -1,4 +1,4 @@
-import { expect, test, type Page } from '@playwright/test'
+import { expect, test, type Locator, type Page } from '@playwright/test'
 import { SYSTEM, type NodePath } from '../../shared/index.js'
 import { adminAndViewerOn, api, getContent, openLoggedIn, startE2eServer, type E2eServer, type TestUser } from './fixtures.js'
 import { TRIAGE_DEFINITION, triageWithDeadLetter } from './contextual-fixtures.js'
@@ -49,6 +49,13 @@ function declineNextWarning(page: Page): string[] {
     void d.dismiss()
   })
   return asked
+}
+
+/** Types `name` in the Operation's text field and presses Enter; the warning accepted, it is saved. */
+async function saveOperation(operation: Locator, name: string) {
+  await operation.fill(name)
+  await operation.press('Enter')
+  await expect.poll(async () => (await getContent(server, ann, SUB)).Operation).toBe(name)
 }
 
 /** Accepts the definition-change warning ([WEB122]) whenever it is asked. */
@@ -206,12 +213,53 @@ test('[WEB134] a change of the Operation in its plain text field asks first, as 
   await a.page.screenshot({ path: 'test-results/contextual-app-operation-asked-390.png' })
   // Typed again and accepted: saved; and back to what the other tests expect, asked again.
   acceptWarnings(a.page)
-  await operation.fill('triageAgain')
+  await saveOperation(operation, 'triageAgain')
+  await saveOperation(operation, DEFINITION.Operation)
+  await a.context.close()
+})
+
+test('[WEB136] Enter again after declining the question in the Operation\'s text field asks again; accepted, it is saved', async ({ browser }) => {
+  const a = await openLoggedIn(browser, server, ann, SUB)
+  await a.page.setViewportSize({ width: 1280, height: 900 })
+  const operation = nodePage(a.page).locator('input[name="Operation"]')
+  await expect(operation).toHaveValue(DEFINITION.Operation)
+  const asked = declineNextWarning(a.page)
+  await operation.fill('triageRenamed')
   await operation.press('Enter')
-  await expect.poll(async () => (await getContent(server, ann, SUB)).Operation).toBe('triageAgain')
-  await operation.fill(DEFINITION.Operation)
+  await expect.poll(() => asked.length).toBe(1)
+  // The same text, Enter again: asked again (it did nothing), declined again, still unsaved.
+  const again = declineNextWarning(a.page)
   await operation.press('Enter')
-  await expect.poll(async () => (await getContent(server, ann, SUB)).Operation).toBe(DEFINITION.Operation)
+  await expect.poll(() => again.length).toBe(1)
+  expect(again[0]).toContain('Running workers continue as new consumers of the changed definition')
+  await expect(operation).toHaveValue('triageRenamed')
+  expect((await getContent(server, ann, SUB)).Operation).toBe(DEFINITION.Operation)
+  // A third Enter, accepted: saved; then back to what the other tests expect.
+  acceptWarnings(a.page)
+  await operation.press('Enter')
+  await expect.poll(async () => (await getContent(server, ann, SUB)).Operation).toBe('triageRenamed')
+  await saveOperation(operation, DEFINITION.Operation)
+  await a.context.close()
+})
+
+test('[WEB135] removing a field of the definition with its ✕ asks first; declined, nothing is removed', async ({ browser }) => {
+  const a = await openLoggedIn(browser, server, ann, SUB)
+  await a.page.setViewportSize({ width: 390, height: 844 })
+  const asked = declineNextWarning(a.page)
+  const remove = nodePage(a.page).getByRole('button', { name: 'Remove field Limits' })
+  await remove.click()
+  await expect.poll(() => asked.length).toBe(1)
+  expect(asked[0]).toContain('Running workers continue as new consumers of the changed definition')
+  // Declined: still shown, still on the server, and no "Removed" toast.
+  await expect(nodePage(a.page).locator('[data-field="Limits"]')).toBeVisible()
+  await expect(a.page.getByText('Removed field')).toHaveCount(0)
+  expect((await getContent(server, ann, SUB)).Limits).toEqual(DEFINITION.Limits)
+  // Accepted: removed; Undo puts it back for the other tests.
+  a.page.once('dialog', (d) => void d.accept())
+  await remove.click()
+  await expect.poll(async () => (await getContent(server, ann, SUB)).Limits).toBeUndefined()
+  await a.page.locator('weft-toast').getByRole('button', { name: 'Undo' }).click()
+  await expect.poll(async () => (await getContent(server, ann, SUB)).Limits).toEqual(DEFINITION.Limits)
   await a.context.close()
 })
 

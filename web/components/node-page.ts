@@ -73,6 +73,8 @@ interface Draft {
   raw: string
   /** The field's value when typing started: a different value now means someone else changed it. */
   base: JsonValue | undefined
+  /** [WEB136] The text whose definition-change question was declined: its Enter asks again. */
+  declined?: string
 }
 
 interface CreateError {
@@ -298,7 +300,16 @@ export class WeftNodePage extends LitElement {
   private onDraftInput(key: string, ev: Event) {
     const input = ev.target as HTMLInputElement | HTMLTextAreaElement
     const existing = this.drafts.get(key)
-    this.setDraft(key, { raw: input.value, base: existing ? existing.base : this.node.value?.content[key] })
+    this.setDraft(key, { raw: input.value, base: existing ? existing.base : this.node.value?.content[key], declined: existing?.declined })
+  }
+
+  /**
+   * [WEB136] Enter on the text whose definition-change question was declined asks again: the box
+   * fires no change event until its value changes, so that Enter did nothing.
+   */
+  private onDraftKeydown(key: string, ev: KeyboardEvent) {
+    const input = ev.target as HTMLInputElement
+    if (ev.key === 'Enter' && !ev.isComposing && this.drafts.get(key)?.declined === input.value) void this.commitDraft(key, ev)
   }
 
   private async commitDraft(key: string, ev: Event) {
@@ -311,7 +322,14 @@ export class WeftNodePage extends LitElement {
     }
     // [WEB134] A change of a subscription's definition (its Operation) asks first, as its JSON
     // editor does ([WEB122]); declined, the draft stays.
-    if (!jsonEqual(parsed.value, previous ?? null) && !(await this.askDefinitionChange(key))) return
+    if (!jsonEqual(parsed.value, previous ?? null)) {
+      const twin = this.askingDefinition !== null // a question is open already: this commit is its twin
+      if (!(await this.askDefinitionChange(key))) {
+        // [WEB136] Declined: its Enter asks again.
+        if (!twin) this.setDraft(key, { ...(this.drafts.get(key) ?? { raw: input.value, base: previous }), declined: input.value })
+        return
+      }
+    }
     // [WEB96] Cleared only if nothing was typed while it was saved: what was typed since is a new
     // draft (its own Enter saves it), and clearing it put the saved value back over the typing.
     const committed = this.drafts.get(key)
@@ -326,6 +344,15 @@ export class WeftNodePage extends LitElement {
     const asking = confirmDefinitionChange(this.path, key).finally(() => (this.askingDefinition = null))
     this.askingDefinition = asking
     return asking
+  }
+
+  /**
+   * [WEB135] Removing a field of a subscription's definition (its ✕) asks first, as changing it
+   * does ([WEB122]); declined, nothing is removed.
+   */
+  private async removeField(key: string, value: JsonValue) {
+    if (!(await this.askDefinitionChange(key))) return
+    await removeFieldWithUndo(key, value, (k, v) => this.patchField(k, v))
   }
 
   /**
@@ -479,10 +506,11 @@ export class WeftNodePage extends LitElement {
       const shown = draft ? draft.raw : formatValue(value)
       const onInput = (e: Event) => this.onDraftInput(key, e)
       const onChange = (e: Event) => void this.commitDraft(key, e)
+      const onKeydown = (e: KeyboardEvent) => this.onDraftKeydown(key, e)
       // [WEB93] Text with a number keypad, not type="number": that input reads as empty what it
       // cannot hold ("1e999"), so the draft was emptied and the refusal said nothing of it.
-      if (typeof value === 'number') input = html`<input id=${id} name=${key} type="text" inputmode="decimal" aria-describedby=${described} aria-invalid=${invalid} .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
-      else if (typeof value === 'string') input = html`<input id=${id} name=${key} type="text" aria-describedby=${described} aria-invalid=${invalid} .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} />`
+      if (typeof value === 'number') input = html`<input id=${id} name=${key} type="text" inputmode="decimal" aria-describedby=${described} aria-invalid=${invalid} .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} @keydown=${onKeydown} />`
+      else if (typeof value === 'string') input = html`<input id=${id} name=${key} type="text" aria-describedby=${described} aria-invalid=${invalid} .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange} @keydown=${onKeydown} />`
       else input = html`<textarea id=${id} name=${key} class="json" aria-describedby=${described} aria-invalid=${invalid} .value=${shown} ?readonly=${readonly} @input=${onInput} @change=${onChange}></textarea>`
       if (draft && !jsonEqual(draft.base as JsonValue, value)) {
         note = html`<span class="changed" data-changed-remotely=${key}>Changed by someone else to ${formatValue(value)}; your version is kept until you save it.
@@ -497,7 +525,7 @@ export class WeftNodePage extends LitElement {
       ${readonly || isRequiredField(view.nodeType, key)
         ? html`<span></span>`
         : html`<wa-button size="s" appearance="plain" class="icon" title=${`Remove field ${label}`}
-            @click=${() => removeFieldWithUndo(key, value, (k, v) => this.patchField(k, v))}><span aria-hidden="true">✕</span><span class="visually-hidden">Remove field ${label}</span></wa-button>`}`
+            @click=${() => void this.removeField(key, value)}><span aria-hidden="true">✕</span><span class="visually-hidden">Remove field ${label}</span></wa-button>`}`
   }
 
   private renderExtension(view: NodeView) {
