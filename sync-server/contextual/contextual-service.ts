@@ -774,7 +774,7 @@ export class ContextualService {
         causationToken: sealClaims(meta.key, claims),
       })
     }
-    const causedBy = await this.causedBy(principal, e)
+    const causedBy = this.causedBy(principal, e)
     return {
       event: { eventId: e.eventId, version: e.version, path: e.path, nodeType: e.nodeType, kind: e.kind, node: view.event, ...(causedBy ? { causedBy } : {}) },
       leaseToken: e.token,
@@ -793,8 +793,9 @@ export class ContextualService {
    * its causation record: an agent skips its own echoes by it. Told only to a reader of that
    * reaction's subscription (it names a consumer and a reaction there).
    */
-  private async causedBy(principal: Principal, e: LeasedEvent): Promise<CausedBy | null> {
-    const text = e.causation !== undefined ? e.causation : await this.call<string | null>({ op: 'causedBy', version: e.version })
+  private causedBy(principal: Principal, e: LeasedEvent): CausedBy | null {
+    // [CTX70] Read by the lease on both storages.
+    const text = e.causation
     if (!text) return null
     const c = JSON.parse(text) as { subscription?: string; consumer?: string; consumerName?: string; reaction?: string; event?: { id?: string }; rootRequestId?: string }
     const sub = tryParseNodePath(c.subscription)

@@ -121,8 +121,9 @@ export interface LeasedEvent {
   token: string
   expiresAt: number
   /**
-   * [CTX61] The causation record of the reaction whose commit the event is, read with the lease
-   * (PostgreSQL: in its statement, no round trip more); absent: not read yet (`causedBy` reads it).
+   * [CTX61] [CTX70] The causation record of the reaction whose commit the event is, read with the
+   * lease (PostgreSQL: in its statement; SQLite: a statement of its transaction, no call more);
+   * null or absent: a commit no reaction made.
    */
   causation?: string | null
 }
@@ -326,8 +327,6 @@ export type ContextualCall =
    */
   | RedriveCall
   | { op: 'outcome'; key: string }
-  /** [CTX61] The causation record of the reaction whose outcome rode the commit of `version` (null: a commit no reaction made). */
-  | { op: 'causedBy'; version: number }
   | { op: 'recordOutcome'; attachment: ContextualAttachment }
   | { op: 'reactTruth'; key: string; consumerId: string; eventId: string }
   /** [CTX45] Up to `limit` ids (in order, after `after`) of consumers with events settled before `settledBefore`, for the sweep. */
@@ -475,9 +474,15 @@ function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
       }
       const expiresAt = c.now + c.leaseMs
       yield* run(`UPDATE contextual_events SET state = 'leased', attempt = ?, lease_token = ?, expires_at = ? WHERE consumer_id = ? AND event_id = ?`, attempt + 1, c.token, expiresAt, c.consumerId, due.event_id)
+      // [CTX61] [CTX70] Its causation record (the reaction whose commit it is), in this transaction:
+      // a worker's pull makes one call, as on PostgreSQL (whose lease statement reads it).
+      const caused = (yield* all('SELECT causation FROM contextual_outcomes WHERE version = ? LIMIT 1', num(due.version)))[0]
       return {
         kind: 'leased',
-        event: { eventId: String(due.event_id), version: num(due.version), path: String(due.path), nodeType: String(due.node_type), kind: String(due.kind) as MeshChangeKind, attempt: attempt + 1, token: c.token, expiresAt },
+        event: {
+          eventId: String(due.event_id), version: num(due.version), path: String(due.path), nodeType: String(due.node_type), kind: String(due.kind) as MeshChangeKind, attempt: attempt + 1, token: c.token, expiresAt,
+          causation: caused ? String(caused.causation) : null,
+        },
       }
     }
     if (pages++ >= INGEST_PAGES) {
@@ -994,10 +999,6 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
       return yield* redriveBatch(call, dialect)
     case 'carryOver':
       return yield* carryBatch(call, dialect)
-    case 'causedBy': {
-      const r = (yield* all('SELECT causation FROM contextual_outcomes WHERE version = ? LIMIT 1', call.version))[0]
-      return r ? String(r.causation) : null
-    }
     case 'outcome': {
       const r = (yield* all('SELECT * FROM contextual_outcomes WHERE key = ?', call.key))[0]
       return r ? toOutcome(r) : null
