@@ -293,6 +293,12 @@ export class ContextualService {
    * a changed history incarnation (a restore) drops them all with the meta.
    */
   private readonly consumerRows = new Map<string, ConsumerRow>()
+  /**
+   * [CTX69] Consumers whose takeover of their predecessor's pending events this instance ran to
+   * the end (a consumer read by `status` is remembered above before any pull of it took over).
+   * Only with a row remembered: a consumer made again after a delete or a restore runs it again.
+   */
+  private readonly carried = new Map<string, true>()
   /** Compiled definitions by subscription path, node version and update time. */
   /** [CTX42] Each user's long polls waiting now (WAITING_PER_USER at most). */
   private readonly waitingOf = new Map<string, number>()
@@ -608,8 +614,8 @@ export class ContextualService {
   /** [CTX5] The consumer `next` names, made on its first pull and owned by its caller. */
   private async ensureConsumer(user: string, def: CompiledDefinition, subscription: NodePath, params: JsonObject, name: string, id: string, nodeCreatedAt: string): Promise<ConsumerRow> {
     const known = this.consumerRows.get(id)
-    if (known && known.owner === user) return known
-    const consumer = await this.call<ConsumerRow | null>({
+    if (known && known.owner === user && this.carried.has(id)) return known
+    const consumer = known && known.owner === user ? known : await this.call<ConsumerRow | null>({
       op: 'ensureConsumer',
       consumer: {
         id, defHash: def.hash, operation: def.operation, subscriptionPath: subscription, params: canonicalJson(params), name, owner: user,
@@ -626,6 +632,15 @@ export class ContextualService {
       )
     }
     if (consumer.owner !== user) throw new WeftError('forbidden', `Consumer ${name} of this subscription belongs to someone else; pick another name.`)
+    // [CTX69] Its predecessor's pending events follow in batches of REDRIVE_BATCH, each its own
+    // transaction, until one comes back short. Marked carried only after: a pull after a failure
+    // (or a restart) runs them again and moves what is left.
+    for (let after = 0; ; ) {
+      const batch = await this.call<{ moved: number; last: number | null }>({ op: 'carryOver', consumerId: id, since: nodeCreatedAt, filter: def.events, after, limit: REDRIVE_BATCH })
+      if (batch.last === null) break
+      after = batch.last
+    }
+    this.remember(this.carried, id, true)
     return this.remember(this.consumerRows, id, consumer)
   }
 
@@ -759,7 +774,7 @@ export class ContextualService {
         causationToken: sealClaims(meta.key, claims),
       })
     }
-    const causedBy = await this.causedBy(principal, e)
+    const causedBy = this.causedBy(principal, e)
     return {
       event: { eventId: e.eventId, version: e.version, path: e.path, nodeType: e.nodeType, kind: e.kind, node: view.event, ...(causedBy ? { causedBy } : {}) },
       leaseToken: e.token,
@@ -778,8 +793,9 @@ export class ContextualService {
    * its causation record: an agent skips its own echoes by it. Told only to a reader of that
    * reaction's subscription (it names a consumer and a reaction there).
    */
-  private async causedBy(principal: Principal, e: LeasedEvent): Promise<CausedBy | null> {
-    const text = e.causation !== undefined ? e.causation : await this.call<string | null>({ op: 'causedBy', version: e.version })
+  private causedBy(principal: Principal, e: LeasedEvent): CausedBy | null {
+    // [CTX70] Read by the lease on both storages.
+    const text = e.causation
     if (!text) return null
     const c = JSON.parse(text) as { subscription?: string; consumer?: string; consumerName?: string; reaction?: string; event?: { id?: string }; rootRequestId?: string }
     const sub = tryParseNodePath(c.subscription)

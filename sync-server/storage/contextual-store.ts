@@ -121,8 +121,9 @@ export interface LeasedEvent {
   token: string
   expiresAt: number
   /**
-   * [CTX61] The causation record of the reaction whose commit the event is, read with the lease
-   * (PostgreSQL: in its statement, no round trip more); absent: not read yet (`causedBy` reads it).
+   * [CTX61] [CTX70] The causation record of the reaction whose commit the event is, read with the
+   * lease (PostgreSQL: in its statement; SQLite: a statement of its transaction, no call more);
+   * null or absent: a commit no reaction made.
    */
   causation?: string | null
 }
@@ -287,9 +288,15 @@ export type ContextualCall =
   /**
    * [CTX56] `continues`: a consumer made now continues the newest earlier one of its owner, path,
    * operation, parameters and name made since `since` (the subscription node's creation), taking
-   * its cursor and those of its pending events `filter` (the definition's now) asks for.
+   * its cursor; [CTX69] those of its pending events `filter` (the definition's now) asks for follow
+   * in `carryOver` batches.
    */
   | { op: 'ensureConsumer'; consumer: ConsumerRow; most: number; continues?: { since: string; filter: EventFilter } }
+  /**
+   * [CTX69] One batch of a continuing consumer's takeover of its predecessor's pending events
+   * (versions after `after`, at most `limit` of them), its own transaction.
+   */
+  | CarryCall
   /** [CTX46] The consumer and its events (its outcomes, the causation records, are kept). */
   | { op: 'deleteConsumer'; id: string }
   | { op: 'consumer'; id: string }
@@ -320,8 +327,6 @@ export type ContextualCall =
    */
   | RedriveCall
   | { op: 'outcome'; key: string }
-  /** [CTX61] The causation record of the reaction whose outcome rode the commit of `version` (null: a commit no reaction made). */
-  | { op: 'causedBy'; version: number }
   | { op: 'recordOutcome'; attachment: ContextualAttachment }
   | { op: 'reactTruth'; key: string; consumerId: string; eventId: string }
   /** [CTX45] Up to `limit` ids (in order, after `after`) of consumers with events settled before `settledBefore`, for the sweep. */
@@ -350,6 +355,27 @@ export interface RedriveCall {
   after: number
   limit: number
   into?: { id: string; owner: string; filter: EventFilter }
+}
+
+/**
+ * [CTX56] [CTX69] One batch of a takeover: the consumer `consumerId` continues the newest earlier
+ * consumer of its owner, path, Operation, parameters and name made since `since` (made before it);
+ * that one's pending events of versions after `after` (at most `limit`) that `filter` asks for
+ * move to it. The service runs batches until one comes back short (`last` null), as a re-drive.
+ */
+export interface CarryCall {
+  op: 'carryOver'
+  consumerId: string
+  since: string
+  filter: EventFilter
+  after: number
+  limit: number
+}
+
+/** What a takeover batch did: how many events moved; `last`, the version the next batch starts after (null: nothing more). */
+export interface CarryBatch {
+  moved: number
+  last: number | null
 }
 
 /**
@@ -448,9 +474,15 @@ function* leaseOnce(c: LeaseCall, dialect: Dialect): Op<LeaseAnswer> {
       }
       const expiresAt = c.now + c.leaseMs
       yield* run(`UPDATE contextual_events SET state = 'leased', attempt = ?, lease_token = ?, expires_at = ? WHERE consumer_id = ? AND event_id = ?`, attempt + 1, c.token, expiresAt, c.consumerId, due.event_id)
+      // [CTX61] [CTX70] Its causation record (the reaction whose commit it is), in this transaction:
+      // a worker's pull makes one call, as on PostgreSQL (whose lease statement reads it).
+      const caused = (yield* all('SELECT causation FROM contextual_outcomes WHERE version = ? LIMIT 1', num(due.version)))[0]
       return {
         kind: 'leased',
-        event: { eventId: String(due.event_id), version: num(due.version), path: String(due.path), nodeType: String(due.node_type), kind: String(due.kind) as MeshChangeKind, attempt: attempt + 1, token: c.token, expiresAt },
+        event: {
+          eventId: String(due.event_id), version: num(due.version), path: String(due.path), nodeType: String(due.node_type), kind: String(due.kind) as MeshChangeKind, attempt: attempt + 1, token: c.token, expiresAt,
+          causation: caused ? String(caused.causation) : null,
+        },
       }
     }
     if (pages++ >= INGEST_PAGES) {
@@ -808,15 +840,56 @@ function* redriveBatch(c: RedriveCall, dialect: Dialect): Op<RedriveBatch> {
   return { redriven, last: rows.length === c.limit ? through : null }
 }
 
+/** The fields of a consumer that name its predecessor (ConsumerRow's, or its stored row's). */
+type Lineage = Pick<ConsumerRow, 'id' | 'owner' | 'subscriptionPath' | 'operation' | 'params' | 'name' | 'createdAt'>
+
+/**
+ * [CTX56] The consumer `c` continues: the newest other one of its owner, path, Operation,
+ * parameters and name made since `since`, and made no later than `c` ([CTX69] a consumer resumed
+ * after a later one, its definition changed back, does not continue that later one).
+ */
+function* predecessor(c: Lineage, since: string, dialect: Dialect, lock: boolean): Op<Row | null> {
+  return (yield* all(
+    `SELECT id, cursor FROM contextual_consumers WHERE owner = ? AND subscription_path = ? AND operation = ? AND params = ? AND name = ? AND id <> ? AND created_at >= ? AND created_at <= ?
+     ORDER BY created_at DESC, id DESC LIMIT 1${lock && dialect === 'postgres' ? ' FOR UPDATE' : ''}`,
+    c.owner, c.subscriptionPath, c.operation, c.params, c.name, c.id, since, c.createdAt,
+  ))[0] ?? null
+}
+
+/** [CTX56] A consumer made now starts at its predecessor's cursor; its pending events follow in batches ([CTX69] `carryBatch`). */
 function* carryOver(c: ConsumerRow, continues: { since: string; filter: EventFilter }, dialect: Dialect): Op<void> {
-  const prior = (yield* all(
-    `SELECT id, cursor FROM contextual_consumers WHERE owner = ? AND subscription_path = ? AND operation = ? AND params = ? AND name = ? AND id <> ? AND created_at >= ?
-     ORDER BY created_at DESC, id DESC LIMIT 1${dialect === 'postgres' ? ' FOR UPDATE' : ''}`,
-    c.owner, c.subscriptionPath, c.operation, c.params, c.name, c.id, continues.since,
-  ))[0]
-  if (!prior) return
-  yield* run('UPDATE contextual_consumers SET cursor = ? WHERE id = ?', num(prior.cursor), c.id)
-  yield* moveEvents(String(prior.id), c.id, continues.filter)
+  const prior = yield* predecessor(c, continues.since, dialect, true)
+  if (prior) yield* run('UPDATE contextual_consumers SET cursor = ? WHERE id = ?', num(prior.cursor), c.id)
+}
+
+/**
+ * [CTX69] One batch of the takeover, its own transaction: the predecessor's pending events of
+ * versions after `after`, at most `limit`, of which those the filter asks for (and the consumer
+ * holds not) move in one statement. The move was one statement in the transaction that made the
+ * consumer, which held both consumer rows (PostgreSQL) or SQLite's writer for every event. None
+ * needs to move with the making: the events are at or before the cursor the consumer starts at
+ * (it never ingests them itself), and the stale consumer is pulled by no worker of the definition
+ * now. An event is in one consumer or the other at every commit, so a crash between batches loses
+ * none and delivers none twice; the next pull that makes or first reads the consumer runs the
+ * batches again from the start, moving what is left.
+ */
+function* carryBatch(c: CarryCall, dialect: Dialect): Op<CarryBatch> {
+  const self = (yield* all('SELECT id, owner, subscription_path, operation, params, name, created_at FROM contextual_consumers WHERE id = ?', c.consumerId))[0]
+  if (!self) return { moved: 0, last: null }
+  const lineage: Lineage = {
+    id: String(self.id), owner: String(self.owner), subscriptionPath: String(self.subscription_path), operation: String(self.operation),
+    params: String(self.params), name: String(self.name), createdAt: String(self.created_at),
+  }
+  const prior = yield* predecessor(lineage, c.since, dialect, false)
+  if (!prior) return { moved: 0, last: null }
+  // Both consumer rows locked, as every writer of their events does (in one order, by id, as a
+  // re-drive into this consumer: no deadlock); one deleted meanwhile, nothing moves.
+  for (const id of [c.consumerId, String(prior.id)].sort()) if (!(yield* lockConsumer(id, dialect))) return { moved: 0, last: null }
+  const rows = yield* all(`SELECT version FROM contextual_events WHERE consumer_id = ? AND state = 'pending' AND version > ? ORDER BY version LIMIT ?`, String(prior.id), c.after, c.limit)
+  if (rows.length === 0) return { moved: 0, last: null }
+  const through = num(rows[rows.length - 1]!.version)
+  const moved = yield* moveEvents(String(prior.id), c.consumerId, c.filter, { after: c.after, through })
+  return { moved, last: rows.length === c.limit ? through : null }
 }
 
 /**
@@ -924,10 +997,8 @@ export function* contextualOp(call: ContextualCall, dialect: Dialect): Op<unknow
     }
     case 'redrive':
       return yield* redriveBatch(call, dialect)
-    case 'causedBy': {
-      const r = (yield* all('SELECT causation FROM contextual_outcomes WHERE version = ? LIMIT 1', call.version))[0]
-      return r ? String(r.causation) : null
-    }
+    case 'carryOver':
+      return yield* carryBatch(call, dialect)
     case 'outcome': {
       const r = (yield* all('SELECT * FROM contextual_outcomes WHERE key = ?', call.key))[0]
       return r ? toOutcome(r) : null

@@ -105,6 +105,22 @@ describe.each(storages)('contextual dead letters ($name)', ({ pg: onPg }) => {
     return { sub, prefix, consumerId, letters, b }
   }
 
+  /**
+   * `many` events of the consumer's filter (Documents `{prefix}/m{version}` created, versions from
+   * `base`), written beside the server: dead letters (nacked once, failed) or pending, never leased.
+   */
+  async function writeEvents(consumerId: string, prefix: string, base: number, many: number, state: 'dead' | 'pending'): Promise<void> {
+    const values = state === 'dead' ? `'dead', 1, NULL, 0, 0, 'failed', 1` : `'pending', 0, NULL, 0, 0, NULL, NULL`
+    for (let i = 0; i < many; i += 250) {
+      const rows = Array.from({ length: Math.min(250, many - i) }, (_, k) => base + i + k)
+      await sql(
+        `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error, died_at)
+         VALUES ${rows.map(() => `(?, ?, ?, ?, 'Document', 'Created', ${values})`).join(', ')}`,
+        ...rows.flatMap((v) => [consumerId, String(v), v, `${prefix}/m${v}`]),
+      )
+    }
+  }
+
   const statusOf = async (token: string, consumerId: string) => expectStatus(await ctx(ts.url, token).status(consumerId), 200).body as unknown as ContextualStatus
 
   it('[CTX65] a dead letter says when it died, alike over HTTP, gRPC, MCP and on the operator overview; one from before the time was kept says null', async () => {
@@ -278,15 +294,7 @@ describe.each(storages)('contextual dead letters ($name)', ({ pg: onPg }) => {
     // Many dead letters written beside the server (making each through a pull and a nack would take
     // minutes): events of this consumer's filter, at versions past the log.
     const many = REDRIVE_BATCH * 2 + 37
-    const base = 10_000_000
-    for (let i = 0; i < many; i += 250) {
-      const rows = Array.from({ length: Math.min(250, many - i) }, (_, k) => base + i + k)
-      await sql(
-        `INSERT INTO contextual_events (consumer_id, event_id, version, path, node_type, kind, state, attempt, lease_token, expires_at, available_at, last_error, died_at)
-         VALUES ${rows.map(() => `(?, ?, ?, ?, 'Document', 'Created', 'dead', 1, NULL, 0, 0, 'failed', 1)`).join(', ')}`,
-        ...rows.flatMap((v) => [consumerId, String(v), v, `${prefix}/m${v}`]),
-      )
-    }
+    await writeEvents(consumerId, prefix, 10_000_000, many, 'dead')
     expect((await statusOf(bob.token, consumerId)).dead).toBe(many)
     // The definition is edited: Bob's consumer is stale; his next pull makes the one continuing it.
     expectStatus(await api(ts.url, ann.token).patchNode(sub, { Limits: { LeaseSeconds: 30, MaxInFlight: 1, MaxAttempts: 2 } }), 200)
@@ -313,6 +321,63 @@ describe.each(storages)('contextual dead letters ($name)', ({ pg: onPg }) => {
     const old = await statusOf(bob.token, consumerId)
     expect([old.dead, old.pending]).toEqual([0, 0])
     expect((await statusOf(bob.token, successor)).pending).toBe(many)
+  })
+
+  it('[CTX69] an edited definition\'s consumer takes over very many pending events in bounded batches; a failure between batches loses none, and the next pull moves the rest', { timeout: 240_000 }, async () => {
+    const { sub, prefix, consumerId } = await consumerWithDeadLetters('carry', 0)
+    // Many pending events written beside the server (events of its filter, at versions past the
+    // log: the continuing consumer never ingests them itself): what a worker had not pulled yet
+    // when the definition was edited.
+    const many = REDRIVE_BATCH * 2 + 37
+    const base = 20_000_000
+    await writeEvents(consumerId, prefix, base, many, 'pending')
+    expect((await statusOf(bob.token, consumerId)).pending).toBe(many)
+    expectStatus(await api(ts.url, ann.token).patchNode(sub, { Limits: { LeaseSeconds: 30, MaxInFlight: 1, MaxAttempts: 2 } }), 200)
+    // Every storage call of the pull that makes the continuing consumer is seen; the second batch fails.
+    const storage = ts.server.storage
+    const original = storage.contextual.bind(storage)
+    const calls: ContextualCall[] = []
+    storage.contextual = (c: ContextualCall) => {
+      calls.push(c)
+      if (c.op === 'carryOver' && calls.filter((k) => k.op === 'carryOver').length === 2) return Promise.reject(new Error('the server went down'))
+      return original(c)
+    }
+    try {
+      expect((await ctx(ts.url, bob.token).next(sub, 'w1', { waitSeconds: 0 })).status).toBe(500)
+    } finally {
+      storage.contextual = original
+    }
+    const made = calls.find((c) => c.op === 'ensureConsumer')
+    expect(made).toBeDefined()
+    const successor = (made as { consumer: { id: string } }).consumer.id
+    expect(successor).not.toBe(consumerId)
+    const carried = calls.filter((c) => c.op === 'carryOver')
+    expect(carried.length).toBe(2)
+    for (const c of carried) expect(c).toMatchObject({ op: 'carryOver', consumerId: successor, limit: REDRIVE_BATCH })
+    // One batch moved; the rest waits, pending, with the stale consumer: none lost, none in both.
+    const half = [await statusOf(bob.token, consumerId), await statusOf(bob.token, successor)]
+    expect([half[0]!.pending, half[1]!.pending]).toEqual([many - REDRIVE_BATCH, REDRIVE_BATCH])
+    // The next pull moves the rest, in bounded batches again, and leases the first event it holds.
+    calls.length = 0
+    storage.contextual = (c: ContextualCall) => {
+      calls.push(c)
+      return original(c)
+    }
+    let item: Item | null = null
+    try {
+      const body = expectStatus(await ctx(ts.url, bob.token).next(sub, 'w1', { waitSeconds: 0 }), 200).body
+      expect(body.consumerId).toBe(successor)
+      item = body.item
+    } finally {
+      storage.contextual = original
+    }
+    expect(calls.filter((c) => c.op === 'carryOver').length).toBe(Math.ceil((many - REDRIVE_BATCH) / REDRIVE_BATCH))
+    expect(item?.event.path).toBe(`${prefix}/m${base}`)
+    const old = await statusOf(bob.token, consumerId)
+    const now = await statusOf(bob.token, successor)
+    expect(old.pending).toBe(0)
+    // Every event once, in the continuing consumer (one of them leased).
+    expect([now.pending, now.leased]).toEqual([many - 1, 1])
   })
 })
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { api, createDocument, createSpace, errorCode, expectStatus, freshDatabase, grantRole, signup, startTestServer, type TestServer, type TestUser } from '../helpers/index.js'
-import { ctx, definition, pull, putSubscription } from './contextual-helpers.js'
+import type { ContextualCall } from '../../sync-server/storage/index.js'
+import { ctx, definition, pull, putSubscription, type Item } from './contextual-helpers.js'
 
 /**
  * [CTX59] [CTX60] [CTX61] Repeats a worker (or an LLM) makes, found by a walk (stop 48, findings 7,
@@ -85,7 +86,7 @@ describe.each(storages)('repeats and echoes ($name)', ({ pg }) => {
     expect(expectStatus(await c.status(consumerId), 200).body).toMatchObject({ acked: 1, pending: 0, leased: 0 })
   })
 
-  it('[CTX61] an event committed by a reaction carries causedBy (subscription, consumer, reaction, event): an agent skips its own echo', async () => {
+  it('[CTX61] [CTX70] an event committed by a reaction carries causedBy (subscription, consumer, reaction, event), read with the lease: an agent skips its own echo', async () => {
     const sub = `${space}/e`
     const prefix = `${space}/ein`
     expectStatus(await putSubscription(ts.url, owner.token, sub, definition(prefix)), 201)
@@ -98,7 +99,21 @@ describe.each(storages)('repeats and echoes ($name)', ({ pg }) => {
     const r = expectStatus(await c.react(created, 'annotate', { Note: 'seen' }, { ack: true }), 200).body
     expect(r.acked).toBe(true)
     // The reaction's patch is an Updated event of this subscription: marked as the echo it is.
-    const { item: echo } = await pull(ts.url, owner.token, sub, 'echo')
+    // [CTX70] Its causation record read by the lease, on both storages: the pull makes no other call.
+    const storage = ts.server.storage
+    const original = storage.contextual.bind(storage)
+    const ops: string[] = []
+    storage.contextual = (call: ContextualCall) => {
+      ops.push(call.op)
+      return original(call)
+    }
+    let echo: Item
+    try {
+      echo = (await pull(ts.url, owner.token, sub, 'echo')).item
+    } finally {
+      storage.contextual = original
+    }
+    expect(new Set(ops)).toEqual(new Set(['lease']))
     expect(echo.event).toMatchObject({ path: `${prefix}/a`, kind: 'Updated' })
     expect((echo.event as { causedBy?: unknown }).causedBy).toEqual({
       subscription: sub, consumerId, consumerName: 'echo', reaction: 'annotate', eventId: created.event.eventId, rootRequestId: r.outcome.rootRequestId,
