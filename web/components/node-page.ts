@@ -320,6 +320,9 @@ export class WeftNodePage extends LitElement {
       this.fieldError = { key, message: `${fieldLabel(key)}: ${parsed.message}` }
       return // the draft stays: nothing typed is lost
     }
+    // [WEB96] The draft this commit saves, read before anything is awaited: what is typed while
+    // it is asked about or saved is a new draft (its own Enter saves it), and must not be cleared.
+    const committed = this.drafts.get(key)
     // [WEB134] A change of a subscription's definition (its Operation) asks first, as its JSON
     // editor does ([WEB122]); declined, the draft stays.
     if (!jsonEqual(parsed.value, previous ?? null)) {
@@ -330,9 +333,8 @@ export class WeftNodePage extends LitElement {
         return
       }
     }
-    // [WEB96] Cleared only if nothing was typed while it was saved: what was typed since is a new
-    // draft (its own Enter saves it), and clearing it put the saved value back over the typing.
-    const committed = this.drafts.get(key)
+    // [WEB96] Cleared only if nothing was typed since the commit began: clearing a newer draft put
+    // the saved value back over the typing.
     if ((await this.patchField(key, parsed.value)) && this.drafts.get(key) === committed) this.setDraft(key, null)
   }
 
