@@ -1,6 +1,9 @@
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { SYSTEM, type NodePath } from '../../shared/index.js'
+import { createActivitiesEngine } from '../../sync-server/engines/activities/index.js'
+import { subscriptionsEngine } from '../../sync-server/engines/subscriptions/index.js'
+import { threadsEngine } from '../../sync-server/engines/threads/index.js'
 import {
   api,
   createDocument,
@@ -41,7 +44,9 @@ let group: string
 let otherGroup: string
 
 beforeAll(async () => {
-  ts = await startTestServer()
+  // No templates seeded: their code checks are written in the background after the start, and
+  // with sign-ups quick ([AUTH9]) they landed during the tests' "nothing written" checks.
+  ts = await startTestServer({ config: { engines: [subscriptionsEngine, createActivitiesEngine({ seedTemplates: false }), threadsEngine] } })
   admin = await signup(ts.url)
   other = await signup(ts.url)
   ops = await signup(ts.url)
