@@ -81,8 +81,8 @@ export interface TestUser {
 let userCounter = 0
 
 /** Signs a user up over HTTP (POST /api/auth/signup). */
-export async function signUp(server: { url: string }, name: string): Promise<TestUser> {
-  const email = `${name.toLowerCase().replace(/[^a-z0-9]/g, '')}${++userCounter}${Date.now() % 100000}@example.com`
+export async function signUp(server: { url: string }, name: string, address?: string): Promise<TestUser> {
+  const email = address ?? `${name.toLowerCase().replace(/[^a-z0-9]/g, '')}${++userCounter}${Date.now() % 100000}@example.com`
   const password = 'correct horse battery'
   const res = await fetch(`${server.url}/api/auth/signup`, {
     method: 'POST',

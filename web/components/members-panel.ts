@@ -29,6 +29,23 @@ const DEFAULT_INVITE_ROLE = 'Viewer'
  * is hidden.
  */
 const SAFETY_REFRESH_MS = 60_000
+/**
+ * [WEB137] An accepted invite lands in two writes: the grant (on the space's assignments, which
+ * the change feed tells of) and then its invite's Fired mark (on a node only the platform's
+ * admins read, which no feed this caller follows tells of). A read between the two shows the new
+ * member beside an invite still waiting; it is read again after these waits until the mark is
+ * there (or they run out, leaving the safety net).
+ */
+const LANDING_WAITS_MS = [250, 500, 1000, 2000, 4000, 8000]
+
+/**
+ * [WEB137] Whether a grant landed ahead of its invite's Fired mark: an invite still waiting whose
+ * address is already a member's.
+ */
+export function inviteLanding(members: readonly Pick<MemberRow, 'email'>[], invites: readonly Pick<InviteRow, 'email' | 'status'>[]): boolean {
+  const emails = new Set(members.flatMap((m) => (m.email ? [m.email.toLowerCase()] : [])))
+  return invites.some((i) => i.status === 'Pending' && i.email !== null && emails.has(i.email.toLowerCase()))
+}
 
 /** The invites API (sync-server/engines/subscriptions/routes.ts), with the session's token. */
 export async function invitesApi<T>(method: string, url: string, body?: unknown): Promise<T> {
@@ -143,6 +160,9 @@ export class MembersController implements ReactiveController {
   private timer: ReturnType<typeof setInterval> | null = null
   private connected = false
   private subs: Subscription[] = []
+  /** [WEB137] The read again while an accepted invite's Fired mark is on its way, and how many were made. */
+  private landingTimer: ReturnType<typeof setTimeout> | null = null
+  private landingTries = 0
   constructor(private readonly host: ReactiveControllerHost) {
     host.addController(this)
   }
@@ -151,6 +171,7 @@ export class MembersController implements ReactiveController {
     if (path === this.path) return
     this.path = path
     this.loaded = false
+    this.stopLanding()
     if (this.connected) {
       this.follow()
       void this.refresh()
@@ -176,6 +197,28 @@ export class MembersController implements ReactiveController {
     window.removeEventListener('focus', this.onVisible)
     if (this.timer) clearInterval(this.timer)
     this.timer = null
+    this.stopLanding()
+  }
+
+  private stopLanding(): void {
+    if (this.landingTimer) clearTimeout(this.landingTimer)
+    this.landingTimer = null
+    this.landingTries = 0
+  }
+
+  /** [WEB137] Reads again, a little later each time, while a grant has landed ahead of its invite's mark. */
+  private followLanding(): void {
+    if (!inviteLanding(this.members, this.invites)) {
+      this.stopLanding()
+      return
+    }
+    if (this.landingTimer || !this.connected) return
+    const wait = LANDING_WAITS_MS[this.landingTries++]
+    if (wait === undefined) return
+    this.landingTimer = setTimeout(() => {
+      this.landingTimer = null
+      if (this.connected) this.refreshSoon()
+    }, wait)
   }
 
   private readonly onVisible = () => {
@@ -214,6 +257,7 @@ export class MembersController implements ReactiveController {
       this.members = r.members
       this.invites = r.invites
       this.error = null
+      this.followLanding()
     } catch (e) {
       this.error = humanError(e)
     }
