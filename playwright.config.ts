@@ -1,7 +1,12 @@
 import { existsSync } from 'node:fs'
 import { defineConfig } from '@playwright/test'
 
-const systemChromium = '/usr/bin/chromium'
+/**
+ * Debian's Chromium: its headless shell where installed (what Playwright's own headless runs: the
+ * same Blink and V8 without the desktop browser around them), else the browser itself, else
+ * Playwright's download. WEFT_E2E_CHROMIUM names another.
+ */
+const systemChromium = [process.env.WEFT_E2E_CHROMIUM, '/usr/lib/chromium/chromium-headless-shell', '/usr/bin/chromium'].find((p) => p && existsSync(p))
 
 export default defineConfig({
   testDir: 'test/e2e',
@@ -28,7 +33,7 @@ export default defineConfig({
     trace: { mode: 'retain-on-failure', screenshots: false, snapshots: false },
     screenshot: 'only-on-failure',
     launchOptions: {
-      executablePath: existsSync(systemChromium) ? systemChromium : undefined,
+      executablePath: systemChromium,
       args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     },
   },

@@ -50,7 +50,8 @@ const PLAYWRIGHT_DISABLED_FEATURES = [
 ]
 
 const ROOT = resolve(import.meta.dirname, '../..')
-const CHROMIUM = '/usr/bin/chromium'
+/** Debian's whole Chromium as the figures so far were taken with, else its headless shell ([ensure-env.sh] installs that one). */
+const CHROMIUM = ['/usr/bin/chromium', '/usr/lib/chromium/chromium-headless-shell'].find((p) => existsSync(p))
 const N_NODES = 10_000
 const N_DOCS = 1_000
 const N_EDITS = 1_000
@@ -381,7 +382,7 @@ export async function benchWeb(): Promise<Figures> {
   const pageServer = await startServer({ port: 0, host: '127.0.0.1', dataDir: benchDataDir, staticDir: benchDist, logLevel: 'warn' })
   const args = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync']
   if (!process.env.WEFT_BENCH_BROWSER_UI) args.push(`--disable-features=${[...PLAYWRIGHT_DISABLED_FEATURES, ...BROWSER_UI_FEATURES].join(',')}`)
-  const browser = await chromium.launch({ executablePath: existsSync(CHROMIUM) ? CHROMIUM : undefined, args })
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args })
   figures.chromium = browser.version()
   try {
     // WEFT_BENCH_ONLY=cold|docs|sync runs one part (when tuning).
