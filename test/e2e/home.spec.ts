@@ -126,6 +126,37 @@ test('[WEB14] [WEB54] someone with no space yet is told no invites wait (not "Lo
   await v.context.close()
 })
 
+test('[WEB138] an Admin opening a space is never told that only Admins invite while the room has not yet told her rights', async ({ browser }) => {
+  const a = await openLoggedIn(browser, server, ann, ann.userId, {
+    // Every frame, whether the members panel (in whichever shadow root) says it.
+    beforeOpen: (context) =>
+      context.addInitScript(() => {
+        const w = window as unknown as { sawOnlyAdmins: boolean }
+        w.sawOnlyAdmins = false
+        const find = (root: Document | ShadowRoot): Element | null => {
+          const here = root.querySelector('weft-members-panel')
+          if (here) return here
+          for (const el of root.querySelectorAll('*')) {
+            const inner = el.shadowRoot ? find(el.shadowRoot) : null
+            if (inner) return inner
+          }
+          return null
+        }
+        const look = () => {
+          if (find(document)?.shadowRoot?.textContent?.includes("Only the space's Admins invite people.")) w.sawOnlyAdmins = true
+          requestAnimationFrame(look)
+        }
+        requestAnimationFrame(look)
+      }),
+  })
+  await a.page.goto('/#/n/Lab')
+  const members = a.page.locator('weft-members-panel')
+  await expect(members.getByRole('form', { name: 'Invite by email' })).toBeVisible()
+  await expect(members.getByRole('table', { name: 'Members' })).toContainText('Vic')
+  expect(await a.page.evaluate(() => (window as unknown as { sawOnlyAdmins: boolean }).sawOnlyAdmins)).toBe(false)
+  await a.context.close()
+})
+
 test('[WEB15] nothing offered that the server refuses: no Invite form for a Viewer, invites in words, a Code node hides its check and LastActivityPath, a run has no inputs', async ({ browser }) => {
   const v = await openLoggedIn(browser, server, vic, 'Lab')
   const members = v.page.locator('weft-members-panel')

@@ -419,6 +419,8 @@ export class WeftMembersPanel extends LitElement {
   override render() {
     const d = this.data
     const canManage = this.access.value?.permissions?.has('ManageAccess') === true
+    // [WEB138] Until the room tells the caller's rights, an Admin is not told only Admins invite.
+    const rightsKnown = (this.access.value?.permissions ?? null) !== null
     // [WEB87] The server keeps one Admin (last_admin): the only one is offered no way to go.
     const admins = d.members.filter((m) => m.role === 'Admin' && !m.denied).length
     const isOnlyAdmin = (m: MemberRow) => m.role === 'Admin' && !m.denied && admins === 1
@@ -448,7 +450,7 @@ export class WeftMembersPanel extends LitElement {
             <label><input type="checkbox" name="pin" checked /> Pin to their navigation</label>
             <wa-button type="submit" size="s" variant="brand" ?disabled=${this.busy}>Invite</wa-button>
           </form>`
-        : html`<p class="muted">Only the space's Admins invite people.</p>`}
+        : rightsKnown ? html`<p class="muted">Only the space's Admins invite people.</p>` : nothing}
       ${this.notice ? html`<p class="notice" role="status">${this.notice}</p>` : nothing}
       ${d.invites.length ? html`
         <h3>Invites</h3>
