@@ -97,6 +97,21 @@ export const CONSUMERS_PER_USER = 1_000
  */
 export const REDRIVE_BATCH = 500
 
+/**
+ * [CTX68] [CTX69] Runs `batch` until one comes back short (`last` null: fewer rows than its limit),
+ * each starting after the last version the one before took: it ends however many rows arrive
+ * meanwhile.
+ * `each` sees every batch as it comes (and may throw to stop).
+ */
+async function inBatches<B extends { last: number | null }>(batch: (after: number) => Promise<B>, each?: (b: B) => void): Promise<void> {
+  for (let after = 0; ; ) {
+    const b = await batch(after)
+    each?.(b)
+    if (b.last === null) return
+    after = b.last
+  }
+}
+
 /** [CTX38] The most consumers one status page lists. */
 const CONSUMERS_PER_PAGE = 100
 /** [CTX31] Commits remembered for a pull whose lease statement was under way when they came. */
@@ -635,11 +650,7 @@ export class ContextualService {
     // [CTX69] Its predecessor's pending events follow in batches of REDRIVE_BATCH, each its own
     // transaction, until one comes back short. Marked carried only after: a pull after a failure
     // (or a restart) runs them again and moves what is left.
-    for (let after = 0; ; ) {
-      const batch = await this.call<{ moved: number; last: number | null }>({ op: 'carryOver', consumerId: id, since: nodeCreatedAt, filter: def.events, after, limit: REDRIVE_BATCH })
-      if (batch.last === null) break
-      after = batch.last
-    }
+    await inBatches((after) => this.call<{ moved: number; last: number | null }>({ op: 'carryOver', consumerId: id, since: nodeCreatedAt, filter: def.events, after, limit: REDRIVE_BATCH }))
     this.remember(this.carried, id, true)
     return this.remember(this.consumerRows, id, consumer)
   }
@@ -1043,19 +1054,18 @@ export class ContextualService {
     // none is made yet they wait here and move to it when its first pull makes it.
     const successor = def && def.hash !== consumer.defHash && def.operation === consumer.operation ? sha256Hex(canonicalJson([def.hash, def.operation, JSON.parse(consumer.params) as JsonObject, consumer.name])).slice(0, 32) : null
     let redriven = 0
-    // Each batch starts after the last version the one before took: it ends however many letters die meanwhile.
-    for (let after = 0; ; ) {
-      const batch = await this.call<RedriveBatch>({
+    await inBatches(
+      (after) => this.call<RedriveBatch>({
         op: 'redrive', consumerId: consumer.id, after, limit: REDRIVE_BATCH,
         ...(req.eventId !== undefined ? { eventId: req.eventId } : {}),
         ...(successor ? { into: { id: successor, owner: consumer.owner, filter: def!.events } } : {}),
-      })
-      redriven += batch.redriven
-      if (batch.state === null) throw new WeftError('not_found', `Consumer ${consumer.id} holds no event ${req.eventId}: re-drive one of the eventIds its status lists under deadLetters.`)
-      if (batch.state !== undefined) throw new WeftError('contextual_not_dead_letter', `Event ${req.eventId} of consumer ${consumer.id} is not a dead letter (it is ${batch.state}): only dead letters are re-driven.`)
-      if (batch.last === null) break
-      after = batch.last
-    }
+      }),
+      (batch) => {
+        redriven += batch.redriven
+        if (batch.state === null) throw new WeftError('not_found', `Consumer ${consumer.id} holds no event ${req.eventId}: re-drive one of the eventIds its status lists under deadLetters.`)
+        if (batch.state !== undefined) throw new WeftError('contextual_not_dead_letter', `Event ${req.eventId} of consumer ${consumer.id} is not a dead letter (it is ${batch.state}): only dead letters are re-driven.`)
+      },
+    )
     this.wakeConsumer(consumer.id, redriven > 0)
     if (successor) this.wakeConsumer(successor, redriven > 0)
     return { redriven }
