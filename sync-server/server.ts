@@ -76,7 +76,7 @@ export async function startServer(options: StartOptions = {}): Promise<RunningSe
     },
     now,
   )
-  const auth = new AuthService(storage, nodes, config.tokenTtlMs, throttle, undefined, config.passwordScryptN)
+  const auth = new AuthService(storage, nodes, { tokenTtlMs: config.tokenTtlMs, throttle, scryptN: config.passwordScryptN })
   auth.startPurging()
   // [STO7] The change table keeps the last CHANGE_HISTORY versions whole, then the latest change per path.
   const purgeChanges = () =>

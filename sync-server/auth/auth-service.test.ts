@@ -8,7 +8,6 @@ import { NodeService } from '../nodes/index.js'
 import { openStorage, type StorageAdapter } from '../storage/index.js'
 import { configFromEnv } from '../config.js'
 import { AuthService, DEFAULT_SCRYPT_N, MIN_SCRYPT_N } from './auth-service.js'
-import { LoginThrottle } from './login-throttle.js'
 
 /** A SQLite file and its node service for the describe block it is called in. */
 function storageForBlock(): { readonly storage: StorageAdapter; readonly nodes: NodeService } {
@@ -38,8 +37,8 @@ describe('[AUTH7] a token kept in memory is read again', () => {
   const now = () => clock
 
   it('a logout elsewhere, its message lost, ends the token here within the recheck, and what holds it is told', async () => {
-    const one = new AuthService(db.storage, db.nodes, 3_600_000, new LoginThrottle(), now)
-    const two = new AuthService(db.storage, db.nodes, 3_600_000, new LoginThrottle(), now)
+    const one = new AuthService(db.storage, db.nodes, { tokenTtlMs: 3_600_000, now })
+    const two = new AuthService(db.storage, db.nodes, { tokenTtlMs: 3_600_000, now })
     const { userId, token } = await one.signup({ email: 'ada@example.com', password: 'long enough password', name: 'Ada' })
     expect(await two.authenticate(token)).toBe(userId)
     const told: string[] = []
@@ -64,8 +63,8 @@ describe('[AUTH9] the password hash cost', () => {
   const db = storageForBlock()
 
   it('new hashes use the setting (2^14 unless told); a hash made under another setting still signs in, a wrong password does not', async () => {
-    const strong = new AuthService(db.storage, db.nodes, 3_600_000)
-    const cheap = new AuthService(db.storage, db.nodes, 3_600_000, new LoginThrottle(), Date.now, MIN_SCRYPT_N)
+    const strong = new AuthService(db.storage, db.nodes, { tokenTtlMs: 3_600_000 })
+    const cheap = new AuthService(db.storage, db.nodes, { tokenTtlMs: 3_600_000, scryptN: MIN_SCRYPT_N })
     await strong.signup({ email: 'strong@example.com', password: 'long enough password', name: 'Strong' })
     await cheap.signup({ email: 'cheap@example.com', password: 'long enough password', name: 'Cheap' })
     expect((await db.storage.findAccountByEmail('strong@example.com'))?.passwordHash).toMatch(/^scrypt\$16384\$8\$1\$/)

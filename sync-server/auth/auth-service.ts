@@ -84,20 +84,38 @@ export interface Session {
   expiresAt: number
 }
 
+export interface AuthServiceOptions {
+  /** How long a session token lives (config `tokenTtlMs`). */
+  tokenTtlMs: number
+  /** Sign-in attempts per account and address (a fresh one by default). */
+  throttle?: LoginThrottle
+  /** The clock (tests move it). */
+  now?: () => number
+  /** [AUTH9] scrypt's N for new password hashes (config `passwordScryptN`; default 2^14). */
+  scryptN?: number
+}
+
 export class AuthService implements UserDirectory {
   private readonly tokenCache = new Map<string, { userId: UserId; expiresAt: number; checkedAt: number }>()
   private peers: TokenPeers | null = null
   private readonly revokedListeners = new Set<(tokenHash: string) => void>()
 
+  private readonly tokenTtlMs: number
+  private readonly throttle: LoginThrottle
+  private readonly now: () => number
+  /** scrypt's N for new hashes (config `passwordScryptN`). */
+  private readonly scryptN: number
+
   constructor(
     private readonly storage: StorageAdapter,
     private readonly nodes: NodeApi,
-    private readonly tokenTtlMs: number,
-    private readonly throttle: LoginThrottle = new LoginThrottle(),
-    private readonly now: () => number = Date.now,
-    /** scrypt's N for new hashes (config `passwordScryptN`). */
-    private readonly scryptN: number = DEFAULT_SCRYPT_N,
-  ) {}
+    opts: AuthServiceOptions,
+  ) {
+    this.tokenTtlMs = opts.tokenTtlMs
+    this.throttle = opts.throttle ?? new LoginThrottle()
+    this.now = opts.now ?? Date.now
+    this.scryptN = opts.scryptN ?? DEFAULT_SCRYPT_N
+  }
 
   async signup(raw: unknown): Promise<{ userId: UserId; token: string }> {
     const body = parse(SignupBody, raw)
