@@ -147,7 +147,11 @@ describe('[WEB3] two replicas converting one plain text field at once', () => {
       // Both convert on sync, at the same moment, and type before seeing each other.
       await Promise.all([ra.synced, rb.synced])
       await Promise.all([a.patch(p, { Body: 'Alpha one. Beta.' }), b.patch(p, { Body: 'Alpha. Beta two.' })])
-      await waitFor(() => ra.content.Body === 'Alpha one. Beta two.' && rb.content.Body === 'Alpha one. Beta two.', 10_000)
+      // Not there yet: the error (reported if it never comes) says where each replica stands.
+      await waitFor(() => {
+        if (ra.content.Body === 'Alpha one. Beta two.' && rb.content.Body === 'Alpha one. Beta two.') return true
+        throw new Error(`round ${round}: Ann's replica has ${JSON.stringify(ra.content.Body)}, Bob's ${JSON.stringify(rb.content.Body)}`)
+      }, 10_000)
     }
   })
 })
