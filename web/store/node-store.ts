@@ -659,6 +659,16 @@ export class NodeStore {
     return (await this.db.ops.orderBy('id').toArray()).filter((o) => o.refusal)
   }
 
+  /** [SYNC24] How many queued operations the server refused (the status's count). */
+  async countRefusedOps(): Promise<number> {
+    return this.db.ops.filter((o) => !!o.refusal).count()
+  }
+
+  /** Whether an operation on `path` is still to send (through the table's `path` index). */
+  async hasPendingOp(path: string): Promise<boolean> {
+    return (await this.db.ops.where('path').equals(path).filter((o) => !o.refusal).count()) > 0
+  }
+
   /** [SYNC24] Forgets a refused operation (its author read it). */
   async discardOp(id: number): Promise<void> {
     await this.db.transaction('rw', this.db.ops, async () => {

@@ -136,7 +136,7 @@ export class SyncClient {
       const settled = this.store.settledLocalWrites
       return {
         pending: (await this.store.db.outbox.where('status').equals('pending').count()) + (await this.store.countPendingOps()),
-        refused: (await this.store.db.outbox.where('status').equals('refused').count()) + (await this.store.refusedOps()).length,
+        refused: (await this.store.db.outbox.where('status').equals('refused').count()) + (await this.store.countRefusedOps()),
         settled,
       }
     })
@@ -466,8 +466,7 @@ export class SyncClient {
     try {
       if (typeof navigator !== 'undefined' && navigator.onLine === false) throw new NetworkError('offline')
       const row = await this.store.getIndexRow(path)
-      const queued = (await this.store.pendingOps()).some((o) => o.path === path)
-      if (row?.localOnly || queued) throw new NetworkError('queued after the operations before it')
+      if (row?.localOnly || (await this.store.hasPendingOp(path))) throw new NetworkError('queued after the operations before it')
       await this.store.upsertNodes([await this.api.renameNode(path, name)])
     } catch (e) {
       if (!(e instanceof NetworkError)) throw e
